@@ -1,0 +1,103 @@
+//! Errors, one enum per kind of operation. Each message says what went wrong and what to do.
+
+use std::time::Duration;
+
+/// Errors from opening nodes, topics, publishers and subscribers.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("invalid {what} name {name:?}: {reason}")]
+    InvalidName {
+        what: &'static str,
+        name: String,
+        reason: &'static str,
+    },
+    #[error("invalid quality of service: {0}")]
+    InvalidQos(String),
+    #[error(
+        "shared-memory segment {segment} is not a ferry segment (foreign magic {found:#018x}); \
+         remove it if nothing else uses it, or pick another domain or topic"
+    )]
+    Foreign { segment: String, found: u64 },
+    #[error(
+        "shared-memory segment {segment} is truncated ({size} bytes, needs {expected}); \
+         it is damaged: `ferry clean` removes stale segments"
+    )]
+    Truncated {
+        segment: String,
+        size: u64,
+        expected: u64,
+    },
+    #[error(
+        "shared-memory segment {segment} has layout version {found}, this ferry speaks {expected}; \
+         run the same ferry version on both ends, or `ferry clean` when nothing uses it"
+    )]
+    Version {
+        segment: String,
+        found: u32,
+        expected: u32,
+    },
+    #[error("shared-memory segment {segment} is inconsistent: {detail}")]
+    Layout { segment: String, detail: String },
+    #[error("shared-memory segment {segment} is still being set up by process {pid}; try again")]
+    Busy { segment: String, pid: u32 },
+    #[error("topic {topic} has no free {what} slot ({max} in use); a topic carries at most {max}")]
+    TooMany {
+        topic: String,
+        what: &'static str,
+        max: usize,
+    },
+    #[error("transport {0} is not available in this build of ferry")]
+    Unsupported(&'static str),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: impl Into<std::io::Error>) -> Error {
+        Error::Io {
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+}
+
+/// Errors from sending.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SendError {
+    #[error("message of {len} bytes exceeds this publisher's maximum of {max} bytes (raise Qos::max_message_size)")]
+    TooLarge { len: usize, max: usize },
+    #[error(
+        "a reliable subscriber did not make room within {0:?}; it is alive but slow \
+         (raise Qos::send_timeout, or use Delivery::Latest)"
+    )]
+    Timeout(Duration),
+    #[error("a {len}-byte message is not a whole number of {size}-byte elements")]
+    NotWholeElements { len: usize, size: usize },
+}
+
+/// Errors from receiving.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecvError {
+    #[error(
+        "the ring of a publisher on {topic} holds a malformed record at position {pos}; \
+         something other than a ferry publisher wrote to it. That publisher was dropped"
+    )]
+    Corrupt { topic: String, pos: u64 },
+}
+
+/// A sample cannot be viewed as a slice of the requested element type.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PodError {
+    #[error("a {len}-byte payload is not a whole number of {size}-byte elements")]
+    Length { len: usize, size: usize },
+    #[error("payload is not aligned to {align} bytes for this element type")]
+    Alignment { align: usize },
+}

@@ -1,0 +1,141 @@
+//! Quality of service: how a publisher or subscriber moves, waits and loses (or not) messages.
+
+use std::time::Duration;
+
+use crate::Error;
+
+/// Which transport carries a topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Transport {
+    /// Shared memory between processes of one host.
+    Shm,
+    /// UDP between hosts (IPv4 or IPv6).
+    Udp,
+    /// Shared memory where both ends share a host, UDP otherwise.
+    #[default]
+    Auto,
+}
+
+/// What happens when a subscriber is slower than its publisher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Delivery {
+    /// Nothing is lost: the publisher waits (up to `Qos::send_timeout`) for the slowest live
+    /// reliable subscriber.
+    #[default]
+    Reliable,
+    /// The publisher never waits; a lapped subscriber skips ahead and counts what it skipped.
+    Latest,
+}
+
+/// How a thread waits for data (subscriber) or for room (reliable publisher).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WaitStrategy {
+    /// Busy loop: the lowest latency; the waiting thread never makes a system call.
+    Spin,
+    /// Sleep on a futex shared between processes: no busy loop at all.
+    Block,
+    /// Spin for `Qos::spin_window`, then block.
+    #[default]
+    Adaptive,
+}
+
+/// The settings of a publisher or subscriber.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Qos {
+    pub transport: Transport,
+    pub delivery: Delivery,
+    pub wait: WaitStrategy,
+    /// The largest message a publisher sends (bytes).
+    pub max_message_size: usize,
+    /// Bytes of a publisher's ring (a power of two, at least one record of the maximum size);
+    /// 0 picks `2 × max_message_size` rounded up, at least 64 KiB.
+    pub ring_capacity: usize,
+    /// How long a reliable publisher waits for room before `send` fails with a timeout.
+    pub send_timeout: Duration,
+    /// How long an adaptive waiter spins before it blocks.
+    pub spin_window: Duration,
+}
+
+impl Default for Qos {
+    fn default() -> Qos {
+        Qos {
+            transport: Transport::Auto,
+            delivery: Delivery::Reliable,
+            wait: WaitStrategy::Adaptive,
+            max_message_size: 1 << 20,
+            ring_capacity: 0,
+            send_timeout: Duration::from_secs(5),
+            spin_window: Duration::from_micros(100),
+        }
+    }
+}
+
+impl Qos {
+    pub fn transport(mut self, t: Transport) -> Qos {
+        self.transport = t;
+        self
+    }
+    pub fn delivery(mut self, d: Delivery) -> Qos {
+        self.delivery = d;
+        self
+    }
+    pub fn wait(mut self, w: WaitStrategy) -> Qos {
+        self.wait = w;
+        self
+    }
+    pub fn max_message_size(mut self, bytes: usize) -> Qos {
+        self.max_message_size = bytes;
+        self
+    }
+    pub fn ring_capacity(mut self, bytes: usize) -> Qos {
+        self.ring_capacity = bytes;
+        self
+    }
+    pub fn send_timeout(mut self, t: Duration) -> Qos {
+        self.send_timeout = t;
+        self
+    }
+    pub fn spin_window(mut self, t: Duration) -> Qos {
+        self.spin_window = t;
+        self
+    }
+
+    /// The ring size this QoS gives, checked.
+    pub(crate) fn effective_capacity(&self, page: usize) -> Result<u64, Error> {
+        const MAX_RING: u64 = 1 << 34;
+        if self.max_message_size == 0 {
+            return Err(Error::InvalidQos(
+                "max_message_size must be at least 1 byte".into(),
+            ));
+        }
+        if self.max_message_size as u64 > u32::MAX as u64 - 64 {
+            return Err(Error::InvalidQos(format!(
+                "max_message_size {} exceeds the 4 GiB a record can describe",
+                self.max_message_size
+            )));
+        }
+        let need = crate::shm::ring::record_len(self.max_message_size as u64);
+        let cap = if self.ring_capacity == 0 {
+            (2 * need)
+                .next_power_of_two()
+                .max(64 * 1024)
+                .max(page as u64)
+        } else {
+            self.ring_capacity as u64
+        };
+        if !cap.is_power_of_two() || cap < page as u64 || cap > MAX_RING {
+            return Err(Error::InvalidQos(format!(
+                "ring_capacity {cap} must be a power of two between the page size ({page}) and {MAX_RING}"
+            )));
+        }
+        if need > cap {
+            return Err(Error::InvalidQos(format!(
+                "ring_capacity {cap} cannot hold one message of max_message_size {} (needs {need})",
+                self.max_message_size
+            )));
+        }
+        Ok(cap)
+    }
+}

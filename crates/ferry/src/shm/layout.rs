@@ -1,0 +1,147 @@
+//! What lives in shared memory. Every type here is `#[repr(C)]`, holds no pointers, and is valid
+//! when all-zero (a fresh segment is zero-filled by the kernel). Each segment starts with a
+//! `SegmentHeader`; a mismatch of magic, layout version or sizes is refused with a clear error.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use super::ring::{RingHeader, MAX_READERS};
+use crate::sync::Padded;
+
+/// "FERRYCTL" little-endian: a topic's control segment.
+pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
+/// "FERRYDAT" little-endian: one publisher's data segment.
+pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
+/// Bumped on any change of the layouts in this file.
+pub const LAYOUT_VERSION: u32 = 1;
+
+pub const MAX_PUBLISHERS: usize = 32;
+pub const MAX_NAME: usize = 128;
+pub const MAX_NODE_NAME: usize = 32;
+
+/// The first bytes of every ferry segment.
+#[repr(C)]
+pub struct SegmentHeader {
+    /// Stored last by the creator (Release); a reader that sees it (Acquire) sees the rest.
+    pub magic: AtomicU64,
+    pub version: AtomicU32,
+    pub _reserved: AtomicU32,
+    /// Bytes of the header part (page-rounded), where a data segment's ring starts.
+    pub header_bytes: AtomicU64,
+    /// Size of the whole segment file.
+    pub total_bytes: AtomicU64,
+}
+
+/// A topic's directory: who publishes, who subscribes, and their statistics.
+#[repr(C)]
+pub struct ControlBlock {
+    pub header: SegmentHeader,
+    /// The topic name, UTF-8, zero-padded.
+    pub topic: [AtomicU64; MAX_NAME / 8],
+    /// Set while the last participant removes the segment; a newcomer that sees it retries.
+    pub closing: AtomicU32,
+    pub _pad: AtomicU32,
+    /// Bumped whenever the publisher table changes; subscribers rescan when it moves.
+    pub epoch: AtomicU64,
+    /// Source of unique participant tokens.
+    pub next_token: AtomicU64,
+    pub publishers: [Padded<PublisherSlot>; MAX_PUBLISHERS],
+    pub subscribers: [Padded<SubscriberSlot>; MAX_READERS],
+}
+
+/// Identity and liveness of a participant. `owner` is `0` when free, else the token
+/// `counter << 32 | pid`, so a half-claimed slot still names its process.
+#[repr(C)]
+pub struct Owner {
+    pub token: AtomicU64,
+    /// Set (Release) once the rest of the slot is filled in.
+    pub ready: AtomicU32,
+    pub pid: AtomicU32,
+    pub start_time: AtomicU64,
+    pub node: [AtomicU64; MAX_NODE_NAME / 8],
+}
+
+#[repr(C)]
+pub struct PublisherSlot {
+    pub owner: Owner,
+    pub reliable: AtomicU32,
+    pub transport: AtomicU32,
+    pub capacity: AtomicU64,
+    pub max_message: AtomicU64,
+    pub sent: AtomicU64,
+    pub bytes: AtomicU64,
+    /// Sends that found the ring full and waited.
+    pub waits: AtomicU64,
+    pub timeouts: AtomicU64,
+    /// Dead subscribers this publisher stopped waiting for.
+    pub evictions: AtomicU64,
+}
+
+#[repr(C)]
+pub struct SubscriberSlot {
+    pub owner: Owner,
+    pub reliable: AtomicU32,
+    pub wait: AtomicU32,
+    /// The futex word this subscriber sleeps on; publishers bump it and wake.
+    pub doorbell: Padded<AtomicU32>,
+    pub received: AtomicU64,
+    pub bytes: AtomicU64,
+    /// Messages a latest subscriber missed because it was lapped.
+    pub skipped: AtomicU64,
+    /// Times the subscriber went to sleep on its futex.
+    pub waits: AtomicU64,
+}
+
+/// One publisher's ring.
+#[repr(C)]
+pub struct DataBlock {
+    pub header: SegmentHeader,
+    pub publisher_token: AtomicU64,
+    pub pid: AtomicU32,
+    pub reliable: AtomicU32,
+    pub start_time: AtomicU64,
+    pub capacity: AtomicU64,
+    pub max_message: AtomicU64,
+    /// Set when the publisher has gone away cleanly.
+    pub closed: AtomicU32,
+    /// The futex word a publisher waiting for space sleeps on; readers bump it and wake.
+    pub space_bell: Padded<std::sync::atomic::AtomicU32>,
+    pub ring: RingHeader,
+}
+
+#[cfg(not(loom))]
+const _: () = {
+    assert!(std::mem::size_of::<SegmentHeader>() == 32);
+    assert!(std::mem::align_of::<ControlBlock>() == 128);
+    assert!(std::mem::size_of::<ControlBlock>() <= 64 * 1024);
+    assert!(std::mem::size_of::<DataBlock>() <= 16 * 1024);
+    assert!(std::mem::size_of::<PublisherSlot>() <= 256);
+};
+
+/// Header bytes of a segment holding `T`, rounded up to whole pages.
+pub fn header_bytes<T>(page: usize) -> usize {
+    std::mem::size_of::<T>().div_ceil(page) * page
+}
+
+/// Writes `s` (truncated to the field) into a zero-padded array of words.
+pub fn store_str(dst: &[AtomicU64], s: &str) {
+    let mut bytes = vec![0u8; dst.len() * 8];
+    let n = s.len().min(bytes.len());
+    bytes[..n].copy_from_slice(&s.as_bytes()[..n]);
+    for (word, chunk) in dst.iter().zip(bytes.chunks_exact(8)) {
+        word.store(
+            u64::from_le_bytes(chunk.try_into().unwrap()),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// Reads a string stored by `store_str`; invalid UTF-8 is replaced, never trusted.
+pub fn load_str(src: &[AtomicU64]) -> String {
+    let mut bytes: Vec<u8> = src
+        .iter()
+        .flat_map(|w| w.load(Ordering::Relaxed).to_le_bytes())
+        .collect();
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    bytes.truncate(end);
+    String::from_utf8_lossy(&bytes).into_owned()
+}

@@ -1,0 +1,275 @@
+//! A publisher's end of the shared-memory transport.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::layout::{header_bytes, DataBlock, MAGIC_DATA};
+use super::ring::{self, Reservation, Writer};
+use super::segment::{publish_header, segment_mode, Segment};
+use super::topic::{data_name, ring_doorbell, Liveness, Topic};
+use super::ShmBytes;
+use crate::sync::spin_hint;
+use crate::sys::{self, Mapping, ProcessId, ShmObject};
+use crate::{Delivery, Error, Qos, SendError, WaitStrategy};
+
+/// How often a waiting publisher looks for dead subscribers holding it back.
+const LIVENESS_PERIOD: Duration = Duration::from_millis(10);
+
+pub struct ShmPublisher {
+    // Field order is drop order: the writer state and mapping go before the topic.
+    writer: Writer,
+    bytes: ShmBytes,
+    data: Segment<DataBlock>,
+    topic: Topic,
+    slot: usize,
+    token: u64,
+    max_message: usize,
+    wait: WaitStrategy,
+    send_timeout: Duration,
+    spin_window: Duration,
+}
+
+impl ShmPublisher {
+    pub fn create(
+        domain: &str,
+        topic_name: &str,
+        node: &str,
+        qos: &Qos,
+    ) -> Result<ShmPublisher, Error> {
+        let page = sys::page_size();
+        let capacity = qos.effective_capacity(page)?;
+        let topic = Topic::open(domain, topic_name)?;
+        let (slot, token) = topic.claim_publisher(node)?;
+        match Self::make_ring(&topic, token, capacity, qos) {
+            Ok(data) => {
+                let reliable = qos.delivery == Delivery::Reliable;
+                let p = topic.publisher(slot);
+                p.reliable.store(reliable as u32, Ordering::Relaxed);
+                p.transport.store(1, Ordering::Relaxed);
+                p.capacity.store(capacity, Ordering::Relaxed);
+                p.max_message
+                    .store(qos.max_message_size as u64, Ordering::Relaxed);
+                let block = data.block();
+                let writer = Writer::new(&block.ring, capacity, reliable);
+                // SAFETY: map_ring mapped 2 * capacity bytes after the header; `data` owns the
+                // mapping and outlives `bytes` (field order).
+                let bytes =
+                    unsafe { ShmBytes::new(data.map.as_ptr().add(data.header_bytes), capacity) };
+                topic.publisher_ready(slot);
+                Ok(ShmPublisher {
+                    writer,
+                    bytes,
+                    data,
+                    topic,
+                    slot,
+                    token,
+                    max_message: qos.max_message_size,
+                    wait: qos.wait,
+                    send_timeout: qos.send_timeout,
+                    spin_window: qos.spin_window,
+                })
+            }
+            Err(e) => {
+                topic.release_publisher(slot, token);
+                Err(e)
+            }
+        }
+    }
+
+    fn make_ring(
+        topic: &Topic,
+        token: u64,
+        capacity: u64,
+        qos: &Qos,
+    ) -> Result<Segment<DataBlock>, Error> {
+        let hb = header_bytes::<DataBlock>(sys::page_size());
+        let name = data_name(topic.name(), token);
+        let total = hb as u64 + capacity;
+        let obj = match ShmObject::create(&name, total, segment_mode()) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                // Left by a dead process of an earlier incarnation of this topic.
+                let _ = sys::shm_unlink(&name);
+                ShmObject::create(&name, total, segment_mode())
+            }
+            r => r,
+        }
+        .map_err(|e| Error::io(format!("create shared memory {name} ({total} bytes)"), e))?;
+        let map = Mapping::map_ring(&obj, hb, capacity as usize)
+            .map_err(|e| Error::io(format!("map ring {name}"), e))?;
+        let seg: Segment<DataBlock> = Segment::from_parts(obj, map, hb);
+        let b = seg.block();
+        let me = ProcessId::current();
+        b.publisher_token.store(token, Ordering::Relaxed);
+        b.pid.store(me.pid, Ordering::Relaxed);
+        b.start_time.store(me.start_time, Ordering::Relaxed);
+        b.capacity.store(capacity, Ordering::Relaxed);
+        b.max_message
+            .store(qos.max_message_size as u64, Ordering::Relaxed);
+        b.reliable.store(
+            (qos.delivery == Delivery::Reliable) as u32,
+            Ordering::Relaxed,
+        );
+        publish_header(&seg.map, MAGIC_DATA, hb, total);
+        Ok(seg)
+    }
+
+    pub fn max_message(&self) -> usize {
+        self.max_message
+    }
+
+    /// Subscribers attached to this publisher's ring.
+    pub fn subscriber_count(&self) -> usize {
+        let ring = &self.data.block().ring;
+        // Relaxed: a count for display and start-up synchronisation only.
+        ring.readers
+            .iter()
+            .filter(|r| r.owner.load(Ordering::Relaxed) != 0)
+            .count()
+    }
+
+    /// Reserves room for `len` payload bytes, waiting for reliable subscribers as the QoS says.
+    pub fn reserve(&mut self, len: usize) -> Result<Reservation, SendError> {
+        if len > self.max_message {
+            return Err(SendError::TooLarge {
+                len,
+                max: self.max_message,
+            });
+        }
+        let ring = &self.data.block().ring;
+        if let Ok(r) = self.writer.try_reserve(ring, len as u64) {
+            return Ok(r);
+        }
+        self.reserve_slow(len)
+    }
+
+    #[cold]
+    fn reserve_slow(&mut self, len: usize) -> Result<Reservation, SendError> {
+        let slot = self.topic.publisher(self.slot);
+        slot.waits.fetch_add(1, Ordering::Relaxed);
+        let start = Instant::now();
+        let deadline = start + self.send_timeout;
+        let mut next_liveness = start;
+        let mut spins = 0u32;
+        let mut now = start;
+        loop {
+            if spins % 256 == 0 {
+                now = Instant::now();
+            }
+            if now >= next_liveness {
+                self.evict_dead_laggards(len);
+                next_liveness = now + LIVENESS_PERIOD;
+            }
+            let block = self.data.block();
+            if let Ok(r) = self.writer.try_reserve(&block.ring, len as u64) {
+                return Ok(r);
+            }
+            if now >= deadline {
+                slot.timeouts.fetch_add(1, Ordering::Relaxed);
+                return Err(SendError::Timeout(self.send_timeout));
+            }
+            let block_now = match self.wait {
+                WaitStrategy::Spin => false,
+                WaitStrategy::Block => true,
+                WaitStrategy::Adaptive => now.duration_since(start) >= self.spin_window,
+            };
+            if block_now {
+                // Acquire pairs with the Release bump in `ring_doorbell` by a releasing reader.
+                let bell = block.space_bell.load(Ordering::Acquire);
+                if !self.writer.announce_wait(&block.ring, len as u64) {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    sys::futex_wait(&block.space_bell, bell, Some(left.min(LIVENESS_PERIOD)));
+                }
+                self.writer.end_wait(&block.ring);
+                spins = 0;
+            } else {
+                spin_hint();
+                spins = spins.wrapping_add(1);
+            }
+        }
+    }
+
+    /// Stops waiting for subscribers that hold the ring back but no longer run.
+    fn evict_dead_laggards(&self, len: usize) {
+        let ring = &self.data.block().ring;
+        let mask = self.writer.laggards(ring, len as u64);
+        for i in (0..ring::MAX_READERS).filter(|i| mask & (1 << i) != 0) {
+            let owner = ring.readers[i].owner.load(Ordering::Acquire);
+            let token = owner >> 1;
+            let (live, ctl_token) = self.topic.subscriber(i).owner.liveness();
+            let stale = ctl_token != token || live != Liveness::Alive;
+            // AcqRel pairs with the reader's SeqCst owner store in `Reader::join`: only the exact
+            // stale owner is removed, never a reader that joined meanwhile.
+            if stale
+                && ring.readers[i]
+                    .owner
+                    .compare_exchange(owner, 0, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                self.topic
+                    .publisher(self.slot)
+                    .evictions
+                    .fetch_add(1, Ordering::Relaxed);
+                if live == Liveness::Dead {
+                    self.topic.evict_subscriber_if_dead(i, ctl_token);
+                }
+            }
+        }
+    }
+
+    /// Where the payload of `r` goes (contiguous for `r.payload_len` bytes).
+    pub fn payload_ptr(&self, r: &Reservation) -> *mut u8 {
+        self.bytes.ptr(r.payload_offset(self.writer.capacity()))
+    }
+
+    /// Publishes a reserved record and wakes subscribers that sleep.
+    pub fn commit(&mut self, r: Reservation) {
+        let len = r.payload_len;
+        let wake = self.writer.commit(&self.data.block().ring, &self.bytes, r);
+        let slot = self.topic.publisher(self.slot);
+        // Relaxed: statistics, single writer.
+        slot.sent
+            .store(slot.sent.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        slot.bytes
+            .store(slot.bytes.load(Ordering::Relaxed) + len, Ordering::Relaxed);
+        self.wake(wake);
+    }
+
+    /// Gives a reservation back unused.
+    pub fn abandon(&mut self, r: Reservation) {
+        let wake = self.writer.abandon(&self.data.block().ring, &self.bytes, r);
+        self.wake(wake);
+    }
+
+    fn wake(&self, mut mask: u64) {
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            ring_doorbell(&self.topic.subscriber(i).doorbell);
+        }
+    }
+
+    /// Messages sent so far.
+    pub fn sent(&self) -> u64 {
+        self.writer.seq()
+    }
+}
+
+impl Drop for ShmPublisher {
+    fn drop(&mut self) {
+        let b = self.data.block();
+        b.closed.store(1, Ordering::Release);
+        let _ = sys::shm_unlink(self.data.name());
+        self.topic.release_publisher(self.slot, self.token);
+        self.topic.remove_if_unused();
+    }
+}
+
+impl std::fmt::Debug for ShmPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmPublisher")
+            .field("topic", &self.topic.topic)
+            .field("slot", &self.slot)
+            .finish()
+    }
+}

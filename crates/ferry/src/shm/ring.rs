@@ -1,0 +1,489 @@
+//! The single-writer, multi-reader byte ring that carries one publisher's messages.
+//!
+//! Positions are byte counts since the ring was made (u64, never wrap in practice); the byte at
+//! position `p` lives at offset `p % capacity`. Records are `[seq u64][len u32][tag u32][payload]`,
+//! padded to 8 bytes, and always contiguous because the production mapping places two copies of
+//! the ring side by side (see `sys::Mapping::map_ring`), so nothing is wasted on wrap-around.
+//!
+//! Protocol (every non-relaxed atomic names its partner below):
+//! - The writer announces `reserve = end` of the record it is about to write, then writes header
+//!   and payload in place, then publishes `head = end`. `reserve` always runs at or ahead of
+//!   `head`; the bytes a writer may be scribbling on are those below `reserve`, i.e. positions
+//!   `< reserve - capacity` of older laps are gone.
+//! - A reliable reader owns `cursor` in its slot: everything below it is released. The writer
+//!   never reserves past `min(cursor) + capacity` over reliable readers, so a reliable reader reads
+//!   in place with no check.
+//! - A latest reader is never waited for. It copies a record out and then checks `reserve` again
+//!   (a seqlock over positions): if the writer has reserved past `pos + capacity`, the copy may be
+//!   torn, it is thrown away and the reader jumps to `head`. It never returns a torn record.
+//! - A reader that is about to sleep sets its bit in `sleepers` and looks at `head` again; the
+//!   writer stores `head` and then looks at `sleepers`. Both sides use SeqCst, so at least one of
+//!   them sees the other (no lost wake-up). The writer wakes only readers whose bit is set.
+//! - A writer that waits for space sets `writer_waiting` and looks at the cursors again; a reader
+//!   stores its cursor and then looks at `writer_waiting` (the same Dekker pattern).
+
+use crate::sync::{fence, AtomicU32, AtomicU64, Ordering, Padded};
+
+/// Readers (subscribers) a ring can serve; one bit each in `sleepers`.
+#[cfg(not(loom))]
+pub const MAX_READERS: usize = 64;
+#[cfg(loom)]
+pub const MAX_READERS: usize = 3;
+
+pub const RECORD_HEADER: u64 = 16;
+const RECORD_ALIGN: u64 = 8;
+const TAG_MARK: u32 = 0xFE77_0000;
+const KIND_MESSAGE: u32 = 1;
+const KIND_PADDING: u32 = 2;
+
+/// Bytes a record with `payload` bytes occupies in the ring.
+#[inline]
+pub fn record_len(payload: u64) -> u64 {
+    (RECORD_HEADER + payload + RECORD_ALIGN - 1) & !(RECORD_ALIGN - 1)
+}
+
+/// The largest payload a ring of `capacity` bytes can hold in one record.
+pub fn max_payload(capacity: u64) -> u64 {
+    capacity - RECORD_HEADER
+}
+
+/// The shared part of a ring. Lives in shared memory (`#[repr(C)]`, all-zero is the empty ring).
+#[repr(C)]
+pub struct RingHeader {
+    /// End of the last committed record. Written by the writer only.
+    pub head: Padded<AtomicU64>,
+    /// End of the record being written (>= head). Written by the writer only.
+    pub reserve: Padded<AtomicU64>,
+    /// Bit i set: reader i is about to sleep or sleeps and wants a wake-up.
+    pub sleepers: Padded<AtomicU64>,
+    /// Non-zero while the writer waits for space.
+    pub writer_waiting: Padded<AtomicU32>,
+    pub readers: [Padded<ReaderSlot>; MAX_READERS],
+}
+
+/// One reader's place in the ring.
+#[repr(C)]
+pub struct ReaderSlot {
+    /// 0: free. Otherwise `token << 1 | reliable`, the token naming the subscriber instance.
+    pub owner: AtomicU64,
+    /// Everything below this position is released by this reader.
+    pub cursor: AtomicU64,
+}
+
+impl RingHeader {
+    /// A fresh header in process memory (tests and models; shared memory starts zeroed instead).
+    #[cfg(any(test, loom))]
+    pub fn new() -> RingHeader {
+        RingHeader {
+            head: Padded(AtomicU64::new(0)),
+            reserve: Padded(AtomicU64::new(0)),
+            sleepers: Padded(AtomicU64::new(0)),
+            writer_waiting: Padded(AtomicU32::new(0)),
+            readers: std::array::from_fn(|_| {
+                Padded(ReaderSlot {
+                    owner: AtomicU64::new(0),
+                    cursor: AtomicU64::new(0),
+                })
+            }),
+        }
+    }
+}
+
+/// Byte storage of a ring of `capacity()` bytes (a power of two). `offset` is already reduced
+/// modulo the capacity; a span may run up to `capacity()` bytes past it.
+pub trait RingBytes {
+    fn write(&self, offset: u64, src: &[u8]);
+    fn read(&self, offset: u64, dst: &mut [u8]);
+}
+
+/// The writer's process-local state.
+#[derive(Debug)]
+pub struct Writer {
+    capacity: u64,
+    head: u64,
+    /// May reserve up to here without looking at the readers again.
+    limit: u64,
+    seq: u64,
+    reliable: bool,
+}
+
+/// A reserved, not yet committed record.
+#[derive(Debug, Clone, Copy)]
+pub struct Reservation {
+    pub pos: u64,
+    pub payload_len: u64,
+    end: u64,
+}
+
+impl Reservation {
+    /// Ring offset of the first payload byte.
+    pub fn payload_offset(&self, capacity: u64) -> u64 {
+        (self.pos + RECORD_HEADER) & (capacity - 1)
+    }
+}
+
+/// The ring had no room: reliable readers hold it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Full;
+
+impl Writer {
+    /// Takes over a ring. A fresh ring is all zero; a ring is only ever written by one writer.
+    pub fn new(hdr: &RingHeader, capacity: u64, reliable: bool) -> Writer {
+        debug_assert!(capacity.is_power_of_two());
+        // Relaxed: only this writer ever stores head.
+        let head = hdr.head.load(Ordering::Relaxed);
+        Writer {
+            capacity,
+            head,
+            limit: 0,
+            seq: 0,
+            reliable,
+        }
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Messages committed so far.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Reserves a record for `payload_len` bytes (which must fit: `<= max_payload(capacity)`).
+    pub fn try_reserve(&mut self, hdr: &RingHeader, payload_len: u64) -> Result<Reservation, Full> {
+        let end = self.head + record_len(payload_len);
+        debug_assert!(end - self.head <= self.capacity);
+        if self.reliable && end > self.limit {
+            self.limit = self.min_cursor(hdr) + self.capacity;
+            if end > self.limit {
+                return Err(Full);
+            }
+        }
+        // SeqCst pairs with the SeqCst load of `reserve` in `Reader::join` (a joiner that the
+        // cursor scan missed starts at or after this reservation) and with the latest reader's
+        // validating load after its fence.
+        hdr.reserve.store(end, Ordering::SeqCst);
+        // Release fence: the payload writes that follow cannot be seen before the new `reserve`;
+        // pairs with the Acquire fence in `Reader::read_latest`.
+        fence(Ordering::Release);
+        Ok(Reservation {
+            pos: self.head,
+            payload_len,
+            end,
+        })
+    }
+
+    /// The lowest released position over live reliable readers, or `head` when there are none.
+    fn min_cursor(&self, hdr: &RingHeader) -> u64 {
+        let mut min = self.head;
+        for slot in hdr.readers.iter() {
+            // SeqCst pairs with the SeqCst owner store in `Reader::join`.
+            let owner = slot.owner.load(Ordering::SeqCst);
+            if owner & 1 == 1 {
+                // SeqCst pairs with the SeqCst cursor stores of `Reader::release`/`join`.
+                let cursor = slot.cursor.load(Ordering::SeqCst);
+                if cursor < min {
+                    min = cursor;
+                }
+            }
+        }
+        min
+    }
+
+    /// Reliable readers whose cursor keeps a record of `payload_len` bytes out.
+    pub fn laggards(&self, hdr: &RingHeader, payload_len: u64) -> u64 {
+        let end = self.head + record_len(payload_len);
+        let mut mask = 0u64;
+        for (i, slot) in hdr.readers.iter().enumerate() {
+            // Acquire pairs with the SeqCst stores in `Reader::join`.
+            let owner = slot.owner.load(Ordering::Acquire);
+            if owner & 1 == 1 && slot.cursor.load(Ordering::Acquire) + self.capacity < end {
+                mask |= 1 << i;
+            }
+        }
+        mask
+    }
+
+    /// Announces that the writer is about to sleep until a reader releases space, and says
+    /// whether space appeared meanwhile (then it must not sleep).
+    pub fn announce_wait(&mut self, hdr: &RingHeader, payload_len: u64) -> bool {
+        // SeqCst pairs with the SeqCst load of `writer_waiting` in `Reader::release`.
+        hdr.writer_waiting.store(1, Ordering::SeqCst);
+        let end = self.head + record_len(payload_len);
+        self.limit = self.min_cursor(hdr) + self.capacity;
+        end <= self.limit
+    }
+
+    pub fn end_wait(&self, hdr: &RingHeader) {
+        // Relaxed: a stale 1 only costs a reader a needless wake.
+        hdr.writer_waiting.store(0, Ordering::Relaxed);
+    }
+
+    /// Writes the record header and publishes the record. Returns the mask of sleeping readers to
+    /// wake (already cleared in the ring).
+    pub fn commit<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M, r: Reservation) -> u64 {
+        self.finish(hdr, mem, r, KIND_MESSAGE)
+    }
+
+    /// Gives a reservation back: it becomes a padding record that readers step over.
+    pub fn abandon<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M, r: Reservation) -> u64 {
+        self.finish(hdr, mem, r, KIND_PADDING)
+    }
+
+    fn finish<M: RingBytes>(
+        &mut self,
+        hdr: &RingHeader,
+        mem: &M,
+        r: Reservation,
+        kind: u32,
+    ) -> u64 {
+        debug_assert_eq!(r.pos, self.head);
+        let mut header = [0u8; RECORD_HEADER as usize];
+        header[..8].copy_from_slice(&self.seq.to_le_bytes());
+        header[8..12].copy_from_slice(&(r.payload_len as u32).to_le_bytes());
+        header[12..].copy_from_slice(&(TAG_MARK | kind).to_le_bytes());
+        mem.write(r.pos & (self.capacity - 1), &header);
+        if kind == KIND_MESSAGE {
+            self.seq += 1;
+        }
+        self.head = r.end;
+        // SeqCst: Release for the record bytes (pairs with the readers' Acquire loads of head) and
+        // the store half of the sleeper handshake (pairs with `Reader::announce_sleep`).
+        hdr.head.store(r.end, Ordering::SeqCst);
+        // SeqCst: the load half of the sleeper handshake.
+        if hdr.sleepers.load(Ordering::SeqCst) == 0 {
+            return 0;
+        }
+        // SeqCst: takes the sleepers this commit wakes; pairs with their fetch_or.
+        hdr.sleepers.swap(0, Ordering::SeqCst)
+    }
+}
+
+/// What a reader found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    /// Position of the record (its header).
+    pub pos: u64,
+    /// Ring offset of the payload.
+    pub offset: u64,
+    pub len: u64,
+    pub seq: u64,
+    /// Position of the next record.
+    pub end: u64,
+    /// Messages this reader missed just before this one (latest delivery only).
+    pub skipped: u64,
+}
+
+/// A record header failed its checks where the protocol rules out a race: the segment was
+/// written by something that is not a ferry publisher of this layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Corrupt {
+    pub pos: u64,
+}
+
+/// A reader's process-local state.
+#[derive(Debug)]
+pub struct Reader {
+    slot: usize,
+    capacity: u64,
+    max_len: u64,
+    pos: u64,
+    head: u64,
+    next_seq: Option<u64>,
+    reliable: bool,
+}
+
+impl Reader {
+    /// Takes slot `slot` (which the caller owns through the topic's subscriber table) and starts
+    /// reading from now: the next record the writer reserves.
+    pub fn join(
+        hdr: &RingHeader,
+        capacity: u64,
+        max_len: u64,
+        slot: usize,
+        token: u64,
+        reliable: bool,
+    ) -> Reader {
+        let s = &hdr.readers[slot];
+        // A first guess below any future reservation, so a writer that sees us early waits for us
+        // rather than overrunning us. SeqCst pairs with the writer's cursor scan.
+        let head = hdr.head.load(Ordering::Acquire);
+        s.cursor.store(head, Ordering::SeqCst);
+        // SeqCst pairs with the writer's owner scan in `min_cursor`.
+        s.owner
+            .store(token << 1 | reliable as u64, Ordering::SeqCst);
+        // SeqCst pairs with the SeqCst store in `try_reserve`: any reservation made after a scan
+        // that missed us is at or below what we read here, so the writer cannot lap `pos`.
+        let pos = hdr.reserve.load(Ordering::SeqCst).max(head);
+        s.cursor.store(pos, Ordering::SeqCst);
+        Reader {
+            slot,
+            capacity,
+            max_len,
+            pos,
+            head,
+            next_seq: None,
+            reliable,
+        }
+    }
+
+    /// Leaves the slot; the writer stops waiting for this reader.
+    pub fn leave(&self, hdr: &RingHeader) {
+        // Release pairs with the writer's owner scan; the cursor no longer matters.
+        hdr.readers[self.slot].owner.store(0, Ordering::Release);
+    }
+
+    /// True if a committed record is waiting (one atomic load when the cached head says no).
+    pub fn has_data(&mut self, hdr: &RingHeader) -> bool {
+        if self.pos < self.head {
+            return true;
+        }
+        // Acquire pairs with the SeqCst head store in `Writer::finish`.
+        self.head = hdr.head.load(Ordering::Acquire);
+        self.pos < self.head
+    }
+
+    fn decode(&self, header: &[u8; RECORD_HEADER as usize]) -> Option<(u64, u64, u32)> {
+        let seq = u64::from_le_bytes(header[..8].try_into().unwrap());
+        let len = u32::from_le_bytes(header[8..12].try_into().unwrap()) as u64;
+        let tag = u32::from_le_bytes(header[12..].try_into().unwrap());
+        let kind = tag & 0xFFFF;
+        let plausible = tag & 0xFFFF_0000 == TAG_MARK
+            && (kind == KIND_MESSAGE || kind == KIND_PADDING)
+            && len <= self.max_len
+            && self.pos + record_len(len) <= self.head;
+        plausible.then_some((seq, len, kind))
+    }
+
+    fn count_skipped(&mut self, seq: u64) -> u64 {
+        let skipped = match self.next_seq {
+            Some(expected) if seq > expected => seq - expected,
+            _ => 0,
+        };
+        self.next_seq = Some(seq + 1);
+        skipped
+    }
+
+    /// Reliable delivery: the next record, to be read in place and then released with
+    /// `release(record.end)`. Padding is stepped over (and released) here.
+    pub fn peek<M: RingBytes>(
+        &mut self,
+        hdr: &RingHeader,
+        mem: &M,
+    ) -> Result<Option<Record>, Corrupt> {
+        debug_assert!(self.reliable);
+        loop {
+            if !self.has_data(hdr) {
+                return Ok(None);
+            }
+            let mut header = [0u8; RECORD_HEADER as usize];
+            mem.read(self.pos & (self.capacity - 1), &mut header);
+            let Some((seq, len, kind)) = self.decode(&header) else {
+                return Err(Corrupt { pos: self.pos });
+            };
+            let end = self.pos + record_len(len);
+            if kind == KIND_PADDING {
+                self.release(hdr, end);
+                continue;
+            }
+            let skipped = self.count_skipped(seq);
+            return Ok(Some(Record {
+                pos: self.pos,
+                offset: (self.pos + RECORD_HEADER) & (self.capacity - 1),
+                len,
+                seq,
+                end,
+                skipped,
+            }));
+        }
+    }
+
+    /// Releases everything below `end` (the end of the record just read). Returns true when the
+    /// writer waits for space and must be woken.
+    pub fn release(&mut self, hdr: &RingHeader, end: u64) -> bool {
+        self.pos = end;
+        // SeqCst: the writer's cursor scan reads this (pairs with `min_cursor`), and the store half
+        // of the space handshake with `Writer::announce_wait`.
+        hdr.readers[self.slot].cursor.store(end, Ordering::SeqCst);
+        // SeqCst: the load half of that handshake.
+        hdr.writer_waiting.load(Ordering::SeqCst) != 0
+    }
+
+    /// Latest delivery: copies the next intact record into `buf` (resized to the payload). A
+    /// record overwritten while it was copied is thrown away and the reader jumps ahead; the jump
+    /// shows up as `skipped` on the next record returned.
+    pub fn read_latest<M: RingBytes>(
+        &mut self,
+        hdr: &RingHeader,
+        mem: &M,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<Record>, Corrupt> {
+        loop {
+            if !self.has_data(hdr) {
+                return Ok(None);
+            }
+            if self.head - self.pos > self.capacity {
+                self.pos = self.head;
+                continue;
+            }
+            let mut header = [0u8; RECORD_HEADER as usize];
+            mem.read(self.pos & (self.capacity - 1), &mut header);
+            let decoded = self.decode(&header);
+            if let Some((_, len, KIND_MESSAGE)) = decoded {
+                buf.resize(len as usize, 0);
+                mem.read((self.pos + RECORD_HEADER) & (self.capacity - 1), buf);
+            }
+            // Acquire fence, then the reserve load: if any byte copied above came from a write
+            // made after the writer reserved past `pos + capacity`, this load sees that
+            // reservation. Pairs with the Release fence in `Writer::try_reserve`.
+            fence(Ordering::Acquire);
+            let reserve = hdr.reserve.load(Ordering::Relaxed);
+            if reserve > self.pos + self.capacity {
+                // Overwritten while we looked: skip to the newest committed record boundary.
+                // Acquire pairs with the SeqCst head store in `Writer::finish`.
+                self.head = hdr.head.load(Ordering::Acquire);
+                self.pos = self.head;
+                continue;
+            }
+            let Some((seq, len, kind)) = decoded else {
+                return Err(Corrupt { pos: self.pos });
+            };
+            let end = self.pos + record_len(len);
+            self.pos = end;
+            if kind == KIND_PADDING {
+                continue;
+            }
+            let skipped = self.count_skipped(seq);
+            return Ok(Some(Record {
+                pos: end - record_len(len),
+                offset: (end - record_len(len) + RECORD_HEADER) & (self.capacity - 1),
+                len,
+                seq,
+                end,
+                skipped,
+            }));
+        }
+    }
+
+    /// Declares that this reader is about to sleep; returns true if data arrived meanwhile (then
+    /// call `cancel_sleep` and do not sleep).
+    pub fn announce_sleep(&mut self, hdr: &RingHeader) -> bool {
+        // SeqCst: the store half of the sleeper handshake; pairs with the writer's sleepers load.
+        hdr.sleepers.fetch_or(1 << self.slot, Ordering::SeqCst);
+        // SeqCst: the load half; pairs with the writer's SeqCst head store.
+        self.head = hdr.head.load(Ordering::SeqCst);
+        self.pos < self.head
+    }
+
+    pub fn cancel_sleep(&self, hdr: &RingHeader) {
+        // Relaxed: a stale bit only costs the writer one needless wake.
+        hdr.sleepers.fetch_and(!(1 << self.slot), Ordering::Relaxed);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+#[cfg(loom)]
+mod loom_tests;

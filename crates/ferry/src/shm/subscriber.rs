@@ -1,0 +1,396 @@
+//! A subscriber's end of the shared-memory transport: it reads every publisher of its topic.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::layout::{header_bytes, DataBlock, MAGIC_DATA};
+use super::ring::{self, Reader, Record};
+use super::segment::{open_checked, Segment};
+use super::topic::{data_name, ring_doorbell, Liveness, Topic};
+use super::ShmBytes;
+use crate::sync::spin_hint;
+use crate::sys::{self, Mapping};
+use crate::{Delivery, Error, Qos, RecvError, WaitStrategy};
+
+/// How often an idle subscriber checks that its publishers still run.
+const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
+
+/// One publisher this subscriber reads.
+struct Source {
+    reader: Reader,
+    bytes: ShmBytes,
+    data: Segment<DataBlock>,
+    pub_slot: usize,
+    pub_token: u64,
+    reliable: bool,
+    /// The publisher is gone: read what it left, then detach.
+    departed: bool,
+}
+
+/// A message ready to be handed out.
+#[derive(Debug, Clone, Copy)]
+pub enum Ready {
+    /// Read in place from source `source`; release `record.end` when done.
+    InPlace { source: usize, record: Record },
+    /// Copied into the subscriber's scratch buffer (latest delivery).
+    Copied { record: Record },
+}
+
+pub struct ShmSubscriber {
+    sources: Vec<Source>,
+    topic: Topic,
+    slot: usize,
+    token: u64,
+    reliable: bool,
+    wait: WaitStrategy,
+    spin_window: Duration,
+    epoch: u64,
+    next_liveness: Instant,
+    round_robin: usize,
+    scratch: Vec<u8>,
+    /// Publishers whose segments were refused (slot, token), with why.
+    refused: Vec<(usize, u64, String)>,
+}
+
+impl ShmSubscriber {
+    pub fn create(
+        domain: &str,
+        topic_name: &str,
+        node: &str,
+        qos: &Qos,
+    ) -> Result<ShmSubscriber, Error> {
+        let topic = Topic::open(domain, topic_name)?;
+        let (slot, token) = topic.claim_subscriber(node)?;
+        let reliable = qos.delivery == Delivery::Reliable;
+        let s = topic.subscriber(slot);
+        s.reliable.store(reliable as u32, Ordering::Relaxed);
+        s.wait.store(qos.wait as u32, Ordering::Relaxed);
+        topic.subscriber_ready(slot);
+        let mut sub = ShmSubscriber {
+            sources: Vec::new(),
+            topic,
+            slot,
+            token,
+            reliable,
+            wait: qos.wait,
+            spin_window: qos.spin_window,
+            epoch: u64::MAX,
+            next_liveness: Instant::now() + LIVENESS_PERIOD,
+            round_robin: 0,
+            scratch: Vec::new(),
+            refused: Vec::new(),
+        };
+        sub.rescan();
+        Ok(sub)
+    }
+
+    /// Publishers currently attached (departed ones with unread data included).
+    pub fn publisher_count(&mut self) -> usize {
+        self.refresh();
+        self.sources.iter().filter(|s| !s.departed).count()
+    }
+
+    /// Segments refused while attaching, with the reason.
+    pub fn refused(&self) -> impl Iterator<Item = &str> {
+        self.refused.iter().map(|(_, _, why)| why.as_str())
+    }
+
+    fn refresh(&mut self) {
+        if self.topic.epoch() != self.epoch {
+            self.rescan();
+        }
+    }
+
+    /// Attaches to new publishers and marks departed ones.
+    fn rescan(&mut self) {
+        self.epoch = self.topic.epoch();
+        let mut present = Vec::new();
+        for i in 0..super::layout::MAX_PUBLISHERS {
+            let p = self.topic.publisher(i);
+            // Acquire pairs with the Release in `Owner::set_ready`.
+            if p.owner.ready.load(Ordering::Acquire) == 0 {
+                continue;
+            }
+            let token = p.owner.token.load(Ordering::Acquire);
+            if token == 0 {
+                continue;
+            }
+            present.push((i, token));
+            let known = self
+                .sources
+                .iter()
+                .any(|s| s.pub_slot == i && s.pub_token == token)
+                || self.refused.iter().any(|r| r.0 == i && r.1 == token);
+            if known {
+                continue;
+            }
+            let pub_reliable = p.reliable.load(Ordering::Relaxed) != 0;
+            match self.attach(i, token, pub_reliable) {
+                Ok(Some(src)) => self.sources.push(src),
+                Ok(None) => {}
+                Err(e) => self.refused.push((i, token, e.to_string())),
+            }
+        }
+        for s in self.sources.iter_mut() {
+            if !present.contains(&(s.pub_slot, s.pub_token)) {
+                s.departed = true;
+            }
+        }
+    }
+
+    fn attach(
+        &self,
+        pub_slot: usize,
+        token: u64,
+        pub_reliable: bool,
+    ) -> Result<Option<Source>, Error> {
+        let hb = header_bytes::<DataBlock>(sys::page_size());
+        let name = data_name(self.topic.name(), token);
+        let Some((obj, total)) = open_checked::<DataBlock>(&name, MAGIC_DATA, hb)? else {
+            return Ok(None);
+        };
+        let head = Mapping::map(&obj, 0, hb).map_err(|e| Error::io(format!("mmap {name}"), e))?;
+        let probe: Segment<DataBlock> = Segment::from_parts(obj, head, hb);
+        let b = probe.block();
+        let capacity = b.capacity.load(Ordering::Relaxed);
+        let max_message = b.max_message.load(Ordering::Relaxed);
+        let layout_err = |detail: String| Error::Layout {
+            segment: name.clone(),
+            detail,
+        };
+        if b.publisher_token.load(Ordering::Relaxed) != token {
+            return Err(layout_err("it belongs to another publisher".into()));
+        }
+        if !capacity.is_power_of_two()
+            || capacity < sys::page_size() as u64
+            || hb as u64 + capacity != total
+        {
+            return Err(layout_err(format!(
+                "ring capacity {capacity} does not match segment size {total}"
+            )));
+        }
+        if max_message == 0 || max_message > ring::max_payload(capacity) {
+            return Err(layout_err(format!(
+                "maximum message {max_message} does not fit its ring"
+            )));
+        }
+        let Segment { obj, .. } = probe;
+        let map = Mapping::map_ring(&obj, hb, capacity as usize)
+            .map_err(|e| Error::io(format!("map ring {name}"), e))?;
+        let data: Segment<DataBlock> = Segment::from_parts(obj, map, hb);
+        let reliable = pub_reliable && self.reliable;
+        let reader = Reader::join(
+            &data.block().ring,
+            capacity,
+            max_message,
+            self.slot,
+            self.token,
+            reliable,
+        );
+        // SAFETY: map_ring mapped 2 * capacity bytes after the header; `data` owns the mapping
+        // and is stored beside `bytes` in the same Source, dropped after it.
+        let bytes = unsafe { ShmBytes::new(data.map.as_ptr().add(hb), capacity) };
+        Ok(Some(Source {
+            reader,
+            bytes,
+            data,
+            pub_slot,
+            pub_token: token,
+            reliable,
+            departed: false,
+        }))
+    }
+
+    /// Checks that attached publishers still run; frees what dead ones left.
+    fn check_liveness(&mut self) {
+        let mut swept = false;
+        for s in self.sources.iter_mut().filter(|s| !s.departed) {
+            match self.topic.publisher_liveness(s.pub_slot, s.pub_token) {
+                Liveness::Alive => {}
+                Liveness::Free => s.departed = true,
+                Liveness::Dead => {
+                    s.departed = true;
+                    swept = true;
+                }
+            }
+        }
+        if swept {
+            self.topic.sweep();
+        }
+    }
+
+    /// The next message if one is there, without waiting.
+    pub fn poll(&mut self) -> Result<Option<Ready>, RecvError> {
+        self.refresh();
+        let n = self.sources.len();
+        for k in 0..n {
+            let i = (self.round_robin + k) % n;
+            let src = &mut self.sources[i];
+            let ring_hdr = &src.data.block().ring;
+            let got = if src.reliable {
+                src.reader
+                    .peek(ring_hdr, &src.bytes)
+                    .map(|r| r.map(|record| Ready::InPlace { source: i, record }))
+            } else {
+                src.reader
+                    .read_latest(ring_hdr, &src.bytes, &mut self.scratch)
+                    .map(|r| r.map(|record| Ready::Copied { record }))
+            };
+            match got {
+                Ok(Some(ready)) => {
+                    self.round_robin = i + 1;
+                    let rec = match ready {
+                        Ready::InPlace { record, .. } | Ready::Copied { record } => record,
+                    };
+                    let s = self.topic.subscriber(self.slot);
+                    // Relaxed: statistics with a single writer.
+                    s.received
+                        .store(s.received.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                    s.bytes
+                        .store(s.bytes.load(Ordering::Relaxed) + rec.len, Ordering::Relaxed);
+                    if rec.skipped != 0 {
+                        s.skipped.fetch_add(rec.skipped, Ordering::Relaxed);
+                    }
+                    return Ok(Some(ready));
+                }
+                Ok(None) => {}
+                Err(c) => {
+                    let src = self.sources.remove(i);
+                    src.reader.leave(&src.data.block().ring);
+                    self.refused.push((
+                        src.pub_slot,
+                        src.pub_token,
+                        format!("corrupt record at {}", c.pos),
+                    ));
+                    return Err(RecvError::Corrupt {
+                        topic: self.topic.topic.clone(),
+                        pos: c.pos,
+                    });
+                }
+            }
+        }
+        // Detach departed publishers that have nothing left to read.
+        self.sources.retain_mut(|s| {
+            let keep = !s.departed || s.reader.has_data(&s.data.block().ring);
+            if !keep {
+                s.reader.leave(&s.data.block().ring);
+            }
+            keep
+        });
+        Ok(None)
+    }
+
+    /// Payload of an in-place record.
+    pub fn payload(&self, ready: &Ready) -> &[u8] {
+        match ready {
+            Ready::InPlace { source, record } => {
+                let src = &self.sources[*source];
+                // SAFETY: the record lies within the double mapping (len <= capacity), committed by
+                // the writer (Acquire on head) and not released yet, so the writer cannot touch it.
+                unsafe {
+                    std::slice::from_raw_parts(src.bytes.ptr(record.offset), record.len as usize)
+                }
+            }
+            Ready::Copied { .. } => &self.scratch,
+        }
+    }
+
+    /// Hands an in-place record back to its publisher.
+    pub fn release(&mut self, ready: &Ready) {
+        if let Ready::InPlace { source, record } = ready {
+            let src = &mut self.sources[*source];
+            let block = src.data.block();
+            if src.reader.release(&block.ring, record.end) {
+                ring_doorbell(&block.space_bell);
+            }
+        }
+    }
+
+    /// Waits for the next message until `deadline` (forever if `None`).
+    pub fn wait(&mut self, deadline: Option<Instant>) -> Result<Option<Ready>, RecvError> {
+        if let Some(r) = self.poll()? {
+            return Ok(Some(r));
+        }
+        let start = Instant::now();
+        let mut now = start;
+        let mut spins = 0u32;
+        loop {
+            if spins % 512 == 0 {
+                now = Instant::now();
+                if now >= self.next_liveness {
+                    self.check_liveness();
+                    self.next_liveness = now + LIVENESS_PERIOD;
+                }
+                if deadline.is_some_and(|d| now >= d) {
+                    return self.poll();
+                }
+            }
+            let block_now = match self.wait {
+                WaitStrategy::Spin => false,
+                WaitStrategy::Block => true,
+                WaitStrategy::Adaptive => now.duration_since(start) >= self.spin_window,
+            };
+            if block_now {
+                self.sleep(deadline);
+                spins = 0;
+            } else {
+                spin_hint();
+                spins = spins.wrapping_add(1);
+            }
+            if let Some(r) = self.poll()? {
+                return Ok(Some(r));
+            }
+        }
+    }
+
+    /// Sleeps on this subscriber's doorbell until a publisher rings it (or a bounded time, so
+    /// that dead publishers are noticed).
+    fn sleep(&mut self, deadline: Option<Instant>) {
+        let me = self.topic.subscriber(self.slot);
+        // SeqCst: read the bell before looking for work, so a ring after the look changes it.
+        // Pairs with the Release bump in `ring_doorbell`.
+        let bell = me.doorbell.load(Ordering::SeqCst);
+        let mut ready = false;
+        for s in self.sources.iter_mut() {
+            ready |= s.reader.announce_sleep(&s.data.block().ring);
+        }
+        if !ready && self.topic.epoch() == self.epoch {
+            let mut timeout = self
+                .next_liveness
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            if let Some(d) = deadline {
+                timeout = timeout.min(d.saturating_duration_since(Instant::now()));
+            }
+            me.waits.fetch_add(1, Ordering::Relaxed);
+            sys::futex_wait(&me.doorbell, bell, Some(timeout));
+        }
+        for s in self.sources.iter() {
+            s.reader.cancel_sleep(&s.data.block().ring);
+        }
+    }
+}
+
+impl Drop for ShmSubscriber {
+    fn drop(&mut self) {
+        for s in self.sources.iter() {
+            let ring_hdr = &s.data.block().ring;
+            s.reader.cancel_sleep(ring_hdr);
+            s.reader.leave(ring_hdr);
+            // A reliable publisher may be waiting for us: let it look again.
+            ring_doorbell(&s.data.block().space_bell);
+        }
+        self.sources.clear();
+        self.topic.release_subscriber(self.slot, self.token);
+        self.topic.remove_if_unused();
+    }
+}
+
+impl std::fmt::Debug for ShmSubscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmSubscriber")
+            .field("topic", &self.topic.topic)
+            .field("slot", &self.slot)
+            .finish()
+    }
+}

@@ -1,0 +1,590 @@
+//! A topic's control segment: the table of publishers and subscribers that every participant
+//! maps, with liveness checks and the removal of what dead processes left behind.
+
+use std::io;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::layout::{
+    header_bytes, load_str, store_str, ControlBlock, DataBlock, Owner, PublisherSlot,
+    SubscriberSlot, MAGIC_CONTROL, MAGIC_DATA,
+};
+use super::segment::{self, open_checked, publish_header, Segment};
+use crate::sys::{self, Mapping, ProcessId, ShmObject};
+use crate::Error;
+
+/// Prefix of every shared-memory object ferry makes.
+pub const PREFIX: &str = "ferry.";
+
+/// Checks a topic name: 1–100 characters of `A-Z a-z 0-9 _ - . /`.
+pub fn validate_topic(topic: &str) -> Result<(), Error> {
+    let bad = |reason| {
+        Err(Error::InvalidName {
+            what: "topic",
+            name: topic.to_owned(),
+            reason,
+        })
+    };
+    if topic.is_empty() || topic.len() > 100 {
+        return bad("must be 1 to 100 characters");
+    }
+    if !topic
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"_-./".contains(&b))
+    {
+        return bad("may hold only letters, digits and _ - . /");
+    }
+    Ok(())
+}
+
+/// Checks a domain name: 1–32 characters of `A-Z a-z 0-9 _ -`.
+pub fn validate_domain(domain: &str) -> Result<(), Error> {
+    if domain.is_empty()
+        || domain.len() > 32
+        || !domain
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(Error::InvalidName {
+            what: "domain",
+            name: domain.to_owned(),
+            reason: "must be 1 to 32 characters of letters, digits, _ and -",
+        });
+    }
+    Ok(())
+}
+
+/// The name of a topic's control segment: `ferry.<domain>.<topic with / as +>`.
+pub fn control_name(domain: &str, topic: &str) -> String {
+    format!("{PREFIX}{domain}.{}", topic.replace('/', "+"))
+}
+
+/// The name of a publisher's data segment.
+pub fn data_name(control: &str, token: u64) -> String {
+    format!("{control}@{token:016x}")
+}
+
+/// Splits a control segment name into domain and topic.
+pub fn parse_control_name(name: &str) -> Option<(String, String)> {
+    let rest = name.strip_prefix(PREFIX)?;
+    if rest.contains('@') {
+        return None;
+    }
+    let (domain, topic) = rest.split_once('.')?;
+    Some((domain.to_owned(), topic.replace('+', "/")))
+}
+
+/// An open, checked control segment.
+pub struct Topic {
+    seg: Segment<ControlBlock>,
+    pub topic: String,
+    pub domain: String,
+}
+
+/// A participant's liveness as recorded in its slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    Free,
+    Alive,
+    Dead,
+}
+
+impl Owner {
+    fn claim(&self, token: u64, node: &str) -> bool {
+        // AcqRel pairs with the Release stores of `release_owner`: the new owner sees the slot
+        // as the last owner left it.
+        if self
+            .token
+            .compare_exchange(0, token, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        let me = ProcessId::current();
+        self.pid.store(me.pid, Ordering::Relaxed);
+        self.start_time.store(me.start_time, Ordering::Relaxed);
+        store_str(&self.node, node);
+        true
+    }
+
+    fn set_ready(&self) {
+        // Release pairs with the Acquire load in `liveness`/readers of the slot.
+        self.ready.store(1, Ordering::Release);
+    }
+
+    /// Frees the slot if `token` still owns it.
+    fn release_owner(&self, token: u64) -> bool {
+        self.ready.store(0, Ordering::Relaxed);
+        // Release pairs with the AcqRel claim of the next owner.
+        self.token
+            .compare_exchange(token, 0, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Whether the owner holding `token` runs. A slot that is still being filled in names its
+    /// process in the token's low 32 bits.
+    pub fn liveness(&self) -> (Liveness, u64) {
+        // Acquire pairs with the AcqRel claim.
+        let token = self.token.load(Ordering::Acquire);
+        if token == 0 {
+            return (Liveness::Free, 0);
+        }
+        // Acquire pairs with `set_ready`.
+        let alive = if self.ready.load(Ordering::Acquire) == 1 {
+            ProcessId {
+                pid: self.pid.load(Ordering::Relaxed),
+                start_time: self.start_time.load(Ordering::Relaxed),
+            }
+            .is_alive()
+        } else {
+            let pid = (token & 0xFFFF_FFFF) as u32;
+            pid != 0 && std::path::Path::new(&format!("/proc/{pid}")).exists()
+        };
+        (
+            if alive {
+                Liveness::Alive
+            } else {
+                Liveness::Dead
+            },
+            token,
+        )
+    }
+
+    pub fn node(&self) -> String {
+        load_str(&self.node)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid.load(Ordering::Relaxed)
+    }
+}
+
+impl Topic {
+    /// Opens the topic's control segment, creating it if needed, and removes what dead
+    /// participants left in it.
+    pub fn open(domain: &str, topic: &str) -> Result<Topic, Error> {
+        validate_domain(domain)?;
+        validate_topic(topic)?;
+        let name = control_name(domain, topic);
+        let page = sys::page_size();
+        let hb = header_bytes::<ControlBlock>(page);
+        for _ in 0..100 {
+            match ShmObject::create(&name, hb as u64, segment::segment_mode()) {
+                Ok(obj) => {
+                    let map = Mapping::map(&obj, 0, hb)
+                        .map_err(|e| Error::io(format!("mmap {name}"), e))?;
+                    let t = Topic {
+                        seg: Segment::from_parts(obj, map, hb),
+                        topic: topic.to_owned(),
+                        domain: domain.to_owned(),
+                    };
+                    store_str(&t.block().topic, topic);
+                    publish_header(&t.seg.map, MAGIC_CONTROL, hb, hb as u64);
+                    return Ok(t);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io(format!("create shared memory {name}"), e)),
+            }
+            let Some((obj, _)) = open_checked::<ControlBlock>(&name, MAGIC_CONTROL, hb)? else {
+                continue; // removed meanwhile: create it
+            };
+            let map =
+                Mapping::map(&obj, 0, hb).map_err(|e| Error::io(format!("mmap {name}"), e))?;
+            let t = Topic {
+                seg: Segment::from_parts(obj, map, hb),
+                topic: topic.to_owned(),
+                domain: domain.to_owned(),
+            };
+            let stored = load_str(&t.block().topic);
+            if stored != topic {
+                return Err(Error::Layout {
+                    segment: name,
+                    detail: format!("it belongs to topic {stored:?}, not {topic:?}"),
+                });
+            }
+            t.sweep();
+            return Ok(t);
+        }
+        Err(Error::Busy {
+            segment: name,
+            pid: 0,
+        })
+    }
+
+    /// Opens an existing topic without creating it (for tools). `None` if there is none.
+    pub fn open_existing(domain: &str, topic: &str) -> Result<Option<Topic>, Error> {
+        let name = control_name(domain, topic);
+        let hb = header_bytes::<ControlBlock>(sys::page_size());
+        let Some((obj, _)) = open_checked::<ControlBlock>(&name, MAGIC_CONTROL, hb)? else {
+            return Ok(None);
+        };
+        let map = Mapping::map(&obj, 0, hb).map_err(|e| Error::io(format!("mmap {name}"), e))?;
+        Ok(Some(Topic {
+            seg: Segment::from_parts(obj, map, hb),
+            topic: topic.to_owned(),
+            domain: domain.to_owned(),
+        }))
+    }
+
+    pub fn block(&self) -> &ControlBlock {
+        self.seg.block()
+    }
+
+    pub fn name(&self) -> &str {
+        self.seg.name()
+    }
+
+    fn new_token(&self) -> u64 {
+        let n = self.block().next_token.fetch_add(1, Ordering::Relaxed) + 1;
+        (n << 32) | std::process::id() as u64
+    }
+
+    /// Claims a publisher slot. The caller fills in the rest and calls `publisher_ready`.
+    pub fn claim_publisher(&self, node: &str) -> Result<(usize, u64), Error> {
+        let slots: Vec<&Owner> = self.block().publishers.iter().map(|p| &p.owner).collect();
+        self.claim(&slots, node, "publisher")
+    }
+
+    pub fn claim_subscriber(&self, node: &str) -> Result<(usize, u64), Error> {
+        let slots: Vec<&Owner> = self.block().subscribers.iter().map(|s| &s.owner).collect();
+        self.claim(&slots, node, "subscriber")
+    }
+
+    fn claim(
+        &self,
+        slots: &[&Owner],
+        node: &str,
+        what: &'static str,
+    ) -> Result<(usize, u64), Error> {
+        for round in 0..2 {
+            for (i, owner) in slots.iter().enumerate() {
+                let token = self.new_token();
+                if owner.claim(token, node) {
+                    // SeqCst pairs with the SeqCst `closing` store in `remove_if_unused`: either
+                    // the remover sees this slot taken, or we see it closing and back off.
+                    std::sync::atomic::fence(Ordering::SeqCst);
+                    if self.block().closing.load(Ordering::SeqCst) != 0 {
+                        owner.release_owner(token);
+                        return Err(Error::Busy {
+                            segment: self.name().to_owned(),
+                            pid: 0,
+                        });
+                    }
+                    return Ok((i, token));
+                }
+            }
+            if round == 0 {
+                self.sweep();
+            }
+        }
+        Err(Error::TooMany {
+            topic: self.topic.clone(),
+            what,
+            max: slots.len(),
+        })
+    }
+
+    pub fn publisher(&self, slot: usize) -> &PublisherSlot {
+        &self.block().publishers[slot]
+    }
+
+    pub fn subscriber(&self, slot: usize) -> &SubscriberSlot {
+        &self.block().subscribers[slot]
+    }
+
+    /// Makes a claimed publisher visible to subscribers and rings them so they attach at once.
+    pub fn publisher_ready(&self, slot: usize) {
+        self.publisher(slot).owner.set_ready();
+        self.bump_epoch();
+    }
+
+    pub fn subscriber_ready(&self, slot: usize) {
+        self.subscriber(slot).owner.set_ready();
+    }
+
+    /// Tells every subscriber that the publisher table changed.
+    pub fn bump_epoch(&self) {
+        // SeqCst pairs with the subscriber's doorbell load then epoch load before it sleeps: if it
+        // missed this epoch it also missed the doorbell bump below and will not sleep through it.
+        self.block().epoch.fetch_add(1, Ordering::SeqCst);
+        for s in self.block().subscribers.iter() {
+            if s.owner.token.load(Ordering::Relaxed) != 0 {
+                ring_doorbell(&s.doorbell);
+            }
+        }
+    }
+
+    pub fn epoch(&self) -> u64 {
+        // Acquire pairs with the SeqCst fetch_add in `bump_epoch`.
+        self.block().epoch.load(Ordering::Acquire)
+    }
+
+    pub fn release_publisher(&self, slot: usize, token: u64) {
+        if self.publisher(slot).owner.release_owner(token) {
+            self.bump_epoch();
+        }
+    }
+
+    pub fn release_subscriber(&self, slot: usize, token: u64) {
+        self.subscriber(slot).owner.release_owner(token);
+    }
+
+    /// Frees the slots of dead publishers (removing their data segments) and dead subscribers.
+    /// Returns how many it freed.
+    pub fn sweep(&self) -> usize {
+        let mut freed = 0;
+        for p in self.block().publishers.iter() {
+            if let (Liveness::Dead, token) = p.owner.liveness() {
+                if p.owner.release_owner(token) {
+                    let _ = sys::shm_unlink(&data_name(self.name(), token));
+                    freed += 1;
+                    self.bump_epoch();
+                }
+            }
+        }
+        for s in self.block().subscribers.iter() {
+            if let (Liveness::Dead, token) = s.owner.liveness() {
+                if s.owner.release_owner(token) {
+                    freed += 1;
+                }
+            }
+        }
+        freed
+    }
+
+    /// Frees one subscriber slot if its owner (holding `token`) is dead.
+    pub fn evict_subscriber_if_dead(&self, slot: usize, token: u64) -> bool {
+        let s = self.subscriber(slot);
+        matches!(s.owner.liveness(), (Liveness::Dead, t) if t == token)
+            && s.owner.release_owner(token)
+    }
+
+    /// Whether the publisher in `slot` with `token` is still there and alive.
+    pub fn publisher_liveness(&self, slot: usize, token: u64) -> Liveness {
+        match self.publisher(slot).owner.liveness() {
+            (l, t) if t == token => l,
+            _ => Liveness::Free,
+        }
+    }
+
+    /// Removes the control segment when no slot is taken (the last participant leaving, or
+    /// `ferry clean`). Returns true if it removed it.
+    pub fn remove_if_unused(&self) -> bool {
+        let b = self.block();
+        // SeqCst pairs with the fence + SeqCst load in `claim`.
+        b.closing.store(1, Ordering::SeqCst);
+        let used = b
+            .publishers
+            .iter()
+            .any(|p| p.owner.token.load(Ordering::SeqCst) != 0)
+            || b.subscribers
+                .iter()
+                .any(|s| s.owner.token.load(Ordering::SeqCst) != 0);
+        if used {
+            b.closing.store(0, Ordering::SeqCst);
+            return false;
+        }
+        // Only unlink the name if it still refers to this segment.
+        let mine = self.seg.obj.inode().ok();
+        if mine.is_some() && sys::shm_inode(self.name()).ok().flatten() == mine {
+            let _ = sys::shm_unlink(self.name());
+            return true;
+        }
+        false
+    }
+
+    /// Publisher and subscriber slots in use, for tools.
+    pub fn snapshot(&self) -> TopicSnapshot {
+        let b = self.block();
+        let publishers = b
+            .publishers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                let (live, token) = p.owner.liveness();
+                (live != Liveness::Free).then(|| PublisherInfo {
+                    slot: i,
+                    token,
+                    node: p.owner.node(),
+                    pid: p.owner.pid(),
+                    alive: live == Liveness::Alive,
+                    reliable: p.reliable.load(Ordering::Relaxed) != 0,
+                    capacity: p.capacity.load(Ordering::Relaxed),
+                    max_message: p.max_message.load(Ordering::Relaxed),
+                    sent: p.sent.load(Ordering::Relaxed),
+                    bytes: p.bytes.load(Ordering::Relaxed),
+                    waits: p.waits.load(Ordering::Relaxed),
+                    timeouts: p.timeouts.load(Ordering::Relaxed),
+                    evictions: p.evictions.load(Ordering::Relaxed),
+                })
+            })
+            .collect();
+        let subscribers = b
+            .subscribers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let (live, token) = s.owner.liveness();
+                (live != Liveness::Free).then(|| SubscriberInfo {
+                    slot: i,
+                    token,
+                    node: s.owner.node(),
+                    pid: s.owner.pid(),
+                    alive: live == Liveness::Alive,
+                    reliable: s.reliable.load(Ordering::Relaxed) != 0,
+                    received: s.received.load(Ordering::Relaxed),
+                    bytes: s.bytes.load(Ordering::Relaxed),
+                    skipped: s.skipped.load(Ordering::Relaxed),
+                    waits: s.waits.load(Ordering::Relaxed),
+                })
+            })
+            .collect();
+        TopicSnapshot {
+            domain: self.domain.clone(),
+            topic: self.topic.clone(),
+            publishers,
+            subscribers,
+        }
+    }
+}
+
+/// Bumps a futex word and wakes whoever sleeps on it.
+pub fn ring_doorbell(word: &AtomicU32) {
+    // Release: the sleeper's futex_wait compares against the value it loaded before it looked for
+    // work; a changed value sends it back to look again.
+    word.fetch_add(1, Ordering::Release);
+    sys::futex_wake(word);
+}
+
+/// A copy of a topic's tables, for `ferry topics` and `ferry stats`.
+#[derive(Debug, Clone)]
+pub struct TopicSnapshot {
+    pub domain: String,
+    pub topic: String,
+    pub publishers: Vec<PublisherInfo>,
+    pub subscribers: Vec<SubscriberInfo>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PublisherInfo {
+    pub slot: usize,
+    pub token: u64,
+    pub node: String,
+    pub pid: u32,
+    pub alive: bool,
+    pub reliable: bool,
+    pub capacity: u64,
+    pub max_message: u64,
+    pub sent: u64,
+    pub bytes: u64,
+    pub waits: u64,
+    pub timeouts: u64,
+    pub evictions: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct SubscriberInfo {
+    pub slot: usize,
+    pub token: u64,
+    pub node: String,
+    pub pid: u32,
+    pub alive: bool,
+    pub reliable: bool,
+    pub received: u64,
+    pub bytes: u64,
+    pub skipped: u64,
+    pub waits: u64,
+}
+
+/// What `clean` did.
+#[derive(Debug, Default, Clone)]
+pub struct CleanReport {
+    pub removed: Vec<String>,
+    pub freed_slots: usize,
+    pub kept: Vec<String>,
+    pub refused: Vec<(String, String)>,
+}
+
+/// Removes stale segments of every domain: slots of dead processes, data segments no live
+/// publisher owns, and control segments nobody uses. Segments in use are kept.
+pub fn clean(domain: Option<&str>) -> Result<CleanReport, Error> {
+    let mut report = CleanReport::default();
+    let names = sys::shm_list(PREFIX).map_err(|e| Error::io("list /dev/shm", e))?;
+    let hb_data = header_bytes::<DataBlock>(sys::page_size());
+    for name in &names {
+        let Some((dom, topic)) = parse_control_name(name) else {
+            continue;
+        };
+        if domain.is_some_and(|d| d != dom) {
+            continue;
+        }
+        match Topic::open_existing(&dom, &topic) {
+            Ok(Some(t)) => {
+                report.freed_slots += t.sweep();
+                if t.remove_if_unused() {
+                    report.removed.push(name.clone());
+                } else {
+                    report.kept.push(name.clone());
+                }
+            }
+            Ok(None) => {}
+            Err(e) => report.refused.push((name.clone(), e.to_string())),
+        }
+    }
+    // Data segments: remove those whose publisher is gone.
+    for name in sys::shm_list(PREFIX).map_err(|e| Error::io("list /dev/shm", e))? {
+        let Some((control, _)) = name.split_once('@') else {
+            continue;
+        };
+        if let Some((dom, _)) = parse_control_name(control) {
+            if domain.is_some_and(|d| d != dom) {
+                continue;
+            }
+        }
+        let alive = match open_checked::<DataBlock>(&name, MAGIC_DATA, hb_data) {
+            Ok(Some((obj, _))) => match Mapping::map(&obj, 0, hb_data) {
+                Ok(map) => {
+                    let seg: Segment<DataBlock> = Segment::from_parts(obj, map, hb_data);
+                    let b = seg.block();
+                    ProcessId {
+                        pid: b.pid.load(Ordering::Relaxed),
+                        start_time: b.start_time.load(Ordering::Relaxed),
+                    }
+                    .is_alive()
+                }
+                Err(_) => false,
+            },
+            Ok(None) => continue,
+            Err(e) => {
+                report.refused.push((name.clone(), e.to_string()));
+                continue;
+            }
+        };
+        if alive {
+            report.kept.push(name);
+        } else if sys::shm_unlink(&name).is_ok() {
+            report.removed.push(name);
+        }
+    }
+    Ok(report)
+}
+
+/// Every topic with a control segment, optionally in one domain.
+pub fn list_topics(
+    domain: Option<&str>,
+) -> Result<Vec<Result<TopicSnapshot, (String, Error)>>, Error> {
+    let mut out = Vec::new();
+    for name in sys::shm_list(PREFIX).map_err(|e| Error::io("list /dev/shm", e))? {
+        let Some((dom, topic)) = parse_control_name(&name) else {
+            continue;
+        };
+        if domain.is_some_and(|d| d != dom) {
+            continue;
+        }
+        match Topic::open_existing(&dom, &topic) {
+            Ok(Some(t)) => out.push(Ok(t.snapshot())),
+            Ok(None) => {}
+            Err(e) => out.push(Err((name, e))),
+        }
+    }
+    Ok(out)
+}
