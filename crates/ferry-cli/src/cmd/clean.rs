@@ -1,0 +1,39 @@
+//! `ferry clean`: removes what dead processes left in shared memory.
+
+use clap::Args;
+
+use crate::error::Result;
+use crate::table::print_out;
+use crate::units::parse_domain;
+
+#[derive(Debug, Args)]
+pub struct CleanArgs {
+    /// Only this domain [default: every domain]
+    #[arg(long, value_name = "D", value_parser = parse_domain)]
+    pub domain: Option<String>,
+}
+
+pub fn run(args: CleanArgs) -> Result<()> {
+    let report = ferry::admin::clean(args.domain.as_deref())?;
+    let mut out = String::new();
+    for name in &report.removed {
+        out.push_str(&format!("removed  {name}\n"));
+    }
+    for name in &report.kept {
+        out.push_str(&format!("kept     {name} (in use)\n"));
+    }
+    for (name, why) in &report.refused {
+        out.push_str(&format!("refused  {name}: {why}\n"));
+    }
+    if report.freed_slots > 0 {
+        out.push_str(&format!(
+            "freed {} slot(s) of dead publishers and subscribers\n",
+            report.freed_slots
+        ));
+    }
+    if out.is_empty() {
+        out.push_str("nothing to clean\n");
+    }
+    print_out(&out)?;
+    Ok(())
+}

@@ -1,0 +1,83 @@
+//! The commands that work with live topics: `pub`, `echo`, `topics`, `stats`, `clean`.
+
+pub mod clean;
+pub mod echo;
+pub mod publish;
+pub mod topics;
+
+use std::time::Duration;
+
+use clap::ValueEnum;
+
+use crate::error::{Context, Result};
+
+/// How long a blocking call waits before a command looks at Ctrl-C and its own deadlines again.
+pub const POLL_SLICE: Duration = Duration::from_millis(100);
+
+/// `--transport`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TransportArg {
+    /// Shared memory (same host)
+    Shm,
+    /// UDP (not available yet)
+    Udp,
+    /// Shared memory where both ends share a host, UDP otherwise
+    Auto,
+}
+
+impl From<TransportArg> for ferry::Transport {
+    fn from(t: TransportArg) -> ferry::Transport {
+        match t {
+            TransportArg::Shm => ferry::Transport::Shm,
+            TransportArg::Udp => ferry::Transport::Udp,
+            TransportArg::Auto => ferry::Transport::Auto,
+        }
+    }
+}
+
+/// `--delivery`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DeliveryArg {
+    /// Nothing is lost: a publisher waits for slow reliable subscribers
+    Reliable,
+    /// The publisher never waits; slow subscribers skip ahead and count what they skipped
+    Latest,
+}
+
+impl From<DeliveryArg> for ferry::Delivery {
+    fn from(d: DeliveryArg) -> ferry::Delivery {
+        match d {
+            DeliveryArg::Reliable => ferry::Delivery::Reliable,
+            DeliveryArg::Latest => ferry::Delivery::Latest,
+        }
+    }
+}
+
+/// `--wait`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WaitArg {
+    /// Busy loop: lowest latency, one CPU kept busy while waiting
+    Spin,
+    /// Sleep on a futex: no busy loop
+    Block,
+    /// Spin briefly, then sleep
+    Adaptive,
+}
+
+impl From<WaitArg> for ferry::WaitStrategy {
+    fn from(w: WaitArg) -> ferry::WaitStrategy {
+        match w {
+            WaitArg::Spin => ferry::WaitStrategy::Spin,
+            WaitArg::Block => ferry::WaitStrategy::Block,
+            WaitArg::Adaptive => ferry::WaitStrategy::Adaptive,
+        }
+    }
+}
+
+/// A node in `domain`, or in `$FERRY_DOMAIN` (else `default`) when none is given.
+pub fn node(name: &str, domain: Option<&str>) -> Result<ferry::Node> {
+    match domain {
+        Some(d) => Ok(ferry::Node::with_domain(name, d)?),
+        None => ferry::Node::new(name).context("the domain in FERRY_DOMAIN"),
+    }
+}

@@ -1,0 +1,183 @@
+//! `ferry pub`: publishes messages of a given size at a given rate.
+
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use ferry::{Qos, SendError};
+
+use super::{DeliveryArg, TransportArg, WaitArg, POLL_SLICE};
+use crate::error::{bail, note, Context, Result};
+use crate::signal;
+use crate::units::{format_size, parse_domain, parse_rate, parse_seconds, parse_size};
+
+#[derive(Debug, Args)]
+pub struct PubArgs {
+    /// Topic to publish on (1 to 100 letters, digits and _ - . /)
+    pub topic: String,
+
+    /// Message size in bytes, with an optional K or M suffix (1K = 1024). A message of 8 bytes or
+    /// more starts with its sequence number (u64, little endian); every other byte holds the
+    /// sequence number's low byte
+    #[arg(long, value_name = "BYTES", default_value = "64", value_parser = parse_size)]
+    pub size: usize,
+
+    /// Messages per second, on absolute deadlines (a late message does not shift the next);
+    /// 0 sends as fast as possible
+    #[arg(long, value_name = "HZ", default_value = "10", value_parser = parse_rate)]
+    pub rate: f64,
+
+    /// Stop after N messages [default: until Ctrl-C]
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+
+    /// Transport (udp is not available yet)
+    #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
+    pub transport: TransportArg,
+
+    /// What happens when a subscriber is slower than this publisher
+    #[arg(long, value_enum, default_value_t = DeliveryArg::Reliable)]
+    pub delivery: DeliveryArg,
+
+    /// How to wait for room when reliable subscribers hold the ring back
+    #[arg(long, value_enum, default_value_t = WaitArg::Adaptive)]
+    pub wait: WaitArg,
+
+    /// Before the first message, wait until N subscribers are attached
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub wait_subscribers: usize,
+
+    /// How long to wait for --wait-subscribers, in seconds
+    #[arg(long, value_name = "S", default_value = "10", value_parser = parse_seconds)]
+    pub wait_timeout: Duration,
+
+    /// Domain: only topics of one domain see each other [default: $FERRY_DOMAIN, else "default"]
+    #[arg(long, value_name = "D", value_parser = parse_domain)]
+    pub domain: Option<String>,
+}
+
+/// How long one reliable send may wait before the command reports a stall and tries again (short,
+/// so that Ctrl-C is honoured while a subscriber holds the ring back).
+const SEND_TIMEOUT: Duration = Duration::from_secs(1);
+
+pub fn run(args: PubArgs) -> Result<()> {
+    signal::install()?;
+    let node = super::node("ferry-pub", args.domain.as_deref())?;
+    let qos = Qos::default()
+        .transport(args.transport.into())
+        .delivery(args.delivery.into())
+        .wait(args.wait.into())
+        .max_message_size(args.size.max(1))
+        .send_timeout(SEND_TIMEOUT);
+    let mut publisher = node.publisher(&args.topic, &qos).context(format!(
+        "cannot publish on topic {:?} in domain {}",
+        args.topic,
+        node.domain()
+    ))?;
+
+    if args.wait_subscribers > 0 {
+        let deadline = Instant::now() + args.wait_timeout;
+        while publisher.subscriber_count() < args.wait_subscribers {
+            if signal::interrupted() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "only {} of {} subscribers attached to topic {:?} within {:?}",
+                    publisher.subscriber_count(),
+                    args.wait_subscribers,
+                    args.topic,
+                    args.wait_timeout
+                );
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    let pace = if args.rate > 0.0 {
+        format!("{} messages/s", args.rate)
+    } else {
+        "as fast as possible".to_owned()
+    };
+    note!(
+        "publishing {} messages on {:?} (domain {}) {pace}{}",
+        format_size(args.size),
+        args.topic,
+        node.domain(),
+        args.count
+            .map_or(String::new(), |c| format!(", {c} in all"))
+    );
+
+    let start = Instant::now();
+    let mut sent = 0u64;
+    let mut stalls = 0u64;
+    while args.count.map_or(true, |c| sent < c) && !signal::interrupted() {
+        if args.rate > 0.0 {
+            // Absolute deadlines: message k is due at start + k / rate.
+            let due = start + Duration::from_secs_f64(sent as f64 / args.rate);
+            if !sleep_until(due) {
+                break;
+            }
+        }
+        match publisher.loan(args.size) {
+            Ok(mut loan) => {
+                write_payload(loan.as_mut_slice(), sent);
+                loan.send();
+                sent += 1;
+            }
+            Err(SendError::Timeout(waited)) => {
+                stalls += 1;
+                note!(
+                    "ferry pub: a reliable subscriber has made no room for {waited:?}; still \
+                     waiting (message {sent} is not lost)"
+                );
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+
+    let elapsed = start.elapsed().as_secs_f64();
+    note!(
+        "sent {sent} messages in {elapsed:.3} s{}",
+        if stalls > 0 {
+            format!("; stalled {stalls} times on slow subscribers")
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
+
+/// Sleeps until `due`, waking regularly to honour Ctrl-C. False if interrupted.
+fn sleep_until(due: Instant) -> bool {
+    loop {
+        if signal::interrupted() {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= due {
+            return true;
+        }
+        std::thread::sleep((due - now).min(POLL_SLICE));
+    }
+}
+
+/// The sequence number (u64 little endian) first if it fits, then its low byte repeated.
+fn write_payload(buf: &mut [u8], seq: u64) {
+    buf.fill(seq as u8);
+    if let Some(head) = buf.get_mut(..8) {
+        head.copy_from_slice(&seq.to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn payload() {
+        let mut buf = [0u8; 10];
+        super::write_payload(&mut buf, 0x0102);
+        assert_eq!(buf, [2, 1, 0, 0, 0, 0, 0, 0, 2, 2]);
+        let mut small = [0u8; 3];
+        super::write_payload(&mut small, 7);
+        assert_eq!(small, [7, 7, 7]);
+    }
+}

@@ -1,0 +1,331 @@
+//! `ferry topics` and `ferry stats`: what the control segments of live topics say.
+
+use clap::Args;
+use ferry::admin::{PublisherInfo, SubscriberInfo, TopicSnapshot};
+use serde::Serialize;
+
+use crate::error::{bail, note, Result};
+use crate::table::{print_out, Table};
+use crate::units::{format_size, parse_domain};
+
+#[derive(Debug, Args)]
+pub struct TopicsArgs {
+    /// Only topics of this domain [default: every domain]
+    #[arg(long, value_name = "D", value_parser = parse_domain)]
+    pub domain: Option<String>,
+
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Only this topic [default: every topic]
+    pub topic: Option<String>,
+
+    /// Only topics of this domain [default: every domain]
+    #[arg(long, value_name = "D", value_parser = parse_domain)]
+    pub domain: Option<String>,
+
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A topic as printed with `--json`.
+#[derive(Serialize)]
+struct TopicJson {
+    domain: String,
+    topic: String,
+    transport: &'static str,
+    publishers: Vec<PublisherJson>,
+    subscribers: Vec<SubscriberJson>,
+}
+
+#[derive(Serialize)]
+struct PublisherJson {
+    slot: usize,
+    node: String,
+    pid: u32,
+    alive: bool,
+    delivery: &'static str,
+    ring_bytes: u64,
+    max_message_bytes: u64,
+    sent: u64,
+    bytes: u64,
+    waits: u64,
+    timeouts: u64,
+    evictions: u64,
+}
+
+#[derive(Serialize)]
+struct SubscriberJson {
+    slot: usize,
+    node: String,
+    pid: u32,
+    alive: bool,
+    delivery: &'static str,
+    received: u64,
+    bytes: u64,
+    skipped: u64,
+    waits: u64,
+}
+
+fn delivery(reliable: bool) -> &'static str {
+    if reliable {
+        "reliable"
+    } else {
+        "latest"
+    }
+}
+
+fn liveness(alive: bool) -> &'static str {
+    if alive {
+        "alive"
+    } else {
+        "dead"
+    }
+}
+
+impl From<&TopicSnapshot> for TopicJson {
+    fn from(t: &TopicSnapshot) -> TopicJson {
+        TopicJson {
+            domain: t.domain.clone(),
+            topic: t.topic.clone(),
+            transport: "shm",
+            publishers: t.publishers.iter().map(PublisherJson::from).collect(),
+            subscribers: t.subscribers.iter().map(SubscriberJson::from).collect(),
+        }
+    }
+}
+
+impl From<&PublisherInfo> for PublisherJson {
+    fn from(p: &PublisherInfo) -> PublisherJson {
+        PublisherJson {
+            slot: p.slot,
+            node: p.node.clone(),
+            pid: p.pid,
+            alive: p.alive,
+            delivery: delivery(p.reliable),
+            ring_bytes: p.capacity,
+            max_message_bytes: p.max_message,
+            sent: p.sent,
+            bytes: p.bytes,
+            waits: p.waits,
+            timeouts: p.timeouts,
+            evictions: p.evictions,
+        }
+    }
+}
+
+impl From<&SubscriberInfo> for SubscriberJson {
+    fn from(s: &SubscriberInfo) -> SubscriberJson {
+        SubscriberJson {
+            slot: s.slot,
+            node: s.node.clone(),
+            pid: s.pid,
+            alive: s.alive,
+            delivery: delivery(s.reliable),
+            received: s.received,
+            bytes: s.bytes,
+            skipped: s.skipped,
+            waits: s.waits,
+        }
+    }
+}
+
+/// Snapshots of the topics in `domain` (every domain if `None`); segments that could not be
+/// read are reported on standard error.
+fn snapshots(domain: Option<&str>) -> Result<Vec<TopicSnapshot>> {
+    let mut topics = Vec::new();
+    for entry in ferry::admin::list_topics(domain)? {
+        match entry {
+            Ok(t) => topics.push(t),
+            Err((segment, e)) => note!("ferry: cannot read {segment}: {e}"),
+        }
+    }
+    topics.sort_by(|a, b| (&a.domain, &a.topic).cmp(&(&b.domain, &b.topic)));
+    Ok(topics)
+}
+
+fn print_json(topics: &[TopicSnapshot]) -> Result<()> {
+    let json: Vec<TopicJson> = topics.iter().map(TopicJson::from).collect();
+    print_out(&(serde_json::to_string_pretty(&json)? + "\n"))?;
+    Ok(())
+}
+
+fn nothing_found(domain: Option<&str>) -> String {
+    match domain {
+        Some(d) => format!("no topics in domain {d}\n"),
+        None => "no topics\n".to_owned(),
+    }
+}
+
+fn dead_hint(topics: &[TopicSnapshot]) -> &'static str {
+    let any_dead = topics
+        .iter()
+        .any(|t| t.publishers.iter().any(|p| !p.alive) || t.subscribers.iter().any(|s| !s.alive));
+    if any_dead {
+        "\ndead: left by a process that ended without closing; `ferry clean` removes it\n"
+    } else {
+        ""
+    }
+}
+
+pub fn run_topics(args: TopicsArgs) -> Result<()> {
+    let topics = snapshots(args.domain.as_deref())?;
+    if args.json {
+        return print_json(&topics);
+    }
+    if topics.is_empty() {
+        print_out(&nothing_found(args.domain.as_deref()))?;
+        return Ok(());
+    }
+    let mut table = Table::new(&[
+        "DOMAIN",
+        "TOPIC",
+        "TRANSPORT",
+        "ROLE",
+        "NODE",
+        ">PID",
+        "STATE",
+        "DELIVERY",
+        "DETAILS",
+    ]);
+    for t in &topics {
+        let head = |i: usize| {
+            if i == 0 {
+                [t.domain.clone(), t.topic.clone(), "shm".to_owned()]
+            } else {
+                Default::default()
+            }
+        };
+        if t.publishers.is_empty() && t.subscribers.is_empty() {
+            let mut row = head(0).to_vec();
+            row.push("(none)".to_owned());
+            table.row(row);
+        }
+        let mut i = 0;
+        for p in &t.publishers {
+            let mut row = head(i).to_vec();
+            row.extend([
+                "publisher".to_owned(),
+                p.node.clone(),
+                p.pid.to_string(),
+                liveness(p.alive).to_owned(),
+                delivery(p.reliable).to_owned(),
+                format!(
+                    "max message {}, ring {}",
+                    format_size(p.max_message as usize),
+                    format_size(p.capacity as usize)
+                ),
+            ]);
+            table.row(row);
+            i += 1;
+        }
+        for s in &t.subscribers {
+            let mut row = head(i).to_vec();
+            row.extend([
+                "subscriber".to_owned(),
+                s.node.clone(),
+                s.pid.to_string(),
+                liveness(s.alive).to_owned(),
+                delivery(s.reliable).to_owned(),
+                String::new(),
+            ]);
+            table.row(row);
+            i += 1;
+        }
+    }
+    print_out(&(table.render() + dead_hint(&topics)))?;
+    Ok(())
+}
+
+pub fn run_stats(args: StatsArgs) -> Result<()> {
+    let mut topics = match (&args.topic, &args.domain) {
+        (Some(topic), Some(domain)) => ferry::admin::topic(domain, topic)?.into_iter().collect(),
+        _ => snapshots(args.domain.as_deref())?,
+    };
+    if let Some(topic) = &args.topic {
+        topics.retain(|t| &t.topic == topic);
+        if topics.is_empty() {
+            match &args.domain {
+                Some(d) => bail!("no topic {topic:?} in domain {d}"),
+                None => bail!("no topic {topic:?} in any domain"),
+            }
+        }
+    }
+    if args.json {
+        return print_json(&topics);
+    }
+    if topics.is_empty() {
+        print_out(&nothing_found(args.domain.as_deref()))?;
+        return Ok(());
+    }
+    let mut table = Table::new(&[
+        "DOMAIN",
+        "TOPIC",
+        "ROLE",
+        "NODE",
+        ">PID",
+        "STATE",
+        ">SENT/RECEIVED",
+        ">BYTES",
+        ">WAITS",
+        ">TIMEOUTS",
+        ">EVICTIONS",
+        ">SKIPPED",
+    ]);
+    for t in &topics {
+        let mut first = true;
+        let mut head = || {
+            let cells = if first {
+                vec![t.domain.clone(), t.topic.clone()]
+            } else {
+                vec![String::new(), String::new()]
+            };
+            first = false;
+            cells
+        };
+        for p in &t.publishers {
+            let mut row = head();
+            row.extend([
+                "publisher".to_owned(),
+                p.node.clone(),
+                p.pid.to_string(),
+                liveness(p.alive).to_owned(),
+                p.sent.to_string(),
+                p.bytes.to_string(),
+                p.waits.to_string(),
+                p.timeouts.to_string(),
+                p.evictions.to_string(),
+                "-".to_owned(),
+            ]);
+            table.row(row);
+        }
+        for s in &t.subscribers {
+            let mut row = head();
+            row.extend([
+                "subscriber".to_owned(),
+                s.node.clone(),
+                s.pid.to_string(),
+                liveness(s.alive).to_owned(),
+                s.received.to_string(),
+                s.bytes.to_string(),
+                s.waits.to_string(),
+                "-".to_owned(),
+                "-".to_owned(),
+                s.skipped.to_string(),
+            ]);
+            table.row(row);
+        }
+        if t.publishers.is_empty() && t.subscribers.is_empty() {
+            let mut row = head();
+            row.push("(none)".to_owned());
+            table.row(row);
+        }
+    }
+    print_out(&(table.render() + dead_hint(&topics)))?;
+    Ok(())
+}

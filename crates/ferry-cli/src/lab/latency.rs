@@ -1,0 +1,717 @@
+//! `ferry lab latency`: one-way latency as half the round trip of a ping-pong between two
+//! processes, for ferry's shared-memory transport and the raw baselines, in interleaved rounds.
+//!
+//! For each round, each transport in turn starts a fresh peer process (`ferry lab-peer latency`)
+//! and runs `warmup` unrecorded and then `samples / rounds` recorded round trips for every size.
+//! A round trip: the main process writes every byte of the ping and sends it; the peer waits for
+//! it, checks every byte, writes every byte of the pong and sends it; the main process waits for
+//! it and checks every byte. Ferry transports send through loans (zero copy) and read samples in
+//! place; the raw baselines do the same payload work on a plain shared buffer.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use ferry::{Delivery, Node, Publisher, Qos, Subscriber, WaitStrategy};
+use serde::Serialize;
+
+use super::raw::RawChannel;
+use super::{await_message, verify, Dir, Endpoint, Machine, Peer, Pin, Pinning, Results, Summary};
+use crate::error::{bail, note, Context, Result};
+use crate::signal;
+use crate::table::{print_out, Table};
+use crate::units::{format_ns, format_size, parse_size};
+
+/// The transports this experiment knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    RawSpin,
+    ShmSpin,
+    Shm,
+    RawFutex,
+    ShmBlock,
+}
+
+impl Transport {
+    const ALL: [Transport; 5] = [
+        Transport::RawSpin,
+        Transport::ShmSpin,
+        Transport::Shm,
+        Transport::RawFutex,
+        Transport::ShmBlock,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::RawSpin => "raw-spin",
+            Transport::ShmSpin => "shm-spin",
+            Transport::Shm => "shm",
+            Transport::RawFutex => "raw-futex",
+            Transport::ShmBlock => "shm-block",
+        }
+    }
+
+    /// The raw baseline a ferry transport is compared with.
+    pub fn baseline(self) -> Option<Transport> {
+        match self {
+            Transport::ShmSpin | Transport::Shm => Some(Transport::RawSpin),
+            Transport::ShmBlock => Some(Transport::RawFutex),
+            Transport::RawSpin | Transport::RawFutex => None,
+        }
+    }
+
+    /// Ferry's wait strategy, for ferry transports.
+    fn ferry_wait(self) -> Option<WaitStrategy> {
+        match self {
+            Transport::ShmSpin => Some(WaitStrategy::Spin),
+            Transport::Shm => Some(WaitStrategy::Adaptive),
+            Transport::ShmBlock => Some(WaitStrategy::Block),
+            Transport::RawSpin | Transport::RawFutex => None,
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Transport::RawSpin => "two processes share one buffer per direction; the receiver spins on a flag",
+            Transport::ShmSpin => "ferry shared memory, reliable, WaitStrategy::Spin",
+            Transport::Shm => "ferry shared memory, reliable, WaitStrategy::Adaptive",
+            Transport::RawFutex => "as raw-spin, but the receiver sleeps in futex_wait and the sender calls futex_wake after every message",
+            Transport::ShmBlock => "ferry shared memory, reliable, WaitStrategy::Block",
+        }
+    }
+}
+
+pub fn parse_transport(text: &str) -> Result<Transport, String> {
+    let name = text.trim();
+    if let Some(t) = Transport::ALL.iter().find(|t| t.name() == name) {
+        return Ok(*t);
+    }
+    let valid: Vec<&str> = Transport::ALL.iter().map(|t| t.name()).collect();
+    let hint = if name.contains("udp") {
+        " (UDP transports are not implemented yet)"
+    } else {
+        ""
+    };
+    Err(format!(
+        "unknown transport {name:?}{hint}; valid transports: {}",
+        valid.join(", ")
+    ))
+}
+
+#[derive(Debug, Args)]
+pub struct LatencyArgs {
+    /// Transports to measure, comma-separated, in the order each round runs them: shm-spin,
+    /// shm-block, shm (ferry, adaptive wait), raw-spin, raw-futex (baselines)
+    #[arg(
+        long = "transport",
+        value_name = "LIST",
+        value_delimiter = ',',
+        value_parser = parse_transport,
+        default_value = "raw-spin,shm-spin,shm,raw-futex,shm-block"
+    )]
+    pub transports: Vec<Transport>,
+
+    /// Message sizes, comma-separated, with optional K or M suffixes (1K = 1024)
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_size, default_value = "32,1K,32K,1M")]
+    pub sizes: Vec<usize>,
+
+    /// Round trips recorded per transport and size, split evenly across the rounds
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub samples: usize,
+
+    /// Interleaved rounds: every round runs every transport in turn
+    #[arg(long, value_name = "R", default_value_t = 5)]
+    pub rounds: usize,
+
+    /// Unrecorded round trips before the recorded ones, per transport, size and round
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub warmup: usize,
+
+    /// CPUs of the main process and of the peer, as A,B, or "none" [default: the first two CPUs
+    /// this process may use; none when there is only one]
+    #[arg(long, value_name = "A,B|none", value_parser = super::parse_pin)]
+    pub pin: Option<Pin>,
+
+    /// Write the results as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+}
+
+/// The largest message size accepted (both ferry and the baseline map twice or more of it).
+const MAX_SIZE: usize = 256 << 20;
+/// How long the main process waits for one reply before it gives up.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the peer waits for one message (the main process may be slow to start a size).
+const PEER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the peer may take to attach, and to exit at the end.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn validate(args: &LatencyArgs) -> Result<()> {
+    if args.transports.is_empty() {
+        bail!("--transport: give at least one transport");
+    }
+    for (i, t) in args.transports.iter().enumerate() {
+        if args.transports[..i].contains(t) {
+            bail!("--transport: {} is listed twice", t.name());
+        }
+    }
+    if args.sizes.is_empty() {
+        bail!("--sizes: give at least one size");
+    }
+    for (i, &s) in args.sizes.iter().enumerate() {
+        if s == 0 || s > MAX_SIZE {
+            bail!("--sizes: {s} bytes is out of range (1 byte to 256M)");
+        }
+        if args.sizes[..i].contains(&s) {
+            bail!("--sizes: {s} is listed twice");
+        }
+    }
+    if args.rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
+    if args.samples < args.rounds {
+        bail!(
+            "--samples ({}) must be at least --rounds ({}): every round records at least one round trip",
+            args.samples,
+            args.rounds
+        );
+    }
+    Ok(())
+}
+
+/// Recorded round trips of round `round`: the samples split evenly, the first rounds taking the
+/// remainder.
+fn samples_in_round(samples: usize, rounds: usize, round: usize) -> usize {
+    samples / rounds + usize::from(round < samples % rounds)
+}
+
+/// What the lab needs to run one transport's share of a round.
+struct Ctx<'a> {
+    args: &'a LatencyArgs,
+    domain: String,
+    max_size: usize,
+    pinning: &'a Pinning,
+    /// Counts transport runs, to name their topics and objects uniquely.
+    run_index: usize,
+}
+
+/// One-way latencies in ns, by transport, size and round (rounds are pushed in order).
+type Samples = Vec<Vec<Vec<Vec<u64>>>>;
+
+pub fn run(args: LatencyArgs) -> Result<()> {
+    validate(&args)?;
+    signal::install()?;
+    let machine = Machine::probe();
+    let pinning = Pinning::resolve(args.pin)?;
+    if let Pinning::Pinned { main_cpu, peer_cpu } = pinning {
+        super::pin_to(main_cpu)?;
+        if main_cpu == peer_cpu {
+            note!("ferry lab: both processes on CPU {main_cpu}: spinning transports will be very slow");
+        }
+    }
+    let started = super::unix_time();
+    let mut ctx = Ctx {
+        args: &args,
+        domain: format!("lab{}", std::process::id()),
+        max_size: args.sizes.iter().copied().max().unwrap_or(1),
+        pinning: &pinning,
+        run_index: 0,
+    };
+    note!(
+        "ferry lab latency: {} transports × {} sizes × {} samples in {} rounds; {}",
+        args.transports.len(),
+        args.sizes.len(),
+        args.samples,
+        args.rounds,
+        pinning.describe()
+    );
+
+    let mut samples: Samples =
+        vec![vec![Vec::with_capacity(args.rounds); args.sizes.len()]; args.transports.len()];
+    let outcome = measure(&mut ctx, &mut samples);
+    // Whatever an interrupted or failed run left in its own domain.
+    let _ = ferry::admin::clean(Some(&ctx.domain));
+    outcome?;
+
+    let rows = build_rows(&args, &mut samples);
+    print_out(&render_table(&args, &pinning, &rows))?;
+
+    if let Some(path) = &args.json {
+        let config = Config {
+            transports: args.transports.iter().map(|t| t.name()).collect(),
+            transport_descriptions: args
+                .transports
+                .iter()
+                .map(|t| (t.name(), t.describe()))
+                .collect(),
+            sizes: args.sizes.clone(),
+            samples_per_size: args.samples,
+            rounds: args.rounds,
+            warmup_per_round: args.warmup,
+            pinning: pinning.clone(),
+            one_way: "round trip / 2; the sender writes every payload byte, the receiver reads and checks every byte, then replies with a full payload",
+            clock: "CLOCK_MONOTONIC (std::time::Instant) in the main process",
+            processes: "main process and a re-executed peer process (ferry lab-peer)",
+            ferry: FerryConfig {
+                delivery: "reliable",
+                max_message_size: ctx.max_size,
+                ring_capacity: "auto",
+                send: "loan (zero copy)",
+                receive: "borrowed sample (in place)",
+            },
+            started_unix_s: started,
+        };
+        Results::new("latency", machine, config, rows).write_json(path)?;
+        note!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Runs every round: each transport in turn, every size.
+fn measure(ctx: &mut Ctx<'_>, samples: &mut Samples) -> Result<()> {
+    let args = ctx.args;
+    for round in 0..args.rounds {
+        let recorded = samples_in_round(args.samples, args.rounds, round);
+        note!(
+            "round {}/{}: {recorded} round trips per size",
+            round + 1,
+            args.rounds
+        );
+        for (ti, &transport) in args.transports.iter().enumerate() {
+            signal::check()?;
+            let started = Instant::now();
+            let per_size = run_transport(ctx, transport, recorded).context(format!(
+                "{} (round {})",
+                transport.name(),
+                round + 1
+            ))?;
+            for (si, v) in per_size.into_iter().enumerate() {
+                samples[ti][si].push(v);
+            }
+            note!(
+                "  {:<10} {:.1} s",
+                transport.name(),
+                started.elapsed().as_secs_f64()
+            );
+            ctx.run_index += 1;
+        }
+    }
+    Ok(())
+}
+
+/// One transport's share of a round, with a fresh peer.
+fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result<Vec<Vec<u64>>> {
+    let args = ctx.args;
+    let count = args.warmup + recorded;
+    let mut peer_args = vec![
+        "latency".to_owned(),
+        "--transport".to_owned(),
+        transport.name().to_owned(),
+        "--sizes".to_owned(),
+        args.sizes
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+        "--count".to_owned(),
+        count.to_string(),
+    ];
+    if let Some(cpu) = ctx.pinning.peer_cpu() {
+        peer_args.extend(["--cpu".to_owned(), cpu.to_string()]);
+    }
+    match transport.ferry_wait() {
+        Some(wait) => {
+            let (ping, pong) = topics(ctx.run_index);
+            let qos = ferry_qos(wait, ctx.max_size);
+            let node = Node::with_domain("lab-main", &ctx.domain)?;
+            let out = node.publisher(&ping, &qos)?;
+            let inp = node.subscriber(&pong, &qos)?;
+            peer_args.extend([
+                "--domain".to_owned(),
+                ctx.domain.clone(),
+                "--ping".to_owned(),
+                ping,
+                "--pong".to_owned(),
+                pong,
+                "--max-size".to_owned(),
+                ctx.max_size.to_string(),
+            ]);
+            let mut peer = Peer::spawn(&peer_args)?;
+            let mut end = FerryEnd {
+                out,
+                inp,
+                out_dir: Dir::Ping,
+                in_dir: Dir::Pong,
+            };
+            peer.wait_ready(START_TIMEOUT, || {
+                Ok(end.out.subscriber_count() >= 1 && end.inp.publisher_count() >= 1)
+            })?;
+            let samples = drive(&mut end, &mut peer, &args.sizes, args.warmup, recorded)?;
+            peer.finish(START_TIMEOUT)?;
+            Ok(samples)
+        }
+        None => {
+            let name = format!("ferry-lab.{}.{}", std::process::id(), ctx.run_index);
+            let mut chan = RawChannel::create(&name, ctx.max_size)?;
+            peer_args.extend([
+                "--shm".to_owned(),
+                name,
+                "--max-size".to_owned(),
+                ctx.max_size.to_string(),
+            ]);
+            let mut peer = Peer::spawn(&peer_args)?;
+            peer.wait_ready(START_TIMEOUT, || Ok(chan.peer_ready()))?;
+            chan.unlink()?;
+            let mut end = chan.endpoint(Dir::Ping, transport == Transport::RawFutex);
+            let samples = drive(&mut end, &mut peer, &args.sizes, args.warmup, recorded)?;
+            peer.finish(START_TIMEOUT)?;
+            Ok(samples)
+        }
+    }
+}
+
+fn topics(run_index: usize) -> (String, String) {
+    (format!("ping{run_index}"), format!("pong{run_index}"))
+}
+
+fn ferry_qos(wait: WaitStrategy, max_size: usize) -> Qos {
+    Qos::default()
+        .transport(ferry::Transport::Shm)
+        .delivery(Delivery::Reliable)
+        .wait(wait)
+        .max_message_size(max_size)
+}
+
+/// The main side: `warmup + recorded` round trips per size; returns the recorded one-way
+/// latencies (ns) per size.
+fn drive<E: Endpoint>(
+    end: &mut E,
+    peer: &mut Peer,
+    sizes: &[usize],
+    warmup: usize,
+    recorded: usize,
+) -> Result<Vec<Vec<u64>>> {
+    let mut healthy = || {
+        peer.check_alive()?;
+        signal::check()
+    };
+    let mut seq = 0u64;
+    let mut out = Vec::with_capacity(sizes.len());
+    for &size in sizes {
+        let mut one_way = Vec::with_capacity(recorded);
+        for i in 0..warmup + recorded {
+            signal::check()?;
+            let t0 = Instant::now();
+            end.send(seq, size)?;
+            await_message(end, seq, size, REPLY_TIMEOUT, &mut healthy)?;
+            let round_trip = t0.elapsed();
+            if i >= warmup {
+                one_way.push((round_trip.as_nanos() / 2) as u64);
+            }
+            seq += 1;
+        }
+        out.push(one_way);
+    }
+    Ok(out)
+}
+
+/// A ferry publisher and subscriber pair as one end of the ping-pong.
+struct FerryEnd {
+    out: Publisher,
+    inp: Subscriber,
+    out_dir: Dir,
+    in_dir: Dir,
+}
+
+impl Endpoint for FerryEnd {
+    fn send(&mut self, seq: u64, len: usize) -> Result<()> {
+        let mut loan = self.out.loan(len)?;
+        super::fill(loan.as_mut_slice(), super::pattern(seq, self.out_dir));
+        loan.send();
+        Ok(())
+    }
+
+    fn recv(&mut self, seq: u64, len: usize, slice: Duration) -> Result<bool> {
+        let Some(sample) = self.inp.recv_timeout(slice)? else {
+            return Ok(false);
+        };
+        verify(&sample, seq, Some(sample.seq()), len, self.in_dir)?;
+        Ok(true)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The peer
+
+#[derive(Debug, Args)]
+pub struct PeerArgs {
+    #[arg(long, value_parser = parse_transport)]
+    transport: Transport,
+    #[arg(long, value_delimiter = ',', required = true)]
+    sizes: Vec<usize>,
+    /// Messages per size.
+    #[arg(long)]
+    count: usize,
+    #[arg(long)]
+    cpu: Option<usize>,
+    #[arg(long)]
+    max_size: usize,
+    #[arg(long)]
+    domain: Option<String>,
+    #[arg(long)]
+    ping: Option<String>,
+    #[arg(long)]
+    pong: Option<String>,
+    #[arg(long)]
+    shm: Option<String>,
+}
+
+pub fn run_peer(args: PeerArgs) -> Result<()> {
+    if let Some(cpu) = args.cpu {
+        super::pin_to(cpu)?;
+    }
+    let mut parent_alive = super::parent_watch();
+    match args.transport.ferry_wait() {
+        Some(wait) => {
+            let (Some(domain), Some(ping), Some(pong)) = (&args.domain, &args.ping, &args.pong)
+            else {
+                bail!("a ferry transport needs --domain, --ping and --pong");
+            };
+            let qos = ferry_qos(wait, args.max_size);
+            let node = Node::with_domain("lab-peer", domain)?;
+            let inp = node.subscriber(ping, &qos)?;
+            let out = node.publisher(pong, &qos)?;
+            let mut end = FerryEnd {
+                out,
+                inp,
+                out_dir: Dir::Pong,
+                in_dir: Dir::Ping,
+            };
+            echo(&mut end, &args, &mut parent_alive)
+        }
+        None => {
+            let Some(name) = &args.shm else {
+                bail!("a raw transport needs --shm");
+            };
+            let chan = RawChannel::open(name, args.max_size)?;
+            let mut end = chan.endpoint(Dir::Pong, args.transport == Transport::RawFutex);
+            echo(&mut end, &args, &mut parent_alive)
+        }
+    }
+}
+
+/// The peer side: answers every ping with a pong of the same size.
+fn echo<E: Endpoint>(
+    end: &mut E,
+    args: &PeerArgs,
+    parent_alive: &mut dyn FnMut() -> Result<()>,
+) -> Result<()> {
+    let mut seq = 0u64;
+    for &size in &args.sizes {
+        for _ in 0..args.count {
+            await_message(end, seq, size, PEER_TIMEOUT, parent_alive)?;
+            end.send(seq, size)?;
+            seq += 1;
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+#[derive(Debug, Serialize)]
+struct Config {
+    transports: Vec<&'static str>,
+    transport_descriptions: std::collections::BTreeMap<&'static str, &'static str>,
+    sizes: Vec<usize>,
+    samples_per_size: usize,
+    rounds: usize,
+    warmup_per_round: usize,
+    pinning: Pinning,
+    one_way: &'static str,
+    clock: &'static str,
+    processes: &'static str,
+    ferry: FerryConfig,
+    started_unix_s: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct FerryConfig {
+    delivery: &'static str,
+    max_message_size: usize,
+    ring_capacity: &'static str,
+    send: &'static str,
+    receive: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Row {
+    transport: &'static str,
+    size_bytes: usize,
+    #[serde(flatten)]
+    summary: Summary,
+    /// The raw baseline of the same family, if it ran.
+    baseline: Option<&'static str>,
+    /// The median over the rounds of p50 / the baseline's p50 in the same round.
+    p50_ratio: Option<f64>,
+    /// p50 / the baseline's p50 with all rounds pooled.
+    p50_ratio_pooled: Option<f64>,
+    rounds: Vec<RoundRow>,
+}
+
+#[derive(Debug, Serialize)]
+struct RoundRow {
+    round: usize,
+    #[serde(flatten)]
+    summary: Summary,
+    /// p50 over the baseline's p50 in the same round.
+    p50_ratio: Option<f64>,
+}
+
+fn ratio(a: u64, b: u64) -> Option<f64> {
+    (b > 0).then(|| a as f64 / b as f64)
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
+fn build_rows(args: &LatencyArgs, samples: &mut Samples) -> Vec<Row> {
+    // Summaries first (by transport, size), then ratios against them.
+    let mut overall = Vec::new();
+    let mut per_round = Vec::new();
+    for by_size in samples.iter_mut() {
+        let mut o = Vec::new();
+        let mut r = Vec::new();
+        for by_round in by_size.iter_mut() {
+            r.push(
+                by_round
+                    .iter_mut()
+                    .map(|v| Summary::of(v))
+                    .collect::<Vec<_>>(),
+            );
+            let mut all: Vec<u64> = by_round.concat();
+            o.push(Summary::of(&mut all));
+        }
+        overall.push(o);
+        per_round.push(r);
+    }
+    let index = |t: Transport| args.transports.iter().position(|&x| x == t);
+    let mut rows = Vec::new();
+    for (ti, &transport) in args.transports.iter().enumerate() {
+        let base = transport
+            .baseline()
+            .and_then(|b| index(b).map(|bi| (b, bi)));
+        for (si, &size) in args.sizes.iter().enumerate() {
+            let summary = overall[ti][si];
+            let rounds: Vec<RoundRow> = per_round[ti][si]
+                .iter()
+                .enumerate()
+                .map(|(round, s)| RoundRow {
+                    round,
+                    summary: *s,
+                    p50_ratio: base
+                        .and_then(|(_, bi)| ratio(s.p50_ns, per_round[bi][si][round].p50_ns)),
+                })
+                .collect();
+            rows.push(Row {
+                transport: transport.name(),
+                size_bytes: size,
+                summary,
+                baseline: base.map(|(b, _)| b.name()),
+                p50_ratio: median(rounds.iter().filter_map(|r| r.p50_ratio).collect()),
+                p50_ratio_pooled: base
+                    .and_then(|(_, bi)| ratio(summary.p50_ns, overall[bi][si].p50_ns)),
+                rounds,
+            });
+        }
+    }
+    rows
+}
+
+fn render_table(args: &LatencyArgs, pinning: &Pinning, rows: &[Row]) -> String {
+    let mut table = Table::new(&[
+        "transport",
+        ">size",
+        ">samples",
+        ">p50",
+        ">p90",
+        ">p99",
+        ">p99.9",
+        ">max",
+        ">mean",
+        "p50 / baseline: median of rounds (range)",
+    ]);
+    for row in rows {
+        let s = &row.summary;
+        let versus = match (row.baseline, row.p50_ratio) {
+            (Some(base), Some(r)) => {
+                let per_round: Vec<f64> = row.rounds.iter().filter_map(|r| r.p50_ratio).collect();
+                let lo = per_round.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = per_round.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                if per_round.len() > 1 {
+                    format!("{r:.2} × {base} ({lo:.2}–{hi:.2})")
+                } else {
+                    format!("{r:.2} × {base}")
+                }
+            }
+            _ if row.transport.starts_with("raw") => "(baseline)".to_owned(),
+            _ => "-".to_owned(),
+        };
+        table.row(vec![
+            row.transport.to_owned(),
+            format_size(row.size_bytes),
+            s.samples.to_string(),
+            format_ns(s.p50_ns as f64),
+            format_ns(s.p90_ns as f64),
+            format_ns(s.p99_ns as f64),
+            format_ns(s.p999_ns as f64),
+            format_ns(s.max_ns as f64),
+            format_ns(s.mean_ns),
+            versus,
+        ]);
+    }
+    format!(
+        "\nOne-way latency (round trip / 2), {} samples per row in {} interleaved rounds; {}.\n\n{}",
+        args.samples,
+        args.rounds,
+        pinning.describe(),
+        table.render()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transports_parse() {
+        for t in Transport::ALL {
+            assert_eq!(parse_transport(t.name()), Ok(t));
+        }
+        let err = parse_transport("udp4").unwrap_err();
+        assert!(
+            err.contains("not implemented") && err.contains("raw-futex"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn rounds_split_samples() {
+        let split: Vec<usize> = (0..3).map(|r| samples_in_round(10, 3, r)).collect();
+        assert_eq!(split, [4, 3, 3]);
+        assert_eq!(
+            (0..5)
+                .map(|r| samples_in_round(10_000, 5, r))
+                .sum::<usize>(),
+            10_000
+        );
+    }
+}

@@ -1,0 +1,582 @@
+//! The performance lab: experiments that measure the transports on this machine, with same-run
+//! baselines, and write results that follow the lab contract:
+//! `{"ferry_version", "experiment", "machine", "config", "rows"}`.
+//!
+//! This module holds what experiments share: the machine description, the results writer,
+//! percentile statistics, the payload pattern (written and checked alike by every transport),
+//! CPU pinning, the peer process and the message channel interface. Each experiment is a
+//! submodule; `raw` holds the baseline channels.
+
+pub mod latency;
+pub mod raw;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use crate::error::{bail, Context, Error, Result};
+
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    pub experiment: Experiment,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Experiment {
+    /// One-way latency (round trip / 2) by ping-pong between two processes, against raw
+    /// shared-memory baselines measured in the same run
+    Latency(latency::LatencyArgs),
+}
+
+/// The hidden `ferry lab-peer` command: the other process of an experiment.
+#[derive(Debug, Args)]
+pub struct PeerArgs {
+    #[command(subcommand)]
+    pub experiment: PeerExperiment,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PeerExperiment {
+    Latency(latency::PeerArgs),
+}
+
+pub fn run(args: LabArgs) -> Result<()> {
+    match args.experiment {
+        Experiment::Latency(a) => latency::run(a),
+    }
+}
+
+pub fn run_peer(args: PeerArgs) -> Result<()> {
+    match args.experiment {
+        PeerExperiment::Latency(a) => latency::run_peer(a).context("lab peer"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Machine and results
+
+/// What the results were measured on.
+#[derive(Debug, Serialize)]
+pub struct Machine {
+    pub hostname: String,
+    pub os: &'static str,
+    pub arch: &'static str,
+    pub kernel: String,
+    pub cpu_model: String,
+    /// CPUs online.
+    pub cpus: usize,
+    /// CPUs this process may run on.
+    pub allowed_cpus: Vec<usize>,
+    pub memory_bytes: Option<u64>,
+    pub clocksource: Option<String>,
+    /// The CPU reports that it runs under a hypervisor.
+    pub virtualized: bool,
+}
+
+fn read_trimmed(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+impl Machine {
+    pub fn probe() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let field = |name: &str| {
+            cpuinfo.lines().find_map(|line| {
+                let (key, value) = line.split_once(':')?;
+                (key.trim() == name).then(|| value.trim().to_owned())
+            })
+        };
+        let online = cpuinfo
+            .lines()
+            .filter(|l| l.split(':').next().is_some_and(|k| k.trim() == "processor"))
+            .count();
+        let memory_bytes = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024)
+        });
+        let allowed_cpus = allowed_cpus();
+        Machine {
+            hostname: read_trimmed("/proc/sys/kernel/hostname").unwrap_or_default(),
+            os: std::env::consts::OS,
+            arch: std::env::consts::ARCH,
+            kernel: read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_default(),
+            cpu_model: field("model name")
+                .or_else(|| field("Model"))
+                .unwrap_or_else(|| "unknown".to_owned()),
+            cpus: if online > 0 {
+                online
+            } else {
+                allowed_cpus.len()
+            },
+            allowed_cpus,
+            memory_bytes,
+            clocksource: read_trimmed(
+                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+            ),
+            virtualized: field("flags").is_some_and(|f| f.split(' ').any(|x| x == "hypervisor")),
+        }
+    }
+}
+
+/// One experiment's results, as the lab contract lays them out.
+#[derive(Debug, Serialize)]
+pub struct Results<C: Serialize, R: Serialize> {
+    pub ferry_version: &'static str,
+    pub experiment: &'static str,
+    pub machine: Machine,
+    pub config: C,
+    pub rows: Vec<R>,
+}
+
+impl<C: Serialize, R: Serialize> Results<C, R> {
+    pub fn new(experiment: &'static str, machine: Machine, config: C, rows: Vec<R>) -> Self {
+        Results {
+            ferry_version: env!("CARGO_PKG_VERSION"),
+            experiment,
+            machine,
+            config,
+            rows,
+        }
+    }
+
+    /// Writes pretty JSON to `path` (through a temporary file, so a reader never sees half).
+    pub fn write_json(&self, path: &Path) -> Result<()> {
+        let mut text = serde_json::to_string_pretty(self)?;
+        text.push('\n');
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        std::fs::write(&tmp, text)
+            .context(format!("cannot write {}", Path::new(&tmp).display()))?;
+        std::fs::rename(&tmp, path).context(format!("cannot write {}", path.display()))
+    }
+}
+
+/// Seconds since the Unix epoch, for the record.
+pub fn unix_time() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics
+
+/// Percentiles of a set of samples, in nanoseconds (nearest rank: the value below which the
+/// given share of the samples lies).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Summary {
+    pub samples: usize,
+    pub min_ns: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+    pub mean_ns: f64,
+}
+
+impl Summary {
+    /// Sorts `samples` and summarises them.
+    pub fn of(samples: &mut [u64]) -> Summary {
+        samples.sort_unstable();
+        let n = samples.len();
+        let at = |q: f64| -> u64 {
+            if n == 0 {
+                return 0;
+            }
+            let rank = (q * n as f64).ceil() as usize;
+            samples[rank.clamp(1, n) - 1]
+        };
+        let sum: u128 = samples.iter().map(|&s| s as u128).sum();
+        Summary {
+            samples: n,
+            min_ns: samples.first().copied().unwrap_or(0),
+            p50_ns: at(0.50),
+            p90_ns: at(0.90),
+            p99_ns: at(0.99),
+            p999_ns: at(0.999),
+            max_ns: samples.last().copied().unwrap_or(0),
+            mean_ns: if n == 0 { 0.0 } else { sum as f64 / n as f64 },
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Payload: every transport writes and checks exactly the same bytes
+
+/// The direction of a message in a two-process experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    /// From the main process to the peer.
+    Ping,
+    /// From the peer back to the main process.
+    Pong,
+}
+
+/// The byte every payload byte of message `seq` in direction `dir` holds (never 0, so that a
+/// fresh zeroed buffer never passes the check; the two directions differ).
+pub fn pattern(seq: u64, dir: Dir) -> u8 {
+    let shift = match dir {
+        Dir::Ping => 0,
+        Dir::Pong => 128,
+    };
+    ((seq + shift) % 255) as u8 + 1
+}
+
+/// Writes the whole payload.
+#[inline]
+pub fn fill(buf: &mut [u8], byte: u8) {
+    buf.fill(byte);
+}
+
+/// Reads the whole payload, 8 bytes at a time, and says whether every byte equals `byte`.
+#[inline]
+pub fn check(buf: &[u8], byte: u8) -> bool {
+    let word = u64::from_ne_bytes([byte; 8]);
+    let mut chunks = buf.chunks_exact(8);
+    let mut diff = 0u64;
+    for chunk in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        diff |= u64::from_ne_bytes(w) ^ word;
+    }
+    diff == 0 && chunks.remainder().iter().all(|&b| b == byte)
+}
+
+/// Checks a received message: its length and every byte, and the transport's own sequence
+/// number where it has one.
+pub fn verify(
+    payload: &[u8],
+    seq: u64,
+    transport_seq: Option<u64>,
+    len: usize,
+    dir: Dir,
+) -> Result<()> {
+    if let Some(got) = transport_seq {
+        if got != seq {
+            bail!("{dir:?} message {seq} arrived with sequence number {got}");
+        }
+    }
+    if payload.len() != len {
+        bail!(
+            "{dir:?} message {seq} has {} bytes, expected {len}",
+            payload.len()
+        );
+    }
+    let byte = pattern(seq, dir);
+    if !check(payload, byte) {
+        let at = payload.iter().position(|&b| b != byte).unwrap_or(0);
+        bail!(
+            "{dir:?} message {seq} is corrupt: byte {at} is {:#04x}, expected {byte:#04x}",
+            payload[at]
+        );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Message channels
+
+/// One end of a two-way message channel between the main process and the peer.
+pub trait Endpoint {
+    /// Writes message `seq` (`len` bytes of its pattern) and sends it.
+    fn send(&mut self, seq: u64, len: usize) -> Result<()>;
+
+    /// Waits at most about `slice` for message `seq`, then reads and checks all of it. False if
+    /// it did not come in time.
+    fn recv(&mut self, seq: u64, len: usize, slice: Duration) -> Result<bool>;
+}
+
+/// How long one wait lasts before the waiter looks at its partner's health again.
+pub const WAIT_SLICE: Duration = Duration::from_millis(50);
+
+/// Waits for message `seq` up to `timeout`, calling `healthy` between slices of waiting.
+pub fn await_message<E: Endpoint>(
+    end: &mut E,
+    seq: u64,
+    len: usize,
+    timeout: Duration,
+    healthy: &mut dyn FnMut() -> Result<()>,
+) -> Result<()> {
+    if end.recv(seq, len, WAIT_SLICE)? {
+        return Ok(());
+    }
+    let deadline = Instant::now() + timeout;
+    loop {
+        healthy()?;
+        if end.recv(seq, len, WAIT_SLICE)? {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!("message {seq} ({len} bytes) did not arrive within {timeout:?}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pinning
+
+/// `--pin`: the CPUs of the main process and of the peer, or no pinning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pin {
+    None,
+    Cpus { main: usize, peer: usize },
+}
+
+pub fn parse_pin(text: &str) -> Result<Pin, String> {
+    if text.trim().eq_ignore_ascii_case("none") {
+        return Ok(Pin::None);
+    }
+    let invalid = || {
+        format!(
+            "invalid pinning {text:?}: expected two CPU numbers A,B (main process, peer), or none"
+        )
+    };
+    let (a, b) = text.split_once(',').ok_or_else(invalid)?;
+    let cpu = |s: &str| -> Result<usize, String> {
+        let s = s.trim();
+        if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
+            return Err(invalid());
+        }
+        s.parse().map_err(|_| invalid())
+    };
+    Ok(Pin::Cpus {
+        main: cpu(a)?,
+        peer: cpu(b)?,
+    })
+}
+
+/// The CPUs this process may run on.
+pub fn allowed_cpus() -> Vec<usize> {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// How the two processes were placed, as stated in the results.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "mode", rename_all = "lowercase")]
+pub enum Pinning {
+    Pinned { main_cpu: usize, peer_cpu: usize },
+    None { reason: String },
+}
+
+impl Pinning {
+    /// Resolves `--pin` against the CPUs available: the default is the first two.
+    pub fn resolve(pin: Option<Pin>) -> Result<Pinning> {
+        let allowed = allowed_cpus();
+        match pin {
+            Some(Pin::None) => Ok(Pinning::None {
+                reason: "--pin none".to_owned(),
+            }),
+            Some(Pin::Cpus { main, peer }) => {
+                for cpu in [main, peer] {
+                    if !allowed.contains(&cpu) {
+                        bail!(
+                            "--pin: CPU {cpu} is not available to this process (available: {})",
+                            allowed
+                                .iter()
+                                .map(usize::to_string)
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        );
+                    }
+                }
+                Ok(Pinning::Pinned {
+                    main_cpu: main,
+                    peer_cpu: peer,
+                })
+            }
+            None if allowed.len() >= 2 => Ok(Pinning::Pinned {
+                main_cpu: allowed[0],
+                peer_cpu: allowed[1],
+            }),
+            None => Ok(Pinning::None {
+                reason: format!("only {} CPU available", allowed.len()),
+            }),
+        }
+    }
+
+    pub fn peer_cpu(&self) -> Option<usize> {
+        match self {
+            Pinning::Pinned { peer_cpu, .. } => Some(*peer_cpu),
+            Pinning::None { .. } => None,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Pinning::Pinned { main_cpu, peer_cpu } => {
+                format!("main process on CPU {main_cpu}, peer on CPU {peer_cpu}")
+            }
+            Pinning::None { reason } => format!("not pinned ({reason})"),
+        }
+    }
+}
+
+/// Pins the calling thread (the lab runs each side on one thread) to `cpu` and checks it.
+pub fn pin_to(cpu: usize) -> Result<()> {
+    ferry::sys::pin_current_thread(cpu).context(format!("cannot pin to CPU {cpu}"))?;
+    let now = ferry::sys::current_cpu();
+    if now != cpu {
+        bail!("pinned to CPU {cpu} but running on CPU {now}");
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The peer process
+
+/// The second process of an experiment: this executable, re-run as `ferry lab-peer ...`. It is
+/// killed when this value is dropped before it finished.
+pub struct Peer {
+    child: Child,
+    exited: bool,
+}
+
+impl Peer {
+    pub fn spawn(args: &[String]) -> Result<Peer> {
+        let exe = std::env::current_exe().context("cannot find the ferry executable")?;
+        let child = Command::new(&exe)
+            .arg("lab-peer")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context(format!("cannot start the peer process {}", exe.display()))?;
+        Ok(Peer {
+            child,
+            exited: false,
+        })
+    }
+
+    /// An error if the peer has exited (it must not before `finish`).
+    pub fn check_alive(&mut self) -> Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            self.exited = true;
+            bail!("the peer process exited early ({status})");
+        }
+        Ok(())
+    }
+
+    /// Waits until `ready()` holds, at most `timeout`, watching the peer and Ctrl-C meanwhile.
+    pub fn wait_ready(
+        &mut self,
+        timeout: Duration,
+        mut ready: impl FnMut() -> Result<bool>,
+    ) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if ready()? {
+                return Ok(());
+            }
+            self.check_alive()?;
+            crate::signal::check()?;
+            if Instant::now() >= deadline {
+                bail!("the peer process was not ready within {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Waits for the peer to exit by itself (at most `timeout`) and checks that it succeeded.
+    pub fn finish(mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                self.exited = true;
+                if !status.success() {
+                    bail!("the peer process failed ({status})");
+                }
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::msg(format!(
+                    "the peer process did not exit within {timeout:?}; killed it"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if !self.exited {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The peer's view of the main process: an error once it went away (the peer was re-parented).
+pub fn parent_watch() -> impl FnMut() -> Result<()> {
+    let parent = rustix::process::getppid();
+    move || {
+        if rustix::process::getppid() != parent {
+            bail!("the lab's main process went away");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles() {
+        let mut v: Vec<u64> = (1..=1000).rev().collect();
+        let s = Summary::of(&mut v);
+        assert_eq!(s.samples, 1000);
+        assert_eq!((s.min_ns, s.p50_ns, s.p90_ns), (1, 500, 900));
+        assert_eq!((s.p99_ns, s.p999_ns, s.max_ns), (990, 999, 1000));
+        assert_eq!(s.mean_ns, 500.5);
+        let one = Summary::of(&mut [7]);
+        assert_eq!((one.p50_ns, one.p999_ns, one.max_ns), (7, 7, 7));
+        assert_eq!(Summary::of(&mut []).samples, 0);
+    }
+
+    #[test]
+    fn payload_check() {
+        for len in [0, 1, 7, 8, 9, 32, 1000] {
+            let mut buf = vec![0u8; len];
+            let b = pattern(42, Dir::Ping);
+            fill(&mut buf, b);
+            assert!(check(&buf, b));
+            assert!(verify(&buf, 42, Some(42), len, Dir::Ping).is_ok());
+            if len > 0 {
+                assert!(verify(&buf, 42, None, len, Dir::Pong).is_err());
+                buf[len - 1] ^= 1;
+                assert!(!check(&buf, b));
+            }
+        }
+        assert!(verify(&[1, 1], 0, Some(1), 2, Dir::Ping).is_err());
+        for seq in 0..1000 {
+            assert_ne!(pattern(seq, Dir::Ping), 0);
+            assert_ne!(pattern(seq, Dir::Pong), 0);
+            assert_ne!(pattern(seq, Dir::Ping), pattern(seq, Dir::Pong));
+            assert_ne!(pattern(seq, Dir::Ping), pattern(seq + 1, Dir::Ping));
+        }
+    }
+
+    #[test]
+    fn pins() {
+        assert_eq!(parse_pin("none"), Ok(Pin::None));
+        assert_eq!(parse_pin("0,1"), Ok(Pin::Cpus { main: 0, peer: 1 }));
+        for bad in ["", "0", "0,", "a,b", "0,1,2", "-1,0"] {
+            assert!(parse_pin(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Parsing and printing of sizes, durations, rates and names given on the command line.
+
+use std::time::Duration;
+
+const KIB: usize = 1 << 10;
+const MIB: usize = 1 << 20;
+const GIB: usize = 1 << 30;
+
+/// A byte count: digits with an optional K, M or G suffix (powers of 1024), optionally followed
+/// by `B` or `iB`, in any case: `32`, `1K`, `4MiB`.
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let invalid = || {
+        format!(
+            "invalid size {text:?}: expected a whole number of bytes with an optional K, M or G \
+             suffix (1K = 1024), e.g. 32, 1K, 4M"
+        )
+    };
+    let lower = text.trim().to_ascii_lowercase();
+    let body = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (digits, unit) = match body.as_bytes().last() {
+        Some(b'k') => (&body[..body.len() - 1], KIB),
+        Some(b'm') => (&body[..body.len() - 1], MIB),
+        Some(b'g') => (&body[..body.len() - 1], GIB),
+        _ => (body, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid());
+    }
+    let n: usize = digits.parse().map_err(|_| invalid())?;
+    n.checked_mul(unit)
+        .ok_or_else(|| format!("size {text:?} is too large"))
+}
+
+/// `32 B`, `1 KiB`, `1.5 KiB`, `1 MiB`.
+pub fn format_size(bytes: usize) -> String {
+    let (unit, name) = match bytes {
+        b if b >= GIB => (GIB, "GiB"),
+        b if b >= MIB => (MIB, "MiB"),
+        b if b >= KIB => (KIB, "KiB"),
+        _ => return format!("{bytes} B"),
+    };
+    if bytes % unit == 0 {
+        format!("{} {name}", bytes / unit)
+    } else {
+        format!("{:.1} {name}", bytes as f64 / unit as f64)
+    }
+}
+
+/// Seconds as a decimal number, optionally with an `s` or `ms` suffix: `10`, `2.5`, `500ms`.
+pub fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        (t, 1.0)
+    };
+    let invalid = || {
+        format!("invalid duration {text:?}: expected seconds greater than 0, e.g. 10, 2.5 or 500ms")
+    };
+    let value: f64 = number.trim().parse().map_err(|_| invalid())?;
+    let secs = value * scale;
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(invalid());
+    }
+    if secs > 1e7 {
+        return Err(format!(
+            "duration {text:?} is too long (at most 10000000 s)"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Messages per second: a number from 0 (as fast as possible) to one billion.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    let value: f64 = text.trim().parse().map_err(|_| {
+        format!("invalid rate {text:?}: expected messages per second, e.g. 10, 0.5 or 0 (as fast as possible)")
+    })?;
+    if !value.is_finite() || !(0.0..=1e9).contains(&value) {
+        return Err(format!(
+            "invalid rate {text:?}: must be between 0 (as fast as possible) and 1000000000"
+        ));
+    }
+    Ok(value)
+}
+
+/// A domain name as the library accepts it.
+pub fn parse_domain(text: &str) -> Result<String, String> {
+    ferry::Node::with_domain("ferry", text)
+        .map(|_| text.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// Nanoseconds with three significant digits: `85 ns`, `1.23 µs`, `540 µs`, `1.20 ms`.
+pub fn format_ns(ns: f64) -> String {
+    if ns < 1e3 {
+        return format!("{ns:.0} ns");
+    }
+    let (value, unit) = if ns < 1e6 {
+        (ns / 1e3, "µs")
+    } else if ns < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    if value < 10.0 {
+        format!("{value:.2} {unit}")
+    } else if value < 100.0 {
+        format!("{value:.1} {unit}")
+    } else {
+        format!("{value:.0} {unit}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("32"), Ok(32));
+        assert_eq!(parse_size("1K"), Ok(1024));
+        assert_eq!(parse_size("1k"), Ok(1024));
+        assert_eq!(parse_size("32KiB"), Ok(32 * 1024));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("2mb"), Ok(2 << 20));
+        assert_eq!(parse_size("100B"), Ok(100));
+        for bad in [
+            "",
+            "K",
+            "-1",
+            "+5",
+            "1.5K",
+            "12X",
+            "1KK",
+            "99999999999999999999",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad:?} should be refused");
+        }
+        assert!(parse_size("99999999999999G").is_err());
+        assert_eq!(format_size(32), "32 B");
+        assert_eq!(format_size(1024), "1 KiB");
+        assert_eq!(format_size(1536), "1.5 KiB");
+        assert_eq!(format_size(1 << 20), "1 MiB");
+    }
+
+    #[test]
+    fn durations_and_rates() {
+        assert_eq!(parse_seconds("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_seconds("2.5s"), Ok(Duration::from_millis(2500)));
+        assert_eq!(parse_seconds("500ms"), Ok(Duration::from_millis(500)));
+        for bad in ["0", "-1", "x", "inf", "NaN", ""] {
+            assert!(parse_seconds(bad).is_err(), "{bad:?} should be refused");
+        }
+        assert_eq!(parse_rate("0"), Ok(0.0));
+        assert_eq!(parse_rate("0.5"), Ok(0.5));
+        for bad in ["-1", "x", "inf", "1e10"] {
+            assert!(parse_rate(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
+
+    #[test]
+    fn nanoseconds() {
+        assert_eq!(format_ns(85.0), "85 ns");
+        assert_eq!(format_ns(1234.0), "1.23 µs");
+        assert_eq!(format_ns(54_321.0), "54.3 µs");
+        assert_eq!(format_ns(540_000.0), "540 µs");
+        assert_eq!(format_ns(1_200_000.0), "1.20 ms");
+    }
+}
