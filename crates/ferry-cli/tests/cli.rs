@@ -1,0 +1,490 @@
+//! Runs the built `ferry` binary: pub/echo exchanging messages, topics/stats/clean on live and
+//! dead topics, argument errors, and a short latency lab run. Every test uses its own domain and
+//! every wait is bounded; children are killed if a test fails.
+
+use std::io::Read;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+fn ferry() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    cmd.env_remove("FERRY_DOMAIN").stdin(Stdio::null());
+    cmd
+}
+
+/// A domain no other test (or test run) uses.
+fn domain(tag: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    // Relaxed: only uniqueness matters.
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("t{}{tag}{n}", std::process::id())
+}
+
+/// A running child whose output is collected; killed if dropped before it finished.
+struct Running {
+    child: Child,
+    stdout: Option<JoinHandle<String>>,
+    stderr: Option<JoinHandle<String>>,
+    what: String,
+}
+
+fn collect(stream: Option<impl Read + Send + 'static>) -> Option<JoinHandle<String>> {
+    stream.map(|mut s| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = s.read_to_string(&mut text);
+            text
+        })
+    })
+}
+
+fn spawn(args: &[&str]) -> Running {
+    let child = ferry()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ferry");
+    let mut r = Running {
+        child,
+        stdout: None,
+        stderr: None,
+        what: format!("ferry {}", args.join(" ")),
+    };
+    r.stdout = collect(r.child.stdout.take());
+    r.stderr = collect(r.child.stderr.take());
+    r
+}
+
+struct Finished {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+impl Running {
+    /// Waits at most `timeout` for the child to exit; kills it and fails the test otherwise.
+    fn finish(mut self, timeout: Duration) -> Finished {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                let err = self.stderr.take().map(|h| h.join().unwrap_or_default());
+                panic!(
+                    "{} did not exit within {timeout:?}; stderr: {err:?}",
+                    self.what
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        Finished {
+            status,
+            stdout: self
+                .stdout
+                .take()
+                .map_or_else(String::new, |h| h.join().unwrap()),
+            stderr: self
+                .stderr
+                .take()
+                .map_or_else(String::new, |h| h.join().unwrap()),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn run(args: &[&str], timeout: Duration) -> Finished {
+    spawn(args).finish(timeout)
+}
+
+fn run_ok(args: &[&str]) -> String {
+    let out = run(args, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "ferry {} failed: {}",
+        args.join(" "),
+        out.stderr
+    );
+    out.stdout
+}
+
+/// Polls `check` until it holds, at most `timeout`.
+fn wait_until(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn topics_json(domain: &str) -> serde_json::Value {
+    serde_json::from_str(&run_ok(&["topics", "--domain", domain, "--json"])).expect("topics JSON")
+}
+
+const LONG: Duration = Duration::from_secs(60);
+
+#[test]
+fn help_reads_well() {
+    let top = run_ok(&["--help"]);
+    for word in ["pub", "echo", "topics", "stats", "clean", "lab"] {
+        assert!(top.contains(word), "--help lacks {word}: {top}");
+    }
+    assert!(!top.contains("lab-peer"), "the peer command is hidden");
+    let lab = run_ok(&["lab", "latency", "--help"]);
+    for word in [
+        "--transport",
+        "--sizes",
+        "--samples",
+        "--rounds",
+        "--pin",
+        "--json",
+    ] {
+        assert!(lab.contains(word), "lab latency --help lacks {word}");
+    }
+}
+
+#[test]
+fn pub_and_echo_exchange_messages() {
+    let d = domain("pe");
+    let json_echo = spawn(&[
+        "echo",
+        "demo/x",
+        "--count",
+        "5",
+        "--json",
+        "--timeout",
+        "30",
+        "--domain",
+        &d,
+    ]);
+    let text_echo = spawn(&[
+        "echo",
+        "demo/x",
+        "--count",
+        "5",
+        "--timeout",
+        "30",
+        "--domain",
+        &d,
+    ]);
+    let publisher = spawn(&[
+        "pub",
+        "demo/x",
+        "--size",
+        "16",
+        "--rate",
+        "200",
+        "--count",
+        "5",
+        "--wait-subscribers",
+        "2",
+        "--wait-timeout",
+        "30",
+        "--domain",
+        &d,
+    ]);
+    let p = publisher.finish(LONG);
+    assert!(p.status.success(), "pub failed: {}", p.stderr);
+    assert!(p.stderr.contains("sent 5 messages"), "{}", p.stderr);
+
+    let j = json_echo.finish(LONG);
+    assert!(j.status.success(), "echo --json failed: {}", j.stderr);
+    let lines: Vec<serde_json::Value> = j
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(lines.len(), 5, "{}", j.stdout);
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["seq"], i as u64);
+        assert_eq!(line["size"], 16);
+        assert_eq!(line["skipped"], 0);
+        // The payload starts with the sequence number, little endian.
+        let head = line["head"].as_str().unwrap();
+        assert!(
+            head.starts_with(&format!("{i:02x}00000000000000")),
+            "{head}"
+        );
+    }
+
+    let t = text_echo.finish(LONG);
+    assert!(t.status.success(), "echo failed: {}", t.stderr);
+    let text: Vec<&str> = t.stdout.lines().collect();
+    assert_eq!(text.len(), 5, "{}", t.stdout);
+    assert_eq!(
+        text[2],
+        "seq 2  size 16  02000000 00000000 02020202 02020202"
+    );
+}
+
+#[test]
+fn echo_times_out_with_a_message() {
+    let d = domain("to");
+    let out = run(
+        &[
+            "echo",
+            "quiet",
+            "--count",
+            "1",
+            "--timeout",
+            "0.3",
+            "--domain",
+            &d,
+        ],
+        LONG,
+    );
+    assert!(!out.status.success());
+    assert!(out.stderr.contains("no message on topic"), "{}", out.stderr);
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn topics_stats_and_clean() {
+    let d = domain("ts");
+    let echo = spawn(&["echo", "cars/speed", "--timeout", "60", "--domain", &d]);
+    let publisher = spawn(&[
+        "pub",
+        "cars/speed",
+        "--rate",
+        "100",
+        "--wait-subscribers",
+        "1",
+        "--domain",
+        &d,
+    ]);
+    wait_until(LONG, "a live publisher and subscriber with traffic", || {
+        let stats: serde_json::Value =
+            serde_json::from_str(&run_ok(&["stats", "cars/speed", "--domain", &d, "--json"]))
+                .unwrap();
+        let t = &stats[0];
+        t["publishers"][0]["sent"].as_u64() > Some(0)
+            && t["subscribers"][0]["received"].as_u64() > Some(0)
+    });
+
+    let listing = topics_json(&d);
+    let t = &listing[0];
+    assert_eq!(t["topic"], "cars/speed");
+    assert_eq!(t["transport"], "shm");
+    assert_eq!(t["publishers"][0]["alive"], true);
+    assert_eq!(t["publishers"][0]["pid"], publisher.pid());
+    assert_eq!(t["subscribers"][0]["alive"], true);
+    assert_eq!(t["subscribers"][0]["pid"], echo.pid());
+
+    let text = run_ok(&["topics", "--domain", &d]);
+    for word in [
+        "cars/speed",
+        "shm",
+        "publisher",
+        "subscriber",
+        "alive",
+        "ferry-pub",
+        "ferry-echo",
+    ] {
+        assert!(text.contains(word), "topics lacks {word}: {text}");
+    }
+    let stats = run_ok(&["stats", "--domain", &d]);
+    for word in [
+        "cars/speed",
+        "SENT/RECEIVED",
+        "TIMEOUTS",
+        "EVICTIONS",
+        "SKIPPED",
+    ] {
+        assert!(stats.contains(word), "stats lacks {word}: {stats}");
+    }
+
+    // Killed processes leave their shared memory behind, seen as dead, until `ferry clean`.
+    drop(publisher);
+    drop(echo);
+    let listing = topics_json(&d);
+    assert_eq!(listing[0]["publishers"][0]["alive"], false, "{listing}");
+    assert_eq!(listing[0]["subscribers"][0]["alive"], false, "{listing}");
+    assert!(run_ok(&["topics", "--domain", &d]).contains("ferry clean"));
+
+    let cleaned = run_ok(&["clean", "--domain", &d]);
+    assert!(cleaned.contains("removed"), "{cleaned}");
+    assert_eq!(topics_json(&d), serde_json::json!([]));
+    assert!(run_ok(&["topics", "--domain", &d]).contains("no topics"));
+    assert!(run_ok(&["clean", "--domain", &d]).contains("nothing to clean"));
+}
+
+#[test]
+fn pub_stops_cleanly_on_ctrl_c() {
+    let d = domain("ci");
+    let publisher = spawn(&["pub", "ticks", "--rate", "50", "--domain", &d]);
+    wait_until(LONG, "the publisher to appear", || {
+        topics_json(&d)[0]["publishers"][0]["alive"] == true
+    });
+    let pid = rustix::process::Pid::from_raw(publisher.pid() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let out = publisher.finish(LONG);
+    assert!(out.status.success(), "{}", out.stderr);
+    assert!(out.stderr.contains("sent"), "{}", out.stderr);
+    // It closed its topic on the way out.
+    assert_eq!(topics_json(&d), serde_json::json!([]));
+}
+
+#[test]
+fn bad_arguments_are_refused_clearly() {
+    let d = domain("ba");
+    let cases: &[(&[&str], &str)] = &[
+        (&["pub", "t", "--size", "12X"], "invalid size"),
+        (&["pub", "t", "--rate=-1"], "invalid rate"),
+        (
+            &["pub", "t", "--transport", "carrier-pigeon"],
+            "invalid value",
+        ),
+        (
+            &["pub", "bad topic!", "--count", "1", "--domain", &d],
+            "invalid topic name",
+        ),
+        (
+            &[
+                "pub",
+                "t",
+                "--transport",
+                "udp",
+                "--count",
+                "1",
+                "--domain",
+                &d,
+            ],
+            "udp is not available",
+        ),
+        (&["pub", "t", "--domain", "no/slash"], "invalid domain"),
+        (&["echo", "t", "--timeout", "0"], "invalid duration"),
+        (&["echo", "t", "--count", "many"], "invalid value"),
+        (&["stats", "nosuch", "--domain", &d], "no topic \"nosuch\""),
+        (
+            &["lab", "latency", "--transport", "udp4"],
+            "unknown transport \"udp4\"",
+        ),
+        (
+            &["lab", "latency", "--transport", "udp4"],
+            "valid transports: raw-spin, shm-spin, shm, raw-futex, shm-block",
+        ),
+        (
+            &["lab", "latency", "--transport", "shm,shm"],
+            "listed twice",
+        ),
+        (&["lab", "latency", "--sizes", "0"], "out of range"),
+        (&["lab", "latency", "--sizes", "1Q"], "invalid size"),
+        (
+            &["lab", "latency", "--samples", "1", "--rounds", "2"],
+            "--samples (1) must be at least --rounds (2)",
+        ),
+        (
+            &["lab", "latency", "--rounds", "0"],
+            "--rounds must be at least 1",
+        ),
+        (&["lab", "latency", "--pin", "0"], "invalid pinning"),
+        (
+            &["lab", "latency", "--pin", "9999,0"],
+            "CPU 9999 is not available",
+        ),
+        (&["nonsense"], "unrecognized subcommand"),
+    ];
+    for (args, expected) in cases {
+        let out = run(args, LONG);
+        assert!(
+            !out.status.success(),
+            "ferry {} should fail",
+            args.join(" ")
+        );
+        assert!(
+            out.stderr.contains(expected),
+            "ferry {}: expected {expected:?} in: {}",
+            args.join(" "),
+            out.stderr
+        );
+        assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    }
+}
+
+#[test]
+fn lab_latency_writes_contract_json() {
+    let path = std::env::temp_dir().join(format!("ferry-lab-test-{}.json", std::process::id()));
+    let out = run(
+        &[
+            "lab",
+            "latency",
+            "--samples",
+            "200",
+            "--rounds",
+            "2",
+            "--sizes",
+            "32,1K",
+            "--transport",
+            "shm-spin,shm-block,shm,raw-spin,raw-futex",
+            "--json",
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "lab failed: {}", out.stderr);
+    let text = std::fs::read_to_string(&path).expect("results file");
+    let _ = std::fs::remove_file(&path);
+    let json: serde_json::Value = serde_json::from_str(&text).expect("results parse as JSON");
+
+    assert_eq!(json["experiment"], "latency");
+    assert!(json["ferry_version"].is_string());
+    for key in ["cpus", "cpu_model", "kernel"] {
+        assert!(!json["machine"][key].is_null(), "machine.{key} missing");
+    }
+    assert!(json["config"]["pinning"]["mode"].is_string());
+    assert_eq!(json["config"]["rounds"], 2);
+
+    let rows = json["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 10);
+    let mut seen = Vec::new();
+    for row in rows {
+        let transport = row["transport"].as_str().unwrap();
+        let size = row["size_bytes"].as_u64().unwrap();
+        seen.push((transport.to_owned(), size));
+        assert_eq!(row["samples"], 200, "{row}");
+        for key in ["p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns"] {
+            assert!(row[key].as_f64().is_some_and(|v| v > 0.0), "{key} in {row}");
+        }
+        let p = |k: &str| row[k].as_f64().unwrap();
+        assert!(p("p50_ns") <= p("p90_ns") && p("p90_ns") <= p("p99_ns"));
+        assert!(p("p99_ns") <= p("p999_ns") && p("p999_ns") <= p("max_ns"));
+        let rounds = row["rounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 2);
+        for (i, r) in rounds.iter().enumerate() {
+            assert_eq!(r["round"], i);
+            assert_eq!(r["samples"], 100);
+            assert!(r["p50_ns"].as_f64().is_some());
+        }
+        let expected_base = match transport {
+            "shm-spin" | "shm" => Some("raw-spin"),
+            "shm-block" => Some("raw-futex"),
+            _ => None,
+        };
+        assert_eq!(row["baseline"].as_str(), expected_base);
+        assert_eq!(row["p50_ratio"].is_number(), expected_base.is_some());
+    }
+    for t in ["shm-spin", "shm-block", "shm", "raw-spin", "raw-futex"] {
+        for s in [32, 1024] {
+            assert!(seen.contains(&(t.to_owned(), s)), "row {t} {s} missing");
+        }
+    }
+    // The table went to the terminal.
+    assert!(out.stdout.contains("p99.9") && out.stdout.contains("raw-futex"));
+}
