@@ -2,7 +2,10 @@
 //! processes, for ferry's shared-memory transport and the raw baselines, in interleaved rounds.
 //!
 //! For each round, each transport in turn starts a fresh peer process (`ferry lab-peer latency`)
-//! and runs `warmup` unrecorded and then `samples / rounds` recorded round trips for every size.
+//! and runs unrecorded warm-up and then `samples / rounds` recorded round trips for every size.
+//! The warm-up is at least `--warmup` round trips, and enough to write a whole ferry ring once:
+//! a fresh ring page-faults (in both processes) on its first lap, which is not the steady state.
+//! Every transport gets the same warm-up, baselines included.
 //! A round trip: the main process writes every byte of the ping and sends it; the peer waits for
 //! it, checks every byte, writes every byte of the pong and sends it; the main process waits for
 //! it and checks every byte. Ferry transports send through loans (zero copy) and read samples in
@@ -123,7 +126,8 @@ pub struct LatencyArgs {
     #[arg(long, value_name = "R", default_value_t = 5)]
     pub rounds: usize,
 
-    /// Unrecorded round trips before the recorded ones, per transport, size and round
+    /// Unrecorded round trips before the recorded ones, per transport, size and round; raised
+    /// where needed to write a whole ferry ring once (its first lap page-faults)
     #[arg(long, value_name = "N", default_value_t = 200)]
     pub warmup: usize,
 
@@ -191,6 +195,8 @@ struct Ctx<'a> {
     domain: String,
     max_size: usize,
     pinning: &'a Pinning,
+    /// Unrecorded round trips, per size.
+    warmups: Vec<usize>,
     /// Counts transport runs, to name their topics and objects uniquely.
     run_index: usize,
 }
@@ -210,11 +216,27 @@ pub fn run(args: LatencyArgs) -> Result<()> {
         }
     }
     let started = super::unix_time();
+    let domain = format!("lab{}", std::process::id());
+    let max_size = args.sizes.iter().copied().max().unwrap_or(1);
+    let ring_capacity = if args.transports.iter().any(|t| t.ferry_wait().is_some()) {
+        Some(ferry_ring_capacity(&domain, max_size)?)
+    } else {
+        None
+    };
+    let warmups: Vec<usize> = args
+        .sizes
+        .iter()
+        .map(|&size| {
+            args.warmup
+                .max(ring_capacity.map_or(0, |c| c.div_ceil(size)))
+        })
+        .collect();
     let mut ctx = Ctx {
         args: &args,
-        domain: format!("lab{}", std::process::id()),
-        max_size: args.sizes.iter().copied().max().unwrap_or(1),
+        domain,
+        max_size,
         pinning: &pinning,
+        warmups: warmups.clone(),
         run_index: 0,
     };
     note!(
@@ -247,7 +269,12 @@ pub fn run(args: LatencyArgs) -> Result<()> {
             sizes: args.sizes.clone(),
             samples_per_size: args.samples,
             rounds: args.rounds,
-            warmup_per_round: args.warmup,
+            warmup: Warmup {
+                min_round_trips: args.warmup,
+                ferry_ring_capacity: ring_capacity,
+                round_trips_per_size: warmups,
+                rule: "per transport, size and round: max(--warmup, ring capacity / size), so that every ferry ring is written once before recording (its first lap page-faults); the same for every transport",
+            },
             pinning: pinning.clone(),
             one_way: "round trip / 2; the sender writes every payload byte, the receiver reads and checks every byte, then replies with a full payload",
             clock: "CLOCK_MONOTONIC (std::time::Instant) in the main process",
@@ -302,7 +329,6 @@ fn measure(ctx: &mut Ctx<'_>, samples: &mut Samples) -> Result<()> {
 /// One transport's share of a round, with a fresh peer.
 fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result<Vec<Vec<u64>>> {
     let args = ctx.args;
-    let count = args.warmup + recorded;
     let mut peer_args = vec![
         "latency".to_owned(),
         "--transport".to_owned(),
@@ -313,8 +339,12 @@ fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result
             .map(usize::to_string)
             .collect::<Vec<_>>()
             .join(","),
-        "--count".to_owned(),
-        count.to_string(),
+        "--counts".to_owned(),
+        ctx.warmups
+            .iter()
+            .map(|w| (w + recorded).to_string())
+            .collect::<Vec<_>>()
+            .join(","),
     ];
     if let Some(cpu) = ctx.pinning.peer_cpu() {
         peer_args.extend(["--cpu".to_owned(), cpu.to_string()]);
@@ -346,7 +376,7 @@ fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result
             peer.wait_ready(START_TIMEOUT, || {
                 Ok(end.out.subscriber_count() >= 1 && end.inp.publisher_count() >= 1)
             })?;
-            let samples = drive(&mut end, &mut peer, &args.sizes, args.warmup, recorded)?;
+            let samples = drive(&mut end, &mut peer, &args.sizes, &ctx.warmups, recorded)?;
             peer.finish(START_TIMEOUT)?;
             Ok(samples)
         }
@@ -363,11 +393,24 @@ fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result
             peer.wait_ready(START_TIMEOUT, || Ok(chan.peer_ready()))?;
             chan.unlink()?;
             let mut end = chan.endpoint(Dir::Ping, transport == Transport::RawFutex);
-            let samples = drive(&mut end, &mut peer, &args.sizes, args.warmup, recorded)?;
+            let samples = drive(&mut end, &mut peer, &args.sizes, &ctx.warmups, recorded)?;
             peer.finish(START_TIMEOUT)?;
             Ok(samples)
         }
     }
+}
+
+/// The ring capacity ferry picks for `max_size` (read from a publisher made for the purpose).
+fn ferry_ring_capacity(domain: &str, max_size: usize) -> Result<usize> {
+    let node = Node::with_domain("lab-main", domain)?;
+    let probe = node.publisher("ring-probe", &ferry_qos(WaitStrategy::Spin, max_size))?;
+    let snapshot = ferry::admin::topic(domain, "ring-probe")?;
+    drop(probe);
+    snapshot
+        .and_then(|t| t.publishers.first().map(|p| p.capacity as usize))
+        .ok_or_else(|| {
+            crate::error::Error::msg("cannot read the ring capacity of a ferry publisher")
+        })
 }
 
 fn topics(run_index: usize) -> (String, String) {
@@ -382,13 +425,13 @@ fn ferry_qos(wait: WaitStrategy, max_size: usize) -> Qos {
         .max_message_size(max_size)
 }
 
-/// The main side: `warmup + recorded` round trips per size; returns the recorded one-way
-/// latencies (ns) per size.
+/// The main side: `warmups[i] + recorded` round trips for size `i`; returns the recorded
+/// one-way latencies (ns) per size.
 fn drive<E: Endpoint>(
     end: &mut E,
     peer: &mut Peer,
     sizes: &[usize],
-    warmup: usize,
+    warmups: &[usize],
     recorded: usize,
 ) -> Result<Vec<Vec<u64>>> {
     let mut healthy = || {
@@ -397,7 +440,7 @@ fn drive<E: Endpoint>(
     };
     let mut seq = 0u64;
     let mut out = Vec::with_capacity(sizes.len());
-    for &size in sizes {
+    for (&size, &warmup) in sizes.iter().zip(warmups) {
         let mut one_way = Vec::with_capacity(recorded);
         for i in 0..warmup + recorded {
             signal::check()?;
@@ -450,8 +493,8 @@ pub struct PeerArgs {
     #[arg(long, value_delimiter = ',', required = true)]
     sizes: Vec<usize>,
     /// Messages per size.
-    #[arg(long)]
-    count: usize,
+    #[arg(long, value_delimiter = ',', required = true)]
+    counts: Vec<usize>,
     #[arg(long)]
     cpu: Option<usize>,
     #[arg(long)]
@@ -506,9 +549,12 @@ fn echo<E: Endpoint>(
     args: &PeerArgs,
     parent_alive: &mut dyn FnMut() -> Result<()>,
 ) -> Result<()> {
+    if args.counts.len() != args.sizes.len() {
+        bail!("--counts needs one count per size");
+    }
     let mut seq = 0u64;
-    for &size in &args.sizes {
-        for _ in 0..args.count {
+    for (&size, &count) in args.sizes.iter().zip(&args.counts) {
+        for _ in 0..count {
             await_message(end, seq, size, PEER_TIMEOUT, parent_alive)?;
             end.send(seq, size)?;
             seq += 1;
@@ -527,13 +573,21 @@ struct Config {
     sizes: Vec<usize>,
     samples_per_size: usize,
     rounds: usize,
-    warmup_per_round: usize,
+    warmup: Warmup,
     pinning: Pinning,
     one_way: &'static str,
     clock: &'static str,
     processes: &'static str,
     ferry: FerryConfig,
     started_unix_s: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct Warmup {
+    min_round_trips: usize,
+    ferry_ring_capacity: Option<usize>,
+    round_trips_per_size: Vec<usize>,
+    rule: &'static str,
 }
 
 #[derive(Debug, Serialize)]
