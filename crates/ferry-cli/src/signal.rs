@@ -41,7 +41,7 @@ pub fn interrupted() -> bool {
 /// An error once Ctrl-C or SIGTERM arrived.
 pub fn check() -> Result<()> {
     if interrupted() {
-        return Err(Error::msg("interrupted"));
+        return Err(Error::msg("interrupted (Ctrl-C or SIGTERM)"));
     }
     Ok(())
 }

@@ -120,6 +120,9 @@ fn format_line(seq: u64, skipped: u64, payload: &[u8], json: bool) -> Result<Str
             head: &head,
         })?
     } else {
+        if payload.is_empty() {
+            head.push_str("(empty)");
+        }
         let more = if payload.len() > HEAD_BYTES {
             " …"
         } else {
@@ -149,6 +152,10 @@ mod tests {
         assert_eq!(
             format_line(3, 2, &payload[..2], false).unwrap(),
             "seq 3  size 2  0001  (skipped 2)\n"
+        );
+        assert_eq!(
+            format_line(5, 0, &[], false).unwrap(),
+            "seq 5  size 0  (empty)\n"
         );
         assert_eq!(
             format_line(4, 0, &[0xab], true).unwrap(),

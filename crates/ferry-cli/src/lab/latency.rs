@@ -271,7 +271,6 @@ pub fn run(args: LatencyArgs) -> Result<()> {
             rounds: args.rounds,
             warmup: Warmup {
                 min_round_trips: args.warmup,
-                ferry_ring_capacity: ring_capacity,
                 round_trips_per_size: warmups,
                 rule: "per transport, size and round: max(--warmup, ring capacity / size), so that every ferry ring is written once before recording (its first lap page-faults); the same for every transport",
             },
@@ -282,7 +281,7 @@ pub fn run(args: LatencyArgs) -> Result<()> {
             ferry: FerryConfig {
                 delivery: "reliable",
                 max_message_size: ctx.max_size,
-                ring_capacity: "auto",
+                ring_capacity_bytes: ring_capacity,
                 send: "loan (zero copy)",
                 receive: "borrowed sample (in place)",
             },
@@ -434,9 +433,10 @@ fn drive<E: Endpoint>(
     warmups: &[usize],
     recorded: usize,
 ) -> Result<Vec<Vec<u64>>> {
+    // Ctrl-C first: it also ends the peer, and the interruption is the better message.
     let mut healthy = || {
-        peer.check_alive()?;
-        signal::check()
+        signal::check()?;
+        peer.check_alive()
     };
     let mut seq = 0u64;
     let mut out = Vec::with_capacity(sizes.len());
@@ -585,7 +585,6 @@ struct Config {
 #[derive(Debug, Serialize)]
 struct Warmup {
     min_round_trips: usize,
-    ferry_ring_capacity: Option<usize>,
     round_trips_per_size: Vec<usize>,
     rule: &'static str,
 }
@@ -594,7 +593,8 @@ struct Warmup {
 struct FerryConfig {
     delivery: &'static str,
     max_message_size: usize,
-    ring_capacity: &'static str,
+    /// Picked by ferry (`Qos::ring_capacity(0)`).
+    ring_capacity_bytes: Option<usize>,
     send: &'static str,
     receive: &'static str,
 }

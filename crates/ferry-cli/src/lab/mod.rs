@@ -481,8 +481,8 @@ impl Peer {
             if ready()? {
                 return Ok(());
             }
-            self.check_alive()?;
             crate::signal::check()?;
+            self.check_alive()?;
             if Instant::now() >= deadline {
                 bail!("the peer process was not ready within {timeout:?}");
             }
