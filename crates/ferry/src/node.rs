@@ -1,7 +1,7 @@
 //! Nodes, publishers, subscribers: the API applications write against.
 
 use std::marker::PhantomData;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::pod::{self, Pod};
 use crate::shm::ring::Reservation;
@@ -250,7 +250,7 @@ impl Subscriber {
 
     /// Waits at most `timeout` for the next message; `None` when the time ran out.
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<Sample<'_>>, RecvError> {
-        let ready = self.inner.wait(Some(Instant::now() + timeout))?;
+        let ready = self.inner.wait(Some(timeout))?;
         Ok(ready.map(|ready| Sample {
             sub: &mut self.inner,
             ready,

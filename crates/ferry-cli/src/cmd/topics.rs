@@ -88,12 +88,17 @@ fn liveness(alive: bool) -> &'static str {
     }
 }
 
+/// The transports of a topic's publishers ("shm" for a topic with none yet: the only one there is).
+fn transport_of(t: &TopicSnapshot) -> &'static str {
+    t.publishers.first().map_or("shm", |p| p.transport)
+}
+
 impl From<&TopicSnapshot> for TopicJson {
     fn from(t: &TopicSnapshot) -> TopicJson {
         TopicJson {
             domain: t.domain.clone(),
             topic: t.topic.clone(),
-            transport: "shm",
+            transport: transport_of(t),
             publishers: t.publishers.iter().map(PublisherJson::from).collect(),
             subscribers: t.subscribers.iter().map(SubscriberJson::from).collect(),
         }
@@ -196,7 +201,11 @@ pub fn run_topics(args: TopicsArgs) -> Result<()> {
     for t in &topics {
         let head = |i: usize| {
             if i == 0 {
-                [t.domain.clone(), t.topic.clone(), "shm".to_owned()]
+                [
+                    t.domain.clone(),
+                    t.topic.clone(),
+                    transport_of(t).to_owned(),
+                ]
             } else {
                 Default::default()
             }

@@ -46,7 +46,8 @@ impl ShmPublisher {
                 let reliable = qos.delivery == Delivery::Reliable;
                 let p = topic.publisher(slot);
                 p.reliable.store(reliable as u32, Ordering::Relaxed);
-                p.transport.store(1, Ordering::Relaxed);
+                p.transport
+                    .store(super::topic::TRANSPORT_SHM, Ordering::Relaxed);
                 p.capacity.store(capacity, Ordering::Relaxed);
                 p.max_message
                     .store(qos.max_message_size as u64, Ordering::Relaxed);

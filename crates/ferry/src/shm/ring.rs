@@ -17,10 +17,14 @@
 //!   (a seqlock over positions): if the writer has reserved past `pos + capacity`, the copy may be
 //!   torn, it is thrown away and the reader jumps to `head`. It never returns a torn record.
 //! - A reader that is about to sleep sets its bit in `sleepers` and looks at `head` again; the
-//!   writer stores `head` and then looks at `sleepers`. Both sides use SeqCst, so at least one of
-//!   them sees the other (no lost wake-up). The writer wakes only readers whose bit is set.
+//!   writer stores `head` and then looks at `sleepers`. A SeqCst fence sits between the store and
+//!   the load on both sides, so at least one of them sees the other (no lost wake-up). The writer
+//!   wakes only readers whose bit is set.
 //! - A writer that waits for space sets `writer_waiting` and looks at the cursors again; a reader
-//!   stores its cursor and then looks at `writer_waiting` (the same Dekker pattern).
+//!   stores its cursor and then looks at `writer_waiting` (the same fenced store-then-load).
+//! - A joining reader stores its slot's owner and then loads `reserve`; the writer stores
+//!   `reserve` and, before it next scans the slots, fences. Either the scan sees the joiner, or
+//!   the joiner starts at or after every reservation made before that scan.
 
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering, Padded};
 
@@ -50,8 +54,9 @@ pub fn max_payload(capacity: u64) -> u64 {
 /// The shared part of a ring. Lives in shared memory (`#[repr(C)]`, all-zero is the empty ring).
 #[repr(C)]
 pub struct RingHeader {
-    /// End of the last committed record. Written by the writer only.
-    pub head: Padded<AtomicU64>,
+    /// End of the last committed record, and beside it (same cache line) the start of that
+    /// record. Written by the writer only.
+    pub head: Padded<HeadLine>,
     /// End of the record being written (>= head). Written by the writer only.
     pub reserve: Padded<AtomicU64>,
     /// Bit i set: reader i is about to sleep or sleeps and wants a wake-up.
@@ -59,6 +64,15 @@ pub struct RingHeader {
     /// Non-zero while the writer waits for space.
     pub writer_waiting: Padded<AtomicU32>,
     pub readers: [Padded<ReaderSlot>; MAX_READERS],
+}
+
+/// The writer's publication line: read by every reader on every poll.
+#[repr(C)]
+pub struct HeadLine {
+    /// End of the last committed record.
+    pub end: AtomicU64,
+    /// Start of the last committed record (a lapped latest reader resumes there).
+    pub last: AtomicU64,
 }
 
 /// One reader's place in the ring.
@@ -75,7 +89,10 @@ impl RingHeader {
     #[cfg(any(test, loom))]
     pub fn new() -> RingHeader {
         RingHeader {
-            head: Padded(AtomicU64::new(0)),
+            head: Padded(HeadLine {
+                end: AtomicU64::new(0),
+                last: AtomicU64::new(0),
+            }),
             reserve: Padded(AtomicU64::new(0)),
             sleepers: Padded(AtomicU64::new(0)),
             writer_waiting: Padded(AtomicU32::new(0)),
@@ -131,7 +148,7 @@ impl Writer {
     pub fn new(hdr: &RingHeader, capacity: u64, reliable: bool) -> Writer {
         debug_assert!(capacity.is_power_of_two());
         // Relaxed: only this writer ever stores head.
-        let head = hdr.head.load(Ordering::Relaxed);
+        let head = hdr.head.end.load(Ordering::Relaxed);
         Writer {
             capacity,
             head,
@@ -160,12 +177,10 @@ impl Writer {
                 return Err(Full);
             }
         }
-        // SeqCst pairs with the SeqCst load of `reserve` in `Reader::join` (a joiner that the
-        // cursor scan missed starts at or after this reservation) and with the latest reader's
-        // validating load after its fence.
-        hdr.reserve.store(end, Ordering::SeqCst);
-        // Release fence: the payload writes that follow cannot be seen before the new `reserve`;
-        // pairs with the Acquire fence in `Reader::read_latest`.
+        // Relaxed store, then a Release fence: the payload writes that follow cannot be seen
+        // before the new `reserve` (pairs with the Acquire fence in `Reader::read_latest`). The
+        // joiner handshake orders it through the SeqCst fence in `min_cursor`.
+        hdr.reserve.store(end, Ordering::Relaxed);
         fence(Ordering::Release);
         Ok(Reservation {
             pos: self.head,
@@ -176,13 +191,18 @@ impl Writer {
 
     /// The lowest released position over live reliable readers, or `head` when there are none.
     fn min_cursor(&self, hdr: &RingHeader) -> u64 {
+        // SeqCst fence between the earlier `reserve` stores and the owner loads below; pairs with
+        // the fence in `Reader::join` (store owner, fence, load reserve) and, in `announce_wait`,
+        // with the fence in `Reader::release` (store cursor, fence, load writer_waiting).
+        fence(Ordering::SeqCst);
         let mut min = self.head;
         for slot in hdr.readers.iter() {
-            // SeqCst pairs with the SeqCst owner store in `Reader::join`.
-            let owner = slot.owner.load(Ordering::SeqCst);
+            // Acquire pairs with the Release owner store in `Reader::join`: the cursor guess
+            // stored before it is visible.
+            let owner = slot.owner.load(Ordering::Acquire);
             if owner & 1 == 1 {
-                // SeqCst pairs with the SeqCst cursor stores of `Reader::release`/`join`.
-                let cursor = slot.cursor.load(Ordering::SeqCst);
+                // Acquire pairs with the Release cursor stores of `Reader::release`/`join`.
+                let cursor = slot.cursor.load(Ordering::Acquire);
                 if cursor < min {
                     min = cursor;
                 }
@@ -196,7 +216,7 @@ impl Writer {
         let end = self.head + record_len(payload_len);
         let mut mask = 0u64;
         for (i, slot) in hdr.readers.iter().enumerate() {
-            // Acquire pairs with the SeqCst stores in `Reader::join`.
+            // Acquire pairs with the Release stores in `Reader::join`.
             let owner = slot.owner.load(Ordering::Acquire);
             if owner & 1 == 1 && slot.cursor.load(Ordering::Acquire) + self.capacity < end {
                 mask |= 1 << i;
@@ -208,8 +228,9 @@ impl Writer {
     /// Announces that the writer is about to sleep until a reader releases space, and says
     /// whether space appeared meanwhile (then it must not sleep).
     pub fn announce_wait(&mut self, hdr: &RingHeader, payload_len: u64) -> bool {
-        // SeqCst pairs with the SeqCst load of `writer_waiting` in `Reader::release`.
-        hdr.writer_waiting.store(1, Ordering::SeqCst);
+        // Relaxed store; the SeqCst fence at the start of `min_cursor` orders it before the
+        // cursor loads (pairs with the fence in `Reader::release`).
+        hdr.writer_waiting.store(1, Ordering::Relaxed);
         let end = self.head + record_len(payload_len);
         self.limit = self.min_cursor(hdr) + self.capacity;
         end <= self.limit
@@ -248,15 +269,19 @@ impl Writer {
             self.seq += 1;
         }
         self.head = r.end;
-        // SeqCst: Release for the record bytes (pairs with the readers' Acquire loads of head) and
-        // the store half of the sleeper handshake (pairs with `Reader::announce_sleep`).
-        hdr.head.store(r.end, Ordering::SeqCst);
-        // SeqCst: the load half of the sleeper handshake.
-        if hdr.sleepers.load(Ordering::SeqCst) == 0 {
+        // Relaxed: published by the head store below, on the same line.
+        hdr.head.last.store(r.pos, Ordering::Relaxed);
+        // Release: the record bytes are visible to a reader that sees this head (pairs with the
+        // readers' Acquire loads of head).
+        hdr.head.end.store(r.end, Ordering::Release);
+        // The sleeper handshake: store head, fence, load sleepers; pairs with the fence in
+        // `Reader::announce_sleep` (set bit, fence, load head).
+        fence(Ordering::SeqCst);
+        if hdr.sleepers.load(Ordering::Relaxed) == 0 {
             return 0;
         }
-        // SeqCst: takes the sleepers this commit wakes; pairs with their fetch_or.
-        hdr.sleepers.swap(0, Ordering::SeqCst)
+        // Relaxed: the fence above already ordered this after the head store.
+        hdr.sleepers.swap(0, Ordering::Relaxed)
     }
 }
 
@@ -307,16 +332,18 @@ impl Reader {
     ) -> Reader {
         let s = &hdr.readers[slot];
         // A first guess below any future reservation, so a writer that sees us early waits for us
-        // rather than overrunning us. SeqCst pairs with the writer's cursor scan.
-        let head = hdr.head.load(Ordering::Acquire);
-        s.cursor.store(head, Ordering::SeqCst);
-        // SeqCst pairs with the writer's owner scan in `min_cursor`.
+        // rather than overrunning us. Acquire pairs with the writer's Release head store.
+        let head = hdr.head.end.load(Ordering::Acquire);
+        s.cursor.store(head, Ordering::Relaxed);
+        // Release pairs with the Acquire owner load in `min_cursor` (publishes the guess).
         s.owner
-            .store(token << 1 | reliable as u64, Ordering::SeqCst);
-        // SeqCst pairs with the SeqCst store in `try_reserve`: any reservation made after a scan
-        // that missed us is at or below what we read here, so the writer cannot lap `pos`.
-        let pos = hdr.reserve.load(Ordering::SeqCst).max(head);
-        s.cursor.store(pos, Ordering::SeqCst);
+            .store(token << 1 | reliable as u64, Ordering::Release);
+        // Store owner, fence, load reserve; pairs with the fence in `min_cursor`: a scan that
+        // missed us came after a reservation we see here, so the writer cannot lap `pos`.
+        fence(Ordering::SeqCst);
+        let pos = hdr.reserve.load(Ordering::Relaxed).max(head);
+        // Release pairs with the Acquire cursor load in `min_cursor`.
+        s.cursor.store(pos, Ordering::Release);
         Reader {
             slot,
             capacity,
@@ -339,8 +366,8 @@ impl Reader {
         if self.pos < self.head {
             return true;
         }
-        // Acquire pairs with the SeqCst head store in `Writer::finish`.
-        self.head = hdr.head.load(Ordering::Acquire);
+        // Acquire pairs with the Release head store in `Writer::finish`.
+        self.head = hdr.head.end.load(Ordering::Acquire);
         self.pos < self.head
     }
 
@@ -403,11 +430,12 @@ impl Reader {
     /// writer waits for space and must be woken.
     pub fn release(&mut self, hdr: &RingHeader, end: u64) -> bool {
         self.pos = end;
-        // SeqCst: the writer's cursor scan reads this (pairs with `min_cursor`), and the store half
-        // of the space handshake with `Writer::announce_wait`.
-        hdr.readers[self.slot].cursor.store(end, Ordering::SeqCst);
-        // SeqCst: the load half of that handshake.
-        hdr.writer_waiting.load(Ordering::SeqCst) != 0
+        // Release: the writer that sees this cursor (Acquire in `min_cursor`) may reuse the bytes
+        // we read. Then the space handshake: store cursor, fence, load writer_waiting; pairs with
+        // the fence in `min_cursor` called from `Writer::announce_wait`.
+        hdr.readers[self.slot].cursor.store(end, Ordering::Release);
+        fence(Ordering::SeqCst);
+        hdr.writer_waiting.load(Ordering::Relaxed) != 0
     }
 
     /// Latest delivery: copies the next intact record into `buf` (resized to the payload). A
@@ -424,7 +452,7 @@ impl Reader {
                 return Ok(None);
             }
             if self.head - self.pos > self.capacity {
-                self.pos = self.head;
+                self.jump_to_newest(hdr);
                 continue;
             }
             let mut header = [0u8; RECORD_HEADER as usize];
@@ -440,10 +468,8 @@ impl Reader {
             fence(Ordering::Acquire);
             let reserve = hdr.reserve.load(Ordering::Relaxed);
             if reserve > self.pos + self.capacity {
-                // Overwritten while we looked: skip to the newest committed record boundary.
-                // Acquire pairs with the SeqCst head store in `Writer::finish`.
-                self.head = hdr.head.load(Ordering::Acquire);
-                self.pos = self.head;
+                // Overwritten while we looked: skip to the newest committed record.
+                self.jump_to_newest(hdr);
                 continue;
             }
             let Some((seq, len, kind)) = decoded else {
@@ -466,19 +492,96 @@ impl Reader {
         }
     }
 
+    /// Moves a lapped latest reader to the start of the newest committed record.
+    fn jump_to_newest(&mut self, hdr: &RingHeader) {
+        // Acquire pairs with the Release head store in `Writer::finish`; `last` is stored before
+        // it, so it is at least as new as this head: either the start of the record ending at
+        // `head` (then below head) or of a later one (then head itself is a boundary to use).
+        self.head = hdr.head.end.load(Ordering::Acquire);
+        let last = hdr.head.last.load(Ordering::Relaxed);
+        self.pos = if last < self.head { last } else { self.head };
+    }
+
     /// Declares that this reader is about to sleep; returns true if data arrived meanwhile (then
     /// call `cancel_sleep` and do not sleep).
     pub fn announce_sleep(&mut self, hdr: &RingHeader) -> bool {
-        // SeqCst: the store half of the sleeper handshake; pairs with the writer's sleepers load.
-        hdr.sleepers.fetch_or(1 << self.slot, Ordering::SeqCst);
-        // SeqCst: the load half; pairs with the writer's SeqCst head store.
-        self.head = hdr.head.load(Ordering::SeqCst);
+        // Set bit, fence, load head; pairs with the fence in `Writer::finish` (store head, fence,
+        // load sleepers). Acquire on head for the record bytes.
+        hdr.sleepers.fetch_or(1 << self.slot, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        self.head = hdr.head.end.load(Ordering::Acquire);
         self.pos < self.head
     }
 
     pub fn cancel_sleep(&self, hdr: &RingHeader) {
         // Relaxed: a stale bit only costs the writer one needless wake.
         hdr.sleepers.fetch_and(!(1 << self.slot), Ordering::Relaxed);
+    }
+}
+
+/// A ring's bytes held in atomic words, for tests and loom models: every byte access is a relaxed
+/// atomic, so a model checker sees (and may reorder) each one.
+#[cfg(any(test, loom))]
+pub struct AtomicBytes {
+    words: Vec<AtomicU64>,
+}
+
+#[cfg(any(test, loom))]
+impl AtomicBytes {
+    pub fn new(capacity: u64) -> AtomicBytes {
+        assert!(capacity.is_power_of_two() && capacity >= 8);
+        AtomicBytes {
+            words: (0..capacity / 8).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    fn capacity(&self) -> u64 {
+        self.words.len() as u64 * 8
+    }
+}
+
+#[cfg(any(test, loom))]
+impl RingBytes for AtomicBytes {
+    fn write(&self, offset: u64, src: &[u8]) {
+        let cap = self.capacity();
+        let mut i = 0;
+        while i < src.len() {
+            let at = (offset + i as u64) % cap;
+            let word = &self.words[(at / 8) as usize];
+            // Relaxed: only the writer stores; ordering comes from the ring protocol's fences.
+            if at % 8 == 0 && src.len() - i >= 8 {
+                word.store(
+                    u64::from_le_bytes(src[i..i + 8].try_into().unwrap()),
+                    Ordering::Relaxed,
+                );
+                i += 8;
+            } else {
+                let shift = (at % 8) * 8;
+                let old = word.load(Ordering::Relaxed);
+                word.store(
+                    (old & !(0xFF << shift)) | ((src[i] as u64) << shift),
+                    Ordering::Relaxed,
+                );
+                i += 1;
+            }
+        }
+    }
+
+    fn read(&self, offset: u64, dst: &mut [u8]) {
+        let cap = self.capacity();
+        let mut i = 0;
+        while i < dst.len() {
+            let at = (offset + i as u64) % cap;
+            // Relaxed: see `write`.
+            let word = self.words[(at / 8) as usize].load(Ordering::Relaxed);
+            if at % 8 == 0 && dst.len() - i >= 8 {
+                dst[i..i + 8].copy_from_slice(&word.to_le_bytes());
+                i += 8;
+            } else {
+                dst[i] = (word >> ((at % 8) * 8)) as u8;
+                i += 1;
+            }
+        }
     }
 }
 

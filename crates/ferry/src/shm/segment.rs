@@ -122,7 +122,7 @@ pub fn check_header(obj: &ShmObject, magic: u64, header_bytes: usize) -> Result<
 
 /// Opens an existing segment and checks it, waiting a bounded time for a creator to finish.
 /// A segment whose creator never finished is stale: it is removed and `NotFound` returned.
-pub fn open_checked<T>(
+pub fn open_checked(
     name: &str,
     magic: u64,
     header_bytes: usize,

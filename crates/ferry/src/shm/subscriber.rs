@@ -146,7 +146,7 @@ impl ShmSubscriber {
     ) -> Result<Option<Source>, Error> {
         let hb = header_bytes::<DataBlock>(sys::page_size());
         let name = data_name(self.topic.name(), token);
-        let Some((obj, total)) = open_checked::<DataBlock>(&name, MAGIC_DATA, hb)? else {
+        let Some((obj, total)) = open_checked(&name, MAGIC_DATA, hb)? else {
             return Ok(None);
         };
         let head = Mapping::map(&obj, 0, hb).map_err(|e| Error::io(format!("mmap {name}"), e))?;
@@ -306,12 +306,14 @@ impl ShmSubscriber {
         }
     }
 
-    /// Waits for the next message until `deadline` (forever if `None`).
-    pub fn wait(&mut self, deadline: Option<Instant>) -> Result<Option<Ready>, RecvError> {
+    /// Waits for the next message at most `timeout` (forever if `None`); reads the clock only
+    /// when nothing is waiting already.
+    pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Option<Ready>, RecvError> {
         if let Some(r) = self.poll()? {
             return Ok(Some(r));
         }
         let start = Instant::now();
+        let deadline = timeout.map(|t| start + t);
         let mut now = start;
         let mut spins = 0u32;
         loop {

@@ -12,6 +12,9 @@ use super::segment::{self, open_checked, publish_header, Segment};
 use crate::sys::{self, Mapping, ProcessId, ShmObject};
 use crate::Error;
 
+/// `PublisherSlot::transport` of a shared-memory publisher.
+pub const TRANSPORT_SHM: u32 = 1;
+
 /// Prefix of every shared-memory object ferry makes.
 pub const PREFIX: &str = "ferry.";
 
@@ -184,7 +187,7 @@ impl Topic {
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(Error::io(format!("create shared memory {name}"), e)),
             }
-            let Some((obj, _)) = open_checked::<ControlBlock>(&name, MAGIC_CONTROL, hb)? else {
+            let Some((obj, _)) = open_checked(&name, MAGIC_CONTROL, hb)? else {
                 continue; // removed meanwhile: create it
             };
             let map =
@@ -214,7 +217,7 @@ impl Topic {
     pub fn open_existing(domain: &str, topic: &str) -> Result<Option<Topic>, Error> {
         let name = control_name(domain, topic);
         let hb = header_bytes::<ControlBlock>(sys::page_size());
-        let Some((obj, _)) = open_checked::<ControlBlock>(&name, MAGIC_CONTROL, hb)? else {
+        let Some((obj, _)) = open_checked(&name, MAGIC_CONTROL, hb)? else {
             return Ok(None);
         };
         let map = Mapping::map(&obj, 0, hb).map_err(|e| Error::io(format!("mmap {name}"), e))?;
@@ -331,11 +334,19 @@ impl Topic {
     /// Frees the slots of dead publishers (removing their data segments) and dead subscribers.
     /// Returns how many it freed.
     pub fn sweep(&self) -> usize {
+        self.sweep_report(&mut Vec::new())
+    }
+
+    /// `sweep`, adding the data segments it removed to `removed`.
+    pub fn sweep_report(&self, removed: &mut Vec<String>) -> usize {
         let mut freed = 0;
         for p in self.block().publishers.iter() {
             if let (Liveness::Dead, token) = p.owner.liveness() {
                 if p.owner.release_owner(token) {
-                    let _ = sys::shm_unlink(&data_name(self.name(), token));
+                    let name = data_name(self.name(), token);
+                    if sys::shm_unlink(&name).is_ok() {
+                        removed.push(name);
+                    }
                     freed += 1;
                     self.bump_epoch();
                 }
@@ -408,6 +419,10 @@ impl Topic {
                     pid: p.owner.pid(),
                     alive: live == Liveness::Alive,
                     reliable: p.reliable.load(Ordering::Relaxed) != 0,
+                    transport: match p.transport.load(Ordering::Relaxed) {
+                        TRANSPORT_SHM => "shm",
+                        _ => "unknown",
+                    },
                     capacity: p.capacity.load(Ordering::Relaxed),
                     max_message: p.max_message.load(Ordering::Relaxed),
                     sent: p.sent.load(Ordering::Relaxed),
@@ -467,6 +482,8 @@ pub struct TopicSnapshot {
 #[derive(Debug, Clone)]
 pub struct PublisherInfo {
     pub slot: usize,
+    /// The transport the publisher writes with.
+    pub transport: &'static str,
     pub token: u64,
     pub node: String,
     pub pid: u32,
@@ -519,7 +536,7 @@ pub fn clean(domain: Option<&str>) -> Result<CleanReport, Error> {
         }
         match Topic::open_existing(&dom, &topic) {
             Ok(Some(t)) => {
-                report.freed_slots += t.sweep();
+                report.freed_slots += t.sweep_report(&mut report.removed);
                 if t.remove_if_unused() {
                     report.removed.push(name.clone());
                 } else {
@@ -540,7 +557,7 @@ pub fn clean(domain: Option<&str>) -> Result<CleanReport, Error> {
                 continue;
             }
         }
-        let alive = match open_checked::<DataBlock>(&name, MAGIC_DATA, hb_data) {
+        let alive = match open_checked(&name, MAGIC_DATA, hb_data) {
             Ok(Some((obj, _))) => match Mapping::map(&obj, 0, hb_data) {
                 Ok(map) => {
                     let seg: Segment<DataBlock> = Segment::from_parts(obj, map, hb_data);
@@ -569,9 +586,10 @@ pub fn clean(domain: Option<&str>) -> Result<CleanReport, Error> {
 }
 
 /// Every topic with a control segment, optionally in one domain.
-pub fn list_topics(
-    domain: Option<&str>,
-) -> Result<Vec<Result<TopicSnapshot, (String, Error)>>, Error> {
+/// A topic's snapshot, or the segment name and why it could not be read.
+pub type TopicEntry = Result<TopicSnapshot, (String, Error)>;
+
+pub fn list_topics(domain: Option<&str>) -> Result<Vec<TopicEntry>, Error> {
     let mut out = Vec::new();
     for name in sys::shm_list(PREFIX).map_err(|e| Error::io("list /dev/shm", e))? {
         let Some((dom, topic)) = parse_control_name(&name) else {

@@ -168,22 +168,18 @@ impl Mapping {
             len: total,
         };
         let rw = ProtFlags::READ | ProtFlags::WRITE;
+        // POPULATE: fault every page in now rather than on the ring's first lap, so the first
+        // messages do not pay page faults in the writer and in every reader.
+        let flags = MapFlags::SHARED | MapFlags::FIXED | MapFlags::POPULATE;
         // SAFETY: both fixed mappings replace pages inside the reservation made above, which this
         // function owns; nothing else can refer to them yet.
         unsafe {
-            rustix::mm::mmap(
-                base,
-                header_len + ring_len,
-                rw,
-                MapFlags::SHARED | MapFlags::FIXED,
-                obj.fd(),
-                0,
-            )?;
+            rustix::mm::mmap(base, header_len + ring_len, rw, flags, obj.fd(), 0)?;
             rustix::mm::mmap(
                 base.cast::<u8>().add(header_len + ring_len).cast(),
                 ring_len,
                 rw,
-                MapFlags::SHARED | MapFlags::FIXED,
+                flags,
                 obj.fd(),
                 header_len as u64,
             )?;

@@ -1,1 +1,282 @@
+//! Unit and property tests of the ring protocol, single-threaded and with real threads.
 
+use super::*;
+use proptest::prelude::*;
+use std::sync::Arc;
+
+const CAP: u64 = 256;
+
+fn pattern(seq: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (seq as u8).wrapping_mul(31).wrapping_add(i as u8))
+        .collect()
+}
+
+fn write_msg(
+    w: &mut Writer,
+    hdr: &RingHeader,
+    mem: &AtomicBytes,
+    seq: u64,
+    len: usize,
+) -> Result<(), Full> {
+    let r = w.try_reserve(hdr, len as u64)?;
+    mem.write(r.payload_offset(CAP), &pattern(seq, len));
+    w.commit(hdr, mem, r);
+    Ok(())
+}
+
+fn read_reliable(r: &mut Reader, hdr: &RingHeader, mem: &AtomicBytes) -> Option<(u64, Vec<u8>)> {
+    let rec = r.peek(hdr, mem).expect("not corrupt")?;
+    let mut buf = vec![0; rec.len as usize];
+    mem.read(rec.offset, &mut buf);
+    r.release(hdr, rec.end);
+    Some((rec.seq, buf))
+}
+
+#[test]
+fn record_len_is_aligned_and_tight() {
+    for len in 0..200u64 {
+        let r = record_len(len);
+        assert_eq!(r % 8, 0);
+        assert!(r >= RECORD_HEADER + len && r < RECORD_HEADER + len + 8);
+    }
+}
+
+#[test]
+fn reliable_writer_stops_at_a_full_ring_and_resumes_after_release() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, true);
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 7, true);
+    // 48-byte records: five fit in 256 bytes (240), the sixth does not.
+    for seq in 0..5 {
+        write_msg(&mut w, &hdr, &mem, seq, 32).unwrap();
+    }
+    assert_eq!(write_msg(&mut w, &hdr, &mem, 5, 32), Err(Full));
+    assert_eq!(w.laggards(&hdr, 32), 1, "reader 0 holds the ring");
+    assert_eq!(read_reliable(&mut r, &hdr, &mem), Some((0, pattern(0, 32))));
+    write_msg(&mut w, &hdr, &mem, 5, 32).unwrap();
+    for seq in 1..6 {
+        assert_eq!(
+            read_reliable(&mut r, &hdr, &mem),
+            Some((seq, pattern(seq, 32)))
+        );
+    }
+    assert_eq!(read_reliable(&mut r, &hdr, &mem), None);
+}
+
+#[test]
+fn a_reader_that_leaves_no_longer_holds_the_writer() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, true);
+    let r = Reader::join(&hdr, CAP, max_payload(CAP), 3, 9, true);
+    while write_msg(&mut w, &hdr, &mem, 0, 40).is_ok() {}
+    r.leave(&hdr);
+    for _ in 0..20 {
+        write_msg(&mut w, &hdr, &mem, 0, 40).unwrap();
+    }
+}
+
+#[test]
+fn a_joiner_starts_from_now() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, true);
+    for seq in 0..3 {
+        write_msg(&mut w, &hdr, &mem, seq, 10).unwrap();
+    }
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 1, 1, true);
+    assert_eq!(read_reliable(&mut r, &hdr, &mem), None);
+    write_msg(&mut w, &hdr, &mem, 3, 10).unwrap();
+    assert_eq!(read_reliable(&mut r, &hdr, &mem), Some((3, pattern(3, 10))));
+}
+
+#[test]
+fn abandoned_reservations_are_stepped_over_without_a_gap_in_seq() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, true);
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    write_msg(&mut w, &hdr, &mem, 0, 8).unwrap();
+    let res = w.try_reserve(&hdr, 20).unwrap();
+    w.abandon(&hdr, &mem, res);
+    write_msg(&mut w, &hdr, &mem, 1, 8).unwrap();
+    assert_eq!(read_reliable(&mut r, &hdr, &mem).unwrap().0, 0);
+    let rec = r.peek(&hdr, &mem).unwrap().unwrap();
+    assert_eq!((rec.seq, rec.skipped), (1, 0));
+}
+
+#[test]
+fn latest_reader_skips_lapped_records_and_counts_them() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, false);
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, false);
+    for seq in 0..50 {
+        write_msg(&mut w, &hdr, &mem, seq, 24).unwrap();
+    }
+    let mut buf = Vec::new();
+    let first = r.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
+    assert_eq!(buf, pattern(first.seq, 24));
+    assert!(first.seq > 0, "the reader was lapped and jumped ahead");
+    let mut seen = vec![first.seq];
+    let mut skipped = first.skipped;
+    while let Some(rec) = r.read_latest(&hdr, &mem, &mut buf).unwrap() {
+        assert_eq!(buf, pattern(rec.seq, 24));
+        skipped += rec.skipped;
+        seen.push(rec.seq);
+    }
+    assert_eq!(*seen.last().unwrap(), 49);
+    assert!(seen.windows(2).all(|p| p[1] > p[0]));
+    // The jump at the start is not counted (the reader had no expectation yet); everything after
+    // is accounted for: received + skipped covers the span.
+    assert_eq!(seen.len() as u64 + skipped, 50 - first.seq);
+}
+
+#[test]
+fn a_garbage_header_is_reported_as_corrupt_not_a_panic() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, true);
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    write_msg(&mut w, &hdr, &mem, 0, 8).unwrap();
+    mem.write(8, &[0xFF; 8]); // length and tag of the first record
+    assert_eq!(r.peek(&hdr, &mem), Err(Corrupt { pos: 0 }));
+}
+
+#[test]
+fn sleepers_are_woken_once_and_cleared() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, false);
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 5, 1, false);
+    assert!(!r.announce_sleep(&hdr));
+    let res = w.try_reserve(&hdr, 4).unwrap();
+    assert_eq!(w.commit(&hdr, &mem, res), 1 << 5);
+    let res = w.try_reserve(&hdr, 4).unwrap();
+    assert_eq!(
+        w.commit(&hdr, &mem, res),
+        0,
+        "a woken sleeper is not woken again"
+    );
+}
+
+proptest! {
+    /// Any interleaving of writes of any size and partial reads by two reliable readers: the
+    /// writer is refused exactly when the slowest reader holds the space, and every reader gets
+    /// every message intact and in order.
+    #[test]
+    fn reliable_ring_model(ops in proptest::collection::vec((0u8..3, 0usize..120), 1..300)) {
+        let hdr = RingHeader::new();
+        let mem = AtomicBytes::new(CAP);
+        let mut w = Writer::new(&hdr, CAP, true);
+        let mut readers = [
+            Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true),
+            Reader::join(&hdr, CAP, max_payload(CAP), 1, 2, true),
+        ];
+        let mut sent: Vec<(u64, usize)> = Vec::new();
+        let mut next = [0usize; 2];
+        let mut released = [0u64; 2];
+        for (op, len) in ops {
+            match op {
+                0 => {
+                    let len = len.min(max_payload(CAP) as usize);
+                    let inflight = w.head - released.iter().min().unwrap();
+                    let fits = inflight + record_len(len as u64) <= CAP;
+                    let seq = sent.len() as u64;
+                    let ok = write_msg(&mut w, &hdr, &mem, seq, len).is_ok();
+                    prop_assert_eq!(ok, fits);
+                    if ok { sent.push((seq, len)); }
+                }
+                k => {
+                    let k = (k - 1) as usize;
+                    match read_reliable(&mut readers[k], &hdr, &mem) {
+                        Some((seq, data)) => {
+                            let (want, len) = sent[next[k]];
+                            prop_assert_eq!(seq, want);
+                            prop_assert_eq!(data, pattern(want, len));
+                            next[k] += 1;
+                            released[k] = hdr.readers[k].cursor.load(Ordering::Relaxed);
+                        }
+                        None => prop_assert_eq!(next[k], sent.len()),
+                    }
+                }
+            }
+        }
+    }
+
+    /// A latest reader reading at any pace never returns a torn or out-of-order record, and
+    /// every message is either received or counted as skipped once it has an expectation.
+    #[test]
+    fn latest_reader_model(ops in proptest::collection::vec((any::<bool>(), 0usize..200), 1..400)) {
+        let hdr = RingHeader::new();
+        let mem = AtomicBytes::new(CAP);
+        let mut w = Writer::new(&hdr, CAP, false);
+        let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, false);
+        let mut lens = Vec::new();
+        let mut buf = Vec::new();
+        let mut last: Option<u64> = None;
+        for (write, len) in ops {
+            if write {
+                let len = len.min(max_payload(CAP) as usize);
+                write_msg(&mut w, &hdr, &mem, lens.len() as u64, len).unwrap();
+                lens.push(len);
+            } else if let Some(rec) = r.read_latest(&hdr, &mem, &mut buf).unwrap() {
+                prop_assert_eq!(&buf, &pattern(rec.seq, lens[rec.seq as usize]));
+                if let Some(l) = last {
+                    prop_assert!(rec.seq > l);
+                    prop_assert_eq!(rec.skipped, rec.seq - l - 1);
+                }
+                last = Some(rec.seq);
+            }
+        }
+    }
+}
+
+/// Real threads: one writer, two reliable readers, a small ring so it wraps thousands of times.
+#[test]
+fn threads_reliable_two_readers_wrap_around() {
+    const N: u64 = 20_000;
+    let hdr = Arc::new(RingHeader::new());
+    let mem = Arc::new(AtomicBytes::new(CAP));
+    let readers: Vec<_> = (0..2)
+        .map(|slot| {
+            let r = Reader::join(&hdr, CAP, max_payload(CAP), slot, slot as u64 + 1, true);
+            let (hdr, mem) = (hdr.clone(), mem.clone());
+            std::thread::spawn(move || {
+                let mut r = r;
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                let mut expect = 0;
+                while expect < N {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "reader stalled at {expect}"
+                    );
+                    match read_reliable(&mut r, &hdr, &mem) {
+                        Some((seq, data)) => {
+                            assert_eq!(seq, expect);
+                            assert_eq!(data, pattern(seq, (seq % 100) as usize));
+                            expect += 1;
+                        }
+                        None => std::thread::yield_now(),
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut w = Writer::new(&hdr, CAP, true);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for seq in 0..N {
+        while write_msg(&mut w, &hdr, &mem, seq, (seq % 100) as usize).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "writer stalled at {seq}"
+            );
+            std::thread::yield_now();
+        }
+    }
+    for r in readers {
+        r.join().unwrap();
+    }
+}
