@@ -488,3 +488,38 @@ fn lab_latency_writes_contract_json() {
     // The table went to the terminal.
     assert!(out.stdout.contains("p99.9") && out.stdout.contains("raw-futex"));
 }
+
+#[test]
+fn an_idle_blocking_subscriber_does_not_spin() {
+    let path = std::env::temp_dir().join(format!("ferry-idle-test-{}.json", std::process::id()));
+    let out = run(
+        &[
+            "lab",
+            "idle",
+            "--wait",
+            "block,adaptive",
+            "--seconds",
+            "0.5",
+            "--json",
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "lab idle failed: {}", out.stderr);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("results file")).expect("JSON");
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(json["experiment"], "idle");
+    let rows = json["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        // A subscriber that busy-waits while idle burns ~100 % of a CPU; a blocked one ~0. The
+        // bound is loose on purpose: this checks behaviour, not speed.
+        let cpu = row["cpu_percent"].as_f64().expect("cpu_percent");
+        assert!(
+            cpu < 50.0,
+            "an idle {} subscriber used {cpu} % of a CPU",
+            row["wait"]
+        );
+    }
+}

@@ -32,3 +32,8 @@ pub use error::{Error, PodError, RecvError, SendError};
 pub use node::{Loan, LoanSlice, Node, Publisher, Sample, Subscriber};
 pub use pod::Pod;
 pub use qos::{Delivery, Qos, Transport, WaitStrategy};
+
+/// The README's example, compiled as a doc test so that it stays true.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

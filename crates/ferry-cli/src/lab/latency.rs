@@ -4,7 +4,8 @@
 //! For each round, each transport in turn starts a fresh peer process (`ferry lab-peer latency`)
 //! and runs unrecorded warm-up and then `samples / rounds` recorded round trips for every size.
 //! The warm-up is at least `--warmup` round trips, and enough to write a whole ferry ring once:
-//! a fresh ring page-faults (in both processes) on its first lap, which is not the steady state.
+//! rings are pre-faulted, but a first lap still finds the ring's lines cold in both caches and
+//! TLBs, which is not the steady state.
 //! Every transport gets the same warm-up, baselines included.
 //! A round trip: the main process writes every byte of the ping and sends it; the peer waits for
 //! it, checks every byte, writes every byte of the pong and sends it; the main process waits for
@@ -127,7 +128,7 @@ pub struct LatencyArgs {
     pub rounds: usize,
 
     /// Unrecorded round trips before the recorded ones, per transport, size and round; raised
-    /// where needed to write a whole ferry ring once (its first lap page-faults)
+    /// where needed to write a whole ferry ring once (its first lap runs on cold caches)
     #[arg(long, value_name = "N", default_value_t = 200)]
     pub warmup: usize,
 
@@ -272,7 +273,7 @@ pub fn run(args: LatencyArgs) -> Result<()> {
             warmup: Warmup {
                 min_round_trips: args.warmup,
                 round_trips_per_size: warmups,
-                rule: "per transport, size and round: max(--warmup, ring capacity / size), so that every ferry ring is written once before recording (its first lap page-faults); the same for every transport",
+                rule: "per transport, size and round: max(--warmup, ring capacity / size), so that every ferry ring is written once before recording (its first lap runs on cold caches and TLBs); the same for every transport",
             },
             pinning: pinning.clone(),
             one_way: "round trip / 2; the sender writes every payload byte, the receiver reads and checks every byte, then replies with a full payload",

@@ -7,6 +7,7 @@
 //! CPU pinning, the peer process and the message channel interface. Each experiment is a
 //! submodule; `raw` holds the baseline channels.
 
+pub mod idle;
 pub mod latency;
 pub mod raw;
 
@@ -30,6 +31,8 @@ pub enum Experiment {
     /// One-way latency (round trip / 2) by ping-pong between two processes, against raw
     /// shared-memory baselines measured in the same run
     Latency(latency::LatencyArgs),
+    /// CPU used by an idle subscriber for each wait strategy (spin, block, adaptive)
+    Idle(idle::IdleArgs),
 }
 
 /// The hidden `ferry lab-peer` command: the other process of an experiment.
@@ -42,17 +45,20 @@ pub struct PeerArgs {
 #[derive(Debug, Subcommand)]
 pub enum PeerExperiment {
     Latency(latency::PeerArgs),
+    Idle(idle::PeerArgs),
 }
 
 pub fn run(args: LabArgs) -> Result<()> {
     match args.experiment {
         Experiment::Latency(a) => latency::run(a),
+        Experiment::Idle(a) => idle::run(a),
     }
 }
 
 pub fn run_peer(args: PeerArgs) -> Result<()> {
     match args.experiment {
         PeerExperiment::Latency(a) => latency::run_peer(a).context("lab peer"),
+        PeerExperiment::Idle(a) => idle::run_peer(a).context("lab peer"),
     }
 }
 
@@ -459,6 +465,10 @@ impl Peer {
             child,
             exited: false,
         })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// An error if the peer has exited (it must not before `finish`).
