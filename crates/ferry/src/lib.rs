@@ -27,6 +27,7 @@ mod qos;
 pub(crate) mod shm;
 mod sync;
 pub mod sys;
+pub mod udp;
 
 pub use error::{Error, PodError, RecvError, SendError};
 pub use node::{Loan, LoanSlice, Node, Publisher, Sample, Subscriber};

@@ -1,6 +1,8 @@
 //! The only module that talks to the operating system: shared-memory objects, mappings, futexes,
 //! process liveness and CPU affinity. Everything above it is plain Rust over memory.
 
+pub mod udp;
+
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};

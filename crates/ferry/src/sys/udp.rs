@@ -1,0 +1,1 @@
+//! UDP sockets (filled in by the socket-layer work).

@@ -1,0 +1,1 @@
+//! Loss injection (filled in by the socket-layer work).

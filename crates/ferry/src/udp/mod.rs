@@ -1,0 +1,8 @@
+//! The UDP transport: ferry's own framing and fragmentation (never IP fragmentation), NAK-based
+//! repair, heartbeats and receiver-driven flow control, over batched sockets.
+//!
+//! `proto` is the protocol core: no I/O, time passed in, tested deterministically. `impair`
+//! injects loss, duplication, reordering and delay (this kernel has no netem). The sockets live in
+//! `crate::sys::udp`.
+
+pub mod impair;
