@@ -5,4 +5,7 @@
 //! injects loss, duplication, reordering and delay (this kernel has no netem). The sockets live in
 //! `crate::sys::udp`.
 
+pub mod frame;
 pub mod impair;
+pub mod receiver;
+pub mod sender;

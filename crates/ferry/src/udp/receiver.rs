@@ -1,0 +1,628 @@
+//! The subscriber's half of the UDP protocol: no I/O, time passed in (nanoseconds).
+//!
+//! Frames of each publisher session are reassembled into messages with bounded memory. Under
+//! reliable delivery messages are handed out in order; gaps are NAKed after `nak_delay` (and again
+//! every `nak_repeat`), heartbeats reveal a lost tail, and STATUS frames tell the publisher how far
+//! the application has consumed and how much more it may send (flow control). Under latest
+//! delivery complete messages are handed out at once, and everything skipped is counted as lost.
+//! Nothing is lost silently: every message that will never be delivered is counted.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use super::frame::{self, Common, Frame, Kind, NakEntry, FLAG_RELIABLE, NAK_ENTRY};
+use super::sender::{Dest, Sink};
+
+#[derive(Debug, Clone)]
+pub struct ReceiverConfig {
+    /// This subscriber wants reliable delivery (from reliable publishers).
+    pub reliable: bool,
+    /// Messages longer than this are refused (and counted).
+    pub max_message: usize,
+    /// Bytes held in reassembly and in the delivery queue, at most.
+    pub buffer_bytes: u64,
+    /// Window advertised to reliable publishers (stream bytes beyond what was consumed).
+    pub window: u64,
+    pub max_datagram: usize,
+    pub nak_delay_ns: u64,
+    pub nak_repeat_ns: u64,
+    pub status_interval_ns: u64,
+    /// Latest delivery: an incomplete message older than this is given up (counted lost).
+    pub give_up_ns: u64,
+    /// A session not heard from for this long is gone (its publisher died).
+    pub session_timeout_ns: u64,
+}
+
+impl Default for ReceiverConfig {
+    fn default() -> ReceiverConfig {
+        ReceiverConfig {
+            reliable: true,
+            max_message: 1 << 20,
+            buffer_bytes: 64 << 20,
+            window: 4 << 20,
+            max_datagram: 1472,
+            nak_delay_ns: 200_000,
+            nak_repeat_ns: 5_000_000,
+            status_interval_ns: 20_000_000,
+            give_up_ns: 50_000_000,
+            session_timeout_ns: 3_000_000_000,
+        }
+    }
+}
+
+/// Counters of the receiver, as `ferry stats` shows them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReceiverStats {
+    pub frames: u64,
+    pub messages: u64,
+    pub bytes: u64,
+    pub duplicates: u64,
+    /// Messages that will never arrive (latest skips, unrepairable gaps, dead publishers).
+    pub lost: u64,
+    pub naks_sent: u64,
+    /// Frames dropped because the reassembly buffer was full.
+    pub overflow_drops: u64,
+    /// Frames of messages larger than `max_message`, or inconsistent with earlier fragments.
+    pub refused: u64,
+    pub sessions_started: u64,
+    pub sessions_ended: u64,
+}
+
+/// A delivered message.
+#[derive(Debug)]
+pub struct Delivered {
+    pub session: u64,
+    pub seq: u64,
+    pub data: Vec<u8>,
+    /// Messages of this session lost just before this one.
+    pub lost_before: u64,
+    stream_end: u64,
+}
+
+/// Byte ranges received of one message, sorted and merged.
+#[derive(Debug, Default, Clone)]
+struct Ranges(Vec<(u32, u32)>);
+
+impl Ranges {
+    /// Adds `from..to`; returns false if it was all there already.
+    fn insert(&mut self, from: u32, to: u32) -> bool {
+        if from >= to {
+            return false;
+        }
+        if self.0.iter().any(|&(a, b)| a <= from && to <= b) {
+            return false;
+        }
+        self.0.push((from, to));
+        self.0.sort_unstable();
+        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(self.0.len());
+        for &(a, b) in &self.0 {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        self.0 = merged;
+        true
+    }
+
+    fn covers(&self, len: u32) -> bool {
+        len == 0 || self.0.first() == Some(&(0, len))
+    }
+
+    /// The holes in `0..len`.
+    fn gaps(&self, len: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let mut at = 0;
+        self.0
+            .iter()
+            .map(move |&(a, b)| {
+                let gap = (at, a);
+                at = b;
+                gap
+            })
+            .chain(std::iter::once((u32::MAX, u32::MAX)))
+            .scan(false, move |done, gap| {
+                if *done {
+                    return None;
+                }
+                if gap.0 == u32::MAX {
+                    *done = true;
+                    let last = self.0.last().map_or(0, |r| r.1);
+                    return Some((last, len));
+                }
+                Some(gap)
+            })
+            .filter(|(a, b)| a < b)
+    }
+}
+
+struct Partial {
+    data: Vec<u8>,
+    have: Ranges,
+    stream_pos: u64,
+    first_ns: u64,
+    last_nak_ns: u64,
+}
+
+struct Session {
+    reliable: bool,
+    next_deliver: u64,
+    /// One past the highest sequence number known to exist.
+    known_end: u64,
+    /// Oldest sequence number the publisher can still repair.
+    oldest_available: u64,
+    partial: BTreeMap<u64, Partial>,
+    complete: BTreeMap<u64, (Vec<u8>, u64)>,
+    /// Wholly missing messages: when first noticed, when last NAKed.
+    missing: BTreeMap<u64, (u64, u64)>,
+    consumed_pos: u64,
+    consumed_seq: u64,
+    last_status_ns: u64,
+    last_status_pos: u64,
+    status_due: bool,
+    last_heard_ns: u64,
+    ended: Option<u64>,
+    lost_pending: u64,
+}
+
+pub struct Receiver {
+    id: u64,
+    topic: u64,
+    cfg: ReceiverConfig,
+    sessions: HashMap<u64, Session>,
+    /// Sessions that ended recently: their late frames are ignored, not taken for new sessions.
+    ended: VecDeque<u64>,
+    ready: VecDeque<Delivered>,
+    buffered: u64,
+    pool: Vec<Vec<u8>>,
+    out: Vec<u8>,
+    stats: ReceiverStats,
+}
+
+impl Receiver {
+    pub fn new(id: u64, topic: u64, cfg: ReceiverConfig) -> Receiver {
+        Receiver {
+            id,
+            topic,
+            cfg,
+            sessions: HashMap::new(),
+            ended: VecDeque::new(),
+            ready: VecDeque::new(),
+            buffered: 0,
+            pool: Vec::new(),
+            out: Vec::new(),
+            stats: ReceiverStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> ReceiverStats {
+        self.stats
+    }
+
+    pub fn sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Handles one frame addressed to this receiver's topic.
+    pub fn on_frame(&mut self, now: u64, f: &Frame<'_>) {
+        let c = *f.common();
+        if c.topic != self.topic || self.ended.contains(&c.session) {
+            return;
+        }
+        match *f {
+            Frame::Data {
+                seq,
+                msg_len,
+                offset,
+                stream_pos,
+                payload,
+                ..
+            } => {
+                self.stats.frames += 1;
+                self.on_data(now, c, seq, msg_len, offset, stream_pos, payload)
+            }
+            Frame::Heartbeat {
+                next_seq,
+                oldest_seq,
+                ..
+            } => {
+                let s = self.session(now, c, next_seq);
+                s.known_end = s.known_end.max(next_seq);
+                s.oldest_available = s.oldest_available.max(oldest_seq);
+            }
+            Frame::Bye { next_seq, .. } => {
+                if let Some(s) = self.sessions.get_mut(&c.session) {
+                    s.known_end = s.known_end.max(next_seq);
+                    s.ended = Some(next_seq);
+                    s.last_heard_ns = now;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The session of `c`, created (joining "from now": at `start`) if new.
+    fn session(&mut self, now: u64, c: Common, start: u64) -> &mut Session {
+        let reliable = self.cfg.reliable && c.flags & FLAG_RELIABLE != 0;
+        let stats = &mut self.stats;
+        let s = self.sessions.entry(c.session).or_insert_with(|| {
+            stats.sessions_started += 1;
+            Session {
+                reliable,
+                next_deliver: start,
+                known_end: start,
+                oldest_available: 0,
+                partial: BTreeMap::new(),
+                complete: BTreeMap::new(),
+                missing: BTreeMap::new(),
+                consumed_pos: 0,
+                consumed_seq: start,
+                last_status_ns: 0,
+                last_status_pos: 0,
+                status_due: true,
+                last_heard_ns: now,
+                ended: None,
+                lost_pending: 0,
+            }
+        });
+        s.last_heard_ns = now;
+        s
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_data(
+        &mut self,
+        now: u64,
+        c: Common,
+        seq: u64,
+        len: u32,
+        offset: u32,
+        pos: u64,
+        payload: &[u8],
+    ) {
+        if len as usize > self.cfg.max_message {
+            self.stats.refused += 1;
+            return;
+        }
+        // A joiner starts with the first message it can see from its start.
+        let start = if offset == 0 { seq } else { seq + 1 };
+        let fresh = !self.sessions.contains_key(&c.session);
+        if fresh && offset != 0 && !self.cfg.reliable {
+            // Joining mid-message under latest delivery: that message is not ours.
+            self.session(now, c, start);
+            return;
+        }
+        let s = self.session(now, c, start);
+        if fresh {
+            s.consumed_pos = if offset == 0 { pos } else { pos + len as u64 };
+            s.last_status_pos = s.consumed_pos;
+        }
+        if seq < s.next_deliver || s.complete.contains_key(&seq) {
+            self.stats.duplicates += 1;
+            return;
+        }
+        s.known_end = s.known_end.max(seq + 1);
+        s.missing.remove(&seq);
+        if !s.partial.contains_key(&seq) {
+            if self.buffered + len as u64 > self.cfg.buffer_bytes
+                && !self.make_room(c.session, seq, len as u64)
+            {
+                self.stats.overflow_drops += 1;
+                return;
+            }
+            let mut data = self.pool.pop().unwrap_or_default();
+            data.clear();
+            data.resize(len as usize, 0);
+            self.buffered += len as u64;
+            let s = self.sessions.get_mut(&c.session).unwrap();
+            s.partial.insert(
+                seq,
+                Partial {
+                    data,
+                    have: Ranges::default(),
+                    stream_pos: pos,
+                    first_ns: now,
+                    last_nak_ns: 0,
+                },
+            );
+        }
+        let s = self.sessions.get_mut(&c.session).unwrap();
+        let p = s.partial.get_mut(&seq).unwrap();
+        if p.data.len() != len as usize || p.stream_pos != pos {
+            self.stats.refused += 1;
+            return;
+        }
+        let to = offset + payload.len() as u32;
+        if len > 0 && !p.have.insert(offset, to) {
+            self.stats.duplicates += 1;
+            return;
+        }
+        p.data[offset as usize..to as usize].copy_from_slice(payload);
+        if !p.have.covers(len) {
+            return;
+        }
+        let p = s.partial.remove(&seq).unwrap();
+        if s.reliable {
+            s.complete.insert(seq, (p.data, p.stream_pos + len as u64));
+        } else {
+            // Latest: hand it out now; everything older still pending is given up.
+            let older: Vec<u64> = s.partial.range(..seq).map(|(&k, _)| k).collect();
+            for k in older {
+                let q = s.partial.remove(&k).unwrap();
+                self.buffered -= q.data.len() as u64;
+                self.pool.push(q.data);
+            }
+            s.missing.retain(|&k, _| k > seq);
+            let lost = seq - s.next_deliver;
+            s.next_deliver = seq + 1;
+            s.lost_pending += lost;
+            self.stats.lost += lost;
+            let lost_before = std::mem::take(&mut s.lost_pending);
+            self.stats.messages += 1;
+            self.stats.bytes += len as u64;
+            self.ready.push_back(Delivered {
+                session: c.session,
+                seq,
+                data: p.data,
+                lost_before,
+                stream_end: p.stream_pos + len as u64,
+            });
+        }
+        self.drain_in_order(c.session);
+    }
+
+    /// Frees buffer space for a new message by giving up older incomplete latest messages.
+    fn make_room(&mut self, session: u64, seq: u64, need: u64) -> bool {
+        let Some(s) = self.sessions.get_mut(&session) else {
+            return false;
+        };
+        if s.reliable {
+            // Reliable: never discard; the frame will be repaired once the application reads.
+            return false;
+        }
+        while self.buffered + need > self.cfg.buffer_bytes {
+            let Some((&k, _)) = s.partial.range(..seq).next() else {
+                return false;
+            };
+            let q = s.partial.remove(&k).unwrap();
+            self.buffered -= q.data.len() as u64;
+            self.pool.push(q.data);
+        }
+        true
+    }
+
+    /// Moves complete messages that are next in line to the delivery queue (reliable).
+    fn drain_in_order(&mut self, session: u64) {
+        let Some(s) = self.sessions.get_mut(&session) else {
+            return;
+        };
+        while let Some((data, stream_end)) = s.complete.remove(&s.next_deliver) {
+            let seq = s.next_deliver;
+            s.next_deliver += 1;
+            self.stats.messages += 1;
+            self.stats.bytes += data.len() as u64;
+            let lost_before = std::mem::take(&mut s.lost_pending);
+            self.ready.push_back(Delivered {
+                session,
+                seq,
+                data,
+                lost_before,
+                stream_end,
+            });
+        }
+    }
+
+    /// The next message for the application.
+    pub fn take(&mut self) -> Option<Delivered> {
+        let d = self.ready.pop_front()?;
+        self.buffered -= d.data.len() as u64;
+        if let Some(s) = self.sessions.get_mut(&d.session) {
+            s.consumed_pos = s.consumed_pos.max(d.stream_end);
+            s.consumed_seq = s.consumed_seq.max(d.seq + 1);
+            if s.reliable && s.consumed_pos - s.last_status_pos >= self.cfg.window / 4 {
+                s.status_due = true;
+            }
+        }
+        Some(d)
+    }
+
+    /// Gives a delivered message's buffer back for reuse.
+    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.pool.len() < 64 {
+            buf.clear();
+            self.pool.push(buf);
+        }
+    }
+
+    /// Messages waiting in the delivery queue.
+    pub fn ready(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// Timers: NAKs, STATUS, giving up, dead sessions. Returns when to call again (ns).
+    pub fn tick(&mut self, now: u64, sink: &mut dyn Sink) -> u64 {
+        let mut next = u64::MAX;
+        let ids: Vec<u64> = self.sessions.keys().copied().collect();
+        for id in ids {
+            next = next.min(self.tick_session(now, id, sink));
+        }
+        next
+    }
+
+    fn tick_session(&mut self, now: u64, id: u64, sink: &mut dyn Sink) -> u64 {
+        let cfg = self.cfg.clone();
+        let s = self.sessions.get_mut(&id).unwrap();
+        // A dead or finished publisher: count what never came, forget the session.
+        // Latest delivery does not wait for repairs: once the publisher said goodbye and nothing
+        // incomplete is left to give up, what never came is lost.
+        let finished = s
+            .ended
+            .is_some_and(|end| s.next_deliver >= end || (!s.reliable && s.partial.is_empty()));
+        if finished || now.saturating_sub(s.last_heard_ns) > cfg.session_timeout_ns {
+            let s = self.sessions.remove(&id).unwrap();
+            let undelivered = s.known_end.saturating_sub(s.next_deliver);
+            self.stats.lost += undelivered;
+            for (_, p) in s.partial {
+                self.buffered -= p.data.len() as u64;
+                self.pool.push(p.data);
+            }
+            for (_, (d, _)) in s.complete {
+                self.buffered -= d.len() as u64;
+            }
+            self.stats.sessions_ended += 1;
+            if self.ended.len() == 64 {
+                self.ended.pop_front();
+            }
+            self.ended.push_back(id);
+            return u64::MAX;
+        }
+        let mut next = s.last_heard_ns + cfg.session_timeout_ns + 1;
+        let c = Common {
+            kind: Kind::Nak,
+            flags: if s.reliable { FLAG_RELIABLE } else { 0 },
+            topic: self.topic,
+            session: id,
+        };
+        if s.reliable {
+            // Messages the publisher can no longer repair are lost.
+            while s.next_deliver < s.oldest_available && !s.complete.contains_key(&s.next_deliver) {
+                if let Some(p) = s.partial.remove(&s.next_deliver) {
+                    self.buffered -= p.data.len() as u64;
+                    self.pool.push(p.data);
+                }
+                s.missing.remove(&s.next_deliver);
+                s.next_deliver += 1;
+                s.lost_pending += 1;
+                self.stats.lost += 1;
+            }
+            // NAK what is missing.
+            let mut entries: Vec<NakEntry> = Vec::new();
+            let per_frame = (cfg.max_datagram - 40) / NAK_ENTRY;
+            for seq in s.next_deliver..s.known_end {
+                if s.complete.contains_key(&seq) {
+                    continue;
+                }
+                if entries.len() >= per_frame {
+                    break;
+                }
+                if let Some(p) = s.partial.get_mut(&seq) {
+                    let due = if p.last_nak_ns == 0 {
+                        p.first_ns + cfg.nak_delay_ns
+                    } else {
+                        p.last_nak_ns + cfg.nak_repeat_ns
+                    };
+                    if now >= due {
+                        let len = p.data.len() as u32;
+                        for (from, to) in p.have.gaps(len) {
+                            entries.push(NakEntry { seq, from, to });
+                        }
+                        p.last_nak_ns = now;
+                        next = next.min(now + cfg.nak_repeat_ns);
+                    } else {
+                        next = next.min(due);
+                    }
+                } else {
+                    let (first, last) = *s.missing.entry(seq).or_insert((now, 0));
+                    if now >= first + cfg.nak_delay_ns
+                        && (last == 0 || now >= last + cfg.nak_repeat_ns)
+                    {
+                        entries.push(NakEntry {
+                            seq,
+                            from: 0,
+                            to: u32::MAX,
+                        });
+                        s.missing.insert(seq, (first, now));
+                        next = next.min(now + cfg.nak_repeat_ns);
+                    } else {
+                        next = next.min(if last == 0 {
+                            first + cfg.nak_delay_ns
+                        } else {
+                            last + cfg.nak_repeat_ns
+                        });
+                    }
+                }
+            }
+            if !entries.is_empty() {
+                self.out.clear();
+                frame::put_nak(&mut self.out, &c, self.id, &entries);
+                sink.send(Dest::Session(id), &self.out, self.out.len());
+                self.stats.naks_sent += 1;
+            }
+            // Flow control.
+            if s.status_due || now >= s.last_status_ns + cfg.status_interval_ns {
+                self.out.clear();
+                let sc = Common {
+                    kind: Kind::Status,
+                    ..c
+                };
+                frame::put_status(
+                    &mut self.out,
+                    &sc,
+                    self.id,
+                    s.consumed_pos,
+                    cfg.window,
+                    s.consumed_seq,
+                );
+                sink.send(Dest::Session(id), &self.out, self.out.len());
+                s.status_due = false;
+                s.last_status_ns = now;
+                s.last_status_pos = s.consumed_pos;
+            }
+            next = next.min(s.last_status_ns + cfg.status_interval_ns);
+        } else {
+            // Latest: give up incomplete messages and gaps that waited too long.
+            let stale: Vec<u64> = s
+                .partial
+                .iter()
+                .filter(|(_, p)| now >= p.first_ns + cfg.give_up_ns)
+                .map(|(&k, _)| k)
+                .collect();
+            let mut newest_given_up = None;
+            for k in stale {
+                let p = s.partial.remove(&k).unwrap();
+                self.buffered -= p.data.len() as u64;
+                self.pool.push(p.data);
+                newest_given_up = Some(k);
+            }
+            if let Some(k) = newest_given_up {
+                if k >= s.next_deliver {
+                    let lost = k + 1 - s.next_deliver;
+                    s.next_deliver = k + 1;
+                    s.lost_pending += lost;
+                    self.stats.lost += lost;
+                }
+            }
+            if let Some(p) = s
+                .partial
+                .values()
+                .map(|p| p.first_ns + cfg.give_up_ns)
+                .min()
+            {
+                next = next.min(p);
+            }
+            // Latest receivers announce themselves (slowly) so publishers know who listens.
+            if now >= s.last_status_ns + 10 * cfg.status_interval_ns {
+                self.out.clear();
+                let sc = Common {
+                    kind: Kind::Status,
+                    flags: 0,
+                    ..c
+                };
+                frame::put_status(
+                    &mut self.out,
+                    &sc,
+                    self.id,
+                    s.consumed_pos,
+                    cfg.window,
+                    s.consumed_seq,
+                );
+                sink.send(Dest::Session(id), &self.out, self.out.len());
+                s.last_status_ns = now;
+            }
+            next = next.min(s.last_status_ns + 10 * cfg.status_interval_ns);
+        }
+        self.drain_in_order(id);
+        next
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,487 @@
+//! The protocol core driven end to end through a simulated network: seeded loss, duplication and
+//! reordering, time advanced by the test. No sockets, no sleeps.
+
+use super::*;
+use crate::udp::frame::decode;
+use crate::udp::sender::{Sender, SenderConfig};
+use proptest::prelude::*;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn chance(&mut self, p: f64) -> bool {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 1.0 < p
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Impair {
+    loss: f64,
+    dup: f64,
+    reorder: f64,
+}
+
+const CLEAN: Impair = Impair {
+    loss: 0.0,
+    dup: 0.0,
+    reorder: 0.0,
+};
+
+/// Datagrams in flight: (deliver at, to the receiver?, bytes).
+struct Net {
+    rng: Rng,
+    flight: Vec<(u64, bool, Vec<u8>)>,
+    impair: Impair,
+    now: u64,
+    to_receiver: bool,
+    sent: u64,
+}
+
+impl Sink for Net {
+    fn send(&mut self, dest: Dest, data: &[u8], segment: usize) {
+        let to_receiver = !matches!(dest, Dest::Session(_));
+        assert_eq!(to_receiver, self.to_receiver, "frames go the right way");
+        for d in data.chunks(segment) {
+            self.sent += 1;
+            assert!(d.len() <= 1472, "never more than one MTU");
+            if self.rng.chance(self.impair.loss) {
+                continue;
+            }
+            let copies = if self.rng.chance(self.impair.dup) {
+                2
+            } else {
+                1
+            };
+            for _ in 0..copies {
+                let delay = if self.rng.chance(self.impair.reorder) {
+                    300_000
+                } else {
+                    50_000
+                };
+                self.flight
+                    .push((self.now + delay, to_receiver, d.to_vec()));
+            }
+        }
+    }
+}
+
+fn payload(seq: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (seq as usize * 7 + i * 13) as u8)
+        .collect()
+}
+
+struct Outcome {
+    delivered: Vec<(u64, usize)>,
+    lost: u64,
+    stats: ReceiverStats,
+}
+
+/// Sends `sizes` from one sender to one receiver through `impair`, then heals the network and
+/// lets both sides settle. Checks every delivered byte.
+fn run(sizes: &[usize], reliable: bool, impair: Impair, seed: u64, window: u64) -> Outcome {
+    let scfg = SenderConfig {
+        reliable,
+        window_bytes: 8 << 20,
+        ..SenderConfig::default()
+    };
+    let rcfg = ReceiverConfig {
+        reliable,
+        max_message: 1 << 20,
+        window,
+        ..ReceiverConfig::default()
+    };
+    let mut tx = Sender::new(42, 1001, scfg);
+    let mut rx = Receiver::new(7, 42, rcfg);
+    let mut net = Net {
+        rng: Rng(seed),
+        flight: Vec::new(),
+        impair,
+        now: 0,
+        to_receiver: true,
+        sent: 0,
+    };
+    // Discovery pairs the two before any data flows: the publisher's first heartbeat reaches the
+    // receiver, which joins at message 0 (a subscriber receives what is sent after it joined).
+    net.impair = CLEAN;
+    tx.tick(0, &mut net);
+    for (_, _, bytes) in std::mem::take(&mut net.flight) {
+        rx.on_frame(0, &decode(&bytes).unwrap());
+    }
+    net.impair = impair;
+    let mut delivered = Vec::new();
+    let mut next_msg = 0;
+    let mut bye_sent = false;
+    let step = 20_000; // 20 µs
+    let mut quiet_since = None;
+    for round in 0..2_000_000u64 {
+        net.now = round * step;
+        let now = net.now;
+        if next_msg == sizes.len() && !tx.busy() && net.flight.is_empty() && quiet_since.is_none() {
+            quiet_since = Some(now);
+        }
+        // Heal the network once everything was offered, so the end is deterministic.
+        if next_msg == sizes.len() && !tx.busy() {
+            net.impair = CLEAN;
+        }
+        net.to_receiver = true;
+        if !tx.busy() && next_msg < sizes.len() {
+            tx.offer(&payload(next_msg as u64, sizes[next_msg]))
+                .unwrap();
+            next_msg += 1;
+        }
+        tx.pump(now, &mut net);
+        tx.tick(now, &mut net);
+        if next_msg == sizes.len() && !tx.busy() && !bye_sent {
+            tx.close(now, &mut net);
+            bye_sent = true;
+        }
+        net.to_receiver = false;
+        rx.tick(now, &mut net);
+        // Deliver what is due.
+        let (due, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut net.flight)
+            .into_iter()
+            .partition(|d| d.0 <= now);
+        net.flight = rest;
+        for (_, to_receiver, bytes) in due {
+            let f = decode(&bytes).expect("valid frame");
+            if to_receiver {
+                rx.on_frame(now, &f);
+            } else {
+                net.to_receiver = true;
+                tx.handle(now, &f, &mut net);
+                net.to_receiver = false;
+            }
+        }
+        while let Some(d) = rx.take() {
+            assert_eq!(
+                d.data,
+                payload(d.seq, sizes[d.seq as usize]),
+                "message {} intact",
+                d.seq
+            );
+            delivered.push((d.seq, d.data.len()));
+            rx.recycle(d.data);
+        }
+        if bye_sent && rx.sessions() == 0 && net.flight.is_empty() {
+            break;
+        }
+        if matches!(quiet_since, Some(q) if now > q + 5_000_000_000) {
+            panic!(
+                "did not settle: {} delivered of {}",
+                delivered.len(),
+                sizes.len()
+            );
+        }
+    }
+    Outcome {
+        delivered,
+        lost: rx.stats().lost,
+        stats: rx.stats(),
+    }
+}
+
+#[test]
+fn ranges_merge_and_find_gaps() {
+    let mut r = Ranges::default();
+    assert!(r.insert(10, 20));
+    assert!(r.insert(30, 40));
+    assert!(!r.insert(12, 18));
+    assert_eq!(
+        r.gaps(50).collect::<Vec<_>>(),
+        vec![(0, 10), (20, 30), (40, 50)]
+    );
+    assert!(r.insert(0, 10));
+    assert!(r.insert(15, 35));
+    assert!(r.insert(40, 50));
+    assert!(r.covers(50));
+    assert_eq!(r.gaps(50).count(), 0);
+}
+
+#[test]
+fn clean_network_delivers_everything_in_order() {
+    let sizes: Vec<usize> = (0..200).map(|i| (i * 977) % 9000).collect();
+    let o = run(&sizes, true, CLEAN, 1, 1 << 20);
+    assert_eq!(o.delivered.len(), 200);
+    assert!(o.delivered.iter().enumerate().all(|(i, d)| d.0 == i as u64));
+    assert_eq!((o.lost, o.stats.naks_sent), (0, 0));
+}
+
+#[test]
+fn reliable_repairs_20_percent_loss_with_duplicates_and_reordering() {
+    let sizes: Vec<usize> = (0..300).map(|i| 1 + (i * 7919) % 40_000).collect();
+    let o = run(
+        &sizes,
+        true,
+        Impair {
+            loss: 0.2,
+            dup: 0.05,
+            reorder: 0.1,
+        },
+        7,
+        256 << 10,
+    );
+    assert_eq!(o.delivered.len(), 300, "nothing lost");
+    assert!(
+        o.delivered.iter().enumerate().all(|(i, d)| d.0 == i as u64),
+        "in order"
+    );
+    assert_eq!(o.lost, 0);
+    assert!(o.stats.naks_sent > 0 && o.stats.duplicates > 0);
+}
+
+#[test]
+fn a_large_message_crosses_a_small_window_under_loss() {
+    // 1 MiB through a 64 KiB window: flow control paces the fragments, NAKs fill the holes.
+    let o = run(
+        &[1 << 20, 10, 1 << 20],
+        true,
+        Impair {
+            loss: 0.05,
+            dup: 0.0,
+            reorder: 0.05,
+        },
+        3,
+        64 << 10,
+    );
+    assert_eq!(
+        o.delivered.iter().map(|d| d.1).collect::<Vec<_>>(),
+        vec![1 << 20, 10, 1 << 20]
+    );
+}
+
+#[test]
+fn flow_control_never_lets_the_sender_run_past_the_window() {
+    let cfg = SenderConfig::default();
+    let mut tx = Sender::new(1, 2, cfg);
+    let mut net = Net {
+        rng: Rng(1),
+        flight: Vec::new(),
+        impair: CLEAN,
+        now: 0,
+        to_receiver: true,
+        sent: 0,
+    };
+    // A receiver that consumed nothing and allows 100 000 bytes.
+    let mut status = Vec::new();
+    frame::put_status(
+        &mut status,
+        &Common {
+            kind: Kind::Status,
+            flags: FLAG_RELIABLE,
+            topic: 1,
+            session: 2,
+        },
+        9,
+        0,
+        100_000,
+        0,
+    );
+    tx.handle(0, &decode(&status).unwrap(), &mut net);
+    tx.offer(&vec![0u8; 1 << 20]).unwrap();
+    for _ in 0..100 {
+        tx.pump(0, &mut net);
+    }
+    let sent_bytes: usize = net
+        .flight
+        .iter()
+        .map(|d| d.2.len() - frame::DATA_HEADER)
+        .sum();
+    assert!(
+        sent_bytes <= 100_000,
+        "sent {sent_bytes} bytes into a 100 000-byte window"
+    );
+    assert!(sent_bytes > 90_000, "but used the window: {sent_bytes}");
+    assert!(tx.busy() && tx.stats().flow_blocked > 0);
+    // The receiver consumes: the sender may go on.
+    status.clear();
+    frame::put_status(
+        &mut status,
+        &Common {
+            kind: Kind::Status,
+            flags: FLAG_RELIABLE,
+            topic: 1,
+            session: 2,
+        },
+        9,
+        1 << 20,
+        100_000,
+        1,
+    );
+    tx.handle(0, &decode(&status).unwrap(), &mut net);
+    for _ in 0..100 {
+        tx.pump(0, &mut net);
+    }
+    assert!(!tx.busy());
+}
+
+#[test]
+fn a_silent_receiver_stops_holding_the_sender() {
+    let mut tx = Sender::new(1, 2, SenderConfig::default());
+    let mut net = Net {
+        rng: Rng(1),
+        flight: Vec::new(),
+        impair: CLEAN,
+        now: 0,
+        to_receiver: true,
+        sent: 0,
+    };
+    let mut status = Vec::new();
+    frame::put_status(
+        &mut status,
+        &Common {
+            kind: Kind::Status,
+            flags: FLAG_RELIABLE,
+            topic: 1,
+            session: 2,
+        },
+        9,
+        0,
+        10_000,
+        0,
+    );
+    tx.handle(0, &decode(&status).unwrap(), &mut net);
+    tx.offer(&[0u8; 100_000]).unwrap();
+    assert!(!tx.pump(0, &mut net));
+    tx.tick(3_000_000_000, &mut net);
+    assert_eq!(tx.stats().receivers_timed_out, 1);
+    while !tx.pump(3_000_000_000, &mut net) {}
+    assert_eq!(tx.retained(), 1, "kept for late joiners within the window");
+}
+
+#[test]
+fn latest_counts_every_message_it_skips() {
+    let sizes: Vec<usize> = (0..500).map(|i| 1 + (i * 31) % 5000).collect();
+    let o = run(
+        &sizes,
+        false,
+        Impair {
+            loss: 0.1,
+            dup: 0.02,
+            reorder: 0.1,
+        },
+        11,
+        1 << 20,
+    );
+    assert!(o.delivered.windows(2).all(|w| w[1].0 > w[0].0), "in order");
+    assert_eq!(
+        o.delivered.len() as u64 + o.lost,
+        500,
+        "delivered + lost = sent"
+    );
+    assert!(o.lost > 0);
+}
+
+#[test]
+fn garbage_frames_change_nothing() {
+    let mut rx = Receiver::new(1, 42, ReceiverConfig::default());
+    let mut b = Vec::new();
+    // A fragment claiming a 2 GiB message: refused, nothing allocated.
+    frame::put_data(
+        &mut b,
+        &Common {
+            kind: Kind::Data,
+            flags: FLAG_RELIABLE,
+            topic: 42,
+            session: 5,
+        },
+        0,
+        2 << 30,
+        0,
+        0,
+        b"x",
+    );
+    rx.on_frame(0, &decode(&b).unwrap());
+    assert_eq!(rx.stats().refused, 1);
+    // Another topic: ignored.
+    b.clear();
+    frame::put_data(
+        &mut b,
+        &Common {
+            kind: Kind::Data,
+            flags: 0,
+            topic: 43,
+            session: 5,
+        },
+        0,
+        1,
+        0,
+        0,
+        b"x",
+    );
+    rx.on_frame(0, &decode(&b).unwrap());
+    assert_eq!(
+        rx.stats().frames,
+        1,
+        "only the first frame was for this topic"
+    );
+    // Inconsistent fragments of one message: the second is refused.
+    b.clear();
+    frame::put_data(
+        &mut b,
+        &Common {
+            kind: Kind::Data,
+            flags: 0,
+            topic: 42,
+            session: 6,
+        },
+        3,
+        10,
+        0,
+        0,
+        b"abc",
+    );
+    rx.on_frame(0, &decode(&b).unwrap());
+    b.clear();
+    frame::put_data(
+        &mut b,
+        &Common {
+            kind: Kind::Data,
+            flags: 0,
+            topic: 42,
+            session: 6,
+        },
+        3,
+        20,
+        3,
+        0,
+        b"def",
+    );
+    rx.on_frame(0, &decode(&b).unwrap());
+    assert_eq!(rx.stats().refused, 2);
+    assert!(rx.take().is_none());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Any sizes, any pattern of loss, duplication and reordering: reliable delivery gives every
+    /// message exactly, in order.
+    #[test]
+    fn reliable_reassembly_is_exact(
+        sizes in proptest::collection::vec(0usize..30_000, 1..40),
+        loss in 0.0f64..0.3, dup in 0.0f64..0.2, reorder in 0.0f64..0.3, seed in any::<u64>(),
+    ) {
+        let o = run(&sizes, true, Impair { loss, dup, reorder }, seed, 128 << 10);
+        prop_assert_eq!(o.delivered.len(), sizes.len());
+        prop_assert_eq!(o.lost, 0);
+    }
+
+    /// Latest delivery: every delivered message is exact (checked in `run`), in order, and every
+    /// other message is counted lost.
+    #[test]
+    fn latest_reassembly_is_exact_or_counted(
+        sizes in proptest::collection::vec(0usize..30_000, 1..40),
+        loss in 0.0f64..0.3, dup in 0.0f64..0.2, reorder in 0.0f64..0.3, seed in any::<u64>(),
+    ) {
+        let o = run(&sizes, false, Impair { loss, dup, reorder }, seed, 128 << 10);
+        prop_assert!(o.delivered.windows(2).all(|w| w[1].0 > w[0].0));
+        prop_assert_eq!(o.delivered.len() as u64 + o.lost, sizes.len() as u64);
+    }
+}

@@ -1,0 +1,496 @@
+//! The publisher's half of the UDP protocol: no I/O, time passed in (nanoseconds).
+//!
+//! A message is cut into DATA frames of `max_datagram` bytes (the last one shorter), written back
+//! to back into one buffer so that the socket layer can hand it to UDP GSO in a single call. Under
+//! reliable delivery the sender keeps recent messages in a bounded retransmit window, answers NAKs
+//! from it, sends heartbeats so that receivers notice a lost tail, and sends no further than every
+//! live reliable receiver's advertised window (receiver-driven flow control, in stream bytes).
+
+use std::collections::{HashMap, VecDeque};
+
+use super::frame::{
+    self, Common, Frame, Kind, NakEntry, DATA_HEADER, FLAG_RELIABLE, FLAG_RETRANSMIT,
+};
+
+/// Where the socket layer should send a batch of frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dest {
+    /// Every subscriber of the topic (the multicast group, or each known unicast address).
+    All,
+    /// One receiver, by the id it reports in its STATUS and NAK frames.
+    Receiver(u64),
+    /// The publisher of a session (receiver to publisher).
+    Session(u64),
+}
+
+/// The socket layer, as the protocol sees it. `data` holds datagrams of `segment` bytes back to
+/// back (the last one may be shorter).
+pub trait Sink {
+    fn send(&mut self, dest: Dest, data: &[u8], segment: usize);
+}
+
+/// At most this many frames leave per `pump` call.
+pub const MAX_FRAMES_PER_PUMP: usize = 256;
+
+#[derive(Debug, Clone)]
+pub struct SenderConfig {
+    /// UDP payload bytes per datagram: 1472 for a 1500-byte MTU over IPv4, 8972 for 9000.
+    pub max_datagram: usize,
+    pub reliable: bool,
+    /// Bytes of recent messages kept for repair.
+    pub window_bytes: u64,
+    /// First heartbeat after the last data (tail-loss detection); doubles up to `heartbeat_idle_ns`.
+    pub heartbeat_fast_ns: u64,
+    pub heartbeat_idle_ns: u64,
+    /// A reliable receiver not heard from for this long no longer holds the sender back.
+    pub receiver_timeout_ns: u64,
+}
+
+impl Default for SenderConfig {
+    fn default() -> SenderConfig {
+        SenderConfig {
+            max_datagram: 1472,
+            reliable: true,
+            window_bytes: 64 << 20,
+            heartbeat_fast_ns: 1_000_000,
+            heartbeat_idle_ns: 100_000_000,
+            receiver_timeout_ns: 2_000_000_000,
+        }
+    }
+}
+
+/// Counters of the sender, as `ferry stats` shows them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SenderStats {
+    pub messages: u64,
+    pub bytes: u64,
+    pub frames: u64,
+    pub retransmitted_frames: u64,
+    pub naks_received: u64,
+    /// NAKed pieces no longer in the window (the receiver will count them lost).
+    pub naks_unserved: u64,
+    pub heartbeats: u64,
+    /// Reliable receivers dropped for silence.
+    pub receivers_timed_out: u64,
+    /// Times a send found no credit.
+    pub flow_blocked: u64,
+}
+
+struct Retained {
+    seq: u64,
+    stream_pos: u64,
+    data: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ReceiverState {
+    reliable: bool,
+    consumed_pos: u64,
+    consumed_seq: u64,
+    window: u64,
+    last_seen_ns: u64,
+}
+
+/// A message being sent, fragment by fragment as credit allows.
+struct InProgress {
+    seq: u64,
+    stream_pos: u64,
+    /// Bytes of the message already sent.
+    sent: usize,
+}
+
+/// The message in progress still waits for credit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy;
+
+pub struct Sender {
+    cfg: SenderConfig,
+    common: Common,
+    next_seq: u64,
+    stream_pos: u64,
+    window: VecDeque<Retained>,
+    window_bytes: u64,
+    pool: Vec<Vec<u8>>,
+    receivers: HashMap<u64, ReceiverState>,
+    current: Option<InProgress>,
+    /// The unreliable publisher's message in progress lives here (nothing is retained).
+    scratch_msg: Vec<u8>,
+    out: Vec<u8>,
+    next_heartbeat_ns: u64,
+    heartbeat_step_ns: u64,
+    /// After `close`: heartbeats become BYE frames.
+    closing: bool,
+    stats: SenderStats,
+}
+
+impl Sender {
+    pub fn new(topic: u64, session: u64, cfg: SenderConfig) -> Sender {
+        assert!(
+            cfg.max_datagram > DATA_HEADER,
+            "datagrams must hold a DATA header and payload"
+        );
+        let flags = if cfg.reliable { FLAG_RELIABLE } else { 0 };
+        Sender {
+            common: Common {
+                kind: Kind::Data,
+                flags,
+                topic,
+                session,
+            },
+            next_seq: 0,
+            stream_pos: 0,
+            window: VecDeque::new(),
+            window_bytes: 0,
+            pool: Vec::new(),
+            receivers: HashMap::new(),
+            current: None,
+            scratch_msg: Vec::new(),
+            out: Vec::new(),
+            next_heartbeat_ns: 0,
+            heartbeat_step_ns: cfg.heartbeat_fast_ns,
+            closing: false,
+            stats: SenderStats::default(),
+            cfg,
+        }
+    }
+
+    pub fn session(&self) -> u64 {
+        self.common.session
+    }
+
+    pub fn stats(&self) -> SenderStats {
+        self.stats
+    }
+
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Payload bytes per DATA frame.
+    pub fn fragment_payload(&self) -> usize {
+        self.cfg.max_datagram - DATA_HEADER
+    }
+
+    /// Live receivers (reliable, latest).
+    pub fn receiver_counts(&self) -> (usize, usize) {
+        let reliable = self.receivers.values().filter(|r| r.reliable).count();
+        (reliable, self.receivers.len() - reliable)
+    }
+
+    /// True while a message is still being sent.
+    pub fn busy(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// Takes a message to send; `pump` sends it. Fails while the previous one is in progress.
+    pub fn offer(&mut self, msg: &[u8]) -> Result<u64, Busy> {
+        if self.current.is_some() {
+            return Err(Busy);
+        }
+        let seq = self.next_seq;
+        let mut data = self.pool.pop().unwrap_or_default();
+        data.clear();
+        data.extend_from_slice(msg);
+        if self.cfg.reliable {
+            self.window_bytes += data.len() as u64;
+            self.window.push_back(Retained {
+                seq,
+                stream_pos: self.stream_pos,
+                data,
+            });
+        } else {
+            let old = std::mem::replace(&mut self.scratch_msg, data);
+            self.pool.push(old);
+        }
+        self.current = Some(InProgress {
+            seq,
+            stream_pos: self.stream_pos,
+            sent: 0,
+        });
+        self.next_seq += 1;
+        self.stream_pos += msg.len() as u64;
+        self.stats.messages += 1;
+        self.stats.bytes += msg.len() as u64;
+        Ok(seq)
+    }
+
+    /// The stream position up to which every live reliable receiver lets us send.
+    fn credit_limit(&self) -> u64 {
+        self.receivers
+            .values()
+            .filter(|r| r.reliable)
+            .map(|r| r.consumed_pos.saturating_add(r.window))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    fn message(&self, seq: u64) -> Option<(&[u8], u64)> {
+        if !self.cfg.reliable {
+            return self
+                .current
+                .as_ref()
+                .filter(|c| c.seq == seq)
+                .map(|c| (&self.scratch_msg[..], c.stream_pos));
+        }
+        let first = self.window.front()?.seq;
+        let r = self.window.get(seq.checked_sub(first)? as usize)?;
+        Some((&r.data[..], r.stream_pos))
+    }
+
+    /// Sends as much of the message in progress as credit allows, at most `MAX_FRAMES_PER_PUMP`
+    /// frames per call (so the caller can serve NAKs between batches). Returns true when the
+    /// message is completely sent.
+    pub fn pump(&mut self, now: u64, sink: &mut dyn Sink) -> bool {
+        let Some(cur) = self.current.as_ref() else {
+            return true;
+        };
+        let (seq, pos, start) = (cur.seq, cur.stream_pos, cur.sent);
+        let frag = self.fragment_payload();
+        let limit = self.credit_limit();
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let (msg, _) = self
+            .message(seq)
+            .expect("the message in progress is retained");
+        let len = msg.len();
+        // A fragment may go when it ends within every reliable receiver's window (windows are at
+        // least a datagram, so this always makes progress once receivers consume).
+        let mut end = start;
+        let mut frames = 0;
+        while end < len && frames < MAX_FRAMES_PER_PUMP {
+            let next = (end + frag).min(len);
+            if pos + next as u64 > limit {
+                break;
+            }
+            end = next;
+            frames += 1;
+        }
+        let empty = len == 0;
+        let c = self.common;
+        if empty {
+            frame::put_data(&mut out, &c, seq, 0, 0, pos, &[]);
+        }
+        let mut offset = start;
+        while offset < end {
+            let stop = (offset + frag).min(end);
+            frame::put_data(
+                &mut out,
+                &c,
+                seq,
+                len as u32,
+                offset as u32,
+                pos,
+                &msg[offset..stop],
+            );
+            offset = stop;
+        }
+        if !out.is_empty() {
+            sink.send(Dest::All, &out, self.cfg.max_datagram);
+            self.stats.frames += if empty { 1 } else { frames as u64 };
+            self.heartbeat_step_ns = self.cfg.heartbeat_fast_ns;
+            self.next_heartbeat_ns = now + self.heartbeat_step_ns;
+        }
+        self.out = out;
+        let done = empty || end == len;
+        if done {
+            self.current = None;
+            self.trim_window();
+        } else {
+            if end == start {
+                self.stats.flow_blocked += 1;
+            }
+            self.current.as_mut().unwrap().sent = end;
+        }
+        done
+    }
+
+    /// Drops retained messages no reliable receiver still needs: at once when every reliable
+    /// receiver consumed them, and beyond `window_bytes` when there is no reliable receiver (the
+    /// window then serves late joiners' first repairs).
+    fn trim_window(&mut self) {
+        let needed = self
+            .receivers
+            .values()
+            .filter(|r| r.reliable)
+            .map(|r| r.consumed_seq)
+            .min();
+        let in_progress = self.current.as_ref().map(|c| c.seq);
+        while let Some(front) = self.window.front() {
+            if Some(front.seq) == in_progress {
+                break;
+            }
+            let drop = match needed {
+                Some(needed) => front.seq < needed,
+                None => self.window_bytes > self.cfg.window_bytes,
+            };
+            if !drop {
+                break;
+            }
+            let r = self.window.pop_front().unwrap();
+            self.window_bytes -= r.data.len() as u64;
+            self.pool.push(r.data);
+        }
+    }
+
+    /// Handles a control frame from a receiver.
+    pub fn handle(&mut self, now: u64, frame: &Frame<'_>, sink: &mut dyn Sink) {
+        if frame.common().topic != self.common.topic
+            || frame.common().session != self.common.session
+        {
+            return;
+        }
+        match frame {
+            Frame::Status {
+                common,
+                receiver,
+                consumed_pos,
+                window,
+                consumed_seq,
+            } => {
+                let reliable = common.flags & FLAG_RELIABLE != 0;
+                let consumed = (*consumed_pos).min(self.stream_pos);
+                let consumed_seq = (*consumed_seq).min(self.next_seq);
+                let r = self.receivers.entry(*receiver).or_insert(ReceiverState {
+                    reliable,
+                    consumed_pos: consumed,
+                    consumed_seq,
+                    window: *window,
+                    last_seen_ns: now,
+                });
+                r.reliable = reliable;
+                r.consumed_pos = r.consumed_pos.max(consumed);
+                r.consumed_seq = r.consumed_seq.max(consumed_seq);
+                // A window is at least one datagram (progress) and at most ours (memory).
+                let dg = self.cfg.max_datagram as u64;
+                r.window = (*window).min(self.cfg.window_bytes).max(dg);
+                r.last_seen_ns = now;
+                self.trim_window();
+            }
+            Frame::Nak {
+                receiver, entries, ..
+            } => {
+                self.stats.naks_received += 1;
+                if let Some(r) = self.receivers.get_mut(receiver) {
+                    r.last_seen_ns = now;
+                }
+                for e in entries.iter() {
+                    self.retransmit(e, *receiver, sink);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn retransmit(&mut self, e: NakEntry, receiver: u64, sink: &mut dyn Sink) {
+        let frag = self.fragment_payload();
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let mut frames = 0;
+        match self.message(e.seq) {
+            Some((msg, pos)) if self.cfg.reliable => {
+                let len = msg.len();
+                // Resend whole fragments covering from..to, on the sender's fragment grid.
+                let from = (e.from as usize).min(len) / frag * frag;
+                let to = (e.to as usize).min(len);
+                let c = Common {
+                    flags: self.common.flags | FLAG_RETRANSMIT,
+                    ..self.common
+                };
+                let mut offset = from;
+                loop {
+                    let stop = (offset + frag).min(len);
+                    frame::put_data(
+                        &mut out,
+                        &c,
+                        e.seq,
+                        len as u32,
+                        offset as u32,
+                        pos,
+                        &msg[offset..stop],
+                    );
+                    frames += 1;
+                    offset = stop;
+                    if offset >= to || offset >= len {
+                        break;
+                    }
+                }
+            }
+            _ => self.stats.naks_unserved += 1,
+        }
+        if frames > 0 {
+            // Only the asking receiver needs it (others ask for themselves).
+            sink.send(Dest::Receiver(receiver), &out, self.cfg.max_datagram);
+            self.stats.retransmitted_frames += frames;
+        }
+        self.out = out;
+    }
+
+    /// Timers: heartbeats and receiver liveness. Returns when to call again (ns).
+    pub fn tick(&mut self, now: u64, sink: &mut dyn Sink) -> u64 {
+        let timeout = self.cfg.receiver_timeout_ns;
+        let before = self.receivers.len();
+        self.receivers
+            .retain(|_, r| now.saturating_sub(r.last_seen_ns) < timeout);
+        if self.receivers.len() != before {
+            self.stats.receivers_timed_out += (before - self.receivers.len()) as u64;
+            self.trim_window();
+        }
+        if now >= self.next_heartbeat_ns {
+            let mut out = std::mem::take(&mut self.out);
+            out.clear();
+            if self.closing {
+                frame::put_bye(
+                    &mut out,
+                    &Common {
+                        kind: Kind::Bye,
+                        ..self.common
+                    },
+                    self.next_seq,
+                );
+            } else {
+                let c = Common {
+                    kind: Kind::Heartbeat,
+                    ..self.common
+                };
+                let oldest = self.window.front().map_or(self.next_seq, |r| r.seq);
+                frame::put_heartbeat(&mut out, &c, self.next_seq, oldest);
+            }
+            sink.send(Dest::All, &out, out.len());
+            self.out = out;
+            self.stats.heartbeats += 1;
+            self.heartbeat_step_ns = (self.heartbeat_step_ns * 2).min(self.cfg.heartbeat_idle_ns);
+            self.next_heartbeat_ns = now + self.heartbeat_step_ns;
+        }
+        let next_timeout = self
+            .receivers
+            .values()
+            .map(|r| r.last_seen_ns + timeout)
+            .min()
+            .unwrap_or(u64::MAX);
+        self.next_heartbeat_ns.min(next_timeout)
+    }
+
+    /// Ends the session: a BYE (telling receivers how many messages there were) goes out now and,
+    /// in place of heartbeats, on every later `tick`, while the caller lingers to serve repairs.
+    pub fn close(&mut self, now: u64, sink: &mut dyn Sink) {
+        self.closing = true;
+        self.heartbeat_step_ns = self.cfg.heartbeat_fast_ns;
+        self.next_heartbeat_ns = now;
+        self.tick(now, sink);
+    }
+
+    /// True when every live reliable receiver has consumed everything sent.
+    pub fn all_consumed(&self) -> bool {
+        self.current.is_none()
+            && self
+                .receivers
+                .values()
+                .filter(|r| r.reliable)
+                .all(|r| r.consumed_pos >= self.stream_pos)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn retained(&self) -> usize {
+        self.window.len()
+    }
+}
