@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::pod::{self, Pod};
 use crate::shm::ring::Reservation;
 use crate::shm::{Ready, ShmPublisher, ShmSubscriber};
+use crate::udp::{UdpPublisher, UdpSubscriber};
 use crate::{Error, PodError, Qos, RecvError, SendError, Transport};
 
 /// One participant, usually one process, with a name. Topics of one domain see each other;
@@ -50,32 +51,53 @@ impl Node {
 
     /// A publisher on `topic`.
     pub fn publisher(&self, topic: &str, qos: &Qos) -> Result<Publisher, Error> {
-        match qos.transport {
-            Transport::Shm | Transport::Auto => Ok(Publisher {
-                inner: ShmPublisher::create(&self.domain, topic, &self.name, qos)?,
-                topic: topic.to_owned(),
-            }),
-            Transport::Udp => Err(Error::Unsupported("udp")),
-        }
+        let inner = match qos.transport {
+            Transport::Shm | Transport::Auto => {
+                PubInner::Shm(ShmPublisher::create(&self.domain, topic, &self.name, qos)?)
+            }
+            Transport::Udp => {
+                PubInner::Udp(UdpPublisher::create(&self.domain, topic, &self.name, qos)?)
+            }
+        };
+        Ok(Publisher {
+            inner,
+            topic: topic.to_owned(),
+        })
     }
 
     /// A subscriber on `topic`. It receives what is published from now on.
     pub fn subscriber(&self, topic: &str, qos: &Qos) -> Result<Subscriber, Error> {
-        match qos.transport {
-            Transport::Shm | Transport::Auto => Ok(Subscriber {
-                inner: ShmSubscriber::create(&self.domain, topic, &self.name, qos)?,
-                topic: topic.to_owned(),
-            }),
-            Transport::Udp => Err(Error::Unsupported("udp")),
-        }
+        let inner = match qos.transport {
+            Transport::Shm | Transport::Auto => {
+                SubInner::Shm(ShmSubscriber::create(&self.domain, topic, &self.name, qos)?)
+            }
+            Transport::Udp => SubInner::Udp(Box::new(UdpSubscriber::create(
+                &self.domain,
+                topic,
+                &self.name,
+                qos,
+            )?)),
+        };
+        Ok(Subscriber {
+            inner,
+            topic: topic.to_owned(),
+        })
     }
 }
 
 /// Writes messages to a topic.
 #[derive(Debug)]
 pub struct Publisher {
-    inner: ShmPublisher,
+    inner: PubInner,
     topic: String,
+}
+
+// The shared-memory publisher is the latency-critical path: kept inline, not boxed.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum PubInner {
+    Shm(ShmPublisher),
+    Udp(UdpPublisher),
 }
 
 impl Publisher {
@@ -85,25 +107,36 @@ impl Publisher {
 
     /// The largest message this publisher can send.
     pub fn max_message_size(&self) -> usize {
-        self.inner.max_message()
+        match &self.inner {
+            PubInner::Shm(p) => p.max_message(),
+            PubInner::Udp(p) => p.max_message(),
+        }
     }
 
-    /// Subscribers currently attached.
+    /// Subscribers currently attached (shared memory) or known (UDP).
     pub fn subscriber_count(&self) -> usize {
-        self.inner.subscriber_count()
+        match &self.inner {
+            PubInner::Shm(p) => p.subscriber_count(),
+            PubInner::Udp(p) => p.subscriber_count(),
+        }
     }
 
     /// Messages sent so far.
     pub fn sent(&self) -> u64 {
-        self.inner.sent()
+        match &self.inner {
+            PubInner::Shm(p) => p.sent(),
+            PubInner::Udp(p) => p.sent(),
+        }
     }
 
     /// Sends a copy of `bytes`.
     pub fn send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
+        if let PubInner::Udp(p) = &self.inner {
+            return p.send(bytes);
+        }
         let mut loan = self.loan(bytes.len())?;
         loan.as_mut_slice().copy_from_slice(bytes);
-        loan.send();
-        Ok(())
+        loan.send()
     }
 
     /// Sends a slice of plain-old-data values, such as `&[u32]`.
@@ -111,23 +144,46 @@ impl Publisher {
         self.send(pod::as_bytes(items))
     }
 
-    /// Lends `len` bytes of the ring to write a message in place (no copy). Under reliable
-    /// delivery this waits for room like `send`.
+    /// Lends room for a `len`-byte message, to be written in place. Under reliable delivery over
+    /// shared memory this waits for ring space like `send`.
     pub fn loan(&mut self, len: usize) -> Result<Loan<'_>, SendError> {
-        let reservation = self.inner.reserve(len)?;
-        Ok(Loan {
-            publisher: &mut self.inner,
-            reservation: Some(reservation),
-        })
+        match &mut self.inner {
+            PubInner::Shm(p) => {
+                let reservation = p.reserve(len)?;
+                Ok(Loan {
+                    inner: LoanInner::Shm {
+                        publisher: p,
+                        reservation: Some(reservation),
+                    },
+                })
+            }
+            PubInner::Udp(p) => {
+                if len > p.max_message() {
+                    return Err(SendError::TooLarge {
+                        len,
+                        max: p.max_message(),
+                    });
+                }
+                let mut buf = p.buffer();
+                buf.resize(len, 0);
+                Ok(Loan {
+                    inner: LoanInner::Udp {
+                        publisher: p,
+                        buf: Some(buf),
+                    },
+                })
+            }
+        }
     }
 
     /// Lends room for `count` values of `T`.
     pub fn loan_slice<T: Pod>(&mut self, count: usize) -> Result<LoanSlice<'_, T>, SendError> {
+        let max = self.max_message_size();
         let len = count
             .checked_mul(std::mem::size_of::<T>())
             .ok_or(SendError::TooLarge {
                 len: usize::MAX,
-                max: self.inner.max_message(),
+                max,
             })?;
         Ok(LoanSlice {
             loan: self.loan(len)?,
@@ -136,46 +192,87 @@ impl Publisher {
     }
 }
 
-/// Ring space lent for one message. `send` publishes it; dropping it sends nothing.
+/// Room lent for one message: ring space under shared memory (written in place, no copy), a
+/// buffer that becomes the retransmit copy under UDP. `send` publishes it; dropping it sends
+/// nothing.
 pub struct Loan<'a> {
-    publisher: &'a mut ShmPublisher,
-    reservation: Option<Reservation>,
+    inner: LoanInner<'a>,
+}
+
+enum LoanInner<'a> {
+    Shm {
+        publisher: &'a mut ShmPublisher,
+        reservation: Option<Reservation>,
+    },
+    Udp {
+        publisher: &'a UdpPublisher,
+        buf: Option<Vec<u8>>,
+    },
 }
 
 impl Loan<'_> {
     pub fn len(&self) -> usize {
-        self.reservation.map_or(0, |r| r.payload_len as usize)
+        match &self.inner {
+            LoanInner::Shm { reservation, .. } => reservation.map_or(0, |r| r.payload_len as usize),
+            LoanInner::Udp { buf, .. } => buf.as_ref().map_or(0, Vec::len),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// The message bytes to fill in. They hold whatever the ring held before.
+    /// The message bytes to fill in. Under shared memory they hold whatever the ring held
+    /// before.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        let Some(r) = &self.reservation else {
-            return &mut [];
-        };
-        // SAFETY: the reservation gives this publisher the payload bytes exclusively until commit
-        // (readers never read past head; reliable readers have released them); the double mapping
-        // makes them contiguous; the borrow of self keeps the mapping alive.
-        unsafe {
-            std::slice::from_raw_parts_mut(self.publisher.payload_ptr(r), r.payload_len as usize)
+        match &mut self.inner {
+            LoanInner::Shm {
+                publisher,
+                reservation,
+            } => {
+                let Some(r) = reservation else { return &mut [] };
+                // SAFETY: the reservation gives this publisher the payload bytes exclusively
+                // until commit (readers never read past head; reliable readers have released
+                // them); the double mapping makes them contiguous; the borrow of self keeps the
+                // mapping alive.
+                unsafe {
+                    std::slice::from_raw_parts_mut(publisher.payload_ptr(r), r.payload_len as usize)
+                }
+            }
+            LoanInner::Udp { buf, .. } => buf.as_deref_mut().unwrap_or_default(),
         }
     }
 
     /// Publishes the message.
-    pub fn send(mut self) {
-        if let Some(r) = self.reservation.take() {
-            self.publisher.commit(r);
+    pub fn send(mut self) -> Result<(), SendError> {
+        match &mut self.inner {
+            LoanInner::Shm {
+                publisher,
+                reservation,
+            } => {
+                if let Some(r) = reservation.take() {
+                    publisher.commit(r);
+                }
+                Ok(())
+            }
+            LoanInner::Udp { publisher, buf } => match buf.take() {
+                Some(b) => publisher.send_owned(b),
+                None => Ok(()),
+            },
         }
     }
 }
 
 impl Drop for Loan<'_> {
     fn drop(&mut self) {
-        if let Some(r) = self.reservation.take() {
-            self.publisher.abandon(r);
+        if let LoanInner::Shm {
+            publisher,
+            reservation,
+        } = &mut self.inner
+        {
+            if let Some(r) = reservation.take() {
+                publisher.abandon(r);
+            }
         }
     }
 }
@@ -195,11 +292,12 @@ pub struct LoanSlice<'a, T: Pod> {
 
 impl<T: Pod> LoanSlice<'_, T> {
     pub fn as_mut_slice(&mut self) -> &mut [T] {
-        // Payloads start 8-byte aligned and the length is a whole number of T.
-        pod::from_bytes_mut(self.loan.as_mut_slice()).expect("ring payloads are 8-byte aligned")
+        // Payloads start 8-byte aligned (ring records and Vec buffers) and the length is a whole
+        // number of T.
+        pod::from_bytes_mut(self.loan.as_mut_slice()).expect("loaned payloads are 8-byte aligned")
     }
 
-    pub fn send(self) {
+    pub fn send(self) -> Result<(), SendError> {
         self.loan.send()
     }
 }
@@ -207,8 +305,16 @@ impl<T: Pod> LoanSlice<'_, T> {
 /// Reads messages from a topic, from every publisher on it.
 #[derive(Debug)]
 pub struct Subscriber {
-    inner: ShmSubscriber,
+    inner: SubInner,
     topic: String,
+}
+
+#[derive(Debug)]
+// The shared-memory subscriber is the latency-critical path: kept inline; the UDP one is large.
+#[allow(clippy::large_enum_variant)]
+enum SubInner {
+    Shm(ShmSubscriber),
+    Udp(Box<UdpSubscriber>),
 }
 
 impl Subscriber {
@@ -218,31 +324,67 @@ impl Subscriber {
 
     /// Publishers currently sending on this topic.
     pub fn publisher_count(&mut self) -> usize {
-        self.inner.publisher_count()
+        match &mut self.inner {
+            SubInner::Shm(s) => s.publisher_count(),
+            SubInner::Udp(s) => s.publisher_count(),
+        }
     }
 
     /// Publishers whose segments this subscriber refused to read (foreign, damaged or of another
     /// layout version), with the reason for each.
     pub fn refused_publishers(&self) -> Vec<String> {
-        self.inner.refused().map(str::to_owned).collect()
+        match &self.inner {
+            SubInner::Shm(s) => s.refused().map(str::to_owned).collect(),
+            SubInner::Udp(_) => Vec::new(),
+        }
+    }
+
+    /// Polls (`block` false) or waits up to `timeout` (forever if `None`).
+    fn next(
+        &mut self,
+        timeout: Option<Duration>,
+        block: bool,
+    ) -> Result<Option<Sample<'_>>, RecvError> {
+        match &mut self.inner {
+            SubInner::Shm(s) => {
+                let ready = if block { s.wait(timeout)? } else { s.poll()? };
+                Ok(ready.map(|ready| Sample {
+                    inner: SampleInner::Shm { sub: s, ready },
+                }))
+            }
+            SubInner::Udp(s) => {
+                let got = if block { s.wait(timeout)? } else { s.poll()? };
+                Ok(got.then_some(Sample {
+                    inner: SampleInner::Udp { sub: s },
+                }))
+            }
+        }
     }
 
     /// The next message if one is waiting.
     pub fn try_recv(&mut self) -> Result<Option<Sample<'_>>, RecvError> {
-        let ready = self.inner.poll()?;
-        Ok(ready.map(|ready| Sample {
-            sub: &mut self.inner,
-            ready,
-        }))
+        self.next(None, false)
     }
 
-    /// Waits for the next message.
+    /// Waits for the next message. (A publisher that goes away and comes back resumes the
+    /// topic, so this waits through such gaps; use `recv_timeout` to bound the wait.)
     pub fn recv(&mut self) -> Result<Sample<'_>, RecvError> {
         loop {
-            if let Some(ready) = self.inner.wait(None)? {
-                return Ok(Sample {
-                    sub: &mut self.inner,
-                    ready,
+            let got = match &mut self.inner {
+                SubInner::Shm(s) => s.wait(None)?.map(Some),
+                SubInner::Udp(s) => s.wait(None)?.then_some(None),
+            };
+            if let Some(ready) = got {
+                return Ok(match (&mut self.inner, ready) {
+                    (SubInner::Shm(s), Some(ready)) => Sample {
+                        inner: SampleInner::Shm { sub: s, ready },
+                    },
+                    (SubInner::Udp(s), _) => Sample {
+                        inner: SampleInner::Udp { sub: s },
+                    },
+                    (SubInner::Shm(_), None) => {
+                        unreachable!("a shared-memory wait yields a record")
+                    }
                 });
             }
         }
@@ -250,11 +392,7 @@ impl Subscriber {
 
     /// Waits at most `timeout` for the next message; `None` when the time ran out.
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<Sample<'_>>, RecvError> {
-        let ready = self.inner.wait(Some(timeout))?;
-        Ok(ready.map(|ready| Sample {
-            sub: &mut self.inner,
-            ready,
-        }))
+        self.next(Some(timeout), true)
     }
 
     /// Waits for the next message and copies it into `buf` (replacing its contents).
@@ -266,28 +404,37 @@ impl Subscriber {
     }
 }
 
-/// A received message, borrowed in place from the publisher's ring under reliable delivery (the
-/// publisher cannot reuse the bytes until the sample is dropped), or from the subscriber's own
-/// buffer under latest delivery (copied and checked intact).
+/// A received message. Under shared memory with reliable delivery it is borrowed in place from
+/// the publisher's ring (the publisher cannot reuse the bytes until the sample is dropped); under
+/// latest delivery it was copied out and checked intact; under UDP it is the reassembled message.
 pub struct Sample<'a> {
-    sub: &'a mut ShmSubscriber,
-    ready: Ready,
+    inner: SampleInner<'a>,
+}
+
+enum SampleInner<'a> {
+    Shm {
+        sub: &'a mut ShmSubscriber,
+        ready: Ready,
+    },
+    Udp {
+        sub: &'a mut UdpSubscriber,
+    },
 }
 
 impl Sample<'_> {
     /// The publisher's sequence number of this message (from 0 per publisher).
     pub fn seq(&self) -> u64 {
-        self.record().seq
+        match &self.inner {
+            SampleInner::Shm { ready, .. } => record(ready).seq,
+            SampleInner::Udp { sub } => sub.current().map_or(0, |d| d.seq),
+        }
     }
 
-    /// Messages this subscriber skipped just before this one (latest delivery only).
+    /// Messages this subscriber missed just before this one (latest delivery, UDP losses).
     pub fn skipped(&self) -> u64 {
-        self.record().skipped
-    }
-
-    fn record(&self) -> &crate::shm::ring::Record {
-        match &self.ready {
-            Ready::InPlace { record, .. } | Ready::Copied { record } => record,
+        match &self.inner {
+            SampleInner::Shm { ready, .. } => record(ready).skipped,
+            SampleInner::Udp { sub } => sub.current().map_or(0, |d| d.lost_before),
         }
     }
 
@@ -297,16 +444,27 @@ impl Sample<'_> {
     }
 }
 
+fn record(ready: &Ready) -> &crate::shm::ring::Record {
+    match ready {
+        Ready::InPlace { record, .. } | Ready::Copied { record } => record,
+    }
+}
+
 impl std::ops::Deref for Sample<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        self.sub.payload(&self.ready)
+        match &self.inner {
+            SampleInner::Shm { sub, ready } => sub.payload(ready),
+            SampleInner::Udp { sub } => sub.current().map_or(&[], |d| &d.data[..]),
+        }
     }
 }
 
 impl Drop for Sample<'_> {
     fn drop(&mut self) {
-        self.sub.release(&self.ready);
+        if let SampleInner::Shm { sub, ready } = &mut self.inner {
+            sub.release(ready);
+        }
     }
 }
 

@@ -40,6 +40,14 @@ pub enum WaitStrategy {
     Adaptive,
 }
 
+/// Which IP version a UDP endpoint uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IpVersion {
+    #[default]
+    V4,
+    V6,
+}
+
 /// The settings of a publisher or subscriber.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -56,6 +64,11 @@ pub struct Qos {
     pub send_timeout: Duration,
     /// How long an adaptive waiter spins before it blocks.
     pub spin_window: Duration,
+    /// UDP: the path MTU (1500 gives 1472-byte IPv4 datagrams; 9000 for jumbo frames). ferry
+    /// cuts messages into frames that fit it and never relies on IP fragmentation.
+    pub mtu: usize,
+    /// UDP: IPv4 or IPv6.
+    pub ip_version: IpVersion,
 }
 
 impl Default for Qos {
@@ -68,6 +81,8 @@ impl Default for Qos {
             ring_capacity: 0,
             send_timeout: Duration::from_secs(5),
             spin_window: Duration::from_micros(100),
+            mtu: 1500,
+            ip_version: IpVersion::V4,
         }
     }
 }
@@ -100,6 +115,29 @@ impl Qos {
     pub fn spin_window(mut self, t: Duration) -> Qos {
         self.spin_window = t;
         self
+    }
+    pub fn mtu(mut self, mtu: usize) -> Qos {
+        self.mtu = mtu;
+        self
+    }
+    pub fn ip_version(mut self, v: IpVersion) -> Qos {
+        self.ip_version = v;
+        self
+    }
+
+    /// UDP payload bytes per datagram for this MTU and IP version (checked).
+    pub(crate) fn max_datagram(&self) -> Result<usize, Error> {
+        let headers = match self.ip_version {
+            IpVersion::V4 => 28,
+            IpVersion::V6 => 48,
+        };
+        if !(576..=65_535).contains(&self.mtu) {
+            return Err(Error::InvalidQos(format!(
+                "mtu {} must be between 576 and 65535",
+                self.mtu
+            )));
+        }
+        Ok(self.mtu - headers)
     }
 
     /// The ring size this QoS gives, checked.

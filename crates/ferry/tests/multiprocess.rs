@@ -152,6 +152,11 @@ fn subscriber_count(domain: &str, topic: &str) -> usize {
 #[ignore = "entry point of child processes started by the other tests"]
 fn child_entry() {
     let role = std::env::var(ROLE).expect("started without a role");
+    // Die with the test process, whatever happens to it.
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes plain integers and affects only this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    }
     let node = Node::with_domain(&role, &var("DOMAIN")).unwrap();
     let qos = parse_qos(&var("QOS"));
     let topic = var("TOPIC");
@@ -168,7 +173,7 @@ fn child_entry() {
                 let len = size_of_msg(seq, max);
                 let mut loan = p.loan(len).unwrap();
                 fill(seq, loan.as_mut_slice());
-                loan.send();
+                loan.send().unwrap();
                 if !pace.is_zero() {
                     std::thread::sleep(pace);
                 }
@@ -382,7 +387,7 @@ fn a_reliable_publisher_stops_waiting_for_a_subscriber_killed_by_sigkill() {
             ("STOP_AFTER", "10".into()),
         ],
     );
-    assert!(wait_until(Duration::from_secs(10), || publ
+    assert!(wait_until(Duration::from_secs(30), || publ
         .subscriber_count()
         == 1));
     // The subscriber reads 10 messages and stalls; once the publisher is seen waiting on the full
@@ -407,7 +412,7 @@ fn a_reliable_publisher_stops_waiting_for_a_subscriber_killed_by_sigkill() {
             .loan(len)
             .expect("no timeout: the dead subscriber is evicted");
         fill(seq, loan.as_mut_slice());
-        loan.send();
+        loan.send().unwrap();
     }
     assert!(
         killer.join().unwrap(),
@@ -554,7 +559,7 @@ fn segments_are_owner_only_and_clean_removes_what_the_dead_left() {
             ("MAXSIZE", "1024".into()),
         ],
     );
-    assert!(wait_until(Duration::from_secs(10), || subscriber_count(
+    assert!(wait_until(Duration::from_secs(30), || subscriber_count(
         &dom, "data"
     ) == 1));
     let names = ferry::sys::shm_list(&format!("ferry.{dom}.")).unwrap();
@@ -589,7 +594,7 @@ fn a_dead_participants_slot_is_reclaimed_when_the_topic_is_opened_again() {
             ("QOS", "block".into()),
         ],
     );
-    assert!(wait_until(Duration::from_secs(10), || subscriber_count(
+    assert!(wait_until(Duration::from_secs(30), || subscriber_count(
         &dom, "data"
     ) == 1));
     kill9(&mut sub);

@@ -121,7 +121,7 @@ pub fn run(args: PubArgs) -> Result<()> {
         match publisher.loan(args.size) {
             Ok(mut loan) => {
                 write_payload(loan.as_mut_slice(), sent);
-                loan.send();
+                loan.send()?;
                 sent += 1;
             }
             Err(SendError::Timeout(waited)) => {

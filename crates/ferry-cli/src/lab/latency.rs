@@ -471,7 +471,7 @@ impl Endpoint for FerryEnd {
     fn send(&mut self, seq: u64, len: usize) -> Result<()> {
         let mut loan = self.out.loan(len)?;
         super::fill(loan.as_mut_slice(), super::pattern(seq, self.out_dir));
-        loan.send();
+        loan.send()?;
         Ok(())
     }
 

@@ -12,7 +12,7 @@ pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
 /// "FERRYDAT" little-endian: one publisher's data segment.
 pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
 /// Bumped on any change of the layouts in this file.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
 pub const MAX_PUBLISHERS: usize = 32;
 pub const MAX_NAME: usize = 128;
@@ -42,6 +42,8 @@ pub struct ControlBlock {
     pub _pad: AtomicU32,
     /// Bumped whenever the publisher table changes; subscribers rescan when it moves.
     pub epoch: AtomicU64,
+    /// Bumped whenever the subscriber table changes; UDP publishers rescan when it moves.
+    pub sub_epoch: AtomicU64,
     /// Source of unique participant tokens.
     pub next_token: AtomicU64,
     pub publishers: [Padded<PublisherSlot>; MAX_PUBLISHERS],
@@ -60,11 +62,60 @@ pub struct Owner {
     pub node: [AtomicU64; MAX_NODE_NAME / 8],
 }
 
+/// A UDP endpoint's address as other processes of this host reach it.
+#[repr(C)]
+pub struct UdpAddr {
+    /// 0: none, 4: IPv4, 6: IPv6.
+    pub family: AtomicU32,
+    pub port: AtomicU32,
+    /// The address bytes (IPv4 in the first 4).
+    pub ip: [AtomicU64; 2],
+}
+
+impl UdpAddr {
+    pub fn store(&self, addr: Option<std::net::SocketAddr>) {
+        let (family, ip, port) = match addr {
+            None => (0, [0u8; 16], 0),
+            Some(std::net::SocketAddr::V4(a)) => {
+                let mut ip = [0u8; 16];
+                ip[..4].copy_from_slice(&a.ip().octets());
+                (4, ip, a.port())
+            }
+            Some(std::net::SocketAddr::V6(a)) => (6, a.ip().octets(), a.port()),
+        };
+        self.ip[0].store(
+            u64::from_le_bytes(ip[..8].try_into().unwrap()),
+            Ordering::Relaxed,
+        );
+        self.ip[1].store(
+            u64::from_le_bytes(ip[8..].try_into().unwrap()),
+            Ordering::Relaxed,
+        );
+        self.port.store(port as u32, Ordering::Relaxed);
+        self.family.store(family, Ordering::Relaxed);
+    }
+
+    pub fn load(&self) -> Option<std::net::SocketAddr> {
+        let mut ip = [0u8; 16];
+        ip[..8].copy_from_slice(&self.ip[0].load(Ordering::Relaxed).to_le_bytes());
+        ip[8..].copy_from_slice(&self.ip[1].load(Ordering::Relaxed).to_le_bytes());
+        let port = self.port.load(Ordering::Relaxed) as u16;
+        match self.family.load(Ordering::Relaxed) {
+            4 => Some((std::net::Ipv4Addr::new(ip[0], ip[1], ip[2], ip[3]), port).into()),
+            6 => Some((std::net::Ipv6Addr::from(ip), port).into()),
+            _ => None,
+        }
+    }
+}
+
 #[repr(C)]
 pub struct PublisherSlot {
     pub owner: Owner,
     pub reliable: AtomicU32,
+    /// `TRANSPORT_SHM`, `TRANSPORT_UDP` or both (auto).
     pub transport: AtomicU32,
+    /// Where a UDP publisher takes NAK and STATUS frames (its data source address).
+    pub udp: UdpAddr,
     pub capacity: AtomicU64,
     pub max_message: AtomicU64,
     pub sent: AtomicU64,
@@ -74,6 +125,9 @@ pub struct PublisherSlot {
     pub timeouts: AtomicU64,
     /// Dead subscribers this publisher stopped waiting for.
     pub evictions: AtomicU64,
+    /// UDP: frames sent again on a NAK, and datagrams the kernel dropped on our socket.
+    pub retransmitted: AtomicU64,
+    pub kernel_drops: AtomicU64,
 }
 
 #[repr(C)]
@@ -81,6 +135,15 @@ pub struct SubscriberSlot {
     pub owner: Owner,
     pub reliable: AtomicU32,
     pub wait: AtomicU32,
+    /// `TRANSPORT_SHM`, `TRANSPORT_UDP` or both (auto).
+    pub transport: AtomicU32,
+    pub _pad: AtomicU32,
+    /// A UDP subscriber's receive address and its receiver id.
+    pub udp: UdpAddr,
+    pub udp_receiver: AtomicU64,
+    /// Messages a UDP subscriber will never get (lost and not repaired), datagrams it refused.
+    pub lost: AtomicU64,
+    pub refused: AtomicU64,
     /// The futex word this subscriber sleeps on; publishers bump it and wake.
     pub doorbell: Padded<AtomicU32>,
     pub received: AtomicU64,
@@ -114,7 +177,7 @@ const _: () = {
     assert!(std::mem::align_of::<ControlBlock>() == 128);
     assert!(std::mem::size_of::<ControlBlock>() <= 64 * 1024);
     assert!(std::mem::size_of::<DataBlock>() <= 16 * 1024);
-    assert!(std::mem::size_of::<PublisherSlot>() <= 256);
+    assert!(std::mem::size_of::<PublisherSlot>() <= 384);
 };
 
 /// Header bytes of a segment holding `T`, rounded up to whole pages.

@@ -65,6 +65,8 @@ impl ShmSubscriber {
         let s = topic.subscriber(slot);
         s.reliable.store(reliable as u32, Ordering::Relaxed);
         s.wait.store(qos.wait as u32, Ordering::Relaxed);
+        s.transport
+            .store(super::topic::TRANSPORT_SHM, Ordering::Relaxed);
         topic.subscriber_ready(slot);
         let mut sub = ShmSubscriber {
             sources: Vec::new(),
@@ -123,6 +125,9 @@ impl ShmSubscriber {
                 || self.refused.iter().any(|r| r.0 == i && r.1 == token);
             if known {
                 continue;
+            }
+            if p.transport.load(Ordering::Relaxed) & super::topic::TRANSPORT_SHM == 0 {
+                continue; // a UDP-only publisher has no ring
             }
             let pub_reliable = p.reliable.load(Ordering::Relaxed) != 0;
             match self.attach(i, token, pub_reliable) {

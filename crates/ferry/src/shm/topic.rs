@@ -12,8 +12,19 @@ use super::segment::{self, open_checked, publish_header, Segment};
 use crate::sys::{self, Mapping, ProcessId, ShmObject};
 use crate::Error;
 
-/// `PublisherSlot::transport` of a shared-memory publisher.
+/// Bits of `PublisherSlot::transport` and `SubscriberSlot::transport`.
 pub const TRANSPORT_SHM: u32 = 1;
+pub const TRANSPORT_UDP: u32 = 2;
+
+/// The name of a transport bit set.
+pub fn transport_name(bits: u32) -> &'static str {
+    match bits {
+        TRANSPORT_SHM => "shm",
+        TRANSPORT_UDP => "udp",
+        b if b == TRANSPORT_SHM | TRANSPORT_UDP => "auto",
+        _ => "unknown",
+    }
+}
 
 /// Prefix of every shared-memory object ferry makes.
 pub const PREFIX: &str = "ferry.";
@@ -302,6 +313,14 @@ impl Topic {
 
     pub fn subscriber_ready(&self, slot: usize) {
         self.subscriber(slot).owner.set_ready();
+        // Release pairs with the Acquire load in `sub_epoch`.
+        self.block().sub_epoch.fetch_add(1, Ordering::Release);
+    }
+
+    /// Moves whenever a subscriber joins or leaves.
+    pub fn sub_epoch(&self) -> u64 {
+        // Acquire pairs with the Release bumps in `subscriber_ready`/`release_subscriber`.
+        self.block().sub_epoch.load(Ordering::Acquire)
     }
 
     /// Tells every subscriber that the publisher table changed.
@@ -328,7 +347,10 @@ impl Topic {
     }
 
     pub fn release_subscriber(&self, slot: usize, token: u64) {
-        self.subscriber(slot).owner.release_owner(token);
+        if self.subscriber(slot).owner.release_owner(token) {
+            // Release pairs with the Acquire load in `sub_epoch`.
+            self.block().sub_epoch.fetch_add(1, Ordering::Release);
+        }
     }
 
     /// Frees the slots of dead publishers (removing their data segments) and dead subscribers.
@@ -419,10 +441,10 @@ impl Topic {
                     pid: p.owner.pid(),
                     alive: live == Liveness::Alive,
                     reliable: p.reliable.load(Ordering::Relaxed) != 0,
-                    transport: match p.transport.load(Ordering::Relaxed) {
-                        TRANSPORT_SHM => "shm",
-                        _ => "unknown",
-                    },
+                    transport: transport_name(p.transport.load(Ordering::Relaxed)),
+                    udp: p.udp.load(),
+                    retransmitted: p.retransmitted.load(Ordering::Relaxed),
+                    kernel_drops: p.kernel_drops.load(Ordering::Relaxed),
                     capacity: p.capacity.load(Ordering::Relaxed),
                     max_message: p.max_message.load(Ordering::Relaxed),
                     sent: p.sent.load(Ordering::Relaxed),
@@ -446,6 +468,10 @@ impl Topic {
                     pid: s.owner.pid(),
                     alive: live == Liveness::Alive,
                     reliable: s.reliable.load(Ordering::Relaxed) != 0,
+                    transport: transport_name(s.transport.load(Ordering::Relaxed)),
+                    udp: s.udp.load(),
+                    lost: s.lost.load(Ordering::Relaxed),
+                    refused: s.refused.load(Ordering::Relaxed),
                     received: s.received.load(Ordering::Relaxed),
                     bytes: s.bytes.load(Ordering::Relaxed),
                     skipped: s.skipped.load(Ordering::Relaxed),
@@ -482,8 +508,14 @@ pub struct TopicSnapshot {
 #[derive(Debug, Clone)]
 pub struct PublisherInfo {
     pub slot: usize,
-    /// The transport the publisher writes with.
+    /// The transport the publisher writes with: shm, udp or auto (both).
     pub transport: &'static str,
+    /// Its UDP address, for a UDP publisher.
+    pub udp: Option<std::net::SocketAddr>,
+    /// UDP frames sent again on a NAK.
+    pub retransmitted: u64,
+    /// Datagrams the kernel dropped on the publisher's socket.
+    pub kernel_drops: u64,
     pub token: u64,
     pub node: String,
     pub pid: u32,
@@ -501,6 +533,12 @@ pub struct PublisherInfo {
 #[derive(Debug, Clone)]
 pub struct SubscriberInfo {
     pub slot: usize,
+    pub transport: &'static str,
+    pub udp: Option<std::net::SocketAddr>,
+    /// Messages that will never arrive (UDP losses not repaired), counted.
+    pub lost: u64,
+    /// Datagrams refused (malformed, oversized, inconsistent).
+    pub refused: u64,
     pub token: u64,
     pub node: String,
     pub pid: u32,

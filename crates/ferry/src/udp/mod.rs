@@ -9,3 +9,6 @@ pub mod frame;
 pub mod impair;
 pub mod receiver;
 pub mod sender;
+
+mod endpoint;
+pub(crate) use endpoint::{UdpPublisher, UdpSubscriber};

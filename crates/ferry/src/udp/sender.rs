@@ -187,10 +187,25 @@ impl Sender {
         if self.current.is_some() {
             return Err(Busy);
         }
-        let seq = self.next_seq;
-        let mut data = self.pool.pop().unwrap_or_default();
-        data.clear();
+        let mut data = self.buffer();
         data.extend_from_slice(msg);
+        self.offer_owned(data)
+    }
+
+    /// An empty buffer from the pool, to fill and hand to `offer_owned` (no copy).
+    pub fn buffer(&mut self) -> Vec<u8> {
+        let mut b = self.pool.pop().unwrap_or_default();
+        b.clear();
+        b
+    }
+
+    /// Takes a message already in a buffer (from `buffer`); `pump` sends it.
+    pub fn offer_owned(&mut self, data: Vec<u8>) -> Result<u64, Busy> {
+        if self.current.is_some() {
+            return Err(Busy);
+        }
+        let seq = self.next_seq;
+        let msg_len = data.len();
         if self.cfg.reliable {
             self.window_bytes += data.len() as u64;
             self.window.push_back(Retained {
@@ -208,9 +223,9 @@ impl Sender {
             sent: 0,
         });
         self.next_seq += 1;
-        self.stream_pos += msg.len() as u64;
+        self.stream_pos += msg_len as u64;
         self.stats.messages += 1;
-        self.stats.bytes += msg.len() as u64;
+        self.stats.bytes += msg_len as u64;
         Ok(seq)
     }
 

@@ -1,0 +1,836 @@
+//! UDP publishers and subscribers: the protocol core (`sender`, `receiver`) joined to sockets.
+//!
+//! - A publisher sends from the application's thread (the fragments of a message leave in one
+//!   GSO call where the kernel supports it). A service thread answers NAKs, takes STATUS frames
+//!   (flow control credit; it also finishes a message that was waiting for credit), sends
+//!   heartbeats, and follows the topic's subscriber table.
+//! - A subscriber receives in the application's thread (`recv` blocks on its socket like a plain
+//!   blocking socket would), feeds the receiver core, and sends NAK and STATUS frames back to the
+//!   publisher's source address.
+//! - On one host, UDP endpoints find each other through the topic's shared-memory directory, in
+//!   which each registers its address. Impairments (`FERRY_IMPAIR`, see `impair`) apply on send,
+//!   receive, or both.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::frame::{self, Frame};
+use super::impair::{DelayQueue, ImpairConfig, Impairer};
+use super::receiver::{Delivered, Receiver, ReceiverConfig};
+use super::sender::{Dest, Sender, SenderConfig, Sink};
+use crate::shm::topic::{Liveness, Topic, TRANSPORT_UDP};
+use crate::sys::monotonic_ns;
+use crate::sys::udp::{RecvBatch, SocketOptions, UdpSocket};
+use crate::{Delivery, Error, IpVersion, Qos, RecvError, SendError, WaitStrategy};
+
+/// A random-enough 64-bit id for sessions and receivers (pid, time and a counter, mixed).
+fn new_id() -> u64 {
+    use std::sync::atomic::AtomicU64;
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut x = monotonic_ns()
+        ^ ((std::process::id() as u64) << 32)
+        ^ COUNTER
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (x ^ (x >> 31)).max(1)
+}
+
+fn bind_any(ip: IpVersion, recv_buffer: Option<usize>) -> Result<(UdpSocket, SocketAddr), Error> {
+    let any: IpAddr = match ip {
+        IpVersion::V4 => Ipv4Addr::UNSPECIFIED.into(),
+        IpVersion::V6 => Ipv6Addr::UNSPECIFIED.into(),
+    };
+    let opts = SocketOptions {
+        recv_buffer,
+        send_buffer: Some(4 << 20),
+        ..SocketOptions::default()
+    };
+    let socket = UdpSocket::bind(SocketAddr::new(any, 0), &opts)
+        .map_err(|e| Error::io("bind a UDP socket", e))?;
+    let port = socket
+        .local_addr()
+        .map_err(|e| Error::io("UDP socket address", e))?
+        .port();
+    // Same-host peers reach us on loopback.
+    let local: IpAddr = match ip {
+        IpVersion::V4 => Ipv4Addr::LOCALHOST.into(),
+        IpVersion::V6 => Ipv6Addr::LOCALHOST.into(),
+    };
+    Ok((socket, SocketAddr::new(local, port)))
+}
+
+/// Impairments of one endpoint, with the queue of held-back datagrams.
+struct Impair {
+    imp: Impairer,
+    queue: DelayQueue,
+    on_send: bool,
+    on_receive: bool,
+}
+
+impl Impair {
+    fn from_env() -> Result<Option<Impair>, Error> {
+        let cfg = ImpairConfig::from_env()
+            .map_err(|e| Error::InvalidQos(format!("FERRY_IMPAIR: {e}")))?;
+        Ok(cfg.filter(|c| c.is_active()).map(Impair::new))
+    }
+
+    fn new(cfg: ImpairConfig) -> Impair {
+        let (on_send, on_receive) = (cfg.direction.on_send(), cfg.direction.on_receive());
+        Impair {
+            imp: Impairer::new(cfg),
+            queue: DelayQueue::new(65_536, 256 << 20),
+            on_send,
+            on_receive,
+        }
+    }
+}
+
+/// Sends `data` (datagrams of `segment` bytes) to `addr`, waiting a bounded time for socket
+/// room. Returns false if it had to give up (the caller counts it).
+fn send_all(socket: &UdpSocket, addr: SocketAddr, data: &[u8], segment: usize) -> bool {
+    let mut rest = data;
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while !rest.is_empty() {
+        match socket.send_segments(addr, rest, segment) {
+            Ok(n) => rest = &rest[(n * segment).min(rest.len())..],
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.raw_os_error() == Some(libc::ENOBUFS) =>
+            {
+                if Instant::now() > deadline {
+                    return false;
+                }
+                let _ = socket.wait_writable(Duration::from_millis(10));
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// The socket as the protocol core sees it.
+struct Out<'a> {
+    socket: &'a UdpSocket,
+    all: &'a [SocketAddr],
+    by_id: &'a HashMap<u64, SocketAddr>,
+    impair: Option<&'a mut Impair>,
+    now: u64,
+    send_failures: &'a mut u64,
+}
+
+impl Sink for Out<'_> {
+    fn send(&mut self, dest: Dest, data: &[u8], segment: usize) {
+        let one;
+        let targets: &[SocketAddr] = match dest {
+            Dest::All => self.all,
+            Dest::Receiver(id) | Dest::Session(id) => match self.by_id.get(&id) {
+                Some(a) => {
+                    one = [*a];
+                    &one
+                }
+                None => &[],
+            },
+        };
+        for &addr in targets {
+            match self.impair.as_deref_mut().filter(|i| i.on_send) {
+                Some(imp) => {
+                    for d in data.chunks(segment.max(1)) {
+                        for &at in imp.imp.admit(self.now, d.len()).release_times() {
+                            if at <= self.now {
+                                if !send_all(self.socket, addr, d, d.len()) {
+                                    *self.send_failures += 1;
+                                }
+                            } else if !imp.queue.push_copy(at, addr, d) {
+                                *self.send_failures += 1;
+                            }
+                        }
+                    }
+                }
+                None => {
+                    if !send_all(self.socket, addr, data, segment) {
+                        *self.send_failures += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Sends held-back datagrams whose time has come; returns when the next one is due.
+fn flush_delayed(
+    socket: &UdpSocket,
+    impair: &mut Option<Impair>,
+    now: u64,
+    failures: &mut u64,
+) -> u64 {
+    let Some(imp) = impair.as_mut() else {
+        return u64::MAX;
+    };
+    while let Some(d) = imp.queue.pop_due(now) {
+        if !send_all(socket, d.addr, &d.data, d.data.len()) {
+            *failures += 1;
+        }
+        imp.queue.recycle(d.data);
+    }
+    imp.queue.next_due().unwrap_or(u64::MAX)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Publisher
+
+struct PubCore {
+    sender: Sender,
+    dests: Vec<SocketAddr>,
+    receivers: HashMap<u64, SocketAddr>,
+    impair: Option<Impair>,
+    sub_epoch: u64,
+    send_failures: u64,
+    next_deadline: u64,
+    /// When the last NAK came in (a closing publisher lingers while repairs go on).
+    last_nak_ns: u64,
+}
+
+impl PubCore {
+    fn out<'a>(&'a mut self, socket: &'a UdpSocket, now: u64) -> (&'a mut Sender, Out<'a>) {
+        (
+            &mut self.sender,
+            Out {
+                socket,
+                all: &self.dests,
+                by_id: &self.receivers,
+                impair: self.impair.as_mut(),
+                now,
+                send_failures: &mut self.send_failures,
+            },
+        )
+    }
+}
+
+struct PubShared {
+    socket: UdpSocket,
+    topic: Topic,
+    slot: usize,
+    core: Mutex<PubCore>,
+    /// Signalled when credit may have arrived or the in-progress message finished.
+    progress: Condvar,
+    stop: AtomicBool,
+}
+
+impl PubShared {
+    fn lock(&self) -> MutexGuard<'_, PubCore> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Follows the subscriber table: the UDP subscribers' addresses.
+    fn refresh_dests(&self, core: &mut PubCore) {
+        let epoch = self.topic.sub_epoch();
+        if epoch == core.sub_epoch {
+            return;
+        }
+        core.sub_epoch = epoch;
+        let mut dests = Vec::new();
+        for s in self.topic.block().subscribers.iter() {
+            // Acquire pairs with the Release in `Owner::set_ready`.
+            if s.owner.ready.load(Ordering::Acquire) == 0
+                || s.transport.load(Ordering::Relaxed) & TRANSPORT_UDP == 0
+            {
+                continue;
+            }
+            if let Some(addr) = s.udp.load() {
+                if !dests.contains(&addr) {
+                    dests.push(addr);
+                }
+                core.receivers
+                    .insert(s.udp_receiver.load(Ordering::Relaxed), addr);
+            }
+        }
+        core.dests = dests;
+    }
+
+    fn publish_stats(&self, core: &PubCore) {
+        let s = core.sender.stats();
+        let p = self.topic.publisher(self.slot);
+        p.sent.store(s.messages, Ordering::Relaxed);
+        p.bytes.store(s.bytes, Ordering::Relaxed);
+        p.retransmitted
+            .store(s.retransmitted_frames, Ordering::Relaxed);
+        p.kernel_drops
+            .store(self.socket.kernel_drops(), Ordering::Relaxed);
+    }
+}
+
+/// The service thread: control frames in, heartbeats out, credit handed to a waiting sender.
+fn publisher_service(shared: Arc<PubShared>) {
+    let mut batch = RecvBatch::for_socket(&shared.socket);
+    while !shared.stop.load(Ordering::Acquire) {
+        let wait = {
+            let core = shared.lock();
+            core.next_deadline
+                .saturating_sub(monotonic_ns())
+                .clamp(100_000, 10_000_000)
+        };
+        let got = shared
+            .socket
+            .recv_batch(&mut batch, Some(Duration::from_nanos(wait)))
+            .unwrap_or(0);
+        let now = monotonic_ns();
+        let mut core = shared.lock();
+        let core = &mut *core;
+        let mut progressed = false;
+        for (src, bytes) in batch.iter().take(got) {
+            if let Some(imp) = core.impair.as_mut().filter(|i| i.on_receive) {
+                if imp.imp.admit(now, bytes.len()).is_drop() {
+                    continue;
+                }
+            }
+            let Ok(f) = frame::decode(bytes) else {
+                continue;
+            };
+            match &f {
+                Frame::Status { receiver, .. } => {
+                    core.receivers.insert(*receiver, src);
+                }
+                Frame::Nak { receiver, .. } => {
+                    core.receivers.insert(*receiver, src);
+                    core.last_nak_ns = now;
+                }
+                _ => continue,
+            }
+            let (sender, mut out) = core.out(&shared.socket, now);
+            sender.handle(now, &f, &mut out);
+            progressed = true;
+        }
+        shared.refresh_dests(core);
+        let (sender, mut out) = core.out(&shared.socket, now);
+        if progressed && sender.busy() {
+            // Credit arrived while the application waits, or after its send timed out.
+            while !sender.pump(now, &mut out) {
+                if !sender.busy() {
+                    break;
+                }
+                // Stop when blocked on credit: pump made no progress.
+                let before = sender.stats().frames;
+                if sender.pump(now, &mut out) || sender.stats().frames == before {
+                    break;
+                }
+            }
+        }
+        let next = sender.tick(now, &mut out);
+        let delayed = flush_delayed(
+            &shared.socket,
+            &mut core.impair,
+            now,
+            &mut core.send_failures,
+        );
+        core.next_deadline = next.min(delayed);
+        shared.publish_stats(core);
+        if progressed {
+            shared.progress.notify_all();
+        }
+    }
+}
+
+pub struct UdpPublisher {
+    shared: Arc<PubShared>,
+    service: Option<JoinHandle<()>>,
+    token: u64,
+    max_message: usize,
+    send_timeout: Duration,
+    reliable: bool,
+}
+
+impl UdpPublisher {
+    pub fn create(
+        domain: &str,
+        topic_name: &str,
+        node: &str,
+        qos: &Qos,
+    ) -> Result<UdpPublisher, Error> {
+        let max_datagram = qos.max_datagram()?;
+        if qos.max_message_size as u64 > u32::MAX as u64 {
+            return Err(Error::InvalidQos(
+                "max_message_size must be below 4 GiB".into(),
+            ));
+        }
+        let reliable = qos.delivery == Delivery::Reliable;
+        let impair = Impair::from_env()?;
+        let (socket, addr) = bind_any(qos.ip_version, Some(4 << 20))?;
+        let topic = Topic::open(domain, topic_name)?;
+        let (slot, token) = topic.claim_publisher(node)?;
+        let p = topic.publisher(slot);
+        p.reliable.store(reliable as u32, Ordering::Relaxed);
+        p.transport.store(TRANSPORT_UDP, Ordering::Relaxed);
+        p.max_message
+            .store(qos.max_message_size as u64, Ordering::Relaxed);
+        p.udp.store(Some(addr));
+        let window = (64u64 << 20).max(2 * qos.max_message_size as u64);
+        let cfg = SenderConfig {
+            max_datagram,
+            reliable,
+            window_bytes: window,
+            ..SenderConfig::default()
+        };
+        let sender = Sender::new(frame::topic_id(domain, topic_name), new_id(), cfg);
+        let shared = Arc::new(PubShared {
+            socket,
+            topic,
+            slot,
+            core: Mutex::new(PubCore {
+                sender,
+                dests: Vec::new(),
+                receivers: HashMap::new(),
+                impair,
+                sub_epoch: u64::MAX,
+                send_failures: 0,
+                next_deadline: 0,
+                last_nak_ns: 0,
+            }),
+            progress: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        {
+            let mut core = shared.lock();
+            shared.refresh_dests(&mut core);
+            // Announce the session at once, so subscribers join it from its first message.
+            let now = monotonic_ns();
+            let (sender, mut out) = core.out(&shared.socket, now);
+            sender.tick(now, &mut out);
+        }
+        shared.topic.publisher_ready(slot);
+        let s2 = shared.clone();
+        let service = std::thread::Builder::new()
+            .name("ferry-udp-pub".into())
+            .spawn(move || publisher_service(s2))
+            .map_err(|e| Error::io("start the UDP publisher thread", e))?;
+        Ok(UdpPublisher {
+            shared,
+            service: Some(service),
+            token,
+            max_message: qos.max_message_size,
+            send_timeout: qos.send_timeout,
+            reliable,
+        })
+    }
+
+    pub fn max_message(&self) -> usize {
+        self.max_message
+    }
+
+    /// Subscribers this publisher sends to (known by address), and reliable ones heard from.
+    pub fn subscriber_count(&self) -> usize {
+        let mut core = self.shared.lock();
+        self.shared.refresh_dests(&mut core);
+        let (reliable, latest) = core.sender.receiver_counts();
+        core.dests.len().max(reliable + latest)
+    }
+
+    pub fn sent(&self) -> u64 {
+        self.shared.lock().sender.stats().messages
+    }
+
+    /// An empty buffer to fill for `send_owned` (from the pool: no allocation in steady state).
+    pub fn buffer(&self) -> Vec<u8> {
+        self.shared.lock().sender.buffer()
+    }
+
+    pub fn send(&self, msg: &[u8]) -> Result<(), SendError> {
+        let mut buf = self.buffer();
+        buf.extend_from_slice(msg);
+        self.send_owned(buf)
+    }
+
+    /// Sends a filled buffer. Under reliable delivery this waits (up to the send timeout) for
+    /// every live reliable subscriber's window; a message that times out is still completed, in
+    /// order, as credit arrives.
+    pub fn send_owned(&self, msg: Vec<u8>) -> Result<(), SendError> {
+        if msg.len() > self.max_message {
+            return Err(SendError::TooLarge {
+                len: msg.len(),
+                max: self.max_message,
+            });
+        }
+        let mut deadline = None;
+        let mut core = self.shared.lock();
+        // The previous message may still wait for credit.
+        loop {
+            if !core.sender.busy() {
+                break;
+            }
+            core = self.wait_progress(core, &mut deadline)?;
+        }
+        core.sender.offer_owned(msg).expect("not busy");
+        loop {
+            let now = monotonic_ns();
+            let c = &mut *core;
+            self.shared.refresh_dests(c);
+            let (sender, mut out) = c.out(&self.shared.socket, now);
+            if sender.pump(now, &mut out) {
+                return Ok(());
+            }
+            let before = sender.stats().frames;
+            if sender.pump(now, &mut out) {
+                return Ok(());
+            }
+            if sender.stats().frames == before {
+                core = self.wait_progress(core, &mut deadline)?;
+            }
+        }
+    }
+
+    fn wait_progress<'a>(
+        &'a self,
+        core: MutexGuard<'a, PubCore>,
+        deadline: &mut Option<Instant>,
+    ) -> Result<MutexGuard<'a, PubCore>, SendError> {
+        let now = Instant::now();
+        let d = *deadline.get_or_insert_with(|| {
+            self.shared
+                .topic
+                .publisher(self.shared.slot)
+                .waits
+                .fetch_add(1, Ordering::Relaxed);
+            now + self.send_timeout
+        });
+        if now >= d {
+            self.shared
+                .topic
+                .publisher(self.shared.slot)
+                .timeouts
+                .fetch_add(1, Ordering::Relaxed);
+            return Err(SendError::Timeout(self.send_timeout));
+        }
+        let (core, _) = self
+            .shared
+            .progress
+            .wait_timeout(core, (d - now).min(Duration::from_millis(10)))
+            .unwrap_or_else(|p| p.into_inner());
+        Ok(core)
+    }
+}
+
+impl Drop for UdpPublisher {
+    fn drop(&mut self) {
+        // Say goodbye, and linger (bounded) while reliable subscribers catch up and repair.
+        {
+            let now = monotonic_ns();
+            let mut core = self.shared.lock();
+            let c = &mut *core;
+            let (sender, mut out) = c.out(&self.shared.socket, now);
+            sender.close(now, &mut out);
+        }
+        // Until every reliable receiver reported it consumed everything, or repairs went quiet
+        // for 100 ms (a receiver that lost the tail NAKs within a millisecond of the BYE), or 2 s.
+        let closed_at = monotonic_ns();
+        let linger = Instant::now() + Duration::from_secs(2);
+        while self.reliable && Instant::now() < linger {
+            let core = self.shared.lock();
+            let quiet_since = core.last_nak_ns.max(closed_at);
+            if core.sender.all_consumed() || monotonic_ns() > quiet_since + 100_000_000 {
+                break;
+            }
+            drop(core);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(t) = self.service.take() {
+            let _ = t.join();
+        }
+        self.shared
+            .topic
+            .release_publisher(self.shared.slot, self.token);
+        self.shared.topic.remove_if_unused();
+    }
+}
+
+impl std::fmt::Debug for UdpPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdpPublisher")
+            .field("topic", &self.shared.topic.topic)
+            .finish()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Subscriber
+
+pub struct UdpSubscriber {
+    socket: UdpSocket,
+    topic: Topic,
+    slot: usize,
+    token: u64,
+    rx: Receiver,
+    batch: RecvBatch,
+    publishers: HashMap<u64, SocketAddr>,
+    impair: Option<Impair>,
+    held: Vec<(SocketAddr, Vec<u8>)>,
+    current: Option<Delivered>,
+    next_tick: u64,
+    wait: WaitStrategy,
+    spin_window: Duration,
+    send_failures: u64,
+    refused: u64,
+}
+
+impl UdpSubscriber {
+    pub fn create(
+        domain: &str,
+        topic_name: &str,
+        node: &str,
+        qos: &Qos,
+    ) -> Result<UdpSubscriber, Error> {
+        let max_datagram = qos.max_datagram()?;
+        let impair = Impair::from_env()?;
+        let (socket, addr) = bind_any(qos.ip_version, Some(16 << 20))?;
+        // The window must fit the socket's receive buffer (the kernel counts about twice the
+        // payload for full datagrams), and hold at least a few datagrams.
+        let granted = socket.buffer_report().recv_granted as u64;
+        let window = (granted / 2).clamp(64 * max_datagram as u64, 8 << 20);
+        let reliable = qos.delivery == Delivery::Reliable;
+        let id = new_id();
+        let cfg = ReceiverConfig {
+            reliable,
+            max_message: qos.max_message_size,
+            buffer_bytes: (64u64 << 20).max(4 * qos.max_message_size as u64),
+            window,
+            max_datagram,
+            ..ReceiverConfig::default()
+        };
+        let rx = Receiver::new(id, frame::topic_id(domain, topic_name), cfg);
+        let topic = Topic::open(domain, topic_name)?;
+        let (slot, token) = topic.claim_subscriber(node)?;
+        let s = topic.subscriber(slot);
+        s.reliable.store(reliable as u32, Ordering::Relaxed);
+        s.wait.store(qos.wait as u32, Ordering::Relaxed);
+        s.transport.store(TRANSPORT_UDP, Ordering::Relaxed);
+        s.udp.store(Some(addr));
+        s.udp_receiver.store(id, Ordering::Relaxed);
+        topic.subscriber_ready(slot);
+        let batch = RecvBatch::for_socket(&socket);
+        Ok(UdpSubscriber {
+            socket,
+            topic,
+            slot,
+            token,
+            rx,
+            batch,
+            publishers: HashMap::new(),
+            impair,
+            held: Vec::new(),
+            current: None,
+            next_tick: 0,
+            wait: qos.wait,
+            spin_window: qos.spin_window,
+            send_failures: 0,
+            refused: 0,
+        })
+    }
+
+    /// UDP publishers on this topic that are alive (as the topic directory says).
+    pub fn publisher_count(&mut self) -> usize {
+        self.topic
+            .block()
+            .publishers
+            .iter()
+            .filter(|p| {
+                p.transport.load(Ordering::Relaxed) & TRANSPORT_UDP != 0
+                    && p.owner.liveness().0 == Liveness::Alive
+            })
+            .count()
+    }
+
+    /// Takes datagrams from the socket (waiting at most `timeout`; `None`: do not wait).
+    fn receive(&mut self, timeout: Option<Duration>) {
+        let got = self
+            .socket
+            .recv_batch(&mut self.batch, timeout)
+            .unwrap_or_else(|_| {
+                // Counted with the refused datagrams: something arrived that could not be read.
+                self.refused += 1;
+                0
+            });
+        let now = monotonic_ns();
+        for i in 0..got {
+            let Some((src, bytes)) = self.batch.get(i) else {
+                break;
+            };
+            if let Some(imp) = self.impair.as_mut().filter(|i| i.on_receive) {
+                for &at in imp.imp.admit(now, bytes.len()).release_times() {
+                    if at <= now {
+                        feed(
+                            &mut self.rx,
+                            &mut self.publishers,
+                            &mut self.refused,
+                            now,
+                            src,
+                            bytes,
+                        );
+                    } else {
+                        imp.queue.push_copy(at, src, bytes);
+                    }
+                }
+            } else {
+                feed(
+                    &mut self.rx,
+                    &mut self.publishers,
+                    &mut self.refused,
+                    now,
+                    src,
+                    bytes,
+                );
+            }
+        }
+        if let Some(imp) = self.impair.as_mut() {
+            while let Some(d) = imp.queue.pop_due(now) {
+                self.held.push((d.addr, d.data));
+            }
+        }
+        for (src, data) in std::mem::take(&mut self.held) {
+            feed(
+                &mut self.rx,
+                &mut self.publishers,
+                &mut self.refused,
+                now,
+                src,
+                &data,
+            );
+        }
+        if now >= self.next_tick || self.rx.ready() > 0 {
+            self.tick(now);
+        }
+    }
+
+    fn tick(&mut self, now: u64) {
+        let mut out = Out {
+            socket: &self.socket,
+            all: &[],
+            by_id: &self.publishers,
+            impair: self.impair.as_mut(),
+            now,
+            send_failures: &mut self.send_failures,
+        };
+        self.next_tick = self.rx.tick(now, &mut out).min(now + 50_000_000);
+        if let Some(imp) = self.impair.as_ref() {
+            if let Some(d) = imp.queue.next_due() {
+                self.next_tick = self.next_tick.min(d);
+            }
+        }
+        let s = self.topic.subscriber(self.slot);
+        let st = self.rx.stats();
+        s.lost.store(st.lost, Ordering::Relaxed);
+        s.refused
+            .store(st.refused + self.refused, Ordering::Relaxed);
+    }
+
+    fn take(&mut self) -> bool {
+        if let Some(d) = self.current.take() {
+            self.rx.recycle(d.data);
+        }
+        self.current = self.rx.take();
+        if let Some(d) = &self.current {
+            let s = self.topic.subscriber(self.slot);
+            s.received
+                .store(s.received.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            s.bytes.store(
+                s.bytes.load(Ordering::Relaxed) + d.data.len() as u64,
+                Ordering::Relaxed,
+            );
+            if d.lost_before > 0 {
+                s.skipped.fetch_add(d.lost_before, Ordering::Relaxed);
+            }
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The next message if one is there, without waiting.
+    pub fn poll(&mut self) -> Result<bool, RecvError> {
+        if self.rx.ready() == 0 {
+            self.receive(None);
+        }
+        Ok(self.take())
+    }
+
+    /// Waits at most `timeout` (forever if `None`) for the next message.
+    pub fn wait(&mut self, timeout: Option<Duration>) -> Result<bool, RecvError> {
+        if self.poll()? {
+            return Ok(true);
+        }
+        let start = Instant::now();
+        let deadline = timeout.map(|t| start + t);
+        loop {
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(false);
+            }
+            let spin = match self.wait {
+                WaitStrategy::Spin => true,
+                WaitStrategy::Block => false,
+                WaitStrategy::Adaptive => now.duration_since(start) < self.spin_window,
+            };
+            let until_tick = Duration::from_nanos(self.next_tick.saturating_sub(monotonic_ns()));
+            let mut block = until_tick.clamp(Duration::from_micros(100), Duration::from_millis(50));
+            if let Some(d) = deadline {
+                block = block.min(d.saturating_duration_since(now));
+            }
+            self.receive(if spin { None } else { Some(block) });
+            if self.take() {
+                return Ok(true);
+            }
+            if spin {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// The message taken by the last successful `poll`/`wait`.
+    pub fn current(&self) -> Option<&Delivered> {
+        self.current.as_ref()
+    }
+}
+
+/// One datagram into the receiver core.
+fn feed(
+    rx: &mut Receiver,
+    publishers: &mut HashMap<u64, SocketAddr>,
+    refused: &mut u64,
+    now: u64,
+    src: SocketAddr,
+    bytes: &[u8],
+) {
+    match frame::decode(bytes) {
+        Ok(f) => {
+            if matches!(
+                f,
+                Frame::Data { .. } | Frame::Heartbeat { .. } | Frame::Bye { .. }
+            ) {
+                publishers.insert(f.common().session, src);
+                rx.on_frame(now, &f);
+            }
+        }
+        Err(_) => *refused += 1,
+    }
+}
+
+impl Drop for UdpSubscriber {
+    fn drop(&mut self) {
+        self.topic.release_subscriber(self.slot, self.token);
+        self.topic.remove_if_unused();
+    }
+}
+
+impl std::fmt::Debug for UdpSubscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdpSubscriber")
+            .field("topic", &self.topic.topic)
+            .finish()
+    }
+}
