@@ -1,21 +1,20 @@
 //! The UDP transport end to end over loopback sockets: publishers and subscribers in this process
-//! and in child processes, with ferry's own loss injection. Every wait has a deadline.
+//! and in child processes, with ferry's own loss injection (`FERRY_IMPAIR`; this kernel has no
+//! netem). Every wait has a deadline; no test asserts a timing.
 
-use std::time::{Duration, Instant};
+use std::net::UdpSocket as StdUdp;
+use std::time::Duration;
 
-use ferry::{Delivery, IpVersion, Node, Qos, Transport, WaitStrategy};
+use ferry::{IpVersion, Node, Qos, Transport, WaitStrategy};
 
-#[allow(dead_code)]
-const _DELIVERY: Delivery = Delivery::Reliable;
+mod common;
+use common::*;
 
-fn domain(tag: &str) -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "u{}-{}-{tag}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+/// The children. Not a test of its own: the tests below start it with a role.
+#[test]
+#[ignore = "entry point of child processes started by the other tests"]
+fn child_entry() {
+    run_child();
 }
 
 fn udp() -> Qos {
@@ -23,20 +22,9 @@ fn udp() -> Qos {
 }
 
 fn pattern(seq: u64, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (seq as usize).wrapping_mul(31).wrapping_add(i) as u8)
-        .collect()
-}
-
-fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    cond()
+    let mut v = vec![0; len];
+    fill(seq, &mut v);
+    v
 }
 
 #[test]
@@ -51,7 +39,7 @@ fn udp_roundtrip_in_one_process_every_size_and_wait() {
         let qos = udp().ip_version(ip).wait(wait).max_message_size(256 << 10);
         let mut sub = node.subscriber("t", &qos).unwrap();
         let mut publ = node.publisher("t", &qos).unwrap();
-        assert!(wait_until(Duration::from_secs(5), || publ
+        assert!(wait_until(Duration::from_secs(30), || publ
             .subscriber_count()
             == 1));
         for (seq, len) in [0usize, 1, 100, 1432, 1433, 5000, 200_000]
@@ -60,7 +48,7 @@ fn udp_roundtrip_in_one_process_every_size_and_wait() {
         {
             publ.send(&pattern(seq as u64, len)).unwrap();
             let s = sub
-                .recv_timeout(Duration::from_secs(5))
+                .recv_timeout(Duration::from_secs(30))
                 .unwrap()
                 .expect("message");
             assert_eq!(s.seq(), seq as u64);
@@ -71,4 +59,175 @@ fn udp_roundtrip_in_one_process_every_size_and_wait() {
             );
         }
     }
+}
+
+fn impaired(loss: u32, seed: u32) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "IMPAIR",
+            format!("loss={loss}%,dup=1%,reorder=1%/200us,seed={seed}"),
+        ),
+        ("SIZES", "log".into()),
+    ]
+}
+
+#[test]
+fn reliable_udp_delivers_everything_under_5_and_20_percent_loss() {
+    for (loss, seed) in [(5, 1), (20, 2)] {
+        // Both children impair what they send: data one way, NAK and STATUS the other.
+        let (received, lost, last) = exchange_with(
+            "loss",
+            "udp,block,reliable,max=262144,timeout=120000",
+            1000,
+            256 << 10,
+            0,
+            &impaired(loss, seed),
+        );
+        assert_eq!(
+            (received, lost, last),
+            (1000, 0, 999),
+            "{loss} % loss: every message, in order, intact"
+        );
+    }
+}
+
+/// The full-size version of the test above: run by name (CI runs it in release).
+#[test]
+#[ignore = "stress: 10 000 messages up to 4 MiB; run with --release -- --ignored"]
+fn stress_reliable_udp_10000_messages_up_to_4_mib_under_5_and_20_percent_loss() {
+    for (loss, seed) in [(5, 3), (20, 4)] {
+        let (received, lost, last) = exchange_with(
+            "stress",
+            "udp,block,reliable,max=4194304,timeout=120000",
+            10_000,
+            4 << 20,
+            0,
+            &impaired(loss, seed),
+        );
+        assert_eq!((received, lost, last), (10_000, 0, 9_999), "{loss} % loss");
+    }
+}
+
+#[test]
+fn a_64_mib_message_crosses_udp_intact_under_5_percent_loss() {
+    let max = 64 << 20;
+    let more = vec![
+        ("IMPAIR", "loss=5%,seed=9".to_owned()),
+        ("SIZES", "max".to_owned()),
+    ];
+    let (received, lost, _) = exchange_with(
+        "huge",
+        &format!("udp,block,reliable,max={max},timeout=120000"),
+        2,
+        max,
+        0,
+        &more,
+    );
+    assert_eq!((received, lost), (2, 0));
+}
+
+#[test]
+fn latest_udp_counts_what_it_loses() {
+    let more = vec![("IMPAIR", "loss=10%,seed=5".to_owned())];
+    let (received, lost, _) = exchange_with(
+        "latest",
+        "udp,block,latest,max=16384",
+        3000,
+        16384,
+        0,
+        &more,
+    );
+    assert!(lost > 0, "10 % loss with no repair loses messages");
+    assert!(
+        received + lost <= 3000 && received + lost >= 2990,
+        "received {received} + lost {lost}"
+    );
+}
+
+#[test]
+fn a_live_subscriber_survives_garbage_and_truncated_datagrams() {
+    let dom = domain("garbage");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let qos = udp().max_message_size(64 << 10);
+    let mut sub = node.subscriber("t", &qos).unwrap();
+    let mut publ = node.publisher("t", &qos).unwrap();
+    assert!(wait_until(Duration::from_secs(30), || publ
+        .subscriber_count()
+        == 1));
+    let addr = ferry::admin::topic(&dom, "t").unwrap().unwrap().subscribers[0]
+        .udp
+        .expect("udp address");
+    let attacker = StdUdp::bind("127.0.0.1:0").unwrap();
+    // A real frame to mutate: capture what the publisher sends by subscribing a raw socket? Build
+    // one instead with the wire layout of docs/ARCHITECTURE.md.
+    let mut valid = Vec::new();
+    valid.extend_from_slice(&0x4659u16.to_le_bytes());
+    valid.extend_from_slice(&[1, 1]); // version 1, DATA
+    valid.extend_from_slice(&0u32.to_le_bytes());
+    valid.extend_from_slice(&[0xEE; 16]); // topic and session of nobody we know
+    valid.extend_from_slice(&0u64.to_le_bytes()); // seq
+    valid.extend_from_slice(&(u32::MAX).to_le_bytes()); // a 4 GiB message
+    valid.extend_from_slice(&0u32.to_le_bytes());
+    valid.extend_from_slice(&0u64.to_le_bytes());
+    valid.extend_from_slice(&[7; 100]);
+    let mut x = 0x1234_5678_9ABC_DEF0u64;
+    for i in 0..5000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let datagram: Vec<u8> = match i % 4 {
+            0 => (0..(x % 1500) as usize)
+                .map(|j| (x >> (j % 56)) as u8)
+                .collect(),
+            1 => valid[..(x % valid.len() as u64) as usize].to_vec(),
+            2 => {
+                let mut v = valid.clone();
+                let at = (x % v.len() as u64) as usize;
+                v[at] ^= (x >> 8) as u8 | 1;
+                v
+            }
+            _ => valid.clone(),
+        };
+        let _ = attacker.send_to(&datagram, addr);
+    }
+    for seq in 0..50u64 {
+        publ.send(&pattern(seq, 3000)).unwrap();
+        let s = sub
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap()
+            .expect("real messages still arrive");
+        assert_eq!(&*s, &pattern(s.seq(), 3000)[..]);
+    }
+    let snap = ferry::admin::topic(&dom, "t").unwrap().unwrap();
+    assert!(
+        snap.subscribers[0].refused > 0,
+        "garbage is counted, not silently dropped"
+    );
+}
+
+#[test]
+fn a_late_udp_joiner_starts_from_now_without_counting_losses() {
+    let dom = domain("late");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let qos = udp().max_message_size(4096);
+    let mut publ = node.publisher("t", &qos).unwrap();
+    for seq in 0..100 {
+        publ.send(&pattern(seq, 100)).unwrap();
+    }
+    let mut sub = node.subscriber("t", &qos).unwrap();
+    assert!(wait_until(Duration::from_secs(30), || publ
+        .subscriber_count()
+        == 1));
+    for seq in 100..110 {
+        publ.send(&pattern(seq, 100)).unwrap();
+    }
+    let first = sub
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap()
+        .expect("message");
+    assert!(first.seq() >= 100, "nothing from before the join");
+    assert_eq!(first.skipped(), 0);
+    drop(first);
+    let snap = ferry::admin::topic(&dom, "t").unwrap().unwrap();
+    assert_eq!(snap.subscribers[0].lost, 0);
 }

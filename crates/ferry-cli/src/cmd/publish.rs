@@ -30,7 +30,7 @@ pub struct PubArgs {
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
 
-    /// Transport (udp is not available yet)
+    /// Transport: shm (same host), udp (any host), auto
     #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
     pub transport: TransportArg,
 

@@ -194,8 +194,6 @@ struct PubCore {
     sub_epoch: u64,
     send_failures: u64,
     next_deadline: u64,
-    /// When the last NAK came in (a closing publisher lingers while repairs go on).
-    last_nak_ns: u64,
 }
 
 impl PubCore {
@@ -300,7 +298,6 @@ fn publisher_service(shared: Arc<PubShared>) {
                 }
                 Frame::Nak { receiver, .. } => {
                     core.receivers.insert(*receiver, src);
-                    core.last_nak_ns = now;
                 }
                 _ => continue,
             }
@@ -391,7 +388,6 @@ impl UdpPublisher {
                 sub_epoch: u64::MAX,
                 send_failures: 0,
                 next_deadline: 0,
-                last_nak_ns: 0,
             }),
             progress: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -526,17 +522,15 @@ impl Drop for UdpPublisher {
             let (sender, mut out) = c.out(&self.shared.socket, now);
             sender.close(now, &mut out);
         }
-        // Until every reliable receiver reported it consumed everything, or repairs went quiet
-        // for 100 ms (a receiver that lost the tail NAKs within a millisecond of the BYE), or 2 s.
-        let closed_at = monotonic_ns();
-        let linger = Instant::now() + Duration::from_secs(2);
+        // Linger until every live reliable receiver reported that it took everything (receivers
+        // report when they catch up), at most the send timeout: a reliable message is not
+        // abandoned while its subscriber is merely slow. A dead receiver stops counting when it
+        // times out.
+        let linger = Instant::now() + self.send_timeout;
         while self.reliable && Instant::now() < linger {
-            let core = self.shared.lock();
-            let quiet_since = core.last_nak_ns.max(closed_at);
-            if core.sender.all_consumed() || monotonic_ns() > quiet_since + 100_000_000 {
+            if self.shared.lock().sender.all_consumed() {
                 break;
             }
-            drop(core);
             std::thread::sleep(Duration::from_millis(1));
         }
         self.shared.stop.store(true, Ordering::Release);
@@ -702,7 +696,7 @@ impl UdpSubscriber {
                 &data,
             );
         }
-        if now >= self.next_tick || self.rx.ready() > 0 {
+        if now >= self.next_tick || self.rx.status_due() {
             self.tick(now);
         }
     }
@@ -733,7 +727,11 @@ impl UdpSubscriber {
         if let Some(d) = self.current.take() {
             self.rx.recycle(d.data);
         }
-        self.current = self.rx.take();
+        let now = monotonic_ns();
+        self.current = self.rx.take(now);
+        if self.rx.status_due() {
+            self.tick(now);
+        }
         if let Some(d) = &self.current {
             let s = self.topic.subscriber(self.slot);
             s.received

@@ -78,9 +78,10 @@ pub struct Delivered {
     stream_end: u64,
 }
 
-/// Byte ranges received of one message, sorted and merged.
+/// Byte ranges received of one message, disjoint and merged: start -> end. Inserting merges with
+/// the neighbours only, O(log n), however many holes loss has punched.
 #[derive(Debug, Default, Clone)]
-struct Ranges(Vec<(u32, u32)>);
+struct Ranges(BTreeMap<u32, u32>);
 
 impl Ranges {
     /// Adds `from..to`; returns false if it was all there already.
@@ -88,24 +89,37 @@ impl Ranges {
         if from >= to {
             return false;
         }
-        if self.0.iter().any(|&(a, b)| a <= from && to <= b) {
-            return false;
-        }
-        self.0.push((from, to));
-        self.0.sort_unstable();
-        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(self.0.len());
-        for &(a, b) in &self.0 {
-            match merged.last_mut() {
-                Some(last) if a <= last.1 => last.1 = last.1.max(b),
-                _ => merged.push((a, b)),
+        let (mut start, mut end) = (from, to);
+        // A range starting at or before `from` that reaches it.
+        if let Some((&a, &b)) = self.0.range(..=from).next_back() {
+            if b >= to {
+                return false;
+            }
+            if b >= from {
+                start = a;
+                end = end.max(b);
+                self.0.remove(&a);
             }
         }
-        self.0 = merged;
+        // Ranges starting inside the new one are swallowed.
+        while let Some((&a, &b)) = self.0.range(start..=end).next() {
+            end = end.max(b);
+            self.0.remove(&a);
+        }
+        self.0.insert(start, end);
         true
     }
 
+    /// Bytes received from the start without a hole.
+    fn prefix(&self) -> u32 {
+        match self.0.first_key_value() {
+            Some((&0, &b)) => b,
+            _ => 0,
+        }
+    }
+
     fn covers(&self, len: u32) -> bool {
-        len == 0 || self.0.first() == Some(&(0, len))
+        len == 0 || self.prefix() >= len
     }
 
     /// The holes in `0..len`.
@@ -113,23 +127,15 @@ impl Ranges {
         let mut at = 0;
         self.0
             .iter()
-            .map(move |&(a, b)| {
+            .map(move |(&a, &b)| {
                 let gap = (at, a);
                 at = b;
                 gap
             })
-            .chain(std::iter::once((u32::MAX, u32::MAX)))
-            .scan(false, move |done, gap| {
-                if *done {
-                    return None;
-                }
-                if gap.0 == u32::MAX {
-                    *done = true;
-                    let last = self.0.last().map_or(0, |r| r.1);
-                    return Some((last, len));
-                }
-                Some(gap)
-            })
+            .chain(std::iter::once((
+                self.0.last_key_value().map_or(0, |(_, &b)| b),
+                len,
+            )))
             .filter(|(a, b)| a < b)
     }
 }
@@ -140,6 +146,16 @@ struct Partial {
     stream_pos: u64,
     first_ns: u64,
     last_nak_ns: u64,
+}
+
+impl Session {
+    /// Stream position up to which every byte has arrived.
+    fn received_pos(&self) -> u64 {
+        match self.partial.get(&self.next_deliver) {
+            Some(p) => p.stream_pos + p.have.prefix() as u64,
+            None => self.delivered_end,
+        }
+    }
 }
 
 struct Session {
@@ -153,10 +169,14 @@ struct Session {
     complete: BTreeMap<u64, (Vec<u8>, u64)>,
     /// Wholly missing messages: when first noticed, when last NAKed.
     missing: BTreeMap<u64, (u64, u64)>,
+    /// Stream position after the last message the application took.
     consumed_pos: u64,
     consumed_seq: u64,
+    /// Stream position after the last message that completed in order.
+    delivered_end: u64,
     last_status_ns: u64,
     last_status_pos: u64,
+    last_status_window: u64,
     status_due: bool,
     last_heard_ns: u64,
     ended: Option<u64>,
@@ -255,8 +275,10 @@ impl Receiver {
                 missing: BTreeMap::new(),
                 consumed_pos: 0,
                 consumed_seq: start,
+                delivered_end: 0,
                 last_status_ns: 0,
                 last_status_pos: 0,
+                last_status_window: 0,
                 status_due: true,
                 last_heard_ns: now,
                 ended: None,
@@ -293,6 +315,7 @@ impl Receiver {
         let s = self.session(now, c, start);
         if fresh {
             s.consumed_pos = if offset == 0 { pos } else { pos + len as u64 };
+            s.delivered_end = s.consumed_pos;
             s.last_status_pos = s.consumed_pos;
         }
         if seq < s.next_deliver || s.complete.contains_key(&seq) {
@@ -337,6 +360,12 @@ impl Receiver {
         }
         p.data[offset as usize..to as usize].copy_from_slice(payload);
         if !p.have.covers(len) {
+            if s.reliable
+                && seq == s.next_deliver
+                && s.received_pos() >= s.last_status_pos + self.cfg.window / 4
+            {
+                s.status_due = true;
+            }
             return;
         }
         let p = s.partial.remove(&seq).unwrap();
@@ -394,12 +423,14 @@ impl Receiver {
         let Some(s) = self.sessions.get_mut(&session) else {
             return;
         };
+
         while let Some((data, stream_end)) = s.complete.remove(&s.next_deliver) {
             let seq = s.next_deliver;
             s.next_deliver += 1;
             self.stats.messages += 1;
             self.stats.bytes += data.len() as u64;
             let lost_before = std::mem::take(&mut s.lost_pending);
+            s.delivered_end = stream_end;
             self.ready.push_back(Delivered {
                 session,
                 seq,
@@ -408,16 +439,27 @@ impl Receiver {
                 stream_end,
             });
         }
+        if s.reliable && s.received_pos() >= s.last_status_pos + self.cfg.window / 4 {
+            s.status_due = true;
+        }
     }
 
-    /// The next message for the application.
-    pub fn take(&mut self) -> Option<Delivered> {
+    /// The next message for the application (`now` in ns: a receiver that caught up tells its
+    /// publisher, at once when the publisher is closing, else at most once a millisecond).
+    pub fn take(&mut self, now: u64) -> Option<Delivered> {
         let d = self.ready.pop_front()?;
         self.buffered -= d.data.len() as u64;
+        let pending_here = self.ready.iter().any(|r| r.session == d.session);
         if let Some(s) = self.sessions.get_mut(&d.session) {
             s.consumed_pos = s.consumed_pos.max(d.stream_end);
             s.consumed_seq = s.consumed_seq.max(d.seq + 1);
-            if s.reliable && s.consumed_pos - s.last_status_pos >= self.cfg.window / 4 {
+            let caught_up = !pending_here && s.next_deliver >= s.known_end;
+            if s.reliable && caught_up && (s.ended.is_some() || now >= s.last_status_ns + 1_000_000)
+            {
+                s.status_due = true;
+            }
+            // Room came back after we had narrowed the window: tell the publisher soon.
+            if s.reliable && s.last_status_window < self.cfg.window / 2 {
                 s.status_due = true;
             }
         }
@@ -430,6 +472,11 @@ impl Receiver {
             buf.clear();
             self.pool.push(buf);
         }
+    }
+
+    /// True when a STATUS should go out now (call `tick`).
+    pub fn status_due(&self) -> bool {
+        self.sessions.values().any(|s| s.status_due)
     }
 
     /// Messages waiting in the delivery queue.
@@ -553,18 +600,25 @@ impl Receiver {
                     kind: Kind::Status,
                     ..c
                 };
+                // Credit: the socket may hold `window` bytes beyond what arrived without a hole,
+                // narrowed when the application leaves messages unread.
+                let received = s.received_pos();
+                let window = cfg
+                    .window
+                    .min(cfg.buffer_bytes.saturating_sub(self.buffered));
                 frame::put_status(
                     &mut self.out,
                     &sc,
                     self.id,
-                    s.consumed_pos,
-                    cfg.window,
+                    received,
+                    window,
                     s.consumed_seq,
                 );
                 sink.send(Dest::Session(id), &self.out, self.out.len());
                 s.status_due = false;
                 s.last_status_ns = now;
-                s.last_status_pos = s.consumed_pos;
+                s.last_status_pos = received;
+                s.last_status_window = window;
             }
             next = next.min(s.last_status_ns + cfg.status_interval_ns);
         } else {

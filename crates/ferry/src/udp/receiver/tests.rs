@@ -159,7 +159,7 @@ fn run(sizes: &[usize], reliable: bool, impair: Impair, seed: u64, window: u64) 
                 net.to_receiver = false;
             }
         }
-        while let Some(d) = rx.take() {
+        while let Some(d) = rx.take(now) {
             assert_eq!(
                 d.data,
                 payload(d.seq, sizes[d.seq as usize]),
@@ -455,7 +455,7 @@ fn garbage_frames_change_nothing() {
     );
     rx.on_frame(0, &decode(&b).unwrap());
     assert_eq!(rx.stats().refused, 2);
-    assert!(rx.take().is_none());
+    assert!(rx.take(0).is_none());
 }
 
 proptest! {

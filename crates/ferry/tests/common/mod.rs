@@ -1,0 +1,310 @@
+//! Helpers shared by the multi-process test binaries: unique domains, payload patterns that
+//! catch any torn byte, child processes (the test binary re-run with a role), bounded waits.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use ferry::{Delivery, IpVersion, Node, Qos, Transport, WaitStrategy};
+
+pub const ROLE: &str = "FERRY_TEST_ROLE";
+
+/// A unique domain per test (and per run).
+pub fn domain(test: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "t{}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        &test[..test.len().min(12)]
+    )
+}
+
+/// The payload of message `seq` of `len` bytes: u64 words derived from seq, so any torn or
+/// misplaced byte is caught.
+pub fn fill(seq: u64, buf: &mut [u8]) {
+    let mut chunks = buf.chunks_exact_mut(8);
+    for (i, c) in (&mut chunks).enumerate() {
+        c.copy_from_slice(&(seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i as u64).to_le_bytes());
+    }
+    for (i, b) in chunks.into_remainder().iter_mut().enumerate() {
+        *b = (seq as u8).wrapping_add(i as u8);
+    }
+}
+
+pub fn check(seq: u64, buf: &[u8]) -> bool {
+    let mut want = vec![0u8; buf.len()];
+    fill(seq, &mut want);
+    want == buf
+}
+
+/// Message sizes: a deterministic pseudo-random sequence in [1, max].
+pub fn size_of_msg(seq: u64, max: usize) -> usize {
+    match var("SIZES").as_str() {
+        "log" => return log_size(seq, max),
+        "max" => {
+            return if seq % 2 == 0 {
+                max
+            } else {
+                1 + seq as usize % 100
+            }
+        }
+        _ => {}
+    }
+    let mut x = seq
+        .wrapping_add(0x1234_5678)
+        .wrapping_mul(6364136223846793005);
+    x ^= x >> 29;
+    // Mix small and large: half the messages below 4 KiB.
+    if x & 1 == 0 {
+        1 + (x >> 8) as usize % 4096.min(max)
+    } else {
+        1 + (x >> 8) as usize % max
+    }
+}
+
+/// Sizes spread evenly on a log scale over [1, max]: mostly small, some near `max`.
+pub fn log_size(seq: u64, max: usize) -> usize {
+    let mut x = seq.wrapping_add(0xABCD).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 31;
+    let frac = (x >> 11) as f64 / (1u64 << 53) as f64;
+    ((max as f64).powf(frac) as usize).clamp(1, max)
+}
+
+pub fn parse_qos(s: &str) -> Qos {
+    let mut qos = Qos::default();
+    for part in s.split(',') {
+        match part.split_once('=').unwrap_or((part, "")) {
+            ("spin", _) => qos = qos.wait(WaitStrategy::Spin),
+            ("block", _) => qos = qos.wait(WaitStrategy::Block),
+            ("adaptive", _) => qos = qos.wait(WaitStrategy::Adaptive),
+            ("reliable", _) => qos = qos.delivery(Delivery::Reliable),
+            ("latest", _) => qos = qos.delivery(Delivery::Latest),
+            ("udp", _) => qos = qos.transport(Transport::Udp),
+            ("udp6", _) => qos = qos.transport(Transport::Udp).ip_version(IpVersion::V6),
+            ("mtu", v) => qos = qos.mtu(v.parse().unwrap()),
+            ("max", v) => qos = qos.max_message_size(v.parse().unwrap()),
+            ("ring", v) => qos = qos.ring_capacity(v.parse().unwrap()),
+            ("timeout", v) => qos = qos.send_timeout(Duration::from_millis(v.parse().unwrap())),
+            ("", _) => {}
+            (other, _) => panic!("unknown qos part {other}"),
+        }
+    }
+    qos
+}
+
+/// Starts this test binary as a child in `role` with `KEY=VALUE` settings.
+pub fn spawn(role: &str, vars: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "child_entry",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(ROLE, role)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
+    for (k, v) in vars {
+        cmd.env(format!("FERRY_TEST_{k}"), v);
+    }
+    cmd.spawn().expect("spawn child")
+}
+
+pub fn var(k: &str) -> String {
+    std::env::var(format!("FERRY_TEST_{k}")).unwrap_or_default()
+}
+
+pub fn var_u64(k: &str, default: u64) -> u64 {
+    var(k).parse().unwrap_or(default)
+}
+
+/// Waits for a child to exit, killing it after `timeout`. Returns its stdout lines.
+pub fn finish(mut child: Child, timeout: Duration) -> (bool, Vec<String>) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = BufReader::new(child.stdout.take().unwrap())
+                .lines()
+                .map_while(Result::ok)
+                .collect();
+            return (status.success(), out);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("child did not finish within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+pub fn kill9(child: &mut Child) {
+    // SAFETY: kill(2) with a pid we spawned and still own (not yet reaped).
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGKILL);
+    }
+    let _ = child.wait();
+}
+
+/// Polls `cond` until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    cond()
+}
+
+pub fn subscriber_count(domain: &str, topic: &str) -> usize {
+    ferry::admin::topic(domain, topic)
+        .ok()
+        .flatten()
+        .map_or(0, |t| t.subscribers.iter().filter(|s| s.alive).count())
+}
+
+/// The body of a child process started by `spawn` (each test binary has an `#[ignore]`d
+/// `child_entry` test that calls this).
+pub fn run_child() {
+    let role = std::env::var(ROLE).expect("started without a role");
+    // Loss injection is configured per process, before any endpoint exists.
+    if !var("IMPAIR").is_empty() {
+        std::env::set_var("FERRY_IMPAIR", var("IMPAIR"));
+    }
+    // Die with the test process, whatever happens to it.
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes plain integers and affects only this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    }
+    let node = Node::with_domain(&role, &var("DOMAIN")).unwrap();
+    let qos = parse_qos(&var("QOS"));
+    let topic = var("TOPIC");
+    let count = var_u64("COUNT", u64::MAX);
+    let max = var_u64("MAXSIZE", 1024) as usize;
+    match role.as_str() {
+        "publisher" => {
+            let mut p = node.publisher(&topic, &qos).unwrap();
+            let subs = var_u64("WAIT_SUBS", 0) as usize;
+            assert!(wait_until(Duration::from_secs(20), || p.subscriber_count() >= subs));
+            println!("READY");
+            let pace = Duration::from_micros(var_u64("PACE_US", 0));
+            for seq in 0..count {
+                let len = size_of_msg(seq, max);
+                let mut loan = p.loan(len).unwrap();
+                fill(seq, loan.as_mut_slice());
+                loan.send().unwrap();
+                if !pace.is_zero() {
+                    std::thread::sleep(pace);
+                }
+            }
+            println!("SENT {count}");
+        }
+        "subscriber" => {
+            let mut s = node.subscriber(&topic, &qos).unwrap();
+            println!("READY");
+            let slow = Duration::from_micros(var_u64("SLOW_US", 0));
+            let stop_after = var_u64("STOP_AFTER", u64::MAX);
+            let (mut received, mut skipped, mut last) = (0u64, 0u64, None::<u64>);
+            while received < count {
+                if received == stop_after {
+                    // Stop reading, stay alive: a reliable publisher must wait for us.
+                    std::thread::sleep(Duration::from_secs(600));
+                }
+                let sample = s
+                    .recv_timeout(Duration::from_secs(30))
+                    .unwrap()
+                    .expect("message within 30 s");
+                let seq = sample.seq();
+                assert!(
+                    check(seq, &sample),
+                    "torn or wrong payload for seq {seq} ({} bytes)",
+                    sample.len()
+                );
+                assert_eq!(sample.len(), size_of_msg(seq, max));
+                if let Some(l) = last {
+                    assert!(seq > l, "out of order: {seq} after {l}");
+                    assert_eq!(sample.skipped(), seq - l - 1, "skip count");
+                }
+                skipped += sample.skipped();
+                last = Some(seq);
+                received += 1;
+                drop(sample);
+                if !slow.is_zero() {
+                    std::thread::sleep(slow);
+                }
+                if last == Some(count - 1) {
+                    break;
+                }
+            }
+            println!(
+                "RESULT received={received} skipped={skipped} last={}",
+                last.unwrap_or(0)
+            );
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+pub fn result_of(lines: &[String]) -> (u64, u64, u64) {
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with("RESULT"))
+        .expect("child printed a result");
+    let get = |k: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(&format!("{k}=")))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    (get("received"), get("skipped"), get("last"))
+}
+
+/// Runs one subscriber child and one publisher child; returns the subscriber's result.
+pub fn exchange(test: &str, qos: &str, count: u64, max: usize, slow_us: u64) -> (u64, u64, u64) {
+    exchange_with(test, qos, count, max, slow_us, &[])
+}
+
+/// `exchange` with more settings for both children (e.g. `IMPAIR`, `SIZES`).
+pub fn exchange_with(
+    test: &str,
+    qos: &str,
+    count: u64,
+    max: usize,
+    slow_us: u64,
+    more: &[(&'static str, String)],
+) -> (u64, u64, u64) {
+    let dom = domain(test);
+    let vars = |extra: Vec<(&'static str, String)>| {
+        let mut v = vec![
+            ("DOMAIN", dom.clone()),
+            ("TOPIC", "data".to_owned()),
+            ("QOS", qos.to_owned()),
+            ("COUNT", count.to_string()),
+            ("MAXSIZE", max.to_string()),
+        ];
+        v.extend(more.iter().cloned());
+        v.extend(extra);
+        v
+    };
+    let sub = spawn("subscriber", &vars(vec![("SLOW_US", slow_us.to_string())]));
+    let publ = spawn("publisher", &vars(vec![("WAIT_SUBS", "1".into())]));
+    let (pub_ok, _) = finish(publ, Duration::from_secs(600));
+    let (sub_ok, lines) = finish(sub, Duration::from_secs(600));
+    assert!(
+        pub_ok && sub_ok,
+        "children failed (publisher ok: {pub_ok}, subscriber ok: {sub_ok})"
+    );
+    let r = result_of(&lines);
+    assert!(
+        ferry::admin::topic(&dom, "data").unwrap().is_none(),
+        "the last participant removes the topic"
+    );
+    r
+}
