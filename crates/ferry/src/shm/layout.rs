@@ -12,7 +12,7 @@ pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
 /// "FERRYDAT" little-endian: one publisher's data segment.
 pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
 /// Bumped on any change of the layouts in this file.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 
 pub const MAX_PUBLISHERS: usize = 32;
 pub const MAX_NAME: usize = 128;
@@ -59,6 +59,9 @@ pub struct Owner {
     pub ready: AtomicU32,
     pub pid: AtomicU32,
     pub start_time: AtomicU64,
+    /// The participant's host: boot id and network namespace (`sys::host_id`). Loopback UDP
+    /// addresses in this directory only reach participants of the same host.
+    pub host: AtomicU64,
     pub node: [AtomicU64; MAX_NODE_NAME / 8],
 }
 

@@ -116,6 +116,7 @@ impl Owner {
         let me = ProcessId::current();
         self.pid.store(me.pid, Ordering::Relaxed);
         self.start_time.store(me.start_time, Ordering::Relaxed);
+        self.host.store(sys::host_id(), Ordering::Relaxed);
         store_str(&self.node, node);
         true
     }

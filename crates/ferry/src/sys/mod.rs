@@ -288,6 +288,24 @@ fn read_stat(pid: u32) -> Option<(char, u64)> {
     Some((state, start))
 }
 
+/// This host as far as networking goes: the boot id and the network namespace, hashed. Two
+/// network namespaces of one machine are two hosts (their loopback addresses differ).
+pub fn host_id() -> u64 {
+    static ID: OnceLock<u64> = OnceLock::new();
+    *ID.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        let netns = rustix::fs::stat("/proc/self/ns/net")
+            .map(|s| s.st_ino)
+            .unwrap_or(0);
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in boot.trim().bytes().chain(netns.to_le_bytes()) {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h
+    })
+}
+
 /// Pins the calling thread to one CPU.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     let mut set = rustix::thread::CpuSet::new();

@@ -19,6 +19,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::discovery::{self, Agent, Role};
 use super::frame::{self, Frame};
 use super::impair::{DelayQueue, ImpairConfig, Impairer};
 use super::receiver::{Delivered, Receiver, ReceiverConfig};
@@ -215,7 +216,10 @@ impl PubCore {
 struct PubShared {
     socket: UdpSocket,
     topic: Topic,
+    topic_name: String,
     slot: usize,
+    /// Announces this publisher to other hosts and tells it about their subscribers (IPv4).
+    discovery: Option<(Arc<Agent>, u64)>,
     core: Mutex<PubCore>,
     /// Signalled when credit may have arrived or the in-progress message finished.
     progress: Condvar,
@@ -227,18 +231,22 @@ impl PubShared {
         self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Follows the subscriber table: the UDP subscribers' addresses.
+    /// Follows the subscriber table (this host) and discovery (other hosts): the UDP
+    /// subscribers' addresses.
     fn refresh_dests(&self, core: &mut PubCore) {
-        let epoch = self.topic.sub_epoch();
+        let generation = self.discovery.as_ref().map_or(0, |(a, _)| a.generation());
+        let epoch = self.topic.sub_epoch() ^ generation.rotate_left(32);
         if epoch == core.sub_epoch {
             return;
         }
         core.sub_epoch = epoch;
         let mut dests = Vec::new();
+        let here = crate::sys::host_id();
         for s in self.topic.block().subscribers.iter() {
             // Acquire pairs with the Release in `Owner::set_ready`.
             if s.owner.ready.load(Ordering::Acquire) == 0
                 || s.transport.load(Ordering::Relaxed) & TRANSPORT_UDP == 0
+                || s.owner.host.load(Ordering::Relaxed) != here
             {
                 continue;
             }
@@ -248,6 +256,14 @@ impl PubShared {
                 }
                 core.receivers
                     .insert(s.udp_receiver.load(Ordering::Relaxed), addr);
+            }
+        }
+        if let Some((agent, _)) = &self.discovery {
+            for r in agent.remote_subscribers(&self.topic_name) {
+                if !dests.contains(&r.addr) {
+                    dests.push(r.addr);
+                }
+                core.receivers.entry(r.id).or_insert(r.addr);
             }
         }
         core.dests = dests;
@@ -375,10 +391,18 @@ impl UdpPublisher {
             window_bytes: window,
             ..SenderConfig::default()
         };
-        let sender = Sender::new(frame::topic_id(domain, topic_name), new_id(), cfg);
+        let session = new_id();
+        let sender = Sender::new(frame::topic_id(domain, topic_name), session, cfg);
+        let discovery = (qos.ip_version == IpVersion::V4).then(|| {
+            let agent = discovery::agent(domain);
+            let key = agent.announce(Role::Publisher, topic_name, addr.port(), session, reliable);
+            (agent, key)
+        });
         let shared = Arc::new(PubShared {
             socket,
             topic,
+            topic_name: topic_name.to_owned(),
+            discovery,
             slot,
             core: Mutex::new(PubCore {
                 sender,
@@ -537,6 +561,9 @@ impl Drop for UdpPublisher {
         if let Some(t) = self.service.take() {
             let _ = t.join();
         }
+        if let Some((agent, key)) = &self.shared.discovery {
+            agent.withdraw(*key);
+        }
         self.shared
             .topic
             .release_publisher(self.shared.slot, self.token);
@@ -558,6 +585,7 @@ impl std::fmt::Debug for UdpPublisher {
 pub struct UdpSubscriber {
     socket: UdpSocket,
     topic: Topic,
+    discovery: Option<(Arc<Agent>, u64)>,
     slot: usize,
     token: u64,
     rx: Receiver,
@@ -608,9 +636,15 @@ impl UdpSubscriber {
         s.udp_receiver.store(id, Ordering::Relaxed);
         topic.subscriber_ready(slot);
         let batch = RecvBatch::for_socket(&socket);
+        let discovery = (qos.ip_version == IpVersion::V4).then(|| {
+            let agent = discovery::agent(domain);
+            let key = agent.announce(Role::Subscriber, topic_name, addr.port(), id, reliable);
+            (agent, key)
+        });
         Ok(UdpSubscriber {
             socket,
             topic,
+            discovery,
             slot,
             token,
             rx,
@@ -820,6 +854,9 @@ fn feed(
 
 impl Drop for UdpSubscriber {
     fn drop(&mut self) {
+        if let Some((agent, key)) = &self.discovery {
+            agent.withdraw(*key);
+        }
         self.topic.release_subscriber(self.slot, self.token);
         self.topic.remove_if_unused();
     }

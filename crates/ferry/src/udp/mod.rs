@@ -10,5 +10,6 @@ pub mod impair;
 pub mod receiver;
 pub mod sender;
 
+pub mod discovery;
 mod endpoint;
 pub(crate) use endpoint::{UdpPublisher, UdpSubscriber};

@@ -1,0 +1,492 @@
+//! Finding UDP endpoints on other hosts.
+//!
+//! Each process runs one agent per domain (a thread, started with the first UDP endpoint). Every
+//! half second, and at once when an endpoint comes or goes, it announces the process's UDP
+//! publishers and subscribers on port `FERRY_DISCOVERY_PORT` (7650): by unicast to every host of
+//! `FERRY_PEERS` (`ip[:port],...`), and, when `FERRY_DISCOVERY=multicast`, by multicast to
+//! `FERRY_DISCOVERY_GROUP` (239.255.70.70) on the interface whose IPv4 address is
+//! `FERRY_DISCOVERY_IFACE` (default: the kernel's choice). Multicast is opt-in so that ferry never
+//! sends to a network nobody asked it to use. It learns the others' announcements; an
+//! endpoint's address is the announcement's source address with the announced port. Entries not
+//! heard for two seconds expire. Endpoints of this host find each other through the topic's
+//! shared-memory directory instead; announcements from this host are ignored.
+//!
+//! ```text
+//! 0 u16 magic 0x4446 ("FD")  2 u8 version  3 u8 kind (1 announce)  4 u32 entries
+//! 8 u64 host id  16 u16 domain length, domain
+//! entry: u8 role (1 publisher, 2 subscriber)  u8 flags (1 reliable)  u16 port  u64 id
+//!        u16 topic length, topic
+//! ```
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use crate::sys::udp::{Multicast, MulticastInterface, RecvBatch, SocketOptions, UdpSocket};
+use crate::sys::{host_id, monotonic_ns};
+
+const MAGIC: u16 = 0x4446;
+const VERSION: u8 = 1;
+const PERIOD: Duration = Duration::from_millis(500);
+const EXPIRY_NS: u64 = 2_000_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    Publisher,
+    Subscriber,
+}
+
+/// An endpoint this process announces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Local {
+    role: Role,
+    topic: String,
+    port: u16,
+    id: u64,
+    reliable: bool,
+}
+
+/// An endpoint another host announced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remote {
+    pub role: Role,
+    pub topic: String,
+    pub addr: SocketAddr,
+    pub id: u64,
+    pub reliable: bool,
+    pub host: u64,
+    seen_ns: u64,
+}
+
+struct State {
+    locals: Vec<(u64, Local)>,
+    next_key: u64,
+    remotes: HashMap<(u64, Role, u64), Remote>,
+}
+
+pub struct Agent {
+    domain: String,
+    host: u64,
+    socket: Option<UdpSocket>,
+    group: SocketAddr,
+    peers: Vec<SocketAddr>,
+    state: Mutex<State>,
+    /// Moves whenever the set of remote endpoints changes.
+    generation: AtomicU64,
+    wake: AtomicBool,
+    stop: AtomicBool,
+    /// Why multicast is not in use, if it is not.
+    pub multicast_error: Option<String>,
+}
+
+/// The agent of `domain` in this process, started if needed.
+pub fn agent(domain: &str) -> Arc<Agent> {
+    static AGENTS: OnceLock<Mutex<HashMap<String, Weak<Agent>>>> = OnceLock::new();
+    let mut agents = AGENTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(a) = agents.get(domain).and_then(Weak::upgrade) {
+        return a;
+    }
+    let a = Arc::new(Agent::new(domain));
+    let weak = Arc::downgrade(&a);
+    let _ = std::thread::Builder::new()
+        .name("ferry-discovery".into())
+        .spawn(move || run(weak));
+    agents.insert(domain.to_owned(), Arc::downgrade(&a));
+    a
+}
+
+fn env_port() -> u16 {
+    std::env::var("FERRY_DISCOVERY_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(7650)
+}
+
+/// `FERRY_PEERS`: `ip[:port]` separated by commas.
+fn env_peers(port: u16) -> Vec<SocketAddr> {
+    std::env::var("FERRY_PEERS")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|p| !p.trim().is_empty())
+        .filter_map(|p| {
+            let p = p.trim();
+            p.parse::<SocketAddr>()
+                .ok()
+                .or_else(|| p.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, port)))
+        })
+        .collect()
+}
+
+impl Agent {
+    fn new(domain: &str) -> Agent {
+        let port = env_port();
+        let group_ip: Ipv4Addr = std::env::var("FERRY_DISCOVERY_GROUP")
+            .ok()
+            .and_then(|g| g.parse().ok())
+            .unwrap_or(Ipv4Addr::new(239, 255, 70, 70));
+        let group = SocketAddr::new(group_ip.into(), port);
+        let bind = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port);
+        let iface: Ipv4Addr = std::env::var("FERRY_DISCOVERY_IFACE")
+            .ok()
+            .and_then(|i| i.parse().ok())
+            .unwrap_or(Ipv4Addr::UNSPECIFIED);
+        let multicast = Multicast {
+            group: group_ip.into(),
+            interface: MulticastInterface::V4(iface),
+            ttl_or_hops: 1,
+            loopback: true,
+        };
+        let opts = SocketOptions {
+            multicast: Some(multicast),
+            gso: false,
+            gro: false,
+            ..SocketOptions::default()
+        };
+        let wanted = std::env::var("FERRY_DISCOVERY").is_ok_and(|d| d == "multicast");
+        let attempt = if wanted {
+            UdpSocket::bind(bind, &opts)
+        } else {
+            Err(std::io::Error::other(
+                "off (set FERRY_DISCOVERY=multicast to use it)",
+            ))
+        };
+        let (socket, multicast_error) = match attempt {
+            Ok(s) => (Some(s), None),
+            Err(_) if !wanted && env_peers(port).is_empty() => (
+                None,
+                Some("off: neither FERRY_DISCOVERY=multicast nor FERRY_PEERS is set".to_owned()),
+            ),
+            Err(e) => {
+                // Without multicast, still listen for unicast announcements from FERRY_PEERS.
+                let plain = SocketOptions {
+                    reuse_port: true,
+                    gso: false,
+                    gro: false,
+                    ..SocketOptions::default()
+                };
+                (
+                    UdpSocket::bind(bind, &plain).ok(),
+                    Some(format!("multicast discovery unavailable: {e}")),
+                )
+            }
+        };
+        Agent {
+            domain: domain.to_owned(),
+            host: host_id(),
+            socket,
+            group,
+            peers: env_peers(port),
+            state: Mutex::new(State {
+                locals: Vec::new(),
+                next_key: 1,
+                remotes: HashMap::new(),
+            }),
+            generation: AtomicU64::new(0),
+            wake: AtomicBool::new(true),
+            stop: AtomicBool::new(false),
+            multicast_error,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Announces an endpoint until the returned key is given to `withdraw`.
+    pub fn announce(&self, role: Role, topic: &str, port: u16, id: u64, reliable: bool) -> u64 {
+        let mut st = self.lock();
+        let key = st.next_key;
+        st.next_key += 1;
+        st.locals.push((
+            key,
+            Local {
+                role,
+                topic: topic.to_owned(),
+                port,
+                id,
+                reliable,
+            },
+        ));
+        // Release pairs with the Acquire swap in `run`: the agent announces at once.
+        self.wake.store(true, Ordering::Release);
+        key
+    }
+
+    pub fn withdraw(&self, key: u64) {
+        self.lock().locals.retain(|(k, _)| *k != key);
+    }
+
+    /// Subscribers of `topic` on other hosts.
+    pub fn remote_subscribers(&self, topic: &str) -> Vec<Remote> {
+        self.lock()
+            .remotes
+            .values()
+            .filter(|r| r.role == Role::Subscriber && r.topic == topic)
+            .cloned()
+            .collect()
+    }
+
+    /// Every endpoint heard from other hosts.
+    pub fn remotes(&self) -> Vec<Remote> {
+        self.lock().remotes.values().cloned().collect()
+    }
+
+    pub fn generation(&self) -> u64 {
+        // Acquire pairs with the Release increments in `learn`/`expire`.
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn encode(&self, locals: &[Local]) -> Vec<u8> {
+        let mut b = Vec::with_capacity(256);
+        b.extend_from_slice(&MAGIC.to_le_bytes());
+        b.push(VERSION);
+        b.push(1);
+        b.extend_from_slice(&(locals.len() as u32).to_le_bytes());
+        b.extend_from_slice(&self.host.to_le_bytes());
+        b.extend_from_slice(&(self.domain.len() as u16).to_le_bytes());
+        b.extend_from_slice(self.domain.as_bytes());
+        for l in locals {
+            b.push(match l.role {
+                Role::Publisher => 1,
+                Role::Subscriber => 2,
+            });
+            b.push(l.reliable as u8);
+            b.extend_from_slice(&l.port.to_le_bytes());
+            b.extend_from_slice(&l.id.to_le_bytes());
+            b.extend_from_slice(&(l.topic.len() as u16).to_le_bytes());
+            b.extend_from_slice(l.topic.as_bytes());
+        }
+        b
+    }
+
+    fn send_announcements(&self) {
+        let Some(socket) = &self.socket else { return };
+        let locals: Vec<Local> = self.lock().locals.iter().map(|(_, l)| l.clone()).collect();
+        if locals.is_empty() {
+            return;
+        }
+        // Announcements are small; split into datagrams of at most ~1400 bytes.
+        let mut chunk = Vec::new();
+        let mut size = 0;
+        let flush = |chunk: &mut Vec<Local>| {
+            if chunk.is_empty() {
+                return;
+            }
+            let datagram = self.encode(chunk);
+            if self.multicast_error.is_none() {
+                let _ = socket.send_to(self.group, &datagram);
+            }
+            for p in &self.peers {
+                let _ = socket.send_to(*p, &datagram);
+            }
+            chunk.clear();
+        };
+        for l in locals {
+            size += 14 + l.topic.len();
+            chunk.push(l);
+            if size > 1200 {
+                flush(&mut chunk);
+                size = 0;
+            }
+        }
+        flush(&mut chunk);
+    }
+
+    /// Takes one announcement; malformed ones are ignored.
+    fn learn(&self, src: SocketAddr, b: &[u8]) {
+        let Some((host, domain, entries)) = decode(b) else {
+            return;
+        };
+        if host == self.host || domain != self.domain {
+            return;
+        }
+        let now = monotonic_ns();
+        let mut st = self.lock();
+        let mut changed = false;
+        for (role, reliable, port, id, topic) in entries {
+            let addr = SocketAddr::new(src.ip(), port);
+            let r = Remote {
+                role,
+                topic,
+                addr,
+                id,
+                reliable,
+                host,
+                seen_ns: now,
+            };
+            match st.remotes.get_mut(&(host, role, id)) {
+                Some(old) if old.addr == r.addr && old.topic == r.topic => old.seen_ns = now,
+                _ => {
+                    st.remotes.insert((host, role, id), r);
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            // Release pairs with the Acquire load in `generation`.
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    fn expire(&self) {
+        let now = monotonic_ns();
+        let mut st = self.lock();
+        let before = st.remotes.len();
+        st.remotes.retain(|_, r| now < r.seen_ns + EXPIRY_NS);
+        if st.remotes.len() != before {
+            // Release pairs with the Acquire load in `generation`.
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+type Entry = (Role, bool, u16, u64, String);
+
+fn decode(b: &[u8]) -> Option<(u64, String, Vec<Entry>)> {
+    let mut at = 0usize;
+    let mut take = |n: usize| -> Option<&[u8]> {
+        let s = b.get(at..at.checked_add(n)?)?;
+        at += n;
+        Some(s)
+    };
+    if u16::from_le_bytes(take(2)?.try_into().ok()?) != MAGIC
+        || take(1)?[0] != VERSION
+        || take(1)?[0] != 1
+    {
+        return None;
+    }
+    let count = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
+    let host = u64::from_le_bytes(take(8)?.try_into().ok()?);
+    let dlen = u16::from_le_bytes(take(2)?.try_into().ok()?) as usize;
+    let domain = std::str::from_utf8(take(dlen)?).ok()?.to_owned();
+    let mut entries = Vec::with_capacity(count.min(256));
+    for _ in 0..count.min(1024) {
+        let role = match take(1)?[0] {
+            1 => Role::Publisher,
+            2 => Role::Subscriber,
+            _ => return None,
+        };
+        let reliable = take(1)?[0] & 1 != 0;
+        let port = u16::from_le_bytes(take(2)?.try_into().ok()?);
+        let id = u64::from_le_bytes(take(8)?.try_into().ok()?);
+        let tlen = u16::from_le_bytes(take(2)?.try_into().ok()?) as usize;
+        let topic = std::str::from_utf8(take(tlen)?).ok()?.to_owned();
+        entries.push((role, reliable, port, id, topic));
+    }
+    Some((host, domain, entries))
+}
+
+/// The agent's thread: announce every period (or when woken), listen in between.
+fn run(agent: Weak<Agent>) {
+    let mut batch = RecvBatch::new(16, 2048);
+    let mut next = Instant::now();
+    loop {
+        let Some(a) = agent.upgrade() else { return };
+        if a.stop.load(Ordering::Acquire) {
+            return;
+        }
+        // Acquire pairs with the Release store in `announce`.
+        if a.wake.swap(false, Ordering::Acquire) || Instant::now() >= next {
+            a.send_announcements();
+            a.expire();
+            next = Instant::now() + PERIOD;
+        }
+        let Some(socket) = &a.socket else {
+            drop(a);
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        let got = socket
+            .recv_batch(&mut batch, Some(Duration::from_millis(50)))
+            .unwrap_or(0);
+        for i in 0..got {
+            if let Some((src, bytes)) = batch.get(i) {
+                a.learn(src, bytes);
+            }
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announcements_round_trip_and_garbage_is_ignored() {
+        let a = Agent::new("dtest");
+        let locals = vec![
+            Local {
+                role: Role::Publisher,
+                topic: "a/b".into(),
+                port: 9,
+                id: 1,
+                reliable: true,
+            },
+            Local {
+                role: Role::Subscriber,
+                topic: "c".into(),
+                port: 10,
+                id: 2,
+                reliable: false,
+            },
+        ];
+        let b = a.encode(&locals);
+        let (host, domain, entries) = decode(&b).unwrap();
+        assert_eq!((host, domain.as_str()), (a.host, "dtest"));
+        assert_eq!(entries[0], (Role::Publisher, true, 9, 1, "a/b".to_owned()));
+        assert_eq!(entries[1], (Role::Subscriber, false, 10, 2, "c".to_owned()));
+        for cut in 0..b.len() {
+            let _ = decode(&b[..cut]);
+        }
+        let mut evil = b.clone();
+        evil[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(
+            decode(&evil).is_none(),
+            "a lying entry count runs out of bytes"
+        );
+    }
+
+    #[test]
+    fn another_hosts_subscribers_are_learned_and_expire() {
+        let a = Agent::new("dtest2");
+        let mut other = Agent::new("dtest2");
+        other.host = a.host ^ 1;
+        let b = other.encode(&[Local {
+            role: Role::Subscriber,
+            topic: "t".into(),
+            port: 4000,
+            id: 7,
+            reliable: true,
+        }]);
+        let g = a.generation();
+        a.learn("10.1.2.3:5555".parse().unwrap(), &b);
+        let subs = a.remote_subscribers("t");
+        assert_eq!(subs.len(), 1);
+        assert_eq!(subs[0].addr, "10.1.2.3:4000".parse().unwrap());
+        assert!(a.generation() > g);
+        // Our own host's announcements are ignored (same-host peers use shared memory).
+        let own = a.encode(&[Local {
+            role: Role::Subscriber,
+            topic: "u".into(),
+            port: 1,
+            id: 8,
+            reliable: true,
+        }]);
+        a.learn("10.1.2.3:5555".parse().unwrap(), &own);
+        assert!(a.remote_subscribers("u").is_empty());
+        a.lock().remotes.values_mut().for_each(|r| r.seen_ns = 0);
+        a.expire();
+        assert!(a.remote_subscribers("t").is_empty());
+    }
+}
