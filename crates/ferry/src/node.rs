@@ -1,7 +1,7 @@
 //! Nodes, publishers, subscribers: the API applications write against.
 
 use std::marker::PhantomData;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::pod::{self, Pod};
 use crate::shm::ring::Reservation;
@@ -51,13 +51,14 @@ impl Node {
 
     /// A publisher on `topic`.
     pub fn publisher(&self, topic: &str, qos: &Qos) -> Result<Publisher, Error> {
+        let (d, n) = (&self.domain, &self.name);
         let inner = match qos.transport {
-            Transport::Shm | Transport::Auto => {
-                PubInner::Shm(ShmPublisher::create(&self.domain, topic, &self.name, qos)?)
-            }
-            Transport::Udp => {
-                PubInner::Udp(UdpPublisher::create(&self.domain, topic, &self.name, qos)?)
-            }
+            Transport::Shm => PubInner::Shm(ShmPublisher::create(d, topic, n, qos)?),
+            Transport::Udp => PubInner::Udp(UdpPublisher::create(d, topic, n, qos)?),
+            Transport::Auto => PubInner::Auto(
+                ShmPublisher::create(d, topic, n, qos)?,
+                UdpPublisher::create(d, topic, n, qos)?,
+            ),
         };
         Ok(Publisher {
             inner,
@@ -67,16 +68,14 @@ impl Node {
 
     /// A subscriber on `topic`. It receives what is published from now on.
     pub fn subscriber(&self, topic: &str, qos: &Qos) -> Result<Subscriber, Error> {
+        let (d, n) = (&self.domain, &self.name);
         let inner = match qos.transport {
-            Transport::Shm | Transport::Auto => {
-                SubInner::Shm(ShmSubscriber::create(&self.domain, topic, &self.name, qos)?)
-            }
-            Transport::Udp => SubInner::Udp(Box::new(UdpSubscriber::create(
-                &self.domain,
-                topic,
-                &self.name,
-                qos,
-            )?)),
+            Transport::Shm => SubInner::Shm(ShmSubscriber::create(d, topic, n, qos)?),
+            Transport::Udp => SubInner::Udp(Box::new(UdpSubscriber::create(d, topic, n, qos)?)),
+            Transport::Auto => SubInner::Auto(
+                ShmSubscriber::create(d, topic, n, qos)?,
+                Box::new(UdpSubscriber::create(d, topic, n, qos)?),
+            ),
         };
         Ok(Subscriber {
             inner,
@@ -98,6 +97,8 @@ pub struct Publisher {
 enum PubInner {
     Shm(ShmPublisher),
     Udp(UdpPublisher),
+    /// Shared memory for this host's subscribers, UDP for the others, at once.
+    Auto(ShmPublisher, UdpPublisher),
 }
 
 impl Publisher {
@@ -108,7 +109,7 @@ impl Publisher {
     /// The largest message this publisher can send.
     pub fn max_message_size(&self) -> usize {
         match &self.inner {
-            PubInner::Shm(p) => p.max_message(),
+            PubInner::Shm(p) | PubInner::Auto(p, _) => p.max_message(),
             PubInner::Udp(p) => p.max_message(),
         }
     }
@@ -118,13 +119,14 @@ impl Publisher {
         match &self.inner {
             PubInner::Shm(p) => p.subscriber_count(),
             PubInner::Udp(p) => p.subscriber_count(),
+            PubInner::Auto(p, u) => p.subscriber_count() + u.subscriber_count(),
         }
     }
 
     /// Messages sent so far.
     pub fn sent(&self) -> u64 {
         match &self.inner {
-            PubInner::Shm(p) => p.sent(),
+            PubInner::Shm(p) | PubInner::Auto(p, _) => p.sent(),
             PubInner::Udp(p) => p.sent(),
         }
     }
@@ -147,15 +149,23 @@ impl Publisher {
     /// Lends room for a `len`-byte message, to be written in place. Under reliable delivery over
     /// shared memory this waits for ring space like `send`.
     pub fn loan(&mut self, len: usize) -> Result<Loan<'_>, SendError> {
-        match &mut self.inner {
+        let inner = match &mut self.inner {
             PubInner::Shm(p) => {
-                let reservation = p.reserve(len)?;
-                Ok(Loan {
-                    inner: LoanInner::Shm {
-                        publisher: p,
-                        reservation: Some(reservation),
-                    },
-                })
+                let reservation = Some(p.reserve(len)?);
+                LoanInner::Shm {
+                    publisher: p,
+                    reservation,
+                    udp: None,
+                }
+            }
+            PubInner::Auto(p, u) => {
+                let reservation = Some(p.reserve(len)?);
+                let udp = u.has_destinations().then_some(&*u);
+                LoanInner::Shm {
+                    publisher: p,
+                    reservation,
+                    udp,
+                }
             }
             PubInner::Udp(p) => {
                 if len > p.max_message() {
@@ -166,25 +176,25 @@ impl Publisher {
                 }
                 let mut buf = p.buffer();
                 buf.resize(len, 0);
-                Ok(Loan {
-                    inner: LoanInner::Udp {
-                        publisher: p,
-                        buf: Some(buf),
-                    },
-                })
+                LoanInner::Udp {
+                    publisher: p,
+                    buf: Some(buf),
+                }
             }
-        }
+        };
+        Ok(Loan { inner })
     }
 
     /// Lends room for `count` values of `T`.
     pub fn loan_slice<T: Pod>(&mut self, count: usize) -> Result<LoanSlice<'_, T>, SendError> {
         let max = self.max_message_size();
+        let too_large = SendError::TooLarge {
+            len: usize::MAX,
+            max,
+        };
         let len = count
             .checked_mul(std::mem::size_of::<T>())
-            .ok_or(SendError::TooLarge {
-                len: usize::MAX,
-                max,
-            })?;
+            .ok_or(too_large)?;
         Ok(LoanSlice {
             loan: self.loan(len)?,
             _t: PhantomData,
@@ -200,9 +210,11 @@ pub struct Loan<'a> {
 }
 
 enum LoanInner<'a> {
+    /// `udp`: under `auto`, the UDP side that also sends a copy (when it has subscribers).
     Shm {
         publisher: &'a mut ShmPublisher,
         reservation: Option<Reservation>,
+        udp: Option<&'a UdpPublisher>,
     },
     Udp {
         publisher: &'a UdpPublisher,
@@ -229,6 +241,7 @@ impl Loan<'_> {
             LoanInner::Shm {
                 publisher,
                 reservation,
+                ..
             } => {
                 let Some(r) = reservation else { return &mut [] };
                 // SAFETY: the reservation gives this publisher the payload bytes exclusively
@@ -249,11 +262,25 @@ impl Loan<'_> {
             LoanInner::Shm {
                 publisher,
                 reservation,
+                udp,
             } => {
-                if let Some(r) = reservation.take() {
-                    publisher.commit(r);
-                }
-                Ok(())
+                let Some(r) = reservation.take() else {
+                    return Ok(());
+                };
+                // Under `auto`, other hosts get a copy over UDP, sent before the shared-memory
+                // commit hands the bytes to readers (and a reliable ring may reuse them).
+                let copied = udp.map(|u| {
+                    // SAFETY: as in `as_mut_slice`: the reservation is still ours.
+                    let bytes = unsafe {
+                        std::slice::from_raw_parts(
+                            publisher.payload_ptr(&r),
+                            r.payload_len as usize,
+                        )
+                    };
+                    u.send(bytes)
+                });
+                publisher.commit(r);
+                copied.unwrap_or(Ok(()))
             }
             LoanInner::Udp { publisher, buf } => match buf.take() {
                 Some(b) => publisher.send_owned(b),
@@ -268,6 +295,7 @@ impl Drop for Loan<'_> {
         if let LoanInner::Shm {
             publisher,
             reservation,
+            ..
         } = &mut self.inner
         {
             if let Some(r) = reservation.take() {
@@ -309,12 +337,20 @@ pub struct Subscriber {
     topic: String,
 }
 
-#[derive(Debug)]
 // The shared-memory subscriber is the latency-critical path: kept inline; the UDP one is large.
 #[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
 enum SubInner {
     Shm(ShmSubscriber),
     Udp(Box<UdpSubscriber>),
+    /// This host's publishers through shared memory, the others' through UDP.
+    Auto(ShmSubscriber, Box<UdpSubscriber>),
+}
+
+/// Which transport has the next message.
+enum Side {
+    Shm(Ready),
+    Udp,
 }
 
 impl Subscriber {
@@ -326,7 +362,8 @@ impl Subscriber {
     pub fn publisher_count(&mut self) -> usize {
         match &mut self.inner {
             SubInner::Shm(s) => s.publisher_count(),
-            SubInner::Udp(s) => s.publisher_count(),
+            SubInner::Udp(u) => u.publisher_count(),
+            SubInner::Auto(s, u) => s.publisher_count() + u.publisher_count(),
         }
     }
 
@@ -334,65 +371,54 @@ impl Subscriber {
     /// layout version), with the reason for each.
     pub fn refused_publishers(&self) -> Vec<String> {
         match &self.inner {
-            SubInner::Shm(s) => s.refused().map(str::to_owned).collect(),
+            SubInner::Shm(s) | SubInner::Auto(s, _) => s.refused().map(str::to_owned).collect(),
             SubInner::Udp(_) => Vec::new(),
         }
     }
 
-    /// Polls (`block` false) or waits up to `timeout` (forever if `None`).
-    fn next(
-        &mut self,
-        timeout: Option<Duration>,
-        block: bool,
-    ) -> Result<Option<Sample<'_>>, RecvError> {
+    /// Polls (`block` false) or waits up to `timeout` (forever if `None`); says which side has
+    /// a message ready.
+    fn ready(&mut self, timeout: Option<Duration>, block: bool) -> Result<Option<Side>, RecvError> {
         match &mut self.inner {
-            SubInner::Shm(s) => {
-                let ready = if block { s.wait(timeout)? } else { s.poll()? };
-                Ok(ready.map(|ready| Sample {
-                    inner: SampleInner::Shm { sub: s, ready },
-                }))
+            SubInner::Shm(s) => Ok(if block { s.wait(timeout)? } else { s.poll()? }.map(Side::Shm)),
+            SubInner::Udp(u) => {
+                Ok(if block { u.wait(timeout)? } else { u.poll()? }.then_some(Side::Udp))
             }
-            SubInner::Udp(s) => {
-                let got = if block { s.wait(timeout)? } else { s.poll()? };
-                Ok(got.then_some(Sample {
-                    inner: SampleInner::Udp { sub: s },
-                }))
-            }
+            SubInner::Auto(s, u) => auto_ready(s, u, timeout, block),
         }
+    }
+
+    fn sample(&mut self, side: Side) -> Sample<'_> {
+        let inner = match (&mut self.inner, side) {
+            (SubInner::Shm(s) | SubInner::Auto(s, _), Side::Shm(ready)) => {
+                SampleInner::Shm { sub: s, ready }
+            }
+            (SubInner::Udp(u) | SubInner::Auto(_, u), Side::Udp) => SampleInner::Udp { sub: u },
+            _ => unreachable!("a side comes from this subscriber's own transports"),
+        };
+        Sample { inner }
     }
 
     /// The next message if one is waiting.
     pub fn try_recv(&mut self) -> Result<Option<Sample<'_>>, RecvError> {
-        self.next(None, false)
+        Ok(self.ready(None, false)?.map(|side| self.sample(side)))
     }
 
     /// Waits for the next message. (A publisher that goes away and comes back resumes the
     /// topic, so this waits through such gaps; use `recv_timeout` to bound the wait.)
     pub fn recv(&mut self) -> Result<Sample<'_>, RecvError> {
         loop {
-            let got = match &mut self.inner {
-                SubInner::Shm(s) => s.wait(None)?.map(Some),
-                SubInner::Udp(s) => s.wait(None)?.then_some(None),
-            };
-            if let Some(ready) = got {
-                return Ok(match (&mut self.inner, ready) {
-                    (SubInner::Shm(s), Some(ready)) => Sample {
-                        inner: SampleInner::Shm { sub: s, ready },
-                    },
-                    (SubInner::Udp(s), _) => Sample {
-                        inner: SampleInner::Udp { sub: s },
-                    },
-                    (SubInner::Shm(_), None) => {
-                        unreachable!("a shared-memory wait yields a record")
-                    }
-                });
+            if let Some(side) = self.ready(None, true)? {
+                return Ok(self.sample(side));
             }
         }
     }
 
     /// Waits at most `timeout` for the next message; `None` when the time ran out.
     pub fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<Sample<'_>>, RecvError> {
-        self.next(Some(timeout), true)
+        Ok(self
+            .ready(Some(timeout), true)?
+            .map(|side| self.sample(side)))
     }
 
     /// Waits for the next message and copies it into `buf` (replacing its contents).
@@ -401,6 +427,46 @@ impl Subscriber {
         buf.clear();
         buf.extend_from_slice(&sample);
         Ok(())
+    }
+}
+
+/// `auto`: poll both sides; block on the one that has publishers, or alternate in short slices
+/// when both do (a futex and a socket cannot be waited on together).
+fn auto_ready(
+    s: &mut ShmSubscriber,
+    u: &mut UdpSubscriber,
+    timeout: Option<Duration>,
+    block: bool,
+) -> Result<Option<Side>, RecvError> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        if let Some(r) = s.poll()? {
+            return Ok(Some(Side::Shm(r)));
+        }
+        if u.poll()? {
+            return Ok(Some(Side::Udp));
+        }
+        let now = Instant::now();
+        if !block || deadline.is_some_and(|d| now >= d) {
+            return Ok(None);
+        }
+        let left = deadline.map_or(Duration::from_millis(100), |d| d - now);
+        let (shm_live, udp_live) = (s.publisher_count() > 0, u.has_sources());
+        let slice = if shm_live && udp_live {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_millis(100)
+        };
+        let wait = Some(left.min(slice));
+        if udp_live && !shm_live {
+            if u.wait(wait)? {
+                return Ok(Some(Side::Udp));
+            }
+        } else if let Some(r) = s.wait(wait)? {
+            return Ok(Some(Side::Shm(r)));
+        } else if udp_live && u.wait(wait)? {
+            return Ok(Some(Side::Udp));
+        }
     }
 }
 

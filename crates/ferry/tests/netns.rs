@@ -93,12 +93,25 @@ impl Drop for Hosts {
 
 #[test]
 fn a_publisher_on_one_host_serves_subscribers_on_both() {
+    two_hosts("udp");
+}
+
+#[test]
+fn auto_uses_shared_memory_on_one_host_and_udp_across() {
+    two_hosts("auto");
+}
+
+fn two_hosts(transport: &str) {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("SKIPPED: network namespaces need root");
         return;
     }
-    let hosts = match Hosts::create(std::process::id() % 100_000) {
+    let hosts = match Hosts::create({
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        (std::process::id() % 10_000) * 10 + N.fetch_add(1, Ordering::Relaxed)
+    }) {
         Ok(h) => h,
         Err(e) => {
             eprintln!("SKIPPED: cannot create network namespaces here: {e}");

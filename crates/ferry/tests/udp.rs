@@ -231,3 +231,59 @@ fn a_late_udp_joiner_starts_from_now_without_counting_losses() {
     let snap = ferry::admin::topic(&dom, "t").unwrap().unwrap();
     assert_eq!(snap.subscribers[0].lost, 0);
 }
+
+#[test]
+fn auto_on_one_host_delivers_each_message_once_to_every_kind_of_subscriber() {
+    let dom = domain("auto");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let base = Qos::default()
+        .max_message_size(8192)
+        .ring_capacity(2 << 20)
+        .wait(WaitStrategy::Block);
+    let mut subs = vec![
+        (
+            "auto",
+            node.subscriber("t", &base.clone().transport(Transport::Auto))
+                .unwrap(),
+        ),
+        (
+            "shm",
+            node.subscriber("t", &base.clone().transport(Transport::Shm))
+                .unwrap(),
+        ),
+        (
+            "udp",
+            node.subscriber("t", &base.clone().transport(Transport::Udp))
+                .unwrap(),
+        ),
+    ];
+    let mut publ = node
+        .publisher("t", &base.clone().transport(Transport::Auto))
+        .unwrap();
+    // Two shared-memory readers on the ring (they attach when they poll), and the UDP-only
+    // subscriber by address.
+    assert!(wait_until(Duration::from_secs(30), || {
+        subs.iter_mut()
+            .for_each(|(_, s)| assert!(s.try_recv().unwrap().is_none()));
+        publ.subscriber_count() == 3
+    }));
+    for seq in 0..200u64 {
+        publ.send(&pattern(seq, 1 + (seq as usize * 37) % 8000))
+            .unwrap();
+    }
+    for (kind, sub) in subs.iter_mut() {
+        for seq in 0..200u64 {
+            let s = sub
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap()
+                .unwrap_or_else(|| panic!("{kind}: message {seq}"));
+            assert_eq!(s.seq(), seq, "{kind}: in order, no duplicate");
+            assert_eq!(
+                &*s,
+                &pattern(seq, 1 + (seq as usize * 37) % 8000)[..],
+                "{kind}"
+            );
+        }
+        assert!(sub.try_recv().unwrap().is_none(), "{kind}: nothing twice");
+    }
+}

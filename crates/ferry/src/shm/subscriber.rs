@@ -50,6 +50,8 @@ pub struct ShmSubscriber {
     scratch: Vec<u8>,
     /// Publishers whose segments were refused (slot, token), with why.
     refused: Vec<(usize, u64, String)>,
+    /// Under `auto`: read only rings of publishers on this host (network namespace).
+    same_host_only: bool,
 }
 
 impl ShmSubscriber {
@@ -81,6 +83,7 @@ impl ShmSubscriber {
             round_robin: 0,
             scratch: Vec::new(),
             refused: Vec::new(),
+            same_host_only: qos.transport == crate::Transport::Auto,
         };
         sub.rescan();
         Ok(sub)
@@ -128,6 +131,10 @@ impl ShmSubscriber {
             }
             if p.transport.load(Ordering::Relaxed) & super::topic::TRANSPORT_SHM == 0 {
                 continue; // a UDP-only publisher has no ring
+            }
+            if self.same_host_only && p.owner.host.load(Ordering::Relaxed) != crate::sys::host_id()
+            {
+                continue; // under `auto`, another host's publisher reaches us over UDP
             }
             let pub_reliable = p.reliable.load(Ordering::Relaxed) != 0;
             match self.attach(i, token, pub_reliable) {

@@ -24,7 +24,7 @@ use super::frame::{self, Frame};
 use super::impair::{DelayQueue, ImpairConfig, Impairer};
 use super::receiver::{Delivered, Receiver, ReceiverConfig};
 use super::sender::{Dest, Sender, SenderConfig, Sink};
-use crate::shm::topic::{Liveness, Topic, TRANSPORT_UDP};
+use crate::shm::topic::{Liveness, Topic, TRANSPORT_SHM, TRANSPORT_UDP};
 use crate::sys::monotonic_ns;
 use crate::sys::udp::{RecvBatch, SocketOptions, UdpSocket};
 use crate::{Delivery, Error, IpVersion, Qos, RecvError, SendError, WaitStrategy};
@@ -220,6 +220,10 @@ struct PubShared {
     slot: usize,
     /// Announces this publisher to other hosts and tells it about their subscribers (IPv4).
     discovery: Option<(Arc<Agent>, u64)>,
+    /// Under `auto`: subscribers of this host that read shared memory get it there, not here.
+    skip_shm_readers: bool,
+    /// Destinations known now (read without the lock on the send path).
+    dest_count: std::sync::atomic::AtomicUsize,
     core: Mutex<PubCore>,
     /// Signalled when credit may have arrived or the in-progress message finished.
     progress: Condvar,
@@ -247,6 +251,8 @@ impl PubShared {
             if s.owner.ready.load(Ordering::Acquire) == 0
                 || s.transport.load(Ordering::Relaxed) & TRANSPORT_UDP == 0
                 || s.owner.host.load(Ordering::Relaxed) != here
+                || (self.skip_shm_readers
+                    && s.transport.load(Ordering::Relaxed) & TRANSPORT_SHM != 0)
             {
                 continue;
             }
@@ -266,6 +272,7 @@ impl PubShared {
                 core.receivers.entry(r.id).or_insert(r.addr);
             }
         }
+        self.dest_count.store(dests.len(), Ordering::Relaxed);
         core.dests = dests;
     }
 
@@ -403,6 +410,8 @@ impl UdpPublisher {
             topic,
             topic_name: topic_name.to_owned(),
             discovery,
+            skip_shm_readers: qos.transport == crate::Transport::Auto,
+            dest_count: std::sync::atomic::AtomicUsize::new(0),
             slot,
             core: Mutex::new(PubCore {
                 sender,
@@ -454,6 +463,11 @@ impl UdpPublisher {
 
     pub fn sent(&self) -> u64 {
         self.shared.lock().sender.stats().messages
+    }
+
+    /// True when some subscriber gets this publisher's messages over UDP (no lock taken).
+    pub fn has_destinations(&self) -> bool {
+        self.shared.dest_count.load(Ordering::Relaxed) > 0
     }
 
     /// An empty buffer to fill for `send_owned` (from the pool: no allocation in steady state).
@@ -631,7 +645,13 @@ impl UdpSubscriber {
         let s = topic.subscriber(slot);
         s.reliable.store(reliable as u32, Ordering::Relaxed);
         s.wait.store(qos.wait as u32, Ordering::Relaxed);
-        s.transport.store(TRANSPORT_UDP, Ordering::Relaxed);
+        // Under `auto` the subscriber also reads shared memory (a separate slot): an `auto`
+        // publisher of this host reaches it there and leaves it out here.
+        let bits = match qos.transport {
+            crate::Transport::Auto => TRANSPORT_UDP | TRANSPORT_SHM,
+            _ => TRANSPORT_UDP,
+        };
+        s.transport.store(bits, Ordering::Relaxed);
         s.udp.store(Some(addr));
         s.udp_receiver.store(id, Ordering::Relaxed);
         topic.subscriber_ready(slot);
@@ -821,6 +841,18 @@ impl UdpSubscriber {
                 std::hint::spin_loop();
             }
         }
+    }
+
+    /// True when a UDP publisher can reach this subscriber: one of this host in the topic
+    /// directory, one heard from, or one another host announced.
+    pub fn has_sources(&mut self) -> bool {
+        self.rx.sessions() > 0
+            || self.publisher_count() > 0
+            || self.discovery.as_ref().is_some_and(|(a, _)| {
+                a.remotes()
+                    .iter()
+                    .any(|r| r.role == Role::Publisher && r.topic == self.topic.topic)
+            })
     }
 
     /// The message taken by the last successful `poll`/`wait`.

@@ -83,6 +83,8 @@ pub fn parse_qos(s: &str) -> Qos {
             ("reliable", _) => qos = qos.delivery(Delivery::Reliable),
             ("latest", _) => qos = qos.delivery(Delivery::Latest),
             ("udp", _) => qos = qos.transport(Transport::Udp),
+            ("auto", _) => qos = qos.transport(Transport::Auto),
+            ("shm", _) => qos = qos.transport(Transport::Shm),
             ("udp6", _) => qos = qos.transport(Transport::Udp).ip_version(IpVersion::V6),
             ("mtu", v) => qos = qos.mtu(v.parse().unwrap()),
             ("max", v) => qos = qos.max_message_size(v.parse().unwrap()),
