@@ -240,7 +240,7 @@ fn auto_on_one_host_delivers_each_message_once_to_every_kind_of_subscriber() {
         .max_message_size(8192)
         .ring_capacity(2 << 20)
         .wait(WaitStrategy::Block);
-    let mut subs = vec![
+    let mut subs = [
         (
             "auto",
             node.subscriber("t", &base.clone().transport(Transport::Auto))
