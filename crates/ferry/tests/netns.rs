@@ -125,7 +125,7 @@ fn two_hosts(transport: &str) {
             ("TOPIC", "data".to_owned()),
             (
                 "QOS",
-                "udp,block,reliable,max=65536,timeout=60000".to_owned(),
+                format!("{transport},block,reliable,max=65536,timeout=60000"),
             ),
             ("COUNT", "300".to_owned()),
             ("MAXSIZE", "65536".to_owned()),
