@@ -8,3 +8,36 @@ pub use crate::shm::topic::{
 pub fn topic(domain: &str, topic: &str) -> Result<Option<TopicSnapshot>, crate::Error> {
     Ok(crate::shm::topic::Topic::open_existing(domain, topic)?.map(|t| t.snapshot()))
 }
+
+/// A UDP endpoint announced by another host.
+#[derive(Debug, Clone)]
+pub struct RemoteEndpoint {
+    pub publisher: bool,
+    pub topic: String,
+    pub addr: std::net::SocketAddr,
+    pub reliable: bool,
+}
+
+/// Listens to discovery in `domain` for `listen` and returns what other hosts announced. Needs
+/// discovery switched on (`FERRY_DISCOVERY=multicast` or `FERRY_PEERS`); otherwise returns the
+/// reason it is off.
+pub fn remote_endpoints(
+    domain: &str,
+    listen: std::time::Duration,
+) -> Result<Vec<RemoteEndpoint>, String> {
+    let agent = crate::udp::discovery::agent(domain);
+    if let (Some(why), false) = (&agent.multicast_error, std::env::var("FERRY_PEERS").is_ok()) {
+        return Err(format!("remote topics are not listed: discovery is {why}"));
+    }
+    std::thread::sleep(listen);
+    Ok(agent
+        .remotes()
+        .into_iter()
+        .map(|r| RemoteEndpoint {
+            publisher: r.role == crate::udp::discovery::Role::Publisher,
+            topic: r.topic,
+            addr: r.addr,
+            reliable: r.reliable,
+        })
+        .collect())
+}

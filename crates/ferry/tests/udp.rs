@@ -287,3 +287,20 @@ fn auto_on_one_host_delivers_each_message_once_to_every_kind_of_subscriber() {
         assert!(sub.try_recv().unwrap().is_none(), "{kind}: nothing twice");
     }
 }
+
+/// Regression: a subscriber slow to send its first STATUS (an `auto` one starts by sleeping on
+/// shared memory) must still get every message of a reliable UDP publisher that finishes fast:
+/// the publisher counts subscribers it knows by address as receivers from the start.
+#[test]
+fn a_reliable_udp_publisher_waits_for_a_subscriber_it_knows_only_by_address() {
+    let more = vec![
+        ("IMPAIR", "loss=10%,seed=3".to_owned()),
+        (
+            "PUB_QOS",
+            "udp,block,reliable,max=5000,timeout=60000".to_owned(),
+        ),
+    ];
+    let (received, lost, last) =
+        exchange_with("addr", "auto,block,reliable,max=5000", 200, 5000, 0, &more);
+    assert_eq!((received, lost, last), (200, 0, 199));
+}

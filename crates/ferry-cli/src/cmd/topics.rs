@@ -17,6 +17,11 @@ pub struct TopicsArgs {
     /// Print JSON instead of a table
     #[arg(long)]
     pub json: bool,
+
+    /// Also listen this many seconds for UDP endpoints that other hosts announce (needs
+    /// --domain, and discovery switched on: FERRY_DISCOVERY=multicast or FERRY_PEERS)
+    #[arg(long, value_name = "S")]
+    pub remote: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -50,6 +55,8 @@ struct PublisherJson {
     pid: u32,
     alive: bool,
     delivery: &'static str,
+    transport: &'static str,
+    udp: Option<String>,
     ring_bytes: u64,
     max_message_bytes: u64,
     sent: u64,
@@ -57,6 +64,8 @@ struct PublisherJson {
     waits: u64,
     timeouts: u64,
     evictions: u64,
+    retransmitted: u64,
+    kernel_drops: u64,
 }
 
 #[derive(Serialize)]
@@ -66,10 +75,14 @@ struct SubscriberJson {
     pid: u32,
     alive: bool,
     delivery: &'static str,
+    transport: &'static str,
+    udp: Option<String>,
     received: u64,
     bytes: u64,
     skipped: u64,
     waits: u64,
+    lost: u64,
+    refused: u64,
 }
 
 fn delivery(reliable: bool) -> &'static str {
@@ -113,6 +126,8 @@ impl From<&PublisherInfo> for PublisherJson {
             pid: p.pid,
             alive: p.alive,
             delivery: delivery(p.reliable),
+            transport: p.transport,
+            udp: p.udp.map(|a| a.to_string()),
             ring_bytes: p.capacity,
             max_message_bytes: p.max_message,
             sent: p.sent,
@@ -120,6 +135,8 @@ impl From<&PublisherInfo> for PublisherJson {
             waits: p.waits,
             timeouts: p.timeouts,
             evictions: p.evictions,
+            retransmitted: p.retransmitted,
+            kernel_drops: p.kernel_drops,
         }
     }
 }
@@ -132,10 +149,14 @@ impl From<&SubscriberInfo> for SubscriberJson {
             pid: s.pid,
             alive: s.alive,
             delivery: delivery(s.reliable),
+            transport: s.transport,
+            udp: s.udp.map(|a| a.to_string()),
             received: s.received,
             bytes: s.bytes,
             skipped: s.skipped,
             waits: s.waits,
+            lost: s.lost,
+            refused: s.refused,
         }
     }
 }
@@ -224,11 +245,19 @@ pub fn run_topics(args: TopicsArgs) -> Result<()> {
                 p.pid.to_string(),
                 liveness(p.alive).to_owned(),
                 delivery(p.reliable).to_owned(),
-                format!(
-                    "max message {}, ring {}",
-                    format_size(p.max_message as usize),
-                    format_size(p.capacity as usize)
-                ),
+                match p.udp {
+                    Some(addr) if p.capacity == 0 => format!(
+                        "{} at {addr}, max message {}",
+                        p.transport,
+                        format_size(p.max_message as usize)
+                    ),
+                    _ => format!(
+                        "{}, max message {}, ring {}",
+                        p.transport,
+                        format_size(p.max_message as usize),
+                        format_size(p.capacity as usize)
+                    ),
+                },
             ]);
             table.row(row);
             i += 1;
@@ -241,13 +270,57 @@ pub fn run_topics(args: TopicsArgs) -> Result<()> {
                 s.pid.to_string(),
                 liveness(s.alive).to_owned(),
                 delivery(s.reliable).to_owned(),
-                String::new(),
+                match s.udp {
+                    Some(addr) => format!("{} at {addr}", s.transport),
+                    None => s.transport.to_owned(),
+                },
             ]);
             table.row(row);
             i += 1;
         }
     }
     print_out(&(table.render() + dead_hint(&topics)))?;
+    if let Some(secs) = args.remote {
+        print_remote(args.domain.as_deref(), secs)?;
+    }
+    Ok(())
+}
+
+/// Lists what other hosts announce (UDP discovery) in one domain.
+fn print_remote(domain: Option<&str>, secs: f64) -> Result<()> {
+    let Some(domain) = domain else {
+        bail!("--remote needs --domain (discovery runs per domain)")
+    };
+    if !(0.0..=60.0).contains(&secs) {
+        bail!("--remote takes 0 to 60 seconds");
+    }
+    match ferry::admin::remote_endpoints(domain, std::time::Duration::from_secs_f64(secs)) {
+        Err(why) => {
+            note!("{why}");
+        }
+        Ok(remote) if remote.is_empty() => {
+            print_out(&format!(
+                "no other host announced a topic in domain {domain}\n"
+            ))?;
+        }
+        Ok(remote) => {
+            let mut table = Table::new(&["TOPIC", "ROLE", "ADDRESS", "DELIVERY"]);
+            for r in remote {
+                let role = if r.publisher {
+                    "publisher"
+                } else {
+                    "subscriber"
+                };
+                table.row(vec![
+                    r.topic,
+                    format!("{role} (remote)"),
+                    r.addr.to_string(),
+                    delivery(r.reliable).to_owned(),
+                ]);
+            }
+            print_out(&table.render())?;
+        }
+    }
     Ok(())
 }
 
@@ -285,6 +358,10 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
         ">TIMEOUTS",
         ">EVICTIONS",
         ">SKIPPED",
+        ">LOST",
+        ">RETRANSMITTED",
+        ">KERNEL DROPS",
+        ">REFUSED",
     ]);
     for t in &topics {
         let mut first = true;
@@ -310,6 +387,10 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
                 p.timeouts.to_string(),
                 p.evictions.to_string(),
                 "-".to_owned(),
+                "-".to_owned(),
+                p.retransmitted.to_string(),
+                p.kernel_drops.to_string(),
+                "-".to_owned(),
             ]);
             table.row(row);
         }
@@ -326,6 +407,10 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
                 "-".to_owned(),
                 "-".to_owned(),
                 s.skipped.to_string(),
+                s.lost.to_string(),
+                "-".to_owned(),
+                "-".to_owned(),
+                s.refused.to_string(),
             ]);
             table.row(row);
         }

@@ -195,6 +195,8 @@ struct PubCore {
     sub_epoch: u64,
     send_failures: u64,
     next_deadline: u64,
+    /// Receivers known by address (directory or discovery): forgotten when they go away.
+    expected: std::collections::HashSet<u64>,
 }
 
 impl PubCore {
@@ -244,7 +246,9 @@ impl PubShared {
             return;
         }
         core.sub_epoch = epoch;
+        let now = monotonic_ns();
         let mut dests = Vec::new();
+        let mut present = std::collections::HashSet::new();
         let here = crate::sys::host_id();
         for s in self.topic.block().subscribers.iter() {
             // Acquire pairs with the Release in `Owner::set_ready`.
@@ -260,8 +264,11 @@ impl PubShared {
                 if !dests.contains(&addr) {
                     dests.push(addr);
                 }
-                core.receivers
-                    .insert(s.udp_receiver.load(Ordering::Relaxed), addr);
+                let id = s.udp_receiver.load(Ordering::Relaxed);
+                core.receivers.insert(id, addr);
+                core.sender
+                    .expect_receiver(id, s.reliable.load(Ordering::Relaxed) != 0, now);
+                present.insert(id);
             }
         }
         if let Some((agent, _)) = &self.discovery {
@@ -270,8 +277,26 @@ impl PubShared {
                     dests.push(r.addr);
                 }
                 core.receivers.entry(r.id).or_insert(r.addr);
+                core.sender.expect_receiver(r.id, r.reliable, now);
+                present.insert(r.id);
             }
         }
+        for gone in core
+            .expected
+            .difference(&present)
+            .copied()
+            .collect::<Vec<_>>()
+        {
+            core.sender.forget_receiver(gone);
+            core.receivers.remove(&gone);
+        }
+        // A new subscriber hears the session at once (it joins from the next message).
+        if present.iter().any(|id| !core.expected.contains(id)) {
+            let c = &mut *core;
+            let (sender, mut out) = c.out(&self.socket, now);
+            sender.heartbeat_now(now, &mut out);
+        }
+        core.expected = present;
         self.dest_count.store(dests.len(), Ordering::Relaxed);
         core.dests = dests;
     }
@@ -421,6 +446,7 @@ impl UdpPublisher {
                 sub_epoch: u64::MAX,
                 send_failures: 0,
                 next_deadline: 0,
+                expected: Default::default(),
             }),
             progress: Condvar::new(),
             stop: AtomicBool::new(false),

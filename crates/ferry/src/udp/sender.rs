@@ -177,6 +177,27 @@ impl Sender {
         (reliable, self.receivers.len() - reliable)
     }
 
+    /// Counts a subscriber the publisher knows by address (from the topic directory or discovery)
+    /// as a receiver before its first STATUS arrives: it joins from now, with a conservative
+    /// window, so a reliable publisher neither outruns it nor stops lingering before it reported.
+    pub fn expect_receiver(&mut self, id: u64, reliable: bool, now: u64) {
+        let window = (256u64 << 10).max(self.cfg.max_datagram as u64);
+        self.receivers.entry(id).or_insert(ReceiverState {
+            reliable,
+            consumed_pos: self.stream_pos,
+            consumed_seq: self.next_seq,
+            window,
+            last_seen_ns: now,
+        });
+    }
+
+    /// Stops counting a receiver that left (its directory entry or announcement went away).
+    pub fn forget_receiver(&mut self, id: u64) {
+        if self.receivers.remove(&id).is_some() {
+            self.trim_window();
+        }
+    }
+
     /// True while a message is still being sent.
     pub fn busy(&self) -> bool {
         self.current.is_some()
@@ -483,6 +504,12 @@ impl Sender {
             .min()
             .unwrap_or(u64::MAX);
         self.next_heartbeat_ns.min(next_timeout)
+    }
+
+    /// Sends a heartbeat now (a new subscriber learns the session's position).
+    pub fn heartbeat_now(&mut self, now: u64, sink: &mut dyn Sink) {
+        self.next_heartbeat_ns = now;
+        self.tick(now, sink);
     }
 
     /// Ends the session: a BYE (telling receivers how many messages there were) goes out now and,

@@ -185,7 +185,10 @@ pub fn run_child() {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
     }
     let node = Node::with_domain(&role, &var("DOMAIN")).unwrap();
-    let qos = parse_qos(&var("QOS"));
+    let qos = match (role.as_str(), var("PUB_QOS")) {
+        ("publisher", q) if !q.is_empty() => parse_qos(&q),
+        _ => parse_qos(&var("QOS")),
+    };
     let topic = var("TOPIC");
     let count = var_u64("COUNT", u64::MAX);
     let max = var_u64("MAXSIZE", 1024) as usize;
