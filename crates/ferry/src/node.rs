@@ -367,6 +367,16 @@ impl Subscriber {
         }
     }
 
+    /// Warnings a user should see: a UDP receive buffer the kernel capped below what ferry asked
+    /// for (raise `net.core.rmem_max`; until then fast publishers are held back by a smaller
+    /// window, and bursts may be dropped by the kernel, counted as kernel drops).
+    pub fn warnings(&self) -> Vec<String> {
+        match &self.inner {
+            SubInner::Shm(_) => Vec::new(),
+            SubInner::Udp(u) | SubInner::Auto(_, u) => u.warnings().to_vec(),
+        }
+    }
+
     /// Publishers whose segments this subscriber refused to read (foreign, damaged or of another
     /// layout version), with the reason for each.
     pub fn refused_publishers(&self) -> Vec<String> {

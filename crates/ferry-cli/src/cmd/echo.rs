@@ -66,6 +66,9 @@ pub fn run(args: EchoArgs) -> Result<()> {
         args.topic,
         node.domain()
     ))?;
+    for w in subscriber.warnings() {
+        crate::error::note!("ferry: warning: {w}");
+    }
 
     let mut received = 0u64;
     let mut last = Instant::now();

@@ -624,6 +624,8 @@ impl std::fmt::Debug for UdpPublisher {
 
 pub struct UdpSubscriber {
     socket: UdpSocket,
+    /// What the kernel refused us (a receive buffer capped by net.core.rmem_max), for the user.
+    warnings: Vec<String>,
     topic: Topic,
     discovery: Option<(Arc<Agent>, u64)>,
     slot: usize,
@@ -654,6 +656,7 @@ impl UdpSubscriber {
         // The window must fit the socket's receive buffer (the kernel counts about twice the
         // payload for full datagrams), and hold at least a few datagrams.
         let granted = socket.buffer_report().recv_granted as u64;
+        let warnings = socket.buffer_report().warnings.clone();
         let window = (granted / 2).clamp(64 * max_datagram as u64, 8 << 20);
         let reliable = qos.delivery == Delivery::Reliable;
         let id = new_id();
@@ -689,6 +692,7 @@ impl UdpSubscriber {
         });
         Ok(UdpSubscriber {
             socket,
+            warnings,
             topic,
             discovery,
             slot,
@@ -879,6 +883,11 @@ impl UdpSubscriber {
                     .iter()
                     .any(|r| r.role == Role::Publisher && r.topic == self.topic.topic)
             })
+    }
+
+    /// Warnings about this subscriber's socket (e.g. a receive buffer the kernel capped).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The message taken by the last successful `poll`/`wait`.
