@@ -32,7 +32,7 @@ pub mod udp;
 pub use error::{Error, PodError, RecvError, SendError};
 pub use node::{Loan, LoanSlice, Node, Publisher, Sample, Subscriber};
 pub use pod::Pod;
-pub use qos::{Delivery, IpVersion, Qos, Transport, WaitStrategy};
+pub use qos::{Delivery, IpVersion, MulticastGroup, Qos, Transport, WaitStrategy};
 
 /// The README's example, compiled as a doc test so that it stays true.
 #[doc = include_str!("../../../README.md")]

@@ -40,6 +40,19 @@ pub enum WaitStrategy {
     Adaptive,
 }
 
+/// UDP data over a multicast group instead of one datagram per subscriber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MulticastGroup {
+    /// The group (e.g. 239.255.1.1 or ff02::1:2), and the port its members bind.
+    pub group: std::net::IpAddr,
+    pub port: u16,
+    /// The interface to send and join on: an IPv4 address of it, or an IPv6 interface index.
+    /// Name it: left to the kernel, traffic follows the default route.
+    pub interface: crate::sys::udp::MulticastInterface,
+    /// TTL / hop limit (1: the local network only).
+    pub ttl: u32,
+}
+
 /// Which IP version a UDP endpoint uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IpVersion {
@@ -69,6 +82,10 @@ pub struct Qos {
     pub mtu: usize,
     /// UDP: IPv4 or IPv6.
     pub ip_version: IpVersion,
+    /// UDP: send data to this multicast group (subscribers join it) instead of to each
+    /// subscriber; repairs go to the group too, so one retransmission serves every receiver that
+    /// lost the frame. Control frames (NAK, STATUS) stay unicast.
+    pub multicast: Option<MulticastGroup>,
 }
 
 impl Default for Qos {
@@ -83,6 +100,7 @@ impl Default for Qos {
             spin_window: Duration::from_micros(100),
             mtu: 1500,
             ip_version: IpVersion::V4,
+            multicast: None,
         }
     }
 }
@@ -122,6 +140,10 @@ impl Qos {
     }
     pub fn ip_version(mut self, v: IpVersion) -> Qos {
         self.ip_version = v;
+        self
+    }
+    pub fn multicast(mut self, m: MulticastGroup) -> Qos {
+        self.multicast = Some(m);
         self
     }
 

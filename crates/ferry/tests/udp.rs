@@ -304,3 +304,38 @@ fn a_reliable_udp_publisher_waits_for_a_subscriber_it_knows_only_by_address() {
         exchange_with("addr", "auto,block,reliable,max=5000", 200, 5000, 0, &more);
     assert_eq!((received, lost, last), (200, 0, 199));
 }
+
+#[test]
+fn multicast_data_reaches_every_subscriber_and_repairs_serve_them_all() {
+    let dom = domain("mcast");
+    let port = 20_000 + (std::process::id() % 20_000) as u16;
+    let qos = format!("udp,block,reliable,max=20000,timeout=60000,mcast=239.255.77.1:{port}");
+    let vars = |extra: &[(&'static str, String)]| {
+        let mut v = vec![
+            ("DOMAIN", dom.clone()),
+            ("TOPIC", "data".to_owned()),
+            ("QOS", qos.clone()),
+            ("COUNT", "500".to_owned()),
+            ("MAXSIZE", "20000".to_owned()),
+            ("IMPAIR", "loss=5%,seed=8".to_owned()),
+        ];
+        v.extend(extra.iter().cloned());
+        v
+    };
+    let subs = [
+        spawn("subscriber", &vars(&[])),
+        spawn("subscriber", &vars(&[])),
+    ];
+    let publ = spawn("publisher", &vars(&[("WAIT_SUBS", "2".into())]));
+    let (pub_ok, _) = finish(publ, Duration::from_secs(120));
+    assert!(pub_ok, "publisher");
+    for sub in subs {
+        let (ok, lines) = finish(sub, Duration::from_secs(120));
+        assert!(ok, "subscriber");
+        assert_eq!(
+            result_of(&lines),
+            (500, 0, 499),
+            "every message, in order, intact"
+        );
+    }
+}

@@ -26,7 +26,7 @@ use super::receiver::{Delivered, Receiver, ReceiverConfig};
 use super::sender::{Dest, Sender, SenderConfig, Sink};
 use crate::shm::topic::{Liveness, Topic, TRANSPORT_SHM, TRANSPORT_UDP};
 use crate::sys::monotonic_ns;
-use crate::sys::udp::{RecvBatch, SocketOptions, UdpSocket};
+use crate::sys::udp::{Multicast, RecvBatch, SocketOptions, UdpSocket};
 use crate::{Delivery, Error, IpVersion, Qos, RecvError, SendError, WaitStrategy};
 
 /// A random-enough 64-bit id for sessions and receivers (pid, time and a counter, mixed).
@@ -43,24 +43,42 @@ fn new_id() -> u64 {
     (x ^ (x >> 31)).max(1)
 }
 
-fn bind_any(ip: IpVersion, recv_buffer: Option<usize>) -> Result<(UdpSocket, SocketAddr), Error> {
-    let any: IpAddr = match ip {
+/// Binds a UDP socket for an endpoint. Returns it and the address this host's peers reach it
+/// at. With a multicast group, a subscriber binds the group's port and joins it; a publisher
+/// binds any port and sends to the group on the group's interface.
+fn bind_udp(
+    qos: &Qos,
+    recv_buffer: Option<usize>,
+    subscriber: bool,
+) -> Result<(UdpSocket, SocketAddr), Error> {
+    let any: IpAddr = match qos.ip_version {
         IpVersion::V4 => Ipv4Addr::UNSPECIFIED.into(),
         IpVersion::V6 => Ipv6Addr::UNSPECIFIED.into(),
+    };
+    let multicast = qos.multicast.map(|m| Multicast {
+        group: m.group,
+        interface: m.interface,
+        ttl_or_hops: m.ttl,
+        loopback: true,
+    });
+    let port = match qos.multicast {
+        Some(m) if subscriber => m.port,
+        _ => 0,
     };
     let opts = SocketOptions {
         recv_buffer,
         send_buffer: Some(4 << 20),
+        multicast,
         ..SocketOptions::default()
     };
-    let socket = UdpSocket::bind(SocketAddr::new(any, 0), &opts)
+    let socket = UdpSocket::bind(SocketAddr::new(any, port), &opts)
         .map_err(|e| Error::io("bind a UDP socket", e))?;
     let port = socket
         .local_addr()
         .map_err(|e| Error::io("UDP socket address", e))?
         .port();
     // Same-host peers reach us on loopback.
-    let local: IpAddr = match ip {
+    let local: IpAddr = match qos.ip_version {
         IpVersion::V4 => Ipv4Addr::LOCALHOST.into(),
         IpVersion::V6 => Ipv6Addr::LOCALHOST.into(),
     };
@@ -120,6 +138,8 @@ fn send_all(socket: &UdpSocket, addr: SocketAddr, data: &[u8], segment: usize) -
 /// The socket as the protocol core sees it.
 struct Out<'a> {
     socket: &'a UdpSocket,
+    /// With multicast: data and repairs go to the group.
+    group: Option<SocketAddr>,
     all: &'a [SocketAddr],
     by_id: &'a HashMap<u64, SocketAddr>,
     impair: Option<&'a mut Impair>,
@@ -130,9 +150,14 @@ struct Out<'a> {
 impl Sink for Out<'_> {
     fn send(&mut self, dest: Dest, data: &[u8], segment: usize) {
         let one;
-        let targets: &[SocketAddr] = match dest {
-            Dest::All => self.all,
-            Dest::Receiver(id) | Dest::Session(id) => match self.by_id.get(&id) {
+        let group;
+        let targets: &[SocketAddr] = match (dest, self.group) {
+            (Dest::All | Dest::Receiver(_), Some(g)) => {
+                group = [g];
+                &group
+            }
+            (Dest::All, None) => self.all,
+            (Dest::Receiver(id) | Dest::Session(id), _) => match self.by_id.get(&id) {
                 Some(a) => {
                     one = [*a];
                     &one
@@ -197,6 +222,8 @@ struct PubCore {
     next_deadline: u64,
     /// Receivers known by address (directory or discovery): forgotten when they go away.
     expected: std::collections::HashSet<u64>,
+    /// The multicast group data goes to, if any.
+    group: Option<SocketAddr>,
 }
 
 impl PubCore {
@@ -205,6 +232,7 @@ impl PubCore {
             &mut self.sender,
             Out {
                 socket,
+                group: self.group,
                 all: &self.dests,
                 by_id: &self.receivers,
                 impair: self.impair.as_mut(),
@@ -407,7 +435,7 @@ impl UdpPublisher {
         }
         let reliable = qos.delivery == Delivery::Reliable;
         let impair = Impair::from_env()?;
-        let (socket, addr) = bind_any(qos.ip_version, Some(4 << 20))?;
+        let (socket, addr) = bind_udp(qos, Some(4 << 20), false)?;
         let topic = Topic::open(domain, topic_name)?;
         let (slot, token) = topic.claim_publisher(node)?;
         let p = topic.publisher(slot);
@@ -447,6 +475,7 @@ impl UdpPublisher {
                 send_failures: 0,
                 next_deadline: 0,
                 expected: Default::default(),
+                group: qos.multicast.map(|m| SocketAddr::new(m.group, m.port)),
             }),
             progress: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -652,7 +681,7 @@ impl UdpSubscriber {
     ) -> Result<UdpSubscriber, Error> {
         let max_datagram = qos.max_datagram()?;
         let impair = Impair::from_env()?;
-        let (socket, addr) = bind_any(qos.ip_version, Some(16 << 20))?;
+        let (socket, addr) = bind_udp(qos, Some(16 << 20), true)?;
         // The window must fit the socket's receive buffer (the kernel counts about twice the
         // payload for full datagrams), and hold at least a few datagrams.
         let granted = socket.buffer_report().recv_granted as u64;
@@ -788,6 +817,7 @@ impl UdpSubscriber {
     fn tick(&mut self, now: u64) {
         let mut out = Out {
             socket: &self.socket,
+            group: None,
             all: &[],
             by_id: &self.publishers,
             impair: self.impair.as_mut(),

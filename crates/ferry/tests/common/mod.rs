@@ -87,6 +87,18 @@ pub fn parse_qos(s: &str) -> Qos {
             ("shm", _) => qos = qos.transport(Transport::Shm),
             ("udp6", _) => qos = qos.transport(Transport::Udp).ip_version(IpVersion::V6),
             ("mtu", v) => qos = qos.mtu(v.parse().unwrap()),
+            ("mcast", v) => {
+                // group:port, on the loopback interface (tests never leave the machine).
+                let addr: std::net::SocketAddr = v.parse().unwrap();
+                qos = qos.multicast(ferry::MulticastGroup {
+                    group: addr.ip(),
+                    port: addr.port(),
+                    interface: ferry::sys::udp::MulticastInterface::V4(
+                        std::net::Ipv4Addr::LOCALHOST,
+                    ),
+                    ttl: 1,
+                });
+            }
             ("max", v) => qos = qos.max_message_size(v.parse().unwrap()),
             ("ring", v) => qos = qos.ring_capacity(v.parse().unwrap()),
             ("timeout", v) => qos = qos.send_timeout(Duration::from_millis(v.parse().unwrap())),
