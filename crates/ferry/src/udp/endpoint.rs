@@ -768,30 +768,27 @@ impl UdpSubscriber {
             let Some((src, bytes)) = self.batch.get(i) else {
                 break;
             };
-            if let Some(imp) = self.impair.as_mut().filter(|i| i.on_receive) {
-                for &at in imp.imp.admit(now, bytes.len()).release_times() {
-                    if at <= now {
-                        feed(
-                            &mut self.rx,
-                            &mut self.publishers,
-                            &mut self.refused,
-                            now,
-                            src,
-                            bytes,
-                        );
-                    } else {
-                        imp.queue.push_copy(at, src, bytes);
-                    }
+            // Receive-side impairment decides when (and how often) the datagram arrives.
+            let verdict = self
+                .impair
+                .as_mut()
+                .filter(|i| i.on_receive)
+                .map(|imp| imp.imp.admit(now, bytes.len()));
+            let at_once = [now];
+            let times = verdict.as_ref().map_or(&at_once[..], |v| v.release_times());
+            for &at in times {
+                if at <= now {
+                    feed(
+                        &mut self.rx,
+                        &mut self.publishers,
+                        &mut self.refused,
+                        now,
+                        src,
+                        bytes,
+                    );
+                } else if let Some(imp) = self.impair.as_mut() {
+                    imp.queue.push_copy(at, src, bytes);
                 }
-            } else {
-                feed(
-                    &mut self.rx,
-                    &mut self.publishers,
-                    &mut self.refused,
-                    now,
-                    src,
-                    bytes,
-                );
             }
         }
         if let Some(imp) = self.impair.as_mut() {

@@ -71,6 +71,32 @@ impl Sink for Net {
     }
 }
 
+impl Net {
+    fn clean(seed: u64) -> Net {
+        Net {
+            rng: Rng(seed),
+            flight: Vec::new(),
+            impair: CLEAN,
+            now: 0,
+            to_receiver: true,
+            sent: 0,
+        }
+    }
+}
+
+/// A STATUS frame from receiver 9 of topic 1, session 2.
+fn status(consumed_pos: u64, window: u64, consumed_seq: u64) -> Vec<u8> {
+    let mut b = Vec::new();
+    let c = Common {
+        kind: Kind::Status,
+        flags: FLAG_RELIABLE,
+        topic: 1,
+        session: 2,
+    };
+    frame::put_status(&mut b, &c, 9, consumed_pos, window, consumed_seq);
+    b
+}
+
 fn payload(seq: u64, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (seq as usize * 7 + i * 13) as u8)
@@ -260,30 +286,10 @@ fn a_large_message_crosses_a_small_window_under_loss() {
 fn flow_control_never_lets_the_sender_run_past_the_window() {
     let cfg = SenderConfig::default();
     let mut tx = Sender::new(1, 2, cfg);
-    let mut net = Net {
-        rng: Rng(1),
-        flight: Vec::new(),
-        impair: CLEAN,
-        now: 0,
-        to_receiver: true,
-        sent: 0,
-    };
+    let mut net = Net::clean(1);
     // A receiver that consumed nothing and allows 100 000 bytes.
-    let mut status = Vec::new();
-    frame::put_status(
-        &mut status,
-        &Common {
-            kind: Kind::Status,
-            flags: FLAG_RELIABLE,
-            topic: 1,
-            session: 2,
-        },
-        9,
-        0,
-        100_000,
-        0,
-    );
-    tx.handle(0, &decode(&status).unwrap(), &mut net);
+    let st = status(0, 100_000, 0);
+    tx.handle(0, &decode(&st).unwrap(), &mut net);
     tx.offer(&vec![0u8; 1 << 20]).unwrap();
     for _ in 0..100 {
         tx.pump(0, &mut net);
@@ -300,21 +306,8 @@ fn flow_control_never_lets_the_sender_run_past_the_window() {
     assert!(sent_bytes > 90_000, "but used the window: {sent_bytes}");
     assert!(tx.busy() && tx.stats().flow_blocked > 0);
     // The receiver consumes: the sender may go on.
-    status.clear();
-    frame::put_status(
-        &mut status,
-        &Common {
-            kind: Kind::Status,
-            flags: FLAG_RELIABLE,
-            topic: 1,
-            session: 2,
-        },
-        9,
-        1 << 20,
-        100_000,
-        1,
-    );
-    tx.handle(0, &decode(&status).unwrap(), &mut net);
+    let st = status(1 << 20, 100_000, 1);
+    tx.handle(0, &decode(&st).unwrap(), &mut net);
     for _ in 0..100 {
         tx.pump(0, &mut net);
     }
@@ -324,29 +317,9 @@ fn flow_control_never_lets_the_sender_run_past_the_window() {
 #[test]
 fn a_silent_receiver_stops_holding_the_sender() {
     let mut tx = Sender::new(1, 2, SenderConfig::default());
-    let mut net = Net {
-        rng: Rng(1),
-        flight: Vec::new(),
-        impair: CLEAN,
-        now: 0,
-        to_receiver: true,
-        sent: 0,
-    };
-    let mut status = Vec::new();
-    frame::put_status(
-        &mut status,
-        &Common {
-            kind: Kind::Status,
-            flags: FLAG_RELIABLE,
-            topic: 1,
-            session: 2,
-        },
-        9,
-        0,
-        10_000,
-        0,
-    );
-    tx.handle(0, &decode(&status).unwrap(), &mut net);
+    let mut net = Net::clean(1);
+    let st = status(0, 10_000, 0);
+    tx.handle(0, &decode(&st).unwrap(), &mut net);
     tx.offer(&[0u8; 100_000]).unwrap();
     assert!(!tx.pump(0, &mut net));
     tx.tick(3_000_000_000, &mut net);
