@@ -7,6 +7,7 @@
 
 pub mod frame;
 pub mod impair;
+pub mod pacing;
 pub mod receiver;
 pub mod sender;
 

@@ -1,0 +1,323 @@
+//! Paced sending and the decisions of a sender pool's manager (seed 002), without I/O: time is
+//! passed in, so tests drive them with a simulated clock.
+//!
+//! Each of N sender threads sends one datagram of MSS bytes every `T = MSS·8·N / R` (R the target
+//! rate of the whole pool in bit/s). Two pacing modes:
+//! - `CatchUp`: the next send is due at the previous *target* + T, so a thread delayed by the
+//!   system sends back to back until it is on schedule again (the average rate is kept);
+//! - `Steady`: the next send is due at the previous *send* + T, so the rate never exceeds R (a
+//!   delay is lost, not made up).
+//!
+//! A thread keeps figures per reporting interval: time in its send loop and inside `send`,
+//! positive lag (how far behind schedule its sends were) and negative lag (time spent waiting for
+//! the schedule). The manager reads them every interval and decides: spawn a thread when the total
+//! positive lag passes a noise threshold, stop one when the others have ample negative lag to take
+//! its share, and report that the rate is not reachable when it has no CPU left to add a thread.
+
+/// How a sender catches up after a delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PacingMode {
+    #[default]
+    CatchUp,
+    Steady,
+}
+
+/// The per-thread interval `T = MSS·8·N / R`, in nanoseconds (at least 1).
+pub fn interval_ns(mss: usize, threads: usize, rate_bps: u64) -> u64 {
+    if rate_bps == 0 {
+        return u64::MAX;
+    }
+    ((mss as u128 * 8 * threads as u128 * 1_000_000_000) / rate_bps as u128)
+        .clamp(1, u64::MAX as u128) as u64
+}
+
+/// One sender thread's schedule.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    mode: PacingMode,
+    interval_ns: u64,
+    target_ns: Option<u64>,
+    pub figures: Figures,
+}
+
+/// What a sender thread measured over a reporting interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Figures {
+    pub datagrams: u64,
+    pub bytes: u64,
+    /// Time in the send loop, and the part of it inside the send call.
+    pub loop_ns: u64,
+    pub send_ns: u64,
+    /// Summed lateness of sends behind their target time.
+    pub positive_lag_ns: u64,
+    /// Summed time spent waiting for the next target.
+    pub negative_lag_ns: u64,
+}
+
+impl Figures {
+    pub fn add(&mut self, o: &Figures) {
+        self.datagrams += o.datagrams;
+        self.bytes += o.bytes;
+        self.loop_ns += o.loop_ns;
+        self.send_ns += o.send_ns;
+        self.positive_lag_ns += o.positive_lag_ns;
+        self.negative_lag_ns += o.negative_lag_ns;
+    }
+}
+
+impl Pacer {
+    pub fn new(mode: PacingMode, interval_ns: u64) -> Pacer {
+        Pacer {
+            mode,
+            interval_ns,
+            target_ns: None,
+            figures: Figures::default(),
+        }
+    }
+
+    pub fn interval_ns(&self) -> u64 {
+        self.interval_ns
+    }
+
+    /// A new rate or thread count: the next target moves by the difference at once.
+    pub fn set_interval(&mut self, interval_ns: u64) {
+        if let Some(t) = self.target_ns.as_mut() {
+            *t = t
+                .saturating_sub(self.interval_ns)
+                .saturating_add(interval_ns);
+        }
+        self.interval_ns = interval_ns;
+    }
+
+    /// How long to wait at `now` before the next send (0: send now).
+    pub fn wait_ns(&self, now: u64) -> u64 {
+        self.target_ns.map_or(0, |t| t.saturating_sub(now))
+    }
+
+    /// Records a send that started at `start` and finished at `end`, waiting `waited` ns for its
+    /// target before it, and schedules the next.
+    pub fn sent(&mut self, start: u64, end: u64, waited: u64, bytes: usize) {
+        let target = self.target_ns.unwrap_or(start);
+        self.figures.datagrams += 1;
+        self.figures.bytes += bytes as u64;
+        self.figures.send_ns += end.saturating_sub(start);
+        self.figures.negative_lag_ns += waited;
+        self.figures.positive_lag_ns += start.saturating_sub(target);
+        self.target_ns = Some(match self.mode {
+            PacingMode::CatchUp => target.saturating_add(self.interval_ns),
+            PacingMode::Steady => start.saturating_add(self.interval_ns),
+        });
+    }
+
+    /// Hands over the figures of the interval that ended (and starts a new one).
+    pub fn take_figures(&mut self) -> Figures {
+        std::mem::take(&mut self.figures)
+    }
+}
+
+/// The manager's settings.
+#[derive(Debug, Clone)]
+pub struct ManagerConfig {
+    pub min_threads: usize,
+    pub max_threads: usize,
+    /// Decisions are taken once per interval (0.5 s by default, as in the study).
+    pub interval_ns: u64,
+    /// Total positive lag per interval below which the pool counts as on schedule: jitter of a
+    /// few µs per send must not spawn threads (the study saw 3.5 ± 1.4 µs per send loop).
+    pub spawn_threshold_ns: u64,
+    /// A thread stops when the remaining ones would be busy at most 1/`stop_margin` of the time
+    /// carrying its share (1.5: at most two thirds busy), so a stop does not bring lag back.
+    pub stop_margin: f64,
+    /// Consecutive intervals behind schedule with no thread left to add before the rate is
+    /// declared not reachable.
+    pub unreachable_after: u32,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> ManagerConfig {
+        ManagerConfig {
+            min_threads: 1,
+            max_threads: 1,
+            interval_ns: 500_000_000,
+            spawn_threshold_ns: 2_000_000,
+            stop_margin: 1.5,
+            unreachable_after: 2,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Keep,
+    Spawn,
+    Stop,
+    /// Behind schedule with every allowed thread running: the rate is not reachable here.
+    Unreachable,
+}
+
+#[derive(Debug, Clone)]
+pub struct Manager {
+    pub cfg: ManagerConfig,
+    behind: u32,
+}
+
+impl Manager {
+    pub fn new(cfg: ManagerConfig) -> Manager {
+        Manager { cfg, behind: 0 }
+    }
+
+    /// Decides from one interval's figures of `threads` running senders.
+    pub fn decide(&mut self, figures: &[Figures], threads: usize) -> Decision {
+        let positive: u64 = figures.iter().map(|f| f.positive_lag_ns).sum();
+        let negative: u64 = figures.iter().map(|f| f.negative_lag_ns).sum();
+        if positive > self.cfg.spawn_threshold_ns {
+            if threads < self.cfg.max_threads {
+                self.behind = 0;
+                return Decision::Spawn;
+            }
+            self.behind += 1;
+            return if self.behind >= self.cfg.unreachable_after {
+                Decision::Unreachable
+            } else {
+                Decision::Keep
+            };
+        }
+        self.behind = 0;
+        // Each of N threads waited a fraction w of the interval, so the pool is busy N·(1 − w) thread
+        // intervals; N − 1 threads would each be busy N·(1 − w)/(N − 1) of the time.
+        if threads > self.cfg.min_threads && threads > 1 {
+            let waiting =
+                (negative as f64 / (threads as f64 * self.cfg.interval_ns as f64)).min(1.0);
+            let busy_after = threads as f64 * (1.0 - waiting) / (threads - 1) as f64;
+            if busy_after <= 1.0 / self.cfg.stop_margin {
+                return Decision::Stop;
+            }
+        }
+        Decision::Keep
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A simulated sender: each send costs `cost` ns, the system delays sends by `stall(i)`.
+    fn run(pacer: &mut Pacer, sends: usize, cost: u64, stall: impl Fn(usize) -> u64) -> Vec<u64> {
+        let mut now = 0;
+        let mut starts = Vec::new();
+        for i in 0..sends {
+            let waited = pacer.wait_ns(now);
+            now += waited + stall(i);
+            starts.push(now);
+            pacer.sent(now, now + cost, waited, 1472);
+            now += cost;
+        }
+        starts
+    }
+
+    #[test]
+    fn the_interval_is_mss_times_8_times_threads_over_rate() {
+        // 1472 B at 1 Gbit/s with one thread: 11.776 µs; with 4 threads each waits 4 × longer.
+        assert_eq!(interval_ns(1472, 1, 1_000_000_000), 11_776);
+        assert_eq!(interval_ns(1472, 4, 1_000_000_000), 47_104);
+        assert_eq!(interval_ns(8972, 2, 10_000_000_000), 14_355);
+        assert_eq!(interval_ns(1472, 1, 0), u64::MAX);
+    }
+
+    #[test]
+    fn absolute_schedule_does_not_drift() {
+        let mut p = Pacer::new(PacingMode::CatchUp, 10_000);
+        let starts = run(&mut p, 1000, 1_000, |_| 0);
+        assert_eq!(starts[999], 999 * 10_000);
+        assert_eq!(p.figures.positive_lag_ns, 0);
+        assert_eq!(p.figures.negative_lag_ns, 999 * 9_000);
+    }
+
+    #[test]
+    fn catch_up_bursts_after_a_stall_and_steady_does_not() {
+        let stall = |i: usize| if i == 10 { 50_000 } else { 0 };
+        let mut c = Pacer::new(PacingMode::CatchUp, 10_000);
+        let sc = run(&mut c, 30, 1_000, stall);
+        let mut s = Pacer::new(PacingMode::Steady, 10_000);
+        let ss = run(&mut s, 30, 1_000, stall);
+        // Catch-up: back on the original schedule after the burst.
+        assert_eq!(sc[29], 29 * 10_000);
+        assert!(
+            sc.windows(2).any(|w| w[1] - w[0] < 10_000),
+            "catch-up sends back to back"
+        );
+        // Steady: never closer than the interval; the stall shifts everything after it.
+        assert!(ss.windows(2).all(|w| w[1] - w[0] >= 10_000));
+        assert_eq!(ss[29], 29 * 10_000 + 50_000);
+        assert!(c.figures.positive_lag_ns > 0 && s.figures.positive_lag_ns == 50_000);
+    }
+
+    #[test]
+    fn a_rate_change_takes_effect_at_the_next_send() {
+        let mut p = Pacer::new(PacingMode::CatchUp, 10_000);
+        run(&mut p, 10, 100, |_| 0);
+        p.set_interval(20_000);
+        let next = p.wait_ns(9 * 10_000 + 100);
+        assert_eq!(next, 20_000 - 100);
+    }
+
+    #[test]
+    fn a_pool_behind_schedule_spawns_then_reports_unreachable_at_max() {
+        let cfg = ManagerConfig {
+            max_threads: 2,
+            ..ManagerConfig::default()
+        };
+        let mut m = Manager::new(cfg);
+        let behind = Figures {
+            positive_lag_ns: 10_000_000,
+            ..Figures::default()
+        };
+        assert_eq!(m.decide(&[behind], 1), Decision::Spawn);
+        assert_eq!(
+            m.decide(&[behind, behind], 2),
+            Decision::Keep,
+            "one interval at max: wait"
+        );
+        assert_eq!(m.decide(&[behind, behind], 2), Decision::Unreachable);
+    }
+
+    #[test]
+    fn jitter_below_the_threshold_spawns_nothing() {
+        let mut m = Manager::new(ManagerConfig {
+            max_threads: 8,
+            ..ManagerConfig::default()
+        });
+        let jitter = Figures {
+            positive_lag_ns: 1_500_000,
+            negative_lag_ns: 100_000_000,
+            ..Figures::default()
+        };
+        assert_eq!(m.decide(&[jitter], 1), Decision::Keep);
+    }
+
+    #[test]
+    fn surplus_threads_stop_when_the_others_wait_enough() {
+        let mut m = Manager::new(ManagerConfig {
+            max_threads: 8,
+            ..ManagerConfig::default()
+        });
+        let half = Figures {
+            negative_lag_ns: 250_000_000,
+            ..Figures::default()
+        };
+        let mostly_idle = Figures {
+            negative_lag_ns: 400_000_000,
+            ..Figures::default()
+        };
+        // Two threads each waiting half the time: one alone would be busy all the time. Keep.
+        assert_eq!(m.decide(&[half, half], 2), Decision::Keep);
+        // Two threads waiting 80 %: one alone is 40 % busy. Stop one.
+        assert_eq!(m.decide(&[mostly_idle, mostly_idle], 2), Decision::Stop);
+        // Four threads waiting half the time: three would be 67 % busy, at the margin. Stop.
+        assert_eq!(m.decide(&[half; 4], 4), Decision::Stop);
+        // Three threads waiting half the time: two would be 75 % busy. Keep.
+        assert_eq!(m.decide(&[half; 3], 3), Decision::Keep);
+        // Never below the minimum.
+        assert_eq!(m.decide(&[mostly_idle], 1), Decision::Keep);
+    }
+}
