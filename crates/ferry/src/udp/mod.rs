@@ -8,6 +8,7 @@
 pub mod frame;
 pub mod impair;
 pub mod pacing;
+pub mod pool;
 pub mod receiver;
 pub mod sender;
 
