@@ -88,6 +88,9 @@ struct Shared {
     /// Moves when the rate or the thread count changes: workers recompute their interval.
     generation: AtomicU64,
     send_errors: AtomicU64,
+    /// Datagrams and bytes sent by every thread so far (updated about every millisecond).
+    sent_datagrams: AtomicU64,
+    sent_bytes: AtomicU64,
     stop: AtomicBool,
     unreachable: AtomicBool,
     timeline: Mutex<Vec<Interval>>,
@@ -121,6 +124,14 @@ fn any_addr(like: &SocketAddr) -> SocketAddr {
         Ipv6Addr::UNSPECIFIED.into()
     };
     SocketAddr::new(ip, 0)
+}
+
+/// Hands a thread's figures to the manager and its counts to the pool totals.
+fn flush(shared: &Shared, figures: &Mutex<Figures>, pacer: &mut Pacer) {
+    let f = pacer.take_figures();
+    shared.sent_datagrams.fetch_add(f.datagrams, Ordering::Relaxed);
+    shared.sent_bytes.fetch_add(f.bytes, Ordering::Relaxed);
+    figures.lock().unwrap_or_else(|p| p.into_inner()).add(&f);
 }
 
 fn spawn_worker(shared: &Arc<Shared>, index: usize) -> io::Result<Worker> {
@@ -174,13 +185,11 @@ fn spawn_worker(shared: &Arc<Shared>, index: usize) -> io::Result<Worker> {
                 pacer.sent(start, end, start - loop_start, s.cfg.mss);
                 pacer.figures.loop_ns += end - loop_start;
                 if end - last_flush > 1_000_000 {
-                    let mut f = fig.lock().unwrap_or_else(|p| p.into_inner());
-                    f.add(&pacer.take_figures());
-                    last_flush = end;
-                }
+                flush(&s, &fig, &mut pacer);
+                last_flush = end;
             }
-            let mut f = fig.lock().unwrap_or_else(|p| p.into_inner());
-            f.add(&pacer.take_figures());
+        }
+        flush(&s, &fig, &mut pacer);
         })?;
     Ok(Worker {
         stop,
@@ -213,6 +222,8 @@ impl SenderPool {
             threads: AtomicUsize::new(min),
             generation: AtomicU64::new(0),
             send_errors: AtomicU64::new(0),
+            sent_datagrams: AtomicU64::new(0),
+            sent_bytes: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             unreachable: AtomicBool::new(false),
             timeline: Mutex::new(Vec::new()),
@@ -248,6 +259,16 @@ impl SenderPool {
 
     pub fn threads(&self) -> usize {
         self.shared.threads.load(Ordering::Relaxed)
+    }
+
+    /// Datagrams and bytes sent so far (all threads).
+    pub fn sent(&self) -> (u64, u64) {
+        (self.shared.sent_datagrams.load(Ordering::Relaxed), self.shared.sent_bytes.load(Ordering::Relaxed))
+    }
+
+    /// Datagrams whose send failed (counted, never silent).
+    pub fn send_errors(&self) -> u64 {
+        self.shared.send_errors.load(Ordering::Relaxed)
     }
 
     /// True once the manager found the rate out of this machine's reach.
@@ -375,7 +396,9 @@ struct RxShared {
     bytes: AtomicU64,
     threads: AtomicUsize,
     stop: AtomicBool,
+    /// Drops of sockets already closed, and the total last seen by the manager.
     drops_closed: AtomicU64,
+    drops_seen: AtomicU64,
 }
 
 /// N sockets on one port (SO_REUSEPORT), fixed or chosen from load and drops.
@@ -463,6 +486,7 @@ impl ReceiverPool {
             threads: AtomicUsize::new(min),
             stop: AtomicBool::new(false),
             drops_closed: AtomicU64::new(0),
+            drops_seen: AtomicU64::new(0),
         });
         let mut workers = Vec::new();
         for i in 0..min {
@@ -503,7 +527,8 @@ impl ReceiverPool {
                         }
                     }
                     last_drops = drops;
-                    s.threads.store(workers.len(), Ordering::Relaxed);
+                s.drops_seen.store(drops, Ordering::Relaxed);
+                s.threads.store(workers.len(), Ordering::Relaxed);
                 }
                 for w in workers {
                     w.stop.store(true, Ordering::Release);
@@ -524,7 +549,7 @@ impl ReceiverPool {
         ReceiverTotals {
             datagrams: self.shared.datagrams.load(Ordering::Relaxed),
             bytes: self.shared.bytes.load(Ordering::Relaxed),
-            kernel_drops: self.shared.drops_closed.load(Ordering::Relaxed),
+            kernel_drops: self.shared.drops_seen.load(Ordering::Relaxed).max(self.shared.drops_closed.load(Ordering::Relaxed)),
             threads: self.shared.threads.load(Ordering::Relaxed),
         }
     }
