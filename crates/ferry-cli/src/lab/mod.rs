@@ -7,9 +7,14 @@
 //! CPU pinning, the peer process and the message channel interface. Each experiment is a
 //! submodule; `raw` holds the baseline channels.
 
+pub mod footprint;
 pub mod idle;
 pub mod latency;
+pub mod limits;
 pub mod raw;
+pub mod report;
+pub mod sendtime;
+pub mod suite;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -21,9 +26,14 @@ use serde::Serialize;
 use crate::error::{bail, Context, Error, Result};
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct LabArgs {
+    /// Without an experiment: run the quick suite of every experiment and write a report
     #[command(subcommand)]
-    pub experiment: Experiment,
+    pub experiment: Option<Experiment>,
+
+    #[command(flatten)]
+    pub suite: suite::SuiteArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -33,6 +43,13 @@ pub enum Experiment {
     Latency(latency::LatencyArgs),
     /// CPU used by an idle subscriber for each wait strategy (spin, block, adaptive)
     Idle(idle::IdleArgs),
+    /// Binary size, private memory and threads of a minimal publisher and subscriber, against
+    /// Vortex Lite's footprint (seed 003)
+    Footprint(footprint::FootprintArgs),
+    /// Raw limits of this machine: cache-line handoff, futex wake, UDP loopback, memcpy
+    Limits(limits::LimitsArgs),
+    /// The time of the publish call alone, by transport and size (seed 004's send time)
+    SendTime(sendtime::SendTimeArgs),
 }
 
 /// The hidden `ferry lab-peer` command: the other process of an experiment.
@@ -46,12 +63,23 @@ pub struct PeerArgs {
 pub enum PeerExperiment {
     Latency(latency::PeerArgs),
     Idle(idle::PeerArgs),
+    SendTime(sendtime::PeerArgs),
 }
 
 pub fn run(args: LabArgs) -> Result<()> {
     match args.experiment {
+        Some(experiment) => run_experiment(experiment),
+        None => suite::run(args.suite),
+    }
+}
+
+pub fn run_experiment(experiment: Experiment) -> Result<()> {
+    match experiment {
         Experiment::Latency(a) => latency::run(a),
         Experiment::Idle(a) => idle::run(a),
+        Experiment::Footprint(a) => footprint::run(a),
+        Experiment::Limits(a) => limits::run(a),
+        Experiment::SendTime(a) => sendtime::run(a),
     }
 }
 
@@ -59,6 +87,7 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
     match args.experiment {
         PeerExperiment::Latency(a) => latency::run_peer(a).context("lab peer"),
         PeerExperiment::Idle(a) => idle::run_peer(a).context("lab peer"),
+        PeerExperiment::SendTime(a) => sendtime::run_peer(a).context("lab peer"),
     }
 }
 

@@ -1,0 +1,309 @@
+//! `ferry lab` with no subcommand: the default suite. It runs every experiment this build has,
+//! with small parameters (a few minutes on 2 CPUs; `--full` uses the studies' parameters), and
+//! writes a report directory (default `ferry-report/`): `results.json` (an array with one object
+//! per experiment, each in the lab contract's shape), the experiment's own JSON and a CSV per
+//! experiment, SVG plots and `index.html` (see `report`).
+//!
+//! Experiments are called in this process through their own argument parsers, by name, so an
+//! experiment that this build lacks (say `cycle`, while it is being written) is listed as "not in
+//! this build" instead of breaking the suite; one that fails is recorded with its error and the
+//! suite goes on.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::{Args, Parser};
+use serde_json::{json, Value};
+
+use super::{Experiment, Machine};
+use crate::error::{note, Context, Result};
+
+#[derive(Debug, Args, Default)]
+pub struct SuiteArgs {
+    /// Suite: use the studies' parameters (10 000 samples, 5 rounds, ...): tens of minutes
+    #[arg(long)]
+    pub full: bool,
+
+    /// Suite: the report directory
+    #[arg(long, value_name = "DIR", default_value = "ferry-report")]
+    pub out: PathBuf,
+
+    /// Suite: tiny parameters everywhere (for tests); the figures mean nothing
+    #[arg(long, hide = true)]
+    pub smoke: bool,
+
+    /// Suite: experiments to leave out, comma-separated (e.g. throughput,footprint)
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub skip: Vec<String>,
+}
+
+/// One experiment of the suite and its arguments at each level.
+struct Step {
+    name: &'static str,
+    smoke: &'static [&'static str],
+    quick: &'static [&'static str],
+    full: &'static [&'static str],
+}
+
+/// Every experiment the suite knows, in the order it runs them. An experiment this build does
+/// not have is skipped (hook: `cycle` and `throughput` are picked up as soon as `ferry lab
+/// cycle` / `ferry lab throughput` exist and take `--json`).
+const STEPS: &[Step] = &[
+    Step {
+        name: "limits",
+        smoke: &[
+            "--samples",
+            "200",
+            "--memcpy-seconds",
+            "0.01",
+            "--memcpy-max",
+            "1M",
+        ],
+        quick: &["--samples", "5000", "--memcpy-seconds", "0.1"],
+        full: &[],
+    },
+    Step {
+        name: "latency",
+        smoke: &[
+            "--samples",
+            "20",
+            "--rounds",
+            "1",
+            "--warmup",
+            "10",
+            "--sizes",
+            "32,1K",
+        ],
+        quick: &[
+            "--samples",
+            "2000",
+            "--rounds",
+            "2",
+            "--sizes",
+            "32,1K,32K,1M",
+        ],
+        full: &[],
+    },
+    Step {
+        name: "send-time",
+        smoke: &["--samples", "20", "--warmup", "5", "--sizes", "32,1K"],
+        quick: &["--samples", "1000", "--sizes", "32,1K,32K,1M"],
+        full: &[],
+    },
+    Step {
+        name: "throughput",
+        smoke: &["--duration", "0.2", "--rounds", "1", "--sizes", "64"],
+        quick: &["--duration", "1", "--rounds", "2"],
+        full: &[],
+    },
+    Step {
+        name: "idle",
+        smoke: &["--seconds", "0.2"],
+        quick: &["--seconds", "1"],
+        full: &[],
+    },
+    Step {
+        name: "footprint",
+        smoke: &["--seconds", "0.6"],
+        quick: &["--seconds", "2", "--build"],
+        full: &["--build"],
+    },
+    // Hook: the cyclic experiment (seed 000). Its own defaults are used beyond --json.
+    Step {
+        name: "cycle",
+        smoke: &[],
+        quick: &[],
+        full: &[],
+    },
+];
+
+#[derive(Parser)]
+#[command(name = "lab", no_binary_name = true)]
+struct One {
+    #[command(subcommand)]
+    experiment: Experiment,
+}
+
+/// What became of one experiment.
+pub struct Outcome {
+    pub name: &'static str,
+    /// The results object (the lab contract's shape), also for a failure (rows empty, the error
+    /// in config).
+    pub result: Option<Value>,
+    pub seconds: f64,
+    pub status: String,
+}
+
+fn progress_enabled() -> bool {
+    std::io::stdout().is_terminal() && std::env::var("CI").map_or(true, |v| v != "true")
+}
+
+pub fn run(args: SuiteArgs) -> Result<()> {
+    let out = &args.out;
+    std::fs::create_dir_all(out).context(format!("cannot create {}", out.display()))?;
+    let level = if args.smoke {
+        "smoke"
+    } else if args.full {
+        "full"
+    } else {
+        "quick"
+    };
+    let progress = progress_enabled();
+    let allowed = super::allowed_cpus();
+    let started = Instant::now();
+    let steps: Vec<&Step> = STEPS
+        .iter()
+        .filter(|s| !args.skip.iter().any(|k| k == s.name))
+        .collect();
+    let mut outcomes = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        if level == "smoke" && step.smoke.is_empty() {
+            // No tiny parameters known (the hook for an experiment still being written).
+            outcomes.push(Outcome {
+                name: step.name,
+                result: None,
+                seconds: 0.0,
+                status: "left out of the smoke suite".to_owned(),
+            });
+            continue;
+        }
+        let params = match level {
+            "smoke" => step.smoke,
+            "full" => step.full,
+            _ => step.quick,
+        };
+        let json_path = out.join(format!("{}.json", step.name));
+        let _ = std::fs::remove_file(&json_path);
+        let mut argv: Vec<String> = vec![step.name.to_owned()];
+        argv.extend(params.iter().map(|s| s.to_string()));
+        argv.extend(["--json".to_owned(), json_path.display().to_string()]);
+        let t0 = Instant::now();
+        let parsed = match One::try_parse_from(&argv) {
+            Ok(one) => Ok(one.experiment),
+            Err(e) if e.kind() == clap::error::ErrorKind::InvalidSubcommand => {
+                if progress {
+                    println!(
+                        "[{}/{}] {:<11} not in this build",
+                        i + 1,
+                        steps.len(),
+                        step.name
+                    );
+                }
+                outcomes.push(Outcome {
+                    name: step.name,
+                    result: None,
+                    seconds: 0.0,
+                    status: "not in this build".to_owned(),
+                });
+                continue;
+            }
+            Err(e) => Err(e),
+        };
+        if progress {
+            println!(
+                "[{}/{}] {:<11} running ({level}) ...",
+                i + 1,
+                steps.len(),
+                step.name
+            );
+        }
+        let outcome = match parsed {
+            Ok(experiment) => super::run_experiment(experiment),
+            Err(e) => Err(crate::error::Error::msg(format!(
+                "the suite's arguments were refused: {}",
+                e.render().to_string().lines().next().unwrap_or("")
+            ))),
+        };
+        // Experiments pin this thread; give the next one every CPU again.
+        super::limits::restore_affinity(&allowed);
+        let seconds = t0.elapsed().as_secs_f64();
+        let (result, status) = match outcome {
+            Ok(()) => match read_json(&json_path) {
+                Ok(v) => (Some(v), "ok".to_owned()),
+                Err(e) => (
+                    Some(failed(step.name, &argv, &e.to_string())),
+                    format!("failed: {e}"),
+                ),
+            },
+            Err(e) => {
+                note!("ferry lab: {} failed: {e}", step.name);
+                (
+                    Some(failed(step.name, &argv, &e.to_string())),
+                    format!("failed: {e}"),
+                )
+            }
+        };
+        if progress {
+            println!(
+                "[{}/{}] {:<11} {status} ({seconds:.1} s)",
+                i + 1,
+                steps.len(),
+                step.name
+            );
+        }
+        if crate::signal::interrupted() {
+            outcomes.push(Outcome {
+                name: step.name,
+                result,
+                seconds,
+                status,
+            });
+            break;
+        }
+        outcomes.push(Outcome {
+            name: step.name,
+            result,
+            seconds,
+            status,
+        });
+    }
+
+    let results: Vec<Value> = outcomes.iter().filter_map(|o| o.result.clone()).collect();
+    write(
+        &out.join("results.json"),
+        &(serde_json::to_string_pretty(&results)? + "\n"),
+    )?;
+    let suite = super::report::SuiteInfo {
+        level,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        seconds: started.elapsed().as_secs_f64(),
+        outcomes: &outcomes,
+    };
+    super::report::write(out, &suite)?;
+    if progress {
+        println!(
+            "wrote {} (open {}) in {:.0} s",
+            out.display(),
+            out.join("index.html").display(),
+            started.elapsed().as_secs_f64()
+        );
+    } else {
+        note!("wrote {}", out.join("index.html").display());
+    }
+    if crate::signal::interrupted() {
+        return Err(crate::error::Error::msg("interrupted"));
+    }
+    Ok(())
+}
+
+fn read_json(path: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(path)
+        .context(format!("the experiment wrote no {}", path.display()))?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// The results object of an experiment that failed: the contract's shape, no rows.
+fn failed(name: &str, argv: &[String], error: &str) -> Value {
+    json!({
+        "ferry_version": env!("CARGO_PKG_VERSION"),
+        "experiment": name,
+        "machine": serde_json::to_value(Machine::probe()).unwrap_or(Value::Null),
+        "config": { "arguments": argv, "error": error },
+        "rows": [],
+    })
+}
+
+pub fn write(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).context(format!("cannot write {}", path.display()))
+}
