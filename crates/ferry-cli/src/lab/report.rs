@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
 use super::footprint::{VORTEX_BINARY_BYTES, VORTEX_THREADS, VORTEX_VMRSS_KB};
@@ -101,7 +102,24 @@ fn esc(s: &str) -> String {
 /// The scalar fields of every row, one column each (arrays and objects are left out: per-round
 /// details stay in the JSON).
 pub fn csv(rows: &[Value]) -> String {
+    // The identifying columns first, then the rest in the order serde_json gives them.
     let mut cols: Vec<String> = Vec::new();
+    for key in [
+        "experiment",
+        "app",
+        "kind",
+        "transport",
+        "wait",
+        "size_bytes",
+        "round",
+    ] {
+        if rows
+            .iter()
+            .any(|r| r.get(key).is_some_and(|v| !v.is_array() && !v.is_object()))
+        {
+            cols.push(key.to_owned());
+        }
+    }
     for r in rows {
         if let Some(obj) = r.as_object() {
             for (k, v) in obj {
@@ -209,6 +227,7 @@ fn box_plot(
                     String::new()
                 }
             })
+            .y_labels(8)
             .y_label_formatter(&|y| format_ns(*y))
             .x_desc("message size")
             .y_desc(y_desc)
@@ -297,10 +316,21 @@ fn line_chart(
             .margin(16)
             .x_label_area_size(48)
             .y_label_area_size(80)
-            .build_cartesian_2d((x0 / 1.5..x1 * 1.5).log_scale(), (y0..y1).log_scale())?;
+            .build_cartesian_2d((x0.log2() - 0.5)..(x1.log2() + 0.5), (y0..y1).log_scale())?;
+        // x is log2 of the size, so that the ticks fall on powers of two.
+        let ticks = (x1.log2() - x0.log2()).round() as usize + 2;
         chart
             .configure_mesh()
-            .x_label_formatter(&|x| format_size(*x as usize))
+            .x_labels(ticks * 2 + 1)
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() < 0.01 && i >= 0.0 {
+                    format_size(2f64.powf(i) as usize)
+                } else {
+                    String::new()
+                }
+            })
+            .y_labels(8)
             .y_label_formatter(&|y| y_fmt(*y))
             .x_desc(x_desc)
             .y_desc(y_desc)
@@ -309,6 +339,7 @@ fn line_chart(
             .draw()?;
         for (i, (name, points)) in series.iter().enumerate() {
             let c = color(i);
+            let points: Vec<(f64, f64)> = points.iter().map(|&(x, y)| (x.log2(), y)).collect();
             chart
                 .draw_series(LineSeries::new(points.clone(), c.stroke_width(2)))?
                 .label(name.clone())
@@ -350,8 +381,6 @@ fn draw_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, b: &Bars<'_
         .max(b.reference.as_ref().map_or(0.0, |r| r.1))
         .max(1e-9);
     let bottom = values.fold(f64::INFINITY, f64::min).max(1e-9);
-    let k = b.series.len().max(1) as f64;
-    let slot = 0.8 / k;
     let labels = b.categories.clone();
     let x_fmt = move |x: &f64| {
         let i = x.round();
@@ -374,18 +403,29 @@ fn draw_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, b: &Bars<'_
                 .draw()?;
             for (si, (name, c, vals)) in b.series.iter().enumerate() {
                 let c = *c;
+                // Each category centres the bars it has (a series without a value there
+                // leaves no gap).
+                let place = |ci: usize| -> (f64, f64) {
+                    let present: Vec<usize> = (0..b.series.len())
+                        .filter(|&j| b.series[j].2.get(ci).copied().flatten().is_some())
+                        .collect();
+                    let k = present.len().max(1) as f64;
+                    let pos = present.iter().position(|&j| j == si).unwrap_or(0) as f64;
+                    let w = (0.8 / k).min(0.3);
+                    (ci as f64 - w * k / 2.0 + w * pos, w)
+                };
                 let bars = vals.iter().enumerate().filter_map(|(ci, v)| {
                     let v = (*v)?;
-                    let x = ci as f64 - 0.4 + slot * si as f64;
+                    let (x, w) = place(ci);
                     Some(Rectangle::new(
-                        [(x + slot * 0.08, $base), (x + slot * 0.92, v)],
+                        [(x + w * 0.06, $base), (x + w * 0.94, v)],
                         c.filled(),
                     ))
                 });
                 let labels = vals.iter().enumerate().filter_map(|(ci, v)| {
                     let v = (*v)?;
-                    let x = ci as f64 - 0.4 + slot * (si as f64 + 0.5);
-                    let t = if v >= 100.0 {
+                    let (x, w) = place(ci);
+                    let t = if v.fract() == 0.0 || v >= 100.0 {
                         format!("{v:.0}")
                     } else if v >= 10.0 {
                         format!("{v:.1}")
@@ -394,8 +434,11 @@ fn draw_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, b: &Bars<'_
                     };
                     Some(Text::new(
                         t,
-                        (x - slot * 0.3, v),
-                        (FONT, 13).into_font().color(&BLACK),
+                        (x + w / 2.0, v),
+                        (FONT, 13)
+                            .into_font()
+                            .color(&BLACK)
+                            .pos(Pos::new(HPos::Center, VPos::Bottom)),
                     ))
                 });
                 $chart
@@ -536,7 +579,8 @@ fn section(v: &Value) -> Result<Section> {
     let rs = rows(v);
     let mut svgs: Vec<(String, String)> = Vec::new();
     let mut captions: Vec<String> = Vec::new();
-    let sentence;
+    #[allow(unused_assignments)]
+    let mut sentence = String::new();
     match name {
         "latency" => {
             let (s, summary) = latency_like(
@@ -598,7 +642,7 @@ fn section(v: &Value) -> Result<Section> {
                 .map(|r| {
                     format!(
                         "{} {}",
-                        text(r, "app").unwrap_or("?"),
+                        text(r, "app").unwrap_or("?").trim_start_matches("min-"),
                         text(r, "transport").unwrap_or("?")
                     )
                 })
@@ -858,7 +902,8 @@ thread_local! {
 
 const CSS: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;max-width:1560px;margin:24px auto;padding:0 24px;color:#222;line-height:1.45}\
 h1{margin-bottom:4px}h2{margin-top:40px;border-bottom:2px solid #ddd;padding-bottom:4px}\
-table{border-collapse:collapse;margin:8px 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
+table{border-collapse:collapse;margin:8px 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;vertical-align:top}\
+.rows{overflow-x:auto}.rows td{white-space:nowrap}\
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}\
 .study{background:#f5f8fc;border-left:4px solid #1f77b4;padding:8px 12px;font-size:15px}\
 .fail{background:#fdf1f1;border-left:4px solid #d62728;padding:8px 12px}\
@@ -992,7 +1037,8 @@ fn table(rs: &[Value]) -> String {
     let text = csv(rs);
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
-    let mut out = String::from("<details open><summary>rows</summary><table><tr>");
+    let mut out =
+        String::from("<details open><summary>rows</summary><div class=\"rows\"><table><tr>");
     for h in &header {
         let _ = write!(out, "<th>{}</th>", esc(h));
     }
@@ -1009,10 +1055,16 @@ fn table(rs: &[Value]) -> String {
                 },
                 Some(other) => other.to_string(),
             };
-            let _ = write!(out, "<td>{}</td>", esc(&cell));
+            if cell.chars().count() > 60 {
+                // Long notes stay whole in the CSV and in a tooltip.
+                let short: String = cell.chars().take(57).collect();
+                let _ = write!(out, "<td title=\"{}\">{}…</td>", esc(&cell), esc(&short));
+            } else {
+                let _ = write!(out, "<td>{}</td>", esc(&cell));
+            }
         }
         out.push_str("</tr>\n");
     }
-    out.push_str("</table></details>\n");
+    out.push_str("</table></div></details>\n");
     out
 }

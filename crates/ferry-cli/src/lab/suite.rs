@@ -109,11 +109,29 @@ const STEPS: &[Step] = &[
         quick: &["--seconds", "2", "--build"],
         full: &["--build"],
     },
-    // Hook: the cyclic experiment (seed 000). Its own defaults are used beyond --json.
+    // The paced multithreaded UDP sender (seed 002); not in the smoke suite.
+    Step {
+        name: "udp-rate",
+        smoke: &[],
+        quick: &["--duration", "1"],
+        full: &[],
+    },
+    // The cyclic experiment (seed 000): one cycle time and budget, a coarse bisection; not in
+    // the smoke suite (it needs cgroups). `--full` uses its defaults, not its hours-long
+    // `--study`.
     Step {
         name: "cycle",
         smoke: &[],
-        quick: &[],
+        quick: &[
+            "--cycle-ms",
+            "10",
+            "--cycles",
+            "100",
+            "--max-multiplicity",
+            "1000000",
+            "--resolution",
+            "10",
+        ],
         full: &[],
     },
 ];

@@ -1,0 +1,150 @@
+//! The default suite (`ferry lab`) in its hidden smoke mode, where every experiment is tiny:
+//! it writes a report directory whose results.json parses, with one object per experiment in
+//! the lab contract's shape, a CSV per experiment, SVG plots, and an index.html that shows every
+//! SVG. No timing is asserted; the run is bounded and killed if it overruns.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn out_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ferry-suite-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Runs `ferry lab <args>` for at most `limit`; returns whether it succeeded and its stderr.
+fn run_lab(args: &[&str], limit: Duration) -> (bool, String) {
+    let stderr_path = std::env::temp_dir().join(format!("ferry-suite-{}.err", std::process::id()));
+    let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .arg("lab")
+        .args(args)
+        .env_remove("FERRY_DOMAIN")
+        .env("CI", "true")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start ferry lab");
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break Some(s);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&stderr_path);
+    match status {
+        Some(s) => (s.success(), err),
+        None => panic!("ferry lab {args:?} did not finish within {limit:?}\n{err}"),
+    }
+}
+
+fn files_with(dir: &Path, ext: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("read the report directory")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(ext))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn smoke_suite_writes_a_complete_report() {
+    let dir = out_dir("smoke");
+    let (ok, err) = run_lab(
+        &["--smoke", "--out", dir.to_str().expect("utf-8 path")],
+        Duration::from_secs(300),
+    );
+    assert!(ok, "ferry lab --smoke failed:\n{err}");
+
+    let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json");
+    let results: serde_json::Value = serde_json::from_str(&text).expect("results.json parses");
+    let results = results.as_array().expect("results.json is an array");
+    let names: Vec<&str> = results
+        .iter()
+        .map(|r| r["experiment"].as_str().expect("experiment is a string"))
+        .collect();
+    for wanted in ["limits", "latency", "send-time", "idle", "footprint"] {
+        assert!(names.contains(&wanted), "{wanted} missing from {names:?}");
+    }
+    for r in results {
+        for key in ["ferry_version", "experiment", "machine", "config", "rows"] {
+            assert!(r.get(key).is_some(), "{key} missing in {r}");
+        }
+        assert!(r["rows"].is_array());
+        assert!(r["machine"]["cpus"].is_u64());
+        let name = r["experiment"].as_str().unwrap_or_default();
+        assert!(
+            dir.join(format!("{name}.csv")).is_file(),
+            "{name}.csv missing"
+        );
+        // Experiments that ran in the smoke suite have rows (footprint may lack its apps when
+        // they were not built: it then says how to build them).
+        if name != "footprint" {
+            assert!(
+                !r["rows"].as_array().unwrap().is_empty(),
+                "{name} has no rows: {}",
+                r["config"]
+            );
+        }
+    }
+    let latency_csv = std::fs::read_to_string(dir.join("latency.csv")).expect("latency.csv");
+    let header = latency_csv.lines().next().unwrap_or_default();
+    for col in ["transport", "size_bytes", "p50_ns", "p99_ns"] {
+        assert!(
+            header.contains(col),
+            "latency.csv header {header:?} lacks {col}"
+        );
+    }
+
+    let svgs = files_with(&dir, ".svg");
+    for wanted in [
+        "latency.svg",
+        "send-time.svg",
+        "idle.svg",
+        "limits-memcpy.svg",
+    ] {
+        assert!(
+            svgs.iter().any(|s| s == wanted),
+            "{wanted} missing: {svgs:?}"
+        );
+    }
+    for svg in &svgs {
+        let body = std::fs::read_to_string(dir.join(svg)).expect("read svg");
+        assert!(body.contains("<svg"), "{svg} is not an SVG");
+        assert!(body.contains("<text"), "{svg} has no text (labels)");
+    }
+    let html = std::fs::read_to_string(dir.join("index.html")).expect("index.html");
+    for svg in &svgs {
+        assert!(
+            html.contains(&format!("src=\"{svg}\"")),
+            "index.html does not show {svg}"
+        );
+    }
+    assert!(html.contains("Vortex Lite"));
+    assert!(
+        !html.contains("<script") && !html.contains("http://") && !html.contains("https://"),
+        "index.html must be self-contained"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn suite_and_subcommand_do_not_mix() {
+    let dir = out_dir("mix");
+    let (ok, _) = run_lab(
+        &["--smoke", "--out", dir.to_str().unwrap(), "limits"],
+        Duration::from_secs(60),
+    );
+    assert!(!ok, "suite flags with a subcommand should be refused");
+    assert!(!dir.join("results.json").exists());
+}
