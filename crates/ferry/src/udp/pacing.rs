@@ -52,6 +52,9 @@ pub struct Figures {
     pub positive_lag_ns: u64,
     /// Summed time spent waiting for the next target.
     pub negative_lag_ns: u64,
+    /// How far behind schedule the thread was at its latest send (catch-up mode: a backlog it
+    /// has not made up yet).
+    pub backlog_ns: u64,
 }
 
 impl Figures {
@@ -62,6 +65,10 @@ impl Figures {
         self.send_ns += o.send_ns;
         self.positive_lag_ns += o.positive_lag_ns;
         self.negative_lag_ns += o.negative_lag_ns;
+        // The latest backlog counts, not a stall that was made up since.
+        if o.datagrams > 0 {
+            self.backlog_ns = o.backlog_ns;
+        }
     }
 }
 
@@ -103,6 +110,7 @@ impl Pacer {
         self.figures.send_ns += end.saturating_sub(start);
         self.figures.negative_lag_ns += waited;
         self.figures.positive_lag_ns += start.saturating_sub(target);
+        self.figures.backlog_ns = start.saturating_sub(target);
         self.target_ns = Some(match self.mode {
             PacingMode::CatchUp => target.saturating_add(self.interval_ns),
             PacingMode::Steady => start.saturating_add(self.interval_ns),
@@ -122,9 +130,15 @@ pub struct ManagerConfig {
     pub max_threads: usize,
     /// Decisions are taken once per interval (0.5 s by default, as in the study).
     pub interval_ns: u64,
-    /// Total positive lag per interval below which the pool counts as on schedule: jitter of a
-    /// few µs per send must not spawn threads (the study saw 3.5 ± 1.4 µs per send loop).
+    /// The pacing the threads use: it decides what "behind schedule" means.
+    pub pacing: PacingMode,
+    /// Catch-up: a total backlog (behind schedule at the end of an interval) above this spawns a
+    /// thread. Jitter of a few µs per send, or a stall already made up, must not (the study saw
+    /// 3.5 ± 1.4 µs per send loop).
     pub spawn_threshold_ns: u64,
+    /// Steady: lateness is never made up, so the summed positive lag is lost sending time; above
+    /// this fraction of the interval per thread, the pool is behind.
+    pub steady_threshold: f64,
     /// A thread stops when the remaining ones would be busy at most 1/`stop_margin` of the time
     /// carrying its share (1.5: at most two thirds busy), so a stop does not bring lag back.
     pub stop_margin: f64,
@@ -139,12 +153,17 @@ impl Default for ManagerConfig {
             min_threads: 1,
             max_threads: 1,
             interval_ns: 500_000_000,
+            pacing: PacingMode::CatchUp,
             spawn_threshold_ns: 2_000_000,
+            steady_threshold: 0.02,
             stop_margin: 1.5,
             unreachable_after: 2,
         }
     }
 }
+
+/// Catch-up: mean lateness per send above this many send intervals means struggling.
+const LATE_INTERVALS: u64 = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -159,18 +178,68 @@ pub enum Decision {
 pub struct Manager {
     pub cfg: ManagerConfig,
     behind: u32,
+    /// The current per-thread send interval T; 0 when unknown.
+    send_interval_ns: u64,
+    /// Intervals decided so far (the first is warm-up: threads and sockets starting).
+    intervals: u64,
+    /// The requested rate; 0 when unknown (then no rate check).
+    rate_bps: u64,
 }
 
 impl Manager {
     pub fn new(cfg: ManagerConfig) -> Manager {
-        Manager { cfg, behind: 0 }
+        Manager {
+            cfg,
+            behind: 0,
+            send_interval_ns: 0,
+            intervals: 0,
+            rate_bps: 0,
+        }
+    }
+
+    /// Tells the manager the target (it changes at run time) and the threads' send interval T:
+    /// under catch-up, sends that are on average several T late mean a thread keeps up only by
+    /// bursting, and with a rate deficit that is a reason to add a thread.
+    pub fn set_target(&mut self, rate_bps: u64, t_ns: u64) {
+        self.rate_bps = rate_bps;
+        self.send_interval_ns = t_ns;
     }
 
     /// Decides from one interval's figures of `threads` running senders.
     pub fn decide(&mut self, figures: &[Figures], threads: usize) -> Decision {
-        let positive: u64 = figures.iter().map(|f| f.positive_lag_ns).sum();
+        self.intervals += 1;
+        if self.intervals == 1 {
+            // Warm-up: the first interval holds thread and socket start-up, not steady lag.
+            return Decision::Keep;
+        }
         let negative: u64 = figures.iter().map(|f| f.negative_lag_ns).sum();
-        if positive > self.cfg.spawn_threshold_ns {
+        let bits = figures.iter().map(|f| f.bytes).sum::<u64>() as f64 * 8.0;
+        let wanted = self.rate_bps as f64 * self.cfg.interval_ns as f64 / 1e9;
+        // The share of the requested rate not sent in this interval (0 when unknown).
+        let deficit = if self.rate_bps > 0 {
+            (1.0 - bits / wanted).max(0.0)
+        } else {
+            0.0
+        };
+        let behind = match self.cfg.pacing {
+            PacingMode::CatchUp => {
+                let backlog: u64 = figures.iter().map(|f| f.backlog_ns).sum();
+                let sends: u64 = figures.iter().map(|f| f.datagrams).sum();
+                let lateness: u64 = figures.iter().map(|f| f.positive_lag_ns).sum();
+                let struggling = self.send_interval_ns > 0
+                    && sends > 0
+                    && lateness / sends > LATE_INTERVALS * self.send_interval_ns;
+                backlog > self.cfg.spawn_threshold_ns || (struggling && deficit > 0.01)
+            }
+            PacingMode::Steady => {
+                let lost: u64 = figures.iter().map(|f| f.positive_lag_ns).sum();
+                lost as f64
+                    > self.cfg.steady_threshold
+                        * self.cfg.interval_ns as f64
+                        * threads.max(1) as f64
+            }
+        };
+        if behind {
             if threads < self.cfg.max_threads {
                 self.behind = 0;
                 return Decision::Spawn;
@@ -268,8 +337,10 @@ mod tests {
             ..ManagerConfig::default()
         };
         let mut m = Manager::new(cfg);
+        m.decide(&[], 1); // warm-up
         let behind = Figures {
-            positive_lag_ns: 10_000_000,
+            backlog_ns: 10_000_000,
+            datagrams: 1,
             ..Figures::default()
         };
         assert_eq!(m.decide(&[behind], 1), Decision::Spawn);
@@ -287,12 +358,31 @@ mod tests {
             max_threads: 8,
             ..ManagerConfig::default()
         });
+        m.decide(&[], 1); // warm-up
         let jitter = Figures {
             positive_lag_ns: 1_500_000,
             negative_lag_ns: 100_000_000,
             ..Figures::default()
         };
         assert_eq!(m.decide(&[jitter], 1), Decision::Keep);
+        // Catch-up keeping up only by bursting (50 µs late per send on a 10 µs interval) and
+        // missing the rate: 40 000 sends of 1000 bytes in 0.5 s is 640 of 1000 Mbit/s.
+        m.set_target(1_000_000_000, 10_000);
+        let bursting = Figures {
+            positive_lag_ns: 50_000 * 40_000,
+            datagrams: 40_000,
+            bytes: 40_000_000,
+            backlog_ns: 1_000,
+            ..Figures::default()
+        };
+        assert_eq!(m.decide(&[bursting], 1), Decision::Spawn);
+        let calm = Figures {
+            positive_lag_ns: 5_000 * 40_000,
+            datagrams: 40_000,
+            backlog_ns: 1_000,
+            ..Figures::default()
+        };
+        assert_eq!(m.decide(&[calm], 2), Decision::Keep);
     }
 
     #[test]
@@ -301,6 +391,7 @@ mod tests {
             max_threads: 8,
             ..ManagerConfig::default()
         });
+        m.decide(&[], 1); // warm-up
         let half = Figures {
             negative_lag_ns: 250_000_000,
             ..Figures::default()

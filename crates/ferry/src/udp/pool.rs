@@ -112,8 +112,18 @@ fn sleep_until(deadline: u64) {
     if deadline > now + SPIN_NS {
         std::thread::sleep(Duration::from_nanos(deadline - now - SPIN_NS));
     }
-    while monotonic_ns() < deadline {
-        std::hint::spin_loop();
+    // Yield while more than a few µs remain: on a machine with few CPUs the receivers and
+    // the other senders need them more than this thread needs to spin.
+    loop {
+        let left = deadline.saturating_sub(monotonic_ns());
+        if left == 0 {
+            break;
+        }
+        if left > 5_000 {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
     }
 }
 
@@ -129,7 +139,9 @@ fn any_addr(like: &SocketAddr) -> SocketAddr {
 /// Hands a thread's figures to the manager and its counts to the pool totals.
 fn flush(shared: &Shared, figures: &Mutex<Figures>, pacer: &mut Pacer) {
     let f = pacer.take_figures();
-    shared.sent_datagrams.fetch_add(f.datagrams, Ordering::Relaxed);
+    shared
+        .sent_datagrams
+        .fetch_add(f.datagrams, Ordering::Relaxed);
     shared.sent_bytes.fetch_add(f.bytes, Ordering::Relaxed);
     figures.lock().unwrap_or_else(|p| p.into_inner()).add(&f);
 }
@@ -185,11 +197,11 @@ fn spawn_worker(shared: &Arc<Shared>, index: usize) -> io::Result<Worker> {
                 pacer.sent(start, end, start - loop_start, s.cfg.mss);
                 pacer.figures.loop_ns += end - loop_start;
                 if end - last_flush > 1_000_000 {
-                flush(&s, &fig, &mut pacer);
-                last_flush = end;
+                    flush(&s, &fig, &mut pacer);
+                    last_flush = end;
+                }
             }
-        }
-        flush(&s, &fig, &mut pacer);
+            flush(&s, &fig, &mut pacer);
         })?;
     Ok(Worker {
         stop,
@@ -238,6 +250,7 @@ impl SenderPool {
             max_threads: max,
             interval_ns: shared.cfg.interval.as_nanos() as u64,
             spawn_threshold_ns: shared.cfg.spawn_threshold.as_nanos() as u64,
+            pacing: shared.cfg.pacing,
             ..ManagerConfig::default()
         };
         let s = shared.clone();
@@ -263,7 +276,10 @@ impl SenderPool {
 
     /// Datagrams and bytes sent so far (all threads).
     pub fn sent(&self) -> (u64, u64) {
-        (self.shared.sent_datagrams.load(Ordering::Relaxed), self.shared.sent_bytes.load(Ordering::Relaxed))
+        (
+            self.shared.sent_datagrams.load(Ordering::Relaxed),
+            self.shared.sent_bytes.load(Ordering::Relaxed),
+        )
     }
 
     /// Datagrams whose send failed (counted, never silent).
@@ -329,6 +345,11 @@ fn manage(shared: Arc<Shared>, mut workers: Vec<Worker>, mut manager: Manager) {
             .map(|w| std::mem::take(&mut *w.figures.lock().unwrap_or_else(|p| p.into_inner())))
             .collect();
         let bytes: u64 = figures.iter().map(|f| f.bytes).sum();
+        let rate = shared.rate_bps.load(Ordering::Relaxed);
+        manager.set_target(
+            rate,
+            interval_ns(shared.cfg.mss, workers.len().max(1), rate),
+        );
         let decision = manager.decide(&figures, workers.len());
         match decision {
             Decision::Spawn => {
@@ -527,8 +548,8 @@ impl ReceiverPool {
                         }
                     }
                     last_drops = drops;
-                s.drops_seen.store(drops, Ordering::Relaxed);
-                s.threads.store(workers.len(), Ordering::Relaxed);
+                    s.drops_seen.store(drops, Ordering::Relaxed);
+                    s.threads.store(workers.len(), Ordering::Relaxed);
                 }
                 for w in workers {
                     w.stop.store(true, Ordering::Release);
@@ -549,7 +570,11 @@ impl ReceiverPool {
         ReceiverTotals {
             datagrams: self.shared.datagrams.load(Ordering::Relaxed),
             bytes: self.shared.bytes.load(Ordering::Relaxed),
-            kernel_drops: self.shared.drops_seen.load(Ordering::Relaxed).max(self.shared.drops_closed.load(Ordering::Relaxed)),
+            kernel_drops: self
+                .shared
+                .drops_seen
+                .load(Ordering::Relaxed)
+                .max(self.shared.drops_closed.load(Ordering::Relaxed)),
             threads: self.shared.threads.load(Ordering::Relaxed),
         }
     }
