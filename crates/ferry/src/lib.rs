@@ -20,6 +20,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod admin;
+pub mod cycle;
 mod error;
 mod node;
 pub mod pod;
@@ -29,6 +30,7 @@ mod sync;
 pub mod sys;
 pub mod udp;
 
+pub use cycle::{Cycle, CycleStats, Schedule, Tick};
 pub use error::{Error, PodError, RecvError, SendError};
 pub use node::{Loan, LoanSlice, Node, Publisher, Sample, Subscriber};
 pub use pod::Pod;

@@ -7,6 +7,8 @@
 //! CPU pinning, the peer process and the message channel interface. Each experiment is a
 //! submodule; `raw` holds the baseline channels.
 
+pub mod cgroup;
+pub mod cycle;
 pub mod footprint;
 pub mod idle;
 pub mod latency;
@@ -50,6 +52,9 @@ pub enum Experiment {
     Limits(limits::LimitsArgs),
     /// The time of the publish call alone, by transport and size (seed 004's send time)
     SendTime(sendtime::SendTimeArgs),
+    /// The largest u32 array a cyclic writer gets to a cyclic reader per cycle time under a CPU
+    /// budget (the Dominion study): bisection, deadline misses, overloads
+    Cycle(cycle::CycleArgs),
 }
 
 /// The hidden `ferry lab-peer` command: the other process of an experiment.
@@ -64,6 +69,7 @@ pub enum PeerExperiment {
     Latency(latency::PeerArgs),
     Idle(idle::PeerArgs),
     SendTime(sendtime::PeerArgs),
+    Cycle(cycle::PeerArgs),
 }
 
 pub fn run(args: LabArgs) -> Result<()> {
@@ -80,6 +86,7 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
         Experiment::Footprint(a) => footprint::run(a),
         Experiment::Limits(a) => limits::run(a),
         Experiment::SendTime(a) => sendtime::run(a),
+        Experiment::Cycle(a) => cycle::run(a),
     }
 }
 
@@ -88,6 +95,7 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
         PeerExperiment::Latency(a) => latency::run_peer(a).context("lab peer"),
         PeerExperiment::Idle(a) => idle::run_peer(a).context("lab peer"),
         PeerExperiment::SendTime(a) => sendtime::run_peer(a).context("lab peer"),
+        PeerExperiment::Cycle(a) => cycle::run_peer(a).context("lab peer"),
     }
 }
 

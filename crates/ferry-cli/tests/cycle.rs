@@ -1,0 +1,161 @@
+//! `ferry lab cycle` end to end: a tiny run without a CPU limit produces contract JSON, and (as
+//! root with a cgroup CPU controller) a run under a real CPU quota works and removes its cgroup.
+//! Every wait is bounded; a child that overruns is killed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "ferry-cycle-test-{}-{name}.json",
+        std::process::id()
+    ))
+}
+
+/// Runs `ferry lab cycle ARGS --json PATH`, killed after `limit`.
+fn lab_cycle(args: &[&str], json: &Path, limit: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .env_remove("FERRY_DOMAIN")
+        .args(["lab", "cycle"])
+        .args(args)
+        .arg("--json")
+        .arg(json)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ferry");
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("reap");
+            panic!(
+                "ferry lab cycle {args:?} ran past {limit:?}\nstdout: {}\nstderr: {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("reap")
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).expect("results JSON written");
+    let _ = std::fs::remove_file(path);
+    serde_json::from_str(&text).expect("valid JSON")
+}
+
+fn check_success(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({})\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn tiny_run_writes_contract_json() {
+    let json = tmp("tiny");
+    let out = lab_cycle(
+        &[
+            "--transport",
+            "shm",
+            "--cycle-ms",
+            "5",
+            "--cpu",
+            "none",
+            "--cycles",
+            "30",
+            "--max-multiplicity",
+            "4096",
+        ],
+        &json,
+        Duration::from_secs(120),
+    );
+    check_success(&out, "lab cycle");
+    let v = read_json(&json);
+    assert_eq!(v["experiment"], "cycle");
+    assert!(v["ferry_version"].is_string());
+    assert!(v["machine"]["cpus"].as_u64().unwrap() >= 1);
+    assert_eq!(v["config"]["cycles"], 30);
+    assert_eq!(v["config"]["max_multiplicity"], 4096);
+    assert_eq!(v["config"]["cpu"][0], serde_json::Value::Null);
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert_eq!(row["transport"], "shm");
+    assert_eq!(row["cycle_ms"], 5.0);
+    assert_eq!(row["cpu"], serde_json::Value::Null);
+    assert_eq!(row["repeat"], 0);
+    let max = row["max_multiplicity"].as_u64().unwrap();
+    // 16 KiB per 5 ms over shared memory without a CPU limit: no machine fails this.
+    assert!(max > 0 && max <= 4096, "max_multiplicity {max}");
+    assert!(row["deadline_misses"].is_u64());
+    assert_eq!(row["bytes_per_cycle"].as_u64().unwrap(), max * 4);
+    let trials = row["trials"].as_array().expect("trials");
+    assert!(!trials.is_empty());
+    // The study's first test: half the limit.
+    assert_eq!(trials[0]["multiplicity"], 2048);
+    for t in trials {
+        if t["success"] == true {
+            assert_eq!(t["complete"], 30);
+            assert_eq!(t["corrupt"], 0);
+        }
+    }
+}
+
+#[test]
+fn cpu_quota_run_removes_its_cgroup() {
+    let root = rustix::process::geteuid().is_root();
+    let v1 = Path::new("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists();
+    let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    if !root || !(v1 || v2) {
+        eprintln!(
+            "skipped: needs root and a cgroup CPU controller (root {root}, v1 {v1}, v2 {v2})"
+        );
+        return;
+    }
+    let json = tmp("quota");
+    let out = lab_cycle(
+        &[
+            "--transport",
+            "shm",
+            "--cycle-ms",
+            "5",
+            "--cpu",
+            "0.5",
+            "--cycles",
+            "30",
+            "--max-multiplicity",
+            "4096",
+        ],
+        &json,
+        Duration::from_secs(120),
+    );
+    if !out.status.success()
+        && String::from_utf8_lossy(&out.stderr).contains("cannot create the cgroup")
+    {
+        eprintln!(
+            "skipped: the cgroup cannot be created here: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    check_success(&out, "lab cycle --cpu 0.5");
+    let v = read_json(&json);
+    assert_eq!(v["config"]["cgroup"]["used"], true);
+    assert_eq!(v["config"]["cgroup"]["period_us"], 100_000);
+    let dir = v["config"]["cgroup"]["dir"].as_str().expect("cgroup dir");
+    assert!(dir.contains("ferry-lab-"), "{dir}");
+    assert!(!Path::new(dir).exists(), "{dir} is still there");
+    let row = &v["rows"][0];
+    assert_eq!(row["cpu"], 0.5);
+    assert!(row["max_multiplicity"].as_u64().unwrap() > 0);
+    let trial = &row["trials"][0];
+    assert!(trial["throttled_periods"].is_u64(), "{trial}");
+}
