@@ -873,6 +873,48 @@ fn section(v: &Value) -> Result<Section> {
                 best.join(", ")
             );
         }
+        "cycle" => {
+            let parts: Vec<String> = rs
+                .iter()
+                .filter_map(|r| {
+                    Some(format!(
+                        "{} at {} ms and {} CPU: {} u32{}",
+                        text(r, "transport")?,
+                        num(r, "cycle_ms")?,
+                        r.get("cpu")
+                            .map_or("unlimited".to_owned(), |c| c.to_string()),
+                        num(r, "max_multiplicity")?,
+                        if r.get("reached_limit").and_then(Value::as_bool) == Some(true) {
+                            " (the limit tried)"
+                        } else {
+                            ""
+                        }
+                    ))
+                })
+                .collect();
+            sentence = format!(
+                "Dominion (seed 000) finds the largest multiplicity (u32 elements per cycle) that arrives in 99.95 % of the cycles under a CPU budget. Here: {}.",
+                parts.join("; ")
+            );
+        }
+        "udp-rate" => {
+            let parts: Vec<String> = rs
+                .iter()
+                .filter_map(|r| {
+                    Some(format!(
+                        "{:.2} of {:.2} Gbit/s (MSS {}, {} thread(s))",
+                        num(r, "achieved_bps")? / 1e9,
+                        num(r, "requested_bps")? / 1e9,
+                        num(r, "mss")?,
+                        num(r, "threads")?
+                    ))
+                })
+                .collect();
+            sentence = format!(
+                "Seed 002 paces each UDP sender thread at T = MSS·8·N/R and adds threads from the accumulated lag. Here: {}.",
+                parts.join("; ")
+            );
+        }
         other => {
             // Hook: an experiment this report has no plot for yet (e.g. cycle): CSV and table.
             sentence = format!(

@@ -88,7 +88,7 @@ const STEPS: &[Step] = &[
     Step {
         name: "send-time",
         smoke: &["--samples", "20", "--warmup", "5", "--sizes", "32,1K"],
-        quick: &["--samples", "1000", "--sizes", "32,1K,32K,1M"],
+        quick: &["--samples", "2000", "--sizes", "32,1K,32K,1M"],
         full: &[],
     },
     Step {
