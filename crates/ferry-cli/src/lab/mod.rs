@@ -17,6 +17,7 @@ pub mod raw;
 pub mod report;
 pub mod sendtime;
 pub mod suite;
+pub mod udprate;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -52,6 +53,9 @@ pub enum Experiment {
     Limits(limits::LimitsArgs),
     /// The time of the publish call alone, by transport and size (seed 004's send time)
     SendTime(sendtime::SendTimeArgs),
+    /// Paced multithreaded UDP sending: the rate reached per thread count and MSS, and an
+    /// automatic pool under rate changes and CPU stress (seed 002)
+    UdpRate(udprate::UdpRateArgs),
     /// The largest u32 array a cyclic writer gets to a cyclic reader per cycle time under a CPU
     /// budget (the Dominion study): bisection, deadline misses, overloads
     Cycle(cycle::CycleArgs),
@@ -86,6 +90,7 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
         Experiment::Footprint(a) => footprint::run(a),
         Experiment::Limits(a) => limits::run(a),
         Experiment::SendTime(a) => sendtime::run(a),
+        Experiment::UdpRate(a) => udprate::run(a),
         Experiment::Cycle(a) => cycle::run(a),
     }
 }

@@ -75,7 +75,7 @@ fn parse_rate(s: &str) -> Result<u64, String> {
         .trim()
         .parse()
         .map_err(|_| format!("invalid rate {s:?}: use e.g. 500M or 2G (bit/s)"))?;
-    if !(v > 0.0) || v * mult > 1e13 {
+    if v.is_nan() || v <= 0.0 || v * mult > 1e13 {
         return Err(format!("rate {s:?} must be above 0 and at most 10T bit/s"));
     }
     Ok((v * mult) as u64)
