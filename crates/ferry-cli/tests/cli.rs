@@ -510,3 +510,162 @@ fn an_idle_blocking_subscriber_does_not_spin() {
         );
     }
 }
+
+/// Reads a lab results file and checks the contract's top level.
+fn lab_json(path: &std::path::Path, experiment: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).expect("results file");
+    let _ = std::fs::remove_file(path);
+    let json: serde_json::Value = serde_json::from_str(&text).expect("results parse as JSON");
+    assert_eq!(json["experiment"], experiment);
+    assert!(json["ferry_version"].is_string());
+    assert!(json["machine"]["cpus"].is_number());
+    assert!(json["config"]["pinning"]["mode"].is_string());
+    json
+}
+
+#[test]
+fn lab_latency_over_udp_writes_contract_json() {
+    let path = std::env::temp_dir().join(format!("ferry-lab-udp-{}.json", std::process::id()));
+    let out = run(
+        &[
+            "lab",
+            "latency",
+            "--transport",
+            "raw-udp4,udp4",
+            "--sizes",
+            "64,100K",
+            "--samples",
+            "100",
+            "--rounds",
+            "1",
+            "--warmup",
+            "20",
+            "--json",
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "lab failed: {}", out.stderr);
+    let json = lab_json(&path, "latency");
+    let rows = json["rows"].as_array().expect("rows");
+    let row = |t: &str, s: u64| {
+        rows.iter()
+            .find(|r| r["transport"] == t && r["size_bytes"] == s)
+            .unwrap_or_else(|| panic!("row {t} {s} missing: {rows:?}"))
+    };
+    for t in ["raw-udp4", "udp4"] {
+        let r = row(t, 64);
+        assert_eq!(r["samples"], 100, "{r}");
+        for key in ["p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns"] {
+            assert!(r[key].as_f64().is_some_and(|v| v > 0.0), "{key} in {r}");
+        }
+    }
+    assert_eq!(row("udp4", 64)["baseline"], "raw-udp4");
+    assert!(row("udp4", 64)["p50_ratio"].is_number());
+    // ferry cuts a 100 KiB message into frames; one plain datagram cannot carry it.
+    assert_eq!(row("udp4", 102_400)["samples"], 100);
+    let skipped = row("raw-udp4", 102_400);
+    assert!(
+        skipped["skipped"].as_str().unwrap().contains("65507"),
+        "{skipped}"
+    );
+    assert!(skipped["p50_ns"].is_null());
+    assert!(row("udp4", 102_400)["p50_ratio"].is_null());
+    assert_eq!(json["config"]["skipped"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn lab_throughput_writes_contract_json() {
+    let path = std::env::temp_dir().join(format!("ferry-lab-tp-{}.json", std::process::id()));
+    let out = run(
+        &[
+            "lab",
+            "throughput",
+            "--transport",
+            "udp4,shm,raw-udp4",
+            "--sizes",
+            "1K",
+            "--duration",
+            "0.3",
+            "--rounds",
+            "1",
+            "--json",
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "lab failed: {}", out.stderr);
+    let json = lab_json(&path, "throughput");
+    assert_eq!(json["config"]["delivery"], "reliable");
+    let rows = json["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 3);
+    for r in rows {
+        for key in [
+            "transport",
+            "size_bytes",
+            "delivery",
+            "loss_percent",
+            "round",
+            "duration_s",
+            "messages_sent",
+            "messages_delivered",
+            "messages_per_s",
+            "delivered_gbps",
+            "lost",
+            "retransmitted",
+            "kernel_drops",
+        ] {
+            assert!(r.get(key).is_some(), "{key} missing in {r}");
+        }
+        assert_eq!(r["size_bytes"], 1024);
+        assert_eq!(r["round"], 0);
+        let sent = r["messages_sent"].as_u64().unwrap();
+        let delivered = r["messages_delivered"].as_u64().unwrap();
+        assert!(delivered > 0 && delivered <= sent, "{r}");
+        assert_eq!(r["lost"].as_u64(), Some(sent - delivered));
+        assert!(r["delivered_gbps"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["out_of_order"], 0, "{r}");
+    }
+    let by = |t: &str| rows.iter().find(|r| r["transport"] == t).unwrap();
+    // Reliable delivery loses nothing (shared memory and UDP alike).
+    for t in ["shm", "udp4"] {
+        assert_eq!(by(t)["lost"], 0, "{}", by(t));
+        assert_eq!(by(t)["delivery"], "reliable");
+    }
+    assert_eq!(by("udp4")["datagram_bytes"], 1024 + 48);
+    assert!(by("udp4")["retransmitted"].is_u64());
+    assert_eq!(by("raw-udp4")["delivery"], "none");
+    assert!(by("udp4")["ratios"]["raw-udp4"].is_number());
+    assert!(out.stdout.contains("Gbit/s"), "{}", out.stdout);
+}
+
+#[test]
+fn lab_throughput_refuses_bad_arguments() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["lab", "throughput", "--transport", "tcp"],
+            "valid transports",
+        ),
+        (&["lab", "throughput", "--sizes", "4"], "out of range"),
+        (&["lab", "throughput", "--loss", "100"], "invalid loss"),
+        (
+            &["lab", "throughput", "--delivery", "maybe"],
+            "invalid value",
+        ),
+        (&["lab", "throughput", "--rounds", "0"], "at least 1"),
+    ];
+    for (args, expected) in cases {
+        let out = run(args, LONG);
+        assert!(
+            !out.status.success(),
+            "ferry {} should fail",
+            args.join(" ")
+        );
+        assert!(
+            out.stderr.contains(expected),
+            "ferry {}: expected {expected:?} in: {}",
+            args.join(" "),
+            out.stderr
+        );
+    }
+}

@@ -10,16 +10,21 @@
 //! A round trip: the main process writes every byte of the ping and sends it; the peer waits for
 //! it, checks every byte, writes every byte of the pong and sends it; the main process waits for
 //! it and checks every byte. Ferry transports send through loans (zero copy) and read samples in
-//! place; the raw baselines do the same payload work on a plain shared buffer.
+//! place; the raw baselines do the same payload work on a plain shared buffer (`raw-spin`,
+//! `raw-futex`) or on the buffers of plain blocking UDP sockets (`raw-udp4`, one datagram per
+//! message, so it cannot carry more than 65507 bytes: larger sizes are skipped and say so).
+//! ferry's UDP transports (`udp4`, `udp6`) cut messages into 1472-byte (IPv6: 1452) frames
+//! themselves (MTU 1500), so they run every size.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use ferry::{Delivery, Node, Publisher, Qos, Subscriber, WaitStrategy};
+use ferry::{Delivery, IpVersion, Node, Publisher, Qos, Subscriber, WaitStrategy};
 use serde::Serialize;
 
 use super::raw::RawChannel;
+use super::rawudp::{self, RawUdpEnd};
 use super::{await_message, verify, Dir, Endpoint, Machine, Peer, Pin, Pinning, Results, Summary};
 use crate::error::{bail, note, Context, Result};
 use crate::signal;
@@ -34,15 +39,32 @@ pub enum Transport {
     Shm,
     RawFutex,
     ShmBlock,
+    RawUdp4,
+    Udp4,
+    Udp6,
+}
+
+/// How a transport moves its messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// ferry, with this QoS (see `Transport::ferry_qos`).
+    Ferry,
+    /// A raw shared buffer; `futex`: the receiver sleeps instead of spinning.
+    RawShm { futex: bool },
+    /// Plain blocking UDP sockets on 127.0.0.1.
+    RawUdp,
 }
 
 impl Transport {
-    const ALL: [Transport; 5] = [
+    const ALL: [Transport; 8] = [
         Transport::RawSpin,
         Transport::ShmSpin,
         Transport::Shm,
         Transport::RawFutex,
         Transport::ShmBlock,
+        Transport::RawUdp4,
+        Transport::Udp4,
+        Transport::Udp6,
     ];
 
     pub fn name(self) -> &'static str {
@@ -52,6 +74,9 @@ impl Transport {
             Transport::Shm => "shm",
             Transport::RawFutex => "raw-futex",
             Transport::ShmBlock => "shm-block",
+            Transport::RawUdp4 => "raw-udp4",
+            Transport::Udp4 => "udp4",
+            Transport::Udp6 => "udp6",
         }
     }
 
@@ -60,18 +85,64 @@ impl Transport {
         match self {
             Transport::ShmSpin | Transport::Shm => Some(Transport::RawSpin),
             Transport::ShmBlock => Some(Transport::RawFutex),
-            Transport::RawSpin | Transport::RawFutex => None,
+            Transport::Udp4 | Transport::Udp6 => Some(Transport::RawUdp4),
+            Transport::RawSpin | Transport::RawFutex | Transport::RawUdp4 => None,
         }
     }
 
-    /// Ferry's wait strategy, for ferry transports.
-    fn ferry_wait(self) -> Option<WaitStrategy> {
+    fn kind(self) -> Kind {
         match self {
-            Transport::ShmSpin => Some(WaitStrategy::Spin),
-            Transport::Shm => Some(WaitStrategy::Adaptive),
-            Transport::ShmBlock => Some(WaitStrategy::Block),
-            Transport::RawSpin | Transport::RawFutex => None,
+            Transport::RawSpin => Kind::RawShm { futex: false },
+            Transport::RawFutex => Kind::RawShm { futex: true },
+            Transport::RawUdp4 => Kind::RawUdp,
+            Transport::ShmSpin
+            | Transport::Shm
+            | Transport::ShmBlock
+            | Transport::Udp4
+            | Transport::Udp6 => Kind::Ferry,
         }
+    }
+
+    /// ferry's QoS for a ferry transport: reliable, loans of up to `max_size` bytes.
+    fn ferry_qos(self, max_size: usize) -> Option<Qos> {
+        let shm = |wait| Some(ferry_qos(wait, max_size));
+        let udp = |ip| {
+            Some(
+                Qos::default()
+                    .transport(ferry::Transport::Udp)
+                    .ip_version(ip)
+                    .mtu(UDP_MTU)
+                    .delivery(Delivery::Reliable)
+                    .wait(WaitStrategy::Block)
+                    .max_message_size(max_size),
+            )
+        };
+        match self {
+            Transport::ShmSpin => shm(WaitStrategy::Spin),
+            Transport::Shm => shm(WaitStrategy::Adaptive),
+            Transport::ShmBlock => shm(WaitStrategy::Block),
+            Transport::Udp4 => udp(IpVersion::V4),
+            Transport::Udp6 => udp(IpVersion::V6),
+            Transport::RawSpin | Transport::RawFutex | Transport::RawUdp4 => None,
+        }
+    }
+
+    /// Whether this is one of ferry's shared-memory transports (they have rings to warm).
+    fn is_ferry_shm(self) -> bool {
+        matches!(
+            self,
+            Transport::ShmSpin | Transport::Shm | Transport::ShmBlock
+        )
+    }
+
+    /// Why this transport cannot carry a `size`-byte message, if it cannot.
+    fn cannot_carry(self, size: usize) -> Option<String> {
+        (self == Transport::RawUdp4 && size > rawudp::MAX_DATAGRAM_V4).then(|| {
+            format!(
+                "skipped: one UDP datagram holds at most {} bytes, and raw-udp4 sends one datagram per message",
+                rawudp::MAX_DATAGRAM_V4
+            )
+        })
     }
 
     fn describe(self) -> &'static str {
@@ -81,9 +152,15 @@ impl Transport {
             Transport::Shm => "ferry shared memory, reliable, WaitStrategy::Adaptive",
             Transport::RawFutex => "as raw-spin, but the receiver sleeps in futex_wait and the sender calls futex_wake after every message",
             Transport::ShmBlock => "ferry shared memory, reliable, WaitStrategy::Block",
+            Transport::RawUdp4 => "two processes with plain blocking std::net::UdpSockets on 127.0.0.1, connected, one send and one recv per message (one datagram per message: at most 65507 bytes)",
+            Transport::Udp4 => "ferry UDP over IPv4 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1472-byte datagrams by ferry)",
+            Transport::Udp6 => "ferry UDP over IPv6 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1452-byte datagrams by ferry)",
         }
     }
 }
+
+/// The MTU ferry's UDP transports are given (1472-byte IPv4 datagrams).
+const UDP_MTU: usize = 1500;
 
 pub fn parse_transport(text: &str) -> Result<Transport, String> {
     let name = text.trim();
@@ -91,13 +168,8 @@ pub fn parse_transport(text: &str) -> Result<Transport, String> {
         return Ok(*t);
     }
     let valid: Vec<&str> = Transport::ALL.iter().map(|t| t.name()).collect();
-    let hint = if name.contains("udp") {
-        " (UDP transports are not implemented yet)"
-    } else {
-        ""
-    };
     Err(format!(
-        "unknown transport {name:?}{hint}; valid transports: {}",
+        "unknown transport {name:?}; valid transports: {}",
         valid.join(", ")
     ))
 }
@@ -105,7 +177,8 @@ pub fn parse_transport(text: &str) -> Result<Transport, String> {
 #[derive(Debug, Args)]
 pub struct LatencyArgs {
     /// Transports to measure, comma-separated, in the order each round runs them: shm-spin,
-    /// shm-block, shm (ferry, adaptive wait), raw-spin, raw-futex (baselines)
+    /// shm-block, shm (ferry, adaptive wait), udp4, udp6 (ferry over UDP, blocking wait),
+    /// raw-spin, raw-futex, raw-udp4 (baselines)
     #[arg(
         long = "transport",
         value_name = "LIST",
@@ -219,7 +292,7 @@ pub fn run(args: LatencyArgs) -> Result<()> {
     let started = super::unix_time();
     let domain = format!("lab{}", std::process::id());
     let max_size = args.sizes.iter().copied().max().unwrap_or(1);
-    let ring_capacity = if args.transports.iter().any(|t| t.ferry_wait().is_some()) {
+    let ring_capacity = if args.transports.iter().any(|t| t.is_ferry_shm()) {
         Some(ferry_ring_capacity(&domain, max_size)?)
     } else {
         None
@@ -283,9 +356,23 @@ pub fn run(args: LatencyArgs) -> Result<()> {
                 delivery: "reliable",
                 max_message_size: ctx.max_size,
                 ring_capacity_bytes: ring_capacity,
-                send: "loan (zero copy)",
+                udp_mtu: UDP_MTU,
+                send: "loan (zero copy under shared memory; under UDP a pooled buffer that becomes the retransmit copy)",
                 receive: "borrowed sample (in place)",
             },
+            skipped: args
+                .transports
+                .iter()
+                .flat_map(|&t| {
+                    args.sizes.iter().filter_map(move |&size| {
+                        t.cannot_carry(size).map(|reason| Skipped {
+                            transport: t.name(),
+                            size_bytes: size,
+                            reason,
+                        })
+                    })
+                })
+                .collect(),
             started_unix_s: started,
         };
         Results::new("latency", machine, config, rows).write_json(path)?;
@@ -326,21 +413,32 @@ fn measure(ctx: &mut Ctx<'_>, samples: &mut Samples) -> Result<()> {
     Ok(())
 }
 
-/// One transport's share of a round, with a fresh peer.
+/// One transport's share of a round, with a fresh peer. Sizes the transport cannot carry get no
+/// samples.
 fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result<Vec<Vec<u64>>> {
     let args = ctx.args;
+    let runs: Vec<usize> = (0..args.sizes.len())
+        .filter(|&i| transport.cannot_carry(args.sizes[i]).is_none())
+        .collect();
+    let mut per_size = vec![Vec::new(); args.sizes.len()];
+    if runs.is_empty() {
+        return Ok(per_size);
+    }
+    let sizes: Vec<usize> = runs.iter().map(|&i| args.sizes[i]).collect();
+    let warmups: Vec<usize> = runs.iter().map(|&i| ctx.warmups[i]).collect();
+    let max_size = sizes.iter().copied().max().unwrap_or(1);
     let mut peer_args = vec![
         "latency".to_owned(),
         "--transport".to_owned(),
         transport.name().to_owned(),
         "--sizes".to_owned(),
-        args.sizes
+        sizes
             .iter()
             .map(usize::to_string)
             .collect::<Vec<_>>()
             .join(","),
         "--counts".to_owned(),
-        ctx.warmups
+        warmups
             .iter()
             .map(|w| (w + recorded).to_string())
             .collect::<Vec<_>>()
@@ -349,10 +447,14 @@ fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result
     if let Some(cpu) = ctx.pinning.peer_cpu() {
         peer_args.extend(["--cpu".to_owned(), cpu.to_string()]);
     }
-    match transport.ferry_wait() {
-        Some(wait) => {
+    let samples = match transport.kind() {
+        Kind::Ferry => {
             let (ping, pong) = topics(ctx.run_index);
-            let qos = ferry_qos(wait, ctx.max_size);
+            // Every ferry transport gets the maximum size of the whole run, as before (it sets
+            // the ring size under shared memory).
+            let qos = transport
+                .ferry_qos(ctx.max_size)
+                .expect("a ferry transport has a QoS");
             let node = Node::with_domain("lab-main", &ctx.domain)?;
             let out = node.publisher(&ping, &qos)?;
             let inp = node.subscriber(&pong, &qos)?;
@@ -376,11 +478,19 @@ fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result
             peer.wait_ready(START_TIMEOUT, || {
                 Ok(end.out.subscriber_count() >= 1 && end.inp.publisher_count() >= 1)
             })?;
-            let samples = drive(&mut end, &mut peer, &args.sizes, &ctx.warmups, recorded)?;
-            peer.finish(START_TIMEOUT)?;
-            Ok(samples)
+            let samples = drive(&mut end, &mut peer, &sizes, &warmups, recorded)?;
+            // A reliable UDP publisher lingers when dropped until its subscribers have said that
+            // they have everything, and a subscriber says so only when it is polled. So the
+            // ends part in turn: our publisher goes first while the peer polls its subscriber
+            // (until it sees no publisher), then the peer's while we poll ours.
+            let FerryEnd { out, mut inp, .. } = end;
+            drop(out);
+            peer.finish_polling(START_TIMEOUT, || {
+                let _ = inp.try_recv();
+            })?;
+            samples
         }
-        None => {
+        Kind::RawShm { futex } => {
             let name = format!("ferry-lab.{}.{}", std::process::id(), ctx.run_index);
             let mut chan = RawChannel::create(&name, ctx.max_size)?;
             peer_args.extend([
@@ -392,12 +502,31 @@ fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result
             let mut peer = Peer::spawn(&peer_args)?;
             peer.wait_ready(START_TIMEOUT, || Ok(chan.peer_ready()))?;
             chan.unlink()?;
-            let mut end = chan.endpoint(Dir::Ping, transport == Transport::RawFutex);
-            let samples = drive(&mut end, &mut peer, &args.sizes, &ctx.warmups, recorded)?;
+            let mut end = chan.endpoint(Dir::Ping, futex);
+            let samples = drive(&mut end, &mut peer, &sizes, &warmups, recorded)?;
             peer.finish(START_TIMEOUT)?;
-            Ok(samples)
+            samples
         }
+        Kind::RawUdp => {
+            let socket = rawudp::bind_loopback()?;
+            let port = socket.local_addr()?.port();
+            peer_args.extend([
+                "--udp-port".to_owned(),
+                port.to_string(),
+                "--max-size".to_owned(),
+                max_size.to_string(),
+            ]);
+            let mut peer = Peer::spawn(&peer_args)?;
+            let mut end = RawUdpEnd::accept(socket, &mut peer, max_size, START_TIMEOUT)?;
+            let samples = drive(&mut end, &mut peer, &sizes, &warmups, recorded)?;
+            peer.finish(START_TIMEOUT)?;
+            samples
+        }
+    };
+    for (i, v) in runs.into_iter().zip(samples) {
+        per_size[i] = v;
     }
+    Ok(per_size)
 }
 
 /// The ring capacity ferry picks for `max_size` (read from a publisher made for the purpose).
@@ -508,6 +637,8 @@ pub struct PeerArgs {
     pong: Option<String>,
     #[arg(long)]
     shm: Option<String>,
+    #[arg(long)]
+    udp_port: Option<u16>,
 }
 
 pub fn run_peer(args: PeerArgs) -> Result<()> {
@@ -515,13 +646,16 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
         super::pin_to(cpu)?;
     }
     let mut parent_alive = super::parent_watch();
-    match args.transport.ferry_wait() {
-        Some(wait) => {
+    match args.transport.kind() {
+        Kind::Ferry => {
             let (Some(domain), Some(ping), Some(pong)) = (&args.domain, &args.ping, &args.pong)
             else {
                 bail!("a ferry transport needs --domain, --ping and --pong");
             };
-            let qos = ferry_qos(wait, args.max_size);
+            let qos = args
+                .transport
+                .ferry_qos(args.max_size)
+                .expect("a ferry transport has a QoS");
             let node = Node::with_domain("lab-peer", domain)?;
             let inp = node.subscriber(ping, &qos)?;
             let out = node.publisher(pong, &qos)?;
@@ -531,14 +665,29 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
                 out_dir: Dir::Pong,
                 in_dir: Dir::Ping,
             };
-            echo(&mut end, &args, &mut parent_alive)
+            echo(&mut end, &args, &mut parent_alive)?;
+            // The main process drops its publisher first (see `run_transport`): answer it until
+            // it is gone, at most a few seconds.
+            let deadline = Instant::now() + START_TIMEOUT;
+            while end.inp.publisher_count() > 0 && Instant::now() < deadline {
+                let _ = end.inp.recv_timeout(Duration::from_millis(1))?;
+                parent_alive()?;
+            }
+            Ok(())
         }
-        None => {
+        Kind::RawShm { futex } => {
             let Some(name) = &args.shm else {
                 bail!("a raw transport needs --shm");
             };
             let chan = RawChannel::open(name, args.max_size)?;
-            let mut end = chan.endpoint(Dir::Pong, args.transport == Transport::RawFutex);
+            let mut end = chan.endpoint(Dir::Pong, futex);
+            echo(&mut end, &args, &mut parent_alive)
+        }
+        Kind::RawUdp => {
+            let Some(port) = args.udp_port else {
+                bail!("raw-udp4 needs --udp-port");
+            };
+            let mut end = RawUdpEnd::connect(port, args.max_size)?;
             echo(&mut end, &args, &mut parent_alive)
         }
     }
@@ -580,7 +729,16 @@ struct Config {
     clock: &'static str,
     processes: &'static str,
     ferry: FerryConfig,
+    /// Transport and size pairs that were not measured, and why.
+    skipped: Vec<Skipped>,
     started_unix_s: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct Skipped {
+    transport: &'static str,
+    size_bytes: usize,
+    reason: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -596,6 +754,8 @@ struct FerryConfig {
     max_message_size: usize,
     /// Picked by ferry (`Qos::ring_capacity(0)`).
     ring_capacity_bytes: Option<usize>,
+    /// The MTU of the UDP transports (1472-byte IPv4 / 1452-byte IPv6 datagrams).
+    udp_mtu: usize,
     send: &'static str,
     receive: &'static str,
 }
@@ -604,8 +764,12 @@ struct FerryConfig {
 pub struct Row {
     transport: &'static str,
     size_bytes: usize,
+    /// Absent when the transport cannot carry this size (see `skipped`).
     #[serde(flatten)]
-    summary: Summary,
+    summary: Option<Summary>,
+    /// Why this row has no samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skipped: Option<String>,
     /// The raw baseline of the same family, if it ran.
     baseline: Option<&'static str>,
     /// The median over the rounds of p50 / the baseline's p50 in the same round.
@@ -665,6 +829,21 @@ fn build_rows(args: &LatencyArgs, samples: &mut Samples) -> Vec<Row> {
             .baseline()
             .and_then(|b| index(b).map(|bi| (b, bi)));
         for (si, &size) in args.sizes.iter().enumerate() {
+            if let Some(reason) = transport.cannot_carry(size) {
+                rows.push(Row {
+                    transport: transport.name(),
+                    size_bytes: size,
+                    summary: None,
+                    skipped: Some(reason),
+                    baseline: None,
+                    p50_ratio: None,
+                    p50_ratio_pooled: None,
+                    rounds: Vec::new(),
+                });
+                continue;
+            }
+            // A baseline that skipped this size gives no ratio.
+            let base = base.filter(|(b, _)| b.cannot_carry(size).is_none());
             let summary = overall[ti][si];
             let rounds: Vec<RoundRow> = per_round[ti][si]
                 .iter()
@@ -679,7 +858,8 @@ fn build_rows(args: &LatencyArgs, samples: &mut Samples) -> Vec<Row> {
             rows.push(Row {
                 transport: transport.name(),
                 size_bytes: size,
-                summary,
+                summary: Some(summary),
+                skipped: None,
                 baseline: base.map(|(b, _)| b.name()),
                 p50_ratio: median(rounds.iter().filter_map(|r| r.p50_ratio).collect()),
                 p50_ratio_pooled: base
@@ -705,7 +885,13 @@ fn render_table(args: &LatencyArgs, pinning: &Pinning, rows: &[Row]) -> String {
         "p50 / baseline: median of rounds (range)",
     ]);
     for row in rows {
-        let s = &row.summary;
+        let Some(s) = &row.summary else {
+            let mut cells = vec![row.transport.to_owned(), format_size(row.size_bytes)];
+            cells.extend(vec![String::new(); 7]);
+            cells.push(row.skipped.clone().unwrap_or_default());
+            table.row(cells);
+            continue;
+        };
         let versus = match (row.baseline, row.p50_ratio) {
             (Some(base), Some(r)) => {
                 let per_round: Vec<f64> = row.rounds.iter().filter_map(|r| r.p50_ratio).collect();
@@ -751,11 +937,25 @@ mod tests {
         for t in Transport::ALL {
             assert_eq!(parse_transport(t.name()), Ok(t));
         }
-        let err = parse_transport("udp4").unwrap_err();
+        let err = parse_transport("udp5").unwrap_err();
         assert!(
-            err.contains("not implemented") && err.contains("raw-futex"),
+            err.contains("raw-udp4") && err.contains("raw-futex"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn udp_transports() {
+        assert_eq!(Transport::Udp4.baseline(), Some(Transport::RawUdp4));
+        assert_eq!(Transport::Udp6.baseline(), Some(Transport::RawUdp4));
+        assert!(Transport::RawUdp4.cannot_carry(65_507).is_none());
+        assert!(Transport::RawUdp4.cannot_carry(65_508).is_some());
+        assert!(Transport::Udp4.cannot_carry(1 << 20).is_none());
+        let qos = Transport::Udp6.ferry_qos(100).unwrap();
+        assert_eq!(qos.transport, ferry::Transport::Udp);
+        assert_eq!(qos.ip_version, IpVersion::V6);
+        assert_eq!(qos.wait, WaitStrategy::Block);
+        assert!(Transport::RawUdp4.ferry_qos(100).is_none());
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! This module holds what experiments share: the machine description, the results writer,
 //! percentile statistics, the payload pattern (written and checked alike by every transport),
 //! CPU pinning, the peer process and the message channel interface. Each experiment is a
-//! submodule; `raw` holds the baseline channels.
+//! submodule; `raw` and `rawudp` hold the baseline channels (shared memory, plain UDP sockets),
+//! `tools` runs the third-party baselines (iperf3, sockperf).
 
 pub mod cgroup;
 pub mod cycle;
@@ -14,9 +15,12 @@ pub mod idle;
 pub mod latency;
 pub mod limits;
 pub mod raw;
+pub mod rawudp;
 pub mod report;
 pub mod sendtime;
 pub mod suite;
+pub mod throughput;
+pub mod tools;
 pub mod udprate;
 
 use std::path::Path;
@@ -44,6 +48,9 @@ pub enum Experiment {
     /// One-way latency (round trip / 2) by ping-pong between two processes, against raw
     /// shared-memory baselines measured in the same run
     Latency(latency::LatencyArgs),
+    /// Messages and bits per second from a publisher sending back to back to a subscriber in
+    /// another process, against plain UDP, iperf3 and sockperf measured in the same run
+    Throughput(throughput::ThroughputArgs),
     /// CPU used by an idle subscriber for each wait strategy (spin, block, adaptive)
     Idle(idle::IdleArgs),
     /// Binary size, private memory and threads of a minimal publisher and subscriber, against
@@ -71,6 +78,7 @@ pub struct PeerArgs {
 #[derive(Debug, Subcommand)]
 pub enum PeerExperiment {
     Latency(latency::PeerArgs),
+    Throughput(throughput::PeerArgs),
     Idle(idle::PeerArgs),
     SendTime(sendtime::PeerArgs),
     Cycle(cycle::PeerArgs),
@@ -86,6 +94,7 @@ pub fn run(args: LabArgs) -> Result<()> {
 pub fn run_experiment(experiment: Experiment) -> Result<()> {
     match experiment {
         Experiment::Latency(a) => latency::run(a),
+        Experiment::Throughput(a) => throughput::run(a),
         Experiment::Idle(a) => idle::run(a),
         Experiment::Footprint(a) => footprint::run(a),
         Experiment::Limits(a) => limits::run(a),
@@ -98,6 +107,7 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
 pub fn run_peer(args: PeerArgs) -> Result<()> {
     match args.experiment {
         PeerExperiment::Latency(a) => latency::run_peer(a).context("lab peer"),
+        PeerExperiment::Throughput(a) => throughput::run_peer(a).context("lab peer"),
         PeerExperiment::Idle(a) => idle::run_peer(a).context("lab peer"),
         PeerExperiment::SendTime(a) => sendtime::run_peer(a).context("lab peer"),
         PeerExperiment::Cycle(a) => cycle::run_peer(a).context("lab peer"),
@@ -543,9 +553,16 @@ impl Peer {
     }
 
     /// Waits for the peer to exit by itself (at most `timeout`) and checks that it succeeded.
-    pub fn finish(mut self, timeout: Duration) -> Result<()> {
+    pub fn finish(self, timeout: Duration) -> Result<()> {
+        self.finish_polling(timeout, || {})
+    }
+
+    /// As `finish`, calling `poll` between looks at the peer (to keep a subscriber answering
+    /// while the peer's publisher says goodbye, for instance).
+    pub fn finish_polling(mut self, timeout: Duration, mut poll: impl FnMut()) -> Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
+            poll();
             if let Some(status) = self.child.try_wait()? {
                 self.exited = true;
                 if !status.success() {

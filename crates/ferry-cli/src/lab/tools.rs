@@ -1,0 +1,465 @@
+//! Third-party baselines run inside lab experiments: `iperf3` and `sockperf`, when installed.
+//! Each runs as its own server and client process on 127.0.0.1, pinned like the lab's two
+//! processes (client on the main CPU, server on the peer CPU), every wait bounded; their output
+//! is parsed into the same counts the lab's own transports report.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::error::{bail, Context, Error, Result};
+
+/// How to get the tools on Debian or Ubuntu.
+pub const INSTALL_HINT: &str = "apt-get install iperf3 sockperf";
+
+/// Where `program` lives on `PATH`, if it is there and executable.
+pub fn find(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// The first line `program --version` prints (either stream), for the record.
+pub fn version(program: &PathBuf) -> Option<String> {
+    let out = Command::new(program)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.lines()
+        .map(|l| l.trim())
+        .find(|l| !l.is_empty())
+        .map(|l| strip_ansi(l).to_owned())
+}
+
+/// sockperf colours its banner; the record keeps plain text.
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// What one tool run measured. Counts the tool does not give are `None`.
+#[derive(Debug, Clone, Default)]
+pub struct ToolResult {
+    pub datagrams_sent: Option<u64>,
+    pub datagrams_delivered: Option<u64>,
+    /// Payload bytes delivered.
+    pub bytes_delivered: Option<u64>,
+    /// The interval the delivered figures refer to.
+    pub seconds: f64,
+    /// Delivered payload bits per second as the tool reports it.
+    pub delivered_bps: Option<f64>,
+    pub lost: Option<u64>,
+    pub note: String,
+}
+
+/// A child process killed (and reaped) if dropped while running; its stdout is collected.
+struct Proc {
+    child: Child,
+    stdout: Option<JoinHandle<String>>,
+    stderr: Option<JoinHandle<String>>,
+    what: String,
+}
+
+impl Proc {
+    fn spawn(program: &PathBuf, args: &[String], cpu: Option<usize>) -> Result<Proc> {
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(cpu) = cpu {
+            pin_child(&mut cmd, cpu);
+        }
+        let what = format!("{} {}", program.display(), args.join(" "));
+        let mut child = cmd.spawn().context(format!("cannot start {what}"))?;
+        let collect = |s: Option<Box<dyn Read + Send>>| {
+            s.map(|mut s| {
+                std::thread::spawn(move || {
+                    let mut text = String::new();
+                    let _ = s.read_to_string(&mut text);
+                    text
+                })
+            })
+        };
+        let stdout = collect(
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        );
+        let stderr = collect(
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        );
+        Ok(Proc {
+            child,
+            stdout,
+            stderr,
+            what,
+        })
+    }
+
+    fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits at most `timeout` for the exit; kills it after that. Returns (success, stdout,
+    /// stderr).
+    fn finish(mut self, timeout: Duration) -> Result<(bool, String, String)> {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = self.child.try_wait()? {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                bail!("{} did not finish within {timeout:?}; killed it", self.what);
+            }
+            crate::signal::check()?;
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let out = self
+            .stdout
+            .take()
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default();
+        let err = self
+            .stderr
+            .take()
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default();
+        Ok((status.success(), out, err))
+    }
+
+    /// Asks it to stop (SIGINT), then finishes it.
+    fn interrupt(self, timeout: Duration) -> Result<(bool, String, String)> {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) with the pid of our own child, which we have not reaped yet (so
+            // the pid is not reused), and a valid signal number.
+            unsafe { libc::kill(pid, libc::SIGINT) };
+        }
+        self.finish(timeout)
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Pins the child to `cpu` between fork and exec.
+fn pin_child(cmd: &mut Command, cpu: usize) {
+    use std::os::unix::process::CommandExt;
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    // SAFETY: the closure runs in the forked child before exec; it only makes one system call
+    // (sched_setaffinity) on a CPU set prepared before the fork, allocates nothing and takes no
+    // locks.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::thread::sched_setaffinity(None, &set).map_err(std::io::Error::from)
+        });
+    }
+}
+
+/// A port on 127.0.0.1 that was free a moment ago, for TCP and UDP both (iperf3 uses both).
+pub fn free_port() -> Result<u16> {
+    for _ in 0..20 {
+        let tcp =
+            std::net::TcpListener::bind(("127.0.0.1", 0)).context("cannot find a free port")?;
+        let port = tcp.local_addr()?.port();
+        if std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("cannot find a port free for both TCP and UDP on 127.0.0.1")
+}
+
+/// Whether a socket listens (TCP) or is bound (UDP) on local `port`, from /proc/net.
+fn port_open(port: u16, tcp: bool) -> bool {
+    let files: &[&str] = if tcp {
+        &["/proc/net/tcp", "/proc/net/tcp6"]
+    } else {
+        &["/proc/net/udp", "/proc/net/udp6"]
+    };
+    files.iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|text| {
+            text.lines().skip(1).any(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let port_ok = fields
+                    .get(1)
+                    .and_then(|l| l.rsplit_once(':'))
+                    .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+                    == Some(port);
+                // TCP state 0A is LISTEN; any bound UDP socket will do.
+                port_ok && (!tcp || fields.get(3) == Some(&"0A"))
+            })
+        })
+    })
+}
+
+/// Waits until the server has its socket, watching that it still runs.
+fn wait_port(server: &mut Proc, port: u16, tcp: bool) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !port_open(port, tcp) {
+        crate::signal::check()?;
+        if !server.running() {
+            bail!("{} exited before it was ready", server.what);
+        }
+        if Instant::now() >= deadline {
+            bail!("{} was not ready within 10 s", server.what);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+/// Whole seconds for tools that take no fractions (at least 1).
+pub fn whole_seconds(d: Duration) -> u64 {
+    (d.as_secs_f64().ceil() as u64).max(1)
+}
+
+/// `iperf3 -s -1` and `iperf3 -c 127.0.0.1 -u -b 0 -l LEN -t S -J`; the receiver's side of the
+/// client's JSON report (`end.sum_received`).
+pub fn iperf3(
+    program: &PathBuf,
+    len: usize,
+    duration: Duration,
+    client_cpu: Option<usize>,
+    server_cpu: Option<usize>,
+) -> Result<ToolResult> {
+    let port = free_port()?.to_string();
+    let secs = whole_seconds(duration);
+    let mut server = Proc::spawn(
+        program,
+        &["-s", "-1", "-p", &port, "-B", "127.0.0.1"].map(String::from),
+        server_cpu,
+    )?;
+    wait_port(&mut server, port.parse().unwrap_or(0), true)?;
+    let client = Proc::spawn(
+        program,
+        &[
+            "-c".to_owned(),
+            "127.0.0.1".to_owned(),
+            "-p".to_owned(),
+            port,
+            "-u".to_owned(),
+            "-b".to_owned(),
+            "0".to_owned(),
+            "-l".to_owned(),
+            len.to_string(),
+            "-t".to_owned(),
+            secs.to_string(),
+            "-J".to_owned(),
+        ],
+        client_cpu,
+    )?;
+    let (_, out, err) = client.finish(Duration::from_secs(secs + 20))?;
+    let _ = server.finish(Duration::from_secs(5));
+    parse_iperf3(&out).map_err(|e| Error::msg(format!("{e}; stderr: {}", err.trim())))
+}
+
+fn parse_iperf3(json: &str) -> Result<ToolResult> {
+    let v: serde_json::Value =
+        serde_json::from_str(json).context("iperf3 did not write a JSON report")?;
+    if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
+        bail!("iperf3: {e}");
+    }
+    let r = &v["end"]["sum_received"];
+    let num = |k: &str| r[k].as_f64();
+    let (Some(packets), Some(lost), Some(bytes), Some(seconds)) = (
+        num("packets"),
+        num("lost_packets"),
+        num("bytes"),
+        num("seconds"),
+    ) else {
+        bail!("iperf3's JSON report has no end.sum_received with packets, lost_packets, bytes and seconds");
+    };
+    let (packets, lost) = (packets as u64, lost as u64);
+    Ok(ToolResult {
+        datagrams_sent: Some(packets),
+        datagrams_delivered: Some(packets.saturating_sub(lost)),
+        bytes_delivered: Some(bytes as u64),
+        seconds,
+        delivered_bps: num("bits_per_second"),
+        lost: Some(lost),
+        note: "iperf3's receiver report (end.sum_received): packets counts what the client sent, lost_packets the gaps the server saw".to_owned(),
+    })
+}
+
+/// `sockperf server` and `sockperf throughput -m LEN -t S`: the client's count of datagrams
+/// sent, and the server's count of datagrams received (it prints it when interrupted).
+pub fn sockperf(
+    program: &PathBuf,
+    len: usize,
+    duration: Duration,
+    client_cpu: Option<usize>,
+    server_cpu: Option<usize>,
+) -> Result<ToolResult> {
+    let port = free_port()?.to_string();
+    let secs = whole_seconds(duration);
+    let mut server = Proc::spawn(
+        program,
+        &["server", "-i", "127.0.0.1", "-p", &port].map(String::from),
+        server_cpu,
+    )?;
+    wait_port(&mut server, port.parse().unwrap_or(0), false)?;
+    let client = Proc::spawn(
+        program,
+        &[
+            "throughput".to_owned(),
+            "-i".to_owned(),
+            "127.0.0.1".to_owned(),
+            "-p".to_owned(),
+            port,
+            "-m".to_owned(),
+            len.to_string(),
+            "-t".to_owned(),
+            secs.to_string(),
+        ],
+        client_cpu,
+    )?;
+    let (ok, out, err) = client.finish(Duration::from_secs(secs + 20))?;
+    // Let the last datagrams land before the server counts.
+    std::thread::sleep(Duration::from_millis(100));
+    let (_, server_out, server_err) = server.interrupt(Duration::from_secs(5))?;
+    if !ok {
+        bail!("sockperf throughput failed: {}", err.trim());
+    }
+    parse_sockperf(
+        &format!("{out}\n{err}"),
+        &format!("{server_out}\n{server_err}"),
+        len,
+    )
+}
+
+fn parse_sockperf(client: &str, server: &str, len: usize) -> Result<ToolResult> {
+    // "sockperf: Total of 403163 messages sent in 1.000 sec"
+    let sent = client.lines().find_map(|l| {
+        let rest = l.split("Total of ").nth(1)?;
+        let mut w = rest.split_whitespace();
+        let n: u64 = w.next()?.parse().ok()?;
+        let secs: f64 = rest
+            .split(" sent in ")
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?;
+        Some((n, secs))
+    });
+    let Some((sent, seconds)) = sent else {
+        bail!("sockperf's client output has no \"Total of N messages sent in T sec\" line");
+    };
+    // "sockperf: Total 314658 messages received and handled"
+    let received = server.lines().find_map(|l| {
+        let rest = l.split("Total ").nth(1)?;
+        rest.contains("received")
+            .then(|| rest.split_whitespace().next()?.parse::<u64>().ok())?
+    });
+    let (delivered, bytes, bps, note) = match received {
+        // The server's count includes the client's few warm-up datagrams.
+        Some(r) => {
+            let r = r.min(sent);
+            (
+                Some(r),
+                Some(r * len as u64),
+                Some(r as f64 * len as f64 * 8.0 / seconds),
+                "sent: the client's count over its test time; delivered: the server's count of datagrams received (printed on SIGINT; includes a few warm-up datagrams, capped at the sent count), over the client's test time",
+            )
+        }
+        None => (
+            None,
+            None,
+            None,
+            "the server printed no count of datagrams received: only the client's send rate is known",
+        ),
+    };
+    Ok(ToolResult {
+        datagrams_sent: Some(sent),
+        datagrams_delivered: delivered,
+        bytes_delivered: bytes,
+        seconds,
+        delivered_bps: bps,
+        lost: delivered.map(|d| sent - d),
+        note: note.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iperf3_report() {
+        let json = r#"{"end": {"sum_received": {"start": 0, "end": 1.0, "seconds": 1.0,
+            "bytes": 1472000, "bits_per_second": 11776000, "lost_packets": 10,
+            "packets": 1010, "lost_percent": 0.99}}}"#;
+        let r = parse_iperf3(json).unwrap();
+        assert_eq!(r.datagrams_sent, Some(1010));
+        assert_eq!(r.datagrams_delivered, Some(1000));
+        assert_eq!(r.lost, Some(10));
+        assert_eq!(r.delivered_bps, Some(11_776_000.0));
+        assert!(parse_iperf3(r#"{"error": "unable to connect"}"#)
+            .unwrap_err()
+            .to_string()
+            .contains("unable to connect"));
+        assert!(parse_iperf3("not json").is_err());
+    }
+
+    #[test]
+    fn sockperf_report() {
+        let client =
+            "sockperf: Test ended\nsockperf: Total of 403163 messages sent in 1.000 sec\n\n\
+                      sockperf: Summary: Message Rate is 402976 [msg/sec]\n";
+        let server = "sockperf: Test end (interrupted by user)\n\
+                      sockperf: Total 314658 messages received and handled\n";
+        let r = parse_sockperf(client, server, 1472).unwrap();
+        assert_eq!(r.datagrams_sent, Some(403_163));
+        assert_eq!(r.datagrams_delivered, Some(314_658));
+        assert_eq!(r.lost, Some(403_163 - 314_658));
+        assert_eq!(r.seconds, 1.0);
+        let r = parse_sockperf(client, "", 1472).unwrap();
+        assert_eq!(r.datagrams_delivered, None);
+        assert!(parse_sockperf("", "", 64).is_err());
+    }
+
+    #[test]
+    fn plain_text_version() {
+        assert_eq!(
+            strip_ansi("sockperf: \u{1b}[2;35m== version #3.7 == \u{1b}[0m"),
+            "sockperf: == version #3.7 == "
+        );
+    }
+}
