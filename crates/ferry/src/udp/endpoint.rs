@@ -900,11 +900,12 @@ impl UdpSubscriber {
         }
     }
 
-    /// True when a UDP publisher can reach this subscriber: one of this host in the topic
-    /// directory, one heard from, or one another host announced.
+    /// True when a UDP publisher reaches this subscriber: one heard from (a session; a
+    /// same-host UDP publisher announces itself with a heartbeat as soon as it sees us), or one
+    /// another host announced. A same-host `auto` publisher reaches an `auto` subscriber through
+    /// shared memory and is not counted, so an idle `auto` subscriber sleeps on its futex.
     pub fn has_sources(&mut self) -> bool {
         self.rx.sessions() > 0
-            || self.publisher_count() > 0
             || self.discovery.as_ref().is_some_and(|(a, _)| {
                 a.remotes()
                     .iter()

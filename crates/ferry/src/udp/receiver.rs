@@ -188,8 +188,11 @@ pub struct Receiver {
     topic: u64,
     cfg: ReceiverConfig,
     sessions: HashMap<u64, Session>,
-    /// Sessions that ended recently: their late frames are ignored, not taken for new sessions.
-    ended: VecDeque<u64>,
+    /// Sessions that ended recently, with the final (consumed position, consumed seq, reliable)
+    /// they confirm: their late frames are ignored, and a late BYE is answered with that STATUS.
+    ended: VecDeque<(u64, u64, u64, bool)>,
+    /// Final STATUS frames to send at the next tick.
+    acks_due: Vec<(u64, u64, u64)>,
     ready: VecDeque<Delivered>,
     buffered: u64,
     pool: Vec<Vec<u8>>,
@@ -205,6 +208,7 @@ impl Receiver {
             cfg,
             sessions: HashMap::new(),
             ended: VecDeque::new(),
+            acks_due: Vec::new(),
             ready: VecDeque::new(),
             buffered: 0,
             pool: Vec::new(),
@@ -224,7 +228,17 @@ impl Receiver {
     /// Handles one frame addressed to this receiver's topic.
     pub fn on_frame(&mut self, now: u64, f: &Frame<'_>) {
         let c = *f.common();
-        if c.topic != self.topic || self.ended.contains(&c.session) {
+        if c.topic != self.topic {
+            return;
+        }
+        if let Some(&(id, pos, seq, reliable)) = self.ended.iter().find(|e| e.0 == c.session) {
+            // A publisher still saying goodbye did not hear our final STATUS: say it again.
+            if reliable
+                && matches!(f, Frame::Bye { .. })
+                && !self.acks_due.iter().any(|a| a.0 == id)
+            {
+                self.acks_due.push((id, pos, seq));
+            }
             return;
         }
         match *f {
@@ -476,7 +490,7 @@ impl Receiver {
 
     /// True when a STATUS should go out now (call `tick`).
     pub fn status_due(&self) -> bool {
-        self.sessions.values().any(|s| s.status_due)
+        !self.acks_due.is_empty() || self.sessions.values().any(|s| s.status_due)
     }
 
     /// Messages waiting in the delivery queue.
@@ -484,8 +498,24 @@ impl Receiver {
         self.ready.len()
     }
 
+    /// Sends the final STATUS frames that are due.
+    fn send_acks(&mut self, sink: &mut dyn Sink) {
+        for (session, pos, seq) in std::mem::take(&mut self.acks_due) {
+            self.out.clear();
+            let c = Common {
+                kind: Kind::Status,
+                flags: FLAG_RELIABLE,
+                topic: self.topic,
+                session,
+            };
+            frame::put_status(&mut self.out, &c, self.id, pos, self.cfg.window, seq);
+            sink.send(Dest::Session(session), &self.out, self.out.len());
+        }
+    }
+
     /// Timers: NAKs, STATUS, giving up, dead sessions. Returns when to call again (ns).
     pub fn tick(&mut self, now: u64, sink: &mut dyn Sink) -> u64 {
+        self.send_acks(sink);
         let mut next = u64::MAX;
         let ids: Vec<u64> = self.sessions.keys().copied().collect();
         for id in ids {
@@ -500,11 +530,21 @@ impl Receiver {
         // A dead or finished publisher: count what never came, forget the session.
         // Latest delivery does not wait for repairs: once the publisher said goodbye and nothing
         // incomplete is left to give up, what never came is lost.
-        let finished = s
-            .ended
-            .is_some_and(|end| s.next_deliver >= end || (!s.reliable && s.partial.is_empty()));
+        let finished = s.ended.is_some_and(|end| {
+            if s.reliable {
+                // Reliable: done once the application took everything (the publisher lingers
+                // until it hears so).
+                s.consumed_seq >= end
+            } else {
+                s.next_deliver >= end || s.partial.is_empty()
+            }
+        });
         if finished || now.saturating_sub(s.last_heard_ns) > cfg.session_timeout_ns {
             let s = self.sessions.remove(&id).unwrap();
+            if finished && s.reliable {
+                // The final STATUS: everything taken. The publisher stops lingering on it.
+                self.acks_due.push((id, s.consumed_pos, s.consumed_seq));
+            }
             let undelivered = s.known_end.saturating_sub(s.next_deliver);
             self.stats.lost += undelivered;
             for (_, p) in s.partial {
@@ -518,7 +558,9 @@ impl Receiver {
             if self.ended.len() == 64 {
                 self.ended.pop_front();
             }
-            self.ended.push_back(id);
+            self.ended
+                .push_back((id, s.consumed_pos, s.consumed_seq, s.reliable));
+            self.send_acks(sink);
             return u64::MAX;
         }
         let mut next = s.last_heard_ns + cfg.session_timeout_ns + 1;
