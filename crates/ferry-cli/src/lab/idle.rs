@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use ferry::{Node, Qos, WaitStrategy};
+use ferry::{Node, Qos, Transport, WaitStrategy};
 use serde::Serialize;
 
 use super::{Machine, Peer, Results};
@@ -17,6 +17,11 @@ pub struct IdleArgs {
     /// Wait strategies of the idle subscriber, comma-separated: spin, block, adaptive
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_wait, default_value = "block,adaptive,spin")]
     pub wait: Vec<WaitStrategy>,
+
+    /// Transport of the idle pair: shm, or auto (the default of applications: shared memory
+    /// here, UDP to other hosts)
+    #[arg(long, value_name = "T", value_parser = parse_transport, default_value = "shm")]
+    pub transport: Transport,
 
     /// Seconds of idleness measured per strategy (after a settling pause of 0.5 s)
     #[arg(long, value_name = "S", default_value_t = 2.0)]
@@ -33,6 +38,25 @@ pub struct PeerArgs {
     domain: String,
     #[arg(long, value_parser = parse_wait)]
     wait: WaitStrategy,
+    #[arg(long, value_parser = parse_transport, default_value = "shm")]
+    transport: Transport,
+}
+
+fn parse_transport(s: &str) -> Result<Transport, String> {
+    match s {
+        "shm" => Ok(Transport::Shm),
+        "auto" => Ok(Transport::Auto),
+        "udp" => Ok(Transport::Udp),
+        other => Err(format!("unknown transport {other:?}: use shm, auto or udp")),
+    }
+}
+
+fn transport_name(t: Transport) -> &'static str {
+    match t {
+        Transport::Shm => "shm",
+        Transport::Udp => "udp",
+        _ => "auto",
+    }
 }
 
 fn parse_wait(s: &str) -> Result<WaitStrategy, String> {
@@ -83,13 +107,20 @@ pub fn run(args: IdleArgs) -> Result<()> {
     for &wait in &args.wait {
         let domain = format!("labidle{}", std::process::id());
         let node = Node::with_domain("lab-idle", &domain)?;
-        let mut publisher = node.publisher(TOPIC, &Qos::default().max_message_size(64))?;
+        let mut publisher = node.publisher(
+            TOPIC,
+            &Qos::default()
+                .transport(args.transport)
+                .max_message_size(64),
+        )?;
         let mut peer = Peer::spawn(&[
             "idle".into(),
             "--domain".into(),
             domain.clone(),
             "--wait".into(),
             wait_name(wait).into(),
+            "--transport".into(),
+            transport_name(args.transport).into(),
         ])?;
         peer.wait_ready(Duration::from_secs(10), || {
             Ok(publisher.subscriber_count() == 1)
@@ -106,15 +137,15 @@ pub fn run(args: IdleArgs) -> Result<()> {
         peer.finish(Duration::from_secs(10))?;
         let cpu_seconds = (cpu1 - cpu0) as f64 / ticks as f64;
         let row = Row {
-            transport: "shm",
+            transport: transport_name(args.transport),
             wait: wait_name(wait),
             seconds: elapsed,
             cpu_seconds,
             cpu_percent: 100.0 * cpu_seconds / elapsed,
         };
         println!(
-            "shm {:<9} idle for {:.2} s: {:.3} s of CPU = {:.2} % of one CPU",
-            row.wait, row.seconds, row.cpu_seconds, row.cpu_percent
+            "{} {:<9} idle for {:.2} s: {:.3} s of CPU = {:.2} % of one CPU",
+            row.transport, row.wait, row.seconds, row.cpu_seconds, row.cpu_percent
         );
         rows.push(row);
     }
@@ -145,7 +176,10 @@ fn cpu_ticks(pid: u32) -> Result<u64> {
 
 pub fn run_peer(args: PeerArgs) -> Result<()> {
     let node = Node::with_domain("lab-idle-peer", &args.domain)?;
-    let mut sub = node.subscriber(TOPIC, &Qos::default().wait(args.wait))?;
+    let mut sub = node.subscriber(
+        TOPIC,
+        &Qos::default().transport(args.transport).wait(args.wait),
+    )?;
     let mut parent_alive = super::parent_watch();
     loop {
         parent_alive()?;
