@@ -593,8 +593,9 @@ impl Drop for ReceiverPool {
 mod tests {
     use super::*;
 
-    /// Live on loopback, with generous bounds: a modest rate is met roughly, in both pacing
-    /// modes, and every datagram is accounted for (received + dropped by the kernel >= sent).
+    /// Live on loopback, with generous bounds (the machine may be busy with other tests): over
+    /// the whole run a modest rate is roughly met, in both pacing modes. Catch-up makes up for
+    /// stalls, so its total is close; steady never does, so only a floor is checked for it.
     #[test]
     fn a_pool_paces_a_modest_rate_on_loopback() {
         for pacing in [PacingMode::CatchUp, PacingMode::Steady] {
@@ -604,23 +605,29 @@ mod tests {
                 Duration::from_millis(100),
             )
             .unwrap();
-            let mut cfg = SenderPoolConfig::new(rx.local_addr(), 1472, 50_000_000);
+            let rate = 10_000_000u64;
+            let mut cfg = SenderPoolConfig::new(rx.local_addr(), 1250, rate);
             cfg.threads = Threads::Fixed(1);
             cfg.pacing = pacing;
             cfg.interval = Duration::from_millis(100);
+            let start = std::time::Instant::now();
             let pool = SenderPool::start(cfg).unwrap();
-            std::thread::sleep(Duration::from_millis(600));
+            std::thread::sleep(Duration::from_millis(800));
+            let elapsed = start.elapsed().as_secs_f64();
+            let (_, bytes) = pool.sent();
             let timeline = pool.stop();
             assert!(timeline.len() >= 3, "the manager reports every interval");
-            let achieved: Vec<f64> = timeline.iter().skip(1).map(|i| i.achieved_bps).collect();
-            let mut sorted = achieved.clone();
-            sorted.sort_by(|a, b| a.partial_cmp(b).unwrap());
-            let median = sorted[sorted.len() / 2];
-            // 50 Mbit/s requested; a loaded 2-CPU machine may stall a while: generous bounds.
-            assert!(
-                median > 25e6 && median < 75e6,
-                "{pacing:?}: median {median} bit/s"
-            );
+            let ratio = bytes as f64 * 8.0 / (rate as f64 * elapsed);
+            match pacing {
+                PacingMode::CatchUp => assert!(
+                    (0.5..1.2).contains(&ratio),
+                    "catch-up sent {ratio:.2} of the rate"
+                ),
+                PacingMode::Steady => assert!(
+                    (0.2..1.05).contains(&ratio),
+                    "steady sent {ratio:.2} of the rate"
+                ),
+            }
             std::thread::sleep(Duration::from_millis(50));
             assert!(rx.totals().datagrams > 0);
         }
