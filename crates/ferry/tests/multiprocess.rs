@@ -304,10 +304,12 @@ fn segments_are_owner_only_and_clean_removes_what_the_dead_left() {
             ("MAXSIZE", "1024".into()),
         ],
     );
-    assert!(wait_until(Duration::from_secs(30), || subscriber_count(
-        &dom, "data"
-    ) == 1));
-    let names = ferry::sys::shm_list(&format!("ferry.{dom}.")).unwrap();
+    // Both children are up: the subscriber registered and the publisher's ring exists.
+    let segments = || ferry::sys::shm_list(&format!("ferry.{dom}.")).unwrap();
+    assert!(wait_until(Duration::from_secs(30), || {
+        subscriber_count(&dom, "data") == 1 && segments().len() == 2
+    }));
+    let names = segments();
     assert_eq!(names.len(), 2, "a control and a data segment: {names:?}");
     for n in &names {
         let mode = std::fs::metadata(format!("/dev/shm/{n}"))
