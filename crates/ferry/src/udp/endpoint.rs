@@ -385,16 +385,7 @@ fn publisher_service(shared: Arc<PubShared>) {
         let (sender, mut out) = core.out(&shared.socket, now);
         if progressed && sender.busy() {
             // Credit arrived while the application waits, or after its send timed out.
-            while !sender.pump(now, &mut out) {
-                if !sender.busy() {
-                    break;
-                }
-                // Stop when blocked on credit: pump made no progress.
-                let before = sender.stats().frames;
-                if sender.pump(now, &mut out) || sender.stats().frames == before {
-                    break;
-                }
-            }
+            sender.pump_while_credit(now, &mut out);
         }
         let next = sender.tick(now, &mut out);
         let delayed = flush_delayed(
@@ -561,16 +552,10 @@ impl UdpPublisher {
             let c = &mut *core;
             self.shared.refresh_dests(c);
             let (sender, mut out) = c.out(&self.shared.socket, now);
-            if sender.pump(now, &mut out) {
+            if sender.pump_while_credit(now, &mut out) {
                 return Ok(());
             }
-            let before = sender.stats().frames;
-            if sender.pump(now, &mut out) {
-                return Ok(());
-            }
-            if sender.stats().frames == before {
-                core = self.wait_progress(core, &mut deadline)?;
-            }
+            core = self.wait_progress(core, &mut deadline)?;
         }
     }
 

@@ -169,6 +169,8 @@ struct Session {
     complete: BTreeMap<u64, (Vec<u8>, u64)>,
     /// Wholly missing messages: when first noticed, when last NAKed.
     missing: BTreeMap<u64, (u64, u64)>,
+    /// Messages of this session in the delivery queue.
+    queued: u64,
     /// Stream position after the last message the application took.
     consumed_pos: u64,
     consumed_seq: u64,
@@ -287,6 +289,7 @@ impl Receiver {
                 partial: BTreeMap::new(),
                 complete: BTreeMap::new(),
                 missing: BTreeMap::new(),
+                queued: 0,
                 consumed_pos: 0,
                 consumed_seq: start,
                 delivered_end: 0,
@@ -399,6 +402,7 @@ impl Receiver {
             s.lost_pending += lost;
             self.stats.lost += lost;
             let lost_before = std::mem::take(&mut s.lost_pending);
+            s.queued += 1;
             self.stats.messages += 1;
             self.stats.bytes += len as u64;
             self.ready.push_back(Delivered {
@@ -445,6 +449,7 @@ impl Receiver {
             self.stats.bytes += data.len() as u64;
             let lost_before = std::mem::take(&mut s.lost_pending);
             s.delivered_end = stream_end;
+            s.queued += 1;
             self.ready.push_back(Delivered {
                 session,
                 seq,
@@ -463,8 +468,9 @@ impl Receiver {
     pub fn take(&mut self, now: u64) -> Option<Delivered> {
         let d = self.ready.pop_front()?;
         self.buffered -= d.data.len() as u64;
-        let pending_here = self.ready.iter().any(|r| r.session == d.session);
         if let Some(s) = self.sessions.get_mut(&d.session) {
+            s.queued -= 1;
+            let pending_here = s.queued > 0;
             s.consumed_pos = s.consumed_pos.max(d.stream_end);
             s.consumed_seq = s.consumed_seq.max(d.seq + 1);
             let caught_up = !pending_here && s.next_deliver >= s.known_end;

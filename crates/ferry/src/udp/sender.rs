@@ -340,6 +340,19 @@ impl Sender {
         done
     }
 
+    /// Pumps until the message in progress is sent (true) or credit runs out (false).
+    pub fn pump_while_credit(&mut self, now: u64, sink: &mut dyn Sink) -> bool {
+        loop {
+            let before = self.stats.frames;
+            if self.pump(now, sink) {
+                return true;
+            }
+            if self.stats.frames == before {
+                return false;
+            }
+        }
+    }
+
     /// Drops retained messages no reliable receiver still needs: at once when every reliable
     /// receiver consumed them, and beyond `window_bytes` when there is no reliable receiver (the
     /// window then serves late joiners' first repairs).
