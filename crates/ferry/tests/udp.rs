@@ -145,6 +145,42 @@ fn latest_udp_counts_what_it_loses() {
 }
 
 #[test]
+fn kernel_drops_on_a_subscribers_socket_show_in_its_stats() {
+    // A latest publisher floods a subscriber that does not read: the socket's receive queue
+    // (at most net.core.rmem_max) overflows and the kernel drops datagrams. They must show.
+    let dom = domain("kdrops");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let qos = udp()
+        .delivery(ferry::Delivery::Latest)
+        .max_message_size(64 << 10);
+    let mut sub = node.subscriber("t", &qos).unwrap();
+    let mut publ = node.publisher("t", &qos).unwrap();
+    assert!(wait_until(Duration::from_secs(30), || publ
+        .subscriber_count()
+        == 1));
+    let msg = vec![7u8; 64 << 10];
+    // 512 MiB: far beyond any receive buffer this machine grants.
+    for _ in 0..8192 {
+        publ.send(&msg).unwrap();
+    }
+    let mut received = 0u64;
+    while sub
+        .recv_timeout(Duration::from_millis(300))
+        .unwrap()
+        .is_some()
+    {
+        received += 1;
+        assert!(received <= 8192);
+    }
+    let snap = ferry::admin::topic(&dom, "t").unwrap().expect("topic");
+    let s = &snap.subscribers[0];
+    assert!(s.kernel_drops > 0, "no kernel drops counted: {s:?}");
+    assert!(received < 8192, "everything arrived: {s:?}");
+    // What did not arrive is counted as lost or skipped (latest delivery never repairs).
+    assert!(s.lost + s.skipped > 0, "{s:?}");
+}
+
+#[test]
 fn a_live_subscriber_survives_garbage_and_truncated_datagrams() {
     let dom = domain("garbage");
     let node = Node::with_domain("n", &dom).unwrap();

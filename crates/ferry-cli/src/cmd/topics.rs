@@ -83,6 +83,7 @@ struct SubscriberJson {
     waits: u64,
     lost: u64,
     refused: u64,
+    kernel_drops: u64,
 }
 
 fn delivery(reliable: bool) -> &'static str {
@@ -157,6 +158,7 @@ impl From<&SubscriberInfo> for SubscriberJson {
             waits: s.waits,
             lost: s.lost,
             refused: s.refused,
+            kernel_drops: s.kernel_drops,
         }
     }
 }
@@ -409,7 +411,7 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
                 s.skipped.to_string(),
                 s.lost.to_string(),
                 "-".to_owned(),
-                "-".to_owned(),
+                s.kernel_drops.to_string(),
                 s.refused.to_string(),
             ]);
             table.row(row);

@@ -12,7 +12,7 @@ pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
 /// "FERRYDAT" little-endian: one publisher's data segment.
 pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
 /// Bumped on any change of the layouts in this file.
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;
 
 pub const MAX_PUBLISHERS: usize = 32;
 pub const MAX_NAME: usize = 128;
@@ -147,6 +147,8 @@ pub struct SubscriberSlot {
     /// Messages a UDP subscriber will never get (lost and not repaired), datagrams it refused.
     pub lost: AtomicU64,
     pub refused: AtomicU64,
+    /// Datagrams the kernel dropped on a UDP subscriber's socket (its receive queue was full).
+    pub kernel_drops: AtomicU64,
     /// The futex word this subscriber sleeps on; publishers bump it and wake.
     pub doorbell: Padded<AtomicU32>,
     pub received: AtomicU64,

@@ -473,6 +473,7 @@ impl Topic {
                     udp: s.udp.load(),
                     lost: s.lost.load(Ordering::Relaxed),
                     refused: s.refused.load(Ordering::Relaxed),
+                    kernel_drops: s.kernel_drops.load(Ordering::Relaxed),
                     received: s.received.load(Ordering::Relaxed),
                     bytes: s.bytes.load(Ordering::Relaxed),
                     skipped: s.skipped.load(Ordering::Relaxed),
@@ -540,6 +541,8 @@ pub struct SubscriberInfo {
     pub lost: u64,
     /// Datagrams refused (malformed, oversized, inconsistent).
     pub refused: u64,
+    /// Datagrams the kernel dropped on the subscriber's socket (a full receive queue).
+    pub kernel_drops: u64,
     pub token: u64,
     pub node: String,
     pub pid: u32,

@@ -27,7 +27,7 @@
 //! ```
 //!
 //! Behaviour:
-//! - The socket is non-blocking. Sends return `WouldBlock` (EAGAIN) or ENOBUFS as errors when
+//! - Every send and every receive without a timeout passes `MSG_DONTWAIT`. Sends return `WouldBlock` (EAGAIN) or ENOBUFS as errors when
 //!   the kernel has no room; [`UdpSocket::wait_writable`] waits for room. Sends that get some
 //!   datagrams out return how many; the caller sends the rest again (the next call reports the
 //!   error, if there was one).
@@ -50,8 +50,8 @@ use std::io;
 use std::mem;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
 
 use libc::c_int;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
@@ -192,6 +192,8 @@ pub struct UdpSocket {
     truncated: AtomicU64,
     /// Received GRO buffers that held more than one datagram.
     gro_coalesced: AtomicU64,
+    /// The SO_RCVTIMEO set now (0: none), so that a blocking wait sets it only when it changes.
+    rcvtimeo_ns: AtomicI64,
     buffers: BufferReport,
 }
 
@@ -200,7 +202,9 @@ impl UdpSocket {
     pub fn bind(addr: SocketAddr, opts: &SocketOptions) -> io::Result<UdpSocket> {
         let v6 = addr.is_ipv6();
         let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-        sock.set_nonblocking(true)?;
+        // Blocking, so that a receive can wait inside `recvmmsg`; every call that must not
+        // wait passes MSG_DONTWAIT.
+        sock.set_nonblocking(false)?;
         if v6 {
             sock.set_only_v6(true)?;
         }
@@ -275,6 +279,7 @@ impl UdpSocket {
             drops_from_cmsg: AtomicBool::new(false),
             truncated: AtomicU64::new(0),
             gro_coalesced: AtomicU64::new(0),
+            rcvtimeo_ns: AtomicI64::new(0),
             buffers,
         })
     }
@@ -369,9 +374,49 @@ impl UdpSocket {
 
     /// Sends one datagram.
     pub fn send_to(&self, dst: SocketAddr, data: &[u8]) -> io::Result<()> {
-        match self.send_many(&[(dst, data)])? {
-            1 => Ok(()),
-            _ => Err(io::ErrorKind::WouldBlock.into()),
+        self.send_one(&dst, data, None)
+    }
+
+    /// One `sendmsg`: a datagram, or with `gso` one GSO send of datagrams of that size. No
+    /// batch arrays to prepare: the path of a small message.
+    fn send_one(&self, dst: &SocketAddr, data: &[u8], gso: Option<u16>) -> io::Result<()> {
+        // SAFETY: all-zero is a valid value of this plain C union.
+        let mut name: RawAddr = unsafe { mem::zeroed() };
+        let name_len = std_to_raw(dst, &mut name);
+        let mut iov = libc::iovec {
+            // The kernel only reads through a send's iovec.
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
+        let mut control = SendControl([0; 32]);
+        let control_len = gso.map_or(0, |seg| control.put_segment(seg));
+        // SAFETY: all-zero is a valid msghdr (integers and null pointers).
+        let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+        msg.msg_name = (&mut name as *mut RawAddr).cast();
+        msg.msg_namelen = name_len;
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        if control_len > 0 {
+            msg.msg_control = control.0.as_mut_ptr().cast();
+            msg.msg_controllen = control_len as _;
+        }
+        loop {
+            // SAFETY: `msg` points at `name`, `iov` (which points into `data`) and `control`,
+            // all alive across the call with their true lengths; the kernel only reads them.
+            let rc = unsafe {
+                libc::sendmsg(
+                    self.sock.as_raw_fd(),
+                    &msg,
+                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+                )
+            };
+            if rc >= 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
         }
     }
 
@@ -383,6 +428,10 @@ impl UdpSocket {
         per_send: usize,
     ) -> io::Result<usize> {
         let chunk_bytes = segment * per_send;
+        if data.len() <= chunk_bytes {
+            self.send_one(&dst, data, Some(segment as u16))?;
+            return Ok(data.len().div_ceil(segment));
+        }
         let mut sent = 0;
         let mut chunks = data.chunks(chunk_bytes).peekable();
         while chunks.peek().is_some() {
@@ -411,6 +460,9 @@ impl UdpSocket {
     }
 
     fn send_plain(&self, dst: SocketAddr, data: &[u8], segment: usize) -> io::Result<usize> {
+        if data.len() <= segment {
+            return self.send_one(&dst, data, None).map(|()| 1);
+        }
         let mut sent = 0;
         let mut datagrams = data.chunks(segment).peekable();
         while datagrams.peek().is_some() {
@@ -448,7 +500,7 @@ impl UdpSocket {
                     self.sock.as_raw_fd(),
                     hdrs.as_mut_ptr(),
                     n as _,
-                    libc::MSG_NOSIGNAL as _,
+                    (libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) as _,
                 )
             };
             if rc >= 0 {
@@ -463,7 +515,9 @@ impl UdpSocket {
 
     /// Receives a batch into `batch` (cleared first) and returns how many datagrams it holds.
     /// A GRO buffer is split into its datagrams. `timeout`: `None` returns at once, `Some(t)`
-    /// waits up to `t` for the first datagram; `Ok(0)` means nothing came. Datagrams larger than
+    /// waits at most `t` for the first datagram; `Ok(0)` means nothing came (possibly sooner
+    /// than `t`: a long wait blocks for a whole number of kernel ticks short of `t`, and a
+    /// signal ends a wait; callers loop until their own deadline). Datagrams larger than
     /// a slot are dropped and counted in [`UdpSocket::truncated`]. A GRO socket needs slots of
     /// [`GRO_SLOT_SIZE`] bytes (as [`RecvBatch::for_socket`] makes); smaller ones are refused.
     pub fn recv_batch(
@@ -482,57 +536,51 @@ impl UdpSocket {
                 ),
             ));
         }
-        let deadline = timeout.map(|t| Instant::now() + t);
-        loop {
-            let n = self.recv_once(batch)?;
-            if n > 0 {
-                return Ok(n);
-            }
-            let Some(deadline) = deadline else {
-                return Ok(0);
-            };
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(0);
-            }
-            self.poll(libc::POLLIN, deadline - now)?;
+        let Some(timeout) = timeout else {
+            return self.recv_once(batch, libc::MSG_DONTWAIT);
+        };
+        // A long wait blocks in the receive call itself (one system call per wake-up), bounded
+        // by SO_RCVTIMEO; the kernel counts that timeout in scheduler ticks, so it is set a tick
+        // and a margin short of the wait, and the caller's loop waits out the rest. A short
+        // wait uses `ppoll`, which is exact. No clock is read here.
+        if let Some(step) = rcvtimeo_step(timeout) {
+            self.set_rcvtimeo(step)?;
+            return self.recv_once(batch, libc::MSG_WAITFORONE);
         }
+        if timeout.is_zero() || self.poll(libc::POLLIN, timeout)? {
+            return self.recv_once(batch, libc::MSG_DONTWAIT);
+        }
+        Ok(0)
     }
 
-    /// One `recvmmsg` without waiting; 0 when nothing (deliverable) was queued.
-    fn recv_once(&self, batch: &mut RecvBatch) -> io::Result<usize> {
-        let slots = batch.slots;
-        let slot_size = batch.slot_size;
-        // SAFETY: all-zero is a valid value of these plain C structs (integers and null
-        // pointers).
-        let mut hdrs: [libc::mmsghdr; MAX_RECV_SLOTS] = unsafe { mem::zeroed() };
-        // SAFETY: as above.
-        let mut iovs: [libc::iovec; MAX_RECV_SLOTS] = unsafe { mem::zeroed() };
-        let buf = batch.buf.as_mut_ptr();
-        for i in 0..slots {
-            iovs[i] = libc::iovec {
-                // SAFETY: slot i lies within `batch.buf`, which holds slots * slot_size bytes.
-                iov_base: unsafe { buf.add(i * slot_size) }.cast(),
-                iov_len: slot_size,
-            };
-            let h = &mut hdrs[i].msg_hdr;
-            h.msg_name = (&mut batch.names[i] as *mut libc::sockaddr_in6).cast();
-            h.msg_namelen = mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
-            h.msg_iov = &mut iovs[i];
-            h.msg_iovlen = 1;
-            h.msg_control = batch.control[i].0.as_mut_ptr().cast();
-            h.msg_controllen = RECV_CONTROL as _;
+    /// Sets SO_RCVTIMEO unless it already has this value.
+    fn set_rcvtimeo(&self, t: Duration) -> io::Result<()> {
+        let ns = t.as_nanos().min(i64::MAX as u128) as i64;
+        if self.rcvtimeo_ns.load(Ordering::Relaxed) == ns {
+            return Ok(());
         }
+        self.sock.set_read_timeout(Some(t))?;
+        self.rcvtimeo_ns.store(ns, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// One `recvmmsg`: `MSG_DONTWAIT` returns at once, `MSG_WAITFORONE` waits (up to
+    /// SO_RCVTIMEO) for the first datagram and takes what else is queued then. 0 when nothing
+    /// (deliverable) came.
+    fn recv_once(&self, batch: &mut RecvBatch, flags: c_int) -> io::Result<usize> {
+        let slot_size = batch.slot_size;
+        batch.rearm();
         let rc = loop {
-            // SAFETY: the first `slots` headers point at this batch's buffers (names, control,
-            // iovecs into `buf`) with their true lengths; all outlive the call, and nothing else
-            // accesses them meanwhile (`batch` is borrowed mutably).
+            // SAFETY: the batch's `slots` headers point at its own heap buffers (names, control,
+            // iovecs into `buf`) with their true lengths (`rearm` restored the lengths the
+            // kernel overwrote); all outlive the call, and nothing else accesses them meanwhile
+            // (`batch` is borrowed mutably).
             let rc = unsafe {
                 libc::recvmmsg(
                     self.sock.as_raw_fd(),
-                    hdrs.as_mut_ptr(),
-                    slots as _,
-                    libc::MSG_DONTWAIT as _,
+                    batch.hdrs.as_mut_ptr(),
+                    batch.slots as _,
+                    flags as _,
                     std::ptr::null_mut(),
                 )
             };
@@ -546,7 +594,8 @@ impl UdpSocket {
                 _ => return Err(e),
             }
         };
-        for (i, hdr) in hdrs.iter().enumerate().take(rc) {
+        batch.used = rc;
+        for (i, hdr) in batch.hdrs.iter().enumerate().take(rc) {
             let len = hdr.msg_len as usize;
             let mut gro_segment = 0usize;
             // SAFETY: `hdr.msg_hdr` is the header the kernel just filled: msg_control points at
@@ -584,43 +633,40 @@ impl UdpSocket {
         Ok(batch.datagrams.len())
     }
 
-    /// Waits until the socket can take more data, at most `timeout`; false on timeout.
+    /// Waits until the socket can take more data, at most `timeout`; false on timeout (or a
+    /// signal).
     pub fn wait_writable(&self, timeout: Duration) -> io::Result<bool> {
         self.poll(libc::POLLOUT, timeout)
     }
 
-    /// Waits until the socket is readable, at most `timeout`; false on timeout.
+    /// Waits until the socket is readable, at most `timeout`; false on timeout (or a signal).
     pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
         self.poll(libc::POLLIN, timeout)
     }
 
+    /// One `ppoll`: true when ready, false on timeout or when a signal interrupted the wait
+    /// (callers loop).
     fn poll(&self, events: libc::c_short, timeout: Duration) -> io::Result<bool> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let ts = libc::timespec {
-                tv_sec: left.as_secs().min(i32::MAX as u64) as _,
-                tv_nsec: left.subsec_nanos() as _,
-            };
-            let mut pfd = libc::pollfd {
-                fd: self.sock.as_raw_fd(),
-                events,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd and a valid timespec, both live across the call; no
-            // signal mask is passed.
-            let rc = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
-            if rc > 0 {
-                return Ok(true);
-            }
-            if rc == 0 {
-                return Ok(false);
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs().min(i32::MAX as u64) as _,
+            tv_nsec: timeout.subsec_nanos() as _,
+        };
+        let mut pfd = libc::pollfd {
+            fd: self.sock.as_raw_fd(),
+            events,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd and a valid timespec, both live across the call; no signal
+        // mask is passed.
+        let rc = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+        if rc >= 0 {
+            return Ok(rc > 0);
         }
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        Err(e)
     }
 
     /// Datagrams the kernel dropped on this socket (its receive queue was full), from the
@@ -688,16 +734,72 @@ impl AsRawFd for UdpSocket {
     }
 }
 
+/// The kernel's scheduler tick (CLOCK_MONOTONIC_COARSE's resolution): SO_RCVTIMEO counts in
+/// these.
+fn kernel_tick() -> Duration {
+    static TICK: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *TICK.get_or_init(|| {
+        let res = rustix::time::clock_getres(rustix::time::ClockId::MonotonicCoarse);
+        let ns = res.tv_sec as u64 * 1_000_000_000 + res.tv_nsec as u64;
+        // Unknown or implausible: assume the coarsest common tick (HZ = 100).
+        Duration::from_nanos(if (100_000..=20_000_000).contains(&ns) {
+            ns
+        } else {
+            10_000_000
+        })
+    })
+}
+
+/// The SO_RCVTIMEO to block with when `left` remains, or `None` when the wait is too short for
+/// one (it then goes through `ppoll`). The kernel rounds the timeout up to ticks and may wake up
+/// to a tick later still, so the step stays a tick and a millisecond short of `left`; it is a
+/// tick times a power of two so that successive waits reuse the value already set.
+fn rcvtimeo_step(left: Duration) -> Option<Duration> {
+    let tick = kernel_tick();
+    let room = left.checked_sub(tick + Duration::from_millis(1))?;
+    if room < tick {
+        return None;
+    }
+    let mut step = tick;
+    while step * 2 <= room && step < Duration::from_secs(1) {
+        step *= 2;
+    }
+    Some(step)
+}
+
 /// Preallocated receive buffers for [`UdpSocket::recv_batch`], and the datagrams received.
-#[derive(Debug)]
+/// The `recvmmsg` headers are built once and point into the batch's own heap buffers (which
+/// never grow, so they never move); a call only restores the lengths the kernel overwrote.
 pub struct RecvBatch {
     buf: Vec<u8>,
     slots: usize,
     slot_size: usize,
     names: Vec<libc::sockaddr_in6>,
     control: Vec<ControlBuf>,
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+    /// Headers the kernel filled at the last call.
+    used: usize,
     /// (source, offset in `buf`, length)
     datagrams: Vec<(SocketAddr, u32, u32)>,
+}
+
+// SAFETY: the raw pointers in `iovs` and `hdrs` point only into this batch's own heap buffers
+// (`buf`, `names`, `control`, `iovs`), which move with it between threads; they are written
+// through only by `recv_once`, which holds `&mut RecvBatch`.
+unsafe impl Send for RecvBatch {}
+// SAFETY: shared references (`get`, `iter`, `len`) read `buf` and `datagrams` only, never
+// through the raw pointers.
+unsafe impl Sync for RecvBatch {}
+
+impl std::fmt::Debug for RecvBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBatch")
+            .field("slots", &self.slots)
+            .field("slot_size", &self.slot_size)
+            .field("datagrams", &self.datagrams.len())
+            .finish()
+    }
 }
 
 /// Control-message space per received message: a GRO segment size and a drop count.
@@ -719,15 +821,48 @@ impl RecvBatch {
     pub fn new(slots: usize, slot_size: usize) -> RecvBatch {
         let slots = slots.clamp(1, MAX_RECV_SLOTS);
         let slot_size = slot_size.clamp(1, GRO_SLOT_SIZE);
-        RecvBatch {
+        let mut b = RecvBatch {
             buf: vec![0; slots * slot_size],
             slots,
             slot_size,
             // SAFETY: all-zero is a valid sockaddr_in6 (plain integers).
             names: vec![unsafe { mem::zeroed() }; slots],
             control: vec![ControlBuf([0; RECV_CONTROL]); slots],
+            iovs: Vec::with_capacity(slots),
+            hdrs: Vec::with_capacity(slots),
+            used: 0,
             datagrams: Vec::with_capacity(slots * 4),
+        };
+        let buf = b.buf.as_mut_ptr();
+        for i in 0..slots {
+            b.iovs.push(libc::iovec {
+                // SAFETY: slot i lies within `buf`, which holds slots * slot_size bytes.
+                iov_base: unsafe { buf.add(i * slot_size) }.cast(),
+                iov_len: slot_size,
+            });
         }
+        for i in 0..slots {
+            // SAFETY: all-zero is a valid mmsghdr (integers and null pointers).
+            let mut h: libc::mmsghdr = unsafe { mem::zeroed() };
+            h.msg_hdr.msg_name = (&mut b.names[i] as *mut libc::sockaddr_in6).cast();
+            h.msg_hdr.msg_iov = &mut b.iovs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_control = b.control[i].0.as_mut_ptr().cast();
+            b.hdrs.push(h);
+        }
+        b.used = slots;
+        b.rearm();
+        b
+    }
+
+    /// Restores the name and control lengths of the headers the kernel filled last time.
+    fn rearm(&mut self) {
+        for h in &mut self.hdrs[..self.used] {
+            h.msg_hdr.msg_namelen = mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+            h.msg_hdr.msg_controllen = RECV_CONTROL as _;
+            h.msg_hdr.msg_flags = 0;
+        }
+        self.used = 0;
     }
 
     /// [`DEFAULT_RECV_SLOTS`] slots of [`GRO_SLOT_SIZE`] bytes for a GRO socket, of
@@ -782,6 +917,38 @@ union RawAddr {
 #[derive(Clone, Copy)]
 struct SendControl([u8; 32]);
 
+impl SendControl {
+    /// Writes a UDP_SEGMENT control message (GSO: cut into `seg`-byte datagrams); returns its
+    /// length.
+    fn put_segment(&mut self, seg: u16) -> usize {
+        let buf = &mut self.0;
+        // SAFETY: CMSG_SPACE/CMSG_LEN are pure arithmetic.
+        let (space, len) = unsafe {
+            (
+                libc::CMSG_SPACE(mem::size_of::<u16>() as u32) as usize,
+                libc::CMSG_LEN(mem::size_of::<u16>() as u32) as usize,
+            )
+        };
+        debug_assert!(space <= buf.len());
+        let hdr = libc::cmsghdr {
+            cmsg_len: len as _,
+            cmsg_level: libc::SOL_UDP,
+            cmsg_type: UDP_SEGMENT,
+        };
+        let hdr_size = mem::size_of::<libc::cmsghdr>();
+        // SAFETY: `buf` is 8-byte aligned and 32 bytes long, enough for a cmsghdr followed by
+        // its u16 payload (space <= 32, checked above); the data starts where CMSG_DATA puts
+        // it, right after the aligned header.
+        unsafe {
+            std::ptr::write(buf.as_mut_ptr().cast::<libc::cmsghdr>(), hdr);
+            let data = libc::CMSG_DATA(buf.as_ptr().cast::<libc::cmsghdr>());
+            debug_assert_eq!(data as usize - buf.as_ptr() as usize, hdr_size);
+            std::ptr::write_unaligned(data.cast::<u16>(), seg);
+        }
+        space
+    }
+}
+
 /// Headers' targets for one `sendmmsg`: addresses, iovecs, control messages.
 struct SendArrays<'a> {
     names: [RawAddr; SEND_BATCH],
@@ -815,36 +982,7 @@ impl<'a> SendArrays<'a> {
             iov_base: data.as_ptr() as *mut libc::c_void,
             iov_len: data.len(),
         };
-        self.control_lens[i] = match gso {
-            None => 0,
-            Some(seg) => {
-                let buf = &mut self.control[i].0;
-                // SAFETY: CMSG_SPACE/CMSG_LEN are pure arithmetic.
-                let (space, len) = unsafe {
-                    (
-                        libc::CMSG_SPACE(mem::size_of::<u16>() as u32) as usize,
-                        libc::CMSG_LEN(mem::size_of::<u16>() as u32) as usize,
-                    )
-                };
-                debug_assert!(space <= buf.len());
-                let hdr = libc::cmsghdr {
-                    cmsg_len: len as _,
-                    cmsg_level: libc::SOL_UDP,
-                    cmsg_type: UDP_SEGMENT,
-                };
-                let hdr_size = mem::size_of::<libc::cmsghdr>();
-                // SAFETY: `buf` is 8-byte aligned and 32 bytes long, enough for a cmsghdr
-                // followed by its u16 payload (space <= 32, checked above); the data starts
-                // where CMSG_DATA puts it, right after the aligned header.
-                unsafe {
-                    std::ptr::write(buf.as_mut_ptr().cast::<libc::cmsghdr>(), hdr);
-                    let data = libc::CMSG_DATA(buf.as_ptr().cast::<libc::cmsghdr>());
-                    debug_assert_eq!(data as usize - buf.as_ptr() as usize, hdr_size);
-                    std::ptr::write_unaligned(data.cast::<u16>(), seg);
-                }
-                space
-            }
-        };
+        self.control_lens[i] = gso.map_or(0, |seg| self.control[i].put_segment(seg));
     }
 
     /// The first `n` headers, pointing into `self`.
@@ -1086,6 +1224,7 @@ fn buffer_report(sock: &Socket, opts: &SocketOptions) -> BufferReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     const V4: &str = "127.0.0.1:0";
     const V6: &str = "[::1]:0";
@@ -1547,18 +1686,53 @@ mod tests {
         let mut batch = RecvBatch::for_socket(&s);
         let t = Instant::now();
         assert_eq!(s.recv_batch(&mut batch, None).unwrap(), 0);
-        assert_eq!(
-            s.recv_batch(&mut batch, Some(Duration::from_millis(50)))
-                .unwrap(),
-            0
-        );
+        // A caller's loop until its deadline: every call comes back empty, none overshoots by
+        // more than the machine's noise, and the loop ends.
+        let deadline = t + Duration::from_millis(50);
+        let mut calls = 0;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            assert_eq!(s.recv_batch(&mut batch, Some(left)).unwrap(), 0);
+            calls += 1;
+            assert!(calls < 10_000, "the wait loop does not end");
+        }
         let waited = t.elapsed();
-        assert!(waited >= Duration::from_millis(50) && waited < Duration::from_secs(2));
+        assert!(waited < Duration::from_secs(2), "{waited:?}");
         assert!(batch.is_empty());
         // A GRO socket refuses slots too small for a coalesced buffer.
         let mut small = RecvBatch::new(4, 2048);
         let e = s.recv_batch(&mut small, None).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn blocking_steps_stay_short_of_the_wait() {
+        let tick = kernel_tick();
+        assert!(tick >= Duration::from_micros(100) && tick <= Duration::from_millis(20));
+        for ms in [
+            0u64, 1, 2, 5, 9, 10, 12, 15, 19, 20, 21, 33, 50, 100, 999, 5000, 60_000,
+        ] {
+            let left = Duration::from_millis(ms);
+            match rcvtimeo_step(left) {
+                // The kernel rounds up to a tick and may wake a tick later: still within `left`.
+                Some(step) => {
+                    assert!(step >= tick, "{ms} ms: {step:?}");
+                    assert!(
+                        step + tick + Duration::from_millis(1) <= left,
+                        "{ms} ms: {step:?}"
+                    );
+                    let ticks = step.as_nanos() / tick.as_nanos();
+                    assert!(ticks.is_power_of_two(), "{ms} ms: {ticks} ticks");
+                    assert_eq!(step.as_nanos() % tick.as_nanos(), 0);
+                }
+                None => assert!(left < 2 * tick + Duration::from_millis(1), "{ms} ms"),
+            }
+        }
+        // Successive waits of one tick period reuse one value (no setsockopt per wait).
+        let a = rcvtimeo_step(Duration::from_millis(19));
+        let b = rcvtimeo_step(Duration::from_millis(18));
+        if a.is_some() && b.is_some() && tick <= Duration::from_millis(4) {
+            assert_eq!(a, b);
+        }
     }
 
     #[test]

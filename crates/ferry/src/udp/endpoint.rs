@@ -11,7 +11,7 @@
 //!   which each registers its address. Impairments (`FERRY_IMPAIR`, see `impair`) apply on send,
 //!   receive, or both.
 
-use std::collections::HashMap;
+use super::ids::{id_map, IdMap};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -115,7 +115,7 @@ impl Impair {
 /// room. Returns false if it had to give up (the caller counts it).
 fn send_all(socket: &UdpSocket, addr: SocketAddr, data: &[u8], segment: usize) -> bool {
     let mut rest = data;
-    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut deadline = None;
     while !rest.is_empty() {
         match socket.send_segments(addr, rest, segment) {
             Ok(n) => rest = &rest[(n * segment).min(rest.len())..],
@@ -123,7 +123,8 @@ fn send_all(socket: &UdpSocket, addr: SocketAddr, data: &[u8], segment: usize) -
                 if e.kind() == io::ErrorKind::WouldBlock
                     || e.raw_os_error() == Some(libc::ENOBUFS) =>
             {
-                if Instant::now() > deadline {
+                let now = Instant::now();
+                if now > *deadline.get_or_insert(now + Duration::from_secs(1)) {
                     return false;
                 }
                 let _ = socket.wait_writable(Duration::from_millis(10));
@@ -141,7 +142,7 @@ struct Out<'a> {
     /// With multicast: data and repairs go to the group.
     group: Option<SocketAddr>,
     all: &'a [SocketAddr],
-    by_id: &'a HashMap<u64, SocketAddr>,
+    by_id: &'a IdMap<SocketAddr>,
     impair: Option<&'a mut Impair>,
     now: u64,
     send_failures: &'a mut u64,
@@ -215,11 +216,13 @@ fn flush_delayed(
 struct PubCore {
     sender: Sender,
     dests: Vec<SocketAddr>,
-    receivers: HashMap<u64, SocketAddr>,
+    receivers: IdMap<SocketAddr>,
     impair: Option<Impair>,
     sub_epoch: u64,
     send_failures: u64,
     next_deadline: u64,
+    /// When the service thread next asks the kernel for the socket's drop count.
+    next_drops_check: u64,
     /// Receivers known by address (directory or discovery): forgotten when they go away.
     expected: std::collections::HashSet<u64>,
     /// The multicast group data goes to, if any.
@@ -329,15 +332,19 @@ impl PubShared {
         core.dests = dests;
     }
 
-    fn publish_stats(&self, core: &PubCore) {
+    fn publish_stats(&self, core: &mut PubCore, now: u64) {
         let s = core.sender.stats();
         let p = self.topic.publisher(self.slot);
         p.sent.store(s.messages, Ordering::Relaxed);
         p.bytes.store(s.bytes, Ordering::Relaxed);
         p.retransmitted
             .store(s.retransmitted_frames, Ordering::Relaxed);
-        p.kernel_drops
-            .store(self.socket.kernel_drops(), Ordering::Relaxed);
+        // A system call: at most every 10 ms, not on every wake-up of the service thread.
+        if now >= core.next_drops_check {
+            core.next_drops_check = now + 10_000_000;
+            p.kernel_drops
+                .store(self.socket.kernel_drops(), Ordering::Relaxed);
+        }
     }
 }
 
@@ -395,7 +402,7 @@ fn publisher_service(shared: Arc<PubShared>) {
             &mut core.send_failures,
         );
         core.next_deadline = next.min(delayed);
-        shared.publish_stats(core);
+        shared.publish_stats(core, now);
         if progressed {
             shared.progress.notify_all();
         }
@@ -460,11 +467,12 @@ impl UdpPublisher {
             core: Mutex::new(PubCore {
                 sender,
                 dests: Vec::new(),
-                receivers: HashMap::new(),
+                receivers: id_map(),
                 impair,
                 sub_epoch: u64::MAX,
                 send_failures: 0,
                 next_deadline: 0,
+                next_drops_check: 0,
                 expected: Default::default(),
                 group: qos.multicast.map(|m| SocketAddr::new(m.group, m.port)),
             }),
@@ -646,7 +654,7 @@ pub struct UdpSubscriber {
     token: u64,
     rx: Receiver,
     batch: RecvBatch,
-    publishers: HashMap<u64, SocketAddr>,
+    publishers: IdMap<SocketAddr>,
     impair: Option<Impair>,
     held: Vec<(SocketAddr, Vec<u8>)>,
     current: Option<Delivered>,
@@ -655,6 +663,8 @@ pub struct UdpSubscriber {
     spin_window: Duration,
     send_failures: u64,
     refused: u64,
+    /// When `tick` next asks the kernel for the socket's drop count.
+    next_drops_check: u64,
 }
 
 impl UdpSubscriber {
@@ -713,7 +723,7 @@ impl UdpSubscriber {
             token,
             rx,
             batch,
-            publishers: HashMap::new(),
+            publishers: id_map(),
             impair,
             held: Vec::new(),
             current: None,
@@ -722,6 +732,7 @@ impl UdpSubscriber {
             spin_window: qos.spin_window,
             send_failures: 0,
             refused: 0,
+            next_drops_check: 0,
         })
     }
 
@@ -738,8 +749,9 @@ impl UdpSubscriber {
             .count()
     }
 
-    /// Takes datagrams from the socket (waiting at most `timeout`; `None`: do not wait).
-    fn receive(&mut self, timeout: Option<Duration>) {
+    /// Takes datagrams from the socket (waiting at most `timeout`; `None`: do not wait);
+    /// returns the time they were taken.
+    fn receive(&mut self, timeout: Option<Duration>) -> u64 {
         let got = self
             .socket
             .recv_batch(&mut self.batch, timeout)
@@ -794,6 +806,7 @@ impl UdpSubscriber {
         if now >= self.next_tick || self.rx.status_due() {
             self.tick(now);
         }
+        now
     }
 
     fn tick(&mut self, now: u64) {
@@ -817,13 +830,18 @@ impl UdpSubscriber {
         s.lost.store(st.lost, Ordering::Relaxed);
         s.refused
             .store(st.refused + self.refused, Ordering::Relaxed);
+        // A system call: at most every 10 ms.
+        if now >= self.next_drops_check {
+            self.next_drops_check = now + 10_000_000;
+            s.kernel_drops
+                .store(self.socket.kernel_drops(), Ordering::Relaxed);
+        }
     }
 
-    fn take(&mut self) -> bool {
+    fn take(&mut self, now: u64) -> bool {
         if let Some(d) = self.current.take() {
             self.rx.recycle(d.data);
         }
-        let now = monotonic_ns();
         self.current = self.rx.take(now);
         if self.rx.status_due() {
             self.tick(now);
@@ -847,37 +865,49 @@ impl UdpSubscriber {
 
     /// The next message if one is there, without waiting.
     pub fn poll(&mut self) -> Result<bool, RecvError> {
-        if self.rx.ready() == 0 {
-            self.receive(None);
-        }
-        Ok(self.take())
+        let now = if self.rx.ready() == 0 {
+            self.receive(None)
+        } else {
+            monotonic_ns()
+        };
+        Ok(self.take(now))
     }
 
-    /// Waits at most `timeout` (forever if `None`) for the next message.
+    /// Waits at most `timeout` (forever if `None`) for the next message. A blocking wait is one
+    /// receive call that returns when a datagram arrives (or a timer of the protocol is due),
+    /// and the clock is read once per wake-up.
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<bool, RecvError> {
-        if self.poll()? {
-            return Ok(true);
+        if self.rx.ready() > 0 {
+            return self.poll();
         }
-        let start = Instant::now();
-        let deadline = timeout.map(|t| start + t);
+        let start = monotonic_ns();
+        let deadline =
+            timeout.map(|t| start.saturating_add(t.as_nanos().min(u64::MAX as u128) as u64));
+        let mut now = start;
         loop {
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(false);
-            }
             let spin = match self.wait {
                 WaitStrategy::Spin => true,
                 WaitStrategy::Block => false,
-                WaitStrategy::Adaptive => now.duration_since(start) < self.spin_window,
+                WaitStrategy::Adaptive => {
+                    now.saturating_sub(start) < self.spin_window.as_nanos() as u64
+                }
             };
-            let until_tick = Duration::from_nanos(self.next_tick.saturating_sub(monotonic_ns()));
-            let mut block = until_tick.clamp(Duration::from_micros(100), Duration::from_millis(50));
-            if let Some(d) = deadline {
-                block = block.min(d.saturating_duration_since(now));
-            }
-            self.receive(if spin { None } else { Some(block) });
-            if self.take() {
+            let block = (!spin).then(|| {
+                let mut ns = self
+                    .next_tick
+                    .saturating_sub(now)
+                    .clamp(100_000, 50_000_000);
+                if let Some(d) = deadline {
+                    ns = ns.min(d.saturating_sub(now));
+                }
+                Duration::from_nanos(ns)
+            });
+            now = self.receive(block);
+            if self.take(now) {
                 return Ok(true);
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(false);
             }
             if spin {
                 std::hint::spin_loop();
@@ -912,7 +942,7 @@ impl UdpSubscriber {
 /// One datagram into the receiver core.
 fn feed(
     rx: &mut Receiver,
-    publishers: &mut HashMap<u64, SocketAddr>,
+    publishers: &mut IdMap<SocketAddr>,
     refused: &mut u64,
     now: u64,
     src: SocketAddr,
@@ -924,7 +954,10 @@ fn feed(
                 f,
                 Frame::Data { .. } | Frame::Heartbeat { .. } | Frame::Bye { .. }
             ) {
-                publishers.insert(f.common().session, src);
+                let session = f.common().session;
+                if publishers.get(&session) != Some(&src) {
+                    publishers.insert(session, src);
+                }
                 rx.on_frame(now, &f);
             }
         }

@@ -6,6 +6,7 @@
 //! `crate::sys::udp`.
 
 pub mod frame;
+mod ids;
 pub mod impair;
 pub mod pacing;
 pub mod pool;

@@ -7,7 +7,9 @@
 //! delivery complete messages are handed out at once, and everything skipped is counted as lost.
 //! Nothing is lost silently: every message that will never be delivered is counted.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+use super::ids::{id_map, IdMap};
 
 use super::frame::{self, Common, Frame, Kind, NakEntry, FLAG_RELIABLE, NAK_ENTRY};
 use super::sender::{Dest, Sink};
@@ -158,6 +160,31 @@ impl Session {
     }
 }
 
+/// Hands the next message in line (`s.next_deliver`, reliable) to the delivery queue.
+fn deliver_next(
+    s: &mut Session,
+    session: u64,
+    stats: &mut ReceiverStats,
+    ready: &mut VecDeque<Delivered>,
+    data: Vec<u8>,
+    stream_end: u64,
+) {
+    let seq = s.next_deliver;
+    s.next_deliver += 1;
+    stats.messages += 1;
+    stats.bytes += data.len() as u64;
+    let lost_before = std::mem::take(&mut s.lost_pending);
+    s.delivered_end = stream_end;
+    s.queued += 1;
+    ready.push_back(Delivered {
+        session,
+        seq,
+        data,
+        lost_before,
+        stream_end,
+    });
+}
+
 struct Session {
     reliable: bool,
     next_deliver: u64,
@@ -189,7 +216,7 @@ pub struct Receiver {
     id: u64,
     topic: u64,
     cfg: ReceiverConfig,
-    sessions: HashMap<u64, Session>,
+    sessions: IdMap<Session>,
     /// Sessions that ended recently, with the final (consumed position, consumed seq, reliable)
     /// they confirm: their late frames are ignored, and a late BYE is answered with that STATUS.
     ended: VecDeque<(u64, u64, u64, bool)>,
@@ -208,7 +235,7 @@ impl Receiver {
             id,
             topic,
             cfg,
-            sessions: HashMap::new(),
+            sessions: id_map(),
             ended: VecDeque::new(),
             acks_due: Vec::new(),
             ready: VecDeque::new(),
@@ -340,7 +367,25 @@ impl Receiver {
             return;
         }
         s.known_end = s.known_end.max(seq + 1);
-        s.missing.remove(&seq);
+        if !s.missing.is_empty() {
+            s.missing.remove(&seq);
+        }
+        let whole = offset == 0 && payload.len() == len as usize;
+        if whole && !s.partial.contains_key(&seq) {
+            // The common case: a message in one frame. No reassembly state.
+            if self.buffered + len as u64 > self.cfg.buffer_bytes
+                && !self.make_room(c.session, seq, len as u64)
+            {
+                self.stats.overflow_drops += 1;
+                return;
+            }
+            let mut data = self.pool.pop().unwrap_or_default();
+            data.clear();
+            data.extend_from_slice(payload);
+            self.buffered += len as u64;
+            self.complete(c.session, seq, data, pos + len as u64);
+            return;
+        }
         if !s.partial.contains_key(&seq) {
             if self.buffered + len as u64 > self.cfg.buffer_bytes
                 && !self.make_room(c.session, seq, len as u64)
@@ -386,8 +431,22 @@ impl Receiver {
             return;
         }
         let p = s.partial.remove(&seq).unwrap();
+        self.complete(c.session, seq, p.data, p.stream_pos + len as u64);
+    }
+
+    /// Message `seq` of `session` arrived whole: `data`, ending at stream position `end`.
+    fn complete(&mut self, session: u64, seq: u64, data: Vec<u8>, end: u64) {
+        let Some(s) = self.sessions.get_mut(&session) else {
+            return;
+        };
+        let len = data.len();
         if s.reliable {
-            s.complete.insert(seq, (p.data, p.stream_pos + len as u64));
+            if seq == s.next_deliver {
+                // Next in line: straight to the delivery queue.
+                deliver_next(s, session, &mut self.stats, &mut self.ready, data, end);
+            } else {
+                s.complete.insert(seq, (data, end));
+            }
         } else {
             // Latest: hand it out now; everything older still pending is given up.
             let older: Vec<u64> = s.partial.range(..seq).map(|(&k, _)| k).collect();
@@ -406,14 +465,14 @@ impl Receiver {
             self.stats.messages += 1;
             self.stats.bytes += len as u64;
             self.ready.push_back(Delivered {
-                session: c.session,
+                session,
                 seq,
-                data: p.data,
+                data,
                 lost_before,
-                stream_end: p.stream_pos + len as u64,
+                stream_end: end,
             });
         }
-        self.drain_in_order(c.session);
+        self.drain_in_order(session);
     }
 
     /// Frees buffer space for a new message by giving up older incomplete latest messages.
@@ -442,21 +501,18 @@ impl Receiver {
             return;
         };
 
-        while let Some((data, stream_end)) = s.complete.remove(&s.next_deliver) {
-            let seq = s.next_deliver;
-            s.next_deliver += 1;
-            self.stats.messages += 1;
-            self.stats.bytes += data.len() as u64;
-            let lost_before = std::mem::take(&mut s.lost_pending);
-            s.delivered_end = stream_end;
-            s.queued += 1;
-            self.ready.push_back(Delivered {
+        while !s.complete.is_empty() {
+            let Some((data, stream_end)) = s.complete.remove(&s.next_deliver) else {
+                break;
+            };
+            deliver_next(
+                s,
                 session,
-                seq,
+                &mut self.stats,
+                &mut self.ready,
                 data,
-                lost_before,
                 stream_end,
-            });
+            );
         }
         if s.reliable && s.received_pos() >= s.last_status_pos + self.cfg.window / 4 {
             s.status_due = true;

@@ -6,7 +6,9 @@
 //! from it, sends heartbeats so that receivers notice a lost tail, and sends no further than every
 //! live reliable receiver's advertised window (receiver-driven flow control, in stream bytes).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use super::ids::{id_map, IdMap};
 
 use super::frame::{
     self, Common, Frame, Kind, NakEntry, DATA_HEADER, FLAG_RELIABLE, FLAG_RETRANSMIT,
@@ -111,7 +113,7 @@ pub struct Sender {
     window: VecDeque<Retained>,
     window_bytes: u64,
     pool: Vec<Vec<u8>>,
-    receivers: HashMap<u64, ReceiverState>,
+    receivers: IdMap<ReceiverState>,
     current: Option<InProgress>,
     /// The unreliable publisher's message in progress lives here (nothing is retained).
     scratch_msg: Vec<u8>,
@@ -142,7 +144,7 @@ impl Sender {
             window: VecDeque::new(),
             window_bytes: 0,
             pool: Vec::new(),
-            receivers: HashMap::new(),
+            receivers: id_map(),
             current: None,
             scratch_msg: Vec::new(),
             out: Vec::new(),
