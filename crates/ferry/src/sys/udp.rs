@@ -8,10 +8,13 @@
 //! MulticastInterface::{V4(Ipv4Addr), V6(u32 /* interface index, 0 = default */)}
 //!
 //! UdpSocket::bind(addr: SocketAddr, opts: &SocketOptions) -> io::Result<UdpSocket>
+//! UdpSocket::bind_chosen_port(ip: IpAddr, opts: &SocketOptions) -> io::Result<UdpSocket>
 //! UdpSocket::local_addr(&self) -> io::Result<SocketAddr>
 //! UdpSocket::capabilities(&self) -> Capabilities   // gso, gro, max_gso_segments, rxq_ovfl, gso_disabled_errno
 //! UdpSocket::buffer_report(&self) -> &BufferReport // requested vs granted, warnings naming the sysctl
 //! UdpSocket::send_segments(&self, dst: SocketAddr, data: &[u8], segment: usize) -> io::Result<usize>
+//! UdpSocket::connect(&self, peer: Option<SocketAddr>) -> io::Result<()>   // bound to a chosen port only
+//! UdpSocket::send_segments_connected(&self, data: &[u8], segment: usize) -> io::Result<usize>
 //! UdpSocket::send_many(&self, msgs: &[(SocketAddr, &[u8])]) -> io::Result<usize>
 //! UdpSocket::send_to(&self, dst: SocketAddr, data: &[u8]) -> io::Result<()>
 //! UdpSocket::recv_batch(&self, batch: &mut RecvBatch, timeout: Option<Duration>) -> io::Result<usize>
@@ -27,6 +30,10 @@
 //! ```
 //!
 //! Behaviour:
+//! - `sendmsg`, `sendmmsg` and `recvmmsg` are made as raw system calls (`libc::syscall`), not
+//!   through glibc's wrappers: those are thread-cancellation points that switch asynchronous
+//!   cancellation on and off around every call, which costs measurably per message (ferry never
+//!   cancels threads). Errors still come back in `errno`.
 //! - Every send and every receive without a timeout passes `MSG_DONTWAIT`. Sends return `WouldBlock` (EAGAIN) or ENOBUFS as errors when
 //!   the kernel has no room; [`UdpSocket::wait_writable`] waits for room. Sends that get some
 //!   datagrams out return how many; the caller sends the rest again (the next call reports the
@@ -181,6 +188,8 @@ impl BufferReport {
 pub struct UdpSocket {
     sock: Socket,
     v6: bool,
+    /// Bound to a port the caller chose (not 0): dissolving a connection keeps it then.
+    port_fixed: bool,
     gso: AtomicBool,
     gso_disabled_errno: AtomicI32,
     gro: bool,
@@ -198,6 +207,24 @@ pub struct UdpSocket {
 }
 
 impl UdpSocket {
+    /// As [`UdpSocket::bind`] to a free port of `ip`, chosen here rather than by the kernel, so
+    /// that the socket may [`UdpSocket::connect`] and disconnect without losing it. (The port
+    /// comes from a throwaway socket; another process taking it meanwhile means another try.)
+    pub fn bind_chosen_port(ip: IpAddr, opts: &SocketOptions) -> io::Result<UdpSocket> {
+        let mut last = None;
+        for _ in 0..32 {
+            let port = std::net::UdpSocket::bind(SocketAddr::new(ip, 0))?
+                .local_addr()?
+                .port();
+            match UdpSocket::bind(SocketAddr::new(ip, port), opts) {
+                Ok(s) => return Ok(s),
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::ErrorKind::AddrInUse.into()))
+    }
+
     /// Creates a socket, sets `opts`, binds `addr` and, with `opts.multicast`, joins the group.
     pub fn bind(addr: SocketAddr, opts: &SocketOptions) -> io::Result<UdpSocket> {
         let v6 = addr.is_ipv6();
@@ -271,6 +298,7 @@ impl UdpSocket {
         Ok(UdpSocket {
             sock,
             v6,
+            port_fixed: addr.port() != 0,
             gso: AtomicBool::new(gso),
             gso_disabled_errno: AtomicI32::new(0),
             gro,
@@ -319,6 +347,51 @@ impl UdpSocket {
     /// than asked when the kernel ran out of room; errors only when none did. Empty `data`
     /// sends nothing (send an empty datagram with [`UdpSocket::send_many`]).
     pub fn send_segments(&self, dst: SocketAddr, data: &[u8], segment: usize) -> io::Result<usize> {
+        self.segments(Some(&dst), data, segment)
+    }
+
+    /// As [`UdpSocket::send_segments`], to the peer of [`UdpSocket::connect`]: no address per
+    /// send, and the kernel's cached route.
+    pub fn send_segments_connected(&self, data: &[u8], segment: usize) -> io::Result<usize> {
+        self.segments(None, data, segment)
+    }
+
+    /// Associates the socket with `peer` (`connect`), or dissolves the association (`None`).
+    /// While connected, sends without an address go to `peer` over a route the kernel looked
+    /// up once (an unconnected send looks it up every time), and the socket takes datagrams
+    /// from `peer` only. Needs a socket bound to a port chosen by the caller (not 0): the kernel
+    /// releases an automatically chosen port when the association is dissolved.
+    pub fn connect(&self, peer: Option<SocketAddr>) -> io::Result<()> {
+        if !self.port_fixed {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "connect: the socket was bound to port 0 (bind a chosen port to connect)",
+            ));
+        }
+        match peer {
+            Some(p) => self.sock.connect(&SockAddr::from(p)),
+            None => {
+                // SAFETY: all-zero is a valid sockaddr; AF_UNSPEC dissolves the association.
+                let mut unspec: libc::sockaddr = unsafe { mem::zeroed() };
+                unspec.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+                // SAFETY: a valid sockaddr of the size passed, alive across the call.
+                let rc = unsafe {
+                    libc::connect(
+                        self.sock.as_raw_fd(),
+                        &unspec,
+                        mem::size_of::<libc::sockaddr>() as libc::socklen_t,
+                    )
+                };
+                if rc == 0 {
+                    Ok(())
+                } else {
+                    Err(io::Error::last_os_error())
+                }
+            }
+        }
+    }
+
+    fn segments(&self, dst: Option<&SocketAddr>, data: &[u8], segment: usize) -> io::Result<usize> {
         if data.is_empty() {
             return Ok(0);
         }
@@ -356,7 +429,7 @@ impl UdpSocket {
         for chunk in msgs.chunks(SEND_BATCH) {
             let mut arrays = SendArrays::new();
             for (i, (dst, data)) in chunk.iter().enumerate() {
-                arrays.set(i, dst, data, None);
+                arrays.set(i, Some(dst), data, None);
             }
             match self.sendmmsg(&mut arrays, chunk.len()) {
                 Ok(n) => {
@@ -374,15 +447,15 @@ impl UdpSocket {
 
     /// Sends one datagram.
     pub fn send_to(&self, dst: SocketAddr, data: &[u8]) -> io::Result<()> {
-        self.send_one(&dst, data, None)
+        self.send_one(Some(&dst), data, None)
     }
 
     /// One `sendmsg`: a datagram, or with `gso` one GSO send of datagrams of that size. No
     /// batch arrays to prepare: the path of a small message.
-    fn send_one(&self, dst: &SocketAddr, data: &[u8], gso: Option<u16>) -> io::Result<()> {
+    fn send_one(&self, dst: Option<&SocketAddr>, data: &[u8], gso: Option<u16>) -> io::Result<()> {
         // SAFETY: all-zero is a valid value of this plain C union.
         let mut name: RawAddr = unsafe { mem::zeroed() };
-        let name_len = std_to_raw(dst, &mut name);
+        let name_len = dst.map_or(0, |d| std_to_raw(d, &mut name));
         let mut iov = libc::iovec {
             // The kernel only reads through a send's iovec.
             iov_base: data.as_ptr() as *mut libc::c_void,
@@ -392,8 +465,10 @@ impl UdpSocket {
         let control_len = gso.map_or(0, |seg| control.put_segment(seg));
         // SAFETY: all-zero is a valid msghdr (integers and null pointers).
         let mut msg: libc::msghdr = unsafe { mem::zeroed() };
-        msg.msg_name = (&mut name as *mut RawAddr).cast();
-        msg.msg_namelen = name_len;
+        if name_len > 0 {
+            msg.msg_name = (&mut name as *mut RawAddr).cast();
+            msg.msg_namelen = name_len;
+        }
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         if control_len > 0 {
@@ -403,10 +478,12 @@ impl UdpSocket {
         loop {
             // SAFETY: `msg` points at `name`, `iov` (which points into `data`) and `control`,
             // all alive across the call with their true lengths; the kernel only reads them.
+            // The system call itself, not glibc's cancellable wrapper (module docs).
             let rc = unsafe {
-                libc::sendmsg(
+                libc::syscall(
+                    libc::SYS_sendmsg,
                     self.sock.as_raw_fd(),
-                    &msg,
+                    &msg as *const libc::msghdr,
                     libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
                 )
             };
@@ -422,14 +499,14 @@ impl UdpSocket {
 
     fn send_gso(
         &self,
-        dst: SocketAddr,
+        dst: Option<&SocketAddr>,
         data: &[u8],
         segment: usize,
         per_send: usize,
     ) -> io::Result<usize> {
         let chunk_bytes = segment * per_send;
         if data.len() <= chunk_bytes {
-            self.send_one(&dst, data, Some(segment as u16))?;
+            self.send_one(dst, data, Some(segment as u16))?;
             return Ok(data.len().div_ceil(segment));
         }
         let mut sent = 0;
@@ -441,7 +518,7 @@ impl UdpSocket {
             while n < SEND_BATCH {
                 let Some(chunk) = chunks.next() else { break };
                 let gso = (chunk.len() > segment).then_some(segment as u16);
-                arrays.set(n, &dst, chunk, gso);
+                arrays.set(n, dst, chunk, gso);
                 counts[n] = chunk.len().div_ceil(segment);
                 n += 1;
             }
@@ -459,9 +536,14 @@ impl UdpSocket {
         Ok(sent)
     }
 
-    fn send_plain(&self, dst: SocketAddr, data: &[u8], segment: usize) -> io::Result<usize> {
+    fn send_plain(
+        &self,
+        dst: Option<&SocketAddr>,
+        data: &[u8],
+        segment: usize,
+    ) -> io::Result<usize> {
         if data.len() <= segment {
-            return self.send_one(&dst, data, None).map(|()| 1);
+            return self.send_one(dst, data, None).map(|()| 1);
         }
         let mut sent = 0;
         let mut datagrams = data.chunks(segment).peekable();
@@ -470,7 +552,7 @@ impl UdpSocket {
             let mut n = 0;
             while n < SEND_BATCH {
                 let Some(d) = datagrams.next() else { break };
-                arrays.set(n, &dst, d, None);
+                arrays.set(n, dst, d, None);
                 n += 1;
             }
             match self.sendmmsg(&mut arrays, n) {
@@ -495,12 +577,14 @@ impl UdpSocket {
             // SAFETY: `hdrs` holds `n` initialised headers whose name, iovec and control
             // pointers point into `arrays` and into the caller's data slices, all of which
             // outlive this call; the kernel only reads them (and writes msg_len in `hdrs`).
+            // The system call itself, not glibc's cancellable wrapper (module docs).
             let rc = unsafe {
-                libc::sendmmsg(
+                libc::syscall(
+                    libc::SYS_sendmmsg,
                     self.sock.as_raw_fd(),
                     hdrs.as_mut_ptr(),
-                    n as _,
-                    (libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) as _,
+                    n as libc::c_uint,
+                    libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
                 )
             };
             if rc >= 0 {
@@ -575,13 +659,15 @@ impl UdpSocket {
             // iovecs into `buf`) with their true lengths (`rearm` restored the lengths the
             // kernel overwrote); all outlive the call, and nothing else accesses them meanwhile
             // (`batch` is borrowed mutably).
+            // The system call itself, not glibc's cancellable wrapper (module docs).
             let rc = unsafe {
-                libc::recvmmsg(
+                libc::syscall(
+                    libc::SYS_recvmmsg,
                     self.sock.as_raw_fd(),
                     batch.hdrs.as_mut_ptr(),
-                    batch.slots as _,
-                    flags as _,
-                    std::ptr::null_mut(),
+                    batch.vlen as libc::c_uint,
+                    flags,
+                    std::ptr::null_mut::<libc::timespec>(),
                 )
             };
             if rc >= 0 {
@@ -595,6 +681,14 @@ impl UdpSocket {
             }
         };
         batch.used = rc;
+        // Ask for as many next time as came now, doubling while calls come back full: a
+        // ping-pong asks for one (the kernel then does not look for a second datagram that is
+        // not there), a stream grows to every slot within a few calls.
+        batch.vlen = if rc == batch.vlen {
+            (rc * 2).min(batch.slots)
+        } else {
+            rc.max(1)
+        };
         for (i, hdr) in batch.hdrs.iter().enumerate().take(rc) {
             let len = hdr.msg_len as usize;
             let mut gro_segment = 0usize;
@@ -780,6 +874,8 @@ pub struct RecvBatch {
     hdrs: Vec<libc::mmsghdr>,
     /// Headers the kernel filled at the last call.
     used: usize,
+    /// Headers offered to the next call (1..=slots).
+    vlen: usize,
     /// (source, offset in `buf`, length)
     datagrams: Vec<(SocketAddr, u32, u32)>,
 }
@@ -831,6 +927,7 @@ impl RecvBatch {
             iovs: Vec::with_capacity(slots),
             hdrs: Vec::with_capacity(slots),
             used: 0,
+            vlen: slots,
             datagrams: Vec::with_capacity(slots * 4),
         };
         let buf = b.buf.as_mut_ptr();
@@ -974,9 +1071,10 @@ impl<'a> SendArrays<'a> {
         }
     }
 
-    /// Message `i`: `data` to `dst`, with a UDP_SEGMENT control message when `gso` is set.
-    fn set(&mut self, i: usize, dst: &SocketAddr, data: &'a [u8], gso: Option<u16>) {
-        self.name_lens[i] = std_to_raw(dst, &mut self.names[i]);
+    /// Message `i`: `data` to `dst` (`None`: the connected peer), with a UDP_SEGMENT control
+    /// message when `gso` is set.
+    fn set(&mut self, i: usize, dst: Option<&SocketAddr>, data: &'a [u8], gso: Option<u16>) {
+        self.name_lens[i] = dst.map_or(0, |d| std_to_raw(d, &mut self.names[i]));
         self.iovs[i] = libc::iovec {
             // The kernel only reads through a send's iovec.
             iov_base: data.as_ptr() as *mut libc::c_void,
@@ -991,8 +1089,12 @@ impl<'a> SendArrays<'a> {
         let mut hdrs: [libc::mmsghdr; SEND_BATCH] = unsafe { mem::zeroed() };
         for (i, m) in hdrs.iter_mut().enumerate().take(n) {
             let h = &mut m.msg_hdr;
-            h.msg_name = (&mut self.names[i] as *mut RawAddr).cast();
-            h.msg_namelen = self.name_lens[i];
+            // No address (the connected peer) must be a null name: the kernel refuses a name
+            // of length 0.
+            if self.name_lens[i] > 0 {
+                h.msg_name = (&mut self.names[i] as *mut RawAddr).cast();
+                h.msg_namelen = self.name_lens[i];
+            }
             h.msg_iov = &mut self.iovs[i];
             h.msg_iovlen = 1;
             if self.control_lens[i] > 0 {
@@ -1702,6 +1804,45 @@ mod tests {
         let mut small = RecvBatch::new(4, 2048);
         let e = s.recv_batch(&mut small, None).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn a_connected_socket_sends_without_address_and_keeps_its_port_when_disconnected() {
+        let o = opts(true, false);
+        let tx = UdpSocket::bind_chosen_port("127.0.0.1".parse().unwrap(), &o).unwrap();
+        let port = tx.local_addr().unwrap().port();
+        let peer = bind(V4, &opts(false, false));
+        let other = bind(V4, &opts(false, false));
+        let peer_addr = peer.local_addr().unwrap();
+        // A socket bound to port 0 refuses: it would lose its port on disconnect.
+        let auto = bind(V4, &o);
+        assert_eq!(
+            auto.connect(Some(peer_addr)).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        tx.connect(Some(peer_addr)).unwrap();
+        // One datagram, and a GSO train of several.
+        assert_eq!(tx.send_segments_connected(b"one", 1472).unwrap(), 1);
+        let train = vec![5u8; 1472 * 3 + 10];
+        assert_eq!(tx.send_segments_connected(&train, 1472).unwrap(), 4);
+        let got = recv_n(&peer, 5);
+        assert_eq!(got.len(), 5);
+        assert!(got.iter().all(|(a, _)| a.port() == port));
+        assert_eq!(got[0].1, b"one");
+        // While connected, only the peer's datagrams come in.
+        let me = SocketAddr::new("127.0.0.1".parse().unwrap(), port);
+        other.send_to(me, b"stranger").unwrap();
+        peer.send_to(me, b"peer").unwrap();
+        let got = recv_n(&tx, 1);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].1, b"peer");
+        // Dissolved: same port, datagrams from anyone again.
+        tx.connect(None).unwrap();
+        assert_eq!(tx.local_addr().unwrap().port(), port);
+        other.send_to(me, b"stranger again").unwrap();
+        let got = recv_n(&tx, 1);
+        assert_eq!(got[0].1, b"stranger again");
+        assert!(tx.send_segments_connected(b"nowhere", 1472).is_err());
     }
 
     #[test]

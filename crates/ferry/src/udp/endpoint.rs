@@ -71,8 +71,14 @@ fn bind_udp(
         multicast,
         ..SocketOptions::default()
     };
-    let socket = UdpSocket::bind(SocketAddr::new(any, port), &opts)
-        .map_err(|e| Error::io("bind a UDP socket", e))?;
+    // A publisher chooses its port itself, so that it may connect its socket to a single
+    // subscriber (sends then skip the route lookup) and disconnect without losing the port.
+    let socket = if subscriber {
+        UdpSocket::bind(SocketAddr::new(any, port), &opts)
+    } else {
+        UdpSocket::bind_chosen_port(any, &opts)
+    }
+    .map_err(|e| Error::io("bind a UDP socket", e))?;
     let port = socket
         .local_addr()
         .map_err(|e| Error::io("UDP socket address", e))?
@@ -111,13 +117,25 @@ impl Impair {
     }
 }
 
-/// Sends `data` (datagrams of `segment` bytes) to `addr`, waiting a bounded time for socket
-/// room. Returns false if it had to give up (the caller counts it).
-fn send_all(socket: &UdpSocket, addr: SocketAddr, data: &[u8], segment: usize) -> bool {
+/// Sends `data` (datagrams of `segment` bytes) to `addr` (the socket's connected peer when
+/// `connected` says it is that), waiting a bounded time for socket room. Returns false if it
+/// had to give up (the caller counts it).
+fn send_all(
+    socket: &UdpSocket,
+    addr: SocketAddr,
+    connected: Option<SocketAddr>,
+    data: &[u8],
+    segment: usize,
+) -> bool {
     let mut rest = data;
     let mut deadline = None;
     while !rest.is_empty() {
-        match socket.send_segments(addr, rest, segment) {
+        let sent = if connected == Some(addr) {
+            socket.send_segments_connected(rest, segment)
+        } else {
+            socket.send_segments(addr, rest, segment)
+        };
+        match sent {
             Ok(n) => rest = &rest[(n * segment).min(rest.len())..],
             Err(e)
                 if e.kind() == io::ErrorKind::WouldBlock
@@ -141,6 +159,8 @@ struct Out<'a> {
     socket: &'a UdpSocket,
     /// With multicast: data and repairs go to the group.
     group: Option<SocketAddr>,
+    /// The peer the socket is connected to, if any.
+    connected: Option<SocketAddr>,
     all: &'a [SocketAddr],
     by_id: &'a IdMap<SocketAddr>,
     impair: Option<&'a mut Impair>,
@@ -172,7 +192,7 @@ impl Sink for Out<'_> {
                     for d in data.chunks(segment.max(1)) {
                         for &at in imp.imp.admit(self.now, d.len()).release_times() {
                             if at <= self.now {
-                                if !send_all(self.socket, addr, d, d.len()) {
+                                if !send_all(self.socket, addr, self.connected, d, d.len()) {
                                     *self.send_failures += 1;
                                 }
                             } else if !imp.queue.push_copy(at, addr, d) {
@@ -182,7 +202,7 @@ impl Sink for Out<'_> {
                     }
                 }
                 None => {
-                    if !send_all(self.socket, addr, data, segment) {
+                    if !send_all(self.socket, addr, self.connected, data, segment) {
                         *self.send_failures += 1;
                     }
                 }
@@ -194,6 +214,7 @@ impl Sink for Out<'_> {
 /// Sends held-back datagrams whose time has come; returns when the next one is due.
 fn flush_delayed(
     socket: &UdpSocket,
+    connected: Option<SocketAddr>,
     impair: &mut Option<Impair>,
     now: u64,
     failures: &mut u64,
@@ -202,7 +223,7 @@ fn flush_delayed(
         return u64::MAX;
     };
     while let Some(d) = imp.queue.pop_due(now) {
-        if !send_all(socket, d.addr, &d.data, d.data.len()) {
+        if !send_all(socket, d.addr, connected, &d.data, d.data.len()) {
             *failures += 1;
         }
         imp.queue.recycle(d.data);
@@ -227,6 +248,8 @@ struct PubCore {
     expected: std::collections::HashSet<u64>,
     /// The multicast group data goes to, if any.
     group: Option<SocketAddr>,
+    /// The one subscriber the socket is connected to (unicast to a single destination).
+    connected: Option<SocketAddr>,
 }
 
 impl PubCore {
@@ -236,6 +259,7 @@ impl PubCore {
             Out {
                 socket,
                 group: self.group,
+                connected: self.connected,
                 all: &self.dests,
                 by_id: &self.receivers,
                 impair: self.impair.as_mut(),
@@ -329,6 +353,27 @@ impl PubShared {
         }
         core.expected = present;
         self.dest_count.store(dests.len(), Ordering::Relaxed);
+        // One unicast destination: connect to it (sends skip the route lookup). The socket then
+        // hears that subscriber only, which is every subscriber that can hear us; any change
+        // dissolves the association first.
+        let want = match (&dests[..], core.group) {
+            ([one], None) => Some(*one),
+            _ => None,
+        };
+        if want != core.connected {
+            if core.connected.is_some() {
+                core.connected = None;
+                if self.socket.connect(None).is_err() {
+                    // Still associated with the old peer: keep sending with addresses (which
+                    // works); its replies are all the socket hears until the next change.
+                    core.dests = dests;
+                    return;
+                }
+            }
+            if want.is_some() && self.socket.connect(want).is_ok() {
+                core.connected = want;
+            }
+        }
         core.dests = dests;
     }
 
@@ -397,6 +442,7 @@ fn publisher_service(shared: Arc<PubShared>) {
         let next = sender.tick(now, &mut out);
         let delayed = flush_delayed(
             &shared.socket,
+            core.connected,
             &mut core.impair,
             now,
             &mut core.send_failures,
@@ -475,6 +521,7 @@ impl UdpPublisher {
                 next_drops_check: 0,
                 expected: Default::default(),
                 group: qos.multicast.map(|m| SocketAddr::new(m.group, m.port)),
+                connected: None,
             }),
             progress: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -813,6 +860,7 @@ impl UdpSubscriber {
         let mut out = Out {
             socket: &self.socket,
             group: None,
+            connected: None,
             all: &[],
             by_id: &self.publishers,
             impair: self.impair.as_mut(),
