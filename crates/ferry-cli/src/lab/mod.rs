@@ -11,6 +11,7 @@
 pub mod cgroup;
 pub mod cycle;
 pub mod footprint;
+pub mod hubs;
 pub mod idle;
 pub mod latency;
 pub mod limits;
@@ -66,6 +67,9 @@ pub enum Experiment {
     /// The largest u32 array a cyclic writer gets to a cyclic reader per cycle time under a CPU
     /// budget (the Dominion study): bisection, deadline misses, overloads
     Cycle(cycle::CycleArgs),
+    /// Roundtrip and Flood over a ring of hub processes (a master and 3 hubs by default), on
+    /// one host or two (network namespaces, optional link rate), under a CPU quota (seed 001)
+    Hubs(hubs::HubsArgs),
 }
 
 /// The hidden `ferry lab-peer` command: the other process of an experiment.
@@ -82,6 +86,7 @@ pub enum PeerExperiment {
     Idle(idle::PeerArgs),
     SendTime(sendtime::PeerArgs),
     Cycle(cycle::PeerArgs),
+    Hubs(hubs::PeerArgs),
 }
 
 pub fn run(args: LabArgs) -> Result<()> {
@@ -101,6 +106,7 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
         Experiment::SendTime(a) => sendtime::run(a),
         Experiment::UdpRate(a) => udprate::run(a),
         Experiment::Cycle(a) => cycle::run(a),
+        Experiment::Hubs(a) => hubs::run(a),
     }
 }
 
@@ -111,6 +117,7 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
         PeerExperiment::Idle(a) => idle::run_peer(a).context("lab peer"),
         PeerExperiment::SendTime(a) => sendtime::run_peer(a).context("lab peer"),
         PeerExperiment::Cycle(a) => cycle::run_peer(a).context("lab peer"),
+        PeerExperiment::Hubs(a) => hubs::run_peer(a).context("lab peer"),
     }
 }
 

@@ -1,0 +1,504 @@
+//! `ferry lab hubs` end to end: roundtrip and flood over a ring of hub processes on one host
+//! (shm, udp, auto) write contract JSON and lose nothing; a dead hub is reported, not waited for;
+//! bad arguments are refused. As root with `ip` and `tc`, a two-host run (network namespaces, a
+//! tbf link rate) and a run under a cgroup CPU quota run for real; elsewhere they skip with a
+//! printed reason. No timing is asserted; every run is bounded and killed if it overruns.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn tmp(name: &str, ext: &str) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    // Relaxed: only uniqueness matters.
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!(
+        "ferry-hubs-test-{}-{name}-{n}.{ext}",
+        std::process::id()
+    ))
+}
+
+struct Outcome {
+    success: bool,
+    stdout: String,
+    stderr: String,
+    seconds: f64,
+}
+
+/// Runs `ferry lab hubs ARGS` (output to files, so no pipe can fill), killed after `limit`.
+fn lab_hubs(args: &[&str], limit: Duration) -> Outcome {
+    let out_path = tmp("out", "txt");
+    let err_path = tmp("err", "txt");
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .env_remove("FERRY_DOMAIN")
+        .args(["lab", "hubs"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).expect("stdout file"))
+        .stderr(std::fs::File::create(&err_path).expect("stderr file"))
+        .spawn()
+        .expect("start ferry");
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break Some(s);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let read = |p: &Path| {
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        let _ = std::fs::remove_file(p);
+        text
+    };
+    let (stdout, stderr) = (read(&out_path), read(&err_path));
+    let Some(status) = status else {
+        panic!("ferry lab hubs {args:?} ran past {limit:?}\nstdout: {stdout}\nstderr: {stderr}");
+    };
+    Outcome {
+        success: status.success(),
+        stdout,
+        stderr,
+        seconds: started.elapsed().as_secs_f64(),
+    }
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).expect("results JSON written");
+    let _ = std::fs::remove_file(path);
+    serde_json::from_str(&text).expect("valid JSON")
+}
+
+fn check_success(out: &Outcome, what: &str) {
+    assert!(
+        out.success,
+        "{what} failed\nstdout: {}\nstderr: {}",
+        out.stdout, out.stderr
+    );
+}
+
+/// The lab contract's frame and this experiment's config.
+fn check_contract(v: &Value, hubs: u64) {
+    assert_eq!(v["experiment"], "hubs");
+    assert!(v["ferry_version"].is_string());
+    assert!(v["machine"]["cpus"].as_u64().unwrap() >= 1);
+    assert!(v["machine"]["kernel"].is_string());
+    let config = &v["config"];
+    assert_eq!(config["hubs"], hubs);
+    assert_eq!(config["delivery"], "reliable");
+    assert_eq!(config["placement"].as_array().unwrap().len() as u64, hubs);
+    let pinning = config["pinning"]["summary"]
+        .as_str()
+        .expect("pinning summary");
+    assert!(pinning.contains("share"), "{pinning}");
+    assert!(config["topology"].as_str().unwrap().contains("hubs/edge0"));
+    assert!(v["rows"].is_array());
+}
+
+/// A measured row: everything arrived intact and in order, and the figures of its mode are
+/// there (their values are not judged).
+fn check_row(row: &Value, messages: u64, hubs: usize) {
+    assert!(row["skipped"].is_null(), "{row}");
+    for key in [
+        "transport",
+        "mode",
+        "hubs",
+        "hosts",
+        "size_bytes",
+        "messages",
+        "round",
+    ] {
+        assert!(!row[key].is_null(), "{key} missing in {row}");
+    }
+    assert!(row.get("link_rate").is_some() && row.get("cpu").is_some());
+    assert_eq!(row["messages"], messages);
+    assert_eq!(row["received"], messages, "{row}");
+    for key in ["lost", "corrupt", "out_of_order", "duplicates"] {
+        assert_eq!(row[key], 0, "{key} in {row}");
+    }
+    assert!(row["error"].is_null(), "{row}");
+    match row["mode"].as_str() {
+        Some("roundtrip") => {
+            for key in [
+                "lap_p50_ns",
+                "lap_p90_ns",
+                "lap_p99_ns",
+                "lap_max_ns",
+                "lap_min_ns",
+            ] {
+                assert!(row[key].is_u64(), "{key} in {row}");
+            }
+            assert!(row["lap_mean_ns"].is_number() && row["total_s"].is_number());
+            assert!(row["completion_s"].is_null());
+        }
+        Some("flood") => {
+            assert!(row["completion_s"].as_f64().unwrap() > 0.0, "{row}");
+            assert!(row["messages_per_s"].as_f64().unwrap() > 0.0, "{row}");
+            assert!(row["lap_p50_ns"].is_null());
+        }
+        other => panic!("mode {other:?}"),
+    }
+    let edges = row["edges"].as_array().expect("edges");
+    assert_eq!(edges.len(), hubs);
+    let procs = row["processes"].as_array().expect("processes");
+    assert_eq!(procs.len(), hubs);
+    assert_eq!(procs[0]["role"], "master");
+    for p in procs {
+        assert!(p["last_cpu"].is_u64() && !p["allowed_cpus"].as_array().unwrap().is_empty());
+    }
+}
+
+fn paths(row: &Value) -> Vec<String> {
+    row["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn one_host_roundtrip_and_flood_lose_nothing() {
+    let json = tmp("one-host", "json");
+    let out = lab_hubs(
+        &[
+            "--mode",
+            "roundtrip,flood",
+            "--transport",
+            "shm,udp,auto",
+            "--messages",
+            "40",
+            "--warmup",
+            "5",
+            "--rounds",
+            "2",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(240),
+    );
+    check_success(&out, "lab hubs");
+    assert!(out.stdout.contains("Roundtrip") && out.stdout.contains("Flood"));
+    let v = read_json(&json);
+    check_contract(&v, 4);
+    assert_eq!(v["config"]["hosts"], 1);
+    assert_eq!(v["config"]["messages"], 40);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2 * 3 * 2, "modes × transports × rounds");
+    for row in rows {
+        check_row(row, 40, 4);
+        assert_eq!(row["hosts"], 1);
+        assert!(row["link_rate"].is_null() && row["cpu"].is_null());
+        let want = match row["transport"].as_str().unwrap() {
+            "udp" => "udp",
+            _ => "shm",
+        };
+        assert!(paths(row).iter().all(|p| p == want), "{row}");
+    }
+    // Interleaved rounds: both rounds of every transport and mode are kept.
+    for t in ["shm", "udp", "auto"] {
+        for m in ["roundtrip", "flood"] {
+            let mut rounds: Vec<u64> = rows
+                .iter()
+                .filter(|r| r["transport"] == t && r["mode"] == m)
+                .map(|r| r["round"].as_u64().unwrap())
+                .collect();
+            rounds.sort_unstable();
+            assert_eq!(rounds, [0, 1], "{t} {m}");
+        }
+    }
+}
+
+#[test]
+fn a_short_ring_carries_large_messages() {
+    // Two processes, messages that ferry's UDP cuts into many datagrams.
+    let json = tmp("large", "json");
+    let out = lab_hubs(
+        &[
+            "--mode",
+            "flood,roundtrip",
+            "--hubs",
+            "2",
+            "--size",
+            "70000",
+            "--transport",
+            "udp,shm",
+            "--messages",
+            "20",
+            "--warmup",
+            "2",
+            "--rounds",
+            "1",
+            "--wait",
+            "adaptive",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(240),
+    );
+    check_success(&out, "lab hubs --hubs 2 --size 70000");
+    let v = read_json(&json);
+    check_contract(&v, 2);
+    assert_eq!(v["config"]["wait"], "adaptive");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    for row in rows {
+        check_row(row, 20, 2);
+        assert_eq!(row["size_bytes"], 70000);
+    }
+}
+
+#[test]
+fn a_dead_hub_is_reported_not_waited_for() {
+    for mode in ["roundtrip", "flood"] {
+        let out = lab_hubs(
+            &[
+                "--mode",
+                mode,
+                "--transport",
+                "shm",
+                "--messages",
+                "2000",
+                "--rounds",
+                "1",
+                "--fault-hub-exit-after",
+                "150",
+            ],
+            Duration::from_secs(120),
+        );
+        assert!(!out.success, "{mode}: a dead hub must fail the run");
+        assert!(
+            out.stderr.contains("hub 1") && out.stderr.contains("exited during the run"),
+            "{mode}: {}",
+            out.stderr
+        );
+        // Far below any timeout of the lab (30 s and more): it was noticed, not timed out.
+        assert!(
+            out.seconds < 25.0,
+            "{mode}: took {:.1} s\n{}",
+            out.seconds,
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    for (args, expect) in [
+        (&["--hubs", "1"][..], "--hubs"),
+        (&["--link-rate", "100mbit"][..], "--hosts 2"),
+        (&["--hosts", "3"][..], "3"),
+        (&["--size", "8"][..], "--size"),
+        (&["--transport", "tcp"][..], "tcp"),
+        (&["--mode", "ping"][..], "ping"),
+        (&["--hosts", "2", "--link-rate", "100mbps"][..], "100mbps"),
+        (&["--transport", "shm,shm"][..], "twice"),
+        (&["--rounds", "0"][..], "--rounds"),
+    ] {
+        let out = lab_hubs(args, Duration::from_secs(30));
+        assert!(!out.success, "{args:?} should fail");
+        assert!(
+            out.stderr.contains(expect),
+            "{args:?}: expected {expect:?} in {}",
+            out.stderr
+        );
+    }
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+fn find_tool(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+#[test]
+fn two_hosts_over_namespaces_with_a_link_rate() {
+    let (root, ip, tc) = (is_root(), find_tool("ip"), find_tool("tc"));
+    if !root {
+        // Without root the lab must say what is missing rather than try.
+        let out = lab_hubs(
+            &["--hosts", "2", "--transport", "udp"],
+            Duration::from_secs(30),
+        );
+        assert!(
+            !out.success && out.stderr.contains("root"),
+            "{}",
+            out.stderr
+        );
+        eprintln!("skipped: --hosts 2 needs root (network namespaces); the refusal was checked");
+        return;
+    }
+    let (Some(ip), Some(_)) = (ip, tc) else {
+        eprintln!("skipped: --hosts 2 --link-rate needs the ip and tc commands (iproute2)");
+        return;
+    };
+    let json = tmp("two-hosts", "json");
+    // Three processes: master and hub 2 on A, hub 1 on B — two edges cross, one stays.
+    let out = lab_hubs(
+        &[
+            "--hosts",
+            "2",
+            "--hubs",
+            "3",
+            "--link-rate",
+            "100mbit",
+            "--mode",
+            "roundtrip,flood",
+            "--transport",
+            "shm,udp,auto",
+            "--messages",
+            "30",
+            "--warmup",
+            "5",
+            "--rounds",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(300),
+    );
+    if !out.success && out.stderr.contains("netns") {
+        eprintln!(
+            "skipped: network namespaces cannot be created here: {}",
+            out.stderr
+        );
+        return;
+    }
+    check_success(&out, "lab hubs --hosts 2");
+    let v = read_json(&json);
+    check_contract(&v, 3);
+    let two = &v["config"]["two_hosts"];
+    assert_eq!(two["link_rate"], "100mbit");
+    assert_eq!(two["tbf"]["commands"].as_array().unwrap().len(), 2);
+    let subnet = two["subnet"].as_str().unwrap();
+    assert!(
+        subnet.starts_with("10.2") && subnet.ends_with("/24"),
+        "{subnet}"
+    );
+    let rows = v["rows"].as_array().unwrap();
+    let skipped: Vec<&Value> = rows.iter().filter(|r| r["transport"] == "shm").collect();
+    assert_eq!(skipped.len(), 2, "one skipped shm row per mode");
+    for r in &skipped {
+        assert!(r["skipped"].as_str().unwrap().contains("two hosts"), "{r}");
+    }
+    let measured: Vec<&Value> = rows.iter().filter(|r| r["transport"] != "shm").collect();
+    assert_eq!(measured.len(), 4);
+    for row in measured {
+        check_row(row, 30, 3);
+        assert_eq!(row["hosts"], 2);
+        assert_eq!(row["link_rate"], "100mbit");
+        let hosts: Vec<&str> = row["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["host"].as_str().unwrap())
+            .collect();
+        assert_eq!(hosts, ["A", "B", "A"]);
+        let links: Vec<&str> = row["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["link"].as_str().unwrap())
+            .collect();
+        assert_eq!(links, ["across hosts", "across hosts", "same host"]);
+        let want = if row["transport"] == "udp" {
+            ["udp", "udp", "udp"]
+        } else {
+            // auto: UDP across the namespaces, shared memory within one.
+            ["udp", "udp", "shm"]
+        };
+        assert_eq!(paths(row), want, "{row}");
+    }
+    // The namespaces are gone.
+    let list = Command::new(ip)
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    let list = String::from_utf8_lossy(&list.stdout);
+    for side in ["A", "B"] {
+        let ns = two["namespaces"][side].as_str().unwrap();
+        assert!(!list.contains(ns), "{ns} is still there: {list}");
+    }
+}
+
+#[test]
+fn a_cpu_quota_covers_every_hub() {
+    let v1 = Path::new("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists();
+    let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    if !is_root() || !(v1 || v2) {
+        // The lab must refuse clearly rather than run unlimited.
+        let out = lab_hubs(&["--cpu", "0.5"], Duration::from_secs(30));
+        assert!(
+            !out.success && out.stderr.contains("cgroup"),
+            "{}",
+            out.stderr
+        );
+        eprintln!(
+            "skipped: needs root and a cgroup CPU controller (root {}, v1 {v1}, v2 {v2})",
+            is_root()
+        );
+        return;
+    }
+    let json = tmp("quota", "json");
+    let out = lab_hubs(
+        &[
+            "--cpu",
+            "0.5",
+            "--mode",
+            "roundtrip",
+            "--transport",
+            "shm",
+            "--messages",
+            "30",
+            "--warmup",
+            "5",
+            "--rounds",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(240),
+    );
+    if !out.success && out.stderr.contains("cannot create the cgroup") {
+        eprintln!("skipped: the cgroup cannot be created here: {}", out.stderr);
+        return;
+    }
+    check_success(&out, "lab hubs --cpu 0.5");
+    let v = read_json(&json);
+    check_contract(&v, 4);
+    assert_eq!(v["config"]["cgroup"]["used"], true);
+    assert_eq!(v["config"]["cpu"], 0.5);
+    let row = &v["rows"][0];
+    check_row(row, 30, 4);
+    assert_eq!(row["cpu"], 0.5);
+    assert!(row["throttled_periods"].is_u64(), "{row}");
+    let dir = v["config"]["cgroup"]["dir"].as_str().unwrap();
+    let parent = Path::new(dir).parent().unwrap();
+    let prefix = Path::new(dir)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .replace("<run>", "");
+    let left: Vec<String> = std::fs::read_dir(parent)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "cgroups left behind: {left:?}");
+}
