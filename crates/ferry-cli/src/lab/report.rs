@@ -360,6 +360,244 @@ fn line_chart(
     Ok(svg)
 }
 
+/// One series of an x/y chart: its name and points `(x, y, spread)`, where `spread` is an
+/// optional (low, high) drawn as an error bar.
+type XySeries = (String, Vec<(f64, f64, Option<(f64, f64)>)>);
+
+/// A line chart on linear axes (log y with `log_y`), points joined in x order, error bars where
+/// a point has a spread, and an optional dashed horizontal reference line with its label.
+fn xy_chart(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[XySeries],
+    log_y: bool,
+    integer_x: bool,
+    reference: Option<(&str, f64)>,
+) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let (mut x0, mut x1, mut y0, mut y1) =
+            (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, 0.0f64);
+        for &(x, y, spread) in series.iter().flat_map(|(_, p)| p.iter()) {
+            let (lo, hi) = spread.unwrap_or((y, y));
+            x0 = x0.min(x);
+            x1 = x1.max(x);
+            y0 = y0.min(lo.min(y));
+            y1 = y1.max(hi.max(y));
+        }
+        if let Some((_, r)) = reference {
+            y0 = y0.min(r);
+            y1 = y1.max(r);
+        }
+        if !x0.is_finite() {
+            (x0, x1, y0, y1) = (0.0, 1.0, 1.0, 10.0);
+        }
+        let pad = ((x1 - x0) * 0.05).max(0.5);
+        let xr = (x0 - pad)..(x1 + pad);
+        let mut chart = ChartBuilder::on(&root);
+        chart
+            .caption(title, (FONT, 22))
+            .margin(16)
+            .x_label_area_size(48)
+            .y_label_area_size(80);
+        // Two code paths because log and linear y are different coordinate types.
+        macro_rules! draw {
+            ($chart:expr) => {{
+                let mut chart = $chart;
+                chart
+                    .configure_mesh()
+                    .x_labels(if integer_x {
+                        (x1 - x0) as usize + 3
+                    } else {
+                        10
+                    })
+                    .x_label_formatter(&|x| {
+                        if !integer_x {
+                            format_count(*x)
+                        } else if (x - x.round()).abs() < 1e-6 {
+                            format!("{x:.0}")
+                        } else {
+                            String::new()
+                        }
+                    })
+                    .y_labels(8)
+                    .y_label_formatter(&|y| format_count(*y))
+                    .x_desc(x_desc)
+                    .y_desc(y_desc)
+                    .label_style((FONT, 15))
+                    .axis_desc_style((FONT, 16))
+                    .draw()?;
+                if let Some((label, r)) = reference {
+                    chart
+                        .draw_series(DashedLineSeries::new(
+                            vec![(x0 - pad, r), (x1 + pad, r)],
+                            8,
+                            6,
+                            GREY.stroke_width(2),
+                        ))?
+                        .label(label.to_owned())
+                        .legend(|(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 18, y)], GREY.stroke_width(2))
+                        });
+                }
+                for (i, (name, points)) in series.iter().enumerate() {
+                    let c = color(i);
+                    let mut pts = points.clone();
+                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    chart
+                        .draw_series(LineSeries::new(
+                            pts.iter().map(|&(x, y, _)| (x, y)),
+                            c.stroke_width(2),
+                        ))?
+                        .label(name.clone())
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3))
+                        });
+                    chart.draw_series(
+                        pts.iter()
+                            .map(|&(x, y, _)| Circle::new((x, y), 4, c.filled())),
+                    )?;
+                    chart.draw_series(pts.iter().filter_map(|&(x, _, spread)| {
+                        let (lo, hi) = spread?;
+                        Some(PathElement::new(vec![(x, lo), (x, hi)], c.stroke_width(2)))
+                    }))?;
+                }
+                chart
+                    .configure_series_labels()
+                    .position(SeriesLabelPosition::UpperRight)
+                    .label_font((FONT, 15))
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .draw()?;
+            }};
+        }
+        if log_y {
+            let lo = (y0 / 2.0).max(1e-9);
+            let hi = (y1 * 2.0).max(lo * 10.0);
+            draw!(chart.build_cartesian_2d(xr, (lo..hi).log_scale())?);
+        } else {
+            let hi = if y1 > 0.0 { y1 * 1.15 } else { 1.0 };
+            draw!(chart.build_cartesian_2d(xr, 0.0..hi)?);
+        }
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// A number for an axis: 1 234, 12.5 k, 3.4 M.
+fn format_count(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{:.3} M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.1} k", v / 1e3)
+    } else if a >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// A run over time in two panels: rates (requested dashed, measured solid) above, the
+/// thread count below.
+fn timeline_chart(
+    title: &str,
+    at_s: &[f64],
+    requested: &[f64],
+    sent: &[f64],
+    threads: &[f64],
+) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let (top, bottom) = root.split_vertically(H * 62 / 100);
+        let t1 = at_s.iter().copied().fold(0.0f64, f64::max).max(0.1);
+        let r1 = requested
+            .iter()
+            .chain(sent)
+            .copied()
+            .fold(0.0f64, f64::max)
+            .max(1e-3)
+            * 1.2;
+        let mut chart = ChartBuilder::on(&top)
+            .caption(title, (FONT, 22))
+            .margin(16)
+            .x_label_area_size(28)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0.0..t1, 0.0..r1)?;
+        chart
+            .configure_mesh()
+            .x_labels(10)
+            .y_labels(6)
+            .y_desc("Gbit/s")
+            .label_style((FONT, 15))
+            .axis_desc_style((FONT, 16))
+            .draw()?;
+        let pts = |ys: &[f64]| -> Vec<(f64, f64)> {
+            at_s.iter().copied().zip(ys.iter().copied()).collect()
+        };
+        let c = color(0);
+        chart
+            .draw_series(DashedLineSeries::new(
+                pts(requested),
+                8,
+                6,
+                GREY.stroke_width(2),
+            ))?
+            .label("requested")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], GREY.stroke_width(2)));
+        chart
+            .draw_series(LineSeries::new(pts(sent), c.stroke_width(2)))?
+            .label("sent (per interval)")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .label_font((FONT, 15))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+        let n1 = threads.iter().copied().fold(1.0f64, f64::max) + 1.0;
+        let mut lower = ChartBuilder::on(&bottom)
+            .margin(16)
+            .x_label_area_size(44)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0.0..t1, 0.0..n1)?;
+        lower
+            .configure_mesh()
+            .x_labels(10)
+            .y_labels(n1 as usize + 1)
+            .y_label_formatter(&|y| {
+                if y.fract() == 0.0 {
+                    format!("{y:.0}")
+                } else {
+                    String::new()
+                }
+            })
+            .x_desc("time (s)")
+            .y_desc("sender threads")
+            .label_style((FONT, 15))
+            .axis_desc_style((FONT, 16))
+            .draw()?;
+        // A step line: the count holds until the next interval.
+        let mut steps = Vec::new();
+        for (i, (&t, &n)) in at_s.iter().zip(threads).enumerate() {
+            if i > 0 {
+                steps.push((t, threads[i - 1]));
+            }
+            steps.push((t, n));
+        }
+        let c = color(1);
+        lower.draw_series(LineSeries::new(steps, c.stroke_width(2)))?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
 /// One bar panel: categories on x, one bar per series in each (a missing value leaves a gap),
 /// an optional dashed reference line.
 struct Bars<'a> {
@@ -574,7 +812,9 @@ fn latency_like(
     Ok((vec![(format!("{name}.svg"), svg)], summary))
 }
 
-fn section(v: &Value) -> Result<Section> {
+/// The plots and sentence of one experiment's results; its SVG files are named after `stem`
+/// (the experiment's name, or the suite's name for a second run of it).
+fn section(v: &Value, stem: &str) -> Result<Section> {
     let name = text(v, "experiment").unwrap_or("unknown");
     let rs = rows(v);
     let mut svgs: Vec<(String, String)> = Vec::new();
@@ -893,9 +1133,79 @@ fn section(v: &Value) -> Result<Section> {
                 })
                 .collect();
             sentence = format!(
-                "Dominion (seed 000) finds the largest multiplicity (u32 elements per cycle) that arrives in 99.95 % of the cycles under a CPU budget. Here: {}.",
+                "Dominion (seed 000) finds the largest multiplicity (u32 elements per cycle) that arrives in 99.95 % of the cycles under a CPU budget (over 200 000 u32 at 0.3 CPU over shared memory). Here: {}.",
                 parts.join("; ")
             );
+            // Median over the repeats against cycle time, one line per transport and CPU budget,
+            // the spread over the repeats as a bar.
+            let mut groups: Vec<(String, f64, Vec<f64>)> = Vec::new();
+            for r in rs {
+                let (Some(t), Some(ms), Some(m)) = (
+                    text(r, "transport"),
+                    num(r, "cycle_ms"),
+                    num(r, "max_multiplicity"),
+                ) else {
+                    continue;
+                };
+                let cpu = r
+                    .get("cpu")
+                    .and_then(Value::as_f64)
+                    .map_or("unlimited CPU".to_owned(), |c| format!("{c} CPU"));
+                let key = format!("{t}, {cpu}");
+                match groups.iter_mut().find(|g| g.0 == key && g.1 == ms) {
+                    Some(g) => g.2.push(m),
+                    None => groups.push((key, ms, vec![m])),
+                }
+            }
+            let mut series: Vec<XySeries> = Vec::new();
+            for (key, ms, mut ms_values) in groups {
+                ms_values.sort_by(f64::total_cmp);
+                let median = ms_values[ms_values.len() / 2];
+                let spread =
+                    (ms_values.len() > 1).then(|| (ms_values[0], ms_values[ms_values.len() - 1]));
+                match series.iter_mut().find(|s| s.0 == key) {
+                    Some(s) => s.1.push((ms, median.max(1.0), spread)),
+                    None => series.push((key, vec![(ms, median.max(1.0), spread)])),
+                }
+            }
+            let limited: Vec<String> = rs
+                .iter()
+                .filter(|r| r.get("reached_limit").and_then(Value::as_bool) == Some(true))
+                .filter_map(|r| {
+                    Some(format!(
+                        "{} at {} ms",
+                        text(r, "transport")?,
+                        num(r, "cycle_ms")?
+                    ))
+                })
+                .collect();
+            if !series.is_empty() {
+                series.push((
+                    "the study: shm, 1 ms, 0.3 CPU".into(),
+                    vec![(1.0, 200_000.0, None)],
+                ));
+                svgs.push((
+                    "cycle.svg".into(),
+                    xy_chart(
+                        "Largest multiplicity per cycle (u32 elements), median over repeats",
+                        "cycle time (ms)",
+                        "u32 elements per cycle (log scale)",
+                        &series,
+                        true,
+                        false,
+                        None,
+                    )?,
+                ));
+                let mut caption = "Median over the repeats of the largest multiplicity that passed (≥ 99.95 % complete cycles, no overload); the bar spans the repeats. The study's point: over 200 000 u32 over shared memory at 1 ms and 0.3 CPU.".to_owned();
+                if !limited.is_empty() {
+                    let _ = write!(
+                        caption,
+                        " Reached the largest multiplicity tried (the true maximum is higher): {}.",
+                        limited.join(", ")
+                    );
+                }
+                captions.push(caption);
+            }
         }
         "udp-rate" => {
             let parts: Vec<String> = rs
@@ -914,6 +1224,107 @@ fn section(v: &Value) -> Result<Section> {
                 "Seed 002 paces each UDP sender thread at T = MSS·8·N/R and adds threads from the accumulated lag. Here: {}.",
                 parts.join("; ")
             );
+            // The study's figures 2-4: achieved rate against the number of sender threads, one
+            // line per MSS (and requested rate, and pacing when several were run).
+            let mut rates: Vec<f64> = rs.iter().filter_map(|r| num(r, "requested_bps")).collect();
+            rates.sort_by(f64::total_cmp);
+            rates.dedup();
+            let pacings = distinct(rs, "pacing");
+            let mut series: Vec<XySeries> = Vec::new();
+            for r in rs
+                .iter()
+                .filter(|r| text(r, "threads_mode") != Some("auto"))
+            {
+                let (Some(mss), Some(n), Some(got), Some(req)) = (
+                    num(r, "mss"),
+                    num(r, "threads"),
+                    num(r, "achieved_bps"),
+                    num(r, "requested_bps"),
+                ) else {
+                    continue;
+                };
+                let mut key = format!("MSS {mss:.0} B");
+                if rates.len() > 1 {
+                    let _ = write!(key, ", {:.2} Gbit/s asked", req / 1e9);
+                }
+                if pacings.len() > 1 {
+                    let _ = write!(key, ", {}", text(r, "pacing").unwrap_or("?"));
+                }
+                // The spread of the 1-second windows.
+                let windows: Vec<f64> = r
+                    .get("windows_bps")
+                    .and_then(Value::as_array)
+                    .map_or(Vec::new(), |w| w.iter().filter_map(Value::as_f64).collect());
+                let spread = (windows.len() > 1).then(|| {
+                    let lo = windows.iter().copied().fold(f64::INFINITY, f64::min);
+                    let hi = windows.iter().copied().fold(0.0f64, f64::max);
+                    (lo / 1e9, hi / 1e9)
+                });
+                match series.iter_mut().find(|s| s.0 == key) {
+                    Some(s) => s.1.push((n, got / 1e9, spread)),
+                    None => series.push((key, vec![(n, got / 1e9, spread)])),
+                }
+            }
+            let reference = (rates.len() == 1)
+                .then(|| rs.iter().find_map(|r| num(r, "requested_bps")))
+                .flatten()
+                .map(|r| r / 1e9);
+            let ref_label = reference.map(|r| format!("requested {r:.2} Gbit/s"));
+            if !series.is_empty() {
+                svgs.push((
+                    "udp-rate.svg".into(),
+                    xy_chart(
+                        "Achieved UDP rate against sender threads",
+                        "sender threads",
+                        "delivered Gbit/s",
+                        &series,
+                        false,
+                        true,
+                        ref_label.as_deref().zip(reference),
+                    )?,
+                ));
+                captions.push("Median of the 1-second windows of the delivered rate, per MSS; the bar spans the windows. Dashed: the requested rate.".into());
+            }
+            // Timelines: runs whose thread count or requested rate changed along the way.
+            for (i, r) in rs.iter().enumerate() {
+                let Some(points) = r.get("timeline").and_then(Value::as_array) else {
+                    continue;
+                };
+                let get = |k: &str| -> Vec<f64> {
+                    points.iter().map(|p| num(p, k).unwrap_or(0.0)).collect()
+                };
+                let (at, req, sent, threads) = (
+                    get("at_s"),
+                    get("requested_bps"),
+                    get("sent_bps"),
+                    get("threads"),
+                );
+                let changes = |v: &[f64]| v.windows(2).any(|w| w[0] != w[1]);
+                if at.len() < 2
+                    || !(changes(&req)
+                        || changes(&threads)
+                        || text(r, "threads_mode") == Some("auto"))
+                {
+                    continue;
+                }
+                let gb = |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|x| x / 1e9).collect() };
+                svgs.push((
+                    format!("udp-rate-timeline-{i}.svg"),
+                    timeline_chart(
+                        &format!(
+                            "Timeline: MSS {:.0} B, {} pacing, {} threads",
+                            num(r, "mss").unwrap_or(0.0),
+                            text(r, "pacing").unwrap_or("?"),
+                            text(r, "threads_mode").unwrap_or("?")
+                        ),
+                        &at,
+                        &gb(req),
+                        &gb(sent),
+                        &threads,
+                    )?,
+                ));
+                captions.push("Per manager interval: the requested rate (dashed), the rate the senders put out, and the number of sender threads the manager ran.".into());
+            }
         }
         other => {
             // Hook: an experiment this report has no plot for yet (e.g. cycle): CSV and table.
@@ -921,6 +1332,13 @@ fn section(v: &Value) -> Result<Section> {
                 "Experiment {other}: {} rows (see the table and CSV).",
                 rs.len()
             );
+        }
+    }
+    if stem != name {
+        for (file, _) in svgs.iter_mut() {
+            if let Some(rest) = file.strip_prefix(name) {
+                *file = format!("{stem}{rest}");
+            }
         }
     }
     let mut plots = Vec::new();
@@ -1031,7 +1449,7 @@ pub fn write(out: &Path, suite: &SuiteInfo<'_>) -> Result<()> {
             );
         }
         if !rs.is_empty() {
-            match section(v) {
+            match section(v, o.name) {
                 Ok(sec) => {
                     let _ = writeln!(html, "<p class=\"study\">{}</p>", esc(&sec.sentence));
                     for p in &sec.plots {
@@ -1109,4 +1527,83 @@ fn table(rs: &[Value]) -> String {
     }
     out.push_str("</table></div></details>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn svgs_of(v: &Value, stem: &str) -> Vec<(String, String)> {
+        SECTION_SVGS.with(|s| s.borrow_mut().clear());
+        let sec = section(v, stem).unwrap();
+        let svgs = SECTION_SVGS.with(|s| s.borrow().clone());
+        assert_eq!(sec.plots.len(), svgs.len());
+        svgs
+    }
+
+    fn rate_row(mss: u64, threads: u64, mode: &str, achieved: f64, timeline: Value) -> Value {
+        json!({"mss": mss, "threads": threads, "threads_mode": mode, "pacing": "catch-up",
+               "requested_bps": 3_000_000_000u64, "achieved_bps": achieved,
+               "windows_bps": [achieved * 0.9, achieved], "timeline": timeline})
+    }
+
+    #[test]
+    fn udp_rate_plots_rate_against_threads_and_timelines_where_the_pool_changed() {
+        let flat = json!([{"at_s": 0.5, "requested_bps": 3e9, "sent_bps": 2e9, "threads": 1},
+                          {"at_s": 1.0, "requested_bps": 3e9, "sent_bps": 2e9, "threads": 1}]);
+        let fixed = json!({"experiment": "udp-rate", "rows": [
+            rate_row(1472, 1, "fixed", 2.4e9, flat.clone()),
+            rate_row(1472, 2, "fixed", 3.0e9, flat.clone()),
+            rate_row(8972, 1, "fixed", 3.0e9, flat.clone()),
+        ]});
+        let svgs = svgs_of(&fixed, "udp-rate");
+        let names: Vec<&str> = svgs.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            names,
+            ["udp-rate.svg"],
+            "fixed pools without changes have no timeline"
+        );
+        let svg = &svgs[0].1;
+        for label in [
+            "MSS 1472 B",
+            "MSS 8972 B",
+            "requested 3.00 Gbit/s",
+            "sender threads",
+        ] {
+            assert!(svg.contains(label), "{label} missing");
+        }
+        let grew = json!([{"at_s": 0.5, "requested_bps": 1e9, "sent_bps": 1e9, "threads": 1},
+                          {"at_s": 1.0, "requested_bps": 4e9, "sent_bps": 3e9, "threads": 2}]);
+        let auto =
+            json!({"experiment": "udp-rate", "rows": [rate_row(1472, 2, "auto", 3e9, grew)]});
+        let svgs = svgs_of(&auto, "udp-rate-auto");
+        let names: Vec<&str> = svgs.iter().map(|(f, _)| f.as_str()).collect();
+        // A second run of one experiment gets its own file names.
+        assert_eq!(names, ["udp-rate-auto-timeline-0.svg"]);
+        assert!(svgs[0].1.contains("sender threads") && svgs[0].1.contains("requested"));
+    }
+
+    #[test]
+    fn cycle_plots_the_median_over_repeats_beside_the_study() {
+        let row = |t: &str, ms: f64, repeat: u64, m: u64| {
+            json!({"transport": t, "cycle_ms": ms, "cpu": 0.3, "repeat": repeat,
+                   "max_multiplicity": m, "reached_limit": false})
+        };
+        let v = json!({"experiment": "cycle", "rows": [
+            row("shm", 1.0, 0, 500_000), row("shm", 1.0, 1, 600_000), row("shm", 1.0, 2, 550_000),
+            row("udp", 1.0, 0, 90_000), row("shm", 10.0, 0, 900_000),
+        ]});
+        let svgs = svgs_of(&v, "cycle");
+        assert_eq!(svgs.len(), 1);
+        assert_eq!(svgs[0].0, "cycle.svg");
+        for label in [
+            "shm, 0.3 CPU",
+            "udp, 0.3 CPU",
+            "the study: shm, 1 ms, 0.3 CPU",
+            "cycle time (ms)",
+        ] {
+            assert!(svgs[0].1.contains(label), "{label} missing");
+        }
+    }
 }

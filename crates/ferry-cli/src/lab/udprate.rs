@@ -334,7 +334,11 @@ fn run_one(
         windows.clone()
     };
     steady.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    let median = steady.get(steady.len() / 2).copied().unwrap_or(0.0);
+    let median = match steady.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => steady[n / 2],
+        n => (steady[n / 2 - 1] + steady[n / 2]) / 2.0,
+    };
     Ok(Row {
         mss,
         threads: final_threads,
