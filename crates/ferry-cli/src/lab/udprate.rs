@@ -140,6 +140,8 @@ struct Row {
     lost: u64,
     kernel_drops: u64,
     send_errors: u64,
+    /// The manager stayed behind schedule with every thread it may run (a fixed pool: its
+    /// count; an automatic one: the CPUs): the rate is not reachable that way.
     unreachable: bool,
     windows_bps: Vec<f64>,
     timeline: Vec<Point>,
@@ -243,10 +245,11 @@ pub fn run(args: UdpRateArgs) -> Result<()> {
                     row.achieved_bps / 1e9,
                     row.sent_bps / 1e9,
                     row.lost,
-                    if row.unreachable {
-                        "  rate not reachable on this machine"
-                    } else {
-                        ""
+                    match (row.unreachable, row.threads_mode) {
+                        (false, _) => "",
+                        // A fixed pool may not add a thread: it says it stayed behind.
+                        (true, "fixed") => "  behind schedule with this many threads",
+                        (true, _) => "  rate not reachable on this machine",
                     },
                 );
                 rows.push(row);

@@ -6,7 +6,9 @@
 //! - `CatchUp`: the next send is due at the previous *target* + T, so a thread delayed by the
 //!   system sends back to back until it is on schedule again (the average rate is kept);
 //! - `Steady`: the next send is due at the previous *send* + T, so the rate never exceeds R (a
-//!   delay is lost, not made up).
+//!   delay is lost, not made up). Lateness within the wake-up precision ([`steady_tolerance_ns`]:
+//!   T/8, at most 2 µs) is timer jitter, not a delay: the schedule keeps its target then, or the
+//!   jitter of every send would add up to a rate a few percent low.
 //!
 //! A thread keeps figures per reporting interval: time in its send loop and inside `send`,
 //! positive lag (how far behind schedule its sends were) and negative lag (time spent waiting for
@@ -29,6 +31,11 @@ pub fn interval_ns(mss: usize, threads: usize, rate_bps: u64) -> u64 {
     }
     ((mss as u128 * 8 * threads as u128 * 1_000_000_000) / rate_bps as u128)
         .clamp(1, u64::MAX as u128) as u64
+}
+
+/// How late a steady send may start and still keep the schedule (see the module docs).
+pub fn steady_tolerance_ns(interval_ns: u64) -> u64 {
+    (interval_ns / 8).min(2_000)
 }
 
 /// One sender thread's schedule.
@@ -105,14 +112,20 @@ impl Pacer {
     /// target before it, and schedules the next.
     pub fn sent(&mut self, start: u64, end: u64, waited: u64, bytes: usize) {
         let target = self.target_ns.unwrap_or(start);
+        let late = start.saturating_sub(target);
+        let jitter =
+            self.mode == PacingMode::Steady && late <= steady_tolerance_ns(self.interval_ns);
         self.figures.datagrams += 1;
         self.figures.bytes += bytes as u64;
         self.figures.send_ns += end.saturating_sub(start);
         self.figures.negative_lag_ns += waited;
-        self.figures.positive_lag_ns += start.saturating_sub(target);
-        self.figures.backlog_ns = start.saturating_sub(target);
+        if !jitter {
+            self.figures.positive_lag_ns += late;
+        }
+        self.figures.backlog_ns = late;
         self.target_ns = Some(match self.mode {
             PacingMode::CatchUp => target.saturating_add(self.interval_ns),
+            PacingMode::Steady if jitter => target.saturating_add(self.interval_ns),
             PacingMode::Steady => start.saturating_add(self.interval_ns),
         });
     }
@@ -319,6 +332,22 @@ mod tests {
         assert!(ss.windows(2).all(|w| w[1] - w[0] >= 10_000));
         assert_eq!(ss[29], 29 * 10_000 + 50_000);
         assert!(c.figures.positive_lag_ns > 0 && s.figures.positive_lag_ns == 50_000);
+    }
+
+    #[test]
+    fn steady_keeps_its_schedule_through_wake_up_jitter() {
+        // Every send starts 300 ns after its target (a timer's wake-up): the rate must not
+        // drift low by 300 ns per interval, and no lag is counted.
+        let mut p = Pacer::new(PacingMode::Steady, 10_000);
+        let starts = run(&mut p, 1000, 1_000, |_| 300);
+        assert_eq!(starts[999], 999 * 10_000 + 600);
+        assert_eq!(p.figures.positive_lag_ns, 0);
+        // Just beyond the tolerance is a delay: lost, not made up.
+        let tol = steady_tolerance_ns(10_000);
+        let mut q = Pacer::new(PacingMode::Steady, 10_000);
+        let starts = run(&mut q, 3, 1_000, |i| if i == 1 { tol + 1 } else { 0 });
+        assert_eq!(starts[2], 2 * 10_000 + tol + 1);
+        assert_eq!(q.figures.positive_lag_ns, tol + 1);
     }
 
     #[test]
