@@ -270,9 +270,15 @@ fn topics_stats_and_clean() {
         &d,
     ]);
     wait_until(LONG, "a live publisher and subscriber with traffic", || {
-        let stats: serde_json::Value =
-            serde_json::from_str(&run_ok(&["stats", "cars/speed", "--domain", &d, "--json"]))
-                .unwrap();
+        // The topic exists once the first of the two processes has come up.
+        let out = run(
+            &["stats", "cars/speed", "--domain", &d, "--json"],
+            Duration::from_secs(30),
+        );
+        if !out.status.success() {
+            return false;
+        }
+        let stats: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
         let t = &stats[0];
         t["publishers"][0]["sent"].as_u64() > Some(0)
             && t["subscribers"][0]["received"].as_u64() > Some(0)

@@ -118,6 +118,52 @@ const STEPS: &[Step] = &[
         quick: &["--seconds", "2", "--build"],
         full: &["--build"],
     },
+    // The DDS hubs (seed 001): a ring of 4 processes on one host, then split over two network
+    // namespaces joined by a 100 Mbit/s veth (root only; without it the step fails and says
+    // why).
+    Step {
+        name: "hubs",
+        file: "hubs",
+        smoke: &[
+            "--mode",
+            "roundtrip,flood",
+            "--messages",
+            "20",
+            "--rounds",
+            "1",
+            "--warmup",
+            "5",
+        ],
+        quick: &["--mode", "roundtrip,flood"],
+        full: &["--mode", "roundtrip,flood", "--rounds", "5"],
+    },
+    Step {
+        name: "hubs",
+        file: "hubs-2hosts",
+        smoke: &[],
+        quick: &[
+            "--mode",
+            "roundtrip,flood",
+            "--hosts",
+            "2",
+            "--transport",
+            "udp",
+            "--link-rate",
+            "100mbit",
+        ],
+        full: &[
+            "--mode",
+            "roundtrip,flood",
+            "--hosts",
+            "2",
+            "--transport",
+            "udp",
+            "--link-rate",
+            "100mbit",
+            "--rounds",
+            "5",
+        ],
+    },
     // The paced multithreaded UDP sender (seed 002); not in the smoke suite.
     Step {
         name: "udp-rate",
