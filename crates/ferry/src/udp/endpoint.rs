@@ -66,6 +66,8 @@ fn bind_udp(
         _ => 0,
     };
     let opts = SocketOptions {
+        // Only data arrives in trains worth coalescing; a publisher hears small control frames.
+        gro: subscriber,
         recv_buffer,
         send_buffer: Some(4 << 20),
         multicast,
@@ -189,8 +191,30 @@ impl Sink for Out<'_> {
         for &addr in targets {
             match self.impair.as_deref_mut().filter(|i| i.on_send) {
                 Some(imp) => {
-                    for d in data.chunks(segment.max(1)) {
-                        for &at in imp.imp.admit(self.now, d.len()).release_times() {
+                    // Datagrams that go out now, once each, in a row, leave in one (GSO) send,
+                    // as without impairment; a drop, a copy or a delay ends the run.
+                    let seg = segment.max(1);
+                    let mut run = 0..0;
+                    let flush = |run: &mut std::ops::Range<usize>, failures: &mut u64| {
+                        if run.start < run.end
+                            && !send_all(self.socket, addr, self.connected, &data[run.clone()], seg)
+                        {
+                            *failures += 1;
+                        }
+                        *run = run.end..run.end;
+                    };
+                    for (i, d) in data.chunks(seg).enumerate() {
+                        let start = i * seg;
+                        let verdict = imp.imp.admit(self.now, d.len());
+                        let times = verdict.release_times();
+                        if let [at] = times {
+                            if *at <= self.now && run.end == start {
+                                run.end = start + d.len();
+                                continue;
+                            }
+                        }
+                        flush(&mut run, self.send_failures);
+                        for &at in times {
                             if at <= self.now {
                                 if !send_all(self.socket, addr, self.connected, d, d.len()) {
                                     *self.send_failures += 1;
@@ -199,7 +223,9 @@ impl Sink for Out<'_> {
                                 *self.send_failures += 1;
                             }
                         }
+                        run = start + d.len()..start + d.len();
                     }
+                    flush(&mut run, self.send_failures);
                 }
                 None => {
                     if !send_all(self.socket, addr, self.connected, data, segment) {
@@ -250,6 +276,8 @@ struct PubCore {
     group: Option<SocketAddr>,
     /// The one subscriber the socket is connected to (unicast to a single destination).
     connected: Option<SocketAddr>,
+    /// Receive buffers for `poll_control` (taken out while in use).
+    inline_batch: Option<RecvBatch>,
 }
 
 impl PubCore {
@@ -377,6 +405,44 @@ impl PubShared {
         core.dests = dests;
     }
 
+    /// Control frames (STATUS, NAK) of `batch` into the sender; true if there were any.
+    fn handle_control(&self, core: &mut PubCore, batch: &RecvBatch, got: usize, now: u64) -> bool {
+        let mut progressed = false;
+        for (src, bytes) in batch.iter().take(got) {
+            if let Some(imp) = core.impair.as_mut().filter(|i| i.on_receive) {
+                if imp.imp.admit(now, bytes.len()).is_drop() {
+                    continue;
+                }
+            }
+            let Ok(f) = frame::decode(bytes) else {
+                continue;
+            };
+            match &f {
+                Frame::Status { receiver, .. } | Frame::Nak { receiver, .. } => {
+                    core.receivers.insert(*receiver, src);
+                }
+                _ => continue,
+            }
+            let (sender, mut out) = core.out(&self.socket, now);
+            sender.handle(now, &f, &mut out);
+            progressed = true;
+        }
+        progressed
+    }
+
+    /// The application's thread takes control frames that are already queued (no wait): a
+    /// message of many frames gets its repairs and credit at once, not when the service
+    /// thread next gets the lock.
+    fn poll_control(&self, core: &mut PubCore, now: u64) -> bool {
+        let Some(mut batch) = core.inline_batch.take() else {
+            return false;
+        };
+        let got = self.socket.recv_batch(&mut batch, None).unwrap_or(0);
+        let progressed = got > 0 && self.handle_control(core, &batch, got, now);
+        core.inline_batch = Some(batch);
+        progressed
+    }
+
     fn publish_stats(&self, core: &mut PubCore, now: u64) {
         let s = core.sender.stats();
         let p = self.topic.publisher(self.slot);
@@ -410,29 +476,7 @@ fn publisher_service(shared: Arc<PubShared>) {
         let now = monotonic_ns();
         let mut core = shared.lock();
         let core = &mut *core;
-        let mut progressed = false;
-        for (src, bytes) in batch.iter().take(got) {
-            if let Some(imp) = core.impair.as_mut().filter(|i| i.on_receive) {
-                if imp.imp.admit(now, bytes.len()).is_drop() {
-                    continue;
-                }
-            }
-            let Ok(f) = frame::decode(bytes) else {
-                continue;
-            };
-            match &f {
-                Frame::Status { receiver, .. } => {
-                    core.receivers.insert(*receiver, src);
-                }
-                Frame::Nak { receiver, .. } => {
-                    core.receivers.insert(*receiver, src);
-                }
-                _ => continue,
-            }
-            let (sender, mut out) = core.out(&shared.socket, now);
-            sender.handle(now, &f, &mut out);
-            progressed = true;
-        }
+        let progressed = shared.handle_control(core, &batch, got, now);
         shared.refresh_dests(core);
         let (sender, mut out) = core.out(&shared.socket, now);
         if progressed && sender.busy() {
@@ -460,6 +504,8 @@ pub struct UdpPublisher {
     service: Option<JoinHandle<()>>,
     token: u64,
     max_message: usize,
+    /// Payload bytes of one datagram (a message longer than this is several frames).
+    max_datagram: usize,
     send_timeout: Duration,
     reliable: bool,
 }
@@ -522,6 +568,7 @@ impl UdpPublisher {
                 expected: Default::default(),
                 group: qos.multicast.map(|m| SocketAddr::new(m.group, m.port)),
                 connected: None,
+                inline_batch: Some(RecvBatch::new(16, max_datagram.max(2048))),
             }),
             progress: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -545,6 +592,7 @@ impl UdpPublisher {
             service: Some(service),
             token,
             max_message: qos.max_message_size,
+            max_datagram,
             send_timeout: qos.send_timeout,
             reliable,
         })
@@ -601,16 +649,23 @@ impl UdpPublisher {
             }
             core = self.wait_progress(core, &mut deadline)?;
         }
+        // One datagram goes out with no more system calls than that; a longer message also
+        // takes the control frames already queued, between pumps and before it sleeps.
+        let many_frames = msg.len() > self.max_datagram;
         core.sender.offer_owned(msg).expect("not busy");
         loop {
             let now = monotonic_ns();
             let c = &mut *core;
             self.shared.refresh_dests(c);
             let (sender, mut out) = c.out(&self.shared.socket, now);
-            if sender.pump_while_credit(now, &mut out) {
+            let done = sender.pump_while_credit(now, &mut out);
+            let progressed = many_frames && self.shared.poll_control(c, now);
+            if done {
                 return Ok(());
             }
-            core = self.wait_progress(core, &mut deadline)?;
+            if !progressed {
+                core = self.wait_progress(core, &mut deadline)?;
+            }
         }
     }
 

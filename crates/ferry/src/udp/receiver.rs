@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, VecDeque};
 
 use super::ids::{id_map, IdMap};
 
-use super::frame::{self, Common, Frame, Kind, NakEntry, FLAG_RELIABLE, NAK_ENTRY};
+use super::frame::{
+    self, Common, Frame, Kind, NakEntry, FLAG_RELIABLE, FLAG_RETRANSMIT, NAK_ENTRY,
+};
 use super::sender::{Dest, Sink};
 
 #[derive(Debug, Clone)]
@@ -26,7 +28,11 @@ pub struct ReceiverConfig {
     pub window: u64,
     pub max_datagram: usize,
     pub nak_delay_ns: u64,
+    /// A NAK not answered is repeated after four smoothed repair round trips, within
+    /// [`nak_repeat_min_ns`](Self::nak_repeat_min_ns) and this (also the value before any
+    /// repair was timed).
     pub nak_repeat_ns: u64,
+    pub nak_repeat_min_ns: u64,
     pub status_interval_ns: u64,
     /// Latest delivery: an incomplete message older than this is given up (counted lost).
     pub give_up_ns: u64,
@@ -44,6 +50,7 @@ impl Default for ReceiverConfig {
             max_datagram: 1472,
             nak_delay_ns: 200_000,
             nak_repeat_ns: 5_000_000,
+            nak_repeat_min_ns: 500_000,
             status_interval_ns: 20_000_000,
             give_up_ns: 50_000_000,
             session_timeout_ns: 3_000_000_000,
@@ -151,6 +158,24 @@ struct Partial {
 }
 
 impl Session {
+    /// A repair arrived `sample` ns after its NAK.
+    fn time_repair(&mut self, sample: u64) {
+        self.repair_rtt_ns = if self.repair_rtt_ns == 0 {
+            sample
+        } else {
+            (7 * self.repair_rtt_ns + sample) / 8
+        };
+    }
+
+    /// How long an unanswered NAK waits before it is repeated.
+    fn nak_repeat_ns(&self, cfg: &ReceiverConfig) -> u64 {
+        if self.repair_rtt_ns == 0 {
+            cfg.nak_repeat_ns
+        } else {
+            (4 * self.repair_rtt_ns).clamp(cfg.nak_repeat_min_ns, cfg.nak_repeat_ns)
+        }
+    }
+
     /// Stream position up to which every byte has arrived.
     fn received_pos(&self) -> u64 {
         match self.partial.get(&self.next_deliver) {
@@ -190,6 +215,13 @@ struct Session {
     next_deliver: u64,
     /// One past the highest sequence number known to exist.
     known_end: u64,
+    /// Messages before this one were sent whole (heartbeats and BYE say so).
+    sent_end: u64,
+    /// One past the highest stream byte received: data before it was sent (frames go out in
+    /// stream order; only repairs go back).
+    highest_pos: u64,
+    /// Smoothed time from a NAK to its repair (0: none timed yet).
+    repair_rtt_ns: u64,
     /// Oldest sequence number the publisher can still repair.
     oldest_available: u64,
     partial: BTreeMap<u64, Partial>,
@@ -289,11 +321,13 @@ impl Receiver {
             } => {
                 let s = self.session(now, c, next_seq);
                 s.known_end = s.known_end.max(next_seq);
+                s.sent_end = s.sent_end.max(next_seq);
                 s.oldest_available = s.oldest_available.max(oldest_seq);
             }
             Frame::Bye { next_seq, .. } => {
                 if let Some(s) = self.sessions.get_mut(&c.session) {
                     s.known_end = s.known_end.max(next_seq);
+                    s.sent_end = s.sent_end.max(next_seq);
                     s.ended = Some(next_seq);
                     s.last_heard_ns = now;
                 }
@@ -312,6 +346,9 @@ impl Receiver {
                 reliable,
                 next_deliver: start,
                 known_end: start,
+                sent_end: 0,
+                highest_pos: 0,
+                repair_rtt_ns: 0,
                 oldest_available: 0,
                 partial: BTreeMap::new(),
                 complete: BTreeMap::new(),
@@ -367,8 +404,16 @@ impl Receiver {
             return;
         }
         s.known_end = s.known_end.max(seq + 1);
+        s.highest_pos = s
+            .highest_pos
+            .max(pos + offset as u64 + payload.len() as u64);
+        let repair = c.flags & FLAG_RETRANSMIT != 0;
         if !s.missing.is_empty() {
-            s.missing.remove(&seq);
+            if let Some((_, naked)) = s.missing.remove(&seq) {
+                if repair && naked != 0 {
+                    s.time_repair(now - naked.min(now));
+                }
+            }
         }
         let whole = offset == 0 && payload.len() == len as usize;
         if whole && !s.partial.contains_key(&seq) {
@@ -415,6 +460,12 @@ impl Receiver {
             self.stats.refused += 1;
             return;
         }
+        if repair && p.last_nak_ns != 0 {
+            let sample = now.saturating_sub(p.last_nak_ns);
+            s.time_repair(sample);
+        }
+        let s = self.sessions.get_mut(&c.session).unwrap();
+        let p = s.partial.get_mut(&seq).unwrap();
         let to = offset + payload.len() as u32;
         if len > 0 && !p.have.insert(offset, to) {
             self.stats.duplicates += 1;
@@ -644,7 +695,10 @@ impl Receiver {
                 s.lost_pending += 1;
                 self.stats.lost += 1;
             }
-            // NAK what is missing.
+            // NAK what is missing: whole messages a later frame or a heartbeat proved sent, and
+            // holes in partial messages below what is known to have been sent (the tail of a
+            // message still in flight is not missing).
+            let repeat = s.nak_repeat_ns(&cfg);
             let mut entries: Vec<NakEntry> = Vec::new();
             let per_frame = (cfg.max_datagram - 40) / NAK_ENTRY;
             for seq in s.next_deliver..s.known_end {
@@ -658,35 +712,47 @@ impl Receiver {
                     let due = if p.last_nak_ns == 0 {
                         p.first_ns + cfg.nak_delay_ns
                     } else {
-                        p.last_nak_ns + cfg.nak_repeat_ns
+                        p.last_nak_ns + repeat
                     };
                     if now >= due {
                         let len = p.data.len() as u32;
+                        let known = if seq < s.sent_end {
+                            len
+                        } else {
+                            s.highest_pos.saturating_sub(p.stream_pos).min(len as u64) as u32
+                        };
+                        let before = entries.len();
                         for (from, to) in p.have.gaps(len) {
-                            entries.push(NakEntry { seq, from, to });
+                            let to = to.min(known);
+                            if from < to {
+                                entries.push(NakEntry { seq, from, to });
+                            }
                         }
-                        p.last_nak_ns = now;
-                        next = next.min(now + cfg.nak_repeat_ns);
+                        if entries.len() > before {
+                            p.last_nak_ns = now;
+                            next = next.min(now + repeat);
+                        } else {
+                            // Nothing known lost yet: look again soon.
+                            next = next.min(now + cfg.nak_delay_ns);
+                        }
                     } else {
                         next = next.min(due);
                     }
                 } else {
                     let (first, last) = *s.missing.entry(seq).or_insert((now, 0));
-                    if now >= first + cfg.nak_delay_ns
-                        && (last == 0 || now >= last + cfg.nak_repeat_ns)
-                    {
+                    if now >= first + cfg.nak_delay_ns && (last == 0 || now >= last + repeat) {
                         entries.push(NakEntry {
                             seq,
                             from: 0,
                             to: u32::MAX,
                         });
                         s.missing.insert(seq, (first, now));
-                        next = next.min(now + cfg.nak_repeat_ns);
+                        next = next.min(now + repeat);
                     } else {
                         next = next.min(if last == 0 {
                             first + cfg.nak_delay_ns
                         } else {
-                            last + cfg.nak_repeat_ns
+                            last + repeat
                         });
                     }
                 }

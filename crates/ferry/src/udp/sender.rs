@@ -439,17 +439,24 @@ impl Sender {
         let mut frames = 0;
         match self.message(e.seq) {
             Some((msg, pos)) if self.cfg.reliable => {
+                // Of the message in progress, only what went out once can be sent again (the
+                // rest follows in order, within the window).
                 let len = msg.len();
+                let limit = match &self.current {
+                    Some(cur) if cur.seq == e.seq => cur.sent.min(len),
+                    _ => len,
+                };
                 // Resend whole fragments covering from..to, on the sender's fragment grid.
                 let from = (e.from as usize).min(len) / frag * frag;
-                let to = (e.to as usize).min(len);
+                let to = (e.to as usize).min(limit);
                 let c = Common {
                     flags: self.common.flags | FLAG_RETRANSMIT,
                     ..self.common
                 };
+                // An empty message is one empty frame.
                 let mut offset = from;
-                loop {
-                    let stop = (offset + frag).min(len);
+                while offset < to || (len == 0 && frames == 0) {
+                    let stop = (offset + frag).min(limit);
                     frame::put_data(
                         &mut out,
                         &c,
@@ -461,7 +468,7 @@ impl Sender {
                     );
                     frames += 1;
                     offset = stop;
-                    if offset >= to || offset >= len {
+                    if len == 0 {
                         break;
                     }
                 }
@@ -504,7 +511,10 @@ impl Sender {
                     ..self.common
                 };
                 let oldest = self.window.front().map_or(self.next_seq, |r| r.seq);
-                frame::put_heartbeat(&mut out, &c, self.next_seq, oldest);
+                // Messages before `sent_end` went out whole: a receiver missing part of one
+                // knows it is lost (the message in progress is not, yet).
+                let sent_end = self.current.as_ref().map_or(self.next_seq, |c| c.seq);
+                frame::put_heartbeat(&mut out, &c, sent_end, oldest);
             }
             sink.send(Dest::All, &out, out.len());
             self.out = out;

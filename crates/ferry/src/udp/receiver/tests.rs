@@ -97,6 +97,19 @@ fn status(consumed_pos: u64, window: u64, consumed_seq: u64) -> Vec<u8> {
     b
 }
 
+/// A STATUS frame from `receiver` of topic 42, session 1001.
+fn status_for(receiver: u64, consumed_pos: u64, window: u64, consumed_seq: u64) -> Vec<u8> {
+    let mut b = Vec::new();
+    let c = Common {
+        kind: Kind::Status,
+        flags: FLAG_RELIABLE,
+        topic: 42,
+        session: 1001,
+    };
+    frame::put_status(&mut b, &c, receiver, consumed_pos, window, consumed_seq);
+    b
+}
+
 fn payload(seq: u64, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (seq as usize * 7 + i * 13) as u8)
@@ -312,6 +325,154 @@ fn flow_control_never_lets_the_sender_run_past_the_window() {
         tx.pump(0, &mut net);
     }
     assert!(!tx.busy());
+}
+
+/// Frames the receiver sent (NAKs, STATUS) while ticking at `now`, decoded.
+fn rx_tick(rx: &mut Receiver, now: u64) -> Vec<Vec<u8>> {
+    let mut net = Net::clean(3);
+    net.to_receiver = false;
+    net.now = now;
+    rx.tick(now, &mut net);
+    net.flight.into_iter().map(|d| d.2).collect()
+}
+
+fn naks(frames: &[Vec<u8>]) -> Vec<NakEntry> {
+    frames
+        .iter()
+        .filter_map(|b| match decode(b).unwrap() {
+            Frame::Nak { entries, .. } => Some(entries.iter().collect::<Vec<_>>()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+#[test]
+fn the_unsent_tail_of_a_window_blocked_message_is_not_nacked_nor_resent() {
+    // A 1 MiB message through a 100 000-byte window: the receiver has its head, the rest is not
+    // sent yet. That is not loss.
+    let mut tx = Sender::new(42, 1001, SenderConfig::default());
+    let mut rx = Receiver::new(9, 42, ReceiverConfig::default());
+    let mut net = Net::clean(1);
+    tx.tick(0, &mut net);
+    tx.handle(0, &decode(&status_for(9, 0, 100_000, 0)).unwrap(), &mut net);
+    tx.offer(&payload(0, 1 << 20)).unwrap();
+    while tx.pump(0, &mut net) {}
+    for (_, _, bytes) in std::mem::take(&mut net.flight) {
+        rx.on_frame(0, &decode(&bytes).unwrap());
+    }
+    // Long past the NAK delay, with the publisher's heartbeats arriving: nothing is missing.
+    for ms in 1..50u64 {
+        let now = ms * 1_000_000;
+        tx.tick(now, &mut net);
+        for (_, _, bytes) in std::mem::take(&mut net.flight) {
+            rx.on_frame(now, &decode(&bytes).unwrap());
+        }
+        let out = rx_tick(&mut rx, now);
+        assert!(naks(&out).is_empty(), "NAKed the unsent tail at {ms} ms");
+    }
+    // A NAK for it anyway (say, from an older receiver) resends only what went out once.
+    let mut b = Vec::new();
+    let c = Common {
+        kind: Kind::Nak,
+        flags: FLAG_RELIABLE,
+        topic: 42,
+        session: 1001,
+    };
+    frame::put_nak(
+        &mut b,
+        &c,
+        9,
+        &[NakEntry {
+            seq: 0,
+            from: 500_000,
+            to: u32::MAX,
+        }],
+    );
+    tx.handle(60_000_000, &decode(&b).unwrap(), &mut net);
+    assert_eq!(tx.stats().retransmitted_frames, 0, "resent data never sent");
+}
+
+#[test]
+fn a_lost_tail_is_found_by_the_heartbeat_and_repaired() {
+    let mut tx = Sender::new(42, 1001, SenderConfig::default());
+    let mut rx = Receiver::new(9, 42, ReceiverConfig::default());
+    let mut net = Net::clean(1);
+    tx.tick(0, &mut net);
+    for (_, _, bytes) in std::mem::take(&mut net.flight) {
+        rx.on_frame(0, &decode(&bytes).unwrap());
+    }
+    tx.offer(&payload(0, 10_000)).unwrap();
+    assert!(tx.pump(0, &mut net));
+    // The last frame is lost; nothing comes after it.
+    let mut frames: Vec<Vec<u8>> = std::mem::take(&mut net.flight)
+        .into_iter()
+        .map(|d| d.2)
+        .collect();
+    frames.pop();
+    for b in &frames {
+        rx.on_frame(0, &decode(b).unwrap());
+    }
+    assert!(
+        naks(&rx_tick(&mut rx, 1_000_000)).is_empty(),
+        "not yet known lost"
+    );
+    // The next heartbeat says message 0 went out whole: its tail is NAKed and repaired.
+    let mut repaired = false;
+    for ms in 1..200u64 {
+        let now = ms * 1_000_000;
+        tx.tick(now, &mut net);
+        for (_, _, bytes) in std::mem::take(&mut net.flight) {
+            rx.on_frame(now, &decode(&bytes).unwrap());
+        }
+        for b in rx_tick(&mut rx, now) {
+            let mut back = Net::clean(4);
+            tx.handle(now, &decode(&b).unwrap(), &mut back);
+            for (_, _, bytes) in back.flight {
+                rx.on_frame(now, &decode(&bytes).unwrap());
+            }
+        }
+        if let Some(d) = rx.take(now) {
+            assert_eq!(d.data, payload(0, 10_000));
+            repaired = true;
+            break;
+        }
+    }
+    assert!(repaired, "the lost tail was never repaired");
+    assert_eq!(tx.stats().retransmitted_frames, 1);
+}
+
+#[test]
+fn a_timed_repair_shortens_the_nak_repeat() {
+    let cfg = ReceiverConfig::default();
+    let mut s = Receiver::new(9, 42, cfg.clone());
+    let c = Common {
+        kind: Kind::Heartbeat,
+        flags: FLAG_RELIABLE,
+        topic: 42,
+        session: 5,
+    };
+    s.session(0, c, 0);
+    let sess = s.sessions.get_mut(&5).unwrap();
+    assert_eq!(
+        sess.nak_repeat_ns(&cfg),
+        cfg.nak_repeat_ns,
+        "untimed: the configured repeat"
+    );
+    sess.time_repair(100_000);
+    assert_eq!(
+        sess.nak_repeat_ns(&cfg),
+        cfg.nak_repeat_min_ns,
+        "fast repairs: the floor"
+    );
+    for _ in 0..100 {
+        sess.time_repair(800_000);
+    }
+    let r = sess.nak_repeat_ns(&cfg);
+    assert!(
+        (3_000_000..=3_300_000).contains(&r),
+        "4 × a smoothed 0.8 ms: {r}"
+    );
 }
 
 #[test]
