@@ -418,30 +418,18 @@ impl Receiver {
         let whole = offset == 0 && payload.len() == len as usize;
         if whole && !s.partial.contains_key(&seq) {
             // The common case: a message in one frame. No reassembly state.
-            if self.buffered + len as u64 > self.cfg.buffer_bytes
-                && !self.make_room(c.session, seq, len as u64)
-            {
-                self.stats.overflow_drops += 1;
+            let Some(mut data) = self.buffer_for(c.session, seq, len) else {
                 return;
-            }
-            let mut data = self.pool.pop().unwrap_or_default();
-            data.clear();
+            };
             data.extend_from_slice(payload);
-            self.buffered += len as u64;
             self.complete(c.session, seq, data, pos + len as u64);
             return;
         }
         if !s.partial.contains_key(&seq) {
-            if self.buffered + len as u64 > self.cfg.buffer_bytes
-                && !self.make_room(c.session, seq, len as u64)
-            {
-                self.stats.overflow_drops += 1;
+            let Some(mut data) = self.buffer_for(c.session, seq, len) else {
                 return;
-            }
-            let mut data = self.pool.pop().unwrap_or_default();
-            data.clear();
+            };
             data.resize(len as usize, 0);
-            self.buffered += len as u64;
             let s = self.sessions.get_mut(&c.session).unwrap();
             s.partial.insert(
                 seq,
@@ -524,6 +512,21 @@ impl Receiver {
             });
         }
         self.drain_in_order(session);
+    }
+
+    /// An empty buffer for a `len`-byte message, counted against `buffer_bytes` (room made by
+    /// giving up older latest messages); `None`, counted as an overflow drop, if there is none.
+    fn buffer_for(&mut self, session: u64, seq: u64, len: u32) -> Option<Vec<u8>> {
+        if self.buffered + len as u64 > self.cfg.buffer_bytes
+            && !self.make_room(session, seq, len as u64)
+        {
+            self.stats.overflow_drops += 1;
+            return None;
+        }
+        let mut data = self.pool.pop().unwrap_or_default();
+        data.clear();
+        self.buffered += len as u64;
+        Some(data)
     }
 
     /// Frees buffer space for a new message by giving up older incomplete latest messages.
