@@ -447,6 +447,14 @@ fn xy_chart(
                     let c = color(i);
                     let mut pts = points.clone();
                     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    // On a count axis, series side by side a little, so that equal values
+                    // do not hide each other.
+                    if integer_x && series.len() > 1 {
+                        let shift = (i as f64 - (series.len() - 1) as f64 / 2.0) * 0.04;
+                        for p in &mut pts {
+                            p.0 += shift;
+                        }
+                    }
                     chart
                         .draw_series(LineSeries::new(
                             pts.iter().map(|&(x, y, _)| (x, y)),
@@ -467,7 +475,11 @@ fn xy_chart(
                 }
                 chart
                     .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperRight)
+                    .position(if log_y {
+                        SeriesLabelPosition::UpperRight
+                    } else {
+                        SeriesLabelPosition::LowerRight
+                    })
                     .label_font((FONT, 15))
                     .background_style(WHITE.mix(0.85))
                     .border_style(BLACK)
