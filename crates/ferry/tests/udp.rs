@@ -181,6 +181,49 @@ fn kernel_drops_on_a_subscribers_socket_show_in_its_stats() {
 }
 
 #[test]
+fn sends_the_kernel_refuses_show_in_the_publishers_stats() {
+    // A UDP subscriber process killed without a goodbye: its port is closed, its slot lingers
+    // until swept, so the publisher (connected to its one subscriber) keeps sending there and
+    // the kernel refuses (ICMP port unreachable). Those refusals must be counted, not hidden.
+    let dom = domain("senderr");
+    let mut sub = spawn(
+        "subscriber",
+        &[
+            ("DOMAIN", dom.clone()),
+            ("TOPIC", "t".into()),
+            ("QOS", "udp,block,latest".into()),
+            ("COUNT", "1000000".into()),
+        ],
+    );
+    assert!(wait_until(Duration::from_secs(30), || subscriber_count(
+        &dom, "t"
+    ) == 1));
+    let node = Node::with_domain("p", &dom).unwrap();
+    let qos = udp().delivery(ferry::Delivery::Latest);
+    let mut publ = node.publisher("t", &qos).unwrap();
+    assert!(wait_until(Duration::from_secs(30), || publ
+        .subscriber_count()
+        == 1));
+    publ.send(b"hello").unwrap();
+    kill9(&mut sub);
+    let _ = sub.wait();
+    let errors = || {
+        ferry::admin::topic(&dom, "t")
+            .unwrap()
+            .map_or(0, |t| t.publishers[0].send_errors)
+    };
+    // Keep sending until refusals are counted (every wait bounded).
+    let counted = wait_until(Duration::from_secs(20), || {
+        for _ in 0..10 {
+            publ.send(b"anyone?").unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        errors() > 0
+    });
+    assert!(counted, "no send error counted after the subscriber died");
+}
+
+#[test]
 fn a_live_subscriber_survives_garbage_and_truncated_datagrams() {
     let dom = domain("garbage");
     let node = Node::with_domain("n", &dom).unwrap();

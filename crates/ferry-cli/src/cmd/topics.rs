@@ -66,6 +66,7 @@ struct PublisherJson {
     evictions: u64,
     retransmitted: u64,
     kernel_drops: u64,
+    send_errors: u64,
 }
 
 #[derive(Serialize)]
@@ -138,6 +139,7 @@ impl From<&PublisherInfo> for PublisherJson {
             evictions: p.evictions,
             retransmitted: p.retransmitted,
             kernel_drops: p.kernel_drops,
+            send_errors: p.send_errors,
         }
     }
 }
@@ -364,6 +366,7 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
         ">RETRANSMITTED",
         ">KERNEL DROPS",
         ">REFUSED",
+        ">SEND ERRORS",
     ]);
     for t in &topics {
         let mut first = true;
@@ -393,6 +396,7 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
                 p.retransmitted.to_string(),
                 p.kernel_drops.to_string(),
                 "-".to_owned(),
+                p.send_errors.to_string(),
             ]);
             table.row(row);
         }
@@ -413,6 +417,7 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
                 "-".to_owned(),
                 s.kernel_drops.to_string(),
                 s.refused.to_string(),
+                "-".to_owned(),
             ]);
             table.row(row);
         }

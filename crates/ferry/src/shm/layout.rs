@@ -131,6 +131,8 @@ pub struct PublisherSlot {
     /// UDP: frames sent again on a NAK, and datagrams the kernel dropped on our socket.
     pub retransmitted: AtomicU64,
     pub kernel_drops: AtomicU64,
+    /// UDP: datagrams the kernel would not take (no room for a second, an unreachable peer).
+    pub send_errors: AtomicU64,
 }
 
 #[repr(C)]

@@ -446,6 +446,7 @@ impl Topic {
                     udp: p.udp.load(),
                     retransmitted: p.retransmitted.load(Ordering::Relaxed),
                     kernel_drops: p.kernel_drops.load(Ordering::Relaxed),
+                    send_errors: p.send_errors.load(Ordering::Relaxed),
                     capacity: p.capacity.load(Ordering::Relaxed),
                     max_message: p.max_message.load(Ordering::Relaxed),
                     sent: p.sent.load(Ordering::Relaxed),
@@ -518,6 +519,8 @@ pub struct PublisherInfo {
     pub retransmitted: u64,
     /// Datagrams the kernel dropped on the publisher's socket.
     pub kernel_drops: u64,
+    /// Datagrams the kernel would not send (no room within a second, an unreachable peer).
+    pub send_errors: u64,
     pub token: u64,
     pub node: String,
     pub pid: u32,

@@ -450,6 +450,7 @@ impl PubShared {
         p.bytes.store(s.bytes, Ordering::Relaxed);
         p.retransmitted
             .store(s.retransmitted_frames, Ordering::Relaxed);
+        p.send_errors.store(core.send_failures, Ordering::Relaxed);
         // A system call: at most every 10 ms, not on every wake-up of the service thread.
         if now >= core.next_drops_check {
             core.next_drops_check = now + 10_000_000;
