@@ -703,22 +703,8 @@ impl Ctx<'_> {
 }
 
 fn validate(args: &HubsArgs) -> Result<()> {
-    if args.mode.is_empty() {
-        bail!("--mode: give roundtrip, flood or both");
-    }
-    for (i, m) in args.mode.iter().enumerate() {
-        if args.mode[..i].contains(m) {
-            bail!("--mode: {} is listed twice", m.name());
-        }
-    }
-    if args.transport.is_empty() {
-        bail!("--transport: give at least one transport");
-    }
-    for (i, t) in args.transport.iter().enumerate() {
-        if args.transport[..i].contains(t) {
-            bail!("--transport: {} is listed twice", t.name());
-        }
-    }
+    super::distinct_list("--mode", &args.mode, |m| m.name().to_owned())?;
+    super::distinct_list("--transport", &args.transport, |t| t.name().to_owned())?;
     if !(2..=MAX_HUBS).contains(&args.hubs) {
         bail!("--hubs must be between 2 and {MAX_HUBS} (the master included)");
     }

@@ -225,14 +225,7 @@ const PEER_TIMEOUT: Duration = Duration::from_secs(30);
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn validate(args: &LatencyArgs) -> Result<()> {
-    if args.transports.is_empty() {
-        bail!("--transport: give at least one transport");
-    }
-    for (i, t) in args.transports.iter().enumerate() {
-        if args.transports[..i].contains(t) {
-            bail!("--transport: {} is listed twice", t.name());
-        }
-    }
+    super::distinct_list("--transport", &args.transports, |t| t.name().to_owned())?;
     if args.sizes.is_empty() {
         bail!("--sizes: give at least one size");
     }

@@ -359,6 +359,23 @@ pub trait Endpoint {
     fn recv(&mut self, seq: u64, len: usize, slice: Duration) -> Result<bool>;
 }
 
+/// `flag`'s list must be non-empty and name nothing twice (`what` names an entry).
+pub fn distinct_list<T: PartialEq>(
+    flag: &str,
+    items: &[T],
+    what: impl Fn(&T) -> String,
+) -> Result<()> {
+    if items.is_empty() {
+        bail!("{flag}: give at least one");
+    }
+    for (i, t) in items.iter().enumerate() {
+        if items[..i].contains(t) {
+            bail!("{flag}: {} is listed twice", what(t));
+        }
+    }
+    Ok(())
+}
+
 /// How long one wait lasts before the waiter looks at its partner's health again.
 pub const WAIT_SLICE: Duration = Duration::from_millis(50);
 

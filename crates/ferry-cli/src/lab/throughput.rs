@@ -241,14 +241,7 @@ fn wait_name(w: WaitArg) -> &'static str {
 }
 
 fn validate(args: &ThroughputArgs) -> Result<()> {
-    if args.transports.is_empty() {
-        bail!("--transport: give at least one transport");
-    }
-    for (i, t) in args.transports.iter().enumerate() {
-        if args.transports[..i].contains(t) {
-            bail!("--transport: {} is listed twice", t.name());
-        }
-    }
+    super::distinct_list("--transport", &args.transports, |t| t.name().to_owned())?;
     if args.sizes.is_empty() {
         bail!("--sizes: give at least one size");
     }
