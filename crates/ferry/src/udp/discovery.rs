@@ -11,11 +11,20 @@
 //! heard for two seconds expire. Endpoints of this host find each other through the topic's
 //! shared-memory directory instead; announcements from this host are ignored.
 //!
+//! Unicast (`FERRY_PEERS` without multicast) reaches one socket per host and port, so one agent
+//! per host (network namespace) is its **relay**: the first to bind the discovery port, which it
+//! binds alone. Every other agent binds a port of its own, sends its announcements from it,
+//! registers there with the relay every period (a REGISTER to 127.0.0.1), and gets every
+//! announcement the relay receives forwarded (RELAY, with the original source). When the relay's
+//! process ends, the next agent to find the port free takes over.
+//!
 //! ```text
-//! 0 u16 magic 0x4446 ("FD")  2 u8 version  3 u8 kind (1 announce)  4 u32 entries
-//! 8 u64 host id  16 u16 domain length, domain
-//! entry: u8 role (1 publisher, 2 subscriber)  u8 flags (1 reliable)  u16 port  u64 id
-//!        u16 topic length, topic
+//! 0 u16 magic 0x4446 ("FD")  2 u8 version  3 u8 kind (1 announce, 2 register, 3 relay)
+//! announce: 4 u32 entries  8 u64 host id  16 u16 domain length, domain
+//!   entry: u8 role (1 publisher, 2 subscriber)  u8 flags (1 reliable)  u16 port  u64 id
+//!          u16 topic length, topic
+//! register: nothing more
+//! relay: 4 u8[16] source IPv6 (IPv4-mapped)  20 u16 source port  22 the announcement
 //! ```
 
 use std::collections::HashMap;
@@ -29,6 +38,9 @@ use crate::sys::{host_id, monotonic_ns};
 
 const MAGIC: u16 = 0x4446;
 const VERSION: u8 = 1;
+const KIND_ANNOUNCE: u8 = 1;
+const KIND_REGISTER: u8 = 2;
+const KIND_RELAY: u8 = 3;
 const PERIOD: Duration = Duration::from_millis(500);
 const EXPIRY_NS: u64 = 2_000_000_000;
 
@@ -69,7 +81,17 @@ struct State {
 pub struct Agent {
     domain: String,
     host: u64,
-    socket: Option<UdpSocket>,
+    /// The discovery port: shared by every agent (multicast), or this agent's alone (the
+    /// host's relay under unicast); `None` while another agent is the relay.
+    socket: Mutex<Option<Arc<UdpSocket>>>,
+    /// Unicast without the discovery port: this agent's own socket (announcements out, relayed
+    /// announcements in).
+    private: Option<UdpSocket>,
+    /// Unicast discovery: the relay role is possible (taken when the port is free).
+    unicast: bool,
+    port: u16,
+    /// The relay's registered agents of this host and when each last registered.
+    registered: Mutex<HashMap<SocketAddr, u64>>,
     group: SocketAddr,
     peers: Vec<SocketAddr>,
     state: Mutex<State>,
@@ -91,12 +113,18 @@ pub fn agent(domain: &str) -> Arc<Agent> {
     if let Some(a) = agents.get(domain).and_then(Weak::upgrade) {
         return a;
     }
-    let a = Arc::new(Agent::new(domain));
+    let a = start(Agent::new(domain));
+    agents.insert(domain.to_owned(), Arc::downgrade(&a));
+    a
+}
+
+/// Runs `agent` on its own thread (which ends when the last reference to it goes).
+fn start(agent: Agent) -> Arc<Agent> {
+    let a = Arc::new(agent);
     let weak = Arc::downgrade(&a);
     let _ = std::thread::Builder::new()
         .name("ferry-discovery".into())
         .spawn(move || run(weak));
-    agents.insert(domain.to_owned(), Arc::downgrade(&a));
     a
 }
 
@@ -129,12 +157,26 @@ impl Agent {
             .ok()
             .and_then(|g| g.parse().ok())
             .unwrap_or(Ipv4Addr::new(239, 255, 70, 70));
-        let group = SocketAddr::new(group_ip.into(), port);
-        let bind = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port);
         let iface: Ipv4Addr = std::env::var("FERRY_DISCOVERY_IFACE")
             .ok()
             .and_then(|i| i.parse().ok())
             .unwrap_or(Ipv4Addr::UNSPECIFIED);
+        let wanted = std::env::var("FERRY_DISCOVERY").is_ok_and(|d| d == "multicast");
+        Agent::with(domain, port, env_peers(port), wanted, group_ip, iface)
+    }
+
+    /// An agent of `domain` on discovery `port`, announcing to `peers`, with multicast to
+    /// `group_ip` on `iface` if `wanted`.
+    fn with(
+        domain: &str,
+        port: u16,
+        peers: Vec<SocketAddr>,
+        wanted: bool,
+        group_ip: Ipv4Addr,
+        iface: Ipv4Addr,
+    ) -> Agent {
+        let group = SocketAddr::new(group_ip.into(), port);
+        let bind = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port);
         let multicast = Multicast {
             group: group_ip.into(),
             interface: MulticastInterface::V4(iface),
@@ -147,7 +189,6 @@ impl Agent {
             gro: false,
             ..SocketOptions::default()
         };
-        let wanted = std::env::var("FERRY_DISCOVERY").is_ok_and(|d| d == "multicast");
         let attempt = if wanted {
             UdpSocket::bind(bind, &opts)
         } else {
@@ -155,32 +196,40 @@ impl Agent {
                 "off (set FERRY_DISCOVERY=multicast to use it)",
             ))
         };
-        let (socket, multicast_error) = match attempt {
-            Ok(s) => (Some(s), None),
-            Err(_) if !wanted && env_peers(port).is_empty() => (
+        let (socket, multicast_error, unicast) = match attempt {
+            Ok(s) => (Some(s), None, false),
+            Err(_) if !wanted && peers.is_empty() => (
                 None,
                 Some("off: neither FERRY_DISCOVERY=multicast nor FERRY_PEERS is set".to_owned()),
+                false,
             ),
-            Err(e) => {
-                // Without multicast, still listen for unicast announcements from FERRY_PEERS.
-                let plain = SocketOptions {
-                    reuse_port: true,
-                    gso: false,
-                    gro: false,
-                    ..SocketOptions::default()
-                };
-                (
-                    UdpSocket::bind(bind, &plain).ok(),
-                    Some(format!("multicast discovery unavailable: {e}")),
-                )
-            }
+            // Without multicast, unicast announcements from FERRY_PEERS: the relay holds the
+            // port alone (see the module docs).
+            Err(e) => (
+                bind_alone(port),
+                Some(format!("multicast discovery unavailable: {e}")),
+                true,
+            ),
         };
+        let private = unicast
+            .then(|| {
+                UdpSocket::bind(
+                    SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0),
+                    &plain_options(),
+                )
+                .ok()
+            })
+            .flatten();
         Agent {
             domain: domain.to_owned(),
             host: host_id(),
-            socket,
+            socket: Mutex::new(socket.map(Arc::new)),
+            private,
+            unicast,
+            port,
+            registered: Mutex::new(HashMap::new()),
             group,
-            peers: env_peers(port),
+            peers,
             state: Mutex::new(State {
                 locals: Vec::new(),
                 next_key: 1,
@@ -195,6 +244,92 @@ impl Agent {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The discovery port's socket, if this agent has it.
+    fn port_socket(&self) -> Option<Arc<UdpSocket>> {
+        self.socket
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Unicast: becomes the host's relay if the discovery port is free.
+    fn try_take_port(&self) {
+        if !self.unicast || self.port_socket().is_some() {
+            return;
+        }
+        if let Some(s) = bind_alone(self.port) {
+            *self.socket.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(s));
+        }
+    }
+
+    /// Unicast, not the relay: tells the relay (on this host) where to forward announcements.
+    fn register(&self) {
+        if let (Some(p), None) = (&self.private, self.port_socket()) {
+            let relay = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), self.port);
+            let _ = p.send_to(
+                relay,
+                &[
+                    MAGIC.to_le_bytes()[0],
+                    MAGIC.to_le_bytes()[1],
+                    VERSION,
+                    KIND_REGISTER,
+                ],
+            );
+        }
+    }
+
+    /// The relay: one datagram that came to the discovery port.
+    fn relay_in(&self, socket: &UdpSocket, src: SocketAddr, b: &[u8]) {
+        match kind(b) {
+            Some(KIND_REGISTER) if src.ip().is_loopback() => {
+                self.registered
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(src, monotonic_ns());
+            }
+            Some(KIND_ANNOUNCE) => {
+                self.learn(src, b);
+                if !self.unicast {
+                    return;
+                }
+                let now = monotonic_ns();
+                let mut regs = self.registered.lock().unwrap_or_else(|p| p.into_inner());
+                regs.retain(|_, seen| now < *seen + EXPIRY_NS);
+                if regs.is_empty() {
+                    return;
+                }
+                let mut out = Vec::with_capacity(22 + b.len());
+                out.extend_from_slice(&MAGIC.to_le_bytes());
+                out.push(VERSION);
+                out.push(KIND_RELAY);
+                let ip = match src.ip() {
+                    IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+                    IpAddr::V6(v6) => v6,
+                };
+                out.extend_from_slice(&ip.octets());
+                out.extend_from_slice(&src.port().to_le_bytes());
+                out.extend_from_slice(b);
+                for to in regs.keys() {
+                    let _ = socket.send_to(*to, &out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Not the relay: one datagram that came to this agent's own socket.
+    fn private_in(&self, src: SocketAddr, b: &[u8]) {
+        if kind(b) != Some(KIND_RELAY) || !src.ip().is_loopback() || b.len() < 22 {
+            return;
+        }
+        let mut ip = [0u8; 16];
+        ip.copy_from_slice(&b[4..20]);
+        let ip = std::net::Ipv6Addr::from(ip);
+        let ip: IpAddr = ip.to_ipv4_mapped().map_or(IpAddr::V6(ip), IpAddr::V4);
+        let port = u16::from_le_bytes([b[20], b[21]]);
+        self.learn(SocketAddr::new(ip, port), &b[22..]);
     }
 
     /// Announces an endpoint until the returned key is given to `withdraw`.
@@ -245,7 +380,7 @@ impl Agent {
         let mut b = Vec::with_capacity(256);
         b.extend_from_slice(&MAGIC.to_le_bytes());
         b.push(VERSION);
-        b.push(1);
+        b.push(KIND_ANNOUNCE);
         b.extend_from_slice(&(locals.len() as u32).to_le_bytes());
         b.extend_from_slice(&self.host.to_le_bytes());
         b.extend_from_slice(&(self.domain.len() as u16).to_le_bytes());
@@ -265,7 +400,10 @@ impl Agent {
     }
 
     fn send_announcements(&self) {
-        let Some(socket) = &self.socket else { return };
+        let port_socket = self.port_socket();
+        let Some(socket) = port_socket.as_deref().or(self.private.as_ref()) else {
+            return;
+        };
         let locals: Vec<Local> = self.lock().locals.iter().map(|(_, l)| l.clone()).collect();
         if locals.is_empty() {
             return;
@@ -278,7 +416,7 @@ impl Agent {
                 return;
             }
             let datagram = self.encode(chunk);
-            if self.multicast_error.is_none() {
+            if !self.unicast && self.multicast_error.is_none() {
                 let _ = socket.send_to(self.group, &datagram);
             }
             for p in &self.peers {
@@ -347,6 +485,29 @@ impl Agent {
 
 type Entry = (Role, bool, u16, u64, String);
 
+/// The kind of a discovery datagram of this version, if it is one.
+fn kind(b: &[u8]) -> Option<u8> {
+    (b.len() >= 4 && u16::from_le_bytes([b[0], b[1]]) == MAGIC && b[2] == VERSION).then(|| b[3])
+}
+
+fn plain_options() -> SocketOptions {
+    SocketOptions {
+        gso: false,
+        gro: false,
+        ..SocketOptions::default()
+    }
+}
+
+/// The discovery port, bound by this socket alone (no SO_REUSEPORT): `None` if another agent
+/// of this host has it.
+fn bind_alone(port: u16) -> Option<UdpSocket> {
+    UdpSocket::bind(
+        SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port),
+        &plain_options(),
+    )
+    .ok()
+}
+
 fn decode(b: &[u8]) -> Option<(u64, String, Vec<Entry>)> {
     let mut at = 0usize;
     let mut take = |n: usize| -> Option<&[u8]> {
@@ -392,22 +553,26 @@ fn run(agent: Weak<Agent>) {
         }
         // Acquire pairs with the Release store in `announce`.
         if a.wake.swap(false, Ordering::Acquire) || Instant::now() >= next {
+            a.try_take_port();
+            a.register();
             a.send_announcements();
             a.expire();
             next = Instant::now() + PERIOD;
         }
-        let Some(socket) = &a.socket else {
+        let wait = Some(Duration::from_millis(50));
+        if let Some(socket) = a.port_socket() {
+            let got = socket.recv_batch(&mut batch, wait).unwrap_or(0);
+            for (src, bytes) in batch.iter().take(got) {
+                a.relay_in(&socket, src, bytes);
+            }
+        } else if let Some(p) = &a.private {
+            let got = p.recv_batch(&mut batch, wait).unwrap_or(0);
+            for (src, bytes) in batch.iter().take(got) {
+                a.private_in(src, bytes);
+            }
+        } else {
             drop(a);
             std::thread::sleep(Duration::from_millis(50));
-            continue;
-        };
-        let got = socket
-            .recv_batch(&mut batch, Some(Duration::from_millis(50)))
-            .unwrap_or(0);
-        for i in 0..got {
-            if let Some((src, bytes)) = batch.get(i) {
-                a.learn(src, bytes);
-            }
         }
     }
 }
@@ -454,6 +619,53 @@ mod tests {
         assert!(
             decode(&evil).is_none(),
             "a lying entry count runs out of bytes"
+        );
+    }
+
+    #[test]
+    fn every_agent_of_a_host_hears_a_unicast_peer_through_the_relay() {
+        // Three agents on one free port (as three processes of one host would be); the third
+        // plays another host (its host id differs) and announces a subscriber to the port.
+        let port = std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let peers = vec![SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port)];
+        let any = Ipv4Addr::UNSPECIFIED;
+        let mk = || Agent::with("drelay", port, peers.clone(), false, any, any);
+        let a = start(mk());
+        let b = start(mk());
+        let mut remote = mk();
+        remote.host ^= 1;
+        let remote = start(remote);
+        assert!(a.port_socket().is_some(), "the first agent is the relay");
+        assert!(b.port_socket().is_none() && remote.port_socket().is_none());
+        remote.announce(Role::Subscriber, "t", 4000, 7, true);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let heard = |x: &Agent| x.remote_subscribers("t").len() == 1;
+        while !(heard(&a) && heard(&b)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(heard(&a), "the relay heard the peer");
+        assert!(
+            heard(&b),
+            "the other agent of the host heard it through the relay"
+        );
+        let r = &b.remote_subscribers("t")[0];
+        assert_eq!(r.addr, SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 4000));
+        // The relay goes away: another agent takes the port over and the peer is still heard.
+        drop(a);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while b.port_socket().is_none()
+            && remote.port_socket().is_none()
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            b.port_socket().is_some() || remote.port_socket().is_some(),
+            "nobody took the discovery port over"
         );
     }
 
