@@ -654,6 +654,9 @@ impl UdpSocket {
     fn recv_once(&self, batch: &mut RecvBatch, flags: c_int) -> io::Result<usize> {
         let slot_size = batch.slot_size;
         batch.rearm();
+        // The kernel may write into any header offered (also on a partial failure): those are
+        // the ones to restore before the next call.
+        batch.used = batch.vlen;
         let rc = loop {
             // SAFETY: the batch's `slots` headers point at its own heap buffers (names, control,
             // iovecs into `buf`) with their true lengths (`rearm` restored the lengths the
@@ -680,7 +683,6 @@ impl UdpSocket {
                 _ => return Err(e),
             }
         };
-        batch.used = rc;
         // Ask for as many next time as came now, doubling while calls come back full: a
         // ping-pong asks for one (the kernel then does not look for a second datagram that is
         // not there), a stream grows to every slot within a few calls.
@@ -872,7 +874,7 @@ pub struct RecvBatch {
     control: Vec<ControlBuf>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
-    /// Headers the kernel filled at the last call.
+    /// Headers offered to the last call (the kernel may have written into them).
     used: usize,
     /// Headers offered to the next call (1..=slots).
     vlen: usize,
@@ -952,7 +954,7 @@ impl RecvBatch {
         b
     }
 
-    /// Restores the name and control lengths of the headers the kernel filled last time.
+    /// Restores the name and control lengths of the headers the last call offered the kernel.
     fn rearm(&mut self) {
         for h in &mut self.hdrs[..self.used] {
             h.msg_hdr.msg_namelen = mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
