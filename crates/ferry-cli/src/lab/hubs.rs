@@ -21,8 +21,9 @@
 //! - `--hosts 2`: two network namespaces joined by a veth pair (a private 10.203.x.0/24 inside
 //!   them), the master and the even hubs in one, the odd hubs in the other (the study's "2
 //!   nodes": master and hub 2 on machine A, hubs 1 and 3 on machine B). Processes find the other
-//!   namespace's endpoints through ferry's static peer list (`FERRY_PEERS`, one discovery port
-//!   per process); multicast discovery stays off. `--link-rate` puts a `tc tbf` on both veth
+//!   namespace's endpoints through ferry's static peer list (`FERRY_PEERS`: the other
+//!   namespace's address; in each namespace one process relays the announcements to the other);
+//!   multicast discovery stays off. `--link-rate` puts a `tc tbf` on both veth
 //!   ends. The namespaces are removed on every exit path (error and Ctrl-C included).
 //! - `--cpu Q`: every hub process (the master included) runs in one cgroup with a CFS quota of Q
 //!   CPUs, standing in for slower CPUs (the study scaled the CPU frequency).
@@ -329,9 +330,8 @@ const SLICE: Duration = Duration::from_millis(50);
 const PROBE_EVERY: Duration = Duration::from_millis(100);
 /// The master reports progress this often (the main process's watchdog).
 const PROGRESS_EVERY: Duration = Duration::from_millis(500);
-/// Discovery port of process i under --hosts 2 (one port per process: two processes of one
-/// namespace must not share the port peers announce to).
-const DISCOVERY_PORT_BASE: u16 = 7651;
+/// The discovery port under --hosts 2 (one per namespace, as one per host in practice).
+const DISCOVERY_PORT: u16 = 7651;
 /// Variables that would point discovery elsewhere; the lab sets its own.
 const DISCOVERY_VARS: [&str; 6] = [
     "FERRY_PEERS",
@@ -1457,8 +1457,8 @@ impl Ring {
                 cmd.env_remove(var);
             }
             if let Some(h) = ctx.hosts {
-                cmd.env("FERRY_DISCOVERY_PORT", discovery_port(i).to_string())
-                    .env("FERRY_PEERS", h.peers_of(i, n));
+                cmd.env("FERRY_DISCOVERY_PORT", DISCOVERY_PORT.to_string())
+                    .env("FERRY_PEERS", h.peers_of(i));
             }
             cmd.stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -1570,10 +1570,6 @@ impl Ring {
             })
             .collect()
     }
-}
-
-fn discovery_port(index: usize) -> u16 {
-    DISCOVERY_PORT_BASE + index as u16
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1729,14 +1725,9 @@ impl Hosts {
         Ok(hosts)
     }
 
-    /// FERRY_PEERS for process `index`: the discovery address of every process on the other
-    /// side.
-    fn peers_of(&self, index: usize, n: usize) -> String {
-        (0..n)
-            .filter(|&j| side_of(j) != side_of(index))
-            .map(|j| format!("{}:{}", self.addr[side_of(j)], discovery_port(j)))
-            .collect::<Vec<_>>()
-            .join(",")
+    /// FERRY_PEERS for process `index`: the other namespace's discovery address.
+    fn peers_of(&self, index: usize) -> String {
+        format!("{}:{DISCOVERY_PORT}", self.addr[1 - side_of(index)])
     }
 
     fn config(&self) -> serde_json::Value {
@@ -1746,7 +1737,7 @@ impl Hosts {
             "subnet": self.subnet,
             "addresses": { "A": self.addr[0], "B": self.addr[1] },
             "placement": "the master and the even hubs on A, the odd hubs on B (the study's 2 nodes: master and hub 2 on machine A, hubs 1 and 3 on machine B); the processes are started with ip netns exec",
-            "discovery": format!("static peer list: FERRY_PEERS names the discovery address (namespace address, port {DISCOVERY_PORT_BASE} + process index) of every process on the other side; multicast discovery is off"),
+            "discovery": format!("static peer list: FERRY_PEERS names the other namespace's discovery address (its address, port {DISCOVERY_PORT}); in each namespace the first process relays what it hears to the others; multicast discovery is off"),
             "link_rate": self.link.map(LinkRate::name),
             "link_rate_bps": self.link.map(|l| l.bps),
             "tbf": self.link.map(|l| serde_json::json!({
@@ -2427,22 +2418,8 @@ mod tests {
             tc: Vec::new(),
             link: None,
         };
-        assert_eq!(
-            hosts.peers_of(0, 4),
-            format!(
-                "10.203.1.2:{},10.203.1.2:{}",
-                DISCOVERY_PORT_BASE + 1,
-                DISCOVERY_PORT_BASE + 3
-            )
-        );
-        assert_eq!(
-            hosts.peers_of(1, 4),
-            format!(
-                "10.203.1.1:{},10.203.1.1:{}",
-                DISCOVERY_PORT_BASE,
-                DISCOVERY_PORT_BASE + 2
-            )
-        );
+        assert_eq!(hosts.peers_of(0), format!("10.203.1.2:{DISCOVERY_PORT}"));
+        assert_eq!(hosts.peers_of(3), format!("10.203.1.1:{DISCOVERY_PORT}"));
         // Dropping it tries to remove namespaces with a missing tool: quietly nothing.
         drop(hosts);
     }
