@@ -1729,12 +1729,6 @@ mod tests {
             assert!(svgs[0].1.contains(label), "{label} missing");
         }
     }
-}
-
-#[cfg(test)]
-mod hubs_tests {
-    use super::*;
-    use serde_json::json;
 
     #[test]
     fn hubs_plot_laps_and_flood_completion_per_transport() {

@@ -211,7 +211,8 @@ impl Agent {
                 true,
             ),
         };
-        let private = unicast
+        // The relay needs no socket of its own (it keeps the port while it lives).
+        let private = (unicast && socket.is_none())
             .then(|| {
                 UdpSocket::bind(
                     SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0),

@@ -276,8 +276,6 @@ struct PubCore {
     group: Option<SocketAddr>,
     /// The one subscriber the socket is connected to (unicast to a single destination).
     connected: Option<SocketAddr>,
-    /// Receive buffers for `poll_control` (taken out while in use).
-    inline_batch: Option<RecvBatch>,
 }
 
 impl PubCore {
@@ -430,19 +428,6 @@ impl PubShared {
         progressed
     }
 
-    /// The application's thread takes control frames that are already queued (no wait): a
-    /// message of many frames gets its repairs and credit at once, not when the service
-    /// thread next gets the lock.
-    fn poll_control(&self, core: &mut PubCore, now: u64) -> bool {
-        let Some(mut batch) = core.inline_batch.take() else {
-            return false;
-        };
-        let got = self.socket.recv_batch(&mut batch, None).unwrap_or(0);
-        let progressed = got > 0 && self.handle_control(core, &batch, got, now);
-        core.inline_batch = Some(batch);
-        progressed
-    }
-
     fn publish_stats(&self, core: &mut PubCore, now: u64) {
         let s = core.sender.stats();
         let p = self.topic.publisher(self.slot);
@@ -505,8 +490,6 @@ pub struct UdpPublisher {
     service: Option<JoinHandle<()>>,
     token: u64,
     max_message: usize,
-    /// Payload bytes of one datagram (a message longer than this is several frames).
-    max_datagram: usize,
     send_timeout: Duration,
     reliable: bool,
 }
@@ -569,7 +552,6 @@ impl UdpPublisher {
                 expected: Default::default(),
                 group: qos.multicast.map(|m| SocketAddr::new(m.group, m.port)),
                 connected: None,
-                inline_batch: Some(RecvBatch::new(16, max_datagram.max(2048))),
             }),
             progress: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -593,7 +575,6 @@ impl UdpPublisher {
             service: Some(service),
             token,
             max_message: qos.max_message_size,
-            max_datagram,
             send_timeout: qos.send_timeout,
             reliable,
         })
@@ -650,23 +631,16 @@ impl UdpPublisher {
             }
             core = self.wait_progress(core, &mut deadline)?;
         }
-        // One datagram goes out with no more system calls than that; a longer message also
-        // takes the control frames already queued, between pumps and before it sleeps.
-        let many_frames = msg.len() > self.max_datagram;
         core.sender.offer_owned(msg).expect("not busy");
         loop {
             let now = monotonic_ns();
             let c = &mut *core;
             self.shared.refresh_dests(c);
             let (sender, mut out) = c.out(&self.shared.socket, now);
-            let done = sender.pump_while_credit(now, &mut out);
-            let progressed = many_frames && self.shared.poll_control(c, now);
-            if done {
+            if sender.pump_while_credit(now, &mut out) {
                 return Ok(());
             }
-            if !progressed {
-                core = self.wait_progress(core, &mut deadline)?;
-            }
+            core = self.wait_progress(core, &mut deadline)?;
         }
     }
 
