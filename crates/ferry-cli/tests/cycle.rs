@@ -73,6 +73,8 @@ fn tiny_run_writes_contract_json() {
             "30",
             "--max-multiplicity",
             "4096",
+            "--placement",
+            "one-cpu,scheduler",
         ],
         &json,
         Duration::from_secs(120),
@@ -85,8 +87,18 @@ fn tiny_run_writes_contract_json() {
     assert_eq!(v["config"]["cycles"], 30);
     assert_eq!(v["config"]["max_multiplicity"], 4096);
     assert_eq!(v["config"]["cpu"][0], serde_json::Value::Null);
+    assert_eq!(
+        v["config"]["placements"],
+        serde_json::json!(["one-cpu", "scheduler"])
+    );
     let rows = v["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 1);
+    assert_eq!(rows.len(), 2);
+    // One CPU for both apps: the same CPU, named; the scheduler's: none named.
+    assert_eq!(rows[0]["placement"], "one-cpu");
+    assert!(rows[0]["writer_cpu"].is_u64(), "{}", rows[0]);
+    assert_eq!(rows[0]["writer_cpu"], rows[0]["reader_cpu"]);
+    assert_eq!(rows[1]["placement"], "scheduler");
+    assert!(rows[1]["writer_cpu"].is_null() && rows[1]["reader_cpu"].is_null());
     let row = &rows[0];
     assert_eq!(row["transport"], "shm");
     assert_eq!(row["cycle_ms"], 5.0);
@@ -105,6 +117,11 @@ fn tiny_run_writes_contract_json() {
         if t["success"] == true {
             assert_eq!(t["complete"], 30);
             assert_eq!(t["corrupt"], 0);
+        }
+        // Each app's own CPU time per cycle, measured.
+        for key in ["writer_cpu_us_per_cycle", "reader_cpu_us_per_cycle"] {
+            let us = t[key].as_f64().expect(key);
+            assert!(us > 0.0 && us.is_finite(), "{key} {us}");
         }
     }
 }
@@ -133,6 +150,8 @@ fn cpu_quota_run_removes_its_cgroup() {
             "30",
             "--max-multiplicity",
             "4096",
+            "--placement",
+            "scheduler",
         ],
         &json,
         Duration::from_secs(120),

@@ -24,6 +24,15 @@
 //!   `--resolution 0` that is the study's "step ≤ 2".
 //! - The CPU budget is a real cgroup CFS quota (period 100 ms, as Docker's `--cpus`) over both
 //!   processes, created for each run and removed after it.
+//! - Placement (`--placement`): both apps pinned to one CPU, one CPU each, or left to the kernel
+//!   as in the study's containers. Under a budget below one CPU the pair needs no second CPU,
+//!   and on one CPU the reader finds the array in the cache the writer just filled instead of
+//!   pulling it across; the two apps also cannot run in parallel, spend the quota of a period in
+//!   a third of it and then sit throttled for the rest while 70 cycles fall due.
+//! - A writer that finds the ring full sleeps on it (`WaitStrategy::Block`) rather than spinning,
+//!   as the apps sleep to their deadlines: the study's writer waited on a semaphore.
+//! - Every trial records the CPU time each app used per cycle (its demand on the budget) and
+//!   the time the hypervisor took from this machine meanwhile (steal, on a VM).
 
 use std::io::{BufRead, Read, Write};
 use std::ops::ControlFlow;
@@ -32,7 +41,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use ferry::{Cycle, CycleStats, Delivery, Node, Qos};
+use ferry::{Cycle, CycleStats, Delivery, Node, Qos, WaitStrategy};
 use serde::{Deserialize, Serialize};
 
 use super::cgroup::{self, CpuGroup};
@@ -60,6 +69,55 @@ fn parse_transport(text: &str) -> Result<Transport, String> {
         "shm" => Ok(Transport::Shm),
         "udp" | "udp4" => Ok(Transport::Udp),
         other => Err(format!("unknown transport {other:?}: use shm or udp")),
+    }
+}
+
+/// Where the two apps run. The budget is the same; what changes is whether the array crosses
+/// between CPUs' caches every cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Both apps pinned to one CPU (as `docker --cpuset-cpus` with one CPU for both containers):
+    /// the reader finds the array in the cache the writer filled.
+    OneCpu,
+    /// The writer pinned to one CPU and the reader to another: the array crosses every cycle.
+    TwoCpus,
+    /// No pinning: the kernel places the apps, as in the study's Docker containers.
+    Scheduler,
+}
+
+impl Placement {
+    fn name(self) -> &'static str {
+        match self {
+            Placement::OneCpu => "one-cpu",
+            Placement::TwoCpus => "two-cpus",
+            Placement::Scheduler => "scheduler",
+        }
+    }
+
+    /// The writer's and the reader's CPU, or `None` when the kernel places them.
+    fn cpus(self, allowed: &[usize]) -> Result<Option<(usize, usize)>> {
+        match (self, allowed) {
+            (Placement::Scheduler, _) => Ok(None),
+            (Placement::OneCpu, [.., last]) => Ok(Some((*last, *last))),
+            (Placement::TwoCpus, [.., a, b]) => Ok(Some((*a, *b))),
+            _ => bail!(
+                "--placement {}: needs {} CPU(s), this process may use {}",
+                self.name(),
+                if self == Placement::TwoCpus { 2 } else { 1 },
+                allowed.len()
+            ),
+        }
+    }
+}
+
+fn parse_placement(text: &str) -> Result<Placement, String> {
+    match text.trim() {
+        "one-cpu" => Ok(Placement::OneCpu),
+        "two-cpus" => Ok(Placement::TwoCpus),
+        "scheduler" => Ok(Placement::Scheduler),
+        other => Err(format!(
+            "unknown placement {other:?}: use one-cpu, two-cpus or scheduler"
+        )),
     }
 }
 
@@ -117,7 +175,6 @@ fn delivery_name(d: Delivery) -> &'static str {
 /// The study's parameters (`--study`).
 const STUDY_CYCLE_MS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0];
 const STUDY_CPU: &[f64] = &[0.3, 1.5];
-const STUDY_CYCLES: u64 = 1000;
 const STUDY_MAX: u64 = 1_000_000;
 
 #[derive(Debug, Args)]
@@ -135,9 +192,14 @@ pub struct CycleArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_budget)]
     pub cpu: Vec<Budget>,
 
-    /// Cycles per run [default: 200; --study: 1000]
-    #[arg(long, value_name = "N")]
-    pub cycles: Option<u64>,
+    /// Where the two apps run, comma-separated: one-cpu (both pinned to one CPU), two-cpus (one
+    /// each), scheduler (not pinned, as the study's containers)
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_placement, default_value = "one-cpu,scheduler")]
+    pub placement: Vec<Placement>,
+
+    /// Cycles per run (the study's 1000: fewer than ten 100 ms quota periods flatter the figure)
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub cycles: u64,
 
     /// Percent of cycles that must arrive complete and intact for a run to pass
     #[arg(long, value_name = "PCT", default_value_t = 99.95)]
@@ -172,8 +234,8 @@ pub struct CycleArgs {
     #[arg(long = "tolerance-pct", value_name = "PCT", default_value_t = 10.0)]
     pub tolerance_pct: f64,
 
-    /// The study's parameters where not given: cycle times 1..10 ms, 0.3 and 1.5 CPU, 1000
-    /// cycles, limit 1 000 000, step 2 (long: hours)
+    /// The study's parameters where not given: cycle times 1..10 ms, 0.3 and 1.5 CPU, limit
+    /// 1 000 000, step 2 (long: hours)
     #[arg(long)]
     pub study: bool,
 
@@ -204,6 +266,9 @@ pub struct PeerArgs {
     multiplicity: usize,
     #[arg(long, value_parser = parse_delivery)]
     delivery: Delivery,
+    /// Pin this app to this CPU before it starts.
+    #[arg(long)]
+    pin_cpu: Option<usize>,
 }
 
 /// The settings after `--study` and the defaults.
@@ -229,7 +294,8 @@ struct Config {
     spin_us: u64,
     tolerance_percent: f64,
     cgroup: serde_json::Value,
-    pinning: &'static str,
+    placements: Vec<&'static str>,
+    placement: &'static str,
     study: bool,
 }
 
@@ -240,6 +306,10 @@ struct Row {
     cycle_ms: f64,
     /// CPUs (null: unlimited).
     cpu: Option<f64>,
+    placement: &'static str,
+    /// The writer's and the reader's CPU (null: placed by the kernel).
+    writer_cpu: Option<usize>,
+    reader_cpu: Option<usize>,
     repeat: u32,
     /// The largest multiplicity that passed (0: none did).
     max_multiplicity: u64,
@@ -275,6 +345,11 @@ struct Trial {
     reader_max_lateness_us: f64,
     writer_work_us_mean: f64,
     reader_work_us_mean: f64,
+    /// CPU time (user and system) each app used per cycle run: the pair's demand on the budget.
+    writer_cpu_us_per_cycle: f64,
+    reader_cpu_us_per_cycle: f64,
+    /// CPU time the hypervisor took from this machine (all CPUs) during the run, when reported.
+    host_steal_ms: Option<f64>,
     throttled_periods: Option<u64>,
     throttled_ms: Option<f64>,
     seconds: f64,
@@ -293,6 +368,8 @@ struct Report {
     max_backlog: u64,
     max_work_ns: u64,
     total_work_ns: u64,
+    /// CPU time (all threads, user and system) used while cycling.
+    cpu_ns: u64,
     /// The writer stopped at an overload.
     aborted: bool,
     /// Writer: messages sent. Reader: messages taken.
@@ -333,6 +410,12 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(2);
 pub fn run(args: CycleArgs) -> Result<()> {
     signal::install()?;
     let config = resolve(&args)?;
+    let allowed = super::allowed_cpus();
+    let placements = args
+        .placement
+        .iter()
+        .map(|&p| Ok((p, p.cpus(&allowed)?)))
+        .collect::<Result<Vec<_>>>()?;
     let mut rows = Vec::new();
     let domain = format!("labcyc{}", std::process::id());
     let mut run_index = 0u64;
@@ -344,17 +427,19 @@ pub fn run(args: CycleArgs) -> Result<()> {
     for repeat in 0..config.repeat {
         for &cycle_ms in &config.cycle_ms {
             for &cpu in &config.cpu {
-                for &transport in &args.transport {
-                    let period = Duration::from_secs_f64(cycle_ms / 1000.0);
-                    let mut trials = Vec::new();
-                    let stop = |good: u64| stop_gap(good, config.resolution_percent);
-                    let (good, bad) = bisect(config.max_multiplicity, stop, |m| {
-                        run_index += 1;
-                        let t = trial(
-                            &args, &config, &domain, run_index, transport, period, cpu, m,
-                        )?;
-                        println!(
-                            "  {} {cycle_ms} ms cpu {}: {m:>9} u32 {} (complete {:.2} %, misses w/r {}/{}, overloads w/r {}/{}{})",
+                for &(placement, cpus) in &placements {
+                    for &transport in &args.transport {
+                        let period = Duration::from_secs_f64(cycle_ms / 1000.0);
+                        let place = placement.name();
+                        let mut trials = Vec::new();
+                        let stop = |good: u64| stop_gap(good, config.resolution_percent);
+                        let (good, bad) = bisect(config.max_multiplicity, stop, |m| {
+                            run_index += 1;
+                            let t = trial(
+                                &args, &config, &domain, run_index, transport, period, cpu, cpus, m,
+                            )?;
+                            println!(
+                            "  {} {cycle_ms} ms cpu {} {place}: {m:>9} u32 {} (complete {:.2} %, misses w/r {}/{}, overloads w/r {}/{}, CPU/cycle w/r {:.0}/{:.0} µs{}{})",
                             transport.name(),
                             cpu.map_or("none".to_owned(), |c| c.to_string()),
                             if t.success { "pass" } else { "FAIL" },
@@ -363,32 +448,38 @@ pub fn run(args: CycleArgs) -> Result<()> {
                             t.reader_misses,
                             t.writer_overloads,
                             t.reader_overloads,
+                            t.writer_cpu_us_per_cycle,
+                            t.reader_cpu_us_per_cycle,
+                            t.host_steal_ms.filter(|&ms| ms > 0.0).map_or(String::new(), |ms| format!(", host steal {ms:.0} ms")),
                             t.throttled_ms.map_or(String::new(), |ms| format!(", throttled {ms:.0} ms")),
                         );
-                        let ok = t.success;
-                        trials.push(t);
-                        Ok(ok)
-                    })?;
-                    let best = trials.iter().find(|t| t.success && t.multiplicity == good);
-                    let bytes = good * 4;
-                    let row = Row {
-                        transport: transport.name(),
-                        cycle_ms,
-                        cpu,
-                        repeat,
-                        max_multiplicity: good,
-                        deadline_misses: best.map(|t| t.writer_misses + t.reader_misses),
-                        writer_misses: best.map(|t| t.writer_misses),
-                        reader_misses: best.map(|t| t.reader_misses),
-                        cycles: config.cycles,
-                        bytes_per_cycle: bytes,
-                        mbit_per_s: bytes as f64 * 8.0 / (cycle_ms / 1000.0) / 1e6,
-                        reached_limit: good >= config.max_multiplicity,
-                        min_failed: (bad <= config.max_multiplicity).then_some(bad),
-                        trials,
-                    };
-                    println!(
-                        "{} {cycle_ms} ms cpu {}: largest multiplicity {} u32 ({} bytes, {:.0} Mbit/s){}",
+                            let ok = t.success;
+                            trials.push(t);
+                            Ok(ok)
+                        })?;
+                        let best = trials.iter().find(|t| t.success && t.multiplicity == good);
+                        let bytes = good * 4;
+                        let row = Row {
+                            transport: transport.name(),
+                            cycle_ms,
+                            cpu,
+                            placement: place,
+                            writer_cpu: cpus.map(|c| c.0),
+                            reader_cpu: cpus.map(|c| c.1),
+                            repeat,
+                            max_multiplicity: good,
+                            deadline_misses: best.map(|t| t.writer_misses + t.reader_misses),
+                            writer_misses: best.map(|t| t.writer_misses),
+                            reader_misses: best.map(|t| t.reader_misses),
+                            cycles: config.cycles,
+                            bytes_per_cycle: bytes,
+                            mbit_per_s: bytes as f64 * 8.0 / (cycle_ms / 1000.0) / 1e6,
+                            reached_limit: good >= config.max_multiplicity,
+                            min_failed: (bad <= config.max_multiplicity).then_some(bad),
+                            trials,
+                        };
+                        println!(
+                        "{} {cycle_ms} ms cpu {} {place}: largest multiplicity {} u32 ({} bytes, {:.0} Mbit/s){}",
                         row.transport,
                         cpu.map_or("none".to_owned(), |c| c.to_string()),
                         row.max_multiplicity,
@@ -396,7 +487,8 @@ pub fn run(args: CycleArgs) -> Result<()> {
                         row.mbit_per_s,
                         if row.reached_limit { " = the limit" } else { "" }
                     );
-                    rows.push(row);
+                        rows.push(row);
+                    }
                 }
             }
         }
@@ -418,18 +510,15 @@ fn resolve(args: &CycleArgs) -> Result<Config> {
         (true, true) => STUDY_CPU.iter().map(|&c| Some(c)).collect(),
         (true, false) => vec![Some(0.3)],
     };
-    let cycles = args
-        .cycles
-        .unwrap_or(if args.study { STUDY_CYCLES } else { 200 });
+    let cycles = args.cycles;
     let max = args
         .max_multiplicity
         .unwrap_or(if args.study { STUDY_MAX } else { 4_000_000 });
     let resolution = args
         .resolution
         .unwrap_or(if args.study { 0.0 } else { 2.0 });
-    if args.transport.is_empty() {
-        bail!("--transport: name at least one transport");
-    }
+    super::distinct_list("--transport", &args.transport, |t| t.name().to_owned())?;
+    super::distinct_list("--placement", &args.placement, |p| p.name().to_owned())?;
     if cycle_ms.iter().any(|&c| !(0.05..=10_000.0).contains(&c)) {
         bail!("--cycle-ms: cycle times must be between 0.05 and 10000 ms");
     }
@@ -497,7 +586,8 @@ fn resolve(args: &CycleArgs) -> Result<Config> {
         spin_us: args.spin_us,
         tolerance_percent: args.tolerance_pct,
         cgroup,
-        pinning: "none: the cgroup quota is the limit, as in the study's Docker containers",
+        placements: args.placement.iter().map(|p| p.name()).collect(),
+        placement: "one-cpu: both apps pinned to the last CPU this process may use; two-cpus: the writer on the second last, the reader on the last; scheduler: not pinned (the study's containers). The budget is the cgroup quota in every case",
         study: args.study,
     })
 }
@@ -634,9 +724,11 @@ fn trial(
     transport: Transport,
     period: Duration,
     cpu: Option<f64>,
+    cpus: Option<(usize, usize)>,
     multiplicity: u64,
 ) -> Result<Trial> {
     let started = Instant::now();
+    let steal_before = super::host_steal();
     let period_ns = period.as_nanos() as u64;
     let common = [
         "--transport".to_owned(),
@@ -660,8 +752,15 @@ fn trial(
     ];
     // Declared before the apps, so that it is dropped (removed) after they were reaped.
     let group = cpu.map(|c| CpuGroup::create(c, "")).transpose()?;
-    let mut reader = App::spawn("reader", &common)?;
-    let mut writer = App::spawn("writer", &common)?;
+    let pinned = |cpu: Option<usize>| {
+        let mut v = common.to_vec();
+        if let Some(c) = cpu {
+            v.extend(["--pin-cpu".to_owned(), c.to_string()]);
+        }
+        v
+    };
+    let mut reader = App::spawn("reader", &pinned(cpus.map(|c| c.1)))?;
+    let mut writer = App::spawn("writer", &pinned(cpus.map(|c| c.0)))?;
     if let Some(g) = &group {
         for app in [&reader, &writer] {
             let pid = app.child.id();
@@ -685,6 +784,9 @@ fn trial(
     drop(writer.stdin.take());
     let w = writer.wait(Duration::from_secs(10), None)?;
     let throttling = group.as_ref().map(CpuGroup::throttling);
+    let steal = steal_before
+        .zip(super::host_steal())
+        .map(|(a, b)| b.saturating_sub(a));
     drop(reader);
     drop(writer);
     drop(group);
@@ -706,6 +808,13 @@ fn trial(
     if r.overloads > 0 {
         reasons.push(format!("reader overload ({})", r.overloads));
     }
+    let cpu_per_cycle = |rep: &Report| {
+        if rep.cycles == 0 {
+            0.0
+        } else {
+            rep.cpu_ns as f64 / rep.cycles as f64 / 1000.0
+        }
+    };
     let mean_work = |rep: &Report| {
         if rep.cycles == 0 {
             0.0
@@ -728,6 +837,9 @@ fn trial(
         reader_max_lateness_us: r.max_lateness_ns as f64 / 1000.0,
         writer_work_us_mean: mean_work(&w),
         reader_work_us_mean: mean_work(&r),
+        writer_cpu_us_per_cycle: cpu_per_cycle(&w),
+        reader_cpu_us_per_cycle: cpu_per_cycle(&r),
+        host_steal_ms: steal.map(|d| d.as_secs_f64() * 1000.0),
         throttled_periods: throttling.map(|t| t.throttled_periods),
         throttled_ms: throttling.map(|t| t.throttled_ns as f64 / 1e6),
         seconds: started.elapsed().as_secs_f64(),
@@ -739,6 +851,10 @@ fn trial(
 // The apps
 
 pub fn run_peer(args: PeerArgs) -> Result<()> {
+    if let Some(cpu) = args.pin_cpu {
+        // Before the node exists: any thread it starts inherits the CPU.
+        super::pin_to(cpu)?;
+    }
     // Wait for the main process to have moved this process into its cgroup.
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line)?;
@@ -764,7 +880,17 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
 }
 
 fn qos(args: &PeerArgs) -> Qos {
+    // A writer that finds the ring full (its reader is behind, say after a throttled quota
+    // period) waits as it sleeps to its deadlines: without spinning, which the budget would pay
+    // for, unless the apps spin (`--spin-us`), and then as long.
+    let wait = if args.spin_ns == 0 {
+        WaitStrategy::Block
+    } else {
+        WaitStrategy::Adaptive
+    };
     let q = Qos::default()
+        .wait(wait)
+        .spin_window(Duration::from_nanos(args.spin_ns))
         .delivery(args.delivery)
         .max_message_size((args.multiplicity * 4).max(4))
         .send_timeout(Duration::from_secs(2));
@@ -814,6 +940,7 @@ fn writer(args: &PeerArgs) -> Result<Report> {
     let mut sent = 0u64;
     let mut failure: Option<Error> = None;
     let mut aborted = false;
+    let cpu_start = super::process_cpu_time();
     let stats = cycle(args).run_for(args.cycles, |tick| {
         if tick.overloads > 0 {
             aborted = true;
@@ -846,6 +973,7 @@ fn writer(args: &PeerArgs) -> Result<Report> {
         std::thread::sleep(Duration::from_nanos(args.period_ns).min(Duration::from_millis(20)));
     }
     let mut report = Report::from_stats(&stats);
+    report.cpu_ns = (super::process_cpu_time() - cpu_start).as_nanos() as u64;
     report.aborted = aborted;
     report.messages = sent;
     Ok(report)
@@ -914,6 +1042,7 @@ fn reader(args: &PeerArgs) -> Result<Report> {
     let mut first = true;
     let mut parent_alive = super::parent_watch();
     let mut failure: Option<Error> = None;
+    let cpu_start = super::process_cpu_time();
     let stats = cycle(args).run(|tick| {
         let result = (|| -> Result<bool> {
             signal::check()?;
@@ -952,6 +1081,7 @@ fn reader(args: &PeerArgs) -> Result<Report> {
         return Err(e);
     }
     let mut report = Report::from_stats(&stats);
+    report.cpu_ns = (super::process_cpu_time() - cpu_start).as_nanos() as u64;
     report.messages = tally.messages;
     report.complete = tally.complete;
     report.corrupt = tally.corrupt;

@@ -613,6 +613,29 @@ impl Drop for Peer {
     }
 }
 
+/// The time the hypervisor has taken from this machine's CPUs ("steal", all CPUs together), from
+/// /proc/stat; `None` where the kernel does not report it. A virtual machine's figures swing with
+/// it: a cyclic app whose CPU was stolen for 100 ms misses 100 deadlines of 1 ms through no fault
+/// of its own.
+pub fn host_steal() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    parse_steal(&text, rustix::param::clock_ticks_per_second())
+}
+
+fn parse_steal(stat: &str, ticks_per_second: u64) -> Option<Duration> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    // cpu user nice system idle iowait irq softirq steal ...
+    let ticks: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    (ticks_per_second > 0)
+        .then(|| Duration::from_nanos(ticks.saturating_mul(1_000_000_000) / ticks_per_second))
+}
+
+/// The CPU time this process has used (all its threads, user and system).
+pub fn process_cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
 /// The peer's view of the main process: an error once it went away (the peer was re-parented).
 pub fn parent_watch() -> impl FnMut() -> Result<()> {
     let parent = rustix::process::getppid();
@@ -627,6 +650,14 @@ pub fn parent_watch() -> impl FnMut() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn steal_is_the_eighth_figure_of_the_cpu_line() {
+        let stat = "cpu  10 0 5 100 1 0 2 250 0 0\ncpu0 5 0 2 50 0 0 1 125 0 0\n";
+        assert_eq!(parse_steal(stat, 100), Some(Duration::from_millis(2500)));
+        assert_eq!(parse_steal("cpu0 1 2 3\n", 100), None);
+        assert_eq!(parse_steal("cpu  1 2 3\n", 100), None);
+    }
 
     #[test]
     fn percentiles() {

@@ -52,6 +52,44 @@ fn color(i: usize) -> RGBColor {
 // ---------------------------------------------------------------------------------------------
 // JSON helpers
 
+/// One line of the cycle plot: transport, CPU budget (None: unlimited), placement, cycle time.
+#[derive(Debug, Clone, PartialEq)]
+struct CycleKey {
+    transport: String,
+    cpu: Option<f64>,
+    placement: Option<String>,
+    cycle_ms: f64,
+}
+
+impl CycleKey {
+    fn cpu_label(&self) -> String {
+        self.cpu
+            .map_or("unlimited CPU".to_owned(), |c| format!("{c} CPU"))
+    }
+
+    fn placement_label(&self) -> &'static str {
+        match self.placement.as_deref() {
+            Some("one-cpu") => ", both apps on one CPU",
+            Some("two-cpus") => ", one CPU each",
+            Some("scheduler") => ", placed by the kernel",
+            _ => "",
+        }
+    }
+}
+
+/// A whole count with spaces between thousands: 1234567 → "1 234 567".
+fn format_thousands(v: f64) -> String {
+    let digits = format!("{:.0}", v.max(0.0));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn num(v: &Value, key: &str) -> Option<f64> {
     v.get(key)?.as_f64()
 }
@@ -1126,31 +1164,8 @@ fn section(v: &Value, stem: &str) -> Result<Section> {
             );
         }
         "cycle" => {
-            let parts: Vec<String> = rs
-                .iter()
-                .filter_map(|r| {
-                    Some(format!(
-                        "{} at {} ms and {} CPU: {} u32{}",
-                        text(r, "transport")?,
-                        num(r, "cycle_ms")?,
-                        r.get("cpu")
-                            .map_or("unlimited".to_owned(), |c| c.to_string()),
-                        num(r, "max_multiplicity")?,
-                        if r.get("reached_limit").and_then(Value::as_bool) == Some(true) {
-                            " (the limit tried)"
-                        } else {
-                            ""
-                        }
-                    ))
-                })
-                .collect();
-            sentence = format!(
-                "Dominion (seed 000) finds the largest multiplicity (u32 elements per cycle) that arrives in 99.95 % of the cycles under a CPU budget (over 200 000 u32 at 0.3 CPU over shared memory). Here: {}.",
-                parts.join("; ")
-            );
-            // Median over the repeats against cycle time, one line per transport and CPU budget,
-            // the spread over the repeats as a bar.
-            let mut groups: Vec<(String, f64, Vec<f64>)> = Vec::new();
+            // Medians over the repeats per (transport, CPU budget, placement, cycle time).
+            let mut groups: Vec<(CycleKey, Vec<f64>)> = Vec::new();
             for r in rs {
                 let (Some(t), Some(ms), Some(m)) = (
                     text(r, "transport"),
@@ -1159,25 +1174,79 @@ fn section(v: &Value, stem: &str) -> Result<Section> {
                 ) else {
                     continue;
                 };
-                let cpu = r
-                    .get("cpu")
-                    .and_then(Value::as_f64)
-                    .map_or("unlimited CPU".to_owned(), |c| format!("{c} CPU"));
-                let key = format!("{t}, {cpu}");
-                match groups.iter_mut().find(|g| g.0 == key && g.1 == ms) {
-                    Some(g) => g.2.push(m),
-                    None => groups.push((key, ms, vec![m])),
+                let key = CycleKey {
+                    transport: t.to_owned(),
+                    cpu: r.get("cpu").and_then(Value::as_f64),
+                    placement: text(r, "placement").map(str::to_owned),
+                    cycle_ms: ms,
+                };
+                match groups.iter_mut().find(|g| g.0 == key) {
+                    Some(g) => g.1.push(m),
+                    None => groups.push((key, vec![m])),
                 }
             }
+            let median_of = |values: &[f64]| {
+                let mut v = values.to_vec();
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let mut parts = Vec::new();
+            for (key, values) in &groups {
+                if key.transport != "shm" {
+                    continue;
+                }
+                let shm = median_of(values);
+                let mut part = format!(
+                    "shm at {} ms, {}{}: {} u32",
+                    key.cycle_ms,
+                    key.cpu_label(),
+                    key.placement_label(),
+                    format_thousands(shm)
+                );
+                if key.cycle_ms == 1.0 && key.cpu == Some(0.3) {
+                    let _ = write!(part, " ({:.1} × the study's 200 000)", shm / 200_000.0);
+                }
+                let udp = groups.iter().find(|(k, _)| {
+                    k.transport == "udp"
+                        && CycleKey {
+                            transport: "shm".into(),
+                            ..k.clone()
+                        } == *key
+                });
+                if let Some((_, u)) = udp {
+                    let udp = median_of(u);
+                    let _ = write!(part, ", udp {} u32", format_thousands(udp));
+                    if udp > 0.0 {
+                        let _ = write!(part, ", shm/udp {:.1}", shm / udp);
+                    }
+                }
+                if values.len() > 1 {
+                    let _ = write!(part, " (medians of {} repeats)", values.len());
+                }
+                parts.push(part);
+            }
+            sentence = format!(
+                "Dominion (seed 000) finds the largest multiplicity (u32 elements per cycle) that arrives in 99.95 % of the cycles under a CPU budget (over 200 000 u32 at 1 ms and 0.3 CPU over shared memory). Here: {}.",
+                parts.join("; ")
+            );
+            // Median against cycle time, one line per transport, budget and placement, the
+            // spread over the repeats as a bar.
             let mut series: Vec<XySeries> = Vec::new();
-            for (key, ms, mut ms_values) in groups {
-                ms_values.sort_by(f64::total_cmp);
-                let median = ms_values[ms_values.len() / 2];
-                let spread =
-                    (ms_values.len() > 1).then(|| (ms_values[0], ms_values[ms_values.len() - 1]));
-                match series.iter_mut().find(|s| s.0 == key) {
-                    Some(s) => s.1.push((ms, median.max(1.0), spread)),
-                    None => series.push((key, vec![(ms, median.max(1.0), spread)])),
+            for (key, values) in &groups {
+                let mut sorted = values.clone();
+                sorted.sort_by(f64::total_cmp);
+                let median = median_of(values);
+                let spread = (sorted.len() > 1).then(|| (sorted[0], sorted[sorted.len() - 1]));
+                let label = format!(
+                    "{}, {}{}",
+                    key.transport,
+                    key.cpu_label(),
+                    key.placement_label()
+                );
+                let point = (key.cycle_ms, median.max(1.0), spread);
+                match series.iter_mut().find(|s| s.0 == label) {
+                    Some(s) => s.1.push(point),
+                    None => series.push((label, vec![point])),
                 }
             }
             let limited: Vec<String> = rs
@@ -1185,12 +1254,15 @@ fn section(v: &Value, stem: &str) -> Result<Section> {
                 .filter(|r| r.get("reached_limit").and_then(Value::as_bool) == Some(true))
                 .filter_map(|r| {
                     Some(format!(
-                        "{} at {} ms",
+                        "{} at {} ms{}",
                         text(r, "transport")?,
-                        num(r, "cycle_ms")?
+                        num(r, "cycle_ms")?,
+                        text(r, "placement").map_or(String::new(), |p| format!(" ({p})"))
                     ))
                 })
-                .collect();
+                .collect::<Vec<_>>();
+            let mut limited = limited;
+            limited.dedup();
             if !series.is_empty() {
                 series.push((
                     "the study: shm, 1 ms, 0.3 CPU".into(),
@@ -1709,24 +1781,36 @@ mod tests {
 
     #[test]
     fn cycle_plots_the_median_over_repeats_beside_the_study() {
-        let row = |t: &str, ms: f64, repeat: u64, m: u64| {
-            json!({"transport": t, "cycle_ms": ms, "cpu": 0.3, "repeat": repeat,
-                   "max_multiplicity": m, "reached_limit": false})
+        let row = |t: &str, place: &str, ms: f64, repeat: u64, m: u64| {
+            json!({"transport": t, "cycle_ms": ms, "cpu": 0.3, "placement": place,
+                   "repeat": repeat, "max_multiplicity": m, "reached_limit": false})
         };
         let v = json!({"experiment": "cycle", "rows": [
-            row("shm", 1.0, 0, 500_000), row("shm", 1.0, 1, 600_000), row("shm", 1.0, 2, 550_000),
-            row("udp", 1.0, 0, 90_000), row("shm", 10.0, 0, 900_000),
+            row("shm", "one-cpu", 1.0, 0, 500_000), row("shm", "one-cpu", 1.0, 1, 600_000),
+            row("shm", "one-cpu", 1.0, 2, 550_000), row("udp", "one-cpu", 1.0, 0, 110_000),
+            row("shm", "scheduler", 1.0, 0, 400_000), row("udp", "scheduler", 1.0, 0, 80_000),
+            row("shm", "one-cpu", 10.0, 0, 900_000),
         ]});
-        let svgs = svgs_of(&v, "cycle");
+        SECTION_SVGS.with(|s| s.borrow_mut().clear());
+        let sec = section(&v, "cycle").unwrap();
+        let svgs = SECTION_SVGS.with(|s| s.borrow().clone());
         assert_eq!(svgs.len(), 1);
         assert_eq!(svgs[0].0, "cycle.svg");
         for label in [
-            "shm, 0.3 CPU",
-            "udp, 0.3 CPU",
+            "shm, 0.3 CPU, both apps on one CPU",
+            "udp, 0.3 CPU, placed by the kernel",
             "the study: shm, 1 ms, 0.3 CPU",
             "cycle time (ms)",
         ] {
             assert!(svgs[0].1.contains(label), "{label} missing");
+        }
+        // The sentence: the median per placement, its ratio to the study and to udp.
+        for part in [
+            "shm at 1 ms, 0.3 CPU, both apps on one CPU: 550 000 u32 (2.8 × the study's 200 000), udp 110 000 u32, shm/udp 5.0 (medians of 3 repeats)",
+            "shm at 1 ms, 0.3 CPU, placed by the kernel: 400 000 u32 (2.0 × the study's 200 000), udp 80 000 u32, shm/udp 5.0",
+            "shm at 10 ms, 0.3 CPU, both apps on one CPU: 900 000 u32",
+        ] {
+            assert!(sec.sentence.contains(part), "{part:?} missing from {}", sec.sentence);
         }
     }
 

@@ -208,24 +208,23 @@ const STEPS: &[Step] = &[
             "10",
         ],
     },
-    // The cyclic experiment (seed 000): one cycle time and budget, a coarse bisection; not in
-    // the smoke suite (it needs cgroups). `--full` uses its defaults, not its hours-long
-    // `--study`.
+    // The cyclic experiment (seed 000) at the study's headline point, 1 ms and 0.3 CPU, with
+    // 1000-cycle runs (ten quota periods), both apps on one CPU and placed by the kernel; not in
+    // the smoke suite (it needs cgroups). `--full` adds 5 ms and three repeats, not the
+    // hours-long `--study`.
     Step {
         name: "cycle",
         file: "cycle",
         smoke: &[],
         quick: &[
             "--cycle-ms",
-            "10",
-            "--cycles",
-            "100",
+            "1",
             "--max-multiplicity",
-            "1000000",
+            "2000000",
             "--resolution",
-            "10",
+            "5",
         ],
-        full: &[],
+        full: &["--cycle-ms", "1,5", "--repeat", "3", "--resolution", "5"],
     },
 ];
 
