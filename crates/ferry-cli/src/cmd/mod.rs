@@ -19,7 +19,7 @@ pub const POLL_SLICE: Duration = Duration::from_millis(100);
 pub enum TransportArg {
     /// Shared memory (same host)
     Shm,
-    /// UDP (not available yet)
+    /// UDP (any host)
     Udp,
     /// Shared memory where both ends share a host, UDP otherwise
     Auto,
