@@ -1270,6 +1270,18 @@ fn section(v: &Value, stem: &str) -> Result<Section> {
                 .collect::<Vec<_>>();
             let mut limited = limited;
             limited.dedup();
+            // Runs made void by the host's steal (failed while the hypervisor held the CPU).
+            let voids = rs
+                .iter()
+                .filter_map(|r| r.get("trials").and_then(Value::as_array))
+                .flatten()
+                .filter(|t| t.get("void").and_then(Value::as_bool) == Some(true))
+                .count();
+            let void_note = if voids > 0 {
+                format!(" {voids} run(s) failed while the host stole CPU time from this machine and were run again (kept in the JSON with \"void\": true).")
+            } else {
+                String::new()
+            };
             let mut cycle_times: Vec<f64> = groups.iter().map(|g| g.0.cycle_ms).collect();
             cycle_times.sort_by(f64::total_cmp);
             cycle_times.dedup();
@@ -1352,6 +1364,7 @@ fn section(v: &Value, stem: &str) -> Result<Section> {
                         limited.join(", ")
                     );
                 }
+                caption.push_str(&void_note);
                 captions.push(caption);
             } else if !series.is_empty() {
                 series.push((
@@ -1378,6 +1391,7 @@ fn section(v: &Value, stem: &str) -> Result<Section> {
                         limited.join(", ")
                     );
                 }
+                caption.push_str(&void_note);
                 captions.push(caption);
             }
         }
@@ -1910,8 +1924,11 @@ mod tests {
             json!({"transport": t, "cycle_ms": 1.0, "cpu": 0.3, "placement": place,
                    "repeat": repeat, "max_multiplicity": m, "reached_limit": false})
         };
+        let mut first = row("shm", "one-cpu", 0, 500_000);
+        first["trials"] = json!([{"multiplicity": 500_000, "success": false, "void": true},
+                                 {"multiplicity": 500_000, "success": true, "void": false}]);
         let v = json!({"experiment": "cycle", "rows": [
-            row("shm", "one-cpu", 0, 500_000), row("udp", "one-cpu", 0, 90_000),
+            first, row("udp", "one-cpu", 0, 90_000),
             row("shm", "scheduler", 0, 350_000), row("udp", "scheduler", 0, 80_000),
             row("shm", "one-cpu", 1, 560_000), row("udp", "one-cpu", 1, 95_000),
             row("shm", "scheduler", 1, 380_000), row("udp", "scheduler", 1, 70_000),
@@ -1935,6 +1952,7 @@ mod tests {
         for part in [
             "shm, both apps on one CPU 500 000–560 000",
             "udp, placed by the kernel 70 000–80 000",
+            "1 run(s) failed while the host stole CPU time",
         ] {
             assert!(caption.contains(part), "{part:?} missing from {caption}");
         }
