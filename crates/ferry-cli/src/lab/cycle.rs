@@ -27,8 +27,9 @@
 //! - Placement (`--placement`): both apps pinned to one CPU, one CPU each, or left to the kernel
 //!   as in the study's containers. Under a budget below one CPU the pair needs no second CPU,
 //!   and on one CPU the reader finds the array in the cache the writer just filled instead of
-//!   pulling it across; the two apps also cannot run in parallel, spend the quota of a period in
-//!   a third of it and then sit throttled for the rest while 70 cycles fall due.
+//!   pulling it across. On two CPUs the apps can also run in parallel, spend a period's quota in
+//!   half of it (at 0.3 CPU, 30 ms in 15) and then sit throttled for up to 85 ms while cycles
+//!   fall due; on one CPU a throttle lasts at most 70 ms.
 //! - A writer that finds the ring full sleeps on it (`WaitStrategy::Block`) rather than spinning,
 //!   as the apps sleep to their deadlines: the study's writer waited on a semaphore.
 //! - Every trial records the CPU time each app used per cycle (its demand on the budget) and
@@ -305,7 +306,7 @@ struct Config {
     tolerance_percent: f64,
     cgroup: serde_json::Value,
     placements: Vec<&'static str>,
-    placement: &'static str,
+    placement_rule: &'static str,
     study: bool,
 }
 
@@ -362,7 +363,8 @@ struct Trial {
     host_steal_ms: Option<f64>,
     throttled_periods: Option<u64>,
     throttled_ms: Option<f64>,
-    /// It failed while the host stole at least `--steal-retry-ms`: not counted, run again.
+    /// It failed within its CPU budget while the host stole at least `--steal-retry-ms`: not
+    /// counted, run again.
     void: bool,
     seconds: f64,
     warnings: Vec<String>,
@@ -637,7 +639,7 @@ fn resolve(args: &CycleArgs) -> Result<Config> {
         tolerance_percent: args.tolerance_pct,
         cgroup,
         placements: args.placement.iter().map(|p| p.name()).collect(),
-        placement: "one-cpu: both apps pinned to the last CPU this process may use; two-cpus: the writer on the second last, the reader on the last; scheduler: not pinned (the study's containers). The budget is the cgroup quota in every case",
+        placement_rule: "one-cpu: both apps pinned to the last CPU this process may use; two-cpus: the writer on the second last, the reader on the last; scheduler: not pinned (the study's containers). The budget is the cgroup quota in every case",
         study: args.study,
     })
 }
@@ -876,18 +878,12 @@ fn trial(
     if r.overloads > 0 {
         reasons.push(format!("reader overload ({})", r.overloads));
     }
-    let cpu_per_cycle = |rep: &Report| {
+    // Nanoseconds over an app's cycles, in µs per cycle.
+    let per_cycle_us = |rep: &Report, ns: u64| {
         if rep.cycles == 0 {
             0.0
         } else {
-            rep.cpu_ns as f64 / rep.cycles as f64 / 1000.0
-        }
-    };
-    let mean_work = |rep: &Report| {
-        if rep.cycles == 0 {
-            0.0
-        } else {
-            rep.total_work_ns as f64 / rep.cycles as f64 / 1000.0
+            ns as f64 / rep.cycles as f64 / 1000.0
         }
     };
     Ok(Trial {
@@ -903,10 +899,10 @@ fn trial(
         reader_overloads: r.overloads,
         writer_max_lateness_us: w.max_lateness_ns as f64 / 1000.0,
         reader_max_lateness_us: r.max_lateness_ns as f64 / 1000.0,
-        writer_work_us_mean: mean_work(&w),
-        reader_work_us_mean: mean_work(&r),
-        writer_cpu_us_per_cycle: cpu_per_cycle(&w),
-        reader_cpu_us_per_cycle: cpu_per_cycle(&r),
+        writer_work_us_mean: per_cycle_us(&w, w.total_work_ns),
+        reader_work_us_mean: per_cycle_us(&r, r.total_work_ns),
+        writer_cpu_us_per_cycle: per_cycle_us(&w, w.cpu_ns),
+        reader_cpu_us_per_cycle: per_cycle_us(&r, r.cpu_ns),
         host_steal_ms: steal.map(|d| d.as_secs_f64() * 1000.0),
         throttled_periods: throttling.map(|t| t.throttled_periods),
         throttled_ms: throttling.map(|t| t.throttled_ns as f64 / 1e6),

@@ -61,10 +61,14 @@ struct CycleKey {
     cycle_ms: f64,
 }
 
+/// A CPU budget for a label: "0.3 CPU", or "unlimited CPU".
+fn cpu_label(cpu: Option<f64>) -> String {
+    cpu.map_or("unlimited CPU".to_owned(), |c| format!("{c} CPU"))
+}
+
 impl CycleKey {
     fn cpu_label(&self) -> String {
-        self.cpu
-            .map_or("unlimited CPU".to_owned(), |c| format!("{c} CPU"))
+        cpu_label(self.cpu)
     }
 
     fn placement_label(&self) -> &'static str {
@@ -1239,11 +1243,13 @@ fn section(v: &Value, stem: &str) -> Result<Section> {
             // Median against cycle time, one line per transport, budget and placement, the
             // spread over the repeats as a bar.
             let mut series: Vec<XySeries> = Vec::new();
+            let range_of = |values: &[f64]| {
+                let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+                (lo, values.iter().copied().fold(lo, f64::max))
+            };
             for (key, values) in &groups {
-                let mut sorted = values.clone();
-                sorted.sort_by(f64::total_cmp);
                 let median = median_of(values);
-                let spread = (sorted.len() > 1).then(|| (sorted[0], sorted[sorted.len() - 1]));
+                let spread = (values.len() > 1).then(|| range_of(values));
                 let label = format!(
                     "{}, {}{}",
                     key.transport,
@@ -1256,7 +1262,7 @@ fn section(v: &Value, stem: &str) -> Result<Section> {
                     None => series.push((label, vec![point])),
                 }
             }
-            let limited: Vec<String> = rs
+            let mut limited: Vec<String> = rs
                 .iter()
                 .filter(|r| r.get("reached_limit").and_then(Value::as_bool) == Some(true))
                 .filter_map(|r| {
@@ -1268,7 +1274,7 @@ fn section(v: &Value, stem: &str) -> Result<Section> {
                     ))
                 })
                 .collect::<Vec<_>>();
-            let mut limited = limited;
+            limited.sort();
             limited.dedup();
             // Runs made void by the host's steal (failed while the hypervisor held the CPU).
             let voids = rs
@@ -1287,12 +1293,11 @@ fn section(v: &Value, stem: &str) -> Result<Section> {
             cycle_times.dedup();
             if let [ms] = cycle_times[..] {
                 // One cycle time: bars per transport and budget, one per placement.
-                let mut categories: Vec<String> = Vec::new();
+                let mut categories: Vec<(&str, Option<f64>)> = Vec::new();
                 let mut placements: Vec<Option<String>> = Vec::new();
                 for (key, _) in &groups {
-                    let category = format!("{}, {}", key.transport, key.cpu_label());
-                    if !categories.contains(&category) {
-                        categories.push(category);
+                    if !categories.contains(&(key.transport.as_str(), key.cpu)) {
+                        categories.push((key.transport.as_str(), key.cpu));
                     }
                     if !placements.contains(&key.placement) {
                         placements.push(key.placement.clone());
@@ -1304,12 +1309,13 @@ fn section(v: &Value, stem: &str) -> Result<Section> {
                     .map(|(i, place)| {
                         let values = categories
                             .iter()
-                            .map(|c| {
+                            .map(|&(transport, cpu)| {
                                 groups
                                     .iter()
                                     .find(|(k, _)| {
                                         k.placement == *place
-                                            && format!("{}, {}", k.transport, k.cpu_label()) == *c
+                                            && k.transport == transport
+                                            && k.cpu == cpu
                                     })
                                     .map(|(_, v)| median_of(v))
                             })
@@ -1331,7 +1337,10 @@ fn section(v: &Value, stem: &str) -> Result<Section> {
                 let panel = Bars {
                     title: &title,
                     y_desc: "u32 elements per cycle",
-                    categories,
+                    categories: categories
+                        .iter()
+                        .map(|&(transport, cpu)| format!("{transport}, {}", cpu_label(cpu)))
+                        .collect(),
                     series: bar_series,
                     reference: (ms == 1.0)
                         .then(|| ("the study: shm, 1 ms, 0.3 CPU".to_owned(), 200_000.0)),
@@ -1342,8 +1351,7 @@ fn section(v: &Value, stem: &str) -> Result<Section> {
                     .iter()
                     .filter(|(_, v)| v.len() > 1)
                     .map(|(k, v)| {
-                        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-                        let hi = v.iter().copied().fold(0.0, f64::max);
+                        let (lo, hi) = range_of(v);
                         format!(
                             "{}{} {}–{}",
                             k.transport,
@@ -1833,12 +1841,17 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn svgs_of(v: &Value, stem: &str) -> Vec<(String, String)> {
+    /// The section and the SVG files it wrote.
+    fn section_of(v: &Value, stem: &str) -> (Section, Vec<(String, String)>) {
         SECTION_SVGS.with(|s| s.borrow_mut().clear());
         let sec = section(v, stem).unwrap();
         let svgs = SECTION_SVGS.with(|s| s.borrow().clone());
         assert_eq!(sec.plots.len(), svgs.len());
-        svgs
+        (sec, svgs)
+    }
+
+    fn svgs_of(v: &Value, stem: &str) -> Vec<(String, String)> {
+        section_of(v, stem).1
     }
 
     fn rate_row(mss: u64, threads: u64, mode: &str, achieved: f64, timeline: Value) -> Value {
@@ -1895,9 +1908,7 @@ mod tests {
             row("shm", "scheduler", 1.0, 0, 400_000), row("udp", "scheduler", 1.0, 0, 80_000),
             row("shm", "one-cpu", 10.0, 0, 900_000),
         ]});
-        SECTION_SVGS.with(|s| s.borrow_mut().clear());
-        let sec = section(&v, "cycle").unwrap();
-        let svgs = SECTION_SVGS.with(|s| s.borrow().clone());
+        let (sec, svgs) = section_of(&v, "cycle");
         assert_eq!(svgs.len(), 1);
         assert_eq!(svgs[0].0, "cycle.svg");
         for label in [
@@ -1933,9 +1944,7 @@ mod tests {
             row("shm", "one-cpu", 1, 560_000), row("udp", "one-cpu", 1, 95_000),
             row("shm", "scheduler", 1, 380_000), row("udp", "scheduler", 1, 70_000),
         ]});
-        SECTION_SVGS.with(|s| s.borrow_mut().clear());
-        let sec = section(&v, "cycle").unwrap();
-        let svgs = SECTION_SVGS.with(|s| s.borrow().clone());
+        let (sec, svgs) = section_of(&v, "cycle");
         assert_eq!(svgs.len(), 1);
         for label in [
             "Largest multiplicity at 1 ms",
@@ -1970,9 +1979,7 @@ mod tests {
             row("udp", "roundtrip", 0, 50_000.0, 0.0),
             row("shm", "flood", 0, 0.0, 0.001), row("udp", "flood", 0, 0.0, 0.012),
         ]});
-        SECTION_SVGS.with(|s| s.borrow_mut().clear());
-        let sec = section(&v, "hubs-2hosts").unwrap();
-        let svgs = SECTION_SVGS.with(|s| s.borrow().clone());
+        let (sec, svgs) = section_of(&v, "hubs-2hosts");
         assert_eq!(svgs.len(), 1);
         assert_eq!(svgs[0].0, "hubs-2hosts.svg");
         for label in [
