@@ -279,7 +279,7 @@ fn a_live_subscriber_survives_garbage_and_truncated_datagrams() {
     }
     let snap = ferry::admin::topic(&dom, "t").unwrap().unwrap();
     assert!(
-        snap.subscribers[0].refused > 0,
+        snap.subscribers[0].refused.total() > 0,
         "garbage is counted, not silently dropped"
     );
 }

@@ -2,6 +2,9 @@
 
 use clap::Args;
 use ferry::admin::{PublisherInfo, SubscriberInfo, TopicSnapshot};
+use std::collections::BTreeMap;
+
+use ferry::udp::refusal::{Refusal, Refusals};
 use serde::Serialize;
 
 use crate::error::{bail, note, Result};
@@ -67,6 +70,9 @@ struct PublisherJson {
     retransmitted: u64,
     kernel_drops: u64,
     send_errors: u64,
+    /// Control datagrams refused: "total" and one count per reason.
+    refused: BTreeMap<&'static str, u64>,
+    repairs_deferred: u64,
 }
 
 #[derive(Serialize)]
@@ -83,8 +89,20 @@ struct SubscriberJson {
     skipped: u64,
     waits: u64,
     lost: u64,
-    refused: u64,
+    /// Datagrams refused: "total" and one count per reason.
+    refused: BTreeMap<&'static str, u64>,
     kernel_drops: u64,
+    evicted: u64,
+    replies_withheld: u64,
+    sessions_evicted: u64,
+}
+
+/// Refusal counters by reason, with their total, for the JSON output.
+fn refusal_map(r: &Refusals) -> BTreeMap<&'static str, u64> {
+    let mut m: BTreeMap<&'static str, u64> =
+        Refusal::ALL.iter().map(|w| (w.name(), r.get(*w))).collect();
+    m.insert("total", r.total());
+    m
 }
 
 fn delivery(reliable: bool) -> &'static str {
@@ -140,6 +158,8 @@ impl From<&PublisherInfo> for PublisherJson {
             retransmitted: p.retransmitted,
             kernel_drops: p.kernel_drops,
             send_errors: p.send_errors,
+            refused: refusal_map(&p.refused),
+            repairs_deferred: p.repairs_deferred,
         }
     }
 }
@@ -159,8 +179,11 @@ impl From<&SubscriberInfo> for SubscriberJson {
             skipped: s.skipped,
             waits: s.waits,
             lost: s.lost,
-            refused: s.refused,
+            refused: refusal_map(&s.refused),
             kernel_drops: s.kernel_drops,
+            evicted: s.evicted,
+            replies_withheld: s.replies_withheld,
+            sessions_evicted: s.sessions_evicted,
         }
     }
 }
@@ -395,7 +418,7 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
                 "-".to_owned(),
                 p.retransmitted.to_string(),
                 p.kernel_drops.to_string(),
-                "-".to_owned(),
+                p.refused.total().to_string(),
                 p.send_errors.to_string(),
             ]);
             table.row(row);
@@ -416,7 +439,7 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
                 s.lost.to_string(),
                 "-".to_owned(),
                 s.kernel_drops.to_string(),
-                s.refused.to_string(),
+                s.refused.total().to_string(),
                 "-".to_owned(),
             ]);
             table.row(row);
@@ -427,6 +450,52 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
             table.row(row);
         }
     }
-    print_out(&(table.render() + dead_hint(&topics)))?;
+    print_out(&(table.render() + &refusal_notes(&topics) + dead_hint(&topics)))?;
     Ok(())
+}
+
+/// What was refused and why, one line per participant that refused anything, and what each
+/// participant dropped or held back to stay within its bounds.
+fn refusal_notes(topics: &[TopicSnapshot]) -> String {
+    let mut out = String::new();
+    for t in topics {
+        for p in &t.publishers {
+            let mut why = vec![p.refused.describe()];
+            if p.repairs_deferred > 0 {
+                why.push(format!("repairs deferred {}", p.repairs_deferred));
+            }
+            note_line(&mut out, &t.topic, "publisher", &p.node, p.pid, why);
+        }
+        for s in &t.subscribers {
+            let mut why = vec![s.refused.describe()];
+            for (n, what) in [
+                (s.evicted, "incomplete messages evicted"),
+                (s.sessions_evicted, "sessions evicted"),
+                (
+                    s.replies_withheld,
+                    "replies withheld from unverified addresses",
+                ),
+            ] {
+                if n > 0 {
+                    why.push(format!("{what} {n}"));
+                }
+            }
+            note_line(&mut out, &t.topic, "subscriber", &s.node, s.pid, why);
+        }
+    }
+    if out.is_empty() {
+        out
+    } else {
+        format!("\nrefused (why):\n{out}")
+    }
+}
+
+fn note_line(out: &mut String, topic: &str, role: &str, node: &str, pid: u32, why: Vec<String>) {
+    let why: Vec<String> = why.into_iter().filter(|w| !w.is_empty()).collect();
+    if !why.is_empty() {
+        out.push_str(&format!(
+            "  {topic} {role} {node} (pid {pid}): {}\n",
+            why.join(", ")
+        ));
+    }
 }

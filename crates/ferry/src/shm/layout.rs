@@ -6,13 +6,14 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::ring::{RingHeader, MAX_READERS};
 use crate::sync::Padded;
+use crate::udp::refusal::REASONS;
 
 /// "FERRYCTL" little-endian: a topic's control segment.
 pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
 /// "FERRYDAT" little-endian: one publisher's data segment.
 pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
 /// Bumped on any change of the layouts in this file.
-pub const LAYOUT_VERSION: u32 = 4;
+pub const LAYOUT_VERSION: u32 = 5;
 
 pub const MAX_PUBLISHERS: usize = 32;
 pub const MAX_NAME: usize = 128;
@@ -133,6 +134,10 @@ pub struct PublisherSlot {
     pub kernel_drops: AtomicU64,
     /// UDP: datagrams the kernel would not take (no room for a second, an unreachable peer).
     pub send_errors: AtomicU64,
+    /// UDP: control datagrams refused, by reason (`udp::refusal::Refusal`).
+    pub refused: [AtomicU64; REASONS],
+    /// UDP: repair frames asked for beyond the per-NAK cap or the receiver's repair budget.
+    pub repairs_deferred: AtomicU64,
 }
 
 #[repr(C)]
@@ -146,9 +151,15 @@ pub struct SubscriberSlot {
     /// A UDP subscriber's receive address and its receiver id.
     pub udp: UdpAddr,
     pub udp_receiver: AtomicU64,
-    /// Messages a UDP subscriber will never get (lost and not repaired), datagrams it refused.
+    /// Messages a UDP subscriber will never get (lost and not repaired).
     pub lost: AtomicU64,
-    pub refused: AtomicU64,
+    /// Datagrams a UDP subscriber refused, by reason (`udp::refusal::Refusal`).
+    pub refused: [AtomicU64; REASONS],
+    /// Incomplete messages of unproven sessions dropped for room; replies withheld from
+    /// unverified addresses; sessions evicted for a new one.
+    pub evicted: AtomicU64,
+    pub replies_withheld: AtomicU64,
+    pub sessions_evicted: AtomicU64,
     /// Datagrams the kernel dropped on a UDP subscriber's socket (its receive queue was full).
     pub kernel_drops: AtomicU64,
     /// The futex word this subscriber sleeps on; publishers bump it and wake.

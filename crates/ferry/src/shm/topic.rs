@@ -2,7 +2,7 @@
 //! maps, with liveness checks and the removal of what dead processes left behind.
 
 use std::io;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::layout::{
     header_bytes, load_str, store_str, ControlBlock, DataBlock, Owner, PublisherSlot,
@@ -10,6 +10,7 @@ use super::layout::{
 };
 use super::segment::{self, open_checked, publish_header, Segment};
 use crate::sys::{self, Mapping, ProcessId, ShmObject};
+use crate::udp::refusal::{Refusals, REASONS};
 use crate::Error;
 
 /// Bits of `PublisherSlot::transport` and `SubscriberSlot::transport`.
@@ -447,6 +448,8 @@ impl Topic {
                     retransmitted: p.retransmitted.load(Ordering::Relaxed),
                     kernel_drops: p.kernel_drops.load(Ordering::Relaxed),
                     send_errors: p.send_errors.load(Ordering::Relaxed),
+                    refused: load_refusals(&p.refused),
+                    repairs_deferred: p.repairs_deferred.load(Ordering::Relaxed),
                     capacity: p.capacity.load(Ordering::Relaxed),
                     max_message: p.max_message.load(Ordering::Relaxed),
                     sent: p.sent.load(Ordering::Relaxed),
@@ -473,7 +476,10 @@ impl Topic {
                     transport: transport_name(s.transport.load(Ordering::Relaxed)),
                     udp: s.udp.load(),
                     lost: s.lost.load(Ordering::Relaxed),
-                    refused: s.refused.load(Ordering::Relaxed),
+                    refused: load_refusals(&s.refused),
+                    evicted: s.evicted.load(Ordering::Relaxed),
+                    replies_withheld: s.replies_withheld.load(Ordering::Relaxed),
+                    sessions_evicted: s.sessions_evicted.load(Ordering::Relaxed),
                     kernel_drops: s.kernel_drops.load(Ordering::Relaxed),
                     received: s.received.load(Ordering::Relaxed),
                     bytes: s.bytes.load(Ordering::Relaxed),
@@ -488,6 +494,17 @@ impl Topic {
             publishers,
             subscribers,
         }
+    }
+}
+
+fn load_refusals(counters: &[AtomicU64; REASONS]) -> Refusals {
+    Refusals(std::array::from_fn(|i| counters[i].load(Ordering::Relaxed)))
+}
+
+/// Stores refusal counters into a slot (the owner is the only writer).
+pub fn store_refusals(counters: &[AtomicU64; REASONS], r: &Refusals) {
+    for (c, v) in counters.iter().zip(r.0) {
+        c.store(v, Ordering::Relaxed);
     }
 }
 
@@ -521,6 +538,10 @@ pub struct PublisherInfo {
     pub kernel_drops: u64,
     /// Datagrams the kernel would not send (no room within a second, an unreachable peer).
     pub send_errors: u64,
+    /// Control datagrams refused, by reason.
+    pub refused: Refusals,
+    /// Repair frames deferred by the per-NAK cap or the receiver's repair budget.
+    pub repairs_deferred: u64,
     pub token: u64,
     pub node: String,
     pub pid: u32,
@@ -542,8 +563,14 @@ pub struct SubscriberInfo {
     pub udp: Option<std::net::SocketAddr>,
     /// Messages that will never arrive (UDP losses not repaired), counted.
     pub lost: u64,
-    /// Datagrams refused (malformed, oversized, inconsistent).
-    pub refused: u64,
+    /// Datagrams refused, by reason.
+    pub refused: Refusals,
+    /// Incomplete messages of sessions that never delivered one, dropped to make room.
+    pub evicted: u64,
+    /// Replies not sent to a publisher address not verified yet (kept within 3× what it sent).
+    pub replies_withheld: u64,
+    /// Sessions evicted to make room for a new one.
+    pub sessions_evicted: u64,
     /// Datagrams the kernel dropped on the subscriber's socket (a full receive queue).
     pub kernel_drops: u64,
     pub token: u64,

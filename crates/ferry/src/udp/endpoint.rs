@@ -23,24 +23,44 @@ use super::discovery::{self, Agent, Role};
 use super::frame::{self, Frame};
 use super::impair::{DelayQueue, ImpairConfig, Impairer};
 use super::receiver::{Delivered, Receiver, ReceiverConfig};
+use super::refusal::Refusal;
 use super::sender::{Dest, Sender, SenderConfig, Sink};
-use crate::shm::topic::{Liveness, Topic, TRANSPORT_SHM, TRANSPORT_UDP};
+use crate::shm::topic::{store_refusals, Liveness, Topic, TRANSPORT_SHM, TRANSPORT_UDP};
 use crate::sys::monotonic_ns;
 use crate::sys::udp::{Multicast, RecvBatch, SocketOptions, UdpSocket};
 use crate::{Delivery, Error, IpVersion, Qos, RecvError, SendError, WaitStrategy};
 
-/// A random-enough 64-bit id for sessions and receivers (pid, time and a counter, mixed).
-fn new_id() -> u64 {
-    use std::sync::atomic::AtomicU64;
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut x = monotonic_ns()
-        ^ ((std::process::id() as u64) << 32)
-        ^ COUNTER
-            .fetch_add(1, Ordering::Relaxed)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (x ^ (x >> 31)).max(1)
+/// A 64-bit id for sessions and receivers from the OS's random source: an off-path sender
+/// cannot guess it, so it cannot forge the control frames that carry it.
+pub(crate) fn new_id() -> Result<u64, Error> {
+    let mut b = [0u8; 8];
+    let mut filled = 0;
+    while filled < b.len() {
+        match rustix::rand::getrandom(&mut b[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => {
+                return Err(Error::io(
+                    "read the OS's random source",
+                    io::Error::from_raw_os_error(e.raw_os_error()),
+                ))
+            }
+        }
+    }
+    Ok(u64::from_le_bytes(b).max(1))
+}
+
+/// Whether UDP endpoints must be reachable from other hosts: discovery is configured to reach
+/// them (`FERRY_PEERS`, multicast discovery) or the QoS names a multicast group. Otherwise an
+/// endpoint binds loopback only, and nothing off this host can send to it.
+fn reachable_from_other_hosts(qos: &Qos) -> bool {
+    qos.multicast.is_some() || (qos.ip_version == IpVersion::V4 && discovery_reaches_other_hosts())
+}
+
+// TODO(merge): replaced by discovery's own configuration.
+fn discovery_reaches_other_hosts() -> bool {
+    std::env::var("FERRY_PEERS").is_ok_and(|p| !p.trim().is_empty())
+        || std::env::var("FERRY_DISCOVERY").is_ok_and(|d| d == "multicast")
 }
 
 /// Binds a UDP socket for an endpoint. Returns it and the address this host's peers reach it
@@ -51,9 +71,11 @@ fn bind_udp(
     recv_buffer: Option<usize>,
     subscriber: bool,
 ) -> Result<(UdpSocket, SocketAddr), Error> {
-    let any: IpAddr = match qos.ip_version {
-        IpVersion::V4 => Ipv4Addr::UNSPECIFIED.into(),
-        IpVersion::V6 => Ipv6Addr::UNSPECIFIED.into(),
+    let any: IpAddr = match (qos.ip_version, reachable_from_other_hosts(qos)) {
+        (IpVersion::V4, true) => Ipv4Addr::UNSPECIFIED.into(),
+        (IpVersion::V6, true) => Ipv6Addr::UNSPECIFIED.into(),
+        (IpVersion::V4, false) => Ipv4Addr::LOCALHOST.into(),
+        (IpVersion::V6, false) => Ipv6Addr::LOCALHOST.into(),
     };
     let multicast = qos.multicast.map(|m| Multicast {
         group: m.group,
@@ -103,9 +125,13 @@ struct Impair {
 
 impl Impair {
     fn from_env() -> Result<Option<Impair>, Error> {
+        Ok(Impair::config()?.map(Impair::new))
+    }
+
+    fn config() -> Result<Option<ImpairConfig>, Error> {
         let cfg = ImpairConfig::from_env()
             .map_err(|e| Error::InvalidQos(format!("FERRY_IMPAIR: {e}")))?;
-        Ok(cfg.filter(|c| c.is_active()).map(Impair::new))
+        Ok(cfg.filter(|c| c.is_active()))
     }
 
     fn new(cfg: ImpairConfig) -> Impair {
@@ -189,50 +215,106 @@ impl Sink for Out<'_> {
             },
         };
         for &addr in targets {
-            match self.impair.as_deref_mut().filter(|i| i.on_send) {
-                Some(imp) => {
-                    // Datagrams that go out now, once each, in a row, leave in one (GSO) send,
-                    // as without impairment; a drop, a copy or a delay ends the run.
-                    let seg = segment.max(1);
-                    let mut run = 0..0;
-                    let flush = |run: &mut std::ops::Range<usize>, failures: &mut u64| {
-                        if run.start < run.end
-                            && !send_all(self.socket, addr, self.connected, &data[run.clone()], seg)
-                        {
-                            *failures += 1;
-                        }
-                        *run = run.end..run.end;
-                    };
-                    for (i, d) in data.chunks(seg).enumerate() {
-                        let start = i * seg;
-                        let verdict = imp.imp.admit(self.now, d.len());
-                        let times = verdict.release_times();
-                        if let [at] = times {
-                            if *at <= self.now && run.end == start {
-                                run.end = start + d.len();
-                                continue;
-                            }
-                        }
-                        flush(&mut run, self.send_failures);
-                        for &at in times {
-                            if at <= self.now {
-                                if !send_all(self.socket, addr, self.connected, d, d.len()) {
-                                    *self.send_failures += 1;
-                                }
-                            } else if !imp.queue.push_copy(at, addr, d) {
-                                *self.send_failures += 1;
-                            }
-                        }
-                        run = start + d.len()..start + d.len();
-                    }
-                    flush(&mut run, self.send_failures);
-                }
-                None => {
-                    if !send_all(self.socket, addr, self.connected, data, segment) {
-                        *self.send_failures += 1;
-                    }
-                }
+            send_to(
+                self.socket,
+                addr,
+                self.connected,
+                data,
+                segment,
+                self.impair.as_deref_mut(),
+                self.now,
+                self.send_failures,
+            );
+        }
+    }
+}
+
+/// Sends `data` (datagrams of `segment` bytes) to `addr`, through send-side impairment if any;
+/// counts what could not be sent in `failures`.
+#[allow(clippy::too_many_arguments)]
+fn send_to(
+    socket: &UdpSocket,
+    addr: SocketAddr,
+    connected: Option<SocketAddr>,
+    data: &[u8],
+    segment: usize,
+    impair: Option<&mut Impair>,
+    now: u64,
+    failures: &mut u64,
+) {
+    let Some(imp) = impair.filter(|i| i.on_send) else {
+        if !send_all(socket, addr, connected, data, segment) {
+            *failures += 1;
+        }
+        return;
+    };
+    // Datagrams that go out now, once each, in a row, leave in one (GSO) send, as without
+    // impairment; a drop, a copy or a delay ends the run.
+    let seg = segment.max(1);
+    let mut run = 0..0;
+    let flush = |run: &mut std::ops::Range<usize>, failures: &mut u64| {
+        if run.start < run.end && !send_all(socket, addr, connected, &data[run.clone()], seg) {
+            *failures += 1;
+        }
+        *run = run.end..run.end;
+    };
+    for (i, d) in data.chunks(seg).enumerate() {
+        let start = i * seg;
+        let verdict = imp.imp.admit(now, d.len());
+        let times = verdict.release_times();
+        if let [at] = times {
+            if *at <= now && run.end == start {
+                run.end = start + d.len();
+                continue;
             }
+        }
+        flush(&mut run, failures);
+        for &at in times {
+            if at <= now {
+                if !send_all(socket, addr, connected, d, d.len()) {
+                    *failures += 1;
+                }
+            } else if !imp.queue.push_copy(at, addr, d) {
+                *failures += 1;
+            }
+        }
+        run = start + d.len()..start + d.len();
+    }
+    flush(&mut run, failures);
+}
+
+/// Datagrams the protocol core produced under the lock, with their destinations resolved, to
+/// be sent after the lock is released (repairs must not hold up `send`).
+#[derive(Default)]
+struct Collected {
+    data: Vec<u8>,
+    runs: Vec<(SocketAddr, std::ops::Range<usize>, usize)>,
+}
+
+struct Collect<'a> {
+    into: &'a mut Collected,
+    group: Option<SocketAddr>,
+    all: &'a [SocketAddr],
+    by_id: &'a IdMap<SocketAddr>,
+}
+
+impl Sink for Collect<'_> {
+    fn send(&mut self, dest: Dest, data: &[u8], segment: usize) {
+        let targets: Vec<SocketAddr> = match (dest, self.group) {
+            (Dest::All | Dest::Receiver(_), Some(g)) => vec![g],
+            (Dest::All, None) => self.all.to_vec(),
+            (Dest::Receiver(id) | Dest::Session(id), _) => {
+                self.by_id.get(&id).copied().into_iter().collect()
+            }
+        };
+        if targets.is_empty() {
+            return;
+        }
+        let start = self.into.data.len();
+        self.into.data.extend_from_slice(data);
+        let range = start..self.into.data.len();
+        for t in targets {
+            self.into.runs.push((t, range.clone(), segment));
         }
     }
 }
@@ -403,8 +485,18 @@ impl PubShared {
         core.dests = dests;
     }
 
-    /// Control frames (STATUS, NAK) of `batch` into the sender; true if there were any.
-    fn handle_control(&self, core: &mut PubCore, batch: &RecvBatch, got: usize, now: u64) -> bool {
+    /// Control frames (STATUS, NAK) of `batch` into the sender; true if there were any. Only a
+    /// receiver registered (topic directory, discovery) at the address the frame came from is
+    /// heard; everything else is refused and counted. Repairs are collected into `repairs`, to
+    /// be sent once the lock is released.
+    fn handle_control(
+        &self,
+        core: &mut PubCore,
+        batch: &RecvBatch,
+        got: usize,
+        now: u64,
+        repairs: &mut Collected,
+    ) -> bool {
         let mut progressed = false;
         for (src, bytes) in batch.iter().take(got) {
             if let Some(imp) = core.impair.as_mut().filter(|i| i.on_receive) {
@@ -412,17 +504,30 @@ impl PubShared {
                     continue;
                 }
             }
-            let Ok(f) = frame::decode(bytes) else {
-                continue;
-            };
-            match &f {
-                Frame::Status { receiver, .. } | Frame::Nak { receiver, .. } => {
-                    core.receivers.insert(*receiver, src);
+            let f = match frame::decode(bytes) {
+                Ok(f) => f,
+                Err(_) => {
+                    core.sender.refuse(Refusal::Malformed);
+                    continue;
                 }
-                _ => continue,
+            };
+            let ours = f.common().topic == core.sender.topic()
+                && f.common().session == core.sender.session();
+            match &f {
+                Frame::Status { receiver, .. } | Frame::Nak { receiver, .. }
+                    if ours && core.receivers.get(receiver) == Some(&src) => {}
+                _ => {
+                    core.sender.refuse(Refusal::Unknown);
+                    continue;
+                }
             }
-            let (sender, mut out) = core.out(&self.socket, now);
-            sender.handle(now, &f, &mut out);
+            let mut sink = Collect {
+                into: repairs,
+                group: core.group,
+                all: &core.dests,
+                by_id: &core.receivers,
+            };
+            core.sender.handle(now, &f, &mut sink);
             progressed = true;
         }
         progressed
@@ -436,6 +541,9 @@ impl PubShared {
         p.retransmitted
             .store(s.retransmitted_frames, Ordering::Relaxed);
         p.send_errors.store(core.send_failures, Ordering::Relaxed);
+        store_refusals(&p.refused, &s.refusals);
+        p.repairs_deferred
+            .store(s.repairs_deferred, Ordering::Relaxed);
         // A system call: at most every 10 ms, not on every wake-up of the service thread.
         if now >= core.next_drops_check {
             core.next_drops_check = now + 10_000_000;
@@ -446,8 +554,12 @@ impl PubShared {
 }
 
 /// The service thread: control frames in, heartbeats out, credit handed to a waiting sender.
-fn publisher_service(shared: Arc<PubShared>) {
+/// `impair` is the service thread's own (repairs leave from this thread, outside the lock).
+fn publisher_service(shared: Arc<PubShared>, mut impair: Option<Impair>) {
     let mut batch = RecvBatch::for_socket(&shared.socket);
+    let mut repairs = Collected::default();
+    let mut repair_failures = 0u64;
+    let mut repair_due = u64::MAX;
     while !shared.stop.load(Ordering::Acquire) {
         let wait = {
             let core = shared.lock();
@@ -460,9 +572,9 @@ fn publisher_service(shared: Arc<PubShared>) {
             .recv_batch(&mut batch, Some(Duration::from_nanos(wait)))
             .unwrap_or(0);
         let now = monotonic_ns();
-        let mut core = shared.lock();
-        let core = &mut *core;
-        let progressed = shared.handle_control(core, &batch, got, now);
+        let mut guard = shared.lock();
+        let core = &mut *guard;
+        let progressed = shared.handle_control(core, &batch, got, now, &mut repairs);
         shared.refresh_dests(core);
         let (sender, mut out) = core.out(&shared.socket, now);
         if progressed && sender.busy() {
@@ -477,11 +589,30 @@ fn publisher_service(shared: Arc<PubShared>) {
             now,
             &mut core.send_failures,
         );
-        core.next_deadline = next.min(delayed);
+        core.next_deadline = next.min(delayed).min(repair_due);
+        core.send_failures += std::mem::take(&mut repair_failures);
         shared.publish_stats(core, now);
+        drop(guard);
         if progressed {
             shared.progress.notify_all();
         }
+        // Repairs leave without the lock, so that they never hold up the application's `send`.
+        // (Addresses are given explicitly: the socket may be connected or disconnected
+        // meanwhile.)
+        for (addr, range, segment) in repairs.runs.drain(..) {
+            send_to(
+                &shared.socket,
+                addr,
+                None,
+                &repairs.data[range],
+                segment,
+                impair.as_mut(),
+                now,
+                &mut repair_failures,
+            );
+        }
+        repairs.data.clear();
+        repair_due = flush_delayed(&shared.socket, None, &mut impair, now, &mut repair_failures);
     }
 }
 
@@ -508,7 +639,13 @@ impl UdpPublisher {
             ));
         }
         let reliable = qos.delivery == Delivery::Reliable;
-        let impair = Impair::from_env()?;
+        let impair_cfg = Impair::config()?;
+        let impair = impair_cfg.clone().map(Impair::new);
+        // The service thread impairs the repairs it sends with a generator of its own.
+        let service_impair = impair_cfg.map(|mut c| {
+            c.seed ^= 0x5EED_0F4E_9A1B;
+            Impair::new(c)
+        });
         let (socket, addr) = bind_udp(qos, Some(4 << 20), false)?;
         let topic = Topic::open(domain, topic_name)?;
         let (slot, token) = topic.claim_publisher(node)?;
@@ -525,7 +662,7 @@ impl UdpPublisher {
             window_bytes: window,
             ..SenderConfig::default()
         };
-        let session = new_id();
+        let session = new_id()?;
         let sender = Sender::new(frame::topic_id(domain, topic_name), session, cfg);
         let discovery = (qos.ip_version == IpVersion::V4).then(|| {
             let agent = discovery::agent(domain);
@@ -568,7 +705,7 @@ impl UdpPublisher {
         let s2 = shared.clone();
         let service = std::thread::Builder::new()
             .name("ferry-udp-pub".into())
-            .spawn(move || publisher_service(s2))
+            .spawn(move || publisher_service(s2, service_impair))
             .map_err(|e| Error::io("start the UDP publisher thread", e))?;
         Ok(UdpPublisher {
             shared,
@@ -739,9 +876,12 @@ pub struct UdpSubscriber {
     wait: WaitStrategy,
     spin_window: Duration,
     send_failures: u64,
-    refused: u64,
     /// When `tick` next asks the kernel for the socket's drop count.
     next_drops_check: u64,
+    /// Sessions heard from since the last check of their publishers' addresses.
+    unverified: bool,
+    /// The largest number of publisher addresses kept (sessions, live or recently ended).
+    max_publishers: usize,
 }
 
 impl UdpSubscriber {
@@ -760,13 +900,15 @@ impl UdpSubscriber {
         let warnings = socket.buffer_report().warnings.clone();
         let window = (granted / 2).clamp(64 * max_datagram as u64, 8 << 20);
         let reliable = qos.delivery == Delivery::Reliable;
-        let id = new_id();
+        let id = new_id()?;
+        let max_sessions = ReceiverConfig::default().max_sessions;
         let cfg = ReceiverConfig {
             reliable,
             max_message: qos.max_message_size,
             buffer_bytes: (64u64 << 20).max(4 * qos.max_message_size as u64),
             window,
             max_datagram,
+            max_sessions,
             ..ReceiverConfig::default()
         };
         let rx = Receiver::new(id, frame::topic_id(domain, topic_name), cfg);
@@ -808,8 +950,9 @@ impl UdpSubscriber {
             wait: qos.wait,
             spin_window: qos.spin_window,
             send_failures: 0,
-            refused: 0,
             next_drops_check: 0,
+            unverified: false,
+            max_publishers: max_sessions + 64,
         })
     }
 
@@ -834,7 +977,7 @@ impl UdpSubscriber {
             .recv_batch(&mut self.batch, timeout)
             .unwrap_or_else(|_| {
                 // Counted with the refused datagrams: something arrived that could not be read.
-                self.refused += 1;
+                self.rx.refuse(Refusal::Malformed);
                 0
             });
         let now = monotonic_ns();
@@ -852,14 +995,7 @@ impl UdpSubscriber {
             let times = verdict.as_ref().map_or(&at_once[..], |v| v.release_times());
             for &at in times {
                 if at <= now {
-                    feed(
-                        &mut self.rx,
-                        &mut self.publishers,
-                        &mut self.refused,
-                        now,
-                        src,
-                        bytes,
-                    );
+                    self.unverified |= feed(&mut self.rx, &mut self.publishers, now, src, bytes);
                 } else if let Some(imp) = self.impair.as_mut() {
                     imp.queue.push_copy(at, src, bytes);
                 }
@@ -871,14 +1007,7 @@ impl UdpSubscriber {
             }
         }
         for (src, data) in std::mem::take(&mut self.held) {
-            feed(
-                &mut self.rx,
-                &mut self.publishers,
-                &mut self.refused,
-                now,
-                src,
-                &data,
-            );
+            self.unverified |= feed(&mut self.rx, &mut self.publishers, now, src, &data);
         }
         if now >= self.next_tick || self.rx.status_due() {
             self.tick(now);
@@ -886,7 +1015,58 @@ impl UdpSubscriber {
         now
     }
 
+    /// Verifies the publisher addresses of new sessions: a session whose frames come from the
+    /// address a UDP publisher registered in the topic directory (this host) or announced by
+    /// discovery (with this session id) may be answered freely; until then the receiver keeps
+    /// its replies within 3× what the address sent. Forgets the addresses of sessions the
+    /// receiver no longer knows.
+    fn verify_publishers(&mut self) {
+        if self.publishers.len() > self.max_publishers {
+            let rx = &self.rx;
+            self.publishers.retain(|id, _| rx.knows(*id));
+        }
+        if !self.unverified {
+            return;
+        }
+        self.unverified = false;
+        let pending: Vec<u64> = self.rx.unverified().collect();
+        if pending.is_empty() {
+            return;
+        }
+        let here = crate::sys::host_id();
+        let local: Vec<SocketAddr> = self
+            .topic
+            .block()
+            .publishers
+            .iter()
+            .filter(|p| {
+                // Acquire pairs with the Release in `Owner::set_ready`.
+                p.owner.ready.load(Ordering::Acquire) != 0
+                    && p.transport.load(Ordering::Relaxed) & TRANSPORT_UDP != 0
+                    && p.owner.host.load(Ordering::Relaxed) == here
+            })
+            .filter_map(|p| p.udp.load())
+            .collect();
+        let remote = self.discovery.as_ref().map(|(a, _)| a.remotes());
+        for id in pending {
+            let Some(src) = self.publishers.get(&id) else {
+                continue;
+            };
+            let registered = local.contains(src)
+                || remote.iter().flatten().any(|r| {
+                    r.role == Role::Publisher
+                        && r.id == id
+                        && r.addr == *src
+                        && r.topic == self.topic.topic
+                });
+            if registered {
+                self.rx.verify(id);
+            }
+        }
+    }
+
     fn tick(&mut self, now: u64) {
+        self.verify_publishers();
         let mut out = Out {
             socket: &self.socket,
             group: None,
@@ -906,8 +1086,12 @@ impl UdpSubscriber {
         let s = self.topic.subscriber(self.slot);
         let st = self.rx.stats();
         s.lost.store(st.lost, Ordering::Relaxed);
-        s.refused
-            .store(st.refused + self.refused, Ordering::Relaxed);
+        store_refusals(&s.refused, &st.refusals);
+        s.evicted.store(st.evicted, Ordering::Relaxed);
+        s.replies_withheld
+            .store(st.replies_withheld, Ordering::Relaxed);
+        s.sessions_evicted
+            .store(st.sessions_evicted, Ordering::Relaxed);
         // A system call: at most every 10 ms.
         if now >= self.next_drops_check {
             self.next_drops_check = now + 10_000_000;
@@ -1017,29 +1201,49 @@ impl UdpSubscriber {
     }
 }
 
-/// One datagram into the receiver core.
+/// One datagram into the receiver core. A session's frames are taken from the address its first
+/// frame came from only (a second source is refused). Returns true when a new session began.
 fn feed(
     rx: &mut Receiver,
     publishers: &mut IdMap<SocketAddr>,
-    refused: &mut u64,
     now: u64,
     src: SocketAddr,
     bytes: &[u8],
-) {
-    match frame::decode(bytes) {
-        Ok(f) => {
-            if matches!(
-                f,
-                Frame::Data { .. } | Frame::Heartbeat { .. } | Frame::Bye { .. }
-            ) {
-                let session = f.common().session;
-                if publishers.get(&session) != Some(&src) {
-                    publishers.insert(session, src);
-                }
-                rx.on_frame(now, &f);
+) -> bool {
+    let f = match frame::decode(bytes) {
+        Ok(f) => f,
+        Err(_) => {
+            rx.refuse(Refusal::Malformed);
+            return false;
+        }
+    };
+    if !matches!(
+        f,
+        Frame::Data { .. } | Frame::Heartbeat { .. } | Frame::Bye { .. }
+    ) {
+        // NAK and STATUS go to publishers, never to a subscriber.
+        rx.refuse(Refusal::Unknown);
+        return false;
+    }
+    let session = f.common().session;
+    match publishers.get(&session) {
+        Some(known) if *known != src => {
+            rx.refuse(Refusal::Unknown);
+            false
+        }
+        Some(_) => {
+            rx.on_frame(now, &f);
+            false
+        }
+        None => {
+            rx.on_frame(now, &f);
+            if rx.knows(session) {
+                publishers.insert(session, src);
+                true
+            } else {
+                false
             }
         }
-        Err(_) => *refused += 1,
     }
 }
 

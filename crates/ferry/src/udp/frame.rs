@@ -20,6 +20,12 @@ pub const COMMON_LEN: usize = 24;
 pub const DATA_HEADER: usize = 48;
 pub const NAK_ENTRY: usize = 16;
 
+/// A reliable publisher sends no message more than this many sequence numbers beyond what its
+/// slowest reliable receiver's application has taken, so a receiver tracks at most this many
+/// messages ahead of the next one it delivers: a frame or heartbeat beyond that is not a range to
+/// walk (see `receiver`).
+pub const MESSAGE_WINDOW: u64 = 16_384;
+
 /// Flag of DATA and HEARTBEAT frames: the publisher repairs losses (reliable delivery).
 pub const FLAG_RELIABLE: u32 = 1;
 /// Flag of DATA frames: this frame is a retransmission.
@@ -88,6 +94,17 @@ pub enum Frame<'a> {
 }
 
 impl Frame<'_> {
+    /// The datagram's length in bytes (every kind has one encoding).
+    pub fn wire_len(&self) -> usize {
+        match self {
+            Frame::Data { payload, .. } => DATA_HEADER + payload.len(),
+            Frame::Heartbeat { .. } => 40,
+            Frame::Nak { entries, .. } => 40 + entries.len() * NAK_ENTRY,
+            Frame::Status { .. } => 56,
+            Frame::Bye { .. } => 32,
+        }
+    }
+
     pub fn common(&self) -> &Common {
         match self {
             Frame::Data { common, .. }

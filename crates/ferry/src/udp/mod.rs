@@ -11,8 +11,12 @@ pub mod impair;
 pub mod pacing;
 pub mod pool;
 pub mod receiver;
+pub mod refusal;
 pub mod sender;
 
 pub mod discovery;
+
+#[cfg(test)]
+mod attack_tests;
 mod endpoint;
 pub(crate) use endpoint::{UdpPublisher, UdpSubscriber};

@@ -12,9 +12,22 @@ use std::collections::{BTreeMap, VecDeque};
 use super::ids::{id_map, IdMap};
 
 use super::frame::{
-    self, Common, Frame, Kind, NakEntry, FLAG_RELIABLE, FLAG_RETRANSMIT, NAK_ENTRY,
+    self, Common, Frame, Kind, NakEntry, FLAG_RELIABLE, FLAG_RETRANSMIT, MESSAGE_WINDOW, NAK_ENTRY,
 };
+use super::refusal::{Refusal, Refusals};
 use super::sender::{Dest, Sink};
+
+/// Bytes every held message is charged beyond its payload (its bookkeeping), so that empty
+/// messages cannot fill memory for free.
+pub const MESSAGE_OVERHEAD: u64 = 64;
+
+/// Replies to a session whose publisher is not verified (registered in the topic directory or
+/// announced by discovery) are limited to this many times the bytes received from it.
+pub const UNVERIFIED_REPLY_FACTOR: u64 = 3;
+
+fn charge(len: usize) -> u64 {
+    len as u64 + MESSAGE_OVERHEAD
+}
 
 #[derive(Debug, Clone)]
 pub struct ReceiverConfig {
@@ -22,7 +35,8 @@ pub struct ReceiverConfig {
     pub reliable: bool,
     /// Messages longer than this are refused (and counted).
     pub max_message: usize,
-    /// Bytes held in reassembly and in the delivery queue, at most.
+    /// Bytes held in reassembly and in the delivery queue, at most (every message is charged
+    /// [`MESSAGE_OVERHEAD`] beyond its length).
     pub buffer_bytes: u64,
     /// Window advertised to reliable publishers (stream bytes beyond what was consumed).
     pub window: u64,
@@ -38,6 +52,9 @@ pub struct ReceiverConfig {
     pub give_up_ns: u64,
     /// A session not heard from for this long is gone (its publisher died).
     pub session_timeout_ns: u64,
+    /// Publisher sessions tracked at once. A new one beyond it evicts the least recently heard
+    /// session that never delivered a message, or is refused.
+    pub max_sessions: usize,
 }
 
 impl Default for ReceiverConfig {
@@ -54,7 +71,19 @@ impl Default for ReceiverConfig {
             status_interval_ns: 20_000_000,
             give_up_ns: 50_000_000,
             session_timeout_ns: 3_000_000_000,
+            max_sessions: 64,
         }
+    }
+}
+
+impl ReceiverConfig {
+    /// Reassembly bytes one session may hold: what a genuine reliable publisher can have in
+    /// flight (the window, plus the message that straddles its end, plus the per-message
+    /// overhead of a full message window).
+    pub fn session_bytes(&self) -> u64 {
+        self.window
+            .saturating_add(charge(self.max_message))
+            .saturating_add(MESSAGE_WINDOW * MESSAGE_OVERHEAD)
     }
 }
 
@@ -70,10 +99,25 @@ pub struct ReceiverStats {
     pub naks_sent: u64,
     /// Frames dropped because the reassembly buffer was full.
     pub overflow_drops: u64,
-    /// Frames of messages larger than `max_message`, or inconsistent with earlier fragments.
-    pub refused: u64,
+    /// Frames and datagrams refused, by reason.
+    pub refusals: Refusals,
+    /// Incomplete messages of unproven sessions dropped to make room for others (a genuine
+    /// reliable publisher repairs them).
+    pub evicted: u64,
+    /// Replies (NAK, STATUS) not sent to an unverified publisher address, to keep within
+    /// [`UNVERIFIED_REPLY_FACTOR`] times what it sent.
+    pub replies_withheld: u64,
     pub sessions_started: u64,
     pub sessions_ended: u64,
+    /// Sessions evicted to make room for a new one.
+    pub sessions_evicted: u64,
+}
+
+impl ReceiverStats {
+    /// Every refusal, whatever the reason.
+    pub fn refused(&self) -> u64 {
+        self.refusals.total()
+    }
 }
 
 /// A delivered message.
@@ -157,7 +201,85 @@ struct Partial {
     last_nak_ns: u64,
 }
 
+struct Session {
+    reliable: bool,
+    next_deliver: u64,
+    /// One past the highest sequence number known to exist (never more than
+    /// [`MESSAGE_WINDOW`] beyond `next_deliver`).
+    known_end: u64,
+    /// Messages before this one were sent whole (heartbeats and BYE say so).
+    sent_end: u64,
+    /// One past the highest stream byte received: data before it was sent (frames go out in
+    /// stream order; only repairs go back).
+    highest_pos: u64,
+    /// Smoothed time from a NAK to its repair (0: none timed yet).
+    repair_rtt_ns: u64,
+    /// Oldest sequence number the publisher can still repair.
+    oldest_available: u64,
+    partial: BTreeMap<u64, Partial>,
+    complete: BTreeMap<u64, (Vec<u8>, u64)>,
+    /// Wholly missing messages: when first noticed, when last NAKed.
+    missing: BTreeMap<u64, (u64, u64)>,
+    /// Bytes charged for `partial` and `complete`.
+    held: u64,
+    /// A message of this session reached the delivery queue.
+    proven: bool,
+    /// The publisher's address is registered (topic directory or discovery): replies to it are
+    /// not limited.
+    verified: bool,
+    /// Datagram bytes received from this session and replied to it (while unverified).
+    bytes_in: u64,
+    bytes_out: u64,
+    /// Messages of this session in the delivery queue.
+    queued: u64,
+    /// Stream position after the last message the application took.
+    consumed_pos: u64,
+    consumed_seq: u64,
+    /// Stream position after the last message that completed in order.
+    delivered_end: u64,
+    last_status_ns: u64,
+    last_status_pos: u64,
+    last_status_seq: u64,
+    last_status_window: u64,
+    status_due: bool,
+    last_heard_ns: u64,
+    ended: Option<u64>,
+    lost_pending: u64,
+}
+
 impl Session {
+    fn new(reliable: bool, start: u64, now: u64) -> Session {
+        Session {
+            reliable,
+            next_deliver: start,
+            known_end: start,
+            sent_end: 0,
+            highest_pos: 0,
+            repair_rtt_ns: 0,
+            oldest_available: 0,
+            partial: BTreeMap::new(),
+            complete: BTreeMap::new(),
+            missing: BTreeMap::new(),
+            held: 0,
+            proven: false,
+            verified: false,
+            bytes_in: 0,
+            bytes_out: 0,
+            queued: 0,
+            consumed_pos: 0,
+            consumed_seq: start,
+            delivered_end: 0,
+            last_status_ns: 0,
+            last_status_pos: 0,
+            last_status_seq: start,
+            last_status_window: 0,
+            status_due: true,
+            last_heard_ns: now,
+            ended: None,
+            lost_pending: 0,
+        }
+    }
+
     /// A repair arrived `sample` ns after its NAK.
     fn time_repair(&mut self, sample: u64) {
         self.repair_rtt_ns = if self.repair_rtt_ns == 0 {
@@ -183,6 +305,30 @@ impl Session {
             None => self.delivered_end,
         }
     }
+
+    /// The first sequence number this session does not track: beyond it a frame is out of the
+    /// receive window.
+    fn window_end(&self) -> u64 {
+        self.next_deliver.saturating_add(MESSAGE_WINDOW)
+    }
+
+    /// Learns that messages before `end` exist, within the receive window.
+    fn know(&mut self, end: u64) {
+        self.known_end = self.known_end.max(end.min(self.window_end()));
+    }
+
+    /// May `len` more bytes go to this (unverified) session's address?
+    fn may_reply(&mut self, len: usize) -> bool {
+        if self.verified {
+            return true;
+        }
+        let allowed = self.bytes_in.saturating_mul(UNVERIFIED_REPLY_FACTOR);
+        if self.bytes_out + len as u64 > allowed {
+            return false;
+        }
+        self.bytes_out += len as u64;
+        true
+    }
 }
 
 /// Hands the next message in line (`s.next_deliver`, reliable) to the delivery queue.
@@ -196,6 +342,7 @@ fn deliver_next(
 ) {
     let seq = s.next_deliver;
     s.next_deliver += 1;
+    s.proven = true;
     stats.messages += 1;
     stats.bytes += data.len() as u64;
     let lost_before = std::mem::take(&mut s.lost_pending);
@@ -210,51 +357,19 @@ fn deliver_next(
     });
 }
 
-struct Session {
-    reliable: bool,
-    next_deliver: u64,
-    /// One past the highest sequence number known to exist.
-    known_end: u64,
-    /// Messages before this one were sent whole (heartbeats and BYE say so).
-    sent_end: u64,
-    /// One past the highest stream byte received: data before it was sent (frames go out in
-    /// stream order; only repairs go back).
-    highest_pos: u64,
-    /// Smoothed time from a NAK to its repair (0: none timed yet).
-    repair_rtt_ns: u64,
-    /// Oldest sequence number the publisher can still repair.
-    oldest_available: u64,
-    partial: BTreeMap<u64, Partial>,
-    complete: BTreeMap<u64, (Vec<u8>, u64)>,
-    /// Wholly missing messages: when first noticed, when last NAKed.
-    missing: BTreeMap<u64, (u64, u64)>,
-    /// Messages of this session in the delivery queue.
-    queued: u64,
-    /// Stream position after the last message the application took.
-    consumed_pos: u64,
-    consumed_seq: u64,
-    /// Stream position after the last message that completed in order.
-    delivered_end: u64,
-    last_status_ns: u64,
-    last_status_pos: u64,
-    last_status_window: u64,
-    status_due: bool,
-    last_heard_ns: u64,
-    ended: Option<u64>,
-    lost_pending: u64,
-}
-
 pub struct Receiver {
     id: u64,
     topic: u64,
     cfg: ReceiverConfig,
     sessions: IdMap<Session>,
     /// Sessions that ended recently, with the final (consumed position, consumed seq, reliable)
-    /// they confirm: their late frames are ignored, and a late BYE is answered with that STATUS.
+    /// they confirm: their late frames are refused as stale, and a late BYE is answered with that
+    /// STATUS.
     ended: VecDeque<(u64, u64, u64, bool)>,
     /// Final STATUS frames to send at the next tick.
     acks_due: Vec<(u64, u64, u64)>,
     ready: VecDeque<Delivered>,
+    /// Bytes charged for everything held: reassembly and the delivery queue.
     buffered: u64,
     pool: Vec<Vec<u8>>,
     out: Vec<u8>,
@@ -286,6 +401,49 @@ impl Receiver {
         self.sessions.len()
     }
 
+    /// Bytes charged for what the receiver holds (never more than `buffer_bytes`).
+    pub fn buffered(&self) -> u64 {
+        self.buffered
+    }
+
+    /// Entries of every table the receiver keeps, for tests that bound its memory.
+    pub fn table_entries(&self) -> usize {
+        self.sessions
+            .values()
+            .map(|s| 1 + s.partial.len() + s.complete.len() + s.missing.len())
+            .sum::<usize>()
+            + self.ended.len()
+            + self.acks_due.len()
+            + self.ready.len()
+    }
+
+    /// Whether frames of `session` are expected: a live session or one that ended recently (the
+    /// socket layer keeps the publisher's address only for those).
+    pub fn knows(&self, session: u64) -> bool {
+        self.sessions.contains_key(&session) || self.ended.iter().any(|e| e.0 == session)
+    }
+
+    /// Sessions whose publisher address is not verified yet.
+    pub fn unverified(&self) -> impl Iterator<Item = u64> + '_ {
+        self.sessions
+            .iter()
+            .filter(|(_, s)| !s.verified)
+            .map(|(&id, _)| id)
+    }
+
+    /// The socket layer found the session's publisher registered at the address it sends from:
+    /// replies to it are no longer limited.
+    pub fn verify(&mut self, session: u64) {
+        if let Some(s) = self.sessions.get_mut(&session) {
+            s.verified = true;
+        }
+    }
+
+    /// Counts a datagram the socket layer refused before it reached the protocol.
+    pub fn refuse(&mut self, why: Refusal) {
+        self.stats.refusals.count(why);
+    }
+
     /// Handles one frame addressed to this receiver's topic.
     pub fn on_frame(&mut self, now: u64, f: &Frame<'_>) {
         let c = *f.common();
@@ -293,14 +451,18 @@ impl Receiver {
             return;
         }
         if let Some(&(id, pos, seq, reliable)) = self.ended.iter().find(|e| e.0 == c.session) {
-            // A publisher still saying goodbye did not hear our final STATUS: say it again.
-            if reliable
-                && matches!(f, Frame::Bye { .. })
-                && !self.acks_due.iter().any(|a| a.0 == id)
-            {
-                self.acks_due.push((id, pos, seq));
+            if matches!(f, Frame::Bye { .. }) {
+                // A publisher still saying goodbye did not hear our final STATUS: say it again.
+                if reliable && !self.acks_due.iter().any(|a| a.0 == id) {
+                    self.acks_due.push((id, pos, seq));
+                }
+            } else {
+                self.stats.refusals.count(Refusal::Stale);
             }
             return;
+        }
+        if let Some(s) = self.sessions.get_mut(&c.session) {
+            s.bytes_in = s.bytes_in.saturating_add(f.wire_len() as u64);
         }
         match *f {
             Frame::Data {
@@ -319,55 +481,85 @@ impl Receiver {
                 oldest_seq,
                 ..
             } => {
-                let s = self.session(now, c, next_seq);
-                s.known_end = s.known_end.max(next_seq);
+                if !self.session(now, c, next_seq, f.wire_len()) {
+                    return;
+                }
+                self.jump_if_beyond(c.session, next_seq);
+                let s = self.sessions.get_mut(&c.session).expect("created above");
+                s.know(next_seq);
                 s.sent_end = s.sent_end.max(next_seq);
                 s.oldest_available = s.oldest_available.max(oldest_seq);
             }
             Frame::Bye { next_seq, .. } => {
-                if let Some(s) = self.sessions.get_mut(&c.session) {
-                    s.known_end = s.known_end.max(next_seq);
-                    s.sent_end = s.sent_end.max(next_seq);
-                    s.ended = Some(next_seq);
-                    s.last_heard_ns = now;
+                if !self.sessions.contains_key(&c.session) {
+                    self.stats.refusals.count(Refusal::Unknown);
+                    return;
                 }
+                self.jump_if_beyond(c.session, next_seq);
+                let s = self.sessions.get_mut(&c.session).expect("checked above");
+                s.know(next_seq);
+                s.sent_end = s.sent_end.max(next_seq);
+                s.ended = Some(next_seq);
+                s.last_heard_ns = now;
             }
             _ => {}
         }
     }
 
-    /// The session of `c`, created (joining "from now": at `start`) if new.
-    fn session(&mut self, now: u64, c: Common, start: u64) -> &mut Session {
+    /// A heartbeat or BYE says messages up to `end` exist. Beyond the receive window that is a
+    /// gap to give up (counted), not a range to walk: the session moves on to the window's
+    /// start. A genuine reliable publisher never runs that far ahead.
+    fn jump_if_beyond(&mut self, session: u64, end: u64) {
+        let Some(s) = self.sessions.get(&session) else {
+            return;
+        };
+        if end > s.window_end() {
+            self.stats.refusals.count(Refusal::OutOfWindow);
+            self.skip_to(session, end - MESSAGE_WINDOW);
+        }
+    }
+
+    /// Makes sure session `c.session` exists, created joining "from now" (at `start`) if new.
+    /// A new session beyond `max_sessions` evicts the least recently heard session that never
+    /// delivered a message; if every session has, the frame is refused. False if refused.
+    fn session(&mut self, now: u64, c: Common, start: u64, wire_len: usize) -> bool {
+        if let Some(s) = self.sessions.get_mut(&c.session) {
+            s.last_heard_ns = now;
+            return true;
+        }
+        if self.sessions.len() >= self.cfg.max_sessions {
+            let victim = self
+                .sessions
+                .iter()
+                .filter(|(_, s)| !s.proven)
+                .min_by_key(|(_, s)| s.last_heard_ns)
+                .map(|(&id, _)| id);
+            let Some(victim) = victim else {
+                self.stats.refusals.count(Refusal::OverLimit);
+                return false;
+            };
+            let s = self.sessions.remove(&victim).expect("found above");
+            self.release(s);
+            self.stats.sessions_evicted += 1;
+        }
         let reliable = self.cfg.reliable && c.flags & FLAG_RELIABLE != 0;
-        let stats = &mut self.stats;
-        let s = self.sessions.entry(c.session).or_insert_with(|| {
-            stats.sessions_started += 1;
-            Session {
-                reliable,
-                next_deliver: start,
-                known_end: start,
-                sent_end: 0,
-                highest_pos: 0,
-                repair_rtt_ns: 0,
-                oldest_available: 0,
-                partial: BTreeMap::new(),
-                complete: BTreeMap::new(),
-                missing: BTreeMap::new(),
-                queued: 0,
-                consumed_pos: 0,
-                consumed_seq: start,
-                delivered_end: 0,
-                last_status_ns: 0,
-                last_status_pos: 0,
-                last_status_window: 0,
-                status_due: true,
-                last_heard_ns: now,
-                ended: None,
-                lost_pending: 0,
-            }
-        });
-        s.last_heard_ns = now;
-        s
+        let mut s = Session::new(reliable, start, now);
+        s.bytes_in = wire_len as u64;
+        self.sessions.insert(c.session, s);
+        self.stats.sessions_started += 1;
+        true
+    }
+
+    /// Frees everything a session held (not its messages in the delivery queue).
+    fn release(&mut self, s: Session) {
+        for (_, p) in s.partial {
+            self.buffered -= charge(p.data.len());
+            self.pool.push(p.data);
+        }
+        for (_, (d, _)) in s.complete {
+            self.buffered -= charge(d.len());
+            self.pool.push(d);
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -382,18 +574,26 @@ impl Receiver {
         payload: &[u8],
     ) {
         if len as usize > self.cfg.max_message {
-            self.stats.refused += 1;
+            self.stats.refusals.count(Refusal::TooLarge);
             return;
         }
+        let Some(after) = seq.checked_add(1) else {
+            self.stats.refusals.count(Refusal::OutOfWindow);
+            return;
+        };
         // A joiner starts with the first message it can see from its start.
-        let start = if offset == 0 { seq } else { seq + 1 };
+        let start = if offset == 0 { seq } else { after };
         let fresh = !self.sessions.contains_key(&c.session);
+        if !self.session(now, c, start, frame::DATA_HEADER + payload.len()) {
+            return;
+        }
         if fresh && offset != 0 && !self.cfg.reliable {
             // Joining mid-message under latest delivery: that message is not ours.
-            self.session(now, c, start);
             return;
         }
-        let s = self.session(now, c, start);
+        let s = self.sessions.get_mut(&c.session).expect("created above");
+        // `pos + len` cannot overflow (checked when decoding), nor can `offset + payload`.
+        let frame_end = pos + offset as u64 + payload.len() as u64;
         if fresh {
             s.consumed_pos = if offset == 0 { pos } else { pos + len as u64 };
             s.delivered_end = s.consumed_pos;
@@ -403,10 +603,20 @@ impl Receiver {
             self.stats.duplicates += 1;
             return;
         }
-        s.known_end = s.known_end.max(seq + 1);
-        s.highest_pos = s
-            .highest_pos
-            .max(pos + offset as u64 + payload.len() as u64);
+        if s.reliable {
+            // A reliable publisher sends within our windows; what lies beyond is refused (a
+            // genuine frame there is repaired once the window moves).
+            let byte_limit = s
+                .received_pos()
+                .saturating_add(self.cfg.window)
+                .saturating_add(self.cfg.max_datagram as u64);
+            if seq >= s.window_end() || frame_end > byte_limit {
+                self.stats.refusals.count(Refusal::OutOfWindow);
+                return;
+            }
+        }
+        s.know(after);
+        s.highest_pos = s.highest_pos.max(frame_end);
         let repair = c.flags & FLAG_RETRANSMIT != 0;
         if !s.missing.is_empty() {
             if let Some((_, naked)) = s.missing.remove(&seq) {
@@ -430,7 +640,7 @@ impl Receiver {
                 return;
             };
             data.resize(len as usize, 0);
-            let s = self.sessions.get_mut(&c.session).unwrap();
+            let s = self.sessions.get_mut(&c.session).expect("exists");
             s.partial.insert(
                 seq,
                 Partial {
@@ -442,18 +652,17 @@ impl Receiver {
                 },
             );
         }
-        let s = self.sessions.get_mut(&c.session).unwrap();
-        let p = s.partial.get_mut(&seq).unwrap();
+        let s = self.sessions.get_mut(&c.session).expect("exists");
+        let p = s.partial.get_mut(&seq).expect("inserted above");
         if p.data.len() != len as usize || p.stream_pos != pos {
-            self.stats.refused += 1;
+            self.stats.refusals.count(Refusal::Inconsistent);
             return;
         }
         if repair && p.last_nak_ns != 0 {
             let sample = now.saturating_sub(p.last_nak_ns);
             s.time_repair(sample);
         }
-        let s = self.sessions.get_mut(&c.session).unwrap();
-        let p = s.partial.get_mut(&seq).unwrap();
+        let p = s.partial.get_mut(&seq).expect("inserted above");
         let to = offset + payload.len() as u32;
         if len > 0 && !p.have.insert(offset, to) {
             self.stats.duplicates += 1;
@@ -469,11 +678,12 @@ impl Receiver {
             }
             return;
         }
-        let p = s.partial.remove(&seq).unwrap();
+        let p = s.partial.remove(&seq).expect("inserted above");
         self.complete(c.session, seq, p.data, p.stream_pos + len as u64);
     }
 
-    /// Message `seq` of `session` arrived whole: `data`, ending at stream position `end`.
+    /// Message `seq` of `session` arrived whole: `data` (charged to the session until it moves
+    /// to the delivery queue), ending at stream position `end`.
     fn complete(&mut self, session: u64, seq: u64, data: Vec<u8>, end: u64) {
         let Some(s) = self.sessions.get_mut(&session) else {
             return;
@@ -482,23 +692,26 @@ impl Receiver {
         if s.reliable {
             if seq == s.next_deliver {
                 // Next in line: straight to the delivery queue.
+                s.held -= charge(len);
                 deliver_next(s, session, &mut self.stats, &mut self.ready, data, end);
             } else {
                 s.complete.insert(seq, (data, end));
             }
         } else {
+            s.held -= charge(len);
             // Latest: hand it out now; everything older still pending is given up.
-            let older: Vec<u64> = s.partial.range(..seq).map(|(&k, _)| k).collect();
-            for k in older {
-                let q = s.partial.remove(&k).unwrap();
-                self.buffered -= q.data.len() as u64;
+            let newer = s.partial.split_off(&seq);
+            for (_, q) in std::mem::replace(&mut s.partial, newer) {
+                s.held -= charge(q.data.len());
+                self.buffered -= charge(q.data.len());
                 self.pool.push(q.data);
             }
-            s.missing.retain(|&k, _| k > seq);
+            s.missing = s.missing.split_off(&(seq + 1));
             let lost = seq - s.next_deliver;
             s.next_deliver = seq + 1;
-            s.lost_pending += lost;
-            self.stats.lost += lost;
+            s.proven = true;
+            s.lost_pending = s.lost_pending.saturating_add(lost);
+            self.stats.lost = self.stats.lost.saturating_add(lost);
             let lost_before = std::mem::take(&mut s.lost_pending);
             s.queued += 1;
             self.stats.messages += 1;
@@ -514,39 +727,135 @@ impl Receiver {
         self.drain_in_order(session);
     }
 
-    /// An empty buffer for a `len`-byte message, counted against `buffer_bytes` (room made by
-    /// giving up older latest messages); `None`, counted as an overflow drop, if there is none.
+    /// An empty buffer for a `len`-byte message of `session`, charged to the session (at most
+    /// [`ReceiverConfig::session_bytes`]) and to the receiver (at most `buffer_bytes`). Room is
+    /// made by giving up older latest messages, then by evicting what sessions that never
+    /// delivered a message hold. `None`, counted, if there is none.
     fn buffer_for(&mut self, session: u64, seq: u64, len: u32) -> Option<Vec<u8>> {
-        if self.buffered + len as u64 > self.cfg.buffer_bytes
-            && !self.make_room(session, seq, len as u64)
-        {
-            self.stats.overflow_drops += 1;
+        let cost = charge(len as usize);
+        let cap = self.cfg.session_bytes();
+        let held = self.sessions.get(&session).map_or(0, |s| s.held);
+        if held + cost > cap && !self.give_up_older(session, seq, cap - cost.min(cap)) {
+            self.stats.refusals.count(Refusal::OverLimit);
             return None;
+        }
+        if self.buffered + cost > self.cfg.buffer_bytes {
+            let held = self.sessions.get(&session).map_or(0, |s| s.held);
+            let target = self.cfg.buffer_bytes.saturating_sub(cost);
+            if !self.give_up_older(session, seq, held.saturating_sub(self.buffered - target))
+                && !self.evict_unproven(session, cost)
+            {
+                self.stats.overflow_drops += 1;
+                return None;
+            }
         }
         let mut data = self.pool.pop().unwrap_or_default();
         data.clear();
-        self.buffered += len as u64;
+        self.buffered += cost;
+        if let Some(s) = self.sessions.get_mut(&session) {
+            s.held += cost;
+        }
         Some(data)
     }
 
-    /// Frees buffer space for a new message by giving up older incomplete latest messages.
-    fn make_room(&mut self, session: u64, seq: u64, need: u64) -> bool {
+    /// Latest delivery: gives up incomplete messages of `session` older than `seq` until it
+    /// holds at most `target` bytes. False if that is not enough (or the session is reliable:
+    /// reliable messages are never given up for room; their frames are repaired later).
+    fn give_up_older(&mut self, session: u64, seq: u64, target: u64) -> bool {
         let Some(s) = self.sessions.get_mut(&session) else {
             return false;
         };
         if s.reliable {
-            // Reliable: never discard; the frame will be repaired once the application reads.
             return false;
         }
-        while self.buffered + need > self.cfg.buffer_bytes {
+        while s.held > target {
             let Some((&k, _)) = s.partial.range(..seq).next() else {
                 return false;
             };
-            let q = s.partial.remove(&k).unwrap();
-            self.buffered -= q.data.len() as u64;
+            let q = s.partial.remove(&k).expect("found above");
+            s.held -= charge(q.data.len());
+            self.buffered -= charge(q.data.len());
             self.pool.push(q.data);
         }
         true
+    }
+
+    /// Makes room for `need` bytes by dropping what other sessions that never delivered a
+    /// message hold, the largest holder first. A genuine reliable publisher repairs it.
+    fn evict_unproven(&mut self, except: u64, need: u64) -> bool {
+        while self.buffered + need > self.cfg.buffer_bytes {
+            let victim = self
+                .sessions
+                .iter()
+                .filter(|(&id, s)| id != except && !s.proven && s.held > 0)
+                .max_by_key(|(_, s)| s.held)
+                .map(|(&id, _)| id);
+            let Some(victim) = victim else {
+                return false;
+            };
+            let s = self.sessions.get_mut(&victim).expect("found above");
+            let partial = std::mem::take(&mut s.partial);
+            let complete = std::mem::take(&mut s.complete);
+            s.held = 0;
+            self.stats.evicted += (partial.len() + complete.len()) as u64;
+            for (_, p) in partial {
+                self.buffered -= charge(p.data.len());
+                self.pool.push(p.data);
+            }
+            for (_, (d, _)) in complete {
+                self.buffered -= charge(d.len());
+                self.pool.push(d);
+            }
+        }
+        true
+    }
+
+    /// Gives up every message of `session` before `target`: complete ones are delivered in
+    /// order, the rest counted lost. The work is the entries held, never the distance.
+    fn skip_to(&mut self, session: u64, target: u64) {
+        let Some(s) = self.sessions.get_mut(&session) else {
+            return;
+        };
+        if target <= s.next_deliver {
+            return;
+        }
+        let kept = s.partial.split_off(&target);
+        for (_, p) in std::mem::replace(&mut s.partial, kept) {
+            s.held -= charge(p.data.len());
+            self.buffered -= charge(p.data.len());
+            self.pool.push(p.data);
+        }
+        s.missing = s.missing.split_off(&target);
+        let kept = s.complete.split_off(&target);
+        for (seq, (data, end)) in std::mem::replace(&mut s.complete, kept) {
+            let lost = seq - s.next_deliver;
+            s.lost_pending = s.lost_pending.saturating_add(lost);
+            self.stats.lost = self.stats.lost.saturating_add(lost);
+            s.next_deliver = seq;
+            s.held -= charge(data.len());
+            deliver_next(s, session, &mut self.stats, &mut self.ready, data, end);
+        }
+        let lost = target - s.next_deliver;
+        s.lost_pending = s.lost_pending.saturating_add(lost);
+        self.stats.lost = self.stats.lost.saturating_add(lost);
+        s.next_deliver = target;
+        s.known_end = s.known_end.max(target);
+        // Flow control goes on from the first byte still to come that we know of.
+        let resume = s
+            .partial
+            .values()
+            .next()
+            .map(|p| p.stream_pos)
+            .or_else(|| {
+                s.complete
+                    .values()
+                    .next()
+                    .map(|(d, end)| end - d.len() as u64)
+            })
+            .unwrap_or(s.highest_pos);
+        s.delivered_end = s.delivered_end.max(resume);
+        s.status_due |= s.reliable;
+        self.drain_in_order(session);
     }
 
     /// Moves complete messages that are next in line to the delivery queue (reliable).
@@ -559,6 +868,7 @@ impl Receiver {
             let Some((data, stream_end)) = s.complete.remove(&s.next_deliver) else {
                 break;
             };
+            s.held -= charge(data.len());
             deliver_next(
                 s,
                 session,
@@ -577,7 +887,7 @@ impl Receiver {
     /// publisher, at once when the publisher is closing, else at most once a millisecond).
     pub fn take(&mut self, now: u64) -> Option<Delivered> {
         let d = self.ready.pop_front()?;
-        self.buffered -= d.data.len() as u64;
+        self.buffered -= charge(d.data.len());
         if let Some(s) = self.sessions.get_mut(&d.session) {
             s.queued -= 1;
             let pending_here = s.queued > 0;
@@ -588,8 +898,12 @@ impl Receiver {
             {
                 s.status_due = true;
             }
-            // Room came back after we had narrowed the window: tell the publisher soon.
-            if s.reliable && s.last_status_window < self.cfg.window / 2 {
+            // Room came back after we had narrowed the window, or the publisher's message
+            // window is a quarter used: tell the publisher soon.
+            if s.reliable
+                && (s.last_status_window < self.cfg.window / 2
+                    || s.consumed_seq >= s.last_status_seq + MESSAGE_WINDOW / 4)
+            {
                 s.status_due = true;
             }
         }
@@ -614,7 +928,8 @@ impl Receiver {
         self.ready.len()
     }
 
-    /// Sends the final STATUS frames that are due.
+    /// Sends the final STATUS frames that are due (to sessions that ended: their publishers
+    /// were heard from until the end, and each such STATUS answers a BYE).
     fn send_acks(&mut self, sink: &mut dyn Sink) {
         for (session, pos, seq) in std::mem::take(&mut self.acks_due) {
             self.out.clear();
@@ -640,9 +955,23 @@ impl Receiver {
         next
     }
 
+    /// Sends `self.out` to the publisher of session `id`, within the reply budget of an
+    /// unverified address; false (counted) if withheld.
+    fn reply(&mut self, id: u64, sink: &mut dyn Sink) -> bool {
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return false;
+        };
+        if !s.may_reply(self.out.len()) {
+            self.stats.replies_withheld += 1;
+            return false;
+        }
+        sink.send(Dest::Session(id), &self.out, self.out.len());
+        true
+    }
+
     fn tick_session(&mut self, now: u64, id: u64, sink: &mut dyn Sink) -> u64 {
         let cfg = self.cfg.clone();
-        let s = self.sessions.get_mut(&id).unwrap();
+        let s = self.sessions.get_mut(&id).expect("a live session");
         // A dead or finished publisher: count what never came, forget the session.
         // Latest delivery does not wait for repairs: once the publisher said goodbye and nothing
         // incomplete is left to give up, what never came is lost.
@@ -656,26 +985,23 @@ impl Receiver {
             }
         });
         if finished || now.saturating_sub(s.last_heard_ns) > cfg.session_timeout_ns {
-            let s = self.sessions.remove(&id).unwrap();
+            let s = self.sessions.remove(&id).expect("a live session");
             if finished && s.reliable {
                 // The final STATUS: everything taken. The publisher stops lingering on it.
                 self.acks_due.push((id, s.consumed_pos, s.consumed_seq));
             }
-            let undelivered = s.known_end.saturating_sub(s.next_deliver);
-            self.stats.lost += undelivered;
-            for (_, p) in s.partial {
-                self.buffered -= p.data.len() as u64;
-                self.pool.push(p.data);
-            }
-            for (_, (d, _)) in s.complete {
-                self.buffered -= d.len() as u64;
-            }
+            // (At most a message window: `known_end` never runs further ahead.)
+            self.stats.lost = self
+                .stats
+                .lost
+                .saturating_add(s.known_end.saturating_sub(s.next_deliver));
+            let record = (id, s.consumed_pos, s.consumed_seq, s.reliable);
+            self.release(s);
             self.stats.sessions_ended += 1;
             if self.ended.len() == 64 {
                 self.ended.pop_front();
             }
-            self.ended
-                .push_back((id, s.consumed_pos, s.consumed_seq, s.reliable));
+            self.ended.push_back(record);
             self.send_acks(sink);
             return u64::MAX;
         }
@@ -688,19 +1014,14 @@ impl Receiver {
         };
         if s.reliable {
             // Messages the publisher can no longer repair are lost.
-            while s.next_deliver < s.oldest_available && !s.complete.contains_key(&s.next_deliver) {
-                if let Some(p) = s.partial.remove(&s.next_deliver) {
-                    self.buffered -= p.data.len() as u64;
-                    self.pool.push(p.data);
-                }
-                s.missing.remove(&s.next_deliver);
-                s.next_deliver += 1;
-                s.lost_pending += 1;
-                self.stats.lost += 1;
+            if s.oldest_available > s.next_deliver {
+                let target = s.oldest_available;
+                self.skip_to(id, target);
             }
+            let s = self.sessions.get_mut(&id).expect("a live session");
             // NAK what is missing: whole messages a later frame or a heartbeat proved sent, and
             // holes in partial messages below what is known to have been sent (the tail of a
-            // message still in flight is not missing).
+            // message still in flight is not missing). At most a message window is walked.
             let repeat = s.nak_repeat_ns(&cfg);
             let mut entries: Vec<NakEntry> = Vec::new();
             let per_frame = (cfg.max_datagram - 40) / NAK_ENTRY;
@@ -763,10 +1084,12 @@ impl Receiver {
             if !entries.is_empty() {
                 self.out.clear();
                 frame::put_nak(&mut self.out, &c, self.id, &entries);
-                sink.send(Dest::Session(id), &self.out, self.out.len());
-                self.stats.naks_sent += 1;
+                if self.reply(id, sink) {
+                    self.stats.naks_sent += 1;
+                }
             }
             // Flow control.
+            let s = self.sessions.get_mut(&id).expect("a live session");
             if s.status_due || now >= s.last_status_ns + cfg.status_interval_ns {
                 self.out.clear();
                 let sc = Common {
@@ -779,20 +1102,18 @@ impl Receiver {
                 let window = cfg
                     .window
                     .min(cfg.buffer_bytes.saturating_sub(self.buffered));
-                frame::put_status(
-                    &mut self.out,
-                    &sc,
-                    self.id,
-                    received,
-                    window,
-                    s.consumed_seq,
-                );
-                sink.send(Dest::Session(id), &self.out, self.out.len());
+                let consumed_seq = s.consumed_seq;
+                frame::put_status(&mut self.out, &sc, self.id, received, window, consumed_seq);
+                // Withheld or not, the timers restart: an unverified address is not retried
+                // on every datagram.
                 s.status_due = false;
                 s.last_status_ns = now;
                 s.last_status_pos = received;
+                s.last_status_seq = consumed_seq;
                 s.last_status_window = window;
+                self.reply(id, sink);
             }
+            let s = self.sessions.get_mut(&id).expect("a live session");
             next = next.min(s.last_status_ns + cfg.status_interval_ns);
         } else {
             // Latest: give up incomplete messages and gaps that waited too long.
@@ -804,8 +1125,9 @@ impl Receiver {
                 .collect();
             let mut newest_given_up = None;
             for k in stale {
-                let p = s.partial.remove(&k).unwrap();
-                self.buffered -= p.data.len() as u64;
+                let p = s.partial.remove(&k).expect("listed above");
+                s.held -= charge(p.data.len());
+                self.buffered -= charge(p.data.len());
                 self.pool.push(p.data);
                 newest_given_up = Some(k);
             }
@@ -813,8 +1135,8 @@ impl Receiver {
                 if k >= s.next_deliver {
                     let lost = k + 1 - s.next_deliver;
                     s.next_deliver = k + 1;
-                    s.lost_pending += lost;
-                    self.stats.lost += lost;
+                    s.lost_pending = s.lost_pending.saturating_add(lost);
+                    self.stats.lost = self.stats.lost.saturating_add(lost);
                 }
             }
             if let Some(p) = s
@@ -841,13 +1163,60 @@ impl Receiver {
                     cfg.window,
                     s.consumed_seq,
                 );
-                sink.send(Dest::Session(id), &self.out, self.out.len());
                 s.last_status_ns = now;
+                self.reply(id, sink);
             }
+            let s = self.sessions.get_mut(&id).expect("a live session");
             next = next.min(s.last_status_ns + 10 * cfg.status_interval_ns);
         }
         self.drain_in_order(id);
         next
+    }
+}
+
+#[cfg(test)]
+impl Receiver {
+    /// Checks the accounting and the bounds: what is charged is what is held, and no table
+    /// outgrows its limit. Tests call it after every step.
+    pub(crate) fn check_bounds(&self) -> Result<(), String> {
+        let held: u64 = self.sessions.values().map(|s| s.held).sum();
+        let queued: u64 = self.ready.iter().map(|d| charge(d.data.len())).sum();
+        if held + queued != self.buffered {
+            return Err(format!(
+                "charged {} but holds {held} in sessions and {queued} queued",
+                self.buffered
+            ));
+        }
+        if self.buffered > self.cfg.buffer_bytes {
+            return Err(format!(
+                "{} buffered of {}",
+                self.buffered, self.cfg.buffer_bytes
+            ));
+        }
+        if self.sessions.len() > self.cfg.max_sessions {
+            return Err(format!("{} sessions", self.sessions.len()));
+        }
+        for (id, s) in &self.sessions {
+            let own: u64 = s
+                .partial
+                .values()
+                .map(|p| charge(p.data.len()))
+                .sum::<u64>()
+                + s.complete
+                    .values()
+                    .map(|(d, _)| charge(d.len()))
+                    .sum::<u64>();
+            if own != s.held || s.held > self.cfg.session_bytes() {
+                return Err(format!("session {id} holds {own}, charged {}", s.held));
+            }
+            if s.known_end > s.window_end() || s.missing.len() as u64 > MESSAGE_WINDOW {
+                return Err(format!("session {id} tracks beyond its window"));
+            }
+        }
+        if self.ended.len() > 64 {
+            return Err(format!("{} ended sessions remembered", self.ended.len()));
+        }
+        Ok(())
     }
 }
 

@@ -11,8 +11,9 @@ use std::collections::VecDeque;
 use super::ids::{id_map, IdMap};
 
 use super::frame::{
-    self, Common, Frame, Kind, NakEntry, DATA_HEADER, FLAG_RELIABLE, FLAG_RETRANSMIT,
+    self, Common, Frame, Kind, DATA_HEADER, FLAG_RELIABLE, FLAG_RETRANSMIT, MESSAGE_WINDOW,
 };
+use super::refusal::{Refusal, Refusals};
 
 /// Where the socket layer should send a batch of frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +35,14 @@ pub trait Sink {
 /// At most this many frames leave per `pump` call.
 pub const MAX_FRAMES_PER_PUMP: usize = 256;
 
+/// At most this many frames answer one NAK (a whole 1 MiB message is 730 frames of 1424 bytes);
+/// the receiver asks again for the rest.
+pub const MAX_REPAIR_FRAMES_PER_NAK: usize = 1024;
+
+/// A receiver's repair budget refills to its advertised window every this many nanoseconds
+/// (repairs to one receiver are capped per round trip, whatever its NAKs ask).
+pub const REPAIR_REFILL_NS: u64 = 1_000_000;
+
 #[derive(Debug, Clone)]
 pub struct SenderConfig {
     /// UDP payload bytes per datagram: 1472 for a 1500-byte MTU over IPv4, 8972 for 9000.
@@ -46,6 +55,8 @@ pub struct SenderConfig {
     pub heartbeat_idle_ns: u64,
     /// A reliable receiver not heard from for this long no longer holds the sender back.
     pub receiver_timeout_ns: u64,
+    /// Receivers tracked at once; a STATUS from a new one beyond this is refused.
+    pub max_receivers: usize,
 }
 
 impl Default for SenderConfig {
@@ -57,6 +68,7 @@ impl Default for SenderConfig {
             heartbeat_fast_ns: 1_000_000,
             heartbeat_idle_ns: 100_000_000,
             receiver_timeout_ns: 2_000_000_000,
+            max_receivers: 256,
         }
     }
 }
@@ -76,6 +88,11 @@ pub struct SenderStats {
     pub receivers_timed_out: u64,
     /// Times a send found no credit.
     pub flow_blocked: u64,
+    /// Control frames refused, by reason.
+    pub refusals: Refusals,
+    /// Repair frames a NAK asked for beyond the per-NAK cap or the receiver's repair budget
+    /// (the receiver asks again).
+    pub repairs_deferred: u64,
 }
 
 struct Retained {
@@ -91,6 +108,36 @@ struct ReceiverState {
     consumed_seq: u64,
     window: u64,
     last_seen_ns: u64,
+    /// Repair bytes this receiver may still be sent (refilled to `window` per
+    /// [`REPAIR_REFILL_NS`]), and when it was last refilled.
+    repair_budget: u64,
+    repair_refilled_ns: u64,
+}
+
+impl ReceiverState {
+    fn new(reliable: bool, consumed_pos: u64, consumed_seq: u64, window: u64, now: u64) -> Self {
+        ReceiverState {
+            reliable,
+            consumed_pos,
+            consumed_seq,
+            window,
+            last_seen_ns: now,
+            repair_budget: window,
+            repair_refilled_ns: now,
+        }
+    }
+
+    /// The repair bytes available now.
+    fn refill(&mut self, now: u64) -> u64 {
+        let elapsed = now.saturating_sub(self.repair_refilled_ns);
+        if elapsed > 0 {
+            let add = (self.window as u128 * elapsed as u128 / REPAIR_REFILL_NS as u128)
+                .min(u64::MAX as u128) as u64;
+            self.repair_budget = self.repair_budget.saturating_add(add).min(self.window);
+            self.repair_refilled_ns = now;
+        }
+        self.repair_budget
+    }
 }
 
 /// A message being sent, fragment by fragment as credit allows.
@@ -160,6 +207,15 @@ impl Sender {
         self.common.session
     }
 
+    pub fn topic(&self) -> u64 {
+        self.common.topic
+    }
+
+    /// Counts a datagram the socket layer refused before it reached the protocol.
+    pub fn refuse(&mut self, why: Refusal) {
+        self.stats.refusals.count(why);
+    }
+
     pub fn stats(&self) -> SenderStats {
         self.stats
     }
@@ -184,13 +240,14 @@ impl Sender {
     /// window, so a reliable publisher neither outruns it nor stops lingering before it reported.
     pub fn expect_receiver(&mut self, id: u64, reliable: bool, now: u64) {
         let window = (256u64 << 10).max(self.cfg.max_datagram as u64);
-        self.receivers.entry(id).or_insert(ReceiverState {
-            reliable,
-            consumed_pos: self.stream_pos,
-            consumed_seq: self.next_seq,
-            window,
-            last_seen_ns: now,
-        });
+        if !self.receivers.contains_key(&id) && self.receivers.len() >= self.cfg.max_receivers {
+            self.stats.refusals.count(Refusal::OverLimit);
+            return;
+        }
+        let (pos, seq) = (self.stream_pos, self.next_seq);
+        self.receivers
+            .entry(id)
+            .or_insert_with(|| ReceiverState::new(reliable, pos, seq, window, now));
     }
 
     /// Stops counting a receiver that left (its directory entry or announcement went away).
@@ -252,14 +309,21 @@ impl Sender {
         Ok(seq)
     }
 
-    /// The stream position up to which every live reliable receiver lets us send.
-    fn credit_limit(&self) -> u64 {
-        self.receivers
-            .values()
-            .filter(|r| r.reliable)
+    /// The stream position up to which every live reliable receiver lets us send, and the
+    /// first message none of them lets us send (their applications took all but
+    /// [`MESSAGE_WINDOW`] messages before it).
+    fn credit_limit(&self) -> (u64, u64) {
+        let reliable = self.receivers.values().filter(|r| r.reliable);
+        let bytes = reliable
+            .clone()
             .map(|r| r.consumed_pos.saturating_add(r.window))
             .min()
-            .unwrap_or(u64::MAX)
+            .unwrap_or(u64::MAX);
+        let seq = reliable
+            .map(|r| r.consumed_seq.saturating_add(MESSAGE_WINDOW))
+            .min()
+            .unwrap_or(u64::MAX);
+        (bytes, seq)
     }
 
     fn message(&self, seq: u64) -> Option<(&[u8], u64)> {
@@ -284,7 +348,7 @@ impl Sender {
         };
         let (seq, pos, start) = (cur.seq, cur.stream_pos, cur.sent);
         let frag = self.fragment_payload();
-        let limit = self.credit_limit();
+        let (limit, seq_limit) = self.credit_limit();
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         let (msg, _) = self
@@ -295,7 +359,8 @@ impl Sender {
         // least a datagram, so this always makes progress once receivers consume).
         let mut end = start;
         let mut frames = 0;
-        while end < len && frames < MAX_FRAMES_PER_PUMP {
+        let in_window = seq < seq_limit;
+        while in_window && end < len && frames < MAX_FRAMES_PER_PUMP {
             let next = (end + frag).min(len);
             if pos + next as u64 > limit {
                 break;
@@ -303,7 +368,7 @@ impl Sender {
             end = next;
             frames += 1;
         }
-        let empty = len == 0;
+        let empty = len == 0 && in_window;
         let c = self.common;
         if empty {
             frame::put_data(&mut out, &c, seq, 0, 0, pos, &[]);
@@ -329,7 +394,7 @@ impl Sender {
             self.next_heartbeat_ns = now + self.heartbeat_step_ns;
         }
         self.out = out;
-        let done = empty || end == len;
+        let done = empty || (in_window && end == len);
         if done {
             self.current = None;
             self.trim_window();
@@ -401,19 +466,22 @@ impl Sender {
                 let reliable = common.flags & FLAG_RELIABLE != 0;
                 let consumed = (*consumed_pos).min(self.stream_pos);
                 let consumed_seq = (*consumed_seq).min(self.next_seq);
-                let r = self.receivers.entry(*receiver).or_insert(ReceiverState {
-                    reliable,
-                    consumed_pos: consumed,
-                    consumed_seq,
-                    window: *window,
-                    last_seen_ns: now,
+                // A window is at least one datagram (progress) and at most ours (memory).
+                let dg = self.cfg.max_datagram as u64;
+                let window = (*window).min(self.cfg.window_bytes).max(dg);
+                if !self.receivers.contains_key(receiver)
+                    && self.receivers.len() >= self.cfg.max_receivers
+                {
+                    self.stats.refusals.count(Refusal::OverLimit);
+                    return;
+                }
+                let r = self.receivers.entry(*receiver).or_insert_with(|| {
+                    ReceiverState::new(reliable, consumed, consumed_seq, window, now)
                 });
                 r.reliable = reliable;
                 r.consumed_pos = r.consumed_pos.max(consumed);
                 r.consumed_seq = r.consumed_seq.max(consumed_seq);
-                // A window is at least one datagram (progress) and at most ours (memory).
-                let dg = self.cfg.max_datagram as u64;
-                r.window = (*window).min(self.cfg.window_bytes).max(dg);
+                r.window = window;
                 r.last_seen_ns = now;
                 self.trim_window();
             }
@@ -421,66 +489,121 @@ impl Sender {
                 receiver, entries, ..
             } => {
                 self.stats.naks_received += 1;
+                let Some(r) = self.receivers.get_mut(receiver) else {
+                    // Repairs go only to receivers we know (registered, or heard from).
+                    self.stats.refusals.count(Refusal::Unknown);
+                    return;
+                };
+                r.last_seen_ns = now;
+                let budget = r.refill(now);
+                let spent = self.repair(entries, *receiver, budget, sink);
                 if let Some(r) = self.receivers.get_mut(receiver) {
-                    r.last_seen_ns = now;
-                }
-                for e in entries.iter() {
-                    self.retransmit(e, *receiver, sink);
+                    r.repair_budget -= spent.min(r.repair_budget);
                 }
             }
             _ => {}
         }
     }
 
-    fn retransmit(&mut self, e: NakEntry, receiver: u64, sink: &mut dyn Sink) {
+    /// Answers a NAK's entries: each fragment asked for once, however often the NAK repeats it,
+    /// at most [`MAX_REPAIR_FRAMES_PER_NAK`] frames and `budget` bytes. Returns the bytes sent.
+    fn repair(
+        &mut self,
+        entries: &frame::NakEntries<'_>,
+        receiver: u64,
+        budget: u64,
+        sink: &mut dyn Sink,
+    ) -> u64 {
         let frag = self.fragment_payload();
-        let mut out = std::mem::take(&mut self.out);
-        out.clear();
-        let mut frames = 0;
-        match self.message(e.seq) {
-            Some((msg, pos)) if self.cfg.reliable => {
-                // Of the message in progress, only what went out once can be sent again (the
-                // rest follows in order, within the window).
-                let len = msg.len();
-                let limit = match &self.current {
-                    Some(cur) if cur.seq == e.seq => cur.sent.min(len),
-                    _ => len,
-                };
-                // Resend whole fragments covering from..to, on the sender's fragment grid.
-                let from = (e.from as usize).min(len) / frag * frag;
-                let to = (e.to as usize).min(limit);
-                let c = Common {
-                    flags: self.common.flags | FLAG_RETRANSMIT,
-                    ..self.common
-                };
-                // An empty message is one empty frame.
-                let mut offset = from;
-                while offset < to || (len == 0 && frames == 0) {
-                    let stop = (offset + frag).min(limit);
-                    frame::put_data(
-                        &mut out,
-                        &c,
-                        e.seq,
-                        len as u32,
-                        offset as u32,
-                        pos,
-                        &msg[offset..stop],
-                    );
-                    frames += 1;
-                    offset = stop;
-                    if len == 0 {
-                        break;
+        // Normalise to fragment-grid ranges per message, sorted and merged: the work is the
+        // NAK's own length (bounded by the datagram), whatever its entries claim.
+        let mut wanted: Vec<(u64, usize, usize)> = Vec::with_capacity(entries.len());
+        for e in entries.iter() {
+            match self.message(e.seq) {
+                Some((msg, _)) if self.cfg.reliable => {
+                    let len = msg.len();
+                    // Of the message in progress, only what went out once can be sent again
+                    // (the rest follows in order, within the window).
+                    let limit = match &self.current {
+                        Some(cur) if cur.seq == e.seq => cur.sent.min(len),
+                        _ => len,
+                    };
+                    // Whole fragments on the sender's grid.
+                    let from = (e.from as usize).min(len) / frag * frag;
+                    let to = (e.to as usize)
+                        .min(limit)
+                        .div_ceil(frag)
+                        .saturating_mul(frag)
+                        .min(limit);
+                    if from < to || len == 0 {
+                        wanted.push((e.seq, from, to));
                     }
                 }
+                _ => self.stats.naks_unserved += 1,
             }
-            _ => self.stats.naks_unserved += 1,
         }
-        if frames > 0 {
+        wanted.sort_unstable();
+        let mut merged: Vec<(u64, usize, usize)> = Vec::with_capacity(wanted.len());
+        for (seq, from, to) in wanted {
+            match merged.last_mut() {
+                Some(last) if last.0 == seq && from <= last.2 => last.2 = last.2.max(to),
+                _ => merged.push((seq, from, to)),
+            }
+        }
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let c = Common {
+            flags: self.common.flags | FLAG_RETRANSMIT,
+            ..self.common
+        };
+        let mut frames = 0usize;
+        let mut deferred = 0u64;
+        let mut sent = 0u64;
+        for (seq, from, to) in merged {
+            // Only the last datagram of a GSO batch may be short: one batch per message range.
+            if !out.is_empty() {
+                sink.send(Dest::Receiver(receiver), &out, self.cfg.max_datagram);
+                sent += out.len() as u64;
+                out.clear();
+            }
+            let (msg, pos) = self.message(seq).expect("checked above");
+            let len = msg.len();
+            let mut offset = from;
+            // An empty message is one empty frame.
+            let mut first = true;
+            while offset < to || (len == 0 && first) {
+                first = false;
+                let stop = (offset + frag).min(to);
+                let bytes = (DATA_HEADER + stop - offset) as u64;
+                if frames >= MAX_REPAIR_FRAMES_PER_NAK || sent + out.len() as u64 + bytes > budget {
+                    deferred += 1;
+                    break;
+                }
+                frame::put_data(
+                    &mut out,
+                    &c,
+                    seq,
+                    len as u32,
+                    offset as u32,
+                    pos,
+                    &msg[offset..stop],
+                );
+                frames += 1;
+                offset = stop;
+                if len == 0 {
+                    break;
+                }
+            }
+        }
+        self.stats.repairs_deferred += deferred;
+        if !out.is_empty() {
             // Only the asking receiver needs it (others ask for themselves).
             sink.send(Dest::Receiver(receiver), &out, self.cfg.max_datagram);
-            self.stats.retransmitted_frames += frames;
+            sent += out.len() as u64;
         }
+        self.stats.retransmitted_frames += frames as u64;
         self.out = out;
+        sent
     }
 
     /// Timers: heartbeats and receiver liveness. Returns when to call again (ns).
