@@ -9,7 +9,8 @@
 //! sends to a network nobody asked it to use. It learns the others' announcements; an
 //! endpoint's address is the announcement's source address with the announced port. Entries not
 //! heard for two seconds expire. Endpoints of this host find each other through the topic's
-//! shared-memory directory instead; announcements from this host are ignored.
+//! shared-memory directory instead; announcements from this host are ignored. The variables are
+//! read once per process ([`DiscoveryConfig::global`]).
 //!
 //! Unicast (`FERRY_PEERS` without multicast) reaches one socket per host and port, so one agent
 //! per host (network namespace) is its **relay**: the first to bind the discovery port, which it
@@ -93,7 +94,7 @@ pub struct Agent {
     /// The relay's registered agents of this host and when each last registered.
     registered: Mutex<HashMap<SocketAddr, u64>>,
     group: SocketAddr,
-    peers: Vec<SocketAddr>,
+    config: DiscoveryConfig,
     state: Mutex<State>,
     /// Moves whenever the set of remote endpoints changes.
     generation: AtomicU64,
@@ -113,7 +114,7 @@ pub fn agent(domain: &str) -> Arc<Agent> {
     if let Some(a) = agents.get(domain).and_then(Weak::upgrade) {
         return a;
     }
-    let a = start(Agent::new(domain));
+    let a = start(Agent::with(domain, DiscoveryConfig::global().clone()));
     agents.insert(domain.to_owned(), Arc::downgrade(&a));
     a
 }
@@ -128,53 +129,165 @@ fn start(agent: Agent) -> Arc<Agent> {
     a
 }
 
-fn env_port() -> u16 {
-    std::env::var("FERRY_DISCOVERY_PORT")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(7650)
+/// The discovery port every host uses unless `FERRY_DISCOVERY_PORT` says otherwise.
+pub const DEFAULT_PORT: u16 = 7650;
+/// The multicast group of `FERRY_DISCOVERY=multicast` unless `FERRY_DISCOVERY_GROUP` says
+/// otherwise.
+pub const DEFAULT_GROUP: Ipv4Addr = Ipv4Addr::new(239, 255, 70, 70);
+
+/// How discovery is set up. The environment is read once per process ([`DiscoveryConfig::global`]);
+/// [`DiscoveryConfig::from_vars`] parses any set of values, so that tests need not change the
+/// environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoveryConfig {
+    /// `FERRY_DISCOVERY_PORT`: the port every host's discovery listens on.
+    pub port: u16,
+    /// `FERRY_PEERS`: the hosts announced to by unicast (`ip[:port],…`).
+    pub peers: Vec<SocketAddr>,
+    /// `FERRY_DISCOVERY=multicast`: announce to, and listen on, a multicast group.
+    pub multicast: bool,
+    /// `FERRY_DISCOVERY_GROUP`: the multicast group.
+    pub group: Ipv4Addr,
+    /// `FERRY_DISCOVERY_IFACE`: the IPv4 address of the multicast interface (unspecified: the
+    /// kernel's choice).
+    pub interface: Ipv4Addr,
+    /// What in the environment was not understood and is ignored, each saying what to do.
+    pub problems: Vec<String>,
 }
 
-/// `FERRY_PEERS`: `ip[:port]` separated by commas.
-fn env_peers(port: u16) -> Vec<SocketAddr> {
-    std::env::var("FERRY_PEERS")
-        .unwrap_or_default()
-        .split(',')
-        .filter(|p| !p.trim().is_empty())
-        .filter_map(|p| {
-            let p = p.trim();
-            p.parse::<SocketAddr>()
-                .ok()
-                .or_else(|| p.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, port)))
+impl Default for DiscoveryConfig {
+    /// Nothing set: discovery reaches no other host.
+    fn default() -> Self {
+        DiscoveryConfig {
+            port: DEFAULT_PORT,
+            peers: Vec::new(),
+            multicast: false,
+            group: DEFAULT_GROUP,
+            interface: Ipv4Addr::UNSPECIFIED,
+            problems: Vec::new(),
+        }
+    }
+}
+
+impl DiscoveryConfig {
+    /// This process's configuration, read from the environment the first time it is asked for.
+    pub fn global() -> &'static DiscoveryConfig {
+        static CONFIG: OnceLock<DiscoveryConfig> = OnceLock::new();
+        CONFIG.get_or_init(DiscoveryConfig::from_env)
+    }
+
+    /// Reads the environment now (see [`DiscoveryConfig::global`] for the process's own).
+    pub fn from_env() -> DiscoveryConfig {
+        DiscoveryConfig::from_vars(|name| {
+            std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
         })
-        .collect()
+    }
+
+    /// Parses the variables `var` gives (`None`: unset). What cannot be understood is left out
+    /// (the default is used instead) and described in `problems`.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> DiscoveryConfig {
+        let mut c = DiscoveryConfig::default();
+        let set = |name: &str| {
+            var(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        if let Some(v) = set("FERRY_DISCOVERY_PORT") {
+            match v.parse::<u16>() {
+                Ok(p) if p != 0 => c.port = p,
+                _ => c.problems.push(format!(
+                    "FERRY_DISCOVERY_PORT='{v}' is not a port number (1 to 65535), so \
+                     {DEFAULT_PORT} is used; set it to the port every host's discovery uses"
+                )),
+            }
+        }
+        match set("FERRY_DISCOVERY").as_deref() {
+            None => {}
+            Some("multicast") => c.multicast = true,
+            Some(v) => c.problems.push(format!(
+                "FERRY_DISCOVERY='{v}' is not understood and is ignored; set it to multicast to \
+                 find other hosts by multicast, or unset it"
+            )),
+        }
+        if let Some(v) = set("FERRY_DISCOVERY_GROUP") {
+            match v.parse::<Ipv4Addr>() {
+                Ok(g) if g.is_multicast() => c.group = g,
+                _ => c.problems.push(format!(
+                    "FERRY_DISCOVERY_GROUP='{v}' is not an IPv4 multicast address, so \
+                     {DEFAULT_GROUP} is used; give an address of 224.0.0.0/4 (239.0.0.0/8 \
+                     stays within your organisation)"
+                )),
+            }
+        }
+        if let Some(v) = set("FERRY_DISCOVERY_IFACE") {
+            match v.parse::<Ipv4Addr>() {
+                Ok(i) => c.interface = i,
+                Err(_) => c.problems.push(format!(
+                    "FERRY_DISCOVERY_IFACE='{v}' is not an IPv4 address, so the kernel picks the \
+                     interface; give the IPv4 address of the interface multicast should use"
+                )),
+            }
+        }
+        if let Some(v) = set("FERRY_PEERS") {
+            for item in v.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+                match parse_peer(item, c.port) {
+                    Ok(a) if !c.peers.contains(&a) => c.peers.push(a),
+                    Ok(_) => {}
+                    Err(why) => c.problems.push(format!(
+                        "FERRY_PEERS: '{item}' is left out: {why}; write FERRY_PEERS as \
+                         ip[:port],… (for example 10.0.0.2,10.0.0.3:7650)"
+                    )),
+                }
+            }
+        }
+        c
+    }
+
+    /// Whether discovery is configured to reach other hosts at all (`FERRY_PEERS` names one, or
+    /// `FERRY_DISCOVERY=multicast`). When it is not, nothing outside this host can learn of an
+    /// endpoint, so endpoints may bind to loopback only.
+    pub fn reaches_other_hosts(&self) -> bool {
+        !self.peers.is_empty() || self.multicast
+    }
+}
+
+/// Whether this process's discovery is configured to reach other hosts at all (see
+/// [`DiscoveryConfig::reaches_other_hosts`]).
+pub fn reaches_other_hosts() -> bool {
+    DiscoveryConfig::global().reaches_other_hosts()
+}
+
+/// One `FERRY_PEERS` item: `ip` (on the discovery `port`) or `ip:port`, one host's IPv4 address.
+fn parse_peer(item: &str, port: u16) -> Result<SocketAddr, &'static str> {
+    let a = item
+        .parse::<SocketAddr>()
+        .ok()
+        .or_else(|| {
+            item.parse::<IpAddr>()
+                .ok()
+                .map(|ip| SocketAddr::new(ip, port))
+        })
+        .ok_or("it is neither an IP address nor ip:port")?;
+    let ip = match a.ip().to_canonical() {
+        IpAddr::V4(v4) => v4,
+        IpAddr::V6(_) => return Err("discovery runs over IPv4, so give the peer's IPv4 address"),
+    };
+    if a.port() == 0 {
+        return Err("port 0 is no port; give the peer's discovery port, or none for the default");
+    }
+    if ip.is_unspecified() || ip.is_multicast() || ip.is_broadcast() {
+        return Err("it is not one host's address (for multicast, set FERRY_DISCOVERY=multicast)");
+    }
+    Ok(SocketAddr::new(ip.into(), a.port()))
 }
 
 impl Agent {
-    fn new(domain: &str) -> Agent {
-        let port = env_port();
-        let group_ip: Ipv4Addr = std::env::var("FERRY_DISCOVERY_GROUP")
-            .ok()
-            .and_then(|g| g.parse().ok())
-            .unwrap_or(Ipv4Addr::new(239, 255, 70, 70));
-        let iface: Ipv4Addr = std::env::var("FERRY_DISCOVERY_IFACE")
-            .ok()
-            .and_then(|i| i.parse().ok())
-            .unwrap_or(Ipv4Addr::UNSPECIFIED);
-        let wanted = std::env::var("FERRY_DISCOVERY").is_ok_and(|d| d == "multicast");
-        Agent::with(domain, port, env_peers(port), wanted, group_ip, iface)
-    }
-
-    /// An agent of `domain` on discovery `port`, announcing to `peers`, with multicast to
-    /// `group_ip` on `iface` if `wanted`.
-    fn with(
-        domain: &str,
-        port: u16,
-        peers: Vec<SocketAddr>,
-        wanted: bool,
-        group_ip: Ipv4Addr,
-        iface: Ipv4Addr,
-    ) -> Agent {
+    /// An agent of `domain` set up as `config` says.
+    fn with(domain: &str, config: DiscoveryConfig) -> Agent {
+        let port = config.port;
+        let wanted = config.multicast;
+        let group_ip = config.group;
+        let iface = config.interface;
         let group = SocketAddr::new(group_ip.into(), port);
         let bind = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port);
         let multicast = Multicast {
@@ -198,7 +311,7 @@ impl Agent {
         };
         let (socket, multicast_error, unicast) = match attempt {
             Ok(s) => (Some(s), None, false),
-            Err(_) if !wanted && peers.is_empty() => (
+            Err(_) if !wanted && config.peers.is_empty() => (
                 None,
                 Some("off: neither FERRY_DISCOVERY=multicast nor FERRY_PEERS is set".to_owned()),
                 false,
@@ -230,7 +343,7 @@ impl Agent {
             port,
             registered: Mutex::new(HashMap::new()),
             group,
-            peers,
+            config,
             state: Mutex::new(State {
                 locals: Vec::new(),
                 next_key: 1,
@@ -241,6 +354,11 @@ impl Agent {
             stop: AtomicBool::new(false),
             multicast_error,
         }
+    }
+
+    /// How this agent was set up, including what in the environment it did not understand.
+    pub fn config(&self) -> &DiscoveryConfig {
+        &self.config
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -420,7 +538,7 @@ impl Agent {
             if !self.unicast && self.multicast_error.is_none() {
                 let _ = socket.send_to(self.group, &datagram);
             }
-            for p in &self.peers {
+            for p in &self.config.peers {
                 let _ = socket.send_to(*p, &datagram);
             }
             chunk.clear();
@@ -588,9 +706,75 @@ impl Drop for Agent {
 mod tests {
     use super::*;
 
+    /// A configuration from `vars` alone (the environment is not read).
+    fn config(vars: &[(&str, &str)]) -> DiscoveryConfig {
+        DiscoveryConfig::from_vars(|name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v).to_owned())
+        })
+    }
+
+    #[test]
+    fn config_is_parsed_from_values_and_problems_say_what_to_do() {
+        let c = config(&[]);
+        assert_eq!(c, DiscoveryConfig::default());
+        assert!(
+            !c.reaches_other_hosts(),
+            "nothing set reaches no other host"
+        );
+
+        let c = config(&[
+            ("FERRY_DISCOVERY_PORT", "7700"),
+            (
+                "FERRY_PEERS",
+                " 10.0.0.2, 10.0.0.3:7800 ,,10.0.0.2,::ffff:10.0.0.4",
+            ),
+        ]);
+        assert_eq!(c.port, 7700);
+        let want: Vec<SocketAddr> = ["10.0.0.2:7700", "10.0.0.3:7800", "10.0.0.4:7700"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        assert_eq!(c.peers, want, "the default port applies, duplicates go");
+        assert!(c.problems.is_empty(), "{:?}", c.problems);
+        assert!(c.reaches_other_hosts());
+        assert!(!c.multicast);
+
+        let c = config(&[("FERRY_DISCOVERY", "multicast")]);
+        assert!(c.multicast && c.peers.is_empty() && c.reaches_other_hosts());
+
+        let c = config(&[
+            ("FERRY_DISCOVERY_PORT", "0"),
+            ("FERRY_DISCOVERY", "Multicast"),
+            ("FERRY_DISCOVERY_GROUP", "10.0.0.1"),
+            ("FERRY_DISCOVERY_IFACE", "eth0"),
+            (
+                "FERRY_PEERS",
+                "host-b,10.0.0.2:0,[::1]:7650,0.0.0.0,239.1.1.1,255.255.255.255",
+            ),
+        ]);
+        assert_eq!(c.port, DEFAULT_PORT);
+        assert!(!c.multicast, "only the exact word turns multicast on");
+        assert_eq!(
+            (c.group, c.interface),
+            (DEFAULT_GROUP, Ipv4Addr::UNSPECIFIED)
+        );
+        assert!(c.peers.is_empty(), "{:?}", c.peers);
+        assert!(!c.reaches_other_hosts(), "no usable peer and no multicast");
+        assert_eq!(c.problems.len(), 10, "{:#?}", c.problems);
+        for p in &c.problems {
+            assert!(p.starts_with("FERRY_"), "names the variable: {p}");
+            assert!(
+                p.contains("set it") || p.contains("give") || p.contains("write"),
+                "says what to do: {p}"
+            );
+        }
+    }
+
     #[test]
     fn announcements_round_trip_and_garbage_is_ignored() {
-        let a = Agent::new("dtest");
+        let a = Agent::with("dtest", DiscoveryConfig::default());
         let locals = vec![
             Local {
                 role: Role::Publisher,
@@ -633,8 +817,12 @@ mod tests {
             .unwrap()
             .port();
         let peers = vec![SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port)];
-        let any = Ipv4Addr::UNSPECIFIED;
-        let mk = || Agent::with("drelay", port, peers.clone(), false, any, any);
+        let config = DiscoveryConfig {
+            port,
+            peers,
+            ..DiscoveryConfig::default()
+        };
+        let mk = || Agent::with("drelay", config.clone());
         let a = start(mk());
         let b = start(mk());
         let mut remote = mk();
@@ -672,8 +860,8 @@ mod tests {
 
     #[test]
     fn another_hosts_subscribers_are_learned_and_expire() {
-        let a = Agent::new("dtest2");
-        let mut other = Agent::new("dtest2");
+        let a = Agent::with("dtest2", DiscoveryConfig::default());
+        let mut other = Agent::with("dtest2", DiscoveryConfig::default());
         other.host = a.host ^ 1;
         let b = other.encode(&[Local {
             role: Role::Subscriber,
