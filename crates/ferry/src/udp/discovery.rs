@@ -27,6 +27,12 @@
 //! register: nothing more
 //! relay: 4 u8[16] source IPv6 (IPv4-mapped)  20 u16 source port  22 the announcement
 //! ```
+//!
+//! Every datagram is decoded by [`decode_message`], a pure function that checks every length
+//! and value: names are valid ferry topic and domain names (at most [`MAX_NAME`] bytes), ports
+//! are not 0, an announcement holds at most [`MAX_ENTRIES`] entries and at most
+//! [`MAX_ANNOUNCE`] bytes, and its entry count matches the entries present, with nothing after
+//! them. Flag bits other than "reliable" are ignored (reserved).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -42,6 +48,25 @@ const VERSION: u8 = 1;
 const KIND_ANNOUNCE: u8 = 1;
 const KIND_REGISTER: u8 = 2;
 const KIND_RELAY: u8 = 3;
+/// Magic, version and kind.
+const HEADER: usize = 4;
+/// A relay message's bytes before the announcement it carries.
+const RELAY_HEADER: usize = 22;
+/// An entry's bytes besides its topic.
+const ENTRY_FIXED: usize = 14;
+/// The smallest entry: a one-byte topic.
+const MIN_ENTRY: usize = ENTRY_FIXED + 1;
+/// The largest discovery datagram received; longer ones arrive cut short.
+const MAX_DATAGRAM: usize = 2048;
+/// The longest announcement: one the relay can forward whole (with its relay header) in
+/// [`MAX_DATAGRAM`] bytes. Ferry sends at most about 1400.
+pub const MAX_ANNOUNCE: usize = MAX_DATAGRAM - RELAY_HEADER;
+/// The most entries one announcement may hold. Ferry puts at most this many in one (about 80
+/// fit in the ~1200 bytes of entries it sends per datagram); more is refused without looking
+/// further.
+pub const MAX_ENTRIES: usize = 128;
+/// The longest topic or domain name in an announcement, in bytes: the topic directory's bound.
+pub const MAX_NAME: usize = crate::shm::layout::MAX_NAME;
 const PERIOD: Duration = Duration::from_millis(500);
 const EXPIRY_NS: u64 = 2_000_000_000;
 
@@ -51,14 +76,106 @@ pub enum Role {
     Subscriber,
 }
 
-/// An endpoint this process announces.
+/// One endpoint in an announcement.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Local {
-    role: Role,
-    topic: String,
-    port: u16,
-    id: u64,
-    reliable: bool,
+pub struct Entry {
+    pub role: Role,
+    /// A valid ferry topic name (at most [`MAX_NAME`] bytes).
+    pub topic: String,
+    /// Never 0.
+    pub port: u16,
+    pub id: u64,
+    pub reliable: bool,
+}
+
+/// The UDP endpoints of one process in one domain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Announcement {
+    pub host: u64,
+    /// A valid ferry domain name.
+    pub domain: String,
+    /// At most [`MAX_ENTRIES`].
+    pub entries: Vec<Entry>,
+}
+
+/// A discovery datagram.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// A process's endpoints, sent to the peers or the multicast group.
+    Announce(Announcement),
+    /// An agent of this host asks the relay to forward announcements to it.
+    Register,
+    /// The relay forwards an announcement it received from `source`.
+    Relay {
+        /// Neither unspecified, multicast nor broadcast, and not port 0.
+        source: SocketAddr,
+        announcement: Announcement,
+    },
+}
+
+/// Why a datagram is not a discovery message this ferry takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DiscoveryError {
+    #[error(
+        "not a ferry discovery datagram: another program sends to the discovery port; \
+         move it or ferry (FERRY_DISCOVERY_PORT) to another port"
+    )]
+    NotDiscovery,
+    #[error(
+        "discovery protocol version {0}, but this ferry speaks version {VERSION}: run the same \
+         ferry release on every host"
+    )]
+    Version(u8),
+    #[error("unknown discovery message kind {0}: run the same ferry release on every host")]
+    Kind(u8),
+    #[error(
+        "the datagram ends inside its {0}: it was cut short on the way, or was not sent by ferry"
+    )]
+    Truncated(&'static str),
+    #[error("{0} bytes follow the message's end: it was not sent by this ferry release")]
+    Trailing(usize),
+    #[error(
+        "an announcement of {0} bytes, more than the {MAX_ANNOUNCE} ferry sends: it was not \
+         sent by ferry"
+    )]
+    TooLong(usize),
+    #[error(
+        "an announcement of {0} entries, more than the {MAX_ENTRIES} ferry puts in one: it \
+         was not sent by ferry"
+    )]
+    TooManyEntries(u32),
+    #[error("a {what} of {len} bytes, longer than {MAX_NAME}: it was not sent by ferry")]
+    NameTooLong { what: &'static str, len: usize },
+    #[error("a {0} that is not a valid ferry name: it was not sent by ferry")]
+    BadName(&'static str),
+    #[error("role {0}, neither publisher (1) nor subscriber (2): run the same ferry release on every host")]
+    Role(u8),
+    #[error("an endpoint on port 0: it was not sent by ferry")]
+    ZeroPort,
+    #[error("a relayed source address {0} that no host sends from: it was not sent by ferry")]
+    BadSource(SocketAddr),
+}
+
+/// Why a discovery datagram was refused: the counters of [`DiscoveryRefusals`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// It does not decode (see [`DiscoveryError`]).
+    Malformed,
+    /// It came from a source discovery does not listen to.
+    NotAllowed,
+    /// It is more than a bound allows.
+    OverLimit,
+}
+
+impl DiscoveryError {
+    /// Which counter a datagram refused with this error goes to.
+    pub fn refusal(&self) -> Refusal {
+        match self {
+            DiscoveryError::TooLong(_) | DiscoveryError::TooManyEntries(_) => Refusal::OverLimit,
+            _ => Refusal::Malformed,
+        }
+    }
 }
 
 /// An endpoint another host announced.
@@ -74,7 +191,7 @@ pub struct Remote {
 }
 
 struct State {
-    locals: Vec<(u64, Local)>,
+    locals: Vec<(u64, Entry)>,
     next_key: u64,
     remotes: HashMap<(u64, Role, u64), Remote>,
 }
@@ -387,15 +504,7 @@ impl Agent {
     fn register(&self) {
         if let (Some(p), None) = (&self.private, self.port_socket()) {
             let relay = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), self.port);
-            let _ = p.send_to(
-                relay,
-                &[
-                    MAGIC.to_le_bytes()[0],
-                    MAGIC.to_le_bytes()[1],
-                    VERSION,
-                    KIND_REGISTER,
-                ],
-            );
+            let _ = p.send_to(relay, &register_datagram());
         }
     }
 
@@ -419,17 +528,7 @@ impl Agent {
                 if regs.is_empty() {
                     return;
                 }
-                let mut out = Vec::with_capacity(22 + b.len());
-                out.extend_from_slice(&MAGIC.to_le_bytes());
-                out.push(VERSION);
-                out.push(KIND_RELAY);
-                let ip = match src.ip() {
-                    IpAddr::V4(v4) => v4.to_ipv6_mapped(),
-                    IpAddr::V6(v6) => v6,
-                };
-                out.extend_from_slice(&ip.octets());
-                out.extend_from_slice(&src.port().to_le_bytes());
-                out.extend_from_slice(b);
+                let out = relay_datagram(src, b);
                 for to in regs.keys() {
                     let _ = socket.send_to(*to, &out);
                 }
@@ -440,15 +539,16 @@ impl Agent {
 
     /// Not the relay: one datagram that came to this agent's own socket.
     fn private_in(&self, src: SocketAddr, b: &[u8]) {
-        if kind(b) != Some(KIND_RELAY) || !src.ip().is_loopback() || b.len() < 22 {
+        if !src.ip().is_loopback() {
             return;
         }
-        let mut ip = [0u8; 16];
-        ip.copy_from_slice(&b[4..20]);
-        let ip = std::net::Ipv6Addr::from(ip);
-        let ip: IpAddr = ip.to_ipv4_mapped().map_or(IpAddr::V6(ip), IpAddr::V4);
-        let port = u16::from_le_bytes([b[20], b[21]]);
-        self.learn(SocketAddr::new(ip, port), &b[22..]);
+        if let Ok(Message::Relay {
+            source,
+            announcement,
+        }) = decode_message(b)
+        {
+            self.learn_from(source.ip(), announcement);
+        }
     }
 
     /// Announces an endpoint until the returned key is given to `withdraw`.
@@ -458,7 +558,7 @@ impl Agent {
         st.next_key += 1;
         st.locals.push((
             key,
-            Local {
+            Entry {
                 role,
                 topic: topic.to_owned(),
                 port,
@@ -495,27 +595,8 @@ impl Agent {
         self.generation.load(Ordering::Acquire)
     }
 
-    fn encode(&self, locals: &[Local]) -> Vec<u8> {
-        let mut b = Vec::with_capacity(256);
-        b.extend_from_slice(&MAGIC.to_le_bytes());
-        b.push(VERSION);
-        b.push(KIND_ANNOUNCE);
-        b.extend_from_slice(&(locals.len() as u32).to_le_bytes());
-        b.extend_from_slice(&self.host.to_le_bytes());
-        b.extend_from_slice(&(self.domain.len() as u16).to_le_bytes());
-        b.extend_from_slice(self.domain.as_bytes());
-        for l in locals {
-            b.push(match l.role {
-                Role::Publisher => 1,
-                Role::Subscriber => 2,
-            });
-            b.push(l.reliable as u8);
-            b.extend_from_slice(&l.port.to_le_bytes());
-            b.extend_from_slice(&l.id.to_le_bytes());
-            b.extend_from_slice(&(l.topic.len() as u16).to_le_bytes());
-            b.extend_from_slice(l.topic.as_bytes());
-        }
-        b
+    fn encode(&self, entries: &[Entry]) -> Vec<u8> {
+        encode_announcement(self.host, &self.domain, entries)
     }
 
     fn send_announcements(&self) {
@@ -523,17 +604,11 @@ impl Agent {
         let Some(socket) = port_socket.as_deref().or(self.private.as_ref()) else {
             return;
         };
-        let locals: Vec<Local> = self.lock().locals.iter().map(|(_, l)| l.clone()).collect();
+        let locals: Vec<Entry> = self.lock().locals.iter().map(|(_, l)| l.clone()).collect();
         if locals.is_empty() {
             return;
         }
-        // Announcements are small; split into datagrams of at most ~1400 bytes.
-        let mut chunk = Vec::new();
-        let mut size = 0;
-        let flush = |chunk: &mut Vec<Local>| {
-            if chunk.is_empty() {
-                return;
-            }
+        for chunk in self.chunks(&locals) {
             let datagram = self.encode(chunk);
             if !self.unicast && self.multicast_error.is_none() {
                 let _ = socket.send_to(self.group, &datagram);
@@ -541,45 +616,58 @@ impl Agent {
             for p in &self.config.peers {
                 let _ = socket.send_to(*p, &datagram);
             }
-            chunk.clear();
-        };
-        for l in locals {
-            size += 14 + l.topic.len();
-            chunk.push(l);
-            if size > 1200 {
-                flush(&mut chunk);
-                size = 0;
-            }
         }
-        flush(&mut chunk);
     }
 
-    /// Takes one announcement; malformed ones are ignored.
+    /// `entries` split into announcements of at most ~1400 bytes and [`MAX_ENTRIES`] entries
+    /// (entries of at most 1200 bytes and one more entry; names are at most 100 bytes).
+    fn chunks<'e>(&self, entries: &'e [Entry]) -> Vec<&'e [Entry]> {
+        let mut chunks = Vec::new();
+        let (mut start, mut size) = (0, 0);
+        for (i, e) in entries.iter().enumerate() {
+            size += ENTRY_FIXED + e.topic.len();
+            if size > 1200 || i + 1 - start == MAX_ENTRIES {
+                chunks.push(&entries[start..=i]);
+                (start, size) = (i + 1, 0);
+            }
+        }
+        if start < entries.len() {
+            chunks.push(&entries[start..]);
+        }
+        chunks
+    }
+
+    /// Takes one announcement that came from `src`; malformed ones are ignored.
     fn learn(&self, src: SocketAddr, b: &[u8]) {
-        let Some((host, domain, entries)) = decode(b) else {
+        let Ok(a) = decode_announcement(b) else {
             return;
         };
-        if host == self.host || domain != self.domain {
+        self.learn_from(src.ip(), a);
+    }
+
+    /// Takes the entries of an announcement that came from `ip`.
+    fn learn_from(&self, ip: IpAddr, a: Announcement) {
+        if a.host == self.host || a.domain != self.domain {
             return;
         }
         let now = monotonic_ns();
         let mut st = self.lock();
         let mut changed = false;
-        for (role, reliable, port, id, topic) in entries {
-            let addr = SocketAddr::new(src.ip(), port);
+        for e in a.entries {
+            let addr = SocketAddr::new(ip, e.port);
             let r = Remote {
-                role,
-                topic,
+                role: e.role,
+                topic: e.topic,
                 addr,
-                id,
-                reliable,
-                host,
+                id: e.id,
+                reliable: e.reliable,
+                host: a.host,
                 seen_ns: now,
             };
-            match st.remotes.get_mut(&(host, role, id)) {
+            match st.remotes.get_mut(&(a.host, e.role, e.id)) {
                 Some(old) if old.addr == r.addr && old.topic == r.topic => old.seen_ns = now,
                 _ => {
-                    st.remotes.insert((host, role, id), r);
+                    st.remotes.insert((a.host, e.role, e.id), r);
                     changed = true;
                 }
             }
@@ -602,11 +690,222 @@ impl Agent {
     }
 }
 
-type Entry = (Role, bool, u16, u64, String);
-
 /// The kind of a discovery datagram of this version, if it is one.
 fn kind(b: &[u8]) -> Option<u8> {
-    (b.len() >= 4 && u16::from_le_bytes([b[0], b[1]]) == MAGIC && b[2] == VERSION).then(|| b[3])
+    header(b).ok()
+}
+
+/// Checks magic and version; returns the kind.
+fn header(b: &[u8]) -> Result<u8, DiscoveryError> {
+    let mut r = Reader(b);
+    if r.u16("header")? != MAGIC {
+        return Err(DiscoveryError::NotDiscovery);
+    }
+    match r.u8("header")? {
+        VERSION => r.u8("header"),
+        v => Err(DiscoveryError::Version(v)),
+    }
+}
+
+/// Decodes one discovery datagram, checking every length and value (see the module docs).
+/// Pure: no I/O, no state; any input gives a message or an error, never a panic.
+pub fn decode_message(bytes: &[u8]) -> Result<Message, DiscoveryError> {
+    match header(bytes)? {
+        KIND_ANNOUNCE => decode_announcement(bytes).map(Message::Announce),
+        KIND_REGISTER => match bytes.len().saturating_sub(HEADER) {
+            0 => Ok(Message::Register),
+            n => Err(DiscoveryError::Trailing(n)),
+        },
+        KIND_RELAY => {
+            let mut r = Reader(bytes.get(HEADER..).unwrap_or_default());
+            let ip = std::net::Ipv6Addr::from(r.array::<16>("relayed source")?);
+            let port = r.u16("relayed source")?;
+            let ip = ip.to_canonical();
+            let source = SocketAddr::new(ip, port);
+            let bad = match ip {
+                IpAddr::V4(v4) => v4.is_unspecified() || v4.is_multicast() || v4.is_broadcast(),
+                IpAddr::V6(v6) => v6.is_unspecified() || v6.is_multicast(),
+            };
+            if bad || port == 0 {
+                return Err(DiscoveryError::BadSource(source));
+            }
+            let announcement = decode_announcement(r.0)?;
+            Ok(Message::Relay {
+                source,
+                announcement,
+            })
+        }
+        k => Err(DiscoveryError::Kind(k)),
+    }
+}
+
+/// Decodes an announcement (the whole datagram, header included).
+fn decode_announcement(bytes: &[u8]) -> Result<Announcement, DiscoveryError> {
+    if bytes.len() > MAX_ANNOUNCE {
+        return Err(DiscoveryError::TooLong(bytes.len()));
+    }
+    match header(bytes)? {
+        KIND_ANNOUNCE => {}
+        k => return Err(DiscoveryError::Kind(k)),
+    }
+    let mut r = Reader(bytes.get(HEADER..).unwrap_or_default());
+    let count = r.u32("entry count")?;
+    let host = r.u64("host id")?;
+    let domain = r.name("domain", |d| crate::shm::topic::validate_domain(d).is_ok())?;
+    // The count is checked against the bound and the bytes present before anything else: the
+    // loop below runs on the bytes, never on the count.
+    if count > MAX_ENTRIES as u32 {
+        return Err(DiscoveryError::TooManyEntries(count));
+    }
+    let count = count as usize;
+    if count > r.0.len() / MIN_ENTRY {
+        return Err(DiscoveryError::Truncated("entries"));
+    }
+    let mut entries = Vec::new();
+    while !r.0.is_empty() {
+        if entries.len() == count {
+            return Err(DiscoveryError::Trailing(r.0.len()));
+        }
+        let role = match r.u8("entry")? {
+            1 => Role::Publisher,
+            2 => Role::Subscriber,
+            x => return Err(DiscoveryError::Role(x)),
+        };
+        let reliable = r.u8("entry")? & 1 != 0;
+        let port = r.u16("entry")?;
+        if port == 0 {
+            return Err(DiscoveryError::ZeroPort);
+        }
+        let id = r.u64("entry")?;
+        let topic = r.name("topic", |t| crate::shm::topic::validate_topic(t).is_ok())?;
+        entries.push(Entry {
+            role,
+            topic,
+            port,
+            id,
+            reliable,
+        });
+    }
+    if entries.len() != count {
+        return Err(DiscoveryError::Truncated("entries"));
+    }
+    Ok(Announcement {
+        host,
+        domain,
+        entries,
+    })
+}
+
+/// Reads little-endian fields off the front of a datagram's bytes.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], DiscoveryError> {
+        let (head, rest) = self
+            .0
+            .split_at_checked(n)
+            .ok_or(DiscoveryError::Truncated(what))?;
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], DiscoveryError> {
+        let mut a = [0; N];
+        a.copy_from_slice(self.take(N, what)?);
+        Ok(a)
+    }
+
+    fn u8(&mut self, what: &'static str) -> Result<u8, DiscoveryError> {
+        Ok(self.array::<1>(what)?[0])
+    }
+
+    fn u16(&mut self, what: &'static str) -> Result<u16, DiscoveryError> {
+        self.array(what).map(u16::from_le_bytes)
+    }
+
+    fn u32(&mut self, what: &'static str) -> Result<u32, DiscoveryError> {
+        self.array(what).map(u32::from_le_bytes)
+    }
+
+    fn u64(&mut self, what: &'static str) -> Result<u64, DiscoveryError> {
+        self.array(what).map(u64::from_le_bytes)
+    }
+
+    /// A name: u16 length (at most [`MAX_NAME`]), then UTF-8 that `valid` accepts.
+    fn name(
+        &mut self,
+        what: &'static str,
+        valid: impl Fn(&str) -> bool,
+    ) -> Result<String, DiscoveryError> {
+        let len = usize::from(self.u16(what)?);
+        if len > MAX_NAME {
+            return Err(DiscoveryError::NameTooLong { what, len });
+        }
+        match std::str::from_utf8(self.take(len, what)?) {
+            Ok(name) if valid(name) => Ok(name.to_owned()),
+            _ => Err(DiscoveryError::BadName(what)),
+        }
+    }
+}
+
+impl Message {
+    /// The datagram of this message. Its names must be valid ferry names and an
+    /// announcement must hold at most [`MAX_ENTRIES`] entries, or it will not decode.
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            Message::Announce(a) => encode_announcement(a.host, &a.domain, &a.entries),
+            Message::Register => register_datagram().to_vec(),
+            Message::Relay {
+                source,
+                announcement: a,
+            } => relay_datagram(*source, &encode_announcement(a.host, &a.domain, &a.entries)),
+        }
+    }
+}
+
+fn register_datagram() -> [u8; HEADER] {
+    let m = MAGIC.to_le_bytes();
+    [m[0], m[1], VERSION, KIND_REGISTER]
+}
+
+/// The announcement of `entries` (at most [`MAX_ENTRIES`], with valid names).
+fn encode_announcement(host: u64, domain: &str, entries: &[Entry]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(256);
+    b.extend_from_slice(&MAGIC.to_le_bytes());
+    b.push(VERSION);
+    b.push(KIND_ANNOUNCE);
+    b.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    b.extend_from_slice(&host.to_le_bytes());
+    b.extend_from_slice(&(domain.len() as u16).to_le_bytes());
+    b.extend_from_slice(domain.as_bytes());
+    for e in entries {
+        b.push(match e.role {
+            Role::Publisher => 1,
+            Role::Subscriber => 2,
+        });
+        b.push(e.reliable as u8);
+        b.extend_from_slice(&e.port.to_le_bytes());
+        b.extend_from_slice(&e.id.to_le_bytes());
+        b.extend_from_slice(&(e.topic.len() as u16).to_le_bytes());
+        b.extend_from_slice(e.topic.as_bytes());
+    }
+    b
+}
+
+/// The relay's copy of `announcement` (its datagram), which came from `src`.
+fn relay_datagram(src: SocketAddr, announcement: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(RELAY_HEADER + announcement.len());
+    out.extend_from_slice(&MAGIC.to_le_bytes());
+    out.push(VERSION);
+    out.push(KIND_RELAY);
+    let ip = match src.ip() {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    };
+    out.extend_from_slice(&ip.octets());
+    out.extend_from_slice(&src.port().to_le_bytes());
+    out.extend_from_slice(announcement);
+    out
 }
 
 fn plain_options() -> SocketOptions {
@@ -627,43 +926,9 @@ fn bind_alone(port: u16) -> Option<UdpSocket> {
     .ok()
 }
 
-fn decode(b: &[u8]) -> Option<(u64, String, Vec<Entry>)> {
-    let mut at = 0usize;
-    let mut take = |n: usize| -> Option<&[u8]> {
-        let s = b.get(at..at.checked_add(n)?)?;
-        at += n;
-        Some(s)
-    };
-    if u16::from_le_bytes(take(2)?.try_into().ok()?) != MAGIC
-        || take(1)?[0] != VERSION
-        || take(1)?[0] != 1
-    {
-        return None;
-    }
-    let count = u32::from_le_bytes(take(4)?.try_into().ok()?) as usize;
-    let host = u64::from_le_bytes(take(8)?.try_into().ok()?);
-    let dlen = u16::from_le_bytes(take(2)?.try_into().ok()?) as usize;
-    let domain = std::str::from_utf8(take(dlen)?).ok()?.to_owned();
-    let mut entries = Vec::with_capacity(count.min(256));
-    for _ in 0..count.min(1024) {
-        let role = match take(1)?[0] {
-            1 => Role::Publisher,
-            2 => Role::Subscriber,
-            _ => return None,
-        };
-        let reliable = take(1)?[0] & 1 != 0;
-        let port = u16::from_le_bytes(take(2)?.try_into().ok()?);
-        let id = u64::from_le_bytes(take(8)?.try_into().ok()?);
-        let tlen = u16::from_le_bytes(take(2)?.try_into().ok()?) as usize;
-        let topic = std::str::from_utf8(take(tlen)?).ok()?.to_owned();
-        entries.push((role, reliable, port, id, topic));
-    }
-    Some((host, domain, entries))
-}
-
 /// The agent's thread: announce every period (or when woken), listen in between.
 fn run(agent: Weak<Agent>) {
-    let mut batch = RecvBatch::new(16, 2048);
+    let mut batch = RecvBatch::new(16, MAX_DATAGRAM);
     let mut next = Instant::now();
     loop {
         let Some(a) = agent.upgrade() else { return };
@@ -705,6 +970,7 @@ impl Drop for Agent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     /// A configuration from `vars` alone (the environment is not read).
     fn config(vars: &[(&str, &str)]) -> DiscoveryConfig {
@@ -772,39 +1038,337 @@ mod tests {
         }
     }
 
-    #[test]
-    fn announcements_round_trip_and_garbage_is_ignored() {
-        let a = Agent::with("dtest", DiscoveryConfig::default());
-        let locals = vec![
-            Local {
-                role: Role::Publisher,
-                topic: "a/b".into(),
-                port: 9,
-                id: 1,
-                reliable: true,
-            },
-            Local {
-                role: Role::Subscriber,
-                topic: "c".into(),
-                port: 10,
-                id: 2,
-                reliable: false,
-            },
-        ];
-        let b = a.encode(&locals);
-        let (host, domain, entries) = decode(&b).unwrap();
-        assert_eq!((host, domain.as_str()), (a.host, "dtest"));
-        assert_eq!(entries[0], (Role::Publisher, true, 9, 1, "a/b".to_owned()));
-        assert_eq!(entries[1], (Role::Subscriber, false, 10, 2, "c".to_owned()));
-        for cut in 0..b.len() {
-            let _ = decode(&b[..cut]);
+    fn entry(role: Role, topic: &str, port: u16, id: u64) -> Entry {
+        Entry {
+            role,
+            topic: topic.into(),
+            port,
+            id,
+            reliable: role == Role::Subscriber,
         }
-        let mut evil = b.clone();
-        evil[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(
-            decode(&evil).is_none(),
-            "a lying entry count runs out of bytes"
+    }
+
+    /// An announcement's bytes with every field as given, valid or not.
+    fn raw_announcement(count: u32, domain: &[u8], entries: &[(u8, u16, &[u8])]) -> Vec<u8> {
+        let mut b = vec![0x46, 0x44, VERSION, KIND_ANNOUNCE];
+        b.extend_from_slice(&count.to_le_bytes());
+        b.extend_from_slice(&7u64.to_le_bytes());
+        b.extend_from_slice(&(domain.len() as u16).to_le_bytes());
+        b.extend_from_slice(domain);
+        for (role, port, topic) in entries {
+            b.extend_from_slice(&[*role, 1]);
+            b.extend_from_slice(&port.to_le_bytes());
+            b.extend_from_slice(&9u64.to_le_bytes());
+            b.extend_from_slice(&(topic.len() as u16).to_le_bytes());
+            b.extend_from_slice(topic);
+        }
+        b
+    }
+
+    /// What every decoded message must respect.
+    fn assert_within_bounds(m: &Message) {
+        let a = match m {
+            Message::Register => return,
+            Message::Announce(a) => a,
+            Message::Relay {
+                source,
+                announcement,
+            } => {
+                assert_ne!(source.port(), 0);
+                assert!(!source.ip().is_unspecified() && !source.ip().is_multicast());
+                assert_ne!(source.ip(), IpAddr::V4(Ipv4Addr::BROADCAST));
+                announcement
+            }
+        };
+        assert!(crate::shm::topic::validate_domain(&a.domain).is_ok());
+        assert!(a.entries.len() <= MAX_ENTRIES);
+        for e in &a.entries {
+            assert_ne!(e.port, 0);
+            assert!(!e.topic.is_empty() && e.topic.len() <= MAX_NAME);
+            assert!(crate::shm::topic::validate_topic(&e.topic).is_ok());
+        }
+    }
+
+    fn arb_entry() -> impl Strategy<Value = Entry> {
+        (
+            any::<bool>(),
+            "[A-Za-z0-9_./-]{1,40}",
+            1u16..,
+            any::<u64>(),
+            any::<bool>(),
+        )
+            .prop_map(|(publisher, topic, port, id, reliable)| Entry {
+                role: if publisher {
+                    Role::Publisher
+                } else {
+                    Role::Subscriber
+                },
+                topic,
+                port,
+                id,
+                reliable,
+            })
+    }
+
+    /// A valid message: an announcement (of at most 20 entries of at most 54 bytes, so within
+    /// every bound), a relay of one, or a registration.
+    fn arb_message() -> impl Strategy<Value = Message> {
+        let announcement = || {
+            (
+                any::<u64>(),
+                "[A-Za-z0-9_-]{1,32}",
+                proptest::collection::vec(arb_entry(), 0..20),
+            )
+                .prop_map(|(host, domain, entries)| Announcement {
+                    host,
+                    domain,
+                    entries,
+                })
+        };
+        prop_oneof![
+            announcement().prop_map(Message::Announce),
+            (any::<[u8; 4]>(), 1u16.., announcement()).prop_map(|(ip, port, announcement)| {
+                let ip = Ipv4Addr::from(ip);
+                let ip = if ip.is_unspecified() || ip.is_multicast() || ip.is_broadcast() {
+                    Ipv4Addr::new(10, 0, 0, 2)
+                } else {
+                    ip
+                };
+                Message::Relay {
+                    source: SocketAddr::new(ip.into(), port),
+                    announcement,
+                }
+            }),
+            Just(Message::Register),
+        ]
+    }
+
+    /// Changes `b` by `op`: overwrite a byte, a u16 or a u32 anywhere; cut; insert a byte; or
+    /// overwrite the entry count or the domain length (relative to the announcement's start).
+    fn mutate(b: &mut Vec<u8>, (op, at, value): (u8, usize, u32), base: usize) {
+        let len = b.len().max(1);
+        let put = |b: &mut Vec<u8>, at: usize, bytes: &[u8]| {
+            for (i, x) in bytes.iter().enumerate() {
+                if let Some(slot) = b.get_mut(at + i) {
+                    *slot = *x;
+                }
+            }
+        };
+        match op % 7 {
+            0 => put(b, at % len, &[value as u8]),
+            1 => put(b, at % len, &(value as u16).to_le_bytes()),
+            2 => put(b, at % len, &value.to_le_bytes()),
+            3 => b.truncate(at % (b.len() + 1)),
+            4 => b.insert(at % (b.len() + 1), value as u8),
+            5 => put(b, base + 4, &value.to_le_bytes()),
+            _ => put(b, base + 16, &(value as u16).to_le_bytes()),
+        }
+    }
+
+    /// Arbitrary bytes (0..600), bytes after a valid header, and valid messages mutated.
+    fn arb_datagram() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..600),
+            (0u8..5, proptest::collection::vec(any::<u8>(), 0..600)).prop_map(|(kind, tail)| {
+                let mut b = vec![0x46, 0x44, VERSION, kind];
+                b.extend_from_slice(&tail);
+                b
+            }),
+            (
+                arb_message(),
+                proptest::collection::vec((any::<u8>(), any::<usize>(), any::<u32>()), 1..6)
+            )
+                .prop_map(|(m, ops)| {
+                    let base = if matches!(m, Message::Relay { .. }) {
+                        RELAY_HEADER
+                    } else {
+                        0
+                    };
+                    let mut b = m.encode();
+                    for op in ops {
+                        mutate(&mut b, op, base);
+                    }
+                    b
+                }),
+        ]
+    }
+
+    proptest! {
+        /// Any datagram at all: decoding returns a message or an error, never panics (tests run
+        /// with overflow checks), and whatever it returns respects every bound.
+        #[test]
+        fn decode_never_panics(bytes in arb_datagram()) {
+            if let Ok(m) = decode_message(&bytes) {
+                assert_within_bounds(&m);
+                prop_assert_eq!(decode_message(&m.encode()), Ok(m));
+            }
+        }
+
+        /// Every valid message decodes to itself.
+        #[test]
+        fn valid_messages_round_trip(m in arb_message()) {
+            prop_assert_eq!(decode_message(&m.encode()), Ok(m));
+        }
+    }
+
+    #[test]
+    fn announcements_round_trip_and_garbage_is_refused() {
+        let a = Agent::with("dtest", DiscoveryConfig::default());
+        let entries = vec![
+            entry(Role::Publisher, "a/b", 9, 1),
+            entry(Role::Subscriber, "c", 10, 2),
+        ];
+        let b = a.encode(&entries);
+        let want = Announcement {
+            host: a.host,
+            domain: "dtest".into(),
+            entries,
+        };
+        assert_eq!(decode_message(&b), Ok(Message::Announce(want.clone())));
+        for cut in 0..b.len() {
+            assert!(decode_message(&b[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut long = b.clone();
+        long.push(0);
+        assert_eq!(decode_message(&long), Err(DiscoveryError::Trailing(1)));
+        let count = |n: u32| {
+            let mut evil = b.clone();
+            evil[4..8].copy_from_slice(&n.to_le_bytes());
+            decode_message(&evil)
+        };
+        assert_eq!(
+            count(u32::MAX),
+            Err(DiscoveryError::TooManyEntries(u32::MAX))
         );
+        assert_eq!(
+            count(MAX_ENTRIES as u32 + 1).unwrap_err().refusal(),
+            Refusal::OverLimit
+        );
+        assert_eq!(
+            count(3),
+            Err(DiscoveryError::Truncated("entries")),
+            "a count the bytes cannot hold is refused before any entry is read"
+        );
+        assert_eq!(count(1), Err(DiscoveryError::Trailing(15)));
+        let relay = relay_datagram("10.0.0.2:7650".parse().unwrap(), &b);
+        assert_eq!(
+            decode_message(&relay),
+            Ok(Message::Relay {
+                source: "10.0.0.2:7650".parse().unwrap(),
+                announcement: want,
+            })
+        );
+        assert_eq!(decode_message(&register_datagram()), Ok(Message::Register));
+        assert_eq!(
+            decode_message(&[0x46, 0x44, VERSION, KIND_REGISTER, 0]),
+            Err(DiscoveryError::Trailing(1))
+        );
+        assert_eq!(decode_message(b"FERRY"), Err(DiscoveryError::NotDiscovery));
+        assert_eq!(
+            decode_message(&[0x46, 0x44, 2, 1]),
+            Err(DiscoveryError::Version(2))
+        );
+        assert_eq!(
+            decode_message(&[0x46, 0x44, VERSION, 9]),
+            Err(DiscoveryError::Kind(9))
+        );
+    }
+
+    #[test]
+    fn names_ports_roles_and_sizes_are_checked() {
+        let ok = raw_announcement(1, b"d", &[(2, 4000, b"t")]);
+        assert!(decode_message(&ok).is_ok());
+        let cases: Vec<(Vec<u8>, DiscoveryError)> = vec![
+            (
+                raw_announcement(1, b"d", &[(2, 4000, b"\xff\xfe")]),
+                DiscoveryError::BadName("topic"),
+            ),
+            (
+                raw_announcement(1, b"d", &[(2, 4000, b"\x1b[2J")]),
+                DiscoveryError::BadName("topic"),
+            ),
+            (
+                raw_announcement(1, b"d", &[(2, 4000, b"")]),
+                DiscoveryError::Truncated("entries"),
+            ),
+            (
+                raw_announcement(1, b"d", &[(2, 4000, &[b'a'; MAX_NAME + 1])]),
+                DiscoveryError::NameTooLong {
+                    what: "topic",
+                    len: MAX_NAME + 1,
+                },
+            ),
+            (
+                raw_announcement(0, &[b'd'; MAX_NAME + 1], &[]),
+                DiscoveryError::NameTooLong {
+                    what: "domain",
+                    len: MAX_NAME + 1,
+                },
+            ),
+            (
+                raw_announcement(0, b"a.b", &[]),
+                DiscoveryError::BadName("domain"),
+            ),
+            (
+                raw_announcement(1, b"d", &[(2, 0, b"t")]),
+                DiscoveryError::ZeroPort,
+            ),
+            (
+                raw_announcement(1, b"d", &[(3, 4000, b"t")]),
+                DiscoveryError::Role(3),
+            ),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(decode_message(&bytes), Err(want.clone()));
+            assert_eq!(want.refusal(), Refusal::Malformed);
+        }
+        // A topic of length 0 among longer ones: refused as a name.
+        let zero = raw_announcement(2, b"d", &[(2, 4000, b""), (2, 4001, b"long-topic")]);
+        assert_eq!(decode_message(&zero), Err(DiscoveryError::BadName("topic")));
+        // Longer than the relay can forward whole: refused as over the limit.
+        let topic = [b'a'; 100];
+        let many: Vec<(u8, u16, &[u8])> = (0..18).map(|_| (2u8, 4000u16, &topic[..])).collect();
+        let big = raw_announcement(18, b"d", &many);
+        assert!(big.len() > MAX_ANNOUNCE);
+        assert_eq!(
+            decode_message(&big),
+            Err(DiscoveryError::TooLong(big.len()))
+        );
+        assert_eq!(DiscoveryError::TooLong(0).refusal(), Refusal::OverLimit);
+        // A relayed source no host sends from.
+        for src in [
+            "0.0.0.0:1",
+            "10.0.0.2:0",
+            "255.255.255.255:1",
+            "239.1.1.1:1",
+        ] {
+            let src: SocketAddr = src.parse().unwrap();
+            assert_eq!(
+                decode_message(&relay_datagram(src, &ok)),
+                Err(DiscoveryError::BadSource(src))
+            );
+        }
+    }
+
+    #[test]
+    fn the_sender_splits_announcements_within_the_bounds() {
+        let a = Agent::with("dsplit", DiscoveryConfig::default());
+        // Many of the smallest entries: the entry cap splits them; many of the largest: the size.
+        for topic in ["t".to_owned(), "t".repeat(100)] {
+            let entries: Vec<Entry> = (0..500)
+                .map(|i| entry(Role::Subscriber, &topic, 1000, i))
+                .collect();
+            let mut decoded = 0;
+            for chunk in a.chunks(&entries) {
+                let b = a.encode(chunk);
+                assert!(b.len() <= MAX_ANNOUNCE, "{} bytes", b.len());
+                let Ok(Message::Announce(got)) = decode_message(&b) else {
+                    panic!("a datagram of ours does not decode");
+                };
+                decoded += got.entries.len();
+            }
+            assert_eq!(decoded, entries.len());
+        }
     }
 
     #[test]
@@ -863,13 +1427,7 @@ mod tests {
         let a = Agent::with("dtest2", DiscoveryConfig::default());
         let mut other = Agent::with("dtest2", DiscoveryConfig::default());
         other.host = a.host ^ 1;
-        let b = other.encode(&[Local {
-            role: Role::Subscriber,
-            topic: "t".into(),
-            port: 4000,
-            id: 7,
-            reliable: true,
-        }]);
+        let b = other.encode(&[entry(Role::Subscriber, "t", 4000, 7)]);
         let g = a.generation();
         a.learn("10.1.2.3:5555".parse().unwrap(), &b);
         let subs = a.remote_subscribers("t");
@@ -877,13 +1435,7 @@ mod tests {
         assert_eq!(subs[0].addr, "10.1.2.3:4000".parse().unwrap());
         assert!(a.generation() > g);
         // Our own host's announcements are ignored (same-host peers use shared memory).
-        let own = a.encode(&[Local {
-            role: Role::Subscriber,
-            topic: "u".into(),
-            port: 1,
-            id: 8,
-            reliable: true,
-        }]);
+        let own = a.encode(&[entry(Role::Subscriber, "u", 1, 8)]);
         a.learn("10.1.2.3:5555".parse().unwrap(), &own);
         assert!(a.remote_subscribers("u").is_empty());
         a.lock().remotes.values_mut().for_each(|r| r.seen_ns = 0);
