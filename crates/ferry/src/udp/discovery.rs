@@ -19,6 +19,16 @@
 //! announcement the relay receives forwarded (RELAY, with the original source). When the relay's
 //! process ends, the next agent to find the port free takes over.
 //!
+//! Every datagram may be hostile (an off-path sender can put any source address on UDP), so
+//! what is heard is restricted ([`DiscoveryConfig::allows_source`]): with `FERRY_PEERS` set, its
+//! addresses are the only sources of announcements heard, whether they come straight or through
+//! the relay, and whether multicast is on or not (ferry does not read a datagram's destination,
+//! so it cannot tell multicast from unicast; with both set, multicast reaches the listed hosts
+//! only). A relay message is taken only from this host's relay (loopback, the discovery port), a
+//! registration only from loopback and only by a relay. Multicast without `FERRY_PEERS` hears
+//! any source that reaches the group: nothing authenticates an announcement yet (that is the
+//! opt-in domain key's job, a later feature). What is refused is counted ([`Agent::refusals`]).
+//!
 //! ```text
 //! 0 u16 magic 0x4446 ("FD")  2 u8 version  3 u8 kind (1 announce, 2 register, 3 relay)
 //! announce: 4 u32 entries  8 u64 host id  16 u16 domain length, domain
@@ -207,7 +217,6 @@ pub struct Agent {
     private: Option<UdpSocket>,
     /// Unicast discovery: the relay role is possible (taken when the port is free).
     unicast: bool,
-    port: u16,
     /// The relay's registered agents of this host and when each last registered.
     registered: Mutex<HashMap<SocketAddr, u64>>,
     group: SocketAddr,
@@ -219,6 +228,40 @@ pub struct Agent {
     stop: AtomicBool,
     /// Why multicast is not in use, if it is not.
     pub multicast_error: Option<String>,
+    refused: Counters,
+}
+
+/// Discovery datagrams an agent refused, by reason (see [`Agent::refusals`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiscoveryRefusals {
+    /// Datagrams that do not decode (see [`DiscoveryError`]): another program, another ferry
+    /// release, damage on the way, or a forger.
+    pub malformed: u64,
+    /// Datagrams from a source discovery does not listen to: with `FERRY_PEERS` set, an
+    /// announcement from an address not in it (list each peer by the address it sends from);
+    /// a relay message not from this host's relay; a registration not from this host, or while
+    /// this host does not relay.
+    pub not_allowed: u64,
+    /// Datagrams over a bound: an announcement longer than [`MAX_ANNOUNCE`] bytes or with more
+    /// than [`MAX_ENTRIES`] entries.
+    pub over_limit: u64,
+}
+
+impl DiscoveryRefusals {
+    /// Every refused datagram.
+    pub fn total(&self) -> u64 {
+        self.malformed
+            .saturating_add(self.not_allowed)
+            .saturating_add(self.over_limit)
+    }
+}
+
+/// The counters behind [`DiscoveryRefusals`].
+#[derive(Default)]
+struct Counters {
+    malformed: AtomicU64,
+    not_allowed: AtomicU64,
+    over_limit: AtomicU64,
 }
 
 /// The agent of `domain` in this process, started if needed.
@@ -368,6 +411,18 @@ impl DiscoveryConfig {
     }
 }
 
+impl DiscoveryConfig {
+    /// Whether announcements from `ip` are heard. With `FERRY_PEERS` set, the peer list is the
+    /// list of hosts heard, whether multicast is on or not (ferry cannot tell a datagram sent to
+    /// the multicast group from one sent to this host, so multicast then reaches only the listed
+    /// hosts). Without it, multicast hears any source: nothing authenticates an announcement
+    /// yet, so multicast trusts everything that can reach the group.
+    pub fn allows_source(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.peers.is_empty() || self.peers.iter().any(|p| p.ip() == ip)
+    }
+}
+
 /// Whether this process's discovery is configured to reach other hosts at all (see
 /// [`DiscoveryConfig::reaches_other_hosts`]).
 pub fn reaches_other_hosts() -> bool {
@@ -405,7 +460,6 @@ impl Agent {
         let wanted = config.multicast;
         let group_ip = config.group;
         let iface = config.interface;
-        let group = SocketAddr::new(group_ip.into(), port);
         let bind = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port);
         let multicast = Multicast {
             group: group_ip.into(),
@@ -451,13 +505,25 @@ impl Agent {
                 .ok()
             })
             .flatten();
+        Agent::from_parts(domain, config, socket, private, unicast, multicast_error)
+    }
+
+    /// An agent with these sockets (none in tests that feed it datagrams by hand).
+    fn from_parts(
+        domain: &str,
+        config: DiscoveryConfig,
+        socket: Option<UdpSocket>,
+        private: Option<UdpSocket>,
+        unicast: bool,
+        multicast_error: Option<String>,
+    ) -> Agent {
+        let group = SocketAddr::new(config.group.into(), config.port);
         Agent {
             domain: domain.to_owned(),
             host: host_id(),
             socket: Mutex::new(socket.map(Arc::new)),
             private,
             unicast,
-            port,
             registered: Mutex::new(HashMap::new()),
             group,
             config,
@@ -470,7 +536,28 @@ impl Agent {
             wake: AtomicBool::new(true),
             stop: AtomicBool::new(false),
             multicast_error,
+            refused: Counters::default(),
         }
+    }
+
+    /// Discovery datagrams this agent refused so far, by reason.
+    pub fn refusals(&self) -> DiscoveryRefusals {
+        let c = &self.refused;
+        DiscoveryRefusals {
+            malformed: c.malformed.load(Ordering::Relaxed),
+            not_allowed: c.not_allowed.load(Ordering::Relaxed),
+            over_limit: c.over_limit.load(Ordering::Relaxed),
+        }
+    }
+
+    fn refuse(&self, why: Refusal) {
+        let c = &self.refused;
+        match why {
+            Refusal::Malformed => &c.malformed,
+            Refusal::NotAllowed => &c.not_allowed,
+            Refusal::OverLimit => &c.over_limit,
+        }
+        .fetch_add(1, Ordering::Relaxed);
     }
 
     /// How this agent was set up, including what in the environment it did not understand.
@@ -495,7 +582,7 @@ impl Agent {
         if !self.unicast || self.port_socket().is_some() {
             return;
         }
-        if let Some(s) = bind_alone(self.port) {
+        if let Some(s) = bind_alone(self.config.port) {
             *self.socket.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(s));
         }
     }
@@ -503,51 +590,87 @@ impl Agent {
     /// Unicast, not the relay: tells the relay (on this host) where to forward announcements.
     fn register(&self) {
         if let (Some(p), None) = (&self.private, self.port_socket()) {
-            let relay = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), self.port);
+            let relay = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), self.config.port);
             let _ = p.send_to(relay, &register_datagram());
         }
     }
 
-    /// The relay: one datagram that came to the discovery port.
-    fn relay_in(&self, socket: &UdpSocket, src: SocketAddr, b: &[u8]) {
-        match kind(b) {
-            Some(KIND_REGISTER) if src.ip().is_loopback() => {
-                self.registered
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(src, monotonic_ns());
+    /// One datagram that came to the discovery port (to the host's relay, under unicast).
+    /// Returns the relay message to forward to the registered agents, if any.
+    fn port_in(&self, src: SocketAddr, b: &[u8]) -> Option<Vec<u8>> {
+        let kind = match header(b) {
+            Ok(k) => k,
+            Err(e) => {
+                self.refuse(e.refusal());
+                return None;
             }
-            Some(KIND_ANNOUNCE) => {
-                self.learn(src, b);
-                if !self.unicast {
-                    return;
+        };
+        match kind {
+            // Only agents of this host register, and only with a relay.
+            KIND_REGISTER if self.unicast && src.ip().is_loopback() => {
+                match decode_message(b) {
+                    Ok(_) => {
+                        self.registered
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(src, monotonic_ns());
+                    }
+                    Err(e) => self.refuse(e.refusal()),
                 }
-                let now = monotonic_ns();
-                let mut regs = self.registered.lock().unwrap_or_else(|p| p.into_inner());
-                regs.retain(|_, seen| now < *seen + EXPIRY_NS);
-                if regs.is_empty() {
-                    return;
-                }
-                let out = relay_datagram(src, b);
-                for to in regs.keys() {
-                    let _ = socket.send_to(*to, &out);
-                }
+                None
             }
-            _ => {}
+            KIND_ANNOUNCE if self.config.allows_source(src.ip()) => {
+                match decode_announcement(b) {
+                    Ok(a) => self.learn_from(src.ip(), a),
+                    Err(e) => {
+                        self.refuse(e.refusal());
+                        return None;
+                    }
+                }
+                self.unicast.then(|| relay_datagram(src, b))
+            }
+            // Relay messages come from the relay, which this agent is.
+            KIND_REGISTER | KIND_ANNOUNCE | KIND_RELAY => {
+                self.refuse(Refusal::NotAllowed);
+                None
+            }
+            k => {
+                self.refuse(DiscoveryError::Kind(k).refusal());
+                None
+            }
         }
     }
 
-    /// Not the relay: one datagram that came to this agent's own socket.
-    fn private_in(&self, src: SocketAddr, b: &[u8]) {
-        if !src.ip().is_loopback() {
-            return;
+    /// The relay: sends `relayed` to every agent of this host registered in the last
+    /// [`EXPIRY_NS`].
+    fn forward(&self, socket: &UdpSocket, relayed: &[u8]) {
+        let now = monotonic_ns();
+        let mut regs = self.registered.lock().unwrap_or_else(|p| p.into_inner());
+        regs.retain(|_, seen| now < seen.saturating_add(EXPIRY_NS));
+        for to in regs.keys() {
+            let _ = socket.send_to(*to, relayed);
         }
-        if let Ok(Message::Relay {
-            source,
-            announcement,
-        }) = decode_message(b)
-        {
-            self.learn_from(source.ip(), announcement);
+    }
+
+    /// Not the relay: one datagram that came to this agent's own socket. Only this host's
+    /// relay (loopback, the discovery port) sends here, relaying announcements from sources the
+    /// configuration allows.
+    fn private_in(&self, src: SocketAddr, b: &[u8]) {
+        let from_relay = src.ip().is_loopback() && src.port() == self.config.port;
+        match header(b) {
+            Err(e) => self.refuse(e.refusal()),
+            Ok(KIND_RELAY) if from_relay => match decode_message(b) {
+                Ok(Message::Relay {
+                    source,
+                    announcement,
+                }) if self.config.allows_source(source.ip()) => {
+                    self.learn_from(source.ip(), announcement)
+                }
+                Ok(_) => self.refuse(Refusal::NotAllowed),
+                Err(e) => self.refuse(e.refusal()),
+            },
+            Ok(KIND_REGISTER | KIND_ANNOUNCE | KIND_RELAY) => self.refuse(Refusal::NotAllowed),
+            Ok(k) => self.refuse(DiscoveryError::Kind(k).refusal()),
         }
     }
 
@@ -637,14 +760,6 @@ impl Agent {
         chunks
     }
 
-    /// Takes one announcement that came from `src`; malformed ones are ignored.
-    fn learn(&self, src: SocketAddr, b: &[u8]) {
-        let Ok(a) = decode_announcement(b) else {
-            return;
-        };
-        self.learn_from(src.ip(), a);
-    }
-
     /// Takes the entries of an announcement that came from `ip`.
     fn learn_from(&self, ip: IpAddr, a: Announcement) {
         if a.host == self.host || a.domain != self.domain {
@@ -688,11 +803,6 @@ impl Agent {
             self.generation.fetch_add(1, Ordering::Release);
         }
     }
-}
-
-/// The kind of a discovery datagram of this version, if it is one.
-fn kind(b: &[u8]) -> Option<u8> {
-    header(b).ok()
 }
 
 /// Checks magic and version; returns the kind.
@@ -947,7 +1057,9 @@ fn run(agent: Weak<Agent>) {
         if let Some(socket) = a.port_socket() {
             let got = socket.recv_batch(&mut batch, wait).unwrap_or(0);
             for (src, bytes) in batch.iter().take(got) {
-                a.relay_in(&socket, src, bytes);
+                if let Some(relayed) = a.port_in(src, bytes) {
+                    a.forward(&socket, &relayed);
+                }
             }
         } else if let Some(p) = &a.private {
             let got = p.recv_batch(&mut batch, wait).unwrap_or(0);
@@ -1371,6 +1483,144 @@ mod tests {
         }
     }
 
+    /// An agent without sockets, fed datagrams by hand.
+    fn detached(domain: &str, config: DiscoveryConfig, unicast: bool) -> Agent {
+        Agent::from_parts(domain, config, None, None, unicast, None)
+    }
+
+    /// An announcement of `entries` by another host.
+    fn from_elsewhere(domain: &str, entries: &[Entry]) -> Vec<u8> {
+        encode_announcement(host_id() ^ 1, domain, entries)
+    }
+
+    fn addr(a: &str) -> SocketAddr {
+        a.parse().unwrap()
+    }
+
+    fn refusals(malformed: u64, not_allowed: u64, over_limit: u64) -> DiscoveryRefusals {
+        DiscoveryRefusals {
+            malformed,
+            not_allowed,
+            over_limit,
+        }
+    }
+
+    #[test]
+    fn with_peers_only_their_addresses_are_heard() {
+        let a = detached("dallow", config(&[("FERRY_PEERS", "10.0.0.2")]), true);
+        let b = from_elsewhere("dallow", &[entry(Role::Subscriber, "t", 4000, 1)]);
+        assert_eq!(a.port_in(addr("10.0.0.3:7650"), &b), None, "not relayed");
+        assert!(
+            a.remotes().is_empty(),
+            "an announcement from outside FERRY_PEERS is not learned"
+        );
+        assert_eq!(a.refusals(), refusals(0, 1, 0));
+        // A peer's, from any port of its address (IPv4-mapped too), is learned and relayed.
+        let relayed = a.port_in(addr("10.0.0.2:41000"), &b).expect("relayed");
+        let Ok(Message::Relay { source, .. }) = decode_message(&relayed) else {
+            panic!("not a relay message");
+        };
+        assert_eq!(source, addr("10.0.0.2:41000"));
+        assert_eq!(a.remote_subscribers("t")[0].addr, addr("10.0.0.2:4000"));
+        assert!(a.port_in(addr("[::ffff:10.0.0.2]:41000"), &b).is_some());
+        assert_eq!(a.refusals().total(), 1);
+    }
+
+    #[test]
+    fn relay_messages_are_taken_only_from_this_hosts_relay() {
+        let c = config(&[("FERRY_PEERS", "10.0.0.2")]);
+        let a = detached("drel", c.clone(), true);
+        let ann = from_elsewhere("drel", &[entry(Role::Subscriber, "t", 4000, 1)]);
+        let good = relay_datagram(addr("10.0.0.2:41000"), &ann);
+        // Not from the relay: another port of loopback, or a peer at the discovery port.
+        a.private_in(addr("127.0.0.1:7651"), &good);
+        a.private_in(SocketAddr::new(addr("10.0.0.2:1").ip(), c.port), &good);
+        // From the relay, but relaying a source outside FERRY_PEERS.
+        let forged = relay_datagram(addr("10.0.0.3:41000"), &ann);
+        a.private_in(addr("127.0.0.1:7650"), &forged);
+        // An announcement straight to an agent's own port (peers announce to the relay).
+        a.private_in(addr("10.0.0.2:7650"), &ann);
+        assert!(a.remotes().is_empty());
+        assert_eq!(a.refusals(), refusals(0, 4, 0));
+        a.private_in(addr("127.0.0.1:7650"), &good);
+        assert_eq!(a.remote_subscribers("t")[0].addr, addr("10.0.0.2:4000"));
+        assert_eq!(a.refusals(), refusals(0, 4, 0));
+    }
+
+    #[test]
+    fn registrations_are_taken_only_from_this_host_and_only_by_a_relay() {
+        let a = detached("dreg", config(&[("FERRY_PEERS", "10.0.0.2")]), true);
+        let registered = |a: &Agent| {
+            let regs = a.registered.lock().unwrap();
+            regs.keys().copied().collect::<Vec<_>>()
+        };
+        assert_eq!(a.port_in(addr("10.0.0.2:5000"), &register_datagram()), None);
+        assert!(registered(&a).is_empty(), "another host cannot register");
+        a.port_in(addr("127.0.0.1:5000"), &register_datagram());
+        assert_eq!(registered(&a), [addr("127.0.0.1:5000")]);
+        // Relay messages come from the relay: one sent to the discovery port is refused.
+        let ann = from_elsewhere("dreg", &[entry(Role::Subscriber, "t", 4000, 1)]);
+        a.port_in(
+            addr("127.0.0.1:7650"),
+            &relay_datagram(addr("10.0.0.2:1"), &ann),
+        );
+        assert!(a.remotes().is_empty());
+        assert_eq!(a.refusals(), refusals(0, 2, 0));
+        // Under multicast nobody relays, so nobody registers.
+        let m = detached("dreg", config(&[("FERRY_DISCOVERY", "multicast")]), false);
+        m.port_in(addr("127.0.0.1:5000"), &register_datagram());
+        assert!(registered(&m).is_empty());
+        assert_eq!(m.refusals(), refusals(0, 1, 0));
+    }
+
+    #[test]
+    fn multicast_alone_hears_any_source_and_with_peers_keeps_their_allowlist() {
+        let b = from_elsewhere("dmc", &[entry(Role::Subscriber, "t", 4000, 1)]);
+        let open = detached("dmc", config(&[("FERRY_DISCOVERY", "multicast")]), false);
+        assert_eq!(
+            open.port_in(addr("192.0.2.7:7650"), &b),
+            None,
+            "multicast relays nothing"
+        );
+        assert_eq!(open.remote_subscribers("t")[0].addr, addr("192.0.2.7:4000"));
+        let both = detached(
+            "dmc",
+            config(&[
+                ("FERRY_DISCOVERY", "multicast"),
+                ("FERRY_PEERS", "10.0.0.2"),
+            ]),
+            false,
+        );
+        both.port_in(addr("192.0.2.7:7650"), &b);
+        assert!(both.remotes().is_empty());
+        assert_eq!(both.refusals(), refusals(0, 1, 0));
+        both.port_in(addr("10.0.0.2:7650"), &b);
+        assert_eq!(both.remote_subscribers("t")[0].addr, addr("10.0.0.2:4000"));
+    }
+
+    #[test]
+    fn refusals_are_counted_by_reason() {
+        let a = detached("dcount", config(&[("FERRY_PEERS", "10.0.0.2")]), true);
+        let peer = addr("10.0.0.2:7650");
+        let b = from_elsewhere("dcount", &[entry(Role::Subscriber, "t", 4000, 1)]);
+        assert_eq!(a.refusals(), DiscoveryRefusals::default());
+        a.port_in(peer, b"junk");
+        a.port_in(peer, &b[..b.len() - 1]);
+        a.private_in(addr("127.0.0.1:7650"), b"junk");
+        let mut over = b.clone();
+        over[4..8].copy_from_slice(&(MAX_ENTRIES as u32 + 1).to_le_bytes());
+        assert_eq!(
+            a.port_in(peer, &over),
+            None,
+            "what is refused is not relayed"
+        );
+        a.port_in(addr("10.0.0.3:7650"), &b);
+        assert!(a.remotes().is_empty());
+        let r = a.refusals();
+        assert_eq!(r, refusals(3, 1, 1));
+        assert_eq!(r.total(), 5);
+    }
+
     #[test]
     fn every_agent_of_a_host_hears_a_unicast_peer_through_the_relay() {
         // Three agents on one free port (as three processes of one host would be); the third
@@ -1429,14 +1679,14 @@ mod tests {
         other.host = a.host ^ 1;
         let b = other.encode(&[entry(Role::Subscriber, "t", 4000, 7)]);
         let g = a.generation();
-        a.learn("10.1.2.3:5555".parse().unwrap(), &b);
+        a.port_in("10.1.2.3:5555".parse().unwrap(), &b);
         let subs = a.remote_subscribers("t");
         assert_eq!(subs.len(), 1);
         assert_eq!(subs[0].addr, "10.1.2.3:4000".parse().unwrap());
         assert!(a.generation() > g);
         // Our own host's announcements are ignored (same-host peers use shared memory).
         let own = a.encode(&[entry(Role::Subscriber, "u", 1, 8)]);
-        a.learn("10.1.2.3:5555".parse().unwrap(), &own);
+        a.port_in("10.1.2.3:5555".parse().unwrap(), &own);
         assert!(a.remote_subscribers("u").is_empty());
         a.lock().remotes.values_mut().for_each(|r| r.seen_ns = 0);
         a.expire();
