@@ -203,7 +203,129 @@ pub struct Remote {
 struct State {
     locals: Vec<(u64, Entry)>,
     next_key: u64,
-    remotes: HashMap<(u64, Role, u64), Remote>,
+    remotes: Remotes,
+}
+
+/// Endpoints other hosts announced, keyed by (host, role, id), bounded in total and per source
+/// address (see [`DiscoveryLimits`]).
+#[derive(Default)]
+struct Remotes {
+    map: HashMap<(u64, Role, u64), Remote>,
+    /// How many entries of `map` each source address holds.
+    per_source: HashMap<IpAddr, usize>,
+}
+
+/// What [`Remotes::take`] did with an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Taken {
+    /// Known as it is: seen again.
+    Refreshed,
+    /// New or changed.
+    Added,
+    /// A bound was reached, and the table changed: the entry made room for itself, or it
+    /// moved to another source and could not be kept.
+    Evicted,
+    /// Not taken (a bound was reached and nothing could make room).
+    Refused,
+}
+
+impl Remotes {
+    fn values(&self) -> impl Iterator<Item = &Remote> {
+        self.map.values()
+    }
+
+    fn count(&self, ip: IpAddr) -> usize {
+        self.per_source.get(&ip).copied().unwrap_or(0)
+    }
+
+    fn remove(&mut self, key: &(u64, Role, u64)) {
+        if let Some(r) = self.map.remove(key) {
+            let ip = r.addr.ip();
+            match self.per_source.get_mut(&ip) {
+                Some(n) if *n > 1 => *n -= 1,
+                _ => {
+                    self.per_source.remove(&ip);
+                }
+            }
+        }
+    }
+
+    /// The key of the entry of `ip` seen longest ago.
+    fn oldest_of(&self, ip: IpAddr) -> Option<(u64, Role, u64)> {
+        self.map
+            .iter()
+            .filter(|(_, r)| r.addr.ip() == ip)
+            .min_by_key(|(_, r)| r.seen_ns)
+            .map(|(k, _)| *k)
+    }
+
+    /// Takes `r`, within `limits`. A source at its own bound makes room by dropping its entry
+    /// seen longest ago (most likely one that is gone). With the table full, the source
+    /// holding the most entries (counting `r`'s source with `r`) gives up its entry seen
+    /// longest ago: a source with fewer entries always gets in, so one that floods the table
+    /// cannot keep the others out. Work: at most a pass over the table per entry.
+    fn take(&mut self, r: Remote, limits: &DiscoveryLimits) -> Taken {
+        let key = (r.host, r.role, r.id);
+        let ip = r.addr.ip();
+        let mut moved = false;
+        if let Some(old) = self.map.get_mut(&key) {
+            if old.addr == r.addr && old.topic == r.topic && old.reliable == r.reliable {
+                old.seen_ns = r.seen_ns;
+                return Taken::Refreshed;
+            }
+            if old.addr.ip() == ip {
+                *old = r;
+                return Taken::Added;
+            }
+            // Moved to another source: counted there, as a new entry.
+            self.remove(&key);
+            moved = true;
+        }
+        let mine = self.count(ip);
+        let victim = if mine >= limits.max_per_source {
+            Some(ip)
+        } else if self.map.len() >= limits.max_remotes {
+            let largest = self
+                .per_source
+                .iter()
+                .filter(|(s, _)| **s != ip)
+                .max_by_key(|(_, n)| **n)
+                .filter(|(_, n)| **n > mine.saturating_add(1))
+                .map(|(s, _)| *s);
+            Some(largest.unwrap_or(ip))
+        } else {
+            None
+        };
+        let taken = match victim {
+            None => Taken::Added,
+            Some(v) => match self.oldest_of(v) {
+                Some(k) => {
+                    self.remove(&k);
+                    Taken::Evicted
+                }
+                None if moved => return Taken::Evicted,
+                None => return Taken::Refused,
+            },
+        };
+        self.map.insert(key, r);
+        *self.per_source.entry(ip).or_insert(0) += 1;
+        taken
+    }
+
+    /// Drops the entries not seen since `now - EXPIRY_NS`; whether any went.
+    fn expire(&mut self, now: u64) -> bool {
+        let before = self.map.len();
+        self.map
+            .retain(|_, r| now < r.seen_ns.saturating_add(EXPIRY_NS));
+        if self.map.len() == before {
+            return false;
+        }
+        self.per_source.clear();
+        for r in self.map.values() {
+            *self.per_source.entry(r.addr.ip()).or_insert(0) += 1;
+        }
+        true
+    }
 }
 
 pub struct Agent {
@@ -243,7 +365,9 @@ pub struct DiscoveryRefusals {
     /// this host does not relay.
     pub not_allowed: u64,
     /// Datagrams over a bound: an announcement longer than [`MAX_ANNOUNCE`] bytes or with more
-    /// than [`MAX_ENTRIES`] entries.
+    /// than [`MAX_ENTRIES`] entries; one whose entries made room for themselves or were refused
+    /// because a table was full ([`DiscoveryLimits`]: raise the bound if a genuine host has
+    /// that many endpoints); a registration while the relay serves as many agents as it may.
     pub over_limit: u64,
 }
 
@@ -311,8 +435,32 @@ pub struct DiscoveryConfig {
     /// `FERRY_DISCOVERY_IFACE`: the IPv4 address of the multicast interface (unspecified: the
     /// kernel's choice).
     pub interface: Ipv4Addr,
+    /// The bounds of discovery's tables.
+    pub limits: DiscoveryLimits,
     /// What in the environment was not understood and is ignored, each saying what to do.
     pub problems: Vec<String>,
+}
+
+/// The bounds of an agent's tables. Over a bound, discovery makes room or refuses, and counts it
+/// ([`DiscoveryRefusals::over_limit`]); it never waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiscoveryLimits {
+    /// `FERRY_DISCOVERY_MAX_REMOTES`: endpoints of other hosts remembered per domain (1024).
+    pub max_remotes: usize,
+    /// `FERRY_DISCOVERY_MAX_PER_SOURCE`: of those, announced from one source address (256).
+    pub max_per_source: usize,
+    /// `FERRY_DISCOVERY_MAX_AGENTS`: agents of this host the relay forwards to (64).
+    pub max_agents: usize,
+}
+
+impl Default for DiscoveryLimits {
+    fn default() -> Self {
+        DiscoveryLimits {
+            max_remotes: 1024,
+            max_per_source: 256,
+            max_agents: 64,
+        }
+    }
 }
 
 impl Default for DiscoveryConfig {
@@ -324,6 +472,7 @@ impl Default for DiscoveryConfig {
             multicast: false,
             group: DEFAULT_GROUP,
             interface: Ipv4Addr::UNSPECIFIED,
+            limits: DiscoveryLimits::default(),
             problems: Vec::new(),
         }
     }
@@ -386,6 +535,34 @@ impl DiscoveryConfig {
                     "FERRY_DISCOVERY_IFACE='{v}' is not an IPv4 address, so the kernel picks the \
                      interface; give the IPv4 address of the interface multicast should use"
                 )),
+            }
+        }
+        let defaults = DiscoveryLimits::default();
+        for (name, limit, default) in [
+            (
+                "FERRY_DISCOVERY_MAX_REMOTES",
+                &mut c.limits.max_remotes,
+                defaults.max_remotes,
+            ),
+            (
+                "FERRY_DISCOVERY_MAX_PER_SOURCE",
+                &mut c.limits.max_per_source,
+                defaults.max_per_source,
+            ),
+            (
+                "FERRY_DISCOVERY_MAX_AGENTS",
+                &mut c.limits.max_agents,
+                defaults.max_agents,
+            ),
+        ] {
+            if let Some(v) = set(name) {
+                match v.parse::<usize>() {
+                    Ok(n) if n > 0 => *limit = n,
+                    _ => c.problems.push(format!(
+                        "{name}='{v}' is not a positive whole number, so {default} is used; \
+                         set it to the most entries to keep"
+                    )),
+                }
             }
         }
         if let Some(v) = set("FERRY_PEERS") {
@@ -530,7 +707,7 @@ impl Agent {
             state: Mutex::new(State {
                 locals: Vec::new(),
                 next_key: 1,
-                remotes: HashMap::new(),
+                remotes: Remotes::default(),
             }),
             generation: AtomicU64::new(0),
             wake: AtomicBool::new(true),
@@ -609,12 +786,7 @@ impl Agent {
             // Only agents of this host register, and only with a relay.
             KIND_REGISTER if self.unicast && src.ip().is_loopback() => {
                 match decode_message(b) {
-                    Ok(_) => {
-                        self.registered
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .insert(src, monotonic_ns());
-                    }
+                    Ok(_) => self.register_agent(src),
                     Err(e) => self.refuse(e.refusal()),
                 }
                 None
@@ -639,6 +811,23 @@ impl Agent {
                 None
             }
         }
+    }
+
+    /// The relay: `src` (an agent of this host) registers. A new one is refused while
+    /// [`DiscoveryLimits::max_agents`] others registered in the last [`EXPIRY_NS`]: those keep
+    /// being served (agents of this host cannot be told apart from a local flood).
+    fn register_agent(&self, src: SocketAddr) {
+        let now = monotonic_ns();
+        let mut regs = self.registered.lock().unwrap_or_else(|p| p.into_inner());
+        if !regs.contains_key(&src) && regs.len() >= self.config.limits.max_agents {
+            regs.retain(|_, seen| now < seen.saturating_add(EXPIRY_NS));
+            if regs.len() >= self.config.limits.max_agents {
+                drop(regs);
+                self.refuse(Refusal::OverLimit);
+                return;
+            }
+        }
+        regs.insert(src, now);
     }
 
     /// The relay: sends `relayed` to every agent of this host registered in the last
@@ -766,26 +955,29 @@ impl Agent {
             return;
         }
         let now = monotonic_ns();
+        let limits = self.config.limits;
         let mut st = self.lock();
-        let mut changed = false;
+        let (mut changed, mut over) = (false, false);
         for e in a.entries {
-            let addr = SocketAddr::new(ip, e.port);
             let r = Remote {
                 role: e.role,
                 topic: e.topic,
-                addr,
+                addr: SocketAddr::new(ip, e.port),
                 id: e.id,
                 reliable: e.reliable,
                 host: a.host,
                 seen_ns: now,
             };
-            match st.remotes.get_mut(&(a.host, e.role, e.id)) {
-                Some(old) if old.addr == r.addr && old.topic == r.topic => old.seen_ns = now,
-                _ => {
-                    st.remotes.insert((a.host, e.role, e.id), r);
-                    changed = true;
-                }
+            match st.remotes.take(r, &limits) {
+                Taken::Refreshed => {}
+                Taken::Added => changed = true,
+                Taken::Evicted => (changed, over) = (true, true),
+                Taken::Refused => over = true,
             }
+        }
+        drop(st);
+        if over {
+            self.refuse(Refusal::OverLimit);
         }
         if changed {
             // Release pairs with the Acquire load in `generation`.
@@ -794,11 +986,8 @@ impl Agent {
     }
 
     fn expire(&self) {
-        let now = monotonic_ns();
-        let mut st = self.lock();
-        let before = st.remotes.len();
-        st.remotes.retain(|_, r| now < r.seen_ns + EXPIRY_NS);
-        if st.remotes.len() != before {
+        let expired = self.lock().remotes.expire(monotonic_ns());
+        if expired {
             // Release pairs with the Acquire load in `generation`.
             self.generation.fetch_add(1, Ordering::Release);
         }
@@ -1123,6 +1312,19 @@ mod tests {
         assert!(c.multicast && c.peers.is_empty() && c.reaches_other_hosts());
 
         let c = config(&[
+            ("FERRY_DISCOVERY_MAX_REMOTES", "4096"),
+            ("FERRY_DISCOVERY_MAX_PER_SOURCE", "0"),
+            ("FERRY_DISCOVERY_MAX_AGENTS", "many"),
+        ]);
+        let want = DiscoveryLimits {
+            max_remotes: 4096,
+            ..DiscoveryLimits::default()
+        };
+        assert_eq!(c.limits, want);
+        assert_eq!(c.problems.len(), 2, "{:#?}", c.problems);
+        assert!(c.problems.iter().all(|p| p.contains("set it to")));
+
+        let c = config(&[
             ("FERRY_DISCOVERY_PORT", "0"),
             ("FERRY_DISCOVERY", "Multicast"),
             ("FERRY_DISCOVERY_GROUP", "10.0.0.1"),
@@ -1140,6 +1342,7 @@ mod tests {
         );
         assert!(c.peers.is_empty(), "{:?}", c.peers);
         assert!(!c.reaches_other_hosts(), "no usable peer and no multicast");
+        assert_eq!(c.limits, DiscoveryLimits::default());
         assert_eq!(c.problems.len(), 10, "{:#?}", c.problems);
         for p in &c.problems {
             assert!(p.starts_with("FERRY_"), "names the variable: {p}");
@@ -1362,6 +1565,15 @@ mod tests {
             "a count the bytes cannot hold is refused before any entry is read"
         );
         assert_eq!(count(1), Err(DiscoveryError::Trailing(15)));
+        let mut lying = b.clone();
+        lying[4..8].copy_from_slice(&3u32.to_le_bytes());
+        let second = b.len() - ENTRY_FIXED - 1;
+        lying[second] = 9;
+        assert_eq!(
+            decode_message(&lying),
+            Err(DiscoveryError::Truncated("entries")),
+            "the count is checked before the first entry is read"
+        );
         let relay = relay_datagram("10.0.0.2:7650".parse().unwrap(), &b);
         assert_eq!(
             decode_message(&relay),
@@ -1621,6 +1833,138 @@ mod tests {
         assert_eq!(r.total(), 5);
     }
 
+    fn announce_from(a: &Agent, src: &str, host: u64, ids: std::ops::Range<u64>) {
+        let entries: Vec<Entry> = ids
+            .map(|id| entry(Role::Subscriber, "t", 4000, id))
+            .collect();
+        for chunk in a.chunks(&entries) {
+            a.port_in(addr(src), &encode_announcement(host, &a.domain, chunk));
+        }
+    }
+
+    fn held_by(a: &Agent, ip: &str) -> usize {
+        let ip: IpAddr = ip.parse().unwrap();
+        a.remotes().iter().filter(|r| r.addr.ip() == ip).count()
+    }
+
+    #[test]
+    fn one_source_cannot_crowd_out_the_others() {
+        let a = detached(
+            "dcrowd",
+            config(&[("FERRY_PEERS", "10.0.0.2,10.0.0.3")]),
+            true,
+        );
+        let limits = DiscoveryLimits::default();
+        announce_from(&a, "10.0.0.2:7650", 1, 0..10);
+        // A forger with a peer's address: 2000 endpoints under many host ids.
+        for round in 0..20 {
+            announce_from(&a, "10.0.0.3:7650", 100 + round, 0..100);
+        }
+        assert_eq!(
+            held_by(&a, "10.0.0.2"),
+            10,
+            "the genuine peer keeps its entries"
+        );
+        assert_eq!(held_by(&a, "10.0.0.3"), limits.max_per_source);
+        assert!(
+            a.remotes().iter().any(|r| r.host == 119),
+            "the newest entries are kept, the oldest made room"
+        );
+        assert!(a.refusals().over_limit > 0);
+        assert_eq!(a.refusals().not_allowed + a.refusals().malformed, 0);
+    }
+
+    #[test]
+    fn a_full_table_still_takes_a_new_host() {
+        // Multicast hears anyone: a forger from 8 addresses fills the whole table.
+        let a = detached("dfull", config(&[("FERRY_DISCOVERY", "multicast")]), false);
+        let limits = DiscoveryLimits::default();
+        let flood = |a: &Agent, base: u64| {
+            for i in 0..8u64 {
+                announce_from(a, &format!("192.0.2.{}:7650", 10 + i), base + i, 0..200);
+            }
+        };
+        flood(&a, 100);
+        assert_eq!(a.remotes().len(), limits.max_remotes);
+        announce_from(&a, "10.0.0.2:7650", 1, 0..10);
+        assert_eq!(held_by(&a, "10.0.0.2"), 10, "a newcomer gets in");
+        flood(&a, 200);
+        assert_eq!(
+            held_by(&a, "10.0.0.2"),
+            10,
+            "and stays while the flood goes on"
+        );
+        assert_eq!(a.remotes().len(), limits.max_remotes);
+        assert!(a.refusals().over_limit > 0);
+    }
+
+    #[test]
+    fn registered_agents_are_bounded() {
+        let c = config(&[
+            ("FERRY_PEERS", "10.0.0.2"),
+            ("FERRY_DISCOVERY_MAX_AGENTS", "2"),
+        ]);
+        let a = detached("dagents", c, true);
+        let count = |a: &Agent| a.registered.lock().unwrap().len();
+        for port in [5000, 5001, 5002] {
+            a.port_in(
+                SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port),
+                &register_datagram(),
+            );
+        }
+        assert_eq!(count(&a), 2);
+        assert_eq!(a.refusals(), refusals(0, 0, 1));
+        // Those registered renew; once one is gone, a newcomer gets its place.
+        a.port_in(addr("127.0.0.1:5000"), &register_datagram());
+        assert_eq!(a.refusals(), refusals(0, 0, 1));
+        *a.registered
+            .lock()
+            .unwrap()
+            .get_mut(&addr("127.0.0.1:5001"))
+            .unwrap() = 0;
+        a.port_in(addr("127.0.0.1:5002"), &register_datagram());
+        let regs = a.registered.lock().unwrap();
+        assert!(regs.contains_key(&addr("127.0.0.1:5002")) && regs.len() == 2);
+    }
+
+    proptest! {
+        /// Whatever is announced from wherever: the table stays within its bounds, and its
+        /// per-source counts match its entries.
+        #[test]
+        fn the_remote_table_keeps_its_bounds(
+            max_remotes in 1usize..40,
+            max_per_source in 1usize..20,
+            takes in proptest::collection::vec(
+                (0u8..6, 0u64..4, any::<bool>(), 0u64..300, any::<bool>(), 1u16..4),
+                0..300,
+            ),
+        ) {
+            let limits = DiscoveryLimits { max_remotes, max_per_source, max_agents: 1 };
+            let mut t = Remotes::default();
+            for (now, (src, host, publisher, id, long, port)) in takes.into_iter().enumerate() {
+                let r = Remote {
+                    role: if publisher { Role::Publisher } else { Role::Subscriber },
+                    topic: if long { "a/b".into() } else { "t".into() },
+                    addr: SocketAddr::new(Ipv4Addr::new(10, 0, 0, src).into(), port),
+                    id,
+                    reliable: false,
+                    host,
+                    seen_ns: now as u64,
+                };
+                t.take(r, &limits);
+                prop_assert!(t.map.len() <= max_remotes);
+                let mut counts: HashMap<IpAddr, usize> = HashMap::new();
+                for r in t.map.values() {
+                    *counts.entry(r.addr.ip()).or_insert(0) += 1;
+                }
+                prop_assert_eq!(&counts, &t.per_source);
+                prop_assert!(counts.values().all(|n| *n <= max_per_source));
+            }
+            t.expire(u64::MAX);
+            prop_assert!(t.map.is_empty() && t.per_source.is_empty());
+        }
+    }
+
     #[test]
     fn every_agent_of_a_host_hears_a_unicast_peer_through_the_relay() {
         // Three agents on one free port (as three processes of one host would be); the third
@@ -1688,7 +2032,11 @@ mod tests {
         let own = a.encode(&[entry(Role::Subscriber, "u", 1, 8)]);
         a.port_in("10.1.2.3:5555".parse().unwrap(), &own);
         assert!(a.remote_subscribers("u").is_empty());
-        a.lock().remotes.values_mut().for_each(|r| r.seen_ns = 0);
+        a.lock()
+            .remotes
+            .map
+            .values_mut()
+            .for_each(|r| r.seen_ns = 0);
         a.expire();
         assert!(a.remote_subscribers("t").is_empty());
     }
