@@ -29,6 +29,12 @@
 //! any source that reaches the group: nothing authenticates an announcement yet (that is the
 //! opt-in domain key's job, a later feature). What is refused is counted ([`Agent::refusals`]).
 //!
+//! Every table is bounded ([`DiscoveryLimits`]): a source address at its bound makes room by
+//! dropping its entry seen longest ago; with the whole table full, the source holding the most
+//! entries gives one up, so a flood from a few addresses cannot keep other hosts out; the relay
+//! refuses new registrations while it serves as many agents as it may. Nothing waits; what goes
+//! over a bound is counted.
+//!
 //! ```text
 //! 0 u16 magic 0x4446 ("FD")  2 u8 version  3 u8 kind (1 announce, 2 register, 3 relay)
 //! announce: 4 u32 entries  8 u64 host id  16 u16 domain length, domain
@@ -68,8 +74,8 @@ const ENTRY_FIXED: usize = 14;
 const MIN_ENTRY: usize = ENTRY_FIXED + 1;
 /// The largest discovery datagram received; longer ones arrive cut short.
 const MAX_DATAGRAM: usize = 2048;
-/// The longest announcement: one the relay can forward whole (with its relay header) in
-/// [`MAX_DATAGRAM`] bytes. Ferry sends at most about 1400.
+/// The longest announcement: one the relay can forward whole (with its relay header) in the
+/// 2048 bytes a discovery socket receives at most. Ferry sends at most about 1400.
 pub const MAX_ANNOUNCE: usize = MAX_DATAGRAM - RELAY_HEADER;
 /// The most entries one announcement may hold. Ferry puts at most this many in one (about 80
 /// fit in the ~1200 bytes of entries it sends per datagram); more is refused without looking
@@ -586,9 +592,7 @@ impl DiscoveryConfig {
     pub fn reaches_other_hosts(&self) -> bool {
         !self.peers.is_empty() || self.multicast
     }
-}
 
-impl DiscoveryConfig {
     /// Whether announcements from `ip` are heard. With `FERRY_PEERS` set, the peer list is the
     /// list of hosts heard, whether multicast is on or not (ferry cannot tell a datagram sent to
     /// the multicast group from one sent to this host, so multicast then reaches only the listed
