@@ -907,7 +907,7 @@ impl Agent {
     }
 
     pub fn generation(&self) -> u64 {
-        // Acquire pairs with the Release increments in `learn`/`expire`.
+        // Acquire pairs with the Release increments in `learn_from`/`expire`.
         self.generation.load(Ordering::Acquire)
     }
 
@@ -1235,6 +1235,7 @@ fn run(agent: Weak<Agent>) {
     let mut next = Instant::now();
     loop {
         let Some(a) = agent.upgrade() else { return };
+        // Acquire pairs with the Release store in `Agent::drop`.
         if a.stop.load(Ordering::Acquire) {
             return;
         }
@@ -1268,6 +1269,7 @@ fn run(agent: Weak<Agent>) {
 
 impl Drop for Agent {
     fn drop(&mut self) {
+        // Release pairs with the Acquire load in `run`.
         self.stop.store(true, Ordering::Release);
     }
 }
