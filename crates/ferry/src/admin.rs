@@ -26,7 +26,7 @@ pub fn remote_endpoints(
     listen: std::time::Duration,
 ) -> Result<Vec<RemoteEndpoint>, String> {
     let agent = crate::udp::discovery::agent(domain);
-    if let (Some(why), false) = (&agent.multicast_error, std::env::var("FERRY_PEERS").is_ok()) {
+    if let (Some(why), false) = (&agent.multicast_error, !agent.config().peers.is_empty()) {
         return Err(format!("remote topics are not listed: discovery is {why}"));
     }
     std::thread::sleep(listen);

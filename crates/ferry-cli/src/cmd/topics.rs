@@ -4,6 +4,7 @@ use clap::Args;
 use ferry::admin::{PublisherInfo, SubscriberInfo, TopicSnapshot};
 use std::collections::BTreeMap;
 
+use ferry::udp::discovery::DiscoveryRefusals;
 use ferry::udp::refusal::{Refusal, Refusals};
 use serde::Serialize;
 
@@ -73,6 +74,7 @@ struct PublisherJson {
     /// Control datagrams refused: "total" and one count per reason.
     refused: BTreeMap<&'static str, u64>,
     repairs_deferred: u64,
+    discovery_refused: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Serialize)]
@@ -95,6 +97,16 @@ struct SubscriberJson {
     evicted: u64,
     replies_withheld: u64,
     sessions_evicted: u64,
+    discovery_refused: BTreeMap<&'static str, u64>,
+}
+
+fn discovery_map(d: &DiscoveryRefusals) -> BTreeMap<&'static str, u64> {
+    BTreeMap::from([
+        ("malformed", d.malformed),
+        ("not-allowed", d.not_allowed),
+        ("over-limit", d.over_limit),
+        ("total", d.total()),
+    ])
 }
 
 /// Refusal counters by reason, with their total, for the JSON output.
@@ -160,6 +172,7 @@ impl From<&PublisherInfo> for PublisherJson {
             send_errors: p.send_errors,
             refused: refusal_map(&p.refused),
             repairs_deferred: p.repairs_deferred,
+            discovery_refused: discovery_map(&p.discovery_refused),
         }
     }
 }
@@ -184,6 +197,7 @@ impl From<&SubscriberInfo> for SubscriberJson {
             evicted: s.evicted,
             replies_withheld: s.replies_withheld,
             sessions_evicted: s.sessions_evicted,
+            discovery_refused: discovery_map(&s.discovery_refused),
         }
     }
 }
@@ -464,6 +478,7 @@ fn refusal_notes(topics: &[TopicSnapshot]) -> String {
             if p.repairs_deferred > 0 {
                 why.push(format!("repairs deferred {}", p.repairs_deferred));
             }
+            why.push(discovery_note(&p.discovery_refused));
             note_line(&mut out, &t.topic, "publisher", &p.node, p.pid, why);
         }
         for s in &t.subscribers {
@@ -480,6 +495,7 @@ fn refusal_notes(topics: &[TopicSnapshot]) -> String {
                     why.push(format!("{what} {n}"));
                 }
             }
+            why.push(discovery_note(&s.discovery_refused));
             note_line(&mut out, &t.topic, "subscriber", &s.node, s.pid, why);
         }
     }
@@ -488,6 +504,19 @@ fn refusal_notes(topics: &[TopicSnapshot]) -> String {
     } else {
         format!("\nrefused (why):\n{out}")
     }
+}
+
+fn discovery_note(d: &DiscoveryRefusals) -> String {
+    if d.total() == 0 {
+        return String::new();
+    }
+    format!(
+        "discovery refused {} (malformed {}, not allowed {}, over limit {})",
+        d.total(),
+        d.malformed,
+        d.not_allowed,
+        d.over_limit
+    )
 }
 
 fn note_line(out: &mut String, topic: &str, role: &str, node: &str, pid: u32, why: Vec<String>) {

@@ -10,6 +10,7 @@ use super::layout::{
 };
 use super::segment::{self, open_checked, publish_header, Segment};
 use crate::sys::{self, Mapping, ProcessId, ShmObject};
+use crate::udp::discovery::DiscoveryRefusals;
 use crate::udp::refusal::{Refusals, REASONS};
 use crate::Error;
 
@@ -450,6 +451,7 @@ impl Topic {
                     send_errors: p.send_errors.load(Ordering::Relaxed),
                     refused: load_refusals(&p.refused),
                     repairs_deferred: p.repairs_deferred.load(Ordering::Relaxed),
+                    discovery_refused: load_discovery(&p.discovery_refused),
                     capacity: p.capacity.load(Ordering::Relaxed),
                     max_message: p.max_message.load(Ordering::Relaxed),
                     sent: p.sent.load(Ordering::Relaxed),
@@ -480,6 +482,7 @@ impl Topic {
                     evicted: s.evicted.load(Ordering::Relaxed),
                     replies_withheld: s.replies_withheld.load(Ordering::Relaxed),
                     sessions_evicted: s.sessions_evicted.load(Ordering::Relaxed),
+                    discovery_refused: load_discovery(&s.discovery_refused),
                     kernel_drops: s.kernel_drops.load(Ordering::Relaxed),
                     received: s.received.load(Ordering::Relaxed),
                     bytes: s.bytes.load(Ordering::Relaxed),
@@ -499,6 +502,26 @@ impl Topic {
 
 fn load_refusals(counters: &[AtomicU64; REASONS]) -> Refusals {
     Refusals(std::array::from_fn(|i| counters[i].load(Ordering::Relaxed)))
+}
+
+fn load_discovery(counters: &[AtomicU64; 3]) -> DiscoveryRefusals {
+    let [malformed, not_allowed, over_limit] =
+        std::array::from_fn(|i| counters[i].load(Ordering::Relaxed));
+    DiscoveryRefusals {
+        malformed,
+        not_allowed,
+        over_limit,
+    }
+}
+
+/// Stores discovery's refusal counters into a slot (the owner is the only writer).
+pub fn store_discovery(counters: &[AtomicU64; 3], r: &DiscoveryRefusals) {
+    for (c, v) in counters
+        .iter()
+        .zip([r.malformed, r.not_allowed, r.over_limit])
+    {
+        c.store(v, Ordering::Relaxed);
+    }
 }
 
 /// Stores refusal counters into a slot (the owner is the only writer).
@@ -542,6 +565,8 @@ pub struct PublisherInfo {
     pub refused: Refusals,
     /// Repair frames deferred by the per-NAK cap or the receiver's repair budget.
     pub repairs_deferred: u64,
+    /// Discovery datagrams its process refused.
+    pub discovery_refused: DiscoveryRefusals,
     pub token: u64,
     pub node: String,
     pub pid: u32,
@@ -571,6 +596,8 @@ pub struct SubscriberInfo {
     pub replies_withheld: u64,
     /// Sessions evicted to make room for a new one.
     pub sessions_evicted: u64,
+    /// Discovery datagrams its process refused.
+    pub discovery_refused: DiscoveryRefusals,
     /// Datagrams the kernel dropped on the subscriber's socket (a full receive queue).
     pub kernel_drops: u64,
     pub token: u64,

@@ -25,7 +25,9 @@ use super::impair::{DelayQueue, ImpairConfig, Impairer};
 use super::receiver::{Delivered, Receiver, ReceiverConfig};
 use super::refusal::Refusal;
 use super::sender::{Dest, Sender, SenderConfig, Sink};
-use crate::shm::topic::{store_refusals, Liveness, Topic, TRANSPORT_SHM, TRANSPORT_UDP};
+use crate::shm::topic::{
+    store_discovery, store_refusals, Liveness, Topic, TRANSPORT_SHM, TRANSPORT_UDP,
+};
 use crate::sys::monotonic_ns;
 use crate::sys::udp::{Multicast, RecvBatch, SocketOptions, UdpSocket};
 use crate::{Delivery, Error, IpVersion, Qos, RecvError, SendError, WaitStrategy};
@@ -54,13 +56,7 @@ pub(crate) fn new_id() -> Result<u64, Error> {
 /// them (`FERRY_PEERS`, multicast discovery) or the QoS names a multicast group. Otherwise an
 /// endpoint binds loopback only, and nothing off this host can send to it.
 fn reachable_from_other_hosts(qos: &Qos) -> bool {
-    qos.multicast.is_some() || (qos.ip_version == IpVersion::V4 && discovery_reaches_other_hosts())
-}
-
-// TODO(merge): replaced by discovery's own configuration.
-fn discovery_reaches_other_hosts() -> bool {
-    std::env::var("FERRY_PEERS").is_ok_and(|p| !p.trim().is_empty())
-        || std::env::var("FERRY_DISCOVERY").is_ok_and(|d| d == "multicast")
+    qos.multicast.is_some() || (qos.ip_version == IpVersion::V4 && discovery::reaches_other_hosts())
 }
 
 /// Binds a UDP socket for an endpoint. Returns it and the address this host's peers reach it
@@ -544,6 +540,9 @@ impl PubShared {
         store_refusals(&p.refused, &s.refusals);
         p.repairs_deferred
             .store(s.repairs_deferred, Ordering::Relaxed);
+        if let Some((agent, _)) = &self.discovery {
+            store_discovery(&p.discovery_refused, &agent.refusals());
+        }
         // A system call: at most every 10 ms, not on every wake-up of the service thread.
         if now >= core.next_drops_check {
             core.next_drops_check = now + 10_000_000;
@@ -1092,6 +1091,9 @@ impl UdpSubscriber {
             .store(st.replies_withheld, Ordering::Relaxed);
         s.sessions_evicted
             .store(st.sessions_evicted, Ordering::Relaxed);
+        if let Some((agent, _)) = &self.discovery {
+            store_discovery(&s.discovery_refused, &agent.refusals());
+        }
         // A system call: at most every 10 ms.
         if now >= self.next_drops_check {
             self.next_drops_check = now + 10_000_000;
