@@ -41,7 +41,18 @@ fn collect(stream: Option<impl Read + Send + 'static>) -> Option<JoinHandle<Stri
 }
 
 fn spawn(args: &[&str]) -> Running {
-    let child = ferry()
+    spawn_cmd(ferry(), args)
+}
+
+/// As `spawn`, in `domain` given the way a user's shell would: in FERRY_DOMAIN.
+fn spawn_in(domain: &str, args: &[&str]) -> Running {
+    let mut cmd = ferry();
+    cmd.env("FERRY_DOMAIN", domain);
+    spawn_cmd(cmd, args)
+}
+
+fn spawn_cmd(mut cmd: Command, args: &[&str]) -> Running {
+    let child = cmd
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -232,6 +243,95 @@ fn pub_and_echo_exchange_messages() {
         text[2],
         "seq 2  size 16  02000000 00000000 02020202 02020202"
     );
+}
+
+#[test]
+fn pub_and_echo_exchange_messages_over_udp() {
+    let d = domain("udp");
+    let echo = spawn_in(
+        &d,
+        &[
+            "echo",
+            "demo/u",
+            "--transport",
+            "udp",
+            "--count",
+            "5",
+            "--json",
+            "--timeout",
+            "30",
+        ],
+    );
+    let publisher = spawn_in(
+        &d,
+        &[
+            "pub",
+            "demo/u",
+            "--transport",
+            "udp",
+            "--size",
+            "16",
+            "--rate",
+            "100",
+            "--count",
+            "5",
+            "--wait-subscribers",
+            "1",
+            "--wait-timeout",
+            "30",
+        ],
+    );
+    let p = publisher.finish(LONG);
+    assert!(p.status.success(), "pub failed: {}", p.stderr);
+    assert!(p.stderr.contains("sent 5 messages"), "{}", p.stderr);
+    let e = echo.finish(LONG);
+    assert!(e.status.success(), "echo failed: {}", e.stderr);
+    let lines: Vec<serde_json::Value> = e
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(lines.len(), 5, "{}", e.stdout);
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["seq"], i as u64, "{}", e.stdout);
+        assert_eq!(line["size"], 16);
+        assert_eq!(line["skipped"], 0);
+        let head = line["head"].as_str().unwrap();
+        assert!(
+            head.starts_with(&format!("{i:02x}00000000000000")),
+            "{head}"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_transport_is_refused_by_pub_and_echo() {
+    let d = domain("tr");
+    for command in ["pub", "echo"] {
+        let out = run(
+            &[command, "t", "--transport", "bogus", "--domain", &d],
+            LONG,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "ferry {command}: {}",
+            out.stderr
+        );
+        for expected in [
+            "invalid value 'bogus' for '--transport",
+            "possible values: shm, udp, auto",
+        ] {
+            assert!(
+                out.stderr.contains(expected),
+                "ferry {command}: expected {expected:?} in: {}",
+                out.stderr
+            );
+        }
+        assert!(out.stdout.is_empty(), "{}", out.stdout);
+    }
+    // Nothing was created.
+    assert_eq!(topics_json(&d), serde_json::json!([]));
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use ferry::{Qos, SendError};
 
-use super::{DeliveryArg, TransportArg, WaitArg, POLL_SLICE};
+use super::{DeliveryArg, TransportOpt, WaitArg, POLL_SLICE};
 use crate::error::{bail, note, Context, Result};
 use crate::signal;
 use crate::units::{format_size, parse_domain, parse_rate, parse_seconds, parse_size};
@@ -30,9 +30,8 @@ pub struct PubArgs {
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
 
-    /// Transport: shm (same host), udp (any host), auto
-    #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
-    pub transport: TransportArg,
+    #[command(flatten)]
+    pub transport: TransportOpt,
 
     /// What happens when a subscriber is slower than this publisher
     #[arg(long, value_enum, default_value_t = DeliveryArg::Reliable)]
