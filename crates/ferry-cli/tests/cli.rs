@@ -2,11 +2,14 @@
 //! dead topics, argument errors, and a short latency lab run. Every test uses its own domain and
 //! every wait is bounded; children are killed if a test fails.
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use rustix::process::{kill_process, Pid, Signal};
 
 fn ferry() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
@@ -25,18 +28,32 @@ fn domain(tag: &str) -> String {
 /// A running child whose output is collected; killed if dropped before it finished.
 struct Running {
     child: Child,
-    stdout: Option<JoinHandle<String>>,
-    stderr: Option<JoinHandle<String>>,
+    stdout: Option<Collected>,
+    stderr: Option<Collected>,
     what: String,
 }
 
-fn collect(stream: Option<impl Read + Send + 'static>) -> Option<JoinHandle<String>> {
-    stream.map(|mut s| {
-        std::thread::spawn(move || {
+/// The text of a stream, and its lines as they come.
+struct Collected {
+    text: JoinHandle<String>,
+    lines: mpsc::Receiver<String>,
+}
+
+fn collect(stream: Option<impl Read + Send + 'static>) -> Option<Collected> {
+    stream.map(|s| {
+        let (tx, lines) = mpsc::channel();
+        let text = std::thread::spawn(move || {
             let mut text = String::new();
-            let _ = s.read_to_string(&mut text);
+            for line in BufReader::new(s).lines() {
+                let Ok(line) = line else { break };
+                text.push_str(&line);
+                text.push('\n');
+                // The test may not be watching.
+                let _ = tx.send(line);
+            }
             text
-        })
+        });
+        Collected { text, lines }
     })
 }
 
@@ -86,7 +103,10 @@ impl Running {
             if Instant::now() >= deadline {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                let err = self.stderr.take().map(|h| h.join().unwrap_or_default());
+                let err = self
+                    .stderr
+                    .take()
+                    .map(|c| c.text.join().unwrap_or_default());
                 panic!(
                     "{} did not exit within {timeout:?}; stderr: {err:?}",
                     self.what
@@ -99,18 +119,71 @@ impl Running {
             stdout: self
                 .stdout
                 .take()
-                .map_or_else(String::new, |h| h.join().unwrap()),
+                .map_or_else(String::new, |c| c.text.join().unwrap()),
             stderr: self
                 .stderr
                 .take()
-                .map_or_else(String::new, |h| h.join().unwrap()),
+                .map_or_else(String::new, |c| c.text.join().unwrap()),
         }
     }
 
     fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// Waits at most `timeout` for a line of standard output (`stderr` false) or error that
+    /// contains `needle`, and returns it; fails the test (killing the child) otherwise.
+    fn await_line(&self, stderr: bool, needle: &str, timeout: Duration) -> String {
+        let stream = if stderr { &self.stderr } else { &self.stdout };
+        let lines = &stream.as_ref().expect("a collected stream").lines;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match lines.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(e) => panic!(
+                    "{}: no line with {needle:?} on {} within {timeout:?} ({e})",
+                    self.what,
+                    if stderr { "stderr" } else { "stdout" }
+                ),
+            }
+        }
+    }
+
+    /// Sends `signal` to the child.
+    fn signal(&self, signal: Signal) {
+        let pid = Pid::from_raw(self.pid() as i32).expect("a child's pid");
+        kill_process(pid, signal).expect("send a signal");
+    }
+
+    /// Sends `signal` (SIGINT or SIGTERM) and checks that the child stops within `STOP_BOUND`
+    /// with the status a shell gives a process ended by it (128 + its number), saying so.
+    fn stop_with(self, signal: Signal) -> Finished {
+        let what = self.what.clone();
+        self.signal(signal);
+        let out = self.finish(STOP_BOUND);
+        let number = signal.as_raw();
+        assert_eq!(
+            out.status.code(),
+            Some(128 + number),
+            "{what} after signal {number}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("ferry: stopped by SIG"),
+            "{what}: {}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains("error"), "{what}: {}", out.stderr);
+        assert!(!out.stderr.contains("panicked"), "{what}: {}", out.stderr);
+        out
+    }
 }
+
+/// How soon a command must have stopped after SIGINT or SIGTERM: it promises 1 s; this leaves
+/// room for a loaded machine.
+const STOP_BOUND: Duration = Duration::from_secs(2);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -438,12 +511,65 @@ fn pub_stops_cleanly_on_ctrl_c() {
     wait_until(LONG, "the publisher to appear", || {
         topics_json(&d)[0]["publishers"][0]["alive"] == true
     });
-    let pid = rustix::process::Pid::from_raw(publisher.pid() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
-    let out = publisher.finish(LONG);
-    assert!(out.status.success(), "{}", out.stderr);
+    let out = publisher.stop_with(Signal::INT);
     assert!(out.stderr.contains("sent"), "{}", out.stderr);
+    assert!(out.stderr.contains("stopped by SIGINT"), "{}", out.stderr);
     // It closed its topic on the way out.
+    assert_eq!(topics_json(&d), serde_json::json!([]));
+}
+
+/// `ferry echo` and `ferry pub --rate` exchanging messages over each transport stop within the
+/// bound of a SIGTERM or a SIGINT, with the status that says which, and close their topics.
+#[test]
+fn echo_and_pub_stop_on_sigterm_and_sigint() {
+    for (transport, echo_signal, pub_signal) in [
+        ("shm", Signal::TERM, Signal::INT),
+        ("udp", Signal::INT, Signal::TERM),
+    ] {
+        let d = domain("sg");
+        let echo = spawn_in(&d, &["echo", "sig", "--transport", transport]);
+        let publisher = spawn_in(
+            &d,
+            &[
+                "pub",
+                "sig",
+                "--transport",
+                transport,
+                "--rate",
+                "50",
+                "--wait-subscribers",
+                "1",
+                "--wait-timeout",
+                "30",
+            ],
+        );
+        echo.await_line(false, "seq ", LONG);
+        let e = echo.stop_with(echo_signal);
+        assert!(e.stdout.starts_with("seq 0 "), "{transport}: {}", e.stdout);
+        let p = publisher.stop_with(pub_signal);
+        assert!(p.stderr.contains("sent "), "{transport}: {}", p.stderr);
+        // Both closed their topic on the way out: nothing is left behind, dead or alive.
+        assert_eq!(topics_json(&d), serde_json::json!([]), "{transport}");
+    }
+}
+
+/// A lab experiment stopped by a signal in the middle of a run ends within the bound, kills and
+/// reaps its peer process, and leaves nothing in its domain.
+#[test]
+fn an_interrupted_lab_ends_its_peer() {
+    let lab = spawn(&["lab", "idle", "--wait", "block", "--seconds", "60"]);
+    let d = format!("labidle{}", lab.pid());
+    let mut peer = None;
+    wait_until(LONG, "the lab's peer to subscribe", || {
+        peer = topics_json(&d)[0]["subscribers"][0]["pid"].as_u64();
+        peer.is_some()
+    });
+    let peer = peer.unwrap();
+    lab.stop_with(Signal::TERM);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{peer}")).exists(),
+        "the peer process {peer} outlived the lab"
+    );
     assert_eq!(topics_json(&d), serde_json::json!([]));
 }
 

@@ -59,7 +59,6 @@ struct Line<'a> {
 }
 
 pub fn run(args: EchoArgs) -> Result<()> {
-    signal::install()?;
     let node = super::node("ferry-echo", args.domain.as_deref())?;
     let qos = Qos::default()
         .transport(args.transport.into())

@@ -12,7 +12,7 @@ use clap::{Args, ValueEnum};
 use crate::error::{Context, Result};
 
 /// How long a blocking call waits before a command looks at Ctrl-C and its own deadlines again.
-pub const POLL_SLICE: Duration = Duration::from_millis(100);
+pub const POLL_SLICE: Duration = crate::signal::POLL;
 
 /// `--transport`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use ferry::{Qos, SendError};
 
-use super::{DeliveryArg, TransportOpt, WaitArg, POLL_SLICE};
+use super::{DeliveryArg, TransportOpt, WaitArg};
 use crate::error::{bail, note, Context, Result};
 use crate::signal;
 use crate::units::{format_size, parse_domain, parse_rate, parse_seconds, parse_size};
@@ -59,7 +59,6 @@ pub struct PubArgs {
 const SEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub fn run(args: PubArgs) -> Result<()> {
-    signal::install()?;
     let node = super::node("ferry-pub", args.domain.as_deref())?;
     let qos = Qos::default()
         .transport(args.transport.into())
@@ -148,16 +147,7 @@ pub fn run(args: PubArgs) -> Result<()> {
 
 /// Sleeps until `due`, waking regularly to honour Ctrl-C. False if interrupted.
 fn sleep_until(due: Instant) -> bool {
-    loop {
-        if signal::interrupted() {
-            return false;
-        }
-        let now = Instant::now();
-        if now >= due {
-            return true;
-        }
-        std::thread::sleep((due - now).min(POLL_SLICE));
-    }
+    signal::sleep(due.saturating_duration_since(Instant::now())).is_ok()
 }
 
 /// The sequence number (u64 little endian) first if it fits, then its low byte repeated.
