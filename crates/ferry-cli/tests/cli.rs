@@ -3,7 +3,7 @@
 //! every wait is bounded; children are killed if a test fails.
 
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -30,6 +30,8 @@ struct Running {
     child: Child,
     stdout: Option<Collected>,
     stderr: Option<Collected>,
+    /// Standard output left unread (a reader that stopped reading), when asked for.
+    _unread_stdout: Option<ChildStdout>,
     what: String,
 }
 
@@ -58,17 +60,24 @@ fn collect(stream: Option<impl Read + Send + 'static>) -> Option<Collected> {
 }
 
 fn spawn(args: &[&str]) -> Running {
-    spawn_cmd(ferry(), args)
+    spawn_cmd(ferry(), args, true)
 }
 
 /// As `spawn`, in `domain` given the way a user's shell would: in FERRY_DOMAIN.
 fn spawn_in(domain: &str, args: &[&str]) -> Running {
     let mut cmd = ferry();
     cmd.env("FERRY_DOMAIN", domain);
-    spawn_cmd(cmd, args)
+    spawn_cmd(cmd, args, true)
 }
 
-fn spawn_cmd(mut cmd: Command, args: &[&str]) -> Running {
+/// As `spawn_in`, but nothing reads its standard output: once the pipe is full, writes wait.
+fn spawn_in_unread(domain: &str, args: &[&str]) -> Running {
+    let mut cmd = ferry();
+    cmd.env("FERRY_DOMAIN", domain);
+    spawn_cmd(cmd, args, false)
+}
+
+fn spawn_cmd(mut cmd: Command, args: &[&str], read_stdout: bool) -> Running {
     let child = cmd
         .args(args)
         .stdout(Stdio::piped())
@@ -79,9 +88,14 @@ fn spawn_cmd(mut cmd: Command, args: &[&str]) -> Running {
         child,
         stdout: None,
         stderr: None,
+        _unread_stdout: None,
         what: format!("ferry {}", args.join(" ")),
     };
-    r.stdout = collect(r.child.stdout.take());
+    if read_stdout {
+        r.stdout = collect(r.child.stdout.take());
+    } else {
+        r._unread_stdout = r.child.stdout.take();
+    }
     r.stderr = collect(r.child.stderr.take());
     r
 }
@@ -551,6 +565,86 @@ fn echo_and_pub_stop_on_sigterm_and_sigint() {
         // Both closed their topic on the way out: nothing is left behind, dead or alive.
         assert_eq!(topics_json(&d), serde_json::json!([]), "{transport}");
     }
+}
+
+/// A reliable subscriber that stopped reading (SIGSTOP) holds a fast publisher back, over shared
+/// memory (its ring is full), or leaves it messages to linger for when it closes, over UDP; the
+/// publisher still stops on a signal in time.
+#[test]
+fn pub_held_back_by_a_frozen_subscriber_stops_on_a_signal() {
+    for (transport, signal) in [("shm", Signal::TERM), ("udp", Signal::INT)] {
+        let d = domain("fz");
+        let echo = spawn_in(&d, &["echo", "fz", "--transport", transport]);
+        let publisher = spawn_in(
+            &d,
+            &[
+                "pub",
+                "fz",
+                "--transport",
+                transport,
+                "--size",
+                "1K",
+                "--rate",
+                "1000",
+                "--wait-subscribers",
+                "1",
+                "--wait-timeout",
+                "30",
+            ],
+        );
+        echo.await_line(false, "seq ", LONG);
+        echo.signal(Signal::STOP);
+        if transport == "shm" {
+            // The publisher says so once the subscriber made no room for a second.
+            publisher.await_line(true, "has made no room", LONG);
+        } else {
+            // UDP's window is larger than what a few messages fill; enough that the frozen
+            // subscriber has messages it never confirmed.
+            let sent = || {
+                let out = run_ok(&["stats", "fz", "--domain", &d, "--json"]);
+                let stats: serde_json::Value = serde_json::from_str(&out).expect("stats JSON");
+                stats[0]["publishers"][0]["sent"].as_u64().unwrap_or(0)
+            };
+            let frozen_at = sent();
+            wait_until(LONG, "messages sent after the freeze", || {
+                sent() >= frozen_at + 20
+            });
+        }
+        let p = publisher.stop_with(signal);
+        assert!(p.stderr.contains("sent "), "{transport}: {}", p.stderr);
+        echo.signal(Signal::CONT);
+        echo.stop_with(Signal::TERM);
+        assert_eq!(topics_json(&d), serde_json::json!([]), "{transport}");
+    }
+}
+
+/// `ferry echo` whose output nobody reads (the pipe is full, its writes wait) stops on a signal.
+#[test]
+fn echo_with_unread_output_stops_on_a_signal() {
+    let d = domain("ur");
+    let echo = spawn_in_unread(&d, &["echo", "ur", "--transport", "shm"]);
+    let publisher = spawn_in(
+        &d,
+        &[
+            "pub",
+            "ur",
+            "--transport",
+            "shm",
+            "--size",
+            "1K",
+            "--rate",
+            "0",
+            "--wait-subscribers",
+            "1",
+            "--wait-timeout",
+            "30",
+        ],
+    );
+    // echo stops reading once its output is full; the reliable publisher then says it waits.
+    publisher.await_line(true, "has made no room", LONG);
+    echo.stop_with(Signal::INT);
+    publisher.stop_with(Signal::TERM);
+    assert_eq!(topics_json(&d), serde_json::json!([]));
 }
 
 /// A lab experiment stopped by a signal in the middle of a run ends within the bound, kills and
