@@ -11,6 +11,12 @@ impl Error {
     pub fn msg(message: impl Into<String>) -> Error {
         Error(message.into())
     }
+
+    /// Whether this is `signal::check`'s error (possibly with context before it): the command
+    /// stopped because Ctrl-C or SIGTERM asked it to.
+    pub fn is_interruption(&self) -> bool {
+        self.0.ends_with(crate::signal::INTERRUPTED)
+    }
 }
 
 // `Error` deliberately does not implement `std::error::Error`, so that every error type converts

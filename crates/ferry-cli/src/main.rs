@@ -20,6 +20,9 @@ use crate::error::note;
     version,
     about = "Publish/subscribe over shared memory, and a lab that measures it",
     after_help = "Topics of one domain see each other: pass --domain, or set FERRY_DOMAIN.\n\
+                  Ctrl-C or SIGTERM stops pub, echo and lab within a second, cleanly (topics\n\
+                  closed, child processes ended); the exit status is then 130 (SIGINT) or 143\n\
+                  (SIGTERM). A second Ctrl-C ends the command at once.\n\
                   Examples:\n  \
                   ferry echo sensors/lidar --count 5\n  \
                   ferry pub sensors/lidar --size 1K --rate 100 --count 5\n  \
@@ -49,8 +52,28 @@ enum Command {
     LabPeer(lab::PeerArgs),
 }
 
+impl Command {
+    /// Whether the command may run long (until told to stop, or for minutes), and so takes
+    /// Ctrl-C and SIGTERM as a request to stop cleanly (see `signal`). The others end at once, as
+    /// by default.
+    fn stops_on_signals(&self) -> bool {
+        match self {
+            Command::Pub(_) | Command::Echo(_) | Command::Lab(_) => true,
+            Command::Topics(_) | Command::Stats(_) | Command::Clean(_) | Command::LabPeer(_) => {
+                false
+            }
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.stops_on_signals() {
+        if let Err(e) = signal::install() {
+            note!("ferry: error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let result = match cli.command {
         Command::Pub(args) => cmd::publish::run(args),
         Command::Echo(args) => cmd::echo::run(args),
@@ -60,6 +83,17 @@ fn main() -> ExitCode {
         Command::Lab(args) => lab::run(args),
         Command::LabPeer(args) => lab::run_peer(args),
     };
+    if let Some(sig) = signal::received() {
+        // Stopped by a signal: the interruption is no error, but anything else that went wrong
+        // on the way out is shown.
+        if let Err(e) = &result {
+            if !e.is_interruption() {
+                note!("ferry: error: {e}");
+            }
+        }
+        note!("ferry: stopped by {}", signal::name(sig));
+        return ExitCode::from(signal::exit_status(sig));
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

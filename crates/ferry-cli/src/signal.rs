@@ -1,26 +1,48 @@
-//! Ctrl-C and SIGTERM as a flag that long-running commands poll, so that they stop cleanly and
-//! give their shared memory back.
+//! Ctrl-C (SIGINT) and SIGTERM as a flag that long-running commands poll, so that they stop
+//! promptly and cleanly: they close their topics (giving their shared memory back), kill and
+//! reap the processes they started, and `main` exits with 128 + the signal's number (130 after
+//! SIGINT, 143 after SIGTERM), the status a shell reports for a process that a signal ended.
+//!
+//! The rule for commands: no wait lasts longer than [`POLL`] without a look at the flag (bounded
+//! waits such as `Subscriber::recv_timeout`, [`sleep`] instead of `std::thread::sleep`, child
+//! processes polled with `try_wait`). Blocking system calls are not restarted after the signal
+//! (no `SA_RESTART`), but the standard library retries most of them, so the flag is what counts.
+//!
+//! `main` installs the handler for `pub`, `echo` and `lab`; the short commands (`topics`,
+//! `stats`, `clean`) and the lab's peer processes keep the default action and end at once. The
+//! handler serves one signal: a second Ctrl-C or SIGTERM ends the process at once.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The first signal that arrived, 0 for none.
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_signal(_signal: libc::c_int) {
-    // Relaxed: the flag carries no data; pollers only need to see it eventually.
-    INTERRUPTED.store(true, Ordering::Relaxed);
+/// The longest a command waits before it looks at the flag again.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// The message of the error that `check` returns.
+pub const INTERRUPTED: &str = "interrupted (Ctrl-C or SIGTERM)";
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    // Relaxed: the flag carries no data; pollers only need to see it eventually. The first
+    // signal is the one reported.
+    let _ = SIGNAL.compare_exchange(0, signal, Ordering::Relaxed, Ordering::Relaxed);
 }
 
-/// Routes SIGINT and SIGTERM to the flag instead of ending the process.
+/// Routes SIGINT and SIGTERM to the flag instead of ending the process, once: the handler resets
+/// itself (`SA_RESETHAND`), so that a second one of a kind ends the process at once.
 pub fn install() -> Result<()> {
     for signal in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: `sigaction` is plain data (integers, a mask and an optional function pointer);
         // all zeroes is "no flags, empty mask, no restorer".
         let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
         action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        // SAFETY: `action` is initialised and outlives the call; the handler only stores to an
-        // atomic, which is async-signal-safe.
+        action.sa_flags = libc::SA_RESETHAND;
+        // SAFETY: `action` is initialised and outlives the call; the handler only does an atomic
+        // compare-and-swap, which is async-signal-safe.
         let rc = unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) };
         if rc != 0 {
             return Err(Error::msg(format!(
@@ -32,16 +54,61 @@ pub fn install() -> Result<()> {
     Ok(())
 }
 
+/// The signal that arrived (SIGINT or SIGTERM), if one did.
+pub fn received() -> Option<libc::c_int> {
+    // Relaxed: see `on_signal`.
+    match SIGNAL.load(Ordering::Relaxed) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
 /// Whether Ctrl-C or SIGTERM arrived.
 pub fn interrupted() -> bool {
-    // Relaxed: see `on_signal`.
-    INTERRUPTED.load(Ordering::Relaxed)
+    received().is_some()
 }
 
 /// An error once Ctrl-C or SIGTERM arrived.
 pub fn check() -> Result<()> {
     if interrupted() {
-        return Err(Error::msg("interrupted (Ctrl-C or SIGTERM)"));
+        return Err(Error::msg(INTERRUPTED));
     }
     Ok(())
+}
+
+/// Sleeps for `duration`, looking at the flag every [`POLL`]; an error as soon as Ctrl-C or
+/// SIGTERM arrived.
+pub fn sleep(duration: Duration) -> Result<()> {
+    let end = Instant::now() + duration;
+    loop {
+        check()?;
+        let now = Instant::now();
+        if now >= end {
+            return Ok(());
+        }
+        std::thread::sleep((end - now).min(POLL));
+    }
+}
+
+/// The signal's name, for the user.
+pub fn name(signal: libc::c_int) -> String {
+    match signal {
+        libc::SIGINT => "SIGINT (Ctrl-C)".to_owned(),
+        libc::SIGTERM => "SIGTERM".to_owned(),
+        other => format!("signal {other}"),
+    }
+}
+
+/// The exit status after `signal`: 128 + its number, as shells report a process it ended.
+pub fn exit_status(signal: libc::c_int) -> u8 {
+    u8::try_from(128 + signal).unwrap_or(u8::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn exit_statuses_follow_the_shell() {
+        assert_eq!(super::exit_status(libc::SIGINT), 130);
+        assert_eq!(super::exit_status(libc::SIGTERM), 143);
+    }
 }

@@ -2,6 +2,10 @@
 //! pipe (`ferry echo | head`).
 
 use std::io::{self, Write};
+use std::os::fd::AsFd;
+
+use rustix::event::{PollFd, PollFlags};
+use rustix::io::Errno;
 
 use crate::error::Result;
 
@@ -60,16 +64,55 @@ impl Table {
 }
 
 /// Writes `text` to standard output. Returns `Ok(false)` when the reader closed the pipe (the
-/// command should stop quietly), an error for any other failure.
+/// command should stop quietly), an error for any other failure, and `signal::check`'s error when
+/// Ctrl-C or SIGTERM arrives while a reader that stopped reading holds the output back.
 pub fn print_out(text: &str) -> Result<bool> {
     let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
-        Err(e) => Err(crate::error::Error::msg(format!(
-            "cannot write to standard output: {e}"
-        ))),
+    // What `println!` left in the standard library's buffer goes first (usually nothing: it
+    // flushes at each newline).
+    if let Err(e) = out.flush() {
+        return write_failed(e);
     }
+    // Then straight to the file descriptor: `write_all` retries a write that a signal
+    // interrupted, and would wait for a stalled reader for ever.
+    let fd = out.as_fd();
+    let slice = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: crate::signal::POLL.as_nanos() as _,
+    };
+    let mut rest = text.as_bytes();
+    while !rest.is_empty() {
+        let mut fds = [PollFd::new(&fd, PollFlags::OUT)];
+        match rustix::event::poll(&mut fds, Some(&slice)) {
+            Ok(0) => {
+                crate::signal::check()?;
+                continue;
+            }
+            Ok(_) => {}
+            Err(Errno::INTR) => continue,
+            Err(e) => return write_failed(e.into()),
+        }
+        // Once a pipe polls writable, PIPE_BUF bytes go in without blocking.
+        let chunk = &rest[..rest.len().min(PIPE_BUF)];
+        match rustix::io::write(fd, chunk) {
+            Ok(n) => rest = &rest[n..],
+            Err(Errno::INTR | Errno::AGAIN) => crate::signal::check()?,
+            Err(e) => return write_failed(e.into()),
+        }
+    }
+    Ok(true)
+}
+
+/// The atomic write size of a pipe on Linux (the smallest POSIX allows is 512).
+const PIPE_BUF: usize = 4096;
+
+fn write_failed(e: io::Error) -> Result<bool> {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        return Ok(false);
+    }
+    Err(crate::error::Error::msg(format!(
+        "cannot write to standard output: {e}"
+    )))
 }
 
 #[cfg(test)]

@@ -2,11 +2,14 @@
 //! dead topics, argument errors, and a short latency lab run. Every test uses its own domain and
 //! every wait is bounded; children are killed if a test fails.
 
-use std::io::Read;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use rustix::process::{kill_process, Pid, Signal};
 
 fn ferry() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
@@ -25,23 +28,57 @@ fn domain(tag: &str) -> String {
 /// A running child whose output is collected; killed if dropped before it finished.
 struct Running {
     child: Child,
-    stdout: Option<JoinHandle<String>>,
-    stderr: Option<JoinHandle<String>>,
+    stdout: Option<Collected>,
+    stderr: Option<Collected>,
+    /// Standard output left unread (a reader that stopped reading), when asked for.
+    _unread_stdout: Option<ChildStdout>,
     what: String,
 }
 
-fn collect(stream: Option<impl Read + Send + 'static>) -> Option<JoinHandle<String>> {
-    stream.map(|mut s| {
-        std::thread::spawn(move || {
+/// The text of a stream, and its lines as they come.
+struct Collected {
+    text: JoinHandle<String>,
+    lines: mpsc::Receiver<String>,
+}
+
+fn collect(stream: Option<impl Read + Send + 'static>) -> Option<Collected> {
+    stream.map(|s| {
+        let (tx, lines) = mpsc::channel();
+        let text = std::thread::spawn(move || {
             let mut text = String::new();
-            let _ = s.read_to_string(&mut text);
+            for line in BufReader::new(s).lines() {
+                let Ok(line) = line else { break };
+                text.push_str(&line);
+                text.push('\n');
+                // The test may not be watching.
+                let _ = tx.send(line);
+            }
             text
-        })
+        });
+        Collected { text, lines }
     })
 }
 
 fn spawn(args: &[&str]) -> Running {
-    let child = ferry()
+    spawn_cmd(ferry(), args, true)
+}
+
+/// As `spawn`, in `domain` given the way a user's shell would: in FERRY_DOMAIN.
+fn spawn_in(domain: &str, args: &[&str]) -> Running {
+    let mut cmd = ferry();
+    cmd.env("FERRY_DOMAIN", domain);
+    spawn_cmd(cmd, args, true)
+}
+
+/// As `spawn_in`, but nothing reads its standard output: once the pipe is full, writes wait.
+fn spawn_in_unread(domain: &str, args: &[&str]) -> Running {
+    let mut cmd = ferry();
+    cmd.env("FERRY_DOMAIN", domain);
+    spawn_cmd(cmd, args, false)
+}
+
+fn spawn_cmd(mut cmd: Command, args: &[&str], read_stdout: bool) -> Running {
+    let child = cmd
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -51,9 +88,14 @@ fn spawn(args: &[&str]) -> Running {
         child,
         stdout: None,
         stderr: None,
+        _unread_stdout: None,
         what: format!("ferry {}", args.join(" ")),
     };
-    r.stdout = collect(r.child.stdout.take());
+    if read_stdout {
+        r.stdout = collect(r.child.stdout.take());
+    } else {
+        r._unread_stdout = r.child.stdout.take();
+    }
     r.stderr = collect(r.child.stderr.take());
     r
 }
@@ -75,7 +117,10 @@ impl Running {
             if Instant::now() >= deadline {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                let err = self.stderr.take().map(|h| h.join().unwrap_or_default());
+                let err = self
+                    .stderr
+                    .take()
+                    .map(|c| c.text.join().unwrap_or_default());
                 panic!(
                     "{} did not exit within {timeout:?}; stderr: {err:?}",
                     self.what
@@ -88,18 +133,71 @@ impl Running {
             stdout: self
                 .stdout
                 .take()
-                .map_or_else(String::new, |h| h.join().unwrap()),
+                .map_or_else(String::new, |c| c.text.join().unwrap()),
             stderr: self
                 .stderr
                 .take()
-                .map_or_else(String::new, |h| h.join().unwrap()),
+                .map_or_else(String::new, |c| c.text.join().unwrap()),
         }
     }
 
     fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// Waits at most `timeout` for a line of standard output (`stderr` false) or error that
+    /// contains `needle`, and returns it; fails the test (killing the child) otherwise.
+    fn await_line(&self, stderr: bool, needle: &str, timeout: Duration) -> String {
+        let stream = if stderr { &self.stderr } else { &self.stdout };
+        let lines = &stream.as_ref().expect("a collected stream").lines;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match lines.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(e) => panic!(
+                    "{}: no line with {needle:?} on {} within {timeout:?} ({e})",
+                    self.what,
+                    if stderr { "stderr" } else { "stdout" }
+                ),
+            }
+        }
+    }
+
+    /// Sends `signal` to the child.
+    fn signal(&self, signal: Signal) {
+        let pid = Pid::from_raw(self.pid() as i32).expect("a child's pid");
+        kill_process(pid, signal).expect("send a signal");
+    }
+
+    /// Sends `signal` (SIGINT or SIGTERM) and checks that the child stops within `STOP_BOUND`
+    /// with the status a shell gives a process ended by it (128 + its number), saying so.
+    fn stop_with(self, signal: Signal) -> Finished {
+        let what = self.what.clone();
+        self.signal(signal);
+        let out = self.finish(STOP_BOUND);
+        let number = signal.as_raw();
+        assert_eq!(
+            out.status.code(),
+            Some(128 + number),
+            "{what} after signal {number}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("ferry: stopped by SIG"),
+            "{what}: {}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains("error"), "{what}: {}", out.stderr);
+        assert!(!out.stderr.contains("panicked"), "{what}: {}", out.stderr);
+        out
+    }
 }
+
+/// How soon a command must have stopped after SIGINT or SIGTERM: it promises 1 s; this leaves
+/// room for a loaded machine.
+const STOP_BOUND: Duration = Duration::from_secs(2);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -235,6 +333,95 @@ fn pub_and_echo_exchange_messages() {
 }
 
 #[test]
+fn pub_and_echo_exchange_messages_over_udp() {
+    let d = domain("udp");
+    let echo = spawn_in(
+        &d,
+        &[
+            "echo",
+            "demo/u",
+            "--transport",
+            "udp",
+            "--count",
+            "5",
+            "--json",
+            "--timeout",
+            "30",
+        ],
+    );
+    let publisher = spawn_in(
+        &d,
+        &[
+            "pub",
+            "demo/u",
+            "--transport",
+            "udp",
+            "--size",
+            "16",
+            "--rate",
+            "100",
+            "--count",
+            "5",
+            "--wait-subscribers",
+            "1",
+            "--wait-timeout",
+            "30",
+        ],
+    );
+    let p = publisher.finish(LONG);
+    assert!(p.status.success(), "pub failed: {}", p.stderr);
+    assert!(p.stderr.contains("sent 5 messages"), "{}", p.stderr);
+    let e = echo.finish(LONG);
+    assert!(e.status.success(), "echo failed: {}", e.stderr);
+    let lines: Vec<serde_json::Value> = e
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(lines.len(), 5, "{}", e.stdout);
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["seq"], i as u64, "{}", e.stdout);
+        assert_eq!(line["size"], 16);
+        assert_eq!(line["skipped"], 0);
+        let head = line["head"].as_str().unwrap();
+        assert!(
+            head.starts_with(&format!("{i:02x}00000000000000")),
+            "{head}"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_transport_is_refused_by_pub_and_echo() {
+    let d = domain("tr");
+    for command in ["pub", "echo"] {
+        let out = run(
+            &[command, "t", "--transport", "bogus", "--domain", &d],
+            LONG,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "ferry {command}: {}",
+            out.stderr
+        );
+        for expected in [
+            "invalid value 'bogus' for '--transport",
+            "possible values: shm, udp, auto",
+        ] {
+            assert!(
+                out.stderr.contains(expected),
+                "ferry {command}: expected {expected:?} in: {}",
+                out.stderr
+            );
+        }
+        assert!(out.stdout.is_empty(), "{}", out.stdout);
+    }
+    // Nothing was created.
+    assert_eq!(topics_json(&d), serde_json::json!([]));
+}
+
+#[test]
 fn echo_times_out_with_a_message() {
     let d = domain("to");
     let out = run(
@@ -338,12 +525,145 @@ fn pub_stops_cleanly_on_ctrl_c() {
     wait_until(LONG, "the publisher to appear", || {
         topics_json(&d)[0]["publishers"][0]["alive"] == true
     });
-    let pid = rustix::process::Pid::from_raw(publisher.pid() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
-    let out = publisher.finish(LONG);
-    assert!(out.status.success(), "{}", out.stderr);
+    let out = publisher.stop_with(Signal::INT);
     assert!(out.stderr.contains("sent"), "{}", out.stderr);
+    assert!(out.stderr.contains("stopped by SIGINT"), "{}", out.stderr);
     // It closed its topic on the way out.
+    assert_eq!(topics_json(&d), serde_json::json!([]));
+}
+
+/// `ferry echo` and `ferry pub --rate` exchanging messages over each transport stop within the
+/// bound of a SIGTERM or a SIGINT, with the status that says which, and close their topics.
+#[test]
+fn echo_and_pub_stop_on_sigterm_and_sigint() {
+    for (transport, echo_signal, pub_signal) in [
+        ("shm", Signal::TERM, Signal::INT),
+        ("udp", Signal::INT, Signal::TERM),
+    ] {
+        let d = domain("sg");
+        let echo = spawn_in(&d, &["echo", "sig", "--transport", transport]);
+        let publisher = spawn_in(
+            &d,
+            &[
+                "pub",
+                "sig",
+                "--transport",
+                transport,
+                "--rate",
+                "50",
+                "--wait-subscribers",
+                "1",
+                "--wait-timeout",
+                "30",
+            ],
+        );
+        echo.await_line(false, "seq ", LONG);
+        let e = echo.stop_with(echo_signal);
+        assert!(e.stdout.starts_with("seq 0 "), "{transport}: {}", e.stdout);
+        let p = publisher.stop_with(pub_signal);
+        assert!(p.stderr.contains("sent "), "{transport}: {}", p.stderr);
+        // Both closed their topic on the way out: nothing is left behind, dead or alive.
+        assert_eq!(topics_json(&d), serde_json::json!([]), "{transport}");
+    }
+}
+
+/// A reliable subscriber that stopped reading (SIGSTOP) holds a fast publisher back, over shared
+/// memory (its ring is full), or leaves it messages to linger for when it closes, over UDP; the
+/// publisher still stops on a signal in time.
+#[test]
+fn pub_held_back_by_a_frozen_subscriber_stops_on_a_signal() {
+    for (transport, signal) in [("shm", Signal::TERM), ("udp", Signal::INT)] {
+        let d = domain("fz");
+        let echo = spawn_in(&d, &["echo", "fz", "--transport", transport]);
+        let publisher = spawn_in(
+            &d,
+            &[
+                "pub",
+                "fz",
+                "--transport",
+                transport,
+                "--size",
+                "1K",
+                "--rate",
+                "1000",
+                "--wait-subscribers",
+                "1",
+                "--wait-timeout",
+                "30",
+            ],
+        );
+        echo.await_line(false, "seq ", LONG);
+        echo.signal(Signal::STOP);
+        if transport == "shm" {
+            // The publisher says so once the subscriber made no room for a second.
+            publisher.await_line(true, "has made no room", LONG);
+        } else {
+            // UDP's window is larger than what a few messages fill; enough that the frozen
+            // subscriber has messages it never confirmed.
+            let sent = || {
+                let out = run_ok(&["stats", "fz", "--domain", &d, "--json"]);
+                let stats: serde_json::Value = serde_json::from_str(&out).expect("stats JSON");
+                stats[0]["publishers"][0]["sent"].as_u64().unwrap_or(0)
+            };
+            let frozen_at = sent();
+            wait_until(LONG, "messages sent after the freeze", || {
+                sent() >= frozen_at + 20
+            });
+        }
+        let p = publisher.stop_with(signal);
+        assert!(p.stderr.contains("sent "), "{transport}: {}", p.stderr);
+        echo.signal(Signal::CONT);
+        echo.stop_with(Signal::TERM);
+        assert_eq!(topics_json(&d), serde_json::json!([]), "{transport}");
+    }
+}
+
+/// `ferry echo` whose output nobody reads (the pipe is full, its writes wait) stops on a signal.
+#[test]
+fn echo_with_unread_output_stops_on_a_signal() {
+    let d = domain("ur");
+    let echo = spawn_in_unread(&d, &["echo", "ur", "--transport", "shm"]);
+    let publisher = spawn_in(
+        &d,
+        &[
+            "pub",
+            "ur",
+            "--transport",
+            "shm",
+            "--size",
+            "1K",
+            "--rate",
+            "0",
+            "--wait-subscribers",
+            "1",
+            "--wait-timeout",
+            "30",
+        ],
+    );
+    // echo stops reading once its output is full; the reliable publisher then says it waits.
+    publisher.await_line(true, "has made no room", LONG);
+    echo.stop_with(Signal::INT);
+    publisher.stop_with(Signal::TERM);
+    assert_eq!(topics_json(&d), serde_json::json!([]));
+}
+
+/// A lab experiment stopped by a signal in the middle of a run ends within the bound, kills and
+/// reaps its peer process, and leaves nothing in its domain.
+#[test]
+fn an_interrupted_lab_ends_its_peer() {
+    let lab = spawn(&["lab", "idle", "--wait", "block", "--seconds", "60"]);
+    let d = format!("labidle{}", lab.pid());
+    let mut peer = None;
+    wait_until(LONG, "the lab's peer to subscribe", || {
+        peer = topics_json(&d)[0]["subscribers"][0]["pid"].as_u64();
+        peer.is_some()
+    });
+    let peer = peer.unwrap();
+    lab.stop_with(Signal::TERM);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{peer}")).exists(),
+        "the peer process {peer} outlived the lab"
+    );
     assert_eq!(topics_json(&d), serde_json::json!([]));
 }
 

@@ -7,7 +7,7 @@ use clap::Args;
 use ferry::Qos;
 use serde::Serialize;
 
-use super::{DeliveryArg, WaitArg, POLL_SLICE};
+use super::{DeliveryArg, TransportOpt, WaitArg, POLL_SLICE};
 use crate::error::{bail, Context, Result};
 use crate::signal;
 use crate::table::print_out;
@@ -29,6 +29,9 @@ pub struct EchoArgs {
     /// Fail when no message arrives for S seconds [default: wait forever]
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     pub timeout: Option<Duration>,
+
+    #[command(flatten)]
+    pub transport: TransportOpt,
 
     /// Delivery: reliable holds a reliable publisher back until the message is read
     #[arg(long, value_enum, default_value_t = DeliveryArg::Reliable)]
@@ -56,9 +59,9 @@ struct Line<'a> {
 }
 
 pub fn run(args: EchoArgs) -> Result<()> {
-    signal::install()?;
     let node = super::node("ferry-echo", args.domain.as_deref())?;
     let qos = Qos::default()
+        .transport(args.transport.into())
         .delivery(args.delivery.into())
         .wait(args.wait.into());
     let mut subscriber = node.subscriber(&args.topic, &qos).context(format!(

@@ -7,12 +7,12 @@ pub mod topics;
 
 use std::time::Duration;
 
-use clap::ValueEnum;
+use clap::{Args, ValueEnum};
 
 use crate::error::{Context, Result};
 
 /// How long a blocking call waits before a command looks at Ctrl-C and its own deadlines again.
-pub const POLL_SLICE: Duration = Duration::from_millis(100);
+pub const POLL_SLICE: Duration = crate::signal::POLL;
 
 /// `--transport`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -32,6 +32,20 @@ impl From<TransportArg> for ferry::Transport {
             TransportArg::Udp => ferry::Transport::Udp,
             TransportArg::Auto => ferry::Transport::Auto,
         }
+    }
+}
+
+/// The `--transport` option, one definition for `pub` and `echo` (same values, default and help).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Args)]
+pub struct TransportOpt {
+    /// How messages travel between this process and the topic's other ends
+    #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
+    pub transport: TransportArg,
+}
+
+impl From<TransportOpt> for ferry::Transport {
+    fn from(t: TransportOpt) -> ferry::Transport {
+        t.transport.into()
     }
 }
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use ferry::{Qos, SendError};
 
-use super::{DeliveryArg, TransportArg, WaitArg, POLL_SLICE};
+use super::{DeliveryArg, TransportOpt, WaitArg};
 use crate::error::{bail, note, Context, Result};
 use crate::signal;
 use crate::units::{format_size, parse_domain, parse_rate, parse_seconds, parse_size};
@@ -30,9 +30,8 @@ pub struct PubArgs {
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
 
-    /// Transport: shm (same host), udp (any host), auto
-    #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
-    pub transport: TransportArg,
+    #[command(flatten)]
+    pub transport: TransportOpt,
 
     /// What happens when a subscriber is slower than this publisher
     #[arg(long, value_enum, default_value_t = DeliveryArg::Reliable)]
@@ -55,12 +54,15 @@ pub struct PubArgs {
     pub domain: Option<String>,
 }
 
-/// How long one reliable send may wait before the command reports a stall and tries again (short,
-/// so that Ctrl-C is honoured while a subscriber holds the ring back).
-const SEND_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long one reliable send may wait before the command looks at Ctrl-C and tries again. It
+/// also bounds how long a UDP publisher lingers when closed for reliable subscribers to catch up,
+/// so a stop by Ctrl-C or SIGTERM takes at most about twice this, whatever subscribers do.
+const SEND_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// A stall is reported once it has lasted this long, and again every time as long again.
+const STALL_NOTE_EVERY: Duration = Duration::from_secs(1);
 
 pub fn run(args: PubArgs) -> Result<()> {
-    signal::install()?;
     let node = super::node("ferry-pub", args.domain.as_deref())?;
     let qos = Qos::default()
         .transport(args.transport.into())
@@ -110,6 +112,9 @@ pub fn run(args: PubArgs) -> Result<()> {
     let start = Instant::now();
     let mut sent = 0u64;
     let mut stalls = 0u64;
+    // How long the current stall has lasted (consecutive timeouts), and when it was last told.
+    let mut stalled = Duration::ZERO;
+    let mut told = Duration::ZERO;
     while args.count.map_or(true, |c| sent < c) && !signal::interrupted() {
         if args.rate > 0.0 {
             // Absolute deadlines: message k is due at start + k / rate.
@@ -118,18 +123,32 @@ pub fn run(args: PubArgs) -> Result<()> {
                 break;
             }
         }
-        match publisher.loan(args.size) {
-            Ok(mut loan) => {
-                write_payload(loan.as_mut_slice(), sent);
-                loan.send()?;
-                sent += 1;
+        // Under shared memory a reliable subscriber that is behind holds the loan back; under
+        // UDP it holds the send back, but a send that times out still goes out, in order, as
+        // the subscriber makes room: it counts as sent.
+        let outcome = publisher.loan(args.size).and_then(|mut loan| {
+            write_payload(loan.as_mut_slice(), sent);
+            sent += 1;
+            loan.send()
+        });
+        match outcome {
+            Ok(()) => {
+                stalled = Duration::ZERO;
+                told = Duration::ZERO;
             }
             Err(SendError::Timeout(waited)) => {
-                stalls += 1;
-                note!(
-                    "ferry pub: a reliable subscriber has made no room for {waited:?}; still \
-                     waiting (message {sent} is not lost)"
-                );
+                if stalled.is_zero() {
+                    stalls += 1;
+                }
+                stalled += waited;
+                if stalled >= told + STALL_NOTE_EVERY {
+                    told = stalled;
+                    note!(
+                        "ferry pub: a reliable subscriber has made no room for {:.1} s; still \
+                         waiting (nothing is lost)",
+                        stalled.as_secs_f64()
+                    );
+                }
             }
             Err(e) => return Err(e.into()),
         }
@@ -149,16 +168,7 @@ pub fn run(args: PubArgs) -> Result<()> {
 
 /// Sleeps until `due`, waking regularly to honour Ctrl-C. False if interrupted.
 fn sleep_until(due: Instant) -> bool {
-    loop {
-        if signal::interrupted() {
-            return false;
-        }
-        let now = Instant::now();
-        if now >= due {
-            return true;
-        }
-        std::thread::sleep((due - now).min(POLL_SLICE));
-    }
+    signal::sleep(due.saturating_duration_since(Instant::now())).is_ok()
 }
 
 /// The sequence number (u64 little endian) first if it fits, then its low byte repeated.

@@ -451,7 +451,6 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 const IDLE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub fn run(args: CycleArgs) -> Result<()> {
-    signal::install()?;
     let config = resolve(&args)?;
     let allowed = super::allowed_cpus();
     let placements = args
@@ -704,17 +703,18 @@ struct App {
 impl App {
     fn spawn(role: &'static str, args: &[String]) -> Result<App> {
         let exe = std::env::current_exe().context("cannot find the ferry executable")?;
-        let mut child = Command::new(&exe)
-            .arg("lab-peer")
-            .arg("cycle")
-            .arg("--role")
-            .arg(role)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context(format!("cannot start the {role} process {}", exe.display()))?;
+        let mut child = super::spawn_child(
+            Command::new(&exe)
+                .arg("lab-peer")
+                .arg("cycle")
+                .arg("--role")
+                .arg(role)
+                .args(args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit()),
+        )
+        .context(format!("cannot start the {role} process {}", exe.display()))?;
         let stdin = child.stdin.take();
         Ok(App {
             child,
@@ -785,8 +785,39 @@ impl Drop for App {
     }
 }
 
+/// One run (see `run_trial`), and then whatever it left in `domain`: apps killed on an error or
+/// Ctrl-C leave their shared memory behind.
 #[allow(clippy::too_many_arguments)]
 fn trial(
+    args: &CycleArgs,
+    config: &Config,
+    domain: &str,
+    run_index: u64,
+    transport: Transport,
+    period: Duration,
+    cpu: Option<f64>,
+    cpus: Option<(usize, usize)>,
+    multiplicity: u64,
+) -> Result<Trial> {
+    let outcome = run_trial(
+        args,
+        config,
+        domain,
+        run_index,
+        transport,
+        period,
+        cpu,
+        cpus,
+        multiplicity,
+    );
+    if outcome.is_err() {
+        let _ = ferry::admin::clean(Some(domain));
+    }
+    outcome
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_trial(
     args: &CycleArgs,
     config: &Config,
     domain: &str,

@@ -14,10 +14,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use rustix::process::{kill_process_group, Pid, Signal};
 use serde::Serialize;
 
 use super::{Machine, Results};
 use crate::error::{bail, note, Context, Result};
+use crate::signal;
 use crate::table::{print_out, Table};
 
 /// Vortex Lite's figures (x86, static library): publisher image 531 320 bytes, subscriber VmRSS
@@ -140,22 +142,36 @@ fn workspace_root() -> PathBuf {
 }
 
 /// Builds the apps with cargo (in the source tree this executable came from), if cargo and the
-/// tree are there. Returns whether it succeeded.
-pub fn try_build() -> bool {
+/// tree are there. Returns whether it succeeded; an error if Ctrl-C or SIGTERM stopped it.
+pub fn try_build() -> Result<bool> {
     let root = workspace_root();
     if !root.join("crates/ferry-min/Cargo.toml").is_file() {
-        return false;
+        return Ok(false);
     }
     note!("ferry lab footprint: building the minimal apps: {BUILD_COMMAND}");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    Command::new(cargo)
-        .args(["build", "--profile", "min-size", "-p", "ferry-min"])
-        .current_dir(&root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .status()
-        .is_ok_and(|s| s.success())
+    // A process group of its own, which an interruption kills: cargo and the compilers it runs.
+    let Ok(mut child) = super::spawn_child(
+        Command::new(cargo)
+            .args(["build", "--profile", "min-size", "-p", "ferry-min"])
+            .current_dir(&root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit()),
+    ) else {
+        return Ok(false);
+    };
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status.success());
+        }
+        if signal::interrupted() {
+            let _ = kill_process_group(Pid::from_child(&child), Signal::KILL);
+            let _ = child.wait();
+            signal::check()?;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A child killed when dropped.
@@ -178,7 +194,7 @@ pub fn run(args: FootprintArgs) -> Result<()> {
         }
     }
     let mut dir = locate(args.bin_dir.as_deref());
-    if dir.is_none() && args.build && try_build() {
+    if dir.is_none() && args.build && try_build()? {
         dir = locate(args.bin_dir.as_deref());
     }
     let Some(dir) = dir else {
@@ -279,28 +295,67 @@ fn verdict(rows: &[Row]) -> Vec<String> {
 
 fn measure_pair(dir: &Path, transport: &str, seconds: f64) -> Result<Vec<Row>> {
     let domain = format!("labfp{}{}", std::process::id(), transport);
+    let outcome = run_pair(dir, transport, seconds, &domain);
+    // The apps are gone (reaped, or killed and reaped): remove what they left, also after an
+    // interruption or a failure.
+    let _ = ferry::admin::clean(Some(&domain));
+    let (peak, received) = outcome?;
+    if received.unwrap_or(0) == 0 {
+        bail!("min-sub over {transport} received no message");
+    }
+    let mut rows = Vec::new();
+    for (i, app) in ["min-pub", "min-sub"].into_iter().enumerate() {
+        let Some(r) = peak[i] else {
+            bail!("could not read the memory of {app} over {transport}");
+        };
+        let binary_bytes = std::fs::metadata(dir.join(app))
+            .context(format!("size of {app}"))?
+            .len();
+        rows.push(Row {
+            app,
+            transport: transport.to_owned(),
+            binary_bytes,
+            rss_private_kb: r.private_kb,
+            rss_shmem_kb: r.shmem_kb,
+            threads: r.threads,
+            vm_rss_kb: r.vm_rss_kb,
+            rss_shared_kb: r.shared_kb,
+            received: (i == 1).then_some(received.unwrap_or(0)),
+        });
+    }
+    Ok(rows)
+}
+
+/// Runs min-sub and min-pub in `domain`; the peak readings of each (publisher first) and what
+/// min-sub says it received.
+fn run_pair(
+    dir: &Path,
+    transport: &str,
+    seconds: f64,
+    domain: &str,
+) -> Result<([Option<Reading>; 2], Option<u64>)> {
     let spawn = |app: &str, run_for: f64| -> Result<Kid> {
         let mut cmd = Command::new(dir.join(app));
-        cmd.args(["--domain", &domain, "--seconds", &format!("{run_for}")]);
+        cmd.args(["--domain", domain, "--seconds", &format!("{run_for}")]);
         if transport == "udp" {
             cmd.arg("--udp");
         }
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context(format!("cannot start {}", dir.join(app).display()))?;
+        let child = super::spawn_child(
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit()),
+        )
+        .context(format!("cannot start {}", dir.join(app).display()))?;
         Ok(Kid(child))
     };
     // The subscriber first, so that it sees every message; it runs a little longer.
     let mut sub = spawn("min-sub", seconds + 0.5)?;
-    std::thread::sleep(Duration::from_millis(100));
+    signal::sleep(Duration::from_millis(100))?;
     let mut publ = spawn("min-pub", seconds)?;
     let start = Instant::now();
     let mut peak: [Option<Reading>; 2] = [None, None];
     // Readings over the second half of the run; the largest of each figure is kept.
-    std::thread::sleep(Duration::from_secs_f64(seconds / 2.0));
+    signal::sleep(Duration::from_secs_f64(seconds / 2.0))?;
     while start.elapsed().as_secs_f64() < seconds * 0.9 {
         for (i, kid) in [&publ, &sub].into_iter().enumerate() {
             if let Some(r) = Reading::of(kid.0.id()) {
@@ -310,11 +365,12 @@ fn measure_pair(dir: &Path, transport: &str, seconds: f64) -> Result<Vec<Row>> {
                 });
             }
         }
-        std::thread::sleep(Duration::from_millis(100));
+        signal::sleep(Duration::from_millis(100))?;
     }
     let wait = |kid: &mut Kid, what: &str| -> Result<String> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
+            signal::check()?;
             if let Some(status) = kid.0.try_wait()? {
                 if !status.success() {
                     bail!("{what} over {transport} failed ({status})");
@@ -338,31 +394,7 @@ fn measure_pair(dir: &Path, transport: &str, seconds: f64) -> Result<Vec<Row>> {
         .split_whitespace()
         .last()
         .and_then(|n| n.parse::<u64>().ok());
-    let _ = ferry::admin::clean(Some(&domain));
-    if received.unwrap_or(0) == 0 {
-        bail!("min-sub over {transport} received no message");
-    }
-    let mut rows = Vec::new();
-    for (i, app) in ["min-pub", "min-sub"].into_iter().enumerate() {
-        let Some(r) = peak[i].take() else {
-            bail!("could not read the memory of {app} over {transport}");
-        };
-        let binary_bytes = std::fs::metadata(dir.join(app))
-            .context(format!("size of {app}"))?
-            .len();
-        rows.push(Row {
-            app,
-            transport: transport.to_owned(),
-            binary_bytes,
-            rss_private_kb: r.private_kb,
-            rss_shmem_kb: r.shmem_kb,
-            threads: r.threads,
-            vm_rss_kb: r.vm_rss_kb,
-            rss_shared_kb: r.shared_kb,
-            received: (i == 1).then_some(received.unwrap_or(0)),
-        });
-    }
-    Ok(rows)
+    Ok((peak, received))
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -792,7 +792,6 @@ fn describe_placement(placement: &[Placement]) -> String {
 
 pub fn run(args: HubsArgs) -> Result<()> {
     validate(&args)?;
-    signal::install()?;
     let started = super::unix_time();
     let placement = placement(&args);
     // Created before any process and dropped after all of them (also on error and Ctrl-C).
@@ -1371,7 +1370,7 @@ impl Proc {
         Ok(self.exited)
     }
 
-    /// The exit status, waiting at most until `until`.
+    /// The exit status, waiting at most until `until`; an error on Ctrl-C.
     fn wait_until(&mut self, until: Instant) -> Result<Option<ExitStatus>> {
         loop {
             if let Some(s) = self.poll()? {
@@ -1380,6 +1379,7 @@ impl Proc {
             if Instant::now() >= until {
                 return Ok(None);
             }
+            signal::check()?;
             std::thread::sleep(Duration::from_millis(2));
         }
     }
@@ -1464,8 +1464,7 @@ impl Ring {
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit());
             let role = role_name(i);
-            let mut child = cmd
-                .spawn()
+            let mut child = super::spawn_child(&mut cmd)
                 .context(format!("cannot start {role} ({})", exe.display()))?;
             let stdin = child.stdin.take();
             let stdout = child.stdout.take();

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::{Machine, Peer, Results};
 use crate::error::{bail, Context, Result};
+use crate::signal;
 
 #[derive(Debug, Args)]
 pub struct IdleArgs {
@@ -103,10 +104,28 @@ pub fn run(args: IdleArgs) -> Result<()> {
         bail!("--seconds must be between 0 and 600");
     }
     let ticks = rustix::param::clock_ticks_per_second();
+    let domain = format!("labidle{}", std::process::id());
     let mut rows = Vec::new();
+    let outcome = measure(&args, &domain, ticks, &mut rows);
+    // Whatever an interrupted or failed run left in its own domain (a killed peer's subscriber).
+    let _ = ferry::admin::clean(Some(&domain));
+    outcome?;
+    let config = Config {
+        seconds: args.seconds,
+        settle_seconds: SETTLE.as_secs_f64(),
+        spin_window_us: Qos::default().spin_window.as_micros(),
+        clock_ticks_per_second: ticks,
+    };
+    if let Some(path) = &args.json {
+        Results::new("idle", Machine::probe(), config, rows).write_json(path)?;
+    }
+    Ok(())
+}
+
+/// One row per wait strategy, each with a fresh peer.
+fn measure(args: &IdleArgs, domain: &str, ticks: u64, rows: &mut Vec<Row>) -> Result<()> {
     for &wait in &args.wait {
-        let domain = format!("labidle{}", std::process::id());
-        let node = Node::with_domain("lab-idle", &domain)?;
+        let node = Node::with_domain("lab-idle", domain)?;
         let mut publisher = node.publisher(
             TOPIC,
             &Qos::default()
@@ -116,7 +135,7 @@ pub fn run(args: IdleArgs) -> Result<()> {
         let mut peer = Peer::spawn(&[
             "idle".into(),
             "--domain".into(),
-            domain.clone(),
+            domain.to_owned(),
             "--wait".into(),
             wait_name(wait).into(),
             "--transport".into(),
@@ -126,11 +145,11 @@ pub fn run(args: IdleArgs) -> Result<()> {
             Ok(publisher.subscriber_count() == 1)
         })?;
         publisher.send(&[1])?;
-        std::thread::sleep(SETTLE);
+        signal::sleep(SETTLE)?;
         peer.check_alive()?;
         let start = Instant::now();
         let cpu0 = cpu_ticks(peer.pid())?;
-        std::thread::sleep(Duration::from_secs_f64(args.seconds));
+        signal::sleep(Duration::from_secs_f64(args.seconds))?;
         let cpu1 = cpu_ticks(peer.pid())?;
         let elapsed = start.elapsed().as_secs_f64();
         publisher.send(&[0])?;
@@ -148,15 +167,6 @@ pub fn run(args: IdleArgs) -> Result<()> {
             row.transport, row.wait, row.seconds, row.cpu_seconds, row.cpu_percent
         );
         rows.push(row);
-    }
-    let config = Config {
-        seconds: args.seconds,
-        settle_seconds: SETTLE.as_secs_f64(),
-        spin_window_us: Qos::default().spin_window.as_micros(),
-        clock_ticks_per_second: ticks,
-    };
-    if let Some(path) = &args.json {
-        Results::new("idle", Machine::probe(), config, rows).write_json(path)?;
     }
     Ok(())
 }

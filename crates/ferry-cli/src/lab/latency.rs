@@ -273,7 +273,6 @@ type Samples = Vec<Vec<Vec<Vec<u64>>>>;
 
 pub fn run(args: LatencyArgs) -> Result<()> {
     validate(&args)?;
-    signal::install()?;
     let machine = Machine::probe();
     let pinning = Pinning::resolve(args.pin)?;
     if let Pinning::Pinned { main_cpu, peer_cpu } = pinning {

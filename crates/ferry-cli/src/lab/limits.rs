@@ -119,6 +119,7 @@ pub fn run(args: LimitsArgs) -> Result<()> {
     }
     for &size in &sizes {
         let (median, best, trials) = memcpy_bandwidth(size, args.memcpy_seconds);
+        crate::signal::check()?;
         rows.push(Row {
             kind: "memcpy",
             size_bytes: size,
@@ -285,7 +286,13 @@ fn ping_pong(cpus: Option<(usize, usize)>, samples: usize, how: Handoff) -> Resu
         if i as usize >= warmup {
             out.push((since.elapsed().as_nanos() / 2) as u64);
         }
+        // After the timed part; a relaxed load of a flag nobody writes while we run.
+        if crate::signal::interrupted() {
+            result = crate::signal::check();
+            break;
+        }
     }
+    // The helper gives up at once (spin) or within its 100 ms futex slice.
     failed.store(true, Ordering::Relaxed);
     let _ = helper.join();
     result.map(|()| out)
@@ -297,45 +304,86 @@ fn udp_ping_pong(cpus: Option<(usize, usize)>, samples: usize, size: usize) -> R
     let b = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("bind a UDP socket")?;
     a.connect(b.local_addr()?)?;
     b.connect(a.local_addr()?)?;
-    a.set_read_timeout(Some(STALL))?;
-    b.set_read_timeout(Some(STALL))?;
+    // Receives wait in slices (the sockets stay blocking: `recv` sleeps in the kernel), so that
+    // both threads notice Ctrl-C or the other's end between them; STALL bounds the whole wait.
+    a.set_read_timeout(Some(RECV_SLICE))?;
+    b.set_read_timeout(Some(RECV_SLICE))?;
     let warmup = (samples / 10).max(100);
     let total = warmup + samples;
-    let helper = std::thread::spawn(move || {
-        if let Some((_, c)) = cpus {
-            let _ = ferry::sys::pin_current_thread(c);
-        }
-        let mut buf = vec![0u8; size + 1];
-        for _ in 0..total {
-            match b.recv(&mut buf) {
-                Ok(n) => {
-                    if b.send(&buf[..n]).is_err() {
-                        return;
-                    }
-                }
-                Err(_) => return,
+    let stop = Arc::new(AtomicBool::new(false));
+    let helper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            if let Some((_, c)) = cpus {
+                let _ = ferry::sys::pin_current_thread(c);
             }
-        }
-    });
+            let mut buf = vec![0u8; size + 1];
+            for _ in 0..total {
+                let Ok(n) = recv_within(&b, &mut buf, &stop) else {
+                    return;
+                };
+                if b.send(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+        })
+    };
     if let Some((c, _)) = cpus {
         let _ = ferry::sys::pin_current_thread(c);
     }
     let msg = vec![7u8; size];
     let mut buf = vec![0u8; size + 1];
     let mut out = Vec::with_capacity(samples);
-    for i in 0..total {
-        let t0 = Instant::now();
-        a.send(&msg).context("UDP send")?;
-        let n = a.recv(&mut buf).context("UDP loopback ping-pong")?;
-        if n != size {
-            bail!("UDP loopback: {n} bytes came back, sent {size}");
+    let result = (|| -> Result<()> {
+        for i in 0..total {
+            let t0 = Instant::now();
+            a.send(&msg).context("UDP send")?;
+            let n = recv_within(&a, &mut buf, &stop).context("UDP loopback ping-pong")?;
+            if n != size {
+                bail!("UDP loopback: {n} bytes came back, sent {size}");
+            }
+            if i >= warmup {
+                out.push((t0.elapsed().as_nanos() / 2) as u64);
+            }
         }
-        if i >= warmup {
-            out.push((t0.elapsed().as_nanos() / 2) as u64);
+        Ok(())
+    })();
+    // Relaxed: a flag polled between receive slices; nothing else is published through it.
+    stop.store(true, Ordering::Relaxed);
+    let _ = helper.join();
+    result.map(|()| out)
+}
+
+/// How long one UDP receive waits before it looks at Ctrl-C and `stop` again.
+const RECV_SLICE: Duration = Duration::from_millis(100);
+
+/// Receives one datagram on `socket` (whose read timeout is RECV_SLICE), waiting at most STALL;
+/// an error on Ctrl-C or SIGTERM, once `stop` is set, or after STALL.
+fn recv_within(socket: &UdpSocket, buf: &mut [u8], stop: &AtomicBool) -> Result<usize> {
+    let since = Instant::now();
+    loop {
+        match socket.recv(buf) {
+            Ok(n) => return Ok(n),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                crate::signal::check()?;
+                // Relaxed: see `udp_ping_pong`.
+                if stop.load(Ordering::Relaxed) {
+                    bail!("stopped");
+                }
+                if since.elapsed() > STALL {
+                    bail!("nothing came back within {STALL:?}");
+                }
+            }
+            Err(e) => return Err(e.into()),
         }
     }
-    let _ = helper.join();
-    Ok(out)
 }
 
 /// Copies `size` bytes again and again for about `seconds`, in trials; returns the median and the
@@ -349,7 +397,10 @@ fn memcpy_bandwidth(size: usize, seconds: f64) -> (f64, f64, usize) {
     let per_trial = (20_000_000 / size).max(1);
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let mut rates = Vec::new();
-    while Instant::now() < deadline || rates.len() < 3 {
+    // Ctrl-C ends it after the first trial (the caller then stops).
+    while rates.is_empty()
+        || ((Instant::now() < deadline || rates.len() < 3) && !crate::signal::interrupted())
+    {
         let t0 = Instant::now();
         for _ in 0..per_trial {
             dst.copy_from_slice(black_box(&src));

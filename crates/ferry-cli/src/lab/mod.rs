@@ -24,6 +24,7 @@ pub mod throughput;
 pub mod tools;
 pub mod udprate;
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -519,6 +520,17 @@ pub fn pin_to(cpu: usize) -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // The peer process
 
+/// Starts `cmd`, a child of the lab, in a process group of its own, so that a Ctrl-C at the
+/// terminal reaches only the lab's main process, which then ends the run in order: it closes its
+/// own endpoints while the children still answer (a reliable UDP publisher lingers for subscribers
+/// that have not confirmed everything, and waits longest for one that a signal killed), then
+/// kills and reaps every child, and reports the interruption rather than children that died of
+/// it. A child whose main process went away ends by itself: peers watch their parent
+/// (`parent_watch`) or their input, the tools and minimal apps run for a set time.
+pub fn spawn_child(cmd: &mut Command) -> std::io::Result<Child> {
+    cmd.process_group(0).spawn()
+}
+
 /// The second process of an experiment: this executable, re-run as `ferry lab-peer ...`. It is
 /// killed when this value is dropped before it finished.
 pub struct Peer {
@@ -529,14 +541,15 @@ pub struct Peer {
 impl Peer {
     pub fn spawn(args: &[String]) -> Result<Peer> {
         let exe = std::env::current_exe().context("cannot find the ferry executable")?;
-        let child = Command::new(&exe)
-            .arg("lab-peer")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context(format!("cannot start the peer process {}", exe.display()))?;
+        let child = spawn_child(
+            Command::new(&exe)
+                .arg("lab-peer")
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit()),
+        )
+        .context(format!("cannot start the peer process {}", exe.display()))?;
         Ok(Peer {
             child,
             exited: false,
@@ -582,10 +595,12 @@ impl Peer {
     }
 
     /// As `finish`, calling `poll` between looks at the peer (to keep a subscriber answering
-    /// while the peer's publisher says goodbye, for instance).
+    /// while the peer's publisher says goodbye, for instance). Ctrl-C ends the wait (and, as the
+    /// peer is dropped, the peer).
     pub fn finish_polling(mut self, timeout: Duration, mut poll: impl FnMut()) -> Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
+            crate::signal::check()?;
             poll();
             if let Some(status) = self.child.try_wait()? {
                 self.exited = true;

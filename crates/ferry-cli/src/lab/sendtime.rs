@@ -101,7 +101,6 @@ pub fn run(args: SendTimeArgs) -> Result<()> {
     if args.sizes.iter().any(|&s| s == 0 || s > 64 << 20) {
         bail!("--sizes: 1 byte to 64M");
     }
-    signal::install()?;
     let allowed = super::allowed_cpus();
     let pinning = Pinning::resolve(None)?;
     if let Pinning::Pinned { main_cpu, .. } = pinning {
@@ -197,9 +196,24 @@ fn measure(
     args: &SendTimeArgs,
     pinning: &Pinning,
 ) -> Result<Vec<Vec<u64>>> {
+    let domain = format!("labst{}", std::process::id());
+    let outcome = measure_in(transport, index, sizes, max_size, args, pinning, &domain);
+    // Whatever an interrupted or failed run left in its own domain (a killed peer's subscriber).
+    let _ = ferry::admin::clean(Some(&domain));
+    outcome
+}
+
+fn measure_in(
+    transport: &str,
+    index: usize,
+    sizes: &[usize],
+    max_size: usize,
+    args: &SendTimeArgs,
+    pinning: &Pinning,
+    domain: &str,
+) -> Result<Vec<Vec<u64>>> {
     let ack = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("bind the ack socket")?;
     ack.set_read_timeout(Some(Duration::from_millis(50)))?;
-    let domain = format!("labst{}", std::process::id());
     let topic = format!("st{index}");
     let per_size = args.warmup + args.samples;
     let mut peer_args = vec![
@@ -217,7 +231,7 @@ fn measure(
         "--max-size".into(),
         max_size.to_string(),
         "--domain".into(),
-        domain.clone(),
+        domain.to_owned(),
         "--topic".into(),
         topic.clone(),
         "--ack-port".into(),
@@ -229,7 +243,7 @@ fn measure(
     let ferry_pub = if transport == "raw-udp4" {
         None
     } else {
-        let node = Node::with_domain("lab-send", &domain)?;
+        let node = Node::with_domain("lab-send", domain)?;
         Some(node.publisher(&topic, &qos(transport, max_size))?)
     };
     let mut peer = Peer::spawn(&peer_args)?;
@@ -240,7 +254,10 @@ fn measure(
     let data_addr: SocketAddr = loop {
         match ack.recv_from(&mut buf) {
             Ok((_, from)) => break from,
-            Err(_) if Instant::now() < deadline => peer.check_alive()?,
+            Err(_) if Instant::now() < deadline => {
+                signal::check()?;
+                peer.check_alive()?;
+            }
             Err(e) => bail!("the peer did not say hello: {e}"),
         }
     };
@@ -297,7 +314,6 @@ fn measure(
     }
     drop(publisher);
     peer.finish(Duration::from_secs(10))?;
-    let _ = ferry::admin::clean(Some(&domain));
     Ok(out)
 }
 

@@ -391,10 +391,7 @@ pub fn run(args: SuiteArgs) -> Result<()> {
     } else {
         note!("wrote {}", out.join("index.html").display());
     }
-    if crate::signal::interrupted() {
-        return Err(crate::error::Error::msg("interrupted"));
-    }
-    Ok(())
+    crate::signal::check()
 }
 
 fn read_json(path: &Path) -> Result<Value> {

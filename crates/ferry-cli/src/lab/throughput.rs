@@ -529,7 +529,6 @@ struct Ctx<'a> {
 
 pub fn run(args: ThroughputArgs) -> Result<()> {
     validate(&args)?;
-    signal::install()?;
     let machine = Machine::probe();
     let pinning = Pinning::resolve(args.pin)?;
     if let Pinning::Pinned { main_cpu, .. } = pinning {
@@ -795,9 +794,9 @@ fn send_for(
             if Instant::now() >= deadline {
                 break;
             }
-            if seq % 1024 == 0 {
-                signal::check()?;
-            }
+            // A relaxed load, cheaper than the clock: with it, a run of large messages stops
+            // within a message or so of Ctrl-C.
+            signal::check()?;
         }
     }
     Ok((seq, start_ns, start.elapsed().as_secs_f64()))
@@ -809,6 +808,10 @@ fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Mea
     let qos = ferry_qos(transport, size, args.delivery, args.wait);
     let node = Node::with_domain("lab-main", &ctx.domain)?;
     let impair = impair_spec(args.loss).filter(|_| transport.is_ferry_udp());
+    // Declared before the publisher, so that on an error or Ctrl-C the publisher closes while the
+    // peer still reads (a reliable UDP publisher lingers until its subscribers confirmed all it
+    // sent, and waits the longest for one that was killed), and the peer is killed after.
+    let mut peer: Peer;
     let mut publisher = match &impair {
         // ferry reads FERRY_IMPAIR when it makes a UDP endpoint: set it for the publisher only,
         // and take it away before the peer (which inherits the environment) starts.
@@ -826,7 +829,8 @@ fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Mea
         "--topic".to_owned(),
         topic.clone(),
     ];
-    let (mut ctl, mut peer) = start_peer(ctx, transport, size, &extra)?;
+    let mut ctl;
+    (ctl, peer) = start_peer(ctx, transport, size, &extra)?;
     peer.wait_ready(START_TIMEOUT, || {
         Ok(ctl.get(word::READY) == 1 && publisher.subscriber_count() >= 1)
     })?;

@@ -95,7 +95,7 @@ impl Proc {
             pin_child(&mut cmd, cpu);
         }
         let what = format!("{} {}", program.display(), args.join(" "));
-        let mut child = cmd.spawn().context(format!("cannot start {what}"))?;
+        let mut child = super::spawn_child(&mut cmd).context(format!("cannot start {what}"))?;
         let collect = |s: Option<Box<dyn Read + Send>>| {
             s.map(|mut s| {
                 std::thread::spawn(move || {
