@@ -92,32 +92,30 @@ impl Drop for Hosts {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn a_publisher_on_one_host_serves_subscribers_on_both() {
     two_hosts("udp");
 }
 
 #[test]
+#[ignore = "needs root"]
 fn auto_uses_shared_memory_on_one_host_and_udp_across() {
     two_hosts("auto");
 }
 
 fn two_hosts(transport: &str) {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: network namespaces need root");
-        return;
-    }
-    let hosts = match Hosts::create({
+    assert_eq!(
+        // SAFETY: geteuid has no preconditions.
+        unsafe { libc::geteuid() },
+        0,
+        "network namespaces need root: run this test as root (CI does)"
+    );
+    let hosts = Hosts::create({
         use std::sync::atomic::{AtomicU32, Ordering};
         static N: AtomicU32 = AtomicU32::new(0);
         (std::process::id() % 10_000) * 10 + N.fetch_add(1, Ordering::Relaxed)
-    }) {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("SKIPPED: cannot create network namespaces here: {e}");
-            return;
-        }
-    };
+    })
+    .unwrap_or_else(|e| panic!("cannot create network namespaces: {e}"));
     let dom = domain("netns");
     let vars = |extra: &[(&'static str, String)]| {
         let mut v = vec![

@@ -418,3 +418,78 @@ fn multicast_data_reaches_every_subscriber_and_repairs_serve_them_all() {
         );
     }
 }
+
+/// A forged discovery announcement names a stranger's address as a subscriber of a live
+/// publisher's topic. The publisher must not aim its data stream there: until the address
+/// proves it receives (it echoes a challenge), it gets at most three times the bytes the
+/// announcements that named it took.
+#[test]
+fn a_forged_announcement_cannot_aim_the_data_stream_at_a_stranger() {
+    use ferry::udp::discovery::{Announcement, Entry, Message, Role};
+    let dom = domain("reflect");
+    let discovery_port = StdUdp::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let victim = StdUdp::bind("127.0.0.1:0").unwrap();
+    victim
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let mut publ = spawn_with_env(
+        "publisher",
+        &[
+            ("DOMAIN", dom.clone()),
+            ("TOPIC", "t".into()),
+            ("QOS", "udp,latest".into()),
+            ("COUNT", "1000000".into()),
+            ("MAXSIZE", "1024".into()),
+            ("SIZES", "max".into()),
+            ("PACE_US", "500".into()),
+        ],
+        &[
+            // Discovery listens to this host (where the forger also is).
+            ("FERRY_PEERS", "127.0.0.1".into()),
+            ("FERRY_DISCOVERY_PORT", discovery_port.to_string()),
+        ],
+    );
+    let forged = Message::Announce(Announcement {
+        host: 0xF0_12_6E_D0,
+        domain: dom.clone(),
+        entries: vec![Entry {
+            role: Role::Subscriber,
+            topic: "t".into(),
+            port: victim.local_addr().unwrap().port(),
+            id: 0x51_7E,
+            reliable: false,
+        }],
+    })
+    .encode();
+    let forger = StdUdp::bind("127.0.0.1:0").unwrap();
+    let (mut announced, mut received) = (0u64, 0u64);
+    let mut buf = vec![0u8; 65_536];
+    let start = std::time::Instant::now();
+    let mut next_announce = start;
+    while start.elapsed() < Duration::from_secs(4) {
+        if std::time::Instant::now() >= next_announce {
+            forger
+                .send_to(&forged, ("127.0.0.1", discovery_port))
+                .unwrap();
+            announced += forged.len() as u64;
+            next_announce += Duration::from_millis(500);
+        }
+        if let Ok(n) = victim.recv(&mut buf) {
+            received += n as u64;
+        }
+    }
+    kill9(&mut publ);
+    println!("announced {announced} bytes, the stranger received {received} bytes");
+    assert!(
+        received > 0,
+        "the publisher never learned the forged subscriber (nothing was tested)"
+    );
+    assert!(
+        received <= 3 * announced,
+        "{received} bytes sent to a stranger for {announced} bytes of forged announcements"
+    );
+}

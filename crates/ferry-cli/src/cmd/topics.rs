@@ -74,6 +74,7 @@ struct PublisherJson {
     /// Control datagrams refused: "total" and one count per reason.
     refused: BTreeMap<&'static str, u64>,
     repairs_deferred: u64,
+    challenges_withheld: u64,
     discovery_refused: BTreeMap<&'static str, u64>,
 }
 
@@ -172,6 +173,7 @@ impl From<&PublisherInfo> for PublisherJson {
             send_errors: p.send_errors,
             refused: refusal_map(&p.refused),
             repairs_deferred: p.repairs_deferred,
+            challenges_withheld: p.challenges_withheld,
             discovery_refused: discovery_map(&p.discovery_refused),
         }
     }
@@ -477,6 +479,12 @@ fn refusal_notes(topics: &[TopicSnapshot]) -> String {
             let mut why = vec![p.refused.describe()];
             if p.repairs_deferred > 0 {
                 why.push(format!("repairs deferred {}", p.repairs_deferred));
+            }
+            if p.challenges_withheld > 0 {
+                why.push(format!(
+                    "challenges withheld from announced addresses {}",
+                    p.challenges_withheld
+                ));
             }
             why.push(discovery_note(&p.discovery_refused));
             note_line(&mut out, &t.topic, "publisher", &p.node, p.pid, why);

@@ -140,6 +140,8 @@ pub struct PublisherSlot {
     pub repairs_deferred: AtomicU64,
     /// Discovery datagrams the process's agent refused: malformed, not allowed, over a limit.
     pub discovery_refused: [AtomicU64; 3],
+    /// UDP: challenges not sent to an announced address, to stay within 3× what it sent.
+    pub challenges_withheld: AtomicU64,
 }
 
 #[repr(C)]

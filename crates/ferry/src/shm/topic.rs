@@ -452,6 +452,7 @@ impl Topic {
                     refused: load_refusals(&p.refused),
                     repairs_deferred: p.repairs_deferred.load(Ordering::Relaxed),
                     discovery_refused: load_discovery(&p.discovery_refused),
+                    challenges_withheld: p.challenges_withheld.load(Ordering::Relaxed),
                     capacity: p.capacity.load(Ordering::Relaxed),
                     max_message: p.max_message.load(Ordering::Relaxed),
                     sent: p.sent.load(Ordering::Relaxed),
@@ -567,6 +568,8 @@ pub struct PublisherInfo {
     pub repairs_deferred: u64,
     /// Discovery datagrams its process refused.
     pub discovery_refused: DiscoveryRefusals,
+    /// Challenges not sent to an announced subscriber address (3× what it sent).
+    pub challenges_withheld: u64,
     pub token: u64,
     pub node: String,
     pub pid: u32,

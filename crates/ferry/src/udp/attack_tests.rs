@@ -59,7 +59,7 @@ fn data(session: u64, seq: u64, msg_len: u32, offset: u32, pos: u64, payload: &[
 
 fn heartbeat(session: u64, next: u64, oldest: u64) -> Vec<u8> {
     let mut b = Vec::new();
-    frame::put_heartbeat(&mut b, &common(Kind::Heartbeat, session), next, oldest);
+    frame::put_heartbeat(&mut b, &common(Kind::Heartbeat, session), next, oldest, 0);
     b
 }
 
@@ -244,7 +244,7 @@ fn sender_with_history(n: u64, len: usize) -> Sender {
         assert!(tx.pump_while_credit(0, &mut sink) || tx.busy());
         // The receiver keeps granting credit but consumes nothing: everything stays retained.
         let mut st = Vec::new();
-        frame::put_status(&mut st, &common(Kind::Status, GENUINE), 9, 0, 1 << 30, 0);
+        frame::put_status(&mut st, &common(Kind::Status, GENUINE), 9, 0, 1 << 30, 0, 0);
         tx.handle(0, &decode(&st).unwrap(), &mut sink);
         while tx.busy() {
             tx.pump_while_credit(0, &mut sink);
@@ -323,7 +323,15 @@ fn receivers_are_bounded() {
     let mut sink = Counter::default();
     for id in 0..10_000u64 {
         let mut st = Vec::new();
-        frame::put_status(&mut st, &common(Kind::Status, GENUINE), id, 0, 1 << 20, 0);
+        frame::put_status(
+            &mut st,
+            &common(Kind::Status, GENUINE),
+            id,
+            0,
+            1 << 20,
+            0,
+            0,
+        );
         tx.handle(id, &decode(&st).unwrap(), &mut sink);
     }
     let (r, l) = tx.receiver_counts();
@@ -432,7 +440,7 @@ fn encode(f: &Forged) -> Option<Vec<u8>> {
             session,
             next,
             oldest,
-        } => frame::put_heartbeat(&mut b, &common(Kind::Heartbeat, session), next, oldest),
+        } => frame::put_heartbeat(&mut b, &common(Kind::Heartbeat, session), next, oldest, 0),
         Forged::Bye { session, next } => frame::put_bye(&mut b, &common(Kind::Bye, session), next),
         _ => return None,
     }

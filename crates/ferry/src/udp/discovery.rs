@@ -203,6 +203,10 @@ pub struct Remote {
     pub id: u64,
     pub reliable: bool,
     pub host: u64,
+    /// Bytes of the announcements that named this endpoint (each its share of its datagram):
+    /// what its address sent to learn it. An unverified address is sent at most three times
+    /// this (see `endpoint`).
+    pub heard_bytes: u64,
     seen_ns: u64,
 }
 
@@ -277,6 +281,7 @@ impl Remotes {
         if let Some(old) = self.map.get_mut(&key) {
             if old.addr == r.addr && old.topic == r.topic && old.reliable == r.reliable {
                 old.seen_ns = r.seen_ns;
+                old.heard_bytes = old.heard_bytes.saturating_add(r.heard_bytes);
                 return Taken::Refreshed;
             }
             if old.addr.ip() == ip {
@@ -797,7 +802,7 @@ impl Agent {
             }
             KIND_ANNOUNCE if self.config.allows_source(src.ip()) => {
                 match decode_announcement(b) {
-                    Ok(a) => self.learn_from(src.ip(), a),
+                    Ok(a) => self.learn_from(src.ip(), a, b.len()),
                     Err(e) => {
                         self.refuse(e.refusal());
                         return None;
@@ -857,7 +862,8 @@ impl Agent {
                     source,
                     announcement,
                 }) if self.config.allows_source(source.ip()) => {
-                    self.learn_from(source.ip(), announcement)
+                    // (The relay's 22-byte header is not what the source sent.)
+                    self.learn_from(source.ip(), announcement, b.len().saturating_sub(22))
                 }
                 Ok(_) => self.refuse(Refusal::NotAllowed),
                 Err(e) => self.refuse(e.refusal()),
@@ -954,10 +960,11 @@ impl Agent {
     }
 
     /// Takes the entries of an announcement that came from `ip`.
-    fn learn_from(&self, ip: IpAddr, a: Announcement) {
+    fn learn_from(&self, ip: IpAddr, a: Announcement, datagram_len: usize) {
         if a.host == self.host || a.domain != self.domain {
             return;
         }
+        let share = (datagram_len / a.entries.len().max(1)).max(1) as u64;
         let now = monotonic_ns();
         let limits = self.config.limits;
         let mut st = self.lock();
@@ -970,6 +977,7 @@ impl Agent {
                 id: e.id,
                 reliable: e.reliable,
                 host: a.host,
+                heard_bytes: share,
                 seen_ns: now,
             };
             match st.remotes.take(r, &limits) {
@@ -1955,6 +1963,7 @@ mod tests {
                     id,
                     reliable: false,
                     host,
+                    heard_bytes: 1,
                     seen_ns: now as u64,
                 };
                 t.take(r, &limits);

@@ -354,7 +354,31 @@ struct PubCore {
     group: Option<SocketAddr>,
     /// The one subscriber the socket is connected to (unicast to a single destination).
     connected: Option<SocketAddr>,
+    /// Subscribers of other hosts that discovery announced but that have not yet proven they
+    /// receive at their address: nothing but challenges goes there.
+    pending: IdMap<Pending>,
+    /// Challenges not sent to keep within three times what an address sent.
+    challenges_withheld: u64,
+    /// Subscribers of other hosts that echoed their challenge, with the address they proved.
+    validated: std::collections::HashSet<(u64, SocketAddr)>,
+    next_challenge_round: u64,
 }
+
+/// A subscriber announced by discovery, not yet validated.
+struct Pending {
+    addr: SocketAddr,
+    /// Bytes of the announcements that named it, and challenge bytes sent to it: at most
+    /// three times the first.
+    heard: u64,
+    sent: u64,
+    next_challenge_ns: u64,
+}
+
+/// Datagrams of a challenge heartbeat.
+const CHALLENGE_BYTES: u64 = 48;
+
+/// A challenge sent at most this often to one address.
+const CHALLENGE_INTERVAL_NS: u64 = 250_000_000;
 
 impl PubCore {
     fn out<'a>(&'a mut self, socket: &'a UdpSocket, now: u64) -> (&'a mut Sender, Out<'a>) {
@@ -389,9 +413,56 @@ struct PubShared {
     /// Signalled when credit may have arrived or the in-progress message finished.
     progress: Condvar,
     stop: AtomicBool,
+    /// Keys the challenges: only this process can compute the one for an address.
+    secret: std::collections::hash_map::RandomState,
 }
 
 impl PubShared {
+    /// The challenge an address must echo to prove it receives what is sent there.
+    fn challenge_for(&self, receiver: u64, addr: SocketAddr) -> u64 {
+        use std::hash::BuildHasher;
+        self.secret.hash_one((receiver, addr)).max(1)
+    }
+
+    /// Sends challenges to the subscribers discovery announced that have not proven their
+    /// address: each at most every 250 ms and, in all, at most three times the bytes of the
+    /// announcements that named it (an off-path sender cannot make us send a stranger more
+    /// than it sent). Challenges withheld for that are counted.
+    fn challenge_pending(&self, core: &mut PubCore, now: u64) {
+        if core.pending.is_empty() || now < core.next_challenge_round {
+            return;
+        }
+        core.next_challenge_round = now + 50_000_000;
+        if let Some((agent, _)) = &self.discovery {
+            for r in agent.remote_subscribers(&self.topic_name) {
+                if let Some(p) = core.pending.get_mut(&r.id) {
+                    if p.addr == r.addr {
+                        p.heard = r.heard_bytes;
+                    }
+                }
+            }
+        }
+        let due: Vec<(u64, SocketAddr)> = core
+            .pending
+            .iter()
+            .filter(|(_, p)| now >= p.next_challenge_ns)
+            .map(|(&id, p)| (id, p.addr))
+            .collect();
+        for (id, addr) in due {
+            let p = core.pending.get_mut(&id).expect("listed above");
+            p.next_challenge_ns = now + CHALLENGE_INTERVAL_NS;
+            if p.sent + CHALLENGE_BYTES > 3 * p.heard {
+                core.challenges_withheld += 1;
+                continue;
+            }
+            p.sent += CHALLENGE_BYTES;
+            let datagram = core.sender.challenge(self.challenge_for(id, addr));
+            if !send_all(&self.socket, addr, None, &datagram, datagram.len()) {
+                core.send_failures += 1;
+            }
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, PubCore> {
         self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -430,16 +501,36 @@ impl PubShared {
                 present.insert(id);
             }
         }
+        let mut announced = std::collections::HashSet::new();
         if let Some((agent, _)) = &self.discovery {
             for r in agent.remote_subscribers(&self.topic_name) {
+                announced.insert(r.id);
+                if !core.validated.contains(&(r.id, r.addr)) {
+                    // Not proven to receive there: challenge it first.
+                    let p = core.pending.entry(r.id).or_insert(Pending {
+                        addr: r.addr,
+                        heard: 0,
+                        sent: 0,
+                        next_challenge_ns: now,
+                    });
+                    if p.addr != r.addr {
+                        p.addr = r.addr;
+                        p.next_challenge_ns = now;
+                    }
+                    p.heard = r.heard_bytes;
+                    core.next_challenge_round = now;
+                    continue;
+                }
                 if !dests.contains(&r.addr) {
                     dests.push(r.addr);
                 }
-                core.receivers.entry(r.id).or_insert(r.addr);
+                core.receivers.insert(r.id, r.addr);
                 core.sender.expect_receiver(r.id, r.reliable, now);
                 present.insert(r.id);
             }
         }
+        core.pending.retain(|id, _| announced.contains(id));
+        core.validated.retain(|(id, _)| announced.contains(id));
         for gone in core
             .expected
             .difference(&present)
@@ -460,8 +551,10 @@ impl PubShared {
         // One unicast destination: connect to it (sends skip the route lookup). The socket then
         // hears that subscriber only, which is every subscriber that can hear us; any change
         // dissolves the association first.
+        // (Not while an announced subscriber is being challenged: a connected socket would not
+        // hear its answer.)
         let want = match (&dests[..], core.group) {
-            ([one], None) => Some(*one),
+            ([one], None) if core.pending.is_empty() => Some(*one),
             _ => None,
         };
         if want != core.connected {
@@ -512,6 +605,18 @@ impl PubShared {
             match &f {
                 Frame::Status { receiver, .. } | Frame::Nak { receiver, .. }
                     if ours && core.receivers.get(receiver) == Some(&src) => {}
+                Frame::Status { receiver, echo, .. }
+                    if ours
+                        && core.pending.get(receiver).is_some_and(|p| p.addr == src)
+                        && *echo == self.challenge_for(*receiver, src) =>
+                {
+                    // The announced subscriber proved it receives at its address: it joins at
+                    // the next look at the subscribers.
+                    core.pending.remove(receiver);
+                    core.validated.insert((*receiver, src));
+                    core.sub_epoch = u64::MAX;
+                    continue;
+                }
                 _ => {
                     core.sender.refuse(Refusal::Unknown);
                     continue;
@@ -540,6 +645,8 @@ impl PubShared {
         store_refusals(&p.refused, &s.refusals);
         p.repairs_deferred
             .store(s.repairs_deferred, Ordering::Relaxed);
+        p.challenges_withheld
+            .store(core.challenges_withheld, Ordering::Relaxed);
         if let Some((agent, _)) = &self.discovery {
             store_discovery(&p.discovery_refused, &agent.refusals());
         }
@@ -575,6 +682,7 @@ fn publisher_service(shared: Arc<PubShared>, mut impair: Option<Impair>) {
         let core = &mut *guard;
         let progressed = shared.handle_control(core, &batch, got, now, &mut repairs);
         shared.refresh_dests(core);
+        shared.challenge_pending(core, now);
         let (sender, mut out) = core.out(&shared.socket, now);
         if progressed && sender.busy() {
             // Credit arrived while the application waits, or after its send timed out.
@@ -688,9 +796,14 @@ impl UdpPublisher {
                 expected: Default::default(),
                 group: qos.multicast.map(|m| SocketAddr::new(m.group, m.port)),
                 connected: None,
+                pending: id_map(),
+                validated: Default::default(),
+                next_challenge_round: 0,
+                challenges_withheld: 0,
             }),
             progress: Condvar::new(),
             stop: AtomicBool::new(false),
+            secret: Default::default(),
         });
         {
             let mut core = shared.lock();

@@ -5,17 +5,19 @@
 //! 8   u64 topic id                16 u64 publisher session
 //! DATA       24 u64 seq  32 u32 message length  36 u32 fragment offset  40 u64 stream position
 //!            of the message (bytes the session sent before it)  48.. payload
-//! HEARTBEAT  24 u64 next seq  32 u64 oldest retained seq
+//! HEARTBEAT  24 u64 next seq  32 u64 oldest retained seq  40 u64 challenge (0: none; the
+//!            receiver echoes the last one in its STATUS, proving it receives at its address)
 //! NAK        24 u64 receiver  32 u32 entry count  36 u32 0  40.. {u64 seq, u32 from, u32 to} ...
 //! STATUS     24 u64 receiver  32 u64 consumed stream position  40 u64 window bytes
 //!            48 u64 consumed seq (messages below it were taken by the application)
+//!            56 u64 echo of the session's last heartbeat challenge (0: none heard)
 //! BYE        24 u64 next seq
 //! ```
 //! All integers little-endian. Decoding checks every length and offset: a malformed datagram is
 //! an error value, never a panic or an out-of-bounds read.
 
 pub const MAGIC: u16 = 0x4659;
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 pub const COMMON_LEN: usize = 24;
 pub const DATA_HEADER: usize = 48;
 pub const NAK_ENTRY: usize = 16;
@@ -74,6 +76,7 @@ pub enum Frame<'a> {
         common: Common,
         next_seq: u64,
         oldest_seq: u64,
+        challenge: u64,
     },
     Nak {
         common: Common,
@@ -86,6 +89,7 @@ pub enum Frame<'a> {
         consumed_pos: u64,
         window: u64,
         consumed_seq: u64,
+        echo: u64,
     },
     Bye {
         common: Common,
@@ -98,9 +102,9 @@ impl Frame<'_> {
     pub fn wire_len(&self) -> usize {
         match self {
             Frame::Data { payload, .. } => DATA_HEADER + payload.len(),
-            Frame::Heartbeat { .. } => 40,
+            Frame::Heartbeat { .. } => 48,
             Frame::Nak { entries, .. } => 40 + entries.len() * NAK_ENTRY,
-            Frame::Status { .. } => 56,
+            Frame::Status { .. } => 64,
             Frame::Bye { .. } => 32,
         }
     }
@@ -224,7 +228,7 @@ pub fn decode(b: &[u8]) -> Result<Frame<'_>, DecodeError> {
             }
         }
         Kind::Heartbeat => {
-            need(40)?;
+            need(48)?;
             let (next_seq, oldest_seq) = (u64_at(b, 24), u64_at(b, 32));
             if oldest_seq > next_seq {
                 return Err(DecodeError::Invalid(
@@ -235,6 +239,7 @@ pub fn decode(b: &[u8]) -> Result<Frame<'_>, DecodeError> {
                 common,
                 next_seq,
                 oldest_seq,
+                challenge: u64_at(b, 40),
             }
         }
         Kind::Nak => {
@@ -253,13 +258,14 @@ pub fn decode(b: &[u8]) -> Result<Frame<'_>, DecodeError> {
             }
         }
         Kind::Status => {
-            need(56)?;
+            need(64)?;
             Frame::Status {
                 common,
                 receiver: u64_at(b, 24),
                 consumed_pos: u64_at(b, 32),
                 window: u64_at(b, 40),
                 consumed_seq: u64_at(b, 48),
+                echo: u64_at(b, 56),
             }
         }
         Kind::Bye => {
@@ -300,10 +306,17 @@ pub fn put_data(
     out.extend_from_slice(payload);
 }
 
-pub fn put_heartbeat(out: &mut Vec<u8>, c: &Common, next_seq: u64, oldest_seq: u64) {
+pub fn put_heartbeat(
+    out: &mut Vec<u8>,
+    c: &Common,
+    next_seq: u64,
+    oldest_seq: u64,
+    challenge: u64,
+) {
     put_common(out, c);
     out.extend_from_slice(&next_seq.to_le_bytes());
     out.extend_from_slice(&oldest_seq.to_le_bytes());
+    out.extend_from_slice(&challenge.to_le_bytes());
 }
 
 pub fn put_nak(out: &mut Vec<u8>, c: &Common, receiver: u64, entries: &[NakEntry]) {
@@ -325,12 +338,14 @@ pub fn put_status(
     consumed_pos: u64,
     window: u64,
     consumed_seq: u64,
+    echo: u64,
 ) {
     put_common(out, c);
     out.extend_from_slice(&receiver.to_le_bytes());
     out.extend_from_slice(&consumed_pos.to_le_bytes());
     out.extend_from_slice(&window.to_le_bytes());
     out.extend_from_slice(&consumed_seq.to_le_bytes());
+    out.extend_from_slice(&echo.to_le_bytes());
 }
 
 pub fn put_bye(out: &mut Vec<u8>, c: &Common, next_seq: u64) {
@@ -382,15 +397,17 @@ mod tests {
             })
         );
         b.clear();
-        put_heartbeat(&mut b, &common(Kind::Heartbeat), 10, 3);
+        put_heartbeat(&mut b, &common(Kind::Heartbeat), 10, 3, 0xC0FFEE);
         assert_eq!(
             decode(&b),
             Ok(Frame::Heartbeat {
                 common: common(Kind::Heartbeat),
                 next_seq: 10,
-                oldest_seq: 3
+                oldest_seq: 3,
+                challenge: 0xC0FFEE
             })
         );
+        assert_eq!(decode(&b).unwrap().wire_len(), b.len());
         b.clear();
         let entries = [
             NakEntry {
@@ -417,7 +434,7 @@ mod tests {
             f => panic!("{f:?}"),
         }
         b.clear();
-        put_status(&mut b, &common(Kind::Status), 77, 12, 1 << 20, 3);
+        put_status(&mut b, &common(Kind::Status), 77, 12, 1 << 20, 3, 0xC0FFEE);
         assert_eq!(
             decode(&b),
             Ok(Frame::Status {
@@ -425,9 +442,11 @@ mod tests {
                 receiver: 77,
                 consumed_pos: 12,
                 window: 1 << 20,
-                consumed_seq: 3
+                consumed_seq: 3,
+                echo: 0xC0FFEE
             })
         );
+        assert_eq!(decode(&b).unwrap().wire_len(), b.len());
         b.clear();
         put_bye(&mut b, &common(Kind::Bye), 99);
         assert_eq!(

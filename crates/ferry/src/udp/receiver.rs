@@ -227,6 +227,8 @@ struct Session {
     /// The publisher's address is registered (topic directory or discovery): replies to it are
     /// not limited.
     verified: bool,
+    /// The last challenge the publisher's heartbeats carried, echoed in every STATUS.
+    challenge: u64,
     /// Datagram bytes received from this session and replied to it (while unverified).
     bytes_in: u64,
     bytes_out: u64,
@@ -263,6 +265,7 @@ impl Session {
             held: 0,
             proven: false,
             verified: false,
+            challenge: 0,
             bytes_in: 0,
             bytes_out: 0,
             queued: 0,
@@ -479,6 +482,7 @@ impl Receiver {
             Frame::Heartbeat {
                 next_seq,
                 oldest_seq,
+                challenge,
                 ..
             } => {
                 if !self.session(now, c, next_seq, f.wire_len()) {
@@ -489,6 +493,11 @@ impl Receiver {
                 s.know(next_seq);
                 s.sent_end = s.sent_end.max(next_seq);
                 s.oldest_available = s.oldest_available.max(oldest_seq);
+                if challenge != 0 {
+                    // Echoed in the next STATUS, which goes out at once.
+                    s.challenge = challenge;
+                    s.status_due = true;
+                }
             }
             Frame::Bye { next_seq, .. } => {
                 if !self.sessions.contains_key(&c.session) {
@@ -939,7 +948,7 @@ impl Receiver {
                 topic: self.topic,
                 session,
             };
-            frame::put_status(&mut self.out, &c, self.id, pos, self.cfg.window, seq);
+            frame::put_status(&mut self.out, &c, self.id, pos, self.cfg.window, seq, 0);
             sink.send(Dest::Session(session), &self.out, self.out.len());
         }
     }
@@ -1103,7 +1112,15 @@ impl Receiver {
                     .window
                     .min(cfg.buffer_bytes.saturating_sub(self.buffered));
                 let consumed_seq = s.consumed_seq;
-                frame::put_status(&mut self.out, &sc, self.id, received, window, consumed_seq);
+                frame::put_status(
+                    &mut self.out,
+                    &sc,
+                    self.id,
+                    received,
+                    window,
+                    consumed_seq,
+                    s.challenge,
+                );
                 // Withheld or not, the timers restart: an unverified address is not retried
                 // on every datagram.
                 s.status_due = false;
@@ -1147,8 +1164,10 @@ impl Receiver {
             {
                 next = next.min(p);
             }
-            // Latest receivers announce themselves (slowly) so publishers know who listens.
-            if now >= s.last_status_ns + 10 * cfg.status_interval_ns {
+            // Latest receivers announce themselves (slowly) so publishers know who listens, and
+            // at once to echo a challenge.
+            if s.status_due || now >= s.last_status_ns + 10 * cfg.status_interval_ns {
+                s.status_due = false;
                 self.out.clear();
                 let sc = Common {
                     kind: Kind::Status,
@@ -1162,6 +1181,7 @@ impl Receiver {
                     s.consumed_pos,
                     cfg.window,
                     s.consumed_seq,
+                    s.challenge,
                 );
                 s.last_status_ns = now;
                 self.reply(id, sink);

@@ -462,6 +462,7 @@ impl Sender {
                 consumed_pos,
                 window,
                 consumed_seq,
+                ..
             } => {
                 let reliable = common.flags & FLAG_RELIABLE != 0;
                 let consumed = (*consumed_pos).min(self.stream_pos);
@@ -633,11 +634,7 @@ impl Sender {
                     kind: Kind::Heartbeat,
                     ..self.common
                 };
-                let oldest = self.window.front().map_or(self.next_seq, |r| r.seq);
-                // Messages before `sent_end` went out whole: a receiver missing part of one
-                // knows it is lost (the message in progress is not, yet).
-                let sent_end = self.current.as_ref().map_or(self.next_seq, |c| c.seq);
-                frame::put_heartbeat(&mut out, &c, sent_end, oldest);
+                self.put_heartbeat(&mut out, &c, 0);
             }
             sink.send(Dest::All, &out, out.len());
             self.out = out;
@@ -652,6 +649,26 @@ impl Sender {
             .min()
             .unwrap_or(u64::MAX);
         self.next_heartbeat_ns.min(next_timeout)
+    }
+
+    /// Appends a heartbeat of this session carrying `challenge` (0: none).
+    pub fn put_heartbeat(&self, out: &mut Vec<u8>, c: &Common, challenge: u64) {
+        let oldest = self.window.front().map_or(self.next_seq, |r| r.seq);
+        // Messages before `sent_end` went out whole: a receiver missing part of one knows it
+        // is lost (the message in progress is not, yet).
+        let sent_end = self.current.as_ref().map_or(self.next_seq, |c| c.seq);
+        frame::put_heartbeat(out, c, sent_end, oldest, challenge);
+    }
+
+    /// A heartbeat of this session carrying `challenge`, for an address to prove it receives.
+    pub fn challenge(&self, challenge: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(48);
+        let c = Common {
+            kind: Kind::Heartbeat,
+            ..self.common
+        };
+        self.put_heartbeat(&mut out, &c, challenge);
+        out
     }
 
     /// Sends a heartbeat now (a new subscriber learns the session's position).

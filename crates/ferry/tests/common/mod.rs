@@ -112,7 +112,13 @@ pub fn parse_qos(s: &str) -> Qos {
 
 /// Starts this test binary as a child in `role` with `KEY=VALUE` settings.
 pub fn spawn(role: &str, vars: &[(&str, String)]) -> Child {
+    spawn_with_env(role, vars, &[])
+}
+
+/// As `spawn`, with environment variables of ferry's own (`FERRY_PEERS`, …) for the child.
+pub fn spawn_with_env(role: &str, vars: &[(&str, String)], env: &[(&str, String)]) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
     cmd.args([
         "--exact",
         "child_entry",

@@ -93,7 +93,7 @@ fn status(consumed_pos: u64, window: u64, consumed_seq: u64) -> Vec<u8> {
         topic: 1,
         session: 2,
     };
-    frame::put_status(&mut b, &c, 9, consumed_pos, window, consumed_seq);
+    frame::put_status(&mut b, &c, 9, consumed_pos, window, consumed_seq, 0);
     b
 }
 
@@ -106,7 +106,7 @@ fn status_for(receiver: u64, consumed_pos: u64, window: u64, consumed_seq: u64) 
         topic: 42,
         session: 1001,
     };
-    frame::put_status(&mut b, &c, receiver, consumed_pos, window, consumed_seq);
+    frame::put_status(&mut b, &c, receiver, consumed_pos, window, consumed_seq, 0);
     b
 }
 
