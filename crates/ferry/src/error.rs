@@ -37,6 +37,22 @@ pub enum Error {
         found: u32,
         expected: u32,
     },
+    #[error(
+        "shared-memory segment {segment} belongs to user id {owner}, not to this process's user \
+         (id {me}); ferry only uses segments of its own user. If it is stale, its owner or root \
+         can remove /dev/shm/{segment}; otherwise use another domain or topic"
+    )]
+    NotOwner {
+        segment: String,
+        owner: u32,
+        me: u32,
+    },
+    #[error(
+        "shared-memory segment {segment} is {what}, not a plain file, and ferry does not follow \
+         or use such names; remove /dev/shm/{segment} if you did not make it, or use another \
+         domain or topic"
+    )]
+    NotAFile { segment: String, what: &'static str },
     #[error("shared-memory segment {segment} is inconsistent: {detail}")]
     Layout { segment: String, detail: String },
     #[error("shared-memory segment {segment} is still being set up by process {pid}; try again")]

@@ -371,3 +371,84 @@ fn pid_reuse_cannot_fool_liveness() {
         "same pid, other start time: another process"
     );
 }
+
+#[test]
+fn a_symbolic_link_in_place_of_a_segment_is_refused_and_its_target_untouched() {
+    let dom = domain("symlink");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let qos = parse_qos("block,reliable,max=1024");
+
+    // A link where the topic's control segment would be.
+    let target = std::env::temp_dir().join(format!("ferry-test-{dom}-target"));
+    let original = vec![0x5A; 8192];
+    std::fs::write(&target, &original).unwrap();
+    let control = format!("ferry.{dom}.linked");
+    std::os::unix::fs::symlink(&target, format!("/dev/shm/{control}")).unwrap();
+    let e = node.publisher("linked", &qos).unwrap_err();
+    let left = std::fs::read(&target).unwrap();
+    let _ = ferry::sys::shm_unlink(&control);
+    let _ = std::fs::remove_file(&target);
+    assert!(matches!(e, ferry::Error::NotAFile { .. }), "{e}");
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    assert!(left == original, "the link's target is untouched");
+
+    // A publisher's data segment moved aside and replaced by a link to it: a subscriber does not
+    // follow the link.
+    let publ = node.publisher("data", &qos).unwrap();
+    let names = ferry::sys::shm_list(&format!("ferry.{dom}.data@")).unwrap();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let data = format!("/dev/shm/{}", names[0]);
+    let moved = format!("{data}.moved");
+    std::fs::rename(&data, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &data).unwrap();
+    let mut sub = node.subscriber("data", &qos).unwrap();
+    let attached = sub.publisher_count();
+    let refused = sub.refused_publishers();
+    drop(sub);
+    drop(publ);
+    let _ = std::fs::remove_file(&data);
+    let _ = std::fs::remove_file(&moved);
+    assert_eq!(attached, 0, "the linked ring is not read");
+    assert!(
+        refused.len() == 1 && refused[0].contains("symbolic link"),
+        "{refused:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs root"]
+fn segments_of_another_user_are_refused() {
+    let dom = domain("owner");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let qos = parse_qos("block,reliable,max=1024");
+    const NOBODY: u32 = 65534;
+
+    // A live topic whose control segment now belongs to another user.
+    let keep = node.subscriber("control", &qos).unwrap();
+    let control = format!("/dev/shm/ferry.{dom}.control");
+    std::os::unix::fs::chown(&control, Some(NOBODY), None).unwrap();
+    let e = node.publisher("control", &qos).unwrap_err();
+    assert!(
+        matches!(e, ferry::Error::NotOwner { owner: NOBODY, .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("user id 65534"), "{e}");
+    drop(keep);
+
+    // A publisher whose data segment now belongs to another user: subscribers refuse its ring.
+    let publ = node.publisher("data", &qos).unwrap();
+    let names = ferry::sys::shm_list(&format!("ferry.{dom}.data@")).unwrap();
+    assert_eq!(names.len(), 1, "{names:?}");
+    std::os::unix::fs::chown(format!("/dev/shm/{}", names[0]), Some(NOBODY), None).unwrap();
+    let mut sub = node.subscriber("data", &qos).unwrap();
+    let attached = sub.publisher_count();
+    let refused = sub.refused_publishers();
+    drop(sub);
+    drop(publ);
+    let _ = ferry::sys::shm_unlink(&format!("ferry.{dom}.control"));
+    assert_eq!(attached, 0, "the ring of another user is not read");
+    assert!(
+        refused.len() == 1 && refused[0].contains("user id 65534"),
+        "{refused:?}"
+    );
+}

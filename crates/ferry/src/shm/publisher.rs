@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::layout::{header_bytes, DataBlock, MAGIC_DATA};
 use super::ring::{self, Reservation, Writer};
-use super::segment::{publish_header, segment_mode, Segment};
+use super::segment::{self, publish_header, segment_mode, Segment};
 use super::topic::{data_name, ring_doorbell, Liveness, Topic};
 use super::ShmBytes;
 use crate::sync::spin_hint;
@@ -89,13 +89,20 @@ impl ShmPublisher {
         let total = hb as u64 + capacity;
         let obj = match ShmObject::create(&name, total, segment_mode()) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                // Left by a dead process of an earlier incarnation of this topic.
+                // Left by a dead process of an earlier incarnation of this topic (removing a
+                // symbolic link removes the link, never its target).
                 let _ = sys::shm_unlink(&name);
                 ShmObject::create(&name, total, segment_mode())
             }
             r => r,
         }
-        .map_err(|e| Error::io(format!("create shared memory {name} ({total} bytes)"), e))?;
+        .map_err(|e| {
+            let exists = e.kind() == io::ErrorKind::AlreadyExists;
+            exists
+                .then(|| segment::explain_existing(&name))
+                .flatten()
+                .unwrap_or_else(|| segment::create_error(&name, total, e))
+        })?;
         let map = Mapping::map_ring(&obj, hb, capacity as usize)
             .map_err(|e| Error::io(format!("map ring {name}"), e))?;
         let seg: Segment<DataBlock> = Segment::from_parts(obj, map, hb);

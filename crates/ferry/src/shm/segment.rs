@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::layout::{SegmentHeader, LAYOUT_VERSION};
-use crate::sys::{self, Mapping, ShmObject};
+use crate::sys::{self, Mapping, ObjectStat, ShmObject};
 use crate::Error;
 
 /// Owner read/write only, unless the user widens it (FERRY_SHM_MODE, octal).
@@ -120,8 +120,51 @@ pub fn check_header(obj: &ShmObject, magic: u64, header_bytes: usize) -> Result<
     Ok(Checked::Ready { total })
 }
 
+/// Refuses a segment that another user owns: whoever owns it can write anything into it.
+pub fn check_owner(segment: &str, owner: u32, me: u32) -> Result<(), Error> {
+    if owner != me {
+        return Err(Error::NotOwner {
+            segment: segment.to_owned(),
+            owner,
+            me,
+        });
+    }
+    Ok(())
+}
+
+/// Checks what an opened name turned out to be: a regular file of this process's user.
+pub fn check_file(segment: &str, stat: &ObjectStat, me: u32) -> Result<(), Error> {
+    if !stat.regular {
+        return Err(Error::NotAFile {
+            segment: segment.to_owned(),
+            what: "not a regular file",
+        });
+    }
+    check_owner(segment, stat.uid, me)
+}
+
+/// The error for a failed creation (`ShmObject::create`) of `name` with `bytes` bytes.
+pub fn create_error(name: &str, bytes: u64, e: io::Error) -> Error {
+    Error::io(format!("create shared memory {name} ({bytes} bytes)"), e)
+}
+
+/// Why a name that could not be created exclusively is not ours to use, if that is why:
+/// a symbolic link or another kind of file, or a file of another user.
+pub fn explain_existing(name: &str) -> Option<Error> {
+    let (uid, regular) = sys::shm_lstat(name).ok()??;
+    if !regular {
+        return Some(Error::NotAFile {
+            segment: name.to_owned(),
+            what: "a symbolic link or not a regular file",
+        });
+    }
+    check_owner(name, uid, sys::effective_uid()).err()
+}
+
 /// Opens an existing segment and checks it, waiting a bounded time for a creator to finish.
 /// A segment whose creator never finished is stale: it is removed and `NotFound` returned.
+/// A symbolic link is never followed, and a segment of another user is refused before a byte of
+/// it is read.
 pub fn open_checked(
     name: &str,
     magic: u64,
@@ -132,8 +175,18 @@ pub fn open_checked(
         let obj = match ShmObject::open(name) {
             Ok(o) => o,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if sys::is_symlink_error(&e) => {
+                return Err(Error::NotAFile {
+                    segment: name.to_owned(),
+                    what: "a symbolic link",
+                })
+            }
             Err(e) => return Err(Error::io(format!("open shared memory {name}"), e)),
         };
+        let stat = obj
+            .stat()
+            .map_err(|e| Error::io(format!("fstat {name}"), e))?;
+        check_file(name, &stat, sys::effective_uid())?;
         match check_header(&obj, magic, header_bytes)? {
             Checked::Ready { total, .. } => return Ok(Some((obj, total))),
             Checked::Initializing => {
@@ -156,5 +209,49 @@ impl<T> Segment<T> {
             header_bytes,
             _t: PhantomData,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_segment_of_another_user_is_refused_with_its_owner_named() {
+        assert!(check_owner("ferry.d.t", 1000, 1000).is_ok());
+        let e = check_owner("ferry.d.t", 65534, 1000).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::NotOwner {
+                    owner: 65534,
+                    me: 1000,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let text = e.to_string();
+        assert!(text.contains("user id 65534"), "{text}");
+        assert!(text.contains("another domain"), "{text}");
+    }
+
+    #[test]
+    fn only_a_regular_file_of_this_user_passes() {
+        let file = |uid, regular| ObjectStat {
+            uid,
+            regular,
+            size: 4096,
+            inode: 1,
+        };
+        assert!(check_file("s", &file(7, true), 7).is_ok());
+        assert!(matches!(
+            check_file("s", &file(7, false), 7),
+            Err(Error::NotAFile { .. })
+        ));
+        assert!(matches!(
+            check_file("s", &file(8, true), 7),
+            Err(Error::NotOwner { owner: 8, .. })
+        ));
     }
 }

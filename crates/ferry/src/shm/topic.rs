@@ -197,7 +197,7 @@ impl Topic {
                     return Ok(t);
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(Error::io(format!("create shared memory {name}"), e)),
+                Err(e) => return Err(segment::create_error(&name, hb as u64, e)),
             }
             let Some((obj, _)) = open_checked(&name, MAGIC_CONTROL, hb)? else {
                 continue; // removed meanwhile: create it

@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicU32;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use rustix::fs::Mode;
+use rustix::fs::{Mode, OFlags};
 use rustix::mm::{MapFlags, ProtFlags};
 
 /// Where POSIX shared-memory objects appear as files.
@@ -27,32 +27,47 @@ pub struct ShmObject {
     name: String,
 }
 
+/// What `fstat` says about an open shared-memory object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObjectStat {
+    /// The owner's user id.
+    pub uid: u32,
+    /// A regular file (not a FIFO, socket or device).
+    pub regular: bool,
+    pub size: u64,
+    pub inode: u64,
+}
+
 impl ShmObject {
-    /// Creates `name` exclusively (fails with `AlreadyExists` if it is there), owner-only by
-    /// default, and sizes it.
+    /// Creates `name` exclusively (fails with `AlreadyExists` if it is there, a symbolic link
+    /// included), owner-only by default, and sizes it.
     pub fn create(name: &str, size: u64, mode: u32) -> io::Result<ShmObject> {
-        let fd = rustix::shm::open(
-            shm_name(name)?.as_c_str(),
-            rustix::shm::OFlags::CREATE | rustix::shm::OFlags::EXCL | rustix::shm::OFlags::RDWR,
+        let fd = rustix::fs::open(
+            shm_path(name)?,
+            OFlags::CREATE | OFlags::EXCL | OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(mode),
         )?;
-        // The umask may have narrowed the mode; set it exactly as asked.
-        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
-        if let Err(e) = rustix::fs::ftruncate(&fd, size) {
-            let _ = rustix::shm::unlink(shm_name(name)?.as_c_str());
-            return Err(e.into());
-        }
-        Ok(ShmObject {
+        let obj = ShmObject {
             fd,
             name: name.to_owned(),
-        })
+        };
+        // The umask may have narrowed the mode; set it exactly as asked.
+        let sized = rustix::fs::fchmod(&obj.fd, Mode::from_raw_mode(mode))
+            .map_err(io::Error::from)
+            .and_then(|()| Ok(rustix::fs::ftruncate(&obj.fd, size)?));
+        if let Err(e) = sized {
+            let _ = shm_unlink(name);
+            return Err(e);
+        }
+        Ok(obj)
     }
 
-    /// Opens an existing object read-write.
+    /// Opens an existing object read-write. A symbolic link at the name is never followed: it
+    /// fails with `ELOOP` (`sys::is_symlink_error`).
     pub fn open(name: &str) -> io::Result<ShmObject> {
-        let fd = rustix::shm::open(
-            shm_name(name)?.as_c_str(),
-            rustix::shm::OFlags::RDWR,
+        let fd = rustix::fs::open(
+            shm_path(name)?,
+            OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )?;
         Ok(ShmObject {
@@ -62,12 +77,24 @@ impl ShmObject {
     }
 
     pub fn size(&self) -> io::Result<u64> {
-        Ok(rustix::fs::fstat(&self.fd)?.st_size as u64)
+        Ok(self.stat()?.size)
     }
 
     /// The inode, to tell whether the name still refers to this object.
     pub fn inode(&self) -> io::Result<u64> {
-        Ok(rustix::fs::fstat(&self.fd)?.st_ino)
+        Ok(self.stat()?.inode)
+    }
+
+    /// Owner, type, size and inode of the open object.
+    pub fn stat(&self) -> io::Result<ObjectStat> {
+        let st = rustix::fs::fstat(&self.fd)?;
+        Ok(ObjectStat {
+            uid: st.st_uid,
+            regular: rustix::fs::FileType::from_raw_mode(st.st_mode)
+                == rustix::fs::FileType::RegularFile,
+            size: st.st_size as u64,
+            inode: st.st_ino,
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -79,17 +106,42 @@ impl ShmObject {
     }
 }
 
-/// The inode the name refers to now, if any.
+/// True for the error `ShmObject::open` gives when the name is a symbolic link.
+pub fn is_symlink_error(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ELOOP)
+}
+
+/// The effective user id of this process: the owner of what it creates.
+pub fn effective_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// The inode the name refers to now, if any (a symbolic link's own inode: links are not
+/// followed).
 pub fn shm_inode(name: &str) -> io::Result<Option<u64>> {
-    match rustix::fs::stat(format!("{SHM_DIR}/{name}")) {
+    match rustix::fs::lstat(shm_path(name)?) {
         Ok(st) => Ok(Some(st.st_ino)),
         Err(rustix::io::Errno::NOENT) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
 
+/// Owner and type of whatever has the name, without following a symbolic link; `None` if
+/// nothing has it.
+pub fn shm_lstat(name: &str) -> io::Result<Option<(u32, bool)>> {
+    match rustix::fs::lstat(shm_path(name)?) {
+        Ok(st) => Ok(Some((
+            st.st_uid,
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile,
+        ))),
+        Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Removes the name (a symbolic link itself, never its target).
 pub fn shm_unlink(name: &str) -> io::Result<()> {
-    rustix::shm::unlink(shm_name(name)?.as_c_str())?;
+    rustix::fs::unlink(shm_path(name)?)?;
     Ok(())
 }
 
@@ -108,14 +160,16 @@ pub fn shm_list(prefix: &str) -> io::Result<Vec<String>> {
     Ok(names)
 }
 
-fn shm_name(name: &str) -> io::Result<CString> {
-    if name.is_empty() || name.contains('/') || name.len() > 250 {
+/// The file of shared-memory object `name` (what `shm_open` would use, without its following
+/// of symbolic links).
+fn shm_path(name: &str) -> io::Result<CString> {
+    if name.is_empty() || name.contains('/') || name.len() > 250 || name == "." || name == ".." {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "bad shared-memory name",
         ));
     }
-    CString::new(format!("/{name}"))
+    CString::new(format!("{SHM_DIR}/{name}"))
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in shared-memory name"))
 }
 
@@ -323,4 +377,31 @@ pub fn current_cpu() -> usize {
 pub fn monotonic_ns() -> u64 {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unique(what: &str) -> String {
+        format!("ferry-unit.{}.{what}", std::process::id())
+    }
+
+    #[test]
+    fn a_symbolic_link_is_neither_opened_nor_created_through() {
+        let name = unique("link");
+        let target = std::env::temp_dir().join(unique("target"));
+        std::fs::write(&target, b"keep me").unwrap();
+        let _ = shm_unlink(&name);
+        std::os::unix::fs::symlink(&target, format!("{SHM_DIR}/{name}")).unwrap();
+        let opened = ShmObject::open(&name).map(|_| ());
+        let created = ShmObject::create(&name, 4096, 0o600).map(|_| ());
+        let left = std::fs::read(&target).unwrap();
+        let _ = shm_unlink(&name);
+        let _ = std::fs::remove_file(&target);
+        let e = opened.unwrap_err();
+        assert!(is_symlink_error(&e), "{e}");
+        assert_eq!(created.unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(left, b"keep me", "the link's target is untouched");
+    }
 }
