@@ -53,6 +53,12 @@ pub enum Error {
          domain or topic"
     )]
     NotAFile { segment: String, what: &'static str },
+    #[error(
+        "no room in /dev/shm for shared-memory segment {segment} of {bytes} bytes; free some \
+         (`ferry clean` removes what dead processes left, `df /dev/shm` shows the space) or \
+         give the publisher a smaller ring (Qos::ring_capacity, Qos::max_message_size)"
+    )]
+    NoSpace { segment: String, bytes: u64 },
     #[error("shared-memory segment {segment} is inconsistent: {detail}")]
     Layout { segment: String, detail: String },
     #[error("shared-memory segment {segment} is still being set up by process {pid}; try again")]

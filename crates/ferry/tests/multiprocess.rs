@@ -452,3 +452,81 @@ fn segments_of_another_user_are_refused() {
         "{refused:?}"
     );
 }
+
+/// The child of `a_full_dev_shm_is_an_error_when_the_publisher_is_made`: it runs in a mount
+/// namespace of its own over a 1 MiB /dev/shm and asks for a 4 MiB ring.
+#[test]
+#[ignore = "entry point of the child process of a root test"]
+fn small_dev_shm_child() {
+    if std::env::var("FERRY_TEST_SMALL_DEV_SHM").is_err() {
+        return;
+    }
+    let node = Node::with_domain("n", &domain("small")).unwrap();
+    match node.publisher("data", &parse_qos("block,reliable,max=1024,ring=4194304")) {
+        Err(ferry::Error::NoSpace { bytes, .. }) => println!("NOSPACE {bytes}"),
+        Err(e) => println!("ERROR {e}"),
+        Ok(_) => println!("CREATED"),
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_full_dev_shm_is_an_error_when_the_publisher_is_made() {
+    use std::ffi::CString;
+    use std::os::unix::process::CommandExt;
+    let c = |s: &str| CString::new(s).unwrap();
+    let (root, shm, tmpfs, size) = (c("/"), c("/dev/shm"), c("tmpfs"), c("size=1m,mode=1777"));
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "small_dev_shm_child",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("FERRY_TEST_SMALL_DEV_SHM", "1")
+    .stdout(std::process::Stdio::piped());
+    let in_small_dev_shm = move || {
+        // SAFETY: unshare and mount take plain flags and C strings that outlive the calls; in
+        // the forked child they change only the child's own mount namespace.
+        let failed = unsafe {
+            libc::unshare(libc::CLONE_NEWNS) != 0
+                || libc::mount(
+                    std::ptr::null(),
+                    root.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ) != 0
+                || libc::mount(
+                    tmpfs.as_ptr(),
+                    shm.as_ptr(),
+                    tmpfs.as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    size.as_ptr().cast(),
+                ) != 0
+        };
+        if failed {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    // SAFETY: the closure makes only async-signal-safe system calls (unshare, mount) on memory
+    // allocated before the fork.
+    unsafe { cmd.pre_exec(in_small_dev_shm) };
+    let child = cmd
+        .spawn()
+        .expect("a child in a mount namespace (needs root)");
+    let (ok, out) = finish(child, Duration::from_secs(60));
+    assert!(ok, "{out:?}");
+    // The harness may print the test's name on the line the child's report starts.
+    let report = out.iter().find_map(|l| {
+        ["NOSPACE ", "ERROR ", "CREATED"]
+            .iter()
+            .find_map(|w| l.find(w).map(|at| &l[at..]))
+    });
+    assert!(
+        report.is_some_and(|r| r.starts_with("NOSPACE ")),
+        "a 4 MiB ring on a 1 MiB /dev/shm: {report:?} in {out:?}"
+    );
+}

@@ -143,8 +143,15 @@ pub fn check_file(segment: &str, stat: &ObjectStat, me: u32) -> Result<(), Error
     check_owner(segment, stat.uid, me)
 }
 
-/// The error for a failed creation (`ShmObject::create`) of `name` with `bytes` bytes.
+/// The error for a failed creation (`ShmObject::create`) of `name` with `bytes` bytes: a full
+/// /dev/shm is `NoSpace`.
 pub fn create_error(name: &str, bytes: u64, e: io::Error) -> Error {
+    if e.raw_os_error() == Some(libc::ENOSPC) {
+        return Error::NoSpace {
+            segment: name.to_owned(),
+            bytes,
+        };
+    }
     Error::io(format!("create shared memory {name} ({bytes} bytes)"), e)
 }
 
@@ -253,5 +260,22 @@ mod tests {
             check_file("s", &file(8, true), 7),
             Err(Error::NotOwner { owner: 8, .. })
         ));
+    }
+
+    #[test]
+    fn a_full_dev_shm_is_no_space_naming_the_size() {
+        let e = create_error(
+            "ferry.d.t@1",
+            1 << 20,
+            io::Error::from_raw_os_error(libc::ENOSPC),
+        );
+        assert!(matches!(e, Error::NoSpace { bytes: 1048576, .. }), "{e:?}");
+        let text = e.to_string();
+        assert!(
+            text.contains("/dev/shm") && text.contains("1048576"),
+            "{text}"
+        );
+        let other = create_error("x", 1, io::Error::from_raw_os_error(libc::EACCES));
+        assert!(matches!(other, Error::Io { .. }), "{other:?}");
     }
 }

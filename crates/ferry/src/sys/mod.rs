@@ -40,7 +40,9 @@ pub struct ObjectStat {
 
 impl ShmObject {
     /// Creates `name` exclusively (fails with `AlreadyExists` if it is there, a symbolic link
-    /// included), owner-only by default, and sizes it.
+    /// included), owner-only by default, and gives it `size` bytes of real memory now
+    /// (`fallocate`): a full /dev/shm fails here with `ENOSPC` instead of killing the process
+    /// with SIGBUS when it first touches a page.
     pub fn create(name: &str, size: u64, mode: u32) -> io::Result<ShmObject> {
         let fd = rustix::fs::open(
             shm_path(name)?,
@@ -54,7 +56,7 @@ impl ShmObject {
         // The umask may have narrowed the mode; set it exactly as asked.
         let sized = rustix::fs::fchmod(&obj.fd, Mode::from_raw_mode(mode))
             .map_err(io::Error::from)
-            .and_then(|()| Ok(rustix::fs::ftruncate(&obj.fd, size)?));
+            .and_then(|()| reserve(&obj.fd, size));
         if let Err(e) = sized {
             let _ = shm_unlink(name);
             return Err(e);
@@ -104,6 +106,25 @@ impl ShmObject {
     pub fn fd(&self) -> &OwnedFd {
         &self.fd
     }
+}
+
+/// Sizes a fresh object to `size` bytes with pages reserved now. `fallocate` on tmpfs allocates
+/// (and counts against the file system's size) every page, and extends the file; a file system
+/// without it gets a plain `ftruncate`.
+fn reserve(fd: &OwnedFd, size: u64) -> io::Result<()> {
+    if size > 0 {
+        loop {
+            match rustix::fs::fallocate(fd, rustix::fs::FallocateFlags::empty(), 0, size) {
+                Ok(()) => return Ok(()),
+                // tmpfs gives up on a pending signal and frees what it allocated: try again.
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    rustix::fs::ftruncate(fd, size)?;
+    Ok(())
 }
 
 /// True for the error `ShmObject::open` gives when the name is a symbolic link.
@@ -385,6 +406,22 @@ mod tests {
 
     fn unique(what: &str) -> String {
         format!("ferry-unit.{}.{what}", std::process::id())
+    }
+
+    #[test]
+    fn a_created_object_has_its_pages_reserved() {
+        let name = unique("reserved");
+        let size = 1 << 20;
+        let obj = ShmObject::create(&name, size, 0o600).unwrap();
+        let st = rustix::fs::fstat(obj.fd()).unwrap();
+        let _ = shm_unlink(&name);
+        assert_eq!(st.st_size as u64, size);
+        // ftruncate alone leaves a sparse file (no blocks); fallocate allocates every page.
+        assert!(
+            st.st_blocks as u64 * 512 >= size,
+            "{} blocks of 512 bytes for {size} bytes",
+            st.st_blocks
+        );
     }
 
     #[test]
