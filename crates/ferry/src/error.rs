@@ -59,6 +59,16 @@ pub enum Error {
          give the publisher a smaller ring (Qos::ring_capacity, Qos::max_message_size)"
     )]
     NoSpace { segment: String, bytes: u64 },
+    #[error(
+        "the ring in shared-memory segment {segment} is {capacity} bytes, above this \
+         subscriber's limit of {max} (Qos::max_ring_capacity); raise the limit if that \
+         publisher is meant to have so large a ring"
+    )]
+    RingTooLarge {
+        segment: String,
+        capacity: u64,
+        max: u64,
+    },
     #[error("shared-memory segment {segment} is inconsistent: {detail}")]
     Layout { segment: String, detail: String },
     #[error("shared-memory segment {segment} is still being set up by process {pid}; try again")]

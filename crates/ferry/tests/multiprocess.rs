@@ -416,6 +416,32 @@ fn a_symbolic_link_in_place_of_a_segment_is_refused_and_its_target_untouched() {
 }
 
 #[test]
+fn a_ring_above_the_subscribers_limit_is_refused_before_it_is_mapped() {
+    let dom = domain("bigring");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let big = parse_qos("block,reliable,max=1024,ring=4194304");
+    let publ = node.publisher("data", &big).unwrap();
+    let small = parse_qos("block,reliable").max_ring_capacity(1 << 20);
+    let mut sub = node.subscriber("data", &small).unwrap();
+    let attached = sub.publisher_count();
+    let refused = sub.refused_publishers();
+    assert_eq!(
+        attached, 0,
+        "a 4 MiB ring is not mapped under a 1 MiB limit"
+    );
+    assert!(
+        refused.len() == 1 && refused[0].contains("max_ring_capacity"),
+        "{refused:?}"
+    );
+    // The same ring under the default limit is read.
+    let mut sub = node
+        .subscriber("data", &parse_qos("block,reliable"))
+        .unwrap();
+    assert_eq!(sub.publisher_count(), 1);
+    drop(publ);
+}
+
+#[test]
 #[ignore = "needs root"]
 fn segments_of_another_user_are_refused() {
     let dom = domain("owner");

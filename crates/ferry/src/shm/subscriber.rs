@@ -52,6 +52,8 @@ pub struct ShmSubscriber {
     refused: Vec<(usize, u64, String)>,
     /// Under `auto`: read only rings of publishers on this host (network namespace).
     same_host_only: bool,
+    /// The largest ring this subscriber maps (`Qos::max_ring_capacity`).
+    max_ring: u64,
 }
 
 impl ShmSubscriber {
@@ -84,6 +86,7 @@ impl ShmSubscriber {
             scratch: Vec::new(),
             refused: Vec::new(),
             same_host_only: qos.transport == crate::Transport::Auto,
+            max_ring: qos.max_ring_capacity as u64,
         };
         sub.rescan();
         Ok(sub)
@@ -185,6 +188,14 @@ impl ShmSubscriber {
             return Err(layout_err(format!(
                 "maximum message {max_message} does not fit its ring"
             )));
+        }
+        // Checked before the ring is mapped: mapping populates every page of it, twice.
+        if capacity > self.max_ring {
+            return Err(Error::RingTooLarge {
+                segment: name.clone(),
+                capacity,
+                max: self.max_ring,
+            });
         }
         let Segment { obj, .. } = probe;
         let map = Mapping::map_ring(&obj, hb, capacity as usize)
