@@ -556,3 +556,62 @@ fn a_full_dev_shm_is_an_error_when_the_publisher_is_made() {
         "a 4 MiB ring on a 1 MiB /dev/shm: {report:?} in {out:?}"
     );
 }
+
+#[test]
+#[ignore = "needs root (and util-linux unshare)"]
+fn a_subscriber_in_another_pid_namespace_is_not_swept_as_dead() {
+    let dom = domain("pidns");
+    // The subscriber runs as pid 1 of a PID namespace of its own, with its own /proc: in ours,
+    // pid 1 is another process, with another start time.
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_entry",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, "subscriber")
+        .env("FERRY_TEST_DOMAIN", &dom)
+        .env("FERRY_TEST_TOPIC", "data")
+        .env("FERRY_TEST_QOS", "block,reliable")
+        .env("FERRY_TEST_COUNT", "5")
+        .stdout(std::process::Stdio::piped());
+    /// Kills the child if the test fails before it finishes.
+    struct Guard(Option<std::process::Child>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if let Some(c) = self.0.as_mut() {
+                kill9(c);
+            }
+        }
+    }
+    let mut child = Guard(Some(cmd.spawn().expect("util-linux unshare")));
+    assert!(
+        wait_until(Duration::from_secs(30), || subscriber_count(&dom, "data")
+            == 1),
+        "the subscriber joined"
+    );
+    // Making a publisher opens the topic, which sweeps dead slots.
+    let node = Node::with_domain("n", &dom).unwrap();
+    let mut publ = node
+        .publisher("data", &parse_qos("block,reliable,max=1024"))
+        .unwrap();
+    let snap = ferry::admin::topic(&dom, "data").unwrap().unwrap();
+    assert_eq!(snap.subscribers.len(), 1, "the subscriber's slot is kept");
+    assert!(snap.subscribers[0].alive && snap.subscribers[0].other_pid_namespace);
+    assert!(wait_until(Duration::from_secs(30), || publ
+        .subscriber_count()
+        == 1));
+    for seq in 0..5 {
+        let len = size_of_msg(seq, 1024);
+        let mut loan = publ.loan(len).unwrap();
+        fill(seq, loan.as_mut_slice());
+        loan.send().unwrap();
+    }
+    let (ok, out) = finish(child.0.take().unwrap(), Duration::from_secs(60));
+    assert!(ok, "{out:?}");
+    assert_eq!(result_of(&out), (5, 0, 4));
+}

@@ -111,6 +111,7 @@ impl ShmPublisher {
         b.publisher_token.store(token, Ordering::Relaxed);
         b.pid.store(me.pid, Ordering::Relaxed);
         b.start_time.store(me.start_time, Ordering::Relaxed);
+        b.pid_ns.store(me.pid_ns, Ordering::Relaxed);
         b.capacity.store(capacity, Ordering::Relaxed);
         b.max_message
             .store(qos.max_message_size as u64, Ordering::Relaxed);
@@ -205,7 +206,8 @@ impl ShmPublisher {
             let owner = ring.readers[i].owner.load(Ordering::Acquire);
             let token = owner >> 1;
             let (live, ctl_token) = self.topic.subscriber(i).owner.liveness();
-            let stale = ctl_token != token || live != Liveness::Alive;
+            // A reader of another PID namespace (`Unknown`) is waited for like a live one.
+            let stale = ctl_token != token || matches!(live, Liveness::Dead | Liveness::Free);
             // AcqRel pairs with the reader's SeqCst owner store in `Reader::join`: only the exact
             // stale owner is removed, never a reader that joined meanwhile.
             if stale

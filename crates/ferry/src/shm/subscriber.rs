@@ -229,7 +229,8 @@ impl ShmSubscriber {
         let mut swept = false;
         for s in self.sources.iter_mut().filter(|s| !s.departed) {
             match self.topic.publisher_liveness(s.pub_slot, s.pub_token) {
-                Liveness::Alive => {}
+                // One of another PID namespace departs when it frees its slot.
+                Liveness::Alive | Liveness::Unknown => {}
                 Liveness::Free => s.departed = true,
                 Liveness::Dead => {
                     s.departed = true;

@@ -308,12 +308,26 @@ pub fn futex_wake(word: &AtomicU32) {
         rustix::thread::futex::wake(word, rustix::thread::futex::Flags::empty(), i32::MAX as u32);
 }
 
-/// A process as the kernel knows it: the pid and its start time in clock ticks since boot. The
-/// pair survives PID reuse: a new process with the same pid has a later start time.
+/// A process as the kernel knows it: the pid, its start time in clock ticks since boot, and the
+/// PID namespace the pid belongs to. The pid and start time survive PID reuse: a new process with
+/// the same pid has a later start time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcessId {
     pub pid: u32,
     pub start_time: u64,
+    /// `pid_namespace()` of the process; 0 where it could not be read.
+    pub pid_ns: u64,
+}
+
+/// What this process can tell about another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Presence {
+    Running,
+    /// Ended (or a zombie), or its pid now names another process.
+    Gone,
+    /// It lives in another PID namespace: its pid names nothing (or something else) in ours, so
+    /// whether it runs cannot be told from here.
+    Unknown,
 }
 
 impl ProcessId {
@@ -322,28 +336,55 @@ impl ProcessId {
         // A forked child has another pid: cache per pid.
         let pid = std::process::id();
         let &(cached_pid, start) = ME.get_or_init(|| (pid, start_time_of(pid).unwrap_or(0)));
-        if cached_pid == pid {
-            ProcessId {
-                pid,
-                start_time: start,
-            }
-        } else {
-            ProcessId {
-                pid,
-                start_time: start_time_of(pid).unwrap_or(0),
-            }
+        ProcessId {
+            pid,
+            start_time: if cached_pid == pid {
+                start
+            } else {
+                start_time_of(pid).unwrap_or(0)
+            },
+            pid_ns: pid_namespace(),
         }
     }
 
-    /// True while this very process runs (a zombie counts as gone).
-    pub fn is_alive(&self) -> bool {
+    /// Whether this very process runs, as far as this process can see.
+    pub fn presence(&self) -> Presence {
+        if self.pid_ns != pid_namespace() {
+            return Presence::Unknown;
+        }
         if self.pid == 0 {
-            return false;
+            return Presence::Gone;
         }
         match read_stat(self.pid) {
-            Some((state, start)) => state != 'Z' && state != 'X' && start == self.start_time,
-            None => false,
+            Some((state, start)) if state != 'Z' && state != 'X' && start == self.start_time => {
+                Presence::Running
+            }
+            _ => Presence::Gone,
         }
+    }
+
+    /// True while this very process runs, as far as this process can see: one of another PID
+    /// namespace counts as running (`Presence::Unknown`).
+    pub fn is_alive(&self) -> bool {
+        self.presence() != Presence::Gone
+    }
+}
+
+/// This process's PID namespace: the inode of /proc/self/ns/pid (0 if it cannot be read). The
+/// pids recorded in shared memory are checked against /proc only by processes of the same
+/// namespace.
+pub fn pid_namespace() -> u64 {
+    static NS: OnceLock<(u32, u64)> = OnceLock::new();
+    let read = || {
+        rustix::fs::stat("/proc/self/ns/pid")
+            .map(|s| s.st_ino)
+            .unwrap_or(0)
+    };
+    // A child forked after unshare(CLONE_NEWPID) lives in another namespace: cache per pid.
+    let pid = std::process::id();
+    match NS.get_or_init(|| (pid, read())) {
+        &(cached_pid, ns) if cached_pid == pid => ns,
+        _ => read(),
     }
 }
 
@@ -422,6 +463,24 @@ mod tests {
             "{} blocks of 512 bytes for {size} bytes",
             st.st_blocks
         );
+    }
+
+    #[test]
+    fn a_process_of_another_pid_namespace_is_unknown_not_gone() {
+        let me = ProcessId::current();
+        assert_ne!(me.pid_ns, 0, "/proc/self/ns/pid is readable");
+        assert_eq!(me.presence(), Presence::Running);
+        let elsewhere = ProcessId {
+            pid: 0x7FFF_FFF0,
+            ..me
+        };
+        assert_eq!(elsewhere.presence(), Presence::Gone);
+        let other_ns = ProcessId {
+            pid_ns: me.pid_ns ^ 1,
+            ..elsewhere
+        };
+        assert_eq!(other_ns.presence(), Presence::Unknown);
+        assert!(other_ns.is_alive());
     }
 
     #[test]
