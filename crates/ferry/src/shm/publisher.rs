@@ -283,3 +283,85 @@ impl std::fmt::Debug for ShmPublisher {
             .finish()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::shm::ring::{record_header, RingBytes};
+    use crate::shm::ShmSubscriber;
+    use crate::{RecvError, Transport};
+
+    /// What a subscriber's `wait` gives once the publisher's ring has been scribbled on by
+    /// `forge`, waiting at most 20 s for the call to return (it must not spin).
+    fn recv_after(
+        what: &str,
+        delivery: Delivery,
+        forge: impl FnOnce(&ShmPublisher),
+    ) -> (Result<(), RecvError>, Vec<String>) {
+        let dom = format!("u{}-{what}", std::process::id());
+        let qos = Qos::default()
+            .transport(Transport::Shm)
+            .delivery(delivery)
+            .wait(WaitStrategy::Block)
+            .max_message_size(1024);
+        let publ = ShmPublisher::create(&dom, "data", "p", &qos).unwrap();
+        let mut sub = ShmSubscriber::create(&dom, "data", "s", &qos).unwrap();
+        assert_eq!(sub.publisher_count(), 1);
+        forge(&publ);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let got = sub.wait(Some(Duration::from_secs(5))).map(|_| ());
+            let refused = sub.refused().map(str::to_owned).collect();
+            let _ = tx.send((got, refused));
+        });
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("recv returned (it must not spin on a corrupt ring)")
+    }
+
+    /// Padding records over the whole ring, and `head` (and `last`) where no writer could have
+    /// put them.
+    fn padding_and_lies(publ: &ShmPublisher, last: u64) {
+        let cap = publ.writer.capacity();
+        for at in (0..cap).step_by(16) {
+            publ.bytes.write(at, &record_header(0, 0, true));
+        }
+        let ring = &publ.data.block().ring;
+        ring.head.last.store(last, Ordering::Relaxed);
+        ring.reserve.store(1 << 40, Ordering::Relaxed);
+        // Release pairs with the subscriber's Acquire load of head.
+        ring.head.end.store(1 << 40, Ordering::Release);
+    }
+
+    #[test]
+    fn a_ring_of_padding_with_a_lying_head_makes_recv_fail_not_spin() {
+        for (delivery, name) in [(Delivery::Reliable, "padrel"), (Delivery::Latest, "padlat")] {
+            // A latest reader jumps to `last`: a lie there too (a hundred rings short of head).
+            let (got, refused) = recv_after(name, delivery, |p| {
+                padding_and_lies(p, (1 << 40) - 100 * p.writer.capacity())
+            });
+            assert!(
+                matches!(got, Err(RecvError::Corrupt { .. })),
+                "{delivery:?}: {got:?}"
+            );
+            assert_eq!(refused.len(), 1, "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn a_record_longer_than_the_maximum_makes_recv_fail() {
+        for (delivery, name) in [(Delivery::Reliable, "lenrel"), (Delivery::Latest, "lenlat")] {
+            let (got, _) = recv_after(name, delivery, |p| {
+                p.bytes.write(0, &record_header(0, 100_000, false));
+                let ring = &p.data.block().ring;
+                ring.head.last.store(0, Ordering::Relaxed);
+                ring.reserve.store(4096, Ordering::Relaxed);
+                // Release pairs with the subscriber's Acquire load of head.
+                ring.head.end.store(4096, Ordering::Release);
+            });
+            assert!(
+                matches!(got, Err(RecvError::Corrupt { pos: 0, .. })),
+                "{delivery:?}: {got:?}"
+            );
+        }
+    }
+}

@@ -293,13 +293,14 @@ impl ShmSubscriber {
                 }
             }
         }
-        // Detach departed publishers that have nothing left to read.
+        // Every source was just read and had nothing readable: a departed publisher never will
+        // have (a reader can be left before `head` only by a record the publisher died writing),
+        // so detach it.
         self.sources.retain_mut(|s| {
-            let keep = !s.departed || s.reader.has_data(&s.data.block().ring);
-            if !keep {
+            if s.departed {
                 s.reader.leave(&s.data.block().ring);
             }
-            keep
+            !s.departed
         });
         Ok(None)
     }
