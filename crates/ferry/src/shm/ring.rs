@@ -224,10 +224,13 @@ impl Writer {
         for (i, slot) in hdr.readers.iter().enumerate() {
             // Acquire pairs with the Release stores in `Reader::join`.
             let owner = slot.owner.load(Ordering::Acquire);
-            // Saturating: a reader's cursor is whatever that process wrote.
-            let cursor = slot.cursor.load(Ordering::Acquire);
-            if owner & 1 == 1 && cursor.saturating_add(self.capacity) < end {
-                mask |= 1 << i;
+            if owner & 1 == 1 {
+                // Acquire pairs with the Release cursor stores of `Reader::release`/`join`.
+                // Saturating: a reader's cursor is whatever that process wrote.
+                let cursor = slot.cursor.load(Ordering::Acquire);
+                if cursor.saturating_add(self.capacity) < end {
+                    mask |= 1 << i;
+                }
             }
         }
         mask
