@@ -48,9 +48,9 @@ pub enum Error {
         me: u32,
     },
     #[error(
-        "shared-memory segment {segment} is {what}, not a plain file, and ferry does not follow \
-         or use such names; remove /dev/shm/{segment} if you did not make it, or use another \
-         domain or topic"
+        "shared-memory segment {segment} is {what}, not a regular file, and ferry does not \
+         follow or use such names; remove /dev/shm/{segment} if you did not make it, or use \
+         another domain or topic"
     )]
     NotAFile { segment: String, what: &'static str },
     #[error(

@@ -132,12 +132,16 @@ pub fn check_owner(segment: &str, owner: u32, me: u32) -> Result<(), Error> {
     Ok(())
 }
 
-/// Checks what an opened name turned out to be: a regular file of this process's user.
+/// Checks what a name turned out to be: a regular file of this process's user.
 pub fn check_file(segment: &str, stat: &ObjectStat, me: u32) -> Result<(), Error> {
     if !stat.regular {
         return Err(Error::NotAFile {
             segment: segment.to_owned(),
-            what: "not a regular file",
+            what: if stat.symlink {
+                "a symbolic link"
+            } else {
+                "a FIFO, a socket or a device"
+            },
         });
     }
     check_owner(segment, stat.uid, me)
@@ -158,14 +162,8 @@ pub fn create_error(name: &str, bytes: u64, e: io::Error) -> Error {
 /// Why a name that could not be created exclusively is not ours to use, if that is why:
 /// a symbolic link or another kind of file, or a file of another user.
 pub fn explain_existing(name: &str) -> Option<Error> {
-    let (uid, regular) = sys::shm_lstat(name).ok()??;
-    if !regular {
-        return Some(Error::NotAFile {
-            segment: name.to_owned(),
-            what: "a symbolic link or not a regular file",
-        });
-    }
-    check_owner(name, uid, sys::effective_uid()).err()
+    let stat = sys::shm_lstat(name).ok()??;
+    check_file(name, &stat, sys::effective_uid()).err()
 }
 
 /// Opens an existing segment and checks it, waiting a bounded time for a creator to finish.
@@ -245,21 +243,52 @@ mod tests {
 
     #[test]
     fn only_a_regular_file_of_this_user_passes() {
-        let file = |uid, regular| ObjectStat {
+        let file = |uid, regular, symlink| ObjectStat {
             uid,
             regular,
+            symlink,
             size: 4096,
             inode: 1,
         };
-        assert!(check_file("s", &file(7, true), 7).is_ok());
+        assert!(check_file("s", &file(7, true, false), 7).is_ok());
+        for (symlink, what) in [
+            (true, "a symbolic link"),
+            (false, "a FIFO, a socket or a device"),
+        ] {
+            let e = check_file("s", &file(7, false, symlink), 7).unwrap_err();
+            assert!(matches!(e, Error::NotAFile { .. }), "{e:?}");
+            assert!(
+                e.to_string().contains(&format!("is {what}, not a regular")),
+                "{e}"
+            );
+        }
         assert!(matches!(
-            check_file("s", &file(7, false), 7),
-            Err(Error::NotAFile { .. })
-        ));
-        assert!(matches!(
-            check_file("s", &file(8, true), 7),
+            check_file("s", &file(8, true, false), 7),
             Err(Error::NotOwner { owner: 8, .. })
         ));
+    }
+
+    #[test]
+    fn a_fifo_or_a_link_at_a_segments_name_is_refused_for_what_it_is() {
+        let fifo = format!("ferry-unit.{}.fifo", std::process::id());
+        let path = format!("{}/{fifo}", sys::SHM_DIR);
+        rustix::fs::mkfifoat(rustix::fs::CWD, path.as_str(), rustix::fs::Mode::RWXU).unwrap();
+        let opened = open_checked(&fifo, 1, 4096).map(|_| ());
+        let explained = explain_existing(&fifo);
+        let _ = sys::shm_unlink(&fifo);
+        let e = opened.unwrap_err();
+        assert!(e.to_string().contains("is a FIFO"), "{e}");
+        assert!(
+            matches!(explained, Some(Error::NotAFile { .. })),
+            "{explained:?}"
+        );
+
+        let link = format!("ferry-unit.{}.link", std::process::id());
+        std::os::unix::fs::symlink("/nonexistent", format!("{}/{link}", sys::SHM_DIR)).unwrap();
+        let explained = explain_existing(&link);
+        let _ = sys::shm_unlink(&link);
+        let e = explained.expect("a link is not ours to use");
+        assert!(e.to_string().contains("is a symbolic link"), "{e}");
     }
 
     #[test]

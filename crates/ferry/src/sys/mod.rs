@@ -34,6 +34,8 @@ pub struct ObjectStat {
     pub uid: u32,
     /// A regular file (not a FIFO, socket or device).
     pub regular: bool,
+    /// A symbolic link (only `shm_lstat` can see one).
+    pub symlink: bool,
     pub size: u64,
     pub inode: u64,
 }
@@ -89,14 +91,7 @@ impl ShmObject {
 
     /// Owner, type, size and inode of the open object.
     pub fn stat(&self) -> io::Result<ObjectStat> {
-        let st = rustix::fs::fstat(&self.fd)?;
-        Ok(ObjectStat {
-            uid: st.st_uid,
-            regular: rustix::fs::FileType::from_raw_mode(st.st_mode)
-                == rustix::fs::FileType::RegularFile,
-            size: st.st_size as u64,
-            inode: st.st_ino,
-        })
+        Ok(ObjectStat::from(&rustix::fs::fstat(&self.fd)?))
     }
 
     pub fn name(&self) -> &str {
@@ -105,6 +100,19 @@ impl ShmObject {
 
     pub fn fd(&self) -> &OwnedFd {
         &self.fd
+    }
+}
+
+impl From<&rustix::fs::Stat> for ObjectStat {
+    fn from(st: &rustix::fs::Stat) -> ObjectStat {
+        let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+        ObjectStat {
+            uid: st.st_uid,
+            regular: kind == rustix::fs::FileType::RegularFile,
+            symlink: kind == rustix::fs::FileType::Symlink,
+            size: st.st_size as u64,
+            inode: st.st_ino,
+        }
     }
 }
 
@@ -147,14 +155,11 @@ pub fn shm_inode(name: &str) -> io::Result<Option<u64>> {
     }
 }
 
-/// Owner and type of whatever has the name, without following a symbolic link; `None` if
-/// nothing has it.
-pub fn shm_lstat(name: &str) -> io::Result<Option<(u32, bool)>> {
+/// Owner, type, size and inode of whatever has the name, without following a symbolic link;
+/// `None` if nothing has it.
+pub fn shm_lstat(name: &str) -> io::Result<Option<ObjectStat>> {
     match rustix::fs::lstat(shm_path(name)?) {
-        Ok(st) => Ok(Some((
-            st.st_uid,
-            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile,
-        ))),
+        Ok(st) => Ok(Some(ObjectStat::from(&st))),
         Err(rustix::io::Errno::NOENT) => Ok(None),
         Err(e) => Err(e.into()),
     }
