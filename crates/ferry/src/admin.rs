@@ -1,7 +1,8 @@
 //! Looking at and tidying live topics: what `ferry topics`, `ferry stats` and `ferry clean` use.
 
 pub use crate::shm::topic::{
-    clean, list_topics, CleanReport, PublisherInfo, SubscriberInfo, TopicEntry, TopicSnapshot,
+    clean, clean_forced, list_topics, CleanReport, PublisherInfo, SubscriberInfo, TopicEntry,
+    TopicSnapshot,
 };
 
 /// A snapshot of one topic, if it exists.

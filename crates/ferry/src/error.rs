@@ -37,6 +37,38 @@ pub enum Error {
         found: u32,
         expected: u32,
     },
+    #[error(
+        "shared-memory segment {segment} belongs to user id {owner}, not to this process's user \
+         (id {me}); ferry only uses segments of its own user. If it is stale, its owner or root \
+         can remove /dev/shm/{segment}; otherwise use another domain or topic"
+    )]
+    NotOwner {
+        segment: String,
+        owner: u32,
+        me: u32,
+    },
+    #[error(
+        "shared-memory segment {segment} is {what}, not a regular file, and ferry does not \
+         follow or use such names; remove /dev/shm/{segment} if you did not make it, or use \
+         another domain or topic"
+    )]
+    NotAFile { segment: String, what: &'static str },
+    #[error(
+        "no room in /dev/shm for shared-memory segment {segment} of {bytes} bytes; free some \
+         (`ferry clean` removes what dead processes left, `df /dev/shm` shows the space) or \
+         give the publisher a smaller ring (Qos::ring_capacity, Qos::max_message_size)"
+    )]
+    NoSpace { segment: String, bytes: u64 },
+    #[error(
+        "the ring in shared-memory segment {segment} is {capacity} bytes, above this \
+         subscriber's limit of {max} (Qos::max_ring_capacity); raise the limit if that \
+         publisher is meant to have so large a ring"
+    )]
+    RingTooLarge {
+        segment: String,
+        capacity: u64,
+        max: u64,
+    },
     #[error("shared-memory segment {segment} is inconsistent: {detail}")]
     Layout { segment: String, detail: String },
     #[error("shared-memory segment {segment} is still being set up by process {pid}; try again")]

@@ -4,6 +4,9 @@ use std::time::Duration;
 
 use crate::Error;
 
+/// `Qos::max_ring_capacity` by default: 1 GiB.
+const DEFAULT_MAX_RING: usize = 1 << 30;
+
 /// Which transport carries a topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -73,6 +76,11 @@ pub struct Qos {
     /// Bytes of a publisher's ring (a power of two, at least one record of the maximum size);
     /// 0 picks `2 × max_message_size` rounded up, at least 64 KiB.
     pub ring_capacity: usize,
+    /// Shared memory: the largest publisher ring (bytes) a subscriber maps. A ring above it is
+    /// refused before any of it is mapped (`Subscriber::refused_publishers` says why), and a
+    /// publisher whose ring would exceed its own limit fails to be made, so that the same QoS on
+    /// both ends agrees. 1 GiB by default (rings of messages up to about 512 MiB).
+    pub max_ring_capacity: usize,
     /// How long a reliable publisher waits for room before `send` fails with a timeout.
     pub send_timeout: Duration,
     /// How long an adaptive waiter spins before it blocks.
@@ -96,6 +104,7 @@ impl Default for Qos {
             wait: WaitStrategy::Adaptive,
             max_message_size: 1 << 20,
             ring_capacity: 0,
+            max_ring_capacity: DEFAULT_MAX_RING,
             send_timeout: Duration::from_secs(5),
             spin_window: Duration::from_micros(100),
             mtu: 1500,
@@ -124,6 +133,10 @@ impl Qos {
     }
     pub fn ring_capacity(mut self, bytes: usize) -> Qos {
         self.ring_capacity = bytes;
+        self
+    }
+    pub fn max_ring_capacity(mut self, bytes: usize) -> Qos {
+        self.max_ring_capacity = bytes;
         self
     }
     pub fn send_timeout(mut self, t: Duration) -> Qos {
@@ -190,6 +203,14 @@ impl Qos {
                 "ring_capacity {cap} must be a power of two between the page size ({page}) and {MAX_RING}"
             )));
         }
+        if cap > self.max_ring_capacity as u64 {
+            return Err(Error::InvalidQos(format!(
+                "ring_capacity {cap} is above max_ring_capacity {}, the largest ring subscribers \
+                 with this QoS map; raise Qos::max_ring_capacity on the publisher and its \
+                 subscribers, or lower ring_capacity or max_message_size",
+                self.max_ring_capacity
+            )));
+        }
         if need > cap {
             return Err(Error::InvalidQos(format!(
                 "ring_capacity {cap} cannot hold one message of max_message_size {} (needs {need})",
@@ -197,5 +218,26 @@ impl Qos {
             )));
         }
         Ok(cap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_above_max_ring_capacity_is_refused_to_its_publisher() {
+        let page = 4096;
+        let big = Qos::default().ring_capacity(2 << 30);
+        let e = big.effective_capacity(page).unwrap_err();
+        assert!(e.to_string().contains("max_ring_capacity"), "{e}");
+        assert_eq!(
+            big.max_ring_capacity(4 << 30)
+                .effective_capacity(page)
+                .unwrap(),
+            2 << 30
+        );
+        // The default message size gets a ring well below the default limit.
+        assert!(Qos::default().effective_capacity(page).unwrap() <= DEFAULT_MAX_RING as u64);
     }
 }

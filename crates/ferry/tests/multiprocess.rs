@@ -371,3 +371,247 @@ fn pid_reuse_cannot_fool_liveness() {
         "same pid, other start time: another process"
     );
 }
+
+#[test]
+fn a_symbolic_link_in_place_of_a_segment_is_refused_and_its_target_untouched() {
+    let dom = domain("symlink");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let qos = parse_qos("block,reliable,max=1024");
+
+    // A link where the topic's control segment would be.
+    let target = std::env::temp_dir().join(format!("ferry-test-{dom}-target"));
+    let original = vec![0x5A; 8192];
+    std::fs::write(&target, &original).unwrap();
+    let control = format!("ferry.{dom}.linked");
+    std::os::unix::fs::symlink(&target, format!("/dev/shm/{control}")).unwrap();
+    let e = node.publisher("linked", &qos).unwrap_err();
+    let left = std::fs::read(&target).unwrap();
+    let _ = ferry::sys::shm_unlink(&control);
+    let _ = std::fs::remove_file(&target);
+    assert!(matches!(e, ferry::Error::NotAFile { .. }), "{e}");
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    assert!(left == original, "the link's target is untouched");
+
+    // A publisher's data segment moved aside and replaced by a link to it: a subscriber does not
+    // follow the link.
+    let publ = node.publisher("data", &qos).unwrap();
+    let names = ferry::sys::shm_list(&format!("ferry.{dom}.data@")).unwrap();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let data = format!("/dev/shm/{}", names[0]);
+    let moved = format!("{data}.moved");
+    std::fs::rename(&data, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &data).unwrap();
+    let mut sub = node.subscriber("data", &qos).unwrap();
+    let attached = sub.publisher_count();
+    let refused = sub.refused_publishers();
+    drop(sub);
+    drop(publ);
+    let _ = std::fs::remove_file(&data);
+    let _ = std::fs::remove_file(&moved);
+    assert_eq!(attached, 0, "the linked ring is not read");
+    assert!(
+        refused.len() == 1 && refused[0].contains("symbolic link"),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn a_ring_above_the_subscribers_limit_is_refused_before_it_is_mapped() {
+    let dom = domain("bigring");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let big = parse_qos("block,reliable,max=1024,ring=4194304");
+    let publ = node.publisher("data", &big).unwrap();
+    let small = parse_qos("block,reliable").max_ring_capacity(1 << 20);
+    let mut sub = node.subscriber("data", &small).unwrap();
+    let attached = sub.publisher_count();
+    let refused = sub.refused_publishers();
+    assert_eq!(
+        attached, 0,
+        "a 4 MiB ring is not mapped under a 1 MiB limit"
+    );
+    assert!(
+        refused.len() == 1 && refused[0].contains("max_ring_capacity"),
+        "{refused:?}"
+    );
+    // The same ring under the default limit is read.
+    let mut sub = node
+        .subscriber("data", &parse_qos("block,reliable"))
+        .unwrap();
+    assert_eq!(sub.publisher_count(), 1);
+    drop(publ);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn segments_of_another_user_are_refused() {
+    let dom = domain("owner");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let qos = parse_qos("block,reliable,max=1024");
+    const NOBODY: u32 = 65534;
+
+    // A live topic whose control segment now belongs to another user.
+    let keep = node.subscriber("control", &qos).unwrap();
+    let control = format!("/dev/shm/ferry.{dom}.control");
+    std::os::unix::fs::chown(&control, Some(NOBODY), None).unwrap();
+    let e = node.publisher("control", &qos).unwrap_err();
+    assert!(
+        matches!(e, ferry::Error::NotOwner { owner: NOBODY, .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("user id 65534"), "{e}");
+    drop(keep);
+
+    // A publisher whose data segment now belongs to another user: subscribers refuse its ring.
+    let publ = node.publisher("data", &qos).unwrap();
+    let names = ferry::sys::shm_list(&format!("ferry.{dom}.data@")).unwrap();
+    assert_eq!(names.len(), 1, "{names:?}");
+    std::os::unix::fs::chown(format!("/dev/shm/{}", names[0]), Some(NOBODY), None).unwrap();
+    let mut sub = node.subscriber("data", &qos).unwrap();
+    let attached = sub.publisher_count();
+    let refused = sub.refused_publishers();
+    drop(sub);
+    drop(publ);
+    let _ = ferry::sys::shm_unlink(&format!("ferry.{dom}.control"));
+    assert_eq!(attached, 0, "the ring of another user is not read");
+    assert!(
+        refused.len() == 1 && refused[0].contains("user id 65534"),
+        "{refused:?}"
+    );
+}
+
+/// The child of `a_full_dev_shm_is_an_error_when_the_publisher_is_made`: it runs in a mount
+/// namespace of its own over a 1 MiB /dev/shm and asks for a 4 MiB ring.
+#[test]
+#[ignore = "entry point of the child process of a root test"]
+fn small_dev_shm_child() {
+    if std::env::var("FERRY_TEST_SMALL_DEV_SHM").is_err() {
+        return;
+    }
+    let node = Node::with_domain("n", &domain("small")).unwrap();
+    match node.publisher("data", &parse_qos("block,reliable,max=1024,ring=4194304")) {
+        Err(ferry::Error::NoSpace { bytes, .. }) => println!("NOSPACE {bytes}"),
+        Err(e) => println!("ERROR {e}"),
+        Ok(_) => println!("CREATED"),
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_full_dev_shm_is_an_error_when_the_publisher_is_made() {
+    use std::ffi::CString;
+    use std::os::unix::process::CommandExt;
+    let c = |s: &str| CString::new(s).unwrap();
+    let (root, shm, tmpfs, size) = (c("/"), c("/dev/shm"), c("tmpfs"), c("size=1m,mode=1777"));
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "small_dev_shm_child",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("FERRY_TEST_SMALL_DEV_SHM", "1")
+    .stdout(std::process::Stdio::piped());
+    let in_small_dev_shm = move || {
+        // SAFETY: unshare and mount take plain flags and C strings that outlive the calls; in
+        // the forked child they change only the child's own mount namespace.
+        let failed = unsafe {
+            libc::unshare(libc::CLONE_NEWNS) != 0
+                || libc::mount(
+                    std::ptr::null(),
+                    root.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ) != 0
+                || libc::mount(
+                    tmpfs.as_ptr(),
+                    shm.as_ptr(),
+                    tmpfs.as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    size.as_ptr().cast(),
+                ) != 0
+        };
+        if failed {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    // SAFETY: the closure makes only async-signal-safe system calls (unshare, mount) on memory
+    // allocated before the fork.
+    unsafe { cmd.pre_exec(in_small_dev_shm) };
+    let child = cmd
+        .spawn()
+        .expect("a child in a mount namespace (needs root)");
+    let (ok, out) = finish(child, Duration::from_secs(60));
+    assert!(ok, "{out:?}");
+    // The harness may print the test's name on the line the child's report starts.
+    let report = out.iter().find_map(|l| {
+        ["NOSPACE ", "ERROR ", "CREATED"]
+            .iter()
+            .find_map(|w| l.find(w).map(|at| &l[at..]))
+    });
+    assert!(
+        report.is_some_and(|r| r.starts_with("NOSPACE ")),
+        "a 4 MiB ring on a 1 MiB /dev/shm: {report:?} in {out:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs root (and util-linux unshare)"]
+fn a_subscriber_in_another_pid_namespace_is_not_swept_as_dead() {
+    let dom = domain("pidns");
+    // The subscriber runs as pid 1 of a PID namespace of its own, with its own /proc: in ours,
+    // pid 1 is another process, with another start time.
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_entry",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, "subscriber")
+        .env("FERRY_TEST_DOMAIN", &dom)
+        .env("FERRY_TEST_TOPIC", "data")
+        .env("FERRY_TEST_QOS", "block,reliable")
+        .env("FERRY_TEST_COUNT", "5")
+        .stdout(std::process::Stdio::piped());
+    /// Kills the child if the test fails before it finishes.
+    struct Guard(Option<std::process::Child>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if let Some(c) = self.0.as_mut() {
+                kill9(c);
+            }
+        }
+    }
+    let mut child = Guard(Some(cmd.spawn().expect("util-linux unshare")));
+    assert!(
+        wait_until(Duration::from_secs(30), || subscriber_count(&dom, "data")
+            == 1),
+        "the subscriber joined"
+    );
+    // Making a publisher opens the topic, which sweeps dead slots.
+    let node = Node::with_domain("n", &dom).unwrap();
+    let mut publ = node
+        .publisher("data", &parse_qos("block,reliable,max=1024"))
+        .unwrap();
+    let snap = ferry::admin::topic(&dom, "data").unwrap().unwrap();
+    assert_eq!(snap.subscribers.len(), 1, "the subscriber's slot is kept");
+    assert!(snap.subscribers[0].alive && snap.subscribers[0].other_pid_namespace);
+    assert!(wait_until(Duration::from_secs(30), || publ
+        .subscriber_count()
+        == 1));
+    for seq in 0..5 {
+        let len = size_of_msg(seq, 1024);
+        let mut loan = publ.loan(len).unwrap();
+        fill(seq, loan.as_mut_slice());
+        loan.send().unwrap();
+    }
+    let (ok, out) = finish(child.0.take().unwrap(), Duration::from_secs(60));
+    assert!(ok, "{out:?}");
+    assert_eq!(result_of(&out), (5, 0, 4));
+}

@@ -13,7 +13,7 @@ pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
 /// "FERRYDAT" little-endian: one publisher's data segment.
 pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
 /// Bumped on any change of the layouts in this file.
-pub const LAYOUT_VERSION: u32 = 5;
+pub const LAYOUT_VERSION: u32 = 6;
 
 pub const MAX_PUBLISHERS: usize = 32;
 pub const MAX_NAME: usize = 128;
@@ -63,6 +63,9 @@ pub struct Owner {
     /// The participant's host: boot id and network namespace (`sys::host_id`). Loopback UDP
     /// addresses in this directory only reach participants of the same host.
     pub host: AtomicU64,
+    /// The participant's PID namespace (`sys::pid_namespace`): its pid means something only to
+    /// processes of the same namespace. Stored first after the token is claimed.
+    pub pid_ns: AtomicU64,
     pub node: [AtomicU64; MAX_NODE_NAME / 8],
 }
 
@@ -186,6 +189,8 @@ pub struct DataBlock {
     pub pid: AtomicU32,
     pub reliable: AtomicU32,
     pub start_time: AtomicU64,
+    /// The publisher's PID namespace, as in `Owner::pid_ns`.
+    pub pid_ns: AtomicU64,
     pub capacity: AtomicU64,
     pub max_message: AtomicU64,
     /// Set when the publisher has gone away cleanly.

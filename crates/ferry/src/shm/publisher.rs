@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::layout::{header_bytes, DataBlock, MAGIC_DATA};
 use super::ring::{self, Reservation, Writer};
-use super::segment::{publish_header, segment_mode, Segment};
+use super::segment::{self, publish_header, segment_mode, Segment};
 use super::topic::{data_name, ring_doorbell, Liveness, Topic};
 use super::ShmBytes;
 use crate::sync::spin_hint;
@@ -89,13 +89,20 @@ impl ShmPublisher {
         let total = hb as u64 + capacity;
         let obj = match ShmObject::create(&name, total, segment_mode()) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                // Left by a dead process of an earlier incarnation of this topic.
+                // Left by a dead process of an earlier incarnation of this topic (removing a
+                // symbolic link removes the link, never its target).
                 let _ = sys::shm_unlink(&name);
                 ShmObject::create(&name, total, segment_mode())
             }
             r => r,
         }
-        .map_err(|e| Error::io(format!("create shared memory {name} ({total} bytes)"), e))?;
+        .map_err(|e| {
+            let exists = e.kind() == io::ErrorKind::AlreadyExists;
+            exists
+                .then(|| segment::explain_existing(&name))
+                .flatten()
+                .unwrap_or_else(|| segment::create_error(&name, total, e))
+        })?;
         let map = Mapping::map_ring(&obj, hb, capacity as usize)
             .map_err(|e| Error::io(format!("map ring {name}"), e))?;
         let seg: Segment<DataBlock> = Segment::from_parts(obj, map, hb);
@@ -104,6 +111,7 @@ impl ShmPublisher {
         b.publisher_token.store(token, Ordering::Relaxed);
         b.pid.store(me.pid, Ordering::Relaxed);
         b.start_time.store(me.start_time, Ordering::Relaxed);
+        b.pid_ns.store(me.pid_ns, Ordering::Relaxed);
         b.capacity.store(capacity, Ordering::Relaxed);
         b.max_message
             .store(qos.max_message_size as u64, Ordering::Relaxed);
@@ -198,7 +206,8 @@ impl ShmPublisher {
             let owner = ring.readers[i].owner.load(Ordering::Acquire);
             let token = owner >> 1;
             let (live, ctl_token) = self.topic.subscriber(i).owner.liveness();
-            let stale = ctl_token != token || live != Liveness::Alive;
+            // A reader of another PID namespace (`Unknown`) is waited for like a live one.
+            let stale = ctl_token != token || matches!(live, Liveness::Dead | Liveness::Free);
             // AcqRel pairs with the reader's SeqCst owner store in `Reader::join`: only the exact
             // stale owner is removed, never a reader that joined meanwhile.
             if stale
@@ -272,5 +281,87 @@ impl std::fmt::Debug for ShmPublisher {
             .field("topic", &self.topic.topic)
             .field("slot", &self.slot)
             .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::shm::ring::{record_header, RingBytes};
+    use crate::shm::ShmSubscriber;
+    use crate::{RecvError, Transport};
+
+    /// What a subscriber's `wait` gives once the publisher's ring has been scribbled on by
+    /// `forge`, waiting at most 20 s for the call to return (it must not spin).
+    fn recv_after(
+        what: &str,
+        delivery: Delivery,
+        forge: impl FnOnce(&ShmPublisher),
+    ) -> (Result<(), RecvError>, Vec<String>) {
+        let dom = format!("u{}-{what}", std::process::id());
+        let qos = Qos::default()
+            .transport(Transport::Shm)
+            .delivery(delivery)
+            .wait(WaitStrategy::Block)
+            .max_message_size(1024);
+        let publ = ShmPublisher::create(&dom, "data", "p", &qos).unwrap();
+        let mut sub = ShmSubscriber::create(&dom, "data", "s", &qos).unwrap();
+        assert_eq!(sub.publisher_count(), 1);
+        forge(&publ);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let got = sub.wait(Some(Duration::from_secs(5))).map(|_| ());
+            let refused = sub.refused().map(str::to_owned).collect();
+            let _ = tx.send((got, refused));
+        });
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("recv returned (it must not spin on a corrupt ring)")
+    }
+
+    /// Padding records over the whole ring, and `head` (and `last`) where no writer could have
+    /// put them.
+    fn padding_and_lies(publ: &ShmPublisher, last: u64) {
+        let cap = publ.writer.capacity();
+        for at in (0..cap).step_by(16) {
+            publ.bytes.write(at, &record_header(0, 0, true));
+        }
+        let ring = &publ.data.block().ring;
+        ring.head.last.store(last, Ordering::Relaxed);
+        ring.reserve.store(1 << 40, Ordering::Relaxed);
+        // Release pairs with the subscriber's Acquire load of head.
+        ring.head.end.store(1 << 40, Ordering::Release);
+    }
+
+    #[test]
+    fn a_ring_of_padding_with_a_lying_head_makes_recv_fail_not_spin() {
+        for (delivery, name) in [(Delivery::Reliable, "padrel"), (Delivery::Latest, "padlat")] {
+            // A latest reader jumps to `last`: a lie there too (a hundred rings short of head).
+            let (got, refused) = recv_after(name, delivery, |p| {
+                padding_and_lies(p, (1 << 40) - 100 * p.writer.capacity())
+            });
+            assert!(
+                matches!(got, Err(RecvError::Corrupt { .. })),
+                "{delivery:?}: {got:?}"
+            );
+            assert_eq!(refused.len(), 1, "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn a_record_longer_than_the_maximum_makes_recv_fail() {
+        for (delivery, name) in [(Delivery::Reliable, "lenrel"), (Delivery::Latest, "lenlat")] {
+            let (got, _) = recv_after(name, delivery, |p| {
+                p.bytes.write(0, &record_header(0, 100_000, false));
+                let ring = &p.data.block().ring;
+                ring.head.last.store(0, Ordering::Relaxed);
+                ring.reserve.store(4096, Ordering::Relaxed);
+                // Release pairs with the subscriber's Acquire load of head.
+                ring.head.end.store(4096, Ordering::Release);
+            });
+            assert!(
+                matches!(got, Err(RecvError::Corrupt { pos: 0, .. })),
+                "{delivery:?}: {got:?}"
+            );
+        }
     }
 }

@@ -25,6 +25,12 @@
 //! - A joining reader stores its slot's owner and then loads `reserve`; the writer stores
 //!   `reserve` and, before it next scans the slots, fences. Either the scan sees the joiner, or
 //!   the joiner starts at or after every reservation made before that scan.
+//!
+//! Readers trust nothing they read from the ring: a record header or a position that the
+//! protocol rules out (a length past `head` or above the maximum, an unknown tag, a reliable
+//! reader more than a ring behind `head`, a `last` more than a ring behind it) is `Corrupt`, and
+//! one call looks at no more records than a ring holds (`capacity / RECORD_HEADER`) before it
+//! returns, so a ring that lies can cost a reader bounded work, never a spin.
 
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering, Padded};
 
@@ -218,8 +224,13 @@ impl Writer {
         for (i, slot) in hdr.readers.iter().enumerate() {
             // Acquire pairs with the Release stores in `Reader::join`.
             let owner = slot.owner.load(Ordering::Acquire);
-            if owner & 1 == 1 && slot.cursor.load(Ordering::Acquire) + self.capacity < end {
-                mask |= 1 << i;
+            if owner & 1 == 1 {
+                // Acquire pairs with the Release cursor stores of `Reader::release`/`join`.
+                // Saturating: a reader's cursor is whatever that process wrote.
+                let cursor = slot.cursor.load(Ordering::Acquire);
+                if cursor.saturating_add(self.capacity) < end {
+                    mask |= 1 << i;
+                }
             }
         }
         mask
@@ -379,7 +390,10 @@ impl Reader {
         let plausible = tag & 0xFFFF_0000 == TAG_MARK
             && (kind == KIND_MESSAGE || kind == KIND_PADDING)
             && len <= self.max_len
-            && self.pos + record_len(len) <= self.head;
+            && self
+                .pos
+                .checked_add(record_len(len))
+                .is_some_and(|end| end <= self.head);
         plausible.then_some((seq, len, kind))
     }
 
@@ -388,8 +402,14 @@ impl Reader {
             Some(expected) if seq > expected => seq - expected,
             _ => 0,
         };
-        self.next_seq = Some(seq + 1);
+        self.next_seq = Some(seq.wrapping_add(1));
         skipped
+    }
+
+    /// Loop turns one call may take: as many records as a ring holds, plus a jump and a last
+    /// look at `head`.
+    fn record_budget(&self) -> u64 {
+        self.capacity / RECORD_HEADER + 2
     }
 
     /// Reliable delivery: the next record, to be read in place and then released with
@@ -400,9 +420,15 @@ impl Reader {
         mem: &M,
     ) -> Result<Option<Record>, Corrupt> {
         debug_assert!(self.reliable);
-        loop {
+        // Padding is stepped over at most a ring's worth of records per call: a writer that keeps
+        // abandoning (or lies) cannot hold the reader here.
+        for _ in 0..self.record_budget() {
             if !self.has_data(hdr) {
                 return Ok(None);
+            }
+            // The writer never reserves past this reader's cursor (`pos`) plus a ring.
+            if self.head - self.pos > self.capacity {
+                return Err(Corrupt { pos: self.pos });
             }
             let mut header = [0u8; RECORD_HEADER as usize];
             mem.read(self.pos & (self.capacity - 1), &mut header);
@@ -424,6 +450,7 @@ impl Reader {
                 skipped,
             }));
         }
+        Ok(None)
     }
 
     /// Releases everything below `end` (the end of the record just read). Returns true when the
@@ -447,12 +474,12 @@ impl Reader {
         mem: &M,
         buf: &mut Vec<u8>,
     ) -> Result<Option<Record>, Corrupt> {
-        loop {
+        for _ in 0..self.record_budget() {
             if !self.has_data(hdr) {
                 return Ok(None);
             }
             if self.head - self.pos > self.capacity {
-                self.jump_to_newest(hdr);
+                self.jump_to_newest(hdr)?;
                 continue;
             }
             let mut header = [0u8; RECORD_HEADER as usize];
@@ -467,9 +494,15 @@ impl Reader {
             // reservation. Pairs with the Release fence in `Writer::try_reserve`.
             fence(Ordering::Acquire);
             let reserve = hdr.reserve.load(Ordering::Relaxed);
-            if reserve > self.pos + self.capacity {
-                // Overwritten while we looked: skip to the newest committed record.
-                self.jump_to_newest(hdr);
+            if reserve > self.pos.saturating_add(self.capacity) {
+                // Overwritten while we looked: skip to the newest committed record. If that is
+                // where we were, the record being written overlaps it: nothing intact is there to
+                // read until the writer commits (a writer that died there never will).
+                let tried = self.pos;
+                self.jump_to_newest(hdr)?;
+                if self.pos == tried {
+                    return Ok(None);
+                }
                 continue;
             }
             let Some((seq, len, kind)) = decoded else {
@@ -490,16 +523,22 @@ impl Reader {
                 skipped,
             }));
         }
+        Ok(None)
     }
 
     /// Moves a lapped latest reader to the start of the newest committed record.
-    fn jump_to_newest(&mut self, hdr: &RingHeader) {
+    fn jump_to_newest(&mut self, hdr: &RingHeader) -> Result<(), Corrupt> {
         // Acquire pairs with the Release head store in `Writer::finish`; `last` is stored before
         // it, so it is at least as new as this head: either the start of the record ending at
         // `head` (then below head) or of a later one (then head itself is a boundary to use).
         self.head = hdr.head.end.load(Ordering::Acquire);
         let last = hdr.head.last.load(Ordering::Relaxed);
         self.pos = if last < self.head { last } else { self.head };
+        // A record is at most a ring long.
+        if self.head - self.pos > self.capacity {
+            return Err(Corrupt { pos: self.pos });
+        }
+        Ok(())
     }
 
     /// Declares that this reader is about to sleep; returns true if data arrived meanwhile (then
@@ -517,6 +556,18 @@ impl Reader {
         // Relaxed: a stale bit only costs the writer one needless wake.
         hdr.sleepers.fetch_and(!(1 << self.slot), Ordering::Relaxed);
     }
+}
+
+/// A record header as a writer writes it (`padding`: a reservation given back), for tests that
+/// forge rings.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn record_header(seq: u64, len: u32, padding: bool) -> [u8; RECORD_HEADER as usize] {
+    let kind = if padding { KIND_PADDING } else { KIND_MESSAGE };
+    let mut h = [0u8; RECORD_HEADER as usize];
+    h[..8].copy_from_slice(&seq.to_le_bytes());
+    h[8..12].copy_from_slice(&len.to_le_bytes());
+    h[12..].copy_from_slice(&(TAG_MARK | kind).to_le_bytes());
+    h
 }
 
 /// A ring's bytes held in atomic words, for tests and loom models: every byte access is a relaxed

@@ -52,6 +52,8 @@ pub struct ShmSubscriber {
     refused: Vec<(usize, u64, String)>,
     /// Under `auto`: read only rings of publishers on this host (network namespace).
     same_host_only: bool,
+    /// The largest ring this subscriber maps (`Qos::max_ring_capacity`).
+    max_ring: u64,
 }
 
 impl ShmSubscriber {
@@ -84,6 +86,7 @@ impl ShmSubscriber {
             scratch: Vec::new(),
             refused: Vec::new(),
             same_host_only: qos.transport == crate::Transport::Auto,
+            max_ring: qos.max_ring_capacity as u64,
         };
         sub.rescan();
         Ok(sub)
@@ -186,6 +189,14 @@ impl ShmSubscriber {
                 "maximum message {max_message} does not fit its ring"
             )));
         }
+        // Checked before the ring is mapped: mapping populates every page of it, twice.
+        if capacity > self.max_ring {
+            return Err(Error::RingTooLarge {
+                segment: name.clone(),
+                capacity,
+                max: self.max_ring,
+            });
+        }
         let Segment { obj, .. } = probe;
         let map = Mapping::map_ring(&obj, hb, capacity as usize)
             .map_err(|e| Error::io(format!("map ring {name}"), e))?;
@@ -218,7 +229,8 @@ impl ShmSubscriber {
         let mut swept = false;
         for s in self.sources.iter_mut().filter(|s| !s.departed) {
             match self.topic.publisher_liveness(s.pub_slot, s.pub_token) {
-                Liveness::Alive => {}
+                // One of another PID namespace departs when it frees its slot.
+                Liveness::Alive | Liveness::Unknown => {}
                 Liveness::Free => s.departed = true,
                 Liveness::Dead => {
                     s.departed = true;
@@ -281,13 +293,14 @@ impl ShmSubscriber {
                 }
             }
         }
-        // Detach departed publishers that have nothing left to read.
+        // Every source was just read and had nothing readable: a departed publisher never will
+        // have (a reader can be left before `head` only by a record the publisher died writing),
+        // so detach it.
         self.sources.retain_mut(|s| {
-            let keep = !s.departed || s.reader.has_data(&s.data.block().ring);
-            if !keep {
+            if s.departed {
                 s.reader.leave(&s.data.block().ring);
             }
-            keep
+            !s.departed
         });
         Ok(None)
     }

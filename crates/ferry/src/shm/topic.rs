@@ -9,7 +9,7 @@ use super::layout::{
     SubscriberSlot, MAGIC_CONTROL, MAGIC_DATA,
 };
 use super::segment::{self, open_checked, publish_header, Segment};
-use crate::sys::{self, Mapping, ProcessId, ShmObject};
+use crate::sys::{self, Mapping, Presence, ProcessId, ShmObject};
 use crate::udp::discovery::DiscoveryRefusals;
 use crate::udp::refusal::{Refusals, REASONS};
 use crate::Error;
@@ -102,6 +102,9 @@ pub enum Liveness {
     Free,
     Alive,
     Dead,
+    /// In another PID namespace: treated as alive, never swept by liveness (`clean_forced` frees
+    /// it; so does any process of its own namespace once it has ended).
+    Unknown,
 }
 
 impl Owner {
@@ -116,6 +119,9 @@ impl Owner {
             return false;
         }
         let me = ProcessId::current();
+        // First, so that the window in which another namespace's half-claimed slot is judged by
+        // its pid in ours (see `liveness`) is as short as can be.
+        self.pid_ns.store(me.pid_ns, Ordering::Relaxed);
         self.pid.store(me.pid, Ordering::Relaxed);
         self.start_time.store(me.start_time, Ordering::Relaxed);
         self.host.store(sys::host_id(), Ordering::Relaxed);
@@ -138,32 +144,42 @@ impl Owner {
     }
 
     /// Whether the owner holding `token` runs. A slot that is still being filled in names its
-    /// process in the token's low 32 bits.
+    /// process in the token's low 32 bits. An owner of another PID namespace is `Unknown`: its
+    /// pid cannot be looked up here.
     pub fn liveness(&self) -> (Liveness, u64) {
         // Acquire pairs with the AcqRel claim.
         let token = self.token.load(Ordering::Acquire);
         if token == 0 {
             return (Liveness::Free, 0);
         }
+        let pid_ns = self.pid_ns.load(Ordering::Relaxed);
         // Acquire pairs with `set_ready`.
-        let alive = if self.ready.load(Ordering::Acquire) == 1 {
+        let presence = if self.ready.load(Ordering::Acquire) == 1 {
             ProcessId {
                 pid: self.pid.load(Ordering::Relaxed),
                 start_time: self.start_time.load(Ordering::Relaxed),
+                pid_ns,
             }
-            .is_alive()
+            .presence()
+        } else if pid_ns != 0 && pid_ns != sys::pid_namespace() {
+            Presence::Unknown
         } else {
+            // Being filled in. `pid_ns` is the claimer's, or 0 or the previous owner's in the few
+            // instructions between the claim and its store (then the claimer is judged by its
+            // pid in our namespace).
             let pid = (token & 0xFFFF_FFFF) as u32;
-            pid != 0 && std::path::Path::new(&format!("/proc/{pid}")).exists()
-        };
-        (
-            if alive {
-                Liveness::Alive
+            if pid != 0 && std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                Presence::Running
             } else {
-                Liveness::Dead
-            },
-            token,
-        )
+                Presence::Gone
+            }
+        };
+        let liveness = match presence {
+            Presence::Running => Liveness::Alive,
+            Presence::Gone => Liveness::Dead,
+            Presence::Unknown => Liveness::Unknown,
+        };
+        (liveness, token)
     }
 
     pub fn node(&self) -> String {
@@ -199,7 +215,7 @@ impl Topic {
                     return Ok(t);
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(Error::io(format!("create shared memory {name}"), e)),
+                Err(e) => return Err(segment::create_error(&name, hb as u64, e)),
             }
             let Some((obj, _)) = open_checked(&name, MAGIC_CONTROL, hb)? else {
                 continue; // removed meanwhile: create it
@@ -359,29 +375,29 @@ impl Topic {
     /// Frees the slots of dead publishers (removing their data segments) and dead subscribers.
     /// Returns how many it freed.
     pub fn sweep(&self) -> usize {
-        self.sweep_report(&mut Vec::new())
+        self.sweep_report(&mut Vec::new(), false)
     }
 
-    /// `sweep`, adding the data segments it removed to `removed`.
-    pub fn sweep_report(&self, removed: &mut Vec<String>) -> usize {
+    /// `sweep`, adding the data segments it removed to `removed`; with `force`, participants of
+    /// other PID namespaces (`Liveness::Unknown`) count as dead too.
+    pub fn sweep_report(&self, removed: &mut Vec<String>, force: bool) -> usize {
+        let swept = |live| live == Liveness::Dead || (force && live == Liveness::Unknown);
         let mut freed = 0;
         for p in self.block().publishers.iter() {
-            if let (Liveness::Dead, token) = p.owner.liveness() {
-                if p.owner.release_owner(token) {
-                    let name = data_name(self.name(), token);
-                    if sys::shm_unlink(&name).is_ok() {
-                        removed.push(name);
-                    }
-                    freed += 1;
-                    self.bump_epoch();
+            let (live, token) = p.owner.liveness();
+            if swept(live) && p.owner.release_owner(token) {
+                let name = data_name(self.name(), token);
+                if sys::shm_unlink(&name).is_ok() {
+                    removed.push(name);
                 }
+                freed += 1;
+                self.bump_epoch();
             }
         }
         for s in self.block().subscribers.iter() {
-            if let (Liveness::Dead, token) = s.owner.liveness() {
-                if s.owner.release_owner(token) {
-                    freed += 1;
-                }
+            let (live, token) = s.owner.liveness();
+            if swept(live) && s.owner.release_owner(token) {
+                freed += 1;
             }
         }
         freed
@@ -442,7 +458,8 @@ impl Topic {
                     token,
                     node: p.owner.node(),
                     pid: p.owner.pid(),
-                    alive: live == Liveness::Alive,
+                    alive: live != Liveness::Dead,
+                    other_pid_namespace: live == Liveness::Unknown,
                     reliable: p.reliable.load(Ordering::Relaxed) != 0,
                     transport: transport_name(p.transport.load(Ordering::Relaxed)),
                     udp: p.udp.load(),
@@ -474,7 +491,8 @@ impl Topic {
                     token,
                     node: s.owner.node(),
                     pid: s.owner.pid(),
-                    alive: live == Liveness::Alive,
+                    alive: live != Liveness::Dead,
+                    other_pid_namespace: live == Liveness::Unknown,
                     reliable: s.reliable.load(Ordering::Relaxed) != 0,
                     transport: transport_name(s.transport.load(Ordering::Relaxed)),
                     udp: s.udp.load(),
@@ -572,8 +590,14 @@ pub struct PublisherInfo {
     pub challenges_withheld: u64,
     pub token: u64,
     pub node: String,
+    /// The pid in the participant's own PID namespace.
     pub pid: u32,
+    /// Running, or of another PID namespace (then `other_pid_namespace`).
     pub alive: bool,
+    /// The participant runs in another PID namespace (a container sharing /dev/shm): its
+    /// liveness cannot be checked from here, so it counts as alive and is never swept;
+    /// `clean_forced` removes it.
+    pub other_pid_namespace: bool,
     pub reliable: bool,
     pub capacity: u64,
     pub max_message: u64,
@@ -605,8 +629,12 @@ pub struct SubscriberInfo {
     pub kernel_drops: u64,
     pub token: u64,
     pub node: String,
+    /// The pid in the participant's own PID namespace.
     pub pid: u32,
+    /// Running, or of another PID namespace (then `other_pid_namespace`).
     pub alive: bool,
+    /// As `PublisherInfo::other_pid_namespace`.
+    pub other_pid_namespace: bool,
     pub reliable: bool,
     pub received: u64,
     pub bytes: u64,
@@ -624,8 +652,20 @@ pub struct CleanReport {
 }
 
 /// Removes stale segments of every domain: slots of dead processes, data segments no live
-/// publisher owns, and control segments nobody uses. Segments in use are kept.
+/// publisher owns, and control segments nobody uses. Segments in use are kept, and so are those
+/// of processes in other PID namespaces, which this process cannot tell from dead ones.
 pub fn clean(domain: Option<&str>) -> Result<CleanReport, Error> {
+    clean_impl(domain, false)
+}
+
+/// `clean`, also freeing the slots and removing the data segments of processes in other PID
+/// namespaces (containers sharing /dev/shm), whether they run or not. Only for when those
+/// processes are known to have ended: a live one loses its place in the topic.
+pub fn clean_forced(domain: Option<&str>) -> Result<CleanReport, Error> {
+    clean_impl(domain, true)
+}
+
+fn clean_impl(domain: Option<&str>, force: bool) -> Result<CleanReport, Error> {
     let mut report = CleanReport::default();
     let names = sys::shm_list(PREFIX).map_err(|e| Error::io("list /dev/shm", e))?;
     let hb_data = header_bytes::<DataBlock>(sys::page_size());
@@ -638,7 +678,7 @@ pub fn clean(domain: Option<&str>) -> Result<CleanReport, Error> {
         }
         match Topic::open_existing(&dom, &topic) {
             Ok(Some(t)) => {
-                report.freed_slots += t.sweep_report(&mut report.removed);
+                report.freed_slots += t.sweep_report(&mut report.removed, force);
                 if t.remove_if_unused() {
                     report.removed.push(name.clone());
                 } else {
@@ -664,11 +704,13 @@ pub fn clean(domain: Option<&str>) -> Result<CleanReport, Error> {
                 Ok(map) => {
                     let seg: Segment<DataBlock> = Segment::from_parts(obj, map, hb_data);
                     let b = seg.block();
-                    ProcessId {
+                    let presence = ProcessId {
                         pid: b.pid.load(Ordering::Relaxed),
                         start_time: b.start_time.load(Ordering::Relaxed),
+                        pid_ns: b.pid_ns.load(Ordering::Relaxed),
                     }
-                    .is_alive()
+                    .presence();
+                    presence == Presence::Running || (presence == Presence::Unknown && !force)
                 }
                 Err(_) => false,
             },
@@ -707,4 +749,65 @@ pub fn list_topics(domain: Option<&str>) -> Result<Vec<TopicEntry>, Error> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pid above any pid_max: no process has it in this namespace.
+    const NO_SUCH_PID: u32 = 0x7FFF_FFF0;
+
+    fn domain(what: &str) -> String {
+        format!("u{}-{what}", std::process::id())
+    }
+
+    /// Makes publisher slot 0 look owned by a process that ended, as seen from `pid_ns`.
+    fn forge_publisher(t: &Topic, pid_ns: u64) -> u64 {
+        let (slot, token) = t.claim_publisher("forged").unwrap();
+        let o = &t.publisher(slot).owner;
+        o.pid.store(NO_SUCH_PID, Ordering::Relaxed);
+        o.pid_ns.store(pid_ns, Ordering::Relaxed);
+        t.publisher_ready(slot);
+        token
+    }
+
+    #[test]
+    fn a_participant_of_another_pid_namespace_is_never_swept_by_liveness() {
+        let dom = domain("pidns");
+        let t = Topic::open(&dom, "data").unwrap();
+        let other = sys::pid_namespace() ^ 0x5555;
+        let token = forge_publisher(&t, other);
+        assert_eq!(t.publisher_liveness(0, token), Liveness::Unknown);
+        assert_eq!(t.sweep(), 0, "its pid means nothing here: not swept");
+        let snap = t.snapshot();
+        assert!(snap.publishers[0].alive && snap.publishers[0].other_pid_namespace);
+        assert_eq!(clean(Some(&dom)).unwrap().freed_slots, 0);
+        // Forced, it goes, and so does the then unused control segment.
+        assert_eq!(clean_forced(Some(&dom)).unwrap().freed_slots, 1);
+        assert_eq!(t.publisher_liveness(0, token), Liveness::Free);
+
+        // The same slot from this namespace is dead and swept.
+        let t = Topic::open(&dom, "data").unwrap();
+        let token = forge_publisher(&t, sys::pid_namespace());
+        assert_eq!(t.publisher_liveness(0, token), Liveness::Dead);
+        assert_eq!(t.sweep(), 1);
+        assert!(t.remove_if_unused());
+    }
+
+    #[test]
+    fn a_half_claimed_slot_of_another_pid_namespace_is_not_swept() {
+        let t = Topic::open(&domain("half"), "data").unwrap();
+        let o = &t.publisher(0).owner;
+        // Claimed by pid NO_SUCH_PID of another namespace, not yet ready.
+        o.token
+            .store(1 << 32 | NO_SUCH_PID as u64, Ordering::Relaxed);
+        o.pid_ns.store(sys::pid_namespace() ^ 1, Ordering::Relaxed);
+        assert_eq!(o.liveness().0, Liveness::Unknown);
+        assert_eq!(t.sweep(), 0);
+        o.pid_ns.store(sys::pid_namespace(), Ordering::Relaxed);
+        assert_eq!(o.liveness().0, Liveness::Dead);
+        assert_eq!(t.sweep(), 1);
+        assert!(t.remove_if_unused());
+    }
 }

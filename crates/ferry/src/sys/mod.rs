@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicU32;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use rustix::fs::Mode;
+use rustix::fs::{Mode, OFlags};
 use rustix::mm::{MapFlags, ProtFlags};
 
 /// Where POSIX shared-memory objects appear as files.
@@ -27,32 +27,51 @@ pub struct ShmObject {
     name: String,
 }
 
+/// What `fstat` says about an open shared-memory object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObjectStat {
+    /// The owner's user id.
+    pub uid: u32,
+    /// A regular file (not a FIFO, socket or device).
+    pub regular: bool,
+    /// A symbolic link (only `shm_lstat` can see one).
+    pub symlink: bool,
+    pub size: u64,
+    pub inode: u64,
+}
+
 impl ShmObject {
-    /// Creates `name` exclusively (fails with `AlreadyExists` if it is there), owner-only by
-    /// default, and sizes it.
+    /// Creates `name` exclusively (fails with `AlreadyExists` if it is there, a symbolic link
+    /// included), owner-only by default, and gives it `size` bytes of real memory now
+    /// (`fallocate`): a full /dev/shm fails here with `ENOSPC` instead of killing the process
+    /// with SIGBUS when it first touches a page.
     pub fn create(name: &str, size: u64, mode: u32) -> io::Result<ShmObject> {
-        let fd = rustix::shm::open(
-            shm_name(name)?.as_c_str(),
-            rustix::shm::OFlags::CREATE | rustix::shm::OFlags::EXCL | rustix::shm::OFlags::RDWR,
+        let fd = rustix::fs::open(
+            shm_path(name)?,
+            OFlags::CREATE | OFlags::EXCL | OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(mode),
         )?;
-        // The umask may have narrowed the mode; set it exactly as asked.
-        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
-        if let Err(e) = rustix::fs::ftruncate(&fd, size) {
-            let _ = rustix::shm::unlink(shm_name(name)?.as_c_str());
-            return Err(e.into());
-        }
-        Ok(ShmObject {
+        let obj = ShmObject {
             fd,
             name: name.to_owned(),
-        })
+        };
+        // The umask may have narrowed the mode; set it exactly as asked.
+        let sized = rustix::fs::fchmod(&obj.fd, Mode::from_raw_mode(mode))
+            .map_err(io::Error::from)
+            .and_then(|()| reserve(&obj.fd, size));
+        if let Err(e) = sized {
+            let _ = shm_unlink(name);
+            return Err(e);
+        }
+        Ok(obj)
     }
 
-    /// Opens an existing object read-write.
+    /// Opens an existing object read-write. A symbolic link at the name is never followed: it
+    /// fails with `ELOOP` (`sys::is_symlink_error`).
     pub fn open(name: &str) -> io::Result<ShmObject> {
-        let fd = rustix::shm::open(
-            shm_name(name)?.as_c_str(),
-            rustix::shm::OFlags::RDWR,
+        let fd = rustix::fs::open(
+            shm_path(name)?,
+            OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )?;
         Ok(ShmObject {
@@ -62,12 +81,17 @@ impl ShmObject {
     }
 
     pub fn size(&self) -> io::Result<u64> {
-        Ok(rustix::fs::fstat(&self.fd)?.st_size as u64)
+        Ok(self.stat()?.size)
     }
 
     /// The inode, to tell whether the name still refers to this object.
     pub fn inode(&self) -> io::Result<u64> {
-        Ok(rustix::fs::fstat(&self.fd)?.st_ino)
+        Ok(self.stat()?.inode)
+    }
+
+    /// Owner, type, size and inode of the open object.
+    pub fn stat(&self) -> io::Result<ObjectStat> {
+        Ok(ObjectStat::from(&rustix::fs::fstat(&self.fd)?))
     }
 
     pub fn name(&self) -> &str {
@@ -79,17 +103,71 @@ impl ShmObject {
     }
 }
 
-/// The inode the name refers to now, if any.
+impl From<&rustix::fs::Stat> for ObjectStat {
+    fn from(st: &rustix::fs::Stat) -> ObjectStat {
+        let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+        ObjectStat {
+            uid: st.st_uid,
+            regular: kind == rustix::fs::FileType::RegularFile,
+            symlink: kind == rustix::fs::FileType::Symlink,
+            size: st.st_size as u64,
+            inode: st.st_ino,
+        }
+    }
+}
+
+/// Sizes a fresh object to `size` bytes with pages reserved now. `fallocate` on tmpfs allocates
+/// (and counts against the file system's size) every page, and extends the file; a file system
+/// without it gets a plain `ftruncate`.
+fn reserve(fd: &OwnedFd, size: u64) -> io::Result<()> {
+    if size > 0 {
+        loop {
+            match rustix::fs::fallocate(fd, rustix::fs::FallocateFlags::empty(), 0, size) {
+                Ok(()) => return Ok(()),
+                // tmpfs gives up on a pending signal and frees what it allocated: try again.
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    rustix::fs::ftruncate(fd, size)?;
+    Ok(())
+}
+
+/// True for the error `ShmObject::open` gives when the name is a symbolic link.
+pub fn is_symlink_error(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ELOOP)
+}
+
+/// The effective user id of this process: the owner of what it creates.
+pub fn effective_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// The inode the name refers to now, if any (a symbolic link's own inode: links are not
+/// followed).
 pub fn shm_inode(name: &str) -> io::Result<Option<u64>> {
-    match rustix::fs::stat(format!("{SHM_DIR}/{name}")) {
+    match rustix::fs::lstat(shm_path(name)?) {
         Ok(st) => Ok(Some(st.st_ino)),
         Err(rustix::io::Errno::NOENT) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
 
+/// Owner, type, size and inode of whatever has the name, without following a symbolic link;
+/// `None` if nothing has it.
+pub fn shm_lstat(name: &str) -> io::Result<Option<ObjectStat>> {
+    match rustix::fs::lstat(shm_path(name)?) {
+        Ok(st) => Ok(Some(ObjectStat::from(&st))),
+        Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Removes the name (a symbolic link itself, never its target).
 pub fn shm_unlink(name: &str) -> io::Result<()> {
-    rustix::shm::unlink(shm_name(name)?.as_c_str())?;
+    rustix::fs::unlink(shm_path(name)?)?;
     Ok(())
 }
 
@@ -108,14 +186,16 @@ pub fn shm_list(prefix: &str) -> io::Result<Vec<String>> {
     Ok(names)
 }
 
-fn shm_name(name: &str) -> io::Result<CString> {
-    if name.is_empty() || name.contains('/') || name.len() > 250 {
+/// The file of shared-memory object `name` (what `shm_open` would use, without its following
+/// of symbolic links).
+fn shm_path(name: &str) -> io::Result<CString> {
+    if name.is_empty() || name.contains('/') || name.len() > 250 || name == "." || name == ".." {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "bad shared-memory name",
         ));
     }
-    CString::new(format!("/{name}"))
+    CString::new(format!("{SHM_DIR}/{name}"))
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in shared-memory name"))
 }
 
@@ -233,12 +313,26 @@ pub fn futex_wake(word: &AtomicU32) {
         rustix::thread::futex::wake(word, rustix::thread::futex::Flags::empty(), i32::MAX as u32);
 }
 
-/// A process as the kernel knows it: the pid and its start time in clock ticks since boot. The
-/// pair survives PID reuse: a new process with the same pid has a later start time.
+/// A process as the kernel knows it: the pid, its start time in clock ticks since boot, and the
+/// PID namespace the pid belongs to. The pid and start time survive PID reuse: a new process with
+/// the same pid has a later start time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcessId {
     pub pid: u32,
     pub start_time: u64,
+    /// `pid_namespace()` of the process; 0 where it could not be read.
+    pub pid_ns: u64,
+}
+
+/// What this process can tell about another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Presence {
+    Running,
+    /// Ended (or a zombie), or its pid now names another process.
+    Gone,
+    /// It lives in another PID namespace: its pid names nothing (or something else) in ours, so
+    /// whether it runs cannot be told from here.
+    Unknown,
 }
 
 impl ProcessId {
@@ -247,28 +341,55 @@ impl ProcessId {
         // A forked child has another pid: cache per pid.
         let pid = std::process::id();
         let &(cached_pid, start) = ME.get_or_init(|| (pid, start_time_of(pid).unwrap_or(0)));
-        if cached_pid == pid {
-            ProcessId {
-                pid,
-                start_time: start,
-            }
-        } else {
-            ProcessId {
-                pid,
-                start_time: start_time_of(pid).unwrap_or(0),
-            }
+        ProcessId {
+            pid,
+            start_time: if cached_pid == pid {
+                start
+            } else {
+                start_time_of(pid).unwrap_or(0)
+            },
+            pid_ns: pid_namespace(),
         }
     }
 
-    /// True while this very process runs (a zombie counts as gone).
-    pub fn is_alive(&self) -> bool {
+    /// Whether this very process runs, as far as this process can see.
+    pub fn presence(&self) -> Presence {
+        if self.pid_ns != pid_namespace() {
+            return Presence::Unknown;
+        }
         if self.pid == 0 {
-            return false;
+            return Presence::Gone;
         }
         match read_stat(self.pid) {
-            Some((state, start)) => state != 'Z' && state != 'X' && start == self.start_time,
-            None => false,
+            Some((state, start)) if state != 'Z' && state != 'X' && start == self.start_time => {
+                Presence::Running
+            }
+            _ => Presence::Gone,
         }
+    }
+
+    /// True while this very process runs, as far as this process can see: one of another PID
+    /// namespace counts as running (`Presence::Unknown`).
+    pub fn is_alive(&self) -> bool {
+        self.presence() != Presence::Gone
+    }
+}
+
+/// This process's PID namespace: the inode of /proc/self/ns/pid (0 if it cannot be read). The
+/// pids recorded in shared memory are checked against /proc only by processes of the same
+/// namespace.
+pub fn pid_namespace() -> u64 {
+    static NS: OnceLock<(u32, u64)> = OnceLock::new();
+    let read = || {
+        rustix::fs::stat("/proc/self/ns/pid")
+            .map(|s| s.st_ino)
+            .unwrap_or(0)
+    };
+    // A child forked after unshare(CLONE_NEWPID) lives in another namespace: cache per pid.
+    let pid = std::process::id();
+    match NS.get_or_init(|| (pid, read())) {
+        &(cached_pid, ns) if cached_pid == pid => ns,
+        _ => read(),
     }
 }
 
@@ -323,4 +444,65 @@ pub fn current_cpu() -> usize {
 pub fn monotonic_ns() -> u64 {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unique(what: &str) -> String {
+        format!("ferry-unit.{}.{what}", std::process::id())
+    }
+
+    #[test]
+    fn a_created_object_has_its_pages_reserved() {
+        let name = unique("reserved");
+        let size = 1 << 20;
+        let obj = ShmObject::create(&name, size, 0o600).unwrap();
+        let st = rustix::fs::fstat(obj.fd()).unwrap();
+        let _ = shm_unlink(&name);
+        assert_eq!(st.st_size as u64, size);
+        // ftruncate alone leaves a sparse file (no blocks); fallocate allocates every page.
+        assert!(
+            st.st_blocks as u64 * 512 >= size,
+            "{} blocks of 512 bytes for {size} bytes",
+            st.st_blocks
+        );
+    }
+
+    #[test]
+    fn a_process_of_another_pid_namespace_is_unknown_not_gone() {
+        let me = ProcessId::current();
+        assert_ne!(me.pid_ns, 0, "/proc/self/ns/pid is readable");
+        assert_eq!(me.presence(), Presence::Running);
+        let elsewhere = ProcessId {
+            pid: 0x7FFF_FFF0,
+            ..me
+        };
+        assert_eq!(elsewhere.presence(), Presence::Gone);
+        let other_ns = ProcessId {
+            pid_ns: me.pid_ns ^ 1,
+            ..elsewhere
+        };
+        assert_eq!(other_ns.presence(), Presence::Unknown);
+        assert!(other_ns.is_alive());
+    }
+
+    #[test]
+    fn a_symbolic_link_is_neither_opened_nor_created_through() {
+        let name = unique("link");
+        let target = std::env::temp_dir().join(unique("target"));
+        std::fs::write(&target, b"keep me").unwrap();
+        let _ = shm_unlink(&name);
+        std::os::unix::fs::symlink(&target, format!("{SHM_DIR}/{name}")).unwrap();
+        let opened = ShmObject::open(&name).map(|_| ());
+        let created = ShmObject::create(&name, 4096, 0o600).map(|_| ());
+        let left = std::fs::read(&target).unwrap();
+        let _ = shm_unlink(&name);
+        let _ = std::fs::remove_file(&target);
+        let e = opened.unwrap_err();
+        assert!(is_symlink_error(&e), "{e}");
+        assert_eq!(created.unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(left, b"keep me", "the link's target is untouched");
+    }
 }

@@ -145,6 +145,144 @@ fn a_garbage_header_is_reported_as_corrupt_not_a_panic() {
     assert_eq!(r.peek(&hdr, &mem), Err(Corrupt { pos: 0 }));
 }
 
+/// Runs `f` on a thread and waits for it at most 20 s: a reader that spins fails the test instead
+/// of hanging it.
+fn returns<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the reader returned (it must not spin on a corrupt ring)")
+}
+
+fn header(seq: u64, len: u32, kind: u32) -> [u8; 16] {
+    record_header(seq, len, kind == KIND_PADDING)
+}
+
+/// Byte storage that counts the reads made of it.
+struct Counting {
+    mem: AtomicBytes,
+    reads: std::sync::atomic::AtomicU64,
+}
+
+impl RingBytes for Counting {
+    fn write(&self, offset: u64, src: &[u8]) {
+        self.mem.write(offset, src)
+    }
+    fn read(&self, offset: u64, dst: &mut [u8]) {
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.mem.read(offset, dst)
+    }
+}
+
+/// A ring of padding records only, nothing committed yet.
+fn padding_everywhere() -> (Arc<RingHeader>, Arc<Counting>) {
+    let hdr = Arc::new(RingHeader::new());
+    let mem = Arc::new(Counting {
+        mem: AtomicBytes::new(CAP),
+        reads: std::sync::atomic::AtomicU64::new(0),
+    });
+    for at in (0..CAP).step_by(16) {
+        mem.write(at, &header(0, 0, KIND_PADDING));
+    }
+    (hdr, mem)
+}
+
+/// What a writer would publish at `head`, the newest record starting at `last`.
+fn publish(hdr: &RingHeader, head: u64, last: u64) {
+    hdr.head.last.store(last, Ordering::Relaxed);
+    hdr.head.end.store(head, Ordering::Relaxed);
+    hdr.reserve.store(head, Ordering::Relaxed);
+}
+
+#[test]
+fn a_ring_of_padding_with_a_lying_head_is_corrupt_after_bounded_work() {
+    // `head` 2^40 bytes past a reliable reader at 0: a writer never gets more than a ring ahead
+    // of a reliable reader, so the reader must not walk the padding up to there.
+    let (hdr, mem) = padding_everywhere();
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    publish(&hdr, 1 << 40, (1 << 40) - 16);
+    let (h, m) = (hdr.clone(), mem.clone());
+    let got = returns(move || r.peek(&h, &*m));
+    assert_eq!(got, Err(Corrupt { pos: 0 }));
+
+    // Padding a ring long, `head` right after it: stepped over with at most a ring's worth of
+    // reads.
+    let (hdr, mem) = padding_everywhere();
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    publish(&hdr, CAP, CAP - 16);
+    let (h, m) = (hdr.clone(), mem.clone());
+    let (got, r) = returns(move || (r.peek(&h, &*m), r));
+    assert_eq!(got, Ok(None));
+    assert_eq!(r.pos, CAP);
+    let reads = mem.reads.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(reads <= CAP / 16 + 2, "{reads} reads");
+}
+
+#[test]
+fn a_latest_reader_of_a_ring_whose_last_record_lies_is_corrupt_not_spinning() {
+    // `last` a hundred rings behind `head`: no record is that long.
+    let (hdr, mem) = padding_everywhere();
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, false);
+    publish(&hdr, 1 << 20, (1 << 20) - 100 * CAP);
+    let got = returns(move || r.read_latest(&hdr, &*mem, &mut Vec::new()));
+    assert_eq!(
+        got,
+        Err(Corrupt {
+            pos: (1 << 20) - 100 * CAP
+        })
+    );
+}
+
+#[test]
+fn a_latest_reader_of_a_writer_that_died_mid_record_returns_nothing_promptly() {
+    let hdr = Arc::new(RingHeader::new());
+    let mem = Arc::new(AtomicBytes::new(CAP));
+    let mut w = Writer::new(&hdr, CAP, false);
+    let r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, false);
+    // Records of 216 bytes at 0, 216 and 432; then a reservation over the last one, never
+    // committed: its writer died there.
+    for seq in 0..3 {
+        write_msg(&mut w, &hdr, &mem, seq, 200).unwrap();
+    }
+    let _dead = w.try_reserve(&hdr, 200).unwrap();
+    let (got, r) = returns(move || {
+        let mut r = r;
+        let mut buf = Vec::new();
+        let got: Vec<_> = (0..3)
+            .map(|_| r.read_latest(&hdr, &*mem, &mut buf))
+            .collect();
+        (got, r)
+    });
+    assert_eq!(got, vec![Ok(None); 3]);
+    assert_eq!(r.pos, 432, "waits at the newest committed record");
+}
+
+#[test]
+fn lengths_past_head_or_above_the_ring_are_corrupt() {
+    for (len, reliable) in [(64, true), (64, false), (u32::MAX, true), (u32::MAX, false)] {
+        let hdr = RingHeader::new();
+        let mem = AtomicBytes::new(CAP);
+        let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, reliable);
+        // One 32-byte record committed, whose header says `len`.
+        mem.write(0, &header(0, len, KIND_MESSAGE));
+        hdr.head.end.store(32, Ordering::Relaxed);
+        hdr.reserve.store(32, Ordering::Relaxed);
+        let got = if reliable {
+            r.peek(&hdr, &mem)
+        } else {
+            r.read_latest(&hdr, &mem, &mut Vec::new())
+        };
+        assert_eq!(
+            got,
+            Err(Corrupt { pos: 0 }),
+            "len {len}, reliable {reliable}"
+        );
+    }
+}
+
 #[test]
 fn sleepers_are_woken_once_and_cleared() {
     let hdr = RingHeader::new();
