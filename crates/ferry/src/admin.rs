@@ -26,7 +26,8 @@ pub fn remote_endpoints(
     domain: &str,
     listen: std::time::Duration,
 ) -> Result<Vec<RemoteEndpoint>, String> {
-    let agent = crate::udp::discovery::agent(domain);
+    let key = crate::udp::crypto::DomainKey::from_env().map_err(|e| e.to_string())?;
+    let agent = crate::udp::discovery::agent(domain, key.as_ref());
     if let (Some(why), false) = (&agent.multicast_error, !agent.config().peers.is_empty()) {
         return Err(format!("remote topics are not listed: discovery is {why}"));
     }

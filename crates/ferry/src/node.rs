@@ -6,8 +6,10 @@ use std::time::{Duration, Instant};
 use crate::pod::{self, Pod};
 use crate::shm::ring::Reservation;
 use crate::shm::{Ready, ShmPublisher, ShmSubscriber};
+use crate::udp::crypto::DomainKey;
 use crate::udp::{UdpPublisher, UdpSubscriber};
 use crate::{Error, PodError, Qos, RecvError, SendError, Transport};
+use std::sync::Arc;
 
 /// One participant, usually one process, with a name. Topics of one domain see each other;
 /// domains keep test runs and separate systems apart.
@@ -15,17 +17,26 @@ use crate::{Error, PodError, Qos, RecvError, SendError, Transport};
 pub struct Node {
     name: String,
     domain: String,
+    key: Option<Arc<DomainKey>>,
 }
 
 impl Node {
-    /// A node in the domain named by `FERRY_DOMAIN`, or `default`.
+    /// A node in the domain named by `FERRY_DOMAIN`, or `default`, with the domain key of
+    /// `FERRY_KEY_FILE` if that is set.
     pub fn new(name: &str) -> Result<Node, Error> {
         let domain = std::env::var("FERRY_DOMAIN").unwrap_or_else(|_| "default".to_owned());
         Node::with_domain(name, &domain)
     }
 
-    /// A node in an explicit domain.
+    /// A node in an explicit domain, with the domain key of `FERRY_KEY_FILE` if that is set.
     pub fn with_domain(name: &str, domain: &str) -> Result<Node, Error> {
+        Node::with_key(name, domain, DomainKey::from_env()?)
+    }
+
+    /// A node in an explicit domain whose UDP traffic (frames and discovery) is authenticated
+    /// and encrypted with `key` (`None`: in the clear, whatever `FERRY_KEY_FILE` says). Every
+    /// node of the domain must use the same key; datagrams without it are refused and counted.
+    pub fn with_key(name: &str, domain: &str, key: Option<DomainKey>) -> Result<Node, Error> {
         if name.is_empty() || name.len() > crate::shm::layout::MAX_NODE_NAME || name.contains('\0')
         {
             return Err(Error::InvalidName {
@@ -38,7 +49,13 @@ impl Node {
         Ok(Node {
             name: name.to_owned(),
             domain: domain.to_owned(),
+            key: key.map(Arc::new),
         })
+    }
+
+    /// Whether this node's UDP traffic is sealed with a domain key.
+    pub fn keyed(&self) -> bool {
+        self.key.is_some()
     }
 
     pub fn name(&self) -> &str {
@@ -51,13 +68,13 @@ impl Node {
 
     /// A publisher on `topic`.
     pub fn publisher(&self, topic: &str, qos: &Qos) -> Result<Publisher, Error> {
-        let (d, n) = (&self.domain, &self.name);
+        let (d, n, k) = (&self.domain, &self.name, self.key.as_deref());
         let inner = match qos.transport {
             Transport::Shm => PubInner::Shm(ShmPublisher::create(d, topic, n, qos)?),
-            Transport::Udp => PubInner::Udp(UdpPublisher::create(d, topic, n, qos)?),
+            Transport::Udp => PubInner::Udp(UdpPublisher::create(d, topic, n, qos, k)?),
             Transport::Auto => PubInner::Auto(
                 ShmPublisher::create(d, topic, n, qos)?,
-                UdpPublisher::create(d, topic, n, qos)?,
+                UdpPublisher::create(d, topic, n, qos, k)?,
             ),
         };
         Ok(Publisher {
@@ -68,13 +85,13 @@ impl Node {
 
     /// A subscriber on `topic`. It receives what is published from now on.
     pub fn subscriber(&self, topic: &str, qos: &Qos) -> Result<Subscriber, Error> {
-        let (d, n) = (&self.domain, &self.name);
+        let (d, n, k) = (&self.domain, &self.name, self.key.as_deref());
         let inner = match qos.transport {
             Transport::Shm => SubInner::Shm(ShmSubscriber::create(d, topic, n, qos)?),
-            Transport::Udp => SubInner::Udp(Box::new(UdpSubscriber::create(d, topic, n, qos)?)),
+            Transport::Udp => SubInner::Udp(Box::new(UdpSubscriber::create(d, topic, n, qos, k)?)),
             Transport::Auto => SubInner::Auto(
                 ShmSubscriber::create(d, topic, n, qos)?,
-                Box::new(UdpSubscriber::create(d, topic, n, qos)?),
+                Box::new(UdpSubscriber::create(d, topic, n, qos, k)?),
             ),
         };
         Ok(Subscriber {

@@ -241,7 +241,7 @@ fn a_live_subscriber_survives_garbage_and_truncated_datagrams() {
     // one instead with the wire layout of docs/ARCHITECTURE.md.
     let mut valid = Vec::new();
     valid.extend_from_slice(&0x4659u16.to_le_bytes());
-    valid.extend_from_slice(&[1, 1]); // version 1, DATA
+    valid.extend_from_slice(&[ferry::udp::frame::VERSION, 1]); // this version, DATA
     valid.extend_from_slice(&0u32.to_le_bytes());
     valid.extend_from_slice(&[0xEE; 16]); // topic and session of nobody we know
     valid.extend_from_slice(&0u64.to_le_bytes()); // seq
@@ -491,5 +491,73 @@ fn a_forged_announcement_cannot_aim_the_data_stream_at_a_stranger() {
     assert!(
         received <= 3 * announced,
         "{received} bytes sent to a stranger for {announced} bytes of forged announcements"
+    );
+}
+
+/// With a domain key, keyed endpoints talk; an endpoint without the key (or with another) hears
+/// nothing it can use, and every datagram it could not open is counted as unauthenticated, as
+/// is a forged plain frame at a keyed subscriber.
+#[test]
+fn a_domain_key_seals_every_datagram_and_strangers_are_refused() {
+    use ferry::udp::crypto::DomainKey;
+    use ferry::udp::refusal::Refusal;
+    let dom = domain("key");
+    let key = DomainKey::from_bytes([0x5A; 32]);
+    let keyed = Node::with_key("k", &dom, Some(key.clone())).unwrap();
+    let stranger = Node::with_key("s", &dom, Some(DomainKey::from_bytes([0xA5; 32]))).unwrap();
+    let qos = udp();
+    let mut sub = keyed.subscriber("t", &qos).unwrap();
+    let mut other = stranger
+        .subscriber("t", &qos.clone().delivery(ferry::Delivery::Latest))
+        .unwrap();
+    let mut publ = keyed.publisher("t", &qos).unwrap();
+    assert!(wait_until(Duration::from_secs(30), || publ
+        .subscriber_count()
+        >= 1));
+    for seq in 0..200u64 {
+        publ.send(&pattern(seq, 3000)).unwrap();
+        let s = sub
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap()
+            .expect("keyed messages arrive");
+        assert_eq!(&*s, &pattern(s.seq(), 3000)[..]);
+    }
+    assert!(
+        other
+            .recv_timeout(Duration::from_millis(300))
+            .unwrap()
+            .is_none(),
+        "another key opens nothing"
+    );
+    // A plain frame at the keyed subscriber, as an attacker without the key would send it.
+    let snap = ferry::admin::topic(&dom, "t").unwrap().unwrap();
+    let attacker = StdUdp::bind("127.0.0.1:0").unwrap();
+    let mut plain = Vec::new();
+    plain.extend_from_slice(&0x4659u16.to_le_bytes());
+    plain.extend_from_slice(&[ferry::udp::frame::VERSION, 2]); // HEARTBEAT
+    plain.extend_from_slice(&[0; 44]);
+    for addr in snap.subscribers.iter().filter_map(|s| s.udp) {
+        attacker.send_to(&plain, addr).unwrap();
+    }
+    // Keep both subscribers reading so that they count what came.
+    let counted = wait_until(Duration::from_secs(20), || {
+        publ.send(b"more").unwrap();
+        let _ = sub.recv_timeout(Duration::from_millis(20));
+        let _ = other.recv_timeout(Duration::from_millis(20));
+        let snap = ferry::admin::topic(&dom, "t").unwrap().unwrap();
+        snap.subscribers
+            .iter()
+            .all(|s| s.refused.get(Refusal::Unauthenticated) > 0)
+    });
+    assert!(
+        counted,
+        "both subscribers count what they could not open: {:?}",
+        ferry::admin::topic(&dom, "t")
+            .unwrap()
+            .unwrap()
+            .subscribers
+            .iter()
+            .map(|s| s.refused)
+            .collect::<Vec<_>>()
     );
 }

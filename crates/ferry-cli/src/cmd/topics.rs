@@ -106,6 +106,7 @@ fn discovery_map(d: &DiscoveryRefusals) -> BTreeMap<&'static str, u64> {
         ("malformed", d.malformed),
         ("not-allowed", d.not_allowed),
         ("over-limit", d.over_limit),
+        ("unauthenticated", d.unauthenticated),
         ("total", d.total()),
     ])
 }
@@ -519,11 +520,12 @@ fn discovery_note(d: &DiscoveryRefusals) -> String {
         return String::new();
     }
     format!(
-        "discovery refused {} (malformed {}, not allowed {}, over limit {})",
+        "discovery refused {} (malformed {}, not allowed {}, over limit {}, unauthenticated {})",
         d.total(),
         d.malformed,
         d.not_allowed,
-        d.over_limit
+        d.over_limit,
+        d.unauthenticated
     )
 }
 

@@ -41,6 +41,7 @@ pub enum Transport {
     ShmBlock,
     RawUdp4,
     Udp4,
+    Udp4Key,
     Udp6,
 }
 
@@ -56,7 +57,7 @@ enum Kind {
 }
 
 impl Transport {
-    const ALL: [Transport; 8] = [
+    const ALL: [Transport; 9] = [
         Transport::RawSpin,
         Transport::ShmSpin,
         Transport::Shm,
@@ -64,6 +65,7 @@ impl Transport {
         Transport::ShmBlock,
         Transport::RawUdp4,
         Transport::Udp4,
+        Transport::Udp4Key,
         Transport::Udp6,
     ];
 
@@ -76,6 +78,7 @@ impl Transport {
             Transport::ShmBlock => "shm-block",
             Transport::RawUdp4 => "raw-udp4",
             Transport::Udp4 => "udp4",
+            Transport::Udp4Key => "udp4-key",
             Transport::Udp6 => "udp6",
         }
     }
@@ -86,6 +89,8 @@ impl Transport {
             Transport::ShmSpin | Transport::Shm => Some(Transport::RawSpin),
             Transport::ShmBlock => Some(Transport::RawFutex),
             Transport::Udp4 | Transport::Udp6 => Some(Transport::RawUdp4),
+            // What the domain key costs: against the same transport in the clear.
+            Transport::Udp4Key => Some(Transport::Udp4),
             Transport::RawSpin | Transport::RawFutex | Transport::RawUdp4 => None,
         }
     }
@@ -99,6 +104,7 @@ impl Transport {
             | Transport::Shm
             | Transport::ShmBlock
             | Transport::Udp4
+            | Transport::Udp4Key
             | Transport::Udp6 => Kind::Ferry,
         }
     }
@@ -121,10 +127,15 @@ impl Transport {
             Transport::ShmSpin => shm(WaitStrategy::Spin),
             Transport::Shm => shm(WaitStrategy::Adaptive),
             Transport::ShmBlock => shm(WaitStrategy::Block),
-            Transport::Udp4 => udp(IpVersion::V4),
+            Transport::Udp4 | Transport::Udp4Key => udp(IpVersion::V4),
             Transport::Udp6 => udp(IpVersion::V6),
             Transport::RawSpin | Transport::RawFutex | Transport::RawUdp4 => None,
         }
+    }
+
+    /// Whether its UDP datagrams are sealed with a domain key.
+    fn keyed(self) -> bool {
+        self == Transport::Udp4Key
     }
 
     /// Whether this is one of ferry's shared-memory transports (they have rings to warm).
@@ -154,6 +165,7 @@ impl Transport {
             Transport::ShmBlock => "ferry shared memory, reliable, WaitStrategy::Block",
             Transport::RawUdp4 => "two processes with plain blocking std::net::UdpSockets on 127.0.0.1, connected, one send and one recv per message (one datagram per message: at most 65507 bytes)",
             Transport::Udp4 => "ferry UDP over IPv4 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1472-byte datagrams by ferry)",
+            Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AES-128-GCM), replays refused",
             Transport::Udp6 => "ferry UDP over IPv6 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1452-byte datagrams by ferry)",
         }
     }
@@ -178,6 +190,7 @@ pub fn parse_transport(text: &str) -> Result<Transport, String> {
 pub struct LatencyArgs {
     /// Transports to measure, comma-separated, in the order each round runs them: shm-spin,
     /// shm-block, shm (ferry, adaptive wait), udp4, udp6 (ferry over UDP, blocking wait),
+    /// udp4-key (udp4 with a domain key: authenticated and encrypted),
     /// raw-spin, raw-futex, raw-udp4 (baselines)
     #[arg(
         long = "transport",
@@ -447,7 +460,7 @@ fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result
             let qos = transport
                 .ferry_qos(ctx.max_size)
                 .expect("a ferry transport has a QoS");
-            let node = Node::with_domain("lab-main", &ctx.domain)?;
+            let node = super::lab_node("lab-main", &ctx.domain, transport.keyed())?;
             let out = node.publisher(&ping, &qos)?;
             let inp = node.subscriber(&pong, &qos)?;
             peer_args.extend([
@@ -648,7 +661,7 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
                 .transport
                 .ferry_qos(args.max_size)
                 .expect("a ferry transport has a QoS");
-            let node = Node::with_domain("lab-peer", domain)?;
+            let node = super::lab_node("lab-peer", domain, args.transport.keyed())?;
             let inp = node.subscriber(ping, &qos)?;
             let out = node.publisher(pong, &qos)?;
             let mut end = FerryEnd {

@@ -225,6 +225,15 @@ impl<C: Serialize, R: Serialize> Results<C, R> {
 }
 
 /// Seconds since the Unix epoch, for the record.
+/// A node of the lab: sealed with the lab's own domain key for the `-key` transports, in the
+/// clear otherwise (whatever `FERRY_KEY_FILE` says, so that each transport measures what its
+/// name says). The key is fixed: sealing costs the same whatever the key.
+pub fn lab_node(name: &str, domain: &str, keyed: bool) -> Result<ferry::Node> {
+    let key = keyed
+        .then(|| ferry::udp::crypto::DomainKey::from_bytes(*b"ferry lab: the cost of sealing.."));
+    Ok(ferry::Node::with_key(name, domain, key)?)
+}
+
 pub fn unix_time() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use ferry::sys::{self, monotonic_ns, Mapping, ShmObject};
-use ferry::{Delivery, IpVersion, Node, Qos, WaitStrategy};
+use ferry::{Delivery, IpVersion, Qos, WaitStrategy};
 use serde::Serialize;
 
 use super::{pattern, tools, Dir, Machine, Peer, Pin, Pinning, Results};
@@ -42,6 +42,7 @@ use crate::units::{format_size, parse_seconds, parse_size};
 pub enum Transport {
     Shm,
     Udp4,
+    Udp4Key,
     Udp6,
     RawUdp4,
     Iperf3,
@@ -49,9 +50,10 @@ pub enum Transport {
 }
 
 impl Transport {
-    const ALL: [Transport; 6] = [
+    const ALL: [Transport; 7] = [
         Transport::Shm,
         Transport::Udp4,
+        Transport::Udp4Key,
         Transport::Udp6,
         Transport::RawUdp4,
         Transport::Iperf3,
@@ -62,6 +64,7 @@ impl Transport {
         match self {
             Transport::Shm => "shm",
             Transport::Udp4 => "udp4",
+            Transport::Udp4Key => "udp4-key",
             Transport::Udp6 => "udp6",
             Transport::RawUdp4 => "raw-udp4",
             Transport::Iperf3 => "iperf3",
@@ -73,6 +76,7 @@ impl Transport {
         match self {
             Transport::Shm => "ferry shared memory (loans, ring of 2 × size, at least 64 KiB)",
             Transport::Udp4 => "ferry UDP over IPv4 loopback, MTU 1500: 1472-byte datagrams, sent with GSO and received with GRO where the kernel has them",
+            Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AES-128-GCM, 36 bytes more per datagram), replays refused",
             Transport::Udp6 => "ferry UDP over IPv6 loopback, MTU 1500: 1452-byte datagrams, GSO/GRO where available",
             Transport::RawUdp4 => "plain blocking std::net::UdpSocket on 127.0.0.1: a send_to loop against a recv loop, one datagram per message (at most 65507 bytes), default socket buffers, no flow control or repair",
             Transport::Iperf3 => "iperf3 -s -1 / iperf3 -c 127.0.0.1 -u -b 0 -l min(size, 1472) -t S -J; the receiver's counts",
@@ -81,11 +85,14 @@ impl Transport {
     }
 
     fn is_ferry(self) -> bool {
-        matches!(self, Transport::Shm | Transport::Udp4 | Transport::Udp6)
+        matches!(
+            self,
+            Transport::Shm | Transport::Udp4 | Transport::Udp4Key | Transport::Udp6
+        )
     }
 
     fn is_ferry_udp(self) -> bool {
-        matches!(self, Transport::Udp4 | Transport::Udp6)
+        matches!(self, Transport::Udp4 | Transport::Udp4Key | Transport::Udp6)
     }
 
     /// The third-party program behind a transport.
@@ -104,6 +111,10 @@ impl Transport {
         match self {
             Transport::Shm => None,
             Transport::Udp4 => ferry(UDP_MTU - 28),
+            Transport::Udp4Key => {
+                let sealed = ferry::udp::crypto::SEAL_OVERHEAD;
+                Some((size + ferry::udp::frame::DATA_HEADER + sealed).min(UDP_MTU - 28))
+            }
             Transport::Udp6 => ferry(UDP_MTU - 48),
             Transport::RawUdp4 => Some(size),
             Transport::Iperf3 | Transport::Sockperf => Some(size.min(UDP_MTU - 28)),
@@ -669,7 +680,9 @@ fn measure_one(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Measu
         Pinning::None { .. } => (None, None),
     };
     match transport {
-        Transport::Shm | Transport::Udp4 | Transport::Udp6 => measure_ferry(ctx, transport, size),
+        Transport::Shm | Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => {
+            measure_ferry(ctx, transport, size)
+        }
         Transport::RawUdp4 => measure_raw(ctx, size),
         Transport::Iperf3 | Transport::Sockperf => {
             let program = &ctx.programs[transport.program().unwrap_or_default()];
@@ -704,7 +717,7 @@ fn ferry_qos(transport: Transport, size: usize, delivery: DeliveryArg, wait: Wai
         .wait(WaitStrategy::from(wait))
         .max_message_size(size);
     match transport {
-        Transport::Udp4 | Transport::Udp6 => qos
+        Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => qos
             .transport(ferry::Transport::Udp)
             .ip_version(if transport == Transport::Udp6 {
                 IpVersion::V6
@@ -806,7 +819,7 @@ fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Mea
     let args = ctx.args;
     let topic = format!("tp{}", ctx.run_index);
     let qos = ferry_qos(transport, size, args.delivery, args.wait);
-    let node = Node::with_domain("lab-main", &ctx.domain)?;
+    let node = super::lab_node("lab-main", &ctx.domain, transport == Transport::Udp4Key)?;
     let impair = impair_spec(args.loss).filter(|_| transport.is_ferry_udp());
     // Declared before the publisher, so that on an error or Ctrl-C the publisher closes while the
     // peer still reads (a reliable UDP publisher lingers until its subscribers confirmed all it
@@ -952,12 +965,13 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
     // reliable subscriber may still be repairing: it gets longer.
     let reliable = args.delivery == DeliveryArg::Reliable;
     match args.transport {
-        Transport::Shm | Transport::Udp4 | Transport::Udp6 => {
+        Transport::Shm | Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => {
             let (Some(domain), Some(topic)) = (&args.domain, &args.topic) else {
                 bail!("a ferry transport needs --domain and --topic");
             };
             let qos = ferry_qos(args.transport, args.size, args.delivery, args.wait);
-            let node = Node::with_domain("lab-peer", domain)?;
+            let keyed = args.transport == Transport::Udp4Key;
+            let node = super::lab_node("lab-peer", domain, keyed)?;
             let mut sub = node.subscriber(topic, &qos)?;
             ctl.set(word::READY, 1);
             let mut ending = Ending::new(if reliable {

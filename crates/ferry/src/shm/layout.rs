@@ -141,8 +141,9 @@ pub struct PublisherSlot {
     pub refused: [AtomicU64; REASONS],
     /// UDP: repair frames asked for beyond the per-NAK cap or the receiver's repair budget.
     pub repairs_deferred: AtomicU64,
-    /// Discovery datagrams the process's agent refused: malformed, not allowed, over a limit.
-    pub discovery_refused: [AtomicU64; 3],
+    /// Discovery datagrams the process's agent refused: malformed, not allowed, over a limit,
+    /// unauthenticated.
+    pub discovery_refused: [AtomicU64; 4],
     /// UDP: challenges not sent to an announced address, to stay within 3× what it sent.
     pub challenges_withheld: AtomicU64,
 }
@@ -167,8 +168,9 @@ pub struct SubscriberSlot {
     pub evicted: AtomicU64,
     pub replies_withheld: AtomicU64,
     pub sessions_evicted: AtomicU64,
-    /// Discovery datagrams the process's agent refused: malformed, not allowed, over a limit.
-    pub discovery_refused: [AtomicU64; 3],
+    /// Discovery datagrams the process's agent refused: malformed, not allowed, over a limit,
+    /// unauthenticated.
+    pub discovery_refused: [AtomicU64; 4],
     /// Datagrams the kernel dropped on a UDP subscriber's socket (its receive queue was full).
     pub kernel_drops: AtomicU64,
     /// The futex word this subscriber sleeps on; publishers bump it and wake.

@@ -523,22 +523,21 @@ fn load_refusals(counters: &[AtomicU64; REASONS]) -> Refusals {
     Refusals(std::array::from_fn(|i| counters[i].load(Ordering::Relaxed)))
 }
 
-fn load_discovery(counters: &[AtomicU64; 3]) -> DiscoveryRefusals {
-    let [malformed, not_allowed, over_limit] =
+fn load_discovery(counters: &[AtomicU64; 4]) -> DiscoveryRefusals {
+    let [malformed, not_allowed, over_limit, unauthenticated] =
         std::array::from_fn(|i| counters[i].load(Ordering::Relaxed));
     DiscoveryRefusals {
         malformed,
         not_allowed,
         over_limit,
+        unauthenticated,
     }
 }
 
 /// Stores discovery's refusal counters into a slot (the owner is the only writer).
-pub fn store_discovery(counters: &[AtomicU64; 3], r: &DiscoveryRefusals) {
-    for (c, v) in counters
-        .iter()
-        .zip([r.malformed, r.not_allowed, r.over_limit])
-    {
+pub fn store_discovery(counters: &[AtomicU64; 4], r: &DiscoveryRefusals) {
+    let values = [r.malformed, r.not_allowed, r.over_limit, r.unauthenticated];
+    for (c, v) in counters.iter().zip(values) {
         c.store(v, Ordering::Relaxed);
     }
 }

@@ -56,6 +56,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use super::crypto::{self, DomainKey, Opener, Sealer};
 use crate::sys::udp::{Multicast, MulticastInterface, RecvBatch, SocketOptions, UdpSocket};
 use crate::sys::{host_id, monotonic_ns};
 
@@ -182,6 +183,8 @@ pub enum Refusal {
     NotAllowed,
     /// It is more than a bound allows.
     OverLimit,
+    /// The domain has a key and the datagram was not sealed with it (or was seen before).
+    Unauthenticated,
 }
 
 impl DiscoveryError {
@@ -361,6 +364,9 @@ pub struct Agent {
     stop: AtomicBool,
     /// Why multicast is not in use, if it is not.
     pub multicast_error: Option<String>,
+    /// With a domain key: announcements leave sealed, and only sealed ones are heard.
+    seal: Option<Mutex<Sealer>>,
+    open: Option<Mutex<(Opener, Vec<u8>)>>,
     refused: Counters,
 }
 
@@ -380,6 +386,8 @@ pub struct DiscoveryRefusals {
     /// because a table was full ([`DiscoveryLimits`]: raise the bound if a genuine host has
     /// that many endpoints); a registration while the relay serves as many agents as it may.
     pub over_limit: u64,
+    /// With a domain key: datagrams not sealed with it, or replayed.
+    pub unauthenticated: u64,
 }
 
 impl DiscoveryRefusals {
@@ -388,6 +396,7 @@ impl DiscoveryRefusals {
         self.malformed
             .saturating_add(self.not_allowed)
             .saturating_add(self.over_limit)
+            .saturating_add(self.unauthenticated)
     }
 }
 
@@ -397,20 +406,28 @@ struct Counters {
     malformed: AtomicU64,
     not_allowed: AtomicU64,
     over_limit: AtomicU64,
+    unauthenticated: AtomicU64,
 }
 
 /// The agent of `domain` in this process, started if needed.
-pub fn agent(domain: &str) -> Arc<Agent> {
-    static AGENTS: OnceLock<Mutex<HashMap<String, Weak<Agent>>>> = OnceLock::new();
+/// With a domain key, its announcements are sealed with it and only sealed ones are heard.
+pub fn agent(domain: &str, key: Option<&DomainKey>) -> Arc<Agent> {
+    type Agents = HashMap<(String, Option<DomainKey>), Weak<Agent>>;
+    static AGENTS: OnceLock<Mutex<Agents>> = OnceLock::new();
     let mut agents = AGENTS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner());
-    if let Some(a) = agents.get(domain).and_then(Weak::upgrade) {
+    let id = (domain.to_owned(), key.cloned());
+    if let Some(a) = agents.get(&id).and_then(Weak::upgrade) {
         return a;
     }
-    let a = start(Agent::with(domain, DiscoveryConfig::global().clone()));
-    agents.insert(domain.to_owned(), Arc::downgrade(&a));
+    let mut agent = Agent::with(domain, DiscoveryConfig::global().clone());
+    if let Some(k) = key {
+        agent.set_key(k);
+    }
+    let a = start(agent);
+    agents.insert(id, Arc::downgrade(&a));
     a
 }
 
@@ -723,6 +740,28 @@ impl Agent {
             stop: AtomicBool::new(false),
             multicast_error,
             refused: Counters::default(),
+            seal: None,
+            open: None,
+        }
+    }
+
+    /// Seals what this agent sends with `key`, and hears only what is sealed with it.
+    fn set_key(&mut self, key: &DomainKey) {
+        // An agent without its OS random source cannot seal: it then sends nothing.
+        self.seal = Sealer::new(key).ok().map(Mutex::new);
+        self.open = Some(Mutex::new((Opener::new(key), Vec::new())));
+    }
+
+    /// Opens a sealed datagram and hands the plain one to `then`; counts a refusal otherwise.
+    fn unsealed(&self, b: &[u8], then: impl FnOnce(&[u8])) {
+        let Some(open) = &self.open else {
+            return then(b);
+        };
+        let mut guard = open.lock().unwrap_or_else(|p| p.into_inner());
+        let (opener, plain) = &mut *guard;
+        match opener.open(b, plain) {
+            Ok(()) => then(plain),
+            Err(_) => self.refuse(Refusal::Unauthenticated),
         }
     }
 
@@ -733,6 +772,7 @@ impl Agent {
             malformed: c.malformed.load(Ordering::Relaxed),
             not_allowed: c.not_allowed.load(Ordering::Relaxed),
             over_limit: c.over_limit.load(Ordering::Relaxed),
+            unauthenticated: c.unauthenticated.load(Ordering::Relaxed),
         }
     }
 
@@ -742,6 +782,7 @@ impl Agent {
             Refusal::Malformed => &c.malformed,
             Refusal::NotAllowed => &c.not_allowed,
             Refusal::OverLimit => &c.over_limit,
+            Refusal::Unauthenticated => &c.unauthenticated,
         }
         .fetch_add(1, Ordering::Relaxed);
     }
@@ -784,6 +825,9 @@ impl Agent {
     /// One datagram that came to the discovery port (to the host's relay, under unicast).
     /// Returns the relay message to forward to the registered agents, if any.
     fn port_in(&self, src: SocketAddr, b: &[u8]) -> Option<Vec<u8>> {
+        if self.open.is_some() && crypto::is_sealed(b) {
+            return self.sealed_in(src, b);
+        }
         let kind = match header(b) {
             Ok(k) => k,
             Err(e) => {
@@ -798,6 +842,11 @@ impl Agent {
                     Ok(_) => self.register_agent(src),
                     Err(e) => self.refuse(e.refusal()),
                 }
+                None
+            }
+            // With a domain key, only sealed announcements count.
+            KIND_ANNOUNCE if self.open.is_some() => {
+                self.refuse(Refusal::Unauthenticated);
                 None
             }
             KIND_ANNOUNCE if self.config.allows_source(src.ip()) => {
@@ -850,6 +899,25 @@ impl Agent {
         }
     }
 
+    /// A sealed announcement at the discovery port (the domain has a key): learned if it opens,
+    /// and relayed as it came (the agents it goes to open it themselves).
+    fn sealed_in(&self, src: SocketAddr, b: &[u8]) -> Option<Vec<u8>> {
+        if !self.config.allows_source(src.ip()) {
+            self.refuse(Refusal::NotAllowed);
+            return None;
+        }
+        let mut learned = false;
+        self.unsealed(b, |plain| match decode_message(plain) {
+            Ok(Message::Announce(a)) => {
+                self.learn_from(src.ip(), a, b.len());
+                learned = true;
+            }
+            Ok(_) => self.refuse(Refusal::NotAllowed),
+            Err(e) => self.refuse(e.refusal()),
+        });
+        (learned && self.unicast).then(|| relay_datagram(src, b))
+    }
+
     /// Not the relay: one datagram that came to this agent's own socket. Only this host's
     /// relay (loopback, the discovery port) sends here, relaying announcements from sources the
     /// configuration allows.
@@ -857,6 +925,17 @@ impl Agent {
         let from_relay = src.ip().is_loopback() && src.port() == self.config.port;
         match header(b) {
             Err(e) => self.refuse(e.refusal()),
+            Ok(KIND_RELAY) if from_relay && self.open.is_some() => match relay_parts(b) {
+                Ok((source, sealed)) if self.config.allows_source(source.ip()) => {
+                    self.unsealed(sealed, |plain| match decode_message(plain) {
+                        Ok(Message::Announce(a)) => self.learn_from(source.ip(), a, sealed.len()),
+                        Ok(_) => self.refuse(Refusal::NotAllowed),
+                        Err(e) => self.refuse(e.refusal()),
+                    })
+                }
+                Ok(_) => self.refuse(Refusal::NotAllowed),
+                Err(e) => self.refuse(e.refusal()),
+            },
             Ok(KIND_RELAY) if from_relay => match decode_message(b) {
                 Ok(Message::Relay {
                     source,
@@ -931,7 +1010,14 @@ impl Agent {
             return;
         }
         for chunk in self.chunks(&locals) {
-            let datagram = self.encode(chunk);
+            let mut datagram = self.encode(chunk);
+            if let Some(seal) = &self.seal {
+                let mut sealed = Vec::with_capacity(datagram.len() + crypto::SEAL_OVERHEAD);
+                seal.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .seal_into(&datagram, &mut sealed);
+                datagram = sealed;
+            }
             if !self.unicast && self.multicast_error.is_none() {
                 let _ = socket.send_to(self.group, &datagram);
             }
@@ -1028,19 +1114,8 @@ pub fn decode_message(bytes: &[u8]) -> Result<Message, DiscoveryError> {
             n => Err(DiscoveryError::Trailing(n)),
         },
         KIND_RELAY => {
-            let mut r = Reader(bytes.get(HEADER..).unwrap_or_default());
-            let ip = std::net::Ipv6Addr::from(r.array::<16>("relayed source")?);
-            let port = r.u16("relayed source")?;
-            let ip = ip.to_canonical();
-            let source = SocketAddr::new(ip, port);
-            let bad = match ip {
-                IpAddr::V4(v4) => v4.is_unspecified() || v4.is_multicast() || v4.is_broadcast(),
-                IpAddr::V6(v6) => v6.is_unspecified() || v6.is_multicast(),
-            };
-            if bad || port == 0 {
-                return Err(DiscoveryError::BadSource(source));
-            }
-            let announcement = decode_announcement(r.0)?;
+            let (source, inner) = relay_parts(bytes)?;
+            let announcement = decode_announcement(inner)?;
             Ok(Message::Relay {
                 source,
                 announcement,
@@ -1048,6 +1123,24 @@ pub fn decode_message(bytes: &[u8]) -> Result<Message, DiscoveryError> {
         }
         k => Err(DiscoveryError::Kind(k)),
     }
+}
+
+/// The original source of a RELAY message and the announcement it carries, as it came (sealed
+/// when the domain has a key).
+fn relay_parts(bytes: &[u8]) -> Result<(SocketAddr, &[u8]), DiscoveryError> {
+    let mut r = Reader(bytes.get(HEADER..).unwrap_or_default());
+    let ip = std::net::Ipv6Addr::from(r.array::<16>("relayed source")?);
+    let port = r.u16("relayed source")?;
+    let ip = ip.to_canonical();
+    let source = SocketAddr::new(ip, port);
+    let bad = match ip {
+        IpAddr::V4(v4) => v4.is_unspecified() || v4.is_multicast() || v4.is_broadcast(),
+        IpAddr::V6(v6) => v6.is_unspecified() || v6.is_multicast(),
+    };
+    if bad || port == 0 {
+        return Err(DiscoveryError::BadSource(source));
+    }
+    Ok((source, r.0))
 }
 
 /// Decodes an announcement (the whole datagram, header included).
@@ -1728,6 +1821,7 @@ mod tests {
             malformed,
             not_allowed,
             over_limit,
+            unauthenticated: 0,
         }
     }
 
@@ -1750,6 +1844,47 @@ mod tests {
         assert_eq!(a.remote_subscribers("t")[0].addr, addr("10.0.0.2:4000"));
         assert!(a.port_in(addr("[::ffff:10.0.0.2]:41000"), &b).is_some());
         assert_eq!(a.refusals().total(), 1);
+    }
+
+    #[test]
+    fn with_a_domain_key_only_sealed_announcements_are_heard_and_relayed_sealed() {
+        use crate::udp::crypto::{DomainKey, Sealer};
+        let key = DomainKey::from_bytes([7; 32]);
+        let c = config(&[("FERRY_PEERS", "10.0.0.2")]);
+        let mut a = detached("dkey", c.clone(), true);
+        a.set_key(&key);
+        let plain = from_elsewhere("dkey", &[entry(Role::Subscriber, "t", 4000, 1)]);
+        let seal = |k: &DomainKey, b: &[u8]| {
+            let mut out = Vec::new();
+            Sealer::new(k).unwrap().seal_into(b, &mut out);
+            out
+        };
+        // In the clear, or sealed with another key: refused, nothing learned.
+        assert_eq!(a.port_in(addr("10.0.0.2:41000"), &plain), None);
+        let other = seal(&DomainKey::from_bytes([8; 32]), &plain);
+        assert_eq!(a.port_in(addr("10.0.0.2:41000"), &other), None);
+        assert!(a.remotes().is_empty());
+        assert_eq!(a.refusals().unauthenticated, 2);
+        // Sealed with the domain key: learned, and relayed as it came.
+        let sealed = seal(&key, &plain);
+        let relayed = a.port_in(addr("10.0.0.2:41000"), &sealed).expect("relayed");
+        assert_eq!(a.remote_subscribers("t")[0].addr, addr("10.0.0.2:4000"));
+        assert_eq!(&relayed[RELAY_HEADER..], &sealed[..]);
+        // A replay of it is refused.
+        assert_eq!(a.port_in(addr("10.0.0.2:41000"), &sealed), None);
+        assert_eq!(a.refusals().unauthenticated, 3);
+        // Another agent of the host opens the relayed copy itself.
+        let mut b = detached("dkey", c.clone(), true);
+        b.set_key(&key);
+        b.private_in(SocketAddr::new(addr("127.0.0.1:1").ip(), c.port), &relayed);
+        assert_eq!(b.remote_subscribers("t").len(), 1);
+        // A relayed announcement in the clear is refused.
+        let clear = relay_datagram(addr("10.0.0.2:41000"), &plain);
+        let mut d = detached("dkey", c.clone(), true);
+        d.set_key(&key);
+        d.private_in(SocketAddr::new(addr("127.0.0.1:1").ip(), c.port), &clear);
+        assert!(d.remotes().is_empty());
+        assert_eq!(d.refusals().unauthenticated, 1);
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::crypto::{self, DomainKey, Opener, Sealer, SEAL_OVERHEAD};
 use super::discovery::{self, Agent, Role};
 use super::frame::{self, Frame};
 use super::impair::{DelayQueue, ImpairConfig, Impairer};
@@ -111,6 +112,55 @@ fn bind_udp(
     Ok((socket, SocketAddr::new(local, port)))
 }
 
+/// The sealing side of a domain key, with its buffer: every datagram an endpoint sends goes
+/// through it.
+struct Seal {
+    sealer: Sealer,
+    buf: Vec<u8>,
+}
+
+impl Seal {
+    fn new(key: Option<&DomainKey>) -> Result<Option<Seal>, Error> {
+        key.map(|k| {
+            Ok(Seal {
+                sealer: Sealer::new(k)?,
+                buf: Vec::new(),
+            })
+        })
+        .transpose()
+    }
+}
+
+/// The opening side of a domain key, with its buffer for the plain datagram.
+struct Open {
+    opener: Opener,
+    plain: Vec<u8>,
+}
+
+impl Open {
+    fn new(key: Option<&DomainKey>) -> Option<Open> {
+        key.map(|k| Open {
+            opener: Opener::new(k),
+            plain: Vec::new(),
+        })
+    }
+}
+
+/// The frame in `bytes`, opened first when the endpoint has a domain key; the reason to count
+/// when it is refused.
+fn unseal<'a>(open: Option<&'a mut Open>, bytes: &'a [u8]) -> Result<Frame<'a>, Refusal> {
+    let plain = match open {
+        Some(o) => {
+            o.opener.open(bytes, &mut o.plain)?;
+            &o.plain[..]
+        }
+        // A sealed datagram without a key: someone of the domain uses one, we do not.
+        None if crypto::is_sealed(bytes) => return Err(Refusal::Unauthenticated),
+        None => bytes,
+    };
+    frame::decode(plain).map_err(|_| Refusal::Malformed)
+}
+
 /// Impairments of one endpoint, with the queue of held-back datagrams.
 struct Impair {
     imp: Impairer,
@@ -188,6 +238,7 @@ struct Out<'a> {
     all: &'a [SocketAddr],
     by_id: &'a IdMap<SocketAddr>,
     impair: Option<&'a mut Impair>,
+    seal: Option<&'a mut Seal>,
     now: u64,
     send_failures: &'a mut u64,
 }
@@ -218,6 +269,7 @@ impl Sink for Out<'_> {
                 data,
                 segment,
                 self.impair.as_deref_mut(),
+                self.seal.as_deref_mut(),
                 self.now,
                 self.send_failures,
             );
@@ -225,8 +277,8 @@ impl Sink for Out<'_> {
     }
 }
 
-/// Sends `data` (datagrams of `segment` bytes) to `addr`, through send-side impairment if any;
-/// counts what could not be sent in `failures`.
+/// Sends `data` (datagrams of `segment` bytes) to `addr`, sealed with the domain key if any,
+/// through send-side impairment if any; counts what could not be sent in `failures`.
 #[allow(clippy::too_many_arguments)]
 fn send_to(
     socket: &UdpSocket,
@@ -235,9 +287,17 @@ fn send_to(
     data: &[u8],
     segment: usize,
     impair: Option<&mut Impair>,
+    seal: Option<&mut Seal>,
     now: u64,
     failures: &mut u64,
 ) {
+    let (data, segment) = match seal {
+        Some(s) => {
+            let segment = s.sealer.seal_batch(data, segment, &mut s.buf);
+            (&s.buf[..], segment)
+        }
+        None => (data, segment),
+    };
     let Some(imp) = impair.filter(|i| i.on_send) else {
         if !send_all(socket, addr, connected, data, segment) {
             *failures += 1;
@@ -357,6 +417,9 @@ struct PubCore {
     /// Subscribers of other hosts that discovery announced but that have not yet proven they
     /// receive at their address: nothing but challenges goes there.
     pending: IdMap<Pending>,
+    /// The domain key's sealing side for what the application thread and the service thread
+    /// send under the lock (repairs outside it have their own).
+    seal: Option<Seal>,
     /// Challenges not sent to keep within three times what an address sent.
     challenges_withheld: u64,
     /// Subscribers of other hosts that echoed their challenge, with the address they proved.
@@ -391,6 +454,7 @@ impl PubCore {
                 all: &self.dests,
                 by_id: &self.receivers,
                 impair: self.impair.as_mut(),
+                seal: self.seal.as_mut(),
                 now,
                 send_failures: &mut self.send_failures,
             },
@@ -457,9 +521,17 @@ impl PubShared {
             }
             p.sent += CHALLENGE_BYTES;
             let datagram = core.sender.challenge(self.challenge_for(id, addr));
-            if !send_all(&self.socket, addr, None, &datagram, datagram.len()) {
-                core.send_failures += 1;
-            }
+            send_to(
+                &self.socket,
+                addr,
+                None,
+                &datagram,
+                datagram.len(),
+                None,
+                core.seal.as_mut(),
+                now,
+                &mut core.send_failures,
+            );
         }
     }
 
@@ -578,6 +650,7 @@ impl PubShared {
     /// receiver registered (topic directory, discovery) at the address the frame came from is
     /// heard; everything else is refused and counted. Repairs are collected into `repairs`, to
     /// be sent once the lock is released.
+    #[allow(clippy::too_many_arguments)]
     fn handle_control(
         &self,
         core: &mut PubCore,
@@ -585,6 +658,7 @@ impl PubShared {
         got: usize,
         now: u64,
         repairs: &mut Collected,
+        mut open: Option<&mut Open>,
     ) -> bool {
         let mut progressed = false;
         for (src, bytes) in batch.iter().take(got) {
@@ -593,10 +667,10 @@ impl PubShared {
                     continue;
                 }
             }
-            let f = match frame::decode(bytes) {
+            let f = match unseal(open.as_deref_mut(), bytes) {
                 Ok(f) => f,
-                Err(_) => {
-                    core.sender.refuse(Refusal::Malformed);
+                Err(why) => {
+                    core.sender.refuse(why);
                     continue;
                 }
             };
@@ -661,7 +735,12 @@ impl PubShared {
 
 /// The service thread: control frames in, heartbeats out, credit handed to a waiting sender.
 /// `impair` is the service thread's own (repairs leave from this thread, outside the lock).
-fn publisher_service(shared: Arc<PubShared>, mut impair: Option<Impair>) {
+fn publisher_service(
+    shared: Arc<PubShared>,
+    mut impair: Option<Impair>,
+    mut seal: Option<Seal>,
+    mut open: Option<Open>,
+) {
     let mut batch = RecvBatch::for_socket(&shared.socket);
     let mut repairs = Collected::default();
     let mut repair_failures = 0u64;
@@ -680,7 +759,7 @@ fn publisher_service(shared: Arc<PubShared>, mut impair: Option<Impair>) {
         let now = monotonic_ns();
         let mut guard = shared.lock();
         let core = &mut *guard;
-        let progressed = shared.handle_control(core, &batch, got, now, &mut repairs);
+        let progressed = shared.handle_control(core, &batch, got, now, &mut repairs, open.as_mut());
         shared.refresh_dests(core);
         shared.challenge_pending(core, now);
         let (sender, mut out) = core.out(&shared.socket, now);
@@ -714,6 +793,7 @@ fn publisher_service(shared: Arc<PubShared>, mut impair: Option<Impair>) {
                 &repairs.data[range],
                 segment,
                 impair.as_mut(),
+                seal.as_mut(),
                 now,
                 &mut repair_failures,
             );
@@ -738,8 +818,10 @@ impl UdpPublisher {
         topic_name: &str,
         node: &str,
         qos: &Qos,
+        key: Option<&DomainKey>,
     ) -> Result<UdpPublisher, Error> {
-        let max_datagram = qos.max_datagram()?;
+        // Sealed datagrams must still fit the path MTU.
+        let max_datagram = qos.max_datagram()? - if key.is_some() { SEAL_OVERHEAD } else { 0 };
         if qos.max_message_size as u64 > u32::MAX as u64 {
             return Err(Error::InvalidQos(
                 "max_message_size must be below 4 GiB".into(),
@@ -772,9 +854,9 @@ impl UdpPublisher {
         let session = new_id()?;
         let sender = Sender::new(frame::topic_id(domain, topic_name), session, cfg);
         let discovery = (qos.ip_version == IpVersion::V4).then(|| {
-            let agent = discovery::agent(domain);
-            let key = agent.announce(Role::Publisher, topic_name, addr.port(), session, reliable);
-            (agent, key)
+            let agent = discovery::agent(domain, key);
+            let entry = agent.announce(Role::Publisher, topic_name, addr.port(), session, reliable);
+            (agent, entry)
         });
         let shared = Arc::new(PubShared {
             socket,
@@ -797,6 +879,7 @@ impl UdpPublisher {
                 group: qos.multicast.map(|m| SocketAddr::new(m.group, m.port)),
                 connected: None,
                 pending: id_map(),
+                seal: Seal::new(key)?,
                 validated: Default::default(),
                 next_challenge_round: 0,
                 challenges_withheld: 0,
@@ -815,9 +898,10 @@ impl UdpPublisher {
         }
         shared.topic.publisher_ready(slot);
         let s2 = shared.clone();
+        let (service_seal, service_open) = (Seal::new(key)?, Open::new(key));
         let service = std::thread::Builder::new()
             .name("ferry-udp-pub".into())
-            .spawn(move || publisher_service(s2, service_impair))
+            .spawn(move || publisher_service(s2, service_impair, service_seal, service_open))
             .map_err(|e| Error::io("start the UDP publisher thread", e))?;
         Ok(UdpPublisher {
             shared,
@@ -992,6 +1076,8 @@ pub struct UdpSubscriber {
     next_drops_check: u64,
     /// Sessions heard from since the last check of their publishers' addresses.
     unverified: bool,
+    seal: Option<Seal>,
+    open: Option<Open>,
     /// The largest number of publisher addresses kept (sessions, live or recently ended).
     max_publishers: usize,
 }
@@ -1002,8 +1088,9 @@ impl UdpSubscriber {
         topic_name: &str,
         node: &str,
         qos: &Qos,
+        key: Option<&DomainKey>,
     ) -> Result<UdpSubscriber, Error> {
-        let max_datagram = qos.max_datagram()?;
+        let max_datagram = qos.max_datagram()? - if key.is_some() { SEAL_OVERHEAD } else { 0 };
         let impair = Impair::from_env()?;
         let (socket, addr) = bind_udp(qos, Some(16 << 20), true)?;
         // The window must fit the socket's receive buffer (the kernel counts about twice the
@@ -1041,9 +1128,9 @@ impl UdpSubscriber {
         topic.subscriber_ready(slot);
         let batch = RecvBatch::for_socket(&socket);
         let discovery = (qos.ip_version == IpVersion::V4).then(|| {
-            let agent = discovery::agent(domain);
-            let key = agent.announce(Role::Subscriber, topic_name, addr.port(), id, reliable);
-            (agent, key)
+            let agent = discovery::agent(domain, key);
+            let entry = agent.announce(Role::Subscriber, topic_name, addr.port(), id, reliable);
+            (agent, entry)
         });
         Ok(UdpSubscriber {
             socket,
@@ -1064,6 +1151,8 @@ impl UdpSubscriber {
             send_failures: 0,
             next_drops_check: 0,
             unverified: false,
+            seal: Seal::new(key)?,
+            open: Open::new(key),
             max_publishers: max_sessions + 64,
         })
     }
@@ -1107,7 +1196,14 @@ impl UdpSubscriber {
             let times = verdict.as_ref().map_or(&at_once[..], |v| v.release_times());
             for &at in times {
                 if at <= now {
-                    self.unverified |= feed(&mut self.rx, &mut self.publishers, now, src, bytes);
+                    self.unverified |= feed(
+                        &mut self.rx,
+                        &mut self.publishers,
+                        self.open.as_mut(),
+                        now,
+                        src,
+                        bytes,
+                    );
                 } else if let Some(imp) = self.impair.as_mut() {
                     imp.queue.push_copy(at, src, bytes);
                 }
@@ -1119,7 +1215,14 @@ impl UdpSubscriber {
             }
         }
         for (src, data) in std::mem::take(&mut self.held) {
-            self.unverified |= feed(&mut self.rx, &mut self.publishers, now, src, &data);
+            self.unverified |= feed(
+                &mut self.rx,
+                &mut self.publishers,
+                self.open.as_mut(),
+                now,
+                src,
+                &data,
+            );
         }
         if now >= self.next_tick || self.rx.status_due() {
             self.tick(now);
@@ -1186,6 +1289,7 @@ impl UdpSubscriber {
             all: &[],
             by_id: &self.publishers,
             impair: self.impair.as_mut(),
+            seal: self.seal.as_mut(),
             now,
             send_failures: &mut self.send_failures,
         };
@@ -1321,14 +1425,15 @@ impl UdpSubscriber {
 fn feed(
     rx: &mut Receiver,
     publishers: &mut IdMap<SocketAddr>,
+    open: Option<&mut Open>,
     now: u64,
     src: SocketAddr,
     bytes: &[u8],
 ) -> bool {
-    let f = match frame::decode(bytes) {
+    let f = match unseal(open, bytes) {
         Ok(f) => f,
-        Err(_) => {
-            rx.refuse(Refusal::Malformed);
+        Err(why) => {
+            rx.refuse(why);
             return false;
         }
     };

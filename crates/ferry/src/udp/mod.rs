@@ -5,6 +5,7 @@
 //! injects loss, duplication, reordering and delay (this kernel has no netem). The sockets live in
 //! `crate::sys::udp`.
 
+pub mod crypto;
 pub mod frame;
 mod ids;
 pub mod impair;

@@ -1,0 +1,440 @@
+//! The domain key: opt-in authentication and encryption of every UDP datagram ferry sends
+//! (frames and discovery alike), with replay protection.
+//!
+//! ```text
+//! sealed datagram
+//! 0  u16 magic 0x4659 ("FY")  2 u8 version  3 u8 kind 0x80 (sealed)
+//! 4  u64 sender id (random per sending socket)   12 u64 counter (per sender, from 0)
+//! 20 ciphertext of the plain datagram   ..  16-byte tag
+//! ```
+//! Each sender seals with its own AES-128-GCM key, derived from the domain key and its sender id
+//! with HKDF-SHA256, so that the 96-bit nonce (the counter) never repeats under one key however
+//! many processes share the domain key. The 20-byte header is the associated data: a changed
+//! byte anywhere fails the tag. A receiver keeps, per sender, the highest counter it accepted and
+//! a window of the 1 024 before it; a datagram outside the window or seen before is refused.
+//! A sender whose datagram did not authenticate leaves no state behind, so forged sender ids
+//! cannot fill the table (it is bounded all the same).
+
+use std::collections::VecDeque;
+use std::path::Path;
+
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM};
+use ring::hkdf;
+
+use super::frame::{MAGIC, VERSION};
+use super::ids::{id_map, IdMap};
+use super::refusal::Refusal;
+use crate::Error;
+
+/// The kind byte of a sealed datagram (never a plain frame's).
+pub const KIND_SEALED: u8 = 0x80;
+/// Header bytes of a sealed datagram.
+pub const SEAL_HEADER: usize = 20;
+/// Bytes sealing adds to a datagram: header and tag.
+pub const SEAL_OVERHEAD: usize = SEAL_HEADER + 16;
+/// Counters a receiver accepts out of order behind the highest it saw from a sender.
+pub const REPLAY_WINDOW: u64 = 1024;
+/// Senders a receiver keeps keys and replay windows for; the least recently heard goes first.
+pub const MAX_SENDERS: usize = 1024;
+
+const KEY_LABEL: &[u8] = b"ferry domain key v1: AES-128-GCM datagram key";
+
+/// A domain's shared secret: 32 bytes. Every process of the domain that has it can send and
+/// receive; nothing without it is accepted.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct DomainKey([u8; 32]);
+
+impl DomainKey {
+    /// The key of the file `FERRY_KEY_FILE` names, if it names one: the one place ferry reads
+    /// that variable.
+    pub fn from_env() -> Result<Option<DomainKey>, Error> {
+        match std::env::var_os("FERRY_KEY_FILE") {
+            Some(path) if !path.is_empty() => DomainKey::from_file(Path::new(&path)).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    pub fn from_bytes(bytes: [u8; 32]) -> DomainKey {
+        DomainKey(bytes)
+    }
+
+    /// Reads a key file: 32 raw bytes, or 64 hexadecimal digits (surrounding whitespace
+    /// ignored). Make one with `head -c 32 /dev/urandom > ferry.key`; keep it `0600`.
+    pub fn from_file(path: &Path) -> Result<DomainKey, Error> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| Error::io(format!("read the domain key {}", path.display()), e))?;
+        DomainKey::parse(&bytes).ok_or_else(|| {
+            Error::InvalidQos(format!(
+                "{} is not a domain key: it must hold 32 bytes, or 64 hexadecimal digits \
+                 (make one with `head -c 32 /dev/urandom > {}`)",
+                path.display(),
+                path.display()
+            ))
+        })
+    }
+
+    fn parse(bytes: &[u8]) -> Option<DomainKey> {
+        if let Ok(raw) = <[u8; 32]>::try_from(bytes) {
+            return Some(DomainKey(raw));
+        }
+        let text = std::str::from_utf8(bytes).ok()?.trim();
+        if text.len() != 64 {
+            return None;
+        }
+        let mut key = [0u8; 32];
+        for (i, k) in key.iter_mut().enumerate() {
+            *k = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(DomainKey(key))
+    }
+
+    /// The AEAD key of one sender.
+    fn sender_key(&self, sender: u64) -> LessSafeKey {
+        let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, &sender.to_le_bytes()).extract(&self.0);
+        let okm = prk
+            .expand(&[KEY_LABEL], &AES_128_GCM)
+            .expect("an AES-128 key is a valid HKDF output length");
+        LessSafeKey::new(UnboundKey::from(okm))
+    }
+}
+
+impl std::fmt::Debug for DomainKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DomainKey(…)")
+    }
+}
+
+fn nonce(counter: u64) -> Nonce {
+    let mut n = [0u8; 12];
+    n[4..].copy_from_slice(&counter.to_le_bytes());
+    Nonce::assume_unique_for_key(n)
+}
+
+/// Seals the datagrams of one sending socket.
+pub struct Sealer {
+    id: u64,
+    key: LessSafeKey,
+    counter: u64,
+}
+
+impl Sealer {
+    /// A sealer with a fresh random sender id.
+    pub fn new(key: &DomainKey) -> Result<Sealer, Error> {
+        let id = super::endpoint::new_id()?;
+        Ok(Sealer {
+            id,
+            key: key.sender_key(id),
+            counter: 0,
+        })
+    }
+
+    /// Appends `plain` sealed to `out`.
+    pub fn seal_into(&mut self, plain: &[u8], out: &mut Vec<u8>) {
+        let counter = self.counter;
+        self.counter += 1;
+        let start = out.len();
+        out.extend_from_slice(&MAGIC.to_le_bytes());
+        out.push(VERSION);
+        out.push(KIND_SEALED);
+        out.extend_from_slice(&self.id.to_le_bytes());
+        out.extend_from_slice(&counter.to_le_bytes());
+        out.extend_from_slice(plain);
+        let (head, body) = out[start..].split_at_mut(SEAL_HEADER);
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(nonce(counter), Aad::from(&*head), body)
+            .expect("a datagram is far below AES-GCM's length limit");
+        out.extend_from_slice(tag.as_ref());
+    }
+
+    /// Seals a batch of datagrams of `segment` bytes back to back (the last may be shorter):
+    /// returns the sealed batch's segment size.
+    pub fn seal_batch(&mut self, data: &[u8], segment: usize, out: &mut Vec<u8>) -> usize {
+        out.clear();
+        for d in data.chunks(segment.max(1)) {
+            self.seal_into(d, out);
+        }
+        segment + SEAL_OVERHEAD
+    }
+}
+
+struct SenderState {
+    key: LessSafeKey,
+    highest: u64,
+    /// Bit `i` set: counter `highest - i` was accepted.
+    seen: [u64; (REPLAY_WINDOW / 64) as usize],
+    last_used: u64,
+}
+
+impl SenderState {
+    /// Whether `counter` is new (not seen, not behind the window).
+    fn fresh(&self, counter: u64) -> bool {
+        if counter > self.highest {
+            return true;
+        }
+        let back = self.highest - counter;
+        back < REPLAY_WINDOW && self.seen[(back / 64) as usize] & (1 << (back % 64)) == 0
+    }
+
+    fn accept(&mut self, counter: u64) {
+        if counter > self.highest {
+            let shift = counter - self.highest;
+            if shift >= REPLAY_WINDOW {
+                self.seen = [0; (REPLAY_WINDOW / 64) as usize];
+            } else {
+                // Move the window by `shift` bits: bit i becomes bit i + shift.
+                let (words, bits) = ((shift / 64) as usize, (shift % 64) as u32);
+                let old = self.seen;
+                for (i, w) in self.seen.iter_mut().enumerate() {
+                    let from = i.checked_sub(words);
+                    let hi = from.map_or(0, |j| old[j] << bits);
+                    let lo = match (from.and_then(|j| j.checked_sub(1)), bits) {
+                        (Some(j), b) if b > 0 => old[j] >> (64 - b),
+                        _ => 0,
+                    };
+                    *w = hi | lo;
+                }
+            }
+            self.highest = counter;
+        }
+        let back = self.highest - counter;
+        self.seen[(back / 64) as usize] |= 1 << (back % 64);
+    }
+}
+
+/// Opens sealed datagrams: authenticates, decrypts, refuses replays.
+pub struct Opener {
+    key: DomainKey,
+    senders: IdMap<SenderState>,
+    /// Senders in order of first acceptance, to evict the least recently heard.
+    order: VecDeque<u64>,
+    uses: u64,
+}
+
+impl Opener {
+    pub fn new(key: &DomainKey) -> Opener {
+        Opener {
+            key: key.clone(),
+            senders: id_map(),
+            order: VecDeque::new(),
+            uses: 0,
+        }
+    }
+
+    /// Senders remembered (at most [`MAX_SENDERS`]).
+    pub fn senders(&self) -> usize {
+        self.senders.len()
+    }
+
+    /// Opens `datagram` into `plain` (cleared first). A datagram that is not sealed, does not
+    /// authenticate, or was seen before is refused with the reason to count.
+    pub fn open(&mut self, datagram: &[u8], plain: &mut Vec<u8>) -> Result<(), Refusal> {
+        if datagram.len() < SEAL_OVERHEAD
+            || datagram[..2] != MAGIC.to_le_bytes()
+            || datagram[2] != VERSION
+            || datagram[3] != KIND_SEALED
+        {
+            return Err(Refusal::Unauthenticated);
+        }
+        let sender = u64::from_le_bytes(datagram[4..12].try_into().expect("8 bytes"));
+        let counter = u64::from_le_bytes(datagram[12..20].try_into().expect("8 bytes"));
+        if let Some(s) = self.senders.get(&sender) {
+            if !s.fresh(counter) {
+                return Err(Refusal::Stale);
+            }
+        }
+        plain.clear();
+        plain.extend_from_slice(&datagram[SEAL_HEADER..]);
+        let aad = Aad::from(&datagram[..SEAL_HEADER]);
+        let opened = match self.senders.get(&sender) {
+            Some(s) => s
+                .key
+                .open_in_place(nonce(counter), aad, plain)
+                .map(|p| p.len()),
+            None => {
+                // A sender not heard before: its key is derived, and kept only if the datagram
+                // authenticates.
+                let key = self.key.sender_key(sender);
+                let len = key
+                    .open_in_place(nonce(counter), aad, plain)
+                    .map(|p| p.len());
+                if len.is_ok() {
+                    self.remember(sender, key);
+                }
+                len
+            }
+        };
+        let Ok(len) = opened else {
+            return Err(Refusal::Unauthenticated);
+        };
+        plain.truncate(len);
+        self.uses += 1;
+        let s = self.senders.get_mut(&sender).expect("remembered above");
+        s.accept(counter);
+        s.last_used = self.uses;
+        Ok(())
+    }
+
+    fn remember(&mut self, sender: u64, key: LessSafeKey) {
+        if self.senders.len() >= MAX_SENDERS {
+            // The least recently heard of the oldest few goes.
+            let victim = self
+                .order
+                .iter()
+                .take(16)
+                .copied()
+                .min_by_key(|id| self.senders.get(id).map_or(0, |s| s.last_used));
+            if let Some(v) = victim {
+                self.senders.remove(&v);
+                self.order.retain(|id| *id != v);
+            }
+        }
+        self.senders.insert(
+            sender,
+            SenderState {
+                key,
+                highest: 0,
+                seen: [0; (REPLAY_WINDOW / 64) as usize],
+                last_used: self.uses,
+            },
+        );
+        self.order.push_back(sender);
+    }
+}
+
+/// Whether a datagram is sealed (looks like one; only `Opener::open` can tell it is genuine).
+pub fn is_sealed(datagram: &[u8]) -> bool {
+    datagram.len() >= 4 && datagram[3] == KIND_SEALED
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key(b: u8) -> DomainKey {
+        DomainKey::from_bytes([b; 32])
+    }
+
+    #[test]
+    fn sealed_datagrams_open_with_the_key_only() {
+        let mut tx = Sealer::new(&key(1)).unwrap();
+        let mut rx = Opener::new(&key(1));
+        let mut other = Opener::new(&key(2));
+        let mut d = Vec::new();
+        tx.seal_into(b"hello", &mut d);
+        assert_eq!(d.len(), 5 + SEAL_OVERHEAD);
+        assert!(!d.windows(5).any(|w| w == b"hello"), "encrypted");
+        let mut plain = Vec::new();
+        assert_eq!(other.open(&d, &mut plain), Err(Refusal::Unauthenticated));
+        assert_eq!(other.senders(), 0, "a failed sender leaves no state");
+        rx.open(&d, &mut plain).unwrap();
+        assert_eq!(plain, b"hello");
+    }
+
+    #[test]
+    fn every_changed_byte_fails_and_replays_are_refused() {
+        let mut tx = Sealer::new(&key(1)).unwrap();
+        let mut rx = Opener::new(&key(1));
+        let mut d = Vec::new();
+        tx.seal_into(&[7u8; 100], &mut d);
+        let mut plain = Vec::new();
+        for i in 0..d.len() {
+            let mut bad = d.clone();
+            bad[i] ^= 0x01;
+            assert!(rx.open(&bad, &mut plain).is_err(), "byte {i} changed");
+        }
+        rx.open(&d, &mut plain).unwrap();
+        assert_eq!(rx.open(&d, &mut plain), Err(Refusal::Stale), "a replay");
+    }
+
+    #[test]
+    fn the_replay_window_takes_reordering_and_refuses_what_fell_behind() {
+        let mut tx = Sealer::new(&key(3)).unwrap();
+        let mut rx = Opener::new(&key(3));
+        let sealed: Vec<Vec<u8>> = (0..3000u32)
+            .map(|i| {
+                let mut d = Vec::new();
+                tx.seal_into(&i.to_le_bytes(), &mut d);
+                d
+            })
+            .collect();
+        let mut plain = Vec::new();
+        rx.open(&sealed[2000], &mut plain).unwrap();
+        rx.open(&sealed[1500], &mut plain).unwrap();
+        assert_eq!(rx.open(&sealed[1500], &mut plain), Err(Refusal::Stale));
+        assert_eq!(
+            rx.open(&sealed[2000 - REPLAY_WINDOW as usize], &mut plain),
+            Err(Refusal::Stale),
+            "behind the window"
+        );
+        rx.open(&sealed[2999], &mut plain).unwrap();
+        rx.open(&sealed[2990], &mut plain).unwrap();
+        assert_eq!(rx.open(&sealed[2000], &mut plain), Err(Refusal::Stale));
+    }
+
+    #[test]
+    fn forged_senders_leave_nothing_and_genuine_ones_are_bounded() {
+        let mut rx = Opener::new(&key(4));
+        let mut plain = Vec::new();
+        for id in 0..5000u64 {
+            let mut d = vec![0u8; 100];
+            d[..2].copy_from_slice(&MAGIC.to_le_bytes());
+            d[2] = VERSION;
+            d[3] = KIND_SEALED;
+            d[4..12].copy_from_slice(&id.to_le_bytes());
+            assert_eq!(rx.open(&d, &mut plain), Err(Refusal::Unauthenticated));
+        }
+        assert_eq!(rx.senders(), 0);
+        for _ in 0..MAX_SENDERS + 10 {
+            let mut tx = Sealer::new(&key(4)).unwrap();
+            let mut d = Vec::new();
+            tx.seal_into(b"x", &mut d);
+            rx.open(&d, &mut plain).unwrap();
+        }
+        assert_eq!(rx.senders(), MAX_SENDERS);
+    }
+
+    #[test]
+    fn key_files_hold_raw_bytes_or_hex() {
+        assert_eq!(DomainKey::parse(&[9u8; 32]), Some(key(9)));
+        let hex = "0a".repeat(32) + "\n";
+        assert_eq!(DomainKey::parse(hex.as_bytes()), Some(key(10)));
+        assert_eq!(DomainKey::parse(b"short"), None);
+        assert_eq!(DomainKey::parse("zz".repeat(32).as_bytes()), None);
+        assert_eq!(format!("{:?}", key(1)), "DomainKey(…)");
+    }
+
+    proptest! {
+        /// Any bytes at all: open returns an error or the plain text of a genuine datagram, and
+        /// never panics.
+        #[test]
+        fn open_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut rx = Opener::new(&key(5));
+            let mut plain = Vec::new();
+            prop_assert!(rx.open(&bytes, &mut plain).is_err());
+        }
+
+        /// The replay window agrees with a set of the counters seen, within the window.
+        #[test]
+        fn the_replay_window_matches_a_model(counters in proptest::collection::vec(0u64..5000, 1..400)) {
+            let mut s = SenderState {
+                key: key(6).sender_key(1),
+                highest: 0,
+                seen: [0; (REPLAY_WINDOW / 64) as usize],
+                last_used: 0,
+            };
+            let mut seen = std::collections::BTreeSet::new();
+            let mut highest = 0u64;
+            for c in counters {
+                let model = c > highest || (highest - c < REPLAY_WINDOW && !seen.contains(&c));
+                prop_assert_eq!(s.fresh(c), model, "counter {} after {:?}", c, highest);
+                if model {
+                    s.accept(c);
+                    seen.insert(c);
+                    highest = highest.max(c);
+                }
+            }
+        }
+    }
+}
