@@ -989,6 +989,15 @@ impl RecvBatch {
         Some((addr, &self.buf[off as usize..off as usize + len as usize]))
     }
 
+    /// Datagram `i`, to change in place (e.g. decrypt).
+    pub fn get_mut(&mut self, i: usize) -> Option<(SocketAddr, &mut [u8])> {
+        let &(addr, off, len) = self.datagrams.get(i)?;
+        Some((
+            addr,
+            &mut self.buf[off as usize..off as usize + len as usize],
+        ))
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> + '_ {
         self.datagrams
             .iter()

@@ -7,9 +7,10 @@
 //! 4  u64 sender id (random per sending socket)   12 u64 counter (per sender, from 0)
 //! 20 ciphertext of the plain datagram   ..  16-byte tag
 //! ```
-//! Each sender seals with its own AES-128-GCM key, derived from the domain key and its sender id
-//! with HKDF-SHA256, so that the 96-bit nonce (the counter) never repeats under one key however
-//! many processes share the domain key. The 20-byte header is the associated data: a changed
+//! Each sender seals with its own AES-128-GCM keys, derived from the domain key, its sender id
+//! and the counter's epoch (a new key every 2^24 datagrams, within AES-GCM's usage limits) with
+//! HKDF-SHA256, so that the 96-bit nonce (the counter) never repeats under one key however many
+//! processes share the domain key. The 20-byte header is the associated data: a changed
 //! byte anywhere fails the tag. A receiver keeps, per sender, the highest counter it accepted and
 //! a window of the 1 024 before it; a datagram outside the window or seen before is refused.
 //! A sender whose datagram did not authenticate leaves no state behind, so forged sender ids
@@ -36,6 +37,12 @@ pub const SEAL_OVERHEAD: usize = SEAL_HEADER + 16;
 pub const REPLAY_WINDOW: u64 = 1024;
 /// Senders a receiver keeps keys and replay windows for; the least recently heard goes first.
 pub const MAX_SENDERS: usize = 1024;
+/// A sender's key changes every 2^EPOCH_BITS datagrams.
+pub const EPOCH_BITS: u32 = 24;
+
+fn epoch(counter: u64) -> u64 {
+    counter >> EPOCH_BITS
+}
 
 const KEY_LABEL: &[u8] = b"ferry domain key v1: AES-128-GCM datagram key";
 
@@ -88,11 +95,13 @@ impl DomainKey {
         Some(DomainKey(key))
     }
 
-    /// The AEAD key of one sender.
-    fn sender_key(&self, sender: u64) -> LessSafeKey {
+    /// The AEAD key of one sender in one epoch.
+    fn sender_key(&self, sender: u64, epoch: u64) -> LessSafeKey {
         let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, &sender.to_le_bytes()).extract(&self.0);
+        let epoch = epoch.to_le_bytes();
+        let info = [KEY_LABEL, &epoch];
         let okm = prk
-            .expand(&[KEY_LABEL], &AES_128_GCM)
+            .expand(&info, &AES_128_GCM)
             .expect("an AES-128 key is a valid HKDF output length");
         LessSafeKey::new(UnboundKey::from(okm))
     }
@@ -113,6 +122,7 @@ fn nonce(counter: u64) -> Nonce {
 /// Seals the datagrams of one sending socket.
 pub struct Sealer {
     id: u64,
+    domain: DomainKey,
     key: LessSafeKey,
     counter: u64,
 }
@@ -123,7 +133,8 @@ impl Sealer {
         let id = super::endpoint::new_id()?;
         Ok(Sealer {
             id,
-            key: key.sender_key(id),
+            domain: key.clone(),
+            key: key.sender_key(id, 0),
             counter: 0,
         })
     }
@@ -132,6 +143,9 @@ impl Sealer {
     pub fn seal_into(&mut self, plain: &[u8], out: &mut Vec<u8>) {
         let counter = self.counter;
         self.counter += 1;
+        if counter > 0 && counter.trailing_zeros() >= EPOCH_BITS {
+            self.key = self.domain.sender_key(self.id, epoch(counter));
+        }
         let start = out.len();
         out.extend_from_slice(&MAGIC.to_le_bytes());
         out.push(VERSION);
@@ -159,7 +173,10 @@ impl Sealer {
 }
 
 struct SenderState {
-    key: LessSafeKey,
+    /// The key of the newest epoch heard, and of one other (for datagrams reordered across a
+    /// change of key).
+    key: (u64, LessSafeKey),
+    previous: Option<(u64, LessSafeKey)>,
     highest: u64,
     /// Bit `i` set: counter `highest - i` was accepted.
     seen: [u64; (REPLAY_WINDOW / 64) as usize],
@@ -229,6 +246,19 @@ impl Opener {
     /// Opens `datagram` into `plain` (cleared first). A datagram that is not sealed, does not
     /// authenticate, or was seen before is refused with the reason to count.
     pub fn open(&mut self, datagram: &[u8], plain: &mut Vec<u8>) -> Result<(), Refusal> {
+        plain.clear();
+        plain.extend_from_slice(datagram);
+        let r = self.open_in_place(plain)?;
+        plain.truncate(r.end);
+        plain.drain(..r.start);
+        Ok(())
+    }
+
+    /// Opens `datagram` where it lies (no copy): returns where in it the plain datagram is.
+    pub fn open_in_place(
+        &mut self,
+        datagram: &mut [u8],
+    ) -> Result<std::ops::Range<usize>, Refusal> {
         if datagram.len() < SEAL_OVERHEAD
             || datagram[..2] != MAGIC.to_le_bytes()
             || datagram[2] != VERSION
@@ -243,23 +273,29 @@ impl Opener {
                 return Err(Refusal::Stale);
             }
         }
-        plain.clear();
-        plain.extend_from_slice(&datagram[SEAL_HEADER..]);
-        let aad = Aad::from(&datagram[..SEAL_HEADER]);
-        let opened = match self.senders.get(&sender) {
-            Some(s) => s
-                .key
-                .open_in_place(nonce(counter), aad, plain)
+        let (head, body) = datagram.split_at_mut(SEAL_HEADER);
+        let aad = Aad::from(&*head);
+        let e = epoch(counter);
+        let known = self.senders.get(&sender).and_then(|s| {
+            [Some(&s.key), s.previous.as_ref()]
+                .into_iter()
+                .flatten()
+                .find(|k| k.0 == e)
+                .map(|k| &k.1)
+        });
+        let opened = match known {
+            Some(key) => key
+                .open_in_place(nonce(counter), aad, body)
                 .map(|p| p.len()),
             None => {
-                // A sender not heard before: its key is derived, and kept only if the datagram
-                // authenticates.
-                let key = self.key.sender_key(sender);
+                // A sender (or an epoch of it) not heard before: its key is derived, and kept
+                // only if the datagram authenticates.
+                let key = self.key.sender_key(sender, e);
                 let len = key
-                    .open_in_place(nonce(counter), aad, plain)
+                    .open_in_place(nonce(counter), aad, body)
                     .map(|p| p.len());
                 if len.is_ok() {
-                    self.remember(sender, key);
+                    self.remember(sender, e, key);
                 }
                 len
             }
@@ -267,15 +303,23 @@ impl Opener {
         let Ok(len) = opened else {
             return Err(Refusal::Unauthenticated);
         };
-        plain.truncate(len);
         self.uses += 1;
         let s = self.senders.get_mut(&sender).expect("remembered above");
         s.accept(counter);
         s.last_used = self.uses;
-        Ok(())
+        Ok(SEAL_HEADER..SEAL_HEADER + len)
     }
 
-    fn remember(&mut self, sender: u64, key: LessSafeKey) {
+    fn remember(&mut self, sender: u64, epoch: u64, key: LessSafeKey) {
+        if let Some(s) = self.senders.get_mut(&sender) {
+            // Another epoch of a known sender: the newest key stays current.
+            if epoch > s.key.0 {
+                s.previous = Some(std::mem::replace(&mut s.key, (epoch, key)));
+            } else {
+                s.previous = Some((epoch, key));
+            }
+            return;
+        }
         if self.senders.len() >= MAX_SENDERS {
             // The least recently heard of the oldest few goes.
             let victim = self
@@ -292,7 +336,8 @@ impl Opener {
         self.senders.insert(
             sender,
             SenderState {
-                key,
+                key: (epoch, key),
+                previous: None,
                 highest: 0,
                 seen: [0; (REPLAY_WINDOW / 64) as usize],
                 last_used: self.uses,
@@ -396,6 +441,36 @@ mod tests {
     }
 
     #[test]
+    fn the_key_changes_every_epoch_and_reordering_across_the_change_still_opens() {
+        let mut tx = Sealer::new(&key(8)).unwrap();
+        let mut rx = Opener::new(&key(8));
+        let mut plain = Vec::new();
+        let seal = |tx: &mut Sealer| {
+            let mut d = Vec::new();
+            tx.seal_into(b"x", &mut d);
+            d
+        };
+        rx.open(&seal(&mut tx), &mut plain).unwrap();
+        // To the end of epoch 0.
+        tx.counter = (1 << EPOCH_BITS) - 2;
+        let last_of_0 = seal(&mut tx);
+        let end_of_0 = seal(&mut tx);
+        let first_of_1 = seal(&mut tx);
+        // Sealed under epoch 1's key: epoch 0's cannot open it.
+        let k0 = key(8).sender_key(tx.id, 0);
+        let mut body = first_of_1[SEAL_HEADER..].to_vec();
+        let aad = Aad::from(&first_of_1[..SEAL_HEADER]);
+        assert!(k0
+            .open_in_place(nonce(1 << EPOCH_BITS), aad, &mut body)
+            .is_err());
+        rx.open(&last_of_0, &mut plain).unwrap();
+        rx.open(&first_of_1, &mut plain).unwrap();
+        rx.open(&end_of_0, &mut plain).unwrap();
+        assert_eq!(plain, b"x");
+        assert_eq!(rx.open(&first_of_1, &mut plain), Err(Refusal::Stale));
+    }
+
+    #[test]
     fn key_files_hold_raw_bytes_or_hex() {
         assert_eq!(DomainKey::parse(&[9u8; 32]), Some(key(9)));
         let hex = "0a".repeat(32) + "\n";
@@ -419,7 +494,8 @@ mod tests {
         #[test]
         fn the_replay_window_matches_a_model(counters in proptest::collection::vec(0u64..5000, 1..400)) {
             let mut s = SenderState {
-                key: key(6).sender_key(1),
+                key: (0, key(6).sender_key(1, 0)),
+                previous: None,
                 highest: 0,
                 seen: [0; (REPLAY_WINDOW / 64) as usize],
                 last_used: 0,

@@ -131,28 +131,13 @@ impl Seal {
     }
 }
 
-/// The opening side of a domain key, with its buffer for the plain datagram.
-struct Open {
-    opener: Opener,
-    plain: Vec<u8>,
-}
-
-impl Open {
-    fn new(key: Option<&DomainKey>) -> Option<Open> {
-        key.map(|k| Open {
-            opener: Opener::new(k),
-            plain: Vec::new(),
-        })
-    }
-}
-
-/// The frame in `bytes`, opened first when the endpoint has a domain key; the reason to count
-/// when it is refused.
-fn unseal<'a>(open: Option<&'a mut Open>, bytes: &'a [u8]) -> Result<Frame<'a>, Refusal> {
-    let plain = match open {
+/// The frame in `bytes`, opened where it lies first when the endpoint has a domain key; the
+/// reason to count when it is refused.
+fn unseal<'a>(open: Option<&mut Opener>, bytes: &'a mut [u8]) -> Result<Frame<'a>, Refusal> {
+    let plain: &'a [u8] = match open {
         Some(o) => {
-            o.opener.open(bytes, &mut o.plain)?;
-            &o.plain[..]
+            let r = o.open_in_place(bytes)?;
+            &bytes[r]
         }
         // A sealed datagram without a key: someone of the domain uses one, we do not.
         None if crypto::is_sealed(bytes) => return Err(Refusal::Unauthenticated),
@@ -654,14 +639,17 @@ impl PubShared {
     fn handle_control(
         &self,
         core: &mut PubCore,
-        batch: &RecvBatch,
+        batch: &mut RecvBatch,
         got: usize,
         now: u64,
         repairs: &mut Collected,
-        mut open: Option<&mut Open>,
+        mut open: Option<&mut Opener>,
     ) -> bool {
         let mut progressed = false;
-        for (src, bytes) in batch.iter().take(got) {
+        for i in 0..got {
+            let Some((src, bytes)) = batch.get_mut(i) else {
+                break;
+            };
             if let Some(imp) = core.impair.as_mut().filter(|i| i.on_receive) {
                 if imp.imp.admit(now, bytes.len()).is_drop() {
                     continue;
@@ -739,7 +727,7 @@ fn publisher_service(
     shared: Arc<PubShared>,
     mut impair: Option<Impair>,
     mut seal: Option<Seal>,
-    mut open: Option<Open>,
+    mut open: Option<Opener>,
 ) {
     let mut batch = RecvBatch::for_socket(&shared.socket);
     let mut repairs = Collected::default();
@@ -759,7 +747,8 @@ fn publisher_service(
         let now = monotonic_ns();
         let mut guard = shared.lock();
         let core = &mut *guard;
-        let progressed = shared.handle_control(core, &batch, got, now, &mut repairs, open.as_mut());
+        let progressed =
+            shared.handle_control(core, &mut batch, got, now, &mut repairs, open.as_mut());
         shared.refresh_dests(core);
         shared.challenge_pending(core, now);
         let (sender, mut out) = core.out(&shared.socket, now);
@@ -898,7 +887,7 @@ impl UdpPublisher {
         }
         shared.topic.publisher_ready(slot);
         let s2 = shared.clone();
-        let (service_seal, service_open) = (Seal::new(key)?, Open::new(key));
+        let (service_seal, service_open) = (Seal::new(key)?, key.map(Opener::new));
         let service = std::thread::Builder::new()
             .name("ferry-udp-pub".into())
             .spawn(move || publisher_service(s2, service_impair, service_seal, service_open))
@@ -1077,7 +1066,7 @@ pub struct UdpSubscriber {
     /// Sessions heard from since the last check of their publishers' addresses.
     unverified: bool,
     seal: Option<Seal>,
-    open: Option<Open>,
+    open: Option<Opener>,
     /// The largest number of publisher addresses kept (sessions, live or recently ended).
     max_publishers: usize,
 }
@@ -1152,7 +1141,7 @@ impl UdpSubscriber {
             next_drops_check: 0,
             unverified: false,
             seal: Seal::new(key)?,
-            open: Open::new(key),
+            open: key.map(Opener::new),
             max_publishers: max_sessions + 64,
         })
     }
@@ -1183,7 +1172,7 @@ impl UdpSubscriber {
             });
         let now = monotonic_ns();
         for i in 0..got {
-            let Some((src, bytes)) = self.batch.get(i) else {
+            let Some((src, bytes)) = self.batch.get_mut(i) else {
                 break;
             };
             // Receive-side impairment decides when (and how often) the datagram arrives.
@@ -1192,10 +1181,9 @@ impl UdpSubscriber {
                 .as_mut()
                 .filter(|i| i.on_receive)
                 .map(|imp| imp.imp.admit(now, bytes.len()));
-            let at_once = [now];
-            let times = verdict.as_ref().map_or(&at_once[..], |v| v.release_times());
-            for &at in times {
-                if at <= now {
+            match verdict.as_ref().map(|v| v.release_times()) {
+                None => {
+                    // Opened where it lies (no copy).
                     self.unverified |= feed(
                         &mut self.rx,
                         &mut self.publishers,
@@ -1204,8 +1192,16 @@ impl UdpSubscriber {
                         src,
                         bytes,
                     );
-                } else if let Some(imp) = self.impair.as_mut() {
-                    imp.queue.push_copy(at, src, bytes);
+                }
+                Some(times) => {
+                    // Dropped, held back or duplicated: each arrival gets a copy of its own.
+                    for &at in times {
+                        if at <= now {
+                            self.held.push((src, bytes.to_vec()));
+                        } else if let Some(imp) = self.impair.as_mut() {
+                            imp.queue.push_copy(at, src, bytes);
+                        }
+                    }
                 }
             }
         }
@@ -1214,14 +1210,14 @@ impl UdpSubscriber {
                 self.held.push((d.addr, d.data));
             }
         }
-        for (src, data) in std::mem::take(&mut self.held) {
+        for (src, mut data) in std::mem::take(&mut self.held) {
             self.unverified |= feed(
                 &mut self.rx,
                 &mut self.publishers,
                 self.open.as_mut(),
                 now,
                 src,
-                &data,
+                &mut data,
             );
         }
         if now >= self.next_tick || self.rx.status_due() {
@@ -1425,10 +1421,10 @@ impl UdpSubscriber {
 fn feed(
     rx: &mut Receiver,
     publishers: &mut IdMap<SocketAddr>,
-    open: Option<&mut Open>,
+    open: Option<&mut Opener>,
     now: u64,
     src: SocketAddr,
-    bytes: &[u8],
+    bytes: &mut [u8],
 ) -> bool {
     let f = match unseal(open, bytes) {
         Ok(f) => f,
