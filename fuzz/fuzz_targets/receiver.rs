@@ -9,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 
 struct Nowhere;
 impl Sink for Nowhere {
-    fn send(&mut self, _: Dest, _: &[u8], _: usize) {}
+    fn send(&mut self, _: Dest, _: &mut [u8], _: usize) {}
 }
 
 fuzz_target!(|data: &[u8]| {

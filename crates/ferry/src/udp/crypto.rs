@@ -31,8 +31,10 @@ use crate::Error;
 pub const KIND_SEALED: u8 = 0x80;
 /// Header bytes of a sealed datagram.
 pub const SEAL_HEADER: usize = 20;
+/// Bytes of the tag that ends a sealed datagram.
+pub const SEAL_TAG: usize = 16;
 /// Bytes sealing adds to a datagram: header and tag.
-pub const SEAL_OVERHEAD: usize = SEAL_HEADER + 16;
+pub const SEAL_OVERHEAD: usize = SEAL_HEADER + SEAL_TAG;
 /// Counters a receiver accepts out of order behind the highest it saw from a sender.
 pub const REPLAY_WINDOW: u64 = 1024;
 /// Senders a receiver keeps keys and replay windows for; the least recently heard goes first.
@@ -141,11 +143,7 @@ impl Sealer {
 
     /// Appends `plain` sealed to `out`.
     pub fn seal_into(&mut self, plain: &[u8], out: &mut Vec<u8>) {
-        let counter = self.counter;
-        self.counter += 1;
-        if counter > 0 && counter.trailing_zeros() >= EPOCH_BITS {
-            self.key = self.domain.sender_key(self.id, epoch(counter));
-        }
+        let counter = self.next_counter();
         let start = out.len();
         out.extend_from_slice(&MAGIC.to_le_bytes());
         out.push(VERSION);
@@ -161,14 +159,40 @@ impl Sealer {
         out.extend_from_slice(tag.as_ref());
     }
 
-    /// Seals a batch of datagrams of `segment` bytes back to back (the last may be shorter):
-    /// returns the sealed batch's segment size.
-    pub fn seal_batch(&mut self, data: &[u8], segment: usize, out: &mut Vec<u8>) -> usize {
-        out.clear();
-        for d in data.chunks(segment.max(1)) {
-            self.seal_into(d, out);
+    /// Seals, where it lies, a datagram written with [`SEAL_HEADER`] free bytes before it and
+    /// [`SEAL_TAG`] after it (no copy).
+    pub fn seal_in_place(&mut self, datagram: &mut [u8]) {
+        assert!(datagram.len() >= SEAL_OVERHEAD, "no room to seal in");
+        let counter = self.next_counter();
+        datagram[..2].copy_from_slice(&MAGIC.to_le_bytes());
+        datagram[2] = VERSION;
+        datagram[3] = KIND_SEALED;
+        datagram[4..12].copy_from_slice(&self.id.to_le_bytes());
+        datagram[12..20].copy_from_slice(&counter.to_le_bytes());
+        let (head, rest) = datagram.split_at_mut(SEAL_HEADER);
+        let (body, tag_room) = rest.split_at_mut(rest.len() - SEAL_TAG);
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(nonce(counter), Aad::from(&*head), body)
+            .expect("a datagram is far below AES-GCM's length limit");
+        tag_room.copy_from_slice(tag.as_ref());
+    }
+
+    /// Seals, where they lie, datagrams of `segment` bytes back to back (the last may be
+    /// shorter), each written with room around it as [`Sealer::seal_in_place`] needs.
+    pub fn seal_segments(&mut self, data: &mut [u8], segment: usize) {
+        for d in data.chunks_mut(segment.max(1)) {
+            self.seal_in_place(d);
         }
-        segment + SEAL_OVERHEAD
+    }
+
+    fn next_counter(&mut self) -> u64 {
+        let counter = self.counter;
+        self.counter += 1;
+        if counter > 0 && counter.trailing_zeros() >= EPOCH_BITS {
+            self.key = self.domain.sender_key(self.id, epoch(counter));
+        }
+        counter
     }
 }
 
@@ -375,6 +399,25 @@ mod tests {
         assert_eq!(other.senders(), 0, "a failed sender leaves no state");
         rx.open(&d, &mut plain).unwrap();
         assert_eq!(plain, b"hello");
+    }
+
+    #[test]
+    fn sealing_in_place_matches_sealing_a_copy() {
+        let mut tx = Sealer::new(&key(1)).unwrap();
+        let mut rx = Opener::new(&key(1));
+        let mut batch = Vec::new();
+        for i in 0..3u8 {
+            batch.extend_from_slice(&[0; SEAL_HEADER]);
+            batch.extend(std::iter::repeat(i).take(if i == 2 { 7 } else { 100 }));
+            batch.extend_from_slice(&[0; SEAL_TAG]);
+        }
+        tx.seal_segments(&mut batch, 100 + SEAL_OVERHEAD);
+        let mut plain = Vec::new();
+        for (i, d) in batch.chunks(100 + SEAL_OVERHEAD).enumerate() {
+            rx.open(d, &mut plain).unwrap();
+            assert!(plain.iter().all(|&b| b == i as u8), "datagram {i}");
+        }
+        assert_eq!(plain.len(), 7);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::crypto::{self, DomainKey, Opener, Sealer, SEAL_OVERHEAD};
+use super::crypto::{self, DomainKey, Opener, Sealer, SEAL_HEADER, SEAL_OVERHEAD, SEAL_TAG};
 use super::discovery::{self, Agent, Role};
 use super::frame::{self, Frame};
 use super::impair::{DelayQueue, ImpairConfig, Impairer};
@@ -112,23 +112,9 @@ fn bind_udp(
     Ok((socket, SocketAddr::new(local, port)))
 }
 
-/// The sealing side of a domain key, with its buffer: every datagram an endpoint sends goes
-/// through it.
-struct Seal {
-    sealer: Sealer,
-    buf: Vec<u8>,
-}
-
-impl Seal {
-    fn new(key: Option<&DomainKey>) -> Result<Option<Seal>, Error> {
-        key.map(|k| {
-            Ok(Seal {
-                sealer: Sealer::new(k)?,
-                buf: Vec::new(),
-            })
-        })
-        .transpose()
-    }
+/// The sealing side of a domain key, if the endpoint has one.
+fn sealer(key: Option<&DomainKey>) -> Result<Option<Sealer>, Error> {
+    key.map(Sealer::new).transpose()
 }
 
 /// The frame in `bytes`, opened where it lies first when the endpoint has a domain key; the
@@ -223,13 +209,30 @@ struct Out<'a> {
     all: &'a [SocketAddr],
     by_id: &'a IdMap<SocketAddr>,
     impair: Option<&'a mut Impair>,
-    seal: Option<&'a mut Seal>,
+    seal: Option<&'a mut Sealer>,
     now: u64,
     send_failures: &'a mut u64,
 }
 
+/// The room a sealing endpoint's datagrams are written with.
+fn seal_room(seal: bool) -> (usize, usize) {
+    if seal {
+        (SEAL_HEADER, SEAL_TAG)
+    } else {
+        (0, 0)
+    }
+}
+
 impl Sink for Out<'_> {
-    fn send(&mut self, dest: Dest, data: &[u8], segment: usize) {
+    fn room(&self) -> (usize, usize) {
+        seal_room(self.seal.is_some())
+    }
+
+    fn send(&mut self, dest: Dest, data: &mut [u8], segment: usize) {
+        // Sealed once, where they lie, whatever the number of destinations.
+        if let Some(s) = self.seal.as_deref_mut() {
+            s.seal_segments(data, segment);
+        }
         let one;
         let group;
         let targets: &[SocketAddr] = match (dest, self.group) {
@@ -254,7 +257,6 @@ impl Sink for Out<'_> {
                 data,
                 segment,
                 self.impair.as_deref_mut(),
-                self.seal.as_deref_mut(),
                 self.now,
                 self.send_failures,
             );
@@ -262,8 +264,8 @@ impl Sink for Out<'_> {
     }
 }
 
-/// Sends `data` (datagrams of `segment` bytes) to `addr`, sealed with the domain key if any,
-/// through send-side impairment if any; counts what could not be sent in `failures`.
+/// Sends `data` (datagrams of `segment` bytes, sealed already if the endpoint has a key) to
+/// `addr`, through send-side impairment if any; counts what could not be sent in `failures`.
 #[allow(clippy::too_many_arguments)]
 fn send_to(
     socket: &UdpSocket,
@@ -272,17 +274,9 @@ fn send_to(
     data: &[u8],
     segment: usize,
     impair: Option<&mut Impair>,
-    seal: Option<&mut Seal>,
     now: u64,
     failures: &mut u64,
 ) {
-    let (data, segment) = match seal {
-        Some(s) => {
-            let segment = s.sealer.seal_batch(data, segment, &mut s.buf);
-            (&s.buf[..], segment)
-        }
-        None => (data, segment),
-    };
     let Some(imp) = impair.filter(|i| i.on_send) else {
         if !send_all(socket, addr, connected, data, segment) {
             *failures += 1;
@@ -329,7 +323,10 @@ fn send_to(
 #[derive(Default)]
 struct Collected {
     data: Vec<u8>,
-    runs: Vec<(SocketAddr, std::ops::Range<usize>, usize)>,
+    /// Batches of datagrams in `data`: where, and their segment size.
+    batches: Vec<(std::ops::Range<usize>, usize)>,
+    /// Which batch goes where.
+    runs: Vec<(SocketAddr, usize)>,
 }
 
 struct Collect<'a> {
@@ -337,10 +334,16 @@ struct Collect<'a> {
     group: Option<SocketAddr>,
     all: &'a [SocketAddr],
     by_id: &'a IdMap<SocketAddr>,
+    /// The room the service thread's sealer needs (it seals after the lock is released).
+    room: (usize, usize),
 }
 
 impl Sink for Collect<'_> {
-    fn send(&mut self, dest: Dest, data: &[u8], segment: usize) {
+    fn room(&self) -> (usize, usize) {
+        self.room
+    }
+
+    fn send(&mut self, dest: Dest, data: &mut [u8], segment: usize) {
         let targets: Vec<SocketAddr> = match (dest, self.group) {
             (Dest::All | Dest::Receiver(_), Some(g)) => vec![g],
             (Dest::All, None) => self.all.to_vec(),
@@ -353,9 +356,12 @@ impl Sink for Collect<'_> {
         }
         let start = self.into.data.len();
         self.into.data.extend_from_slice(data);
-        let range = start..self.into.data.len();
+        let batch = self.into.batches.len();
+        self.into
+            .batches
+            .push((start..self.into.data.len(), segment));
         for t in targets {
-            self.into.runs.push((t, range.clone(), segment));
+            self.into.runs.push((t, batch));
         }
     }
 }
@@ -404,7 +410,7 @@ struct PubCore {
     pending: IdMap<Pending>,
     /// The domain key's sealing side for what the application thread and the service thread
     /// send under the lock (repairs outside it have their own).
-    seal: Option<Seal>,
+    seal: Option<Sealer>,
     /// Challenges not sent to keep within three times what an address sent.
     challenges_withheld: u64,
     /// Subscribers of other hosts that echoed their challenge, with the address they proved.
@@ -505,7 +511,12 @@ impl PubShared {
                 continue;
             }
             p.sent += CHALLENGE_BYTES;
-            let datagram = core.sender.challenge(self.challenge_for(id, addr));
+            let mut datagram = core.sender.challenge(self.challenge_for(id, addr));
+            if let Some(s) = core.seal.as_mut() {
+                let mut sealed = Vec::with_capacity(datagram.len() + SEAL_OVERHEAD);
+                s.seal_into(&datagram, &mut sealed);
+                datagram = sealed;
+            }
             send_to(
                 &self.socket,
                 addr,
@@ -513,7 +524,6 @@ impl PubShared {
                 &datagram,
                 datagram.len(),
                 None,
-                core.seal.as_mut(),
                 now,
                 &mut core.send_failures,
             );
@@ -689,6 +699,7 @@ impl PubShared {
                 group: core.group,
                 all: &core.dests,
                 by_id: &core.receivers,
+                room: seal_room(core.seal.is_some()),
             };
             core.sender.handle(now, &f, &mut sink);
             progressed = true;
@@ -726,7 +737,7 @@ impl PubShared {
 fn publisher_service(
     shared: Arc<PubShared>,
     mut impair: Option<Impair>,
-    mut seal: Option<Seal>,
+    mut seal: Option<Sealer>,
     mut open: Option<Opener>,
 ) {
     let mut batch = RecvBatch::for_socket(&shared.socket);
@@ -774,7 +785,13 @@ fn publisher_service(
         // Repairs leave without the lock, so that they never hold up the application's `send`.
         // (Addresses are given explicitly: the socket may be connected or disconnected
         // meanwhile.)
-        for (addr, range, segment) in repairs.runs.drain(..) {
+        if let Some(s) = seal.as_mut() {
+            for (range, segment) in &repairs.batches {
+                s.seal_segments(&mut repairs.data[range.clone()], *segment);
+            }
+        }
+        for (addr, batch) in repairs.runs.drain(..) {
+            let (range, segment) = repairs.batches[batch].clone();
             send_to(
                 &shared.socket,
                 addr,
@@ -782,12 +799,12 @@ fn publisher_service(
                 &repairs.data[range],
                 segment,
                 impair.as_mut(),
-                seal.as_mut(),
                 now,
                 &mut repair_failures,
             );
         }
         repairs.data.clear();
+        repairs.batches.clear();
         repair_due = flush_delayed(&shared.socket, None, &mut impair, now, &mut repair_failures);
     }
 }
@@ -868,7 +885,7 @@ impl UdpPublisher {
                 group: qos.multicast.map(|m| SocketAddr::new(m.group, m.port)),
                 connected: None,
                 pending: id_map(),
-                seal: Seal::new(key)?,
+                seal: sealer(key)?,
                 validated: Default::default(),
                 next_challenge_round: 0,
                 challenges_withheld: 0,
@@ -887,7 +904,7 @@ impl UdpPublisher {
         }
         shared.topic.publisher_ready(slot);
         let s2 = shared.clone();
-        let (service_seal, service_open) = (Seal::new(key)?, key.map(Opener::new));
+        let (service_seal, service_open) = (sealer(key)?, key.map(Opener::new));
         let service = std::thread::Builder::new()
             .name("ferry-udp-pub".into())
             .spawn(move || publisher_service(s2, service_impair, service_seal, service_open))
@@ -1065,7 +1082,7 @@ pub struct UdpSubscriber {
     next_drops_check: u64,
     /// Sessions heard from since the last check of their publishers' addresses.
     unverified: bool,
-    seal: Option<Seal>,
+    seal: Option<Sealer>,
     open: Option<Opener>,
     /// The largest number of publisher addresses kept (sessions, live or recently ended).
     max_publishers: usize,
@@ -1140,7 +1157,7 @@ impl UdpSubscriber {
             send_failures: 0,
             next_drops_check: 0,
             unverified: false,
-            seal: Seal::new(key)?,
+            seal: sealer(key)?,
             open: key.map(Opener::new),
             max_publishers: max_sessions + 64,
         })

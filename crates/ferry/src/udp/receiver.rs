@@ -334,6 +334,14 @@ impl Session {
     }
 }
 
+/// Puts the sink's room around the one datagram in `out` (control frames: small, moved once).
+fn make_room(out: &mut Vec<u8>, room: (usize, usize)) {
+    if room.0 > 0 {
+        out.splice(0..0, std::iter::repeat(0).take(room.0));
+    }
+    out.resize(out.len() + room.1, 0);
+}
+
 /// Hands the next message in line (`s.next_deliver`, reliable) to the delivery queue.
 fn deliver_next(
     s: &mut Session,
@@ -949,7 +957,9 @@ impl Receiver {
                 session,
             };
             frame::put_status(&mut self.out, &c, self.id, pos, self.cfg.window, seq, 0);
-            sink.send(Dest::Session(session), &self.out, self.out.len());
+            make_room(&mut self.out, sink.room());
+            let len = self.out.len();
+            sink.send(Dest::Session(session), &mut self.out, len);
         }
     }
 
@@ -970,11 +980,13 @@ impl Receiver {
         let Some(s) = self.sessions.get_mut(&id) else {
             return false;
         };
+        make_room(&mut self.out, sink.room());
         if !s.may_reply(self.out.len()) {
             self.stats.replies_withheld += 1;
             return false;
         }
-        sink.send(Dest::Session(id), &self.out, self.out.len());
+        let len = self.out.len();
+        sink.send(Dest::Session(id), &mut self.out, len);
         true
     }
 

@@ -27,9 +27,23 @@ pub enum Dest {
 }
 
 /// The socket layer, as the protocol sees it. `data` holds datagrams of `segment` bytes back to
-/// back (the last one may be shorter).
+/// back (the last one may be shorter), each with the sink's `room` around it; the sink may
+/// change them in place (seal them).
 pub trait Sink {
-    fn send(&mut self, dest: Dest, data: &[u8], segment: usize);
+    fn send(&mut self, dest: Dest, data: &mut [u8], segment: usize);
+
+    /// Bytes the sink wants free before and after every datagram (a domain key writes its
+    /// header and tag there, sealing in place).
+    fn room(&self) -> (usize, usize) {
+        (0, 0)
+    }
+}
+
+/// Appends one datagram, written by `write`, with `room` free bytes around it.
+pub(crate) fn with_room(out: &mut Vec<u8>, room: (usize, usize), write: impl FnOnce(&mut Vec<u8>)) {
+    out.resize(out.len() + room.0, 0);
+    write(out);
+    out.resize(out.len() + room.1, 0);
 }
 
 /// At most this many frames leave per `pump` call.
@@ -370,25 +384,30 @@ impl Sender {
         }
         let empty = len == 0 && in_window;
         let c = self.common;
+        let room = sink.room();
         if empty {
-            frame::put_data(&mut out, &c, seq, 0, 0, pos, &[]);
+            with_room(&mut out, room, |o| {
+                frame::put_data(o, &c, seq, 0, 0, pos, &[])
+            });
         }
         let mut offset = start;
         while offset < end {
             let stop = (offset + frag).min(end);
-            frame::put_data(
-                &mut out,
-                &c,
-                seq,
-                len as u32,
-                offset as u32,
-                pos,
-                &msg[offset..stop],
-            );
+            with_room(&mut out, room, |o| {
+                frame::put_data(
+                    o,
+                    &c,
+                    seq,
+                    len as u32,
+                    offset as u32,
+                    pos,
+                    &msg[offset..stop],
+                )
+            });
             offset = stop;
         }
         if !out.is_empty() {
-            sink.send(Dest::All, &out, self.cfg.max_datagram);
+            sink.send(Dest::All, &mut out, self.cfg.max_datagram + room.0 + room.1);
             self.stats.frames += if empty { 1 } else { frames as u64 };
             self.heartbeat_step_ns = self.cfg.heartbeat_fast_ns;
             self.next_heartbeat_ns = now + self.heartbeat_step_ns;
@@ -560,10 +579,12 @@ impl Sender {
         let mut frames = 0usize;
         let mut deferred = 0u64;
         let mut sent = 0u64;
+        let room = sink.room();
+        let segment = self.cfg.max_datagram + room.0 + room.1;
         for (seq, from, to) in merged {
             // Only the last datagram of a GSO batch may be short: one batch per message range.
             if !out.is_empty() {
-                sink.send(Dest::Receiver(receiver), &out, self.cfg.max_datagram);
+                sink.send(Dest::Receiver(receiver), &mut out, segment);
                 sent += out.len() as u64;
                 out.clear();
             }
@@ -580,15 +601,17 @@ impl Sender {
                     deferred += 1;
                     break;
                 }
-                frame::put_data(
-                    &mut out,
-                    &c,
-                    seq,
-                    len as u32,
-                    offset as u32,
-                    pos,
-                    &msg[offset..stop],
-                );
+                with_room(&mut out, room, |o| {
+                    frame::put_data(
+                        o,
+                        &c,
+                        seq,
+                        len as u32,
+                        offset as u32,
+                        pos,
+                        &msg[offset..stop],
+                    )
+                });
                 frames += 1;
                 offset = stop;
                 if len == 0 {
@@ -599,7 +622,7 @@ impl Sender {
         self.stats.repairs_deferred += deferred;
         if !out.is_empty() {
             // Only the asking receiver needs it (others ask for themselves).
-            sink.send(Dest::Receiver(receiver), &out, self.cfg.max_datagram);
+            sink.send(Dest::Receiver(receiver), &mut out, segment);
             sent += out.len() as u64;
         }
         self.stats.retransmitted_frames += frames as u64;
@@ -620,23 +643,23 @@ impl Sender {
         if now >= self.next_heartbeat_ns {
             let mut out = std::mem::take(&mut self.out);
             out.clear();
-            if self.closing {
-                frame::put_bye(
-                    &mut out,
-                    &Common {
+            with_room(&mut out, sink.room(), |o| {
+                if self.closing {
+                    let c = Common {
                         kind: Kind::Bye,
                         ..self.common
-                    },
-                    self.next_seq,
-                );
-            } else {
-                let c = Common {
-                    kind: Kind::Heartbeat,
-                    ..self.common
-                };
-                self.put_heartbeat(&mut out, &c, 0);
-            }
-            sink.send(Dest::All, &out, out.len());
+                    };
+                    frame::put_bye(o, &c, self.next_seq);
+                } else {
+                    let c = Common {
+                        kind: Kind::Heartbeat,
+                        ..self.common
+                    };
+                    self.put_heartbeat(o, &c, 0);
+                }
+            });
+            let len = out.len();
+            sink.send(Dest::All, &mut out, len);
             self.out = out;
             self.stats.heartbeats += 1;
             self.heartbeat_step_ns = (self.heartbeat_step_ns * 2).min(self.cfg.heartbeat_idle_ns);
