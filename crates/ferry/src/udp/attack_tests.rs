@@ -109,6 +109,11 @@ fn a_heartbeat_at_the_end_of_sequence_space_is_given_up_not_walked() {
     }
     assert!(rx.stats().refusals.get(Refusal::OutOfWindow) >= 1);
     assert!(rx.table_entries() < 100, "{} entries", rx.table_entries());
+    assert!(
+        rx.stats().lost <= 2 * MESSAGE_WINDOW,
+        "a claim of 2^64 messages is not 2^64 losses: {}",
+        rx.stats().lost
+    );
     while let Some(d) = rx.take(30) {
         rx.recycle(d.data);
     }
@@ -189,6 +194,78 @@ fn a_flood_of_sessions_and_first_fragments_does_not_starve_the_genuine_session()
         rx.recycle(d.data);
     }
     genuine_still_flows(&mut rx, now + 1, genuine_seq);
+}
+
+#[test]
+fn a_large_buffer_is_never_pinned_by_a_small_message() {
+    // 1 MiB first fragments whose sessions are then evicted fill the pool with large buffers;
+    // empty messages held behind a gap must not each sit in one (they are charged 64 bytes).
+    let cfg = ReceiverConfig {
+        max_sessions: 4,
+        ..ReceiverConfig::default()
+    };
+    let mut rx = Receiver::new(7, TOPIC, cfg);
+    let mut now = 0;
+    for round in 0..20u64 {
+        for i in 0..8u64 {
+            now += 1_000;
+            feed(
+                &mut rx,
+                now,
+                &data(round * 100 + i, 0, 1 << 20, 0, 0, &[1; 1400]),
+            );
+        }
+        for seq in (1..200u64).rev() {
+            now += 1_000;
+            feed(&mut rx, now, &data(0xE0 + round, seq, 0, 0, 0, &[]));
+        }
+        rx.check_bounds().unwrap();
+    }
+}
+
+#[test]
+fn sessions_that_cannot_be_answered_cost_no_nak_rounds() {
+    // Forged sessions with gaps up to the window: their address is not registered, so a tick
+    // looks at no more of their gaps than one NAK holds.
+    let mut rx = live_receiver(ReceiverConfig::default());
+    let mut sink = Counter::default();
+    for s in 0..60u64 {
+        feed(&mut rx, 1, &data(0x7000 + s, 0, 10, 0, 0, &[0; 10]));
+        feed(&mut rx, 1, &heartbeat(0x7000 + s, MESSAGE_WINDOW, 0));
+    }
+    for t in 0..50u64 {
+        rx.tick(t * 10_000_000, &mut sink);
+        rx.check_bounds().unwrap();
+    }
+    let per_nak = (1472 - 40) / 16;
+    assert!(
+        rx.table_entries() <= 60 * (per_nak + 2) + 100,
+        "gaps of unregistered sessions tracked: {} entries",
+        rx.table_entries()
+    );
+}
+
+#[test]
+fn sessions_of_registered_publishers_are_never_evicted_and_forged_ones_are() {
+    let cfg = ReceiverConfig {
+        max_sessions: 8,
+        ..ReceiverConfig::default()
+    };
+    let mut rx = live_receiver(cfg);
+    // Seven forged sessions, each delivering a message (so none is "unproven").
+    for s in 0..7u64 {
+        feed(&mut rx, 100 + s, &data(0x100 + s, 0, 10, 0, 0, &[0; 10]));
+    }
+    while let Some(d) = rx.take(200) {
+        rx.recycle(d.data);
+    }
+    assert_eq!(rx.sessions(), 8);
+    // A new genuine publisher still gets in; the registered one is kept.
+    feed(&mut rx, 300, &data(0x600D, 0, 10, 0, 0, &[0; 10]));
+    assert_eq!(rx.sessions(), 8);
+    assert_eq!(rx.stats().sessions_evicted, 1);
+    assert_eq!(rx.take(301).map(|d| d.session), Some(0x600D));
+    genuine_still_flows(&mut rx, 302, 10);
 }
 
 #[test]

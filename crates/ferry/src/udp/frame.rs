@@ -201,6 +201,16 @@ pub fn decode(b: &[u8]) -> Result<Frame<'_>, DecodeError> {
             Ok(())
         }
     };
+    // Control frames have one length: anything after is not ferry's.
+    let exactly = |n: usize| {
+        need(n)?;
+        if b.len() > n {
+            return Err(DecodeError::Invalid(
+                "bytes after the end of a control frame",
+            ));
+        }
+        Ok(())
+    };
     Ok(match kind {
         Kind::Data => {
             need(DATA_HEADER)?;
@@ -228,7 +238,7 @@ pub fn decode(b: &[u8]) -> Result<Frame<'_>, DecodeError> {
             }
         }
         Kind::Heartbeat => {
-            need(48)?;
+            exactly(48)?;
             let (next_seq, oldest_seq) = (u64_at(b, 24), u64_at(b, 32));
             if oldest_seq > next_seq {
                 return Err(DecodeError::Invalid(
@@ -258,7 +268,7 @@ pub fn decode(b: &[u8]) -> Result<Frame<'_>, DecodeError> {
             }
         }
         Kind::Status => {
-            need(64)?;
+            exactly(64)?;
             Frame::Status {
                 common,
                 receiver: u64_at(b, 24),
@@ -269,7 +279,7 @@ pub fn decode(b: &[u8]) -> Result<Frame<'_>, DecodeError> {
             }
         }
         Kind::Bye => {
-            need(32)?;
+            exactly(32)?;
             Frame::Bye {
                 common,
                 next_seq: u64_at(b, 24),
@@ -473,6 +483,13 @@ mod tests {
         b[2] = VERSION;
         b[3] = 42;
         assert_eq!(decode(&b), Err(DecodeError::Kind(42)));
+        b.clear();
+        put_bye(&mut b, &common(Kind::Bye), 3);
+        b.push(0);
+        assert!(
+            matches!(decode(&b), Err(DecodeError::Invalid(_))),
+            "a control frame with bytes after its end"
+        );
         b.clear();
         put_nak(
             &mut b,

@@ -21,6 +21,9 @@ use super::sender::{Dest, Sink};
 /// messages cannot fill memory for free.
 pub const MESSAGE_OVERHEAD: u64 = 64;
 
+/// Messages beyond the next one to deliver that one tick looks at for gaps to NAK.
+pub const NAK_WALK: u64 = 1024;
+
 /// Replies to a session whose publisher is not verified (registered in the topic directory or
 /// announced by discovery) are limited to this many times the bytes received from it.
 pub const UNVERIFIED_REPLY_FACTOR: u64 = 3;
@@ -52,8 +55,9 @@ pub struct ReceiverConfig {
     pub give_up_ns: u64,
     /// A session not heard from for this long is gone (its publisher died).
     pub session_timeout_ns: u64,
-    /// Publisher sessions tracked at once. A new one beyond it evicts the least recently heard
-    /// session that never delivered a message, or is refused.
+    /// Publisher sessions tracked at once. A new one beyond it evicts a session whose publisher
+    /// is not registered (one that never delivered a message first, then the least recently
+    /// heard), or is refused.
     pub max_sessions: usize,
 }
 
@@ -77,6 +81,11 @@ impl Default for ReceiverConfig {
 }
 
 impl ReceiverConfig {
+    /// Capacity of the buffers kept for reuse, at most: a few messages.
+    pub fn pool_bytes(&self) -> u64 {
+        (8u64 << 20).max(2 * self.max_message as u64)
+    }
+
     /// Reassembly bytes one session may hold: what a genuine reliable publisher can have in
     /// flight (the window, plus the message that straddles its end, plus the per-message
     /// overhead of a full message window).
@@ -101,7 +110,7 @@ pub struct ReceiverStats {
     pub overflow_drops: u64,
     /// Frames and datagrams refused, by reason.
     pub refusals: Refusals,
-    /// Incomplete messages of unproven sessions dropped to make room for others (a genuine
+    /// Messages held for sessions of unregistered publishers, dropped to make room (a genuine
     /// reliable publisher repairs them).
     pub evicted: u64,
     /// Replies (NAK, STATUS) not sent to an unverified publisher address, to keep within
@@ -320,6 +329,12 @@ impl Session {
         self.known_end = self.known_end.max(end.min(self.window_end()));
     }
 
+    /// Could `len` more bytes go to this session's address (nothing counted)?
+    fn may_answer(&self, len: usize) -> bool {
+        self.verified
+            || self.bytes_out + len as u64 <= self.bytes_in.saturating_mul(UNVERIFIED_REPLY_FACTOR)
+    }
+
     /// May `len` more bytes go to this (unverified) session's address?
     fn may_reply(&mut self, len: usize) -> bool {
         if self.verified {
@@ -340,6 +355,41 @@ fn make_room(out: &mut Vec<u8>, room: (usize, usize)) {
         out.splice(0..0, std::iter::repeat(0).take(room.0));
     }
     out.resize(out.len() + room.1, 0);
+}
+
+/// Buffers kept for reuse: at most 64, and at most `limit` bytes of capacity in all.
+struct Pool {
+    bufs: Vec<Vec<u8>>,
+    bytes: u64,
+    limit: u64,
+}
+
+impl Pool {
+    /// Keeps `buf` for reuse if the pool has room; frees it otherwise.
+    fn give_back(&mut self, mut buf: Vec<u8>) {
+        let cap = buf.capacity() as u64;
+        if self.bufs.len() < 64 && self.bytes + cap <= self.limit {
+            buf.clear();
+            self.bytes += cap;
+            self.bufs.push(buf);
+        }
+    }
+
+    /// An empty buffer for a `len`-byte message: a pooled one unless it is far larger than
+    /// needed (a small message never pins a large buffer: memory follows what is charged).
+    fn take(&mut self, len: usize) -> Vec<u8> {
+        match self.bufs.pop() {
+            Some(b) => {
+                self.bytes -= b.capacity() as u64;
+                if b.capacity() <= 2 * len + 4096 {
+                    b
+                } else {
+                    Vec::new()
+                }
+            }
+            None => Vec::new(),
+        }
+    }
 }
 
 /// Hands the next message in line (`s.next_deliver`, reliable) to the delivery queue.
@@ -382,13 +432,14 @@ pub struct Receiver {
     ready: VecDeque<Delivered>,
     /// Bytes charged for everything held: reassembly and the delivery queue.
     buffered: u64,
-    pool: Vec<Vec<u8>>,
+    pool: Pool,
     out: Vec<u8>,
     stats: ReceiverStats,
 }
 
 impl Receiver {
     pub fn new(id: u64, topic: u64, cfg: ReceiverConfig) -> Receiver {
+        let pool_limit = cfg.pool_bytes();
         Receiver {
             id,
             topic,
@@ -398,7 +449,11 @@ impl Receiver {
             acks_due: Vec::new(),
             ready: VecDeque::new(),
             buffered: 0,
-            pool: Vec::new(),
+            pool: Pool {
+                bufs: Vec::new(),
+                bytes: 0,
+                limit: pool_limit,
+            },
             out: Vec::new(),
             stats: ReceiverStats::default(),
         }
@@ -500,7 +555,8 @@ impl Receiver {
                 let s = self.sessions.get_mut(&c.session).expect("created above");
                 s.know(next_seq);
                 s.sent_end = s.sent_end.max(next_seq);
-                s.oldest_available = s.oldest_available.max(oldest_seq);
+                // Nothing beyond what is known to exist can be given up.
+                s.oldest_available = s.oldest_available.max(oldest_seq.min(s.known_end));
                 if challenge != 0 {
                     // Echoed in the next STATUS, which goes out at once.
                     s.challenge = challenge;
@@ -545,11 +601,13 @@ impl Receiver {
             return true;
         }
         if self.sessions.len() >= self.cfg.max_sessions {
+            // Sessions of registered publishers stay; of the others, one that never delivered
+            // a message goes first, then the one heard from least recently.
             let victim = self
                 .sessions
                 .iter()
-                .filter(|(_, s)| !s.proven)
-                .min_by_key(|(_, s)| s.last_heard_ns)
+                .filter(|(_, s)| !s.verified)
+                .min_by_key(|(_, s)| (s.proven, s.last_heard_ns))
                 .map(|(&id, _)| id);
             let Some(victim) = victim else {
                 self.stats.refusals.count(Refusal::OverLimit);
@@ -571,11 +629,11 @@ impl Receiver {
     fn release(&mut self, s: Session) {
         for (_, p) in s.partial {
             self.buffered -= charge(p.data.len());
-            self.pool.push(p.data);
+            self.pool.give_back(p.data);
         }
         for (_, (d, _)) in s.complete {
             self.buffered -= charge(d.len());
-            self.pool.push(d);
+            self.pool.give_back(d);
         }
     }
 
@@ -689,7 +747,7 @@ impl Receiver {
         if !p.have.covers(len) {
             if s.reliable
                 && seq == s.next_deliver
-                && s.received_pos() >= s.last_status_pos + self.cfg.window / 4
+                && s.received_pos() >= s.last_status_pos.saturating_add(self.cfg.window / 4)
             {
                 s.status_due = true;
             }
@@ -721,7 +779,7 @@ impl Receiver {
             for (_, q) in std::mem::replace(&mut s.partial, newer) {
                 s.held -= charge(q.data.len());
                 self.buffered -= charge(q.data.len());
-                self.pool.push(q.data);
+                self.pool.give_back(q.data);
             }
             s.missing = s.missing.split_off(&(seq + 1));
             let lost = seq - s.next_deliver;
@@ -757,17 +815,18 @@ impl Receiver {
             return None;
         }
         if self.buffered + cost > self.cfg.buffer_bytes {
+            // Older latest messages of this session first (as far as they go), then what
+            // unregistered publishers' sessions hold.
+            let over = self.buffered + cost - self.cfg.buffer_bytes;
             let held = self.sessions.get(&session).map_or(0, |s| s.held);
-            let target = self.cfg.buffer_bytes.saturating_sub(cost);
-            if !self.give_up_older(session, seq, held.saturating_sub(self.buffered - target))
-                && !self.evict_unproven(session, cost)
+            self.give_up_older(session, seq, held.saturating_sub(over));
+            if self.buffered + cost > self.cfg.buffer_bytes && !self.evict_unverified(session, cost)
             {
                 self.stats.overflow_drops += 1;
                 return None;
             }
         }
-        let mut data = self.pool.pop().unwrap_or_default();
-        data.clear();
+        let data = self.pool.take(len as usize);
         self.buffered += cost;
         if let Some(s) = self.sessions.get_mut(&session) {
             s.held += cost;
@@ -792,20 +851,21 @@ impl Receiver {
             let q = s.partial.remove(&k).expect("found above");
             s.held -= charge(q.data.len());
             self.buffered -= charge(q.data.len());
-            self.pool.push(q.data);
+            self.pool.give_back(q.data);
         }
         true
     }
 
-    /// Makes room for `need` bytes by dropping what other sessions that never delivered a
-    /// message hold, the largest holder first. A genuine reliable publisher repairs it.
-    fn evict_unproven(&mut self, except: u64, need: u64) -> bool {
+    /// Makes room for `need` bytes by dropping what other sessions hold whose publisher is not
+    /// registered, those that never delivered a message first, then the largest holder. A
+    /// genuine reliable publisher repairs it.
+    fn evict_unverified(&mut self, except: u64, need: u64) -> bool {
         while self.buffered + need > self.cfg.buffer_bytes {
             let victim = self
                 .sessions
                 .iter()
-                .filter(|(&id, s)| id != except && !s.proven && s.held > 0)
-                .max_by_key(|(_, s)| s.held)
+                .filter(|(&id, s)| id != except && !s.verified && s.held > 0)
+                .max_by_key(|(_, s)| (!s.proven, s.held))
                 .map(|(&id, _)| id);
             let Some(victim) = victim else {
                 return false;
@@ -817,11 +877,11 @@ impl Receiver {
             self.stats.evicted += (partial.len() + complete.len()) as u64;
             for (_, p) in partial {
                 self.buffered -= charge(p.data.len());
-                self.pool.push(p.data);
+                self.pool.give_back(p.data);
             }
             for (_, (d, _)) in complete {
                 self.buffered -= charge(d.len());
-                self.pool.push(d);
+                self.pool.give_back(d);
             }
         }
         true
@@ -840,7 +900,7 @@ impl Receiver {
         for (_, p) in std::mem::replace(&mut s.partial, kept) {
             s.held -= charge(p.data.len());
             self.buffered -= charge(p.data.len());
-            self.pool.push(p.data);
+            self.pool.give_back(p.data);
         }
         s.missing = s.missing.split_off(&target);
         let kept = s.complete.split_off(&target);
@@ -852,7 +912,9 @@ impl Receiver {
             s.held -= charge(data.len());
             deliver_next(s, session, &mut self.stats, &mut self.ready, data, end);
         }
-        let lost = target - s.next_deliver;
+        // A genuine publisher is never more than a message window ahead: a claim beyond it is
+        // not counted as that many losses.
+        let lost = (target - s.next_deliver).min(MESSAGE_WINDOW);
         s.lost_pending = s.lost_pending.saturating_add(lost);
         self.stats.lost = self.stats.lost.saturating_add(lost);
         s.next_deliver = target;
@@ -895,7 +957,7 @@ impl Receiver {
                 stream_end,
             );
         }
-        if s.reliable && s.received_pos() >= s.last_status_pos + self.cfg.window / 4 {
+        if s.reliable && s.received_pos() >= s.last_status_pos.saturating_add(self.cfg.window / 4) {
             s.status_due = true;
         }
     }
@@ -928,11 +990,8 @@ impl Receiver {
     }
 
     /// Gives a delivered message's buffer back for reuse.
-    pub fn recycle(&mut self, mut buf: Vec<u8>) {
-        if self.pool.len() < 64 {
-            buf.clear();
-            self.pool.push(buf);
-        }
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.pool.give_back(buf);
     }
 
     /// True when a STATUS should go out now (call `tick`).
@@ -1046,7 +1105,16 @@ impl Receiver {
             let repeat = s.nak_repeat_ns(&cfg);
             let mut entries: Vec<NakEntry> = Vec::new();
             let per_frame = (cfg.max_datagram - 40) / NAK_ENTRY;
-            for seq in s.next_deliver..s.known_end {
+            // Only the oldest gaps are looked at (in-order delivery waits for them first): a
+            // NAK's worth while the publisher's address is not registered, none while it may not
+            // be answered at all.
+            let reach = match (s.verified, s.may_answer(40 + NAK_ENTRY)) {
+                (true, _) => NAK_WALK,
+                (false, true) => per_frame as u64,
+                (false, false) => 0,
+            };
+            let walk = s.known_end.min(s.next_deliver.saturating_add(reach));
+            for seq in s.next_deliver..walk {
                 if s.complete.contains_key(&seq) {
                     continue;
                 }
@@ -1068,6 +1136,10 @@ impl Receiver {
                         };
                         let before = entries.len();
                         for (from, to) in p.have.gaps(len) {
+                            // One NAK fits one datagram, however many holes a message has.
+                            if entries.len() >= per_frame {
+                                break;
+                            }
                             let to = to.min(known);
                             if from < to {
                                 entries.push(NakEntry { seq, from, to });
@@ -1157,7 +1229,7 @@ impl Receiver {
                 let p = s.partial.remove(&k).expect("listed above");
                 s.held -= charge(p.data.len());
                 self.buffered -= charge(p.data.len());
-                self.pool.push(p.data);
+                self.pool.give_back(p.data);
                 newest_given_up = Some(k);
             }
             if let Some(k) = newest_given_up {
@@ -1241,9 +1313,28 @@ impl Receiver {
             if own != s.held || s.held > self.cfg.session_bytes() {
                 return Err(format!("session {id} holds {own}, charged {}", s.held));
             }
-            if s.known_end > s.window_end() || s.missing.len() as u64 > MESSAGE_WINDOW {
+            if s.known_end > s.window_end() || s.missing.len() as u64 > NAK_WALK {
                 return Err(format!("session {id} tracks beyond its window"));
             }
+            let caps: u64 = s
+                .partial
+                .values()
+                .map(|p| p.data.capacity() as u64)
+                .sum::<u64>()
+                + s.complete
+                    .values()
+                    .map(|(d, _)| d.capacity() as u64)
+                    .sum::<u64>();
+            let entries = (s.partial.len() + s.complete.len()) as u64;
+            if caps > 2 * s.held + 4096 * entries {
+                return Err(format!(
+                    "session {id} pins {caps} bytes for {} charged",
+                    s.held
+                ));
+            }
+        }
+        if self.pool.bytes > self.pool.limit || self.pool.bufs.len() > 64 {
+            return Err(format!("{} bytes pooled", self.pool.bytes));
         }
         if self.ended.len() > 64 {
             return Err(format!("{} ended sessions remembered", self.ended.len()));

@@ -327,6 +327,10 @@ impl Sender {
     /// first message none of them lets us send (their applications took all but
     /// [`MESSAGE_WINDOW`] messages before it).
     fn credit_limit(&self) -> (u64, u64) {
+        if !self.cfg.reliable {
+            // Latest delivery never waits for anyone.
+            return (u64::MAX, u64::MAX);
+        }
         let reliable = self.receivers.values().filter(|r| r.reliable);
         let bytes = reliable
             .clone()
@@ -676,10 +680,14 @@ impl Sender {
 
     /// Appends a heartbeat of this session carrying `challenge` (0: none).
     pub fn put_heartbeat(&self, out: &mut Vec<u8>, c: &Common, challenge: u64) {
-        let oldest = self.window.front().map_or(self.next_seq, |r| r.seq);
         // Messages before `sent_end` went out whole: a receiver missing part of one knows it
         // is lost (the message in progress is not, yet).
         let sent_end = self.current.as_ref().map_or(self.next_seq, |c| c.seq);
+        let oldest = self
+            .window
+            .front()
+            .map_or(self.next_seq, |r| r.seq)
+            .min(sent_end);
         frame::put_heartbeat(out, c, sent_end, oldest, challenge);
     }
 
