@@ -11,7 +11,10 @@ fuzz_target!(|data: &[u8]| {
     };
     match &m {
         Message::Register => {}
-        Message::Announce(a) | Message::Relay { announcement: a, .. } => {
+        Message::Announce(a)
+        | Message::Relay {
+            announcement: a, ..
+        } => {
             assert!(a.entries.len() <= MAX_ENTRIES);
             assert!(!a.domain.is_empty() && a.domain.len() <= MAX_NAME);
             for e in &a.entries {

@@ -6,7 +6,13 @@ use ferry::udp::frame::{decode, Frame};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(Frame::Data { msg_len, offset, payload, .. }) = decode(data) {
+    if let Ok(Frame::Data {
+        msg_len,
+        offset,
+        payload,
+        ..
+    }) = decode(data)
+    {
         assert!(offset as usize + payload.len() <= msg_len as usize);
     }
     if let Ok(Frame::Nak { entries, .. }) = decode(data) {

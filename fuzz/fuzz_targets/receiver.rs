@@ -13,7 +13,11 @@ impl Sink for Nowhere {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let cfg = ReceiverConfig { max_message: 1 << 16, buffer_bytes: 1 << 20, ..ReceiverConfig::default() };
+    let cfg = ReceiverConfig {
+        max_message: 1 << 16,
+        buffer_bytes: 1 << 20,
+        ..ReceiverConfig::default()
+    };
     let mut rx = Receiver::new(1, 0, cfg);
     let mut now = 0u64;
     // The input is a list of datagrams, each prefixed by a one-byte length.
