@@ -1,33 +1,94 @@
-//! Sequences of datagrams into a live receiver core: whatever arrives, it neither panics nor
-//! holds more than its buffer bound, and it keeps delivering.
+//! Sequences of datagrams into a live receiver core, with ticks, takes and verified sessions
+//! between them (the input format is `ferry_fuzz::RxOp`): whatever arrives, it never panics,
+//! never holds more than its buffer bound or more sessions than its limit, delivers no message
+//! longer than its limit, and everything it sends is a valid NAK or STATUS of its own, to the
+//! session it concerns, within a datagram.
 #![no_main]
 
-use ferry::udp::frame::decode;
+use ferry::udp::frame::{decode, Frame};
 use ferry::udp::receiver::{Receiver, ReceiverConfig};
 use ferry::udp::sender::{Dest, Sink};
+use ferry_fuzz::{Bytes, RxOp, RxSetup, RECEIVER_ID, TOPIC};
 use libfuzzer_sys::fuzz_target;
 
-struct Nowhere;
-impl Sink for Nowhere {
-    fn send(&mut self, _: Dest, _: &mut [u8], _: usize) {}
+/// Checks every datagram the receiver sends.
+struct Checked {
+    max_datagram: usize,
+}
+
+impl Sink for Checked {
+    fn send(&mut self, dest: Dest, data: &mut [u8], segment: usize) {
+        assert!(
+            segment > 0 && segment <= self.max_datagram,
+            "segment {segment}"
+        );
+        for datagram in data.chunks(segment) {
+            let f = decode(datagram).expect("the receiver sends valid frames");
+            assert_eq!(f.wire_len(), datagram.len());
+            let c = f.common();
+            assert_eq!(c.topic, TOPIC);
+            assert_eq!(dest, Dest::Session(c.session));
+            match f {
+                Frame::Nak { receiver, .. } | Frame::Status { receiver, .. } => {
+                    assert_eq!(receiver, RECEIVER_ID)
+                }
+                f => panic!("a receiver sent {f:?}"),
+            }
+        }
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
-    let cfg = ReceiverConfig { max_message: 1 << 16, buffer_bytes: 1 << 20, ..ReceiverConfig::default() };
-    let mut rx = Receiver::new(1, 0, cfg);
-    let mut now = 0u64;
-    // The input is a list of datagrams, each prefixed by a one-byte length.
-    let mut rest = data;
-    while let Some((&len, tail)) = rest.split_first() {
-        let (datagram, tail) = tail.split_at((len as usize).min(tail.len()));
-        rest = tail;
-        now += 100_000;
-        if let Ok(f) = decode(datagram) {
-            rx.on_frame(now, &f);
+    let mut input = Bytes(data);
+    let setup = RxSetup::read(&mut input);
+    let cfg = ReceiverConfig {
+        reliable: setup.reliable,
+        max_message: setup.max_message(),
+        buffer_bytes: setup.buffer_bytes,
+        max_sessions: setup.max_sessions,
+        ..ReceiverConfig::default()
+    };
+    let mut sink = Checked {
+        max_datagram: cfg.max_datagram,
+    };
+    let mut rx = Receiver::new(RECEIVER_ID, TOPIC, cfg.clone());
+    let mut now = 1_000u64;
+    while let Some(op) = RxOp::read(&mut input) {
+        now += 1_000;
+        match op {
+            RxOp::Datagram(d) => {
+                if let Ok(f) = decode(d) {
+                    rx.on_frame(now, &f);
+                }
+            }
+            RxOp::Tick(us) => {
+                now += u64::from(us) * 1_000;
+                rx.tick(now, &mut sink);
+            }
+            RxOp::Take => {
+                if let Some(d) = rx.take(now) {
+                    assert!(d.data.len() <= cfg.max_message, "{} bytes", d.data.len());
+                    rx.recycle(d.data);
+                }
+            }
+            RxOp::Verify(session) => rx.verify(session),
         }
-        rx.tick(now, &mut Nowhere);
-        while let Some(d) = rx.take(now) {
-            rx.recycle(d.data);
-        }
+        assert!(
+            rx.buffered() <= cfg.buffer_bytes,
+            "{} bytes buffered, the bound is {}",
+            rx.buffered(),
+            cfg.buffer_bytes
+        );
+        assert!(
+            rx.sessions() <= cfg.max_sessions,
+            "{} sessions, the limit is {}",
+            rx.sessions(),
+            cfg.max_sessions
+        );
     }
+    // Whatever came, the application can still drain what is ready.
+    while let Some(d) = rx.take(now) {
+        rx.recycle(d.data);
+    }
+    assert_eq!(rx.ready(), 0);
 });
