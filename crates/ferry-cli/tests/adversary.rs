@@ -879,7 +879,8 @@ const CLASSES: [Class; 11] = [
     Class {
         name: "1 MiB buffers recycled into held empty messages (<= 12 rounds)",
         at_publisher: false,
-        budget_ms: 600,
+        // Long enough for a debug build, which fills each 1 MiB buffer a byte at a time.
+        budget_ms: 1500,
         run: |a, to| a.recycled_buffers(to, 12),
     },
     Class {
@@ -1250,62 +1251,107 @@ fn forged_datagrams_of_every_class_leave_live_udp_endpoints_working() {
         println!("  publisher {key}: {}", pub_stats[key]);
     }
 
-    // The verdict.
+    // The verdict: every check, then one failure that lists what failed.
+    let mut failed: Vec<String> = Vec::new();
+    let mut check = |ok: bool, what: String| {
+        if !ok {
+            failed.push(what);
+        }
+    };
     for (name, (p, s)) in names
         .iter()
         .zip([&target, &bystander, &publisher].into_iter().zip(&seen))
     {
         let stderr = p.stderr();
-        assert!(
+        check(
             !s.killed_for_memory,
-            "{name} passed {} resident",
-            mib(HARD_RSS_KIB)
+            format!("{name} passed {} resident", mib(HARD_RSS_KIB)),
         );
-        assert!(s.alive_after, "{name} ({}) died: {stderr}", p.what);
-        assert!(!stderr.contains("panicked"), "{name} panicked: {stderr}");
-        assert!(
+        check(s.alive_after, format!("{name} ({}) died: {stderr}", p.what));
+        check(
+            !stderr.contains("panicked"),
+            format!("{name} panicked: {stderr}"),
+        );
+        check(
             s.cpu_after < CPU_BOUND,
-            "{name} used {:.1} % of a core in the {:?} after the attack",
-            s.cpu_after,
-            CPU_WINDOW
+            format!(
+                "{name} used {:.1} % of a core in the {:?} after the attack",
+                s.cpu_after, CPU_WINDOW
+            ),
         );
-        assert!(
+        check(
             s.peak_kib < RSS_BOUND_KIB,
-            "{name} reached {} resident",
-            mib(s.peak_kib)
+            format!("{name} reached {} resident", mib(s.peak_kib)),
         );
-        assert!(
+        check(
             s.term_elapsed <= STOP_BOUND && s.term_status.and_then(|st| st.code()) == Some(143),
-            "{name} after SIGTERM: {:?} in {:?}; stderr: {stderr}",
-            s.term_status,
-            s.term_elapsed
+            format!(
+                "{name} after SIGTERM: {:?} in {:?}",
+                s.term_status, s.term_elapsed
+            ),
         );
     }
-    assert!(drained, "the attacked subscriber never caught up");
-    assert!(still_flowing, "genuine messages stopped after the attack");
+    check(
+        drained,
+        "the attacked subscriber never caught up".to_owned(),
+    );
+    check(
+        still_flowing,
+        "genuine messages stopped after the attack".to_owned(),
+    );
+    // Each class of attack is refused for its own reason, every datagram of it counted (but for
+    // those the kernel dropped from a full socket).
+    let sent = |n: usize| -> u64 {
+        attacker
+            .reports
+            .iter()
+            .filter(|r| r.name == CLASSES[n - 1].name)
+            .map(|r| r.datagrams)
+            .sum()
+    };
     let sub = |why: &str| sub_refused.get(why).copied().unwrap_or(0);
     let publ = |why: &str| pub_refused.get(why).copied().unwrap_or(0);
-    // Each class of attack is refused for its own reason.
-    assert!(sub("malformed") > 0, "garbage: {sub_refused:?}");
-    assert!(
-        publ("malformed") > 0,
-        "garbage at the publisher: {pub_refused:?}"
+    let sub_drops = sub_stats["kernel_drops"].as_u64().unwrap_or(0);
+    let pub_drops = pub_stats["kernel_drops"].as_u64().unwrap_or(0);
+    check(
+        sub("malformed") > 0 && sub("malformed") + sub_drops >= sent(1),
+        format!("garbage ({} datagrams): {sub_refused:?}", sent(1)),
     );
-    assert!(
-        sub("unknown-source") > 0,
-        "NAK/STATUS at a subscriber, BYE of unknown sessions: {sub_refused:?}"
+    check(
+        publ("malformed") > 0 && publ("malformed") + pub_drops >= sent(2),
+        format!(
+            "garbage at the publisher ({} datagrams): {pub_refused:?}",
+            sent(2)
+        ),
     );
-    assert!(
+    check(
+        sub("unknown-source") > 0 && sub("unknown-source") + sub_drops >= sent(3) + sent(11),
+        format!(
+            "NAK/STATUS at a subscriber ({}), BYE of unknown sessions ({}): {sub_refused:?}",
+            sent(3),
+            sent(11)
+        ),
+    );
+    check(
+        publ("unknown-source") > 0 && publ("unknown-source") + pub_drops >= sent(4) + sent(5),
+        format!(
+            "forged NAK ({}) and STATUS ({}) from an unregistered address: {pub_refused:?}",
+            sent(4),
+            sent(5)
+        ),
+    );
+    check(
         sub("out-of-window") > 0,
-        "heartbeats at 2^64-1, seqs near 2^40 and 2^63: {sub_refused:?}"
+        format!("heartbeats at 2^64-1, seqs near 2^40 and 2^63: {sub_refused:?}"),
     );
     let sessions_evicted = sub_stats["sessions_evicted"].as_u64().unwrap_or(0);
-    assert!(
+    check(
         sub("over-limit") > 0 || sessions_evicted > 0,
-        "20 000 sessions: {sub_refused:?}, sessions evicted {sessions_evicted}"
+        format!("a flood of sessions: {sub_refused:?}, sessions evicted {sessions_evicted}"),
     );
     assert!(
-        publ("unknown-source") > 0,
-        "forged NAK and STATUS from an unregistered address: {pub_refused:?}"
+        failed.is_empty(),
+        "the attack left its mark:\n  {}",
+        failed.join("\n  ")
     );
 }
