@@ -269,6 +269,28 @@ fn sessions_of_registered_publishers_are_never_evicted_and_forged_ones_are() {
 }
 
 #[test]
+fn a_session_evicted_while_its_messages_wait_and_heard_again_keeps_count() {
+    // Found by fuzzing: the delivery queue still held a message of an evicted session when a
+    // session of the same id began again; taking it miscounted the new one.
+    let cfg = ReceiverConfig {
+        max_sessions: 1,
+        ..ReceiverConfig::default()
+    };
+    let mut rx = Receiver::new(7, TOPIC, cfg);
+    feed(&mut rx, 1, &data(0xA, 0, 10, 0, 0, &[1; 10]));
+    // 0xB evicts 0xA (unregistered), then 0xA comes back and evicts 0xB.
+    feed(&mut rx, 2, &heartbeat(0xB, 0, 0));
+    feed(&mut rx, 3, &data(0xA, 5, 10, 0, 50, &[1; 10]));
+    assert_eq!(rx.stats().sessions_evicted, 2);
+    while let Some(d) = rx.take(4) {
+        rx.recycle(d.data);
+    }
+    rx.check_bounds().unwrap();
+    feed(&mut rx, 5, &data(0xA, 6, 10, 0, 60, &[1; 10]));
+    assert_eq!(rx.take(6).map(|d| d.seq), Some(6));
+}
+
+#[test]
 fn an_unverified_address_gets_at_most_three_times_what_it_sent() {
     let mut rx = Receiver::new(7, TOPIC, ReceiverConfig::default());
     let forged = 0xBEEF;

@@ -138,6 +138,8 @@ pub struct Delivered {
     /// Messages of this session lost just before this one.
     pub lost_before: u64,
     stream_end: u64,
+    /// Which life of the session id it came from (an evicted session may come back).
+    incarnation: u64,
 }
 
 /// Byte ranges received of one message, disjoint and merged: start -> end. Inserting merges with
@@ -243,6 +245,9 @@ struct Session {
     bytes_out: u64,
     /// Messages of this session in the delivery queue.
     queued: u64,
+    /// Distinguishes this session from an earlier one of the same id (evicted, then heard
+    /// again) whose messages may still be in the delivery queue.
+    incarnation: u64,
     /// Stream position after the last message the application took.
     consumed_pos: u64,
     consumed_seq: u64,
@@ -278,6 +283,7 @@ impl Session {
             bytes_in: 0,
             bytes_out: 0,
             queued: 0,
+            incarnation: 0,
             consumed_pos: 0,
             consumed_seq: start,
             delivered_end: 0,
@@ -415,6 +421,7 @@ fn deliver_next(
         data,
         lost_before,
         stream_end,
+        incarnation: s.incarnation,
     });
 }
 
@@ -620,6 +627,7 @@ impl Receiver {
         let reliable = self.cfg.reliable && c.flags & FLAG_RELIABLE != 0;
         let mut s = Session::new(reliable, start, now);
         s.bytes_in = wire_len as u64;
+        s.incarnation = self.stats.sessions_started;
         self.sessions.insert(c.session, s);
         self.stats.sessions_started += 1;
         true
@@ -797,6 +805,7 @@ impl Receiver {
                 data,
                 lost_before,
                 stream_end: end,
+                incarnation: s.incarnation,
             });
         }
         self.drain_in_order(session);
@@ -967,7 +976,8 @@ impl Receiver {
     pub fn take(&mut self, now: u64) -> Option<Delivered> {
         let d = self.ready.pop_front()?;
         self.buffered -= charge(d.data.len());
-        if let Some(s) = self.sessions.get_mut(&d.session) {
+        let here = self.sessions.get_mut(&d.session);
+        if let Some(s) = here.filter(|s| s.incarnation == d.incarnation) {
             s.queued -= 1;
             let pending_here = s.queued > 0;
             s.consumed_pos = s.consumed_pos.max(d.stream_end);
