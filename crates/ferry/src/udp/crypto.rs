@@ -373,7 +373,10 @@ impl Opener {
 
 /// Whether a datagram is sealed (looks like one; only `Opener::open` can tell it is genuine).
 pub fn is_sealed(datagram: &[u8]) -> bool {
-    datagram.len() >= 4 && datagram[3] == KIND_SEALED
+    datagram.len() >= SEAL_OVERHEAD
+        && datagram[..2] == MAGIC.to_le_bytes()
+        && datagram[2] == VERSION
+        && datagram[3] == KIND_SEALED
 }
 
 #[cfg(test)]

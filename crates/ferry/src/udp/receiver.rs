@@ -261,6 +261,8 @@ struct Session {
     last_heard_ns: u64,
     ended: Option<u64>,
     lost_pending: u64,
+    /// Losses not counted yet: see `count_lost`.
+    lost_unconfirmed: u64,
 }
 
 impl Session {
@@ -295,6 +297,7 @@ impl Session {
             last_heard_ns: now,
             ended: None,
             lost_pending: 0,
+            lost_unconfirmed: 0,
         }
     }
 
@@ -396,6 +399,25 @@ impl Pool {
             None => Vec::new(),
         }
     }
+}
+
+/// Counts `n` messages of session `s` lost. Those of a session whose publisher is not
+/// registered (topic directory, discovery) are claims nobody can check: they count once the
+/// session is verified, and never if it is not (forged sessions do not fill `lost`).
+fn count_lost(stats: &mut ReceiverStats, s: &mut Session, n: u64) {
+    s.lost_pending = s.lost_pending.saturating_add(n);
+    if s.verified {
+        stats.lost = stats.lost.saturating_add(n);
+    } else {
+        s.lost_unconfirmed = s.lost_unconfirmed.saturating_add(n);
+    }
+}
+
+/// The session is verified: its earlier losses count.
+fn confirm_losses(stats: &mut ReceiverStats, s: &mut Session) {
+    stats.lost = stats
+        .lost
+        .saturating_add(std::mem::take(&mut s.lost_unconfirmed));
 }
 
 /// Hands the next message in line (`s.next_deliver`, reliable) to the delivery queue.
@@ -509,6 +531,7 @@ impl Receiver {
     pub fn verify(&mut self, session: u64) {
         if let Some(s) = self.sessions.get_mut(&session) {
             s.verified = true;
+            confirm_losses(&mut self.stats, s);
         }
     }
 
@@ -793,8 +816,7 @@ impl Receiver {
             let lost = seq - s.next_deliver;
             s.next_deliver = seq + 1;
             s.proven = true;
-            s.lost_pending = s.lost_pending.saturating_add(lost);
-            self.stats.lost = self.stats.lost.saturating_add(lost);
+            count_lost(&mut self.stats, s, lost);
             let lost_before = std::mem::take(&mut s.lost_pending);
             s.queued += 1;
             self.stats.messages += 1;
@@ -915,8 +937,7 @@ impl Receiver {
         let kept = s.complete.split_off(&target);
         for (seq, (data, end)) in std::mem::replace(&mut s.complete, kept) {
             let lost = seq - s.next_deliver;
-            s.lost_pending = s.lost_pending.saturating_add(lost);
-            self.stats.lost = self.stats.lost.saturating_add(lost);
+            count_lost(&mut self.stats, s, lost);
             s.next_deliver = seq;
             s.held -= charge(data.len());
             deliver_next(s, session, &mut self.stats, &mut self.ready, data, end);
@@ -924,8 +945,7 @@ impl Receiver {
         // A genuine publisher is never more than a message window ahead: a claim beyond it is
         // not counted as that many losses.
         let lost = (target - s.next_deliver).min(MESSAGE_WINDOW);
-        s.lost_pending = s.lost_pending.saturating_add(lost);
-        self.stats.lost = self.stats.lost.saturating_add(lost);
+        count_lost(&mut self.stats, s, lost);
         s.next_deliver = target;
         s.known_end = s.known_end.max(target);
         // Flow control goes on from the first byte still to come that we know of.
@@ -1081,10 +1101,9 @@ impl Receiver {
                 self.acks_due.push((id, s.consumed_pos, s.consumed_seq));
             }
             // (At most a message window: `known_end` never runs further ahead.)
-            self.stats.lost = self
-                .stats
-                .lost
-                .saturating_add(s.known_end.saturating_sub(s.next_deliver));
+            let mut s = s;
+            let never_came = s.known_end.saturating_sub(s.next_deliver);
+            count_lost(&mut self.stats, &mut s, never_came);
             let record = (id, s.consumed_pos, s.consumed_seq, s.reliable);
             self.release(s);
             self.stats.sessions_ended += 1;
@@ -1246,8 +1265,7 @@ impl Receiver {
                 if k >= s.next_deliver {
                     let lost = k + 1 - s.next_deliver;
                     s.next_deliver = k + 1;
-                    s.lost_pending = s.lost_pending.saturating_add(lost);
-                    self.stats.lost = self.stats.lost.saturating_add(lost);
+                    count_lost(&mut self.stats, s, lost);
                 }
             }
             if let Some(p) = s
