@@ -94,6 +94,12 @@ pub struct Qos {
     /// subscriber; repairs go to the group too, so one retransmission serves every receiver that
     /// lost the frame. Control frames (NAK, STATUS) stay unicast.
     pub multicast: Option<MulticastGroup>,
+    /// UDP subscriber: publisher sessions tracked at once (64). A new one beyond it evicts a
+    /// session whose publisher is not registered, or is refused (counted as over-limit).
+    pub max_sessions: usize,
+    /// UDP publisher: receivers tracked at once (256); a new one beyond it is refused (counted
+    /// as over-limit).
+    pub max_receivers: usize,
 }
 
 impl Default for Qos {
@@ -105,6 +111,8 @@ impl Default for Qos {
             max_message_size: 1 << 20,
             ring_capacity: 0,
             max_ring_capacity: DEFAULT_MAX_RING,
+            max_sessions: 64,
+            max_receivers: 256,
             send_timeout: Duration::from_secs(5),
             spin_window: Duration::from_micros(100),
             mtu: 1500,
@@ -133,6 +141,14 @@ impl Qos {
     }
     pub fn ring_capacity(mut self, bytes: usize) -> Qos {
         self.ring_capacity = bytes;
+        self
+    }
+    pub fn max_sessions(mut self, n: usize) -> Qos {
+        self.max_sessions = n;
+        self
+    }
+    pub fn max_receivers(mut self, n: usize) -> Qos {
+        self.max_receivers = n;
         self
     }
     pub fn max_ring_capacity(mut self, bytes: usize) -> Qos {

@@ -561,3 +561,30 @@ fn a_domain_key_seals_every_datagram_and_strangers_are_refused() {
             .collect::<Vec<_>>()
     );
 }
+
+/// The bounds of what datagrams can make an endpoint hold are settings; zero is refused with an
+/// error that says which.
+#[test]
+fn session_and_receiver_limits_are_settings_and_zero_is_refused() {
+    let dom = domain("limits");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let err = node
+        .subscriber("t", &udp().max_sessions(0))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("max_sessions"), "{err}");
+    let err = node
+        .publisher("t", &udp().max_receivers(0))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("max_receivers"), "{err}");
+    // A subscriber that tracks one session still hears its publisher.
+    let mut sub = node.subscriber("t", &udp().max_sessions(1)).unwrap();
+    let mut publ = node.publisher("t", &udp().max_receivers(1)).unwrap();
+    assert!(wait_until(Duration::from_secs(30), || publ
+        .subscriber_count()
+        == 1));
+    publ.send(b"one").unwrap();
+    let s = sub.recv_timeout(Duration::from_secs(30)).unwrap().unwrap();
+    assert_eq!(&*s, b"one");
+}

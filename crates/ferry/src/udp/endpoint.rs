@@ -828,6 +828,9 @@ impl UdpPublisher {
     ) -> Result<UdpPublisher, Error> {
         // Sealed datagrams must still fit the path MTU.
         let max_datagram = qos.max_datagram()? - if key.is_some() { SEAL_OVERHEAD } else { 0 };
+        if qos.max_receivers == 0 {
+            return Err(Error::InvalidQos("max_receivers must be at least 1".into()));
+        }
         if qos.max_message_size as u64 > u32::MAX as u64 {
             return Err(Error::InvalidQos(
                 "max_message_size must be below 4 GiB".into(),
@@ -855,6 +858,7 @@ impl UdpPublisher {
             max_datagram,
             reliable,
             window_bytes: window,
+            max_receivers: qos.max_receivers,
             ..SenderConfig::default()
         };
         let session = new_id()?;
@@ -1106,7 +1110,10 @@ impl UdpSubscriber {
         let window = (granted / 2).clamp(64 * max_datagram as u64, 8 << 20);
         let reliable = qos.delivery == Delivery::Reliable;
         let id = new_id()?;
-        let max_sessions = ReceiverConfig::default().max_sessions;
+        let max_sessions = qos.max_sessions;
+        if max_sessions == 0 {
+            return Err(Error::InvalidQos("max_sessions must be at least 1".into()));
+        }
         let cfg = ReceiverConfig {
             reliable,
             max_message: qos.max_message_size,
