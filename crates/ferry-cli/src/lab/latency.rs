@@ -165,7 +165,7 @@ impl Transport {
             Transport::ShmBlock => "ferry shared memory, reliable, WaitStrategy::Block",
             Transport::RawUdp4 => "two processes with plain blocking std::net::UdpSockets on 127.0.0.1, connected, one send and one recv per message (one datagram per message: at most 65507 bytes)",
             Transport::Udp4 => "ferry UDP over IPv4 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1472-byte datagrams by ferry)",
-            Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AES-128-GCM), replays refused",
+            Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AEGIS-128L), replays refused",
             Transport::Udp6 => "ferry UDP over IPv6 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1452-byte datagrams by ferry)",
         }
     }

@@ -76,7 +76,7 @@ impl Transport {
         match self {
             Transport::Shm => "ferry shared memory (loans, ring of 2 × size, at least 64 KiB)",
             Transport::Udp4 => "ferry UDP over IPv4 loopback, MTU 1500: 1472-byte datagrams, sent with GSO and received with GRO where the kernel has them",
-            Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AES-128-GCM, 36 bytes more per datagram), replays refused",
+            Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AEGIS-128L, 36 bytes more per datagram), replays refused",
             Transport::Udp6 => "ferry UDP over IPv6 loopback, MTU 1500: 1452-byte datagrams, GSO/GRO where available",
             Transport::RawUdp4 => "plain blocking std::net::UdpSocket on 127.0.0.1: a send_to loop against a recv loop, one datagram per message (at most 65507 bytes), default socket buffers, no flow control or repair",
             Transport::Iperf3 => "iperf3 -s -1 / iperf3 -c 127.0.0.1 -u -b 0 -l min(size, 1472) -t S -J; the receiver's counts",
