@@ -428,7 +428,7 @@ struct Pending {
     next_challenge_ns: u64,
 }
 
-/// Datagrams of a challenge heartbeat.
+/// Bytes of a challenge heartbeat (unsealed).
 const CHALLENGE_BYTES: u64 = 48;
 
 /// A challenge sent at most this often to one address.
@@ -506,11 +506,17 @@ impl PubShared {
         for (id, addr) in due {
             let p = core.pending.get_mut(&id).expect("listed above");
             p.next_challenge_ns = now + CHALLENGE_INTERVAL_NS;
-            if p.sent + CHALLENGE_BYTES > 3 * p.heard {
+            let bytes = CHALLENGE_BYTES
+                + if core.seal.is_some() {
+                    SEAL_OVERHEAD as u64
+                } else {
+                    0
+                };
+            if p.sent + bytes > 3 * p.heard {
                 core.challenges_withheld += 1;
                 continue;
             }
-            p.sent += CHALLENGE_BYTES;
+            p.sent += bytes;
             let mut datagram = core.sender.challenge(self.challenge_for(id, addr));
             if let Some(s) = core.seal.as_mut() {
                 let mut sealed = Vec::with_capacity(datagram.len() + SEAL_OVERHEAD);
@@ -1170,8 +1176,14 @@ impl UdpSubscriber {
         })
     }
 
-    /// UDP publishers on this topic that are alive (as the topic directory says).
+    /// UDP publishers on this topic that are alive (as the topic directory says). Looking also
+    /// takes what arrived, without waiting: a publisher of another host sends a subscriber
+    /// nothing but challenges until it answers one, which it does when it receives (here, or
+    /// in `poll`/`wait`).
     pub fn publisher_count(&mut self) -> usize {
+        if self.rx.ready() == 0 {
+            self.receive(None);
+        }
         self.topic
             .block()
             .publishers

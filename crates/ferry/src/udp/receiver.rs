@@ -502,7 +502,8 @@ impl Receiver {
     }
 
     /// Entries of every table the receiver keeps, for tests that bound its memory.
-    pub fn table_entries(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn table_entries(&self) -> usize {
         self.sessions
             .values()
             .map(|s| 1 + s.partial.len() + s.complete.len() + s.missing.len())
