@@ -304,23 +304,7 @@ fn pub_and_echo_exchange_messages() {
 
     let j = json_echo.finish(LONG);
     assert!(j.status.success(), "echo --json failed: {}", j.stderr);
-    let lines: Vec<serde_json::Value> = j
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect();
-    assert_eq!(lines.len(), 5, "{}", j.stdout);
-    for (i, line) in lines.iter().enumerate() {
-        assert_eq!(line["seq"], i as u64);
-        assert_eq!(line["size"], 16);
-        assert_eq!(line["skipped"], 0);
-        // The payload starts with the sequence number, little endian.
-        let head = line["head"].as_str().unwrap();
-        assert!(
-            head.starts_with(&format!("{i:02x}00000000000000")),
-            "{head}"
-        );
-    }
+    check_five_json_messages(&j.stdout);
 
     let t = text_echo.finish(LONG);
     assert!(t.status.success(), "echo failed: {}", t.stderr);
@@ -373,14 +357,19 @@ fn pub_and_echo_exchange_messages_over_udp() {
     assert!(p.stderr.contains("sent 5 messages"), "{}", p.stderr);
     let e = echo.finish(LONG);
     assert!(e.status.success(), "echo failed: {}", e.stderr);
-    let lines: Vec<serde_json::Value> = e
-        .stdout
+    check_five_json_messages(&e.stdout);
+}
+
+/// `ferry echo --json` printed messages 0..5 of 16 bytes, none skipped, each payload starting
+/// with its sequence number (little endian).
+fn check_five_json_messages(stdout: &str) {
+    let lines: Vec<serde_json::Value> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect();
-    assert_eq!(lines.len(), 5, "{}", e.stdout);
+    assert_eq!(lines.len(), 5, "{stdout}");
     for (i, line) in lines.iter().enumerate() {
-        assert_eq!(line["seq"], i as u64, "{}", e.stdout);
+        assert_eq!(line["seq"], i as u64, "{stdout}");
         assert_eq!(line["size"], 16);
         assert_eq!(line["skipped"], 0);
         let head = line["head"].as_str().unwrap();
