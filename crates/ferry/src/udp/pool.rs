@@ -597,6 +597,7 @@ mod tests {
     /// the whole run a modest rate is roughly met, in both pacing modes. Catch-up makes up for
     /// stalls, so its total is close; steady never does, so only a floor is checked for it.
     #[test]
+    #[ignore = "asserts rates on a live machine: run by name (CI's stress step)"]
     fn a_pool_paces_a_modest_rate_on_loopback() {
         for pacing in [PacingMode::CatchUp, PacingMode::Steady] {
             let rx = ReceiverPool::start(
@@ -634,6 +635,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "asserts rates on a live machine: run by name (CI's stress step)"]
     fn a_rate_change_applies_at_run_time() {
         let rx = ReceiverPool::start(
             "127.0.0.1:0".parse().unwrap(),
