@@ -37,6 +37,9 @@ impl Node {
     /// and encrypted with `key` (`None`: in the clear, whatever `FERRY_KEY_FILE` says). Every
     /// node of the domain must use the same key; datagrams without it are refused and counted.
     pub fn with_key(name: &str, domain: &str, key: Option<DomainKey>) -> Result<Node, Error> {
+        if key.is_some() {
+            crate::udp::crypto::available()?;
+        }
         if name.is_empty() || name.len() > crate::shm::layout::MAX_NODE_NAME || name.contains('\0')
         {
             return Err(Error::InvalidName {

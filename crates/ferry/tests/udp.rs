@@ -500,6 +500,7 @@ fn a_forged_announcement_cannot_aim_the_data_stream_at_a_stranger() {
 /// nothing it can use, and every datagram it could not open is counted as unauthenticated, as
 /// is a forged plain frame at a keyed subscriber.
 #[test]
+#[cfg(feature = "domain-key")]
 fn a_domain_key_seals_every_datagram_and_strangers_are_refused() {
     use ferry::udp::crypto::DomainKey;
     use ferry::udp::refusal::Refusal;

@@ -51,7 +51,7 @@ pub struct FootprintArgs {
     #[arg(long, value_name = "S", default_value_t = 2.0)]
     pub seconds: f64,
 
-    /// Where min-pub and min-sub are [default: next to the ferry executable, or target/min-size]
+    /// Where min-pub and min-sub are [default: the min-size profile's directory, target/min-size]
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
 
@@ -122,9 +122,11 @@ pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
     if let Ok(d) = std::env::var("FERRY_MIN_DIR") {
         candidates.push(PathBuf::from(d));
     }
+    // Only the min-size profile's own directory: a `min-pub` beside the ferry executable (say in
+    // target/release after `cargo build --release`) is another build, and would be reported as
+    // this one.
     if let Ok(exe) = std::env::current_exe() {
         if let Some(dir) = exe.parent() {
-            candidates.push(dir.to_owned());
             // target/release/ferry (or target/debug/deps/...) -> target/min-size
             for up in dir.ancestors().take(3) {
                 candidates.push(up.join("min-size"));
@@ -199,8 +201,8 @@ pub fn run(args: FootprintArgs) -> Result<()> {
     }
     let Some(dir) = dir else {
         bail!(
-            "the minimal apps min-pub and min-sub were not found (next to the ferry executable, in \
-             target/min-size, or --bin-dir); build them first: {BUILD_COMMAND}"
+            "the minimal apps min-pub and min-sub were not found (in target/min-size, \
+             FERRY_MIN_DIR or --bin-dir); build them first: {BUILD_COMMAND}"
         );
     };
     let mut rows = Vec::new();
@@ -238,7 +240,7 @@ pub fn run(args: FootprintArgs) -> Result<()> {
         let config = Config {
             seconds: args.seconds,
             bin_dir: dir.display().to_string(),
-            profile: "min-size (opt-level s, lto fat, panic abort, strip)",
+            profile: "min-size (opt-level s, lto fat, panic abort, strip), ferry without its domain-key feature (no cipher linked)",
             build_command: BUILD_COMMAND,
             message: "min-pub sends a 64-byte message every 10 ms; min-sub receives (WaitStrategy::Block)",
             measured: "binary_bytes: file size; rss_private_kb: Private_Clean + Private_Dirty of /proc/PID/smaps_rollup; rss_shmem_kb: RssShmem of /proc/PID/status (the ring pages); vm_rss_kb: VmRSS; threads: Threads; read near the end of the run, the largest of several readings",

@@ -291,6 +291,37 @@ fn a_session_evicted_while_its_messages_wait_and_heard_again_keeps_count() {
 }
 
 #[test]
+fn a_session_takes_its_stream_position_from_its_first_data_and_after_a_gap() {
+    // Found in review: a session made by a heartbeat (a late joiner, an answered challenge)
+    // kept stream position 0 and refused every frame of a publisher that had sent more than a
+    // window before, for good; so did one that fell behind and gave a gap up.
+    let mut rx = Receiver::new(7, TOPIC, ReceiverConfig::default());
+    let mut sink = Counter::default();
+    feed(&mut rx, 0, &heartbeat(GENUINE, 100, 0));
+    rx.verify(GENUINE);
+    let pos = 1u64 << 30;
+    feed(&mut rx, 1, &data(GENUINE, 100, 10, 0, pos, &[1; 10]));
+    assert_eq!(rx.take(2).map(|d| d.seq), Some(100));
+    feed(&mut rx, 3, &data(GENUINE, 101, 10, 0, pos + 10, &[1; 10]));
+    assert_eq!(rx.take(4).map(|d| d.seq), Some(101));
+    // It falls far behind: the publisher kept nothing older than 150 000.
+    feed(&mut rx, 5, &heartbeat(GENUINE, 150_000, 150_000));
+    rx.tick(6, &mut sink);
+    feed(
+        &mut rx,
+        7,
+        &data(GENUINE, 150_000, 10, 0, 5 << 30, &[1; 10]),
+    );
+    assert_eq!(rx.take(8).map(|d| d.seq), Some(150_000));
+    assert_eq!(
+        rx.stats().refusals.get(Refusal::OutOfWindow),
+        1,
+        "the jump only"
+    );
+    rx.check_bounds().unwrap();
+}
+
+#[test]
 fn an_unverified_address_gets_at_most_three_times_what_it_sent() {
     let mut rx = Receiver::new(7, TOPIC, ReceiverConfig::default());
     let forged = 0xBEEF;

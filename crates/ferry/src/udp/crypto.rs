@@ -21,7 +21,9 @@
 use std::collections::VecDeque;
 use std::path::Path;
 
+#[cfg(feature = "domain-key")]
 use aegis::aegis128l::Aegis128L;
+#[cfg(feature = "domain-key")]
 use ring::hkdf;
 
 use super::frame::{MAGIC, VERSION};
@@ -48,6 +50,7 @@ fn epoch(counter: u64) -> u64 {
     counter >> EPOCH_BITS
 }
 
+#[cfg(feature = "domain-key")]
 const KEY_LABEL: &[u8] = b"ferry domain key v1: AEGIS-128L datagram key";
 
 /// A domain's shared secret: 32 bytes. Every process of the domain that has it can send and
@@ -72,6 +75,7 @@ impl DomainKey {
     /// Reads a key file: 32 raw bytes, or 64 hexadecimal digits (surrounding whitespace
     /// ignored). Make one with `head -c 32 /dev/urandom > ferry.key`; keep it `0600`.
     pub fn from_file(path: &Path) -> Result<DomainKey, Error> {
+        available()?;
         let bytes = std::fs::read(path)
             .map_err(|e| Error::io(format!("read the domain key {}", path.display()), e))?;
         DomainKey::parse(&bytes).ok_or_else(|| {
@@ -100,6 +104,7 @@ impl DomainKey {
     }
 
     /// The AEAD key of one sender in one epoch.
+    #[cfg(feature = "domain-key")]
     fn sender_key(&self, sender: u64, epoch: u64) -> SenderKey {
         let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, &sender.to_le_bytes()).extract(&self.0);
         let epoch = epoch.to_le_bytes();
@@ -110,11 +115,38 @@ impl DomainKey {
             .expect("16 bytes are a valid HKDF output length");
         SenderKey(key)
     }
+
+    /// Without the `domain-key` feature no `Sealer` or `Opener` can be made (their
+    /// constructors say so), so nothing asks for a sender key.
+    #[cfg(not(feature = "domain-key"))]
+    fn sender_key(&self, _: u64, _: u64) -> SenderKey {
+        unreachable!("no Sealer or Opener exists without the domain-key feature")
+    }
+}
+
+/// Whether this build can use a domain key (the `domain-key` feature, on by default).
+pub fn available() -> Result<(), Error> {
+    #[cfg(not(feature = "domain-key"))]
+    return Err(no_cipher());
+    #[cfg(feature = "domain-key")]
+    Ok(())
+}
+
+/// The error of a build without the cipher.
+#[cfg(not(feature = "domain-key"))]
+fn no_cipher() -> Error {
+    Error::InvalidQos(
+        "this ferry was built without the domain-key feature: no domain key can be used \
+         (build ferry with its default features)"
+            .into(),
+    )
 }
 
 /// The length of an AEGIS-128L key, as HKDF asks for it.
+#[cfg(feature = "domain-key")]
 struct KeyLen;
 
+#[cfg(feature = "domain-key")]
 impl hkdf::KeyType for KeyLen {
     fn len(&self) -> usize {
         16
@@ -122,9 +154,27 @@ impl hkdf::KeyType for KeyLen {
 }
 
 /// One sender's AEGIS-128L key of one epoch.
+#[cfg(feature = "domain-key")]
 #[derive(Clone)]
 struct SenderKey([u8; 16]);
 
+/// Without the cipher, no key of a sender can exist.
+#[cfg(not(feature = "domain-key"))]
+#[derive(Clone)]
+struct SenderKey(std::convert::Infallible);
+
+#[cfg(not(feature = "domain-key"))]
+impl SenderKey {
+    fn seal(&self, _: u64, _: &[u8], _: &mut [u8]) -> [u8; SEAL_TAG] {
+        match self.0 {}
+    }
+
+    fn open(&self, _: u64, _: &[u8], _: &mut [u8], _: &[u8; SEAL_TAG]) -> bool {
+        match self.0 {}
+    }
+}
+
+#[cfg(feature = "domain-key")]
 impl SenderKey {
     /// Encrypts `body` where it lies, authenticating `head` with it; returns the tag.
     fn seal(&self, counter: u64, head: &[u8], body: &mut [u8]) -> [u8; SEAL_TAG] {
@@ -146,6 +196,7 @@ impl std::fmt::Debug for DomainKey {
 }
 
 /// The 128-bit nonce of a datagram: its counter (unique under the sender's key of the epoch).
+#[cfg(feature = "domain-key")]
 fn nonce(counter: u64) -> [u8; 16] {
     let mut n = [0u8; 16];
     n[..8].copy_from_slice(&counter.to_le_bytes());
@@ -160,9 +211,16 @@ pub struct Sealer {
     counter: u64,
 }
 
+// Without the cipher these are never reached (no Sealer or Opener can be made).
+#[cfg_attr(not(feature = "domain-key"), allow(unreachable_code, unused_variables))]
 impl Sealer {
     /// A sealer with a fresh random sender id.
     pub fn new(key: &DomainKey) -> Result<Sealer, Error> {
+        #[cfg(not(feature = "domain-key"))]
+        if true {
+            let _ = key;
+            return Err(no_cipher());
+        }
         let id = super::endpoint::new_id()?;
         Ok(Sealer {
             id,
@@ -277,14 +335,22 @@ pub struct Opener {
     uses: u64,
 }
 
+// Without the cipher these are never reached (no Sealer or Opener can be made).
+#[cfg_attr(not(feature = "domain-key"), allow(unreachable_code, unused_variables))]
 impl Opener {
-    pub fn new(key: &DomainKey) -> Opener {
-        Opener {
+    /// Fails only in a build without the `domain-key` feature.
+    pub fn new(key: &DomainKey) -> Result<Opener, Error> {
+        #[cfg(not(feature = "domain-key"))]
+        if true {
+            let _ = key;
+            return Err(no_cipher());
+        }
+        Ok(Opener {
             key: key.clone(),
             senders: id_map(),
             order: VecDeque::new(),
             uses: 0,
-        }
+        })
     }
 
     /// Senders remembered (at most [`MAX_SENDERS`]).
@@ -402,7 +468,7 @@ pub fn is_sealed(datagram: &[u8]) -> bool {
         && datagram[3] == KIND_SEALED
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "domain-key"))]
 mod tests {
     use super::*;
     use proptest::prelude::*;
@@ -414,8 +480,8 @@ mod tests {
     #[test]
     fn sealed_datagrams_open_with_the_key_only() {
         let mut tx = Sealer::new(&key(1)).unwrap();
-        let mut rx = Opener::new(&key(1));
-        let mut other = Opener::new(&key(2));
+        let mut rx = Opener::new(&key(1)).unwrap();
+        let mut other = Opener::new(&key(2)).unwrap();
         let mut d = Vec::new();
         tx.seal_into(b"hello", &mut d);
         assert_eq!(d.len(), 5 + SEAL_OVERHEAD);
@@ -430,7 +496,7 @@ mod tests {
     #[test]
     fn sealing_in_place_matches_sealing_a_copy() {
         let mut tx = Sealer::new(&key(1)).unwrap();
-        let mut rx = Opener::new(&key(1));
+        let mut rx = Opener::new(&key(1)).unwrap();
         let mut batch = Vec::new();
         for i in 0..3u8 {
             batch.extend_from_slice(&[0; SEAL_HEADER]);
@@ -449,7 +515,7 @@ mod tests {
     #[test]
     fn every_changed_byte_fails_and_replays_are_refused() {
         let mut tx = Sealer::new(&key(1)).unwrap();
-        let mut rx = Opener::new(&key(1));
+        let mut rx = Opener::new(&key(1)).unwrap();
         let mut d = Vec::new();
         tx.seal_into(&[7u8; 100], &mut d);
         let mut plain = Vec::new();
@@ -465,7 +531,7 @@ mod tests {
     #[test]
     fn the_replay_window_takes_reordering_and_refuses_what_fell_behind() {
         let mut tx = Sealer::new(&key(3)).unwrap();
-        let mut rx = Opener::new(&key(3));
+        let mut rx = Opener::new(&key(3)).unwrap();
         let sealed: Vec<Vec<u8>> = (0..3000u32)
             .map(|i| {
                 let mut d = Vec::new();
@@ -489,7 +555,7 @@ mod tests {
 
     #[test]
     fn forged_senders_leave_nothing_and_genuine_ones_are_bounded() {
-        let mut rx = Opener::new(&key(4));
+        let mut rx = Opener::new(&key(4)).unwrap();
         let mut plain = Vec::new();
         for id in 0..5000u64 {
             let mut d = vec![0u8; 100];
@@ -512,7 +578,7 @@ mod tests {
     #[test]
     fn the_key_changes_every_epoch_and_reordering_across_the_change_still_opens() {
         let mut tx = Sealer::new(&key(8)).unwrap();
-        let mut rx = Opener::new(&key(8));
+        let mut rx = Opener::new(&key(8)).unwrap();
         let mut plain = Vec::new();
         let seal = |tx: &mut Sealer| {
             let mut d = Vec::new();
@@ -553,7 +619,7 @@ mod tests {
         /// never panics.
         #[test]
         fn open_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-            let mut rx = Opener::new(&key(5));
+            let mut rx = Opener::new(&key(5)).unwrap();
             let mut plain = Vec::new();
             prop_assert!(rx.open(&bytes, &mut plain).is_err());
         }

@@ -749,7 +749,7 @@ impl Agent {
     fn set_key(&mut self, key: &DomainKey) {
         // An agent without its OS random source cannot seal: it then sends nothing.
         self.seal = Sealer::new(key).ok().map(Mutex::new);
-        self.open = Some(Mutex::new((Opener::new(key), Vec::new())));
+        self.open = Opener::new(key).ok().map(|o| Mutex::new((o, Vec::new())));
     }
 
     /// Opens a sealed datagram and hands the plain one to `then`; counts a refusal otherwise.
@@ -1006,7 +1006,8 @@ impl Agent {
             return;
         };
         let locals: Vec<Entry> = self.lock().locals.iter().map(|(_, l)| l.clone()).collect();
-        if locals.is_empty() {
+        // With a domain key and no way to seal, nothing goes out in the clear.
+        if locals.is_empty() || (self.open.is_some() && self.seal.is_none()) {
             return;
         }
         for chunk in self.chunks(&locals) {
@@ -1847,6 +1848,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "domain-key")]
     fn with_a_domain_key_only_sealed_announcements_are_heard_and_relayed_sealed() {
         use crate::udp::crypto::{DomainKey, Sealer};
         let key = DomainKey::from_bytes([7; 32]);

@@ -914,7 +914,7 @@ impl UdpPublisher {
         }
         shared.topic.publisher_ready(slot);
         let s2 = shared.clone();
-        let (service_seal, service_open) = (sealer(key)?, key.map(Opener::new));
+        let (service_seal, service_open) = (sealer(key)?, key.map(Opener::new).transpose()?);
         let service = std::thread::Builder::new()
             .name("ferry-udp-pub".into())
             .spawn(move || publisher_service(s2, service_impair, service_seal, service_open))
@@ -1090,8 +1090,10 @@ pub struct UdpSubscriber {
     send_failures: u64,
     /// When `tick` next asks the kernel for the socket's drop count.
     next_drops_check: u64,
-    /// Sessions heard from since the last check of their publishers' addresses.
+    /// Sessions heard from since the last check of their publishers' addresses, and when to
+    /// check again the ones still unverified.
     unverified: bool,
+    next_verify_ns: u64,
     seal: Option<Sealer>,
     open: Option<Opener>,
     /// The largest number of publisher addresses kept (sessions, live or recently ended).
@@ -1170,8 +1172,9 @@ impl UdpSubscriber {
             send_failures: 0,
             next_drops_check: 0,
             unverified: false,
+            next_verify_ns: u64::MAX,
             seal: sealer(key)?,
-            open: key.map(Opener::new),
+            open: key.map(Opener::new).transpose()?,
             max_publishers: max_sessions + 64,
         })
     }
@@ -1267,17 +1270,21 @@ impl UdpSubscriber {
     /// discovery (with this session id) may be answered freely; until then the receiver keeps
     /// its replies within 3× what the address sent. Forgets the addresses of sessions the
     /// receiver no longer knows.
-    fn verify_publishers(&mut self) {
+    fn verify_publishers(&mut self, now: u64) {
         if self.publishers.len() > self.max_publishers {
             let rx = &self.rx;
             self.publishers.retain(|id, _| rx.knows(*id));
         }
-        if !self.unverified {
+        // At once for a new session; then every 50 ms while any is unverified (its publisher's
+        // announcement may come later than its first frame).
+        if !self.unverified && now < self.next_verify_ns {
             return;
         }
         self.unverified = false;
+        self.next_verify_ns = now + 50_000_000;
         let pending: Vec<u64> = self.rx.unverified().collect();
         if pending.is_empty() {
+            self.next_verify_ns = u64::MAX;
             return;
         }
         let here = crate::sys::host_id();
@@ -1313,7 +1320,7 @@ impl UdpSubscriber {
     }
 
     fn tick(&mut self, now: u64) {
-        self.verify_publishers();
+        self.verify_publishers(now);
         let mut out = Out {
             socket: &self.socket,
             group: None,

@@ -235,6 +235,8 @@ struct Session {
     held: u64,
     /// A message of this session reached the delivery queue.
     proven: bool,
+    /// Its stream position is known (from a data frame), so the byte window applies.
+    anchored: bool,
     /// The publisher's address is registered (topic directory or discovery): replies to it are
     /// not limited.
     verified: bool,
@@ -280,6 +282,7 @@ impl Session {
             missing: BTreeMap::new(),
             held: 0,
             proven: false,
+            anchored: false,
             verified: false,
             challenge: 0,
             bytes_in: 0,
@@ -701,10 +704,15 @@ impl Receiver {
         let s = self.sessions.get_mut(&c.session).expect("created above");
         // `pos + len` cannot overflow (checked when decoding), nor can `offset + payload`.
         let frame_end = pos + offset as u64 + payload.len() as u64;
-        if fresh {
-            s.consumed_pos = if offset == 0 { pos } else { pos + len as u64 };
-            s.delivered_end = s.consumed_pos;
-            s.last_status_pos = s.consumed_pos;
+        // The stream position is learned from the first data frame the session takes (one that
+        // made it, or the first after a heartbeat made it or after a gap was given up).
+        if fresh || (!s.anchored && seq >= s.next_deliver) {
+            s.consumed_pos = s
+                .consumed_pos
+                .max(if offset == 0 { pos } else { pos + len as u64 });
+            s.delivered_end = s.delivered_end.max(s.consumed_pos);
+            s.last_status_pos = s.last_status_pos.max(s.consumed_pos);
+            s.anchored = true;
         }
         if seq < s.next_deliver || s.complete.contains_key(&seq) {
             self.stats.duplicates += 1;
@@ -713,10 +721,14 @@ impl Receiver {
         if s.reliable {
             // A reliable publisher sends within our windows; what lies beyond is refused (a
             // genuine frame there is repaired once the window moves).
-            let byte_limit = s
-                .received_pos()
-                .saturating_add(self.cfg.window)
-                .saturating_add(self.cfg.max_datagram as u64);
+            // (Until the session knows where in the stream it is, `session_bytes` bounds it.)
+            let byte_limit = if !s.anchored {
+                u64::MAX
+            } else {
+                s.received_pos()
+                    .saturating_add(self.cfg.window)
+                    .saturating_add(self.cfg.max_datagram as u64)
+            };
             if seq >= s.window_end() || frame_end > byte_limit {
                 self.stats.refusals.count(Refusal::OutOfWindow);
                 return;
@@ -963,6 +975,11 @@ impl Receiver {
             })
             .unwrap_or(s.highest_pos);
         s.delivered_end = s.delivered_end.max(resume);
+        // Nothing held from the target on: where the stream goes on is learned from the next
+        // frame taken.
+        if s.partial.is_empty() && s.complete.is_empty() {
+            s.anchored = false;
+        }
         s.status_due |= s.reliable;
         self.drain_in_order(session);
     }
@@ -1012,7 +1029,7 @@ impl Receiver {
             // window is a quarter used: tell the publisher soon.
             if s.reliable
                 && (s.last_status_window < self.cfg.window / 2
-                    || s.consumed_seq >= s.last_status_seq + MESSAGE_WINDOW / 4)
+                    || s.consumed_seq >= s.last_status_seq.saturating_add(MESSAGE_WINDOW / 4))
             {
                 s.status_due = true;
             }
