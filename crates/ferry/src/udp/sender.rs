@@ -39,6 +39,23 @@ pub trait Sink {
     }
 }
 
+/// Appends the DATA frame of bytes `part` of message `seq` (`msg`, at stream position `pos`),
+/// with `room` free bytes around it.
+fn put_fragment(
+    out: &mut Vec<u8>,
+    room: (usize, usize),
+    c: &Common,
+    seq: u64,
+    msg: &[u8],
+    pos: u64,
+    part: std::ops::Range<usize>,
+) {
+    let (len, offset) = (msg.len() as u32, part.start as u32);
+    with_room(out, room, |o| {
+        frame::put_data(o, c, seq, len, offset, pos, &msg[part])
+    });
+}
+
 /// Appends one datagram, written by `write`, with `room` free bytes around it.
 pub(crate) fn with_room(out: &mut Vec<u8>, room: (usize, usize), write: impl FnOnce(&mut Vec<u8>)) {
     out.resize(out.len() + room.0, 0);
@@ -390,24 +407,12 @@ impl Sender {
         let c = self.common;
         let room = sink.room();
         if empty {
-            with_room(&mut out, room, |o| {
-                frame::put_data(o, &c, seq, 0, 0, pos, &[])
-            });
+            put_fragment(&mut out, room, &c, seq, msg, pos, 0..0);
         }
         let mut offset = start;
         while offset < end {
             let stop = (offset + frag).min(end);
-            with_room(&mut out, room, |o| {
-                frame::put_data(
-                    o,
-                    &c,
-                    seq,
-                    len as u32,
-                    offset as u32,
-                    pos,
-                    &msg[offset..stop],
-                )
-            });
+            put_fragment(&mut out, room, &c, seq, msg, pos, offset..stop);
             offset = stop;
         }
         if !out.is_empty() {
@@ -605,17 +610,7 @@ impl Sender {
                     deferred += 1;
                     break;
                 }
-                with_room(&mut out, room, |o| {
-                    frame::put_data(
-                        o,
-                        &c,
-                        seq,
-                        len as u32,
-                        offset as u32,
-                        pos,
-                        &msg[offset..stop],
-                    )
-                });
+                put_fragment(&mut out, room, &c, seq, msg, pos, offset..stop);
                 frames += 1;
                 offset = stop;
                 if len == 0 {
