@@ -2,17 +2,15 @@
 //! transports on this machine (`lab`).
 
 mod cmd;
-mod error;
-mod lab;
-mod signal;
-mod table;
-mod units;
+
+use ferry_lab as lab;
+use ferry_lab::signal;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::error::note;
+use ferry_lab::error::note;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -2,9 +2,9 @@
 
 use clap::Args;
 
-use crate::error::Result;
-use crate::table::print_out;
-use crate::units::parse_domain;
+use ferry_lab::error::Result;
+use ferry_lab::table::print_out;
+use ferry_lab::units::parse_domain;
 
 #[derive(Debug, Args)]
 pub struct CleanArgs {

@@ -8,10 +8,10 @@ use ferry::Qos;
 use serde::Serialize;
 
 use super::{DeliveryArg, TransportOpt, WaitArg, POLL_SLICE};
-use crate::error::{bail, Context, Result};
-use crate::signal;
-use crate::table::print_out;
-use crate::units::{parse_domain, parse_seconds};
+use ferry_lab::error::{bail, Context, Result};
+use ferry_lab::signal;
+use ferry_lab::table::print_out;
+use ferry_lab::units::{parse_domain, parse_seconds};
 
 #[derive(Debug, Args)]
 pub struct EchoArgs {
@@ -70,7 +70,7 @@ pub fn run(args: EchoArgs) -> Result<()> {
         node.domain()
     ))?;
     for w in subscriber.warnings() {
-        crate::error::note!("ferry: warning: {w}");
+        ferry_lab::error::note!("ferry: warning: {w}");
     }
 
     let mut received = 0u64;

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use crate::error::{Context, Result};
+use ferry_lab::error::{Context, Result};
 
 /// How long a blocking call waits before a command looks at Ctrl-C and its own deadlines again.
-pub const POLL_SLICE: Duration = crate::signal::POLL;
+pub const POLL_SLICE: Duration = ferry_lab::signal::POLL;
 
 /// `--transport`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -49,44 +49,7 @@ impl From<TransportOpt> for ferry::Transport {
     }
 }
 
-/// `--delivery`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DeliveryArg {
-    /// Nothing is lost: a publisher waits for slow reliable subscribers
-    Reliable,
-    /// The publisher never waits; slow subscribers skip ahead and count what they skipped
-    Latest,
-}
-
-impl From<DeliveryArg> for ferry::Delivery {
-    fn from(d: DeliveryArg) -> ferry::Delivery {
-        match d {
-            DeliveryArg::Reliable => ferry::Delivery::Reliable,
-            DeliveryArg::Latest => ferry::Delivery::Latest,
-        }
-    }
-}
-
-/// `--wait`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum WaitArg {
-    /// Busy loop: lowest latency, one CPU kept busy while waiting
-    Spin,
-    /// Sleep on a futex: no busy loop
-    Block,
-    /// Spin briefly, then sleep
-    Adaptive,
-}
-
-impl From<WaitArg> for ferry::WaitStrategy {
-    fn from(w: WaitArg) -> ferry::WaitStrategy {
-        match w {
-            WaitArg::Spin => ferry::WaitStrategy::Spin,
-            WaitArg::Block => ferry::WaitStrategy::Block,
-            WaitArg::Adaptive => ferry::WaitStrategy::Adaptive,
-        }
-    }
-}
+pub use ferry_lab::args::{DeliveryArg, WaitArg};
 
 /// A node in `domain`, or in `$FERRY_DOMAIN` (else `default`) when none is given.
 pub fn node(name: &str, domain: Option<&str>) -> Result<ferry::Node> {

@@ -6,9 +6,9 @@ use clap::Args;
 use ferry::{Qos, SendError};
 
 use super::{DeliveryArg, TransportOpt, WaitArg};
-use crate::error::{bail, note, Context, Result};
-use crate::signal;
-use crate::units::{format_size, parse_domain, parse_rate, parse_seconds, parse_size};
+use ferry_lab::error::{bail, note, Context, Result};
+use ferry_lab::signal;
+use ferry_lab::units::{format_size, parse_domain, parse_rate, parse_seconds, parse_size};
 
 #[derive(Debug, Args)]
 pub struct PubArgs {

@@ -8,9 +8,9 @@ use ferry::udp::discovery::DiscoveryRefusals;
 use ferry::udp::refusal::{Refusal, Refusals};
 use serde::Serialize;
 
-use crate::error::{bail, note, Result};
-use crate::table::{print_out, Table};
-use crate::units::{format_size, parse_domain};
+use ferry_lab::error::{bail, note, Result};
+use ferry_lab::table::{print_out, Table};
+use ferry_lab::units::{format_size, parse_domain};
 
 #[derive(Debug, Args)]
 pub struct TopicsArgs {

@@ -31,7 +31,7 @@ use ferry::{Delivery, IpVersion, Qos, WaitStrategy};
 use serde::Serialize;
 
 use super::{pattern, tools, Dir, Machine, Peer, Pin, Pinning, Results};
-use crate::cmd::{DeliveryArg, WaitArg};
+use crate::args::{DeliveryArg, WaitArg};
 use crate::error::{bail, note, Context, Result};
 use crate::signal;
 use crate::table::{print_out, Table};

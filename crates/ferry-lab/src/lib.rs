@@ -8,8 +8,10 @@
 //! submodule; `raw` and `rawudp` hold the baseline channels (shared memory, plain UDP sockets),
 //! `tools` runs the third-party baselines (iperf3, sockperf).
 
+pub mod args;
 pub mod cgroup;
 pub mod cycle;
+pub mod error;
 pub mod footprint;
 pub mod hubs;
 pub mod idle;
@@ -19,10 +21,13 @@ pub mod raw;
 pub mod rawudp;
 pub mod report;
 pub mod sendtime;
+pub mod signal;
 pub mod suite;
+pub mod table;
 pub mod throughput;
 pub mod tools;
 pub mod udprate;
+pub mod units;
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -32,7 +37,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use crate::error::{bail, Context, Error, Result};
+use crate::error::{Context, Error, Result};
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]

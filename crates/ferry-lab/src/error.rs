@@ -51,18 +51,20 @@ impl<T, E: Into<Error>> Context<T> for std::result::Result<T, E> {
 }
 
 /// Returns early with an error built like `format!`.
+#[macro_export]
 macro_rules! bail {
     ($($arg:tt)*) => {
         return Err($crate::error::Error::msg(format!($($arg)*)))
     };
 }
-pub(crate) use bail;
+pub use crate::bail;
 
 /// Prints a line to standard error, ignoring a closed stream (unlike `eprintln!`, never panics).
+#[macro_export]
 macro_rules! note {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         let _ = writeln!(std::io::stderr(), $($arg)*);
     }};
 }
-pub(crate) use note;
+pub use crate::note;
