@@ -2,8 +2,8 @@
 //! transports on this machine (`lab`).
 
 mod cmd;
+mod lab;
 
-use ferry_lab as lab;
 use ferry_lab::signal;
 
 use std::process::ExitCode;

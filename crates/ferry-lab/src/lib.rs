@@ -8,20 +8,24 @@
 //! submodule; `raw` and `rawudp` hold the baseline channels (shared memory, plain UDP sockets),
 //! `tools` runs the third-party baselines (iperf3, sockperf).
 
+pub mod agent;
 pub mod args;
 pub mod cgroup;
 pub mod cycle;
 pub mod error;
+pub mod experiment;
 pub mod footprint;
 pub mod hubs;
 pub mod idle;
 pub mod latency;
 pub mod limits;
+pub mod peer;
 pub mod raw;
 pub mod rawudp;
 pub mod report;
 pub mod sendtime;
 pub mod signal;
+pub mod stats;
 pub mod suite;
 pub mod table;
 pub mod throughput;
@@ -34,108 +38,20 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use clap::{Args, Subcommand};
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Context, Error, Result};
-
-#[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true)]
-pub struct LabArgs {
-    /// Without an experiment: run the quick suite of every experiment and write a report
-    #[command(subcommand)]
-    pub experiment: Option<Experiment>,
-
-    #[command(flatten)]
-    pub suite: suite::SuiteArgs,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Experiment {
-    /// One-way latency (round trip / 2) by ping-pong between two processes, against raw
-    /// shared-memory baselines measured in the same run
-    Latency(latency::LatencyArgs),
-    /// Messages and bits per second from a publisher sending back to back to a subscriber in
-    /// another process, against plain UDP, iperf3 and sockperf measured in the same run
-    Throughput(throughput::ThroughputArgs),
-    /// CPU used by an idle subscriber for each wait strategy (spin, block, adaptive)
-    Idle(idle::IdleArgs),
-    /// Binary size, private memory and threads of a minimal publisher and subscriber, against
-    /// Vortex Lite's footprint (seed 003)
-    Footprint(footprint::FootprintArgs),
-    /// Raw limits of this machine: cache-line handoff, futex wake, UDP loopback, memcpy
-    Limits(limits::LimitsArgs),
-    /// The time of the publish call alone, by transport and size (seed 004's send time)
-    SendTime(sendtime::SendTimeArgs),
-    /// Paced multithreaded UDP sending: the rate reached per thread count and MSS, and an
-    /// automatic pool under rate changes and CPU stress (seed 002)
-    UdpRate(udprate::UdpRateArgs),
-    /// The largest u32 array a cyclic writer gets to a cyclic reader per cycle time under a CPU
-    /// budget (the Dominion study): bisection, deadline misses, overloads
-    Cycle(cycle::CycleArgs),
-    /// Roundtrip and Flood over a ring of hub processes (a master and 3 hubs by default), on
-    /// one host or two (network namespaces, optional link rate), under a CPU quota (seed 001)
-    Hubs(hubs::HubsArgs),
-}
-
-/// The hidden `ferry lab-peer` command: the other process of an experiment.
-#[derive(Debug, Args)]
-pub struct PeerArgs {
-    #[command(subcommand)]
-    pub experiment: PeerExperiment,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum PeerExperiment {
-    Latency(latency::PeerArgs),
-    Throughput(throughput::PeerArgs),
-    Idle(idle::PeerArgs),
-    SendTime(sendtime::PeerArgs),
-    Cycle(cycle::PeerArgs),
-    Hubs(hubs::PeerArgs),
-}
-
-pub fn run(args: LabArgs) -> Result<()> {
-    match args.experiment {
-        Some(experiment) => run_experiment(experiment),
-        None => suite::run(args.suite),
-    }
-}
-
-pub fn run_experiment(experiment: Experiment) -> Result<()> {
-    match experiment {
-        Experiment::Latency(a) => latency::run(a),
-        Experiment::Throughput(a) => throughput::run(a),
-        Experiment::Idle(a) => idle::run(a),
-        Experiment::Footprint(a) => footprint::run(a),
-        Experiment::Limits(a) => limits::run(a),
-        Experiment::SendTime(a) => sendtime::run(a),
-        Experiment::UdpRate(a) => udprate::run(a),
-        Experiment::Cycle(a) => cycle::run(a),
-        Experiment::Hubs(a) => hubs::run(a),
-    }
-}
-
-pub fn run_peer(args: PeerArgs) -> Result<()> {
-    match args.experiment {
-        PeerExperiment::Latency(a) => latency::run_peer(a).context("lab peer"),
-        PeerExperiment::Throughput(a) => throughput::run_peer(a).context("lab peer"),
-        PeerExperiment::Idle(a) => idle::run_peer(a).context("lab peer"),
-        PeerExperiment::SendTime(a) => sendtime::run_peer(a).context("lab peer"),
-        PeerExperiment::Cycle(a) => cycle::run_peer(a).context("lab peer"),
-        PeerExperiment::Hubs(a) => hubs::run_peer(a).context("lab peer"),
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Machine and results
 
 /// What the results were measured on.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Machine {
     pub hostname: String,
-    pub os: &'static str,
-    pub arch: &'static str,
+    pub os: String,
+    pub arch: String,
     pub kernel: String,
     pub cpu_model: String,
     /// CPUs online.
@@ -175,8 +91,8 @@ impl Machine {
         let allowed_cpus = allowed_cpus();
         Machine {
             hostname: read_trimmed("/proc/sys/kernel/hostname").unwrap_or_default(),
-            os: std::env::consts::OS,
-            arch: std::env::consts::ARCH,
+            os: std::env::consts::OS.to_owned(),
+            arch: std::env::consts::ARCH.to_owned(),
             kernel: read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_default(),
             cpu_model: field("model name")
                 .or_else(|| field("Model"))
@@ -246,47 +162,9 @@ pub fn unix_time() -> u64 {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Statistics
+// Statistics: see `stats`
 
-/// Percentiles of a set of samples, in nanoseconds (nearest rank: the value below which the
-/// given share of the samples lies).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Summary {
-    pub samples: usize,
-    pub min_ns: u64,
-    pub p50_ns: u64,
-    pub p90_ns: u64,
-    pub p99_ns: u64,
-    pub p999_ns: u64,
-    pub max_ns: u64,
-    pub mean_ns: f64,
-}
-
-impl Summary {
-    /// Sorts `samples` and summarises them.
-    pub fn of(samples: &mut [u64]) -> Summary {
-        samples.sort_unstable();
-        let n = samples.len();
-        let at = |q: f64| -> u64 {
-            if n == 0 {
-                return 0;
-            }
-            let rank = (q * n as f64).ceil() as usize;
-            samples[rank.clamp(1, n) - 1]
-        };
-        let sum: u128 = samples.iter().map(|&s| s as u128).sum();
-        Summary {
-            samples: n,
-            min_ns: samples.first().copied().unwrap_or(0),
-            p50_ns: at(0.50),
-            p90_ns: at(0.90),
-            p99_ns: at(0.99),
-            p999_ns: at(0.999),
-            max_ns: samples.last().copied().unwrap_or(0),
-            mean_ns: if n == 0 { 0.0 } else { sum as f64 / n as f64 },
-        }
-    }
-}
+pub use stats::Summary;
 
 // ---------------------------------------------------------------------------------------------
 // Payload: every transport writes and checks exactly the same bytes
@@ -421,7 +299,8 @@ pub fn await_message<E: Endpoint>(
 // Pinning
 
 /// `--pin`: the CPUs of the main process and of the peer, or no pinning.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum Pin {
     None,
     Cpus { main: usize, peer: usize },
@@ -461,7 +340,7 @@ pub fn allowed_cpus() -> Vec<usize> {
 }
 
 /// How the two processes were placed, as stated in the results.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "mode", rename_all = "lowercase")]
 pub enum Pinning {
     Pinned { main_cpu: usize, peer_cpu: usize },
@@ -633,6 +512,37 @@ impl Peer {
     }
 }
 
+/// What a main side needs of its peer while it waits for something: the local child of the
+/// older experiments ([`Peer`]) and [`peer::Peer`] alike.
+pub trait Watched {
+    /// Waits until `ready()` holds, at most `timeout`, watching the peer and Ctrl-C meanwhile.
+    fn wait_until(
+        &mut self,
+        timeout: Duration,
+        ready: &mut dyn FnMut() -> Result<bool>,
+    ) -> Result<()>;
+}
+
+impl Watched for Peer {
+    fn wait_until(
+        &mut self,
+        timeout: Duration,
+        ready: &mut dyn FnMut() -> Result<bool>,
+    ) -> Result<()> {
+        self.wait_ready(timeout, ready)
+    }
+}
+
+impl Watched for peer::Peer {
+    fn wait_until(
+        &mut self,
+        timeout: Duration,
+        ready: &mut dyn FnMut() -> Result<bool>,
+    ) -> Result<()> {
+        self.wait_ready(timeout, ready)
+    }
+}
+
 impl Drop for Peer {
     fn drop(&mut self) {
         if !self.exited {
@@ -686,19 +596,6 @@ mod tests {
         assert_eq!(parse_steal(stat, 100), Some(Duration::from_millis(2500)));
         assert_eq!(parse_steal("cpu0 1 2 3\n", 100), None);
         assert_eq!(parse_steal("cpu  1 2 3\n", 100), None);
-    }
-
-    #[test]
-    fn percentiles() {
-        let mut v: Vec<u64> = (1..=1000).rev().collect();
-        let s = Summary::of(&mut v);
-        assert_eq!(s.samples, 1000);
-        assert_eq!((s.min_ns, s.p50_ns, s.p90_ns), (1, 500, 900));
-        assert_eq!((s.p99_ns, s.p999_ns, s.max_ns), (990, 999, 1000));
-        assert_eq!(s.mean_ns, 500.5);
-        let one = Summary::of(&mut [7]);
-        assert_eq!((one.p50_ns, one.p999_ns, one.max_ns), (7, 7, 7));
-        assert_eq!(Summary::of(&mut []).samples, 0);
     }
 
     #[test]

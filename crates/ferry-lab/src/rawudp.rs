@@ -7,7 +7,7 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use super::{fill, pattern, verify, Dir, Endpoint, Peer};
+use super::{fill, pattern, verify, Dir, Endpoint, Watched};
 use crate::error::{bail, Context, Result};
 
 /// The largest UDP payload of one IPv4 datagram (65535 − 8 UDP − 20 IP header bytes).
@@ -71,14 +71,14 @@ impl RawUdpEnd {
     /// the address it came from.
     pub fn accept(
         socket: UdpSocket,
-        peer: &mut Peer,
+        peer: &mut dyn Watched,
         max_size: usize,
         timeout: Duration,
     ) -> Result<RawUdpEnd> {
         set_timeout(&socket, Duration::from_millis(10))?;
         let mut buf = [0u8; 64];
         let mut from = None;
-        peer.wait_ready(timeout, || {
+        peer.wait_until(timeout, &mut || {
             match socket.recv_from(&mut buf) {
                 Ok((n, addr)) if &buf[..n] == HELLO => from = Some(addr),
                 Ok(_) => {}
@@ -94,10 +94,13 @@ impl RawUdpEnd {
         RawUdpEnd::new(socket, Dir::Ping, max_size)
     }
 
-    /// The peer side: binds, talks to the main process at `port` and says hello.
-    pub fn connect(port: u16, max_size: usize) -> Result<RawUdpEnd> {
-        let socket = bind_loopback()?;
-        let main = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    /// The peer side: binds, talks to the main process at `main` and says hello.
+    pub fn connect(main: SocketAddr, max_size: usize) -> Result<RawUdpEnd> {
+        let socket = if main.ip().is_loopback() {
+            bind_loopback()?
+        } else {
+            UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).context("cannot bind a UDP socket")?
+        };
         socket
             .connect(main)
             .context(format!("cannot connect the UDP socket to {main}"))?;
@@ -195,7 +198,8 @@ mod tests {
     fn ping_pong_in_one_process() {
         let main = bind_loopback().unwrap();
         let port = main.local_addr().unwrap().port();
-        let mut peer_end = RawUdpEnd::connect(port, 100).unwrap();
+        let mut peer_end =
+            RawUdpEnd::connect(SocketAddr::from((Ipv4Addr::LOCALHOST, port)), 100).unwrap();
         let mut buf = [0u8; 64];
         let (n, addr) = main.recv_from(&mut buf).unwrap();
         assert_eq!(&buf[..n], HELLO);

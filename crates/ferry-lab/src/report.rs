@@ -200,13 +200,72 @@ pub fn csv(rows: &[Value]) -> String {
 /// A box-and-whisker glyph: box `lo..hi` with a line at `mid`, whiskers `wlo..whi`, a dot at
 /// `dot`.
 #[derive(Clone, Copy)]
-struct Glyph {
+pub(crate) struct Glyph {
     wlo: f64,
     lo: f64,
     mid: f64,
     hi: f64,
     whi: f64,
     dot: Option<f64>,
+}
+
+impl Glyph {
+    /// Box p50 to p90, whiskers min and p99, a dot at p99.9.
+    pub(crate) fn of_summary(s: &crate::Summary) -> Glyph {
+        let f = |v: u64| (v as f64).max(1.0);
+        Glyph {
+            wlo: f(s.min_ns),
+            lo: f(s.p50_ns),
+            mid: f(s.p50_ns),
+            hi: f(s.p90_ns),
+            whi: f(s.p99_ns),
+            dot: Some(f(s.p999_ns)),
+        }
+    }
+}
+
+/// Box plots by size and transport from typed cells `(transport, size, summary)`, and a phrase
+/// with every transport's p50 at the smallest and the largest size.
+pub(crate) fn size_boxes(
+    title: &str,
+    y_desc: &str,
+    cells: &[(String, usize, Option<Glyph>)],
+) -> Result<(String, String)> {
+    let mut sizes: Vec<u64> = cells.iter().map(|c| c.1 as u64).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut transports: Vec<&str> = Vec::new();
+    for c in cells {
+        if !transports.contains(&c.0.as_str()) {
+            transports.push(&c.0);
+        }
+    }
+    let find = |t: &str, s: u64| {
+        cells
+            .iter()
+            .find(|c| c.0 == t && c.1 as u64 == s)
+            .and_then(|c| c.2)
+    };
+    let series: Vec<(String, Vec<Option<Glyph>>)> = transports
+        .iter()
+        .map(|&t| (t.to_owned(), sizes.iter().map(|&s| find(t, s)).collect()))
+        .collect();
+    let svg = box_plot(title, y_desc, &sizes, &series)?;
+    let at = |s: u64| -> String {
+        transports
+            .iter()
+            .filter_map(|&t| Some(format!("{t} {}", format_ns(find(t, s)?.mid))))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut phrase = String::new();
+    if let (Some(&first), Some(&last)) = (sizes.first(), sizes.last()) {
+        let _ = write!(phrase, "at {}: {}", format_size(first as usize), at(first));
+        if last != first {
+            let _ = write!(phrase, "; at {}: {}", format_size(last as usize), at(last));
+        }
+    }
+    Ok((svg, phrase))
 }
 
 fn glyph_of(row: &Value) -> Option<Glyph> {
@@ -800,15 +859,33 @@ fn bar_svg(panels: &[Bars<'_>], width: u32) -> Result<String> {
 // ---------------------------------------------------------------------------------------------
 // Per experiment: plots and the sentence
 
-/// A plot: file name and caption.
-struct Plot {
-    file: String,
-    caption: String,
+/// A plot of a section: its SVG, the file it is saved as, and its caption.
+pub struct Plot {
+    pub file: String,
+    pub svg: String,
+    pub caption: String,
 }
 
-struct Section {
-    plots: Vec<Plot>,
-    sentence: String,
+/// An experiment's part of the report: a sentence that sets the results beside the study, and
+/// plots.
+pub struct Section {
+    pub plots: Vec<Plot>,
+    pub sentence: String,
+}
+
+/// One line of the report's summary: a figure the study also gives, measured here.
+#[derive(Debug, Clone)]
+pub struct SummaryLine {
+    /// What is measured, in a few words ("one-way latency, 32 B, shared memory").
+    pub what: String,
+    /// ferry's figure.
+    pub ferry: String,
+    /// The floor measured in the same run (a raw baseline), if any.
+    pub floor: Option<String>,
+    /// The best other system measured in the same run, if any.
+    pub best_peer: Option<String>,
+    /// The study's own figure and who gives it.
+    pub study: Option<String>,
 }
 
 fn latency_like(
@@ -867,9 +944,9 @@ fn latency_like(
     Ok((vec![(format!("{name}.svg"), svg)], summary))
 }
 
-/// The plots and sentence of one experiment's results; its SVG files are named after `stem`
-/// (the experiment's name, or the suite's name for a second run of it).
-fn section(v: &Value, stem: &str) -> Result<Section> {
+/// The plots and sentence of one experiment's results, for experiments that do not draw their
+/// own section yet.
+fn legacy_section(v: &Value) -> Result<Section> {
     let name = text(v, "experiment").unwrap_or("unknown");
     let rs = rows(v);
     let mut svgs: Vec<(String, String)> = Vec::new();
@@ -1641,27 +1718,34 @@ fn section(v: &Value, stem: &str) -> Result<Section> {
             );
         }
     }
-    if stem != name {
-        for (file, _) in svgs.iter_mut() {
-            if let Some(rest) = file.strip_prefix(name) {
-                *file = format!("{stem}{rest}");
-            }
-        }
-    }
-    let mut plots = Vec::new();
-    for (i, (file, _)) in svgs.iter().enumerate() {
-        plots.push(Plot {
-            file: file.clone(),
+    let plots = svgs
+        .into_iter()
+        .enumerate()
+        .map(|(i, (file, svg))| Plot {
+            file,
+            svg,
             caption: captions.get(i).cloned().unwrap_or_default(),
-        });
-    }
-    SECTION_SVGS.with(|s| s.borrow_mut().extend(svgs));
+        })
+        .collect();
     Ok(Section { plots, sentence })
 }
 
-thread_local! {
-    /// The SVGs `section` made, for `write` to save.
-    static SECTION_SVGS: std::cell::RefCell<Vec<(String, String)>> = const { std::cell::RefCell::new(Vec::new()) };
+/// The section of one experiment's results; its SVG files are named after `stem` (the
+/// experiment's name, or the suite's name for a second run of it).
+pub fn section(v: &Value, stem: &str) -> Result<Section> {
+    let name = text(v, "experiment").unwrap_or("unknown");
+    let mut section = match crate::experiment::find(name) {
+        Ok(experiment) => experiment.section(v.clone())?,
+        Err(_) => legacy_section(v)?,
+    };
+    if stem != name {
+        for plot in &mut section.plots {
+            if let Some(rest) = plot.file.strip_prefix(name) {
+                plot.file = format!("{stem}{rest}");
+            }
+        }
+    }
+    Ok(section)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1760,6 +1844,7 @@ pub fn write(out: &Path, suite: &SuiteInfo<'_>) -> Result<()> {
                 Ok(sec) => {
                     let _ = writeln!(html, "<p class=\"study\">{}</p>", esc(&sec.sentence));
                     for p in &sec.plots {
+                        write_file(&out.join(&p.file), &p.svg)?;
                         let _ = writeln!(
                             html,
                             "<figure><img src=\"{0}\" alt=\"{0}\"><figcaption>{1}</figcaption></figure>",
@@ -1789,10 +1874,6 @@ pub fn write(out: &Path, suite: &SuiteInfo<'_>) -> Result<()> {
         );
     }
     html.push_str("</body></html>\n");
-    let svgs = SECTION_SVGS.with(|s| std::mem::take(&mut *s.borrow_mut()));
-    for (file, svg) in &svgs {
-        write_file(&out.join(file), svg)?;
-    }
     write_file(&out.join("index.html"), &html)
 }
 
@@ -1843,10 +1924,12 @@ mod tests {
 
     /// The section and the SVG files it wrote.
     fn section_of(v: &Value, stem: &str) -> (Section, Vec<(String, String)>) {
-        SECTION_SVGS.with(|s| s.borrow_mut().clear());
         let sec = section(v, stem).unwrap();
-        let svgs = SECTION_SVGS.with(|s| s.borrow().clone());
-        assert_eq!(sec.plots.len(), svgs.len());
+        let svgs = sec
+            .plots
+            .iter()
+            .map(|p| (p.file.clone(), p.svg.clone()))
+            .collect();
         (sec, svgs)
     }
 

@@ -13,11 +13,12 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use clap::{Args, Parser};
+use clap::Args;
 use serde_json::{json, Value};
 
-use super::{Experiment, Machine};
+use super::Machine;
 use crate::error::{note, Context, Result};
+use crate::experiment::{self, Experiment};
 
 #[derive(Debug, Args, Default)]
 pub struct SuiteArgs {
@@ -38,7 +39,32 @@ pub struct SuiteArgs {
     pub skip: Vec<String>,
 }
 
-/// One experiment of the suite and its arguments at each level.
+/// How much the suite measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Tiny parameters everywhere (for tests); the figures mean nothing.
+    Smoke,
+    /// A few minutes on 2 CPUs.
+    Quick,
+    /// The studies' parameters: tens of minutes.
+    Full,
+}
+
+impl Level {
+    fn name(self) -> &'static str {
+        match self {
+            Level::Smoke => "smoke",
+            Level::Quick => "quick",
+            Level::Full => "full",
+        }
+    }
+}
+
+/// A typed step's run: measures, prints, and returns the results as JSON.
+type TypedRun = Box<dyn FnOnce() -> Result<Value>>;
+
+/// One experiment of the suite, with its configuration at a level: a typed configuration, or
+/// (for the experiments still read from arguments) its arguments.
 struct Step {
     /// The experiment (`ferry lab NAME`).
     name: &'static str,
@@ -47,6 +73,37 @@ struct Step {
     smoke: &'static [&'static str],
     quick: &'static [&'static str],
     full: &'static [&'static str],
+    /// The typed configuration at a level; `None` at a level the step is left out of.
+    typed: Option<fn(Level) -> Option<TypedRun>>,
+}
+
+/// A run of `E` with `config`: measures, prints its table, returns its results.
+fn typed<E: Experiment>(config: E::Config) -> TypedRun {
+    Box::new(move || {
+        let results = experiment::measure::<E>(config)?;
+        crate::table::print_out(&E::table(&results))?;
+        Ok(serde_json::to_value(&results)?)
+    })
+}
+
+fn latency(level: Level) -> Option<TypedRun> {
+    use crate::latency::{Config, Latency};
+    let config = match level {
+        Level::Smoke => Config {
+            samples: 20,
+            rounds: 1,
+            warmup: 10,
+            sizes: vec![32, 1 << 10],
+            ..Config::default()
+        },
+        Level::Quick => Config {
+            samples: 2000,
+            rounds: 2,
+            ..Config::default()
+        },
+        Level::Full => Config::default(),
+    };
+    Some(typed::<Latency>(config))
 }
 
 /// Every experiment the suite knows, in the order it runs them. An experiment this build does
@@ -66,29 +123,15 @@ const STEPS: &[Step] = &[
         ],
         quick: &["--samples", "5000", "--memcpy-seconds", "0.1"],
         full: &[],
+        typed: None,
     },
     Step {
         name: "latency",
         file: "latency",
-        smoke: &[
-            "--samples",
-            "20",
-            "--rounds",
-            "1",
-            "--warmup",
-            "10",
-            "--sizes",
-            "32,1K",
-        ],
-        quick: &[
-            "--samples",
-            "2000",
-            "--rounds",
-            "2",
-            "--sizes",
-            "32,1K,32K,1M",
-        ],
+        smoke: &[],
+        quick: &[],
         full: &[],
+        typed: Some(latency),
     },
     Step {
         name: "send-time",
@@ -96,6 +139,7 @@ const STEPS: &[Step] = &[
         smoke: &["--samples", "20", "--warmup", "5", "--sizes", "32,1K"],
         quick: &["--samples", "2000", "--sizes", "32,1K,32K,1M"],
         full: &[],
+        typed: None,
     },
     Step {
         name: "throughput",
@@ -103,6 +147,7 @@ const STEPS: &[Step] = &[
         smoke: &["--duration", "0.2", "--rounds", "1", "--sizes", "64"],
         quick: &["--duration", "1", "--rounds", "2"],
         full: &[],
+        typed: None,
     },
     Step {
         name: "idle",
@@ -110,6 +155,7 @@ const STEPS: &[Step] = &[
         smoke: &["--seconds", "0.2"],
         quick: &["--seconds", "1"],
         full: &[],
+        typed: None,
     },
     Step {
         name: "footprint",
@@ -117,6 +163,7 @@ const STEPS: &[Step] = &[
         smoke: &["--seconds", "0.6"],
         quick: &["--seconds", "2", "--build"],
         full: &["--build"],
+        typed: None,
     },
     // The DDS hubs (seed 001): a ring of 4 processes on one host, then split over two network
     // namespaces joined by a 100 Mbit/s veth (root only; without it the step fails and says
@@ -136,6 +183,7 @@ const STEPS: &[Step] = &[
         ],
         quick: &["--mode", "roundtrip,flood"],
         full: &["--mode", "roundtrip,flood", "--rounds", "5"],
+        typed: None,
     },
     Step {
         name: "hubs",
@@ -163,6 +211,7 @@ const STEPS: &[Step] = &[
             "--rounds",
             "5",
         ],
+        typed: None,
     },
     // The paced multithreaded UDP sender (seed 002); not in the smoke suite.
     Step {
@@ -173,6 +222,7 @@ const STEPS: &[Step] = &[
         // the plot shows what a second thread adds (the study's figures 2-4).
         quick: &["--duration", "3", "--rate", "3G"],
         full: &[],
+        typed: None,
     },
     // The same with an automatic pool: the rate asked for rises at mid-run beyond what one
     // thread sends, and the manager adds a sender (the timeline plot); `--full` also starts a
@@ -207,6 +257,7 @@ const STEPS: &[Step] = &[
             "--duration",
             "10",
         ],
+        typed: None,
     },
     // The cyclic experiment (seed 000) at the study's headline point, 1 ms and 0.3 CPU, with
     // 1000-cycle runs (ten quota periods), both apps on one CPU and placed by the kernel; not in
@@ -225,15 +276,9 @@ const STEPS: &[Step] = &[
             "5",
         ],
         full: &["--cycle-ms", "1,5", "--repeat", "3", "--resolution", "5"],
+        typed: None,
     },
 ];
-
-#[derive(Parser)]
-#[command(name = "lab", no_binary_name = true)]
-struct One {
-    #[command(subcommand)]
-    experiment: Experiment,
-}
 
 /// What became of one experiment.
 pub struct Outcome {
@@ -249,16 +294,19 @@ fn progress_enabled() -> bool {
     std::io::stdout().is_terminal() && std::env::var("CI").map_or(true, |v| v != "true")
 }
 
-pub fn run(args: SuiteArgs) -> Result<()> {
+/// Runs the suite. `run_argv` runs an experiment from its command-line arguments (the steps
+/// still kept as arguments); `Ok(None)` when this build has no such experiment.
+pub fn run(args: SuiteArgs, run_argv: &dyn Fn(&[String]) -> Result<Option<()>>) -> Result<()> {
     let out = &args.out;
     std::fs::create_dir_all(out).context(format!("cannot create {}", out.display()))?;
-    let level = if args.smoke {
-        "smoke"
+    let level_value = if args.smoke {
+        Level::Smoke
     } else if args.full {
-        "full"
+        Level::Full
     } else {
-        "quick"
+        Level::Quick
     };
+    let level = level_value.name();
     let progress = progress_enabled();
     let allowed = super::allowed_cpus();
     let started = Instant::now();
@@ -268,13 +316,17 @@ pub fn run(args: SuiteArgs) -> Result<()> {
         .collect();
     let mut outcomes = Vec::new();
     for (i, step) in steps.iter().enumerate() {
-        if level == "smoke" && step.smoke.is_empty() {
-            // No tiny parameters known (the hook for an experiment still being written).
+        let typed_run = step.typed.map(|plan| plan(level_value));
+        let left_out = match &typed_run {
+            Some(run) => run.is_none(),
+            None => level == "smoke" && step.smoke.is_empty(),
+        };
+        if left_out {
             outcomes.push(Outcome {
                 name: step.file,
                 result: None,
                 seconds: 0.0,
-                status: "left out of the smoke suite".to_owned(),
+                status: format!("left out of the {level} suite"),
             });
             continue;
         }
@@ -289,27 +341,6 @@ pub fn run(args: SuiteArgs) -> Result<()> {
         argv.extend(params.iter().map(|s| s.to_string()));
         argv.extend(["--json".to_owned(), json_path.display().to_string()]);
         let t0 = Instant::now();
-        let parsed = match One::try_parse_from(&argv) {
-            Ok(one) => Ok(one.experiment),
-            Err(e) if e.kind() == clap::error::ErrorKind::InvalidSubcommand => {
-                if progress {
-                    println!(
-                        "[{}/{}] {:<11} not in this build",
-                        i + 1,
-                        steps.len(),
-                        step.file
-                    );
-                }
-                outcomes.push(Outcome {
-                    name: step.file,
-                    result: None,
-                    seconds: 0.0,
-                    status: "not in this build".to_owned(),
-                });
-                continue;
-            }
-            Err(e) => Err(e),
-        };
         if progress {
             println!(
                 "[{}/{}] {:<11} running ({level}) ...",
@@ -318,24 +349,38 @@ pub fn run(args: SuiteArgs) -> Result<()> {
                 step.file
             );
         }
-        let outcome = match parsed {
-            Ok(experiment) => super::run_experiment(experiment),
-            Err(e) => Err(crate::error::Error::msg(format!(
-                "the suite's arguments were refused: {}",
-                e.render().to_string().lines().next().unwrap_or("")
-            ))),
+        let outcome: Result<Option<Value>> = match typed_run.flatten() {
+            Some(run) => run().and_then(|v| {
+                experiment::write_json(&json_path, &v)?;
+                Ok(Some(v))
+            }),
+            None => match run_argv(&argv) {
+                Ok(None) => {
+                    if progress {
+                        println!(
+                            "[{}/{}] {:<11} not in this build",
+                            i + 1,
+                            steps.len(),
+                            step.file
+                        );
+                    }
+                    outcomes.push(Outcome {
+                        name: step.file,
+                        result: None,
+                        seconds: 0.0,
+                        status: "not in this build".to_owned(),
+                    });
+                    continue;
+                }
+                Ok(Some(())) => read_json(&json_path).map(Some),
+                Err(e) => Err(e),
+            },
         };
         // Experiments pin this thread; give the next one every CPU again.
         super::limits::restore_affinity(&allowed);
         let seconds = t0.elapsed().as_secs_f64();
         let (result, status) = match outcome {
-            Ok(()) => match read_json(&json_path) {
-                Ok(v) => (Some(v), "ok".to_owned()),
-                Err(e) => (
-                    Some(failed(step.name, &argv, &e.to_string())),
-                    format!("failed: {e}"),
-                ),
-            },
+            Ok(v) => (v, "ok".to_owned()),
             Err(e) => {
                 note!("ferry lab: {} failed: {e}", step.file);
                 (
@@ -352,21 +397,16 @@ pub fn run(args: SuiteArgs) -> Result<()> {
                 step.file
             );
         }
-        if crate::signal::interrupted() {
-            outcomes.push(Outcome {
-                name: step.file,
-                result,
-                seconds,
-                status,
-            });
-            break;
-        }
+        let stop = crate::signal::interrupted();
         outcomes.push(Outcome {
             name: step.file,
             result,
             seconds,
             status,
         });
+        if stop {
+            break;
+        }
     }
 
     let results: Vec<Value> = outcomes.iter().filter_map(|o| o.result.clone()).collect();

@@ -103,6 +103,45 @@ impl DomainKey {
         Some(DomainKey(key))
     }
 
+    /// An authentication tag (HMAC-SHA-256) of `message` for `purpose`, under a key derived
+    /// from this one for that purpose alone: for control channels beside the datagrams (the
+    /// lab's agent), which must not share keys with them or with each other.
+    pub fn tag(&self, purpose: &str, message: &[u8]) -> Result<[u8; 32], Error> {
+        available()?;
+        #[cfg(feature = "domain-key")]
+        {
+            let mut tag = [0u8; 32];
+            tag.copy_from_slice(ring::hmac::sign(&self.purpose_key(purpose), message).as_ref());
+            Ok(tag)
+        }
+        #[cfg(not(feature = "domain-key"))]
+        {
+            let _ = (purpose, message);
+            unreachable!("available() refused")
+        }
+    }
+
+    /// Whether `tag` is `tag(purpose, message)`, compared in constant time.
+    pub fn verify_tag(&self, purpose: &str, message: &[u8], tag: &[u8]) -> bool {
+        #[cfg(feature = "domain-key")]
+        return ring::hmac::verify(&self.purpose_key(purpose), message, tag).is_ok();
+        #[cfg(not(feature = "domain-key"))]
+        {
+            let _ = (purpose, message, tag);
+            false
+        }
+    }
+
+    #[cfg(feature = "domain-key")]
+    fn purpose_key(&self, purpose: &str) -> ring::hmac::Key {
+        let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, b"ferry purpose key").extract(&self.0);
+        let info = [purpose.as_bytes()];
+        let okm = prk
+            .expand(&info, ring::hmac::HMAC_SHA256)
+            .expect("an HMAC key is a valid HKDF output length");
+        ring::hmac::Key::from(okm)
+    }
+
     /// The AEAD key of one sender in one epoch.
     #[cfg(feature = "domain-key")]
     fn sender_key(&self, sender: u64, epoch: u64) -> SenderKey {
@@ -475,6 +514,20 @@ mod tests {
 
     fn key(b: u8) -> DomainKey {
         DomainKey::from_bytes([b; 32])
+    }
+
+    #[test]
+    fn tags_are_per_key_and_purpose() {
+        let t = key(1).tag("agent", b"challenge").unwrap();
+        assert!(key(1).verify_tag("agent", b"challenge", &t));
+        assert!(!key(2).verify_tag("agent", b"challenge", &t));
+        assert!(!key(1).verify_tag("other", b"challenge", &t));
+        assert!(!key(1).verify_tag("agent", b"challengf", &t));
+        assert!(!key(1).verify_tag("agent", b"challenge", &t[..31]));
+        assert_ne!(
+            key(1).tag("a", b"m").unwrap(),
+            key(1).tag("b", b"m").unwrap()
+        );
     }
 
     #[test]

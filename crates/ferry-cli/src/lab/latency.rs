@@ -1,0 +1,67 @@
+//! `ferry lab latency`'s options.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use ferry_lab::latency::{parse_transport, Config, Transport};
+use ferry_lab::units::parse_size;
+use ferry_lab::Pin;
+
+#[derive(Debug, Args)]
+pub struct LatencyArgs {
+    /// Transports to measure, comma-separated, in the order each round runs them: shm-spin,
+    /// shm-block, shm (ferry, adaptive wait), udp4, udp6 (ferry over UDP, blocking wait),
+    /// udp4-key (udp4 with a domain key: authenticated and encrypted),
+    /// raw-spin, raw-futex, raw-udp4 (baselines) [default: raw-spin,shm-spin,shm,raw-futex,shm-block]
+    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_transport)]
+    pub transports: Option<Vec<Transport>>,
+
+    /// Message sizes, comma-separated, with optional K or M suffixes (1K = 1024) [default:
+    /// 32,1K,32K,1M]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_size)]
+    pub sizes: Option<Vec<usize>>,
+
+    /// Round trips recorded per transport and size, split evenly across the rounds [default:
+    /// 10000]
+    #[arg(long, value_name = "N")]
+    pub samples: Option<usize>,
+
+    /// Interleaved rounds: every round runs every transport in turn [default: 5]
+    #[arg(long, value_name = "R")]
+    pub rounds: Option<usize>,
+
+    /// Unrecorded round trips before the recorded ones, per transport, size and round; raised
+    /// where needed to write a whole ferry ring once (its first lap runs on cold caches)
+    /// [default: 200]
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<usize>,
+
+    /// CPUs of the main process and of the peer, as A,B, or "none" [default: the first two CPUs
+    /// this process may use; none when there is only one]
+    #[arg(long, value_name = "A,B|none", value_parser = ferry_lab::parse_pin)]
+    pub pin: Option<Pin>,
+
+    /// Run the peer on another machine, through the `ferry lab agent` at HOST[:PORT] (port
+    /// 7447 by default); UDP transports only (udp4, udp4-key, raw-udp4)
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub remote: Option<String>,
+
+    /// Write the results as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+}
+
+impl LatencyArgs {
+    pub fn into_config(self) -> Config {
+        let d = Config::default();
+        Config {
+            transports: self.transports.unwrap_or(d.transports),
+            sizes: self.sizes.unwrap_or(d.sizes),
+            samples: self.samples.unwrap_or(d.samples),
+            rounds: self.rounds.unwrap_or(d.rounds),
+            warmup: self.warmup.unwrap_or(d.warmup),
+            pin: self.pin.or(d.pin),
+            remote: self.remote.or(d.remote),
+        }
+    }
+}

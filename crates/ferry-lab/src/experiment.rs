@@ -1,0 +1,235 @@
+//! The one shape every experiment has, and the registry that the command line, the suite, the
+//! peer processes, the agent and the report share.
+//!
+//! An experiment is a type implementing [`Experiment`]: a typed configuration (what the user
+//! asks for; serde, so the suite keeps it as a value and the results record it), a typed setup
+//! (how the run was actually made: resolved warm-ups, pinning, descriptions), a typed row, the
+//! main side ([`Experiment::run`]), the peer side ([`Experiment::run_peer`], in another process
+//! or on another machine, see [`crate::peer`]), the terminal table and the report section. The
+//! report reads rows as the same Rust types the experiment wrote, so a renamed field fails to
+//! compile instead of emptying a chart.
+//!
+//! [`REGISTRY`] erases the types behind [`Registered`], for what is chosen by name at run time:
+//! a peer process told which experiment to serve, and a results file read back for a report.
+
+use std::fmt::Debug;
+use std::marker::PhantomData;
+use std::path::Path;
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Context, Error, Result};
+use crate::peer::PeerLink;
+use crate::report::{Section, SummaryLine};
+use crate::Machine;
+
+/// One experiment of the lab.
+pub trait Experiment: Sized + 'static {
+    /// Its name on the command line and in results (`ferry lab latency`).
+    const NAME: &'static str;
+    /// What it measures, for the report's heading.
+    const TITLE: &'static str;
+
+    /// What the user asks for. `Default` is what `ferry lab NAME` measures without options.
+    type Config: Serialize + DeserializeOwned + JsonSchema + Default + Clone + Debug;
+    /// How the run was made, as the results record it.
+    type Setup: Serialize + DeserializeOwned + JsonSchema + Debug;
+    /// One line of results.
+    type Row: Serialize + DeserializeOwned + JsonSchema + Debug;
+    /// What the main side tells its peer process; [`NoPeer`] for an experiment without one.
+    type PeerRequest: Serialize + DeserializeOwned + Debug;
+
+    /// Refuses a configuration that cannot run, with a message naming the option.
+    fn validate(config: &Self::Config) -> Result<()>;
+
+    /// The main side: measures and returns what the results record.
+    fn run(config: &Self::Config) -> Result<Measured<Self>>;
+
+    /// The peer side, in the process `crate::peer` started (locally or through an agent).
+    fn run_peer(request: Self::PeerRequest, link: &mut PeerLink) -> Result<()> {
+        let _ = (request, link);
+        Err(Error::msg(format!(
+            "the {} experiment has no peer process",
+            Self::NAME
+        )))
+    }
+
+    /// The results as a table for the terminal.
+    fn table(results: &Results<Self>) -> String;
+
+    /// The results as a section of the report: sentences, tables and plots.
+    fn section(results: &Results<Self>) -> Result<Section>;
+
+    /// The report's summary: one line per figure that the study this experiment reproduces
+    /// also gives (ferry's figure, the floor and the best peer measured in the same run, the
+    /// study's own).
+    fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
+        let _ = results;
+        Vec::new()
+    }
+}
+
+/// The peer request of an experiment that has no peer process (it cannot be built).
+#[derive(Debug, Serialize, Deserialize)]
+pub enum NoPeer {}
+
+/// What the main side measured.
+#[derive(Debug)]
+pub struct Measured<E: Experiment> {
+    pub setup: E::Setup,
+    pub rows: Vec<E::Row>,
+}
+
+/// The version of the results format (docs/results.schema.json). Raised when a field changes
+/// meaning or goes away; new fields do not raise it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One experiment's results: `{"schema", "ferry_version", "experiment", "machine", "request",
+/// "config", "rows"}`. `request` is the configuration asked for (enough to run it again),
+/// `config` how the run was made.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(bound = "")]
+#[schemars(bound = "")]
+pub struct Results<E: Experiment> {
+    pub schema: u32,
+    pub ferry_version: String,
+    pub experiment: String,
+    pub machine: Machine,
+    pub request: E::Config,
+    pub config: E::Setup,
+    pub rows: Vec<E::Row>,
+}
+
+impl<E: Experiment> Results<E> {
+    pub fn new(machine: Machine, request: E::Config, measured: Measured<E>) -> Self {
+        Results {
+            schema: SCHEMA_VERSION,
+            ferry_version: env!("CARGO_PKG_VERSION").to_owned(),
+            experiment: E::NAME.to_owned(),
+            machine,
+            request,
+            config: measured.setup,
+            rows: measured.rows,
+        }
+    }
+
+    /// Reads results back from their JSON value, refusing another experiment's.
+    pub fn from_value(value: Value) -> Result<Self> {
+        let experiment = value.get("experiment").and_then(Value::as_str);
+        if experiment != Some(E::NAME) {
+            return Err(Error::msg(format!(
+                "these are results of {}, not of {}",
+                experiment.unwrap_or("no experiment"),
+                E::NAME
+            )));
+        }
+        serde_json::from_value(value).context(format!("results of {}", E::NAME))
+    }
+}
+
+/// Validates `config`, measures, and returns the results.
+pub fn measure<E: Experiment>(config: E::Config) -> Result<Results<E>> {
+    E::validate(&config)?;
+    let machine = Machine::probe();
+    let measured = E::run(&config)?;
+    Ok(Results::new(machine, config, measured))
+}
+
+/// `ferry lab NAME`: measures, prints the table, and writes the results to `json` if given.
+pub fn run_and_print<E: Experiment>(config: E::Config, json: Option<&Path>) -> Result<()> {
+    let results = measure::<E>(config)?;
+    crate::table::print_out(&E::table(&results))?;
+    if let Some(path) = json {
+        write_json(path, &results)?;
+        crate::note!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Writes pretty JSON to `path` through a temporary file, so that a reader never sees half.
+pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, text).context(format!("cannot write {}", Path::new(&tmp).display()))?;
+    std::fs::rename(&tmp, path).context(format!("cannot write {}", path.display()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The registry
+
+/// An experiment with its types erased, for what picks one by name.
+pub trait Registered: Sync {
+    fn name(&self) -> &'static str;
+    fn title(&self) -> &'static str;
+    /// Serves a peer request (JSON) in this process.
+    fn serve_peer(&self, request: Value, link: &mut PeerLink) -> Result<()>;
+    /// The report section of results read back as JSON.
+    fn section(&self, results: Value) -> Result<Section>;
+    /// The summary lines of results read back as JSON.
+    fn summary(&self, results: Value) -> Result<Vec<SummaryLine>>;
+    /// The JSON schema of this experiment's results.
+    fn schema(&self) -> schemars::Schema;
+}
+
+struct Entry<E>(PhantomData<fn() -> E>);
+
+impl<E: Experiment> Registered for Entry<E> {
+    fn name(&self) -> &'static str {
+        E::NAME
+    }
+
+    fn title(&self) -> &'static str {
+        E::TITLE
+    }
+
+    fn serve_peer(&self, request: Value, link: &mut PeerLink) -> Result<()> {
+        let request: E::PeerRequest =
+            serde_json::from_value(request).context(format!("a {} peer request", E::NAME))?;
+        E::run_peer(request, link)
+    }
+
+    fn section(&self, results: Value) -> Result<Section> {
+        E::section(&Results::<E>::from_value(results)?)
+    }
+
+    fn summary(&self, results: Value) -> Result<Vec<SummaryLine>> {
+        Ok(E::summary(&Results::<E>::from_value(results)?))
+    }
+
+    fn schema(&self) -> schemars::Schema {
+        schemars::schema_for!(Results<E>)
+    }
+}
+
+/// Builds [`REGISTRY`] from the experiment types.
+macro_rules! registry {
+    ($($experiment:ty),* $(,)?) => {
+        /// Every experiment, in the order the suite runs them and the report shows them.
+        pub static REGISTRY: &[&dyn Registered] = &[$(&Entry::<$experiment>(PhantomData)),*];
+    };
+}
+
+registry![crate::latency::Latency];
+
+/// The experiment named `name`.
+pub fn find(name: &str) -> Result<&'static dyn Registered> {
+    REGISTRY
+        .iter()
+        .copied()
+        .find(|e| e.name() == name)
+        .ok_or_else(|| {
+            Error::msg(format!(
+                "no experiment is named {name:?}; the lab has: {}",
+                REGISTRY
+                    .iter()
+                    .map(|e| e.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
+}

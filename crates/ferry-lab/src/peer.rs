@@ -1,0 +1,642 @@
+//! The other process of an experiment, and the one control protocol the lab speaks with it,
+//! whether it runs on this machine (`ferry lab-peer`, a child of the lab) or on another one
+//! (started there by `ferry lab agent`, see [`crate::agent`]).
+//!
+//! The protocol is JSON lines. The main side's first line names the experiment and carries its
+//! peer request: `{"experiment": "latency", "request": {...}}`; any later lines are the
+//! experiment's own commands. The peer answers with lines of its own, each one of
+//! `{"report": ...}` (an experiment's message to the main side), `{"done": null}` (finished,
+//! successfully) or `{"error": "..."}` (failed, and why); the last line is `done` or `error`.
+//! The end of the main side's input means that the main side went away: the peer stops.
+//!
+//! Readiness and the measurement itself go over the transport under test, not over this
+//! channel, so that its latency never enters a figure.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Context, Error, Result};
+use crate::experiment::Experiment;
+
+/// The longest line either side accepts: a peer request or report is a few kilobytes; anything
+/// longer is refused rather than buffered.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// The TCP port `ferry lab agent` listens on by default.
+pub const AGENT_PORT: u16 = 7447;
+
+/// The main side's first line.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Hello {
+    pub experiment: String,
+    pub request: Value,
+}
+
+/// A line from the peer.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reply {
+    Report(Value),
+    Done(()),
+    Error(String),
+}
+
+/// Reads one line of at most [`MAX_LINE`] bytes (without its newline); `None` at the end.
+pub fn read_line(input: &mut impl BufRead) -> Result<Option<String>> {
+    let mut buf = Vec::new();
+    let n = input
+        .take(MAX_LINE as u64 + 1)
+        .read_until(b'\n', &mut buf)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+    } else if buf.len() > MAX_LINE {
+        return Err(Error::msg(format!(
+            "a control line longer than {MAX_LINE} bytes was refused"
+        )));
+    }
+    String::from_utf8(buf)
+        .map(Some)
+        .map_err(|_| Error::msg("a control line that is not UTF-8 was refused"))
+}
+
+/// Reads lines into a channel from a thread, until the end or an error (sent as `Err`).
+fn reader_thread(input: impl Read + Send + 'static) -> Receiver<Result<String>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("lab-lines".to_owned())
+        .spawn(move || {
+            let mut input = BufReader::new(input);
+            loop {
+                match read_line(&mut input) {
+                    Ok(Some(line)) => {
+                        if tx.send(Ok(line)).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => return,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                }
+            }
+        })
+        .expect("a thread for the control lines");
+    rx
+}
+
+fn to_line(value: &impl Serialize) -> Result<String> {
+    let mut line = serde_json::to_string(value)?;
+    line.push('\n');
+    Ok(line)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The main side
+
+/// Where a peer runs.
+#[derive(Debug, Clone, Default)]
+pub struct Place {
+    /// Inside this network namespace (started with `ip netns exec`): the `ip` executable and
+    /// the namespace's name.
+    pub netns: Option<(std::path::PathBuf, String)>,
+    /// On another machine, through the `ferry lab agent` at this address (`HOST[:PORT]`).
+    pub remote: Option<String>,
+}
+
+impl Place {
+    pub fn local() -> Place {
+        Place::default()
+    }
+
+    pub fn remote(agent: Option<&str>) -> Place {
+        Place {
+            netns: None,
+            remote: agent.map(str::to_owned),
+        }
+    }
+}
+
+enum Link {
+    Local {
+        child: Child,
+        stdin: Option<ChildStdin>,
+    },
+    Remote {
+        stream: TcpStream,
+        /// The agent's address, for messages.
+        agent: String,
+    },
+}
+
+/// The main side's handle on a peer: its control channel and its life. A local peer is killed
+/// when this is dropped before it finished; a remote one sees its connection close, and its
+/// agent ends it.
+pub struct Peer {
+    link: Link,
+    lines: Receiver<Result<String>>,
+    /// The peer's last word (`done` or `error`), once read.
+    ended: Option<Result<(), String>>,
+    /// Reports read while looking for something else, oldest first.
+    reports: std::collections::VecDeque<Value>,
+    exited: bool,
+}
+
+impl Peer {
+    /// Starts the peer side of experiment `E` with `request`, where `place` says.
+    pub fn start<E: Experiment>(request: &E::PeerRequest, place: &Place) -> Result<Peer> {
+        let hello = Hello {
+            experiment: E::NAME.to_owned(),
+            request: serde_json::to_value(request)?,
+        };
+        let mut peer = match &place.remote {
+            Some(agent) => Peer::connect(agent)?,
+            None => Peer::spawn(place)?,
+        };
+        peer.send(&hello)?;
+        Ok(peer)
+    }
+
+    fn spawn(place: &Place) -> Result<Peer> {
+        let exe = std::env::current_exe().context("cannot find the ferry executable")?;
+        let mut cmd = match &place.netns {
+            Some((ip, ns)) => {
+                let mut c = Command::new(ip);
+                c.args(["netns", "exec", ns]).arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        cmd.arg("lab-peer")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = crate::spawn_child(&mut cmd)
+            .context(format!("cannot start the peer process {}", exe.display()))?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("a piped stdout");
+        Ok(Peer {
+            link: Link::Local { child, stdin },
+            lines: reader_thread(stdout),
+            ended: None,
+            reports: Default::default(),
+            exited: false,
+        })
+    }
+
+    fn connect(agent: &str) -> Result<Peer> {
+        let address = with_default_port(agent);
+        let target = address
+            .to_socket_addrs()
+            .context(format!("--remote {agent}"))?
+            .next()
+            .ok_or_else(|| Error::msg(format!("--remote {agent}: no address")))?;
+        let stream =
+            TcpStream::connect_timeout(&target, Duration::from_secs(5)).context(format!(
+                "cannot reach the lab agent at {address} (is `ferry lab agent` running there, and \
+             does it allow this machine?)"
+            ))?;
+        stream.set_nodelay(true)?;
+        let mut reader = BufReader::new(stream.try_clone()?);
+        crate::agent::client_handshake(&mut reader, &stream, &address)?;
+        Ok(Peer {
+            lines: reader_thread(reader),
+            link: Link::Remote {
+                stream,
+                agent: address,
+            },
+            ended: None,
+            reports: Default::default(),
+            exited: false,
+        })
+    }
+
+    /// The peer's process id, for a local peer.
+    pub fn pid(&self) -> Option<u32> {
+        match &self.link {
+            Link::Local { child, .. } => Some(child.id()),
+            Link::Remote { .. } => None,
+        }
+    }
+
+    /// Whether the peer runs on another machine.
+    pub fn is_remote(&self) -> bool {
+        matches!(self.link, Link::Remote { .. })
+    }
+
+    /// Sends the peer one command line.
+    pub fn send(&mut self, message: &impl Serialize) -> Result<()> {
+        let line = to_line(message)?;
+        let sent = match &mut self.link {
+            Link::Local { stdin, .. } => match stdin.as_mut() {
+                Some(s) => s.write_all(line.as_bytes()).and_then(|()| s.flush()),
+                None => return Err(Error::msg("the peer's input is closed")),
+            },
+            Link::Remote { stream, .. } => stream.write_all(line.as_bytes()),
+        };
+        sent.map_err(|e| Error::msg(format!("cannot talk to the peer: {e}")))
+    }
+
+    /// Ends the peer's input: for experiments whose peer runs until told to stop.
+    pub fn close_input(&mut self) {
+        match &mut self.link {
+            Link::Local { stdin, .. } => *stdin = None,
+            Link::Remote { stream, .. } => {
+                let _ = stream.shutdown(Shutdown::Write);
+            }
+        }
+    }
+
+    /// Takes one line from the peer, waiting at most `timeout`; a report is queued, the last
+    /// word is kept. False when nothing came.
+    fn pump(&mut self, timeout: Duration) -> Result<bool> {
+        if self.ended.is_some() {
+            return Ok(false);
+        }
+        let line = match self.lines.recv_timeout(timeout) {
+            Ok(line) => line?,
+            Err(RecvTimeoutError::Timeout) => return Ok(false),
+            Err(RecvTimeoutError::Disconnected) => {
+                self.ended = Some(Err(self.gone_without_a_word()));
+                return Ok(true);
+            }
+        };
+        let reply: Reply = serde_json::from_str(&line)
+            .map_err(|e| Error::msg(format!("the peer sent a line the lab cannot read: {e}")))?;
+        match reply {
+            Reply::Report(v) => self.reports.push_back(v),
+            Reply::Done(()) => self.ended = Some(Ok(())),
+            Reply::Error(e) => self.ended = Some(Err(e)),
+        }
+        Ok(true)
+    }
+
+    fn gone_without_a_word(&mut self) -> String {
+        match &mut self.link {
+            Link::Local { child, .. } => {
+                // The pipe closed: the process has ended or is about to.
+                let deadline = Instant::now() + Duration::from_secs(1);
+                loop {
+                    if let Ok(Some(status)) = child.try_wait() {
+                        self.exited = true;
+                        return format!("the peer process exited early ({status})");
+                    }
+                    if Instant::now() >= deadline {
+                        return "the peer process closed its output early".to_owned();
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            Link::Remote { agent, .. } => format!("the lab agent at {agent} closed the connection"),
+        }
+    }
+
+    /// Waits at most `timeout` for the peer's next report.
+    pub fn recv<T: DeserializeOwned>(&mut self, timeout: Duration) -> Result<Option<T>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = self.reports.pop_front() {
+                return serde_json::from_value(v)
+                    .map(Some)
+                    .map_err(|e| Error::msg(format!("the peer's report cannot be read: {e}")));
+            }
+            if let Some(Err(e)) = &self.ended {
+                return Err(Error::msg(format!("the peer failed: {e}")));
+            }
+            if self.ended.is_some() {
+                return Ok(None);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            self.pump(deadline - now)?;
+        }
+    }
+
+    /// An error if the peer has ended (it must not before `finish`) or failed.
+    pub fn check_alive(&mut self) -> Result<()> {
+        while self.pump(Duration::ZERO)? {}
+        match &self.ended {
+            Some(Err(e)) => Err(Error::msg(format!("the peer failed: {e}"))),
+            Some(Ok(())) => Err(Error::msg("the peer ended early")),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until `ready()` holds, at most `timeout`, watching the peer and Ctrl-C meanwhile.
+    pub fn wait_ready(
+        &mut self,
+        timeout: Duration,
+        mut ready: impl FnMut() -> Result<bool>,
+    ) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if ready()? {
+                return Ok(());
+            }
+            crate::signal::check()?;
+            self.check_alive()?;
+            if Instant::now() >= deadline {
+                bail_not_ready(timeout)?;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Waits for the peer to finish by itself (at most `timeout`) and checks that it succeeded.
+    pub fn finish(self, timeout: Duration) -> Result<()> {
+        self.finish_polling(timeout, || {})
+    }
+
+    /// As `finish`, calling `poll` between looks at the peer (to keep a subscriber answering
+    /// while the peer's publisher says goodbye, for instance). Ctrl-C ends the wait (and, as the
+    /// peer is dropped, the peer).
+    pub fn finish_polling(mut self, timeout: Duration, mut poll: impl FnMut()) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            crate::signal::check()?;
+            poll();
+            self.pump(Duration::from_millis(1))?;
+            match self.ended.take() {
+                Some(Ok(())) => break,
+                Some(Err(e)) => return Err(Error::msg(format!("the peer failed: {e}"))),
+                None => {}
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::msg(format!(
+                    "the peer did not finish within {timeout:?}; ended it"
+                )));
+            }
+        }
+        // Its last word is said; a local process exits right after.
+        if let Link::Local { child, .. } = &mut self.link {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Some(status) = child.try_wait()? {
+                    self.exited = true;
+                    if !status.success() {
+                        return Err(Error::msg(format!("the peer process failed ({status})")));
+                    }
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn bail_not_ready(timeout: Duration) -> Result<()> {
+    Err(Error::msg(format!(
+        "the peer was not ready within {timeout:?}"
+    )))
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        match &mut self.link {
+            Link::Local { child, stdin } => {
+                *stdin = None;
+                if !self.exited {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+            }
+            Link::Remote { stream, .. } => {
+                let _ = stream.shutdown(Shutdown::Both);
+            }
+        }
+    }
+}
+
+/// The address of this machine on the way to `agent` (`HOST[:PORT]`): the source address the
+/// kernel picks for a route there. The peer there reaches this machine at it.
+pub fn local_address_towards(agent: &str) -> Result<std::net::IpAddr> {
+    let target = with_default_port(agent)
+        .to_socket_addrs()
+        .context(format!("--remote {agent}"))?
+        .next()
+        .ok_or_else(|| Error::msg(format!("--remote {agent}: no address")))?;
+    let any: std::net::SocketAddr = if target.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        ([0u16; 8], 0).into()
+    };
+    let probe = std::net::UdpSocket::bind(any)?;
+    probe
+        .connect(target)
+        .context(format!("no route to the lab agent at {agent}"))?;
+    Ok(probe.local_addr()?.ip())
+}
+
+/// `HOST` → `HOST:7447`; `HOST:PORT` and `[V6]:PORT` as given.
+pub fn with_default_port(agent: &str) -> String {
+    let has_port = if agent.starts_with('[') {
+        agent.contains("]:")
+    } else {
+        agent.matches(':').count() == 1
+    };
+    if has_port {
+        agent.to_owned()
+    } else if agent.contains(':') {
+        format!("[{agent}]:{AGENT_PORT}")
+    } else {
+        format!("{agent}:{AGENT_PORT}")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The peer side
+
+/// The peer's end of the control channel: the main side's commands in, reports out.
+pub struct PeerLink {
+    input: Receiver<Result<String>>,
+    /// Set once the main side's input ended.
+    main_gone: Arc<AtomicBool>,
+    out: Box<dyn Write + Send>,
+}
+
+impl PeerLink {
+    fn new(input: Receiver<Result<String>>, out: Box<dyn Write + Send>) -> PeerLink {
+        PeerLink {
+            input,
+            main_gone: Arc::new(AtomicBool::new(false)),
+            out,
+        }
+    }
+
+    /// Sends the main side a report.
+    pub fn report(&mut self, message: &impl Serialize) -> Result<()> {
+        let line = to_line(&Reply::Report(serde_json::to_value(message)?))?;
+        self.write(&line)
+    }
+
+    fn write(&mut self, line: &str) -> Result<()> {
+        self.out
+            .write_all(line.as_bytes())
+            .and_then(|()| self.out.flush())
+            .map_err(|e| Error::msg(format!("cannot talk to the lab's main side: {e}")))
+    }
+
+    /// Waits at most `timeout` for the main side's next command; `None` if none came. An error
+    /// once the main side went away.
+    pub fn recv<T: DeserializeOwned>(&mut self, timeout: Duration) -> Result<Option<T>> {
+        match self.input.recv_timeout(timeout) {
+            Ok(line) => {
+                let line = line?;
+                serde_json::from_str(&line)
+                    .map(Some)
+                    .map_err(|e| Error::msg(format!("a command the peer cannot read: {e}")))
+            }
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => {
+                // Relaxed: a flag read by this thread only.
+                self.main_gone.store(true, Ordering::Relaxed);
+                Err(Error::msg(MAIN_GONE))
+            }
+        }
+    }
+
+    /// An error once the main side went away (its input ended). Cheap: call it between waits.
+    pub fn check_main(&mut self) -> Result<()> {
+        // Relaxed: see `recv`.
+        if self.main_gone.load(Ordering::Relaxed) {
+            return Err(Error::msg(MAIN_GONE));
+        }
+        match self.input.try_recv() {
+            Err(mpsc::TryRecvError::Disconnected) => {
+                self.main_gone.store(true, Ordering::Relaxed);
+                Err(Error::msg(MAIN_GONE))
+            }
+            // A command that the experiment does not wait for is not expected: say so.
+            Ok(Ok(line)) => Err(Error::msg(format!(
+                "the main side sent an unexpected command: {}",
+                line.chars().take(80).collect::<String>()
+            ))),
+            Ok(Err(e)) => Err(e),
+            Err(mpsc::TryRecvError::Empty) => Ok(()),
+        }
+    }
+
+    /// A closure for the peers' wait loops: `check_main` as `FnMut() -> Result<()>`.
+    pub fn watch(&mut self) -> impl FnMut() -> Result<()> + '_ {
+        move || self.check_main()
+    }
+}
+
+/// The error a peer stops with when its main side went away.
+pub const MAIN_GONE: &str = "the lab's main side went away";
+
+/// `ferry lab-peer`: serves one peer request from standard input, answering on standard
+/// output. The exit status says whether it succeeded; the last line says why not.
+pub fn serve_stdio() -> Result<()> {
+    let input = reader_thread(std::io::stdin());
+    let out: Box<dyn Write + Send> = Box::new(std::io::stdout());
+    serve(input, out)
+}
+
+fn serve(input: Receiver<Result<String>>, out: Box<dyn Write + Send>) -> Result<()> {
+    let first = match input.recv_timeout(Duration::from_secs(30)) {
+        Ok(line) => line?,
+        Err(_) => return Err(Error::msg("no peer request came in 30 s")),
+    };
+    let mut link = PeerLink::new(input, out);
+    let outcome = (|| {
+        let hello: Hello =
+            serde_json::from_str(&first).context("the peer request cannot be read")?;
+        let experiment = crate::experiment::find(&hello.experiment)?;
+        experiment.serve_peer(hello.request, &mut link)
+    })();
+    let last = match &outcome {
+        Ok(()) => Reply::Done(()),
+        Err(e) => Reply::Error(e.to_string()),
+    };
+    link.write(&to_line(&last)?)?;
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_bounded() {
+        let mut ok = BufReader::new(&b"{\"a\":1}\nrest"[..]);
+        assert_eq!(read_line(&mut ok).unwrap().as_deref(), Some("{\"a\":1}"));
+        assert_eq!(read_line(&mut ok).unwrap().as_deref(), Some("rest"));
+        assert_eq!(read_line(&mut ok).unwrap(), None);
+        let long = vec![b'x'; MAX_LINE + 10];
+        assert!(read_line(&mut BufReader::new(&long[..])).is_err());
+        let exact = vec![b'x'; MAX_LINE];
+        assert_eq!(
+            read_line(&mut BufReader::new(&exact[..]))
+                .unwrap()
+                .map(|s| s.len()),
+            Some(MAX_LINE)
+        );
+        assert!(read_line(&mut BufReader::new(&[0xff, b'\n'][..])).is_err());
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        for reply in [
+            Reply::Report(serde_json::json!({"x": 1})),
+            Reply::Done(()),
+            Reply::Error("no".to_owned()),
+        ] {
+            let line = serde_json::to_string(&reply).unwrap();
+            let back: Reply = serde_json::from_str(&line).unwrap();
+            assert_eq!(serde_json::to_string(&back).unwrap(), line);
+        }
+        assert_eq!(
+            serde_json::to_string(&Reply::Done(())).unwrap(),
+            "{\"done\":null}"
+        );
+    }
+
+    #[test]
+    fn agent_addresses() {
+        assert_eq!(with_default_port("10.0.0.2"), "10.0.0.2:7447");
+        assert_eq!(with_default_port("10.0.0.2:9000"), "10.0.0.2:9000");
+        assert_eq!(with_default_port("host"), "host:7447");
+        assert_eq!(with_default_port("fd00::2"), "[fd00::2]:7447");
+        assert_eq!(with_default_port("[fd00::2]:9000"), "[fd00::2]:9000");
+    }
+
+    #[test]
+    fn a_peer_request_for_no_experiment_is_refused_with_a_last_word() {
+        let (tx, rx) = mpsc::channel();
+        tx.send(Ok("{\"experiment\":\"nothing\",\"request\":{}}".to_owned()))
+            .unwrap();
+        drop(tx);
+        let out = Arc::new(std::sync::Mutex::new(Vec::new()));
+        struct Shared(Arc<std::sync::Mutex<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let err = serve(rx, Box::new(Shared(out.clone()))).unwrap_err();
+        assert!(err.to_string().contains("no experiment is named"), "{err}");
+        let written = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        let last: Reply = serde_json::from_str(written.trim_end()).unwrap();
+        assert!(matches!(last, Reply::Error(e) if e.contains("nothing")));
+    }
+}
