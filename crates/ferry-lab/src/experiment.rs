@@ -214,7 +214,10 @@ macro_rules! registry {
     };
 }
 
-registry![crate::latency::Latency];
+registry![
+    // One line per experiment, in the suite's order.
+    crate::latency::Latency,
+];
 
 /// The experiment named `name`.
 pub fn find(name: &str) -> Result<&'static dyn Registered> {
