@@ -1,5 +1,5 @@
 //! The performance lab: experiments that measure the transports on this machine, with same-run
-//! baselines, and write results that follow the lab contract:
+//! baselines, and write results in one format for every experiment:
 //! `{"ferry_version", "experiment", "machine", "config", "rows"}`.
 //!
 //! This module holds what experiments share: the machine description, the results writer,
@@ -22,6 +22,7 @@ pub mod rawudp;
 pub mod report;
 pub mod sendtime;
 pub mod signal;
+pub mod studies;
 pub mod suite;
 pub mod table;
 pub mod throughput;
@@ -40,7 +41,7 @@ use serde::Serialize;
 use crate::error::{Context, Error, Result};
 
 #[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true)]
+#[command(args_conflicts_with_subcommands = true, after_long_help = studies::help())]
 pub struct LabArgs {
     /// Without an experiment: run the quick suite of every experiment and write a report
     #[command(subcommand)]
@@ -61,20 +62,24 @@ pub enum Experiment {
     /// CPU used by an idle subscriber for each wait strategy (spin, block, adaptive)
     Idle(idle::IdleArgs),
     /// Binary size, private memory and threads of a minimal publisher and subscriber, against
-    /// Vortex Lite's footprint (seed 003)
+    /// Vortex Lite's footprint in the Vortex Lite performance whitepaper (ADLINK)
     Footprint(footprint::FootprintArgs),
     /// Raw limits of this machine: cache-line handoff, futex wake, UDP loopback, memcpy
     Limits(limits::LimitsArgs),
-    /// The time of the publish call alone, by transport and size (seed 004's send time)
+    /// The time of the publish call alone, by transport and size, as in the cpp-shm-stream
+    /// shared-memory stream experiments (Kenta Kabashima, MusicScience37)
     SendTime(sendtime::SendTimeArgs),
     /// Paced multithreaded UDP sending: the rate reached per thread count and MSS, and an
-    /// automatic pool under rate changes and CPU stress (seed 002)
+    /// automatic pool under rate changes and CPU stress, as in the multithreaded paced UDP study
+    /// (Dmytro Syzov, Dmitry Kachan, Eduard Siemens, Anhalt University of Applied Sciences)
     UdpRate(udprate::UdpRateArgs),
     /// The largest u32 array a cyclic writer gets to a cyclic reader per cycle time under a CPU
-    /// budget (the Dominion study): bisection, deadline misses, overloads
+    /// budget, as in the Dominion UDP/shared-memory study (Giuliano Scollo, TU Braunschweig and
+    /// DLR): bisection, deadline misses, overloads
     Cycle(cycle::CycleArgs),
     /// Roundtrip and Flood over a ring of hub processes (a master and 3 hubs by default), on
-    /// one host or two (network namespaces, optional link rate), under a CPU quota (seed 001)
+    /// one host or two (network namespaces, optional link rate), under a CPU quota, as in the
+    /// DDS Roundtrip/Flood performance study (DDS-Demonstrators project, team Hurricane, Sogeti)
     Hubs(hubs::HubsArgs),
 }
 
@@ -196,7 +201,7 @@ impl Machine {
     }
 }
 
-/// One experiment's results, as the lab contract lays them out.
+/// One experiment's results, in the format every experiment writes.
 #[derive(Debug, Serialize)]
 pub struct Results<C: Serialize, R: Serialize> {
     pub ferry_version: &'static str,
