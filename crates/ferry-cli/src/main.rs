@@ -108,4 +108,60 @@ mod tests {
         use clap::CommandFactory;
         super::Cli::command().debug_assert();
     }
+
+    /// Words of the project's own bookkeeping that no user has heard of: a study is named by
+    /// its title and authors, never by an internal number.
+    const INTERNAL_WORDS: [&str; 5] = ["seed", "brief", "study-00", "study 00", "lab contract"];
+
+    /// The long help of every command and subcommand, hidden ones included, by command line.
+    fn every_help() -> Vec<(String, String)> {
+        fn walk(cmd: &mut clap::Command, path: String, out: &mut Vec<(String, String)>) {
+            out.push((path.clone(), cmd.render_long_help().to_string()));
+            for sub in cmd.get_subcommands_mut() {
+                let p = format!("{path} {}", sub.get_name());
+                walk(sub, p, out);
+            }
+        }
+        use clap::CommandFactory;
+        let mut cmd = super::Cli::command();
+        cmd.build();
+        let mut out = Vec::new();
+        walk(&mut cmd, "ferry".into(), &mut out);
+        out
+    }
+
+    #[test]
+    fn help_uses_no_internal_words() {
+        let helps = every_help();
+        let labs = helps
+            .iter()
+            .filter(|(p, _)| p.starts_with("ferry lab ") && p != "ferry lab help")
+            .count();
+        assert!(labs >= 9, "only {labs} lab subcommands walked");
+        for (path, help) in &helps {
+            let lower = help.to_lowercase();
+            for word in INTERNAL_WORDS {
+                assert!(
+                    !lower.contains(word),
+                    "`{path} --help` says {word:?}:\n{help}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn lab_help_names_the_studies_by_title_and_authors() {
+        use ferry_lab::studies::{cite, reference, ALL};
+        let helps = every_help();
+        let (_, lab) = helps.iter().find(|(p, _)| p == "ferry lab").unwrap();
+        for study in ALL {
+            // An experiment's line cites it; the list at the end gives authors and title.
+            for name in [cite(study), reference(study)] {
+                assert!(
+                    lab.contains(&name),
+                    "`ferry lab --help` lacks {name:?}:\n{lab}"
+                );
+            }
+        }
+    }
 }

@@ -826,7 +826,7 @@ fn an_idle_blocking_subscriber_does_not_spin() {
     }
 }
 
-/// Reads a lab results file and checks the contract's top level.
+/// Reads a lab results file and checks the results format's top level.
 fn lab_json(path: &std::path::Path, experiment: &str) -> serde_json::Value {
     let text = std::fs::read_to_string(path).expect("results file");
     let _ = std::fs::remove_file(path);

@@ -1,4 +1,4 @@
-//! `ferry lab cycle` end to end: a tiny run without a CPU limit produces contract JSON, and (as
+//! `ferry lab cycle` end to end: a tiny run without a CPU limit produces results JSON, and (as
 //! root with a cgroup CPU controller) a run under a real CPU quota works and removes its cgroup.
 //! Every wait is bounded; a child that overruns is killed.
 

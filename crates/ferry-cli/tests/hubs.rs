@@ -1,5 +1,5 @@
 //! `ferry lab hubs` end to end: roundtrip and flood over a ring of hub processes on one host
-//! (shm, udp, auto) write contract JSON and lose nothing; a dead hub is reported, not waited for;
+//! (shm, udp, auto) write results JSON and lose nothing; a dead hub is reported, not waited for;
 //! bad arguments are refused. As root with `ip` and `tc`, a two-host run (network namespaces, a
 //! tbf link rate) and a run under a cgroup CPU quota run for real; elsewhere they skip with a
 //! printed reason. No timing is asserted; every run is bounded and killed if it overruns.
@@ -85,7 +85,7 @@ fn check_success(out: &Outcome, what: &str) {
     );
 }
 
-/// The lab contract's frame and this experiment's config.
+/// The results format's frame and this experiment's config.
 fn check_contract(v: &Value, hubs: u64) {
     assert_eq!(v["experiment"], "hubs");
     assert!(v["ferry_version"].is_string());

@@ -1,6 +1,6 @@
 //! The default suite (`ferry lab`) in its hidden smoke mode, where every experiment is tiny:
 //! it writes a report directory whose results.json parses, with one object per experiment in
-//! the lab contract's shape, a CSV per experiment, SVG plots, and an index.html that shows every
+//! the common results format, a CSV per experiment, SVG plots, and an index.html that shows every
 //! SVG. No timing is asserted; the run is bounded and killed if it overruns.
 
 use std::path::{Path, PathBuf};

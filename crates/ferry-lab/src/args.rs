@@ -27,7 +27,7 @@ pub enum WaitArg {
     Spin,
     /// Sleep on a futex: no busy loop
     Block,
-    /// Spin briefly, then sleep
+    /// Spin for a short while, then sleep
     Adaptive,
 }
 

@@ -1,7 +1,8 @@
-//! `ferry lab footprint` (seed 003, Vortex Lite's footprint test): the size and memory of a
-//! minimal ferry publisher and subscriber. The two apps are real binaries built from the
-//! `ferry-min` crate with the `min-size` profile (`cargo build --profile min-size -p ferry-min`);
-//! this experiment finds them, runs a pair per transport for a few seconds and reads:
+//! `ferry lab footprint` (the footprint test of the Vortex Lite performance whitepaper, ADLINK):
+//! the size and memory of a minimal ferry publisher and subscriber. The two apps are real binaries
+//! built from the `ferry-min` crate with the `min-size` profile
+//! (`cargo build --profile min-size -p ferry-min`); this experiment finds them, runs a pair per
+//! transport for a few seconds and reads:
 //!
 //! - the binary's file size (stripped by the profile);
 //! - private resident memory: `Private_Clean + Private_Dirty` of `/proc/PID/smaps_rollup`, the
@@ -101,7 +102,7 @@ struct Vortex {
     publisher_binary_bytes: u64,
     subscriber_vm_rss_kb: u64,
     threads: u64,
-    source: &'static str,
+    source: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -248,7 +249,10 @@ pub fn run(args: FootprintArgs) -> Result<()> {
                 publisher_binary_bytes: VORTEX_BINARY_BYTES,
                 subscriber_vm_rss_kb: VORTEX_VMRSS_KB,
                 threads: VORTEX_THREADS,
-                source: "Vortex Lite whitepaper (seed 003), x86, static library: Tables 1 and 3, and the thread count",
+                source: format!(
+                    "{}, x86, static library: Tables 1 and 3, and the thread count",
+                    crate::studies::cite(&crate::studies::VORTEX_LITE)
+                ),
             },
             goals: Goals {
                 binary_bytes: GOAL_BINARY_BYTES,

@@ -1,7 +1,8 @@
-//! `ferry lab hubs` (seed 001): the Roundtrip and Flood demonstrators over a ring of hub
-//! processes — a master and `--hubs − 1` others (4 in all by default, as in the study), each its
-//! own process, joined in a ring by one ferry topic per edge: `hubs/edge0` (master → hub 1),
-//! `hubs/edge1` (hub 1 → hub 2), …, `hubs/edge{N−1}` (hub N−1 → master). Delivery is reliable.
+//! `ferry lab hubs` (the DDS performance study of the DDS-Demonstrators project): the Roundtrip and
+//! Flood demonstrators over a ring of hub processes — a master and `--hubs − 1` others (4 in all by
+//! default, as in the study), each its own process, joined in a ring by one ferry topic per edge:
+//! `hubs/edge0` (master → hub 1), `hubs/edge1` (hub 1 → hub 2), …, `hubs/edge{N−1}` (hub N−1 →
+//! master). Delivery is reliable.
 //!
 //! - **roundtrip**: the master sends one message and waits until it has come back through every
 //!   hub; a lap is the time from before the master writes the message until it has it back and
@@ -549,7 +550,7 @@ struct Config {
     skipped: Vec<Skipped>,
     timeouts: serde_json::Value,
     clock: &'static str,
-    study: &'static str,
+    study: String,
     started_unix_s: u64,
 }
 
@@ -1004,7 +1005,10 @@ fn make_config(ctx: &Ctx<'_>, skipped: Vec<Skipped>, started: u64) -> Config {
             "send_s": SEND_TIMEOUT.as_secs(),
         }),
         clock: "CLOCK_MONOTONIC (std::time::Instant) in the master",
-        study: "seed 001 (DDS performance study): Roundtrip and Flood demonstrators over 4 hubs (1 master, 3 others), floods of 1000 messages; 1 node vs 2 nodes (master and hub 2 on machine A, hubs 1 and 3 on machine B); effect of CPU speed",
+        study: format!(
+            "{}: Roundtrip and Flood demonstrators over 4 hubs (1 master, 3 others), floods of 1000 messages; 1 node vs 2 nodes (master and hub 2 on machine A, hubs 1 and 3 on machine B); effect of CPU speed",
+            crate::studies::cite(&crate::studies::DDS_HUBS)
+        ),
         started_unix_s: started,
     }
 }

@@ -1,5 +1,5 @@
 //! The performance lab: experiments that measure the transports on this machine, with same-run
-//! baselines, and write results that follow the lab contract:
+//! baselines, and write results in one format for every experiment:
 //! `{"ferry_version", "experiment", "machine", "config", "rows"}`.
 //!
 //! This module holds what experiments share: the machine description, the results writer,
@@ -26,6 +26,7 @@ pub mod report;
 pub mod sendtime;
 pub mod signal;
 pub mod stats;
+pub mod studies;
 pub mod suite;
 pub mod table;
 pub mod throughput;
@@ -112,7 +113,7 @@ impl Machine {
     }
 }
 
-/// One experiment's results, as the lab contract lays them out.
+/// One experiment's results, in the format every experiment writes.
 #[derive(Debug, Serialize)]
 pub struct Results<C: Serialize, R: Serialize> {
     pub ferry_version: &'static str,

@@ -14,6 +14,9 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
 use super::footprint::{VORTEX_BINARY_BYTES, VORTEX_THREADS, VORTEX_VMRSS_KB};
+use super::studies::{
+    self, cite, cite_first, DDS_HUBS, DOMINION, PACED_UDP, SHM_STREAM, VORTEX_LITE,
+};
 use super::suite::{write as write_file, Outcome};
 use crate::error::Result;
 use crate::units::{format_ns, format_size};
@@ -287,7 +290,8 @@ fn glyph_of(row: &Value) -> Option<Glyph> {
     })
 }
 
-/// Box plots per size (x, categorical) and transport (colour) on a log y axis, like seed 004.
+/// Box plots per size (x, categorical) and transport (colour) on a log y axis, like the
+/// cpp-shm-stream experiments.
 fn box_plot(
     title: &str,
     y_desc: &str,
@@ -954,25 +958,13 @@ fn legacy_section(v: &Value) -> Result<Section> {
     #[allow(unused_assignments)]
     let mut sentence = String::new();
     match name {
-        "latency" => {
-            let (s, summary) = latency_like(
-                v,
-                name,
-                "one-way latency (round trip / 2)",
-                "One-way latency",
-            )?;
-            svgs.extend(s);
-            captions.push("Box: p50 (black line) to p90; whiskers: min and p99; dot: p99.9. One colour per transport; raw-* are the hardware floors measured in the same rounds.".into());
-            sentence = format!(
-                "Seed 004 (cpp-shm-stream on an i7-9750H) found both shared-memory streams faster than UDP IPv4/IPv6 at 32 B, 1 KB, 32 KB and 1 MB, the spinning one fastest; Vortex Lite reports under 50 µs one-way below 1 KB across Gigabit Ethernet. Here, one-way p50 {summary}."
-            );
-        }
         "send-time" => {
             let (s, summary) = latency_like(v, name, "time of the publish call", "Send time")?;
             svgs.extend(s);
             captions.push("Box: p25 to p75, black line p50; whiskers: min and p99; dot: p99.9. The publish call alone (loan + fill + send; raw-udp4: fill + send_to).".into());
             sentence = format!(
-                "Seed 004 timed the send call of 10 000 messages per size and found the shared-memory streams' sends shorter than UDP's. Here, send-time p50 {summary}."
+                "{} timed the send call of 10 000 messages per size and found the shared-memory streams' sends shorter than UDP's. Here, send-time p50 {summary}.",
+                cite_first(&SHM_STREAM)
             );
         }
         "idle" => {
@@ -1004,7 +996,8 @@ fn legacy_section(v: &Value) -> Result<Section> {
                 .filter_map(|(w, v)| Some(format!("{w} {:.1} %", (*v)?)))
                 .collect();
             sentence = format!(
-                "Seed 004: the wait-free stream spins (faster, but it loads a CPU) while the blocking stream waits without a busy loop. Here an idle ferry subscriber uses {} of one CPU.",
+                "In {}, the wait-free stream spins (faster, but it loads a CPU) while the blocking stream waits without a busy loop. Here an idle ferry subscriber uses {} of one CPU.",
+                cite(&SHM_STREAM),
                 parts.join(", ")
             );
         }
@@ -1102,7 +1095,8 @@ fn legacy_section(v: &Value) -> Result<Section> {
             .filter_map(|(a, t)| describe(a, t))
             .collect();
             sentence = format!(
-                "Vortex Lite (seed 003, x86, static): 531 KB publisher image / 1.5 MB VmRSS / 7 threads. {}.",
+                "Vortex Lite in {} (x86, static library): 531 KB publisher image / 1.5 MB VmRSS / 7 threads. {}.",
+                cite(&VORTEX_LITE),
                 ours.join("; ")
             );
         }
@@ -1188,7 +1182,7 @@ fn legacy_section(v: &Value) -> Result<Section> {
                 ));
             }
             sentence = format!(
-                "The brief's development machines (2 vCPU EPYC, KVM): cache line 50–170 ns, futex wake ~28 µs, blocking UDP ~35 µs across CPUs (one-way), memcpy ~40 GB/s up to 1 MiB and ~10 GB/s beyond. Here (one-way p50): {}.",
+                "ferry's development machines (2 vCPU EPYC, KVM) measured: cache line 50–170 ns, futex wake ~28 µs, blocking UDP ~35 µs across CPUs (one-way), memcpy ~40 GB/s up to 1 MiB and ~10 GB/s beyond. Here (one-way p50): {}.",
                 parts.join(", ")
             );
         }
@@ -1241,7 +1235,8 @@ fn legacy_section(v: &Value) -> Result<Section> {
                 })
                 .collect();
             sentence = format!(
-                "Vortex Lite (seed 003) reaches the ~950 Mbit/s of Gigabit Ethernet from messages under 2 KB (110 000 messages/s at 1 KB). Here, best delivered rates: {}.",
+                "In {}, Vortex Lite reaches the ~950 Mbit/s of Gigabit Ethernet from messages under 2 KB (110 000 messages/s at 1 KB). Here, best delivered rates: {}.",
+                cite(&VORTEX_LITE),
                 best.join(", ")
             );
         }
@@ -1314,7 +1309,8 @@ fn legacy_section(v: &Value) -> Result<Section> {
                 parts.push(part);
             }
             sentence = format!(
-                "Dominion (seed 000) finds the largest multiplicity (u32 elements per cycle) that arrives in 99.95 % of the cycles under a CPU budget (over 200 000 u32 at 1 ms and 0.3 CPU over shared memory). Here: {}.",
+                "{} finds the largest multiplicity (u32 elements per cycle) that arrives in 99.95 % of the cycles under a CPU budget (over 200 000 u32 at 1 ms and 0.3 CPU over shared memory). Here: {}.",
+                cite_first(&DOMINION),
                 parts.join("; ")
             );
             // Median against cycle time, one line per transport, budget and placement, the
@@ -1420,7 +1416,7 @@ fn legacy_section(v: &Value) -> Result<Section> {
                         .collect(),
                     series: bar_series,
                     reference: (ms == 1.0)
-                        .then(|| ("the study: shm, 1 ms, 0.3 CPU".to_owned(), 200_000.0)),
+                        .then(|| (format!("{}: shm, 1 ms, 0.3 CPU", DOMINION.short), 200_000.0)),
                     log_y: false,
                 };
                 svgs.push(("cycle.svg".into(), bar_svg(&[panel], 960)?));
@@ -1438,7 +1434,7 @@ fn legacy_section(v: &Value) -> Result<Section> {
                         )
                     })
                     .collect();
-                let mut caption = "Median over the repeats of the largest multiplicity that passed (≥ 99.95 % complete cycles, no overload), per placement of the two apps. The study's point: over 200 000 u32 over shared memory at 1 ms and 0.3 CPU.".to_owned();
+                let mut caption = format!("Median over the repeats of the largest multiplicity that passed (≥ 99.95 % complete cycles, no overload), per placement of the two apps. The point of {}: over 200 000 u32 over shared memory at 1 ms and 0.3 CPU.", cite(&DOMINION));
                 if !spreads.is_empty() {
                     let _ = write!(caption, " Spread over the repeats: {}.", spreads.join("; "));
                 }
@@ -1453,7 +1449,7 @@ fn legacy_section(v: &Value) -> Result<Section> {
                 captions.push(caption);
             } else if !series.is_empty() {
                 series.push((
-                    "the study: shm, 1 ms, 0.3 CPU".into(),
+                    format!("{}: shm, 1 ms, 0.3 CPU", DOMINION.short),
                     vec![(1.0, 200_000.0, None)],
                 ));
                 svgs.push((
@@ -1468,7 +1464,7 @@ fn legacy_section(v: &Value) -> Result<Section> {
                         None,
                     )?,
                 ));
-                let mut caption = "Median over the repeats of the largest multiplicity that passed (≥ 99.95 % complete cycles, no overload); the bar spans the repeats. The study's point: over 200 000 u32 over shared memory at 1 ms and 0.3 CPU.".to_owned();
+                let mut caption = format!("Median over the repeats of the largest multiplicity that passed (≥ 99.95 % complete cycles, no overload); the bar spans the repeats. The point of {}: over 200 000 u32 over shared memory at 1 ms and 0.3 CPU.", cite(&DOMINION));
                 if !limited.is_empty() {
                     let _ = write!(
                         caption,
@@ -1586,7 +1582,8 @@ fn legacy_section(v: &Value) -> Result<Section> {
                 ));
             }
             sentence = format!(
-                "The DDS study (seed 001) passes a message around a master and 3 hubs (Roundtrip) and pushes 1000 messages through every hub (Flood), on one node and on two over Ethernet and WiFi; its Flood over Ethernet saturates the network. Here, on {hosts:.0} host(s){link}: roundtrip lap p50 {}; flood completion {}.",
+                "{} passes a message around a master and 3 hubs (Roundtrip) and pushes 1000 messages through every hub (Flood), on one node and on two over Ethernet and WiFi; its Flood over Ethernet saturates the network. Here, on {hosts:.0} host(s){link}: roundtrip lap p50 {}; flood completion {}.",
+                cite_first(&DDS_HUBS),
                 if lap.is_empty() { "not run".to_owned() } else { lap.join(", ") },
                 if flood.is_empty() { "not run".to_owned() } else { flood.join(", ") },
             );
@@ -1605,11 +1602,12 @@ fn legacy_section(v: &Value) -> Result<Section> {
                 })
                 .collect();
             sentence = format!(
-                "Seed 002 paces each UDP sender thread at T = MSS·8·N/R and adds threads from the accumulated lag. Here: {}.",
+                "{} paces each UDP sender thread at T = MSS·8·N/R and adds threads from the accumulated lag. Here: {}.",
+                cite_first(&PACED_UDP),
                 parts.join("; ")
             );
-            // The study's figures 2-4: achieved rate against the number of sender threads, one
-            // line per MSS (and requested rate, and pacing when several were run).
+            // The paced UDP study's figures 2-4: achieved rate against the number of sender
+            // threads, one line per MSS (and requested rate, and pacing when several were run).
             let mut rates: Vec<f64> = rs.iter().filter_map(|r| num(r, "requested_bps")).collect();
             rates.sort_by(f64::total_cmp);
             rates.dedup();
@@ -1819,7 +1817,7 @@ pub fn write(out: &Path, suite: &SuiteInfo<'_>) -> Result<()> {
             o.seconds
         );
     }
-    html.push_str("</table>\n<p class=\"muted\">All results: <a href=\"results.json\">results.json</a> (one object per experiment, in the lab contract's shape).</p>\n");
+    html.push_str("</table>\n<p class=\"muted\">All results: <a href=\"results.json\">results.json</a> (one object per experiment: <code>ferry_version</code>, <code>experiment</code>, <code>machine</code>, <code>config</code>, <code>rows</code>).</p>\n");
 
     for o in suite.outcomes {
         let Some(v) = &o.result else { continue };
@@ -1873,7 +1871,16 @@ pub fn write(out: &Path, suite: &SuiteInfo<'_>) -> Result<()> {
             esc(&config)
         );
     }
-    html.push_str("</body></html>\n");
+    html.push_str("<h2 id=\"studies\">Studies reproduced</h2>\n<ul>\n");
+    for study in studies::ALL {
+        let _ = writeln!(
+            html,
+            "<li>{}: <i>{}</i></li>",
+            esc(study.authors),
+            esc(study.title)
+        );
+    }
+    html.push_str("</ul>\n</body></html>\n");
     write_file(&out.join("index.html"), &html)
 }
 
@@ -1997,7 +2004,7 @@ mod tests {
         for label in [
             "shm, 0.3 CPU, both apps on one CPU",
             "udp, 0.3 CPU, placed by the kernel",
-            "the study: shm, 1 ms, 0.3 CPU",
+            &format!("{}: shm, 1 ms, 0.3 CPU", DOMINION.short),
             "cycle time (ms)",
         ] {
             assert!(svgs[0].1.contains(label), "{label} missing");
@@ -2035,7 +2042,7 @@ mod tests {
             "placed by the kernel",
             "shm, 0.3 CPU",
             "udp, 0.3 CPU",
-            "the study: shm, 1 ms, 0.3 CPU",
+            &format!("{}: shm, 1 ms, 0.3 CPU", DOMINION.short),
             "530000",
         ] {
             assert!(svgs[0].1.contains(label), "{label} missing");

@@ -1,6 +1,7 @@
-//! `ferry lab send-time` (seed 004's send time): how long the publish call alone takes, by
-//! transport and size. For ferry over shared memory that is loan + fill + send; for ferry over
-//! UDP the same through its pooled buffer; for `raw-udp4` one `send_to` of a filled buffer.
+//! `ferry lab send-time` (the send time of the cpp-shm-stream experiments): how long the publish
+//! call alone takes, by transport and size. For ferry over shared memory that is loan + fill +
+//! send; for ferry over UDP the same through its pooled buffer; for `raw-udp4` one `send_to` of a
+//! filled buffer.
 //!
 //! A subscriber in another process (`ferry lab-peer send-time`) drains every message, checks it,
 //! and acknowledges it over a plain UDP socket; the main process sends the next message only

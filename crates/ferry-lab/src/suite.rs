@@ -1,7 +1,8 @@
 //! `ferry lab` with no subcommand: the default suite. It runs every experiment this build has,
-//! with small parameters (a few minutes on 2 CPUs; `--full` uses the studies' parameters), and
+//! with small parameters (a few minutes on 2 CPUs; `--full` uses the published studies'
+//! parameters), and
 //! writes a report directory (default `ferry-report/`): `results.json` (an array with one object
-//! per experiment, each in the lab contract's shape), the experiment's own JSON and a CSV per
+//! per experiment, each in the common results format), the experiment's own JSON and a CSV per
 //! experiment, SVG plots and `index.html` (see `report`).
 //!
 //! Experiments are called in this process through their own argument parsers, by name, so an
@@ -22,7 +23,8 @@ use crate::experiment::{self, Experiment};
 
 #[derive(Debug, Args, Default)]
 pub struct SuiteArgs {
-    /// Suite: use the studies' parameters (10 000 samples, 5 rounds, ...): tens of minutes
+    /// Suite: use the parameters of the published studies (10 000 samples, 5 rounds, ...): tens
+    /// of minutes
     #[arg(long)]
     pub full: bool,
 
@@ -165,9 +167,9 @@ const STEPS: &[Step] = &[
         full: &["--build"],
         typed: None,
     },
-    // The DDS hubs (seed 001): a ring of 4 processes on one host, then split over two network
-    // namespaces joined by a 100 Mbit/s veth (root only; without it the step fails and says
-    // why).
+    // The DDS hubs (the DDS-Demonstrators performance study): a ring of 4 processes on one host,
+    // then split over two network namespaces joined by a 100 Mbit/s veth (root only; without it the
+    // step fails and says why).
     Step {
         name: "hubs",
         file: "hubs",
@@ -213,13 +215,14 @@ const STEPS: &[Step] = &[
         ],
         typed: None,
     },
-    // The paced multithreaded UDP sender (seed 002); not in the smoke suite.
+    // The paced multithreaded UDP sender (the Syzov, Kachan, Siemens study); not in the smoke
+    // suite.
     Step {
         name: "udp-rate",
         file: "udp-rate",
         smoke: &[],
         // A rate one thread cannot reach with small datagrams on this kind of machine, so that
-        // the plot shows what a second thread adds (the study's figures 2-4).
+        // the plot shows what a second thread adds (that study's figures 2-4).
         quick: &["--duration", "3", "--rate", "3G"],
         full: &[],
         typed: None,
@@ -259,7 +262,7 @@ const STEPS: &[Step] = &[
         ],
         typed: None,
     },
-    // The cyclic experiment (seed 000) at the study's headline point, 1 ms and 0.3 CPU, with
+    // The cyclic experiment (the Dominion study) at its headline point, 1 ms and 0.3 CPU, with
     // 1000-cycle runs (ten quota periods), both apps on one CPU and placed by the kernel; not in
     // the smoke suite (it needs cgroups). `--full` adds 5 ms and three repeats, not the
     // hours-long `--study`.
@@ -283,7 +286,7 @@ const STEPS: &[Step] = &[
 /// What became of one experiment.
 pub struct Outcome {
     pub name: &'static str,
-    /// The results object (the lab contract's shape), also for a failure (rows empty, the error
+    /// The results object (the common results format), also for a failure (rows empty, the error
     /// in config).
     pub result: Option<Value>,
     pub seconds: f64,
@@ -440,7 +443,7 @@ fn read_json(path: &Path) -> Result<Value> {
     Ok(serde_json::from_str(&text)?)
 }
 
-/// The results object of an experiment that failed: the contract's shape, no rows.
+/// The results object of an experiment that failed: the common results format, no rows.
 fn failed(name: &str, argv: &[String], error: &str) -> Value {
     json!({
         "ferry_version": env!("CARGO_PKG_VERSION"),

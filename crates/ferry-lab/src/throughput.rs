@@ -208,8 +208,8 @@ pub struct ThroughputArgs {
     #[arg(long, value_enum, default_value = "reliable")]
     pub delivery: DeliveryArg,
 
-    /// Loss injected by ferry on the publisher's datagrams (ferry's UDP transports only:
-    /// FERRY_IMPAIR=loss=P%,seed=1), in percent
+    /// Loss injected by ferry on the publisher's datagrams (ferry's UDP transports only, as
+    /// FERRY_IMPAIR=loss=P% with the same random pattern in every run), in percent
     #[arg(long, value_name = "PERCENT", value_parser = parse_loss)]
     pub loss: Option<f64>,
 

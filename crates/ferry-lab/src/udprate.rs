@@ -1,6 +1,6 @@
-//! `ferry lab udp-rate` (seed 002): how many paced sender threads it takes to reach a rate with
-//! datagrams of a given MSS, and whether an automatic pool keeps the rate when the requested rate
-//! or the CPU load changes during the run.
+//! `ferry lab udp-rate` (the paced multithreaded UDP study of Syzov, Kachan and Siemens): how many
+//! paced sender threads it takes to reach a rate with datagrams of a given MSS, and whether an
+//! automatic pool keeps the rate when the requested rate or the CPU load changes during the run.
 //!
 //! For every MSS and thread setting (fixed counts, or `auto`) a `SenderPool` sends to a
 //! `ReceiverPool` on loopback for `--duration` seconds. The delivered rate is counted by the

@@ -1,5 +1,6 @@
-//! The minimal footprint applications of `ferry lab footprint` (seed 003, Vortex Lite's
-//! footprint test): `min-pub` sends a 64-byte message every 10 ms, `min-sub` receives them.
+//! The minimal footprint applications of `ferry lab footprint` (the footprint test of the Vortex
+//! Lite performance whitepaper): `min-pub` sends a 64-byte message every 10 ms, `min-sub`
+//! receives them.
 //! Both use only the `ferry` library and build with the workspace profile `min-size`:
 //!
 //! ```sh

@@ -11,7 +11,7 @@ use ferry_lab::error::{Context, Result};
 use ferry_lab::experiment::run_and_print;
 
 #[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true)]
+#[command(args_conflicts_with_subcommands = true, after_long_help = ferry_lab::studies::help())]
 pub struct LabArgs {
     /// Without an experiment: run the quick suite of every experiment and write a report
     #[command(subcommand)]
@@ -32,20 +32,24 @@ pub enum Experiment {
     /// CPU used by an idle subscriber for each wait strategy (spin, block, adaptive)
     Idle(ferry_lab::idle::IdleArgs),
     /// Binary size, private memory and threads of a minimal publisher and subscriber, against
-    /// Vortex Lite's footprint (seed 003)
+    /// Vortex Lite's footprint in the Vortex Lite performance whitepaper (ADLINK)
     Footprint(ferry_lab::footprint::FootprintArgs),
     /// Raw limits of this machine: cache-line handoff, futex wake, UDP loopback, memcpy
     Limits(ferry_lab::limits::LimitsArgs),
-    /// The time of the publish call alone, by transport and size (seed 004's send time)
+    /// The time of the publish call alone, by transport and size, as in the cpp-shm-stream
+    /// shared-memory stream experiments (Kenta Kabashima, MusicScience37)
     SendTime(ferry_lab::sendtime::SendTimeArgs),
     /// Paced multithreaded UDP sending: the rate reached per thread count and MSS, and an
-    /// automatic pool under rate changes and CPU stress (seed 002)
+    /// automatic pool under rate changes and CPU stress, as in the multithreaded paced UDP study
+    /// (Dmytro Syzov, Dmitry Kachan, Eduard Siemens, Anhalt University of Applied Sciences)
     UdpRate(ferry_lab::udprate::UdpRateArgs),
     /// The largest u32 array a cyclic writer gets to a cyclic reader per cycle time under a CPU
-    /// budget (the Dominion study): bisection, deadline misses, overloads
+    /// budget, as in the Dominion UDP/shared-memory study (Giuliano Scollo, TU Braunschweig and
+    /// DLR): bisection, deadline misses, overloads
     Cycle(ferry_lab::cycle::CycleArgs),
     /// Roundtrip and Flood over a ring of hub processes (a master and 3 hubs by default), on
-    /// one host or two (network namespaces, optional link rate), under a CPU quota (seed 001)
+    /// one host or two (network namespaces, optional link rate), under a CPU quota, as in the
+    /// DDS Roundtrip/Flood performance study (DDS-Demonstrators project, team Hurricane, Sogeti)
     Hubs(ferry_lab::hubs::HubsArgs),
     /// Serve the peer side of experiments to a lab on another machine (`--remote` there)
     Agent(AgentArgs),

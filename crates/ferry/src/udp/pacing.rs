@@ -1,5 +1,6 @@
-//! Paced sending and the decisions of a sender pool's manager (seed 002), without I/O: time is
-//! passed in, so tests drive them with a simulated clock.
+//! Paced sending and the decisions of a sender pool's manager (after Syzov, Kachan, Siemens:
+//! High-speed UDP Data Transmission with Multithreading and Automatic Resource Allocation),
+//! without I/O: time is passed in, so tests drive them with a simulated clock.
 //!
 //! Each of N sender threads sends one datagram of MSS bytes every `T = MSS·8·N / R` (R the target
 //! rate of the whole pool in bit/s). Two pacing modes:

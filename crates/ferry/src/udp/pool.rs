@@ -1,5 +1,6 @@
 //! Paced multithreaded UDP sending with automatic thread allocation, and multithreaded receiving
-//! (seed 002). The decisions live in `pacing` (pure); this module runs them on threads.
+//! (after the paced UDP study of Syzov, Kachan and Siemens). The decisions live in `pacing`
+//! (pure); this module runs them on threads.
 //!
 //! A `SenderPool` sends MSS-byte datagrams to one destination at a target rate R (changeable at
 //! run time) from N threads, each with its own socket and its own schedule (`T = MSS·8·N/R`). A

@@ -1,0 +1,315 @@
+//! The five published studies the lab reproduces, named once. Every text a user reads (help,
+//! log lines, results JSON, the report) names a study by its title and authors through these
+//! constants, never by an internal number.
+
+/// A published study: what it is called and who wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Study {
+    /// A stable identifier (lowercase, ASCII), for file names and JSON.
+    pub key: &'static str,
+    /// The title as the document gives it.
+    pub title: &'static str,
+    /// Who wrote it and where, as cited in parentheses.
+    pub authors: &'static str,
+    /// How a sentence names it, e.g. "the Vortex Lite performance whitepaper".
+    pub short: &'static str,
+}
+
+/// The cyclic writer/reader test of the Dominion middleware: the largest u32 array per cycle
+/// time under a CPU budget, over shared memory and over UDP.
+pub const DOMINION: Study = Study {
+    key: "dominion",
+    title: "Performance Comparison Analysis of Data-Exchange Efficiency in Middleware Systems with UDP and Shared Memory",
+    authors: "Giuliano Scollo, TU Braunschweig and DLR",
+    short: "the Dominion UDP/shared-memory study",
+};
+
+/// The Roundtrip and Flood demonstrators over 4 DDS hubs, on one host and on two.
+pub const DDS_HUBS: Study = Study {
+    key: "dds-hubs",
+    title: "DDS Performance Study",
+    authors: "DDS-Demonstrators project, team Hurricane, Sogeti",
+    short: "the DDS Roundtrip/Flood performance study",
+};
+
+/// Paced multithreaded UDP senders at a 1500-byte MTU and a manager that adds threads.
+pub const PACED_UDP: Study = Study {
+    key: "paced-udp",
+    title: "High-speed UDP Data Transmission with Multithreading and Automatic Resource Allocation",
+    authors: "Dmytro Syzov, Dmitry Kachan, Eduard Siemens, Anhalt University of Applied Sciences",
+    short: "the multithreaded paced UDP study",
+};
+
+/// Vortex Lite's latency, throughput and footprint figures.
+pub const VORTEX_LITE: Study = Study {
+    key: "vortex-lite",
+    title: "Vortex Lite Whitepaper: Performance and Footprint Characteristics",
+    authors: "ADLINK",
+    short: "the Vortex Lite performance whitepaper",
+};
+
+/// A wait-free spinning and a blocking shared-memory ring-buffer stream against UDP IPv4/IPv6.
+pub const SHM_STREAM: Study = Study {
+    key: "shm-stream",
+    title: "共有メモリを用いたストリームの実験 (Experiments with streams over shared memory)",
+    authors: "Kenta Kabashima, MusicScience37",
+    short: "the cpp-shm-stream shared-memory stream experiments",
+};
+
+/// All five, in the order the lab's documentation lists them.
+pub const ALL: [&Study; 5] = [&DOMINION, &DDS_HUBS, &PACED_UDP, &VORTEX_LITE, &SHM_STREAM];
+
+/// How a sentence names a study: "the Vortex Lite performance whitepaper (ADLINK)".
+pub fn cite(study: &Study) -> String {
+    format!("{} ({})", study.short, study.authors)
+}
+
+/// [`cite`] at the start of a sentence: "The Vortex Lite performance whitepaper (ADLINK)".
+pub fn cite_first(study: &Study) -> String {
+    let c = cite(study);
+    let mut chars = c.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => c,
+    }
+}
+
+/// The full reference: "Authors: Title".
+pub fn reference(study: &Study) -> String {
+    format!("{}: {}", study.authors, study.title)
+}
+
+/// The list of references that ends `ferry lab --help`.
+pub fn help() -> String {
+    let mut s = String::from("The studies the lab reproduces:");
+    for study in ALL {
+        s.push_str("\n  ");
+        s.push_str(&reference(study));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    /// Words of the project's own bookkeeping that no user has heard of.
+    const INTERNAL_WORDS: [&str; 5] = ["seed", "brief", "study-00", "study 00", "lab contract"];
+
+    fn assert_clean(what: &str, text: &str) {
+        // ASCII lowercase keeps byte offsets, so the excerpt lines up.
+        let lower = text.to_ascii_lowercase();
+        for word in INTERNAL_WORDS {
+            if let Some(at) = lower.find(word) {
+                let from = lower[..at]
+                    .char_indices()
+                    .rev()
+                    .nth(60)
+                    .map_or(0, |(i, _)| i);
+                let to = (at + 60..lower.len())
+                    .find(|&i| lower.is_char_boundary(i))
+                    .unwrap_or(lower.len());
+                panic!("{what} says {word:?}: ...{}...", &text[from..to]);
+            }
+        }
+    }
+
+    /// The source before its unit tests (which may name the words they forbid).
+    fn before_tests(source: &str) -> &str {
+        source.split("#[cfg(test)]").next().unwrap()
+    }
+
+    #[test]
+    fn report_and_study_sources_use_no_internal_words() {
+        assert_clean("report.rs", before_tests(include_str!("report.rs")));
+        assert_clean("studies.rs", before_tests(include_str!("studies.rs")));
+    }
+
+    #[test]
+    fn readme_lists_every_study_by_title_and_authors() {
+        let readme: String = include_str!("../../../README.md")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        for study in ALL {
+            assert!(
+                readme.contains(study.title),
+                "README lacks {:?}",
+                study.title
+            );
+            assert!(
+                readme.contains(study.authors),
+                "README lacks {:?}",
+                study.authors
+            );
+        }
+    }
+
+    /// A small, made-up result of every experiment the report draws.
+    fn fake_results() -> Vec<(&'static str, Value)> {
+        let lat = |t: &str, size: u64, p50: f64| {
+            json!({"transport": t, "size_bytes": size, "samples": 100, "min_ns": p50 * 0.8,
+                   "p50_ns": p50, "p90_ns": p50 * 1.2, "p99_ns": p50 * 2.0,
+                   "p999_ns": p50 * 3.0, "max_ns": p50 * 4.0, "mean_ns": p50})
+        };
+        let cycle = |t: &str, m: u64| {
+            json!({"transport": t, "cycle_ms": 1.0, "cpu": 0.3, "placement": "one-cpu",
+                   "repeat": 0, "max_multiplicity": m, "reached_limit": false})
+        };
+        let hub = |t: &str, mode: &str, lap: f64, done: f64| {
+            json!({"transport": t, "mode": mode, "hubs": 4, "hosts": 1, "messages": 1000,
+                   "round": 0, "lap_p50_ns": lap, "lap_p90_ns": lap, "lap_p99_ns": lap,
+                   "completion_s": done, "link_rate": null})
+        };
+        let timeline = json!([{"at_s": 0.5, "requested_bps": 3e9, "sent_bps": 2e9, "threads": 1}]);
+        let rate = |threads: u64, achieved: f64| {
+            json!({"mss": 1472, "threads": threads, "threads_mode": "fixed",
+                   "pacing": "catch-up", "requested_bps": 3e9, "achieved_bps": achieved,
+                   "windows_bps": [achieved], "timeline": timeline.clone()})
+        };
+        let footprint = |app: &str, t: &str| {
+            json!({"app": app, "transport": t, "binary_bytes": 500_000, "rss_private_kb": 300,
+                   "vm_rss_kb": 1800, "rss_shmem_kb": 100, "threads": 1})
+        };
+        let rows = |experiment: &str, rows: Vec<Value>| json!({"ferry_version": "0", "experiment": experiment, "config": {}, "rows": rows});
+        vec![
+            (
+                "latency",
+                serde_json::to_value(crate::latency::example()).unwrap(),
+            ),
+            (
+                "send-time",
+                rows(
+                    "send-time",
+                    vec![lat("shm", 32, 200.0), lat("raw-udp4", 32, 3000.0)],
+                ),
+            ),
+            (
+                "idle",
+                rows(
+                    "idle",
+                    vec![
+                        json!({"wait": "spin", "cpu_percent": 99.0}),
+                        json!({"wait": "block", "cpu_percent": 0.1}),
+                    ],
+                ),
+            ),
+            (
+                "footprint",
+                rows(
+                    "footprint",
+                    vec![footprint("min-pub", "shm"), footprint("min-sub", "shm")],
+                ),
+            ),
+            (
+                "limits",
+                rows(
+                    "limits",
+                    vec![
+                        json!({"kind": "cacheline", "size_bytes": 64, "p50_ns": 100.0, "p99_ns": 200.0}),
+                        json!({"kind": "memcpy", "size_bytes": 65536, "gbytes_per_s": 40.0}),
+                    ],
+                ),
+            ),
+            (
+                "throughput",
+                rows(
+                    "throughput",
+                    vec![json!({"transport": "shm", "size_bytes": 1024, "delivered_gbps": 5.0})],
+                ),
+            ),
+            (
+                "udp-rate",
+                rows("udp-rate", vec![rate(1, 2.4e9), rate(2, 3.0e9)]),
+            ),
+            (
+                "cycle",
+                rows("cycle", vec![cycle("shm", 500_000), cycle("udp", 100_000)]),
+            ),
+            (
+                "hubs",
+                rows(
+                    "hubs",
+                    vec![
+                        hub("shm", "roundtrip", 30_000.0, 0.0),
+                        hub("shm", "flood", 0.0, 0.01),
+                    ],
+                ),
+            ),
+        ]
+    }
+
+    #[test]
+    fn the_report_cites_every_study_and_uses_no_internal_words() {
+        let outcomes: Vec<crate::suite::Outcome> = fake_results()
+            .into_iter()
+            .map(|(name, v)| crate::suite::Outcome {
+                name,
+                result: Some(v),
+                seconds: 1.0,
+                status: "ok".into(),
+            })
+            .collect();
+        let dir = std::env::temp_dir().join(format!("ferry-studies-report-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let info = crate::report::SuiteInfo {
+            level: "quick",
+            command: "ferry lab".into(),
+            seconds: 9.0,
+            outcomes: &outcomes,
+        };
+        crate::report::write(&dir, &info).unwrap();
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+        let svgs = files
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "svg"))
+            .count();
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            assert_clean(&f.display().to_string(), &text);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(svgs >= 9, "only {svgs} plots drawn");
+        // No experiment fell back to an error instead of its sentence.
+        assert!(!html.contains("could not be drawn"), "{html}");
+        for study in ALL {
+            // Its sentence cites it, and the list at the end gives authors and title.
+            assert!(
+                html.contains(&cite(study)) || html.contains(&cite_first(study)),
+                "the report never cites {:?}",
+                study.key
+            );
+            assert!(html.contains(study.title) && html.contains(study.authors));
+        }
+    }
+
+    #[test]
+    fn cite_names_the_study_and_its_authors() {
+        assert_eq!(
+            cite(&VORTEX_LITE),
+            "the Vortex Lite performance whitepaper (ADLINK)"
+        );
+        assert_eq!(
+            cite_first(&VORTEX_LITE),
+            "The Vortex Lite performance whitepaper (ADLINK)"
+        );
+        assert!(reference(&PACED_UDP).starts_with("Dmytro Syzov, Dmitry Kachan, Eduard Siemens"));
+    }
+
+    #[test]
+    fn keys_are_distinct_and_plain() {
+        for (i, a) in ALL.iter().enumerate() {
+            assert!(a.key.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'));
+            for b in &ALL[i + 1..] {
+                assert_ne!(a.key, b.key);
+            }
+        }
+    }
+}
