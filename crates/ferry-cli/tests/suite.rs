@@ -67,8 +67,11 @@ fn smoke_suite_writes_a_complete_report() {
     assert!(ok, "ferry lab --smoke failed:\n{err}");
 
     let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json");
-    let results: serde_json::Value = serde_json::from_str(&text).expect("results.json parses");
-    let results = results.as_array().expect("results.json is an array");
+    let document: serde_json::Value = serde_json::from_str(&text).expect("results.json parses");
+    assert_eq!(document["schema"], 1);
+    assert_eq!(document["suite"]["level"], "smoke");
+    let runs = document["runs"].as_array().expect("results.json has runs");
+    let results: Vec<&serde_json::Value> = runs.iter().filter_map(|r| r.get("results")).collect();
     let names: Vec<&str> = results
         .iter()
         .map(|r| r["experiment"].as_str().expect("experiment is a string"))
@@ -76,7 +79,7 @@ fn smoke_suite_writes_a_complete_report() {
     for wanted in ["limits", "latency", "send-time", "idle", "footprint"] {
         assert!(names.contains(&wanted), "{wanted} missing from {names:?}");
     }
-    for r in results {
+    for r in &results {
         for key in ["ferry_version", "experiment", "machine", "config", "rows"] {
             assert!(r.get(key).is_some(), "{key} missing in {r}");
         }
@@ -134,6 +137,78 @@ fn smoke_suite_writes_a_complete_report() {
     assert!(
         !html.contains("<script") && !html.contains("http://") && !html.contains("https://"),
         "index.html must be self-contained"
+    );
+
+    // The report again, from results.json alone: the same page and the same plots.
+    let again = out_dir("again");
+    let status = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["lab", "report"])
+        .arg(dir.join("results.json"))
+        .arg("--out")
+        .arg(&again)
+        .status()
+        .expect("ferry lab report");
+    assert!(status.success());
+    let rebuilt = std::fs::read_to_string(again.join("index.html")).expect("rebuilt index.html");
+    assert!(
+        rebuilt == html,
+        "the rebuilt report differs from the suite's"
+    );
+    assert_eq!(files_with(&again, ".svg"), svgs);
+    for svg in &svgs {
+        assert_eq!(
+            std::fs::read_to_string(again.join(svg)).unwrap(),
+            std::fs::read_to_string(dir.join(svg)).unwrap(),
+            "{svg} differs"
+        );
+    }
+
+    // Two machines side by side (here the same results twice): a column each, files apart.
+    let both = out_dir("both");
+    let status = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["lab", "report"])
+        .arg(&dir)
+        .arg(again.join("results.json"))
+        .arg("--out")
+        .arg(&both)
+        .status()
+        .expect("ferry lab report with two inputs");
+    assert!(status.success());
+    let merged = std::fs::read_to_string(both.join("index.html")).expect("merged index.html");
+    for file in [
+        "latency-m1.svg",
+        "latency-m2.svg",
+        "results-m1.json",
+        "results-m2.json",
+    ] {
+        assert!(
+            both.join(file).is_file(),
+            "{file} missing from the merged report"
+        );
+    }
+    assert!(merged.contains("latency-m1.svg") && merged.contains("latency-m2.svg"));
+    for d in [&dir, &again, &both] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+#[test]
+fn a_report_from_nothing_readable_is_refused() {
+    let dir = out_dir("bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("results.json"), "[]").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["lab", "report"])
+        .arg(&dir)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .output()
+        .expect("ferry lab report");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("before results documents had a schema"),
+        "{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

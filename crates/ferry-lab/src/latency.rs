@@ -29,7 +29,7 @@ use super::{await_message, verify, Dir, Endpoint, Pin, Pinning, Summary};
 use crate::error::{bail, note, Context, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
-use crate::report::{size_boxes, Glyph, Plot, Section};
+use crate::report::{size_boxes, Glyph, Plot, Section, SummaryLine};
 use crate::signal;
 use crate::stats::{median, ratio};
 use crate::studies::{cite, cite_first, SHM_STREAM, VORTEX_LITE};
@@ -899,6 +899,10 @@ impl Experiment for Latency {
         render_table(&results.config, &results.rows)
     }
 
+    fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
+        summary(results)
+    }
+
     fn section(results: &Results<Self>) -> Result<Section> {
         let cells: Vec<_> = results
             .rows
@@ -929,6 +933,69 @@ impl Experiment for Latency {
             ),
         })
     }
+}
+
+/// The summary's lines: at the smallest size, ferry's best shared-memory and UDP transports
+/// beside their floors and the studies' figures.
+fn summary(results: &Results<Latency>) -> Vec<SummaryLine> {
+    let Some(&size) = results.rows.iter().map(|r| &r.size_bytes).min() else {
+        return Vec::new();
+    };
+    let at_size = || results.rows.iter().filter(move |r| r.size_bytes == size);
+    let p50 = |r: &Row| r.summary.as_ref().map(|s| s.p50_ns);
+    // The fastest measured row among `family`.
+    let best = |family: &dyn Fn(Transport) -> bool| {
+        at_size()
+            .filter(|r| family(r.transport))
+            .filter_map(|r| Some((p50(r)?, r)))
+            .min_by_key(|(p, _)| *p)
+    };
+    let mut lines = Vec::new();
+    /// A family's name, its ferry transports, its floors, and the study's figure.
+    type Family = (
+        &'static str,
+        fn(Transport) -> bool,
+        fn(Transport) -> bool,
+        Option<String>,
+    );
+    let families: [Family; 2] = [
+        (
+            "shared memory",
+            |t| t.is_ferry_shm(),
+            |t| matches!(t, Transport::RawSpin | Transport::RawFutex),
+            Some(format!(
+                "shared memory faster than UDP at every size, 32 B to 1 MB (no figures in the text): {}",
+                cite(&SHM_STREAM)
+            )),
+        ),
+        (
+            "UDP",
+            |t| matches!(t, Transport::Udp4 | Transport::Udp6),
+            |t| t == Transport::RawUdp4,
+            Some(format!(
+                "under 50 µs below 1 KB, DDS over Gigabit Ethernet between two machines: {}",
+                cite(&VORTEX_LITE)
+            )),
+        ),
+    ];
+    for (what, ferry, floor, study) in families {
+        let Some((ns, row)) = best(&ferry) else {
+            continue;
+        };
+        let ratio = row
+            .p50_ratio
+            .zip(row.baseline)
+            .map_or(String::new(), |(r, b)| format!(", {r:.2}× {}", b.name()));
+        lines.push(SummaryLine {
+            what: format!("one-way latency p50, {}, {what}", format_size(size)),
+            ferry: format!("{} ({}{ratio})", format_ns(ns as f64), row.transport.name()),
+            floor: best(&floor)
+                .map(|(ns, r)| format!("{} ({})", format_ns(ns as f64), r.transport.name())),
+            best_peer: None,
+            study,
+        });
+    }
+    lines
 }
 
 fn render_table(setup: &Setup, rows: &[Row]) -> String {
@@ -1058,6 +1125,18 @@ mod tests {
         assert_eq!(section.plots.len(), 1);
         assert!(section.plots[0].svg.contains("raw-spin"));
         assert!(Latency::table(&back).contains("× raw-spin"));
+        let lines = Latency::summary(&back);
+        assert_eq!(lines.len(), 1, "shared memory only: {lines:?}");
+        assert_eq!(lines[0].what, "one-way latency p50, 32 B, shared memory");
+        assert!(lines[0].ferry.contains("(shm, "), "{}", lines[0].ferry);
+        assert!(lines[0]
+            .floor
+            .as_deref()
+            .is_some_and(|f| f.contains("raw-spin")));
+        assert!(lines[0]
+            .study
+            .as_deref()
+            .is_some_and(|s| s.contains("cpp-shm-stream") || s.contains("Kabashima")));
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod peer;
 pub mod raw;
 pub mod rawudp;
 pub mod report;
+pub mod results;
 pub mod sendtime;
 pub mod signal;
 pub mod stats;

@@ -7,7 +7,7 @@
 //! experiment wrote; an experiment it has no plot for still gets its CSV and a table.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -17,17 +17,10 @@ use super::footprint::{VORTEX_BINARY_BYTES, VORTEX_THREADS, VORTEX_VMRSS_KB};
 use super::studies::{
     self, cite, cite_first, DDS_HUBS, DOMINION, PACED_UDP, SHM_STREAM, VORTEX_LITE,
 };
-use super::suite::{write as write_file, Outcome};
+use super::suite::write as write_file;
 use crate::error::Result;
+use crate::results::{Status, SuiteResults};
 use crate::units::{format_ns, format_size};
-
-/// What the suite tells the report about itself.
-pub struct SuiteInfo<'a> {
-    pub level: &'static str,
-    pub command: String,
-    pub seconds: f64,
-    pub outcomes: &'a [Outcome],
-}
 
 const W: u32 = 960;
 const H: u32 = 540;
@@ -1759,117 +1752,289 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}\
 figure{margin:12px 0}figure img{max-width:100%;border:1px solid #ddd}figcaption{font-size:13px;color:#555}\
 pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}.muted{color:#777}";
 
-/// Writes the CSVs, the SVGs and index.html into `out` (results.json is the suite's).
-pub fn write(out: &Path, suite: &SuiteInfo<'_>) -> Result<()> {
+/// The machine table's rows: a heading and one cell per document.
+fn machine_rows(docs: &[SuiteResults]) -> String {
+    let machines: Vec<Option<crate::Machine>> = docs.iter().map(SuiteResults::machine).collect();
+    let mut html = String::from("<table>");
+    if docs.len() > 1 {
+        html.push_str("<tr><th></th>");
+        for d in docs {
+            let _ = write!(html, "<th>{}</th>", esc(&d.label()));
+        }
+        html.push_str("</tr>");
+    }
+    let mut row = |name: &str, cell: &dyn Fn(&crate::Machine) -> String| {
+        let _ = write!(html, "<tr><th>{name}</th>");
+        for m in &machines {
+            let _ = write!(
+                html,
+                "<td>{}</td>",
+                esc(&m.as_ref().map_or("?".to_owned(), cell))
+            );
+        }
+        html.push_str("</tr>");
+    };
+    row("host", &|m| m.hostname.clone());
+    row("CPU", &|m| m.cpu_model.clone());
+    row("CPUs online / allowed", &|m| {
+        format!(
+            "{} / {}",
+            m.cpus,
+            m.allowed_cpus
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    });
+    row("memory", &|m| {
+        m.memory_bytes.map_or("?".into(), |b| {
+            format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+        })
+    });
+    row("kernel", &|m| format!("{} {} ({})", m.os, m.kernel, m.arch));
+    row("virtualized", &|m| m.virtualized.to_string());
+    row("clock source", &|m| {
+        m.clocksource.clone().unwrap_or_default()
+    });
+    html.push_str("</table>\n");
+    html
+}
+
+/// The summary: for every run with results, its experiment's headline lines, with each
+/// machine's figures side by side.
+fn summary_table(docs: &[SuiteResults]) -> String {
+    // (step, what) in order of first appearance → per document, the line.
+    let mut keys: Vec<(String, String)> = Vec::new();
+    let mut cells: Vec<Vec<Option<SummaryLine>>> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    for (di, doc) in docs.iter().enumerate() {
+        for run in &doc.runs {
+            let Some(results) = &run.results else {
+                continue;
+            };
+            let lines = match crate::experiment::find(&run.experiment) {
+                Ok(e) => match e.summary(results.clone()) {
+                    Ok(lines) => lines,
+                    Err(err) => {
+                        notes.push(format!("{}: {err}", run.step));
+                        continue;
+                    }
+                },
+                Err(_) => continue,
+            };
+            for line in lines {
+                let key = (run.step.clone(), line.what.clone());
+                let at = match keys.iter().position(|k| *k == key) {
+                    Some(i) => i,
+                    None => {
+                        keys.push(key);
+                        cells.push(vec![None; docs.len()]);
+                        keys.len() - 1
+                    }
+                };
+                cells[at][di] = Some(line);
+            }
+        }
+    }
+    if keys.is_empty() {
+        return String::new();
+    }
+    let mut html = String::from("<h2 id=\"summary\">Summary</h2>\n<p class=\"muted\">ferry's figure, the floor (the raw baseline) and the best other system, each measured in the same run on this machine, beside the figure the study gives for its own machine.</p>\n<div class=\"rows\"><table><tr><th>experiment</th><th>measured</th>");
+    for d in docs {
+        let suffix = if docs.len() > 1 {
+            format!(" ({})", esc(&d.label()))
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            html,
+            "<th>ferry{suffix}</th><th>floor{suffix}</th><th>best other{suffix}</th>"
+        );
+    }
+    html.push_str("<th>the study</th></tr>\n");
+    for ((step, what), row) in keys.iter().zip(&cells) {
+        let _ = write!(
+            html,
+            "<tr><td><a href=\"#{0}\">{0}</a></td><td>{1}</td>",
+            esc(step),
+            esc(what)
+        );
+        for cell in row {
+            let get = |f: &dyn Fn(&SummaryLine) -> Option<String>| {
+                esc(&cell.as_ref().and_then(f).unwrap_or_else(|| "–".to_owned()))
+            };
+            let _ = write!(
+                html,
+                "<td>{}</td><td>{}</td><td>{}</td>",
+                get(&|l| Some(l.ferry.clone())),
+                get(&|l| l.floor.clone()),
+                get(&|l| l.best_peer.clone())
+            );
+        }
+        let study = row
+            .iter()
+            .flatten()
+            .find_map(|l| l.study.clone())
+            .unwrap_or_else(|| "–".to_owned());
+        let _ = writeln!(
+            html,
+            "<td style=\"text-align:left\">{}</td></tr>",
+            esc(&study)
+        );
+    }
+    html.push_str("</table></div>\n");
+    for n in notes {
+        let _ = writeln!(html, "<p class=\"fail\">{}</p>", esc(&n));
+    }
+    html
+}
+
+/// Writes the CSVs, the SVGs and index.html for one or more results documents into `out`
+/// (several: one per machine, side by side). Each document's own results.json is its input
+/// and is not rewritten here.
+pub fn write(out: &Path, docs: &[SuiteResults]) -> Result<()> {
+    std::fs::create_dir_all(out)
+        .map_err(|e| crate::error::Error::msg(format!("cannot create {}: {e}", out.display())))?;
+    let several = docs.len() > 1;
     let mut html = String::new();
     let _ = write!(
         html,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>ferry lab report</title><style>{CSS}</style></head><body>\n<h1>ferry lab report</h1>\n"
     );
-    let first = suite.outcomes.iter().find_map(|o| o.result.as_ref());
-    if let Some(m) = first.and_then(|v| v.get("machine")) {
-        let s = |k: &str| {
-            m.get(k).map_or(String::new(), |v| match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            })
-        };
-        let mem = m
-            .get("memory_bytes")
-            .and_then(Value::as_u64)
-            .map_or("?".into(), |b| {
-                format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
-            });
-        let _ = write!(
-            html,
-            "<p class=\"muted\">ferry {} · {} suite · {:.0} s · <code>{}</code></p>\n<h2>Machine</h2>\n<table><tr><th>host</th><td>{}</td></tr><tr><th>CPU</th><td>{}</td></tr><tr><th>CPUs online / allowed</th><td>{} / {}</td></tr><tr><th>memory</th><td>{}</td></tr><tr><th>kernel</th><td>{} {} ({})</td></tr><tr><th>virtualized</th><td>{}</td></tr><tr><th>clock source</th><td>{}</td></tr></table>\n",
-            env!("CARGO_PKG_VERSION"),
-            suite.level,
-            suite.seconds,
-            esc(&suite.command),
-            esc(&s("hostname")),
-            esc(&s("cpu_model")),
-            esc(&s("cpus")),
-            esc(&s("allowed_cpus")),
-            mem,
-            esc(&s("os")),
-            esc(&s("kernel")),
-            esc(&s("arch")),
-            esc(&s("virtualized")),
-            esc(&s("clocksource")),
-        );
-    }
-    html.push_str("<h2>Experiments</h2>\n<table><tr><th>experiment</th><th>status</th><th>seconds</th><th>files</th></tr>\n");
-    for o in suite.outcomes {
-        let files = if o.result.is_some() {
-            format!(
-                "<a href=\"{0}.json\">{0}.json</a> · <a href=\"{0}.csv\">{0}.csv</a>",
-                o.name
-            )
-        } else {
-            String::new()
-        };
+    for d in docs {
         let _ = writeln!(
             html,
-            "<tr><td><a href=\"#{0}\">{0}</a></td><td>{1}</td><td>{2:.1}</td><td>{files}</td></tr>",
-            o.name,
-            esc(&o.status),
-            o.seconds
+            "<p class=\"muted\">{}ferry {} · {} suite · {:.0} s · <code>{}</code></p>",
+            if several {
+                format!("{}: ", esc(&d.label()))
+            } else {
+                String::new()
+            },
+            esc(&d.ferry_version),
+            esc(&d.suite.level),
+            d.suite.seconds,
+            esc(&d.suite.command),
         );
     }
-    html.push_str("</table>\n<p class=\"muted\">All results: <a href=\"results.json\">results.json</a> (one object per experiment: <code>ferry_version</code>, <code>experiment</code>, <code>machine</code>, <code>config</code>, <code>rows</code>).</p>\n");
+    html.push_str(&summary_table(docs));
+    html.push_str("<h2>Machine</h2>\n");
+    html.push_str(&machine_rows(docs));
+    html.push_str("<h2>Experiments</h2>\n<table><tr><th>experiment</th>");
+    for d in docs {
+        let _ = write!(
+            html,
+            "<th>status{0}</th><th>seconds{0}</th><th>files{0}</th>",
+            if several {
+                format!(" ({})", esc(&d.label()))
+            } else {
+                String::new()
+            }
+        );
+    }
+    html.push_str("</tr>\n");
+    // Steps in order of first appearance over all documents.
+    let mut steps: Vec<&str> = Vec::new();
+    for d in docs {
+        for r in &d.runs {
+            if !steps.contains(&r.step.as_str()) {
+                steps.push(&r.step);
+            }
+        }
+    }
+    // The file stem of a step's files for document `di`.
+    let stem = |step: &str, di: usize| {
+        if several {
+            format!("{step}-m{}", di + 1)
+        } else {
+            step.to_owned()
+        }
+    };
+    for step in &steps {
+        let _ = write!(html, "<tr><td><a href=\"#{0}\">{0}</a></td>", esc(step));
+        for (di, d) in docs.iter().enumerate() {
+            match d.runs.iter().find(|r| r.step == *step) {
+                Some(r) => {
+                    let files = if r.results.is_some() {
+                        format!(
+                            "<a href=\"{0}.json\">{0}.json</a> · <a href=\"{0}.csv\">{0}.csv</a>",
+                            stem(step, di)
+                        )
+                    } else {
+                        String::new()
+                    };
+                    let _ = write!(
+                        html,
+                        "<td>{}</td><td>{:.1}</td><td>{files}</td>",
+                        esc(&r.describe()),
+                        r.seconds
+                    );
+                }
+                None => html.push_str("<td>–</td><td></td><td></td>"),
+            }
+        }
+        html.push_str("</tr>\n");
+    }
+    html.push_str("</table>\n<p class=\"muted\">All results: <a href=\"results.json\">results.json</a> (one document per suite; its schema is docs/results.schema.json in ferry's sources, or <code>ferry lab schema</code>). <code>ferry lab report results.json</code> rebuilds this report from it.</p>\n");
 
-    for o in suite.outcomes {
-        let Some(v) = &o.result else { continue };
-        let _ = writeln!(html, "<h2 id=\"{0}\">{0}</h2>", o.name);
-        let rs = rows(v);
-        write_file(&out.join(format!("{}.csv", o.name)), &csv(rs))?;
-        if !out.join(format!("{}.json", o.name)).exists() {
+    for step in &steps {
+        let _ = writeln!(html, "<h2 id=\"{0}\">{0}</h2>", esc(step));
+        for (di, d) in docs.iter().enumerate() {
+            let Some(run) = d.runs.iter().find(|r| r.step == *step) else {
+                continue;
+            };
+            if several {
+                let _ = writeln!(html, "<h3>{}</h3>", esc(&d.label()));
+            }
+            if run.status == Status::Failed {
+                let _ = writeln!(
+                    html,
+                    "<p class=\"fail\">This experiment failed: {}</p>",
+                    esc(run.note.as_deref().unwrap_or(""))
+                );
+            }
+            let Some(v) = &run.results else { continue };
+            let stem = stem(step, di);
+            let rs = rows(v);
+            write_file(&out.join(format!("{stem}.csv")), &csv(rs))?;
             write_file(
-                &out.join(format!("{}.json", o.name)),
+                &out.join(format!("{stem}.json")),
                 &(serde_json::to_string_pretty(v)? + "\n"),
             )?;
-        }
-        if let Some(err) = v.pointer("/config/error").and_then(Value::as_str) {
-            let _ = writeln!(
-                html,
-                "<p class=\"fail\">This experiment failed: {}</p>",
-                esc(err)
-            );
-        }
-        if !rs.is_empty() {
-            match section(v, o.name) {
-                Ok(sec) => {
-                    let _ = writeln!(html, "<p class=\"study\">{}</p>", esc(&sec.sentence));
-                    for p in &sec.plots {
-                        write_file(&out.join(&p.file), &p.svg)?;
+            if !rs.is_empty() {
+                match section(v, &stem) {
+                    Ok(sec) => {
+                        let _ = writeln!(html, "<p class=\"study\">{}</p>", esc(&sec.sentence));
+                        for p in &sec.plots {
+                            write_file(&out.join(&p.file), &p.svg)?;
+                            let _ = writeln!(
+                                html,
+                                "<figure><img src=\"{0}\" alt=\"{0}\"><figcaption>{1}</figcaption></figure>",
+                                p.file,
+                                esc(&p.caption)
+                            );
+                        }
+                    }
+                    Err(e) => {
                         let _ = writeln!(
                             html,
-                            "<figure><img src=\"{0}\" alt=\"{0}\"><figcaption>{1}</figcaption></figure>",
-                            p.file,
-                            esc(&p.caption)
+                            "<p class=\"fail\">The plots of this experiment could not be drawn: {}</p>",
+                            esc(&e.to_string())
                         );
                     }
                 }
-                Err(e) => {
-                    let _ = writeln!(
-                        html,
-                        "<p class=\"fail\">The plots of this experiment could not be drawn: {}</p>",
-                        esc(&e.to_string())
-                    );
-                }
             }
+            html.push_str(&table(rs));
+            let config = v
+                .get("config")
+                .map(|c| serde_json::to_string_pretty(c).unwrap_or_default())
+                .unwrap_or_default();
+            let _ = writeln!(
+                html,
+                "<details><summary>configuration</summary><pre>{}</pre></details>",
+                esc(&config)
+            );
         }
-        html.push_str(&table(rs));
-        let config = v
-            .get("config")
-            .map(|c| serde_json::to_string_pretty(c).unwrap_or_default())
-            .unwrap_or_default();
-        let _ = writeln!(
-            html,
-            "<details><summary>configuration</summary><pre>{}</pre></details>",
-            esc(&config)
-        );
     }
     html.push_str("<h2 id=\"studies\">Studies reproduced</h2>\n<ul>\n");
     for study in studies::ALL {
@@ -1882,6 +2047,31 @@ pub fn write(out: &Path, suite: &SuiteInfo<'_>) -> Result<()> {
     }
     html.push_str("</ul>\n</body></html>\n");
     write_file(&out.join("index.html"), &html)
+}
+
+/// `ferry lab report`: rebuilds the report from results documents alone (`inputs`: files or
+/// report directories; several are shown side by side) into `out`, with the documents copied
+/// there as `results.json` (one) or `results-m1.json`, ... (several).
+pub fn rebuild(inputs: &[PathBuf], out: &Path) -> Result<()> {
+    if inputs.is_empty() {
+        return Err(crate::error::Error::msg(
+            "give at least one results.json (or a report directory holding one)",
+        ));
+    }
+    let docs = inputs
+        .iter()
+        .map(|p| SuiteResults::read(p))
+        .collect::<Result<Vec<_>>>()?;
+    std::fs::create_dir_all(out)
+        .map_err(|e| crate::error::Error::msg(format!("cannot create {}: {e}", out.display())))?;
+    if docs.len() == 1 {
+        crate::experiment::write_json(&out.join(crate::results::FILE), &docs[0])?;
+    } else {
+        for (i, d) in docs.iter().enumerate() {
+            crate::experiment::write_json(&out.join(format!("results-m{}.json", i + 1)), d)?;
+        }
+    }
+    write(out, &docs)
 }
 
 /// The rows' scalar fields as an HTML table (at most 80 rows; the CSV has them all).

@@ -242,25 +242,30 @@ mod tests {
 
     #[test]
     fn the_report_cites_every_study_and_uses_no_internal_words() {
-        let outcomes: Vec<crate::suite::Outcome> = fake_results()
+        let runs: Vec<crate::results::Run> = fake_results()
             .into_iter()
-            .map(|(name, v)| crate::suite::Outcome {
-                name,
-                result: Some(v),
+            .map(|(name, v)| crate::results::Run {
+                step: name.to_owned(),
+                experiment: name.to_owned(),
+                status: crate::results::Status::Ok,
+                note: None,
                 seconds: 1.0,
-                status: "ok".into(),
+                results: Some(v),
             })
             .collect();
         let dir = std::env::temp_dir().join(format!("ferry-studies-report-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let info = crate::report::SuiteInfo {
-            level: "quick",
-            command: "ferry lab".into(),
-            seconds: 9.0,
-            outcomes: &outcomes,
-        };
-        crate::report::write(&dir, &info).unwrap();
+        let doc = crate::results::SuiteResults::new(
+            crate::results::Suite {
+                level: "quick".into(),
+                command: "ferry lab".into(),
+                seconds: 9.0,
+                started_unix_s: 0,
+            },
+            runs,
+        );
+        crate::report::write(&dir, std::slice::from_ref(&doc)).unwrap();
         let mut files: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().path())

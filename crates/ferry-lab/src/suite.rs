@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::Machine;
 use crate::error::{note, Context, Result};
 use crate::experiment::{self, Experiment};
+use crate::results::{self, Run, Status, Suite, SuiteResults};
 
 #[derive(Debug, Args, Default)]
 pub struct SuiteArgs {
@@ -283,14 +283,16 @@ const STEPS: &[Step] = &[
     },
 ];
 
-/// What became of one experiment.
-pub struct Outcome {
-    pub name: &'static str,
-    /// The results object (the common results format), also for a failure (rows empty, the error
-    /// in config).
-    pub result: Option<Value>,
-    pub seconds: f64,
-    pub status: String,
+/// A step's run that did not measure.
+fn not_run(step: &Step, status: Status, note: String) -> Run {
+    Run {
+        step: step.file.to_owned(),
+        experiment: step.name.to_owned(),
+        status,
+        note: Some(note),
+        seconds: 0.0,
+        results: None,
+    }
 }
 
 fn progress_enabled() -> bool {
@@ -313,6 +315,7 @@ pub fn run(args: SuiteArgs, run_argv: &dyn Fn(&[String]) -> Result<Option<()>>) 
     let progress = progress_enabled();
     let allowed = super::allowed_cpus();
     let started = Instant::now();
+    let started_unix_s = super::unix_time();
     let steps: Vec<&Step> = STEPS
         .iter()
         .filter(|s| !args.skip.iter().any(|k| k == s.name || k == s.file))
@@ -325,12 +328,11 @@ pub fn run(args: SuiteArgs, run_argv: &dyn Fn(&[String]) -> Result<Option<()>>) 
             None => level == "smoke" && step.smoke.is_empty(),
         };
         if left_out {
-            outcomes.push(Outcome {
-                name: step.file,
-                result: None,
-                seconds: 0.0,
-                status: format!("left out of the {level} suite"),
-            });
+            outcomes.push(not_run(
+                step,
+                Status::LeftOut,
+                format!("left out of the {level} suite"),
+            ));
             continue;
         }
         let params = match level {
@@ -367,12 +369,11 @@ pub fn run(args: SuiteArgs, run_argv: &dyn Fn(&[String]) -> Result<Option<()>>) 
                             step.file
                         );
                     }
-                    outcomes.push(Outcome {
-                        name: step.file,
-                        result: None,
-                        seconds: 0.0,
-                        status: "not in this build".to_owned(),
-                    });
+                    outcomes.push(not_run(
+                        step,
+                        Status::LeftOut,
+                        "not in this build".to_owned(),
+                    ));
                     continue;
                 }
                 Ok(Some(())) => read_json(&json_path).map(Some),
@@ -382,48 +383,54 @@ pub fn run(args: SuiteArgs, run_argv: &dyn Fn(&[String]) -> Result<Option<()>>) 
         // Experiments pin this thread; give the next one every CPU again.
         super::limits::restore_affinity(&allowed);
         let seconds = t0.elapsed().as_secs_f64();
-        let (result, status) = match outcome {
-            Ok(v) => (v, "ok".to_owned()),
+        let run = match outcome {
+            Ok(results) => Run {
+                step: step.file.to_owned(),
+                experiment: step.name.to_owned(),
+                status: Status::Ok,
+                note: None,
+                seconds,
+                results,
+            },
             Err(e) => {
                 note!("ferry lab: {} failed: {e}", step.file);
-                (
-                    Some(failed(step.name, &argv, &e.to_string())),
-                    format!("failed: {e}"),
-                )
+                Run {
+                    step: step.file.to_owned(),
+                    experiment: step.name.to_owned(),
+                    status: Status::Failed,
+                    note: Some(e.to_string()),
+                    seconds,
+                    results: None,
+                }
             }
         };
         if progress {
             println!(
-                "[{}/{}] {:<11} {status} ({seconds:.1} s)",
+                "[{}/{}] {:<11} {} ({seconds:.1} s)",
                 i + 1,
                 steps.len(),
-                step.file
+                step.file,
+                run.describe()
             );
         }
         let stop = crate::signal::interrupted();
-        outcomes.push(Outcome {
-            name: step.file,
-            result,
-            seconds,
-            status,
-        });
+        outcomes.push(run);
         if stop {
             break;
         }
     }
 
-    let results: Vec<Value> = outcomes.iter().filter_map(|o| o.result.clone()).collect();
-    write(
-        &out.join("results.json"),
-        &(serde_json::to_string_pretty(&results)? + "\n"),
-    )?;
-    let suite = super::report::SuiteInfo {
-        level,
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        seconds: started.elapsed().as_secs_f64(),
-        outcomes: &outcomes,
-    };
-    super::report::write(out, &suite)?;
+    let document = SuiteResults::new(
+        Suite {
+            level: level.to_owned(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            seconds: started.elapsed().as_secs_f64(),
+            started_unix_s,
+        },
+        outcomes,
+    );
+    experiment::write_json(&out.join(results::FILE), &document)?;
+    super::report::write(out, std::slice::from_ref(&document))?;
     if progress {
         println!(
             "wrote {} (open {}) in {:.0} s",
@@ -441,17 +448,6 @@ fn read_json(path: &Path) -> Result<Value> {
     let text = std::fs::read_to_string(path)
         .context(format!("the experiment wrote no {}", path.display()))?;
     Ok(serde_json::from_str(&text)?)
-}
-
-/// The results object of an experiment that failed: the common results format, no rows.
-fn failed(name: &str, argv: &[String], error: &str) -> Value {
-    json!({
-        "ferry_version": env!("CARGO_PKG_VERSION"),
-        "experiment": name,
-        "machine": serde_json::to_value(Machine::probe()).unwrap_or(Value::Null),
-        "config": { "arguments": argv, "error": error },
-        "rows": [],
-    })
 }
 
 pub fn write(path: &Path, text: &str) -> Result<()> {

@@ -53,6 +53,23 @@ pub enum Experiment {
     Hubs(ferry_lab::hubs::HubsArgs),
     /// Serve the peer side of experiments to a lab on another machine (`--remote` there)
     Agent(AgentArgs),
+    /// Rebuild a report from results alone, without measuring; several results (one per
+    /// machine) are shown side by side
+    Report(ReportArgs),
+    /// Print the JSON schema of results.json and of every experiment's results
+    Schema,
+}
+
+/// `ferry lab report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// results.json files, or report directories holding one; give several to compare machines
+    #[arg(value_name = "RESULTS", required = true)]
+    pub inputs: Vec<PathBuf>,
+
+    /// The report directory to write
+    #[arg(long, value_name = "DIR", default_value = "ferry-report")]
+    pub out: PathBuf,
 }
 
 /// `ferry lab agent`.
@@ -130,6 +147,15 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
         Experiment::UdpRate(a) => ferry_lab::udprate::run(a),
         Experiment::Cycle(a) => ferry_lab::cycle::run(a),
         Experiment::Hubs(a) => ferry_lab::hubs::run(a),
+        Experiment::Report(a) => {
+            ferry_lab::report::rebuild(&a.inputs, &a.out)?;
+            ferry_lab::note!("wrote {}", a.out.join("index.html").display());
+            Ok(())
+        }
+        Experiment::Schema => {
+            let text = serde_json::to_string_pretty(&ferry_lab::results::schema())?;
+            ferry_lab::table::print_out(&(text + "\n")).map(|_| ())
+        }
         Experiment::Agent(a) => {
             let key = match &a.key_file {
                 Some(path) => Some(ferry::udp::crypto::DomainKey::from_file(path)?),
