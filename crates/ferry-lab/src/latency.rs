@@ -310,10 +310,10 @@ struct Ctx<'a> {
 type Samples = Vec<Vec<Vec<Vec<u64>>>>;
 
 fn run(args: &Config) -> Result<Measured<Latency>> {
-    let pinning = Pinning::resolve(args.pin)?;
-    if let Pinning::Pinned { main_cpu, peer_cpu } = pinning {
+    let pinning = Pinning::resolve_for(args.pin, args.remote.is_some())?;
+    if let Some(main_cpu) = pinning.main_cpu() {
         super::pin_to(main_cpu)?;
-        if main_cpu == peer_cpu {
+        if pinning.peer_cpu() == Some(main_cpu) {
             note!("ferry lab: both processes on CPU {main_cpu}: spinning transports will be very slow");
         }
     }
@@ -456,8 +456,7 @@ fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result
         transport,
         sizes: sizes.clone(),
         counts: warmups.iter().map(|w| w + recorded).collect(),
-        // A remote peer's CPUs are its machine's business.
-        cpu: ctx.pinning.peer_cpu().filter(|_| args.remote.is_none()),
+        cpu: ctx.pinning.peer_cpu(),
         max_size: ctx.max_size,
         ferry: None,
         shm: None,

@@ -346,6 +346,9 @@ pub fn allowed_cpus() -> Vec<usize> {
 #[serde(tag = "mode", rename_all = "lowercase")]
 pub enum Pinning {
     Pinned { main_cpu: usize, peer_cpu: usize },
+    /// The main process pinned; the peer runs on another machine (`--remote`), as it is placed
+    /// there.
+    Remote { main_cpu: Option<usize> },
     None { reason: String },
 }
 
@@ -385,10 +388,32 @@ impl Pinning {
         }
     }
 
+    /// Resolves `--pin` for a run whose peer may be on another machine: there only this
+    /// process's CPU is this machine's business.
+    pub fn resolve_for(pin: Option<Pin>, remote: bool) -> Result<Pinning> {
+        let local = Pinning::resolve(pin)?;
+        Ok(match (remote, local) {
+            (false, local) => local,
+            (true, Pinning::Pinned { main_cpu, .. }) => Pinning::Remote {
+                main_cpu: Some(main_cpu),
+            },
+            (true, _) => Pinning::Remote { main_cpu: None },
+        })
+    }
+
+    /// The CPU of this machine's main process, if pinned.
+    pub fn main_cpu(&self) -> Option<usize> {
+        match self {
+            Pinning::Pinned { main_cpu, .. } => Some(*main_cpu),
+            Pinning::Remote { main_cpu } => *main_cpu,
+            Pinning::None { .. } => None,
+        }
+    }
+
     pub fn peer_cpu(&self) -> Option<usize> {
         match self {
             Pinning::Pinned { peer_cpu, .. } => Some(*peer_cpu),
-            Pinning::None { .. } => None,
+            Pinning::Remote { .. } | Pinning::None { .. } => None,
         }
     }
 
@@ -396,6 +421,12 @@ impl Pinning {
         match self {
             Pinning::Pinned { main_cpu, peer_cpu } => {
                 format!("main process on CPU {main_cpu}, peer on CPU {peer_cpu}")
+            }
+            Pinning::Remote { main_cpu: Some(cpu) } => {
+                format!("main process on CPU {cpu}, peer on another machine")
+            }
+            Pinning::Remote { main_cpu: None } => {
+                "main process not pinned, peer on another machine".to_owned()
             }
             Pinning::None { reason } => format!("not pinned ({reason})"),
         }

@@ -677,6 +677,7 @@ fn measure(ctx: &mut Ctx<'_>, rows: &mut Vec<Row>) -> Result<()> {
 fn measure_one(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Measured> {
     let (main_cpu, peer_cpu) = match ctx.pinning {
         Pinning::Pinned { main_cpu, peer_cpu } => (Some(*main_cpu), Some(*peer_cpu)),
+        Pinning::Remote { main_cpu } => (*main_cpu, None),
         Pinning::None { .. } => (None, None),
     };
     match transport {
