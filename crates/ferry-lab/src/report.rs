@@ -392,7 +392,7 @@ fn box_plot(
 }
 
 /// A line chart with points; log axes where asked.
-fn line_chart(
+pub(crate) fn line_chart(
     title: &str,
     x_desc: &str,
     y_desc: &str,
@@ -1184,60 +1184,6 @@ fn legacy_section(v: &Value) -> Result<Section> {
             sentence = format!(
                 "ferry's development machines (2 vCPU EPYC, KVM) measured: cache line 50–170 ns, futex wake ~28 µs, blocking UDP ~35 µs across CPUs (one-way), memcpy ~40 GB/s up to 1 MiB and ~10 GB/s beyond. Here (one-way p50): {}.",
                 parts.join(", ")
-            );
-        }
-        "throughput" => {
-            let transports = distinct(rs, "transport");
-            let sizes = distinct_sizes(rs);
-            let series: Vec<(String, Vec<(f64, f64)>)> = transports
-                .iter()
-                .map(|t| {
-                    let pts = sizes
-                        .iter()
-                        .filter_map(|&s| {
-                            let mut v: Vec<f64> = rs
-                                .iter()
-                                .filter(|r| {
-                                    text(r, "transport") == Some(t)
-                                        && r.get("size_bytes").and_then(Value::as_u64) == Some(s)
-                                })
-                                .filter_map(|r| num(r, "delivered_gbps"))
-                                .filter(|v| *v > 0.0)
-                                .collect();
-                            v.sort_by(f64::total_cmp);
-                            v.get(v.len() / 2).map(|m| (s as f64, *m))
-                        })
-                        .collect();
-                    (t.clone(), pts)
-                })
-                .filter(|(_, p): &(String, Vec<(f64, f64)>)| !p.is_empty())
-                .collect();
-            if !series.is_empty() {
-                svgs.push((
-                    "throughput.svg".into(),
-                    line_chart(
-                        "Throughput by message size",
-                        "message size",
-                        "delivered Gbit/s (median of rounds)",
-                        &series,
-                        &|y| format!("{y:.2}"),
-                    )?,
-                ));
-                captions.push("Messages sent back to back to a subscriber in another process; median over the rounds; log axes.".into());
-            }
-            let best: Vec<String> = series
-                .iter()
-                .filter_map(|(t, p)| {
-                    p.iter()
-                        .copied()
-                        .max_by(|a, b| a.1.total_cmp(&b.1))
-                        .map(|(s, g)| format!("{t} {g:.2} Gbit/s at {}", format_size(s as usize)))
-                })
-                .collect();
-            sentence = format!(
-                "In {}, Vortex Lite reaches the ~950 Mbit/s of Gigabit Ethernet from messages under 2 KB (110 000 messages/s at 1 KB). Here, best delivered rates: {}.",
-                cite(&VORTEX_LITE),
-                best.join(", ")
             );
         }
         "cycle" => {

@@ -214,10 +214,7 @@ mod tests {
             ),
             (
                 "throughput",
-                rows(
-                    "throughput",
-                    vec![json!({"transport": "shm", "size_bytes": 1024, "delivered_gbps": 5.0})],
-                ),
+                serde_json::to_value(crate::throughput::example()).unwrap(),
             ),
             (
                 "udp-rate",

@@ -108,6 +108,25 @@ fn latency(level: Level) -> Option<TypedRun> {
     Some(typed::<Latency>(config))
 }
 
+fn throughput(level: Level) -> Option<TypedRun> {
+    use crate::throughput::{Config, Throughput};
+    let config = match level {
+        Level::Smoke => Config {
+            duration: 0.2,
+            rounds: 1,
+            sizes: vec![64],
+            ..Config::default()
+        },
+        Level::Quick => Config {
+            duration: 1.0,
+            rounds: 2,
+            ..Config::default()
+        },
+        Level::Full => Config::default(),
+    };
+    Some(typed::<Throughput>(config))
+}
+
 /// Every experiment the suite knows, in the order it runs them. An experiment this build does
 /// not have is skipped (hook: `cycle` and `throughput` are picked up as soon as `ferry lab
 /// cycle` / `ferry lab throughput` exist and take `--json`).
@@ -146,10 +165,10 @@ const STEPS: &[Step] = &[
     Step {
         name: "throughput",
         file: "throughput",
-        smoke: &["--duration", "0.2", "--rounds", "1", "--sizes", "64"],
-        quick: &["--duration", "1", "--rounds", "2"],
+        smoke: &[],
+        quick: &[],
         full: &[],
-        typed: None,
+        typed: Some(throughput),
     },
     Step {
         name: "idle",

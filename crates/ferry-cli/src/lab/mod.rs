@@ -3,6 +3,7 @@
 //! runs; the defaults live with the configuration, not here.
 
 mod latency;
+mod throughput;
 
 use std::path::PathBuf;
 
@@ -28,7 +29,7 @@ pub enum Experiment {
     Latency(latency::LatencyArgs),
     /// Messages and bits per second from a publisher sending back to back to a subscriber in
     /// another process, against plain UDP, iperf3 and sockperf measured in the same run
-    Throughput(ferry_lab::throughput::ThroughputArgs),
+    Throughput(throughput::ThroughputArgs),
     /// CPU used by an idle subscriber for each wait strategy (spin, block, adaptive)
     Idle(ferry_lab::idle::IdleArgs),
     /// Binary size, private memory and threads of a minimal publisher and subscriber, against
@@ -82,7 +83,6 @@ pub struct PeerArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum PeerExperiment {
-    Throughput(ferry_lab::throughput::PeerArgs),
     Idle(ferry_lab::idle::PeerArgs),
     SendTime(ferry_lab::sendtime::PeerArgs),
     Cycle(ferry_lab::cycle::PeerArgs),
@@ -122,7 +122,10 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
             let json = a.json.clone();
             run_and_print::<ferry_lab::latency::Latency>(a.into_config(), json.as_deref())
         }
-        Experiment::Throughput(a) => ferry_lab::throughput::run(a),
+        Experiment::Throughput(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::throughput::Throughput>(a.into_config(), json.as_deref())
+        }
         Experiment::Idle(a) => ferry_lab::idle::run(a),
         Experiment::Footprint(a) => ferry_lab::footprint::run(a),
         Experiment::Limits(a) => ferry_lab::limits::run(a),
@@ -147,9 +150,6 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
 pub fn run_peer(args: PeerArgs) -> Result<()> {
     match args.experiment {
         None => ferry_lab::peer::serve_stdio(),
-        Some(PeerExperiment::Throughput(a)) => {
-            ferry_lab::throughput::run_peer(a).context("lab peer")
-        }
         Some(PeerExperiment::Idle(a)) => ferry_lab::idle::run_peer(a).context("lab peer"),
         Some(PeerExperiment::SendTime(a)) => ferry_lab::sendtime::run_peer(a).context("lab peer"),
         Some(PeerExperiment::Cycle(a)) => ferry_lab::cycle::run_peer(a).context("lab peer"),
