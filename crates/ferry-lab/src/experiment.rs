@@ -218,6 +218,7 @@ registry![
     // One line per experiment, in the suite's order.
     crate::latency::Latency,
     crate::throughput::Throughput,
+    crate::udprate::UdpRate,
 ];
 
 /// The experiment named `name`.

@@ -22,7 +22,7 @@
 //! frames at MTU 1500, so that their rows compare at the same frame size.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -538,11 +538,7 @@ struct Remote {
 
 impl Remote {
     fn resolve(agent: &str) -> Result<Remote> {
-        let target = crate::peer::with_default_port(agent)
-            .to_socket_addrs()
-            .context(format!("--remote {agent}"))?
-            .next()
-            .ok_or_else(|| crate::error::Error::msg(format!("--remote {agent}: no address")))?;
+        let target = crate::peer::agent_address(agent)?;
         if !target.is_ipv4() {
             bail!("--remote {agent}: raw-udp4 needs an IPv4 address of the other machine");
         }

@@ -4,6 +4,7 @@
 
 mod latency;
 mod throughput;
+mod udprate;
 
 use std::path::PathBuf;
 
@@ -43,7 +44,7 @@ pub enum Experiment {
     /// Paced multithreaded UDP sending: the rate reached per thread count and MSS, and an
     /// automatic pool under rate changes and CPU stress, as in the multithreaded paced UDP study
     /// (Dmytro Syzov, Dmitry Kachan, Eduard Siemens, Anhalt University of Applied Sciences)
-    UdpRate(ferry_lab::udprate::UdpRateArgs),
+    UdpRate(udprate::UdpRateArgs),
     /// The largest u32 array a cyclic writer gets to a cyclic reader per cycle time under a CPU
     /// budget, as in the Dominion UDP/shared-memory study (Giuliano Scollo, TU Braunschweig and
     /// DLR): bisection, deadline misses, overloads
@@ -130,7 +131,10 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
         Experiment::Footprint(a) => ferry_lab::footprint::run(a),
         Experiment::Limits(a) => ferry_lab::limits::run(a),
         Experiment::SendTime(a) => ferry_lab::sendtime::run(a),
-        Experiment::UdpRate(a) => ferry_lab::udprate::run(a),
+        Experiment::UdpRate(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::udprate::UdpRate>(a.into_config(), json.as_deref())
+        }
         Experiment::Cycle(a) => ferry_lab::cycle::run(a),
         Experiment::Hubs(a) => ferry_lab::hubs::run(a),
         Experiment::Agent(a) => {
