@@ -217,6 +217,8 @@ macro_rules! registry {
 registry![
     // One line per experiment, in the suite's order.
     crate::latency::Latency,
+    crate::throughput::Throughput,
+    crate::udprate::UdpRate,
 ];
 
 /// The experiment named `name`.

@@ -345,11 +345,18 @@ pub fn allowed_cpus() -> Vec<usize> {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "mode", rename_all = "lowercase")]
 pub enum Pinning {
-    Pinned { main_cpu: usize, peer_cpu: usize },
+    Pinned {
+        main_cpu: usize,
+        peer_cpu: usize,
+    },
     /// The main process pinned; the peer runs on another machine (`--remote`), as it is placed
     /// there.
-    Remote { main_cpu: Option<usize> },
-    None { reason: String },
+    Remote {
+        main_cpu: Option<usize>,
+    },
+    None {
+        reason: String,
+    },
 }
 
 impl Pinning {
@@ -422,7 +429,9 @@ impl Pinning {
             Pinning::Pinned { main_cpu, peer_cpu } => {
                 format!("main process on CPU {main_cpu}, peer on CPU {peer_cpu}")
             }
-            Pinning::Remote { main_cpu: Some(cpu) } => {
+            Pinning::Remote {
+                main_cpu: Some(cpu),
+            } => {
                 format!("main process on CPU {cpu}, peer on another machine")
             }
             Pinning::Remote { main_cpu: None } => {

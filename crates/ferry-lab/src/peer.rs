@@ -425,11 +425,7 @@ impl Drop for Peer {
 /// The address of this machine on the way to `agent` (`HOST[:PORT]`): the source address the
 /// kernel picks for a route there. The peer there reaches this machine at it.
 pub fn local_address_towards(agent: &str) -> Result<std::net::IpAddr> {
-    let target = with_default_port(agent)
-        .to_socket_addrs()
-        .context(format!("--remote {agent}"))?
-        .next()
-        .ok_or_else(|| Error::msg(format!("--remote {agent}: no address")))?;
+    let target = agent_address(agent)?;
     let any: std::net::SocketAddr = if target.is_ipv4() {
         ([0, 0, 0, 0], 0).into()
     } else {
@@ -440,6 +436,15 @@ pub fn local_address_towards(agent: &str) -> Result<std::net::IpAddr> {
         .connect(target)
         .context(format!("no route to the lab agent at {agent}"))?;
     Ok(probe.local_addr()?.ip())
+}
+
+/// The address of the lab agent at `agent` (`HOST[:PORT]`): the other machine of the run.
+pub fn agent_address(agent: &str) -> Result<std::net::SocketAddr> {
+    with_default_port(agent)
+        .to_socket_addrs()
+        .context(format!("--remote {agent}"))?
+        .next()
+        .ok_or_else(|| Error::msg(format!("--remote {agent}: no address")))
 }
 
 /// `HOST` → `HOST:7447`; `HOST:PORT` and `[V6]:PORT` as given.

@@ -14,9 +14,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
 use super::footprint::{VORTEX_BINARY_BYTES, VORTEX_THREADS, VORTEX_VMRSS_KB};
-use super::studies::{
-    self, cite, cite_first, DDS_HUBS, DOMINION, PACED_UDP, SHM_STREAM, VORTEX_LITE,
-};
+use super::studies::{self, cite, cite_first, DDS_HUBS, DOMINION, SHM_STREAM, VORTEX_LITE};
 use super::suite::write as write_file;
 use crate::error::Result;
 use crate::results::{Status, SuiteResults};
@@ -385,7 +383,7 @@ fn box_plot(
 }
 
 /// A line chart with points; log axes where asked.
-fn line_chart(
+pub(crate) fn line_chart(
     title: &str,
     x_desc: &str,
     y_desc: &str,
@@ -460,11 +458,11 @@ fn line_chart(
 
 /// One series of an x/y chart: its name and points `(x, y, spread)`, where `spread` is an
 /// optional (low, high) drawn as an error bar.
-type XySeries = (String, Vec<(f64, f64, Option<(f64, f64)>)>);
+pub(crate) type XySeries = (String, Vec<(f64, f64, Option<(f64, f64)>)>);
 
 /// A line chart on linear axes (log y with `log_y`), points joined in x order, error bars where
 /// a point has a spread, and an optional dashed horizontal reference line with its label.
-fn xy_chart(
+pub(crate) fn xy_chart(
     title: &str,
     x_desc: &str,
     y_desc: &str,
@@ -613,7 +611,7 @@ fn format_count(v: f64) -> String {
 
 /// A run over time in two panels: rates (requested dashed, measured solid) above, the
 /// thread count below.
-fn timeline_chart(
+pub(crate) fn timeline_chart(
     title: &str,
     at_s: &[f64],
     requested: &[f64],
@@ -1179,60 +1177,6 @@ fn legacy_section(v: &Value) -> Result<Section> {
                 parts.join(", ")
             );
         }
-        "throughput" => {
-            let transports = distinct(rs, "transport");
-            let sizes = distinct_sizes(rs);
-            let series: Vec<(String, Vec<(f64, f64)>)> = transports
-                .iter()
-                .map(|t| {
-                    let pts = sizes
-                        .iter()
-                        .filter_map(|&s| {
-                            let mut v: Vec<f64> = rs
-                                .iter()
-                                .filter(|r| {
-                                    text(r, "transport") == Some(t)
-                                        && r.get("size_bytes").and_then(Value::as_u64) == Some(s)
-                                })
-                                .filter_map(|r| num(r, "delivered_gbps"))
-                                .filter(|v| *v > 0.0)
-                                .collect();
-                            v.sort_by(f64::total_cmp);
-                            v.get(v.len() / 2).map(|m| (s as f64, *m))
-                        })
-                        .collect();
-                    (t.clone(), pts)
-                })
-                .filter(|(_, p): &(String, Vec<(f64, f64)>)| !p.is_empty())
-                .collect();
-            if !series.is_empty() {
-                svgs.push((
-                    "throughput.svg".into(),
-                    line_chart(
-                        "Throughput by message size",
-                        "message size",
-                        "delivered Gbit/s (median of rounds)",
-                        &series,
-                        &|y| format!("{y:.2}"),
-                    )?,
-                ));
-                captions.push("Messages sent back to back to a subscriber in another process; median over the rounds; log axes.".into());
-            }
-            let best: Vec<String> = series
-                .iter()
-                .filter_map(|(t, p)| {
-                    p.iter()
-                        .copied()
-                        .max_by(|a, b| a.1.total_cmp(&b.1))
-                        .map(|(s, g)| format!("{t} {g:.2} Gbit/s at {}", format_size(s as usize)))
-                })
-                .collect();
-            sentence = format!(
-                "In {}, Vortex Lite reaches the ~950 Mbit/s of Gigabit Ethernet from messages under 2 KB (110 000 messages/s at 1 KB). Here, best delivered rates: {}.",
-                cite(&VORTEX_LITE),
-                best.join(", ")
-            );
-        }
         "cycle" => {
             // Medians over the repeats per (transport, CPU budget, placement, cycle time).
             let mut groups: Vec<(CycleKey, Vec<f64>)> = Vec::new();
@@ -1580,126 +1524,6 @@ fn legacy_section(v: &Value) -> Result<Section> {
                 if lap.is_empty() { "not run".to_owned() } else { lap.join(", ") },
                 if flood.is_empty() { "not run".to_owned() } else { flood.join(", ") },
             );
-        }
-        "udp-rate" => {
-            let parts: Vec<String> = rs
-                .iter()
-                .filter_map(|r| {
-                    Some(format!(
-                        "{:.2} of {:.2} Gbit/s (MSS {}, {} thread(s))",
-                        num(r, "achieved_bps")? / 1e9,
-                        num(r, "requested_bps")? / 1e9,
-                        num(r, "mss")?,
-                        num(r, "threads")?
-                    ))
-                })
-                .collect();
-            sentence = format!(
-                "{} paces each UDP sender thread at T = MSS·8·N/R and adds threads from the accumulated lag. Here: {}.",
-                cite_first(&PACED_UDP),
-                parts.join("; ")
-            );
-            // The paced UDP study's figures 2-4: achieved rate against the number of sender
-            // threads, one line per MSS (and requested rate, and pacing when several were run).
-            let mut rates: Vec<f64> = rs.iter().filter_map(|r| num(r, "requested_bps")).collect();
-            rates.sort_by(f64::total_cmp);
-            rates.dedup();
-            let pacings = distinct(rs, "pacing");
-            let mut series: Vec<XySeries> = Vec::new();
-            for r in rs
-                .iter()
-                .filter(|r| text(r, "threads_mode") != Some("auto"))
-            {
-                let (Some(mss), Some(n), Some(got), Some(req)) = (
-                    num(r, "mss"),
-                    num(r, "threads"),
-                    num(r, "achieved_bps"),
-                    num(r, "requested_bps"),
-                ) else {
-                    continue;
-                };
-                let mut key = format!("MSS {mss:.0} B");
-                if rates.len() > 1 {
-                    let _ = write!(key, ", {:.2} Gbit/s asked", req / 1e9);
-                }
-                if pacings.len() > 1 {
-                    let _ = write!(key, ", {}", text(r, "pacing").unwrap_or("?"));
-                }
-                // The spread of the 1-second windows.
-                let windows: Vec<f64> = r
-                    .get("windows_bps")
-                    .and_then(Value::as_array)
-                    .map_or(Vec::new(), |w| w.iter().filter_map(Value::as_f64).collect());
-                let spread = (windows.len() > 1).then(|| {
-                    let lo = windows.iter().copied().fold(f64::INFINITY, f64::min);
-                    let hi = windows.iter().copied().fold(0.0f64, f64::max);
-                    (lo / 1e9, hi / 1e9)
-                });
-                match series.iter_mut().find(|s| s.0 == key) {
-                    Some(s) => s.1.push((n, got / 1e9, spread)),
-                    None => series.push((key, vec![(n, got / 1e9, spread)])),
-                }
-            }
-            let reference = (rates.len() == 1)
-                .then(|| rs.iter().find_map(|r| num(r, "requested_bps")))
-                .flatten()
-                .map(|r| r / 1e9);
-            let ref_label = reference.map(|r| format!("requested {r:.2} Gbit/s"));
-            if !series.is_empty() {
-                svgs.push((
-                    "udp-rate.svg".into(),
-                    xy_chart(
-                        "Achieved UDP rate against sender threads",
-                        "sender threads",
-                        "delivered Gbit/s",
-                        &series,
-                        false,
-                        true,
-                        ref_label.as_deref().zip(reference),
-                    )?,
-                ));
-                captions.push("Median of the 1-second windows of the delivered rate, per MSS; the bar spans the windows. Dashed: the requested rate.".into());
-            }
-            // Timelines: runs whose thread count or requested rate changed along the way.
-            for (i, r) in rs.iter().enumerate() {
-                let Some(points) = r.get("timeline").and_then(Value::as_array) else {
-                    continue;
-                };
-                let get = |k: &str| -> Vec<f64> {
-                    points.iter().map(|p| num(p, k).unwrap_or(0.0)).collect()
-                };
-                let (at, req, sent, threads) = (
-                    get("at_s"),
-                    get("requested_bps"),
-                    get("sent_bps"),
-                    get("threads"),
-                );
-                let changes = |v: &[f64]| v.windows(2).any(|w| w[0] != w[1]);
-                if at.len() < 2
-                    || !(changes(&req)
-                        || changes(&threads)
-                        || text(r, "threads_mode") == Some("auto"))
-                {
-                    continue;
-                }
-                let gb = |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|x| x / 1e9).collect() };
-                svgs.push((
-                    format!("udp-rate-timeline-{i}.svg"),
-                    timeline_chart(
-                        &format!(
-                            "Timeline: MSS {:.0} B, {} pacing, {} threads",
-                            num(r, "mss").unwrap_or(0.0),
-                            text(r, "pacing").unwrap_or("?"),
-                            text(r, "threads_mode").unwrap_or("?")
-                        ),
-                        &at,
-                        &gb(req),
-                        &gb(sent),
-                        &threads,
-                    )?,
-                ));
-                captions.push("Per manager interval: the requested rate (dashed), the rate the senders put out, and the number of sender threads the manager ran.".into());
-            }
         }
         other => {
             // Hook: an experiment this report has no plot for yet (e.g. cycle): CSV and table.
@@ -2128,52 +1952,6 @@ mod tests {
             .map(|p| (p.file.clone(), p.svg.clone()))
             .collect();
         (sec, svgs)
-    }
-
-    fn svgs_of(v: &Value, stem: &str) -> Vec<(String, String)> {
-        section_of(v, stem).1
-    }
-
-    fn rate_row(mss: u64, threads: u64, mode: &str, achieved: f64, timeline: Value) -> Value {
-        json!({"mss": mss, "threads": threads, "threads_mode": mode, "pacing": "catch-up",
-               "requested_bps": 3_000_000_000u64, "achieved_bps": achieved,
-               "windows_bps": [achieved * 0.9, achieved], "timeline": timeline})
-    }
-
-    #[test]
-    fn udp_rate_plots_rate_against_threads_and_timelines_where_the_pool_changed() {
-        let flat = json!([{"at_s": 0.5, "requested_bps": 3e9, "sent_bps": 2e9, "threads": 1},
-                          {"at_s": 1.0, "requested_bps": 3e9, "sent_bps": 2e9, "threads": 1}]);
-        let fixed = json!({"experiment": "udp-rate", "rows": [
-            rate_row(1472, 1, "fixed", 2.4e9, flat.clone()),
-            rate_row(1472, 2, "fixed", 3.0e9, flat.clone()),
-            rate_row(8972, 1, "fixed", 3.0e9, flat.clone()),
-        ]});
-        let svgs = svgs_of(&fixed, "udp-rate");
-        let names: Vec<&str> = svgs.iter().map(|(f, _)| f.as_str()).collect();
-        assert_eq!(
-            names,
-            ["udp-rate.svg"],
-            "fixed pools without changes have no timeline"
-        );
-        let svg = &svgs[0].1;
-        for label in [
-            "MSS 1472 B",
-            "MSS 8972 B",
-            "requested 3.00 Gbit/s",
-            "sender threads",
-        ] {
-            assert!(svg.contains(label), "{label} missing");
-        }
-        let grew = json!([{"at_s": 0.5, "requested_bps": 1e9, "sent_bps": 1e9, "threads": 1},
-                          {"at_s": 1.0, "requested_bps": 4e9, "sent_bps": 3e9, "threads": 2}]);
-        let auto =
-            json!({"experiment": "udp-rate", "rows": [rate_row(1472, 2, "auto", 3e9, grew)]});
-        let svgs = svgs_of(&auto, "udp-rate-auto");
-        let names: Vec<&str> = svgs.iter().map(|(f, _)| f.as_str()).collect();
-        // A second run of one experiment gets its own file names.
-        assert_eq!(names, ["udp-rate-auto-timeline-0.svg"]);
-        assert!(svgs[0].1.contains("sender threads") && svgs[0].1.contains("requested"));
     }
 
     #[test]

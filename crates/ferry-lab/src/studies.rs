@@ -162,12 +162,6 @@ mod tests {
                    "round": 0, "lap_p50_ns": lap, "lap_p90_ns": lap, "lap_p99_ns": lap,
                    "completion_s": done, "link_rate": null})
         };
-        let timeline = json!([{"at_s": 0.5, "requested_bps": 3e9, "sent_bps": 2e9, "threads": 1}]);
-        let rate = |threads: u64, achieved: f64| {
-            json!({"mss": 1472, "threads": threads, "threads_mode": "fixed",
-                   "pacing": "catch-up", "requested_bps": 3e9, "achieved_bps": achieved,
-                   "windows_bps": [achieved], "timeline": timeline.clone()})
-        };
         let footprint = |app: &str, t: &str| {
             json!({"app": app, "transport": t, "binary_bytes": 500_000, "rss_private_kb": 300,
                    "vm_rss_kb": 1800, "rss_shmem_kb": 100, "threads": 1})
@@ -214,14 +208,11 @@ mod tests {
             ),
             (
                 "throughput",
-                rows(
-                    "throughput",
-                    vec![json!({"transport": "shm", "size_bytes": 1024, "delivered_gbps": 5.0})],
-                ),
+                serde_json::to_value(crate::throughput::example()).unwrap(),
             ),
             (
                 "udp-rate",
-                rows("udp-rate", vec![rate(1, 2.4e9), rate(2, 3.0e9)]),
+                serde_json::to_value(crate::udprate::example()).unwrap(),
             ),
             (
                 "cycle",

@@ -108,6 +108,63 @@ fn latency(level: Level) -> Option<TypedRun> {
     Some(typed::<Latency>(config))
 }
 
+fn throughput(level: Level) -> Option<TypedRun> {
+    use crate::throughput::{Config, Throughput};
+    let config = match level {
+        Level::Smoke => Config {
+            duration: 0.2,
+            rounds: 1,
+            sizes: vec![64],
+            ..Config::default()
+        },
+        Level::Quick => Config {
+            duration: 1.0,
+            rounds: 2,
+            ..Config::default()
+        },
+        Level::Full => Config::default(),
+    };
+    Some(typed::<Throughput>(config))
+}
+
+fn udp_rate(level: Level) -> Option<TypedRun> {
+    use crate::udprate::{Config, UdpRate};
+    let config = match level {
+        Level::Smoke => return None,
+        // A rate one thread cannot reach with small datagrams on this kind of machine, so that
+        // the plot shows what a second thread adds (that study's figures 2-4).
+        Level::Quick => Config {
+            duration: 3.0,
+            rate: vec![3_000_000_000],
+            ..Config::default()
+        },
+        Level::Full => Config::default(),
+    };
+    Some(typed::<UdpRate>(config))
+}
+
+fn udp_rate_auto(level: Level) -> Option<TypedRun> {
+    use crate::udprate::{Config, UdpRate};
+    let quick = Config {
+        threads: "auto".to_owned(),
+        mss: vec![1472],
+        rate: vec![1_000_000_000],
+        rate_change: Some(4_000_000_000),
+        duration: 4.0,
+        ..Config::default()
+    };
+    let config = match level {
+        Level::Smoke => return None,
+        Level::Quick => quick,
+        Level::Full => Config {
+            stress: 1,
+            duration: 10.0,
+            ..quick
+        },
+    };
+    Some(typed::<UdpRate>(config))
+}
+
 /// Every experiment the suite knows, in the order it runs them. An experiment this build does
 /// not have is skipped (hook: `cycle` and `throughput` are picked up as soon as `ferry lab
 /// cycle` / `ferry lab throughput` exist and take `--json`).
@@ -146,10 +203,10 @@ const STEPS: &[Step] = &[
     Step {
         name: "throughput",
         file: "throughput",
-        smoke: &["--duration", "0.2", "--rounds", "1", "--sizes", "64"],
-        quick: &["--duration", "1", "--rounds", "2"],
+        smoke: &[],
+        quick: &[],
         full: &[],
-        typed: None,
+        typed: Some(throughput),
     },
     Step {
         name: "idle",
@@ -221,11 +278,9 @@ const STEPS: &[Step] = &[
         name: "udp-rate",
         file: "udp-rate",
         smoke: &[],
-        // A rate one thread cannot reach with small datagrams on this kind of machine, so that
-        // the plot shows what a second thread adds (that study's figures 2-4).
-        quick: &["--duration", "3", "--rate", "3G"],
+        quick: &[],
         full: &[],
-        typed: None,
+        typed: Some(udp_rate),
     },
     // The same with an automatic pool: the rate asked for rises at mid-run beyond what one
     // thread sends, and the manager adds a sender (the timeline plot); `--full` also starts a
@@ -234,33 +289,9 @@ const STEPS: &[Step] = &[
         name: "udp-rate",
         file: "udp-rate-auto",
         smoke: &[],
-        quick: &[
-            "--threads",
-            "auto",
-            "--mss",
-            "1472",
-            "--rate",
-            "1G",
-            "--rate-change",
-            "4G",
-            "--duration",
-            "4",
-        ],
-        full: &[
-            "--threads",
-            "auto",
-            "--mss",
-            "1472",
-            "--rate",
-            "1G",
-            "--rate-change",
-            "4G",
-            "--stress",
-            "1",
-            "--duration",
-            "10",
-        ],
-        typed: None,
+        quick: &[],
+        full: &[],
+        typed: Some(udp_rate_auto),
     },
     // The cyclic experiment (the Dominion study) at its headline point, 1 ms and 0.3 CPU, with
     // 1000-cycle runs (ten quota periods), both apps on one CPU and placed by the kernel; not in

@@ -5,14 +5,16 @@
 //! The main process publishes: for `--duration` it writes messages of the given size as fast as
 //! the transport takes them, each with its sequence number (u64, little endian) in bytes 0..8
 //! and the sequence number's pattern byte in every other byte. The peer process
-//! (`ferry lab-peer throughput`) subscribes: it checks the sequence number of every message
-//! (and ferry's own, where there is one) and every byte of every 64th message, and counts what it
-//! got. The two processes share a small control block (shared memory) through which the main
+//! (`ferry lab-peer`, see [`crate::peer`]) subscribes: it checks the sequence number of every
+//! message (and ferry's own, where there is one) and every byte of every 64th message, and
+//! counts what it got. Over the peer's control channel the peer says when it is ready, the main
 //! process says when it has finished and how much it sent, and the peer reports its counts.
 //!
 //! The delivered rate is taken over the interval from the publisher's first send to the
 //! subscriber's last delivery (both CLOCK_MONOTONIC on this host), so that a subscriber that
-//! lags behind is not credited with the publisher's speed.
+//! lags behind is not credited with the publisher's speed. With `--remote` the subscriber runs on
+//! another machine (through `ferry lab agent`), whose clock is not this one's: the interval is
+//! then the subscriber's own, from its first delivery to its last.
 //!
 //! `raw-udp4` is the naive plain-socket floor: a blocking `send_to` loop against a blocking
 //! `recv` loop, one datagram per message (so at most 65507 bytes), default socket buffers.
@@ -20,25 +22,30 @@
 //! frames at MTU 1500, so that their rows compare at the same frame size.
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use clap::Args;
-use ferry::sys::{self, monotonic_ns, Mapping, ShmObject};
-use ferry::{Delivery, IpVersion, Qos, WaitStrategy};
-use serde::Serialize;
+use ferry::sys::monotonic_ns;
+use ferry::{IpVersion, Qos};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{pattern, tools, Dir, Machine, Peer, Pin, Pinning, Results};
-use crate::args::{DeliveryArg, WaitArg};
+use super::{pattern, tools, Dir, Pin, Pinning};
+use crate::args::{Delivery, Wait};
 use crate::error::{bail, note, Context, Result};
+use crate::experiment::{Experiment, Measured, Results};
+use crate::peer::{Peer, PeerLink, Place};
+use crate::report::{line_chart, Plot, Section, SummaryLine};
 use crate::signal;
-use crate::table::{print_out, Table};
-use crate::units::{format_size, parse_seconds, parse_size};
+use crate::stats::median;
+use crate::studies::{cite, VORTEX_LITE};
+use crate::table::Table;
+use crate::units::format_size;
 
 /// The transports this experiment knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
 pub enum Transport {
     Shm,
     Udp4,
@@ -49,8 +56,21 @@ pub enum Transport {
     Sockperf,
 }
 
+/// By name, so that maps keyed by transport (a row's `ratios`) list them alphabetically.
+impl Ord for Transport {
+    fn cmp(&self, other: &Transport) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl PartialOrd for Transport {
+    fn partial_cmp(&self, other: &Transport) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl Transport {
-    const ALL: [Transport; 7] = [
+    pub const ALL: [Transport; 7] = [
         Transport::Shm,
         Transport::Udp4,
         Transport::Udp4Key,
@@ -93,6 +113,21 @@ impl Transport {
 
     fn is_ferry_udp(self) -> bool {
         matches!(self, Transport::Udp4 | Transport::Udp4Key | Transport::Udp6)
+    }
+
+    /// Why this transport cannot run with its subscriber on another machine (`--remote`), if
+    /// it cannot.
+    fn remote_refusal(self) -> Option<&'static str> {
+        match self {
+            Transport::RawUdp4 => None,
+            Transport::Shm => Some("shared memory cannot reach another machine"),
+            Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => Some(
+                "ferry's nodes cannot be told the other machine's address yet, so ferry's UDP transports (udp4, udp4-key, udp6) run on one machine only for now",
+            ),
+            Transport::Iperf3 | Transport::Sockperf => {
+                Some("the lab starts this tool's server on this machine only")
+            }
+        }
     }
 
     /// The third-party program behind a transport.
@@ -161,7 +196,7 @@ pub fn parse_transport(text: &str) -> Result<Transport, String> {
 }
 
 /// A loss rate in percent: `5`, `5%`, `0.5`.
-fn parse_loss(text: &str) -> Result<f64, String> {
+pub fn parse_loss(text: &str) -> Result<f64, String> {
     let t = text.trim();
     let number = t.strip_suffix('%').unwrap_or(t);
     match number.trim().parse::<f64>() {
@@ -180,78 +215,67 @@ const SOCKPERF_MIN: usize = 14;
 const CHECK_EVERY: u64 = 64;
 /// The largest message size accepted.
 const MAX_SIZE: usize = 64 << 20;
+/// The longest `--duration` accepted, in seconds.
+const MAX_DURATION_S: f64 = 600.0;
 /// How long the peer may take to start, and to exit at the end.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// After the publisher has finished: how long the subscriber waits for more, at most.
 const DRAIN_LIMIT: Duration = Duration::from_secs(20);
 
-#[derive(Debug, Args)]
-pub struct ThroughputArgs {
-    /// Transports, comma-separated, in the order each round runs them: shm, udp4, udp6 (ferry),
-    /// raw-udp4 (plain sockets), iperf3, sockperf (when installed)
-    #[arg(
-        long = "transport",
-        value_name = "LIST",
-        value_delimiter = ',',
-        value_parser = parse_transport,
-        default_value = "shm,udp4,raw-udp4,iperf3,sockperf"
-    )]
+/// What `ferry lab throughput` is asked to measure.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Transports, in the order each round runs them.
     pub transports: Vec<Transport>,
-
-    /// Message sizes, comma-separated, with optional K or M suffixes (1K = 1024; at least 8
-    /// bytes: the first 8 carry the sequence number)
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_size, default_value = "64,1K,64K")]
+    /// Message sizes in bytes (at least 8: the first 8 carry the sequence number).
     pub sizes: Vec<usize>,
-
-    /// Delivery of ferry's transports: reliable (nothing lost: back-pressure, retransmission) or
-    /// latest (the publisher never waits)
-    #[arg(long, value_enum, default_value = "reliable")]
-    pub delivery: DeliveryArg,
-
-    /// Loss injected by ferry on the publisher's datagrams (ferry's UDP transports only, as
-    /// FERRY_IMPAIR=loss=P% with the same random pattern in every run), in percent
-    #[arg(long, value_name = "PERCENT", value_parser = parse_loss)]
+    /// Delivery of ferry's transports.
+    pub delivery: Delivery,
+    /// Loss injected by ferry on the publisher's datagrams (ferry's UDP transports only), in
+    /// percent.
     pub loss: Option<f64>,
-
-    /// How long the publisher sends, per transport, size and round (iperf3 and sockperf take
-    /// whole seconds: rounded up)
-    #[arg(long, value_name = "S", value_parser = parse_seconds, default_value = "2")]
-    pub duration: Duration,
-
-    /// Interleaved rounds: every round runs every transport in turn
-    #[arg(long, value_name = "R", default_value_t = 3)]
+    /// Seconds the publisher sends, per transport, size and round (iperf3 and sockperf take
+    /// whole seconds: rounded up).
+    pub duration: f64,
+    /// Interleaved rounds: every round runs every transport in turn.
     pub rounds: usize,
-
-    /// How ferry's subscriber (and a reliable publisher) waits
-    #[arg(long, value_enum, default_value = "adaptive")]
-    pub wait: WaitArg,
-
-    /// CPUs of the main process (publisher) and of the peer (subscriber), as A,B, or "none"
-    /// [default: the first two CPUs this process may use]
-    #[arg(long, value_name = "A,B|none", value_parser = super::parse_pin)]
+    /// How ferry's subscriber (and a reliable publisher) waits.
+    pub wait: Wait,
+    /// CPUs of the main process (publisher) and of the peer (subscriber); `None`: the first two
+    /// this process may use.
     pub pin: Option<Pin>,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
+    /// The `ferry lab agent` (`HOST[:PORT]`) that runs the subscriber on another machine;
+    /// `None`: a local peer process.
+    pub remote: Option<String>,
 }
 
-fn delivery_name(d: DeliveryArg) -> &'static str {
-    match d {
-        DeliveryArg::Reliable => "reliable",
-        DeliveryArg::Latest => "latest",
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            transports: vec![
+                Transport::Shm,
+                Transport::Udp4,
+                Transport::RawUdp4,
+                Transport::Iperf3,
+                Transport::Sockperf,
+            ],
+            sizes: vec![64, 1 << 10, 64 << 10],
+            delivery: Delivery::Reliable,
+            loss: None,
+            duration: 2.0,
+            rounds: 3,
+            wait: Wait::Adaptive,
+            pin: None,
+            remote: None,
+        }
     }
 }
 
-fn wait_name(w: WaitArg) -> &'static str {
-    match w {
-        WaitArg::Spin => "spin",
-        WaitArg::Block => "block",
-        WaitArg::Adaptive => "adaptive",
-    }
-}
+/// The experiment (see the module's documentation).
+pub struct Throughput;
 
-fn validate(args: &ThroughputArgs) -> Result<()> {
+fn validate(args: &Config) -> Result<()> {
     super::distinct_list("--transport", &args.transports, |t| t.name().to_owned())?;
     if args.sizes.is_empty() {
         bail!("--sizes: give at least one size");
@@ -264,116 +288,31 @@ fn validate(args: &ThroughputArgs) -> Result<()> {
             bail!("--sizes: {s} is listed twice");
         }
     }
+    if let Some(loss) = args.loss {
+        if !(0.0..100.0).contains(&loss) {
+            bail!("--loss: invalid loss {loss}: expected a percentage from 0 to below 100");
+        }
+    }
     if args.rounds == 0 {
         bail!("--rounds must be at least 1");
     }
-    if args.duration > Duration::from_secs(600) {
+    if !(args.duration.is_finite() && args.duration > 0.0) {
+        bail!("--duration must be greater than 0");
+    }
+    if args.duration > MAX_DURATION_S {
         bail!("--duration must be at most 600 s");
     }
-    Ok(())
-}
-
-// ---------------------------------------------------------------------------------------------
-// The control block shared by the two processes
-
-/// Words of the control block (each an AtomicU64).
-mod word {
-    /// The peer has attached (and, for raw-udp4, bound its socket).
-    pub const READY: usize = 0;
-    /// raw-udp4: the peer's port.
-    pub const PORT: usize = 1;
-    /// The publisher has finished; `SENT` holds the count.
-    pub const DONE: usize = 2;
-    pub const SENT: usize = 3;
-    /// The peer has written its report.
-    pub const PEER_DONE: usize = 4;
-    /// The main process no longer needs the peer's subscriber: it may exit.
-    pub const RELEASE: usize = 5;
-    pub const DELIVERED: usize = 6;
-    pub const BYTES: usize = 7;
-    pub const FIRST_NS: usize = 8;
-    pub const LAST_NS: usize = 9;
-    pub const OUT_OF_ORDER: usize = 10;
-    pub const CHECKED: usize = 11;
-    /// Counts the peer could not read are `UNKNOWN`.
-    pub const KERNEL_DROPS: usize = 12;
-    pub const FERRY_LOST: usize = 13;
-    pub const FERRY_SKIPPED: usize = 14;
-    pub const COUNT: usize = 15;
-}
-
-const UNKNOWN: u64 = u64::MAX;
-
-/// A page of shared memory holding `word::COUNT` atomic words. The creator unlinks its name once
-/// the peer has attached (or when dropped).
-struct Control {
-    map: Mapping,
-    name: Option<String>,
-}
-
-impl Control {
-    fn size() -> usize {
-        sys::page_size().max(word::COUNT * 8)
-    }
-
-    fn create(name: &str) -> Result<Control> {
-        let size = Control::size() as u64;
-        let obj = match ShmObject::create(name, size, 0o600) {
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                // Left by an earlier run with the same process id that was killed.
-                let _ = sys::shm_unlink(name);
-                ShmObject::create(name, size, 0o600)
+    if let Some(agent) = &args.remote {
+        for &t in &args.transports {
+            if let Some(why) = t.remote_refusal() {
+                bail!(
+                    "--remote {agent}: {} cannot run with its subscriber on another machine ({why}); with --remote, use --transport raw-udp4",
+                    t.name()
+                );
             }
-            r => r,
-        }
-        .context(format!("cannot create shared memory {name}"))?;
-        let map = Mapping::map(&obj, 0, Control::size())
-            .context(format!("cannot map shared memory {name}"))?;
-        Ok(Control {
-            map,
-            name: Some(name.to_owned()),
-        })
-    }
-
-    fn open(name: &str) -> Result<Control> {
-        let obj = ShmObject::open(name).context(format!("cannot open shared memory {name}"))?;
-        if obj.size()? != Control::size() as u64 {
-            bail!("shared memory {name} is not a lab control block");
-        }
-        let map = Mapping::map(&obj, 0, Control::size())
-            .context(format!("cannot map shared memory {name}"))?;
-        Ok(Control { map, name: None })
-    }
-
-    fn word(&self, i: usize) -> &AtomicU64 {
-        assert!(i < word::COUNT);
-        // SAFETY: the mapping is page-aligned and holds at least COUNT * 8 bytes, so the pointer
-        // is 8-byte aligned and in bounds; it lives as long as `self`; an AtomicU64 has the
-        // layout of a u64 and is lock-free, so it may be shared between processes.
-        unsafe { &*self.map.as_ptr().add(i * 8).cast::<AtomicU64>() }
-    }
-
-    /// Release: what was written before is visible to whoever sees this store.
-    fn set(&self, i: usize, v: u64) {
-        self.word(i).store(v, Ordering::Release);
-    }
-
-    /// Acquire: pairs with `set`.
-    fn get(&self, i: usize) -> u64 {
-        self.word(i).load(Ordering::Acquire)
-    }
-
-    fn unlink(&mut self) {
-        if let Some(name) = self.name.take() {
-            let _ = sys::shm_unlink(&name);
         }
     }
-}
-
-impl Drop for Control {
-    fn drop(&mut self) {
-        self.unlink();
-    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -454,19 +393,28 @@ impl Tally {
         Ok(())
     }
 
-    fn report(&self, ctl: &Control) {
-        ctl.set(word::DELIVERED, self.delivered);
-        ctl.set(word::BYTES, self.bytes);
-        ctl.set(word::FIRST_NS, self.first_ns);
-        ctl.set(word::LAST_NS, self.last_ns);
-        ctl.set(word::OUT_OF_ORDER, self.out_of_order);
-        ctl.set(word::CHECKED, self.checked);
+    /// The counts for the main side (the counters the tally does not hold are filled in by the
+    /// caller).
+    fn counts(&self) -> Counts {
+        Counts {
+            delivered: self.delivered,
+            bytes: self.bytes,
+            first_ns: self.first_ns,
+            last_ns: self.last_ns,
+            out_of_order: self.out_of_order,
+            checked: self.checked,
+            kernel_drops: None,
+            ferry_lost: None,
+            ferry_skipped: None,
+        }
     }
 }
 
 /// When the subscriber stops: once the publisher said how much it sent and either the last
 /// message arrived or nothing came for `idle` (or the drain limit passed).
 struct Ending {
+    /// What the publisher sent, once it said.
+    sent: Option<u64>,
     done_at: Option<Instant>,
     last_progress: Instant,
     delivered_then: u64,
@@ -476,6 +424,7 @@ struct Ending {
 impl Ending {
     fn new(idle: Duration) -> Ending {
         Ending {
+            sent: None,
             done_at: None,
             last_progress: Instant::now(),
             delivered_then: 0,
@@ -483,14 +432,24 @@ impl Ending {
         }
     }
 
-    fn finished(&mut self, ctl: &Control, tally: &Tally) -> bool {
-        if ctl.get(word::DONE) == 0 {
-            return false;
+    /// Takes the main side's commands that have come (an error once it went away).
+    fn take_commands(&mut self, link: &mut PeerLink) -> Result<()> {
+        while let Some(command) = link.recv::<Command>(Duration::ZERO)? {
+            match command {
+                Command::Done { sent } => self.sent = Some(sent),
+                Command::Release => bail!("the main side let the subscriber go before its count"),
+            }
         }
+        Ok(())
+    }
+
+    fn finished(&mut self, tally: &Tally) -> bool {
+        let Some(sent) = self.sent else {
+            return false;
+        };
         let now = Instant::now();
         let done_at = *self.done_at.get_or_insert(now);
-        let sent = ctl.get(word::SENT);
-        if sent == 0 || tally.last_seq.is_some_and(|l| l + 1 >= sent) {
+        if sent == 0 || tally.last_seq.is_some_and(|l| l.saturating_add(1) >= sent) {
             return true;
         }
         if tally.delivered != self.delivered_then {
@@ -503,11 +462,49 @@ impl Ending {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The control messages
+
+/// What the main side tells the peer.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Command {
+    /// The publisher has finished, after `sent` messages.
+    Done { sent: u64 },
+    /// The main side no longer needs the peer's subscriber: it may exit.
+    Release,
+}
+
+/// What the peer tells the main side.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum PeerReport {
+    /// The subscriber is attached (ferry), or the socket bound on `port` (raw-udp4).
+    Ready { port: Option<u16> },
+    /// What the subscriber got.
+    Counts(Counts),
+}
+
+/// The subscriber's counts. Times are the peer's CLOCK_MONOTONIC, in ns.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Counts {
+    delivered: u64,
+    bytes: u64,
+    first_ns: u64,
+    last_ns: u64,
+    out_of_order: u64,
+    checked: u64,
+    /// `None`: the peer could not read it.
+    kernel_drops: Option<u64>,
+    ferry_lost: Option<u64>,
+    ferry_skipped: Option<u64>,
+}
+
+// ---------------------------------------------------------------------------------------------
 // The experiment
 
 /// What one measurement gave (counts a transport cannot give are `None`).
 #[derive(Debug, Default)]
-struct Measured {
+struct Measurement {
     messages_sent: Option<u64>,
     messages_delivered: Option<u64>,
     bytes_delivered: Option<u64>,
@@ -529,22 +526,66 @@ struct Measured {
     note: Option<String>,
 }
 
+/// The other machine of a `--remote` run.
+struct Remote {
+    /// The agent's address, as given.
+    agent: String,
+    /// The other machine's address (the agent's).
+    ip: IpAddr,
+    /// This machine's address on the way there.
+    here: IpAddr,
+}
+
+impl Remote {
+    fn resolve(agent: &str) -> Result<Remote> {
+        let target = crate::peer::agent_address(agent)?;
+        if !target.is_ipv4() {
+            bail!("--remote {agent}: raw-udp4 needs an IPv4 address of the other machine");
+        }
+        Ok(Remote {
+            agent: agent.to_owned(),
+            ip: target.ip(),
+            here: crate::peer::local_address_towards(agent)?,
+        })
+    }
+}
+
 struct Ctx<'a> {
-    args: &'a ThroughputArgs,
+    args: &'a Config,
+    duration: Duration,
     domain: String,
     pinning: &'a Pinning,
     /// Installed third-party tools, by transport.
     programs: BTreeMap<&'static str, PathBuf>,
+    remote: Option<Remote>,
     run_index: usize,
 }
 
-pub fn run(args: ThroughputArgs) -> Result<()> {
-    validate(&args)?;
-    let machine = Machine::probe();
-    let pinning = Pinning::resolve(args.pin)?;
-    if let Pinning::Pinned { main_cpu, .. } = pinning {
+impl Ctx<'_> {
+    fn place(&self) -> Place {
+        Place::remote(self.remote.as_ref().map(|r| r.agent.as_str()))
+    }
+
+    fn request(&self, transport: Transport, size: usize) -> PeerRequest {
+        PeerRequest {
+            transport,
+            size,
+            delivery: self.args.delivery,
+            wait: self.args.wait,
+            // A remote peer's CPUs are its machine's business.
+            cpu: self.pinning.peer_cpu(),
+            ferry: None,
+            main: None,
+        }
+    }
+}
+
+fn run(args: &Config) -> Result<Measured<Throughput>> {
+    let pinning = Pinning::resolve_for(args.pin, args.remote.is_some())?;
+    if let Some(main_cpu) = pinning.main_cpu() {
         super::pin_to(main_cpu)?;
     }
+    let remote = args.remote.as_deref().map(Remote::resolve).transpose()?;
     let started = super::unix_time();
     let mut programs = BTreeMap::new();
     let mut tool_versions = BTreeMap::new();
@@ -552,7 +593,7 @@ pub fn run(args: ThroughputArgs) -> Result<()> {
         if let Some(p) = t.program() {
             match tools::find(p) {
                 Some(path) => {
-                    tool_versions.insert(p, tools::version(&path));
+                    tool_versions.insert(p.to_owned(), tools::version(&path));
                     programs.insert(p, path);
                 }
                 None => note!(
@@ -563,10 +604,12 @@ pub fn run(args: ThroughputArgs) -> Result<()> {
         }
     }
     let mut ctx = Ctx {
-        args: &args,
+        args,
+        duration: Duration::from_secs_f64(args.duration),
         domain: format!("lab{}", std::process::id()),
         pinning: &pinning,
         programs,
+        remote,
         run_index: 0,
     };
     note!(
@@ -574,8 +617,8 @@ pub fn run(args: ThroughputArgs) -> Result<()> {
         args.transports.len(),
         args.sizes.len(),
         args.rounds,
-        args.duration.as_secs_f64(),
-        delivery_name(args.delivery),
+        args.duration,
+        args.delivery.name(),
         args.loss
             .map(|l| format!(", {l} % loss on ferry UDP"))
             .unwrap_or_default(),
@@ -586,44 +629,45 @@ pub fn run(args: ThroughputArgs) -> Result<()> {
     let _ = ferry::admin::clean(Some(&ctx.domain));
     outcome?;
     add_ratios(&mut rows);
-    print_out(&render_table(&args, &pinning, &rows))?;
 
-    if let Some(path) = &args.json {
-        let config = Config {
-            transports: args.transports.iter().map(|t| t.name()).collect(),
-            transport_descriptions: args
-                .transports
-                .iter()
-                .map(|t| (t.name(), t.describe()))
-                .collect(),
-            sizes: args.sizes.clone(),
-            delivery: delivery_name(args.delivery),
-            loss_percent: args.loss.unwrap_or(0.0),
-            impair: impair_spec(args.loss),
-            impair_applies_to: "the publisher process of ferry's UDP transports (udp4, udp6); raw-udp4, iperf3 and sockperf run without injected loss",
-            duration_s: args.duration.as_secs_f64(),
-            tool_duration_s: tools::whole_seconds(args.duration),
-            rounds: args.rounds,
-            wait: wait_name(args.wait),
-            pinning: pinning.clone(),
-            udp_mtu: UDP_MTU,
-            payload: "the publisher writes every message: its sequence number (u64 LE) in bytes 0..8 and a pattern byte in all others; the subscriber checks every sequence number (against ferry's own where there is one) and every byte of each message whose number is a multiple of 64",
-            rate_interval: "from the publisher's first send to the subscriber's last delivery (CLOCK_MONOTONIC, same host); iperf3 and sockperf: the tool's own test interval",
-            lost: "messages_sent − messages_delivered: messages the subscriber never got (gaps, skipped, dropped)",
-            processes: "main process publishes; a re-executed peer process (ferry lab-peer throughput) subscribes; iperf3/sockperf: client on the main CPU, server on the peer CPU",
-            socket_buffers: SocketBuffers {
-                rmem_default: read_number("/proc/sys/net/core/rmem_default"),
-                rmem_max: read_number("/proc/sys/net/core/rmem_max"),
-                wmem_default: read_number("/proc/sys/net/core/wmem_default"),
-                wmem_max: read_number("/proc/sys/net/core/wmem_max"),
-            },
-            tools: tool_versions,
-            started_unix_s: started,
-        };
-        Results::new("throughput", machine, config, rows).write_json(path)?;
-        note!("wrote {}", path.display());
-    }
-    Ok(())
+    let setup = Setup {
+        transports: args.transports.clone(),
+        transport_descriptions: args
+            .transports
+            .iter()
+            .map(|t| (t.name().to_owned(), t.describe().to_owned()))
+            .collect(),
+        sizes: args.sizes.clone(),
+        delivery: args.delivery,
+        loss_percent: args.loss.unwrap_or(0.0),
+        impair: impair_spec(args.loss),
+        impair_applies_to: "the publisher process of ferry's UDP transports (udp4, udp6); raw-udp4, iperf3 and sockperf run without injected loss".to_owned(),
+        duration_s: args.duration,
+        tool_duration_s: tools::whole_seconds(ctx.duration),
+        rounds: args.rounds,
+        wait: args.wait,
+        pinning: pinning.clone(),
+        udp_mtu: UDP_MTU,
+        payload: "the publisher writes every message: its sequence number (u64 LE) in bytes 0..8 and a pattern byte in all others; the subscriber checks every sequence number (against ferry's own where there is one) and every byte of each message whose number is a multiple of 64".to_owned(),
+        rate_interval: match &args.remote {
+            None => "from the publisher's first send to the subscriber's last delivery (CLOCK_MONOTONIC, same host); iperf3 and sockperf: the tool's own test interval".to_owned(),
+            Some(_) => "from the subscriber's first delivery to its last (the subscriber's CLOCK_MONOTONIC: the two machines' clocks are not compared)".to_owned(),
+        },
+        lost: "messages_sent − messages_delivered: messages the subscriber never got (gaps, skipped, dropped)".to_owned(),
+        processes: match &args.remote {
+            None => "main process publishes; a peer process (ferry lab-peer) subscribes; iperf3/sockperf: client on the main CPU, server on the peer CPU".to_owned(),
+            Some(agent) => format!("main process publishes here; a peer process subscribes on the machine of the lab agent at {agent}"),
+        },
+        socket_buffers: SocketBuffers {
+            rmem_default: read_number("/proc/sys/net/core/rmem_default"),
+            rmem_max: read_number("/proc/sys/net/core/rmem_max"),
+            wmem_default: read_number("/proc/sys/net/core/wmem_default"),
+            wmem_max: read_number("/proc/sys/net/core/wmem_max"),
+        },
+        tools: tool_versions,
+        started_unix_s: started,
+    };
+    Ok(Measured { setup, rows })
 }
 
 fn read_number(path: &str) -> Option<u64> {
@@ -674,7 +718,7 @@ fn measure(ctx: &mut Ctx<'_>, rows: &mut Vec<Row>) -> Result<()> {
     Ok(())
 }
 
-fn measure_one(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Measured> {
+fn measure_one(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Measurement> {
     let (main_cpu, peer_cpu) = match ctx.pinning {
         Pinning::Pinned { main_cpu, peer_cpu } => (Some(*main_cpu), Some(*peer_cpu)),
         Pinning::Remote { main_cpu } => (*main_cpu, None),
@@ -689,16 +733,14 @@ fn measure_one(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Measu
             let program = &ctx.programs[transport.program().unwrap_or_default()];
             let len = transport.datagram_bytes(size).unwrap_or(size);
             let r = match transport {
-                Transport::Iperf3 => {
-                    tools::iperf3(program, len, ctx.args.duration, main_cpu, peer_cpu)?
-                }
-                _ => tools::sockperf(program, len, ctx.args.duration, main_cpu, peer_cpu)?,
+                Transport::Iperf3 => tools::iperf3(program, len, ctx.duration, main_cpu, peer_cpu)?,
+                _ => tools::sockperf(program, len, ctx.duration, main_cpu, peer_cpu)?,
             };
             let mut note = r.note;
             if len != size {
                 note = format!("datagrams of {len} bytes (min(size, 1472)); {note}");
             }
-            Ok(Measured {
+            Ok(Measurement {
                 messages_sent: r.datagrams_sent,
                 messages_delivered: r.datagrams_delivered,
                 bytes_delivered: r.bytes_delivered,
@@ -706,16 +748,16 @@ fn measure_one(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Measu
                 delivered_bps: r.delivered_bps,
                 lost: r.lost,
                 note: Some(note),
-                ..Measured::default()
+                ..Measurement::default()
             })
         }
     }
 }
 
-fn ferry_qos(transport: Transport, size: usize, delivery: DeliveryArg, wait: WaitArg) -> Qos {
+fn ferry_qos(transport: Transport, size: usize, delivery: Delivery, wait: Wait) -> Qos {
     let qos = Qos::default()
-        .delivery(Delivery::from(delivery))
-        .wait(WaitStrategy::from(wait))
+        .delivery(delivery.into())
+        .wait(wait.into())
         .max_message_size(size);
     match transport {
         Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => qos
@@ -730,61 +772,57 @@ fn ferry_qos(transport: Transport, size: usize, delivery: DeliveryArg, wait: Wai
     }
 }
 
-/// The common start of a two-process measurement: the control block and the peer.
-fn start_peer(
-    ctx: &Ctx<'_>,
-    transport: Transport,
-    size: usize,
-    extra: &[String],
-) -> Result<(Control, Peer)> {
-    let name = format!("ferry-lab-tp.{}.{}", std::process::id(), ctx.run_index);
-    let ctl = Control::create(&name)?;
-    let mut peer_args = vec![
-        "throughput".to_owned(),
-        "--transport".to_owned(),
-        transport.name().to_owned(),
-        "--size".to_owned(),
-        size.to_string(),
-        "--control".to_owned(),
-        name,
-        "--delivery".to_owned(),
-        delivery_name(ctx.args.delivery).to_owned(),
-        "--wait".to_owned(),
-        wait_name(ctx.args.wait).to_owned(),
-    ];
-    if let Some(cpu) = ctx.pinning.peer_cpu() {
-        peer_args.extend(["--cpu".to_owned(), cpu.to_string()]);
+/// Waits at most `timeout` for the peer's next report, watching it and Ctrl-C.
+fn await_report(peer: &mut Peer, timeout: Duration, what: &str) -> Result<PeerReport> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        signal::check()?;
+        if let Some(report) = peer.recv::<PeerReport>(Duration::from_millis(50))? {
+            return Ok(report);
+        }
+        if let Err(e) = peer.check_alive() {
+            // Its last word may have come right after the report.
+            return peer.recv::<PeerReport>(Duration::ZERO)?.ok_or(e);
+        }
+        if Instant::now() >= deadline {
+            bail!("the peer did not send {what} within {timeout:?}");
+        }
     }
-    peer_args.extend(extra.iter().cloned());
-    let peer = Peer::spawn(&peer_args)?;
-    Ok((ctl, peer))
 }
 
-/// Waits for the peer's report, watching it and Ctrl-C.
-fn await_report(ctl: &Control, peer: &mut Peer) -> Result<()> {
-    peer.wait_ready(DRAIN_LIMIT + START_TIMEOUT, || {
-        Ok(ctl.get(word::PEER_DONE) == 1)
-    })
+/// Waits for the peer to say that it is ready; returns the port it said (raw-udp4).
+fn await_ready(peer: &mut Peer) -> Result<Option<u16>> {
+    match await_report(peer, START_TIMEOUT, "that it is ready")? {
+        PeerReport::Ready { port } => Ok(port),
+        PeerReport::Counts(_) => bail!("the peer sent its counts before it said it was ready"),
+    }
 }
 
-/// The peer's counts.
-fn read_report(ctl: &Control, m: &mut Measured, start_ns: u64) {
-    let known = |i| Some(ctl.get(i)).filter(|&v| v != UNKNOWN);
-    let delivered = ctl.get(word::DELIVERED);
-    m.messages_delivered = Some(delivered);
-    m.bytes_delivered = Some(ctl.get(word::BYTES));
-    m.out_of_order = Some(ctl.get(word::OUT_OF_ORDER));
-    m.checked_messages = Some(ctl.get(word::CHECKED));
-    m.kernel_drops = known(word::KERNEL_DROPS);
-    m.ferry_lost = known(word::FERRY_LOST);
-    m.ferry_skipped = known(word::FERRY_SKIPPED);
-    let last = ctl.get(word::LAST_NS);
-    m.seconds = if delivered > 0 && last > start_ns {
-        (last - start_ns) as f64 / 1e9
+/// Waits for the peer's counts (it has the drain limit to see the last messages come).
+fn await_counts(peer: &mut Peer) -> Result<Counts> {
+    match await_report(peer, DRAIN_LIMIT + START_TIMEOUT, "its counts")? {
+        PeerReport::Counts(c) => Ok(c),
+        PeerReport::Ready { .. } => bail!("the peer said it was ready twice"),
+    }
+}
+
+/// The peer's counts. `same_clock`: the peer's times are on this machine's clock, so that the
+/// interval can start at the publisher's first send (`start_ns`).
+fn read_report(c: &Counts, m: &mut Measurement, start_ns: u64, same_clock: bool) {
+    m.messages_delivered = Some(c.delivered);
+    m.bytes_delivered = Some(c.bytes);
+    m.out_of_order = Some(c.out_of_order);
+    m.checked_messages = Some(c.checked);
+    m.kernel_drops = c.kernel_drops;
+    m.ferry_lost = c.ferry_lost;
+    m.ferry_skipped = c.ferry_skipped;
+    let from = if same_clock { start_ns } else { c.first_ns };
+    m.seconds = if c.delivered > 0 && c.last_ns > from {
+        (c.last_ns - from) as f64 / 1e9
     } else {
         m.send_seconds.unwrap_or(0.0)
     };
-    m.lost = m.messages_sent.map(|s| s.saturating_sub(delivered));
+    m.lost = m.messages_sent.map(|s| s.saturating_sub(c.delivered));
 }
 
 /// Sends back to back until `duration` has passed; `send(seq)` sends message `seq`. Returns the
@@ -816,7 +854,7 @@ fn send_for(
     Ok((seq, start_ns, start.elapsed().as_secs_f64()))
 }
 
-fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Measured> {
+fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Measurement> {
     let args = ctx.args;
     let topic = format!("tp{}", ctx.run_index);
     let qos = ferry_qos(transport, size, args.delivery, args.wait);
@@ -837,34 +875,29 @@ fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Mea
         }
         None => node.publisher(&topic, &qos)?,
     };
-    let extra = [
-        "--domain".to_owned(),
-        ctx.domain.clone(),
-        "--topic".to_owned(),
-        topic.clone(),
-    ];
-    let mut ctl;
-    (ctl, peer) = start_peer(ctx, transport, size, &extra)?;
-    peer.wait_ready(START_TIMEOUT, || {
-        Ok(ctl.get(word::READY) == 1 && publisher.subscriber_count() >= 1)
-    })?;
-    ctl.unlink();
+    let mut request = ctx.request(transport, size);
+    request.ferry = Some(FerryTopic {
+        domain: ctx.domain.clone(),
+        topic: topic.clone(),
+    });
+    peer = Peer::start::<Throughput>(&request, &ctx.place())?;
+    await_ready(&mut peer)?;
+    peer.wait_ready(START_TIMEOUT, || Ok(publisher.subscriber_count() >= 1))?;
 
-    let (sent, start_ns, send_seconds) = send_for(args.duration, size, |seq| {
+    let (sent, start_ns, send_seconds) = send_for(ctx.duration, size, |seq| {
         let mut loan = publisher.loan(size)?;
         write_message(loan.as_mut_slice(), seq);
         loan.send()?;
         Ok(())
     })?;
-    ctl.set(word::SENT, sent);
-    ctl.set(word::DONE, 1);
-    let mut m = Measured {
+    peer.send(&Command::Done { sent })?;
+    let mut m = Measurement {
         messages_sent: Some(sent),
         send_seconds: Some(send_seconds),
-        ..Measured::default()
+        ..Measurement::default()
     };
-    await_report(&ctl, &mut peer)?;
-    read_report(&ctl, &mut m, start_ns);
+    let counts = await_counts(&mut peer)?;
+    read_report(&counts, &mut m, start_ns, ctx.remote.is_none());
     // The publisher's counters (retransmissions, its socket's drops) as it published them.
     if transport.is_ferry_udp() {
         std::thread::sleep(Duration::from_millis(30));
@@ -882,7 +915,7 @@ fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Mea
     let closing = Instant::now();
     drop(publisher);
     m.close_seconds = Some(closing.elapsed().as_secs_f64());
-    ctl.set(word::RELEASE, 1);
+    peer.send(&Command::Release)?;
     peer.finish(START_TIMEOUT)?;
     if let (Some(lost), Some(skipped)) = (m.ferry_lost, m.ferry_skipped) {
         m.note = Some(format!(
@@ -892,16 +925,31 @@ fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Mea
     Ok(m)
 }
 
-fn measure_raw(ctx: &Ctx<'_>, size: usize) -> Result<Measured> {
-    let (mut ctl, mut peer) = start_peer(ctx, Transport::RawUdp4, size, &[])?;
-    peer.wait_ready(START_TIMEOUT, || Ok(ctl.get(word::READY) == 1))?;
-    ctl.unlink();
-    let port = u16::try_from(ctl.get(word::PORT)).context("the peer reported a bad port")?;
-    let dst = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("cannot bind a UDP socket")?;
+fn measure_raw(ctx: &Ctx<'_>, size: usize) -> Result<Measurement> {
+    let mut request = ctx.request(Transport::RawUdp4, size);
+    let socket = match &ctx.remote {
+        None => UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("cannot bind a UDP socket")?,
+        Some(r) => {
+            let socket = UdpSocket::bind((r.here, 0))
+                .context(format!("cannot bind a UDP socket on {}", r.here))?;
+            // The peer takes datagrams from this socket only.
+            request.main = Some(socket.local_addr()?);
+            socket
+        }
+    };
+    let mut peer = Peer::start::<Throughput>(&request, &ctx.place())?;
+    let port = match await_ready(&mut peer)? {
+        Some(port) if port != 0 => port,
+        _ => bail!("the peer did not say which UDP port it receives on"),
+    };
+    let dst = match &ctx.remote {
+        None => SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+        // Only the port comes from the peer: the datagrams go to the machine the user named.
+        Some(r) => SocketAddr::new(r.ip, port),
+    };
     let mut buf = vec![0u8; size];
     let mut enobufs = 0u64;
-    let (sent, start_ns, send_seconds) = send_for(ctx.args.duration, size, |seq| {
+    let (sent, start_ns, send_seconds) = send_for(ctx.duration, size, |seq| {
         write_message(&mut buf, seq);
         loop {
             match socket.send_to(&buf, dst) {
@@ -913,16 +961,14 @@ fn measure_raw(ctx: &Ctx<'_>, size: usize) -> Result<Measured> {
             }
         }
     })?;
-    ctl.set(word::SENT, sent);
-    ctl.set(word::DONE, 1);
-    let mut m = Measured {
+    peer.send(&Command::Done { sent })?;
+    let mut m = Measurement {
         messages_sent: Some(sent),
         send_seconds: Some(send_seconds),
-        ..Measured::default()
+        ..Measurement::default()
     };
-    await_report(&ctl, &mut peer)?;
-    read_report(&ctl, &mut m, start_ns);
-    ctl.set(word::RELEASE, 1);
+    let counts = await_counts(&mut peer)?;
+    read_report(&counts, &mut m, start_ns, ctx.remote.is_none());
     peer.finish(START_TIMEOUT)?;
     if enobufs > 0 {
         m.note = Some(format!(
@@ -935,46 +981,59 @@ fn measure_raw(ctx: &Ctx<'_>, size: usize) -> Result<Measured> {
 // ---------------------------------------------------------------------------------------------
 // The peer
 
-#[derive(Debug, Args)]
-pub struct PeerArgs {
-    #[arg(long, value_parser = parse_transport)]
+/// What the main side asks of the peer: subscribe to `size`-byte messages over `transport`,
+/// count them, and report.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PeerRequest {
     transport: Transport,
-    #[arg(long)]
     size: usize,
-    #[arg(long)]
-    control: String,
-    #[arg(long, value_enum)]
-    delivery: DeliveryArg,
-    #[arg(long, value_enum)]
-    wait: WaitArg,
-    #[arg(long)]
+    delivery: Delivery,
+    wait: Wait,
     cpu: Option<usize>,
-    #[arg(long)]
-    domain: Option<String>,
-    #[arg(long)]
-    topic: Option<String>,
+    /// ferry's transports: the domain and topic.
+    ferry: Option<FerryTopic>,
+    /// raw-udp4 from another machine: the main side's socket. The peer then binds every
+    /// address and takes datagrams from this one only; without it, it binds 127.0.0.1.
+    main: Option<SocketAddr>,
 }
 
-pub fn run_peer(args: PeerArgs) -> Result<()> {
+#[derive(Debug, Serialize, Deserialize)]
+struct FerryTopic {
+    domain: String,
+    topic: String,
+}
+
+/// Whether a receive came back empty-handed (a timeout or a signal) rather than failing.
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock
+            | std::io::ErrorKind::TimedOut
+            | std::io::ErrorKind::Interrupted
+    )
+}
+
+fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
     if let Some(cpu) = args.cpu {
         super::pin_to(cpu)?;
     }
-    let mut parent_alive = super::parent_watch();
-    let ctl = Control::open(&args.control)?;
+    if !(8..=MAX_SIZE).contains(&args.size) {
+        bail!("the peer request's size {} is out of range", args.size);
+    }
     let mut tally = Tally::new(args.size);
     // Plain UDP and latest delivery lose what they lose: a short silence ends the count. A
     // reliable subscriber may still be repairing: it gets longer.
-    let reliable = args.delivery == DeliveryArg::Reliable;
+    let reliable = args.delivery == Delivery::Reliable;
     match args.transport {
         Transport::Shm | Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => {
-            let (Some(domain), Some(topic)) = (&args.domain, &args.topic) else {
-                bail!("a ferry transport needs --domain and --topic");
+            let Some(FerryTopic { domain, topic }) = &args.ferry else {
+                bail!("a ferry transport needs its domain and topic");
             };
             let qos = ferry_qos(args.transport, args.size, args.delivery, args.wait);
             let keyed = args.transport == Transport::Udp4Key;
             let node = super::lab_node("lab-peer", domain, keyed)?;
             let mut sub = node.subscriber(topic, &qos)?;
-            ctl.set(word::READY, 1);
+            link.report(&PeerReport::Ready { port: None })?;
             let mut ending = Ending::new(if reliable {
                 Duration::from_secs(2)
             } else {
@@ -992,55 +1051,58 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
                 since_check += 1;
                 if !got || since_check >= 256 {
                     since_check = 0;
-                    if ending.finished(&ctl, &tally) {
+                    ending.take_commands(link)?;
+                    if ending.finished(&tally) {
                         break;
-                    }
-                    if !got {
-                        parent_alive()?;
                     }
                 }
             }
-            tally.report(&ctl);
+            let mut counts = tally.counts();
             // ferry's own counters, and the kernel's drops on our socket.
             let me = std::process::id();
             let info = ferry::admin::topic(domain, topic)?
                 .and_then(|t| t.subscribers.into_iter().find(|s| s.pid == me));
-            let (lost, skipped, drops) = match info {
-                Some(s) => (
-                    s.lost,
-                    s.skipped,
-                    s.udp
-                        .and_then(|a| super::rawudp::kernel_drops(a.port(), a.is_ipv6())),
-                ),
-                None => (UNKNOWN, UNKNOWN, None),
-            };
-            ctl.set(word::FERRY_LOST, lost);
-            ctl.set(word::FERRY_SKIPPED, skipped);
-            ctl.set(
-                word::KERNEL_DROPS,
-                if args.transport == Transport::Shm {
-                    UNKNOWN
-                } else {
-                    drops.unwrap_or(UNKNOWN)
-                },
-            );
-            ctl.set(word::PEER_DONE, 1);
+            if let Some(s) = info {
+                counts.ferry_lost = Some(s.lost);
+                counts.ferry_skipped = Some(s.skipped);
+                if args.transport != Transport::Shm {
+                    counts.kernel_drops = s
+                        .udp
+                        .and_then(|a| super::rawudp::kernel_drops(a.port(), a.is_ipv6()));
+                }
+            }
+            link.report(&PeerReport::Counts(counts))?;
             // Keep answering until the publisher has gone (bounded).
             let deadline = Instant::now() + START_TIMEOUT;
-            while ctl.get(word::RELEASE) == 0 && Instant::now() < deadline {
+            while Instant::now() < deadline {
                 let _ = sub.recv_timeout(Duration::from_millis(1))?;
-                parent_alive()?;
+                match link.recv::<Command>(Duration::ZERO)? {
+                    Some(Command::Release) => break,
+                    Some(Command::Done { .. }) => {
+                        bail!("the main side said twice that it had finished")
+                    }
+                    None => {}
+                }
             }
             Ok(())
         }
         Transport::RawUdp4 => {
-            let socket = super::rawudp::bind_loopback()?;
+            let socket = match args.main {
+                None => super::rawudp::bind_loopback()?,
+                Some(main) => {
+                    let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
+                        .context("cannot bind a UDP socket")?;
+                    socket
+                        .connect(main)
+                        .context(format!("cannot connect the UDP socket to {main}"))?;
+                    socket
+                }
+            };
             let port = socket.local_addr()?.port();
             socket
                 .set_read_timeout(Some(Duration::from_millis(10)))
                 .context("cannot set a UDP receive timeout")?;
-            ctl.set(word::PORT, port as u64);
-            ctl.set(word::READY, 1);
+            link.report(&PeerReport::Ready { port: Some(port) })?;
             let mut buf = vec![0u8; args.size.min(super::rawudp::MAX_DATAGRAM_V4) + 1];
             let mut ending = Ending::new(Duration::from_millis(200));
             let mut since_check = 0u32;
@@ -1050,38 +1112,21 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
                         tally.take(&buf[..n], None)?;
                         true
                     }
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            std::io::ErrorKind::WouldBlock
-                                | std::io::ErrorKind::TimedOut
-                                | std::io::ErrorKind::Interrupted
-                        ) =>
-                    {
-                        false
-                    }
+                    Err(e) if timed_out(&e) => false,
                     Err(e) => return Err(e).context("UDP receive"),
                 };
                 since_check += 1;
                 if !got || since_check >= 256 {
                     since_check = 0;
-                    if ending.finished(&ctl, &tally) {
+                    ending.take_commands(link)?;
+                    if ending.finished(&tally) {
                         break;
-                    }
-                    if !got {
-                        parent_alive()?;
                     }
                 }
             }
-            tally.report(&ctl);
-            ctl.set(
-                word::KERNEL_DROPS,
-                super::rawudp::kernel_drops(port, false).unwrap_or(UNKNOWN),
-            );
-            ctl.set(word::FERRY_LOST, UNKNOWN);
-            ctl.set(word::FERRY_SKIPPED, UNKNOWN);
-            ctl.set(word::PEER_DONE, 1);
-            Ok(())
+            let mut counts = tally.counts();
+            counts.kernel_drops = super::rawudp::kernel_drops(port, false);
+            link.report(&PeerReport::Counts(counts))
         }
         Transport::Iperf3 | Transport::Sockperf => {
             bail!("{} has no lab peer", args.transport.name())
@@ -1092,34 +1137,35 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // Results
 
-#[derive(Debug, Serialize)]
-struct Config {
-    transports: Vec<&'static str>,
-    transport_descriptions: BTreeMap<&'static str, &'static str>,
+/// How a throughput run was made.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Setup {
+    transports: Vec<Transport>,
+    transport_descriptions: BTreeMap<String, String>,
     sizes: Vec<usize>,
-    delivery: &'static str,
+    delivery: Delivery,
     loss_percent: f64,
     /// FERRY_IMPAIR as set on the publisher of ferry's UDP transports.
     impair: Option<String>,
-    impair_applies_to: &'static str,
+    impair_applies_to: String,
     duration_s: f64,
     /// iperf3 and sockperf run whole seconds.
     tool_duration_s: u64,
     rounds: usize,
-    wait: &'static str,
+    wait: Wait,
     pinning: Pinning,
     udp_mtu: usize,
-    payload: &'static str,
-    rate_interval: &'static str,
-    lost: &'static str,
-    processes: &'static str,
+    payload: String,
+    rate_interval: String,
+    lost: String,
+    processes: String,
     socket_buffers: SocketBuffers,
     /// Versions of the third-party tools found (null: found, version unknown).
-    tools: BTreeMap<&'static str, Option<String>>,
+    tools: BTreeMap<String, Option<String>>,
     started_unix_s: u64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 struct SocketBuffers {
     rmem_default: Option<u64>,
     rmem_max: Option<u64>,
@@ -1127,60 +1173,79 @@ struct SocketBuffers {
     wmem_max: Option<u64>,
 }
 
-#[derive(Debug, Serialize)]
+/// The delivery a row ran with: ferry's, or none (plain UDP and the tools).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RowDelivery {
+    Reliable,
+    Latest,
+    None,
+}
+
+impl From<Delivery> for RowDelivery {
+    fn from(d: Delivery) -> RowDelivery {
+        match d {
+            Delivery::Reliable => RowDelivery::Reliable,
+            Delivery::Latest => RowDelivery::Latest,
+        }
+    }
+}
+
+/// One transport at one size in one round.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Row {
-    transport: &'static str,
-    size_bytes: usize,
+    pub transport: Transport,
+    pub size_bytes: usize,
     /// UDP payload bytes per datagram (null for shared memory).
-    datagram_bytes: Option<usize>,
+    pub datagram_bytes: Option<usize>,
     /// ferry's delivery; "none" for plain UDP and the tools.
-    delivery: &'static str,
+    pub delivery: RowDelivery,
     /// Loss injected on this row's datagrams.
-    loss_percent: f64,
-    round: usize,
-    duration_s: Option<f64>,
-    messages_sent: Option<u64>,
-    messages_delivered: Option<u64>,
-    messages_per_s: Option<f64>,
+    pub loss_percent: f64,
+    pub round: usize,
+    pub duration_s: Option<f64>,
+    pub messages_sent: Option<u64>,
+    pub messages_delivered: Option<u64>,
+    pub messages_per_s: Option<f64>,
     /// Payload bits delivered per second, in Gbit/s.
-    delivered_gbps: Option<f64>,
+    pub delivered_gbps: Option<f64>,
     /// messages_sent − messages_delivered.
-    lost: Option<u64>,
-    retransmitted: Option<u64>,
-    kernel_drops: Option<u64>,
+    pub lost: Option<u64>,
+    pub retransmitted: Option<u64>,
+    pub kernel_drops: Option<u64>,
     /// Seconds the publisher spent sending.
-    send_s: Option<f64>,
-    out_of_order: Option<u64>,
-    checked_messages: Option<u64>,
+    pub send_s: Option<f64>,
+    pub out_of_order: Option<u64>,
+    pub checked_messages: Option<u64>,
     /// Seconds dropping the ferry publisher took after the run (a reliable UDP publisher
     /// lingers until its subscribers have reported everything received).
-    publisher_close_s: Option<f64>,
+    pub publisher_close_s: Option<f64>,
     /// delivered_gbps over each baseline's in the same round and at the same size.
-    ratios: BTreeMap<&'static str, f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    skipped: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    note: Option<String>,
+    pub ratios: BTreeMap<Transport, f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl Row {
     fn new(
-        args: &ThroughputArgs,
+        args: &Config,
         transport: Transport,
         size: usize,
         round: usize,
-        m: Option<Measured>,
+        m: Option<Measurement>,
         skipped: Option<String>,
     ) -> Row {
         let ferry = transport.is_ferry();
         let mut row = Row {
-            transport: transport.name(),
+            transport,
             size_bytes: size,
             datagram_bytes: transport.datagram_bytes(size),
             delivery: if ferry {
-                delivery_name(args.delivery)
+                args.delivery.into()
             } else {
-                "none"
+                RowDelivery::None
             },
             loss_percent: if transport.is_ferry_udp() {
                 args.loss.unwrap_or(0.0)
@@ -1264,7 +1329,7 @@ fn delivered_share(row: &Row) -> String {
 
 /// Ratios of each ferry UDP row to the baselines of the same size and round.
 fn add_ratios(rows: &mut [Row]) {
-    let gbps: BTreeMap<(&str, usize, usize), f64> = rows
+    let gbps: BTreeMap<(Transport, usize, usize), f64> = rows
         .iter()
         .filter_map(|r| {
             r.delivered_gbps
@@ -1273,31 +1338,35 @@ fn add_ratios(rows: &mut [Row]) {
         })
         .collect();
     for row in rows.iter_mut() {
-        let Some(t) = Transport::ALL.iter().find(|t| t.name() == row.transport) else {
-            continue;
-        };
         let Some(mine) = row.delivered_gbps else {
             continue;
         };
-        for b in t.baselines() {
-            if let Some(base) = gbps.get(&(b.name(), row.size_bytes, row.round)) {
-                row.ratios.insert(b.name(), mine / base);
+        for &b in row.transport.baselines() {
+            if let Some(base) = gbps.get(&(b, row.size_bytes, row.round)) {
+                row.ratios.insert(b, mine / base);
             }
         }
     }
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
+/// The median over the rounds of `field` for `transport` at `size`, from the rows that have it
+/// above zero.
+fn median_of(
+    rows: &[Row],
+    transport: Transport,
+    size: usize,
+    field: fn(&Row) -> Option<f64>,
+) -> Option<f64> {
+    median(
+        rows.iter()
+            .filter(|r| r.transport == transport && r.size_bytes == size)
+            .filter_map(field)
+            .filter(|v| *v > 0.0)
+            .collect(),
+    )
 }
 
-fn render_table(args: &ThroughputArgs, pinning: &Pinning, rows: &[Row]) -> String {
+fn render_table(args: &Config, pinning: &Pinning, rows: &[Row]) -> String {
     let mut table = Table::new(&[
         "transport",
         ">size",
@@ -1315,23 +1384,14 @@ fn render_table(args: &ThroughputArgs, pinning: &Pinning, rows: &[Row]) -> Strin
         for &size in &args.sizes {
             let mine: Vec<&Row> = rows
                 .iter()
-                .filter(|r| r.transport == t.name() && r.size_bytes == size)
+                .filter(|r| r.transport == t && r.size_bytes == size)
                 .collect();
             let Some(first) = mine.first() else { continue };
             if let Some(s) = &first.skipped {
-                table.row(vec![
-                    t.name().to_owned(),
-                    format_size(size),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    s.clone(),
-                ]);
+                let mut cells = vec![t.name().to_owned(), format_size(size)];
+                cells.extend(vec![String::new(); 8]);
+                cells.push(s.clone());
+                table.row(cells);
                 continue;
             }
             let g: Vec<f64> = mine.iter().filter_map(|r| r.delivered_gbps).collect();
@@ -1360,7 +1420,7 @@ fn render_table(args: &ThroughputArgs, pinning: &Pinning, rows: &[Row]) -> Strin
                 .filter_map(|b| {
                     median(
                         mine.iter()
-                            .filter_map(|r| r.ratios.get(b.name()).copied())
+                            .filter_map(|r| r.ratios.get(b).copied())
                             .collect(),
                     )
                     .map(|r| format!("{r:.2} × {}", b.name()))
@@ -1391,15 +1451,248 @@ fn render_table(args: &ThroughputArgs, pinning: &Pinning, rows: &[Row]) -> Strin
     }
     format!(
         "\nThroughput, {} delivery{}, {:.1} s per run, {} interleaved rounds (Gbit/s and msg/s: median of rounds; delivered, lost, retransmitted, kernel drops: all rounds); {}.\n\n{}",
-        delivery_name(args.delivery),
+        args.delivery.name(),
         args.loss
             .map(|l| format!(", {l} % loss injected on ferry UDP"))
             .unwrap_or_default(),
-        args.duration.as_secs_f64(),
+        args.duration,
         args.rounds,
         pinning.describe(),
         table.render()
     )
+}
+
+impl Experiment for Throughput {
+    const NAME: &'static str = "throughput";
+    const TITLE: &'static str = "Throughput";
+    type Config = Config;
+    type Setup = Setup;
+    type Row = Row;
+    type PeerRequest = PeerRequest;
+
+    fn validate(config: &Config) -> Result<()> {
+        validate(config)
+    }
+
+    fn run(config: &Config) -> Result<Measured<Self>> {
+        run(config)
+    }
+
+    fn run_peer(request: PeerRequest, link: &mut PeerLink) -> Result<()> {
+        run_peer(request, link)
+    }
+
+    fn table(results: &Results<Self>) -> String {
+        render_table(&results.request, &results.config.pinning, &results.rows)
+    }
+
+    fn section(results: &Results<Self>) -> Result<Section> {
+        section(&results.rows)
+    }
+
+    fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
+        summary(&results.rows)
+    }
+}
+
+/// The transports of `rows` in the order they first appear, and their sizes in ascending order.
+fn transports_and_sizes(rows: &[Row]) -> (Vec<Transport>, Vec<usize>) {
+    let mut transports: Vec<Transport> = Vec::new();
+    for r in rows {
+        if !transports.contains(&r.transport) {
+            transports.push(r.transport);
+        }
+    }
+    let mut sizes: Vec<usize> = rows.iter().map(|r| r.size_bytes).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    (transports, sizes)
+}
+
+fn section(rows: &[Row]) -> Result<Section> {
+    let (transports, sizes) = transports_and_sizes(rows);
+    let series: Vec<(String, Vec<(f64, f64)>)> = transports
+        .iter()
+        .map(|&t| {
+            let pts: Vec<(f64, f64)> = sizes
+                .iter()
+                .filter_map(|&s| median_of(rows, t, s, |r| r.delivered_gbps).map(|m| (s as f64, m)))
+                .collect();
+            (t.name().to_owned(), pts)
+        })
+        .filter(|(_, p)| !p.is_empty())
+        .collect();
+    let mut plots = Vec::new();
+    if !series.is_empty() {
+        plots.push(Plot {
+            file: "throughput.svg".to_owned(),
+            svg: line_chart(
+                "Throughput by message size",
+                "message size",
+                "delivered Gbit/s (median of rounds)",
+                &series,
+                &|y| format!("{y:.2}"),
+            )?,
+            caption: "Messages sent back to back to a subscriber in another process; median over the rounds; log axes.".to_owned(),
+        });
+    }
+    let best: Vec<String> = series
+        .iter()
+        .filter_map(|(t, p)| {
+            p.iter()
+                .copied()
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(s, g)| format!("{t} {g:.2} Gbit/s at {}", format_size(s as usize)))
+        })
+        .collect();
+    Ok(Section {
+        plots,
+        sentence: format!(
+            "In {}, Vortex Lite reaches the ~950 Mbit/s of Gigabit Ethernet from messages under 2 KB (110 000 messages/s at 1 KB). Here, best delivered rates: {}.",
+            cite(&VORTEX_LITE),
+            best.join(", ")
+        ),
+    })
+}
+
+/// The Vortex Lite whitepaper's throughput figures beside ferry's UDP, the plain-UDP floor and
+/// the best tool measured in the same run: the message rate at 1 KB, and the best rate below
+/// 2 KB.
+fn summary(rows: &[Row]) -> Vec<SummaryLine> {
+    let (transports, sizes) = transports_and_sizes(rows);
+    let measured = |t: Transport| {
+        rows.iter()
+            .any(|r| r.transport == t && r.delivered_gbps.is_some())
+    };
+    let Some(ferry) = [Transport::Udp4, Transport::Udp6, Transport::Udp4Key]
+        .into_iter()
+        .find(|&t| transports.contains(&t) && measured(t))
+    else {
+        return Vec::new();
+    };
+    let tools = [Transport::Iperf3, Transport::Sockperf];
+    let mut lines = Vec::new();
+
+    // Messages per second at 1 KB.
+    let rate_at = |t: Transport| median_of(rows, t, 1024, |r| r.messages_per_s);
+    let say_rate = |t: Transport, v: f64| format!("{}: {} msg/s", t.name(), fmt_rate(Some(v)));
+    if let Some(mine) = rate_at(ferry) {
+        lines.push(SummaryLine {
+            what: format!("messages per second, 1 KB messages, {}", ferry.name()),
+            ferry: say_rate(ferry, mine),
+            floor: rate_at(Transport::RawUdp4).map(|v| say_rate(Transport::RawUdp4, v)),
+            best_peer: tools
+                .iter()
+                .filter_map(|&t| rate_at(t).map(|v| (t, v)))
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(t, v)| say_rate(t, v)),
+            study: Some(format!(
+                "110 000 messages/s at 1 KB across Gigabit Ethernet ({})",
+                cite(&VORTEX_LITE)
+            )),
+        });
+    }
+
+    // The best delivered rate below 2 KB.
+    let best_below_2k = |t: Transport| {
+        sizes
+            .iter()
+            .filter(|&&s| s < 2048)
+            .filter_map(|&s| median_of(rows, t, s, |r| r.delivered_gbps).map(|g| (s, g)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    };
+    let say_gbps = |t: Transport, (s, g): (usize, f64)| {
+        format!("{}: {g:.2} Gbit/s at {}", t.name(), format_size(s))
+    };
+    if let Some(mine) = best_below_2k(ferry) {
+        lines.push(SummaryLine {
+            what: format!("best delivered rate below 2 KB, {}", ferry.name()),
+            ferry: say_gbps(ferry, mine),
+            floor: best_below_2k(Transport::RawUdp4).map(|b| say_gbps(Transport::RawUdp4, b)),
+            best_peer: tools
+                .iter()
+                .filter_map(|&t| best_below_2k(t).map(|b| (t, b)))
+                .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
+                .map(|(t, b)| say_gbps(t, b)),
+            study: Some(format!(
+                "about 950 Mbit/s, the limit of Gigabit Ethernet, from messages under 2 KB ({})",
+                cite(&VORTEX_LITE)
+            )),
+        });
+    }
+    lines
+}
+
+/// Results of a small made-up run, for the report's tests.
+#[cfg(test)]
+pub(crate) fn example() -> Results<Throughput> {
+    let config = Config {
+        transports: vec![Transport::Udp4, Transport::RawUdp4, Transport::Iperf3],
+        sizes: vec![64, 1024],
+        rounds: 2,
+        duration: 1.0,
+        ..Config::default()
+    };
+    let m = |delivered: u64, size: u64| Measurement {
+        messages_sent: Some(delivered + 10),
+        messages_delivered: Some(delivered),
+        bytes_delivered: Some(delivered * size),
+        seconds: 1.0,
+        send_seconds: Some(1.0),
+        lost: Some(10),
+        ..Measurement::default()
+    };
+    let mut rows = Vec::new();
+    for round in 0..config.rounds {
+        for (t, factor) in [
+            (Transport::Udp4, 4),
+            (Transport::RawUdp4, 3),
+            (Transport::Iperf3, 2),
+        ] {
+            for &size in &config.sizes {
+                let delivered = 100_000 * factor + 1000 * round as u64;
+                rows.push(Row::new(
+                    &config,
+                    t,
+                    size,
+                    round,
+                    Some(m(delivered, size as u64)),
+                    None,
+                ));
+            }
+        }
+    }
+    add_ratios(&mut rows);
+    let setup = Setup {
+        transports: config.transports.clone(),
+        transport_descriptions: BTreeMap::new(),
+        sizes: config.sizes.clone(),
+        delivery: config.delivery,
+        loss_percent: 0.0,
+        impair: None,
+        impair_applies_to: String::new(),
+        duration_s: config.duration,
+        tool_duration_s: 1,
+        rounds: config.rounds,
+        wait: config.wait,
+        pinning: Pinning::None {
+            reason: "example".to_owned(),
+        },
+        udp_mtu: UDP_MTU,
+        payload: String::new(),
+        rate_interval: String::new(),
+        lost: String::new(),
+        processes: String::new(),
+        socket_buffers: SocketBuffers {
+            rmem_default: None,
+            rmem_max: None,
+            wmem_default: None,
+            wmem_max: None,
+        },
+        tools: BTreeMap::new(),
+        started_unix_s: 0,
+    };
+    Results::new(crate::Machine::probe(), config, Measured { setup, rows })
 }
 
 #[cfg(test)]
@@ -1410,6 +1703,7 @@ mod tests {
     fn transports_and_loss_parse() {
         for t in Transport::ALL {
             assert_eq!(parse_transport(t.name()), Ok(t));
+            assert_eq!(serde_json::to_value(t).unwrap(), t.name());
         }
         assert!(parse_transport("tcp").unwrap_err().contains("iperf3"));
         assert_eq!(parse_loss("5"), Ok(5.0));
@@ -1463,24 +1757,35 @@ mod tests {
     }
 
     #[test]
+    fn the_last_possible_sequence_number_ends_the_count_without_overflow() {
+        let mut t = Tally::new(8);
+        t.take(&u64::MAX.to_le_bytes(), None).unwrap();
+        let mut ending = Ending::new(Duration::from_secs(60));
+        assert!(
+            !ending.finished(&t),
+            "not before the publisher said it finished"
+        );
+        ending.sent = Some(u64::MAX);
+        assert!(ending.finished(&t));
+    }
+
+    #[test]
     fn ratios_pair_rounds() {
-        let args = ThroughputArgs {
+        let args = Config {
             transports: vec![Transport::Udp4, Transport::Iperf3],
             sizes: vec![1024],
-            delivery: DeliveryArg::Latest,
-            loss: None,
-            duration: Duration::from_secs(1),
+            delivery: Delivery::Latest,
+            duration: 1.0,
             rounds: 2,
-            wait: WaitArg::Block,
-            pin: None,
-            json: None,
+            wait: Wait::Block,
+            ..Config::default()
         };
-        let m = |bytes: u64| Measured {
+        let m = |bytes: u64| Measurement {
             messages_sent: Some(10),
             messages_delivered: Some(10),
             bytes_delivered: Some(bytes),
             seconds: 1.0,
-            ..Measured::default()
+            ..Measurement::default()
         };
         let mut rows = vec![
             Row::new(
@@ -1517,10 +1822,12 @@ mod tests {
             ),
         ];
         add_ratios(&mut rows);
-        assert_eq!(rows[0].ratios["iperf3"], 2.0);
-        assert_eq!(rows[2].ratios["iperf3"], 4.0);
+        assert_eq!(rows[0].ratios[&Transport::Iperf3], 2.0);
+        assert_eq!(rows[2].ratios[&Transport::Iperf3], 4.0);
         assert!(rows[1].ratios.is_empty());
         assert_eq!(rows[0].delivered_gbps, Some(8.0));
+        assert_eq!(rows[0].delivery, RowDelivery::Latest);
+        assert_eq!(rows[1].delivery, RowDelivery::None);
         let text = render_table(
             &args,
             &Pinning::None {
@@ -1529,5 +1836,103 @@ mod tests {
             &rows,
         );
         assert!(text.contains("3.00 × iperf3"), "{text}");
+    }
+
+    #[test]
+    fn rows_keep_their_json() {
+        let results = example();
+        let row = serde_json::to_value(&results.rows[0]).unwrap();
+        assert_eq!(row["transport"], "udp4");
+        assert_eq!(row["delivery"], "reliable");
+        assert!(row["ratios"]["raw-udp4"].is_number(), "{row}");
+        assert!(row.get("skipped").is_none() && row.get("note").is_none());
+        let raw = serde_json::to_value(&results.rows[2]).unwrap();
+        assert_eq!(raw["transport"], "raw-udp4");
+        assert_eq!(raw["delivery"], "none");
+        let ratios: Vec<&String> = row["ratios"].as_object().unwrap().keys().collect();
+        assert_eq!(ratios, ["iperf3", "raw-udp4"], "alphabetical, as before");
+    }
+
+    #[test]
+    fn example_results_read_back_and_draw() {
+        let results = example();
+        let value = serde_json::to_value(&results).unwrap();
+        let back = Results::<Throughput>::from_value(value).unwrap();
+        assert_eq!(back.rows.len(), 12);
+        let section = Throughput::section(&back).unwrap();
+        assert_eq!(section.plots.len(), 1);
+        assert_eq!(section.plots[0].file, "throughput.svg");
+        for t in ["udp4", "raw-udp4", "iperf3"] {
+            assert!(section.plots[0].svg.contains(t), "{t} missing");
+        }
+        // The median of the two rounds, at the best size.
+        assert!(
+            section.sentence.contains("udp4 3.28 Gbit/s at 1 KiB"),
+            "{}",
+            section.sentence
+        );
+        assert!(section.sentence.contains(&cite(&VORTEX_LITE)));
+        assert!(Throughput::table(&back).contains("× raw-udp4"));
+        let summary = Throughput::summary(&back);
+        assert_eq!(summary.len(), 2);
+        assert_eq!(summary[0].ferry, "udp4: 400.5 k msg/s");
+        assert_eq!(summary[0].floor.as_deref(), Some("raw-udp4: 300.5 k msg/s"));
+        assert_eq!(
+            summary[0].best_peer.as_deref(),
+            Some("iperf3: 200.5 k msg/s")
+        );
+        assert!(summary[0].study.as_deref().unwrap().contains("110 000"));
+        assert!(
+            summary[1].ferry.starts_with("udp4: 3.28 Gbit/s at 1 KiB"),
+            "{:?}",
+            summary[1]
+        );
+    }
+
+    #[test]
+    fn remote_runs_take_raw_udp_only() {
+        let remote = |t: Transport| Config {
+            transports: vec![t],
+            remote: Some("10.0.0.2".to_owned()),
+            ..Config::default()
+        };
+        assert!(validate(&remote(Transport::RawUdp4)).is_ok());
+        for t in [Transport::Udp4, Transport::Udp4Key, Transport::Udp6] {
+            let e = validate(&remote(t)).unwrap_err().to_string();
+            assert!(
+                e.contains("udp4, udp4-key, udp6") && e.contains("raw-udp4"),
+                "{e}"
+            );
+        }
+        for t in [Transport::Shm, Transport::Iperf3, Transport::Sockperf] {
+            let e = validate(&remote(t)).unwrap_err().to_string();
+            assert!(
+                e.starts_with("--remote 10.0.0.2: ") && e.contains(t.name()),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_remote_rate_is_timed_on_the_subscriber_clock() {
+        let c = Counts {
+            delivered: 10,
+            bytes: 640,
+            first_ns: 5_000_000_000,
+            last_ns: 6_000_000_000,
+            out_of_order: 0,
+            checked: 1,
+            kernel_drops: None,
+            ferry_lost: None,
+            ferry_skipped: None,
+        };
+        let mut m = Measurement {
+            messages_sent: Some(12),
+            ..Measurement::default()
+        };
+        read_report(&c, &mut m, 4_500_000_000, true);
+        assert_eq!((m.seconds, m.lost), (1.5, Some(2)));
+        read_report(&c, &mut m, 123, false);
+        assert_eq!(m.seconds, 1.0);
     }
 }

@@ -8,63 +8,58 @@
 //! senders; what was sent and not delivered is `lost`. `--rate-change` switches the requested
 //! rate and `--stress N` starts N busy threads at mid-run; the manager's intervals then form a
 //! timeline (rate and thread count per interval).
+//!
+//! With `--remote HOST[:PORT]` the receivers run in a peer process on another machine (through
+//! `ferry lab agent`, see [`crate::peer`]), which counts the datagrams and times the windows on
+//! its own clock: receiver counts need no common clock. Without it, both pools run in this
+//! process.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use ferry::udp::pacing::PacingMode;
 use ferry::udp::pool::{ReceiverPool, SenderPool, SenderPoolConfig, Threads};
 use serde::Serialize;
 
-use super::{Machine, Results};
-use crate::error::{bail, Result};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
-#[derive(Debug, Args)]
-pub struct UdpRateArgs {
-    /// Requested rates in bit/s, comma-separated, with K, M or G (1G = 10^9)
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_rate, default_value = "1G")]
-    pub rate: Vec<u64>,
+use crate::error::{bail, note, Result};
+use crate::experiment::{Experiment, Measured, Results};
+use crate::peer::{Peer, PeerLink, Place};
+use crate::report::{timeline_chart, xy_chart, Plot, Section, SummaryLine, XySeries};
+use crate::stats::median;
+use crate::studies::{cite, cite_first, PACED_UDP};
 
-    /// Datagram payload sizes (MSS), comma-separated
-    #[arg(
-        long,
-        value_name = "LIST",
-        value_delimiter = ',',
-        default_value = "1024,1472,8972"
-    )]
-    pub mss: Vec<usize>,
-
-    /// Sender threads: a range `1..K`, a list `1,2,4`, or `auto`
-    #[arg(long, value_name = "SPEC", default_value = "1..2")]
-    pub threads: String,
-
-    /// catch-up (make up for delays) or steady (never above the rate)
-    #[arg(long, value_name = "MODE", value_parser = parse_pacing, default_value = "catch-up")]
-    pub pacing: PacingMode,
-
-    /// Start this many busy CPU threads at mid-run (auto pools then show the manager reacting)
-    #[arg(long, value_name = "CPUS", default_value_t = 0)]
-    pub stress: usize,
-
-    /// Switch to this requested rate at mid-run
-    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
-    pub rate_change: Option<u64>,
-
-    /// Seconds per configuration
-    #[arg(long, value_name = "S", default_value_t = 3.0)]
-    pub duration: f64,
-
-    /// Manager interval in seconds (the study's 0.5 s)
-    #[arg(long, value_name = "S", default_value_t = 0.5)]
-    pub interval: f64,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<std::path::PathBuf>,
+/// How paced threads keep the rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pacing {
+    /// Make up for delays: send faster after a stall until back on schedule.
+    CatchUp,
+    /// Never above the rate: a stall is lost time.
+    Steady,
 }
 
-fn parse_rate(s: &str) -> Result<u64, String> {
+impl Pacing {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pacing::CatchUp => "catch-up",
+            Pacing::Steady => "steady",
+        }
+    }
+}
+
+impl From<Pacing> for PacingMode {
+    fn from(p: Pacing) -> PacingMode {
+        match p {
+            Pacing::CatchUp => PacingMode::CatchUp,
+            Pacing::Steady => PacingMode::Steady,
+        }
+    }
+}
+
+pub fn parse_rate(s: &str) -> Result<u64, String> {
     let (num, mult) = match s.trim().char_indices().last() {
         Some((i, 'K' | 'k')) => (&s[..i], 1e3),
         Some((i, 'M' | 'm')) => (&s[..i], 1e6),
@@ -75,16 +70,16 @@ fn parse_rate(s: &str) -> Result<u64, String> {
         .trim()
         .parse()
         .map_err(|_| format!("invalid rate {s:?}: use e.g. 500M or 2G (bit/s)"))?;
-    if v.is_nan() || v <= 0.0 || v * mult > 1e13 {
+    if v.is_nan() || v <= 0.0 || v * mult > MAX_RATE as f64 {
         return Err(format!("rate {s:?} must be above 0 and at most 10T bit/s"));
     }
     Ok((v * mult) as u64)
 }
 
-fn parse_pacing(s: &str) -> Result<PacingMode, String> {
+pub fn parse_pacing(s: &str) -> Result<Pacing, String> {
     match s {
-        "catch-up" => Ok(PacingMode::CatchUp),
-        "steady" => Ok(PacingMode::Steady),
+        "catch-up" => Ok(Pacing::CatchUp),
+        "steady" => Ok(Pacing::Steady),
         _ => Err(format!("unknown pacing {s:?}: use catch-up or steady")),
     }
 }
@@ -113,55 +108,210 @@ fn parse_threads(spec: &str) -> Result<Vec<Threads>> {
     Ok(counts.into_iter().map(Threads::Fixed).collect())
 }
 
-#[derive(Debug, Serialize)]
-struct Config {
+/// The highest rate accepted, in bit/s (10T).
+const MAX_RATE: u64 = 10_000_000_000_000;
+/// The most busy threads `--stress` starts.
+const MAX_STRESS: usize = 1024;
+/// How long the peer may take to start, to hear the start, and to count at the end.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the last datagrams get to land before the receivers count.
+const LAND: Duration = Duration::from_millis(100);
+
+/// What `ferry lab udp-rate` is asked to measure.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Requested rates in bit/s.
+    pub rate: Vec<u64>,
+    /// Datagram payload sizes (MSS) in bytes.
+    pub mss: Vec<usize>,
+    /// Sender threads: a range `1..K`, a list `1,2,4`, or `auto`.
+    pub threads: String,
+    pub pacing: Pacing,
+    /// Busy CPU threads started at mid-run.
+    pub stress: usize,
+    /// The requested rate switched to at mid-run, in bit/s.
+    pub rate_change: Option<u64>,
+    /// Seconds per configuration.
+    pub duration: f64,
+    /// The pools' manager interval in seconds.
+    pub interval: f64,
+    /// The `ferry lab agent` (`HOST[:PORT]`) whose machine receives; `None`: both pools in this
+    /// process, on loopback.
+    pub remote: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            rate: vec![1_000_000_000],
+            mss: vec![1024, 1472, 8972],
+            threads: "1..2".to_owned(),
+            pacing: Pacing::CatchUp,
+            stress: 0,
+            rate_change: None,
+            duration: 3.0,
+            interval: 0.5,
+            remote: None,
+        }
+    }
+}
+
+/// The experiment (see the module's documentation).
+pub struct UdpRate;
+
+fn validate(args: &Config) -> Result<()> {
+    if !(args.duration > 0.0 && args.duration <= 3600.0) {
+        bail!("--duration must be between 0 and 3600 seconds");
+    }
+    if !(args.interval >= 0.05 && args.interval <= 10.0) {
+        bail!("--interval must be between 0.05 and 10 seconds");
+    }
+    if args.rate.is_empty() {
+        bail!("--rate: give at least one rate");
+    }
+    for &r in args.rate.iter().chain(&args.rate_change) {
+        if r == 0 || r > MAX_RATE {
+            bail!("rate {r} must be above 0 and at most 10T bit/s");
+        }
+    }
+    if args.mss.is_empty() {
+        bail!("--mss: give at least one size");
+    }
+    for &m in &args.mss {
+        if m == 0 || m > 65_507 {
+            bail!("--mss {m}: a UDP datagram carries 1 to 65507 bytes");
+        }
+    }
+    if args.stress > MAX_STRESS {
+        bail!(
+            "--stress {}: at most {MAX_STRESS} busy threads",
+            args.stress
+        );
+    }
+    parse_threads(&args.threads)?;
+    Ok(())
+}
+
+/// The windows the delivered rate is counted in: one second, or the manager interval for runs
+/// shorter than 3 s.
+fn window_s(args: &Config) -> f64 {
+    if args.duration >= 3.0 {
+        1.0
+    } else {
+        args.interval
+    }
+}
+
+/// How a udp-rate run was made.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Setup {
     rates_bps: Vec<u64>,
     mss: Vec<usize>,
     threads: String,
-    pacing: &'static str,
+    pacing: Pacing,
     duration_s: f64,
     interval_s: f64,
     stress_cpus: usize,
     rate_change_bps: Option<u64>,
     window_s: f64,
     cpus: usize,
-    path: &'static str,
+    path: String,
 }
 
-#[derive(Debug, Serialize)]
-struct Row {
-    mss: usize,
-    threads: usize,
-    threads_mode: &'static str,
-    pacing: &'static str,
-    requested_bps: u64,
-    achieved_bps: f64,
-    sent_bps: f64,
-    lost: u64,
-    kernel_drops: u64,
-    send_errors: u64,
+/// Whether a row's pool had a fixed thread count or one chosen by its manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ThreadsMode {
+    Fixed,
+    Auto,
+}
+
+impl ThreadsMode {
+    fn name(self) -> &'static str {
+        match self {
+            ThreadsMode::Fixed => "fixed",
+            ThreadsMode::Auto => "auto",
+        }
+    }
+}
+
+/// One MSS, thread setting and requested rate.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Row {
+    pub mss: usize,
+    /// Sender threads at the end of the run.
+    pub threads: usize,
+    pub threads_mode: ThreadsMode,
+    pub pacing: Pacing,
+    pub requested_bps: u64,
+    /// The median of the delivered rate's windows (the first left out when there are others).
+    pub achieved_bps: f64,
+    pub sent_bps: f64,
+    pub lost: u64,
+    pub kernel_drops: u64,
+    pub send_errors: u64,
     /// The manager stayed behind schedule with every thread it may run (a fixed pool: its
     /// count; an automatic one: the CPUs): the rate is not reachable that way.
+    pub unreachable: bool,
+    pub windows_bps: Vec<f64>,
+    pub timeline: Vec<Point>,
+}
+
+/// One manager interval of a row's sender pool.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Point {
+    pub at_s: f64,
+    pub requested_bps: u64,
+    pub sent_bps: f64,
+    pub threads: usize,
+    pub positive_lag_ms: f64,
+    pub negative_lag_ms: f64,
+    /// The manager's decision at the end of the interval (keep, spawn, stop, unreachable).
+    pub decision: String,
+}
+
+/// What one run gave, before it becomes a row.
+struct Figures {
+    /// Sender threads at the end.
+    threads: usize,
+    sent_datagrams: u64,
+    sent_bytes: u64,
+    elapsed_s: f64,
+    send_errors: u64,
     unreachable: bool,
-    windows_bps: Vec<f64>,
+    delivered_datagrams: u64,
+    kernel_drops: u64,
+    /// The delivered rate per window, in bit/s.
+    windows: Vec<f64>,
     timeline: Vec<Point>,
 }
 
-#[derive(Debug, Serialize)]
-struct Point {
-    at_s: f64,
-    requested_bps: u64,
-    sent_bps: f64,
-    threads: usize,
-    positive_lag_ms: f64,
-    negative_lag_ms: f64,
-    decision: String,
-}
-
-fn pacing_name(p: PacingMode) -> &'static str {
-    match p {
-        PacingMode::CatchUp => "catch-up",
-        PacingMode::Steady => "steady",
+fn build_row(mss: usize, rate: u64, pacing: Pacing, mode: ThreadsMode, f: Figures) -> Row {
+    // The first window includes the start; leave it out when there are others.
+    let steady: Vec<f64> = if f.windows.len() > 1 {
+        f.windows[1..].to_vec()
+    } else {
+        f.windows.clone()
+    };
+    Row {
+        mss,
+        threads: f.threads,
+        threads_mode: mode,
+        pacing,
+        requested_bps: rate,
+        achieved_bps: median(steady).unwrap_or(0.0),
+        sent_bps: if f.elapsed_s > 0.0 {
+            f.sent_bytes as f64 * 8.0 / f.elapsed_s
+        } else {
+            0.0
+        },
+        lost: f.sent_datagrams.saturating_sub(f.delivered_datagrams),
+        kernel_drops: f.kernel_drops,
+        send_errors: f.send_errors,
+        unreachable: f.unreachable,
+        windows_bps: f.windows,
+        timeline: f.timeline,
     }
 }
 
@@ -201,106 +351,132 @@ impl Drop for Stress {
     }
 }
 
-pub fn run(args: UdpRateArgs) -> Result<()> {
-    if !(args.duration > 0.0 && args.duration <= 3600.0) {
-        bail!("--duration must be between 0 and 3600 seconds");
-    }
-    if !(args.interval >= 0.05 && args.interval <= 10.0) {
-        bail!("--interval must be between 0.05 and 10 seconds");
-    }
-    for &m in &args.mss {
-        if m == 0 || m > 65_507 {
-            bail!("--mss {m}: a UDP datagram carries 1 to 65507 bytes");
-        }
-    }
+/// The other machine of a `--remote` run.
+struct Remote {
+    /// The agent's address, as given.
+    agent: String,
+    /// The other machine's address (the agent's).
+    ip: IpAddr,
+    /// This machine's address on the way there.
+    here: IpAddr,
+}
+
+fn run(args: &Config) -> Result<Measured<UdpRate>> {
     let settings = parse_threads(&args.threads)?;
-    let window = if args.duration >= 3.0 {
-        1.0
-    } else {
-        args.interval
+    let window = window_s(args);
+    let remote = match &args.remote {
+        None => None,
+        Some(agent) => Some(Remote {
+            agent: agent.clone(),
+            ip: crate::peer::agent_address(agent)?.ip(),
+            here: crate::peer::local_address_towards(agent)?,
+        }),
     };
     let mut rows = Vec::new();
-    println!(
-        "{:>6} {:>8} {:>9} {:>12} {:>12} {:>12} {:>8}",
-        "MSS", "THREADS", "PACING", "REQUESTED", "DELIVERED", "SENT", "LOST"
-    );
     for &rate in &args.rate {
         for &mss in &args.mss {
             for &threads in &settings {
-                let row = run_one(&args, rate, mss, threads, window)?;
-                println!(
-                    "{:>6} {:>8} {:>9} {:>10.3}G {:>10.3}G {:>10.3}G {:>8}{}",
+                let row = run_one(args, remote.as_ref(), rate, mss, threads, window)?;
+                note!(
+                    "  MSS {:>5}, {} thread(s){}: {:.3} of {:.3} Gbit/s delivered, {:.3} sent, {} lost",
                     row.mss,
-                    format!(
-                        "{}{}",
-                        row.threads,
-                        if row.threads_mode == "auto" {
-                            " (auto)"
-                        } else {
-                            ""
-                        }
-                    ),
-                    row.pacing,
-                    row.requested_bps as f64 / 1e9,
+                    row.threads,
+                    if row.threads_mode == ThreadsMode::Auto { " (auto)" } else { "" },
                     row.achieved_bps / 1e9,
+                    row.requested_bps as f64 / 1e9,
                     row.sent_bps / 1e9,
-                    row.lost,
-                    match (row.unreachable, row.threads_mode) {
-                        (false, _) => "",
-                        // A fixed pool may not add a thread: it says it stayed behind.
-                        (true, "fixed") => "  behind schedule with this many threads",
-                        (true, _) => "  rate not reachable on this machine",
-                    },
+                    row.lost
                 );
                 rows.push(row);
             }
         }
     }
-    let config = Config {
+    let setup = Setup {
         rates_bps: args.rate.clone(),
         mss: args.mss.clone(),
         threads: args.threads.clone(),
-        pacing: pacing_name(args.pacing),
+        pacing: args.pacing,
         duration_s: args.duration,
         interval_s: args.interval,
         stress_cpus: args.stress,
         rate_change_bps: args.rate_change,
         window_s: window,
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        path:
-            "loopback 127.0.0.1: SenderPool (one socket per thread) -> ReceiverPool (SO_REUSEPORT)",
+        path: match &args.remote {
+            None => "loopback 127.0.0.1: SenderPool (one socket per thread) -> ReceiverPool (SO_REUSEPORT)".to_owned(),
+            Some(agent) => format!("SenderPool (one socket per thread) on this machine -> ReceiverPool (SO_REUSEPORT) in a peer process on the machine of the lab agent at {agent}, which counts the datagrams and times the windows on its own clock"),
+        },
     };
-    if let Some(path) = &args.json {
-        Results::new("udp-rate", Machine::probe(), config, rows).write_json(path)?;
-    }
-    Ok(())
+    Ok(Measured { setup, rows })
+}
+
+/// Where the datagrams go and who counts them.
+enum Receivers {
+    /// A receiver pool in this process.
+    Local(ReceiverPool),
+    /// A receiver pool in a peer on another machine.
+    Remote { peer: Peer, dst: SocketAddr },
 }
 
 fn run_one(
-    args: &UdpRateArgs,
+    args: &Config,
+    remote: Option<&Remote>,
     rate: u64,
     mss: usize,
     threads: Threads,
     window: f64,
 ) -> Result<Row> {
-    let rx_addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let rx = ReceiverPool::start(
-        rx_addr,
-        Threads::Auto { min: 1, max: 4 },
-        Duration::from_secs_f64(args.interval),
-    )?;
-    let mut cfg = SenderPoolConfig::new(rx.local_addr(), mss, rate);
+    let interval = Duration::from_secs_f64(args.interval);
+    let mut rx = match remote {
+        None => Receivers::Local(ReceiverPool::start(
+            "127.0.0.1:0".parse().unwrap(),
+            Threads::Auto { min: 1, max: 4 },
+            interval,
+        )?),
+        Some(r) => {
+            let request = PeerRequest {
+                interval_s: args.interval,
+                window_s: window,
+                duration_s: args.duration,
+                main: r.here,
+            };
+            let mut peer = Peer::start::<UdpRate>(&request, &Place::remote(Some(&r.agent)))?;
+            let port = match await_report(&mut peer, START_TIMEOUT, "that it is ready")? {
+                PeerReport::Ready { port } if port != 0 => port,
+                _ => bail!("the peer did not say which UDP port it receives on"),
+            };
+            // Only the port comes from the peer: the datagrams go to the machine the user named.
+            Receivers::Remote {
+                peer,
+                dst: SocketAddr::new(r.ip, port),
+            }
+        }
+    };
+    let dst = match &rx {
+        Receivers::Local(pool) => pool.local_addr(),
+        Receivers::Remote { dst, .. } => *dst,
+    };
+    let mut cfg = SenderPoolConfig::new(dst, mss, rate);
     cfg.threads = threads;
-    cfg.pacing = args.pacing;
-    cfg.interval = Duration::from_secs_f64(args.interval);
+    cfg.pacing = args.pacing.into();
+    cfg.interval = interval;
     let pool = SenderPool::start(cfg)?;
+    if let Receivers::Remote { peer, .. } = &mut rx {
+        peer.send(&Command::Start)?;
+    }
     let start = Instant::now();
     let end = start + Duration::from_secs_f64(args.duration);
     let mid = start + Duration::from_secs_f64(args.duration / 2.0);
     let mut stress = None;
     let mut changed = false;
     let mut windows = Vec::new();
-    let mut last = (Instant::now(), rx.totals().bytes);
+    let mut last = (
+        Instant::now(),
+        match &rx {
+            Receivers::Local(pool) => pool.totals().bytes,
+            Receivers::Remote { .. } => 0,
+        },
+    );
     while Instant::now() < end {
         crate::signal::check()?;
         std::thread::sleep(Duration::from_millis(10));
@@ -314,11 +490,21 @@ fn run_one(
                 pool.set_rate(r);
             }
         }
-        if now.duration_since(last.0).as_secs_f64() >= window {
-            let bytes = rx.totals().bytes;
-            windows.push((bytes - last.1) as f64 * 8.0 / now.duration_since(last.0).as_secs_f64());
-            last = (now, bytes);
+        match &mut rx {
+            Receivers::Local(rx) => {
+                if now.duration_since(last.0).as_secs_f64() >= window {
+                    let bytes = rx.totals().bytes;
+                    windows.push(
+                        (bytes - last.1) as f64 * 8.0 / now.duration_since(last.0).as_secs_f64(),
+                    );
+                    last = (now, bytes);
+                }
+            }
+            Receivers::Remote { peer, .. } => peer.check_alive()?,
         }
+    }
+    if let Receivers::Remote { peer, .. } = &mut rx {
+        peer.send(&Command::Stop)?;
     }
     drop(stress);
     let (sent, sent_bytes) = pool.sent();
@@ -327,38 +513,34 @@ fn run_one(
     let final_threads = pool.threads();
     let elapsed = start.elapsed().as_secs_f64();
     let timeline = pool.stop();
-    // Let the last datagrams land before counting.
-    std::thread::sleep(Duration::from_millis(100));
-    let totals = rx.totals();
-    // The first window includes the start; leave it out when there are others.
-    let mut steady: Vec<f64> = if windows.len() > 1 {
-        windows[1..].to_vec()
-    } else {
-        windows.clone()
+    let (delivered, kernel_drops) = match rx {
+        Receivers::Local(rx) => {
+            // Let the last datagrams land before counting.
+            std::thread::sleep(LAND);
+            let totals = rx.totals();
+            (totals.datagrams, totals.kernel_drops)
+        }
+        Receivers::Remote { mut peer, .. } => {
+            peer.send(&Command::Count)?;
+            let counts = match await_report(&mut peer, START_TIMEOUT, "its counts")? {
+                PeerReport::Counts(c) => c,
+                PeerReport::Ready { .. } => bail!("the peer said it was ready twice"),
+            };
+            peer.finish(START_TIMEOUT)?;
+            windows = counts.windows_bps;
+            (counts.datagrams, counts.kernel_drops)
+        }
     };
-    steady.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    let median = match steady.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => steady[n / 2],
-        n => (steady[n / 2 - 1] + steady[n / 2]) / 2.0,
-    };
-    Ok(Row {
-        mss,
+    let figures = Figures {
         threads: final_threads,
-        threads_mode: if matches!(threads, Threads::Auto { .. }) {
-            "auto"
-        } else {
-            "fixed"
-        },
-        pacing: pacing_name(args.pacing),
-        requested_bps: rate,
-        achieved_bps: median,
-        sent_bps: sent_bytes as f64 * 8.0 / elapsed,
-        lost: sent.saturating_sub(totals.datagrams),
-        kernel_drops: totals.kernel_drops,
+        sent_datagrams: sent,
+        sent_bytes,
+        elapsed_s: elapsed,
         send_errors,
         unreachable,
-        windows_bps: windows,
+        delivered_datagrams: delivered,
+        kernel_drops,
+        windows,
         timeline: timeline
             .iter()
             .map(|i| Point {
@@ -371,5 +553,623 @@ fn run_one(
                 decision: format!("{:?}", i.decision).to_lowercase(),
             })
             .collect(),
-    })
+    };
+    let mode = if matches!(threads, Threads::Auto { .. }) {
+        ThreadsMode::Auto
+    } else {
+        ThreadsMode::Fixed
+    };
+    Ok(build_row(mss, rate, args.pacing, mode, figures))
+}
+
+/// Waits at most `timeout` for the peer's next report, watching it and Ctrl-C.
+fn await_report(peer: &mut Peer, timeout: Duration, what: &str) -> Result<PeerReport> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        crate::signal::check()?;
+        if let Some(report) = peer.recv::<PeerReport>(Duration::from_millis(50))? {
+            return Ok(report);
+        }
+        if let Err(e) = peer.check_alive() {
+            // Its last word may have come right after the report.
+            return peer.recv::<PeerReport>(Duration::ZERO)?.ok_or(e);
+        }
+        if Instant::now() >= deadline {
+            bail!("the peer did not send {what} within {timeout:?}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The peer: the receivers on another machine
+
+/// What the main side asks of the peer: receive on a port of its own, count in windows of
+/// `window_s` from the start to the stop, and report the counts.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PeerRequest {
+    /// The receiver pool's manager interval.
+    interval_s: f64,
+    window_s: f64,
+    /// How long the run lasts (bounds the peer's waits).
+    duration_s: f64,
+    /// The main side's address, for the address family to receive on.
+    main: IpAddr,
+}
+
+/// What the main side tells the peer.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Command {
+    /// The senders have started: the windows start now.
+    Start,
+    /// The run is over: no more windows.
+    Stop,
+    /// The senders have stopped: count (after the last datagrams landed) and report.
+    Count,
+}
+
+/// What the peer tells the main side.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum PeerReport {
+    /// The receivers are bound on `port`.
+    Ready {
+        port: u16,
+    },
+    Counts(Counts),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Counts {
+    datagrams: u64,
+    kernel_drops: u64,
+    /// The delivered rate per window, in bit/s, timed on the peer's clock.
+    windows_bps: Vec<f64>,
+}
+
+/// Waits at most `timeout` for the main side's next command.
+fn next_command(link: &mut PeerLink, timeout: Duration, what: &str) -> Result<Command> {
+    match link.recv::<Command>(timeout)? {
+        Some(c) => Ok(c),
+        None => bail!("the main side did not say {what} within {timeout:?}"),
+    }
+}
+
+fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
+    let in_range = (0.05..=10.0).contains(&args.interval_s)
+        && args.window_s > 0.0
+        && args.window_s <= 10.0
+        && args.duration_s > 0.0
+        && args.duration_s <= 3600.0;
+    if !in_range {
+        bail!("the peer request's interval, window or duration is out of range");
+    }
+    let any: SocketAddr = match args.main {
+        IpAddr::V4(_) => ([0, 0, 0, 0], 0).into(),
+        IpAddr::V6(_) => ([0u16; 8], 0).into(),
+    };
+    let rx = ReceiverPool::start(
+        any,
+        Threads::Auto { min: 1, max: 4 },
+        Duration::from_secs_f64(args.interval_s),
+    )?;
+    link.report(&PeerReport::Ready {
+        port: rx.local_addr().port(),
+    })?;
+    match next_command(link, START_TIMEOUT, "that the senders started")? {
+        Command::Start => {}
+        other => bail!("the main side said {other:?} before the start"),
+    }
+    let window = args.window_s;
+    // The run, and time for the main side to stop it.
+    let deadline = Instant::now() + Duration::from_secs_f64(args.duration_s) + START_TIMEOUT;
+    let mut windows = Vec::new();
+    let mut last = (Instant::now(), rx.totals().bytes);
+    loop {
+        match link.recv::<Command>(Duration::from_millis(10))? {
+            Some(Command::Stop) => break,
+            Some(other) => bail!("the main side said {other:?} during the run"),
+            None => {}
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            bail!("the main side did not end the run in time");
+        }
+        if now.duration_since(last.0).as_secs_f64() >= window {
+            let bytes = rx.totals().bytes;
+            windows.push(
+                bytes.saturating_sub(last.1) as f64 * 8.0
+                    / now.duration_since(last.0).as_secs_f64(),
+            );
+            last = (now, bytes);
+        }
+    }
+    match next_command(link, START_TIMEOUT, "that the senders stopped")? {
+        Command::Count => {}
+        other => bail!("the main side said {other:?} instead of asking for the counts"),
+    }
+    // Let the last datagrams land before counting.
+    std::thread::sleep(LAND);
+    let totals = rx.totals();
+    link.report(&PeerReport::Counts(Counts {
+        datagrams: totals.datagrams,
+        kernel_drops: totals.kernel_drops,
+        windows_bps: windows,
+    }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+impl Experiment for UdpRate {
+    const NAME: &'static str = "udp-rate";
+    const TITLE: &'static str = "Paced multithreaded UDP sending";
+    type Config = Config;
+    type Setup = Setup;
+    type Row = Row;
+    type PeerRequest = PeerRequest;
+
+    fn validate(config: &Config) -> Result<()> {
+        validate(config)
+    }
+
+    fn run(config: &Config) -> Result<Measured<Self>> {
+        run(config)
+    }
+
+    fn run_peer(request: PeerRequest, link: &mut PeerLink) -> Result<()> {
+        run_peer(request, link)
+    }
+
+    fn table(results: &Results<Self>) -> String {
+        render_table(&results.rows)
+    }
+
+    fn section(results: &Results<Self>) -> Result<Section> {
+        section(&results.rows)
+    }
+
+    fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
+        summary(&results.rows)
+    }
+}
+
+fn render_table(rows: &[Row]) -> String {
+    let mut out = format!(
+        "{:>6} {:>8} {:>9} {:>12} {:>12} {:>12} {:>8}\n",
+        "MSS", "THREADS", "PACING", "REQUESTED", "DELIVERED", "SENT", "LOST"
+    );
+    for row in rows {
+        out.push_str(&format!(
+            "{:>6} {:>8} {:>9} {:>10.3}G {:>10.3}G {:>10.3}G {:>8}{}\n",
+            row.mss,
+            format!(
+                "{}{}",
+                row.threads,
+                if row.threads_mode == ThreadsMode::Auto {
+                    " (auto)"
+                } else {
+                    ""
+                }
+            ),
+            row.pacing.name(),
+            row.requested_bps as f64 / 1e9,
+            row.achieved_bps / 1e9,
+            row.sent_bps / 1e9,
+            row.lost,
+            match (row.unreachable, row.threads_mode) {
+                (false, _) => "",
+                // A fixed pool may not add a thread: it says it stayed behind.
+                (true, ThreadsMode::Fixed) => "  behind schedule with this many threads",
+                (true, ThreadsMode::Auto) => "  rate not reachable on this machine",
+            },
+        ));
+    }
+    out
+}
+
+fn section(rows: &[Row]) -> Result<Section> {
+    let parts: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{:.2} of {:.2} Gbit/s (MSS {}, {} thread(s))",
+                r.achieved_bps / 1e9,
+                r.requested_bps as f64 / 1e9,
+                r.mss,
+                r.threads
+            )
+        })
+        .collect();
+    let sentence = format!(
+        "{} paces each UDP sender thread at T = MSS·8·N/R and adds threads from the accumulated lag. Here: {}.",
+        cite_first(&PACED_UDP),
+        parts.join("; ")
+    );
+    let mut plots = Vec::new();
+    // The paced UDP study's figures 2-4: achieved rate against the number of sender threads, one
+    // line per MSS (and requested rate, and pacing when several were run).
+    let mut rates: Vec<u64> = rows.iter().map(|r| r.requested_bps).collect();
+    rates.sort_unstable();
+    rates.dedup();
+    let mut pacings: Vec<Pacing> = Vec::new();
+    for r in rows {
+        if !pacings.contains(&r.pacing) {
+            pacings.push(r.pacing);
+        }
+    }
+    let mut series: Vec<XySeries> = Vec::new();
+    for r in rows.iter().filter(|r| r.threads_mode != ThreadsMode::Auto) {
+        let mut key = format!("MSS {} B", r.mss);
+        if rates.len() > 1 {
+            key.push_str(&format!(
+                ", {:.2} Gbit/s asked",
+                r.requested_bps as f64 / 1e9
+            ));
+        }
+        if pacings.len() > 1 {
+            key.push_str(&format!(", {}", r.pacing.name()));
+        }
+        // The spread of the 1-second windows.
+        let w = &r.windows_bps;
+        let spread = (w.len() > 1).then(|| {
+            let lo = w.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = w.iter().copied().fold(0.0f64, f64::max);
+            (lo / 1e9, hi / 1e9)
+        });
+        let point = (r.threads as f64, r.achieved_bps / 1e9, spread);
+        match series.iter_mut().find(|s| s.0 == key) {
+            Some(s) => s.1.push(point),
+            None => series.push((key, vec![point])),
+        }
+    }
+    let reference = (rates.len() == 1)
+        .then(|| rows.first().map(|r| r.requested_bps as f64 / 1e9))
+        .flatten();
+    let ref_label = reference.map(|r| format!("requested {r:.2} Gbit/s"));
+    if !series.is_empty() {
+        plots.push(Plot {
+            file: "udp-rate.svg".to_owned(),
+            svg: xy_chart(
+                "Achieved UDP rate against sender threads",
+                "sender threads",
+                "delivered Gbit/s",
+                &series,
+                false,
+                true,
+                ref_label.as_deref().zip(reference),
+            )?,
+            caption: "Median of the 1-second windows of the delivered rate, per MSS; the bar spans the windows. Dashed: the requested rate.".to_owned(),
+        });
+    }
+    // Timelines: runs whose thread count or requested rate changed along the way.
+    for (i, r) in rows.iter().enumerate() {
+        let at: Vec<f64> = r.timeline.iter().map(|p| p.at_s).collect();
+        let req: Vec<f64> = r.timeline.iter().map(|p| p.requested_bps as f64).collect();
+        let sent: Vec<f64> = r.timeline.iter().map(|p| p.sent_bps).collect();
+        let threads: Vec<f64> = r.timeline.iter().map(|p| p.threads as f64).collect();
+        let changes = |v: &[f64]| v.windows(2).any(|w| w[0] != w[1]);
+        if at.len() < 2
+            || !(changes(&req) || changes(&threads) || r.threads_mode == ThreadsMode::Auto)
+        {
+            continue;
+        }
+        let gb = |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|x| x / 1e9).collect() };
+        plots.push(Plot {
+            file: format!("udp-rate-timeline-{i}.svg"),
+            svg: timeline_chart(
+                &format!(
+                    "Timeline: MSS {} B, {} pacing, {} threads",
+                    r.mss,
+                    r.pacing.name(),
+                    r.threads_mode.name()
+                ),
+                &at,
+                &gb(req),
+                &gb(sent),
+                &threads,
+            )?,
+            caption: "Per manager interval: the requested rate (dashed), the rate the senders put out, and the number of sender threads the manager ran.".to_owned(),
+        });
+    }
+    Ok(Section { plots, sentence })
+}
+
+/// The paced UDP study's figures beside ferry's pools: what one sender thread reaches at MTU
+/// 1500, what several reach, and how the automatic pool follows a change. The study measured
+/// no other system, so there is no floor or peer.
+fn summary(rows: &[Row]) -> Vec<SummaryLine> {
+    let gbps = |v: f64| format!("{:.2} Gbit/s", v / 1e9);
+    let fixed_1472 = || {
+        rows.iter()
+            .filter(|r| r.threads_mode == ThreadsMode::Fixed && r.mss == 1472)
+    };
+    let mut lines = Vec::new();
+    if let Some(one) = fixed_1472()
+        .filter(|r| r.threads == 1)
+        .max_by(|a, b| a.achieved_bps.total_cmp(&b.achieved_bps))
+    {
+        lines.push(SummaryLine {
+            what: "one paced sender thread, MSS 1472 (MTU 1500)".to_owned(),
+            ferry: format!(
+                "{} delivered of {} asked",
+                gbps(one.achieved_bps),
+                gbps(one.requested_bps as f64)
+            ),
+            floor: None,
+            best_peer: None,
+            study: Some(format!(
+                "one sender: 3.2 Gbit/s on a 2.3 GHz Xeon, 3.9 Gbit/s on a 2.47 GHz one ({})",
+                cite(&PACED_UDP)
+            )),
+        });
+    }
+    if let Some(best) = fixed_1472()
+        .filter(|r| r.threads > 1)
+        .max_by(|a, b| a.achieved_bps.total_cmp(&b.achieved_bps))
+    {
+        lines.push(SummaryLine {
+            what: "several paced sender threads, MSS 1472 (MTU 1500)".to_owned(),
+            ferry: format!(
+                "{} delivered of {} asked, with {} threads",
+                gbps(best.achieved_bps),
+                gbps(best.requested_bps as f64),
+                best.threads
+            ),
+            floor: None,
+            best_peer: None,
+            study: Some(format!(
+                "10 Gbit/s, which one sender does not reach ({})",
+                cite(&PACED_UDP)
+            )),
+        });
+    }
+    if let Some(auto) = rows.iter().find(|r| r.threads_mode == ThreadsMode::Auto) {
+        let asked = auto
+            .timeline
+            .last()
+            .map_or(auto.requested_bps, |p| p.requested_bps);
+        lines.push(SummaryLine {
+            what: format!("automatic pool, MSS {}", auto.mss),
+            ferry: format!(
+                "{} thread(s) at the end, {} delivered of {} asked",
+                auto.threads,
+                gbps(auto.achieved_bps),
+                gbps(asked as f64)
+            ),
+            floor: None,
+            best_peer: None,
+            study: Some(format!(
+                "one thread added per 0.5 s interval: 1 s to reach 10 Gbit/s from one sender ({})",
+                cite(&PACED_UDP)
+            )),
+        });
+    }
+    lines
+}
+
+/// Results of a small made-up run, for the report's tests: three fixed pools whose timelines
+/// stay flat, and an automatic one that grew when the rate asked for rose.
+#[cfg(test)]
+pub(crate) fn example() -> Results<UdpRate> {
+    let config = Config {
+        rate: vec![3_000_000_000],
+        mss: vec![1472, 8972],
+        threads: "1..2".to_owned(),
+        duration: 3.0,
+        ..Config::default()
+    };
+    let point = |at_s: f64, requested_bps: u64, sent_bps: f64, threads: usize| Point {
+        at_s,
+        requested_bps,
+        sent_bps,
+        threads,
+        positive_lag_ms: 0.0,
+        negative_lag_ms: 0.0,
+        decision: "keep".to_owned(),
+    };
+    let figures = |threads: usize, achieved: f64, timeline: Vec<Point>| Figures {
+        threads,
+        sent_datagrams: 1000,
+        sent_bytes: (achieved * 3.0 / 8.0) as u64,
+        elapsed_s: 3.0,
+        send_errors: 0,
+        unreachable: false,
+        delivered_datagrams: 990,
+        kernel_drops: 10,
+        windows: vec![achieved * 0.5, achieved * 0.9, achieved],
+        timeline,
+    };
+    let flat = |threads: usize| {
+        vec![
+            point(0.5, 3_000_000_000, 2e9, threads),
+            point(1.0, 3_000_000_000, 2e9, threads),
+        ]
+    };
+    let pacing = config.pacing;
+    let rows = vec![
+        build_row(
+            1472,
+            3_000_000_000,
+            pacing,
+            ThreadsMode::Fixed,
+            figures(1, 2.4e9, flat(1)),
+        ),
+        build_row(
+            1472,
+            3_000_000_000,
+            pacing,
+            ThreadsMode::Fixed,
+            figures(2, 3.0e9, flat(2)),
+        ),
+        build_row(
+            8972,
+            3_000_000_000,
+            pacing,
+            ThreadsMode::Fixed,
+            figures(1, 3.0e9, flat(1)),
+        ),
+        build_row(
+            1472,
+            1_000_000_000,
+            pacing,
+            ThreadsMode::Auto,
+            figures(
+                2,
+                3.0e9,
+                vec![
+                    point(0.5, 1_000_000_000, 1e9, 1),
+                    point(1.0, 4_000_000_000, 3e9, 2),
+                ],
+            ),
+        ),
+    ];
+    let setup = Setup {
+        rates_bps: config.rate.clone(),
+        mss: config.mss.clone(),
+        threads: config.threads.clone(),
+        pacing: config.pacing,
+        duration_s: config.duration,
+        interval_s: config.interval,
+        stress_cpus: 0,
+        rate_change_bps: None,
+        window_s: 1.0,
+        cpus: 2,
+        path: String::new(),
+    };
+    Results::new(crate::Machine::probe(), config, Measured { setup, rows })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example with only the rows `keep` keeps, as JSON.
+    fn example_with(keep: impl Fn(&Row) -> bool) -> serde_json::Value {
+        let mut results = example();
+        results.rows.retain(keep);
+        serde_json::to_value(&results).unwrap()
+    }
+
+    fn svgs_of(v: &serde_json::Value, stem: &str) -> Vec<(String, String)> {
+        crate::report::section(v, stem)
+            .unwrap()
+            .plots
+            .into_iter()
+            .map(|p| (p.file, p.svg))
+            .collect()
+    }
+
+    #[test]
+    fn example_results_read_back_and_draw() {
+        let value = serde_json::to_value(example()).unwrap();
+        let back = Results::<UdpRate>::from_value(value).unwrap();
+        assert_eq!(back.rows.len(), 4);
+        // The median of the windows after the first.
+        assert_eq!(back.rows[0].achieved_bps, 2.4e9 * 0.95);
+        assert_eq!(back.rows[0].lost, 10);
+        let row = serde_json::to_value(&back.rows[3]).unwrap();
+        assert_eq!(row["threads_mode"], "auto");
+        assert_eq!(row["pacing"], "catch-up");
+        let section = UdpRate::section(&back).unwrap();
+        let names: Vec<&str> = section.plots.iter().map(|p| p.file.as_str()).collect();
+        assert_eq!(names, ["udp-rate.svg", "udp-rate-timeline-3.svg"]);
+        assert!(section.sentence.contains("(MSS 1472, 2 thread(s))"));
+        assert!(section.sentence.contains(&cite_first(&PACED_UDP)));
+        let table = UdpRate::table(&back);
+        assert!(
+            table.contains("2 (auto)") && table.contains("catch-up"),
+            "{table}"
+        );
+        let summary = UdpRate::summary(&back);
+        assert_eq!(summary.len(), 3);
+        assert_eq!(
+            summary[0].ferry,
+            "2.28 Gbit/s delivered of 3.00 Gbit/s asked"
+        );
+        assert!(summary[1].ferry.ends_with("with 2 threads"));
+        assert!(
+            summary[2].ferry.contains("of 4.00 Gbit/s asked"),
+            "{:?}",
+            summary[2]
+        );
+        assert!(summary
+            .iter()
+            .all(|l| l.floor.is_none() && l.best_peer.is_none()));
+    }
+
+    #[test]
+    fn udp_rate_plots_rate_against_threads_and_timelines_where_the_pool_changed() {
+        let fixed = example_with(|r| r.threads_mode == ThreadsMode::Fixed);
+        let svgs = svgs_of(&fixed, "udp-rate");
+        let names: Vec<&str> = svgs.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            names,
+            ["udp-rate.svg"],
+            "fixed pools without changes have no timeline"
+        );
+        let svg = &svgs[0].1;
+        for label in [
+            "MSS 1472 B",
+            "MSS 8972 B",
+            "requested 3.00 Gbit/s",
+            "sender threads",
+        ] {
+            assert!(svg.contains(label), "{label} missing");
+        }
+        let auto = example_with(|r| r.threads_mode == ThreadsMode::Auto);
+        let svgs = svgs_of(&auto, "udp-rate-auto");
+        let names: Vec<&str> = svgs.iter().map(|(f, _)| f.as_str()).collect();
+        // A second run of one experiment gets its own file names.
+        assert_eq!(names, ["udp-rate-auto-timeline-0.svg"]);
+        assert!(svgs[0].1.contains("sender threads") && svgs[0].1.contains("requested"));
+    }
+
+    #[test]
+    fn options_are_checked() {
+        assert!(validate(&Config::default()).is_ok());
+        let bad = |c: Config, expected: &str| {
+            let e = validate(&c).unwrap_err().to_string();
+            assert!(e.contains(expected), "{e}");
+        };
+        bad(
+            Config {
+                duration: 0.0,
+                ..Config::default()
+            },
+            "--duration must be between 0 and 3600 seconds",
+        );
+        bad(
+            Config {
+                interval: 0.01,
+                ..Config::default()
+            },
+            "--interval",
+        );
+        bad(
+            Config {
+                mss: vec![65_508],
+                ..Config::default()
+            },
+            "--mss 65508",
+        );
+        bad(
+            Config {
+                threads: "0..3".to_owned(),
+                ..Config::default()
+            },
+            "--threads",
+        );
+        bad(
+            Config {
+                rate: vec![0],
+                ..Config::default()
+            },
+            "must be above 0",
+        );
+        assert_eq!(parse_rate("3G"), Ok(3_000_000_000));
+        assert!(parse_rate("0").is_err());
+        assert_eq!(parse_pacing("steady"), Ok(Pacing::Steady));
+        assert_eq!(serde_json::to_value(Pacing::CatchUp).unwrap(), "catch-up");
+    }
 }

@@ -49,7 +49,56 @@ impl From<TransportOpt> for ferry::Transport {
     }
 }
 
-pub use ferry_lab::args::{DeliveryArg, WaitArg};
+/// `--delivery`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DeliveryArg {
+    /// Nothing is lost: a publisher waits for slow reliable subscribers
+    Reliable,
+    /// The publisher never waits; slow subscribers skip ahead and count what they skipped
+    Latest,
+}
+
+impl From<DeliveryArg> for ferry_lab::args::Delivery {
+    fn from(d: DeliveryArg) -> ferry_lab::args::Delivery {
+        match d {
+            DeliveryArg::Reliable => ferry_lab::args::Delivery::Reliable,
+            DeliveryArg::Latest => ferry_lab::args::Delivery::Latest,
+        }
+    }
+}
+
+impl From<DeliveryArg> for ferry::Delivery {
+    fn from(d: DeliveryArg) -> ferry::Delivery {
+        ferry_lab::args::Delivery::from(d).into()
+    }
+}
+
+/// `--wait`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WaitArg {
+    /// Busy loop: lowest latency, one CPU kept busy while waiting
+    Spin,
+    /// Sleep on a futex: no busy loop
+    Block,
+    /// Spin for a short while, then sleep
+    Adaptive,
+}
+
+impl From<WaitArg> for ferry_lab::args::Wait {
+    fn from(w: WaitArg) -> ferry_lab::args::Wait {
+        match w {
+            WaitArg::Spin => ferry_lab::args::Wait::Spin,
+            WaitArg::Block => ferry_lab::args::Wait::Block,
+            WaitArg::Adaptive => ferry_lab::args::Wait::Adaptive,
+        }
+    }
+}
+
+impl From<WaitArg> for ferry::WaitStrategy {
+    fn from(w: WaitArg) -> ferry::WaitStrategy {
+        ferry_lab::args::Wait::from(w).into()
+    }
+}
 
 /// A node in `domain`, or in `$FERRY_DOMAIN` (else `default`) when none is given.
 pub fn node(name: &str, domain: Option<&str>) -> Result<ferry::Node> {

@@ -3,6 +3,8 @@
 //! runs; the defaults live with the configuration, not here.
 
 mod latency;
+mod throughput;
+mod udprate;
 
 use std::path::PathBuf;
 
@@ -28,7 +30,7 @@ pub enum Experiment {
     Latency(latency::LatencyArgs),
     /// Messages and bits per second from a publisher sending back to back to a subscriber in
     /// another process, against plain UDP, iperf3 and sockperf measured in the same run
-    Throughput(ferry_lab::throughput::ThroughputArgs),
+    Throughput(throughput::ThroughputArgs),
     /// CPU used by an idle subscriber for each wait strategy (spin, block, adaptive)
     Idle(ferry_lab::idle::IdleArgs),
     /// Binary size, private memory and threads of a minimal publisher and subscriber, against
@@ -42,7 +44,7 @@ pub enum Experiment {
     /// Paced multithreaded UDP sending: the rate reached per thread count and MSS, and an
     /// automatic pool under rate changes and CPU stress, as in the multithreaded paced UDP study
     /// (Dmytro Syzov, Dmitry Kachan, Eduard Siemens, Anhalt University of Applied Sciences)
-    UdpRate(ferry_lab::udprate::UdpRateArgs),
+    UdpRate(udprate::UdpRateArgs),
     /// The largest u32 array a cyclic writer gets to a cyclic reader per cycle time under a CPU
     /// budget, as in the Dominion UDP/shared-memory study (Giuliano Scollo, TU Braunschweig and
     /// DLR): bisection, deadline misses, overloads
@@ -99,7 +101,6 @@ pub struct PeerArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum PeerExperiment {
-    Throughput(ferry_lab::throughput::PeerArgs),
     Idle(ferry_lab::idle::PeerArgs),
     SendTime(ferry_lab::sendtime::PeerArgs),
     Cycle(ferry_lab::cycle::PeerArgs),
@@ -139,12 +140,18 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
             let json = a.json.clone();
             run_and_print::<ferry_lab::latency::Latency>(a.into_config(), json.as_deref())
         }
-        Experiment::Throughput(a) => ferry_lab::throughput::run(a),
+        Experiment::Throughput(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::throughput::Throughput>(a.into_config(), json.as_deref())
+        }
         Experiment::Idle(a) => ferry_lab::idle::run(a),
         Experiment::Footprint(a) => ferry_lab::footprint::run(a),
         Experiment::Limits(a) => ferry_lab::limits::run(a),
         Experiment::SendTime(a) => ferry_lab::sendtime::run(a),
-        Experiment::UdpRate(a) => ferry_lab::udprate::run(a),
+        Experiment::UdpRate(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::udprate::UdpRate>(a.into_config(), json.as_deref())
+        }
         Experiment::Cycle(a) => ferry_lab::cycle::run(a),
         Experiment::Hubs(a) => ferry_lab::hubs::run(a),
         Experiment::Report(a) => {
@@ -173,9 +180,6 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
 pub fn run_peer(args: PeerArgs) -> Result<()> {
     match args.experiment {
         None => ferry_lab::peer::serve_stdio(),
-        Some(PeerExperiment::Throughput(a)) => {
-            ferry_lab::throughput::run_peer(a).context("lab peer")
-        }
         Some(PeerExperiment::Idle(a)) => ferry_lab::idle::run_peer(a).context("lab peer"),
         Some(PeerExperiment::SendTime(a)) => ferry_lab::sendtime::run_peer(a).context("lab peer"),
         Some(PeerExperiment::Cycle(a)) => ferry_lab::cycle::run_peer(a).context("lab peer"),

@@ -1,0 +1,79 @@
+//! `ferry lab throughput`'s options.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use ferry_lab::throughput::{parse_loss, parse_transport, Config, Transport};
+use ferry_lab::units::{parse_seconds, parse_size};
+use ferry_lab::Pin;
+
+use crate::cmd::{DeliveryArg, WaitArg};
+
+#[derive(Debug, Args)]
+pub struct ThroughputArgs {
+    /// Transports, comma-separated, in the order each round runs them: shm, udp4, udp6 (ferry),
+    /// raw-udp4 (plain sockets), iperf3, sockperf (when installed) [default:
+    /// shm,udp4,raw-udp4,iperf3,sockperf]
+    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_transport)]
+    pub transports: Option<Vec<Transport>>,
+
+    /// Message sizes, comma-separated, with optional K or M suffixes (1K = 1024; at least 8
+    /// bytes: the first 8 carry the sequence number) [default: 64,1K,64K]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_size)]
+    pub sizes: Option<Vec<usize>>,
+
+    /// Delivery of ferry's transports: reliable (nothing lost: back-pressure, retransmission) or
+    /// latest (the publisher never waits) [default: reliable]
+    #[arg(long, value_enum)]
+    pub delivery: Option<DeliveryArg>,
+
+    /// Loss injected by ferry on the publisher's datagrams (ferry's UDP transports only, as
+    /// FERRY_IMPAIR=loss=P% with the same random pattern in every run), in percent
+    #[arg(long, value_name = "PERCENT", value_parser = parse_loss)]
+    pub loss: Option<f64>,
+
+    /// How long the publisher sends, per transport, size and round (iperf3 and sockperf take
+    /// whole seconds: rounded up) [default: 2]
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    pub duration: Option<std::time::Duration>,
+
+    /// Interleaved rounds: every round runs every transport in turn [default: 3]
+    #[arg(long, value_name = "R")]
+    pub rounds: Option<usize>,
+
+    /// How ferry's subscriber (and a reliable publisher) waits [default: adaptive]
+    #[arg(long, value_enum)]
+    pub wait: Option<WaitArg>,
+
+    /// CPUs of the main process (publisher) and of the peer (subscriber), as A,B, or "none"
+    /// [default: the first two CPUs this process may use]
+    #[arg(long, value_name = "A,B|none", value_parser = ferry_lab::parse_pin)]
+    pub pin: Option<Pin>,
+
+    /// Run the subscriber on another machine, through the `ferry lab agent` at HOST[:PORT]
+    /// (port 7447 by default); raw-udp4 only for now (ferry's nodes cannot yet be told the
+    /// other machine's address)
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub remote: Option<String>,
+
+    /// Write the results as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+}
+
+impl ThroughputArgs {
+    pub fn into_config(self) -> Config {
+        let d = Config::default();
+        Config {
+            transports: self.transports.unwrap_or(d.transports),
+            sizes: self.sizes.unwrap_or(d.sizes),
+            delivery: self.delivery.map_or(d.delivery, Into::into),
+            loss: self.loss.or(d.loss),
+            duration: self.duration.map_or(d.duration, |t| t.as_secs_f64()),
+            rounds: self.rounds.unwrap_or(d.rounds),
+            wait: self.wait.map_or(d.wait, Into::into),
+            pin: self.pin.or(d.pin),
+            remote: self.remote.or(d.remote),
+        }
+    }
+}
