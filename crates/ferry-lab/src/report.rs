@@ -48,7 +48,7 @@ const PALETTE: [RGBColor; 10] = [
 const GREY: RGBColor = RGBColor(150, 150, 150);
 const FONT: &str = "sans-serif";
 
-fn color(i: usize) -> RGBColor {
+pub(crate) fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
@@ -85,7 +85,7 @@ impl CycleKey {
 }
 
 /// A whole count with spaces between thousands: 1234567 → "1 234 567".
-fn format_thousands(v: f64) -> String {
+pub(crate) fn format_thousands(v: f64) -> String {
     let digits = format!("{:.0}", v.max(0.0));
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -467,11 +467,11 @@ fn line_chart(
 
 /// One series of an x/y chart: its name and points `(x, y, spread)`, where `spread` is an
 /// optional (low, high) drawn as an error bar.
-type XySeries = (String, Vec<(f64, f64, Option<(f64, f64)>)>);
+pub(crate) type XySeries = (String, Vec<(f64, f64, Option<(f64, f64)>)>);
 
 /// A line chart on linear axes (log y with `log_y`), points joined in x order, error bars where
 /// a point has a spread, and an optional dashed horizontal reference line with its label.
-fn xy_chart(
+pub(crate) fn xy_chart(
     title: &str,
     x_desc: &str,
     y_desc: &str,
@@ -717,14 +717,14 @@ fn timeline_chart(
 
 /// One bar panel: categories on x, one bar per series in each (a missing value leaves a gap),
 /// an optional dashed reference line.
-struct Bars<'a> {
-    title: &'a str,
-    y_desc: &'a str,
-    categories: Vec<String>,
+pub(crate) struct Bars<'a> {
+    pub(crate) title: &'a str,
+    pub(crate) y_desc: &'a str,
+    pub(crate) categories: Vec<String>,
     /// name, colour, a value per category.
-    series: Vec<(String, RGBColor, Vec<Option<f64>>)>,
-    reference: Option<(String, f64)>,
-    log_y: bool,
+    pub(crate) series: Vec<(String, RGBColor, Vec<Option<f64>>)>,
+    pub(crate) reference: Option<(String, f64)>,
+    pub(crate) log_y: bool,
 }
 
 fn draw_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, b: &Bars<'_>) -> Result<()> {
@@ -846,7 +846,7 @@ fn draw_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, b: &Bars<'_
     Ok(())
 }
 
-fn bar_svg(panels: &[Bars<'_>], width: u32) -> Result<String> {
+pub(crate) fn bar_svg(panels: &[Bars<'_>], width: u32) -> Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (width, H)).into_drawing_area();
