@@ -217,6 +217,7 @@ macro_rules! registry {
 registry![
     // One line per experiment, in the suite's order.
     crate::latency::Latency,
+    crate::cycle::Cycle,
 ];
 
 /// The experiment named `name`.

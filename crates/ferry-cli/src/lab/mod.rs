@@ -2,6 +2,7 @@
 //! experiment's typed configuration (`ferry_lab::<experiment>::Config`), which the lab library
 //! runs; the defaults live with the configuration, not here.
 
+mod cycle;
 mod latency;
 
 use std::path::PathBuf;
@@ -46,7 +47,7 @@ pub enum Experiment {
     /// The largest u32 array a cyclic writer gets to a cyclic reader per cycle time under a CPU
     /// budget, as in the Dominion UDP/shared-memory study (Giuliano Scollo, TU Braunschweig and
     /// DLR): bisection, deadline misses, overloads
-    Cycle(ferry_lab::cycle::CycleArgs),
+    Cycle(cycle::CycleArgs),
     /// Roundtrip and Flood over a ring of hub processes (a master and 3 hubs by default), on
     /// one host or two (network namespaces, optional link rate), under a CPU quota, as in the
     /// DDS Roundtrip/Flood performance study (DDS-Demonstrators project, team Hurricane, Sogeti)
@@ -85,7 +86,6 @@ pub enum PeerExperiment {
     Throughput(ferry_lab::throughput::PeerArgs),
     Idle(ferry_lab::idle::PeerArgs),
     SendTime(ferry_lab::sendtime::PeerArgs),
-    Cycle(ferry_lab::cycle::PeerArgs),
     Hubs(ferry_lab::hubs::PeerArgs),
 }
 
@@ -128,7 +128,10 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
         Experiment::Limits(a) => ferry_lab::limits::run(a),
         Experiment::SendTime(a) => ferry_lab::sendtime::run(a),
         Experiment::UdpRate(a) => ferry_lab::udprate::run(a),
-        Experiment::Cycle(a) => ferry_lab::cycle::run(a),
+        Experiment::Cycle(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::cycle::Cycle>(a.into_config(), json.as_deref())
+        }
         Experiment::Hubs(a) => ferry_lab::hubs::run(a),
         Experiment::Agent(a) => {
             let key = match &a.key_file {
@@ -152,7 +155,6 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
         }
         Some(PeerExperiment::Idle(a)) => ferry_lab::idle::run_peer(a).context("lab peer"),
         Some(PeerExperiment::SendTime(a)) => ferry_lab::sendtime::run_peer(a).context("lab peer"),
-        Some(PeerExperiment::Cycle(a)) => ferry_lab::cycle::run_peer(a).context("lab peer"),
         Some(PeerExperiment::Hubs(a)) => ferry_lab::hubs::run_peer(a).context("lab peer"),
     }
 }
