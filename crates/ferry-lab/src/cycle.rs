@@ -54,7 +54,7 @@ use crate::cgroup::{self, CpuGroup};
 use crate::error::{bail, note, Context, Error, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
-use crate::report::{bar_svg, color, format_thousands, xy_chart, Bars, Plot, Section};
+use crate::report::{bar_svg, color, format_thousands, xy_chart, Bars, Plot, Section, SummaryLine};
 use crate::signal;
 use crate::stats::median;
 use crate::studies::{cite, cite_first, DOMINION};
@@ -393,6 +393,10 @@ impl Experiment for Cycle {
 
     fn section(results: &Results<Self>) -> Result<Section> {
         section(&results.rows)
+    }
+
+    fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
+        summary(&results.rows)
     }
 }
 
@@ -1416,7 +1420,7 @@ fn reader(args: &PeerRequest, link: &mut PeerLink) -> Result<Report> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The table and the report's section
+// The table, the report's section and its summary
 
 fn render_table(setup: &Setup, rows: &[Row]) -> String {
     let mut table = Table::new(&[
@@ -1720,6 +1724,48 @@ fn section(rs: &[Row]) -> Result<Section> {
     Ok(Section { plots, sentence })
 }
 
+/// The study's figures at 1 ms: over 200 000 u32 over shared memory and under 200 000 over UDP
+/// at 0.3 CPU (its figure 3), and over shared memory at 1.5 CPU more than twice its figure at
+/// 0.3 CPU (its figure 5). One line per placement measured.
+fn summary(rs: &[Row]) -> Vec<SummaryLine> {
+    let mut lines = Vec::new();
+    for (key, values) in &groups(rs) {
+        if key.cycle_ms != 1.0 {
+            continue;
+        }
+        let study = if key.cpu == Some(0.3) {
+            match key.transport {
+                Transport::Shm => "over 200 000 u32",
+                Transport::Udp => "under 200 000 u32",
+            }
+        } else if key.cpu == Some(1.5) && key.transport == Transport::Shm {
+            "more than twice its figure at 0.3 CPU"
+        } else {
+            continue;
+        };
+        let transport = match key.transport {
+            Transport::Shm => "shared memory",
+            Transport::Udp => "UDP",
+        };
+        let mut ferry = format!("{} u32", format_thousands(median_of(values)));
+        if values.len() > 1 {
+            let _ = write!(ferry, " (median of {} repeats)", values.len());
+        }
+        lines.push(SummaryLine {
+            what: format!(
+                "largest u32 array per 1 ms cycle, {transport}, {}{}",
+                cpu_label(key.cpu),
+                key.placement_label()
+            ),
+            ferry,
+            floor: None,
+            best_peer: None,
+            study: Some(format!("{study} ({})", cite(&DOMINION))),
+        });
+    }
+    lines
+}
+
 /// A made-up point and its row, for the tests: `m` passed, `m + 2` failed.
 #[cfg(test)]
 fn example_row(
@@ -2010,6 +2056,22 @@ mod tests {
             table.contains("500000") && table.contains("one-cpu"),
             "{table}"
         );
+        let summary = Cycle::summary(&back);
+        assert_eq!(summary.len(), 2);
+        assert_eq!(summary[0].ferry, "500 000 u32");
+        assert!(
+            summary[0].what.contains("shared memory"),
+            "{:?}",
+            summary[0]
+        );
+        assert!(summary[0]
+            .study
+            .as_deref()
+            .is_some_and(|s| s.starts_with("over 200 000 u32") && s.contains(DOMINION.authors)));
+        assert!(summary[1]
+            .study
+            .as_deref()
+            .is_some_and(|s| s.starts_with("under 200 000 u32")));
     }
 
     #[test]
