@@ -219,6 +219,7 @@ registry![
     crate::latency::Latency,
     crate::throughput::Throughput,
     crate::udprate::UdpRate,
+    crate::cycle::Cycle,
 ];
 
 /// The experiment named `name`.

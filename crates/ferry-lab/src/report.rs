@@ -14,7 +14,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
 use super::footprint::{VORTEX_BINARY_BYTES, VORTEX_THREADS, VORTEX_VMRSS_KB};
-use super::studies::{self, cite, cite_first, DDS_HUBS, DOMINION, SHM_STREAM, VORTEX_LITE};
+use super::studies::{self, cite, cite_first, DDS_HUBS, SHM_STREAM, VORTEX_LITE};
 use super::suite::write as write_file;
 use crate::error::Result;
 use crate::results::{Status, SuiteResults};
@@ -39,44 +39,15 @@ const PALETTE: [RGBColor; 10] = [
 const GREY: RGBColor = RGBColor(150, 150, 150);
 const FONT: &str = "sans-serif";
 
-fn color(i: usize) -> RGBColor {
+pub(crate) fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
 // ---------------------------------------------------------------------------------------------
 // JSON helpers
 
-/// One line of the cycle plot: transport, CPU budget (None: unlimited), placement, cycle time.
-#[derive(Debug, Clone, PartialEq)]
-struct CycleKey {
-    transport: String,
-    cpu: Option<f64>,
-    placement: Option<String>,
-    cycle_ms: f64,
-}
-
-/// A CPU budget for a label: "0.3 CPU", or "unlimited CPU".
-fn cpu_label(cpu: Option<f64>) -> String {
-    cpu.map_or("unlimited CPU".to_owned(), |c| format!("{c} CPU"))
-}
-
-impl CycleKey {
-    fn cpu_label(&self) -> String {
-        cpu_label(self.cpu)
-    }
-
-    fn placement_label(&self) -> &'static str {
-        match self.placement.as_deref() {
-            Some("one-cpu") => ", both apps on one CPU",
-            Some("two-cpus") => ", one CPU each",
-            Some("scheduler") => ", placed by the kernel",
-            _ => "",
-        }
-    }
-}
-
 /// A whole count with spaces between thousands: 1234567 → "1 234 567".
-fn format_thousands(v: f64) -> String {
+pub(crate) fn format_thousands(v: f64) -> String {
     let digits = format!("{:.0}", v.max(0.0));
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -708,14 +679,14 @@ pub(crate) fn timeline_chart(
 
 /// One bar panel: categories on x, one bar per series in each (a missing value leaves a gap),
 /// an optional dashed reference line.
-struct Bars<'a> {
-    title: &'a str,
-    y_desc: &'a str,
-    categories: Vec<String>,
+pub(crate) struct Bars<'a> {
+    pub(crate) title: &'a str,
+    pub(crate) y_desc: &'a str,
+    pub(crate) categories: Vec<String>,
     /// name, colour, a value per category.
-    series: Vec<(String, RGBColor, Vec<Option<f64>>)>,
-    reference: Option<(String, f64)>,
-    log_y: bool,
+    pub(crate) series: Vec<(String, RGBColor, Vec<Option<f64>>)>,
+    pub(crate) reference: Option<(String, f64)>,
+    pub(crate) log_y: bool,
 }
 
 fn draw_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, b: &Bars<'_>) -> Result<()> {
@@ -837,7 +808,7 @@ fn draw_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, b: &Bars<'_
     Ok(())
 }
 
-fn bar_svg(panels: &[Bars<'_>], width: u32) -> Result<String> {
+pub(crate) fn bar_svg(panels: &[Bars<'_>], width: u32) -> Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (width, H)).into_drawing_area();
@@ -1177,242 +1148,6 @@ fn legacy_section(v: &Value) -> Result<Section> {
                 parts.join(", ")
             );
         }
-        "cycle" => {
-            // Medians over the repeats per (transport, CPU budget, placement, cycle time).
-            let mut groups: Vec<(CycleKey, Vec<f64>)> = Vec::new();
-            for r in rs {
-                let (Some(t), Some(ms), Some(m)) = (
-                    text(r, "transport"),
-                    num(r, "cycle_ms"),
-                    num(r, "max_multiplicity"),
-                ) else {
-                    continue;
-                };
-                let key = CycleKey {
-                    transport: t.to_owned(),
-                    cpu: r.get("cpu").and_then(Value::as_f64),
-                    placement: text(r, "placement").map(str::to_owned),
-                    cycle_ms: ms,
-                };
-                match groups.iter_mut().find(|g| g.0 == key) {
-                    Some(g) => g.1.push(m),
-                    None => groups.push((key, vec![m])),
-                }
-            }
-            // The mean of the middle two for an even count.
-            let median_of = |values: &[f64]| {
-                let mut v = values.to_vec();
-                v.sort_by(f64::total_cmp);
-                let n = v.len();
-                if n % 2 == 0 {
-                    (v[n / 2 - 1] + v[n / 2]) / 2.0
-                } else {
-                    v[n / 2]
-                }
-            };
-            let mut parts = Vec::new();
-            for (key, values) in &groups {
-                if key.transport != "shm" {
-                    continue;
-                }
-                let shm = median_of(values);
-                let mut part = format!(
-                    "shm at {} ms, {}{}: {} u32",
-                    key.cycle_ms,
-                    key.cpu_label(),
-                    key.placement_label(),
-                    format_thousands(shm)
-                );
-                if key.cycle_ms == 1.0 && key.cpu == Some(0.3) {
-                    let _ = write!(part, " ({:.2} × the study's 200 000)", shm / 200_000.0);
-                }
-                let udp = groups.iter().find(|(k, _)| {
-                    k.transport == "udp"
-                        && CycleKey {
-                            transport: "shm".into(),
-                            ..k.clone()
-                        } == *key
-                });
-                if let Some((_, u)) = udp {
-                    let udp = median_of(u);
-                    let _ = write!(part, ", udp {} u32", format_thousands(udp));
-                    if udp > 0.0 {
-                        let _ = write!(part, ", shm/udp {:.1}", shm / udp);
-                    }
-                }
-                if values.len() > 1 {
-                    let _ = write!(part, " (medians of {} repeats)", values.len());
-                }
-                parts.push(part);
-            }
-            sentence = format!(
-                "{} finds the largest multiplicity (u32 elements per cycle) that arrives in 99.95 % of the cycles under a CPU budget (over 200 000 u32 at 1 ms and 0.3 CPU over shared memory). Here: {}.",
-                cite_first(&DOMINION),
-                parts.join("; ")
-            );
-            // Median against cycle time, one line per transport, budget and placement, the
-            // spread over the repeats as a bar.
-            let mut series: Vec<XySeries> = Vec::new();
-            let range_of = |values: &[f64]| {
-                let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-                (lo, values.iter().copied().fold(lo, f64::max))
-            };
-            for (key, values) in &groups {
-                let median = median_of(values);
-                let spread = (values.len() > 1).then(|| range_of(values));
-                let label = format!(
-                    "{}, {}{}",
-                    key.transport,
-                    key.cpu_label(),
-                    key.placement_label()
-                );
-                let point = (key.cycle_ms, median.max(1.0), spread);
-                match series.iter_mut().find(|s| s.0 == label) {
-                    Some(s) => s.1.push(point),
-                    None => series.push((label, vec![point])),
-                }
-            }
-            let mut limited: Vec<String> = rs
-                .iter()
-                .filter(|r| r.get("reached_limit").and_then(Value::as_bool) == Some(true))
-                .filter_map(|r| {
-                    Some(format!(
-                        "{} at {} ms{}",
-                        text(r, "transport")?,
-                        num(r, "cycle_ms")?,
-                        text(r, "placement").map_or(String::new(), |p| format!(" ({p})"))
-                    ))
-                })
-                .collect::<Vec<_>>();
-            limited.sort();
-            limited.dedup();
-            // Runs made void by the host's steal (failed while the hypervisor held the CPU).
-            let voids = rs
-                .iter()
-                .filter_map(|r| r.get("trials").and_then(Value::as_array))
-                .flatten()
-                .filter(|t| t.get("void").and_then(Value::as_bool) == Some(true))
-                .count();
-            let void_note = if voids > 0 {
-                format!(" {voids} run(s) failed while the host stole CPU time from this machine and were run again (kept in the JSON with \"void\": true).")
-            } else {
-                String::new()
-            };
-            let mut cycle_times: Vec<f64> = groups.iter().map(|g| g.0.cycle_ms).collect();
-            cycle_times.sort_by(f64::total_cmp);
-            cycle_times.dedup();
-            if let [ms] = cycle_times[..] {
-                // One cycle time: bars per transport and budget, one per placement.
-                let mut categories: Vec<(&str, Option<f64>)> = Vec::new();
-                let mut placements: Vec<Option<String>> = Vec::new();
-                for (key, _) in &groups {
-                    if !categories.contains(&(key.transport.as_str(), key.cpu)) {
-                        categories.push((key.transport.as_str(), key.cpu));
-                    }
-                    if !placements.contains(&key.placement) {
-                        placements.push(key.placement.clone());
-                    }
-                }
-                let bar_series = placements
-                    .iter()
-                    .enumerate()
-                    .map(|(i, place)| {
-                        let values = categories
-                            .iter()
-                            .map(|&(transport, cpu)| {
-                                groups
-                                    .iter()
-                                    .find(|(k, _)| {
-                                        k.placement == *place
-                                            && k.transport == transport
-                                            && k.cpu == cpu
-                                    })
-                                    .map(|(_, v)| median_of(v))
-                            })
-                            .collect();
-                        let key = CycleKey {
-                            transport: String::new(),
-                            cpu: None,
-                            placement: place.clone(),
-                            cycle_ms: ms,
-                        };
-                        let name = key.placement_label().trim_start_matches(", ");
-                        let name = if name.is_empty() { "median" } else { name };
-                        (name.to_owned(), color(i), values)
-                    })
-                    .collect();
-                let title = format!(
-                    "Largest multiplicity at {ms} ms (u32 elements per cycle), median over repeats"
-                );
-                let panel = Bars {
-                    title: &title,
-                    y_desc: "u32 elements per cycle",
-                    categories: categories
-                        .iter()
-                        .map(|&(transport, cpu)| format!("{transport}, {}", cpu_label(cpu)))
-                        .collect(),
-                    series: bar_series,
-                    reference: (ms == 1.0)
-                        .then(|| (format!("{}: shm, 1 ms, 0.3 CPU", DOMINION.short), 200_000.0)),
-                    log_y: false,
-                };
-                svgs.push(("cycle.svg".into(), bar_svg(&[panel], 960)?));
-                let spreads: Vec<String> = groups
-                    .iter()
-                    .filter(|(_, v)| v.len() > 1)
-                    .map(|(k, v)| {
-                        let (lo, hi) = range_of(v);
-                        format!(
-                            "{}{} {}–{}",
-                            k.transport,
-                            k.placement_label(),
-                            format_thousands(lo),
-                            format_thousands(hi)
-                        )
-                    })
-                    .collect();
-                let mut caption = format!("Median over the repeats of the largest multiplicity that passed (≥ 99.95 % complete cycles, no overload), per placement of the two apps. The point of {}: over 200 000 u32 over shared memory at 1 ms and 0.3 CPU.", cite(&DOMINION));
-                if !spreads.is_empty() {
-                    let _ = write!(caption, " Spread over the repeats: {}.", spreads.join("; "));
-                }
-                if !limited.is_empty() {
-                    let _ = write!(
-                        caption,
-                        " Reached the largest multiplicity tried (the true maximum is higher): {}.",
-                        limited.join(", ")
-                    );
-                }
-                caption.push_str(&void_note);
-                captions.push(caption);
-            } else if !series.is_empty() {
-                series.push((
-                    format!("{}: shm, 1 ms, 0.3 CPU", DOMINION.short),
-                    vec![(1.0, 200_000.0, None)],
-                ));
-                svgs.push((
-                    "cycle.svg".into(),
-                    xy_chart(
-                        "Largest multiplicity per cycle (u32 elements), median over repeats",
-                        "cycle time (ms)",
-                        "u32 elements per cycle (log scale)",
-                        &series,
-                        true,
-                        false,
-                        None,
-                    )?,
-                ));
-                let mut caption = format!("Median over the repeats of the largest multiplicity that passed (≥ 99.95 % complete cycles, no overload); the bar spans the repeats. The point of {}: over 200 000 u32 over shared memory at 1 ms and 0.3 CPU.", cite(&DOMINION));
-                if !limited.is_empty() {
-                    let _ = write!(
-                        caption,
-                        " Reached the largest multiplicity tried (the true maximum is higher): {}.",
-                        limited.join(", ")
-                    );
-                }
-                caption.push_str(&void_note);
-                captions.push(caption);
-            }
-        }
         "hubs" => {
             // Median over the rounds, per transport (and mode).
             let transports = distinct(rs, "transport");
@@ -1526,7 +1261,7 @@ fn legacy_section(v: &Value) -> Result<Section> {
             );
         }
         other => {
-            // Hook: an experiment this report has no plot for yet (e.g. cycle): CSV and table.
+            // Hook: an experiment this report has no plot for yet: CSV and table.
             sentence = format!(
                 "Experiment {other}: {} rows (see the table and CSV).",
                 rs.len()
@@ -1952,77 +1687,6 @@ mod tests {
             .map(|p| (p.file.clone(), p.svg.clone()))
             .collect();
         (sec, svgs)
-    }
-
-    #[test]
-    fn cycle_plots_the_median_over_repeats_beside_the_study() {
-        let row = |t: &str, place: &str, ms: f64, repeat: u64, m: u64| {
-            json!({"transport": t, "cycle_ms": ms, "cpu": 0.3, "placement": place,
-                   "repeat": repeat, "max_multiplicity": m, "reached_limit": false})
-        };
-        let v = json!({"experiment": "cycle", "rows": [
-            row("shm", "one-cpu", 1.0, 0, 500_000), row("shm", "one-cpu", 1.0, 1, 600_000),
-            row("shm", "one-cpu", 1.0, 2, 550_000), row("udp", "one-cpu", 1.0, 0, 110_000),
-            row("shm", "scheduler", 1.0, 0, 400_000), row("udp", "scheduler", 1.0, 0, 80_000),
-            row("shm", "one-cpu", 10.0, 0, 900_000),
-        ]});
-        let (sec, svgs) = section_of(&v, "cycle");
-        assert_eq!(svgs.len(), 1);
-        assert_eq!(svgs[0].0, "cycle.svg");
-        for label in [
-            "shm, 0.3 CPU, both apps on one CPU",
-            "udp, 0.3 CPU, placed by the kernel",
-            &format!("{}: shm, 1 ms, 0.3 CPU", DOMINION.short),
-            "cycle time (ms)",
-        ] {
-            assert!(svgs[0].1.contains(label), "{label} missing");
-        }
-        // The sentence: the median per placement, its ratio to the study and to udp.
-        for part in [
-            "shm at 1 ms, 0.3 CPU, both apps on one CPU: 550 000 u32 (2.75 × the study's 200 000), udp 110 000 u32, shm/udp 5.0 (medians of 3 repeats)",
-            "shm at 1 ms, 0.3 CPU, placed by the kernel: 400 000 u32 (2.00 × the study's 200 000), udp 80 000 u32, shm/udp 5.0",
-            "shm at 10 ms, 0.3 CPU, both apps on one CPU: 900 000 u32",
-        ] {
-            assert!(sec.sentence.contains(part), "{part:?} missing from {}", sec.sentence);
-        }
-    }
-
-    #[test]
-    fn cycle_at_one_cycle_time_is_a_bar_per_placement() {
-        let row = |t: &str, place: &str, repeat: u64, m: u64| {
-            json!({"transport": t, "cycle_ms": 1.0, "cpu": 0.3, "placement": place,
-                   "repeat": repeat, "max_multiplicity": m, "reached_limit": false})
-        };
-        let mut first = row("shm", "one-cpu", 0, 500_000);
-        first["trials"] = json!([{"multiplicity": 500_000, "success": false, "void": true},
-                                 {"multiplicity": 500_000, "success": true, "void": false}]);
-        let v = json!({"experiment": "cycle", "rows": [
-            first, row("udp", "one-cpu", 0, 90_000),
-            row("shm", "scheduler", 0, 350_000), row("udp", "scheduler", 0, 80_000),
-            row("shm", "one-cpu", 1, 560_000), row("udp", "one-cpu", 1, 95_000),
-            row("shm", "scheduler", 1, 380_000), row("udp", "scheduler", 1, 70_000),
-        ]});
-        let (sec, svgs) = section_of(&v, "cycle");
-        assert_eq!(svgs.len(), 1);
-        for label in [
-            "Largest multiplicity at 1 ms",
-            "both apps on one CPU",
-            "placed by the kernel",
-            "shm, 0.3 CPU",
-            "udp, 0.3 CPU",
-            &format!("{}: shm, 1 ms, 0.3 CPU", DOMINION.short),
-            "530000",
-        ] {
-            assert!(svgs[0].1.contains(label), "{label} missing");
-        }
-        let caption = &sec.plots[0].caption;
-        for part in [
-            "shm, both apps on one CPU 500 000–560 000",
-            "udp, placed by the kernel 70 000–80 000",
-            "1 run(s) failed while the host stole CPU time",
-        ] {
-            assert!(caption.contains(part), "{part:?} missing from {caption}");
-        }
     }
 
     #[test]

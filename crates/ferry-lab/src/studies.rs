@@ -153,10 +153,6 @@ mod tests {
                    "p50_ns": p50, "p90_ns": p50 * 1.2, "p99_ns": p50 * 2.0,
                    "p999_ns": p50 * 3.0, "max_ns": p50 * 4.0, "mean_ns": p50})
         };
-        let cycle = |t: &str, m: u64| {
-            json!({"transport": t, "cycle_ms": 1.0, "cpu": 0.3, "placement": "one-cpu",
-                   "repeat": 0, "max_multiplicity": m, "reached_limit": false})
-        };
         let hub = |t: &str, mode: &str, lap: f64, done: f64| {
             json!({"transport": t, "mode": mode, "hubs": 4, "hosts": 1, "messages": 1000,
                    "round": 0, "lap_p50_ns": lap, "lap_p90_ns": lap, "lap_p99_ns": lap,
@@ -216,7 +212,7 @@ mod tests {
             ),
             (
                 "cycle",
-                rows("cycle", vec![cycle("shm", 500_000), cycle("udp", 100_000)]),
+                serde_json::to_value(crate::cycle::example()).unwrap(),
             ),
             (
                 "hubs",

@@ -165,6 +165,27 @@ fn udp_rate_auto(level: Level) -> Option<TypedRun> {
     Some(typed::<UdpRate>(config))
 }
 
+fn cycle(level: Level) -> Option<TypedRun> {
+    use crate::cycle::{Config, Cycle};
+    let config = match level {
+        // It needs cgroups.
+        Level::Smoke => return None,
+        Level::Quick => Config {
+            cycle_ms: Some(vec![1.0]),
+            max_multiplicity: Some(2_000_000),
+            resolution: Some(5.0),
+            ..Config::default()
+        },
+        Level::Full => Config {
+            cycle_ms: Some(vec![1.0, 5.0]),
+            repeat: 3,
+            resolution: Some(5.0),
+            ..Config::default()
+        },
+    };
+    Some(typed::<Cycle>(config))
+}
+
 /// Every experiment the suite knows, in the order it runs them. An experiment this build does
 /// not have is skipped (hook: `cycle` and `throughput` are picked up as soon as `ferry lab
 /// cycle` / `ferry lab throughput` exist and take `--json`).
@@ -301,16 +322,9 @@ const STEPS: &[Step] = &[
         name: "cycle",
         file: "cycle",
         smoke: &[],
-        quick: &[
-            "--cycle-ms",
-            "1",
-            "--max-multiplicity",
-            "2000000",
-            "--resolution",
-            "5",
-        ],
-        full: &["--cycle-ms", "1,5", "--repeat", "3", "--resolution", "5"],
-        typed: None,
+        quick: &[],
+        full: &[],
+        typed: Some(cycle),
     },
 ];
 

@@ -2,6 +2,7 @@
 //! experiment's typed configuration (`ferry_lab::<experiment>::Config`), which the lab library
 //! runs; the defaults live with the configuration, not here.
 
+mod cycle;
 mod latency;
 mod throughput;
 mod udprate;
@@ -48,7 +49,7 @@ pub enum Experiment {
     /// The largest u32 array a cyclic writer gets to a cyclic reader per cycle time under a CPU
     /// budget, as in the Dominion UDP/shared-memory study (Giuliano Scollo, TU Braunschweig and
     /// DLR): bisection, deadline misses, overloads
-    Cycle(ferry_lab::cycle::CycleArgs),
+    Cycle(cycle::CycleArgs),
     /// Roundtrip and Flood over a ring of hub processes (a master and 3 hubs by default), on
     /// one host or two (network namespaces, optional link rate), under a CPU quota, as in the
     /// DDS Roundtrip/Flood performance study (DDS-Demonstrators project, team Hurricane, Sogeti)
@@ -103,7 +104,6 @@ pub struct PeerArgs {
 pub enum PeerExperiment {
     Idle(ferry_lab::idle::PeerArgs),
     SendTime(ferry_lab::sendtime::PeerArgs),
-    Cycle(ferry_lab::cycle::PeerArgs),
     Hubs(ferry_lab::hubs::PeerArgs),
 }
 
@@ -152,7 +152,10 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
             let json = a.json.clone();
             run_and_print::<ferry_lab::udprate::UdpRate>(a.into_config(), json.as_deref())
         }
-        Experiment::Cycle(a) => ferry_lab::cycle::run(a),
+        Experiment::Cycle(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::cycle::Cycle>(a.into_config(), json.as_deref())
+        }
         Experiment::Hubs(a) => ferry_lab::hubs::run(a),
         Experiment::Report(a) => {
             ferry_lab::report::rebuild(&a.inputs, &a.out)?;
@@ -182,7 +185,6 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
         None => ferry_lab::peer::serve_stdio(),
         Some(PeerExperiment::Idle(a)) => ferry_lab::idle::run_peer(a).context("lab peer"),
         Some(PeerExperiment::SendTime(a)) => ferry_lab::sendtime::run_peer(a).context("lab peer"),
-        Some(PeerExperiment::Cycle(a)) => ferry_lab::cycle::run_peer(a).context("lab peer"),
         Some(PeerExperiment::Hubs(a)) => ferry_lab::hubs::run_peer(a).context("lab peer"),
     }
 }
