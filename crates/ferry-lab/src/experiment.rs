@@ -216,6 +216,7 @@ macro_rules! registry {
 
 registry![
     // One line per experiment, in the suite's order.
+    crate::limits::Limits,
     crate::latency::Latency,
 ];
 

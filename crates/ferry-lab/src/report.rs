@@ -29,7 +29,7 @@ pub struct SuiteInfo<'a> {
     pub outcomes: &'a [Outcome],
 }
 
-const W: u32 = 960;
+pub(crate) const W: u32 = 960;
 const H: u32 = 540;
 
 /// Tableau 10: distinct, readable on white.
@@ -45,10 +45,10 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
 ];
-const GREY: RGBColor = RGBColor(150, 150, 150);
+pub(crate) const GREY: RGBColor = RGBColor(150, 150, 150);
 const FONT: &str = "sans-serif";
 
-fn color(i: usize) -> RGBColor {
+pub(crate) fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
@@ -392,7 +392,7 @@ fn box_plot(
 }
 
 /// A line chart with points; log axes where asked.
-fn line_chart(
+pub(crate) fn line_chart(
     title: &str,
     x_desc: &str,
     y_desc: &str,
@@ -717,14 +717,14 @@ fn timeline_chart(
 
 /// One bar panel: categories on x, one bar per series in each (a missing value leaves a gap),
 /// an optional dashed reference line.
-struct Bars<'a> {
-    title: &'a str,
-    y_desc: &'a str,
-    categories: Vec<String>,
+pub(crate) struct Bars<'a> {
+    pub(crate) title: &'a str,
+    pub(crate) y_desc: &'a str,
+    pub(crate) categories: Vec<String>,
     /// name, colour, a value per category.
-    series: Vec<(String, RGBColor, Vec<Option<f64>>)>,
-    reference: Option<(String, f64)>,
-    log_y: bool,
+    pub(crate) series: Vec<(String, RGBColor, Vec<Option<f64>>)>,
+    pub(crate) reference: Option<(String, f64)>,
+    pub(crate) log_y: bool,
 }
 
 fn draw_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, b: &Bars<'_>) -> Result<()> {
@@ -846,7 +846,7 @@ fn draw_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, b: &Bars<'_
     Ok(())
 }
 
-fn bar_svg(panels: &[Bars<'_>], width: u32) -> Result<String> {
+pub(crate) fn bar_svg(panels: &[Bars<'_>], width: u32) -> Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (width, H)).into_drawing_area();
@@ -1098,92 +1098,6 @@ fn legacy_section(v: &Value) -> Result<Section> {
                 "Vortex Lite in {} (x86, static library): 531 KB publisher image / 1.5 MB VmRSS / 7 threads. {}.",
                 cite(&VORTEX_LITE),
                 ours.join("; ")
-            );
-        }
-        "limits" => {
-            let mem: Vec<(f64, f64)> = rs
-                .iter()
-                .filter(|r| text(r, "kind") == Some("memcpy"))
-                .filter_map(|r| Some((num(r, "size_bytes")?, num(r, "gbytes_per_s")?)))
-                .collect();
-            if !mem.is_empty() {
-                svgs.push((
-                    "limits-memcpy.svg".into(),
-                    line_chart(
-                        "memcpy bandwidth by size",
-                        "copy size",
-                        "GB/s (10^9 bytes per second)",
-                        &[("memcpy (median of trials)".into(), mem.clone())],
-                        &|y| format!("{y:.1}"),
-                    )?,
-                ));
-                captions.push(
-                    "One thread copies a buffer of the size again and again; log axes.".into(),
-                );
-            }
-            let lat: Vec<&Value> = rs.iter().filter(|r| num(r, "p50_ns").is_some()).collect();
-            let cats: Vec<String> = lat
-                .iter()
-                .map(|r| {
-                    format!(
-                        "{} {}",
-                        text(r, "kind").unwrap_or("?"),
-                        format_size(num(r, "size_bytes").unwrap_or(0.0) as usize)
-                    )
-                })
-                .collect();
-            if !lat.is_empty() {
-                let us = |k: &str| {
-                    lat.iter()
-                        .map(|r| num(r, k).map(|v| v / 1000.0))
-                        .collect::<Vec<_>>()
-                };
-                svgs.push((
-                    "limits-latency.svg".into(),
-                    bar_svg(
-                        &[Bars {
-                            title: "Raw one-way latency between two CPUs (log scale)",
-                            y_desc: "one-way latency (µs)",
-                            categories: cats,
-                            series: vec![
-                                ("p50".into(), color(0), us("p50_ns")),
-                                ("p99".into(), color(1), us("p99_ns")),
-                            ],
-                            reference: None,
-                            log_y: true,
-                        }],
-                        W,
-                    )?,
-                ));
-                captions.push("Two threads pinned to two CPUs: an atomic cache line, a futex wake, blocking UDP on loopback. One-way = round trip / 2.".into());
-            }
-            let find = |kind: &str, key: &str| {
-                rs.iter()
-                    .find(|r| text(r, "kind") == Some(kind))
-                    .and_then(|r| num(r, key))
-            };
-            let mut parts = Vec::new();
-            if let Some(v) = find("cacheline", "p50_ns") {
-                parts.push(format!("cache line {}", format_ns(v)));
-            }
-            if let Some(v) = find("futex", "p50_ns") {
-                parts.push(format!("futex wake {}", format_ns(v)));
-            }
-            if let Some(v) = find("udp-loopback", "p50_ns") {
-                parts.push(format!("UDP loopback {}", format_ns(v)));
-            }
-            if let (Some(a), Some(b)) = (mem.iter().find(|p| p.0 >= 65536.0), mem.last()) {
-                parts.push(format!(
-                    "memcpy {:.1} GB/s at {} and {:.1} GB/s at {}",
-                    a.1,
-                    format_size(a.0 as usize),
-                    b.1,
-                    format_size(b.0 as usize)
-                ));
-            }
-            sentence = format!(
-                "ferry's development machines (2 vCPU EPYC, KVM) measured: cache line 50–170 ns, futex wake ~28 µs, blocking UDP ~35 µs across CPUs (one-way), memcpy ~40 GB/s up to 1 MiB and ~10 GB/s beyond. Here (one-way p50): {}.",
-                parts.join(", ")
             );
         }
         "throughput" => {

@@ -204,13 +204,7 @@ mod tests {
             ),
             (
                 "limits",
-                rows(
-                    "limits",
-                    vec![
-                        json!({"kind": "cacheline", "size_bytes": 64, "p50_ns": 100.0, "p99_ns": 200.0}),
-                        json!({"kind": "memcpy", "size_bytes": 65536, "gbytes_per_s": 40.0}),
-                    ],
-                ),
+                serde_json::to_value(crate::limits::example()).unwrap(),
             ),
             (
                 "throughput",

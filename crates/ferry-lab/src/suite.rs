@@ -88,6 +88,24 @@ fn typed<E: Experiment>(config: E::Config) -> TypedRun {
     })
 }
 
+fn limits(level: Level) -> Option<TypedRun> {
+    use crate::limits::{Config, Limits};
+    let config = match level {
+        Level::Smoke => Config {
+            samples: 200,
+            memcpy_seconds: 0.01,
+            memcpy_max: 1 << 20,
+        },
+        Level::Quick => Config {
+            samples: 5000,
+            memcpy_seconds: 0.1,
+            ..Config::default()
+        },
+        Level::Full => Config::default(),
+    };
+    Some(typed::<Limits>(config))
+}
+
 fn latency(level: Level) -> Option<TypedRun> {
     use crate::latency::{Config, Latency};
     let config = match level {
@@ -115,17 +133,10 @@ const STEPS: &[Step] = &[
     Step {
         name: "limits",
         file: "limits",
-        smoke: &[
-            "--samples",
-            "200",
-            "--memcpy-seconds",
-            "0.01",
-            "--memcpy-max",
-            "1M",
-        ],
-        quick: &["--samples", "5000", "--memcpy-seconds", "0.1"],
+        smoke: &[],
+        quick: &[],
         full: &[],
-        typed: None,
+        typed: Some(limits),
     },
     Step {
         name: "latency",

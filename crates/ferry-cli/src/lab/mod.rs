@@ -3,6 +3,7 @@
 //! runs; the defaults live with the configuration, not here.
 
 mod latency;
+mod limits;
 
 use std::path::PathBuf;
 
@@ -35,7 +36,7 @@ pub enum Experiment {
     /// Vortex Lite's footprint in the Vortex Lite performance whitepaper (ADLINK)
     Footprint(ferry_lab::footprint::FootprintArgs),
     /// Raw limits of this machine: cache-line handoff, futex wake, UDP loopback, memcpy
-    Limits(ferry_lab::limits::LimitsArgs),
+    Limits(limits::LimitsArgs),
     /// The time of the publish call alone, by transport and size, as in the cpp-shm-stream
     /// shared-memory stream experiments (Kenta Kabashima, MusicScience37)
     SendTime(ferry_lab::sendtime::SendTimeArgs),
@@ -125,7 +126,10 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
         Experiment::Throughput(a) => ferry_lab::throughput::run(a),
         Experiment::Idle(a) => ferry_lab::idle::run(a),
         Experiment::Footprint(a) => ferry_lab::footprint::run(a),
-        Experiment::Limits(a) => ferry_lab::limits::run(a),
+        Experiment::Limits(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::limits::Limits>(a.into_config(), json.as_deref())
+        }
         Experiment::SendTime(a) => ferry_lab::sendtime::run(a),
         Experiment::UdpRate(a) => ferry_lab::udprate::run(a),
         Experiment::Cycle(a) => ferry_lab::cycle::run(a),
