@@ -218,6 +218,7 @@ registry![
     // One line per experiment, in the suite's order.
     crate::limits::Limits,
     crate::latency::Latency,
+    crate::sendtime::SendTime,
 ];
 
 /// The experiment named `name`.

@@ -225,6 +225,20 @@ impl Glyph {
             dot: Some(f(s.p999_ns)),
         }
     }
+
+    /// Box p25 to p75 (p50 to p90 without them), whiskers min and p99, a dot at p99.9.
+    pub(crate) fn of_quartiles(s: &crate::Summary, p25: Option<u64>, p75: Option<u64>) -> Glyph {
+        let f = |v: u64| (v as f64).max(1.0);
+        let (lo, hi) = match (p25, p75) {
+            (Some(a), Some(b)) => (a, b),
+            _ => (s.p50_ns, s.p90_ns),
+        };
+        Glyph {
+            lo: f(lo),
+            hi: f(hi),
+            ..Glyph::of_summary(s)
+        }
+    }
 }
 
 /// Box plots by size and transport from typed cells `(transport, size, summary)`, and a phrase
@@ -269,25 +283,6 @@ pub(crate) fn size_boxes(
         }
     }
     Ok((svg, phrase))
-}
-
-fn glyph_of(row: &Value) -> Option<Glyph> {
-    let p50 = num(row, "p50_ns")?;
-    let min = num(row, "min_ns").unwrap_or(p50);
-    let p90 = num(row, "p90_ns").unwrap_or(p50);
-    let p99 = num(row, "p99_ns").unwrap_or(p90);
-    let (lo, hi) = match (num(row, "p25_ns"), num(row, "p75_ns")) {
-        (Some(a), Some(b)) => (a, b),
-        _ => (p50, p90),
-    };
-    Some(Glyph {
-        wlo: min.max(1.0),
-        lo: lo.max(1.0),
-        mid: p50.max(1.0),
-        hi: hi.max(1.0),
-        whi: p99.max(1.0),
-        dot: num(row, "p999_ns").map(|v| v.max(1.0)),
-    })
 }
 
 /// Box plots per size (x, categorical) and transport (colour) on a log y axis, like the
@@ -892,62 +887,6 @@ pub struct SummaryLine {
     pub study: Option<String>,
 }
 
-fn latency_like(
-    v: &Value,
-    name: &str,
-    y_desc: &str,
-    what: &str,
-) -> Result<(Vec<(String, String)>, String)> {
-    let rows = rows(v);
-    let sizes = distinct_sizes(rows);
-    let transports = distinct(rows, "transport");
-    let series: Vec<(String, Vec<Option<Glyph>>)> = transports
-        .iter()
-        .map(|t| {
-            let g = sizes
-                .iter()
-                .map(|&s| {
-                    rows.iter()
-                        .find(|r| {
-                            text(r, "transport") == Some(t)
-                                && r.get("size_bytes").and_then(Value::as_u64) == Some(s)
-                        })
-                        .and_then(glyph_of)
-                })
-                .collect();
-            (t.clone(), g)
-        })
-        .collect();
-    let svg = box_plot(
-        &format!("{what} by message size (log scale)"),
-        y_desc,
-        &sizes,
-        &series,
-    )?;
-    // The sentence: p50 of every transport at the smallest and the largest size.
-    let at = |s: u64| -> String {
-        transports
-            .iter()
-            .filter_map(|t| {
-                let r = rows.iter().find(|r| {
-                    text(r, "transport") == Some(t)
-                        && r.get("size_bytes").and_then(Value::as_u64) == Some(s)
-                })?;
-                Some(format!("{t} {}", format_ns(num(r, "p50_ns")?)))
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let mut summary = String::new();
-    if let (Some(&first), Some(&last)) = (sizes.first(), sizes.last()) {
-        let _ = write!(summary, "at {}: {}", format_size(first as usize), at(first));
-        if last != first {
-            let _ = write!(summary, "; at {}: {}", format_size(last as usize), at(last));
-        }
-    }
-    Ok((vec![(format!("{name}.svg"), svg)], summary))
-}
-
 /// The plots and sentence of one experiment's results, for experiments that do not draw their
 /// own section yet.
 fn legacy_section(v: &Value) -> Result<Section> {
@@ -958,15 +897,6 @@ fn legacy_section(v: &Value) -> Result<Section> {
     #[allow(unused_assignments)]
     let mut sentence = String::new();
     match name {
-        "send-time" => {
-            let (s, summary) = latency_like(v, name, "time of the publish call", "Send time")?;
-            svgs.extend(s);
-            captions.push("Box: p25 to p75, black line p50; whiskers: min and p99; dot: p99.9. The publish call alone (loan + fill + send; raw-udp4: fill + send_to).".into());
-            sentence = format!(
-                "{} timed the send call of 10 000 messages per size and found the shared-memory streams' sends shorter than UDP's. Here, send-time p50 {summary}.",
-                cite_first(&SHM_STREAM)
-            );
-        }
         "idle" => {
             let waits = distinct(rs, "wait");
             let vals = waits

@@ -148,11 +148,6 @@ mod tests {
 
     /// A small, made-up result of every experiment the report draws.
     fn fake_results() -> Vec<(&'static str, Value)> {
-        let lat = |t: &str, size: u64, p50: f64| {
-            json!({"transport": t, "size_bytes": size, "samples": 100, "min_ns": p50 * 0.8,
-                   "p50_ns": p50, "p90_ns": p50 * 1.2, "p99_ns": p50 * 2.0,
-                   "p999_ns": p50 * 3.0, "max_ns": p50 * 4.0, "mean_ns": p50})
-        };
         let cycle = |t: &str, m: u64| {
             json!({"transport": t, "cycle_ms": 1.0, "cpu": 0.3, "placement": "one-cpu",
                    "repeat": 0, "max_multiplicity": m, "reached_limit": false})
@@ -180,10 +175,7 @@ mod tests {
             ),
             (
                 "send-time",
-                rows(
-                    "send-time",
-                    vec![lat("shm", 32, 200.0), lat("raw-udp4", 32, 3000.0)],
-                ),
+                serde_json::to_value(crate::sendtime::example()).unwrap(),
             ),
             (
                 "idle",

@@ -126,6 +126,25 @@ fn latency(level: Level) -> Option<TypedRun> {
     Some(typed::<Latency>(config))
 }
 
+fn send_time(level: Level) -> Option<TypedRun> {
+    use crate::sendtime::{Config, SendTime};
+    let config = match level {
+        Level::Smoke => Config {
+            samples: 20,
+            warmup: 5,
+            sizes: vec![32, 1 << 10],
+            ..Config::default()
+        },
+        Level::Quick => Config {
+            samples: 2000,
+            sizes: vec![32, 1 << 10, 32 << 10, 1 << 20],
+            ..Config::default()
+        },
+        Level::Full => Config::default(),
+    };
+    Some(typed::<SendTime>(config))
+}
+
 /// Every experiment the suite knows, in the order it runs them. An experiment this build does
 /// not have is skipped (hook: `cycle` and `throughput` are picked up as soon as `ferry lab
 /// cycle` / `ferry lab throughput` exist and take `--json`).
@@ -149,10 +168,10 @@ const STEPS: &[Step] = &[
     Step {
         name: "send-time",
         file: "send-time",
-        smoke: &["--samples", "20", "--warmup", "5", "--sizes", "32,1K"],
-        quick: &["--samples", "2000", "--sizes", "32,1K,32K,1M"],
+        smoke: &[],
+        quick: &[],
         full: &[],
-        typed: None,
+        typed: Some(send_time),
     },
     Step {
         name: "throughput",

@@ -4,6 +4,7 @@
 
 mod latency;
 mod limits;
+mod sendtime;
 
 use std::path::PathBuf;
 
@@ -39,7 +40,7 @@ pub enum Experiment {
     Limits(limits::LimitsArgs),
     /// The time of the publish call alone, by transport and size, as in the cpp-shm-stream
     /// shared-memory stream experiments (Kenta Kabashima, MusicScience37)
-    SendTime(ferry_lab::sendtime::SendTimeArgs),
+    SendTime(sendtime::SendTimeArgs),
     /// Paced multithreaded UDP sending: the rate reached per thread count and MSS, and an
     /// automatic pool under rate changes and CPU stress, as in the multithreaded paced UDP study
     /// (Dmytro Syzov, Dmitry Kachan, Eduard Siemens, Anhalt University of Applied Sciences)
@@ -85,7 +86,6 @@ pub struct PeerArgs {
 pub enum PeerExperiment {
     Throughput(ferry_lab::throughput::PeerArgs),
     Idle(ferry_lab::idle::PeerArgs),
-    SendTime(ferry_lab::sendtime::PeerArgs),
     Cycle(ferry_lab::cycle::PeerArgs),
     Hubs(ferry_lab::hubs::PeerArgs),
 }
@@ -130,7 +130,10 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
             let json = a.json.clone();
             run_and_print::<ferry_lab::limits::Limits>(a.into_config(), json.as_deref())
         }
-        Experiment::SendTime(a) => ferry_lab::sendtime::run(a),
+        Experiment::SendTime(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::sendtime::SendTime>(a.into_config(), json.as_deref())
+        }
         Experiment::UdpRate(a) => ferry_lab::udprate::run(a),
         Experiment::Cycle(a) => ferry_lab::cycle::run(a),
         Experiment::Hubs(a) => ferry_lab::hubs::run(a),
@@ -155,7 +158,6 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
             ferry_lab::throughput::run_peer(a).context("lab peer")
         }
         Some(PeerExperiment::Idle(a)) => ferry_lab::idle::run_peer(a).context("lab peer"),
-        Some(PeerExperiment::SendTime(a)) => ferry_lab::sendtime::run_peer(a).context("lab peer"),
         Some(PeerExperiment::Cycle(a)) => ferry_lab::cycle::run_peer(a).context("lab peer"),
         Some(PeerExperiment::Hubs(a)) => ferry_lab::hubs::run_peer(a).context("lab peer"),
     }
