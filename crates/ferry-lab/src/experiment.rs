@@ -219,6 +219,7 @@ registry![
     crate::limits::Limits,
     crate::latency::Latency,
     crate::sendtime::SendTime,
+    crate::idle::Idle,
 ];
 
 /// The experiment named `name`.

@@ -14,9 +14,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
 use super::footprint::{VORTEX_BINARY_BYTES, VORTEX_THREADS, VORTEX_VMRSS_KB};
-use super::studies::{
-    self, cite, cite_first, DDS_HUBS, DOMINION, PACED_UDP, SHM_STREAM, VORTEX_LITE,
-};
+use super::studies::{self, cite, cite_first, DDS_HUBS, DOMINION, PACED_UDP, VORTEX_LITE};
 use super::suite::{write as write_file, Outcome};
 use crate::error::Result;
 use crate::units::{format_ns, format_size};
@@ -897,40 +895,6 @@ fn legacy_section(v: &Value) -> Result<Section> {
     #[allow(unused_assignments)]
     let mut sentence = String::new();
     match name {
-        "idle" => {
-            let waits = distinct(rs, "wait");
-            let vals = waits
-                .iter()
-                .map(|w| {
-                    rs.iter()
-                        .find(|r| text(r, "wait") == Some(w))
-                        .and_then(|r| num(r, "cpu_percent"))
-                })
-                .collect::<Vec<_>>();
-            let svg = bar_svg(
-                &[Bars {
-                    title: "CPU of an idle subscriber by wait strategy",
-                    y_desc: "CPU (% of one CPU)",
-                    categories: waits.clone(),
-                    series: vec![("shm subscriber".into(), color(0), vals.clone())],
-                    reference: None,
-                    log_y: false,
-                }],
-                W,
-            )?;
-            svgs.push(("idle.svg".into(), svg));
-            captions.push("CPU time of a subscriber that waits for a message that does not come, from /proc/PID/stat.".into());
-            let parts: Vec<String> = waits
-                .iter()
-                .zip(&vals)
-                .filter_map(|(w, v)| Some(format!("{w} {:.1} %", (*v)?)))
-                .collect();
-            sentence = format!(
-                "In {}, the wait-free stream spins (faster, but it loads a CPU) while the blocking stream waits without a busy loop. Here an idle ferry subscriber uses {} of one CPU.",
-                cite(&SHM_STREAM),
-                parts.join(", ")
-            );
-        }
         "footprint" => {
             let cats: Vec<String> = rs
                 .iter()

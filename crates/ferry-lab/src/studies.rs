@@ -179,13 +179,7 @@ mod tests {
             ),
             (
                 "idle",
-                rows(
-                    "idle",
-                    vec![
-                        json!({"wait": "spin", "cpu_percent": 99.0}),
-                        json!({"wait": "block", "cpu_percent": 0.1}),
-                    ],
-                ),
+                serde_json::to_value(crate::idle::example()).unwrap(),
             ),
             (
                 "footprint",

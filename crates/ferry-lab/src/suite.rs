@@ -145,6 +145,22 @@ fn send_time(level: Level) -> Option<TypedRun> {
     Some(typed::<SendTime>(config))
 }
 
+fn idle(level: Level) -> Option<TypedRun> {
+    use crate::idle::{Config, Idle};
+    let config = match level {
+        Level::Smoke => Config {
+            seconds: 0.2,
+            ..Config::default()
+        },
+        Level::Quick => Config {
+            seconds: 1.0,
+            ..Config::default()
+        },
+        Level::Full => Config::default(),
+    };
+    Some(typed::<Idle>(config))
+}
+
 /// Every experiment the suite knows, in the order it runs them. An experiment this build does
 /// not have is skipped (hook: `cycle` and `throughput` are picked up as soon as `ferry lab
 /// cycle` / `ferry lab throughput` exist and take `--json`).
@@ -184,10 +200,10 @@ const STEPS: &[Step] = &[
     Step {
         name: "idle",
         file: "idle",
-        smoke: &["--seconds", "0.2"],
-        quick: &["--seconds", "1"],
+        smoke: &[],
+        quick: &[],
         full: &[],
-        typed: None,
+        typed: Some(idle),
     },
     Step {
         name: "footprint",

@@ -2,6 +2,7 @@
 //! experiment's typed configuration (`ferry_lab::<experiment>::Config`), which the lab library
 //! runs; the defaults live with the configuration, not here.
 
+mod idle;
 mod latency;
 mod limits;
 mod sendtime;
@@ -32,7 +33,7 @@ pub enum Experiment {
     /// another process, against plain UDP, iperf3 and sockperf measured in the same run
     Throughput(ferry_lab::throughput::ThroughputArgs),
     /// CPU used by an idle subscriber for each wait strategy (spin, block, adaptive)
-    Idle(ferry_lab::idle::IdleArgs),
+    Idle(idle::IdleArgs),
     /// Binary size, private memory and threads of a minimal publisher and subscriber, against
     /// Vortex Lite's footprint in the Vortex Lite performance whitepaper (ADLINK)
     Footprint(ferry_lab::footprint::FootprintArgs),
@@ -85,7 +86,6 @@ pub struct PeerArgs {
 #[derive(Debug, Subcommand)]
 pub enum PeerExperiment {
     Throughput(ferry_lab::throughput::PeerArgs),
-    Idle(ferry_lab::idle::PeerArgs),
     Cycle(ferry_lab::cycle::PeerArgs),
     Hubs(ferry_lab::hubs::PeerArgs),
 }
@@ -124,7 +124,10 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
             run_and_print::<ferry_lab::latency::Latency>(a.into_config(), json.as_deref())
         }
         Experiment::Throughput(a) => ferry_lab::throughput::run(a),
-        Experiment::Idle(a) => ferry_lab::idle::run(a),
+        Experiment::Idle(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::idle::Idle>(a.into_config(), json.as_deref())
+        }
         Experiment::Footprint(a) => ferry_lab::footprint::run(a),
         Experiment::Limits(a) => {
             let json = a.json.clone();
@@ -157,7 +160,6 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
         Some(PeerExperiment::Throughput(a)) => {
             ferry_lab::throughput::run_peer(a).context("lab peer")
         }
-        Some(PeerExperiment::Idle(a)) => ferry_lab::idle::run_peer(a).context("lab peer"),
         Some(PeerExperiment::Cycle(a)) => ferry_lab::cycle::run_peer(a).context("lab peer"),
         Some(PeerExperiment::Hubs(a)) => ferry_lab::hubs::run_peer(a).context("lab peer"),
     }
