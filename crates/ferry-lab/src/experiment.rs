@@ -220,6 +220,7 @@ registry![
     crate::latency::Latency,
     crate::sendtime::SendTime,
     crate::idle::Idle,
+    crate::footprint::Footprint,
 ];
 
 /// The experiment named `name`.

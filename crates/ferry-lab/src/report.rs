@@ -13,7 +13,6 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
-use super::footprint::{VORTEX_BINARY_BYTES, VORTEX_THREADS, VORTEX_VMRSS_KB};
 use super::studies::{self, cite, cite_first, DDS_HUBS, DOMINION, PACED_UDP, VORTEX_LITE};
 use super::suite::{write as write_file, Outcome};
 use crate::error::Result;
@@ -895,105 +894,6 @@ fn legacy_section(v: &Value) -> Result<Section> {
     #[allow(unused_assignments)]
     let mut sentence = String::new();
     match name {
-        "footprint" => {
-            let cats: Vec<String> = rs
-                .iter()
-                .map(|r| {
-                    format!(
-                        "{} {}",
-                        text(r, "app").unwrap_or("?").trim_start_matches("min-"),
-                        text(r, "transport").unwrap_or("?")
-                    )
-                })
-                .chain(std::iter::once("Vortex Lite".to_owned()))
-                .collect();
-            let col = |key: &str, div: f64| -> Vec<Option<f64>> {
-                rs.iter()
-                    .map(|r| num(r, key).map(|x| x / div))
-                    .chain(std::iter::once(None))
-                    .collect()
-            };
-            let vortex = |x: f64| -> Vec<Option<f64>> {
-                rs.iter()
-                    .map(|_| None)
-                    .chain(std::iter::once(Some(x)))
-                    .collect()
-            };
-            let panels = [
-                Bars {
-                    title: "Stripped binary",
-                    y_desc: "size (KB)",
-                    categories: cats.clone(),
-                    series: vec![
-                        ("ferry".into(), color(0), col("binary_bytes", 1024.0)),
-                        (
-                            "Vortex Lite".into(),
-                            GREY,
-                            vortex(VORTEX_BINARY_BYTES as f64 / 1024.0),
-                        ),
-                    ],
-                    reference: Some(("goal 531 KB".into(), 531.0)),
-                    log_y: false,
-                },
-                Bars {
-                    title: "Resident memory",
-                    y_desc: "KB",
-                    categories: cats.clone(),
-                    series: vec![
-                        ("private RSS".into(), color(0), col("rss_private_kb", 1.0)),
-                        ("VmRSS".into(), color(1), col("vm_rss_kb", 1.0)),
-                        ("ring (RssShmem)".into(), color(2), col("rss_shmem_kb", 1.0)),
-                        (
-                            "Vortex Lite VmRSS".into(),
-                            GREY,
-                            vortex(VORTEX_VMRSS_KB as f64),
-                        ),
-                    ],
-                    reference: Some(("goal 1.5 MB private".into(), 1536.0)),
-                    log_y: false,
-                },
-                Bars {
-                    title: "Threads",
-                    y_desc: "threads",
-                    categories: cats.clone(),
-                    series: vec![
-                        ("ferry".into(), color(0), col("threads", 1.0)),
-                        ("Vortex Lite".into(), GREY, vortex(VORTEX_THREADS as f64)),
-                    ],
-                    reference: Some(("goal 2 threads".into(), 2.0)),
-                    log_y: false,
-                },
-            ];
-            svgs.push(("footprint.svg".into(), bar_svg(&panels, 1500)?));
-            captions.push("min-pub sends 64 bytes every 10 ms, min-sub receives; built with the min-size profile. Private RSS = Private_Clean + Private_Dirty (smaps_rollup); VmRSS also counts shared libc pages; the ring is shared memory, shown apart. Grey: Vortex Lite (x86, static library).".into());
-            let describe = |app: &str, t: &str| -> Option<String> {
-                let r = rs
-                    .iter()
-                    .find(|r| text(r, "app") == Some(app) && text(r, "transport") == Some(t))?;
-                Some(format!(
-                    "ferry {app} over {t}: {:.0} KB / {:.0} KB private RSS (VmRSS {:.0} KB, ring {:.0} KB) / {:.0} thread(s)",
-                    num(r, "binary_bytes")? / 1024.0,
-                    num(r, "rss_private_kb")?,
-                    num(r, "vm_rss_kb")?,
-                    num(r, "rss_shmem_kb")?,
-                    num(r, "threads")?
-                ))
-            };
-            let ours: Vec<String> = [
-                ("min-pub", "shm"),
-                ("min-sub", "shm"),
-                ("min-pub", "udp"),
-                ("min-sub", "udp"),
-            ]
-            .iter()
-            .filter_map(|(a, t)| describe(a, t))
-            .collect();
-            sentence = format!(
-                "Vortex Lite in {} (x86, static library): 531 KB publisher image / 1.5 MB VmRSS / 7 threads. {}.",
-                cite(&VORTEX_LITE),
-                ours.join("; ")
-            );
-        }
         "throughput" => {
             let transports = distinct(rs, "transport");
             let sizes = distinct_sizes(rs);

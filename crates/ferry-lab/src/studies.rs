@@ -163,10 +163,6 @@ mod tests {
                    "pacing": "catch-up", "requested_bps": 3e9, "achieved_bps": achieved,
                    "windows_bps": [achieved], "timeline": timeline.clone()})
         };
-        let footprint = |app: &str, t: &str| {
-            json!({"app": app, "transport": t, "binary_bytes": 500_000, "rss_private_kb": 300,
-                   "vm_rss_kb": 1800, "rss_shmem_kb": 100, "threads": 1})
-        };
         let rows = |experiment: &str, rows: Vec<Value>| json!({"ferry_version": "0", "experiment": experiment, "config": {}, "rows": rows});
         vec![
             (
@@ -183,10 +179,7 @@ mod tests {
             ),
             (
                 "footprint",
-                rows(
-                    "footprint",
-                    vec![footprint("min-pub", "shm"), footprint("min-sub", "shm")],
-                ),
+                serde_json::to_value(crate::footprint::example()).unwrap(),
             ),
             (
                 "limits",

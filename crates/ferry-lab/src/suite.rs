@@ -161,6 +161,26 @@ fn idle(level: Level) -> Option<TypedRun> {
     Some(typed::<Idle>(config))
 }
 
+fn footprint(level: Level) -> Option<TypedRun> {
+    use crate::footprint::{Config, Footprint};
+    let config = match level {
+        Level::Smoke => Config {
+            seconds: 0.6,
+            ..Config::default()
+        },
+        Level::Quick => Config {
+            seconds: 2.0,
+            build: true,
+            ..Config::default()
+        },
+        Level::Full => Config {
+            build: true,
+            ..Config::default()
+        },
+    };
+    Some(typed::<Footprint>(config))
+}
+
 /// Every experiment the suite knows, in the order it runs them. An experiment this build does
 /// not have is skipped (hook: `cycle` and `throughput` are picked up as soon as `ferry lab
 /// cycle` / `ferry lab throughput` exist and take `--json`).
@@ -208,10 +228,10 @@ const STEPS: &[Step] = &[
     Step {
         name: "footprint",
         file: "footprint",
-        smoke: &["--seconds", "0.6"],
-        quick: &["--seconds", "2", "--build"],
-        full: &["--build"],
-        typed: None,
+        smoke: &[],
+        quick: &[],
+        full: &[],
+        typed: Some(footprint),
     },
     // The DDS hubs (the DDS-Demonstrators performance study): a ring of 4 processes on one host,
     // then split over two network namespaces joined by a 100 Mbit/s veth (root only; without it the

@@ -2,6 +2,7 @@
 //! experiment's typed configuration (`ferry_lab::<experiment>::Config`), which the lab library
 //! runs; the defaults live with the configuration, not here.
 
+mod footprint;
 mod idle;
 mod latency;
 mod limits;
@@ -36,7 +37,7 @@ pub enum Experiment {
     Idle(idle::IdleArgs),
     /// Binary size, private memory and threads of a minimal publisher and subscriber, against
     /// Vortex Lite's footprint in the Vortex Lite performance whitepaper (ADLINK)
-    Footprint(ferry_lab::footprint::FootprintArgs),
+    Footprint(footprint::FootprintArgs),
     /// Raw limits of this machine: cache-line handoff, futex wake, UDP loopback, memcpy
     Limits(limits::LimitsArgs),
     /// The time of the publish call alone, by transport and size, as in the cpp-shm-stream
@@ -128,7 +129,10 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
             let json = a.json.clone();
             run_and_print::<ferry_lab::idle::Idle>(a.into_config(), json.as_deref())
         }
-        Experiment::Footprint(a) => ferry_lab::footprint::run(a),
+        Experiment::Footprint(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::footprint::Footprint>(a.into_config(), json.as_deref())
+        }
         Experiment::Limits(a) => {
             let json = a.json.clone();
             run_and_print::<ferry_lab::limits::Limits>(a.into_config(), json.as_deref())
