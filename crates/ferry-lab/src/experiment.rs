@@ -216,8 +216,12 @@ macro_rules! registry {
 
 registry![
     // One line per experiment, in the suite's order.
+    crate::limits::Limits,
     crate::latency::Latency,
+    crate::sendtime::SendTime,
     crate::throughput::Throughput,
+    crate::idle::Idle,
+    crate::footprint::Footprint,
     crate::udprate::UdpRate,
     crate::cycle::Cycle,
 ];

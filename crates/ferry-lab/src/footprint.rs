@@ -10,18 +10,21 @@
 //!   `/proc/PID/status`), and `VmRSS` as the study reported it (it counts shared libc pages too);
 //! - the thread count (`Threads` of `/proc/PID/status`).
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use rustix::process::{kill_process_group, Pid, Signal};
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{Machine, Results};
 use crate::error::{bail, note, Context, Result};
+use crate::experiment::{Experiment, Measured, NoPeer, Results};
+use crate::report::{bar_svg, color, Bars, Plot, Section, SummaryLine, GREY};
 use crate::signal;
-use crate::table::{print_out, Table};
+use crate::studies::{cite, VORTEX_LITE};
+use crate::table::Table;
 
 /// Vortex Lite's figures (x86, static library): publisher image 531 320 bytes, subscriber VmRSS
 /// 1520 KB, 7 threads.
@@ -37,38 +40,78 @@ pub const GOAL_THREADS: u64 = 2;
 /// The command that builds the apps.
 pub const BUILD_COMMAND: &str = "cargo build --profile min-size -p ferry-min";
 
-#[derive(Debug, Args)]
-pub struct FootprintArgs {
-    /// Transports to run the pair on, comma-separated: shm, udp
-    #[arg(
-        long = "transport",
-        value_name = "LIST",
-        value_delimiter = ',',
-        default_value = "shm,udp"
-    )]
-    pub transports: Vec<String>,
-
-    /// Seconds each pair runs (memory is read near the end)
-    #[arg(long, value_name = "S", default_value_t = 2.0)]
-    pub seconds: f64,
-
-    /// Where min-pub and min-sub are [default: the min-size profile's directory, target/min-size]
-    #[arg(long, value_name = "DIR")]
-    pub bin_dir: Option<PathBuf>,
-
-    /// Build the apps with cargo first if they are missing (when run from the source tree)
-    #[arg(long)]
-    pub build: bool,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
+/// The transports the pair runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    Shm,
+    Udp,
 }
 
-#[derive(Debug, Serialize, Clone)]
+impl Transport {
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Shm => "shm",
+            Transport::Udp => "udp",
+        }
+    }
+}
+
+pub fn parse_transport(t: &str) -> Result<Transport, String> {
+    match t.trim() {
+        "shm" => Ok(Transport::Shm),
+        "udp" => Ok(Transport::Udp),
+        other => Err(format!("unknown transport {other:?}: use shm, udp")),
+    }
+}
+
+/// The two minimal apps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum App {
+    MinPub,
+    MinSub,
+}
+
+impl App {
+    pub fn name(self) -> &'static str {
+        match self {
+            App::MinPub => "min-pub",
+            App::MinSub => "min-sub",
+        }
+    }
+}
+
+/// What `ferry lab footprint` is asked to measure.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Transports to run the pair on, in turn.
+    pub transports: Vec<Transport>,
+    /// Seconds each pair runs (memory is read near the end).
+    pub seconds: f64,
+    /// Where min-pub and min-sub are; `None`: the min-size profile's directory.
+    pub bin_dir: Option<PathBuf>,
+    /// Build the apps with cargo first if they are missing (when run from the source tree).
+    pub build: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            transports: vec![Transport::Shm, Transport::Udp],
+            seconds: 2.0,
+            bin_dir: None,
+            build: false,
+        }
+    }
+}
+
+/// One app over one transport.
+#[derive(Debug, Serialize, Deserialize, JsonSchema, Clone)]
 pub struct Row {
-    pub app: &'static str,
-    pub transport: String,
+    pub app: App,
+    pub transport: Transport,
     pub binary_bytes: u64,
     pub rss_private_kb: u64,
     pub rss_shmem_kb: u64,
@@ -80,24 +123,47 @@ pub struct Row {
     pub rss_shared_kb: u64,
     /// Messages the subscriber received in the run (publisher rows: messages it sent, estimated
     /// from the run time).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub received: Option<u64>,
 }
 
-#[derive(Debug, Serialize)]
-struct Config {
+impl Row {
+    fn of(
+        app: App,
+        transport: Transport,
+        binary_bytes: u64,
+        r: &Reading,
+        received: Option<u64>,
+    ) -> Row {
+        Row {
+            app,
+            transport,
+            binary_bytes,
+            rss_private_kb: r.private_kb,
+            rss_shmem_kb: r.shmem_kb,
+            threads: r.threads,
+            vm_rss_kb: r.vm_rss_kb,
+            rss_shared_kb: r.shared_kb,
+            received,
+        }
+    }
+}
+
+/// How a footprint run was made.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Setup {
     seconds: f64,
     bin_dir: String,
-    profile: &'static str,
-    build_command: &'static str,
-    message: &'static str,
-    measured: &'static str,
+    profile: String,
+    build_command: String,
+    message: String,
+    measured: String,
     vortex_lite: Vortex,
     goals: Goals,
     verdict: Vec<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 struct Vortex {
     publisher_binary_bytes: u64,
     subscriber_vm_rss_kb: u64,
@@ -105,13 +171,16 @@ struct Vortex {
     source: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 struct Goals {
     binary_bytes: u64,
     rss_private_kb: u64,
     threads: u64,
-    applies_to: &'static str,
+    applies_to: String,
 }
+
+/// The experiment (see the module's documentation).
+pub struct Footprint;
 
 /// Finds the directory holding `min-pub` and `min-sub`.
 pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
@@ -187,15 +256,17 @@ impl Drop for Kid {
     }
 }
 
-pub fn run(args: FootprintArgs) -> Result<()> {
+fn validate(args: &Config) -> Result<()> {
     if !(args.seconds >= 0.3 && args.seconds <= 600.0) {
         bail!("--seconds must be between 0.3 and 600");
     }
-    for t in &args.transports {
-        if t != "shm" && t != "udp" {
-            bail!("--transport: unknown transport {t:?}: use shm, udp");
-        }
+    if args.transports.is_empty() {
+        bail!("--transport: give at least one");
     }
+    Ok(())
+}
+
+fn run(args: &Config) -> Result<Measured<Footprint>> {
     let mut dir = locate(args.bin_dir.as_deref());
     if dir.is_none() && args.build && try_build()? {
         dir = locate(args.bin_dir.as_deref());
@@ -207,10 +278,67 @@ pub fn run(args: FootprintArgs) -> Result<()> {
         );
     };
     let mut rows = Vec::new();
-    for transport in &args.transports {
+    for &transport in &args.transports {
         rows.extend(measure_pair(&dir, transport, args.seconds)?);
     }
+    let setup = Setup {
+        seconds: args.seconds,
+        bin_dir: dir.display().to_string(),
+        profile: "min-size (opt-level s, lto fat, panic abort, strip), ferry without its domain-key feature (no cipher linked)".to_owned(),
+        build_command: BUILD_COMMAND.to_owned(),
+        message: "min-pub sends a 64-byte message every 10 ms; min-sub receives (WaitStrategy::Block)".to_owned(),
+        measured: "binary_bytes: file size; rss_private_kb: Private_Clean + Private_Dirty of /proc/PID/smaps_rollup; rss_shmem_kb: RssShmem of /proc/PID/status (the ring pages); vm_rss_kb: VmRSS; threads: Threads; read near the end of the run, the largest of several readings".to_owned(),
+        vortex_lite: Vortex {
+            publisher_binary_bytes: VORTEX_BINARY_BYTES,
+            subscriber_vm_rss_kb: VORTEX_VMRSS_KB,
+            threads: VORTEX_THREADS,
+            source: format!(
+                "{}, x86, static library: Tables 1 and 3, and the thread count",
+                cite(&VORTEX_LITE)
+            ),
+        },
+        goals: Goals {
+            binary_bytes: GOAL_BINARY_BYTES,
+            rss_private_kb: GOAL_RSS_PRIVATE_KB,
+            threads: GOAL_THREADS,
+            applies_to: "min-pub over shm".to_owned(),
+        },
+        verdict: verdict(&rows),
+    };
+    Ok(Measured { setup, rows })
+}
 
+impl Experiment for Footprint {
+    const NAME: &'static str = "footprint";
+    const TITLE: &'static str = "Footprint of a minimal publisher and subscriber";
+    type Config = Config;
+    type Setup = Setup;
+    type Row = Row;
+    type PeerRequest = NoPeer;
+
+    fn validate(config: &Config) -> Result<()> {
+        validate(config)
+    }
+
+    fn run(config: &Config) -> Result<Measured<Self>> {
+        run(config)
+    }
+
+    fn table(results: &Results<Self>) -> String {
+        render_table(&results.rows)
+    }
+
+    fn section(results: &Results<Self>) -> Result<Section> {
+        section(&results.rows)
+    }
+
+    fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
+        summary(&results.rows)
+    }
+}
+
+/// The table, then the verdict on the goals.
+fn render_table(rows: &[Row]) -> String {
     let mut table = Table::new(&[
         "app",
         "transport",
@@ -220,10 +348,10 @@ pub fn run(args: FootprintArgs) -> Result<()> {
         "VmRSS",
         "threads",
     ]);
-    for r in &rows {
+    for r in rows {
         table.row(vec![
-            r.app.to_owned(),
-            r.transport.clone(),
+            r.app.name().to_owned(),
+            r.transport.name().to_owned(),
             format!("{} KB", r.binary_bytes.div_ceil(1024)),
             format!("{} KB", r.rss_private_kb),
             format!("{} KB", r.rss_shmem_kb),
@@ -231,48 +359,195 @@ pub fn run(args: FootprintArgs) -> Result<()> {
             r.threads.to_string(),
         ]);
     }
-    print_out(&table.render())?;
-    let verdict = verdict(&rows);
-    for v in &verdict {
-        println!("{v}");
+    let mut out = table.render();
+    for v in verdict(rows) {
+        let _ = writeln!(out, "{v}");
     }
+    out
+}
 
-    if let Some(path) = &args.json {
-        let config = Config {
-            seconds: args.seconds,
-            bin_dir: dir.display().to_string(),
-            profile: "min-size (opt-level s, lto fat, panic abort, strip), ferry without its domain-key feature (no cipher linked)",
-            build_command: BUILD_COMMAND,
-            message: "min-pub sends a 64-byte message every 10 ms; min-sub receives (WaitStrategy::Block)",
-            measured: "binary_bytes: file size; rss_private_kb: Private_Clean + Private_Dirty of /proc/PID/smaps_rollup; rss_shmem_kb: RssShmem of /proc/PID/status (the ring pages); vm_rss_kb: VmRSS; threads: Threads; read near the end of the run, the largest of several readings",
-            vortex_lite: Vortex {
-                publisher_binary_bytes: VORTEX_BINARY_BYTES,
-                subscriber_vm_rss_kb: VORTEX_VMRSS_KB,
-                threads: VORTEX_THREADS,
-                source: format!(
-                    "{}, x86, static library: Tables 1 and 3, and the thread count",
-                    crate::studies::cite(&crate::studies::VORTEX_LITE)
+fn section(rs: &[Row]) -> Result<Section> {
+    let cats: Vec<String> = rs
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r.app.name().trim_start_matches("min-"),
+                r.transport.name()
+            )
+        })
+        .chain(std::iter::once("Vortex Lite".to_owned()))
+        .collect();
+    let col = |f: fn(&Row) -> u64, div: f64| -> Vec<Option<f64>> {
+        rs.iter()
+            .map(|r| Some(f(r) as f64 / div))
+            .chain(std::iter::once(None))
+            .collect()
+    };
+    let vortex = |x: f64| -> Vec<Option<f64>> {
+        rs.iter()
+            .map(|_| None)
+            .chain(std::iter::once(Some(x)))
+            .collect()
+    };
+    let panels = [
+        Bars {
+            title: "Stripped binary",
+            y_desc: "size (KB)",
+            categories: cats.clone(),
+            series: vec![
+                ("ferry".into(), color(0), col(|r| r.binary_bytes, 1024.0)),
+                (
+                    "Vortex Lite".into(),
+                    GREY,
+                    vortex(VORTEX_BINARY_BYTES as f64 / 1024.0),
                 ),
-            },
-            goals: Goals {
-                binary_bytes: GOAL_BINARY_BYTES,
-                rss_private_kb: GOAL_RSS_PRIVATE_KB,
-                threads: GOAL_THREADS,
-                applies_to: "min-pub over shm",
-            },
-            verdict,
-        };
-        Results::new("footprint", Machine::probe(), config, rows).write_json(path)?;
-        note!("wrote {}", path.display());
+            ],
+            reference: Some(("goal 531 KB".into(), 531.0)),
+            log_y: false,
+        },
+        Bars {
+            title: "Resident memory",
+            y_desc: "KB",
+            categories: cats.clone(),
+            series: vec![
+                (
+                    "private RSS".into(),
+                    color(0),
+                    col(|r| r.rss_private_kb, 1.0),
+                ),
+                ("VmRSS".into(), color(1), col(|r| r.vm_rss_kb, 1.0)),
+                (
+                    "ring (RssShmem)".into(),
+                    color(2),
+                    col(|r| r.rss_shmem_kb, 1.0),
+                ),
+                (
+                    "Vortex Lite VmRSS".into(),
+                    GREY,
+                    vortex(VORTEX_VMRSS_KB as f64),
+                ),
+            ],
+            reference: Some(("goal 1.5 MB private".into(), 1536.0)),
+            log_y: false,
+        },
+        Bars {
+            title: "Threads",
+            y_desc: "threads",
+            categories: cats.clone(),
+            series: vec![
+                ("ferry".into(), color(0), col(|r| r.threads, 1.0)),
+                ("Vortex Lite".into(), GREY, vortex(VORTEX_THREADS as f64)),
+            ],
+            reference: Some(("goal 2 threads".into(), 2.0)),
+            log_y: false,
+        },
+    ];
+    let svg = bar_svg(&panels, 1500)?;
+    let describe = |app: App, t: Transport| -> Option<String> {
+        let r = rs.iter().find(|r| r.app == app && r.transport == t)?;
+        Some(format!(
+            "ferry {} over {}: {:.0} KB / {:.0} KB private RSS (VmRSS {:.0} KB, ring {:.0} KB) / {:.0} thread(s)",
+            app.name(),
+            t.name(),
+            r.binary_bytes as f64 / 1024.0,
+            r.rss_private_kb,
+            r.vm_rss_kb,
+            r.rss_shmem_kb,
+            r.threads
+        ))
+    };
+    let ours: Vec<String> = [
+        (App::MinPub, Transport::Shm),
+        (App::MinSub, Transport::Shm),
+        (App::MinPub, Transport::Udp),
+        (App::MinSub, Transport::Udp),
+    ]
+    .iter()
+    .filter_map(|&(a, t)| describe(a, t))
+    .collect();
+    Ok(Section {
+        plots: vec![Plot {
+            file: "footprint.svg".to_owned(),
+            svg,
+            caption: "min-pub sends 64 bytes every 10 ms, min-sub receives; built with the min-size profile. Private RSS = Private_Clean + Private_Dirty (smaps_rollup); VmRSS also counts shared libc pages; the ring is shared memory, shown apart. Grey: Vortex Lite (x86, static library).".to_owned(),
+        }],
+        sentence: format!(
+            "Vortex Lite in {} (x86, static library): 531 KB publisher image / 1.5 MB VmRSS / 7 threads. {}.",
+            cite(&VORTEX_LITE),
+            ours.join("; ")
+        ),
+    })
+}
+
+/// The study's three figures (x86, static library) beside ferry's: the publisher's image, the
+/// subscriber's VmRSS, the threads of each app.
+fn summary(rs: &[Row]) -> Vec<SummaryLine> {
+    let find = |app: App, t: Transport| rs.iter().find(|r| r.app == app && r.transport == t);
+    let transports: Vec<Transport> = [Transport::Shm, Transport::Udp]
+        .into_iter()
+        .filter(|&t| rs.iter().any(|r| r.transport == t))
+        .collect();
+    let per_transport = |app: App, f: &dyn Fn(&Row) -> String| -> String {
+        transports
+            .iter()
+            .filter_map(|&t| Some(format!("{} {}", t.name(), f(find(app, t)?))))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut lines = Vec::new();
+    // The same binary whatever the transport.
+    if let Some(p) = rs.iter().find(|r| r.app == App::MinPub) {
+        lines.push(SummaryLine {
+            what: "publisher binary (stripped)".to_owned(),
+            ferry: format!("{} bytes (min-pub)", p.binary_bytes),
+            floor: None,
+            best_peer: None,
+            study: Some(format!(
+                "{VORTEX_BINARY_BYTES} bytes publisher image, x86, static library ({})",
+                cite(&VORTEX_LITE)
+            )),
+        });
     }
-    Ok(())
+    if rs.iter().any(|r| r.app == App::MinSub) {
+        lines.push(SummaryLine {
+            what: "subscriber VmRSS".to_owned(),
+            ferry: per_transport(App::MinSub, &|r| {
+                format!("{} KB ({} KB private)", r.vm_rss_kb, r.rss_private_kb)
+            }),
+            floor: None,
+            best_peer: None,
+            study: Some(format!(
+                "{VORTEX_VMRSS_KB} KB, x86 ({})",
+                cite(&VORTEX_LITE)
+            )),
+        });
+    }
+    if !rs.is_empty() {
+        let threads = |app: App| per_transport(app, &|r| r.threads.to_string());
+        lines.push(SummaryLine {
+            what: "threads per app".to_owned(),
+            ferry: format!(
+                "min-pub: {}; min-sub: {}",
+                threads(App::MinPub),
+                threads(App::MinSub)
+            ),
+            floor: None,
+            best_peer: None,
+            study: Some(format!(
+                "{VORTEX_THREADS} threads in each app ({})",
+                cite(&VORTEX_LITE)
+            )),
+        });
+    }
+    lines
 }
 
 /// One line per goal for the shared-memory publisher.
 fn verdict(rows: &[Row]) -> Vec<String> {
     let Some(p) = rows
         .iter()
-        .find(|r| r.app == "min-pub" && r.transport == "shm")
+        .find(|r| r.app == App::MinPub && r.transport == Transport::Shm)
     else {
         return Vec::new();
     };
@@ -299,35 +574,27 @@ fn verdict(rows: &[Row]) -> Vec<String> {
     ]
 }
 
-fn measure_pair(dir: &Path, transport: &str, seconds: f64) -> Result<Vec<Row>> {
-    let domain = format!("labfp{}{}", std::process::id(), transport);
+fn measure_pair(dir: &Path, transport: Transport, seconds: f64) -> Result<Vec<Row>> {
+    let domain = format!("labfp{}{}", std::process::id(), transport.name());
     let outcome = run_pair(dir, transport, seconds, &domain);
     // The apps are gone (reaped, or killed and reaped): remove what they left, also after an
     // interruption or a failure.
     let _ = ferry::admin::clean(Some(&domain));
     let (peak, received) = outcome?;
+    let t = transport.name();
     if received.unwrap_or(0) == 0 {
-        bail!("min-sub over {transport} received no message");
+        bail!("min-sub over {t} received no message");
     }
     let mut rows = Vec::new();
-    for (i, app) in ["min-pub", "min-sub"].into_iter().enumerate() {
+    for (i, app) in [App::MinPub, App::MinSub].into_iter().enumerate() {
         let Some(r) = peak[i] else {
-            bail!("could not read the memory of {app} over {transport}");
+            bail!("could not read the memory of {} over {t}", app.name());
         };
-        let binary_bytes = std::fs::metadata(dir.join(app))
-            .context(format!("size of {app}"))?
+        let binary_bytes = std::fs::metadata(dir.join(app.name()))
+            .context(format!("size of {}", app.name()))?
             .len();
-        rows.push(Row {
-            app,
-            transport: transport.to_owned(),
-            binary_bytes,
-            rss_private_kb: r.private_kb,
-            rss_shmem_kb: r.shmem_kb,
-            threads: r.threads,
-            vm_rss_kb: r.vm_rss_kb,
-            rss_shared_kb: r.shared_kb,
-            received: (i == 1).then_some(received.unwrap_or(0)),
-        });
+        let received = (app == App::MinSub).then_some(received.unwrap_or(0));
+        rows.push(Row::of(app, transport, binary_bytes, &r, received));
     }
     Ok(rows)
 }
@@ -336,10 +603,11 @@ fn measure_pair(dir: &Path, transport: &str, seconds: f64) -> Result<Vec<Row>> {
 /// min-sub says it received.
 fn run_pair(
     dir: &Path,
-    transport: &str,
+    transport: Transport,
     seconds: f64,
     domain: &str,
 ) -> Result<([Option<Reading>; 2], Option<u64>)> {
+    let transport = transport.name();
     let spawn = |app: &str, run_for: f64| -> Result<Kid> {
         let mut cmd = Command::new(dir.join(app));
         cmd.args(["--domain", domain, "--seconds", &format!("{run_for}")]);
@@ -441,5 +709,153 @@ impl Reading {
             vm_rss_kb: self.vm_rss_kb.max(o.vm_rss_kb),
             threads: self.threads.max(o.threads),
         }
+    }
+}
+
+/// Results of a small made-up run, for the report's tests.
+#[cfg(test)]
+pub(crate) fn example() -> Results<Footprint> {
+    let config = Config::default();
+    let reading = |private_kb: u64, threads: u64| Reading {
+        private_kb,
+        shared_kb: 900,
+        shmem_kb: 100,
+        vm_rss_kb: private_kb + 1500,
+        threads,
+    };
+    let rows = vec![
+        Row::of(App::MinPub, Transport::Shm, 533_504, &reading(300, 1), None),
+        Row::of(
+            App::MinSub,
+            Transport::Shm,
+            520_000,
+            &reading(280, 1),
+            Some(200),
+        ),
+        Row::of(App::MinPub, Transport::Udp, 533_504, &reading(400, 2), None),
+        Row::of(
+            App::MinSub,
+            Transport::Udp,
+            520_000,
+            &reading(390, 2),
+            Some(199),
+        ),
+    ];
+    let setup = Setup {
+        seconds: config.seconds,
+        bin_dir: "target/min-size".to_owned(),
+        profile: String::new(),
+        build_command: BUILD_COMMAND.to_owned(),
+        message: String::new(),
+        measured: String::new(),
+        vortex_lite: Vortex {
+            publisher_binary_bytes: VORTEX_BINARY_BYTES,
+            subscriber_vm_rss_kb: VORTEX_VMRSS_KB,
+            threads: VORTEX_THREADS,
+            source: String::new(),
+        },
+        goals: Goals {
+            binary_bytes: GOAL_BINARY_BYTES,
+            rss_private_kb: GOAL_RSS_PRIVATE_KB,
+            threads: GOAL_THREADS,
+            applies_to: String::new(),
+        },
+        verdict: verdict(&rows),
+    };
+    Results::new(crate::Machine::probe(), config, Measured { setup, rows })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_results_read_back_and_draw() {
+        let results = example();
+        let value = serde_json::to_value(&results).unwrap();
+        // The rows' JSON is as before: apps and transports by name, `received` only for min-sub.
+        assert_eq!(value["rows"][0]["app"], "min-pub");
+        assert_eq!(value["rows"][2]["transport"], "udp");
+        assert!(value["rows"][0].get("received").is_none());
+        assert_eq!(value["rows"][1]["received"], 200);
+        assert_eq!(value["config"]["vortex_lite"]["threads"], 7);
+        assert_eq!(
+            value["config"]["verdict"][0],
+            "binary 521 KB (goal <= 531 KB): met"
+        );
+        let back = Results::<Footprint>::from_value(value).unwrap();
+        assert_eq!(back.rows.len(), 4);
+        let section = Footprint::section(&back).unwrap();
+        assert_eq!(section.plots.len(), 1);
+        assert_eq!(section.plots[0].file, "footprint.svg");
+        for label in ["pub shm", "sub udp", "Vortex Lite", "goal 531 KB"] {
+            assert!(section.plots[0].svg.contains(label), "{label} missing");
+        }
+        assert!(
+            section.sentence.contains(
+                "ferry min-pub over shm: 521 KB / 300 KB private RSS (VmRSS 1800 KB, ring 100 KB) / 1 thread(s)"
+            ),
+            "{}",
+            section.sentence
+        );
+        let table = Footprint::table(&back);
+        assert!(
+            table.contains("ring (RssShmem)") && table.contains("threads 1 (goal <= 2): met"),
+            "{table}"
+        );
+
+        let summary = Footprint::summary(&back);
+        assert_eq!(summary.len(), 3);
+        assert_eq!(summary[0].ferry, "533504 bytes (min-pub)");
+        assert!(summary[0]
+            .study
+            .as_ref()
+            .unwrap()
+            .starts_with("531320 bytes"));
+        assert_eq!(
+            summary[1].ferry,
+            "shm 1780 KB (280 KB private), udp 1890 KB (390 KB private)"
+        );
+        assert_eq!(
+            summary[2].ferry,
+            "min-pub: shm 1, udp 2; min-sub: shm 1, udp 2"
+        );
+        assert!(summary[2]
+            .study
+            .as_ref()
+            .unwrap()
+            .contains(&cite(&VORTEX_LITE)));
+    }
+
+    #[test]
+    fn configurations_are_checked() {
+        assert!(validate(&Config::default()).is_ok());
+        let e = validate(&Config {
+            seconds: 0.1,
+            ..Config::default()
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--seconds must be between 0.3 and 600"),
+            "{e}"
+        );
+        assert!(parse_transport("tcp").unwrap_err().contains("use shm, udp"));
+        let back: Config = serde_json::from_str("{\"build\": true}").unwrap();
+        assert!(back.build && back.bin_dir.is_none());
+        assert_eq!(back.transports, [Transport::Shm, Transport::Udp]);
+    }
+
+    #[test]
+    fn only_the_min_size_directory_is_taken() {
+        // A directory without both apps is not the min-size build.
+        let dir = std::env::temp_dir().join(format!("ferry-fp-locate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("min-pub"), b"").unwrap();
+        assert_eq!(locate(Some(&dir)), None);
+        std::fs::write(dir.join("min-sub"), b"").unwrap();
+        assert_eq!(locate(Some(&dir)), Some(dir.clone()));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

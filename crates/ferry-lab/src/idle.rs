@@ -1,49 +1,90 @@
 //! `ferry lab idle`: the CPU an idle subscriber burns, per wait strategy. After one message the
-//! subscriber process waits for the next one that does not come; its CPU time is read from
-//! /proc/<pid>/stat over the idle period. `spin` shows the cost of busy waiting; `block` and
-//! `adaptive` (once its spin window has passed) should be close to nothing.
+//! subscriber process (the experiment's peer, see [`crate::peer`]) waits for the next one that
+//! does not come; its CPU time is read from /proc/<pid>/stat over the idle period. `spin` shows
+//! the cost of busy waiting; `block` and `adaptive` (once its spin window has passed) should be
+//! close to nothing.
 
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use clap::Args;
-use ferry::{Node, Qos, Transport, WaitStrategy};
-use serde::Serialize;
+use ferry::{Node, Qos, WaitStrategy};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{Machine, Peer, Results};
-use crate::error::{bail, Context, Result};
+use crate::error::{bail, note, Context, Error, Result};
+use crate::experiment::{Experiment, Measured, Results};
+use crate::peer::{Peer, PeerLink, Place};
+use crate::report::{bar_svg, color, Bars, Plot, Section, SummaryLine, W};
 use crate::signal;
+use crate::studies::{cite, SHM_STREAM};
 
-#[derive(Debug, Args)]
-pub struct IdleArgs {
-    /// Wait strategies of the idle subscriber, comma-separated: spin, block, adaptive
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_wait, default_value = "block,adaptive,spin")]
-    pub wait: Vec<WaitStrategy>,
-
-    /// Transport of the idle pair: shm, or auto (the default of applications: shared memory
-    /// here, UDP to other hosts)
-    #[arg(long, value_name = "T", value_parser = parse_transport, default_value = "shm")]
-    pub transport: Transport,
-
-    /// Seconds of idleness measured per strategy (after a settling pause of 0.5 s)
-    #[arg(long, value_name = "S", default_value_t = 2.0)]
-    pub seconds: f64,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<std::path::PathBuf>,
+/// A wait strategy of the idle subscriber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Wait {
+    Spin,
+    Block,
+    Adaptive,
 }
 
-#[derive(Debug, Args)]
-pub struct PeerArgs {
-    #[arg(long)]
-    domain: String,
-    #[arg(long, value_parser = parse_wait)]
-    wait: WaitStrategy,
-    #[arg(long, value_parser = parse_transport, default_value = "shm")]
-    transport: Transport,
+impl Wait {
+    pub fn name(self) -> &'static str {
+        match self {
+            Wait::Spin => "spin",
+            Wait::Block => "block",
+            Wait::Adaptive => "adaptive",
+        }
+    }
+
+    fn strategy(self) -> WaitStrategy {
+        match self {
+            Wait::Spin => WaitStrategy::Spin,
+            Wait::Block => WaitStrategy::Block,
+            Wait::Adaptive => WaitStrategy::Adaptive,
+        }
+    }
 }
 
-fn parse_transport(s: &str) -> Result<Transport, String> {
+pub fn parse_wait(s: &str) -> Result<Wait, String> {
+    match s {
+        "spin" => Ok(Wait::Spin),
+        "block" => Ok(Wait::Block),
+        "adaptive" => Ok(Wait::Adaptive),
+        other => Err(format!(
+            "unknown wait strategy {other:?}: use spin, block or adaptive"
+        )),
+    }
+}
+
+/// The transport of the idle pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    Shm,
+    /// The default of applications: shared memory here, UDP to other hosts.
+    Auto,
+    Udp,
+}
+
+impl Transport {
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Shm => "shm",
+            Transport::Auto => "auto",
+            Transport::Udp => "udp",
+        }
+    }
+
+    fn ferry(self) -> ferry::Transport {
+        match self {
+            Transport::Shm => ferry::Transport::Shm,
+            Transport::Auto => ferry::Transport::Auto,
+            Transport::Udp => ferry::Transport::Udp,
+        }
+    }
+}
+
+pub fn parse_transport(s: &str) -> Result<Transport, String> {
     match s {
         "shm" => Ok(Transport::Shm),
         "auto" => Ok(Transport::Auto),
@@ -52,121 +93,137 @@ fn parse_transport(s: &str) -> Result<Transport, String> {
     }
 }
 
-fn transport_name(t: Transport) -> &'static str {
-    match t {
-        Transport::Shm => "shm",
-        Transport::Udp => "udp",
-        _ => "auto",
+/// What `ferry lab idle` is asked to measure.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Wait strategies of the idle subscriber, in the order they run.
+    pub wait: Vec<Wait>,
+    /// Transport of the idle pair.
+    pub transport: Transport,
+    /// Seconds of idleness measured per strategy (after a settling pause of 0.5 s).
+    pub seconds: f64,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            wait: vec![Wait::Block, Wait::Adaptive, Wait::Spin],
+            transport: Transport::Shm,
+            seconds: 2.0,
+        }
     }
 }
 
-fn parse_wait(s: &str) -> Result<WaitStrategy, String> {
-    match s {
-        "spin" => Ok(WaitStrategy::Spin),
-        "block" => Ok(WaitStrategy::Block),
-        "adaptive" => Ok(WaitStrategy::Adaptive),
-        other => Err(format!(
-            "unknown wait strategy {other:?}: use spin, block or adaptive"
-        )),
-    }
-}
-
-fn wait_name(w: WaitStrategy) -> &'static str {
-    match w {
-        WaitStrategy::Spin => "spin",
-        WaitStrategy::Block => "block",
-        WaitStrategy::Adaptive => "adaptive",
-    }
-}
-
-#[derive(Debug, Serialize)]
-struct Config {
+/// How an idle run was made.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Setup {
     seconds: f64,
     settle_seconds: f64,
-    spin_window_us: u128,
+    spin_window_us: u64,
     clock_ticks_per_second: u64,
 }
 
-#[derive(Debug, Serialize)]
-struct Row {
-    transport: &'static str,
-    wait: &'static str,
-    seconds: f64,
-    cpu_seconds: f64,
-    cpu_percent: f64,
+/// One wait strategy.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Row {
+    pub transport: Transport,
+    pub wait: Wait,
+    /// How long the subscriber was idle.
+    pub seconds: f64,
+    /// The CPU time it used meanwhile (user and system).
+    pub cpu_seconds: f64,
+    /// `cpu_seconds` in % of `seconds`: % of one CPU.
+    pub cpu_percent: f64,
 }
+
+impl Row {
+    /// The row of a subscriber that used `cpu_ticks` clock ticks while idle for `seconds`.
+    fn of(transport: Transport, wait: Wait, seconds: f64, cpu_ticks: u64, ticks_per_s: u64) -> Row {
+        let cpu_seconds = cpu_ticks as f64 / ticks_per_s.max(1) as f64;
+        Row {
+            transport,
+            wait,
+            seconds,
+            cpu_seconds,
+            cpu_percent: 100.0 * cpu_seconds / seconds,
+        }
+    }
+}
+
+/// The experiment (see the module's documentation).
+pub struct Idle;
 
 const TOPIC: &str = "idle";
 const SETTLE: Duration = Duration::from_millis(500);
+/// How long the peer may take to subscribe, and to finish at the end.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub fn run(args: IdleArgs) -> Result<()> {
+fn validate(args: &Config) -> Result<()> {
+    if args.wait.is_empty() {
+        bail!("--wait: give at least one");
+    }
     if !(args.seconds > 0.0 && args.seconds <= 600.0) {
         bail!("--seconds must be between 0 and 600");
-    }
-    let ticks = rustix::param::clock_ticks_per_second();
-    let domain = format!("labidle{}", std::process::id());
-    let mut rows = Vec::new();
-    let outcome = measure(&args, &domain, ticks, &mut rows);
-    // Whatever an interrupted or failed run left in its own domain (a killed peer's subscriber).
-    let _ = ferry::admin::clean(Some(&domain));
-    outcome?;
-    let config = Config {
-        seconds: args.seconds,
-        settle_seconds: SETTLE.as_secs_f64(),
-        spin_window_us: Qos::default().spin_window.as_micros(),
-        clock_ticks_per_second: ticks,
-    };
-    if let Some(path) = &args.json {
-        Results::new("idle", Machine::probe(), config, rows).write_json(path)?;
     }
     Ok(())
 }
 
+fn run(args: &Config) -> Result<Measured<Idle>> {
+    let ticks = rustix::param::clock_ticks_per_second();
+    let domain = format!("labidle{}", std::process::id());
+    let mut rows = Vec::new();
+    let outcome = measure(args, &domain, ticks, &mut rows);
+    // Whatever an interrupted or failed run left in its own domain (a killed peer's subscriber).
+    let _ = ferry::admin::clean(Some(&domain));
+    outcome?;
+    let setup = Setup {
+        seconds: args.seconds,
+        settle_seconds: SETTLE.as_secs_f64(),
+        spin_window_us: u64::try_from(Qos::default().spin_window.as_micros()).unwrap_or(u64::MAX),
+        clock_ticks_per_second: ticks,
+    };
+    Ok(Measured { setup, rows })
+}
+
 /// One row per wait strategy, each with a fresh peer.
-fn measure(args: &IdleArgs, domain: &str, ticks: u64, rows: &mut Vec<Row>) -> Result<()> {
+fn measure(args: &Config, domain: &str, ticks: u64, rows: &mut Vec<Row>) -> Result<()> {
     for &wait in &args.wait {
+        note!("idle: {} {}", args.transport.name(), wait.name());
         let node = Node::with_domain("lab-idle", domain)?;
         let mut publisher = node.publisher(
             TOPIC,
             &Qos::default()
-                .transport(args.transport)
+                .transport(args.transport.ferry())
                 .max_message_size(64),
         )?;
-        let mut peer = Peer::spawn(&[
-            "idle".into(),
-            "--domain".into(),
-            domain.to_owned(),
-            "--wait".into(),
-            wait_name(wait).into(),
-            "--transport".into(),
-            transport_name(args.transport).into(),
-        ])?;
-        peer.wait_ready(Duration::from_secs(10), || {
-            Ok(publisher.subscriber_count() == 1)
-        })?;
+        let request = PeerRequest {
+            domain: domain.to_owned(),
+            wait,
+            transport: args.transport,
+        };
+        let mut peer = Peer::start::<Idle>(&request, &Place::local())?;
+        let pid = peer
+            .pid()
+            .ok_or_else(|| Error::msg("the idle subscriber must run on this machine"))?;
+        peer.wait_ready(START_TIMEOUT, || Ok(publisher.subscriber_count() == 1))?;
         publisher.send(&[1])?;
         signal::sleep(SETTLE)?;
         peer.check_alive()?;
         let start = Instant::now();
-        let cpu0 = cpu_ticks(peer.pid())?;
+        let cpu0 = cpu_ticks(pid)?;
         signal::sleep(Duration::from_secs_f64(args.seconds))?;
-        let cpu1 = cpu_ticks(peer.pid())?;
+        let cpu1 = cpu_ticks(pid)?;
         let elapsed = start.elapsed().as_secs_f64();
         publisher.send(&[0])?;
-        peer.finish(Duration::from_secs(10))?;
-        let cpu_seconds = (cpu1 - cpu0) as f64 / ticks as f64;
-        let row = Row {
-            transport: transport_name(args.transport),
-            wait: wait_name(wait),
-            seconds: elapsed,
-            cpu_seconds,
-            cpu_percent: 100.0 * cpu_seconds / elapsed,
-        };
-        println!(
-            "{} {:<9} idle for {:.2} s: {:.3} s of CPU = {:.2} % of one CPU",
-            row.transport, row.wait, row.seconds, row.cpu_seconds, row.cpu_percent
-        );
-        rows.push(row);
+        peer.finish(START_TIMEOUT)?;
+        rows.push(Row::of(
+            args.transport,
+            wait,
+            elapsed,
+            cpu1.saturating_sub(cpu0),
+            ticks,
+        ));
     }
     Ok(())
 }
@@ -184,20 +241,240 @@ fn cpu_ticks(pid: u32) -> Result<u64> {
     Ok(u.parse::<u64>().context("utime")? + s.parse::<u64>().context("stime")?)
 }
 
-pub fn run_peer(args: PeerArgs) -> Result<()> {
+// ---------------------------------------------------------------------------------------------
+// The peer
+
+/// What the main side asks of the peer: subscribe in `domain` with `wait` over `transport`, and
+/// wait until a message whose first byte is 0 comes.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PeerRequest {
+    domain: String,
+    wait: Wait,
+    transport: Transport,
+}
+
+fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
     let node = Node::with_domain("lab-idle-peer", &args.domain)?;
     let mut sub = node.subscriber(
         TOPIC,
-        &Qos::default().transport(args.transport).wait(args.wait),
+        &Qos::default()
+            .transport(args.transport.ferry())
+            .wait(args.wait.strategy()),
     )?;
-    let mut parent_alive = super::parent_watch();
+    let mut main_alive = link.watch();
     loop {
-        parent_alive()?;
-        // The timeout only bounds how long a vanished parent goes unnoticed.
+        main_alive()?;
+        // The timeout only bounds how long a vanished main side goes unnoticed.
         if let Some(s) = sub.recv_timeout(Duration::from_secs(1))? {
             if s.first() == Some(&0) {
                 return Ok(());
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+impl Experiment for Idle {
+    const NAME: &'static str = "idle";
+    const TITLE: &'static str = "CPU of an idle subscriber";
+    type Config = Config;
+    type Setup = Setup;
+    type Row = Row;
+    type PeerRequest = PeerRequest;
+
+    fn validate(config: &Config) -> Result<()> {
+        validate(config)
+    }
+
+    fn run(config: &Config) -> Result<Measured<Self>> {
+        run(config)
+    }
+
+    fn run_peer(request: PeerRequest, link: &mut PeerLink) -> Result<()> {
+        run_peer(request, link)
+    }
+
+    fn table(results: &Results<Self>) -> String {
+        let mut out = String::new();
+        for row in &results.rows {
+            let _ = writeln!(
+                out,
+                "{} {:<9} idle for {:.2} s: {:.3} s of CPU = {:.2} % of one CPU",
+                row.transport.name(),
+                row.wait.name(),
+                row.seconds,
+                row.cpu_seconds,
+                row.cpu_percent
+            );
+        }
+        out
+    }
+
+    fn section(results: &Results<Self>) -> Result<Section> {
+        let rs = &results.rows;
+        // One bar per wait strategy (its first row).
+        let mut waits: Vec<Wait> = Vec::new();
+        for r in rs {
+            if !waits.contains(&r.wait) {
+                waits.push(r.wait);
+            }
+        }
+        let vals: Vec<Option<f64>> = waits
+            .iter()
+            .map(|&w| rs.iter().find(|r| r.wait == w).map(|r| r.cpu_percent))
+            .collect();
+        let svg = bar_svg(
+            &[Bars {
+                title: "CPU of an idle subscriber by wait strategy",
+                y_desc: "CPU (% of one CPU)",
+                categories: waits.iter().map(|w| w.name().to_owned()).collect(),
+                series: vec![("shm subscriber".into(), color(0), vals.clone())],
+                reference: None,
+                log_y: false,
+            }],
+            W,
+        )?;
+        let parts: Vec<String> = waits
+            .iter()
+            .zip(&vals)
+            .filter_map(|(w, v)| Some(format!("{} {:.1} %", w.name(), (*v)?)))
+            .collect();
+        Ok(Section {
+            plots: vec![Plot {
+                file: "idle.svg".to_owned(),
+                svg,
+                caption: "CPU time of a subscriber that waits for a message that does not come, from /proc/PID/stat.".to_owned(),
+            }],
+            sentence: format!(
+                "In {}, the wait-free stream spins (faster, but it loads a CPU) while the blocking stream waits without a busy loop. Here an idle ferry subscriber uses {} of one CPU.",
+                cite(&SHM_STREAM),
+                parts.join(", ")
+            ),
+        })
+    }
+
+    fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
+        summary(&results.rows)
+    }
+}
+
+/// One line per wait strategy measured. The study says what a spinning and a blocking wait
+/// cost, without figures.
+fn summary(rows: &[Row]) -> Vec<SummaryLine> {
+    rows.iter()
+        .map(|r| SummaryLine {
+            what: format!(
+                "CPU of an idle subscriber, {} wait, {}",
+                r.wait.name(),
+                r.transport.name()
+            ),
+            ferry: format!("{:.2} % of one CPU", r.cpu_percent),
+            floor: None,
+            best_peer: None,
+            study: match r.wait {
+                Wait::Spin => Some(format!(
+                    "the wait-free stream's busy loop loads a CPU, no figure given ({})",
+                    cite(&SHM_STREAM)
+                )),
+                Wait::Block => Some(format!(
+                    "the blocking stream waits without a busy loop, no figure given ({})",
+                    cite(&SHM_STREAM)
+                )),
+                Wait::Adaptive => None,
+            },
+        })
+        .collect()
+}
+
+/// Results of a small made-up run, for the report's tests.
+#[cfg(test)]
+pub(crate) fn example() -> Results<Idle> {
+    let config = Config {
+        seconds: 1.0,
+        ..Config::default()
+    };
+    let rows = vec![
+        Row::of(Transport::Shm, Wait::Block, 1.0, 0, 100),
+        Row::of(Transport::Shm, Wait::Adaptive, 1.0, 1, 100),
+        Row::of(Transport::Shm, Wait::Spin, 1.0, 99, 100),
+    ];
+    let setup = Setup {
+        seconds: config.seconds,
+        settle_seconds: SETTLE.as_secs_f64(),
+        spin_window_us: 50,
+        clock_ticks_per_second: 100,
+    };
+    Results::new(crate::Machine::probe(), config, Measured { setup, rows })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_results_read_back_and_draw() {
+        let results = example();
+        let value = serde_json::to_value(&results).unwrap();
+        // The rows' JSON is as before: names for the transport and the wait strategy.
+        assert_eq!(value["rows"][2]["wait"], "spin");
+        assert_eq!(value["rows"][2]["transport"], "shm");
+        assert_eq!(value["rows"][2]["cpu_percent"], 99.0);
+        assert_eq!(value["config"]["clock_ticks_per_second"], 100);
+        let back = Results::<Idle>::from_value(value).unwrap();
+        assert_eq!(back.rows.len(), 3);
+        let section = Idle::section(&back).unwrap();
+        assert_eq!(section.plots.len(), 1);
+        assert_eq!(section.plots[0].file, "idle.svg");
+        assert!(section.plots[0].svg.contains("adaptive"));
+        assert!(
+            section
+                .sentence
+                .contains("uses block 0.0 %, adaptive 1.0 %, spin 99.0 % of one CPU"),
+            "{}",
+            section.sentence
+        );
+        let table = Idle::table(&back);
+        assert!(
+            table.contains("shm spin      idle for 1.00 s: 0.990 s of CPU = 99.00 % of one CPU"),
+            "{table}"
+        );
+        let summary = Idle::summary(&back);
+        assert_eq!(summary.len(), 3);
+        assert_eq!(summary[2].ferry, "99.00 % of one CPU");
+        assert!(summary[0]
+            .study
+            .as_ref()
+            .unwrap()
+            .contains(&cite(&SHM_STREAM)));
+        assert!(summary[1].study.is_none());
+    }
+
+    #[test]
+    fn configurations_are_checked() {
+        assert!(validate(&Config::default()).is_ok());
+        let e = validate(&Config {
+            seconds: 0.0,
+            ..Config::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("--seconds"), "{e}");
+        assert!(validate(&Config {
+            wait: vec![],
+            ..Config::default()
+        })
+        .is_err());
+        assert_eq!(parse_wait("adaptive"), Ok(Wait::Adaptive));
+        assert!(parse_wait("sleep")
+            .unwrap_err()
+            .contains("use spin, block or adaptive"));
+        assert_eq!(parse_transport("auto"), Ok(Transport::Auto));
+        assert!(parse_transport("tcp").is_err());
+        let back: Config = serde_json::from_str("{\"wait\": [\"spin\"]}").unwrap();
+        assert_eq!(
+            (back.wait, back.transport),
+            (vec![Wait::Spin], Transport::Shm)
+        );
     }
 }

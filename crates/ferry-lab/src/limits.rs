@@ -10,72 +10,106 @@
 
 use std::hint::black_box;
 use std::net::{Ipv4Addr, UdpSocket};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Args;
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{Machine, Results, Summary};
+use super::Summary;
 use crate::error::{bail, note, Context, Result};
-use crate::table::{print_out, Table};
+use crate::experiment::{Experiment, Measured, NoPeer, Results};
+use crate::report::{bar_svg, color, line_chart, Bars, Plot, Section, W};
+use crate::table::Table;
 use crate::units::{format_ns, format_size};
 
-#[derive(Debug, Args)]
-pub struct LimitsArgs {
-    /// Round trips per latency measurement (cache line, futex, UDP)
-    #[arg(long, value_name = "N", default_value_t = 20_000)]
+/// What `ferry lab limits` is asked to measure.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Round trips per latency measurement (cache line, futex, UDP).
     pub samples: usize,
-
-    /// Seconds of copying per memcpy size
-    #[arg(long, value_name = "S", default_value_t = 0.3)]
+    /// Seconds of copying per memcpy size.
     pub memcpy_seconds: f64,
-
-    /// Largest memcpy size, with an optional K or M suffix
-    #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size, default_value = "64M")]
+    /// Largest memcpy size in bytes.
     pub memcpy_max: usize,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
 }
 
-#[derive(Debug, Serialize)]
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            samples: 20_000,
+            memcpy_seconds: 0.3,
+            memcpy_max: 64 << 20,
+        }
+    }
+}
+
+/// What a row measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// Two threads ping-pong one atomic word.
+    Cacheline,
+    /// The same, the waiter sleeping in `futex_wait`.
+    Futex,
+    /// Two threads ping-pong datagrams over 127.0.0.1.
+    UdpLoopback,
+    /// Copy bandwidth.
+    Memcpy,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Cacheline => "cacheline",
+            Kind::Futex => "futex",
+            Kind::UdpLoopback => "udp-loopback",
+            Kind::Memcpy => "memcpy",
+        }
+    }
+}
+
+/// One measurement.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Row {
-    /// `cacheline`, `futex`, `udp-loopback` or `memcpy`.
-    pub kind: &'static str,
+    pub kind: Kind,
     pub size_bytes: usize,
     /// Round trips measured (latency kinds) or copies timed (memcpy).
     pub samples: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p50_ns: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_ns: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_ns: Option<u64>,
     /// memcpy: gigabytes (10^9 bytes) copied per second, the median of the trials.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gbytes_per_s: Option<f64>,
     /// memcpy: the best trial.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gbytes_per_s_max: Option<f64>,
     /// The CPUs of the two threads (latency kinds) or of the copying thread.
     pub cpus: Vec<usize>,
 }
 
-#[derive(Debug, Serialize)]
-struct Config {
+/// How a limits run was made.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Setup {
     samples: usize,
     memcpy_seconds: f64,
     memcpy_sizes: Vec<usize>,
-    one_way: &'static str,
-    kinds: [(&'static str, &'static str); 4],
+    one_way: String,
+    /// Each kind and what it does.
+    kinds: Vec<(Kind, String)>,
     pinned: bool,
 }
 
-pub fn run(args: LimitsArgs) -> Result<()> {
+/// The experiment (see the module's documentation).
+pub struct Limits;
+
+fn validate(args: &Config) -> Result<()> {
     if args.samples == 0 {
         bail!("--samples must be at least 1");
     }
@@ -85,6 +119,21 @@ pub fn run(args: LimitsArgs) -> Result<()> {
     if args.memcpy_max < 4096 {
         bail!("--memcpy-max must be at least 4K");
     }
+    Ok(())
+}
+
+/// The memcpy sizes: 4 KiB, then four times larger each, up to `max`.
+fn memcpy_sizes(max: usize) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let mut size = 4096;
+    while size <= max {
+        sizes.push(size);
+        size *= 4;
+    }
+    sizes
+}
+
+fn run(args: &Config) -> Result<Measured<Limits>> {
     let allowed = super::allowed_cpus();
     // Two different CPUs when there are two; otherwise both threads share the one there is.
     let cpus: Option<(usize, usize)> = match allowed.as_slice() {
@@ -92,79 +141,176 @@ pub fn run(args: LimitsArgs) -> Result<()> {
         [a] => Some((*a, *a)),
         [] => None,
     };
+    let sizes = memcpy_sizes(args.memcpy_max);
+    let outcome = measure(args, cpus, &sizes);
+    // Back to every allowed CPU (the suite runs more experiments in this process).
+    restore_affinity(&allowed);
+    let rows = outcome?;
+    let setup = Setup {
+        samples: args.samples,
+        memcpy_seconds: args.memcpy_seconds,
+        memcpy_sizes: sizes,
+        one_way: "round trip / 2, timed with CLOCK_MONOTONIC around each round trip".to_owned(),
+        kinds: vec![
+            (Kind::Cacheline, "two threads on two CPUs ping-pong one AtomicU64 (spinning)".to_owned()),
+            (Kind::Futex, "two threads ping-pong an AtomicU32; the waiter sleeps in futex_wait, the writer calls futex_wake".to_owned()),
+            (Kind::UdpLoopback, "two threads, blocking std::net::UdpSockets on 127.0.0.1, one datagram each way".to_owned()),
+            (Kind::Memcpy, "copy_from_slice between two buffers of the size, repeated; GB = 10^9 bytes".to_owned()),
+        ],
+        pinned: cpus.is_some(),
+    };
+    Ok(Measured { setup, rows })
+}
+
+fn measure(args: &Config, cpus: Option<(usize, usize)>, sizes: &[usize]) -> Result<Vec<Row>> {
     let cpu_list = cpus.map_or(Vec::new(), |(a, b)| vec![a, b]);
     let mut rows = Vec::new();
-
     note!(
         "ferry lab limits: cache line, futex and UDP round trips ({} each), memcpy 4K..{}",
         args.samples,
         format_size(args.memcpy_max)
     );
     let s = ping_pong(cpus, args.samples, Handoff::Spin)?;
-    rows.push(latency_row("cacheline", 8, s, &cpu_list));
+    rows.push(latency_row(Kind::Cacheline, 8, s, &cpu_list));
     let s = ping_pong(cpus, args.samples.min(20_000), Handoff::Futex)?;
-    rows.push(latency_row("futex", 4, s, &cpu_list));
+    rows.push(latency_row(Kind::Futex, 4, s, &cpu_list));
     for size in [32usize, 1024] {
         let s = udp_ping_pong(cpus, args.samples.min(20_000), size)?;
-        rows.push(latency_row("udp-loopback", size, s, &cpu_list));
-    }
-    let mut sizes = Vec::new();
-    let mut size = 4096;
-    while size <= args.memcpy_max {
-        sizes.push(size);
-        size *= 4;
+        rows.push(latency_row(Kind::UdpLoopback, size, s, &cpu_list));
     }
     if let Some((a, _)) = cpus {
         let _ = ferry::sys::pin_current_thread(a);
     }
-    for &size in &sizes {
+    let copier = cpus.map_or(Vec::new(), |(a, _)| vec![a]);
+    for &size in sizes {
         let (median, best, trials) = memcpy_bandwidth(size, args.memcpy_seconds);
         crate::signal::check()?;
-        rows.push(Row {
-            kind: "memcpy",
-            size_bytes: size,
-            samples: trials,
-            p50_ns: None,
-            p99_ns: None,
-            min_ns: None,
-            gbytes_per_s: Some(median),
-            gbytes_per_s_max: Some(best),
-            cpus: cpus.map_or(Vec::new(), |(a, _)| vec![a]),
-        });
+        rows.push(memcpy_row(size, median, best, trials, &copier));
     }
-    // Back to every allowed CPU (the suite runs more experiments in this process).
-    restore_affinity(&allowed);
+    Ok(rows)
+}
 
+impl Experiment for Limits {
+    const NAME: &'static str = "limits";
+    const TITLE: &'static str = "Raw limits of this machine";
+    type Config = Config;
+    type Setup = Setup;
+    type Row = Row;
+    type PeerRequest = NoPeer;
+
+    fn validate(config: &Config) -> Result<()> {
+        validate(config)
+    }
+
+    fn run(config: &Config) -> Result<Measured<Self>> {
+        run(config)
+    }
+
+    fn table(results: &Results<Self>) -> String {
+        render_table(&results.rows)
+    }
+
+    fn section(results: &Results<Self>) -> Result<Section> {
+        section(&results.rows)
+    }
+}
+
+fn render_table(rows: &[Row]) -> String {
     let mut table = Table::new(&["kind", "size", "p50 one-way", "p99 one-way", "GB/s"]);
-    for r in &rows {
+    for r in rows {
         table.row(vec![
-            r.kind.to_owned(),
+            r.kind.name().to_owned(),
             format_size(r.size_bytes),
             r.p50_ns.map_or("-".into(), |v| format_ns(v as f64)),
             r.p99_ns.map_or("-".into(), |v| format_ns(v as f64)),
             r.gbytes_per_s.map_or("-".into(), |v| format!("{v:.1}")),
         ]);
     }
-    print_out(&table.render())?;
+    table.render()
+}
 
-    if let Some(path) = &args.json {
-        let config = Config {
-            samples: args.samples,
-            memcpy_seconds: args.memcpy_seconds,
-            memcpy_sizes: sizes,
-            one_way: "round trip / 2, timed with CLOCK_MONOTONIC around each round trip",
-            kinds: [
-                ("cacheline", "two threads on two CPUs ping-pong one AtomicU64 (spinning)"),
-                ("futex", "two threads ping-pong an AtomicU32; the waiter sleeps in futex_wait, the writer calls futex_wake"),
-                ("udp-loopback", "two threads, blocking std::net::UdpSockets on 127.0.0.1, one datagram each way"),
-                ("memcpy", "copy_from_slice between two buffers of the size, repeated; GB = 10^9 bytes"),
-            ],
-            pinned: cpus.is_some(),
-        };
-        Results::new("limits", Machine::probe(), config, rows).write_json(path)?;
-        note!("wrote {}", path.display());
+fn section(rs: &[Row]) -> Result<Section> {
+    let mut plots = Vec::new();
+    let mem: Vec<(f64, f64)> = rs
+        .iter()
+        .filter(|r| r.kind == Kind::Memcpy)
+        .filter_map(|r| Some((r.size_bytes as f64, r.gbytes_per_s?)))
+        .collect();
+    if !mem.is_empty() {
+        plots.push(Plot {
+            file: "limits-memcpy.svg".to_owned(),
+            svg: line_chart(
+                "memcpy bandwidth by size",
+                "copy size",
+                "GB/s (10^9 bytes per second)",
+                &[("memcpy (median of trials)".into(), mem.clone())],
+                &|y| format!("{y:.1}"),
+            )?,
+            caption: "One thread copies a buffer of the size again and again; log axes.".to_owned(),
+        });
     }
-    Ok(())
+    let lat: Vec<&Row> = rs.iter().filter(|r| r.p50_ns.is_some()).collect();
+    if !lat.is_empty() {
+        let cats: Vec<String> = lat
+            .iter()
+            .map(|r| format!("{} {}", r.kind.name(), format_size(r.size_bytes)))
+            .collect();
+        let us = |f: fn(&Row) -> Option<u64>| {
+            lat.iter()
+                .map(|r| f(r).map(|v| v as f64 / 1000.0))
+                .collect::<Vec<_>>()
+        };
+        plots.push(Plot {
+            file: "limits-latency.svg".to_owned(),
+            svg: bar_svg(
+                &[Bars {
+                    title: "Raw one-way latency between two CPUs (log scale)",
+                    y_desc: "one-way latency (µs)",
+                    categories: cats,
+                    series: vec![
+                        ("p50".into(), color(0), us(|r| r.p50_ns)),
+                        ("p99".into(), color(1), us(|r| r.p99_ns)),
+                    ],
+                    reference: None,
+                    log_y: true,
+                }],
+                W,
+            )?,
+            caption: "Two threads pinned to two CPUs: an atomic cache line, a futex wake, blocking UDP on loopback. One-way = round trip / 2.".to_owned(),
+        });
+    }
+    let p50 = |kind: Kind| {
+        rs.iter()
+            .find(|r| r.kind == kind)
+            .and_then(|r| r.p50_ns)
+            .map(|v| v as f64)
+    };
+    let mut parts = Vec::new();
+    if let Some(v) = p50(Kind::Cacheline) {
+        parts.push(format!("cache line {}", format_ns(v)));
+    }
+    if let Some(v) = p50(Kind::Futex) {
+        parts.push(format!("futex wake {}", format_ns(v)));
+    }
+    if let Some(v) = p50(Kind::UdpLoopback) {
+        parts.push(format!("UDP loopback {}", format_ns(v)));
+    }
+    if let (Some(a), Some(b)) = (mem.iter().find(|p| p.0 >= 65536.0), mem.last()) {
+        parts.push(format!(
+            "memcpy {:.1} GB/s at {} and {:.1} GB/s at {}",
+            a.1,
+            format_size(a.0 as usize),
+            b.1,
+            format_size(b.0 as usize)
+        ));
+    }
+    Ok(Section {
+        plots,
+        sentence: format!(
+            "ferry's development machines (2 vCPU EPYC, KVM) measured: cache line 50–170 ns, futex wake ~28 µs, blocking UDP ~35 µs across CPUs (one-way), memcpy ~40 GB/s up to 1 MiB and ~10 GB/s beyond. Here (one-way p50): {}.",
+            parts.join(", ")
+        ),
+    })
 }
 
 /// Lets the calling thread run on every CPU in `cpus` again.
@@ -179,7 +325,7 @@ pub fn restore_affinity(cpus: &[usize]) {
     let _ = rustix::thread::sched_setaffinity(None, &set);
 }
 
-fn latency_row(kind: &'static str, size: usize, mut s: Vec<u64>, cpus: &[usize]) -> Row {
+fn latency_row(kind: Kind, size: usize, mut s: Vec<u64>, cpus: &[usize]) -> Row {
     let sum = Summary::of(&mut s);
     Row {
         kind,
@@ -190,6 +336,20 @@ fn latency_row(kind: &'static str, size: usize, mut s: Vec<u64>, cpus: &[usize])
         min_ns: Some(sum.min_ns),
         gbytes_per_s: None,
         gbytes_per_s_max: None,
+        cpus: cpus.to_vec(),
+    }
+}
+
+fn memcpy_row(size: usize, median: f64, best: f64, trials: usize, cpus: &[usize]) -> Row {
+    Row {
+        kind: Kind::Memcpy,
+        size_bytes: size,
+        samples: trials,
+        p50_ns: None,
+        p99_ns: None,
+        min_ns: None,
+        gbytes_per_s: Some(median),
+        gbytes_per_s_max: Some(best),
         cpus: cpus.to_vec(),
     }
 }
@@ -413,4 +573,118 @@ fn memcpy_bandwidth(size: usize, seconds: f64) -> (f64, f64, usize) {
     let median = rates[rates.len() / 2];
     let best = rates[rates.len() - 1];
     (median, best, rates.len())
+}
+
+/// Results of a small made-up run, for the report's tests.
+#[cfg(test)]
+pub(crate) fn example() -> Results<Limits> {
+    let config = Config {
+        samples: 4,
+        memcpy_max: 1 << 20,
+        ..Config::default()
+    };
+    let cpus = [0, 1];
+    let rows = vec![
+        latency_row(Kind::Cacheline, 8, vec![60, 80, 70, 90], &cpus),
+        latency_row(Kind::Futex, 4, vec![20_000, 30_000, 25_000, 40_000], &cpus),
+        latency_row(
+            Kind::UdpLoopback,
+            32,
+            vec![30_000, 35_000, 32_000, 50_000],
+            &cpus,
+        ),
+        latency_row(
+            Kind::UdpLoopback,
+            1024,
+            vec![31_000, 36_000, 33_000, 52_000],
+            &cpus,
+        ),
+        memcpy_row(4096, 60.0, 70.0, 10, &cpus[..1]),
+        memcpy_row(65536, 40.0, 45.0, 10, &cpus[..1]),
+        memcpy_row(1 << 20, 12.0, 14.0, 10, &cpus[..1]),
+    ];
+    let setup = Setup {
+        samples: config.samples,
+        memcpy_seconds: config.memcpy_seconds,
+        memcpy_sizes: memcpy_sizes(config.memcpy_max),
+        one_way: String::new(),
+        kinds: Vec::new(),
+        pinned: true,
+    };
+    Results::new(crate::Machine::probe(), config, Measured { setup, rows })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_results_read_back_and_draw() {
+        let results = example();
+        let value = serde_json::to_value(&results).unwrap();
+        // The JSON of a row is as before: kinds by name, absent figures left out.
+        assert_eq!(value["rows"][2]["kind"], "udp-loopback");
+        assert!(value["rows"][4].get("p50_ns").is_none());
+        assert!(value["rows"][0].get("gbytes_per_s").is_none());
+        assert_eq!(
+            value["config"]["memcpy_sizes"],
+            serde_json::json!([4096, 16384, 65536, 262144, 1048576])
+        );
+        let back = Results::<Limits>::from_value(value).unwrap();
+        assert_eq!(back.rows.len(), 7);
+        assert_eq!(back.rows[4].kind, Kind::Memcpy);
+        let section = Limits::section(&back).unwrap();
+        let files: Vec<&str> = section.plots.iter().map(|p| p.file.as_str()).collect();
+        assert_eq!(files, ["limits-memcpy.svg", "limits-latency.svg"]);
+        assert!(section.plots[1].svg.contains("udp-loopback 1 KiB"));
+        for part in [
+            "cache line 70",
+            "UDP loopback 32",
+            "memcpy 40.0 GB/s at 64 KiB and 12.0 GB/s at 1 MiB",
+        ] {
+            assert!(
+                section.sentence.contains(part),
+                "{part:?} missing from {}",
+                section.sentence
+            );
+        }
+        let table = Limits::table(&back);
+        assert!(
+            table.contains("udp-loopback") && table.contains("40.0"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn configurations_are_checked() {
+        assert!(validate(&Config::default()).is_ok());
+        let bad = |c: Config, message: &str| {
+            let e = validate(&c).unwrap_err().to_string();
+            assert!(e.contains(message), "{e}");
+        };
+        bad(
+            Config {
+                samples: 0,
+                ..Config::default()
+            },
+            "--samples",
+        );
+        bad(
+            Config {
+                memcpy_seconds: 0.0,
+                ..Config::default()
+            },
+            "--memcpy-seconds",
+        );
+        bad(
+            Config {
+                memcpy_max: 1024,
+                ..Config::default()
+            },
+            "--memcpy-max",
+        );
+        let back: Config = serde_json::from_str("{\"samples\": 5}").unwrap();
+        assert_eq!((back.samples, back.memcpy_max), (5, 64 << 20));
+        assert!(serde_json::from_str::<Config>("{\"sample\": 5}").is_err());
+    }
 }

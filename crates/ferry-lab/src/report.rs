@@ -13,14 +13,13 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
-use super::footprint::{VORTEX_BINARY_BYTES, VORTEX_THREADS, VORTEX_VMRSS_KB};
-use super::studies::{self, cite, cite_first, DDS_HUBS, SHM_STREAM, VORTEX_LITE};
+use super::studies::{self, cite_first, DDS_HUBS};
 use super::suite::write as write_file;
 use crate::error::Result;
 use crate::results::{Status, SuiteResults};
 use crate::units::{format_ns, format_size};
 
-const W: u32 = 960;
+pub(crate) const W: u32 = 960;
 const H: u32 = 540;
 
 /// Tableau 10: distinct, readable on white.
@@ -36,7 +35,7 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
 ];
-const GREY: RGBColor = RGBColor(150, 150, 150);
+pub(crate) const GREY: RGBColor = RGBColor(150, 150, 150);
 const FONT: &str = "sans-serif";
 
 pub(crate) fn color(i: usize) -> RGBColor {
@@ -83,16 +82,6 @@ fn distinct(rows: &[Value], key: &str) -> Vec<String> {
             }
         }
     }
-    out
-}
-
-fn distinct_sizes(rows: &[Value]) -> Vec<u64> {
-    let mut out: Vec<u64> = rows
-        .iter()
-        .filter_map(|r| r.get("size_bytes")?.as_u64())
-        .collect();
-    out.sort_unstable();
-    out.dedup();
     out
 }
 
@@ -187,6 +176,20 @@ impl Glyph {
             dot: Some(f(s.p999_ns)),
         }
     }
+
+    /// Box p25 to p75 (p50 to p90 without them), whiskers min and p99, a dot at p99.9.
+    pub(crate) fn of_quartiles(s: &crate::Summary, p25: Option<u64>, p75: Option<u64>) -> Glyph {
+        let f = |v: u64| (v as f64).max(1.0);
+        let (lo, hi) = match (p25, p75) {
+            (Some(a), Some(b)) => (a, b),
+            _ => (s.p50_ns, s.p90_ns),
+        };
+        Glyph {
+            lo: f(lo),
+            hi: f(hi),
+            ..Glyph::of_summary(s)
+        }
+    }
 }
 
 /// Box plots by size and transport from typed cells `(transport, size, summary)`, and a phrase
@@ -231,25 +234,6 @@ pub(crate) fn size_boxes(
         }
     }
     Ok((svg, phrase))
-}
-
-fn glyph_of(row: &Value) -> Option<Glyph> {
-    let p50 = num(row, "p50_ns")?;
-    let min = num(row, "min_ns").unwrap_or(p50);
-    let p90 = num(row, "p90_ns").unwrap_or(p50);
-    let p99 = num(row, "p99_ns").unwrap_or(p90);
-    let (lo, hi) = match (num(row, "p25_ns"), num(row, "p75_ns")) {
-        (Some(a), Some(b)) => (a, b),
-        _ => (p50, p90),
-    };
-    Some(Glyph {
-        wlo: min.max(1.0),
-        lo: lo.max(1.0),
-        mid: p50.max(1.0),
-        hi: hi.max(1.0),
-        whi: p99.max(1.0),
-        dot: num(row, "p999_ns").map(|v| v.max(1.0)),
-    })
 }
 
 /// Box plots per size (x, categorical) and transport (colour) on a log y axis, like the
@@ -854,62 +838,6 @@ pub struct SummaryLine {
     pub study: Option<String>,
 }
 
-fn latency_like(
-    v: &Value,
-    name: &str,
-    y_desc: &str,
-    what: &str,
-) -> Result<(Vec<(String, String)>, String)> {
-    let rows = rows(v);
-    let sizes = distinct_sizes(rows);
-    let transports = distinct(rows, "transport");
-    let series: Vec<(String, Vec<Option<Glyph>>)> = transports
-        .iter()
-        .map(|t| {
-            let g = sizes
-                .iter()
-                .map(|&s| {
-                    rows.iter()
-                        .find(|r| {
-                            text(r, "transport") == Some(t)
-                                && r.get("size_bytes").and_then(Value::as_u64) == Some(s)
-                        })
-                        .and_then(glyph_of)
-                })
-                .collect();
-            (t.clone(), g)
-        })
-        .collect();
-    let svg = box_plot(
-        &format!("{what} by message size (log scale)"),
-        y_desc,
-        &sizes,
-        &series,
-    )?;
-    // The sentence: p50 of every transport at the smallest and the largest size.
-    let at = |s: u64| -> String {
-        transports
-            .iter()
-            .filter_map(|t| {
-                let r = rows.iter().find(|r| {
-                    text(r, "transport") == Some(t)
-                        && r.get("size_bytes").and_then(Value::as_u64) == Some(s)
-                })?;
-                Some(format!("{t} {}", format_ns(num(r, "p50_ns")?)))
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let mut summary = String::new();
-    if let (Some(&first), Some(&last)) = (sizes.first(), sizes.last()) {
-        let _ = write!(summary, "at {}: {}", format_size(first as usize), at(first));
-        if last != first {
-            let _ = write!(summary, "; at {}: {}", format_size(last as usize), at(last));
-        }
-    }
-    Ok((vec![(format!("{name}.svg"), svg)], summary))
-}
-
 /// The plots and sentence of one experiment's results, for experiments that do not draw their
 /// own section yet.
 fn legacy_section(v: &Value) -> Result<Section> {
@@ -920,234 +848,6 @@ fn legacy_section(v: &Value) -> Result<Section> {
     #[allow(unused_assignments)]
     let mut sentence = String::new();
     match name {
-        "send-time" => {
-            let (s, summary) = latency_like(v, name, "time of the publish call", "Send time")?;
-            svgs.extend(s);
-            captions.push("Box: p25 to p75, black line p50; whiskers: min and p99; dot: p99.9. The publish call alone (loan + fill + send; raw-udp4: fill + send_to).".into());
-            sentence = format!(
-                "{} timed the send call of 10 000 messages per size and found the shared-memory streams' sends shorter than UDP's. Here, send-time p50 {summary}.",
-                cite_first(&SHM_STREAM)
-            );
-        }
-        "idle" => {
-            let waits = distinct(rs, "wait");
-            let vals = waits
-                .iter()
-                .map(|w| {
-                    rs.iter()
-                        .find(|r| text(r, "wait") == Some(w))
-                        .and_then(|r| num(r, "cpu_percent"))
-                })
-                .collect::<Vec<_>>();
-            let svg = bar_svg(
-                &[Bars {
-                    title: "CPU of an idle subscriber by wait strategy",
-                    y_desc: "CPU (% of one CPU)",
-                    categories: waits.clone(),
-                    series: vec![("shm subscriber".into(), color(0), vals.clone())],
-                    reference: None,
-                    log_y: false,
-                }],
-                W,
-            )?;
-            svgs.push(("idle.svg".into(), svg));
-            captions.push("CPU time of a subscriber that waits for a message that does not come, from /proc/PID/stat.".into());
-            let parts: Vec<String> = waits
-                .iter()
-                .zip(&vals)
-                .filter_map(|(w, v)| Some(format!("{w} {:.1} %", (*v)?)))
-                .collect();
-            sentence = format!(
-                "In {}, the wait-free stream spins (faster, but it loads a CPU) while the blocking stream waits without a busy loop. Here an idle ferry subscriber uses {} of one CPU.",
-                cite(&SHM_STREAM),
-                parts.join(", ")
-            );
-        }
-        "footprint" => {
-            let cats: Vec<String> = rs
-                .iter()
-                .map(|r| {
-                    format!(
-                        "{} {}",
-                        text(r, "app").unwrap_or("?").trim_start_matches("min-"),
-                        text(r, "transport").unwrap_or("?")
-                    )
-                })
-                .chain(std::iter::once("Vortex Lite".to_owned()))
-                .collect();
-            let col = |key: &str, div: f64| -> Vec<Option<f64>> {
-                rs.iter()
-                    .map(|r| num(r, key).map(|x| x / div))
-                    .chain(std::iter::once(None))
-                    .collect()
-            };
-            let vortex = |x: f64| -> Vec<Option<f64>> {
-                rs.iter()
-                    .map(|_| None)
-                    .chain(std::iter::once(Some(x)))
-                    .collect()
-            };
-            let panels = [
-                Bars {
-                    title: "Stripped binary",
-                    y_desc: "size (KB)",
-                    categories: cats.clone(),
-                    series: vec![
-                        ("ferry".into(), color(0), col("binary_bytes", 1024.0)),
-                        (
-                            "Vortex Lite".into(),
-                            GREY,
-                            vortex(VORTEX_BINARY_BYTES as f64 / 1024.0),
-                        ),
-                    ],
-                    reference: Some(("goal 531 KB".into(), 531.0)),
-                    log_y: false,
-                },
-                Bars {
-                    title: "Resident memory",
-                    y_desc: "KB",
-                    categories: cats.clone(),
-                    series: vec![
-                        ("private RSS".into(), color(0), col("rss_private_kb", 1.0)),
-                        ("VmRSS".into(), color(1), col("vm_rss_kb", 1.0)),
-                        ("ring (RssShmem)".into(), color(2), col("rss_shmem_kb", 1.0)),
-                        (
-                            "Vortex Lite VmRSS".into(),
-                            GREY,
-                            vortex(VORTEX_VMRSS_KB as f64),
-                        ),
-                    ],
-                    reference: Some(("goal 1.5 MB private".into(), 1536.0)),
-                    log_y: false,
-                },
-                Bars {
-                    title: "Threads",
-                    y_desc: "threads",
-                    categories: cats.clone(),
-                    series: vec![
-                        ("ferry".into(), color(0), col("threads", 1.0)),
-                        ("Vortex Lite".into(), GREY, vortex(VORTEX_THREADS as f64)),
-                    ],
-                    reference: Some(("goal 2 threads".into(), 2.0)),
-                    log_y: false,
-                },
-            ];
-            svgs.push(("footprint.svg".into(), bar_svg(&panels, 1500)?));
-            captions.push("min-pub sends 64 bytes every 10 ms, min-sub receives; built with the min-size profile. Private RSS = Private_Clean + Private_Dirty (smaps_rollup); VmRSS also counts shared libc pages; the ring is shared memory, shown apart. Grey: Vortex Lite (x86, static library).".into());
-            let describe = |app: &str, t: &str| -> Option<String> {
-                let r = rs
-                    .iter()
-                    .find(|r| text(r, "app") == Some(app) && text(r, "transport") == Some(t))?;
-                Some(format!(
-                    "ferry {app} over {t}: {:.0} KB / {:.0} KB private RSS (VmRSS {:.0} KB, ring {:.0} KB) / {:.0} thread(s)",
-                    num(r, "binary_bytes")? / 1024.0,
-                    num(r, "rss_private_kb")?,
-                    num(r, "vm_rss_kb")?,
-                    num(r, "rss_shmem_kb")?,
-                    num(r, "threads")?
-                ))
-            };
-            let ours: Vec<String> = [
-                ("min-pub", "shm"),
-                ("min-sub", "shm"),
-                ("min-pub", "udp"),
-                ("min-sub", "udp"),
-            ]
-            .iter()
-            .filter_map(|(a, t)| describe(a, t))
-            .collect();
-            sentence = format!(
-                "Vortex Lite in {} (x86, static library): 531 KB publisher image / 1.5 MB VmRSS / 7 threads. {}.",
-                cite(&VORTEX_LITE),
-                ours.join("; ")
-            );
-        }
-        "limits" => {
-            let mem: Vec<(f64, f64)> = rs
-                .iter()
-                .filter(|r| text(r, "kind") == Some("memcpy"))
-                .filter_map(|r| Some((num(r, "size_bytes")?, num(r, "gbytes_per_s")?)))
-                .collect();
-            if !mem.is_empty() {
-                svgs.push((
-                    "limits-memcpy.svg".into(),
-                    line_chart(
-                        "memcpy bandwidth by size",
-                        "copy size",
-                        "GB/s (10^9 bytes per second)",
-                        &[("memcpy (median of trials)".into(), mem.clone())],
-                        &|y| format!("{y:.1}"),
-                    )?,
-                ));
-                captions.push(
-                    "One thread copies a buffer of the size again and again; log axes.".into(),
-                );
-            }
-            let lat: Vec<&Value> = rs.iter().filter(|r| num(r, "p50_ns").is_some()).collect();
-            let cats: Vec<String> = lat
-                .iter()
-                .map(|r| {
-                    format!(
-                        "{} {}",
-                        text(r, "kind").unwrap_or("?"),
-                        format_size(num(r, "size_bytes").unwrap_or(0.0) as usize)
-                    )
-                })
-                .collect();
-            if !lat.is_empty() {
-                let us = |k: &str| {
-                    lat.iter()
-                        .map(|r| num(r, k).map(|v| v / 1000.0))
-                        .collect::<Vec<_>>()
-                };
-                svgs.push((
-                    "limits-latency.svg".into(),
-                    bar_svg(
-                        &[Bars {
-                            title: "Raw one-way latency between two CPUs (log scale)",
-                            y_desc: "one-way latency (µs)",
-                            categories: cats,
-                            series: vec![
-                                ("p50".into(), color(0), us("p50_ns")),
-                                ("p99".into(), color(1), us("p99_ns")),
-                            ],
-                            reference: None,
-                            log_y: true,
-                        }],
-                        W,
-                    )?,
-                ));
-                captions.push("Two threads pinned to two CPUs: an atomic cache line, a futex wake, blocking UDP on loopback. One-way = round trip / 2.".into());
-            }
-            let find = |kind: &str, key: &str| {
-                rs.iter()
-                    .find(|r| text(r, "kind") == Some(kind))
-                    .and_then(|r| num(r, key))
-            };
-            let mut parts = Vec::new();
-            if let Some(v) = find("cacheline", "p50_ns") {
-                parts.push(format!("cache line {}", format_ns(v)));
-            }
-            if let Some(v) = find("futex", "p50_ns") {
-                parts.push(format!("futex wake {}", format_ns(v)));
-            }
-            if let Some(v) = find("udp-loopback", "p50_ns") {
-                parts.push(format!("UDP loopback {}", format_ns(v)));
-            }
-            if let (Some(a), Some(b)) = (mem.iter().find(|p| p.0 >= 65536.0), mem.last()) {
-                parts.push(format!(
-                    "memcpy {:.1} GB/s at {} and {:.1} GB/s at {}",
-                    a.1,
-                    format_size(a.0 as usize),
-                    b.1,
-                    format_size(b.0 as usize)
-                ));
-            }
-            sentence = format!(
-                "ferry's development machines (2 vCPU EPYC, KVM) measured: cache line 50–170 ns, futex wake ~28 µs, blocking UDP ~35 µs across CPUs (one-way), memcpy ~40 GB/s up to 1 MiB and ~10 GB/s beyond. Here (one-way p50): {}.",
-                parts.join(", ")
-            );
-        }
         "hubs" => {
             // Median over the rounds, per transport (and mode).
             let transports = distinct(rs, "transport");

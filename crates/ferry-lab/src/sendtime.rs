@@ -3,105 +3,183 @@
 //! send; for ferry over UDP the same through its pooled buffer; for `raw-udp4` one `send_to` of a
 //! filled buffer.
 //!
-//! A subscriber in another process (`ferry lab-peer send-time`) drains every message, checks it,
-//! and acknowledges it over a plain UDP socket; the main process sends the next message only
-//! after the acknowledgement, so the ring (or the socket buffer) never fills and a send never
-//! waits for room. Only the publish call is timed.
+//! A subscriber in another process (the experiment's peer, see [`crate::peer`]) drains every
+//! message, checks it, and acknowledges it over a plain UDP socket; the main process sends the
+//! next message only after the acknowledgement, so the ring (or the socket buffer) never fills
+//! and a send never waits for room. Only the publish call is timed.
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use ferry::{Delivery, Node, Qos, WaitStrategy};
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use super::{fill, pattern, verify, Dir, Machine, Peer, Pinning, Results, Summary};
+use super::{fill, pattern, verify, Dir, Pinning, Summary};
 use crate::error::{bail, note, Context, Result};
+use crate::experiment::{Experiment, Measured, Results};
+use crate::peer::{Peer, PeerLink, Place};
+use crate::report::{size_boxes, Glyph, Plot, Section, SummaryLine};
 use crate::signal;
-use crate::table::{print_out, Table};
-use crate::units::{format_ns, format_size, parse_size};
+use crate::studies::{cite, cite_first, SHM_STREAM};
+use crate::table::Table;
+use crate::units::{format_ns, format_size};
 
-const TRANSPORTS: [&str; 3] = ["shm", "udp4", "raw-udp4"];
+/// The largest UDP datagram over IPv4: `raw-udp4` sends one per message.
 const MAX_DATAGRAM: usize = 65_507;
+/// The largest message size accepted.
+const MAX_SIZE: usize = 64 << 20;
 const ACK_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the peer may take to say hello, and to finish at the end.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn parse_transport(s: &str) -> Result<String, String> {
-    let s = s.trim();
-    if TRANSPORTS.contains(&s) {
-        Ok(s.to_owned())
-    } else {
-        Err(format!(
-            "unknown transport {s:?}; valid: {}",
-            TRANSPORTS.join(", ")
-        ))
+/// The transports this experiment knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// ferry over shared memory.
+    Shm,
+    /// ferry over UDP (IPv4).
+    Udp4,
+    /// A plain UDP socket: one `send_to` per message.
+    RawUdp4,
+}
+
+impl Transport {
+    pub const ALL: [Transport; 3] = [Transport::Shm, Transport::Udp4, Transport::RawUdp4];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Shm => "shm",
+            Transport::Udp4 => "udp4",
+            Transport::RawUdp4 => "raw-udp4",
+        }
+    }
+
+    /// Whether it can carry a `size`-byte message (raw-udp4: one datagram).
+    fn carries(self, size: usize) -> bool {
+        self != Transport::RawUdp4 || size <= MAX_DATAGRAM
     }
 }
 
-#[derive(Debug, Args)]
-pub struct SendTimeArgs {
-    /// Transports, comma-separated: shm (ferry shared memory), udp4 (ferry UDP), raw-udp4
-    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_transport, default_value = "shm,udp4,raw-udp4")]
-    pub transports: Vec<String>,
+pub fn parse_transport(s: &str) -> Result<Transport, String> {
+    let s = s.trim();
+    Transport::ALL
+        .into_iter()
+        .find(|t| t.name() == s)
+        .ok_or_else(|| {
+            let valid: Vec<&str> = Transport::ALL.iter().map(|t| t.name()).collect();
+            format!("unknown transport {s:?}; valid: {}", valid.join(", "))
+        })
+}
 
-    /// Message sizes, comma-separated, with optional K or M suffixes
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_size, default_value = "32,1K,32K,1M")]
+/// What `ferry lab send-time` is asked to measure.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Transports, in the order they run.
+    pub transports: Vec<Transport>,
+    /// Message sizes in bytes.
     pub sizes: Vec<usize>,
-
-    /// Timed sends per transport and size
-    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    /// Timed sends per transport and size.
     pub samples: usize,
-
-    /// Untimed sends before the timed ones, per transport and size
-    #[arg(long, value_name = "N", default_value_t = 100)]
+    /// Untimed sends before the timed ones, per transport and size.
     pub warmup: usize,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
 }
 
-#[derive(Debug, Serialize)]
-struct Row {
-    transport: String,
-    size_bytes: usize,
-    #[serde(flatten)]
-    summary: Option<Summary>,
-    p25_ns: Option<u64>,
-    p75_ns: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    skipped: Option<String>,
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            transports: Transport::ALL.to_vec(),
+            sizes: vec![32, 1 << 10, 32 << 10, 1 << 20],
+            samples: 10_000,
+            warmup: 100,
+        }
+    }
 }
 
-#[derive(Debug, Serialize)]
-struct Config {
-    transports: Vec<String>,
+/// How a send-time run was made.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Setup {
+    transports: Vec<Transport>,
     sizes: Vec<usize>,
     samples: usize,
     warmup: usize,
-    timed: &'static str,
-    pacing: &'static str,
+    timed: String,
+    pacing: String,
     pinning: Pinning,
 }
 
-fn qos(transport: &str, max_size: usize) -> Qos {
+/// One transport at one size.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Row {
+    pub transport: Transport,
+    pub size_bytes: usize,
+    /// Absent when the transport cannot carry this size (see `skipped`).
+    #[serde(flatten)]
+    pub summary: Option<Summary>,
+    pub p25_ns: Option<u64>,
+    pub p75_ns: Option<u64>,
+    /// Why this row has no samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+impl Row {
+    /// The row of `transport` at `size` from its send times (ns), or a skipped row without them.
+    fn of(transport: Transport, size: usize, times: Option<&mut Vec<u64>>) -> Row {
+        match times {
+            Some(v) if !v.is_empty() => {
+                let summary = Summary::of(v);
+                let q = |f: f64| v[((v.len() as f64 * f) as usize).min(v.len() - 1)];
+                Row {
+                    transport,
+                    size_bytes: size,
+                    p25_ns: Some(q(0.25)),
+                    p75_ns: Some(q(0.75)),
+                    summary: Some(summary),
+                    skipped: None,
+                }
+            }
+            _ => Row {
+                transport,
+                size_bytes: size,
+                summary: None,
+                p25_ns: None,
+                p75_ns: None,
+                skipped: Some(format!(
+                    "one UDP datagram holds at most {MAX_DATAGRAM} bytes"
+                )),
+            },
+        }
+    }
+}
+
+/// The experiment (see the module's documentation).
+pub struct SendTime;
+
+fn validate(args: &Config) -> Result<()> {
+    if args.transports.is_empty() || args.sizes.is_empty() || args.samples == 0 {
+        bail!("give at least one transport, one size and one sample");
+    }
+    if args.sizes.iter().any(|&s| s == 0 || s > MAX_SIZE) {
+        bail!("--sizes: 1 byte to 64M");
+    }
+    Ok(())
+}
+
+fn qos(transport: Transport, max_size: usize) -> Qos {
     let q = Qos::default()
         .delivery(Delivery::Reliable)
         .max_message_size(max_size);
-    if transport == "udp4" {
+    if transport == Transport::Udp4 {
         q.transport(ferry::Transport::Udp).wait(WaitStrategy::Block)
     } else {
         q.transport(ferry::Transport::Shm).wait(WaitStrategy::Spin)
     }
 }
 
-pub fn run(args: SendTimeArgs) -> Result<()> {
-    if args.transports.is_empty() || args.sizes.is_empty() || args.samples == 0 {
-        bail!("give at least one transport, one size and one sample");
-    }
-    if args.sizes.iter().any(|&s| s == 0 || s > 64 << 20) {
-        bail!("--sizes: 1 byte to 64M");
-    }
+fn run(args: &Config) -> Result<Measured<SendTime>> {
     let allowed = super::allowed_cpus();
     let pinning = Pinning::resolve(None)?;
     if let Pinning::Pinned { main_cpu, .. } = pinning {
@@ -110,91 +188,50 @@ pub fn run(args: SendTimeArgs) -> Result<()> {
     let max_size = args.sizes.iter().copied().max().unwrap_or(1);
     let mut rows = Vec::new();
     let outcome = (|| -> Result<()> {
-        for (ti, t) in args.transports.iter().enumerate() {
-            note!("send-time: {t}");
+        for (ti, &t) in args.transports.iter().enumerate() {
+            note!("send-time: {}", t.name());
             let carried: Vec<usize> = args
                 .sizes
                 .iter()
                 .copied()
-                .filter(|&s| t != "raw-udp4" || s <= MAX_DATAGRAM)
+                .filter(|&s| t.carries(s))
                 .collect();
             let mut per_size = if carried.is_empty() {
                 Vec::new()
             } else {
-                measure(t, ti, &carried, max_size, &args, &pinning)
-                    .context(format!("send-time {t}"))?
+                measure(t, ti, &carried, max_size, args, &pinning)
+                    .context(format!("send-time {}", t.name()))?
             };
             for &size in &args.sizes {
-                match carried.iter().position(|&s| s == size) {
-                    Some(i) => {
-                        let v = &mut per_size[i];
-                        let summary = Summary::of(v);
-                        let q = |f: f64| v[((v.len() as f64 * f) as usize).min(v.len() - 1)];
-                        rows.push(Row {
-                            transport: t.clone(),
-                            size_bytes: size,
-                            p25_ns: Some(q(0.25)),
-                            p75_ns: Some(q(0.75)),
-                            summary: Some(summary),
-                            skipped: None,
-                        });
-                    }
-                    None => rows.push(Row {
-                        transport: t.clone(),
-                        size_bytes: size,
-                        summary: None,
-                        p25_ns: None,
-                        p75_ns: None,
-                        skipped: Some(format!(
-                            "one UDP datagram holds at most {MAX_DATAGRAM} bytes"
-                        )),
-                    }),
-                }
+                let times = carried
+                    .iter()
+                    .position(|&s| s == size)
+                    .and_then(|i| per_size.get_mut(i));
+                rows.push(Row::of(t, size, times));
             }
         }
         Ok(())
     })();
     super::limits::restore_affinity(&allowed);
     outcome?;
-
-    let mut table = Table::new(&["transport", "size", "p50 send", "p99 send", "max"]);
-    for r in &rows {
-        let cell = |f: fn(&Summary) -> u64| {
-            r.summary
-                .as_ref()
-                .map_or("-".into(), |s| format_ns(f(s) as f64))
-        };
-        table.row(vec![
-            r.transport.clone(),
-            format_size(r.size_bytes),
-            cell(|s| s.p50_ns),
-            cell(|s| s.p99_ns),
-            cell(|s| s.max_ns),
-        ]);
-    }
-    print_out(&table.render())?;
-    if let Some(path) = &args.json {
-        let config = Config {
-            transports: args.transports.clone(),
-            sizes: args.sizes.clone(),
-            samples: args.samples,
-            warmup: args.warmup,
-            timed: "shm and udp4: Publisher::loan + filling every byte + Loan::send; raw-udp4: filling the buffer + UdpSocket::send_to",
-            pacing: "the next message is sent only after the subscriber process acknowledged the last one (over a separate UDP socket), so the ring never fills",
-            pinning: pinning.clone(),
-        };
-        Results::new("send-time", Machine::probe(), config, rows).write_json(path)?;
-        note!("wrote {}", path.display());
-    }
-    Ok(())
+    let setup = Setup {
+        transports: args.transports.clone(),
+        sizes: args.sizes.clone(),
+        samples: args.samples,
+        warmup: args.warmup,
+        timed: "shm and udp4: Publisher::loan + filling every byte + Loan::send; raw-udp4: filling the buffer + UdpSocket::send_to".to_owned(),
+        pacing: "the next message is sent only after the subscriber process acknowledged the last one (over a separate UDP socket), so the ring never fills".to_owned(),
+        pinning,
+    };
+    Ok(Measured { setup, rows })
 }
 
 fn measure(
-    transport: &str,
+    transport: Transport,
     index: usize,
     sizes: &[usize],
     max_size: usize,
-    args: &SendTimeArgs,
+    args: &Config,
     pinning: &Pinning,
 ) -> Result<Vec<Vec<u64>>> {
     let domain = format!("labst{}", std::process::id());
@@ -205,11 +242,11 @@ fn measure(
 }
 
 fn measure_in(
-    transport: &str,
+    transport: Transport,
     index: usize,
     sizes: &[usize],
     max_size: usize,
-    args: &SendTimeArgs,
+    args: &Config,
     pinning: &Pinning,
     domain: &str,
 ) -> Result<Vec<Vec<u64>>> {
@@ -217,41 +254,27 @@ fn measure_in(
     ack.set_read_timeout(Some(Duration::from_millis(50)))?;
     let topic = format!("st{index}");
     let per_size = args.warmup + args.samples;
-    let mut peer_args = vec![
-        "send-time".to_owned(),
-        "--transport".into(),
-        transport.into(),
-        "--sizes".into(),
-        sizes
-            .iter()
-            .map(usize::to_string)
-            .collect::<Vec<_>>()
-            .join(","),
-        "--count".into(),
-        per_size.to_string(),
-        "--max-size".into(),
-        max_size.to_string(),
-        "--domain".into(),
-        domain.to_owned(),
-        "--topic".into(),
-        topic.clone(),
-        "--ack-port".into(),
-        ack.local_addr()?.port().to_string(),
-    ];
-    if let Some(cpu) = pinning.peer_cpu() {
-        peer_args.extend(["--cpu".into(), cpu.to_string()]);
-    }
-    let ferry_pub = if transport == "raw-udp4" {
+    let request = PeerRequest {
+        transport,
+        sizes: sizes.to_vec(),
+        count: per_size,
+        max_size,
+        domain: domain.to_owned(),
+        topic: topic.clone(),
+        ack_port: ack.local_addr()?.port(),
+        cpu: pinning.peer_cpu(),
+    };
+    let ferry_pub = if transport == Transport::RawUdp4 {
         None
     } else {
         let node = Node::with_domain("lab-send", domain)?;
         Some(node.publisher(&topic, &qos(transport, max_size))?)
     };
-    let mut peer = Peer::spawn(&peer_args)?;
+    let mut peer = Peer::start::<SendTime>(&request, &Place::local())?;
     // The peer says hello on the ack socket once its subscriber exists; for raw-udp4 the hello
     // comes from its data socket, whose address is then where data goes.
     let mut buf = [0u8; 64];
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + START_TIMEOUT;
     let data_addr: SocketAddr = loop {
         match ack.recv_from(&mut buf) {
             Ok((_, from)) => break from,
@@ -264,7 +287,7 @@ fn measure_in(
     };
     let mut publisher = ferry_pub;
     if let Some(p) = &publisher {
-        peer.wait_ready(Duration::from_secs(10), || Ok(p.subscriber_count() >= 1))?;
+        peer.wait_ready(START_TIMEOUT, || Ok(p.subscriber_count() >= 1))?;
     }
     let raw = if publisher.is_none() {
         Some(UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("bind a UDP socket")?)
@@ -314,42 +337,52 @@ fn measure_in(
         out.push(times);
     }
     drop(publisher);
-    peer.finish(Duration::from_secs(10))?;
+    peer.finish(START_TIMEOUT)?;
     Ok(out)
 }
 
 // ---------------------------------------------------------------------------------------------
 // The peer
 
-#[derive(Debug, Args)]
-pub struct PeerArgs {
-    #[arg(long)]
-    transport: String,
-    #[arg(long, value_delimiter = ',', required = true)]
+/// What the main side asks of the peer: receive and acknowledge `count` messages of each of
+/// `sizes` bytes, in turn, over `transport`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PeerRequest {
+    transport: Transport,
     sizes: Vec<usize>,
-    #[arg(long)]
     count: usize,
-    #[arg(long)]
     max_size: usize,
-    #[arg(long)]
+    /// The ferry transports' domain and topic.
     domain: String,
-    #[arg(long)]
     topic: String,
-    #[arg(long)]
+    /// The main process's acknowledgement socket, on 127.0.0.1.
     ack_port: u16,
-    #[arg(long)]
     cpu: Option<usize>,
 }
 
-pub fn run_peer(args: PeerArgs) -> Result<()> {
+impl PeerRequest {
+    /// Refuses a request that no main side of this experiment makes.
+    fn check(&self) -> Result<()> {
+        if self.max_size == 0 || self.max_size > MAX_SIZE {
+            bail!("the peer request's largest size is out of range");
+        }
+        if self.sizes.is_empty() || self.sizes.iter().any(|&s| s == 0 || s > self.max_size) {
+            bail!("the peer request's sizes are out of range");
+        }
+        Ok(())
+    }
+}
+
+fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
+    args.check()?;
     if let Some(cpu) = args.cpu {
         super::pin_to(cpu)?;
     }
-    let mut parent_alive = super::parent_watch();
+    let mut main_alive = link.watch();
     let ack_to = SocketAddr::from((Ipv4Addr::LOCALHOST, args.ack_port));
     let ack = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
     let mut seq = 0u64;
-    if args.transport == "raw-udp4" {
+    if args.transport == Transport::RawUdp4 {
         let data = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
         data.set_read_timeout(Some(Duration::from_millis(50)))?;
         data.send_to(b"hello", ack_to)?;
@@ -359,7 +392,7 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
                 let n = loop {
                     match data.recv(&mut buf) {
                         Ok(n) => break n,
-                        Err(_) => parent_alive()?,
+                        Err(_) => main_alive()?,
                     }
                 };
                 verify(&buf[..n], seq, None, size, Dir::Ping)?;
@@ -370,7 +403,7 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
         return Ok(());
     }
     let node = Node::with_domain("lab-send-peer", &args.domain)?;
-    let mut sub = node.subscriber(&args.topic, &qos(&args.transport, args.max_size))?;
+    let mut sub = node.subscriber(&args.topic, &qos(args.transport, args.max_size))?;
     ack.send_to(b"hello", ack_to)?;
     for &size in &args.sizes {
         for _ in 0..args.count {
@@ -379,7 +412,7 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
                     verify(&s, seq, None, size, Dir::Ping)?;
                     break;
                 }
-                parent_alive()?;
+                main_alive()?;
             }
             ack.send_to(&seq.to_le_bytes(), ack_to)?;
             seq += 1;
@@ -390,7 +423,265 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(5);
     while sub.publisher_count() > 0 && Instant::now() < deadline {
         let _ = sub.recv_timeout(Duration::from_millis(1))?;
-        parent_alive()?;
+        main_alive()?;
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+impl Experiment for SendTime {
+    const NAME: &'static str = "send-time";
+    const TITLE: &'static str = "Send time";
+    type Config = Config;
+    type Setup = Setup;
+    type Row = Row;
+    type PeerRequest = PeerRequest;
+
+    fn validate(config: &Config) -> Result<()> {
+        validate(config)
+    }
+
+    fn run(config: &Config) -> Result<Measured<Self>> {
+        run(config)
+    }
+
+    fn run_peer(request: PeerRequest, link: &mut PeerLink) -> Result<()> {
+        run_peer(request, link)
+    }
+
+    fn table(results: &Results<Self>) -> String {
+        render_table(&results.rows)
+    }
+
+    fn section(results: &Results<Self>) -> Result<Section> {
+        let cells: Vec<_> = results
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.transport.name().to_owned(),
+                    r.size_bytes,
+                    r.summary
+                        .as_ref()
+                        .map(|s| Glyph::of_quartiles(s, r.p25_ns, r.p75_ns)),
+                )
+            })
+            .collect();
+        let (svg, phrase) = size_boxes(
+            "Send time by message size (log scale)",
+            "time of the publish call",
+            &cells,
+        )?;
+        Ok(Section {
+            plots: vec![Plot {
+                file: "send-time.svg".to_owned(),
+                svg,
+                caption: "Box: p25 to p75, black line p50; whiskers: min and p99; dot: p99.9. The publish call alone (loan + fill + send; raw-udp4: fill + send_to).".to_owned(),
+            }],
+            sentence: format!(
+                "{} timed the send call of 10 000 messages per size and found the shared-memory streams' sends shorter than UDP's. Here, send-time p50 {phrase}.",
+                cite_first(&SHM_STREAM)
+            ),
+        })
+    }
+
+    fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
+        summary(&results.config, &results.rows)
+    }
+}
+
+/// One line per size: ferry's publish call over shared memory and over UDP, against the plain
+/// UDP `send_to` of the same run. The study plots its send times without giving figures: its
+/// finding is the comparison.
+fn summary(setup: &Setup, rows: &[Row]) -> Vec<SummaryLine> {
+    let p50 = |t: Transport, size: usize| {
+        rows.iter()
+            .find(|r| r.transport == t && r.size_bytes == size)
+            .and_then(|r| r.summary.as_ref())
+            .map(|s| format_ns(s.p50_ns as f64))
+    };
+    setup
+        .sizes
+        .iter()
+        .filter_map(|&size| {
+            let ferry: Vec<String> = [Transport::Shm, Transport::Udp4]
+                .into_iter()
+                .filter_map(|t| Some(format!("{} {}", t.name(), p50(t, size)?)))
+                .collect();
+            if ferry.is_empty() {
+                return None;
+            }
+            Some(SummaryLine {
+                what: format!("publish call p50, {}", format_size(size)),
+                ferry: ferry.join(", "),
+                floor: p50(Transport::RawUdp4, size).map(|v| format!("raw-udp4 send_to {v}")),
+                best_peer: None,
+                study: Some(format!(
+                    "shared memory's sends shorter than UDP's at 32 B, 1 KB, 32 KB and 1 MB, in box plots without figures ({})",
+                    cite(&SHM_STREAM)
+                )),
+            })
+        })
+        .collect()
+}
+
+fn render_table(rows: &[Row]) -> String {
+    let mut table = Table::new(&["transport", "size", "p50 send", "p99 send", "max"]);
+    for r in rows {
+        let cell = |f: fn(&Summary) -> u64| {
+            r.summary
+                .as_ref()
+                .map_or("-".into(), |s| format_ns(f(s) as f64))
+        };
+        table.row(vec![
+            r.transport.name().to_owned(),
+            format_size(r.size_bytes),
+            cell(|s| s.p50_ns),
+            cell(|s| s.p99_ns),
+            cell(|s| s.max_ns),
+        ]);
+    }
+    table.render()
+}
+
+/// Results of a small made-up run, for the report's tests.
+#[cfg(test)]
+pub(crate) fn example() -> Results<SendTime> {
+    let config = Config {
+        sizes: vec![32, 1 << 20],
+        samples: 4,
+        warmup: 0,
+        ..Config::default()
+    };
+    let times = |base: u64| vec![base, base * 2, base + base / 2, base * 3];
+    let rows = vec![
+        Row::of(Transport::Shm, 32, Some(&mut times(200))),
+        Row::of(Transport::Shm, 1 << 20, Some(&mut times(90_000))),
+        Row::of(Transport::Udp4, 32, Some(&mut times(2_000))),
+        Row::of(Transport::Udp4, 1 << 20, Some(&mut times(900_000))),
+        Row::of(Transport::RawUdp4, 32, Some(&mut times(3_000))),
+        Row::of(Transport::RawUdp4, 1 << 20, None),
+    ];
+    let setup = Setup {
+        transports: config.transports.clone(),
+        sizes: config.sizes.clone(),
+        samples: config.samples,
+        warmup: config.warmup,
+        timed: String::new(),
+        pacing: String::new(),
+        pinning: Pinning::None {
+            reason: "example".to_owned(),
+        },
+    };
+    Results::new(crate::Machine::probe(), config, Measured { setup, rows })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_results_read_back_and_draw() {
+        let results = example();
+        let value = serde_json::to_value(&results).unwrap();
+        // The rows' JSON is as before: the summary flattened, quartiles beside it, transports
+        // by name, a skipped row without figures.
+        let shm = &value["rows"][0];
+        assert_eq!(shm["transport"], "shm");
+        assert_eq!(
+            (
+                shm["p50_ns"].as_u64(),
+                shm["p25_ns"].as_u64(),
+                shm["p75_ns"].as_u64()
+            ),
+            (Some(300), Some(300), Some(600))
+        );
+        let skipped = &value["rows"][5];
+        assert_eq!(skipped["transport"], "raw-udp4");
+        assert!(skipped.get("p50_ns").is_none() && skipped["p25_ns"].is_null());
+        assert!(skipped["skipped"].as_str().unwrap().contains("65507"));
+        assert_eq!(
+            value["config"]["transports"],
+            serde_json::json!(["shm", "udp4", "raw-udp4"])
+        );
+
+        let back = Results::<SendTime>::from_value(value).unwrap();
+        assert_eq!(back.rows.len(), 6);
+        assert!(back.rows[5].summary.is_none());
+        let section = SendTime::section(&back).unwrap();
+        assert_eq!(section.plots.len(), 1);
+        assert_eq!(section.plots[0].file, "send-time.svg");
+        assert!(section.plots[0].svg.contains("raw-udp4"));
+        assert!(
+            section
+                .sentence
+                .contains("at 32 B: shm 300 ns, udp4 3.00 µs, raw-udp4 4.50 µs; at 1 MiB: shm"),
+            "{}",
+            section.sentence
+        );
+        let table = SendTime::table(&back);
+        assert!(
+            table.contains("raw-udp4") && table.contains("p50 send"),
+            "{table}"
+        );
+
+        let summary = SendTime::summary(&back);
+        assert_eq!(summary.len(), 2);
+        assert_eq!(summary[0].what, "publish call p50, 32 B");
+        assert_eq!(summary[0].ferry, "shm 300 ns, udp4 3.00 µs");
+        assert_eq!(
+            summary[0].floor.as_deref(),
+            Some("raw-udp4 send_to 4.50 µs")
+        );
+        assert_eq!(summary[1].floor, None);
+        assert!(summary[0]
+            .study
+            .as_ref()
+            .unwrap()
+            .contains(&cite(&SHM_STREAM)));
+    }
+
+    #[test]
+    fn configurations_and_requests_are_checked() {
+        assert!(validate(&Config::default()).is_ok());
+        for (config, message) in [
+            (
+                Config {
+                    transports: vec![],
+                    ..Config::default()
+                },
+                "at least one transport",
+            ),
+            (
+                Config {
+                    sizes: vec![0],
+                    ..Config::default()
+                },
+                "--sizes: 1 byte to 64M",
+            ),
+        ] {
+            let e = validate(&config).unwrap_err().to_string();
+            assert!(e.contains(message), "{e}");
+        }
+        assert_eq!(parse_transport("raw-udp4"), Ok(Transport::RawUdp4));
+        assert!(parse_transport("udp6")
+            .unwrap_err()
+            .contains("valid: shm, udp4, raw-udp4"));
+        let request = |max_size: usize, sizes: Vec<usize>| PeerRequest {
+            transport: Transport::Shm,
+            sizes,
+            count: 1,
+            max_size,
+            domain: "d".to_owned(),
+            topic: "t".to_owned(),
+            ack_port: 1,
+            cpu: None,
+        };
+        assert!(request(64, vec![32, 64]).check().is_ok());
+        assert!(request(64, vec![65]).check().is_err());
+        assert!(request(usize::MAX, vec![1]).check().is_err());
+        assert!(request(64, vec![]).check().is_err());
+    }
 }

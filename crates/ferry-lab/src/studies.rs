@@ -148,19 +148,10 @@ mod tests {
 
     /// A small, made-up result of every experiment the report draws.
     fn fake_results() -> Vec<(&'static str, Value)> {
-        let lat = |t: &str, size: u64, p50: f64| {
-            json!({"transport": t, "size_bytes": size, "samples": 100, "min_ns": p50 * 0.8,
-                   "p50_ns": p50, "p90_ns": p50 * 1.2, "p99_ns": p50 * 2.0,
-                   "p999_ns": p50 * 3.0, "max_ns": p50 * 4.0, "mean_ns": p50})
-        };
         let hub = |t: &str, mode: &str, lap: f64, done: f64| {
             json!({"transport": t, "mode": mode, "hubs": 4, "hosts": 1, "messages": 1000,
                    "round": 0, "lap_p50_ns": lap, "lap_p90_ns": lap, "lap_p99_ns": lap,
                    "completion_s": done, "link_rate": null})
-        };
-        let footprint = |app: &str, t: &str| {
-            json!({"app": app, "transport": t, "binary_bytes": 500_000, "rss_private_kb": 300,
-                   "vm_rss_kb": 1800, "rss_shmem_kb": 100, "threads": 1})
         };
         let rows = |experiment: &str, rows: Vec<Value>| json!({"ferry_version": "0", "experiment": experiment, "config": {}, "rows": rows});
         vec![
@@ -170,37 +161,19 @@ mod tests {
             ),
             (
                 "send-time",
-                rows(
-                    "send-time",
-                    vec![lat("shm", 32, 200.0), lat("raw-udp4", 32, 3000.0)],
-                ),
+                serde_json::to_value(crate::sendtime::example()).unwrap(),
             ),
             (
                 "idle",
-                rows(
-                    "idle",
-                    vec![
-                        json!({"wait": "spin", "cpu_percent": 99.0}),
-                        json!({"wait": "block", "cpu_percent": 0.1}),
-                    ],
-                ),
+                serde_json::to_value(crate::idle::example()).unwrap(),
             ),
             (
                 "footprint",
-                rows(
-                    "footprint",
-                    vec![footprint("min-pub", "shm"), footprint("min-sub", "shm")],
-                ),
+                serde_json::to_value(crate::footprint::example()).unwrap(),
             ),
             (
                 "limits",
-                rows(
-                    "limits",
-                    vec![
-                        json!({"kind": "cacheline", "size_bytes": 64, "p50_ns": 100.0, "p99_ns": 200.0}),
-                        json!({"kind": "memcpy", "size_bytes": 65536, "gbytes_per_s": 40.0}),
-                    ],
-                ),
+                serde_json::to_value(crate::limits::example()).unwrap(),
             ),
             (
                 "throughput",

@@ -88,6 +88,24 @@ fn typed<E: Experiment>(config: E::Config) -> TypedRun {
     })
 }
 
+fn limits(level: Level) -> Option<TypedRun> {
+    use crate::limits::{Config, Limits};
+    let config = match level {
+        Level::Smoke => Config {
+            samples: 200,
+            memcpy_seconds: 0.01,
+            memcpy_max: 1 << 20,
+        },
+        Level::Quick => Config {
+            samples: 5000,
+            memcpy_seconds: 0.1,
+            ..Config::default()
+        },
+        Level::Full => Config::default(),
+    };
+    Some(typed::<Limits>(config))
+}
+
 fn latency(level: Level) -> Option<TypedRun> {
     use crate::latency::{Config, Latency};
     let config = match level {
@@ -186,6 +204,61 @@ fn cycle(level: Level) -> Option<TypedRun> {
     Some(typed::<Cycle>(config))
 }
 
+fn send_time(level: Level) -> Option<TypedRun> {
+    use crate::sendtime::{Config, SendTime};
+    let config = match level {
+        Level::Smoke => Config {
+            samples: 20,
+            warmup: 5,
+            sizes: vec![32, 1 << 10],
+            ..Config::default()
+        },
+        Level::Quick => Config {
+            samples: 2000,
+            sizes: vec![32, 1 << 10, 32 << 10, 1 << 20],
+            ..Config::default()
+        },
+        Level::Full => Config::default(),
+    };
+    Some(typed::<SendTime>(config))
+}
+
+fn idle(level: Level) -> Option<TypedRun> {
+    use crate::idle::{Config, Idle};
+    let config = match level {
+        Level::Smoke => Config {
+            seconds: 0.2,
+            ..Config::default()
+        },
+        Level::Quick => Config {
+            seconds: 1.0,
+            ..Config::default()
+        },
+        Level::Full => Config::default(),
+    };
+    Some(typed::<Idle>(config))
+}
+
+fn footprint(level: Level) -> Option<TypedRun> {
+    use crate::footprint::{Config, Footprint};
+    let config = match level {
+        Level::Smoke => Config {
+            seconds: 0.6,
+            ..Config::default()
+        },
+        Level::Quick => Config {
+            seconds: 2.0,
+            build: true,
+            ..Config::default()
+        },
+        Level::Full => Config {
+            build: true,
+            ..Config::default()
+        },
+    };
+    Some(typed::<Footprint>(config))
+}
+
 /// Every experiment the suite knows, in the order it runs them. An experiment this build does
 /// not have is skipped (hook: `cycle` and `throughput` are picked up as soon as `ferry lab
 /// cycle` / `ferry lab throughput` exist and take `--json`).
@@ -193,17 +266,10 @@ const STEPS: &[Step] = &[
     Step {
         name: "limits",
         file: "limits",
-        smoke: &[
-            "--samples",
-            "200",
-            "--memcpy-seconds",
-            "0.01",
-            "--memcpy-max",
-            "1M",
-        ],
-        quick: &["--samples", "5000", "--memcpy-seconds", "0.1"],
+        smoke: &[],
+        quick: &[],
         full: &[],
-        typed: None,
+        typed: Some(limits),
     },
     Step {
         name: "latency",
@@ -216,10 +282,10 @@ const STEPS: &[Step] = &[
     Step {
         name: "send-time",
         file: "send-time",
-        smoke: &["--samples", "20", "--warmup", "5", "--sizes", "32,1K"],
-        quick: &["--samples", "2000", "--sizes", "32,1K,32K,1M"],
+        smoke: &[],
+        quick: &[],
         full: &[],
-        typed: None,
+        typed: Some(send_time),
     },
     Step {
         name: "throughput",
@@ -232,18 +298,18 @@ const STEPS: &[Step] = &[
     Step {
         name: "idle",
         file: "idle",
-        smoke: &["--seconds", "0.2"],
-        quick: &["--seconds", "1"],
+        smoke: &[],
+        quick: &[],
         full: &[],
-        typed: None,
+        typed: Some(idle),
     },
     Step {
         name: "footprint",
         file: "footprint",
-        smoke: &["--seconds", "0.6"],
-        quick: &["--seconds", "2", "--build"],
-        full: &["--build"],
-        typed: None,
+        smoke: &[],
+        quick: &[],
+        full: &[],
+        typed: Some(footprint),
     },
     // The DDS hubs (the DDS-Demonstrators performance study): a ring of 4 processes on one host,
     // then split over two network namespaces joined by a 100 Mbit/s veth (root only; without it the

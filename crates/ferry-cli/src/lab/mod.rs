@@ -3,7 +3,11 @@
 //! runs; the defaults live with the configuration, not here.
 
 mod cycle;
+mod footprint;
+mod idle;
 mod latency;
+mod limits;
+mod sendtime;
 mod throughput;
 mod udprate;
 
@@ -33,15 +37,15 @@ pub enum Experiment {
     /// another process, against plain UDP, iperf3 and sockperf measured in the same run
     Throughput(throughput::ThroughputArgs),
     /// CPU used by an idle subscriber for each wait strategy (spin, block, adaptive)
-    Idle(ferry_lab::idle::IdleArgs),
+    Idle(idle::IdleArgs),
     /// Binary size, private memory and threads of a minimal publisher and subscriber, against
     /// Vortex Lite's footprint in the Vortex Lite performance whitepaper (ADLINK)
-    Footprint(ferry_lab::footprint::FootprintArgs),
+    Footprint(footprint::FootprintArgs),
     /// Raw limits of this machine: cache-line handoff, futex wake, UDP loopback, memcpy
-    Limits(ferry_lab::limits::LimitsArgs),
+    Limits(limits::LimitsArgs),
     /// The time of the publish call alone, by transport and size, as in the cpp-shm-stream
     /// shared-memory stream experiments (Kenta Kabashima, MusicScience37)
-    SendTime(ferry_lab::sendtime::SendTimeArgs),
+    SendTime(sendtime::SendTimeArgs),
     /// Paced multithreaded UDP sending: the rate reached per thread count and MSS, and an
     /// automatic pool under rate changes and CPU stress, as in the multithreaded paced UDP study
     /// (Dmytro Syzov, Dmitry Kachan, Eduard Siemens, Anhalt University of Applied Sciences)
@@ -102,8 +106,6 @@ pub struct PeerArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum PeerExperiment {
-    Idle(ferry_lab::idle::PeerArgs),
-    SendTime(ferry_lab::sendtime::PeerArgs),
     Hubs(ferry_lab::hubs::PeerArgs),
 }
 
@@ -144,10 +146,22 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
             let json = a.json.clone();
             run_and_print::<ferry_lab::throughput::Throughput>(a.into_config(), json.as_deref())
         }
-        Experiment::Idle(a) => ferry_lab::idle::run(a),
-        Experiment::Footprint(a) => ferry_lab::footprint::run(a),
-        Experiment::Limits(a) => ferry_lab::limits::run(a),
-        Experiment::SendTime(a) => ferry_lab::sendtime::run(a),
+        Experiment::Idle(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::idle::Idle>(a.into_config(), json.as_deref())
+        }
+        Experiment::Footprint(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::footprint::Footprint>(a.into_config(), json.as_deref())
+        }
+        Experiment::Limits(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::limits::Limits>(a.into_config(), json.as_deref())
+        }
+        Experiment::SendTime(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::sendtime::SendTime>(a.into_config(), json.as_deref())
+        }
         Experiment::UdpRate(a) => {
             let json = a.json.clone();
             run_and_print::<ferry_lab::udprate::UdpRate>(a.into_config(), json.as_deref())
@@ -183,8 +197,6 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
 pub fn run_peer(args: PeerArgs) -> Result<()> {
     match args.experiment {
         None => ferry_lab::peer::serve_stdio(),
-        Some(PeerExperiment::Idle(a)) => ferry_lab::idle::run_peer(a).context("lab peer"),
-        Some(PeerExperiment::SendTime(a)) => ferry_lab::sendtime::run_peer(a).context("lab peer"),
         Some(PeerExperiment::Hubs(a)) => ferry_lab::hubs::run_peer(a).context("lab peer"),
     }
 }

@@ -1,0 +1,41 @@
+//! `ferry lab footprint`'s options.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use ferry_lab::footprint::{parse_transport, Config, Transport};
+
+#[derive(Debug, Args)]
+pub struct FootprintArgs {
+    /// Transports to run the pair on, comma-separated: shm, udp [default: shm,udp]
+    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_transport)]
+    pub transports: Option<Vec<Transport>>,
+
+    /// Seconds each pair runs (memory is read near the end) [default: 2]
+    #[arg(long, value_name = "S")]
+    pub seconds: Option<f64>,
+
+    /// Where min-pub and min-sub are [default: the min-size profile's directory, target/min-size]
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+
+    /// Build the apps with cargo first if they are missing (when run from the source tree)
+    #[arg(long)]
+    pub build: bool,
+
+    /// Write the results as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+}
+
+impl FootprintArgs {
+    pub fn into_config(self) -> Config {
+        let d = Config::default();
+        Config {
+            transports: self.transports.unwrap_or(d.transports),
+            seconds: self.seconds.unwrap_or(d.seconds),
+            bin_dir: self.bin_dir.or(d.bin_dir),
+            build: self.build || d.build,
+        }
+    }
+}

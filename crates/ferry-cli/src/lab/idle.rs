@@ -1,0 +1,38 @@
+//! `ferry lab idle`'s options.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use ferry_lab::idle::{parse_transport, parse_wait, Config, Transport, Wait};
+
+#[derive(Debug, Args)]
+pub struct IdleArgs {
+    /// Wait strategies of the idle subscriber, comma-separated: spin, block, adaptive [default:
+    /// block,adaptive,spin]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_wait)]
+    pub wait: Option<Vec<Wait>>,
+
+    /// Transport of the idle pair: shm, or auto (the default of applications: shared memory
+    /// here, UDP to other hosts) [default: shm]
+    #[arg(long, value_name = "T", value_parser = parse_transport)]
+    pub transport: Option<Transport>,
+
+    /// Seconds of idleness measured per strategy (after a settling pause of 0.5 s) [default: 2]
+    #[arg(long, value_name = "S")]
+    pub seconds: Option<f64>,
+
+    /// Write the results as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+}
+
+impl IdleArgs {
+    pub fn into_config(self) -> Config {
+        let d = Config::default();
+        Config {
+            wait: self.wait.unwrap_or(d.wait),
+            transport: self.transport.unwrap_or(d.transport),
+            seconds: self.seconds.unwrap_or(d.seconds),
+        }
+    }
+}
