@@ -19,6 +19,7 @@ pub mod hubs;
 pub mod idle;
 pub mod latency;
 pub mod limits;
+pub mod netns;
 pub mod peer;
 pub mod raw;
 pub mod rawudp;
