@@ -217,6 +217,7 @@ macro_rules! registry {
 registry![
     // One line per experiment, in the suite's order.
     crate::latency::Latency,
+    crate::hubs::Hubs,
 ];
 
 /// The experiment named `name`.

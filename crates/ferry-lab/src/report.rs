@@ -14,9 +14,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
 use super::footprint::{VORTEX_BINARY_BYTES, VORTEX_THREADS, VORTEX_VMRSS_KB};
-use super::studies::{
-    self, cite, cite_first, DDS_HUBS, DOMINION, PACED_UDP, SHM_STREAM, VORTEX_LITE,
-};
+use super::studies::{self, cite, cite_first, DOMINION, PACED_UDP, SHM_STREAM, VORTEX_LITE};
 use super::suite::{write as write_file, Outcome};
 use crate::error::Result;
 use crate::units::{format_ns, format_size};
@@ -48,7 +46,7 @@ const PALETTE: [RGBColor; 10] = [
 const GREY: RGBColor = RGBColor(150, 150, 150);
 const FONT: &str = "sans-serif";
 
-fn color(i: usize) -> RGBColor {
+pub(crate) fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
@@ -717,14 +715,14 @@ fn timeline_chart(
 
 /// One bar panel: categories on x, one bar per series in each (a missing value leaves a gap),
 /// an optional dashed reference line.
-struct Bars<'a> {
-    title: &'a str,
-    y_desc: &'a str,
-    categories: Vec<String>,
+pub(crate) struct Bars<'a> {
+    pub(crate) title: &'a str,
+    pub(crate) y_desc: &'a str,
+    pub(crate) categories: Vec<String>,
     /// name, colour, a value per category.
-    series: Vec<(String, RGBColor, Vec<Option<f64>>)>,
-    reference: Option<(String, f64)>,
-    log_y: bool,
+    pub(crate) series: Vec<(String, RGBColor, Vec<Option<f64>>)>,
+    pub(crate) reference: Option<(String, f64)>,
+    pub(crate) log_y: bool,
 }
 
 fn draw_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, b: &Bars<'_>) -> Result<()> {
@@ -846,7 +844,7 @@ fn draw_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, b: &Bars<'_
     Ok(())
 }
 
-fn bar_svg(panels: &[Bars<'_>], width: u32) -> Result<String> {
+pub(crate) fn bar_svg(panels: &[Bars<'_>], width: u32) -> Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (width, H)).into_drawing_area();
@@ -1476,118 +1474,6 @@ fn legacy_section(v: &Value) -> Result<Section> {
                 captions.push(caption);
             }
         }
-        "hubs" => {
-            // Median over the rounds, per transport (and mode).
-            let transports = distinct(rs, "transport");
-            let median_of = |mode: &str, t: &str, key: &str| -> Option<f64> {
-                let mut v: Vec<f64> = rs
-                    .iter()
-                    .filter(|r| text(r, "mode") == Some(mode) && text(r, "transport") == Some(t))
-                    .filter_map(|r| num(r, key))
-                    .collect();
-                v.sort_by(f64::total_cmp);
-                (!v.is_empty()).then(|| v[v.len() / 2])
-            };
-            let extreme = |mode: &str, t: &str, key: &str, max: bool| -> Option<f64> {
-                rs.iter()
-                    .filter(|r| text(r, "mode") == Some(mode) && text(r, "transport") == Some(t))
-                    .filter_map(|r| num(r, key))
-                    .reduce(if max { f64::max } else { f64::min })
-            };
-            let first = rs.first();
-            let hubs = first.and_then(|r| num(r, "hubs")).unwrap_or(0.0);
-            let hosts = first.and_then(|r| num(r, "hosts")).unwrap_or(1.0);
-            let messages = rs
-                .iter()
-                .find(|r| text(r, "mode") == Some("flood"))
-                .and_then(|r| num(r, "messages"))
-                .unwrap_or(0.0);
-            let link = first
-                .and_then(|r| text(r, "link_rate"))
-                .map_or(String::new(), |l| format!(", link {l}"));
-            let mut panels = Vec::new();
-            let (mut lap, mut flood) = (Vec::new(), Vec::new());
-            let per_t = |mode: &str, key: &str, scale: f64| -> Vec<Option<f64>> {
-                transports
-                    .iter()
-                    .map(|t| median_of(mode, t, key).map(|v| v / scale))
-                    .collect()
-            };
-            let roundtrip_title = format!("Roundtrip: one lap through {hubs:.0} processes");
-            if rs.iter().any(|r| text(r, "mode") == Some("roundtrip")) {
-                panels.push(Bars {
-                    title: &roundtrip_title,
-                    y_desc: "lap time (µs)",
-                    categories: transports.clone(),
-                    series: vec![
-                        (
-                            "p50".into(),
-                            color(0),
-                            per_t("roundtrip", "lap_p50_ns", 1e3),
-                        ),
-                        (
-                            "p90".into(),
-                            color(1),
-                            per_t("roundtrip", "lap_p90_ns", 1e3),
-                        ),
-                        (
-                            "p99".into(),
-                            color(2),
-                            per_t("roundtrip", "lap_p99_ns", 1e3),
-                        ),
-                    ],
-                    reference: None,
-                    log_y: false,
-                });
-                for t in &transports {
-                    if let Some(v) = median_of("roundtrip", t, "lap_p50_ns") {
-                        lap.push(format!("{t} {}", format_ns(v)));
-                    }
-                }
-            }
-            let flood_title = format!("Flood: {messages:.0} messages through every hub");
-            if rs.iter().any(|r| text(r, "mode") == Some("flood")) {
-                let ext = |max: bool| -> Vec<Option<f64>> {
-                    transports
-                        .iter()
-                        .map(|t| extreme("flood", t, "completion_s", max).map(|v| v * 1e3))
-                        .collect()
-                };
-                panels.push(Bars {
-                    title: &flood_title,
-                    y_desc: "completion (ms)",
-                    categories: transports.clone(),
-                    series: vec![
-                        ("fastest round".into(), color(3), ext(false)),
-                        (
-                            "median".into(),
-                            color(0),
-                            per_t("flood", "completion_s", 1e-3),
-                        ),
-                        ("slowest round".into(), color(1), ext(true)),
-                    ],
-                    reference: None,
-                    log_y: false,
-                });
-                for t in &transports {
-                    if let Some(v) = median_of("flood", t, "completion_s") {
-                        flood.push(format!("{t} {:.2} ms", v * 1e3));
-                    }
-                }
-            }
-            if !panels.is_empty() {
-                svgs.push(("hubs.svg".into(), bar_svg(&panels, 1500)?));
-                captions.push(format!(
-                    "{hubs:.0} processes in a ring on {hosts:.0} host(s){link}; median over the rounds (roundtrip: lap percentiles; flood: time until every message came back to the master)."
-                ));
-            }
-            sentence = format!(
-                "{} passes a message around a master and 3 hubs (Roundtrip) and pushes 1000 messages through every hub (Flood), on one node and on two over Ethernet and WiFi; its Flood over Ethernet saturates the network. Here, on {hosts:.0} host(s){link}: roundtrip lap p50 {}; flood completion {}.",
-                cite_first(&DDS_HUBS),
-                if lap.is_empty() { "not run".to_owned() } else { lap.join(", ") },
-                if flood.is_empty() { "not run".to_owned() } else { flood.join(", ") },
-            );
-        }
         "udp-rate" => {
             let parts: Vec<String> = rs
                 .iter()
@@ -2055,38 +1941,5 @@ mod tests {
         ] {
             assert!(caption.contains(part), "{part:?} missing from {caption}");
         }
-    }
-
-    #[test]
-    fn hubs_plot_laps_and_flood_completion_per_transport() {
-        let row = |t: &str, mode: &str, round: u64, lap: f64, done: f64| {
-            json!({"transport": t, "mode": mode, "hubs": 4, "hosts": 1, "messages": 1000,
-                   "round": round, "lap_p50_ns": lap, "lap_p90_ns": lap * 1.2,
-                   "lap_p99_ns": lap * 2.0, "completion_s": done, "link_rate": null})
-        };
-        let v = json!({"experiment": "hubs", "rows": [
-            row("shm", "roundtrip", 0, 30_000.0, 0.0), row("shm", "roundtrip", 1, 32_000.0, 0.0),
-            row("udp", "roundtrip", 0, 50_000.0, 0.0),
-            row("shm", "flood", 0, 0.0, 0.001), row("udp", "flood", 0, 0.0, 0.012),
-        ]});
-        let (sec, svgs) = section_of(&v, "hubs-2hosts");
-        assert_eq!(svgs.len(), 1);
-        assert_eq!(svgs[0].0, "hubs-2hosts.svg");
-        for label in [
-            "Roundtrip: one lap through 4 processes",
-            "Flood: 1000 messages",
-            "shm",
-            "udp",
-            "p99",
-        ] {
-            assert!(svgs[0].1.contains(label), "{label} missing");
-        }
-        // The sentence gives each transport's median lap and completion.
-        assert!(
-            sec.sentence.contains("shm 32.0 µs") || sec.sentence.contains("shm 32 µs"),
-            "{}",
-            sec.sentence
-        );
-        assert!(sec.sentence.contains("udp 12.00 ms"), "{}", sec.sentence);
     }
 }

@@ -157,11 +157,6 @@ mod tests {
             json!({"transport": t, "cycle_ms": 1.0, "cpu": 0.3, "placement": "one-cpu",
                    "repeat": 0, "max_multiplicity": m, "reached_limit": false})
         };
-        let hub = |t: &str, mode: &str, lap: f64, done: f64| {
-            json!({"transport": t, "mode": mode, "hubs": 4, "hosts": 1, "messages": 1000,
-                   "round": 0, "lap_p50_ns": lap, "lap_p90_ns": lap, "lap_p99_ns": lap,
-                   "completion_s": done, "link_rate": null})
-        };
         let timeline = json!([{"at_s": 0.5, "requested_bps": 3e9, "sent_bps": 2e9, "threads": 1}]);
         let rate = |threads: u64, achieved: f64| {
             json!({"mss": 1472, "threads": threads, "threads_mode": "fixed",
@@ -229,13 +224,7 @@ mod tests {
             ),
             (
                 "hubs",
-                rows(
-                    "hubs",
-                    vec![
-                        hub("shm", "roundtrip", 30_000.0, 0.0),
-                        hub("shm", "flood", 0.0, 0.01),
-                    ],
-                ),
+                serde_json::to_value(crate::hubs::example()).unwrap(),
             ),
         ]
     }

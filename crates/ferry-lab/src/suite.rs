@@ -108,6 +108,50 @@ fn latency(level: Level) -> Option<TypedRun> {
     Some(typed::<Latency>(config))
 }
 
+fn hubs(level: Level) -> Option<TypedRun> {
+    use crate::hubs::{Config, Hubs, Mode};
+    let both = vec![Mode::Roundtrip, Mode::Flood];
+    let config = match level {
+        Level::Smoke => Config {
+            mode: both,
+            messages: 20,
+            rounds: 1,
+            warmup: 5,
+            ..Config::default()
+        },
+        Level::Quick => Config {
+            mode: both,
+            ..Config::default()
+        },
+        Level::Full => Config {
+            mode: both,
+            rounds: 5,
+            ..Config::default()
+        },
+    };
+    Some(typed::<Hubs>(config))
+}
+
+fn hubs_2hosts(level: Level) -> Option<TypedRun> {
+    use crate::hubs::{parse_link_rate, Config, Hubs, Mode, Transport};
+    let config = Config {
+        mode: vec![Mode::Roundtrip, Mode::Flood],
+        hosts: 2,
+        transport: vec![Transport::Udp],
+        link_rate: Some(parse_link_rate("100mbit").expect("a valid rate")),
+        ..Config::default()
+    };
+    let config = match level {
+        Level::Smoke => return None,
+        Level::Quick => config,
+        Level::Full => Config {
+            rounds: 5,
+            ..config
+        },
+    };
+    Some(typed::<Hubs>(config))
+}
+
 /// Every experiment the suite knows, in the order it runs them. An experiment this build does
 /// not have is skipped (hook: `cycle` and `throughput` are picked up as soon as `ferry lab
 /// cycle` / `ferry lab throughput` exist and take `--json`).
@@ -173,47 +217,18 @@ const STEPS: &[Step] = &[
     Step {
         name: "hubs",
         file: "hubs",
-        smoke: &[
-            "--mode",
-            "roundtrip,flood",
-            "--messages",
-            "20",
-            "--rounds",
-            "1",
-            "--warmup",
-            "5",
-        ],
-        quick: &["--mode", "roundtrip,flood"],
-        full: &["--mode", "roundtrip,flood", "--rounds", "5"],
-        typed: None,
+        smoke: &[],
+        quick: &[],
+        full: &[],
+        typed: Some(hubs),
     },
     Step {
         name: "hubs",
         file: "hubs-2hosts",
         smoke: &[],
-        quick: &[
-            "--mode",
-            "roundtrip,flood",
-            "--hosts",
-            "2",
-            "--transport",
-            "udp",
-            "--link-rate",
-            "100mbit",
-        ],
-        full: &[
-            "--mode",
-            "roundtrip,flood",
-            "--hosts",
-            "2",
-            "--transport",
-            "udp",
-            "--link-rate",
-            "100mbit",
-            "--rounds",
-            "5",
-        ],
-        typed: None,
+        quick: &[],
+        full: &[],
+        typed: Some(hubs_2hosts),
     },
     // The paced multithreaded UDP sender (the Syzov, Kachan, Siemens study); not in the smoke
     // suite.

@@ -2,6 +2,7 @@
 //! experiment's typed configuration (`ferry_lab::<experiment>::Config`), which the lab library
 //! runs; the defaults live with the configuration, not here.
 
+mod hubs;
 mod latency;
 
 use std::path::PathBuf;
@@ -48,9 +49,9 @@ pub enum Experiment {
     /// DLR): bisection, deadline misses, overloads
     Cycle(ferry_lab::cycle::CycleArgs),
     /// Roundtrip and Flood over a ring of hub processes (a master and 3 hubs by default), on
-    /// one host or two (network namespaces, optional link rate), under a CPU quota, as in the
-    /// DDS Roundtrip/Flood performance study (DDS-Demonstrators project, team Hurricane, Sogeti)
-    Hubs(ferry_lab::hubs::HubsArgs),
+    /// one host or two (network namespaces with an optional link rate, or another machine
+    /// through a lab agent), under a CPU quota, as in the DDS Roundtrip/Flood performance study (DDS-Demonstrators project, team Hurricane, Sogeti)
+    Hubs(hubs::HubsArgs),
     /// Serve the peer side of experiments to a lab on another machine (`--remote` there)
     Agent(AgentArgs),
 }
@@ -86,7 +87,6 @@ pub enum PeerExperiment {
     Idle(ferry_lab::idle::PeerArgs),
     SendTime(ferry_lab::sendtime::PeerArgs),
     Cycle(ferry_lab::cycle::PeerArgs),
-    Hubs(ferry_lab::hubs::PeerArgs),
 }
 
 pub fn run(args: LabArgs) -> Result<()> {
@@ -129,7 +129,10 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
         Experiment::SendTime(a) => ferry_lab::sendtime::run(a),
         Experiment::UdpRate(a) => ferry_lab::udprate::run(a),
         Experiment::Cycle(a) => ferry_lab::cycle::run(a),
-        Experiment::Hubs(a) => ferry_lab::hubs::run(a),
+        Experiment::Hubs(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::hubs::Hubs>(a.into_config(), json.as_deref())
+        }
         Experiment::Agent(a) => {
             let key = match &a.key_file {
                 Some(path) => Some(ferry::udp::crypto::DomainKey::from_file(path)?),
@@ -153,6 +156,5 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
         Some(PeerExperiment::Idle(a)) => ferry_lab::idle::run_peer(a).context("lab peer"),
         Some(PeerExperiment::SendTime(a)) => ferry_lab::sendtime::run_peer(a).context("lab peer"),
         Some(PeerExperiment::Cycle(a)) => ferry_lab::cycle::run_peer(a).context("lab peer"),
-        Some(PeerExperiment::Hubs(a)) => ferry_lab::hubs::run_peer(a).context("lab peer"),
     }
 }
