@@ -1,14 +1,18 @@
 //! `ferry lab hubs` end to end: roundtrip and flood over a ring of hub processes on one host
 //! (shm, udp, auto) write results JSON and lose nothing; a dead hub is reported, not waited for;
-//! bad arguments are refused. As root with `ip` and `tc`, a two-host run (network namespaces, a
-//! tbf link rate) and a run under a cgroup CPU quota run for real; elsewhere they skip with a
-//! printed reason. No timing is asserted; every run is bounded and killed if it overruns.
+//! bad arguments are refused; with `--remote`, the odd hubs run through a `ferry lab agent` (on
+//! loopback here). As root with `ip` and `tc`, a two-host run (network namespaces, a tbf link
+//! rate), a run across two namespaces through an agent (the lab in one, the agent in the other,
+//! made with the lab's own `ferry_lab::netns`) and a run under a cgroup CPU quota run for real;
+//! elsewhere they skip with a printed reason. No timing is asserted; every run is bounded and
+//! killed if it overruns.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use ferry_lab::netns::{self, find_tool};
 use serde_json::Value;
 
 fn tmp(name: &str, ext: &str) -> PathBuf {
@@ -30,10 +34,15 @@ struct Outcome {
 
 /// Runs `ferry lab hubs ARGS` (output to files, so no pipe can fill), killed after `limit`.
 fn lab_hubs(args: &[&str], limit: Duration) -> Outcome {
+    lab_hubs_with(Command::new(env!("CARGO_BIN_EXE_ferry")), args, limit)
+}
+
+/// As `lab_hubs`, with `ferry` run by `command` (in a network namespace, say).
+fn lab_hubs_with(mut command: Command, args: &[&str], limit: Duration) -> Outcome {
     let out_path = tmp("out", "txt");
     let err_path = tmp("err", "txt");
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+    let mut child = command
         .env_remove("FERRY_DOMAIN")
         .args(["lab", "hubs"])
         .args(args)
@@ -302,6 +311,23 @@ fn bad_arguments_are_refused() {
         (&["--hosts", "2", "--link-rate", "100mbps"][..], "100mbps"),
         (&["--transport", "shm,shm"][..], "twice"),
         (&["--rounds", "0"][..], "--rounds"),
+        (&["--remote", "127.0.0.1"][..], "--hosts 2"),
+        (
+            &["--hosts", "2", "--remote", "127.0.0.1", "--cpu", "0.5"][..],
+            "--cpu",
+        ),
+        // Nothing listens on port 1: the agent cannot be reached, and the run says so.
+        (
+            &[
+                "--hosts",
+                "2",
+                "--remote",
+                "127.0.0.1:1",
+                "--transport",
+                "udp",
+            ][..],
+            "cannot reach the lab agent at 127.0.0.1:1",
+        ),
     ] {
         let out = lab_hubs(args, Duration::from_secs(30));
         assert!(!out.success, "{args:?} should fail");
@@ -317,12 +343,131 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-fn find_tool(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
+/// A `ferry lab agent` started for a test (in a network namespace, or here on loopback); killed
+/// when dropped.
+struct Agent {
+    child: std::process::Child,
+    log: PathBuf,
+}
+
+impl Agent {
+    /// Starts `ferry lab agent ARGS` with `command` and waits until it listens.
+    fn start(mut command: Command, args: &[&str]) -> Agent {
+        let log = tmp("agent", "txt");
+        let child = command
+            .args(["lab", "agent"])
+            .args(args)
+            .env_remove("FERRY_KEY_FILE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("agent log"))
+            .spawn()
+            .expect("start ferry lab agent");
+        let mut agent = Agent { child, log };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !agent.said().contains("listening on") {
+            if let Some(status) = agent.child.try_wait().expect("wait") {
+                panic!("the agent exited ({status}): {}", agent.said());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the agent did not listen: {}",
+                agent.said()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        agent
+    }
+
+    fn said(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// A free TCP port on loopback (free a moment ago).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// The processes' hosts and the edges' paths of a measured two-host row of 3 hubs.
+fn check_two_host_row(row: &Value) {
+    let hosts: Vec<&str> = row["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["A", "B", "A"]);
+    let links: Vec<&str> = row["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["link"].as_str().unwrap())
+        .collect();
+    assert_eq!(links, ["across hosts", "across hosts", "same host"]);
+}
+
+#[test]
+fn the_odd_hubs_run_through_a_lab_agent() {
+    // The agent on loopback stands for another machine: the odd hubs are its processes.
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let agent = Agent::start(
+        Command::new(env!("CARGO_BIN_EXE_ferry")),
+        &["--listen", &listen],
+    );
+    let json = tmp("agent-loopback", "json");
+    let out = lab_hubs(
+        &[
+            "--hosts",
+            "2",
+            "--remote",
+            &listen,
+            "--hubs",
+            "3",
+            "--mode",
+            "roundtrip,flood",
+            "--transport",
+            "shm,udp",
+            "--messages",
+            "20",
+            "--warmup",
+            "5",
+            "--rounds",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(240),
+    );
+    check_success(&out, "lab hubs --hosts 2 --remote");
+    let v = read_json(&json);
+    check_contract(&v, 3);
+    assert_eq!(v["config"]["remote"]["agent"], listen.as_str());
+    assert!(v["config"]["two_hosts"].is_null());
+    let rows = v["rows"].as_array().unwrap();
+    let skipped: Vec<&Value> = rows.iter().filter(|r| r["transport"] == "shm").collect();
+    assert_eq!(skipped.len(), 2, "one skipped shm row per mode");
+    let measured: Vec<&Value> = rows.iter().filter(|r| r["transport"] == "udp").collect();
+    assert_eq!(measured.len(), 2);
+    for row in measured {
+        check_row(row, 20, 3);
+        check_two_host_row(row);
+        assert_eq!(paths(row), ["udp", "udp", "udp"], "{row}");
+    }
+    let said = agent.said();
+    assert!(said.contains("hubs peer for"), "{said}");
 }
 
 #[test]
@@ -384,20 +529,7 @@ fn two_hosts_over_namespaces_with_a_link_rate() {
         check_row(row, 30, 3);
         assert_eq!(row["hosts"], 2);
         assert_eq!(row["link_rate"], "100mbit");
-        let hosts: Vec<&str> = row["processes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["host"].as_str().unwrap())
-            .collect();
-        assert_eq!(hosts, ["A", "B", "A"]);
-        let links: Vec<&str> = row["edges"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["link"].as_str().unwrap())
-            .collect();
-        assert_eq!(links, ["across hosts", "across hosts", "same host"]);
+        check_two_host_row(row);
         let want = if row["transport"] == "udp" {
             ["udp", "udp", "udp"]
         } else {
@@ -407,14 +539,92 @@ fn two_hosts_over_namespaces_with_a_link_rate() {
         assert_eq!(paths(row), want, "{row}");
     }
     // The namespaces are gone.
-    let list = Command::new(ip)
-        .args(["netns", "list"])
-        .output()
-        .expect("ip netns list");
-    let list = String::from_utf8_lossy(&list.stdout);
+    let list = netns::list(&ip).expect("ip netns list");
     for side in ["A", "B"] {
         let ns = two["namespaces"][side].as_str().unwrap();
-        assert!(!list.contains(ns), "{ns} is still there: {list}");
+        assert!(
+            !list.iter().any(|n| n == ns),
+            "{ns} is still there: {list:?}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn two_hosts_through_a_lab_agent_across_namespaces() {
+    let missing = netns::missing(false);
+    assert!(
+        missing.is_empty(),
+        "two namespaces need {missing:?}; CI runs this test as root with iproute2"
+    );
+    // The lab in namespace A, the agent in namespace B: two hosts as far as ferry can tell.
+    let pair = netns::Pair::create(&netns::Spec {
+        prefix: "ferry-hubs-test-",
+        device: "fht",
+        net: 204,
+        rate: None,
+    })
+    .expect("two network namespaces");
+    let (a, b) = (pair.addr[0].to_string(), pair.addr[1].to_string());
+    let listen = format!("{b}:7447");
+    let agent = Agent::start(
+        pair.command(1, env!("CARGO_BIN_EXE_ferry")),
+        &["--listen", &listen, "--allow", &a],
+    );
+    let json = tmp("agent-netns", "json");
+    let out = lab_hubs_with(
+        pair.command(0, env!("CARGO_BIN_EXE_ferry")),
+        &[
+            "--hosts",
+            "2",
+            "--remote",
+            &b,
+            "--hubs",
+            "3",
+            "--mode",
+            "roundtrip,flood",
+            "--transport",
+            "udp,auto",
+            "--messages",
+            "30",
+            "--warmup",
+            "5",
+            "--rounds",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(300),
+    );
+    check_success(&out, "lab hubs --hosts 2 --remote (across namespaces)");
+    let v = read_json(&json);
+    check_contract(&v, 3);
+    let remote = &v["config"]["remote"];
+    assert_eq!(remote["agent"], b.as_str());
+    assert_eq!(remote["addresses"]["A"], a.as_str());
+    assert_eq!(remote["addresses"]["B"], b.as_str());
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    for row in rows {
+        check_row(row, 30, 3);
+        check_two_host_row(row);
+        let want = if row["transport"] == "udp" {
+            ["udp", "udp", "udp"]
+        } else {
+            // auto: UDP across the machines, shared memory within one.
+            ["udp", "udp", "shm"]
+        };
+        assert_eq!(paths(row), want, "{row}");
+    }
+    let said = agent.said();
+    assert!(said.contains("hubs peer for"), "{said}");
+    drop(agent);
+    let ns = pair.ns.clone();
+    let ip = find_tool("ip").expect("ip");
+    drop(pair);
+    let list = netns::list(&ip).expect("ip netns list");
+    for n in ns {
+        assert!(!list.contains(&n), "{n} is still there: {list:?}");
     }
 }
 

@@ -222,6 +222,7 @@ registry![
     crate::throughput::Throughput,
     crate::idle::Idle,
     crate::footprint::Footprint,
+    crate::hubs::Hubs,
     crate::udprate::UdpRate,
     crate::cycle::Cycle,
 ];

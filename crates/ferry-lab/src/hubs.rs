@@ -19,48 +19,64 @@
 //! - Before measuring, the master sends probes around the ring until one comes back, so every
 //!   edge is known to be connected (a reliable publisher serves a subscriber from the moment it
 //!   knows it).
-//! - `--hosts 2`: two network namespaces joined by a veth pair (a private 10.203.x.0/24 inside
-//!   them), the master and the even hubs in one, the odd hubs in the other (the study's "2
-//!   nodes": master and hub 2 on machine A, hubs 1 and 3 on machine B). Processes find the other
-//!   namespace's endpoints through ferry's static peer list (`FERRY_PEERS`: the other
-//!   namespace's address; in each namespace one process relays the announcements to the other);
-//!   multicast discovery stays off. `--link-rate` puts a `tc tbf` on both veth
-//!   ends. The namespaces are removed on every exit path (error and Ctrl-C included).
+//! - Every hub, the master included, is a peer process of the lab ([`crate::peer`]): the main
+//!   process starts them, tells them to go (`go`, after moving them into the cgroup, if any) and
+//!   the master to start (`start`), reads their reports (`ready`, the master's `progress` and
+//!   `result`, each hub's `hub` report) and ends the run by closing their input.
+//! - `--hosts 2`: two network namespaces joined by a veth pair ([`crate::netns`], a private
+//!   10.203.x.0/24 inside them), the master and the even hubs in one, the odd hubs in the other
+//!   (the study's "2 nodes": master and hub 2 on machine A, hubs 1 and 3 on machine B).
+//!   Processes find the other side's endpoints through ferry's static peer list (`FERRY_PEERS`:
+//!   the other side's address, port 7651; in each namespace one process relays the
+//!   announcements to the others); multicast discovery stays off. The peer request carries the
+//!   list, and each hub process sets it for itself before its first endpoint. `--link-rate` puts
+//!   a `tc tbf` on both veth ends. The namespaces are removed on every exit path (error and
+//!   Ctrl-C included).
+//! - `--hosts 2 --remote HOST[:PORT]`: two real machines instead: the master and the even hubs
+//!   run on this one, the odd hubs on the machine of the `ferry lab agent` at HOST, started
+//!   through it; each side's peer list names the other machine (the agent's address, and this
+//!   machine's address on the route there).
 //! - `--cpu Q`: every hub process (the master included) runs in one cgroup with a CFS quota of Q
 //!   CPUs, standing in for slower CPUs (the study scaled the CPU frequency).
 //! - Transports run in interleaved rounds (shm udp auto shm udp auto …); each round is a row.
 //! - Every wait is bounded; a hub that dies is reported by name; children are killed and
 //!   reaped on every exit path.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddrV4, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use clap::Args;
-use ferry::{Delivery, IpVersion, Node, Publisher, Qos, Subscriber, WaitStrategy};
+use ferry::{Delivery, IpVersion, Publisher, Qos, Subscriber, WaitStrategy};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::cgroup::{self, CpuGroup};
-use super::{Dir, Machine, Results, Summary};
+use super::Dir;
 use crate::error::{bail, note, Context, Error, Result};
+use crate::experiment::{Experiment, Measured, Results};
+use crate::netns::{self, LinkRate};
+use crate::peer::{Peer, PeerLink, Place, MAIN_GONE};
+use crate::report::{bar_svg, color, Bars, Plot, Section, SummaryLine};
 use crate::signal;
-use crate::table::{print_out, Table};
-use crate::units::{format_ns, format_size, parse_size};
+use crate::stats::median;
+use crate::studies::{cite, cite_first, DDS_HUBS};
+use crate::table::Table;
+use crate::units::{format_ns, format_size};
+
+pub use crate::netns::parse_link_rate;
 
 // ---------------------------------------------------------------------------------------------
 // Options
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum Mode {
     Roundtrip,
     Flood,
 }
 
 impl Mode {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Mode::Roundtrip => "roundtrip",
             Mode::Flood => "flood",
@@ -68,7 +84,7 @@ impl Mode {
     }
 }
 
-fn parse_mode(text: &str) -> Result<Mode, String> {
+pub fn parse_mode(text: &str) -> Result<Mode, String> {
     match text.trim() {
         "roundtrip" => Ok(Mode::Roundtrip),
         "flood" => Ok(Mode::Flood),
@@ -76,7 +92,8 @@ fn parse_mode(text: &str) -> Result<Mode, String> {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum Transport {
     Shm,
     Udp,
@@ -84,7 +101,7 @@ pub enum Transport {
 }
 
 impl Transport {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Transport::Shm => "shm",
             Transport::Udp => "udp",
@@ -123,7 +140,7 @@ impl Transport {
     }
 }
 
-fn parse_transport(text: &str) -> Result<Transport, String> {
+pub fn parse_transport(text: &str) -> Result<Transport, String> {
     match text.trim() {
         "shm" => Ok(Transport::Shm),
         "udp" | "udp4" => Ok(Transport::Udp),
@@ -134,34 +151,54 @@ fn parse_transport(text: &str) -> Result<Transport, String> {
     }
 }
 
-fn parse_wait(text: &str) -> Result<WaitStrategy, String> {
+/// How every process waits for a message (ferry's `WaitStrategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Wait {
+    Spin,
+    Block,
+    Adaptive,
+}
+
+impl Wait {
+    pub fn name(self) -> &'static str {
+        match self {
+            Wait::Spin => "spin",
+            Wait::Block => "block",
+            Wait::Adaptive => "adaptive",
+        }
+    }
+
+    fn strategy(self) -> WaitStrategy {
+        match self {
+            Wait::Spin => WaitStrategy::Spin,
+            Wait::Block => WaitStrategy::Block,
+            Wait::Adaptive => WaitStrategy::Adaptive,
+        }
+    }
+}
+
+pub fn parse_wait(text: &str) -> Result<Wait, String> {
     match text.trim() {
-        "spin" => Ok(WaitStrategy::Spin),
-        "block" => Ok(WaitStrategy::Block),
-        "adaptive" => Ok(WaitStrategy::Adaptive),
+        "spin" => Ok(Wait::Spin),
+        "block" => Ok(Wait::Block),
+        "adaptive" => Ok(Wait::Adaptive),
         other => Err(format!(
             "unknown wait strategy {other:?}: use spin, block or adaptive"
         )),
     }
 }
 
-fn wait_name(w: WaitStrategy) -> &'static str {
-    match w {
-        WaitStrategy::Spin => "spin",
-        WaitStrategy::Block => "block",
-        WaitStrategy::Adaptive => "adaptive",
-    }
-}
-
 /// `--pin`: spread the processes over the CPUs this process may use, or leave them to the
 /// scheduler.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum PinMode {
     Spread,
     None,
 }
 
-fn parse_pin(text: &str) -> Result<PinMode, String> {
+pub fn parse_pin(text: &str) -> Result<PinMode, String> {
     match text.trim() {
         "spread" => Ok(PinMode::Spread),
         "none" => Ok(PinMode::None),
@@ -172,139 +209,85 @@ fn parse_pin(text: &str) -> Result<PinMode, String> {
     }
 }
 
-/// A CPU budget over every hub process: a number of CPUs, or none.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CpuBudget(pub Option<f64>);
+/// A link rate in a configuration: its name (`100mbit`).
+mod rate_text {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-fn parse_cpu_budget(text: &str) -> Result<CpuBudget, String> {
-    cgroup::parse_cpu(text).map(CpuBudget)
-}
+    use crate::netns::{parse_link_rate, LinkRate};
 
-/// A link rate in bits per second (`tc tbf rate`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LinkRate {
-    pub bps: u64,
-}
-
-impl LinkRate {
-    /// `100mbit`, `1gbit`, `1500kbit`: the largest unit that divides the rate.
-    pub fn name(self) -> String {
-        let b = self.bps;
-        if b % 1_000_000_000 == 0 {
-            format!("{}gbit", b / 1_000_000_000)
-        } else if b % 1_000_000 == 0 {
-            format!("{}mbit", b / 1_000_000)
-        } else if b % 1000 == 0 {
-            format!("{}kbit", b / 1000)
-        } else {
-            format!("{b}bit")
-        }
+    pub fn serialize<S: Serializer>(rate: &Option<LinkRate>, s: S) -> Result<S::Ok, S::Error> {
+        rate.map(LinkRate::name).serialize(s)
     }
 
-    /// The tbf bucket: 2 ms of traffic, at least 32 KiB (a few full frames and small bursts).
-    fn burst_bytes(self) -> u64 {
-        (self.bps / 8 / 500).max(32 * 1024)
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<LinkRate>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|text| parse_link_rate(&text).map_err(D::Error::custom))
+            .transpose()
     }
 }
 
-/// The queue a tbf may hold before it drops, as tc's `latency`.
-const TBF_LATENCY_MS: u64 = 50;
-
-pub fn parse_link_rate(text: &str) -> Result<LinkRate, String> {
-    let invalid = || {
-        format!(
-            "invalid link rate {text:?}: expected bits per second such as 100mbit, 1gbit, \
-             500kbit (or 100M, 1G)"
-        )
-    };
-    let lower = text.trim().to_ascii_lowercase();
-    let body = lower.strip_suffix("bit").unwrap_or(&lower);
-    let (number, scale) = match body.as_bytes().last() {
-        Some(b'k') => (&body[..body.len() - 1], 1e3),
-        Some(b'm') => (&body[..body.len() - 1], 1e6),
-        Some(b'g') => (&body[..body.len() - 1], 1e9),
-        _ => (body, 1.0),
-    };
-    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        return Err(invalid());
-    }
-    let value: f64 = number.parse().map_err(|_| invalid())?;
-    let bps = value * scale;
-    if !(bps.is_finite() && (8_000.0..=100e9).contains(&bps)) {
-        return Err(format!(
-            "link rate {text:?} is out of range (8kbit to 100gbit)"
-        ));
-    }
-    Ok(LinkRate {
-        bps: bps.round() as u64,
-    })
-}
-
-#[derive(Debug, Args)]
-pub struct HubsArgs {
-    /// roundtrip (one message around the ring at a time, each lap timed) or flood (--messages
-    /// back to back, timed until all are back); comma-separated to run both
-    #[arg(long, value_name = "MODE", value_delimiter = ',', value_parser = parse_mode, default_value = "roundtrip")]
+/// What `ferry lab hubs` is asked to measure.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Modes, in the order each round runs them.
     pub mode: Vec<Mode>,
-
-    /// Processes in the ring, the master included (the study: 4 — a master and 3 hubs)
-    #[arg(long, value_name = "N", default_value_t = 4)]
+    /// Processes in the ring, the master included.
     pub hubs: usize,
-
-    /// Recorded laps per round (roundtrip) or messages per flood (the study: 1000)
-    #[arg(long, value_name = "N", default_value_t = 1000)]
+    /// Recorded laps per round (roundtrip) or messages per flood.
     pub messages: u64,
-
-    /// Message size in bytes, with optional K or M (the study gives none; 256 B is a small one)
-    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value = "256")]
+    /// Message size in bytes.
     pub size: usize,
-
-    /// Transports, comma-separated, in the order each round runs them: shm, udp (udp4), auto
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_transport, default_value = "shm,udp")]
+    /// Transports, in the order each round runs them.
     pub transport: Vec<Transport>,
-
-    /// Interleaved rounds: every round runs every mode and transport once, each a fresh ring
-    #[arg(long, value_name = "R", default_value_t = 3)]
+    /// Interleaved rounds: every round runs every mode and transport once, each a fresh ring.
     pub rounds: usize,
-
-    /// Unrecorded laps (roundtrip) or messages of an unrecorded flood before each measurement
-    #[arg(long, value_name = "N", default_value_t = 100)]
+    /// Unrecorded laps (roundtrip) or messages of an unrecorded flood before each measurement.
     pub warmup: u64,
-
-    /// 1: every process on this host; 2: two network namespaces joined by a veth pair, the
-    /// master and the even hubs in one, the odd hubs in the other (needs root, ip)
-    #[arg(long, value_name = "1|2", value_parser = clap::value_parser!(u8).range(1..=2), default_value_t = 1)]
+    /// 1: every process on this host; 2: the master and the even hubs on one host, the odd hubs
+    /// on another (two network namespaces, or with `remote` two machines).
     pub hosts: u8,
-
-    /// With --hosts 2: limit the veth link to RATE (tc tbf on both ends), e.g. 100mbit, 1gbit
-    #[arg(long = "link-rate", value_name = "RATE", value_parser = parse_link_rate)]
+    /// With two namespaces: the veth link's rate (`100mbit`); `None`: not limited.
+    #[serde(with = "rate_text")]
+    #[schemars(with = "Option<String>")]
     pub link_rate: Option<LinkRate>,
-
-    /// Put every hub process (the master included) in one cgroup with a CPU quota of Q CPUs,
-    /// standing in for slower CPUs (needs root), or none
-    #[arg(long, value_name = "Q", value_parser = parse_cpu_budget, default_value = "none")]
-    pub cpu: CpuBudget,
-
-    /// How every process waits for a message: block (the default here: the processes outnumber
-    /// the CPUs, and a waiter that spins holds a CPU the next hub needs), adaptive (ferry's
-    /// default: spins 100 µs, then blocks) or spin
-    #[arg(long, value_name = "W", value_parser = parse_wait, default_value = "block")]
-    pub wait: WaitStrategy,
-
-    /// spread: process i runs on the i-th CPU this process may use (round robin); none: the
-    /// scheduler places them
-    #[arg(long, value_name = "spread|none", value_parser = parse_pin, default_value = "spread")]
+    /// A CPU quota (in CPUs) over every hub process together; `None`: no quota.
+    pub cpu: Option<f64>,
+    /// How every process waits for a message.
+    pub wait: Wait,
+    /// Where the processes run: spread over the CPUs this process may use, or not pinned.
     pub pin: PinMode,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
-
-    /// Testing: hub 1 exits (status 3) after forwarding N messages, to show how a dead hub is
-    /// reported
-    #[arg(long = "fault-hub-exit-after", value_name = "N", hide = true)]
+    /// With `hosts` 2: the `ferry lab agent` (`HOST[:PORT]`) whose machine runs the odd hubs,
+    /// instead of a network namespace here.
+    pub remote: Option<String>,
+    /// Testing: hub 1 exits (status 3) after forwarding this many messages.
     pub fault_hub_exit_after: Option<u64>,
 }
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            mode: vec![Mode::Roundtrip],
+            hubs: 4,
+            messages: 1000,
+            size: 256,
+            transport: vec![Transport::Shm, Transport::Udp],
+            rounds: 3,
+            warmup: 100,
+            hosts: 1,
+            link_rate: None,
+            cpu: None,
+            wait: Wait::Block,
+            pin: PinMode::Spread,
+            remote: None,
+            fault_hub_exit_after: None,
+        }
+    }
+}
+
+/// The experiment (see the module's documentation).
+pub struct Hubs;
 
 /// ferry's UDP transport is given this MTU (1472-byte IPv4 datagrams).
 const UDP_MTU: usize = 1500;
@@ -312,12 +295,14 @@ const UDP_MTU: usize = 1500;
 const HEADER: usize = 16;
 const MAX_SIZE: usize = 64 << 20;
 const MAX_HUBS: usize = 16;
-/// How long processes may take to start, attach, find each other (across namespaces: discovery
+/// The most messages of a round (and of its warm-up).
+const MAX_MESSAGES: u64 = 10_000_000;
+/// How long processes may take to start, attach, find each other (across hosts: discovery
 /// every 0.5 s) and pass a first probe around the ring.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the master waits for a lap, or for any progress of a flood.
 const LAP_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long the main process lets the master run without a progress line.
+/// How long the main process lets the master run without a progress report.
 const WATCHDOG: Duration = Duration::from_secs(30);
 /// How long processes may take to report and exit once told to.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -331,9 +316,13 @@ const SLICE: Duration = Duration::from_millis(50);
 const PROBE_EVERY: Duration = Duration::from_millis(100);
 /// The master reports progress this often (the main process's watchdog).
 const PROGRESS_EVERY: Duration = Duration::from_millis(500);
-/// The discovery port under --hosts 2 (one per namespace, as one per host in practice).
+/// How often the main process looks at its hubs while it waits for them.
+const LOOK_EVERY: Duration = Duration::from_millis(5);
+/// The discovery port on two hosts (one per host or namespace).
 const DISCOVERY_PORT: u16 = 7651;
-/// Variables that would point discovery elsewhere; the lab sets its own.
+/// The most addresses a peer request's peer list may hold (it holds one).
+const MAX_PEERS: usize = 4;
+/// Variables that would point discovery elsewhere; the hub processes set their own.
 const DISCOVERY_VARS: [&str; 6] = [
     "FERRY_PEERS",
     "FERRY_DISCOVERY",
@@ -342,6 +331,8 @@ const DISCOVERY_VARS: [&str; 6] = [
     "FERRY_DISCOVERY_PORT",
     "FERRY_IMPAIR",
 ];
+/// The namespaces of `--hosts 2` are named after this (and the process id).
+const NS_PREFIX: &str = "ferry-hubs-";
 
 fn edge_topic(edge: usize) -> String {
     format!("hubs/edge{edge}")
@@ -392,24 +383,36 @@ fn send(out: &mut Publisher, size: usize, phase: u64, seq: u64) -> Result<()> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// What the processes report
+// What the processes report, and the control lines
+
+/// Which host a process runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Host {
+    /// Every process on one host.
+    #[serde(rename = "local")]
+    Local,
+    /// The master's side of two hosts.
+    A,
+    /// The other side.
+    B,
+}
 
 /// Where one process ran.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct ProcInfo {
-    role: String,
-    index: usize,
-    /// `local` (one host), or namespace `A` / `B` (--hosts 2).
-    host: String,
-    pid: u32,
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ProcInfo {
+    pub role: String,
+    pub index: usize,
+    /// `local` (one host), or `A` / `B` (two hosts).
+    pub host: Host,
+    pub pid: u32,
     /// The CPU it was pinned to, if any.
-    pinned_cpu: Option<usize>,
+    pub pinned_cpu: Option<usize>,
     /// The CPUs it was allowed to run on.
-    allowed_cpus: Vec<usize>,
+    pub allowed_cpus: Vec<usize>,
     /// The CPU its main thread ran on when it reported.
-    last_cpu: usize,
+    pub last_cpu: usize,
     /// CPU time of the whole process (user + system, /proc/self/stat, 10 ms resolution).
-    cpu_s: Option<f64>,
+    pub cpu_s: Option<f64>,
 }
 
 fn own_cpu_seconds() -> Option<f64> {
@@ -422,11 +425,11 @@ fn own_cpu_seconds() -> Option<f64> {
     Some((utime + stime) as f64 / 100.0)
 }
 
-fn process_info(args: &PeerArgs) -> ProcInfo {
+fn process_info(args: &PeerRequest) -> ProcInfo {
     ProcInfo {
         role: role_name(args.index),
         index: args.index,
-        host: args.host.clone(),
+        host: args.host,
         pid: std::process::id(),
         pinned_cpu: args.cpu,
         allowed_cpus: super::allowed_cpus(),
@@ -474,7 +477,7 @@ struct Laps {
 impl Laps {
     fn of(laps: &mut [u64]) -> Laps {
         let total_ns = laps.iter().sum();
-        let s = Summary::of(laps);
+        let s = super::Summary::of(laps);
         Laps {
             samples: s.samples,
             min_ns: s.min_ns,
@@ -518,135 +521,278 @@ struct HubReport {
     process: ProcInfo,
 }
 
+/// What the main process tells a hub process (after its peer request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Command {
+    /// Attach (sent once the process is where it must be, in the cgroup for one).
+    Go,
+    /// The master only: measure.
+    Start,
+}
+
+/// What a hub process tells the main process.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Report {
+    /// Attached: its publisher knows the next process's subscriber.
+    Ready,
+    /// The master: so many laps or messages so far (the main process's watchdog).
+    Progress(u64),
+    /// The master's result.
+    Result(Box<MasterResult>),
+    /// A hub's report, once the main process ended the run.
+    Hub(HubReport),
+}
+
 // ---------------------------------------------------------------------------------------------
 // Results
 
-#[derive(Debug, Serialize)]
-struct Config {
-    modes: Vec<&'static str>,
-    hubs: usize,
-    processes: String,
-    messages: u64,
-    size_bytes: usize,
-    size_note: &'static str,
-    warmup: u64,
-    rounds: usize,
-    transports: Vec<&'static str>,
-    transport_descriptions: std::collections::BTreeMap<&'static str, &'static str>,
-    topology: String,
-    delivery: &'static str,
-    wait: &'static str,
-    wait_note: &'static str,
-    roundtrip: &'static str,
-    flood: &'static str,
-    probe: &'static str,
-    hosts: u8,
-    two_hosts: Option<serde_json::Value>,
-    link_rate: Option<String>,
-    cpu: Option<f64>,
-    cgroup: serde_json::Value,
-    placement: Vec<Placement>,
-    pinning: serde_json::Value,
-    skipped: Vec<Skipped>,
-    timeouts: serde_json::Value,
-    clock: &'static str,
-    study: String,
-    started_unix_s: u64,
+/// How a hubs run was made.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Setup {
+    pub modes: Vec<Mode>,
+    pub hubs: usize,
+    pub processes: String,
+    pub messages: u64,
+    pub size_bytes: usize,
+    pub size_note: String,
+    pub warmup: u64,
+    pub rounds: usize,
+    pub transports: Vec<Transport>,
+    pub transport_descriptions: BTreeMap<String, String>,
+    pub topology: String,
+    pub delivery: String,
+    pub wait: Wait,
+    pub wait_note: String,
+    pub roundtrip: String,
+    pub flood: String,
+    pub probe: String,
+    pub hosts: u8,
+    /// Two network namespaces on this machine (`--hosts 2` without `--remote`).
+    pub two_hosts: Option<TwoHosts>,
+    /// Two machines (`--hosts 2 --remote`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteHosts>,
+    pub link_rate: Option<String>,
+    pub cpu: Option<f64>,
+    pub cgroup: CgroupSetup,
+    pub placement: Vec<Placement>,
+    pub pinning: PinningSetup,
+    pub skipped: Vec<Skipped>,
+    pub timeouts: Timeouts,
+    pub clock: String,
+    pub study: String,
+    pub started_unix_s: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
-struct Placement {
-    role: String,
-    index: usize,
-    host: String,
-    cpu: Option<usize>,
+/// One value per side of two hosts.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Sides {
+    #[serde(rename = "A")]
+    pub a: String,
+    #[serde(rename = "B")]
+    pub b: String,
 }
 
-#[derive(Debug, Serialize)]
-struct Skipped {
-    transport: &'static str,
-    reason: String,
+/// The two network namespaces of `--hosts 2`.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct TwoHosts {
+    pub namespaces: Sides,
+    pub veth: Sides,
+    pub subnet: String,
+    pub addresses: Sides,
+    pub placement: String,
+    pub discovery: String,
+    pub link_rate: Option<String>,
+    pub link_rate_bps: Option<u64>,
+    pub tbf: Option<Tbf>,
+    pub note: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
-struct EdgeRow {
-    topic: String,
-    from: String,
-    to: String,
-    /// `same host` or `across hosts`.
-    link: &'static str,
+/// The rate limit on the veth link.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Tbf {
+    pub burst_bytes: u64,
+    pub latency_ms: u64,
+    pub on: String,
+    pub commands: Vec<String>,
+}
+
+/// The two machines of `--hosts 2 --remote`.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct RemoteHosts {
+    /// The lab agent that ran side B's processes.
+    pub agent: String,
+    /// The addresses each side's peer list names the other by.
+    pub addresses: Sides,
+    pub placement: String,
+    pub discovery: String,
+}
+
+/// The cgroup version, as the results name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CgroupVersion {
+    V1,
+    V2,
+}
+
+/// The CPU quota's cgroup; the details only when one was used.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct CgroupSetup {
+    pub used: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<CgroupVersion>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meaning: Option<String>,
+}
+
+/// How the processes were placed on CPUs.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct PinningSetup {
+    pub mode: PinMode,
+    pub available_cpus: Vec<usize>,
+    pub summary: String,
+    pub note: String,
+}
+
+/// Every bound on a wait, in seconds.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Timeouts {
+    pub start_s: u64,
+    pub lap_or_flood_progress_s: u64,
+    pub master_watchdog_s: u64,
+    pub exit_s: u64,
+    pub close_s: u64,
+    pub send_s: u64,
+}
+
+/// Where one process of the ring runs.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Placement {
+    pub role: String,
+    pub index: usize,
+    pub host: Host,
+    pub cpu: Option<usize>,
+}
+
+/// A transport that was not measured, and why.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Skipped {
+    pub transport: Transport,
+    pub reason: String,
+}
+
+/// Whether an edge joins two processes of one host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum EdgeLink {
+    #[serde(rename = "same host")]
+    SameHost,
+    #[serde(rename = "across hosts")]
+    AcrossHosts,
+}
+
+/// The path an edge's messages took, from its subscriber's statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EdgePath {
+    Shm,
+    Udp,
+    Both,
+    None,
+}
+
+/// One edge of the ring in one run.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct EdgeRow {
+    pub topic: String,
+    pub from: String,
+    pub to: String,
+    pub link: EdgeLink,
     /// shm, udp, both or none: the path the messages took, from the subscriber's statistics.
-    path: &'static str,
-    shm_received: u64,
-    udp_received: u64,
+    pub path: EdgePath,
+    pub shm_received: u64,
+    pub udp_received: u64,
 }
 
-#[derive(Debug, Serialize)]
-struct Row {
-    transport: &'static str,
-    mode: &'static str,
-    hubs: usize,
-    hosts: u8,
-    size_bytes: usize,
-    messages: u64,
-    round: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    skipped: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lap_p50_ns: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lap_p90_ns: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lap_p99_ns: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lap_max_ns: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lap_min_ns: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lap_mean_ns: Option<f64>,
+/// One run: a mode and a transport in one round (or a transport that was skipped).
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Row {
+    pub transport: Transport,
+    pub mode: Mode,
+    pub hubs: usize,
+    pub hosts: u8,
+    pub size_bytes: usize,
+    pub messages: u64,
+    pub round: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lap_p50_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lap_p90_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lap_p99_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lap_max_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lap_min_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lap_mean_ns: Option<f64>,
     /// lap p50 / hubs: one edge's share of a lap.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hop_p50_ns: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop_p50_ns: Option<f64>,
     /// Roundtrip: the recorded laps added up; flood: the completion time.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    total_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    completion_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    messages_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages_per_s: Option<f64>,
     /// Payload bits per second of a flood (messages_per_s × size × 8).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    payload_mbit_per_s: Option<f64>,
-    received: Option<u64>,
-    lost: Option<u64>,
-    corrupt: Option<u64>,
-    out_of_order: Option<u64>,
-    duplicates: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_mbit_per_s: Option<f64>,
+    pub received: Option<u64>,
+    pub lost: Option<u64>,
+    pub corrupt: Option<u64>,
+    pub out_of_order: Option<u64>,
+    pub duplicates: Option<u64>,
     /// Why the run stopped early (messages lost), if it did.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
-    link_rate: Option<String>,
-    cpu: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    throttled_periods: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    throttled_ms: Option<f64>,
-    wait: &'static str,
-    probes: Option<u64>,
-    edges: Vec<EdgeRow>,
-    processes: Vec<ProcInfo>,
-    seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub link_rate: Option<String>,
+    pub cpu: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled_periods: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled_ms: Option<f64>,
+    pub wait: Wait,
+    pub probes: Option<u64>,
+    pub edges: Vec<EdgeRow>,
+    pub processes: Vec<ProcInfo>,
+    pub seconds: Option<f64>,
 }
 
 impl Row {
-    fn empty(ctx: &Ctx<'_>, transport: Transport, mode: Mode) -> Row {
+    fn empty(config: &Config, transport: Transport, mode: Mode) -> Row {
         Row {
-            transport: transport.name(),
-            mode: mode.name(),
-            hubs: ctx.args.hubs,
-            hosts: ctx.args.hosts,
-            size_bytes: ctx.args.size,
-            messages: ctx.args.messages,
+            transport,
+            mode,
+            hubs: config.hubs,
+            hosts: config.hosts,
+            size_bytes: config.size,
+            messages: config.messages,
             round: None,
             skipped: None,
             lap_p50_ns: None,
@@ -666,16 +812,93 @@ impl Row {
             out_of_order: None,
             duplicates: None,
             error: None,
-            link_rate: ctx.args.link_rate.map(LinkRate::name),
-            cpu: ctx.args.cpu.0,
+            link_rate: config.link_rate.map(LinkRate::name),
+            cpu: config.cpu,
             throttled_periods: None,
             throttled_ms: None,
-            wait: wait_name(ctx.args.wait),
+            wait: config.wait,
             probes: None,
             edges: Vec::new(),
             processes: Vec::new(),
             seconds: None,
         }
+    }
+
+    /// Fills in the figures of one run from the master's result and the hubs' reports.
+    fn measured(
+        &mut self,
+        master: MasterResult,
+        hubs: Vec<HubReport>,
+        placement: &[Placement],
+        size: usize,
+    ) {
+        let n = placement.len();
+        self.probes = Some(master.probes);
+        self.received = Some(master.received);
+        self.lost = Some(master.lost);
+        self.corrupt = Some(master.corrupt);
+        self.out_of_order =
+            Some(master.out_of_order + hubs.iter().map(|h| h.out_of_order).sum::<u64>());
+        self.duplicates = Some(master.duplicates);
+        self.error = master.aborted.clone();
+        if let Some(l) = master.laps {
+            self.lap_p50_ns = Some(l.p50_ns);
+            self.lap_p90_ns = Some(l.p90_ns);
+            self.lap_p99_ns = Some(l.p99_ns);
+            self.lap_max_ns = Some(l.max_ns);
+            self.lap_min_ns = Some(l.min_ns);
+            self.lap_mean_ns = Some(l.mean_ns);
+            self.hop_p50_ns = Some(l.p50_ns as f64 / n as f64);
+            self.total_s = Some(l.total_ns as f64 / 1e9);
+        }
+        if let Some(c) = master.completion_ns {
+            let secs = c as f64 / 1e9;
+            self.completion_s = Some(secs);
+            self.total_s = Some(secs);
+            if secs > 0.0 {
+                let rate = master.received as f64 / secs;
+                self.messages_per_s = Some(rate);
+                self.payload_mbit_per_s = Some(rate * size as f64 * 8.0 / 1e6);
+            }
+        }
+        // Edge i runs from process i to process i+1; process j reports its incoming edge j−1.
+        let incoming = |j: usize| -> EdgeCounts {
+            if j == 0 {
+                master.edge_in
+            } else {
+                hubs.get(j - 1)
+                    .map_or_else(EdgeCounts::default, |h| h.edge_in)
+            }
+        };
+        self.edges = (0..n)
+            .map(|e| {
+                let to = (e + 1) % n;
+                let c = incoming(to);
+                EdgeRow {
+                    topic: edge_topic(e),
+                    from: role_name(e),
+                    to: role_name(to),
+                    link: if placement[e].host == placement[to].host {
+                        EdgeLink::SameHost
+                    } else {
+                        EdgeLink::AcrossHosts
+                    },
+                    path: match (c.shm_received > 0, c.udp_received > 0) {
+                        (true, false) => EdgePath::Shm,
+                        (false, true) => EdgePath::Udp,
+                        (true, true) => EdgePath::Both,
+                        (false, false) => EdgePath::None,
+                    },
+                    shm_received: c.shm_received,
+                    udp_received: c.udp_received,
+                }
+            })
+            .collect();
+        self.processes = master
+            .process
+            .into_iter()
+            .chain(hubs.into_iter().map(|h| h.process))
+            .collect();
     }
 }
 
@@ -687,33 +910,117 @@ fn side_of(index: usize) -> usize {
     index % 2
 }
 
-struct Ctx<'a> {
-    args: &'a HubsArgs,
-    hosts: Option<&'a Hosts>,
-    placement: Vec<Placement>,
+/// The other machine of `--remote`, and how each side names the other.
+#[derive(Debug, Clone)]
+struct Remote {
+    /// The agent, as given (`HOST[:PORT]`).
+    agent: String,
+    /// This machine's address on the route to the agent (side A).
+    here: Ipv4Addr,
+    /// The agent's address (side B).
+    there: Ipv4Addr,
 }
 
-impl Ctx<'_> {
-    fn skip_reason(&self, t: Transport) -> Option<String> {
-        (self.args.hosts == 2 && t == Transport::Shm).then(|| {
-            "skipped: shared memory cannot join processes on two hosts (the namespaces stand \
-             for two machines); use udp or auto"
-                .to_owned()
+impl Remote {
+    fn resolve(agent: &str) -> Result<Remote> {
+        let address = crate::peer::with_default_port(agent);
+        let target = address
+            .to_socket_addrs()
+            .context(format!("--remote {agent}"))?
+            .find_map(|a| match a {
+                std::net::SocketAddr::V4(v4) => Some(v4),
+                std::net::SocketAddr::V6(_) => None,
+            })
+            .ok_or_else(|| {
+                Error::msg(format!(
+                    "--remote {agent}: the hubs find each other through ferry's discovery, which \
+                     runs over IPv4; give the agent's IPv4 address (or a name that has one)"
+                ))
+            })?;
+        let here = match crate::peer::local_address_towards(&target.to_string())? {
+            std::net::IpAddr::V4(v4) => v4,
+            std::net::IpAddr::V6(v6) => bail!(
+                "--remote {agent}: this machine reaches it from the IPv6 address {v6}, and ferry's \
+                 discovery runs over IPv4"
+            ),
+        };
+        Ok(Remote {
+            agent: agent.to_owned(),
+            here,
+            there: *target.ip(),
         })
     }
 }
 
-fn validate(args: &HubsArgs) -> Result<()> {
+/// The discovery settings of a hub process on two hosts: the other side's address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Discovery {
+    port: u16,
+    peers: Vec<SocketAddrV4>,
+}
+
+struct Ctx<'a> {
+    config: &'a Config,
+    /// Two namespaces here (`--hosts 2`).
+    pair: Option<&'a netns::Pair>,
+    /// Two machines (`--hosts 2 --remote`).
+    remote: Option<&'a Remote>,
+    placement: Vec<Placement>,
+}
+
+impl Ctx<'_> {
+    /// The addresses of sides A and B, on two hosts.
+    fn addresses(&self) -> Option<[Ipv4Addr; 2]> {
+        match (self.pair, self.remote) {
+            (Some(p), _) => Some(p.addr),
+            (None, Some(r)) => Some([r.here, r.there]),
+            (None, None) => None,
+        }
+    }
+
+    /// What process `index` is told about discovery: on two hosts, the other side's address.
+    fn discovery_of(&self, index: usize) -> Option<Discovery> {
+        let addr = self.addresses()?;
+        Some(Discovery {
+            port: DISCOVERY_PORT,
+            peers: vec![SocketAddrV4::new(addr[1 - side_of(index)], DISCOVERY_PORT)],
+        })
+    }
+
+    /// Where process `index` runs.
+    fn place_of(&self, index: usize) -> Place {
+        match (self.pair, self.remote) {
+            (Some(p), _) => p.place(side_of(index)),
+            (None, Some(r)) if side_of(index) == 1 => Place::remote(Some(&r.agent)),
+            _ => Place::local(),
+        }
+    }
+}
+
+/// Why transport `t` is not measured under `config`, if it is not.
+fn skip_reason(config: &Config, t: Transport) -> Option<String> {
+    (config.hosts == 2 && t == Transport::Shm).then(|| {
+        format!(
+            "skipped: shared memory cannot join processes on two hosts ({}); use udp or auto",
+            match config.remote {
+                None => "the namespaces stand for two machines",
+                Some(_) => "this machine and the lab agent's",
+            }
+        )
+    })
+}
+
+fn validate(args: &Config) -> Result<()> {
     super::distinct_list("--mode", &args.mode, |m| m.name().to_owned())?;
     super::distinct_list("--transport", &args.transport, |t| t.name().to_owned())?;
     if !(2..=MAX_HUBS).contains(&args.hubs) {
         bail!("--hubs must be between 2 and {MAX_HUBS} (the master included)");
     }
-    if !(1..=10_000_000).contains(&args.messages) {
-        bail!("--messages must be between 1 and 10000000");
+    if !(1..=MAX_MESSAGES).contains(&args.messages) {
+        bail!("--messages must be between 1 and {MAX_MESSAGES}");
     }
-    if args.warmup > 10_000_000 {
-        bail!("--warmup must be at most 10000000");
+    if args.warmup > MAX_MESSAGES {
+        bail!("--warmup must be at most {MAX_MESSAGES}");
     }
     if !(HEADER..=MAX_SIZE).contains(&args.size) {
         bail!(
@@ -724,10 +1031,33 @@ fn validate(args: &HubsArgs) -> Result<()> {
     if args.rounds == 0 {
         bail!("--rounds must be at least 1");
     }
+    if !(1..=2).contains(&args.hosts) {
+        bail!("--hosts must be 1 or 2");
+    }
+    if let Some(agent) = &args.remote {
+        if args.hosts != 2 {
+            bail!("--remote {agent} runs the odd hubs on the agent's machine: it needs --hosts 2");
+        }
+        if args.link_rate.is_some() {
+            bail!(
+                "--link-rate limits the veth link between two network namespaces; with --remote \
+                 {agent} the hubs talk over the network between the machines: leave it out"
+            );
+        }
+        if args.cpu.is_some() {
+            bail!(
+                "--cpu puts every hub process in one cgroup of this machine; with --remote \
+                 {agent} the odd hubs run on another machine: use --cpu none"
+            );
+        }
+    }
     if args.link_rate.is_some() && args.hosts != 2 {
         bail!("--link-rate limits the link between two hosts: it needs --hosts 2");
     }
-    if args.cpu.0.is_some() {
+    if let Some(c) = args.cpu {
+        if !(c.is_finite() && c > 0.0) {
+            bail!("--cpu must be a positive number of CPUs, or none");
+        }
         let parent = match cgroup::detect() {
             Some(cgroup::Version::V1) => "/sys/fs/cgroup/cpu",
             Some(cgroup::Version::V2) => "/sys/fs/cgroup",
@@ -744,27 +1074,34 @@ fn validate(args: &HubsArgs) -> Result<()> {
     Ok(())
 }
 
-fn placement(args: &HubsArgs) -> Vec<Placement> {
+fn placement(args: &Config) -> Vec<Placement> {
     let allowed = super::allowed_cpus();
     (0..args.hubs)
-        .map(|i| Placement {
-            role: role_name(i),
-            index: i,
-            host: match args.hosts {
-                2 => ["A", "B"][side_of(i)].to_owned(),
-                _ => "local".to_owned(),
-            },
-            cpu: match args.pin {
-                PinMode::Spread if !allowed.is_empty() => Some(allowed[i % allowed.len()]),
-                _ => None,
-            },
+        .map(|i| {
+            let host = match args.hosts {
+                2 => [Host::A, Host::B][side_of(i)],
+                _ => Host::Local,
+            };
+            // A remote process's CPUs are its machine's business.
+            let here = args.remote.is_none() || host != Host::B;
+            Placement {
+                role: role_name(i),
+                index: i,
+                host,
+                cpu: match args.pin {
+                    PinMode::Spread if here && !allowed.is_empty() => {
+                        Some(allowed[i % allowed.len()])
+                    }
+                    _ => None,
+                },
+            }
         })
         .collect()
 }
 
 fn describe_placement(placement: &[Placement]) -> String {
     let allowed = super::allowed_cpus();
-    let mut by_cpu: std::collections::BTreeMap<usize, Vec<&str>> = Default::default();
+    let mut by_cpu: BTreeMap<usize, Vec<&str>> = Default::default();
     for p in placement {
         if let Some(c) = p.cpu {
             by_cpu.entry(c).or_default().push(&p.role);
@@ -791,18 +1128,39 @@ fn describe_placement(placement: &[Placement]) -> String {
     format!("{share}; pinned: {}", per.join("; "))
 }
 
-pub fn run(args: HubsArgs) -> Result<()> {
-    validate(&args)?;
+/// The two namespaces of `--hosts 2`, with what this machine lacks for them said in terms of
+/// the options.
+fn make_pair(rate: Option<LinkRate>) -> Result<netns::Pair> {
+    let mut missing = netns::missing(rate.is_some());
+    if !missing.is_empty() {
+        if let Some(root) = missing.iter_mut().find(|m| m.starts_with("root")) {
+            root.push_str(
+                "; run as root, or use --hosts 1, or --remote with a lab agent on another machine",
+            );
+        }
+        bail!("--hosts 2 needs {}", missing.join("; and "));
+    }
+    netns::Pair::create(&netns::Spec {
+        prefix: NS_PREFIX,
+        device: "fhub",
+        net: 203,
+        rate,
+    })
+}
+
+fn run(args: &Config) -> Result<Measured<Hubs>> {
     let started = super::unix_time();
-    let placement = placement(&args);
+    let placement = placement(args);
+    let remote = args.remote.as_deref().map(Remote::resolve).transpose()?;
     // Created before any process and dropped after all of them (also on error and Ctrl-C).
-    let hosts = match args.hosts {
-        2 => Some(Hosts::create(args.link_rate)?),
+    let pair = match (args.hosts, &remote) {
+        (2, None) => Some(make_pair(args.link_rate)?),
         _ => None,
     };
     let ctx = Ctx {
-        args: &args,
-        hosts: hosts.as_ref(),
+        config: args,
+        pair: pair.as_ref(),
+        remote: remote.as_ref(),
         placement,
     };
     note!(
@@ -822,14 +1180,18 @@ pub fn run(args: HubsArgs) -> Result<()> {
         args.messages,
         format_size(args.size),
         describe_placement(&ctx.placement),
-        match &hosts {
-            Some(h) => format!(
+        match (&pair, &remote) {
+            (Some(h), _) => format!(
                 "; two hosts: namespaces {} (A, {}) and {} (B, {})",
                 h.ns[0], h.addr[0], h.ns[1], h.addr[1]
             ),
-            None => String::new(),
+            (None, Some(r)) => format!(
+                "; two hosts: this machine (A, {}) and the lab agent at {} (B, {})",
+                r.here, r.agent, r.there
+            ),
+            (None, None) => String::new(),
         },
-        match args.cpu.0 {
+        match args.cpu {
             Some(c) => format!("; CPU quota {c} CPU over all of them"),
             None => String::new(),
         }
@@ -838,15 +1200,15 @@ pub fn run(args: HubsArgs) -> Result<()> {
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
     for &t in &args.transport {
-        if let Some(reason) = ctx.skip_reason(t) {
+        if let Some(reason) = skip_reason(args, t) {
             note!("  {}: {reason}", t.name());
             for &mode in &args.mode {
-                let mut row = Row::empty(&ctx, t, mode);
+                let mut row = Row::empty(args, t, mode);
                 row.skipped = Some(reason.clone());
                 rows.push(row);
             }
             skipped.push(Skipped {
-                transport: t.name(),
+                transport: t,
                 reason,
             });
         }
@@ -856,7 +1218,7 @@ pub fn run(args: HubsArgs) -> Result<()> {
     for round in 0..args.rounds {
         for &mode in &args.mode {
             for &transport in &args.transport {
-                if ctx.skip_reason(transport).is_some() {
+                if skip_reason(args, transport).is_some() {
                     continue;
                 }
                 signal::check()?;
@@ -876,8 +1238,8 @@ pub fn run(args: HubsArgs) -> Result<()> {
                 {
                     problems.push(format!(
                         "{} {} round {}: {} lost, {} corrupt, {} out of order, {} duplicated{}",
-                        row.transport,
-                        row.mode,
+                        row.transport.name(),
+                        row.mode.name(),
                         round + 1,
                         row.lost.unwrap_or(0),
                         row.corrupt.unwrap_or(0),
@@ -892,21 +1254,15 @@ pub fn run(args: HubsArgs) -> Result<()> {
             }
         }
     }
-
-    print_out(&render(&ctx, &rows))?;
-    if let Some(path) = &args.json {
-        let config = make_config(&ctx, skipped, started);
-        Results::new("hubs", Machine::probe(), config, rows).write_json(path)?;
-        note!("wrote {}", path.display());
-    }
-    drop(hosts);
+    let setup = make_setup(&ctx, skipped, started);
+    drop(pair);
     if !problems.is_empty() {
         bail!(
             "messages went missing or arrived damaged (reliable delivery promises none): {}",
             problems.join("; ")
         );
     }
-    Ok(())
+    Ok(Measured { setup, rows })
 }
 
 fn summarize(row: &Row) -> String {
@@ -926,8 +1282,8 @@ fn summarize(row: &Row) -> String {
     };
     format!(
         "{:<5} {:<9} {what}, {} lost{}, {:.1} s",
-        row.transport,
-        row.mode,
+        row.transport.name(),
+        row.mode.name(),
         row.lost.unwrap_or(0),
         row.error
             .as_ref()
@@ -936,257 +1292,129 @@ fn summarize(row: &Row) -> String {
     )
 }
 
-fn make_config(ctx: &Ctx<'_>, skipped: Vec<Skipped>, started: u64) -> Config {
-    let args = ctx.args;
+fn two_hosts_of(pair: &netns::Pair) -> TwoHosts {
+    let sides = |v: &[String; 2]| Sides {
+        a: v[0].clone(),
+        b: v[1].clone(),
+    };
+    TwoHosts {
+        namespaces: sides(&pair.ns),
+        veth: sides(&pair.dev),
+        subnet: pair.subnet.clone(),
+        addresses: sides(&pair.addr.map(|a| a.to_string())),
+        placement: "the master and the even hubs on A, the odd hubs on B (the study's 2 nodes: master and hub 2 on machine A, hubs 1 and 3 on machine B); the processes are started with ip netns exec".to_owned(),
+        discovery: format!("static peer list: FERRY_PEERS names the other namespace's discovery address (its address, port {DISCOVERY_PORT}); in each namespace the first process relays what it hears to the others; multicast discovery is off"),
+        link_rate: pair.rate.map(LinkRate::name),
+        link_rate_bps: pair.rate.map(|l| l.bps),
+        tbf: pair.rate.map(|l| Tbf {
+            burst_bytes: l.burst_bytes(),
+            latency_ms: netns::TBF_LATENCY_MS,
+            on: "both veth ends (egress of each)".to_owned(),
+            commands: pair.tc.clone(),
+        }),
+        note: "both namespaces run on this machine's CPUs: the link is a veth pair, not a wire".to_owned(),
+    }
+}
+
+fn remote_hosts_of(remote: &Remote) -> RemoteHosts {
+    RemoteHosts {
+        agent: remote.agent.clone(),
+        addresses: Sides {
+            a: remote.here.to_string(),
+            b: remote.there.to_string(),
+        },
+        placement: format!("the master and the even hubs on this machine (A), the odd hubs on the machine of the lab agent at {} (B), started through it (the study's 2 nodes: master and hub 2 on machine A, hubs 1 and 3 on machine B)", remote.agent),
+        discovery: format!("static peer list: FERRY_PEERS names the other machine's discovery address (port {DISCOVERY_PORT}): on A the agent's address, on B this machine's address on the route to the agent; on each machine the first process relays what it hears to the others; multicast discovery is off"),
+    }
+}
+
+fn make_setup(ctx: &Ctx<'_>, skipped: Vec<Skipped>, started: u64) -> Setup {
+    let args = ctx.config;
     let n = args.hubs;
     let chain: Vec<String> = (0..=n).map(|i| role_name(i % n)).collect();
-    let cgroup = match args.cpu.0 {
-        None => serde_json::json!({ "used": false }),
-        Some(c) => serde_json::json!({
-            "used": true,
-            "version": cgroup::detect(),
-            "dir": match cgroup::detect() {
+    let cgroup = match args.cpu {
+        None => CgroupSetup {
+            used: false,
+            version: None,
+            dir: None,
+            period_us: None,
+            quota_us: None,
+            cpus: None,
+            over: None,
+            meaning: None,
+        },
+        Some(c) => CgroupSetup {
+            used: true,
+            version: cgroup::detect().map(|v| match v {
+                cgroup::Version::V1 => CgroupVersion::V1,
+                cgroup::Version::V2 => CgroupVersion::V2,
+            }),
+            dir: Some(match cgroup::detect() {
                 Some(cgroup::Version::V1) => format!("/sys/fs/cgroup/cpu/ferry-lab-{}-hubs<run>", std::process::id()),
                 _ => format!("/sys/fs/cgroup/ferry-lab-{}-hubs<run>", std::process::id()),
-            },
-            "period_us": cgroup::PERIOD_US,
-            "quota_us": (c * cgroup::PERIOD_US as f64).round() as u64,
-            "cpus": c,
-            "over": format!("all {n} hub processes together (the master included); created for each run, removed after it"),
-            "meaning": "stands in for slower CPUs (the study scaled the CPU frequency)",
-        }),
+            }),
+            period_us: Some(cgroup::PERIOD_US),
+            quota_us: Some((c * cgroup::PERIOD_US as f64).round() as u64),
+            cpus: Some(c),
+            over: Some(format!("all {n} hub processes together (the master included); created for each run, removed after it")),
+            meaning: Some("stands in for slower CPUs (the study scaled the CPU frequency)".to_owned()),
+        },
     };
-    let pinning = serde_json::json!({
-        "mode": match args.pin { PinMode::Spread => "spread", PinMode::None => "none" },
-        "available_cpus": super::allowed_cpus(),
-        "summary": describe_placement(&ctx.placement),
-        "note": "the processes outnumber the CPUs: they take turns on them, so a lap includes the scheduler's hand-overs; the rows say where each process ran (allowed_cpus, last_cpu) and how much CPU it used",
-    });
-    Config {
-        modes: args.mode.iter().map(|m| m.name()).collect(),
+    Setup {
+        modes: args.mode.clone(),
         hubs: n,
         processes: format!("{n} processes: the master and {} hubs", n - 1),
         messages: args.messages,
         size_bytes: args.size,
-        size_note: "the study names no message size; the default 256 B is a small message",
+        size_note: "the study names no message size; the default 256 B is a small message".to_owned(),
         warmup: args.warmup,
         rounds: args.rounds,
-        transports: args.transport.iter().map(|t| t.name()).collect(),
+        transports: args.transport.clone(),
         transport_descriptions: args
             .transport
             .iter()
-            .map(|t| (t.name(), t.describe()))
+            .map(|t| (t.name().to_owned(), t.describe().to_owned()))
             .collect(),
         topology: format!(
             "ring: {}; one topic per edge, hubs/edge0 … hubs/edge{} (edge i: process i → process i+1)",
             chain.join(" → "),
             n - 1
         ),
-        delivery: "reliable",
-        wait: wait_name(args.wait),
-        wait_note: "the default is block, not ferry's default adaptive: with more processes than CPUs, a waiter that spins (adaptive spins 100 µs before it blocks) holds the CPU the next hub in the ring needs, and every such hand-over costs the spin (on 2 CPUs, 4 processes: shm laps about 7× longer with adaptive than with block)",
-        roundtrip: "the master sends one message and waits until it has come back through every hub; a lap is the time from before the master writes the message until it has it back and has checked every byte; hubs copy each message into a loan of their outgoing topic and send it",
-        flood: "the master's sender thread (on the master's CPU) pushes every message back to back (held back only by reliable back-pressure) while its main thread takes them back; every hub forwards each message as soon as it has it; completion is the time from the first send until the master has every message back; every message is checked (every byte, order, duplicates) and what never came back is counted as lost",
-        probe: "before the warm-up the master sends probes around the ring (one every 100 ms) until one comes back, so every edge is connected",
+        delivery: "reliable".to_owned(),
+        wait: args.wait,
+        wait_note: "the default is block, not ferry's default adaptive: with more processes than CPUs, a waiter that spins (adaptive spins 100 µs before it blocks) holds the CPU the next hub in the ring needs, and every such hand-over costs the spin (on 2 CPUs, 4 processes: shm laps about 7× longer with adaptive than with block)".to_owned(),
+        roundtrip: "the master sends one message and waits until it has come back through every hub; a lap is the time from before the master writes the message until it has it back and has checked every byte; hubs copy each message into a loan of their outgoing topic and send it".to_owned(),
+        flood: "the master's sender thread (on the master's CPU) pushes every message back to back (held back only by reliable back-pressure) while its main thread takes them back; every hub forwards each message as soon as it has it; completion is the time from the first send until the master has every message back; every message is checked (every byte, order, duplicates) and what never came back is counted as lost".to_owned(),
+        probe: "before the warm-up the master sends probes around the ring (one every 100 ms) until one comes back, so every edge is connected".to_owned(),
         hosts: args.hosts,
-        two_hosts: ctx.hosts.map(Hosts::config),
+        two_hosts: ctx.pair.map(two_hosts_of),
+        remote: ctx.remote.map(remote_hosts_of),
         link_rate: args.link_rate.map(LinkRate::name),
-        cpu: args.cpu.0,
+        cpu: args.cpu,
         cgroup,
         placement: ctx.placement.clone(),
-        pinning,
+        pinning: PinningSetup {
+            mode: args.pin,
+            available_cpus: super::allowed_cpus(),
+            summary: describe_placement(&ctx.placement),
+            note: "the processes outnumber the CPUs: they take turns on them, so a lap includes the scheduler's hand-overs; the rows say where each process ran (allowed_cpus, last_cpu) and how much CPU it used".to_owned(),
+        },
         skipped,
-        timeouts: serde_json::json!({
-            "start_s": START_TIMEOUT.as_secs(),
-            "lap_or_flood_progress_s": LAP_TIMEOUT.as_secs(),
-            "master_watchdog_s": WATCHDOG.as_secs(),
-            "exit_s": EXIT_TIMEOUT.as_secs(),
-            "close_s": CLOSE_TIMEOUT.as_secs(),
-            "send_s": SEND_TIMEOUT.as_secs(),
-        }),
-        clock: "CLOCK_MONOTONIC (std::time::Instant) in the master",
+        timeouts: Timeouts {
+            start_s: START_TIMEOUT.as_secs(),
+            lap_or_flood_progress_s: LAP_TIMEOUT.as_secs(),
+            master_watchdog_s: WATCHDOG.as_secs(),
+            exit_s: EXIT_TIMEOUT.as_secs(),
+            close_s: CLOSE_TIMEOUT.as_secs(),
+            send_s: SEND_TIMEOUT.as_secs(),
+        },
+        clock: "CLOCK_MONOTONIC (std::time::Instant) in the master".to_owned(),
         study: format!(
             "{}: Roundtrip and Flood demonstrators over 4 hubs (1 master, 3 others), floods of 1000 messages; 1 node vs 2 nodes (master and hub 2 on machine A, hubs 1 and 3 on machine B); effect of CPU speed",
-            crate::studies::cite(&crate::studies::DDS_HUBS)
+            cite(&DDS_HUBS)
         ),
         started_unix_s: started,
     }
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
-}
-
-fn paths(row: &Row) -> String {
-    let mut shm = 0;
-    let mut udp = 0;
-    for e in &row.edges {
-        match e.path {
-            "shm" => shm += 1,
-            "udp" => udp += 1,
-            _ => {}
-        }
-    }
-    let mut parts = Vec::new();
-    if shm > 0 {
-        parts.push(format!("{shm} shm"));
-    }
-    if udp > 0 {
-        parts.push(format!("{udp} udp"));
-    }
-    let other = row.edges.len() - shm - udp;
-    if other > 0 {
-        parts.push(format!("{other} other"));
-    }
-    parts.join(", ")
-}
-
-fn render(ctx: &Ctx<'_>, rows: &[Row]) -> String {
-    let args = ctx.args;
-    let mut out = String::new();
-    let hosts = match (args.hosts, args.link_rate) {
-        (2, Some(r)) => format!("two hosts (network namespaces), link {}", r.name()),
-        (2, None) => "two hosts (network namespaces), link not limited".to_owned(),
-        _ => "one host".to_owned(),
-    };
-    let cpu = args
-        .cpu
-        .0
-        .map_or("no CPU quota".to_owned(), |c| format!("CPU quota {c} CPU"));
-    for &mode in &args.mode {
-        let mine: Vec<&Row> = rows.iter().filter(|r| r.mode == mode.name()).collect();
-        match mode {
-            Mode::Roundtrip => {
-                let mut t = Table::new(&[
-                    "transport",
-                    ">round",
-                    ">lap p50",
-                    ">p90",
-                    ">p99",
-                    ">max",
-                    ">mean",
-                    ">hop p50",
-                    ">total",
-                    ">lost",
-                    "edges",
-                ]);
-                for r in &mine {
-                    if r.skipped.is_some() {
-                        continue;
-                    }
-                    t.row(vec![
-                        r.transport.to_owned(),
-                        r.round.map_or(String::new(), |x| (x + 1).to_string()),
-                        format_ns(r.lap_p50_ns.unwrap_or(0) as f64),
-                        format_ns(r.lap_p90_ns.unwrap_or(0) as f64),
-                        format_ns(r.lap_p99_ns.unwrap_or(0) as f64),
-                        format_ns(r.lap_max_ns.unwrap_or(0) as f64),
-                        format_ns(r.lap_mean_ns.unwrap_or(0.0)),
-                        format_ns(r.hop_p50_ns.unwrap_or(0.0)),
-                        format!("{:.3} s", r.total_s.unwrap_or(0.0)),
-                        r.lost.unwrap_or(0).to_string(),
-                        paths(r),
-                    ]);
-                }
-                out.push_str(&format!(
-                    "\nRoundtrip: one message around a ring of {} processes, {} laps of {} per row; {hosts}; {cpu}; wait {}.\n{}.\n\n{}",
-                    args.hubs,
-                    args.messages,
-                    format_size(args.size),
-                    wait_name(args.wait),
-                    describe_placement(&ctx.placement),
-                    t.render()
-                ));
-            }
-            Mode::Flood => {
-                let mut t = Table::new(&[
-                    "transport",
-                    ">round",
-                    ">completion",
-                    ">messages/s",
-                    ">payload",
-                    ">lost",
-                    ">corrupt",
-                    ">out of order",
-                    "edges",
-                ]);
-                for r in &mine {
-                    if r.skipped.is_some() {
-                        continue;
-                    }
-                    t.row(vec![
-                        r.transport.to_owned(),
-                        r.round.map_or(String::new(), |x| (x + 1).to_string()),
-                        r.completion_s
-                            .map_or("-".to_owned(), |c| format_ns(c * 1e9)),
-                        r.messages_per_s
-                            .map_or("-".to_owned(), |m| format!("{m:.0}")),
-                        r.payload_mbit_per_s
-                            .map_or("-".to_owned(), |m| format!("{m:.1} Mbit/s")),
-                        r.lost.unwrap_or(0).to_string(),
-                        r.corrupt.unwrap_or(0).to_string(),
-                        r.out_of_order.unwrap_or(0).to_string(),
-                        paths(r),
-                    ]);
-                }
-                out.push_str(&format!(
-                    "\nFlood: {} messages of {} pushed into a ring of {} processes back to back, timed until all are back; {hosts}; {cpu}; wait {}.\n{}.\n\n{}",
-                    args.messages,
-                    format_size(args.size),
-                    args.hubs,
-                    wait_name(args.wait),
-                    describe_placement(&ctx.placement),
-                    t.render()
-                ));
-            }
-        }
-        for r in mine.iter().filter(|r| r.skipped.is_some()) {
-            out.push_str(&format!(
-                "{}: {}\n",
-                r.transport,
-                r.skipped.as_deref().unwrap_or_default()
-            ));
-        }
-        // The median over the rounds, per transport.
-        let mut s = Table::new(&["transport", ">rounds", "median over the rounds"]);
-        for &tr in &args.transport {
-            let of: Vec<&&Row> = mine
-                .iter()
-                .filter(|r| r.transport == tr.name() && r.skipped.is_none())
-                .collect();
-            if of.is_empty() {
-                continue;
-            }
-            let text = match mode {
-                Mode::Roundtrip => median(
-                    of.iter()
-                        .filter_map(|r| r.lap_p50_ns.map(|v| v as f64))
-                        .collect(),
-                )
-                .map_or("-".to_owned(), |m| format!("lap p50 {}", format_ns(m))),
-                Mode::Flood => {
-                    let c = median(of.iter().filter_map(|r| r.completion_s).collect());
-                    let m = median(of.iter().filter_map(|r| r.messages_per_s).collect());
-                    match (c, m) {
-                        (Some(c), Some(m)) => {
-                            format!("completion {} ({m:.0} messages/s)", format_ns(c * 1e9))
-                        }
-                        _ => "-".to_owned(),
-                    }
-                }
-            };
-            s.row(vec![tr.name().to_owned(), of.len().to_string(), text]);
-        }
-        out.push('\n');
-        out.push_str(&s.render());
-    }
-    out
 }
 
 /// One run: a fresh ring of processes for one transport and mode.
@@ -1213,709 +1441,702 @@ fn trial_in(
     domain: &str,
 ) -> Result<Row> {
     let started = Instant::now();
-    let n = ctx.args.hubs;
     // Declared before the ring, so that it is removed after the processes were reaped.
     let group = ctx
-        .args
+        .config
         .cpu
-        .0
         .map(|c| CpuGroup::create(c, &format!("hubs{run_index}")))
         .transpose()?;
-    let mut ring = Ring::spawn(ctx, transport, mode, domain)?;
+    let mut ring = Ring::start(ctx, transport, mode, domain)?;
     if let Some(g) = &group {
-        for p in &ring.procs {
-            let pid = p.child.id();
+        for m in &ring.members {
+            let Some(pid) = m.peer.pid() else {
+                bail!(
+                    "{} runs on another machine: it cannot join this machine's cgroup",
+                    m.role
+                );
+            };
             g.add(pid)
-                .context(format!("cannot move {} into the cgroup", p.role))?;
+                .context(format!("cannot move {} into the cgroup", m.role))?;
             if !g.contains(pid) {
                 bail!(
                     "{} (pid {pid}) is not in {} after the move",
-                    p.role,
+                    m.role,
                     g.path().display()
                 );
             }
         }
     }
-    for p in &mut ring.procs {
-        p.send("go")?;
+    for m in &mut ring.members {
+        m.peer
+            .send(&Command::Go)
+            .context(format!("cannot tell {} to go", m.role))?;
     }
     // Every process attached, and its publisher knows its subscriber.
     let until = Instant::now() + START_TIMEOUT + Duration::from_secs(5);
-    let mut ready = vec![false; n];
+    let mut ready = vec![false; ring.members.len()];
     while ready.iter().any(|r| !r) {
-        let (i, line) = ring.next(
+        let (i, report) = ring.next(
             until,
             "while the ring was starting",
             "the ring did not start in time",
         )?;
-        if line.trim() == "ready" {
-            ready[i] = true;
-        } else {
-            bail!("unexpected output from {}: {line:?}", ring.procs[i].role);
+        match report {
+            Report::Ready => ready[i] = true,
+            other => bail!("unexpected report from {}: {other:?}", ring.members[i].role),
         }
     }
-    ring.procs[0].send("start")?;
+    ring.members[0]
+        .peer
+        .send(&Command::Start)
+        .context("cannot tell the master to start")?;
     let mut watchdog = Instant::now() + START_TIMEOUT + WATCHDOG;
     let master: MasterResult = loop {
-        let (i, line) = ring.next(
+        let (i, report) = ring.next(
             watchdog,
             "during the run",
             &format!("the master made no progress for {WATCHDOG:?}"),
         )?;
-        if i == 0 {
-            if line.starts_with("progress") {
-                watchdog = Instant::now() + WATCHDOG;
-                continue;
-            }
-            if let Some(json) = line.strip_prefix("result ") {
-                break serde_json::from_str(json)
-                    .context(format!("the master's result {json:?}"))?;
-            }
+        match (i, report) {
+            (0, Report::Progress(_)) => watchdog = Instant::now() + WATCHDOG,
+            (0, Report::Result(r)) => break *r,
+            (i, other) => bail!("unexpected report from {}: {other:?}", ring.members[i].role),
         }
-        bail!("unexpected output from {}: {line:?}", ring.procs[i].role);
     };
     let throttling = group.as_ref().map(CpuGroup::throttling);
     let hubs = ring.finish()?;
-    drop(ring);
     drop(group);
 
-    let mut row = Row::empty(ctx, transport, mode);
+    let mut row = Row::empty(ctx.config, transport, mode);
     row.round = Some(round);
     row.seconds = Some(started.elapsed().as_secs_f64());
-    row.probes = Some(master.probes);
-    row.received = Some(master.received);
-    row.lost = Some(master.lost);
-    row.corrupt = Some(master.corrupt);
-    row.out_of_order = Some(master.out_of_order + hubs.iter().map(|h| h.out_of_order).sum::<u64>());
-    row.duplicates = Some(master.duplicates);
-    row.error = master.aborted.clone();
     row.throttled_periods = throttling.map(|t| t.throttled_periods);
     row.throttled_ms = throttling.map(|t| t.throttled_ns as f64 / 1e6);
-    if let Some(l) = master.laps {
-        row.lap_p50_ns = Some(l.p50_ns);
-        row.lap_p90_ns = Some(l.p90_ns);
-        row.lap_p99_ns = Some(l.p99_ns);
-        row.lap_max_ns = Some(l.max_ns);
-        row.lap_min_ns = Some(l.min_ns);
-        row.lap_mean_ns = Some(l.mean_ns);
-        row.hop_p50_ns = Some(l.p50_ns as f64 / n as f64);
-        row.total_s = Some(l.total_ns as f64 / 1e9);
-    }
-    if let Some(c) = master.completion_ns {
-        let secs = c as f64 / 1e9;
-        row.completion_s = Some(secs);
-        row.total_s = Some(secs);
-        if secs > 0.0 {
-            let rate = master.received as f64 / secs;
-            row.messages_per_s = Some(rate);
-            row.payload_mbit_per_s = Some(rate * ctx.args.size as f64 * 8.0 / 1e6);
-        }
-    }
-    // Edge i runs from process i to process i+1; process j reports its incoming edge j−1.
-    let incoming = |j: usize| -> EdgeCounts {
-        if j == 0 {
-            master.edge_in
-        } else {
-            hubs[j - 1].edge_in
-        }
-    };
-    for e in 0..n {
-        let to = (e + 1) % n;
-        let c = incoming(to);
-        row.edges.push(EdgeRow {
-            topic: edge_topic(e),
-            from: role_name(e),
-            to: role_name(to),
-            link: if ctx.placement[e].host == ctx.placement[to].host {
-                "same host"
-            } else {
-                "across hosts"
-            },
-            path: match (c.shm_received > 0, c.udp_received > 0) {
-                (true, false) => "shm",
-                (false, true) => "udp",
-                (true, true) => "both",
-                (false, false) => "none",
-            },
-            shm_received: c.shm_received,
-            udp_received: c.udp_received,
-        });
-    }
-    row.processes = master
-        .process
-        .into_iter()
-        .chain(hubs.into_iter().map(|h| h.process))
-        .collect();
+    row.measured(master, hubs, &ctx.placement, ctx.config.size);
     Ok(row)
 }
 
-/// A child process of the ring: killed and reaped if dropped before it exited.
-struct Proc {
+/// One process of the ring: killed (or, on another machine, ended by its agent) if dropped
+/// before it finished.
+struct Member {
     role: String,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    exited: Option<ExitStatus>,
+    peer: Peer,
 }
 
-impl Proc {
-    fn send(&mut self, line: &str) -> Result<()> {
-        let Some(stdin) = self.stdin.as_mut() else {
-            bail!("{}'s input is already closed", self.role);
-        };
-        writeln!(stdin, "{line}")
-            .and_then(|()| stdin.flush())
-            .context(format!("cannot tell {} to {line}", self.role))
-    }
-
-    fn poll(&mut self) -> Result<Option<ExitStatus>> {
-        if self.exited.is_none() {
-            self.exited = self.child.try_wait()?;
-        }
-        Ok(self.exited)
-    }
-
-    /// The exit status, waiting at most until `until`; an error on Ctrl-C.
-    fn wait_until(&mut self, until: Instant) -> Result<Option<ExitStatus>> {
-        loop {
-            if let Some(s) = self.poll()? {
-                return Ok(Some(s));
-            }
-            if Instant::now() >= until {
-                return Ok(None);
-            }
-            signal::check()?;
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-
-    fn died(&mut self, what: &str) -> Error {
-        let pid = self.child.id();
-        let status = self
-            .wait_until(Instant::now() + Duration::from_secs(1))
-            .ok()
-            .flatten()
-            .map_or("still running, but its output closed".to_owned(), |s| {
-                s.to_string()
-            });
-        Error::msg(format!(
-            "{} (pid {pid}) exited {what} ({status}); its own message, if any, is above",
-            self.role
-        ))
+impl Member {
+    /// The error for a process that ended or failed `when` (it must not before `finish`).
+    fn died(&self, when: &str, e: Error) -> Error {
+        let pid = self
+            .peer
+            .pid()
+            .map_or(String::new(), |p| format!(" (pid {p})"));
+        Error::msg(format!("{}{pid} exited {when}: {e}", self.role))
     }
 }
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.exited.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-enum Msg {
-    Line(usize, String),
-    Eof(usize),
-}
-
-/// The processes of one run, and the lines they print.
+/// The processes of one run.
 struct Ring {
-    procs: Vec<Proc>,
-    rx: mpsc::Receiver<Msg>,
+    members: Vec<Member>,
 }
 
 impl Ring {
-    fn spawn(ctx: &Ctx<'_>, transport: Transport, mode: Mode, domain: &str) -> Result<Ring> {
-        let args = ctx.args;
-        let n = args.hubs;
-        let exe = std::env::current_exe().context("cannot find the ferry executable")?;
-        let (tx, rx) = mpsc::channel();
-        let mut procs: Vec<Proc> = Vec::with_capacity(n);
+    fn start(ctx: &Ctx<'_>, transport: Transport, mode: Mode, domain: &str) -> Result<Ring> {
+        let args = ctx.config;
+        let mut members = Vec::with_capacity(args.hubs);
         for (i, place) in ctx.placement.iter().enumerate() {
-            let mut cmd = match ctx.hosts {
-                Some(h) => {
-                    let mut c = Command::new(&h.ip);
-                    c.args(["netns", "exec", &h.ns[side_of(i)]]).arg(&exe);
-                    c
-                }
-                None => Command::new(&exe),
+            let request = PeerRequest {
+                index: i,
+                hubs: args.hubs,
+                mode,
+                transport,
+                domain: domain.to_owned(),
+                size: args.size,
+                messages: args.messages,
+                warmup: args.warmup,
+                wait: args.wait,
+                host: place.host,
+                cpu: place.cpu,
+                exit_after: args.fault_hub_exit_after.filter(|_| i == 1),
+                discovery: ctx.discovery_of(i),
             };
-            cmd.args(["lab-peer", "hubs"])
-                .args(["--index", &i.to_string()])
-                .args(["--hubs", &n.to_string()])
-                .args(["--mode", mode.name()])
-                .args(["--transport", transport.name()])
-                .args(["--domain", domain])
-                .args(["--size", &args.size.to_string()])
-                .args(["--messages", &args.messages.to_string()])
-                .args(["--warmup", &args.warmup.to_string()])
-                .args(["--wait", wait_name(args.wait)])
-                .args(["--host", &place.host]);
-            if let Some(cpu) = place.cpu {
-                cmd.args(["--cpu", &cpu.to_string()]);
-            }
-            if let (1, Some(k)) = (i, args.fault_hub_exit_after) {
-                cmd.args(["--exit-after", &k.to_string()]);
-            }
-            for var in DISCOVERY_VARS {
-                cmd.env_remove(var);
-            }
-            if let Some(h) = ctx.hosts {
-                cmd.env("FERRY_DISCOVERY_PORT", DISCOVERY_PORT.to_string())
-                    .env("FERRY_PEERS", h.peers_of(i));
-            }
-            cmd.stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit());
             let role = role_name(i);
-            let mut child = super::spawn_child(&mut cmd)
-                .context(format!("cannot start {role} ({})", exe.display()))?;
-            let stdin = child.stdin.take();
-            let stdout = child.stdout.take();
-            procs.push(Proc {
-                role,
-                child,
-                stdin,
-                exited: None,
-            });
-            if let Some(out) = stdout {
-                let tx = tx.clone();
-                std::thread::Builder::new()
-                    .name(format!("hubs-out-{i}"))
-                    .spawn(move || {
-                        for line in BufReader::new(out).lines() {
-                            let Ok(line) = line else { break };
-                            if tx.send(Msg::Line(i, line)).is_err() {
-                                return;
-                            }
-                        }
-                        let _ = tx.send(Msg::Eof(i));
-                    })
-                    .context("cannot start a thread")?;
-            }
+            let peer = Peer::start::<Hubs>(&request, &ctx.place_of(i))
+                .context(format!("cannot start {role}"))?;
+            members.push(Member { role, peer });
         }
-        Ok(Ring { procs, rx })
+        Ok(Ring { members })
     }
 
-    /// The next line any process printed, by `until` (else the error `late`). Any process that
-    /// exits meanwhile is an error (they exit only when told to, in `finish`), as is Ctrl-C.
-    fn next(&mut self, until: Instant, when: &str, late: &str) -> Result<(usize, String)> {
+    /// The next report of any process, by `until` (else the error `late`). Any process that
+    /// ends meanwhile is an error (they end only when told to, in `finish`), as is Ctrl-C.
+    fn next(&mut self, until: Instant, when: &str, late: &str) -> Result<(usize, Report)> {
         loop {
             signal::check()?;
-            match self.rx.recv_timeout(Duration::from_millis(5)) {
-                Ok(Msg::Line(i, line)) => return Ok((i, line)),
-                Ok(Msg::Eof(i)) => return Err(self.procs[i].died(when)),
-                Err(_) => {}
-            }
-            for p in &mut self.procs {
-                if p.poll()?.is_some() {
-                    return Err(p.died(when));
+            for (i, m) in self.members.iter_mut().enumerate() {
+                // Reads what has come (queueing reports), then says whether it has ended.
+                if let Err(e) = m.peer.check_alive() {
+                    return Err(m.died(when, e));
+                }
+                let report = m
+                    .peer
+                    .recv::<Report>(Duration::ZERO)
+                    .map_err(|e| Error::msg(format!("{}: {e}", m.role)))?;
+                if let Some(report) = report {
+                    return Ok((i, report));
                 }
             }
             if Instant::now() >= until {
                 bail!("{late}; stopped every process");
             }
+            std::thread::sleep(LOOK_EVERY);
         }
     }
 
     /// Tells every process to stop (closes its input), collects the hubs' reports and checks
-    /// that every process exited successfully, within EXIT_TIMEOUT.
-    fn finish(&mut self) -> Result<Vec<HubReport>> {
-        let n = self.procs.len();
-        for p in &mut self.procs {
-            p.stdin = None;
+    /// that every process finished successfully, within EXIT_TIMEOUT.
+    fn finish(mut self) -> Result<Vec<HubReport>> {
+        for m in &mut self.members {
+            m.peer.close_input();
         }
         let until = Instant::now() + EXIT_TIMEOUT;
-        let mut reports: Vec<Option<HubReport>> = vec![None; n];
-        let mut eof = vec![false; n];
-        while eof.iter().any(|e| !e) {
-            signal::check()?;
-            match self.rx.recv_timeout(Duration::from_millis(5)) {
-                Ok(Msg::Line(i, line)) => {
-                    if let Some(json) = line.strip_prefix("report ") {
-                        reports[i] = Some(
-                            serde_json::from_str(json)
-                                .context(format!("{}'s report {json:?}", self.procs[i].role))?,
-                        );
-                    }
+        let mut reports = Vec::with_capacity(self.members.len().saturating_sub(1));
+        for (i, mut m) in self.members.into_iter().enumerate() {
+            if i > 0 {
+                let left = until.saturating_duration_since(Instant::now());
+                match m.peer.recv::<Report>(left) {
+                    Ok(Some(Report::Hub(r))) => reports.push(r),
+                    Ok(Some(other)) => bail!("unexpected report from {}: {other:?}", m.role),
+                    Ok(None) if Instant::now() >= until => bail!(
+                        "{} did not finish within {EXIT_TIMEOUT:?} after the run",
+                        m.role
+                    ),
+                    Ok(None) => bail!("{} exited without its report", m.role),
+                    Err(e) => bail!("{} failed at the end of the run: {e}", m.role),
                 }
-                Ok(Msg::Eof(i)) => eof[i] = true,
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
-            if Instant::now() >= until {
-                let late: Vec<&str> = (0..n)
-                    .filter(|&i| !eof[i])
-                    .map(|i| self.procs[i].role.as_str())
-                    .collect();
-                bail!(
-                    "{} did not finish within {EXIT_TIMEOUT:?} after the run",
-                    late.join(", ")
-                );
-            }
+            let left = until.saturating_duration_since(Instant::now());
+            let role = m.role;
+            m.peer
+                .finish(left)
+                .map_err(|e| Error::msg(format!("{role} failed at the end of the run: {e}")))?;
         }
-        for p in &mut self.procs {
-            match p.wait_until(until)? {
-                Some(s) if s.success() => {}
-                Some(s) => bail!("{} failed at the end of the run ({s})", p.role),
-                None => bail!(
-                    "{} did not exit within {EXIT_TIMEOUT:?} after the run",
-                    p.role
-                ),
-            }
-        }
-        reports
-            .into_iter()
-            .enumerate()
-            .skip(1)
-            .map(|(i, r)| {
-                r.ok_or_else(|| Error::msg(format!("{} exited without its report", role_name(i))))
-            })
-            .collect()
+        Ok(reports)
     }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Two hosts: network namespaces joined by a veth pair
+// Table, report section and summary
 
-/// Two network namespaces and the veth pair between them; removed on drop.
-struct Hosts {
-    ip: PathBuf,
-    ns: [String; 2],
-    dev: [String; 2],
-    /// IPv4 addresses of the two ends (without the prefix length).
-    addr: [String; 2],
-    subnet: String,
-    /// The tc commands run, if a rate was set.
-    tc: Vec<String>,
-    link: Option<LinkRate>,
-}
-
-/// Finds an executable by name in PATH, then in the sbin directories root's PATH has.
-fn find_tool(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
-        .map(|d| d.join(name))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-fn run_tool(tool: &Path, args: &[&str]) -> Result<()> {
-    let out = Command::new(tool)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .context(format!("cannot run {}", tool.display()))?;
-    if !out.status.success() {
-        bail!(
-            "{} {} failed ({}): {}",
-            tool.display(),
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
-}
-
-const NS_PREFIX: &str = "ferry-hubs-";
-
-impl Hosts {
-    /// What --hosts 2 needs that this machine lacks, if anything.
-    fn missing(link: Option<LinkRate>) -> Result<(PathBuf, Option<PathBuf>)> {
-        let mut missing = Vec::new();
-        if !rustix::process::geteuid().is_root() {
-            missing.push(
-                "root (creating network namespaces and veth pairs needs CAP_NET_ADMIN; run as root, or use --hosts 1)"
-                    .to_owned(),
-            );
-        }
-        let ip = find_tool("ip");
-        if ip.is_none() {
-            missing.push(
-                "the ip command (iproute2), not found in PATH or /usr/sbin, /sbin".to_owned(),
-            );
-        }
-        let tc = link.and_then(|_| find_tool("tc"));
-        if link.is_some() && tc.is_none() {
-            missing.push(
-                "the tc command (iproute2) for --link-rate, not found in PATH or /usr/sbin, /sbin"
-                    .to_owned(),
-            );
-        }
-        match ip {
-            Some(ip) if missing.is_empty() => Ok((ip, tc)),
-            _ => bail!("--hosts 2 needs {}", missing.join("; and ")),
-        }
-    }
-
-    fn create(link: Option<LinkRate>) -> Result<Hosts> {
-        let (ip, tc) = Hosts::missing(link)?;
-        sweep_stale(&ip);
-        let pid = std::process::id();
-        let third = pid % 250 + 1;
-        let mut hosts = Hosts {
-            ip,
-            ns: [format!("{NS_PREFIX}{pid}-a"), format!("{NS_PREFIX}{pid}-b")],
-            dev: [format!("fhub{pid}a"), format!("fhub{pid}b")],
-            addr: [format!("10.203.{third}.1"), format!("10.203.{third}.2")],
-            subnet: format!("10.203.{third}.0/24"),
-            tc: Vec::new(),
-            link,
-        };
-        // From here on, drop removes whatever was made.
-        let ip = hosts.ip.clone();
-        let ipr = |a: &[&str]| run_tool(&ip, a);
-        ipr(&["netns", "add", &hosts.ns[0]])?;
-        ipr(&["netns", "add", &hosts.ns[1]])?;
-        // The pair is made inside namespace A with its peer in B: it never exists outside them.
-        ipr(&[
-            "-n",
-            &hosts.ns[0],
-            "link",
-            "add",
-            &hosts.dev[0],
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &hosts.dev[1],
-            "netns",
-            &hosts.ns[1],
-        ])?;
-        for s in 0..2 {
-            let cidr = format!("{}/24", hosts.addr[s]);
-            ipr(&[
-                "-n",
-                &hosts.ns[s],
-                "addr",
-                "add",
-                &cidr,
-                "dev",
-                &hosts.dev[s],
-            ])?;
-            ipr(&["-n", &hosts.ns[s], "link", "set", &hosts.dev[s], "up"])?;
-            ipr(&["-n", &hosts.ns[s], "link", "set", "lo", "up"])?;
-        }
-        if let (Some(rate), Some(tc)) = (link, tc) {
-            for s in 0..2 {
-                let args = [
-                    "-n".to_owned(),
-                    hosts.ns[s].clone(),
-                    "qdisc".to_owned(),
-                    "add".to_owned(),
-                    "dev".to_owned(),
-                    hosts.dev[s].clone(),
-                    "root".to_owned(),
-                    "tbf".to_owned(),
-                    "rate".to_owned(),
-                    format!("{}bit", rate.bps),
-                    "burst".to_owned(),
-                    rate.burst_bytes().to_string(),
-                    "latency".to_owned(),
-                    format!("{TBF_LATENCY_MS}ms"),
-                ];
-                let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-                run_tool(&tc, &refs)?;
-                hosts.tc.push(format!("tc {}", args.join(" ")));
-            }
-        }
-        Ok(hosts)
-    }
-
-    /// FERRY_PEERS for process `index`: the other namespace's discovery address.
-    fn peers_of(&self, index: usize) -> String {
-        format!("{}:{DISCOVERY_PORT}", self.addr[1 - side_of(index)])
-    }
-
-    fn config(&self) -> serde_json::Value {
-        serde_json::json!({
-            "namespaces": { "A": self.ns[0], "B": self.ns[1] },
-            "veth": { "A": self.dev[0], "B": self.dev[1] },
-            "subnet": self.subnet,
-            "addresses": { "A": self.addr[0], "B": self.addr[1] },
-            "placement": "the master and the even hubs on A, the odd hubs on B (the study's 2 nodes: master and hub 2 on machine A, hubs 1 and 3 on machine B); the processes are started with ip netns exec",
-            "discovery": format!("static peer list: FERRY_PEERS names the other namespace's discovery address (its address, port {DISCOVERY_PORT}); in each namespace the first process relays what it hears to the others; multicast discovery is off"),
-            "link_rate": self.link.map(LinkRate::name),
-            "link_rate_bps": self.link.map(|l| l.bps),
-            "tbf": self.link.map(|l| serde_json::json!({
-                "burst_bytes": l.burst_bytes(),
-                "latency_ms": TBF_LATENCY_MS,
-                "on": "both veth ends (egress of each)",
-                "commands": self.tc,
-            })),
-            "note": "both namespaces run on this machine's CPUs: the link is a veth pair, not a wire",
-        })
+/// The hosts of a run, in words: "one host", "two hosts (network namespaces), link 100mbit".
+fn hosts_text(setup: &Setup) -> String {
+    match (setup.hosts, &setup.remote, &setup.link_rate) {
+        (2, Some(r), _) => format!(
+            "two hosts (this machine and the lab agent's at {})",
+            r.agent
+        ),
+        (2, None, Some(rate)) => format!("two hosts (network namespaces), link {rate}"),
+        (2, None, None) => "two hosts (network namespaces), link not limited".to_owned(),
+        _ => "one host".to_owned(),
     }
 }
 
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        // Deleting a namespace destroys its end of the veth pair, and with it the pair.
-        for ns in &self.ns {
-            if let Err(e) = run_tool(&self.ip, &["netns", "del", ns]) {
-                if !e.to_string().contains("No such file") {
-                    note!("ferry lab hubs: cannot remove network namespace {ns}: {e}");
+fn paths(row: &Row) -> String {
+    let shm = row.edges.iter().filter(|e| e.path == EdgePath::Shm).count();
+    let udp = row.edges.iter().filter(|e| e.path == EdgePath::Udp).count();
+    let mut parts = Vec::new();
+    if shm > 0 {
+        parts.push(format!("{shm} shm"));
+    }
+    if udp > 0 {
+        parts.push(format!("{udp} udp"));
+    }
+    let other = row.edges.len() - shm - udp;
+    if other > 0 {
+        parts.push(format!("{other} other"));
+    }
+    parts.join(", ")
+}
+
+/// The median over the rounds of a figure of `mode` and `transport`'s measured rows.
+fn median_over_rounds(
+    rows: &[Row],
+    mode: Mode,
+    transport: Transport,
+    figure: impl Fn(&Row) -> Option<f64>,
+) -> Option<f64> {
+    median(
+        rows.iter()
+            .filter(|r| r.mode == mode && r.transport == transport && r.skipped.is_none())
+            .filter_map(figure)
+            .collect(),
+    )
+}
+
+fn render(setup: &Setup, rows: &[Row]) -> String {
+    let mut out = String::new();
+    let hosts = hosts_text(setup);
+    let cpu = setup
+        .cpu
+        .map_or("no CPU quota".to_owned(), |c| format!("CPU quota {c} CPU"));
+    for &mode in &setup.modes {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.mode == mode).collect();
+        match mode {
+            Mode::Roundtrip => {
+                let mut t = Table::new(&[
+                    "transport",
+                    ">round",
+                    ">lap p50",
+                    ">p90",
+                    ">p99",
+                    ">max",
+                    ">mean",
+                    ">hop p50",
+                    ">total",
+                    ">lost",
+                    "edges",
+                ]);
+                for r in &mine {
+                    if r.skipped.is_some() {
+                        continue;
+                    }
+                    t.row(vec![
+                        r.transport.name().to_owned(),
+                        r.round.map_or(String::new(), |x| (x + 1).to_string()),
+                        format_ns(r.lap_p50_ns.unwrap_or(0) as f64),
+                        format_ns(r.lap_p90_ns.unwrap_or(0) as f64),
+                        format_ns(r.lap_p99_ns.unwrap_or(0) as f64),
+                        format_ns(r.lap_max_ns.unwrap_or(0) as f64),
+                        format_ns(r.lap_mean_ns.unwrap_or(0.0)),
+                        format_ns(r.hop_p50_ns.unwrap_or(0.0)),
+                        format!("{:.3} s", r.total_s.unwrap_or(0.0)),
+                        r.lost.unwrap_or(0).to_string(),
+                        paths(r),
+                    ]);
                 }
+                out.push_str(&format!(
+                    "\nRoundtrip: one message around a ring of {} processes, {} laps of {} per row; {hosts}; {cpu}; wait {}.\n{}.\n\n{}",
+                    setup.hubs,
+                    setup.messages,
+                    format_size(setup.size_bytes),
+                    setup.wait.name(),
+                    setup.pinning.summary,
+                    t.render()
+                ));
+            }
+            Mode::Flood => {
+                let mut t = Table::new(&[
+                    "transport",
+                    ">round",
+                    ">completion",
+                    ">messages/s",
+                    ">payload",
+                    ">lost",
+                    ">corrupt",
+                    ">out of order",
+                    "edges",
+                ]);
+                for r in &mine {
+                    if r.skipped.is_some() {
+                        continue;
+                    }
+                    t.row(vec![
+                        r.transport.name().to_owned(),
+                        r.round.map_or(String::new(), |x| (x + 1).to_string()),
+                        r.completion_s
+                            .map_or("-".to_owned(), |c| format_ns(c * 1e9)),
+                        r.messages_per_s
+                            .map_or("-".to_owned(), |m| format!("{m:.0}")),
+                        r.payload_mbit_per_s
+                            .map_or("-".to_owned(), |m| format!("{m:.1} Mbit/s")),
+                        r.lost.unwrap_or(0).to_string(),
+                        r.corrupt.unwrap_or(0).to_string(),
+                        r.out_of_order.unwrap_or(0).to_string(),
+                        paths(r),
+                    ]);
+                }
+                out.push_str(&format!(
+                    "\nFlood: {} messages of {} pushed into a ring of {} processes back to back, timed until all are back; {hosts}; {cpu}; wait {}.\n{}.\n\n{}",
+                    setup.messages,
+                    format_size(setup.size_bytes),
+                    setup.hubs,
+                    setup.wait.name(),
+                    setup.pinning.summary,
+                    t.render()
+                ));
+            }
+        }
+        for r in mine.iter().filter(|r| r.skipped.is_some()) {
+            out.push_str(&format!(
+                "{}: {}\n",
+                r.transport.name(),
+                r.skipped.as_deref().unwrap_or_default()
+            ));
+        }
+        // The median over the rounds, per transport.
+        let mut s = Table::new(&["transport", ">rounds", "median over the rounds"]);
+        for &tr in &setup.transports {
+            let of = mine
+                .iter()
+                .filter(|r| r.transport == tr && r.skipped.is_none())
+                .count();
+            if of == 0 {
+                continue;
+            }
+            let text = match mode {
+                Mode::Roundtrip => {
+                    median_over_rounds(rows, mode, tr, |r| r.lap_p50_ns.map(|v| v as f64))
+                        .map_or("-".to_owned(), |m| format!("lap p50 {}", format_ns(m)))
+                }
+                Mode::Flood => {
+                    let c = median_over_rounds(rows, mode, tr, |r| r.completion_s);
+                    let m = median_over_rounds(rows, mode, tr, |r| r.messages_per_s);
+                    match (c, m) {
+                        (Some(c), Some(m)) => {
+                            format!("completion {} ({m:.0} messages/s)", format_ns(c * 1e9))
+                        }
+                        _ => "-".to_owned(),
+                    }
+                }
+            };
+            s.row(vec![tr.name().to_owned(), of.to_string(), text]);
+        }
+        out.push('\n');
+        out.push_str(&s.render());
+    }
+    out
+}
+
+/// The transports of the rows, in order of first appearance (skipped ones included: their
+/// place in a chart stays empty).
+fn transports_of(rows: &[Row]) -> Vec<Transport> {
+    let mut out: Vec<Transport> = Vec::new();
+    for r in rows {
+        if !out.contains(&r.transport) {
+            out.push(r.transport);
+        }
+    }
+    out
+}
+
+fn section(results: &Results<Hubs>) -> Result<Section> {
+    let rs = &results.rows;
+    let setup = &results.config;
+    let transports = transports_of(rs);
+    let hubs = setup.hubs;
+    let hosts = setup.hosts;
+    let link = setup
+        .link_rate
+        .as_ref()
+        .map_or(String::new(), |l| format!(", link {l}"));
+    let per_t = |mode: Mode, figure: fn(&Row) -> Option<f64>, scale: f64| -> Vec<Option<f64>> {
+        transports
+            .iter()
+            .map(|&t| median_over_rounds(rs, mode, t, figure).map(|v| v / scale))
+            .collect()
+    };
+    let mut panels = Vec::new();
+    let (mut lap, mut flood) = (Vec::new(), Vec::new());
+    let roundtrip_title = format!("Roundtrip: one lap through {hubs} processes");
+    if rs.iter().any(|r| r.mode == Mode::Roundtrip) {
+        panels.push(Bars {
+            title: &roundtrip_title,
+            y_desc: "lap time (µs)",
+            categories: transports.iter().map(|t| t.name().to_owned()).collect(),
+            series: vec![
+                (
+                    "p50".into(),
+                    color(0),
+                    per_t(Mode::Roundtrip, |r| r.lap_p50_ns.map(|v| v as f64), 1e3),
+                ),
+                (
+                    "p90".into(),
+                    color(1),
+                    per_t(Mode::Roundtrip, |r| r.lap_p90_ns.map(|v| v as f64), 1e3),
+                ),
+                (
+                    "p99".into(),
+                    color(2),
+                    per_t(Mode::Roundtrip, |r| r.lap_p99_ns.map(|v| v as f64), 1e3),
+                ),
+            ],
+            reference: None,
+            log_y: false,
+        });
+        for &t in &transports {
+            if let Some(v) =
+                median_over_rounds(rs, Mode::Roundtrip, t, |r| r.lap_p50_ns.map(|v| v as f64))
+            {
+                lap.push(format!("{} {}", t.name(), format_ns(v)));
             }
         }
     }
+    let flood_title = format!("Flood: {} messages through every hub", setup.messages);
+    if rs.iter().any(|r| r.mode == Mode::Flood) {
+        let completions = |t: Transport| {
+            rs.iter()
+                .filter(move |r| r.mode == Mode::Flood && r.transport == t)
+                .filter_map(|r| r.completion_s)
+        };
+        let ext = |max: bool| -> Vec<Option<f64>> {
+            transports
+                .iter()
+                .map(|&t| {
+                    completions(t)
+                        .reduce(if max { f64::max } else { f64::min })
+                        .map(|v| v * 1e3)
+                })
+                .collect()
+        };
+        panels.push(Bars {
+            title: &flood_title,
+            y_desc: "completion (ms)",
+            categories: transports.iter().map(|t| t.name().to_owned()).collect(),
+            series: vec![
+                ("fastest round".into(), color(3), ext(false)),
+                (
+                    "median".into(),
+                    color(0),
+                    per_t(Mode::Flood, |r| r.completion_s, 1e-3),
+                ),
+                ("slowest round".into(), color(1), ext(true)),
+            ],
+            reference: None,
+            log_y: false,
+        });
+        for &t in &transports {
+            if let Some(v) = median_over_rounds(rs, Mode::Flood, t, |r| r.completion_s) {
+                flood.push(format!("{} {:.2} ms", t.name(), v * 1e3));
+            }
+        }
+    }
+    let mut plots = Vec::new();
+    if !panels.is_empty() {
+        plots.push(Plot {
+            file: "hubs.svg".to_owned(),
+            svg: bar_svg(&panels, 1500)?,
+            caption: format!(
+                "{hubs} processes in a ring on {hosts} host(s){link}; median over the rounds (roundtrip: lap percentiles; flood: time until every message came back to the master)."
+            ),
+        });
+    }
+    let sentence = format!(
+        "{} passes a message around a master and 3 hubs (Roundtrip) and pushes 1000 messages through every hub (Flood), on one node and on two over Ethernet and WiFi; its Flood over Ethernet saturates the network. Here, on {hosts} host(s){link}: roundtrip lap p50 {}; flood completion {}.",
+        cite_first(&DDS_HUBS),
+        if lap.is_empty() { "not run".to_owned() } else { lap.join(", ") },
+        if flood.is_empty() { "not run".to_owned() } else { flood.join(", ") },
+    );
+    Ok(Section { plots, sentence })
 }
 
-/// Removes namespaces an earlier run left (named after a process that no longer exists).
-fn sweep_stale(ip: &Path) {
-    let Ok(out) = Command::new(ip)
-        .args(["netns", "list"])
-        .stdin(Stdio::null())
-        .output()
-    else {
-        return;
-    };
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Some(name) = line.split_whitespace().next() else {
-            continue;
-        };
-        let Some(rest) = name.strip_prefix(NS_PREFIX) else {
-            continue;
-        };
-        let Some(pid) = rest
-            .strip_suffix("-a")
-            .or_else(|| rest.strip_suffix("-b"))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            note!("ferry lab hubs: removing network namespace {name} left by an earlier run");
-            let _ = run_tool(ip, &["netns", "del", name]);
+/// The study's headline figures are its Roundtrip time and its Flood completion time, on one
+/// node and on two: one line per mode and transport measured. The study plots its times without
+/// giving a figure in its text, and no other system is measured here, so those stay empty.
+fn summary(results: &Results<Hubs>) -> Vec<SummaryLine> {
+    let setup = &results.config;
+    let rs = &results.rows;
+    let hosts = hosts_text(setup);
+    let mut lines = Vec::new();
+    for &mode in &setup.modes {
+        for &t in &setup.transports {
+            let line = match mode {
+                Mode::Roundtrip => median_over_rounds(rs, mode, t, |r| {
+                    r.lap_p50_ns.map(|v| v as f64)
+                })
+                .map(|p50| SummaryLine {
+                    what: format!(
+                        "Roundtrip lap p50, a ring of {} processes, {hosts}, {}",
+                        setup.hubs,
+                        t.name()
+                    ),
+                    ferry: format_ns(p50),
+                    floor: None,
+                    best_peer: None,
+                    study: None,
+                }),
+                Mode::Flood => median_over_rounds(rs, mode, t, |r| r.completion_s).map(|c| {
+                    let rate = median_over_rounds(rs, mode, t, |r| r.messages_per_s);
+                    SummaryLine {
+                        what: format!(
+                            "Flood of {} messages through a ring of {} processes, {hosts}, {}: completion",
+                            setup.messages,
+                            setup.hubs,
+                            t.name()
+                        ),
+                        ferry: match rate {
+                            Some(m) => format!("{} ({m:.0} messages/s)", format_ns(c * 1e9)),
+                            None => format_ns(c * 1e9),
+                        },
+                        floor: None,
+                        best_peer: None,
+                        study: None,
+                    }
+                }),
+            };
+            lines.extend(line);
         }
+    }
+    lines
+}
+
+impl Experiment for Hubs {
+    const NAME: &'static str = "hubs";
+    const TITLE: &'static str = "Roundtrip and Flood over a ring of hubs";
+    type Config = Config;
+    type Setup = Setup;
+    type Row = Row;
+    type PeerRequest = PeerRequest;
+
+    fn validate(config: &Config) -> Result<()> {
+        validate(config)
+    }
+
+    fn run(config: &Config) -> Result<Measured<Self>> {
+        run(config)
+    }
+
+    fn run_peer(request: PeerRequest, link: &mut PeerLink) -> Result<()> {
+        run_peer(request, link)
+    }
+
+    fn table(results: &Results<Self>) -> String {
+        render(&results.config, &results.rows)
+    }
+
+    fn section(results: &Results<Self>) -> Result<Section> {
+        section(results)
+    }
+
+    fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
+        summary(results)
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // The hub processes
 
-#[derive(Debug, Args)]
-pub struct PeerArgs {
-    #[arg(long)]
+/// What the main process asks of one hub process.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PeerRequest {
     index: usize,
-    #[arg(long)]
     hubs: usize,
-    #[arg(long, value_parser = parse_mode)]
     mode: Mode,
-    #[arg(long, value_parser = parse_transport)]
     transport: Transport,
-    #[arg(long)]
     domain: String,
-    #[arg(long)]
     size: usize,
-    #[arg(long)]
     messages: u64,
-    #[arg(long)]
     warmup: u64,
-    #[arg(long, value_parser = parse_wait)]
-    wait: WaitStrategy,
-    #[arg(long)]
-    host: String,
-    #[arg(long)]
+    wait: Wait,
+    host: Host,
     cpu: Option<usize>,
-    #[arg(long)]
     exit_after: Option<u64>,
+    /// On two hosts: where the other side's discovery listens; `None`: this host only.
+    discovery: Option<Discovery>,
 }
 
-/// Lines from the main process (stdin), read by a thread; its end is the signal to stop.
-struct Control {
-    rx: mpsc::Receiver<Option<String>>,
-    closed: Arc<AtomicBool>,
-}
-
-impl Control {
-    fn start() -> Result<Control> {
-        let (tx, rx) = mpsc::channel();
-        let closed = Arc::new(AtomicBool::new(false));
-        let flag = closed.clone();
-        std::thread::Builder::new()
-            .name("hubs-control".into())
-            .spawn(move || {
-                for line in std::io::stdin().lock().lines() {
-                    let Ok(line) = line else { break };
-                    if tx.send(Some(line)).is_err() {
-                        return;
-                    }
-                }
-                // Release pairs with the Acquire load in `closed`.
-                flag.store(true, Ordering::Release);
-                let _ = tx.send(None);
-            })
-            .context("cannot start a thread")?;
-        Ok(Control { rx, closed })
-    }
-
-    /// Waits (at most `timeout`) for the line `word`, calling `poll` every few milliseconds
-    /// meanwhile.
-    fn expect(&self, word: &str, timeout: Duration, mut poll: impl FnMut()) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            poll();
-            match self.rx.recv_timeout(Duration::from_millis(2)) {
-                Ok(Some(line)) if line.trim() == word => return Ok(()),
-                Ok(Some(line)) => {
-                    bail!("expected {word:?} from the lab's main process, got {line:?}")
-                }
-                Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    bail!("the lab's main process went away")
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-            }
-            if Instant::now() >= deadline {
-                bail!("no {word:?} from the lab's main process within {timeout:?}");
+impl PeerRequest {
+    /// Refuses a request that no main process of this lab sends (every figure in it bounds an
+    /// allocation or a loop).
+    fn check(&self) -> Result<()> {
+        if !(2..=MAX_HUBS).contains(&self.hubs) || self.index >= self.hubs {
+            bail!(
+                "invalid hub request: index {} of {} hubs",
+                self.index,
+                self.hubs
+            );
+        }
+        if !(HEADER..=MAX_SIZE).contains(&self.size) {
+            bail!("invalid hub request: {} bytes per message", self.size);
+        }
+        if !(1..=MAX_MESSAGES).contains(&self.messages) || self.warmup > MAX_MESSAGES {
+            bail!(
+                "invalid hub request: {} messages after {} of warm-up",
+                self.messages,
+                self.warmup
+            );
+        }
+        if let Some(d) = &self.discovery {
+            if d.port == 0 || d.peers.is_empty() || d.peers.len() > MAX_PEERS {
+                bail!(
+                    "invalid hub request: discovery on port {} with {} peers",
+                    d.port,
+                    d.peers.len()
+                );
             }
         }
+        Ok(())
     }
+}
 
-    /// Whether the main process closed our input (time to stop).
-    fn closed(&self) -> bool {
-        // Acquire pairs with the Release store in the reader thread.
-        self.closed.load(Ordering::Acquire)
+/// Sets this process's discovery, as a `Command::env` did when the lab started its hubs itself:
+/// ferry reads it from the environment, once, when the process's first UDP endpoint starts.
+/// The variables that would point discovery elsewhere go; on two hosts, the peer list names the
+/// other side.
+fn apply_discovery(discovery: Option<&Discovery>) {
+    // The environment is changed before this process makes any ferry endpoint; the only other
+    // thread (the control line reader) does not read it.
+    for var in DISCOVERY_VARS {
+        std::env::remove_var(var);
     }
+    if let Some(d) = discovery {
+        let peers: Vec<String> = d.peers.iter().map(SocketAddrV4::to_string).collect();
+        std::env::set_var("FERRY_DISCOVERY_PORT", d.port.to_string());
+        std::env::set_var("FERRY_PEERS", peers.join(","));
+    }
+}
 
-    /// Waits (at most `timeout`) until the main process closes our input.
-    fn wait_closed(&self, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        while !self.closed() && Instant::now() < deadline {
-            let _ = self.rx.recv_timeout(Duration::from_millis(50));
+/// Whether the main process ended the run (closed this process's input).
+fn main_gone(link: &mut PeerLink) -> Result<bool> {
+    match link.check_main() {
+        Ok(()) => Ok(false),
+        Err(e) if e.to_string() == MAIN_GONE => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+/// Waits (at most `timeout`) for command `want`, calling `poll` every few milliseconds meanwhile.
+fn expect(
+    link: &mut PeerLink,
+    want: Command,
+    timeout: Duration,
+    mut poll: impl FnMut(),
+) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        poll();
+        match link.recv::<Command>(Duration::from_millis(2))? {
+            Some(c) if c == want => return Ok(()),
+            Some(c) => bail!("expected {want:?} from the lab's main process, got {c:?}"),
+            None => {}
+        }
+        if Instant::now() >= deadline {
+            bail!("no {want:?} from the lab's main process within {timeout:?}");
         }
     }
 }
 
-/// A line to the main process.
-fn say(line: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")
-        .and_then(|()| out.flush())
-        .context("cannot write to the lab's main process")
+/// Waits (at most `timeout`) until the main process ends the run.
+fn wait_closed(link: &mut PeerLink, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if link.recv::<Command>(Duration::from_millis(50)).is_err() {
+            return;
+        }
+    }
 }
 
-pub fn run_peer(args: PeerArgs) -> Result<()> {
-    if args.hubs < 2 || args.index >= args.hubs || args.size < HEADER {
-        bail!("invalid hub arguments");
-    }
+fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
+    args.check()?;
+    apply_discovery(args.discovery.as_ref());
     if let Some(cpu) = args.cpu {
         super::pin_to(cpu)?;
     }
-    // Threads started from here on inherit the pinning.
-    let control = Control::start()?;
     // The main process first moves this process into its cgroup, if any.
-    control.expect("go", START_TIMEOUT, || {})?;
+    expect(link, Command::Go, START_TIMEOUT, || {})?;
     let n = args.hubs;
     let i = args.index;
-    let node = Node::with_domain(&format!("hub{i}"), &args.domain)?;
-    let qos = args.transport.qos(args.size, args.wait);
+    // In the clear whatever FERRY_KEY_FILE says here, so that both hosts agree.
+    let node = super::lab_node(&format!("hub{i}"), &args.domain, false)?;
+    let qos = args.transport.qos(args.size, args.wait.strategy());
     let mut input = node.subscriber(&edge_topic((i + n - 1) % n), &qos)?;
     let output = node.publisher(&edge_topic(i), &qos)?;
     let deadline = Instant::now() + START_TIMEOUT;
@@ -1925,9 +2146,7 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
         input.publisher_count();
         output.subscriber_count() == 0
     } {
-        if control.closed() {
-            bail!("the lab's main process went away");
-        }
+        link.check_main()?;
         if Instant::now() >= deadline {
             bail!(
                 "{}: nobody subscribed to {} within {START_TIMEOUT:?} (is {} running and reachable?)",
@@ -1938,17 +2157,16 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    say("ready")?;
+    link.report(&Report::Ready)?;
     let mut ends = Ends {
         input,
         output,
         size: args.size,
-        parent_alive: Box::new(super::parent_watch()),
     };
     if i == 0 {
-        master(&args, &control, &mut ends)?;
+        master(&args, link, &mut ends)?;
     } else {
-        hub(&args, &control, &mut ends)?;
+        hub(&args, link, &mut ends)?;
     }
     close(ends);
     Ok(())
@@ -1986,19 +2204,14 @@ struct Ends {
     input: Subscriber,
     output: Publisher,
     size: usize,
-    parent_alive: Box<dyn FnMut() -> Result<()>>,
 }
 
-fn hub(args: &PeerArgs, control: &Control, ends: &mut Ends) -> Result<()> {
+fn hub(args: &PeerRequest, link: &mut PeerLink, ends: &mut Ends) -> Result<()> {
     let mut forwarded = 0u64;
     let mut out_of_order = 0u64;
     let mut last: Option<(u64, u64)> = None;
-    while !control.closed() {
-        if forwarded % 64 == 0 {
-            (ends.parent_alive)()?;
-        }
+    while !main_gone(link)? {
         let Some(sample) = ends.input.recv_timeout(SLICE)? else {
-            (ends.parent_alive)()?;
             continue;
         };
         if let Some((phase, seq)) = header(&sample) {
@@ -2026,16 +2239,15 @@ fn hub(args: &PeerArgs, control: &Control, ends: &mut Ends) -> Result<()> {
             std::process::exit(3);
         }
     }
-    let report = HubReport {
+    link.report(&Report::Hub(HubReport {
         forwarded,
         out_of_order,
         edge_in: edge_counts(&args.domain, args.index - 1),
         process: process_info(args),
-    };
-    say(&format!("report {}", serde_json::to_string(&report)?))
+    }))
 }
 
-/// Progress lines for the main process's watchdog.
+/// Progress reports for the main process's watchdog.
 struct Progress {
     next: Instant,
     count: u64,
@@ -2049,41 +2261,41 @@ impl Progress {
         }
     }
 
-    fn tick(&mut self) -> Result<()> {
+    fn tick(&mut self, link: &mut PeerLink) -> Result<()> {
         self.count += 1;
         let now = Instant::now();
         if now >= self.next {
             self.next = now + PROGRESS_EVERY;
-            say(&format!("progress {}", self.count))?;
+            link.report(&Report::Progress(self.count))?;
         }
         Ok(())
     }
 }
 
-fn master(args: &PeerArgs, control: &Control, ends: &mut Ends) -> Result<()> {
-    control.expect("start", START_TIMEOUT, || {
+fn master(args: &PeerRequest, link: &mut PeerLink, ends: &mut Ends) -> Result<()> {
+    expect(link, Command::Start, START_TIMEOUT, || {
         ends.input.publisher_count();
     })?;
     let mut r = MasterResult {
-        probes: probe(ends, control)?,
+        probes: probe(ends, link)?,
         ..MasterResult::default()
     };
     let mut progress = Progress::new();
     match args.mode {
-        Mode::Roundtrip => roundtrip(args, ends, control, &mut r, &mut progress)?,
-        Mode::Flood => flood(args, ends, control, &mut r, &mut progress)?,
+        Mode::Roundtrip => roundtrip(args, ends, link, &mut r, &mut progress)?,
+        Mode::Flood => flood(args, ends, link, &mut r, &mut progress)?,
     }
     r.edge_in = edge_counts(&args.domain, args.hubs - 1);
     r.process = Some(process_info(args));
-    say(&format!("result {}", serde_json::to_string(&r)?))?;
+    link.report(&Report::Result(Box::new(r)))?;
     // Keep the publisher (and its ring) until every process has reported.
-    control.wait_closed(EXIT_TIMEOUT);
+    wait_closed(link, EXIT_TIMEOUT);
     Ok(())
 }
 
 /// Sends probes around the ring until one comes back (every edge connected), then waits for the
 /// rest of those sent (FIFO edges: every later probe follows the one that came back).
-fn probe(ends: &mut Ends, control: &Control) -> Result<u64> {
+fn probe(ends: &mut Ends, link: &mut PeerLink) -> Result<u64> {
     let deadline = Instant::now() + START_TIMEOUT;
     let mut sent = 0u64;
     let mut next_send = Instant::now();
@@ -2103,10 +2315,7 @@ fn probe(ends: &mut Ends, control: &Control) -> Result<u64> {
                 }
             }
         }
-        if control.closed() {
-            bail!("the lab's main process went away");
-        }
-        (ends.parent_alive)()?;
+        link.check_main()?;
         if Instant::now() >= deadline {
             bail!(
                 "the ring did not close within {START_TIMEOUT:?}: {sent} probes sent, {}",
@@ -2143,9 +2352,9 @@ fn take(ends: &mut Ends, phase: u64, seq: u64) -> Result<Got> {
 }
 
 fn roundtrip(
-    args: &PeerArgs,
+    args: &PeerRequest,
     ends: &mut Ends,
-    control: &Control,
+    link: &mut PeerLink,
     r: &mut MasterResult,
     progress: &mut Progress,
 ) -> Result<()> {
@@ -2192,12 +2401,9 @@ fn roundtrip(
                     r.laps = (!laps.is_empty()).then(|| Laps::of(&mut laps));
                     return Ok(());
                 }
-                if control.closed() {
-                    bail!("the lab's main process went away");
-                }
-                (ends.parent_alive)()?;
+                link.check_main()?;
             }
-            progress.tick()?;
+            progress.tick(link)?;
         }
     }
     r.laps = Some(Laps::of(&mut laps));
@@ -2217,9 +2423,9 @@ struct FloodTally {
 }
 
 fn flood(
-    args: &PeerArgs,
+    args: &PeerRequest,
     ends: &mut Ends,
-    control: &Control,
+    link: &mut PeerLink,
     r: &mut MasterResult,
     progress: &mut Progress,
 ) -> Result<()> {
@@ -2227,7 +2433,7 @@ fn flood(
         if count == 0 {
             continue;
         }
-        let (t0, tally, sent) = one_flood(ends, control, progress, phase, count)?;
+        let (t0, tally, sent) = one_flood(ends, link, progress, phase, count)?;
         let lost = count - tally.distinct;
         r.corrupt += tally.corrupt;
         r.out_of_order += tally.out_of_order;
@@ -2263,19 +2469,14 @@ fn flood(
 /// Returns the time of the first send, what came back, and how many were sent.
 fn one_flood(
     ends: &mut Ends,
-    control: &Control,
+    link: &mut PeerLink,
     progress: &mut Progress,
     phase: u64,
     count: u64,
 ) -> Result<(Instant, FloodTally, u64)> {
-    let stop = AtomicBool::new(false);
+    let stop = std::sync::atomic::AtomicBool::new(false);
     let size = ends.size;
-    let Ends {
-        input,
-        output,
-        parent_alive,
-        ..
-    } = ends;
+    let Ends { input, output, .. } = ends;
     std::thread::scope(|s| {
         let stop = &stop;
         let sender = std::thread::Builder::new()
@@ -2284,7 +2485,7 @@ fn one_flood(
                 let t0 = Instant::now();
                 for seq in 0..count {
                     // Relaxed: a stop request needs no ordering with anything else.
-                    if stop.load(Ordering::Relaxed) {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
                         return (t0, seq, Ok(()));
                     }
                     if let Err(e) = send(output, size, phase, seq) {
@@ -2296,14 +2497,11 @@ fn one_flood(
             .context("cannot start the flood's sender thread")?;
         let mut tally = FloodTally::default();
         let received = receive_flood(input, size, phase, count, &mut tally, || {
-            progress.tick()?;
-            if control.closed() {
-                bail!("the lab's main process went away");
-            }
-            parent_alive()
+            progress.tick(link)?;
+            link.check_main()
         });
         // Relaxed: see the sender.
-        stop.store(true, Ordering::Relaxed);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let (t0, sent, sent_result) = sender
             .join()
             .map_err(|_| Error::msg("the flood's sender thread panicked"))?;
@@ -2369,27 +2567,241 @@ fn receive_flood(
     Ok(())
 }
 
+/// Results of a small made-up run on one host, for the report's tests.
+#[cfg(test)]
+pub(crate) fn example() -> Results<Hubs> {
+    example_with(vec![
+        (Transport::Shm, Mode::Roundtrip, 0, 30_000, None),
+        (Transport::Udp, Mode::Roundtrip, 0, 60_000, None),
+        (Transport::Shm, Mode::Flood, 0, 0, Some(10_000_000)),
+        (Transport::Udp, Mode::Flood, 0, 0, Some(20_000_000)),
+        (Transport::Shm, Mode::Roundtrip, 1, 32_000, None),
+        (Transport::Udp, Mode::Roundtrip, 1, 64_000, None),
+        (Transport::Shm, Mode::Flood, 1, 0, Some(12_000_000)),
+        (Transport::Udp, Mode::Flood, 1, 0, Some(22_000_000)),
+    ])
+}
+
+/// Results of made-up runs: (transport, mode, round, lap p50 in ns, flood completion in ns),
+/// built as a run builds them, from the master's result and the hubs' reports.
+#[cfg(test)]
+fn example_with(runs: Vec<(Transport, Mode, usize, u64, Option<u64>)>) -> Results<Hubs> {
+    let mut modes = Vec::new();
+    let mut transports = Vec::new();
+    let mut rounds = 0;
+    for &(t, m, r, _, _) in &runs {
+        if !modes.contains(&m) {
+            modes.push(m);
+        }
+        if !transports.contains(&t) {
+            transports.push(t);
+        }
+        rounds = rounds.max(r + 1);
+    }
+    let config = Config {
+        mode: modes,
+        transport: transports,
+        rounds,
+        ..Config::default()
+    };
+    let placement = placement(&config);
+    let info = |i: usize| ProcInfo {
+        role: role_name(i),
+        index: i,
+        host: Host::Local,
+        pid: 1000 + i as u32,
+        pinned_cpu: placement[i].cpu,
+        allowed_cpus: vec![0, 1],
+        last_cpu: i % 2,
+        cpu_s: Some(0.1),
+    };
+    let rows = runs
+        .into_iter()
+        .map(|(transport, mode, round, lap, completion_ns)| {
+            let edge = match transport {
+                Transport::Udp => EdgeCounts {
+                    shm_received: 0,
+                    udp_received: config.messages + config.warmup + 1,
+                },
+                _ => EdgeCounts {
+                    shm_received: config.messages + config.warmup + 1,
+                    udp_received: 0,
+                },
+            };
+            // p50 = `lap`; the slowest tenth of the laps up to twice as long.
+            let mut laps: Vec<u64> = (0..100)
+                .map(|k: u64| lap + lap * k.saturating_sub(89) / 10)
+                .collect();
+            let master = MasterResult {
+                probes: 1,
+                laps: (mode == Mode::Roundtrip).then(|| Laps::of(&mut laps)),
+                completion_ns,
+                received: config.messages,
+                edge_in: edge,
+                process: Some(info(0)),
+                ..MasterResult::default()
+            };
+            let hubs = (1..config.hubs)
+                .map(|i| HubReport {
+                    forwarded: config.messages + config.warmup + 1,
+                    out_of_order: 0,
+                    edge_in: edge,
+                    process: info(i),
+                })
+                .collect();
+            let mut row = Row::empty(&config, transport, mode);
+            row.round = Some(round);
+            row.seconds = Some(0.5);
+            row.measured(master, hubs, &placement, config.size);
+            row
+        })
+        .collect();
+    let ctx = Ctx {
+        config: &config,
+        pair: None,
+        remote: None,
+        placement: placement.clone(),
+    };
+    let setup = make_setup(&ctx, Vec::new(), 0);
+    Results::new(crate::Machine::probe(), config, Measured { setup, rows })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn link_rates() {
-        assert_eq!(parse_link_rate("100mbit").unwrap().bps, 100_000_000);
-        assert_eq!(parse_link_rate("1gbit").unwrap().bps, 1_000_000_000);
-        assert_eq!(parse_link_rate("1G").unwrap().bps, 1_000_000_000);
-        assert_eq!(parse_link_rate("500kbit").unwrap().bps, 500_000);
-        assert_eq!(parse_link_rate("1.5gbit").unwrap().bps, 1_500_000_000);
-        assert_eq!(parse_link_rate("100mbit").unwrap().name(), "100mbit");
-        assert_eq!(parse_link_rate("1500mbit").unwrap().name(), "1500mbit");
-        assert_eq!(parse_link_rate("1gbit").unwrap().name(), "1gbit");
-        for bad in [
-            "", "mbit", "100mbps", "-1mbit", "1x", "0", "1bit", "1000gbit",
+    fn example_results_read_back_and_draw() {
+        let results = example();
+        let value = serde_json::to_value(&results).unwrap();
+        // The rows' JSON is what it was before the results were typed.
+        let row = &value["rows"][0];
+        assert_eq!(row["transport"], "shm");
+        assert_eq!(row["mode"], "roundtrip");
+        assert_eq!(row["wait"], "block");
+        assert_eq!(row["lost"], 0);
+        assert!(row.get("completion_s").is_none() && row.get("skipped").is_none());
+        assert!(row["link_rate"].is_null() && row["cpu"].is_null());
+        assert_eq!(row["edges"][0]["link"], "same host");
+        assert_eq!(row["edges"][0]["path"], "shm");
+        assert_eq!(row["processes"][0]["host"], "local");
+        assert_eq!(value["rows"][1]["edges"][0]["path"], "udp");
+        assert_eq!(
+            value["config"]["cgroup"],
+            serde_json::json!({"used": false})
+        );
+        assert!(value["config"]["two_hosts"].is_null());
+        assert!(value["config"].get("remote").is_none());
+        assert!(value["config"]["topology"]
+            .as_str()
+            .unwrap()
+            .contains("hubs/edge0"));
+
+        let back = Results::<Hubs>::from_value(value).unwrap();
+        assert_eq!(back.rows.len(), 8);
+        let section = Hubs::section(&back).unwrap();
+        assert_eq!(section.plots.len(), 1);
+        assert_eq!(section.plots[0].file, "hubs.svg");
+        assert!(section.sentence.contains(&cite_first(&DDS_HUBS)));
+        let table = Hubs::table(&back);
+        assert!(
+            table.contains("Roundtrip") && table.contains("Flood"),
+            "{table}"
+        );
+        assert!(table.contains("4 shm"), "{table}");
+        let summary = Hubs::summary(&back);
+        assert_eq!(summary.len(), 4);
+        assert!(summary[0].what.contains("Roundtrip") && summary[0].what.contains("shm"));
+        assert!(summary
+            .iter()
+            .all(|l| l.study.is_none() && l.floor.is_none()));
+    }
+
+    #[test]
+    fn hubs_plot_laps_and_flood_completion_per_transport() {
+        let results = example_with(vec![
+            (Transport::Shm, Mode::Roundtrip, 0, 30_000, None),
+            (Transport::Shm, Mode::Roundtrip, 1, 32_000, None),
+            (Transport::Shm, Mode::Roundtrip, 2, 34_000, None),
+            (Transport::Udp, Mode::Roundtrip, 0, 50_000, None),
+            (Transport::Shm, Mode::Flood, 0, 0, Some(1_000_000)),
+            (Transport::Udp, Mode::Flood, 0, 0, Some(12_000_000)),
+        ]);
+        // The suite names the second run's files after its step.
+        let v = serde_json::to_value(&results).unwrap();
+        let sec = crate::report::section(&v, "hubs-2hosts").unwrap();
+        assert_eq!(sec.plots.len(), 1);
+        assert_eq!(sec.plots[0].file, "hubs-2hosts.svg");
+        for label in [
+            "Roundtrip: one lap through 4 processes",
+            "Flood: 1000 messages",
+            "shm",
+            "udp",
+            "p99",
         ] {
-            assert!(parse_link_rate(bad).is_err(), "{bad:?} should be refused");
+            assert!(sec.plots[0].svg.contains(label), "{label} missing");
         }
-        let r = parse_link_rate("100mbit").unwrap();
-        assert!(r.burst_bytes() >= 32 * 1024);
+        // The sentence gives each transport's median lap and completion.
+        assert!(
+            sec.sentence.contains("shm 32.0 µs") || sec.sentence.contains("shm 32 µs"),
+            "{}",
+            sec.sentence
+        );
+        assert!(sec.sentence.contains("udp 12.00 ms"), "{}", sec.sentence);
+    }
+
+    #[test]
+    fn configurations_round_trip_with_a_link_rate() {
+        let config = Config {
+            hosts: 2,
+            link_rate: Some(parse_link_rate("100mbit").unwrap()),
+            ..Config::default()
+        };
+        let v = serde_json::to_value(&config).unwrap();
+        assert_eq!(v["link_rate"], "100mbit");
+        assert_eq!(v["transport"], serde_json::json!(["shm", "udp"]));
+        let back: Config = serde_json::from_value(v).unwrap();
+        assert_eq!(back.link_rate.map(|r| r.bps), Some(100_000_000));
+        let bad = serde_json::json!({"link_rate": "100mbps"});
+        assert!(serde_json::from_value::<Config>(bad).is_err());
+        let unknown = serde_json::json!({"hub": 3});
+        assert!(serde_json::from_value::<Config>(unknown).is_err());
+    }
+
+    #[test]
+    fn remote_needs_two_hosts_and_nothing_of_this_machine_only() {
+        let remote = |c: Config| Config {
+            remote: Some("10.0.0.2".to_owned()),
+            ..c
+        };
+        let err = |c: Config| validate(&c).unwrap_err().to_string();
+        assert!(err(remote(Config::default())).contains("--hosts 2"));
+        let two = Config {
+            hosts: 2,
+            ..Config::default()
+        };
+        assert!(validate(&remote(Config { ..two.clone() })).is_ok());
+        let e = err(remote(Config {
+            link_rate: Some(parse_link_rate("1gbit").unwrap()),
+            ..two.clone()
+        }));
+        assert!(e.contains("--link-rate"), "{e}");
+        let e = err(remote(Config {
+            cpu: Some(0.5),
+            ..two.clone()
+        }));
+        assert!(e.contains("--cpu"), "{e}");
+        assert!(err(Config {
+            hosts: 3,
+            ..Config::default()
+        })
+        .contains("--hosts"));
+        // The shm rows of two machines say why they were skipped.
+        let reason = skip_reason(&remote(two), Transport::Shm).unwrap();
+        assert!(
+            reason.contains("two hosts") && reason.contains("agent"),
+            "{reason}"
+        );
     }
 
     #[test]
@@ -2412,19 +2824,114 @@ mod tests {
     #[test]
     fn two_hosts_placement_and_peers() {
         assert_eq!((0..4).map(side_of).collect::<Vec<_>>(), [0, 1, 0, 1]);
-        let hosts = Hosts {
-            ip: PathBuf::from("/nonexistent/ip"),
-            ns: ["x-a".into(), "x-b".into()],
-            dev: ["a".into(), "b".into()],
-            addr: ["10.203.1.1".into(), "10.203.1.2".into()],
-            subnet: "10.203.1.0/24".into(),
-            tc: Vec::new(),
-            link: None,
+        let config = Config {
+            hosts: 2,
+            remote: Some("10.0.0.2:9000".to_owned()),
+            ..Config::default()
         };
-        assert_eq!(hosts.peers_of(0), format!("10.203.1.2:{DISCOVERY_PORT}"));
-        assert_eq!(hosts.peers_of(3), format!("10.203.1.1:{DISCOVERY_PORT}"));
-        // Dropping it tries to remove namespaces with a missing tool: quietly nothing.
-        drop(hosts);
+        let remote = Remote {
+            agent: "10.0.0.2:9000".to_owned(),
+            here: Ipv4Addr::new(10, 0, 0, 1),
+            there: Ipv4Addr::new(10, 0, 0, 2),
+        };
+        let ctx = Ctx {
+            config: &config,
+            pair: None,
+            remote: Some(&remote),
+            placement: placement(&config),
+        };
+        let peers = |i| ctx.discovery_of(i).unwrap().peers;
+        assert_eq!(
+            peers(0),
+            [format!("10.0.0.2:{DISCOVERY_PORT}").parse().unwrap()]
+        );
+        assert_eq!(
+            peers(3),
+            [format!("10.0.0.1:{DISCOVERY_PORT}").parse().unwrap()]
+        );
+        assert_eq!(ctx.place_of(1).remote.as_deref(), Some("10.0.0.2:9000"));
+        assert!(ctx.place_of(2).remote.is_none() && ctx.place_of(2).netns.is_none());
+        let hosts: Vec<Host> = ctx.placement.iter().map(|p| p.host).collect();
+        assert_eq!(hosts, [Host::A, Host::B, Host::A, Host::B]);
+        // A remote process's CPUs are its machine's business.
+        assert!(ctx.placement[1].cpu.is_none() && ctx.placement[3].cpu.is_none());
+        let one = Config::default();
+        let ctx = Ctx {
+            config: &one,
+            pair: None,
+            remote: None,
+            placement: placement(&one),
+        };
+        assert_eq!(ctx.discovery_of(0), None);
+    }
+
+    #[test]
+    fn peer_requests_are_bounded() {
+        let good = PeerRequest {
+            index: 1,
+            hubs: 4,
+            mode: Mode::Flood,
+            transport: Transport::Udp,
+            domain: "d".to_owned(),
+            size: 256,
+            messages: 1000,
+            warmup: 100,
+            wait: Wait::Block,
+            host: Host::B,
+            cpu: None,
+            exit_after: None,
+            discovery: Some(Discovery {
+                port: DISCOVERY_PORT,
+                peers: vec![SocketAddrV4::new(
+                    Ipv4Addr::new(10, 0, 0, 1),
+                    DISCOVERY_PORT,
+                )],
+            }),
+        };
+        assert!(good.check().is_ok());
+        let line = serde_json::to_string(&good).unwrap();
+        let back: PeerRequest = serde_json::from_str(&line).unwrap();
+        assert!(back.check().is_ok());
+        for bad in [
+            PeerRequest {
+                index: 4,
+                ..serde_json::from_str(&line).unwrap()
+            },
+            PeerRequest {
+                hubs: 1_000_000,
+                ..serde_json::from_str(&line).unwrap()
+            },
+            PeerRequest {
+                messages: u64::MAX,
+                ..serde_json::from_str(&line).unwrap()
+            },
+            PeerRequest {
+                warmup: u64::MAX,
+                ..serde_json::from_str(&line).unwrap()
+            },
+            PeerRequest {
+                size: 1,
+                ..serde_json::from_str(&line).unwrap()
+            },
+            PeerRequest {
+                discovery: Some(Discovery {
+                    port: 7651,
+                    peers: vec![],
+                }),
+                ..serde_json::from_str(&line).unwrap()
+            },
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn control_lines() {
+        assert_eq!(serde_json::to_string(&Command::Go).unwrap(), "\"go\"");
+        let r: Report = serde_json::from_str("\"ready\"").unwrap();
+        assert!(matches!(r, Report::Ready));
+        let r: Report = serde_json::from_str("{\"progress\":7}").unwrap();
+        assert!(matches!(r, Report::Progress(7)));
     }
 
     #[test]
@@ -2434,9 +2941,7 @@ mod tests {
         assert_eq!(parse_transport("udp4"), Ok(Transport::Udp));
         assert_eq!(parse_transport("auto"), Ok(Transport::Auto));
         assert!(parse_transport("udp6").is_err());
-        assert_eq!(parse_wait("block"), Ok(WaitStrategy::Block));
+        assert_eq!(parse_wait("block"), Ok(Wait::Block));
         assert_eq!(parse_pin("none"), Ok(PinMode::None));
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(vec![]), None);
     }
 }

@@ -19,6 +19,7 @@ pub mod hubs;
 pub mod idle;
 pub mod latency;
 pub mod limits;
+pub mod netns;
 pub mod peer;
 pub mod raw;
 pub mod rawudp;
@@ -36,14 +37,13 @@ pub mod udprate;
 pub mod units;
 
 use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Context, Error, Result};
+use crate::error::{Context, Result};
 
 // ---------------------------------------------------------------------------------------------
 // Machine and results
@@ -111,39 +111,6 @@ impl Machine {
             ),
             virtualized: field("flags").is_some_and(|f| f.split(' ').any(|x| x == "hypervisor")),
         }
-    }
-}
-
-/// One experiment's results, in the format every experiment writes.
-#[derive(Debug, Serialize)]
-pub struct Results<C: Serialize, R: Serialize> {
-    pub ferry_version: &'static str,
-    pub experiment: &'static str,
-    pub machine: Machine,
-    pub config: C,
-    pub rows: Vec<R>,
-}
-
-impl<C: Serialize, R: Serialize> Results<C, R> {
-    pub fn new(experiment: &'static str, machine: Machine, config: C, rows: Vec<R>) -> Self {
-        Results {
-            ferry_version: env!("CARGO_PKG_VERSION"),
-            experiment,
-            machine,
-            config,
-            rows,
-        }
-    }
-
-    /// Writes pretty JSON to `path` (through a temporary file, so a reader never sees half).
-    pub fn write_json(&self, path: &Path) -> Result<()> {
-        let mut text = serde_json::to_string_pretty(self)?;
-        text.push('\n');
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        std::fs::write(&tmp, text)
-            .context(format!("cannot write {}", Path::new(&tmp).display()))?;
-        std::fs::rename(&tmp, path).context(format!("cannot write {}", path.display()))
     }
 }
 
@@ -460,102 +427,14 @@ pub fn pin_to(cpu: usize) -> Result<()> {
 /// own endpoints while the children still answer (a reliable UDP publisher lingers for subscribers
 /// that have not confirmed everything, and waits longest for one that a signal killed), then
 /// kills and reaps every child, and reports the interruption rather than children that died of
-/// it. A child whose main process went away ends by itself: peers watch their parent
-/// (`parent_watch`) or their input, the tools and minimal apps run for a set time.
+/// it. A child whose main process went away ends by itself: peers see their input end (see
+/// `peer`), the tools and minimal apps run for a set time.
 pub fn spawn_child(cmd: &mut Command) -> std::io::Result<Child> {
     cmd.process_group(0).spawn()
 }
 
-/// The second process of an experiment: this executable, re-run as `ferry lab-peer ...`. It is
-/// killed when this value is dropped before it finished.
-pub struct Peer {
-    child: Child,
-    exited: bool,
-}
-
-impl Peer {
-    pub fn spawn(args: &[String]) -> Result<Peer> {
-        let exe = std::env::current_exe().context("cannot find the ferry executable")?;
-        let child = spawn_child(
-            Command::new(&exe)
-                .arg("lab-peer")
-                .args(args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit()),
-        )
-        .context(format!("cannot start the peer process {}", exe.display()))?;
-        Ok(Peer {
-            child,
-            exited: false,
-        })
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// An error if the peer has exited (it must not before `finish`).
-    pub fn check_alive(&mut self) -> Result<()> {
-        if let Some(status) = self.child.try_wait()? {
-            self.exited = true;
-            bail!("the peer process exited early ({status})");
-        }
-        Ok(())
-    }
-
-    /// Waits until `ready()` holds, at most `timeout`, watching the peer and Ctrl-C meanwhile.
-    pub fn wait_ready(
-        &mut self,
-        timeout: Duration,
-        mut ready: impl FnMut() -> Result<bool>,
-    ) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if ready()? {
-                return Ok(());
-            }
-            crate::signal::check()?;
-            self.check_alive()?;
-            if Instant::now() >= deadline {
-                bail!("the peer process was not ready within {timeout:?}");
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-
-    /// Waits for the peer to exit by itself (at most `timeout`) and checks that it succeeded.
-    pub fn finish(self, timeout: Duration) -> Result<()> {
-        self.finish_polling(timeout, || {})
-    }
-
-    /// As `finish`, calling `poll` between looks at the peer (to keep a subscriber answering
-    /// while the peer's publisher says goodbye, for instance). Ctrl-C ends the wait (and, as the
-    /// peer is dropped, the peer).
-    pub fn finish_polling(mut self, timeout: Duration, mut poll: impl FnMut()) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            crate::signal::check()?;
-            poll();
-            if let Some(status) = self.child.try_wait()? {
-                self.exited = true;
-                if !status.success() {
-                    bail!("the peer process failed ({status})");
-                }
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(Error::msg(format!(
-                    "the peer process did not exit within {timeout:?}; killed it"
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-}
-
-/// What a main side needs of its peer while it waits for something: the local child of the
-/// older experiments ([`Peer`]) and [`peer::Peer`] alike.
+/// What a main side needs of its peer while it waits for something ([`peer::Peer`]; a trait so
+/// that the baseline channels can be tested without one).
 pub trait Watched {
     /// Waits until `ready()` holds, at most `timeout`, watching the peer and Ctrl-C meanwhile.
     fn wait_until(
@@ -565,16 +444,6 @@ pub trait Watched {
     ) -> Result<()>;
 }
 
-impl Watched for Peer {
-    fn wait_until(
-        &mut self,
-        timeout: Duration,
-        ready: &mut dyn FnMut() -> Result<bool>,
-    ) -> Result<()> {
-        self.wait_ready(timeout, ready)
-    }
-}
-
 impl Watched for peer::Peer {
     fn wait_until(
         &mut self,
@@ -582,15 +451,6 @@ impl Watched for peer::Peer {
         ready: &mut dyn FnMut() -> Result<bool>,
     ) -> Result<()> {
         self.wait_ready(timeout, ready)
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        if !self.exited {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
     }
 }
 
@@ -615,17 +475,6 @@ fn parse_steal(stat: &str, ticks_per_second: u64) -> Option<Duration> {
 pub fn process_cpu_time() -> Duration {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
-
-/// The peer's view of the main process: an error once it went away (the peer was re-parented).
-pub fn parent_watch() -> impl FnMut() -> Result<()> {
-    let parent = rustix::process::getppid();
-    move || {
-        if rustix::process::getppid() != parent {
-            bail!("the lab's main process went away");
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
-use super::studies::{self, cite_first, DDS_HUBS};
+use super::studies;
 use super::suite::write as write_file;
 use crate::error::Result;
 use crate::results::{Status, SuiteResults};
@@ -58,10 +58,6 @@ pub(crate) fn format_thousands(v: f64) -> String {
     out
 }
 
-fn num(v: &Value, key: &str) -> Option<f64> {
-    v.get(key)?.as_f64()
-}
-
 fn text<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key)?.as_str()
 }
@@ -70,19 +66,6 @@ fn rows(v: &Value) -> &[Value] {
     v.get("rows")
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice)
-}
-
-/// Distinct values of a string field, in order of first appearance.
-fn distinct(rows: &[Value], key: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for r in rows {
-        if let Some(s) = text(r, key) {
-            if !out.iter().any(|o| o == s) {
-                out.push(s.to_owned());
-            }
-        }
-    }
-    out
 }
 
 fn esc(s: &str) -> String {
@@ -838,156 +821,11 @@ pub struct SummaryLine {
     pub study: Option<String>,
 }
 
-/// The plots and sentence of one experiment's results, for experiments that do not draw their
-/// own section yet.
-fn legacy_section(v: &Value) -> Result<Section> {
-    let name = text(v, "experiment").unwrap_or("unknown");
-    let rs = rows(v);
-    let mut svgs: Vec<(String, String)> = Vec::new();
-    let mut captions: Vec<String> = Vec::new();
-    #[allow(unused_assignments)]
-    let mut sentence = String::new();
-    match name {
-        "hubs" => {
-            // Median over the rounds, per transport (and mode).
-            let transports = distinct(rs, "transport");
-            let median_of = |mode: &str, t: &str, key: &str| -> Option<f64> {
-                let mut v: Vec<f64> = rs
-                    .iter()
-                    .filter(|r| text(r, "mode") == Some(mode) && text(r, "transport") == Some(t))
-                    .filter_map(|r| num(r, key))
-                    .collect();
-                v.sort_by(f64::total_cmp);
-                (!v.is_empty()).then(|| v[v.len() / 2])
-            };
-            let extreme = |mode: &str, t: &str, key: &str, max: bool| -> Option<f64> {
-                rs.iter()
-                    .filter(|r| text(r, "mode") == Some(mode) && text(r, "transport") == Some(t))
-                    .filter_map(|r| num(r, key))
-                    .reduce(if max { f64::max } else { f64::min })
-            };
-            let first = rs.first();
-            let hubs = first.and_then(|r| num(r, "hubs")).unwrap_or(0.0);
-            let hosts = first.and_then(|r| num(r, "hosts")).unwrap_or(1.0);
-            let messages = rs
-                .iter()
-                .find(|r| text(r, "mode") == Some("flood"))
-                .and_then(|r| num(r, "messages"))
-                .unwrap_or(0.0);
-            let link = first
-                .and_then(|r| text(r, "link_rate"))
-                .map_or(String::new(), |l| format!(", link {l}"));
-            let mut panels = Vec::new();
-            let (mut lap, mut flood) = (Vec::new(), Vec::new());
-            let per_t = |mode: &str, key: &str, scale: f64| -> Vec<Option<f64>> {
-                transports
-                    .iter()
-                    .map(|t| median_of(mode, t, key).map(|v| v / scale))
-                    .collect()
-            };
-            let roundtrip_title = format!("Roundtrip: one lap through {hubs:.0} processes");
-            if rs.iter().any(|r| text(r, "mode") == Some("roundtrip")) {
-                panels.push(Bars {
-                    title: &roundtrip_title,
-                    y_desc: "lap time (µs)",
-                    categories: transports.clone(),
-                    series: vec![
-                        (
-                            "p50".into(),
-                            color(0),
-                            per_t("roundtrip", "lap_p50_ns", 1e3),
-                        ),
-                        (
-                            "p90".into(),
-                            color(1),
-                            per_t("roundtrip", "lap_p90_ns", 1e3),
-                        ),
-                        (
-                            "p99".into(),
-                            color(2),
-                            per_t("roundtrip", "lap_p99_ns", 1e3),
-                        ),
-                    ],
-                    reference: None,
-                    log_y: false,
-                });
-                for t in &transports {
-                    if let Some(v) = median_of("roundtrip", t, "lap_p50_ns") {
-                        lap.push(format!("{t} {}", format_ns(v)));
-                    }
-                }
-            }
-            let flood_title = format!("Flood: {messages:.0} messages through every hub");
-            if rs.iter().any(|r| text(r, "mode") == Some("flood")) {
-                let ext = |max: bool| -> Vec<Option<f64>> {
-                    transports
-                        .iter()
-                        .map(|t| extreme("flood", t, "completion_s", max).map(|v| v * 1e3))
-                        .collect()
-                };
-                panels.push(Bars {
-                    title: &flood_title,
-                    y_desc: "completion (ms)",
-                    categories: transports.clone(),
-                    series: vec![
-                        ("fastest round".into(), color(3), ext(false)),
-                        (
-                            "median".into(),
-                            color(0),
-                            per_t("flood", "completion_s", 1e-3),
-                        ),
-                        ("slowest round".into(), color(1), ext(true)),
-                    ],
-                    reference: None,
-                    log_y: false,
-                });
-                for t in &transports {
-                    if let Some(v) = median_of("flood", t, "completion_s") {
-                        flood.push(format!("{t} {:.2} ms", v * 1e3));
-                    }
-                }
-            }
-            if !panels.is_empty() {
-                svgs.push(("hubs.svg".into(), bar_svg(&panels, 1500)?));
-                captions.push(format!(
-                    "{hubs:.0} processes in a ring on {hosts:.0} host(s){link}; median over the rounds (roundtrip: lap percentiles; flood: time until every message came back to the master)."
-                ));
-            }
-            sentence = format!(
-                "{} passes a message around a master and 3 hubs (Roundtrip) and pushes 1000 messages through every hub (Flood), on one node and on two over Ethernet and WiFi; its Flood over Ethernet saturates the network. Here, on {hosts:.0} host(s){link}: roundtrip lap p50 {}; flood completion {}.",
-                cite_first(&DDS_HUBS),
-                if lap.is_empty() { "not run".to_owned() } else { lap.join(", ") },
-                if flood.is_empty() { "not run".to_owned() } else { flood.join(", ") },
-            );
-        }
-        other => {
-            // Hook: an experiment this report has no plot for yet: CSV and table.
-            sentence = format!(
-                "Experiment {other}: {} rows (see the table and CSV).",
-                rs.len()
-            );
-        }
-    }
-    let plots = svgs
-        .into_iter()
-        .enumerate()
-        .map(|(i, (file, svg))| Plot {
-            file,
-            svg,
-            caption: captions.get(i).cloned().unwrap_or_default(),
-        })
-        .collect();
-    Ok(Section { plots, sentence })
-}
-
 /// The section of one experiment's results; its SVG files are named after `stem` (the
 /// experiment's name, or the suite's name for a second run of it).
 pub fn section(v: &Value, stem: &str) -> Result<Section> {
     let name = text(v, "experiment").unwrap_or("unknown");
-    let mut section = match crate::experiment::find(name) {
-        Ok(experiment) => experiment.section(v.clone())?,
-        Err(_) => legacy_section(v)?,
-    };
+    let mut section = crate::experiment::find(name)?.section(v.clone())?;
     if stem != name {
         for plot in &mut section.plots {
             if let Some(rest) = plot.file.strip_prefix(name) {
@@ -1376,49 +1214,15 @@ fn table(rs: &[Value]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    /// The section and the SVG files it wrote.
-    fn section_of(v: &Value, stem: &str) -> (Section, Vec<(String, String)>) {
-        let sec = section(v, stem).unwrap();
-        let svgs = sec
-            .plots
-            .iter()
-            .map(|p| (p.file.clone(), p.svg.clone()))
-            .collect();
-        (sec, svgs)
-    }
 
     #[test]
-    fn hubs_plot_laps_and_flood_completion_per_transport() {
-        let row = |t: &str, mode: &str, round: u64, lap: f64, done: f64| {
-            json!({"transport": t, "mode": mode, "hubs": 4, "hosts": 1, "messages": 1000,
-                   "round": round, "lap_p50_ns": lap, "lap_p90_ns": lap * 1.2,
-                   "lap_p99_ns": lap * 2.0, "completion_s": done, "link_rate": null})
-        };
-        let v = json!({"experiment": "hubs", "rows": [
-            row("shm", "roundtrip", 0, 30_000.0, 0.0), row("shm", "roundtrip", 1, 32_000.0, 0.0),
-            row("udp", "roundtrip", 0, 50_000.0, 0.0),
-            row("shm", "flood", 0, 0.0, 0.001), row("udp", "flood", 0, 0.0, 0.012),
-        ]});
-        let (sec, svgs) = section_of(&v, "hubs-2hosts");
-        assert_eq!(svgs.len(), 1);
-        assert_eq!(svgs[0].0, "hubs-2hosts.svg");
-        for label in [
-            "Roundtrip: one lap through 4 processes",
-            "Flood: 1000 messages",
-            "shm",
-            "udp",
-            "p99",
-        ] {
-            assert!(svgs[0].1.contains(label), "{label} missing");
-        }
-        // The sentence gives each transport's median lap and completion.
-        assert!(
-            sec.sentence.contains("shm 32.0 µs") || sec.sentence.contains("shm 32 µs"),
-            "{}",
-            sec.sentence
-        );
-        assert!(sec.sentence.contains("udp 12.00 ms"), "{}", sec.sentence);
+    fn a_second_run_of_an_experiment_names_its_plots_after_its_step() {
+        let v = serde_json::to_value(crate::latency::example()).unwrap();
+        let first = section(&v, "latency").unwrap();
+        let second = section(&v, "latency-m2").unwrap();
+        assert_eq!(first.plots[0].file, "latency.svg");
+        assert_eq!(second.plots[0].file, "latency-m2.svg");
+        let unknown = serde_json::json!({"experiment": "nothing", "rows": []});
+        assert!(section(&unknown, "nothing").is_err());
     }
 }

@@ -148,12 +148,6 @@ mod tests {
 
     /// A small, made-up result of every experiment the report draws.
     fn fake_results() -> Vec<(&'static str, Value)> {
-        let hub = |t: &str, mode: &str, lap: f64, done: f64| {
-            json!({"transport": t, "mode": mode, "hubs": 4, "hosts": 1, "messages": 1000,
-                   "round": 0, "lap_p50_ns": lap, "lap_p90_ns": lap, "lap_p99_ns": lap,
-                   "completion_s": done, "link_rate": null})
-        };
-        let rows = |experiment: &str, rows: Vec<Value>| json!({"ferry_version": "0", "experiment": experiment, "config": {}, "rows": rows});
         vec![
             (
                 "latency",
@@ -189,13 +183,7 @@ mod tests {
             ),
             (
                 "hubs",
-                rows(
-                    "hubs",
-                    vec![
-                        hub("shm", "roundtrip", 30_000.0, 0.0),
-                        hub("shm", "flood", 0.0, 0.01),
-                    ],
-                ),
+                serde_json::to_value(crate::hubs::example()).unwrap(),
             ),
         ]
     }

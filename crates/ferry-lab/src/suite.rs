@@ -14,30 +14,19 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use clap::Args;
 use serde_json::Value;
 
 use crate::error::{note, Context, Result};
 use crate::experiment::{self, Experiment};
 use crate::results::{self, Run, Status, Suite, SuiteResults};
 
-#[derive(Debug, Args, Default)]
-pub struct SuiteArgs {
-    /// Suite: use the parameters of the published studies (10 000 samples, 5 rounds, ...): tens
-    /// of minutes
-    #[arg(long)]
-    pub full: bool,
-
-    /// Suite: the report directory
-    #[arg(long, value_name = "DIR", default_value = "ferry-report")]
+/// What the suite is asked to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub level: Level,
+    /// The report directory.
     pub out: PathBuf,
-
-    /// Suite: tiny parameters everywhere (for tests); the figures mean nothing
-    #[arg(long, hide = true)]
-    pub smoke: bool,
-
-    /// Suite: experiments to leave out, comma-separated (e.g. throughput,footprint)
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    /// Steps (or experiments) to leave out.
     pub skip: Vec<String>,
 }
 
@@ -53,7 +42,7 @@ pub enum Level {
 }
 
 impl Level {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Level::Smoke => "smoke",
             Level::Quick => "quick",
@@ -65,18 +54,14 @@ impl Level {
 /// A typed step's run: measures, prints, and returns the results as JSON.
 type TypedRun = Box<dyn FnOnce() -> Result<Value>>;
 
-/// One experiment of the suite, with its configuration at a level: a typed configuration, or
-/// (for the experiments still read from arguments) its arguments.
+/// One experiment of the suite and its typed configuration at each level.
 struct Step {
     /// The experiment (`ferry lab NAME`).
     name: &'static str,
     /// Its results' file stem and heading in the report (one experiment may run twice).
     file: &'static str,
-    smoke: &'static [&'static str],
-    quick: &'static [&'static str],
-    full: &'static [&'static str],
-    /// The typed configuration at a level; `None` at a level the step is left out of.
-    typed: Option<fn(Level) -> Option<TypedRun>>,
+    /// Its run at a level; `None` at a level the step is left out of.
+    plan: fn(Level) -> Option<TypedRun>,
 }
 
 /// A run of `E` with `config`: measures, prints its table, returns its results.
@@ -259,57 +244,81 @@ fn footprint(level: Level) -> Option<TypedRun> {
     Some(typed::<Footprint>(config))
 }
 
-/// Every experiment the suite knows, in the order it runs them. An experiment this build does
-/// not have is skipped (hook: `cycle` and `throughput` are picked up as soon as `ferry lab
-/// cycle` / `ferry lab throughput` exist and take `--json`).
+fn hubs(level: Level) -> Option<TypedRun> {
+    use crate::hubs::{Config, Hubs, Mode};
+    let both = vec![Mode::Roundtrip, Mode::Flood];
+    let config = match level {
+        Level::Smoke => Config {
+            mode: both,
+            messages: 20,
+            rounds: 1,
+            warmup: 5,
+            ..Config::default()
+        },
+        Level::Quick => Config {
+            mode: both,
+            ..Config::default()
+        },
+        Level::Full => Config {
+            mode: both,
+            rounds: 5,
+            ..Config::default()
+        },
+    };
+    Some(typed::<Hubs>(config))
+}
+
+fn hubs_2hosts(level: Level) -> Option<TypedRun> {
+    use crate::hubs::{parse_link_rate, Config, Hubs, Mode, Transport};
+    let config = Config {
+        mode: vec![Mode::Roundtrip, Mode::Flood],
+        hosts: 2,
+        transport: vec![Transport::Udp],
+        link_rate: Some(parse_link_rate("100mbit").expect("a valid rate")),
+        ..Config::default()
+    };
+    let config = match level {
+        Level::Smoke => return None,
+        Level::Quick => config,
+        Level::Full => Config {
+            rounds: 5,
+            ..config
+        },
+    };
+    Some(typed::<Hubs>(config))
+}
+
+/// Every step of the suite, in the order it runs them.
 const STEPS: &[Step] = &[
     Step {
         name: "limits",
         file: "limits",
-        smoke: &[],
-        quick: &[],
-        full: &[],
-        typed: Some(limits),
+        plan: limits,
     },
     Step {
         name: "latency",
         file: "latency",
-        smoke: &[],
-        quick: &[],
-        full: &[],
-        typed: Some(latency),
+        plan: latency,
     },
     Step {
         name: "send-time",
         file: "send-time",
-        smoke: &[],
-        quick: &[],
-        full: &[],
-        typed: Some(send_time),
+        plan: send_time,
     },
     Step {
         name: "throughput",
         file: "throughput",
-        smoke: &[],
-        quick: &[],
-        full: &[],
-        typed: Some(throughput),
+        plan: throughput,
     },
     Step {
         name: "idle",
         file: "idle",
-        smoke: &[],
-        quick: &[],
-        full: &[],
-        typed: Some(idle),
+        plan: idle,
     },
     Step {
         name: "footprint",
         file: "footprint",
-        smoke: &[],
-        quick: &[],
-        full: &[],
-        typed: Some(footprint),
+        plan: footprint,
     },
     // The DDS hubs (the DDS-Demonstrators performance study): a ring of 4 processes on one host,
     // then split over two network namespaces joined by a 100 Mbit/s veth (root only; without it the
@@ -317,57 +326,19 @@ const STEPS: &[Step] = &[
     Step {
         name: "hubs",
         file: "hubs",
-        smoke: &[
-            "--mode",
-            "roundtrip,flood",
-            "--messages",
-            "20",
-            "--rounds",
-            "1",
-            "--warmup",
-            "5",
-        ],
-        quick: &["--mode", "roundtrip,flood"],
-        full: &["--mode", "roundtrip,flood", "--rounds", "5"],
-        typed: None,
+        plan: hubs,
     },
     Step {
         name: "hubs",
         file: "hubs-2hosts",
-        smoke: &[],
-        quick: &[
-            "--mode",
-            "roundtrip,flood",
-            "--hosts",
-            "2",
-            "--transport",
-            "udp",
-            "--link-rate",
-            "100mbit",
-        ],
-        full: &[
-            "--mode",
-            "roundtrip,flood",
-            "--hosts",
-            "2",
-            "--transport",
-            "udp",
-            "--link-rate",
-            "100mbit",
-            "--rounds",
-            "5",
-        ],
-        typed: None,
+        plan: hubs_2hosts,
     },
     // The paced multithreaded UDP sender (the Syzov, Kachan, Siemens study); not in the smoke
     // suite.
     Step {
         name: "udp-rate",
         file: "udp-rate",
-        smoke: &[],
-        quick: &[],
-        full: &[],
-        typed: Some(udp_rate),
+        plan: udp_rate,
     },
     // The same with an automatic pool: the rate asked for rises at mid-run beyond what one
     // thread sends, and the manager adds a sender (the timeline plot); `--full` also starts a
@@ -375,10 +346,7 @@ const STEPS: &[Step] = &[
     Step {
         name: "udp-rate",
         file: "udp-rate-auto",
-        smoke: &[],
-        quick: &[],
-        full: &[],
-        typed: Some(udp_rate_auto),
+        plan: udp_rate_auto,
     },
     // The cyclic experiment (the Dominion study) at its headline point, 1 ms and 0.3 CPU, with
     // 1000-cycle runs (ten quota periods), both apps on one CPU and placed by the kernel; not in
@@ -387,10 +355,7 @@ const STEPS: &[Step] = &[
     Step {
         name: "cycle",
         file: "cycle",
-        smoke: &[],
-        quick: &[],
-        full: &[],
-        typed: Some(cycle),
+        plan: cycle,
     },
 ];
 
@@ -410,87 +375,57 @@ fn progress_enabled() -> bool {
     std::io::stdout().is_terminal() && std::env::var("CI").map_or(true, |v| v != "true")
 }
 
-/// Runs the suite. `run_argv` runs an experiment from its command-line arguments (the steps
-/// still kept as arguments); `Ok(None)` when this build has no such experiment.
-pub fn run(args: SuiteArgs, run_argv: &dyn Fn(&[String]) -> Result<Option<()>>) -> Result<()> {
+/// Runs the suite and writes its report.
+pub fn run(args: Options) -> Result<()> {
     let out = &args.out;
     std::fs::create_dir_all(out).context(format!("cannot create {}", out.display()))?;
-    let level_value = if args.smoke {
-        Level::Smoke
-    } else if args.full {
-        Level::Full
-    } else {
-        Level::Quick
-    };
+    let level_value = args.level;
     let level = level_value.name();
+    for k in &args.skip {
+        if !STEPS.iter().any(|s| s.name == k || s.file == k) {
+            return Err(crate::error::Error::msg(format!(
+                "--skip: the suite has no step {k:?}; its steps: {}",
+                STEPS.iter().map(|s| s.file).collect::<Vec<_>>().join(", ")
+            )));
+        }
+    }
     let progress = progress_enabled();
     let allowed = super::allowed_cpus();
     let started = Instant::now();
     let started_unix_s = super::unix_time();
-    let steps: Vec<&Step> = STEPS
-        .iter()
-        .filter(|s| !args.skip.iter().any(|k| k == s.name || k == s.file))
-        .collect();
     let mut outcomes = Vec::new();
-    for (i, step) in steps.iter().enumerate() {
-        let typed_run = step.typed.map(|plan| plan(level_value));
-        let left_out = match &typed_run {
-            Some(run) => run.is_none(),
-            None => level == "smoke" && step.smoke.is_empty(),
-        };
-        if left_out {
+    for (i, step) in STEPS.iter().enumerate() {
+        if args.skip.iter().any(|k| k == step.name || k == step.file) {
+            outcomes.push(not_run(
+                step,
+                Status::LeftOut,
+                "left out with --skip".to_owned(),
+            ));
+            continue;
+        }
+        let Some(run) = (step.plan)(level_value) else {
             outcomes.push(not_run(
                 step,
                 Status::LeftOut,
                 format!("left out of the {level} suite"),
             ));
             continue;
-        }
-        let params = match level {
-            "smoke" => step.smoke,
-            "full" => step.full,
-            _ => step.quick,
         };
         let json_path = out.join(format!("{}.json", step.file));
         let _ = std::fs::remove_file(&json_path);
-        let mut argv: Vec<String> = vec![step.name.to_owned()];
-        argv.extend(params.iter().map(|s| s.to_string()));
-        argv.extend(["--json".to_owned(), json_path.display().to_string()]);
         let t0 = Instant::now();
         if progress {
             println!(
                 "[{}/{}] {:<11} running ({level}) ...",
                 i + 1,
-                steps.len(),
+                STEPS.len(),
                 step.file
             );
         }
-        let outcome: Result<Option<Value>> = match typed_run.flatten() {
-            Some(run) => run().and_then(|v| {
-                experiment::write_json(&json_path, &v)?;
-                Ok(Some(v))
-            }),
-            None => match run_argv(&argv) {
-                Ok(None) => {
-                    if progress {
-                        println!(
-                            "[{}/{}] {:<11} not in this build",
-                            i + 1,
-                            steps.len(),
-                            step.file
-                        );
-                    }
-                    outcomes.push(not_run(
-                        step,
-                        Status::LeftOut,
-                        "not in this build".to_owned(),
-                    ));
-                    continue;
-                }
-                Ok(Some(())) => read_json(&json_path).map(Some),
-                Err(e) => Err(e),
-            },
-        };
+        let outcome: Result<Option<Value>> = run().and_then(|v| {
+            experiment::write_json(&json_path, &v)?;
+            Ok(Some(v))
+        });
         // Experiments pin this thread; give the next one every CPU again.
         super::limits::restore_affinity(&allowed);
         let seconds = t0.elapsed().as_secs_f64();
@@ -519,7 +454,7 @@ pub fn run(args: SuiteArgs, run_argv: &dyn Fn(&[String]) -> Result<Option<()>>) 
             println!(
                 "[{}/{}] {:<11} {} ({seconds:.1} s)",
                 i + 1,
-                steps.len(),
+                STEPS.len(),
                 step.file,
                 run.describe()
             );
@@ -553,12 +488,6 @@ pub fn run(args: SuiteArgs, run_argv: &dyn Fn(&[String]) -> Result<Option<()>>) 
         note!("wrote {}", out.join("index.html").display());
     }
     crate::signal::check()
-}
-
-fn read_json(path: &Path) -> Result<Value> {
-    let text = std::fs::read_to_string(path)
-        .context(format!("the experiment wrote no {}", path.display()))?;
-    Ok(serde_json::from_str(&text)?)
 }
 
 pub fn write(path: &Path, text: &str) -> Result<()> {

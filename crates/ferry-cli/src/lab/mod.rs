@@ -4,6 +4,7 @@
 
 mod cycle;
 mod footprint;
+mod hubs;
 mod idle;
 mod latency;
 mod limits;
@@ -25,7 +26,28 @@ pub struct LabArgs {
     pub experiment: Option<Experiment>,
 
     #[command(flatten)]
-    pub suite: ferry_lab::suite::SuiteArgs,
+    pub suite: SuiteArgs,
+}
+
+/// The suite's options (`ferry lab` without an experiment).
+#[derive(Debug, Args, Default)]
+pub struct SuiteArgs {
+    /// Suite: use the parameters of the published studies (10 000 samples, 5 rounds, ...): tens
+    /// of minutes
+    #[arg(long)]
+    pub full: bool,
+
+    /// Suite: the report directory
+    #[arg(long, value_name = "DIR", default_value = "ferry-report")]
+    pub out: PathBuf,
+
+    /// Suite: tiny parameters everywhere (for tests); the figures mean nothing
+    #[arg(long, hide = true)]
+    pub smoke: bool,
+
+    /// Suite: experiments to leave out, comma-separated (e.g. throughput,footprint)
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub skip: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -55,9 +77,9 @@ pub enum Experiment {
     /// DLR): bisection, deadline misses, overloads
     Cycle(cycle::CycleArgs),
     /// Roundtrip and Flood over a ring of hub processes (a master and 3 hubs by default), on
-    /// one host or two (network namespaces, optional link rate), under a CPU quota, as in the
-    /// DDS Roundtrip/Flood performance study (DDS-Demonstrators project, team Hurricane, Sogeti)
-    Hubs(ferry_lab::hubs::HubsArgs),
+    /// one host or two (network namespaces with an optional link rate, or another machine
+    /// through a lab agent), under a CPU quota, as in the DDS Roundtrip/Flood performance study (DDS-Demonstrators project, team Hurricane, Sogeti)
+    Hubs(hubs::HubsArgs),
     /// Serve the peer side of experiments to a lab on another machine (`--remote` there)
     Agent(AgentArgs),
     /// Rebuild a report from results alone, without measuring; several results (one per
@@ -96,43 +118,29 @@ pub struct AgentArgs {
     pub key_file: Option<PathBuf>,
 }
 
-/// The hidden `ferry lab-peer` command: the other process of an experiment. Without arguments
-/// it reads its request from standard input (see `ferry_lab::peer`).
+/// The hidden `ferry lab-peer` command: the other process of an experiment. It reads its
+/// request from standard input (see `ferry_lab::peer`).
 #[derive(Debug, Args)]
-pub struct PeerArgs {
-    #[command(subcommand)]
-    pub experiment: Option<PeerExperiment>,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum PeerExperiment {
-    Hubs(ferry_lab::hubs::PeerArgs),
-}
+pub struct PeerArgs {}
 
 pub fn run(args: LabArgs) -> Result<()> {
     match args.experiment {
         Some(experiment) => run_experiment(experiment),
-        None => ferry_lab::suite::run(args.suite, &run_argv),
-    }
-}
-
-/// Runs an experiment from its command-line arguments (the suite's steps that are still kept
-/// as arguments).
-fn run_argv(argv: &[String]) -> Result<Option<()>> {
-    use clap::Parser;
-    #[derive(Parser)]
-    #[command(name = "lab", no_binary_name = true)]
-    struct One {
-        #[command(subcommand)]
-        experiment: Experiment,
-    }
-    match One::try_parse_from(argv) {
-        Ok(one) => run_experiment(one.experiment).map(Some),
-        Err(e) if e.kind() == clap::error::ErrorKind::InvalidSubcommand => Ok(None),
-        Err(e) => Err(ferry_lab::error::Error::msg(format!(
-            "the suite's arguments were refused: {}",
-            e.render().to_string().lines().next().unwrap_or("")
-        ))),
+        None => {
+            use ferry_lab::suite::{Level, Options};
+            let s = args.suite;
+            ferry_lab::suite::run(Options {
+                level: if s.smoke {
+                    Level::Smoke
+                } else if s.full {
+                    Level::Full
+                } else {
+                    Level::Quick
+                },
+                out: s.out,
+                skip: s.skip,
+            })
+        }
     }
 }
 
@@ -170,7 +178,10 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
             let json = a.json.clone();
             run_and_print::<ferry_lab::cycle::Cycle>(a.into_config(), json.as_deref())
         }
-        Experiment::Hubs(a) => ferry_lab::hubs::run(a),
+        Experiment::Hubs(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::hubs::Hubs>(a.into_config(), json.as_deref())
+        }
         Experiment::Report(a) => {
             ferry_lab::report::rebuild(&a.inputs, &a.out)?;
             ferry_lab::note!("wrote {}", a.out.join("index.html").display());
@@ -194,9 +205,6 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
     }
 }
 
-pub fn run_peer(args: PeerArgs) -> Result<()> {
-    match args.experiment {
-        None => ferry_lab::peer::serve_stdio(),
-        Some(PeerExperiment::Hubs(a)) => ferry_lab::hubs::run_peer(a).context("lab peer"),
-    }
+pub fn run_peer(_: PeerArgs) -> Result<()> {
+    ferry_lab::peer::serve_stdio().context("lab peer")
 }
