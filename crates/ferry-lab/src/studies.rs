@@ -92,7 +92,7 @@ pub fn help() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{json, Value};
+    use serde_json::Value;
 
     /// Words of the project's own bookkeeping that no user has heard of.
     const INTERNAL_WORDS: [&str; 5] = ["seed", "brief", "study-00", "study 00", "lab contract"];
