@@ -429,7 +429,7 @@ fn process_info(args: &PeerArgs) -> ProcInfo {
         pid: std::process::id(),
         pinned_cpu: args.cpu,
         allowed_cpus: super::allowed_cpus(),
-        last_cpu: ferry::sys::current_cpu(),
+        last_cpu: crate::os::current_cpu(),
         cpu_s: own_cpu_seconds(),
     }
 }

@@ -17,6 +17,7 @@ pub mod hubs;
 pub mod idle;
 pub mod latency;
 pub mod limits;
+pub mod os;
 pub mod raw;
 pub mod rawudp;
 pub mod report;
@@ -523,8 +524,8 @@ impl Pinning {
 
 /// Pins the calling thread (the lab runs each side on one thread) to `cpu` and checks it.
 pub fn pin_to(cpu: usize) -> Result<()> {
-    ferry::sys::pin_current_thread(cpu).context(format!("cannot pin to CPU {cpu}"))?;
-    let now = ferry::sys::current_cpu();
+    crate::os::pin_current_thread(cpu).context(format!("cannot pin to CPU {cpu}"))?;
+    let now = crate::os::current_cpu();
     if now != cpu {
         bail!("pinned to CPU {cpu} but running on CPU {now}");
     }

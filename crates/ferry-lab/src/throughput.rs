@@ -25,8 +25,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::os::{self, monotonic_ns, Mapping, ShmObject};
 use clap::Args;
-use ferry::sys::{self, monotonic_ns, Mapping, ShmObject};
 use ferry::{Delivery, IpVersion, Qos, WaitStrategy};
 use serde::Serialize;
 
@@ -313,7 +313,7 @@ struct Control {
 
 impl Control {
     fn size() -> usize {
-        sys::page_size().max(word::COUNT * 8)
+        os::page_size().max(word::COUNT * 8)
     }
 
     fn create(name: &str) -> Result<Control> {
@@ -321,7 +321,7 @@ impl Control {
         let obj = match ShmObject::create(name, size, 0o600) {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 // Left by an earlier run with the same process id that was killed.
-                let _ = sys::shm_unlink(name);
+                let _ = os::shm_unlink(name);
                 ShmObject::create(name, size, 0o600)
             }
             r => r,
@@ -365,7 +365,7 @@ impl Control {
 
     fn unlink(&mut self) {
         if let Some(name) = self.name.take() {
-            let _ = sys::shm_unlink(&name);
+            let _ = os::shm_unlink(&name);
         }
     }
 }
