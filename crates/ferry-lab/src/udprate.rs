@@ -8,17 +8,24 @@
 //! senders; what was sent and not delivered is `lost`. `--rate-change` switches the requested
 //! rate and `--stress N` starts N busy threads at mid-run; the manager's intervals then form a
 //! timeline (rate and thread count per interval).
+//!
+//! The pools are the lab's own: `pool` runs them on threads, `pacing` makes their decisions (no
+//! I/O), `socket` holds their UDP sockets.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use ferry::udp::pacing::PacingMode;
-use ferry::udp::pool::{ReceiverPool, SenderPool, SenderPoolConfig, Threads};
 use serde::Serialize;
 
 use super::{Machine, Results};
 use crate::error::{bail, Result};
+use pacing::PacingMode;
+use pool::{ReceiverPool, SenderPool, SenderPoolConfig, Threads};
+
+pub mod pacing;
+pub mod pool;
+mod socket;
 
 #[derive(Debug, Args)]
 pub struct UdpRateArgs {
