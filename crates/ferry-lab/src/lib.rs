@@ -235,8 +235,7 @@ impl<C: Serialize, R: Serialize> Results<C, R> {
 /// clear otherwise (whatever `FERRY_KEY_FILE` says, so that each transport measures what its
 /// name says). The key is fixed: sealing costs the same whatever the key.
 pub fn lab_node(name: &str, domain: &str, keyed: bool) -> Result<ferry::Node> {
-    let key = keyed
-        .then(|| ferry::udp::crypto::DomainKey::from_bytes(*b"ferry lab: the cost of sealing.."));
+    let key = keyed.then(|| ferry::DomainKey::from_bytes(*b"ferry lab: the cost of sealing.."));
     Ok(ferry::Node::with_key(name, domain, key)?)
 }
 

@@ -20,6 +20,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod admin;
+mod config;
 pub mod cycle;
 mod error;
 mod node;
@@ -30,11 +31,14 @@ mod sync;
 pub mod sys;
 pub mod udp;
 
+pub use config::{Impairment, NodeConfig};
 pub use cycle::{Cycle, CycleStats, Schedule, Tick};
 pub use error::{Error, PodError, RecvError, SendError};
 pub use node::{Loan, LoanSlice, Node, Publisher, Sample, Subscriber};
 pub use pod::Pod;
 pub use qos::{Delivery, IpVersion, MulticastGroup, Qos, Transport, WaitStrategy};
+pub use udp::crypto::DomainKey;
+pub use udp::discovery::{DiscoveryConfig, DiscoveryLimits};
 
 /// The README's example, compiled as a doc test so that it stays true.
 #[doc = include_str!("../../../README.md")]
