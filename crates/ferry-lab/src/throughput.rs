@@ -107,13 +107,13 @@ impl Transport {
     /// UDP payload bytes of the largest datagram a `size`-byte message travels in, if UDP
     /// (ferry: its frame header and the payload, cut at the MTU).
     fn datagram_bytes(self, size: usize) -> Option<usize> {
-        let ferry = |max: usize| Some((size + ferry::udp::frame::DATA_HEADER).min(max));
+        let ferry = |max: usize| Some((size + ferry::UDP_DATA_HEADER).min(max));
         match self {
             Transport::Shm => None,
             Transport::Udp4 => ferry(UDP_MTU - 28),
             Transport::Udp4Key => {
-                let sealed = ferry::udp::crypto::SEAL_OVERHEAD;
-                Some((size + ferry::udp::frame::DATA_HEADER + sealed).min(UDP_MTU - 28))
+                let sealed = ferry::UDP_SEAL_OVERHEAD;
+                Some((size + ferry::UDP_DATA_HEADER + sealed).min(UDP_MTU - 28))
             }
             Transport::Udp6 => ferry(UDP_MTU - 48),
             Transport::RawUdp4 => Some(size),
@@ -1425,7 +1425,7 @@ mod tests {
         assert_eq!(Transport::Udp6.datagram_bytes(65_536), Some(1452));
         assert_eq!(
             Transport::Udp4.datagram_bytes(64),
-            Some(64 + ferry::udp::frame::DATA_HEADER)
+            Some(64 + ferry::UDP_DATA_HEADER)
         );
         assert_eq!(Transport::Iperf3.datagram_bytes(64), Some(64));
         assert_eq!(Transport::Iperf3.datagram_bytes(65_536), Some(1472));

@@ -4,6 +4,8 @@ pub use crate::shm::topic::{
     clean, clean_forced, list_topics, CleanReport, PublisherInfo, SubscriberInfo, TopicEntry,
     TopicSnapshot,
 };
+pub use crate::udp::discovery::DiscoveryRefusals;
+pub use crate::udp::refusal::{Refusal, Refusals, REASONS};
 
 /// A snapshot of one topic, if it exists.
 pub fn topic(domain: &str, topic: &str) -> Result<Option<TopicSnapshot>, crate::Error> {

@@ -1,11 +1,11 @@
 //! `ferry topics` and `ferry stats`: what the control segments of live topics say.
 
 use clap::Args;
-use ferry::admin::{PublisherInfo, SubscriberInfo, TopicSnapshot};
+use ferry::admin::{
+    DiscoveryRefusals, PublisherInfo, Refusal, Refusals, SubscriberInfo, TopicSnapshot,
+};
 use std::collections::BTreeMap;
 
-use ferry::udp::discovery::DiscoveryRefusals;
-use ferry::udp::refusal::{Refusal, Refusals};
 use serde::Serialize;
 
 use ferry_lab::error::{bail, note, Result};

@@ -371,10 +371,11 @@ pub struct Agent {
     refused: Counters,
 }
 
-/// Discovery datagrams an agent refused, by reason (see [`Agent::refusals`]).
+/// Discovery datagrams an agent refused, by reason (an agent's `refusals()`; `ferry stats` shows
+/// them per endpoint).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DiscoveryRefusals {
-    /// Datagrams that do not decode (see [`DiscoveryError`]): another program, another ferry
+    /// Datagrams that do not decode (see `DiscoveryError`): another program, another ferry
     /// release, damage on the way, or a forger.
     pub malformed: u64,
     /// Datagrams from a source discovery does not listen to: with `FERRY_PEERS` set, an
@@ -382,8 +383,8 @@ pub struct DiscoveryRefusals {
     /// a relay message not from this host's relay; a registration not from this host, or while
     /// this host does not relay.
     pub not_allowed: u64,
-    /// Datagrams over a bound: an announcement longer than [`MAX_ANNOUNCE`] bytes or with more
-    /// than [`MAX_ENTRIES`] entries; one whose entries made room for themselves or were refused
+    /// Datagrams over a bound: an announcement longer than `MAX_ANNOUNCE` (2026) bytes or with
+    /// more than `MAX_ENTRIES` (128) entries; one whose entries made room for themselves or were refused
     /// because a table was full ([`DiscoveryLimits`]: raise the bound if a genuine host has
     /// that many endpoints); a registration while the relay serves as many agents as it may.
     pub over_limit: u64,

@@ -94,9 +94,7 @@ pub fn parse_qos(s: &str) -> Qos {
                 qos = qos.multicast(ferry::MulticastGroup {
                     group: addr.ip(),
                     port: addr.port(),
-                    interface: ferry::sys::udp::MulticastInterface::V4(
-                        std::net::Ipv4Addr::LOCALHOST,
-                    ),
+                    interface: ferry::MulticastInterface::V4(std::net::Ipv4Addr::LOCALHOST),
                     ttl: 1,
                 });
             }
