@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry::udp::crypto::DomainKey;
+use ferry::DomainKey;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Context, Error, Result};
@@ -321,7 +321,7 @@ pub(crate) fn client_handshake(
         let challenge = unhex(&challenge).ok_or_else(|| {
             Error::msg(format!("the lab agent at {address} sent a bad challenge"))
         })?;
-        let key = DomainKey::from_env()?.ok_or_else(|| {
+        let key = ferry::NodeConfig::from_env()?.key().cloned().ok_or_else(|| {
             Error::msg(format!(
                 "the lab agent at {address} asks for the domain key: set FERRY_KEY_FILE to the key file it was given"
             ))

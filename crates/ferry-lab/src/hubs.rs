@@ -43,7 +43,7 @@
 //!   reaped on every exit path.
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddrV4, ToSocketAddrs};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use ferry::{Delivery, IpVersion, Publisher, Qos, Subscriber, WaitStrategy};
@@ -322,15 +322,6 @@ const LOOK_EVERY: Duration = Duration::from_millis(5);
 const DISCOVERY_PORT: u16 = 7651;
 /// The most addresses a peer request's peer list may hold (it holds one).
 const MAX_PEERS: usize = 4;
-/// Variables that would point discovery elsewhere; the hub processes set their own.
-const DISCOVERY_VARS: [&str; 6] = [
-    "FERRY_PEERS",
-    "FERRY_DISCOVERY",
-    "FERRY_DISCOVERY_IFACE",
-    "FERRY_DISCOVERY_GROUP",
-    "FERRY_DISCOVERY_PORT",
-    "FERRY_IMPAIR",
-];
 /// The namespaces of `--hosts 2` are named after this (and the process id).
 const NS_PREFIX: &str = "ferry-hubs-";
 
@@ -433,7 +424,7 @@ fn process_info(args: &PeerRequest) -> ProcInfo {
         pid: std::process::id(),
         pinned_cpu: args.cpu,
         allowed_cpus: super::allowed_cpus(),
-        last_cpu: ferry::sys::current_cpu(),
+        last_cpu: crate::os::current_cpu(),
         cpu_s: own_cpu_seconds(),
     }
 }
@@ -2067,21 +2058,15 @@ impl PeerRequest {
     }
 }
 
-/// Sets this process's discovery, as a `Command::env` did when the lab started its hubs itself:
-/// ferry reads it from the environment, once, when the process's first UDP endpoint starts.
-/// The variables that would point discovery elsewhere go; on two hosts, the peer list names the
-/// other side.
-fn apply_discovery(discovery: Option<&Discovery>) {
-    // The environment is changed before this process makes any ferry endpoint; the only other
-    // thread (the control line reader) does not read it.
-    for var in DISCOVERY_VARS {
-        std::env::remove_var(var);
-    }
+/// The discovery of a hub's node: the other side's address on two hosts, this host only
+/// otherwise (whatever the environment says).
+fn discovery_config(discovery: Option<&Discovery>) -> ferry::DiscoveryConfig {
+    let mut config = ferry::DiscoveryConfig::default();
     if let Some(d) = discovery {
-        let peers: Vec<String> = d.peers.iter().map(SocketAddrV4::to_string).collect();
-        std::env::set_var("FERRY_DISCOVERY_PORT", d.port.to_string());
-        std::env::set_var("FERRY_PEERS", peers.join(","));
+        config.port = d.port;
+        config.peers = d.peers.iter().map(|&p| SocketAddr::V4(p)).collect();
     }
+    config
 }
 
 /// Whether the main process ended the run (closed this process's input).
@@ -2126,7 +2111,6 @@ fn wait_closed(link: &mut PeerLink, timeout: Duration) {
 
 fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
     args.check()?;
-    apply_discovery(args.discovery.as_ref());
     if let Some(cpu) = args.cpu {
         super::pin_to(cpu)?;
     }
@@ -2135,7 +2119,12 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
     let n = args.hubs;
     let i = args.index;
     // In the clear whatever FERRY_KEY_FILE says here, so that both hosts agree.
-    let node = super::lab_node(&format!("hub{i}"), &args.domain, false)?;
+    let node = super::lab_node_reaching(
+        &format!("hub{i}"),
+        &args.domain,
+        false,
+        discovery_config(args.discovery.as_ref()),
+    )?;
     let qos = args.transport.qos(args.size, args.wait.strategy());
     let mut input = node.subscriber(&edge_topic((i + n - 1) % n), &qos)?;
     let output = node.publisher(&edge_topic(i), &qos)?;

@@ -20,6 +20,7 @@ pub mod idle;
 pub mod latency;
 pub mod limits;
 pub mod netns;
+pub mod os;
 pub mod peer;
 pub mod raw;
 pub mod rawudp;
@@ -119,9 +120,23 @@ impl Machine {
 /// clear otherwise (whatever `FERRY_KEY_FILE` says, so that each transport measures what its
 /// name says). The key is fixed: sealing costs the same whatever the key.
 pub fn lab_node(name: &str, domain: &str, keyed: bool) -> Result<ferry::Node> {
-    let key = keyed
-        .then(|| ferry::udp::crypto::DomainKey::from_bytes(*b"ferry lab: the cost of sealing.."));
-    Ok(ferry::Node::with_key(name, domain, key)?)
+    lab_node_reaching(name, domain, keyed, ferry::DiscoveryConfig::default())
+}
+
+/// As [`lab_node`], with discovery set to `discovery` (the other machine of a two-host run);
+/// nothing of the node comes from `FERRY_*` variables, so that a run measures what it says.
+pub fn lab_node_reaching(
+    name: &str,
+    domain: &str,
+    keyed: bool,
+    discovery: ferry::DiscoveryConfig,
+) -> Result<ferry::Node> {
+    let key = keyed.then(|| ferry::DomainKey::from_bytes(*b"ferry lab: the cost of sealing.."));
+    let config = ferry::NodeConfig::default()
+        .with_domain(domain)
+        .with_key(key)
+        .with_discovery(discovery);
+    Ok(ferry::Node::with_config(name, config)?)
 }
 
 pub fn unix_time() -> u64 {
@@ -411,8 +426,8 @@ impl Pinning {
 
 /// Pins the calling thread (the lab runs each side on one thread) to `cpu` and checks it.
 pub fn pin_to(cpu: usize) -> Result<()> {
-    ferry::sys::pin_current_thread(cpu).context(format!("cannot pin to CPU {cpu}"))?;
-    let now = ferry::sys::current_cpu();
+    crate::os::pin_current_thread(cpu).context(format!("cannot pin to CPU {cpu}"))?;
+    let now = crate::os::current_cpu();
     if now != cpu {
         bail!("pinned to CPU {cpu} but running on CPU {now}");
     }

@@ -179,7 +179,7 @@ fn measure(args: &Config, cpus: Option<(usize, usize)>, sizes: &[usize]) -> Resu
         rows.push(latency_row(Kind::UdpLoopback, size, s, &cpu_list));
     }
     if let Some((a, _)) = cpus {
-        let _ = ferry::sys::pin_current_thread(a);
+        let _ = crate::os::pin_current_thread(a);
     }
     let copier = cpus.map_or(Vec::new(), |(a, _)| vec![a]);
     for &size in sizes {
@@ -375,7 +375,7 @@ fn ping_pong(cpus: Option<(usize, usize)>, samples: usize, how: Handoff) -> Resu
         let (word, word64, failed) = (word.clone(), word64.clone(), failed.clone());
         std::thread::spawn(move || {
             if let Some((_, b)) = cpus {
-                let _ = ferry::sys::pin_current_thread(b);
+                let _ = crate::os::pin_current_thread(b);
             }
             for i in 0..total {
                 let want = 2 * i + 1;
@@ -399,17 +399,17 @@ fn ping_pong(cpus: Option<(usize, usize)>, samples: usize, how: Handoff) -> Resu
                             if failed.load(Ordering::Relaxed) || since.elapsed() > STALL {
                                 return;
                             }
-                            ferry::sys::futex_wait(&word, v, Some(Duration::from_millis(100)));
+                            crate::os::futex_wait(&word, v, Some(Duration::from_millis(100)));
                         }
                         word.store(want + 1, Ordering::Release);
-                        ferry::sys::futex_wake(&word);
+                        crate::os::futex_wake(&word);
                     }
                 }
             }
         })
     };
     if let Some((a, _)) = cpus {
-        let _ = ferry::sys::pin_current_thread(a);
+        let _ = crate::os::pin_current_thread(a);
     }
     let mut out = Vec::with_capacity(samples);
     let mut result = Ok(());
@@ -429,7 +429,7 @@ fn ping_pong(cpus: Option<(usize, usize)>, samples: usize, how: Handoff) -> Resu
             }
             Handoff::Futex => {
                 word.store(send, Ordering::Release);
-                ferry::sys::futex_wake(&word);
+                crate::os::futex_wake(&word);
                 loop {
                     let v = word.load(Ordering::Acquire);
                     if v == send + 1 {
@@ -439,7 +439,7 @@ fn ping_pong(cpus: Option<(usize, usize)>, samples: usize, how: Handoff) -> Resu
                         result = Err(crate::error::Error::msg("futex ping-pong stalled"));
                         break 'outer;
                     }
-                    ferry::sys::futex_wait(&word, v, Some(Duration::from_millis(100)));
+                    crate::os::futex_wait(&word, v, Some(Duration::from_millis(100)));
                 }
             }
         }
@@ -475,7 +475,7 @@ fn udp_ping_pong(cpus: Option<(usize, usize)>, samples: usize, size: usize) -> R
         let stop = stop.clone();
         std::thread::spawn(move || {
             if let Some((_, c)) = cpus {
-                let _ = ferry::sys::pin_current_thread(c);
+                let _ = crate::os::pin_current_thread(c);
             }
             let mut buf = vec![0u8; size + 1];
             for _ in 0..total {
@@ -489,7 +489,7 @@ fn udp_ping_pong(cpus: Option<(usize, usize)>, samples: usize, size: usize) -> R
         })
     };
     if let Some((c, _)) = cpus {
-        let _ = ferry::sys::pin_current_thread(c);
+        let _ = crate::os::pin_current_thread(c);
     }
     let msg = vec![7u8; size];
     let mut buf = vec![0u8; size + 1];

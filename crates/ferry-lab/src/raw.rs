@@ -14,7 +14,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use ferry::sys::{self, Mapping, ShmObject};
+use crate::os::{self, Mapping, ShmObject};
 
 use super::{fill, verify, Dir, Endpoint};
 use crate::error::{bail, Context, Result};
@@ -32,7 +32,7 @@ const READY: usize = 256;
 
 impl Layout {
     fn new(max_size: usize) -> Layout {
-        let page = sys::page_size();
+        let page = os::page_size();
         Layout {
             page,
             buffer: max_size.max(1).div_ceil(page) * page,
@@ -80,7 +80,7 @@ impl RawChannel {
         let obj = match ShmObject::create(name, size, 0o600) {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 // Left by an earlier run that had the same process id and was killed.
-                let _ = sys::shm_unlink(name);
+                let _ = os::shm_unlink(name);
                 ShmObject::create(name, size, 0o600)
             }
             r => r,
@@ -128,7 +128,7 @@ impl RawChannel {
     /// Removes the name (both processes keep their mappings).
     pub fn unlink(&mut self) -> Result<()> {
         if let Some(name) = self.name.take() {
-            sys::shm_unlink(&name).context(format!("cannot remove shared memory {name}"))?;
+            os::shm_unlink(&name).context(format!("cannot remove shared memory {name}"))?;
         }
         Ok(())
     }
@@ -159,7 +159,7 @@ impl RawChannel {
 impl Drop for RawChannel {
     fn drop(&mut self) {
         if let Some(name) = self.name.take() {
-            let _ = sys::shm_unlink(&name);
+            let _ = os::shm_unlink(&name);
         }
     }
 }
@@ -206,7 +206,7 @@ impl RawEnd {
                 if now >= end {
                     return false;
                 }
-                sys::futex_wait(flag, now_value, Some(end - now));
+                os::futex_wait(flag, now_value, Some(end - now));
             }
         } else {
             let mut spins = 0u32;
@@ -242,7 +242,7 @@ impl Endpoint for RawEnd {
         // Release pairs with the receiver's Acquire load in `wait_flag`: it sees the payload.
         flag.store(flag_value(seq), Ordering::Release);
         if self.futex {
-            sys::futex_wake(flag);
+            os::futex_wake(flag);
         }
         Ok(())
     }

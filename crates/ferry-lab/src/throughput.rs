@@ -26,7 +26,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use ferry::sys::monotonic_ns;
+use crate::os::monotonic_ns;
 use ferry::{IpVersion, Qos};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -142,13 +142,13 @@ impl Transport {
     /// UDP payload bytes of the largest datagram a `size`-byte message travels in, if UDP
     /// (ferry: its frame header and the payload, cut at the MTU).
     fn datagram_bytes(self, size: usize) -> Option<usize> {
-        let ferry = |max: usize| Some((size + ferry::udp::frame::DATA_HEADER).min(max));
+        let ferry = |max: usize| Some((size + ferry::UDP_DATA_HEADER).min(max));
         match self {
             Transport::Shm => None,
             Transport::Udp4 => ferry(UDP_MTU - 28),
             Transport::Udp4Key => {
-                let sealed = ferry::udp::crypto::SEAL_OVERHEAD;
-                Some((size + ferry::udp::frame::DATA_HEADER + sealed).min(UDP_MTU - 28))
+                let sealed = ferry::UDP_SEAL_OVERHEAD;
+                Some((size + ferry::UDP_DATA_HEADER + sealed).min(UDP_MTU - 28))
             }
             Transport::Udp6 => ferry(UDP_MTU - 48),
             Transport::RawUdp4 => Some(size),
@@ -858,23 +858,19 @@ fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Mea
     let args = ctx.args;
     let topic = format!("tp{}", ctx.run_index);
     let qos = ferry_qos(transport, size, args.delivery, args.wait);
-    let node = super::lab_node("lab-main", &ctx.domain, transport == Transport::Udp4Key)?;
-    let impair = impair_spec(args.loss).filter(|_| transport.is_ferry_udp());
+    let mut node = super::lab_node("lab-main", &ctx.domain, transport == Transport::Udp4Key)?;
+    // The loss is injected by the publisher's node alone (a setting of that node: the peer
+    // process, a node of its own, subscribes unimpaired).
+    if let Some(spec) = impair_spec(args.loss).filter(|_| transport.is_ferry_udp()) {
+        let config = node.config().clone();
+        let impairment = ferry::Impairment::parse(&spec)?;
+        node = ferry::Node::with_config(node.name(), config.with_impairment(Some(impairment)))?;
+    }
     // Declared before the publisher, so that on an error or Ctrl-C the publisher closes while the
     // peer still reads (a reliable UDP publisher lingers until its subscribers confirmed all it
     // sent, and waits the longest for one that was killed), and the peer is killed after.
     let mut peer: Peer;
-    let mut publisher = match &impair {
-        // ferry reads FERRY_IMPAIR when it makes a UDP endpoint: set it for the publisher only,
-        // and take it away before the peer (which inherits the environment) starts.
-        Some(spec) => {
-            std::env::set_var(ferry::udp::impair::ENV_VAR, spec);
-            let p = node.publisher(&topic, &qos);
-            std::env::remove_var(ferry::udp::impair::ENV_VAR);
-            p?
-        }
-        None => node.publisher(&topic, &qos)?,
-    };
+    let mut publisher = node.publisher(&topic, &qos)?;
     let mut request = ctx.request(transport, size);
     request.ferry = Some(FerryTopic {
         domain: ctx.domain.clone(),
@@ -1145,7 +1141,8 @@ pub struct Setup {
     sizes: Vec<usize>,
     delivery: Delivery,
     loss_percent: f64,
-    /// FERRY_IMPAIR as set on the publisher of ferry's UDP transports.
+    /// The impairment of the publisher's node, for ferry's UDP transports (as FERRY_IMPAIR
+    /// would say it).
     impair: Option<String>,
     impair_applies_to: String,
     duration_s: f64,
@@ -1713,8 +1710,8 @@ mod tests {
         }
         assert_eq!(impair_spec(Some(5.0)).as_deref(), Some("loss=5%,seed=1"));
         assert_eq!(impair_spec(Some(0.0)), None);
-        let cfg = ferry::udp::impair::ImpairConfig::parse("loss=5%,seed=1").unwrap();
-        assert!(cfg.is_active());
+        let impairment = ferry::Impairment::parse("loss=5%,seed=1").unwrap();
+        assert!(impairment.is_active());
     }
 
     #[test]
@@ -1723,7 +1720,7 @@ mod tests {
         assert_eq!(Transport::Udp6.datagram_bytes(65_536), Some(1452));
         assert_eq!(
             Transport::Udp4.datagram_bytes(64),
-            Some(64 + ferry::udp::frame::DATA_HEADER)
+            Some(64 + ferry::UDP_DATA_HEADER)
         );
         assert_eq!(Transport::Iperf3.datagram_bytes(64), Some(64));
         assert_eq!(Transport::Iperf3.datagram_bytes(65_536), Some(1472));

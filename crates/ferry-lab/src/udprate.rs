@@ -13,16 +13,22 @@
 //! `ferry lab agent`, see [`crate::peer`]), which counts the datagrams and times the windows on
 //! its own clock: receiver counts need no common clock. Without it, both pools run in this
 //! process.
+//!
+//! The pools are the lab's own: `pool` runs them on threads, `pacing` makes their decisions (no
+//! I/O), `socket` holds their UDP sockets.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use ferry::udp::pacing::PacingMode;
-use ferry::udp::pool::{ReceiverPool, SenderPool, SenderPoolConfig, Threads};
-use serde::Serialize;
-
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+
+use pacing::PacingMode;
+use pool::{ReceiverPool, SenderPool, SenderPoolConfig, Threads};
+
+pub mod pacing;
+pub mod pool;
+mod socket;
 
 use crate::error::{bail, note, Result};
 use crate::experiment::{Experiment, Measured, Results};

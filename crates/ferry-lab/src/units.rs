@@ -90,7 +90,8 @@ pub fn parse_rate(text: &str) -> Result<f64, String> {
 
 /// A domain name as the library accepts it.
 pub fn parse_domain(text: &str) -> Result<String, String> {
-    ferry::Node::with_domain("ferry", text)
+    let config = ferry::NodeConfig::default().with_domain(text);
+    ferry::Node::with_config("ferry", config)
         .map(|_| text.to_owned())
         .map_err(|e| e.to_string())
 }

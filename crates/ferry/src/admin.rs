@@ -4,6 +4,8 @@ pub use crate::shm::topic::{
     clean, clean_forced, list_topics, CleanReport, PublisherInfo, SubscriberInfo, TopicEntry,
     TopicSnapshot,
 };
+pub use crate::udp::discovery::DiscoveryRefusals;
+pub use crate::udp::refusal::{Refusal, Refusals, REASONS};
 
 /// A snapshot of one topic, if it exists.
 pub fn topic(domain: &str, topic: &str) -> Result<Option<TopicSnapshot>, crate::Error> {
@@ -19,15 +21,16 @@ pub struct RemoteEndpoint {
     pub reliable: bool,
 }
 
-/// Listens to discovery in `domain` for `listen` and returns what other hosts announced. Needs
-/// discovery switched on (`FERRY_DISCOVERY=multicast` or `FERRY_PEERS`); otherwise returns the
-/// reason it is off.
+/// Listens to discovery in the domain of `config`, with its key and discovery settings, for
+/// `listen` and returns what other hosts announced. Needs discovery switched on
+/// (`FERRY_DISCOVERY=multicast` or `FERRY_PEERS`, or the same in `config`); otherwise returns
+/// the reason it is off.
 pub fn remote_endpoints(
-    domain: &str,
+    config: &crate::NodeConfig,
     listen: std::time::Duration,
 ) -> Result<Vec<RemoteEndpoint>, String> {
-    let key = crate::udp::crypto::DomainKey::from_env().map_err(|e| e.to_string())?;
-    let agent = crate::udp::discovery::agent(domain, key.as_ref());
+    let config = config.clone().validated().map_err(|e| e.to_string())?;
+    let agent = crate::udp::discovery::agent(config.domain(), config.key(), config.discovery());
     if let (Some(why), false) = (&agent.multicast_error, !agent.config().peers.is_empty()) {
         return Err(format!("remote topics are not listed: discovery is {why}"));
     }

@@ -14,6 +14,9 @@ pub enum Error {
     },
     #[error("invalid quality of service: {0}")]
     InvalidQos(String),
+    /// A node's configuration (`NodeConfig`, or the `FERRY_*` variables it is read from).
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
     #[error(
         "shared-memory segment {segment} is not a ferry segment (foreign magic {found:#018x}); \
          remove it if nothing else uses it, or pick another domain or topic"

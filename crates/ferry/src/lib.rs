@@ -15,11 +15,14 @@
 //!
 //! Layers, bottom up: `sys` (the only code that calls the OS), `sync` (atomics, swapped for loom
 //! under `--cfg loom`), `shm::ring` (the lock-free ring protocol, no I/O), `shm` (segments,
-//! topics, publisher and subscriber ends), and this crate's root (nodes, QoS, the user API).
+//! topics, publisher and subscriber ends), `udp` (frames, the protocol cores, discovery, the
+//! domain key, endpoints), and this crate's root (nodes, QoS, the user API). `sys`, `shm` and
+//! `udp` are private: the API is this root, `admin`, `cycle` and `pod`.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod admin;
+mod config;
 pub mod cycle;
 mod error;
 mod node;
@@ -27,14 +30,41 @@ pub mod pod;
 mod qos;
 pub(crate) mod shm;
 mod sync;
-pub mod sys;
-pub mod udp;
 
+// The OS layer and the UDP protocol's internals are not part of the API. The `internals`
+// feature opens them to ferry's own tests and fuzz targets (frame and discovery decoders, the
+// protocol cores, impairment); nothing else should enable it. Without it, what only those use is
+// dead code here, as it went unchecked while these modules were public.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod sys;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code)]
+mod sys;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod udp;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code)]
+mod udp;
+
+pub use config::{Impairment, NodeConfig};
 pub use cycle::{Cycle, CycleStats, Schedule, Tick};
 pub use error::{Error, PodError, RecvError, SendError};
 pub use node::{Loan, LoanSlice, Node, Publisher, Sample, Subscriber};
 pub use pod::Pod;
 pub use qos::{Delivery, IpVersion, MulticastGroup, Qos, Transport, WaitStrategy};
+pub use sys::udp::MulticastInterface;
+pub use udp::crypto::DomainKey;
+pub use udp::discovery::{DiscoveryConfig, DiscoveryLimits};
+
+/// Bytes of ferry's header in every UDP data datagram, ahead of the message's bytes (a message
+/// that does not fit one datagram of the path MTU is cut into fragments, each behind this
+/// header).
+pub const UDP_DATA_HEADER: usize = udp::frame::DATA_HEADER;
+
+/// Bytes a domain key adds to every UDP datagram: a 20-byte header and a 16-byte tag.
+pub const UDP_SEAL_OVERHEAD: usize = udp::crypto::SEAL_OVERHEAD;
 
 /// The README's example, compiled as a doc test so that it stays true.
 #[doc = include_str!("../../../README.md")]

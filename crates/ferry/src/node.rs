@@ -6,40 +6,46 @@ use std::time::{Duration, Instant};
 use crate::pod::{self, Pod};
 use crate::shm::ring::Reservation;
 use crate::shm::{Ready, ShmPublisher, ShmSubscriber};
-use crate::udp::crypto::DomainKey;
 use crate::udp::{UdpPublisher, UdpSubscriber};
-use crate::{Error, PodError, Qos, RecvError, SendError, Transport};
+use crate::{DomainKey, Error, NodeConfig, PodError, Qos, RecvError, SendError, Transport};
 use std::sync::Arc;
 
 /// One participant, usually one process, with a name. Topics of one domain see each other;
-/// domains keep test runs and separate systems apart.
+/// domains keep test runs and separate systems apart. Its settings are a [`NodeConfig`].
 #[derive(Debug, Clone)]
 pub struct Node {
     name: String,
-    domain: String,
-    key: Option<Arc<DomainKey>>,
+    config: Arc<NodeConfig>,
 }
 
 impl Node {
-    /// A node in the domain named by `FERRY_DOMAIN`, or `default`, with the domain key of
-    /// `FERRY_KEY_FILE` if that is set.
+    /// A node set up as the `FERRY_*` variables say ([`NodeConfig::from_env`]): in the domain
+    /// `FERRY_DOMAIN` names, or `default`, with the domain key of `FERRY_KEY_FILE` if that is
+    /// set.
     pub fn new(name: &str) -> Result<Node, Error> {
-        let domain = std::env::var("FERRY_DOMAIN").unwrap_or_else(|_| "default".to_owned());
-        Node::with_domain(name, &domain)
+        Node::with_config(name, NodeConfig::from_env()?)
     }
 
-    /// A node in an explicit domain, with the domain key of `FERRY_KEY_FILE` if that is set.
+    /// As [`Node::new`], in an explicit domain.
     pub fn with_domain(name: &str, domain: &str) -> Result<Node, Error> {
-        Node::with_key(name, domain, DomainKey::from_env()?)
+        Node::with_config(name, NodeConfig::from_env()?.with_domain(domain))
     }
 
-    /// A node in an explicit domain whose UDP traffic (frames and discovery) is authenticated
-    /// and encrypted with `key` (`None`: in the clear, whatever `FERRY_KEY_FILE` says). Every
-    /// node of the domain must use the same key; datagrams without it are refused and counted.
+    /// As [`Node::new`], in an explicit domain, with UDP traffic (frames and discovery)
+    /// authenticated and encrypted with `key` (`None`: in the clear, whatever `FERRY_KEY_FILE`
+    /// says, which is not read). Every node of the domain must use the same key; datagrams
+    /// without it are refused and counted.
     pub fn with_key(name: &str, domain: &str, key: Option<DomainKey>) -> Result<Node, Error> {
-        if key.is_some() {
-            crate::udp::crypto::available()?;
-        }
+        let config = NodeConfig::from_env_without_key()?
+            .with_domain(domain)
+            .with_key(key);
+        Node::with_config(name, config)
+    }
+
+    /// A node set up as `config` says, whatever the environment says. Fails if a setting is
+    /// invalid (the domain's name, the shared-memory mode, a key in a build without the
+    /// `domain-key` feature, discovery's addresses).
+    pub fn with_config(name: &str, config: NodeConfig) -> Result<Node, Error> {
         if name.is_empty() || name.len() > crate::shm::layout::MAX_NODE_NAME || name.contains('\0')
         {
             return Err(Error::InvalidName {
@@ -48,17 +54,15 @@ impl Node {
                 reason: "must be 1 to 32 bytes without NUL",
             });
         }
-        crate::shm::topic::validate_domain(domain)?;
         Ok(Node {
             name: name.to_owned(),
-            domain: domain.to_owned(),
-            key: key.map(Arc::new),
+            config: Arc::new(config.validated()?),
         })
     }
 
     /// Whether this node's UDP traffic is sealed with a domain key.
     pub fn keyed(&self) -> bool {
-        self.key.is_some()
+        self.config.key().is_some()
     }
 
     pub fn name(&self) -> &str {
@@ -66,18 +70,24 @@ impl Node {
     }
 
     pub fn domain(&self) -> &str {
-        &self.domain
+        self.config.domain()
+    }
+
+    /// The settings this node was made with.
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
     }
 
     /// A publisher on `topic`.
     pub fn publisher(&self, topic: &str, qos: &Qos) -> Result<Publisher, Error> {
-        let (d, n, k) = (&self.domain, &self.name, self.key.as_deref());
+        let (c, n) = (&*self.config, &self.name);
+        let (d, m) = (c.domain(), c.shm_mode());
         let inner = match qos.transport {
-            Transport::Shm => PubInner::Shm(ShmPublisher::create(d, topic, n, qos)?),
-            Transport::Udp => PubInner::Udp(UdpPublisher::create(d, topic, n, qos, k)?),
+            Transport::Shm => PubInner::Shm(ShmPublisher::create(d, topic, n, qos, m)?),
+            Transport::Udp => PubInner::Udp(UdpPublisher::create(c, topic, n, qos)?),
             Transport::Auto => PubInner::Auto(
-                ShmPublisher::create(d, topic, n, qos)?,
-                UdpPublisher::create(d, topic, n, qos, k)?,
+                ShmPublisher::create(d, topic, n, qos, m)?,
+                UdpPublisher::create(c, topic, n, qos)?,
             ),
         };
         Ok(Publisher {
@@ -88,13 +98,14 @@ impl Node {
 
     /// A subscriber on `topic`. It receives what is published from now on.
     pub fn subscriber(&self, topic: &str, qos: &Qos) -> Result<Subscriber, Error> {
-        let (d, n, k) = (&self.domain, &self.name, self.key.as_deref());
+        let (c, n) = (&*self.config, &self.name);
+        let (d, m) = (c.domain(), c.shm_mode());
         let inner = match qos.transport {
-            Transport::Shm => SubInner::Shm(ShmSubscriber::create(d, topic, n, qos)?),
-            Transport::Udp => SubInner::Udp(Box::new(UdpSubscriber::create(d, topic, n, qos, k)?)),
+            Transport::Shm => SubInner::Shm(ShmSubscriber::create(d, topic, n, qos, m)?),
+            Transport::Udp => SubInner::Udp(Box::new(UdpSubscriber::create(c, topic, n, qos)?)),
             Transport::Auto => SubInner::Auto(
-                ShmSubscriber::create(d, topic, n, qos)?,
-                Box::new(UdpSubscriber::create(d, topic, n, qos, k)?),
+                ShmSubscriber::create(d, topic, n, qos, m)?,
+                Box::new(UdpSubscriber::create(c, topic, n, qos)?),
             ),
         };
         Ok(Subscriber {

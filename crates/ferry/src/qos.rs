@@ -51,7 +51,7 @@ pub struct MulticastGroup {
     pub port: u16,
     /// The interface to send and join on: an IPv4 address of it, or an IPv6 interface index.
     /// Name it: left to the kernel, traffic follows the default route.
-    pub interface: crate::sys::udp::MulticastInterface,
+    pub interface: crate::MulticastInterface,
     /// TTL / hop limit (1: the local network only).
     pub ttl: u32,
 }

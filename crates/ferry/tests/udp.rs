@@ -502,8 +502,8 @@ fn a_forged_announcement_cannot_aim_the_data_stream_at_a_stranger() {
 #[test]
 #[cfg(feature = "domain-key")]
 fn a_domain_key_seals_every_datagram_and_strangers_are_refused() {
-    use ferry::udp::crypto::DomainKey;
-    use ferry::udp::refusal::Refusal;
+    use ferry::admin::Refusal;
+    use ferry::DomainKey;
     let dom = domain("key");
     let key = DomainKey::from_bytes([0x5A; 32]);
     let keyed = Node::with_key("k", &dom, Some(key.clone())).unwrap();

@@ -104,6 +104,6 @@ impl From<WaitArg> for ferry::WaitStrategy {
 pub fn node(name: &str, domain: Option<&str>) -> Result<ferry::Node> {
     match domain {
         Some(d) => Ok(ferry::Node::with_domain(name, d)?),
-        None => ferry::Node::new(name).context("the domain in FERRY_DOMAIN"),
+        None => ferry::Node::new(name).context("the FERRY_* environment variables"),
     }
 }

@@ -1,11 +1,11 @@
 //! `ferry topics` and `ferry stats`: what the control segments of live topics say.
 
 use clap::Args;
-use ferry::admin::{PublisherInfo, SubscriberInfo, TopicSnapshot};
+use ferry::admin::{
+    DiscoveryRefusals, PublisherInfo, Refusal, Refusals, SubscriberInfo, TopicSnapshot,
+};
 use std::collections::BTreeMap;
 
-use ferry::udp::discovery::DiscoveryRefusals;
-use ferry::udp::refusal::{Refusal, Refusals};
 use serde::Serialize;
 
 use ferry_lab::error::{bail, note, Result};
@@ -338,7 +338,11 @@ fn print_remote(domain: Option<&str>, secs: f64) -> Result<()> {
     if !(0.0..=60.0).contains(&secs) {
         bail!("--remote takes 0 to 60 seconds");
     }
-    match ferry::admin::remote_endpoints(domain, std::time::Duration::from_secs_f64(secs)) {
+    let listen = std::time::Duration::from_secs_f64(secs);
+    let remote = ferry::NodeConfig::from_env()
+        .map_err(|e| e.to_string())
+        .and_then(|c| ferry::admin::remote_endpoints(&c.with_domain(domain), listen));
+    match remote {
         Err(why) => {
             note!("{why}");
         }

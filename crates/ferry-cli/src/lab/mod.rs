@@ -193,8 +193,8 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
         }
         Experiment::Agent(a) => {
             let key = match &a.key_file {
-                Some(path) => Some(ferry::udp::crypto::DomainKey::from_file(path)?),
-                None => ferry::udp::crypto::DomainKey::from_env()?,
+                Some(path) => Some(ferry::DomainKey::from_file(path)?),
+                None => ferry::NodeConfig::from_env()?.key().cloned(),
             };
             ferry_lab::agent::serve(ferry_lab::agent::AgentConfig {
                 listen: a.listen,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::layout::{header_bytes, DataBlock, MAGIC_DATA};
 use super::ring::{self, Reservation, Writer};
-use super::segment::{self, publish_header, segment_mode, Segment};
+use super::segment::{self, publish_header, Segment};
 use super::topic::{data_name, ring_doorbell, Liveness, Topic};
 use super::ShmBytes;
 use crate::sync::spin_hint;
@@ -36,12 +36,13 @@ impl ShmPublisher {
         topic_name: &str,
         node: &str,
         qos: &Qos,
+        mode: u32,
     ) -> Result<ShmPublisher, Error> {
         let page = sys::page_size();
         let capacity = qos.effective_capacity(page)?;
-        let topic = Topic::open(domain, topic_name)?;
+        let topic = Topic::open(domain, topic_name, mode)?;
         let (slot, token) = topic.claim_publisher(node)?;
-        match Self::make_ring(&topic, token, capacity, qos) {
+        match Self::make_ring(&topic, token, capacity, qos, mode) {
             Ok(data) => {
                 let reliable = qos.delivery == Delivery::Reliable;
                 let p = topic.publisher(slot);
@@ -83,16 +84,17 @@ impl ShmPublisher {
         token: u64,
         capacity: u64,
         qos: &Qos,
+        mode: u32,
     ) -> Result<Segment<DataBlock>, Error> {
         let hb = header_bytes::<DataBlock>(sys::page_size());
         let name = data_name(topic.name(), token);
         let total = hb as u64 + capacity;
-        let obj = match ShmObject::create(&name, total, segment_mode()) {
+        let obj = match ShmObject::create(&name, total, mode) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 // Left by a dead process of an earlier incarnation of this topic (removing a
                 // symbolic link removes the link, never its target).
                 let _ = sys::shm_unlink(&name);
-                ShmObject::create(&name, total, segment_mode())
+                ShmObject::create(&name, total, mode)
             }
             r => r,
         }
@@ -304,8 +306,9 @@ mod tests {
             .delivery(delivery)
             .wait(WaitStrategy::Block)
             .max_message_size(1024);
-        let publ = ShmPublisher::create(&dom, "data", "p", &qos).unwrap();
-        let mut sub = ShmSubscriber::create(&dom, "data", "s", &qos).unwrap();
+        let mode = crate::config::DEFAULT_SHM_MODE;
+        let publ = ShmPublisher::create(&dom, "data", "p", &qos, mode).unwrap();
+        let mut sub = ShmSubscriber::create(&dom, "data", "s", &qos, mode).unwrap();
         assert_eq!(sub.publisher_count(), 1);
         forge(&publ);
         let (tx, rx) = std::sync::mpsc::channel();

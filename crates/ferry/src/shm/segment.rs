@@ -10,15 +10,6 @@ use super::layout::{SegmentHeader, LAYOUT_VERSION};
 use crate::sys::{self, Mapping, ObjectStat, ShmObject};
 use crate::Error;
 
-/// Owner read/write only, unless the user widens it (FERRY_SHM_MODE, octal).
-pub fn segment_mode() -> u32 {
-    std::env::var("FERRY_SHM_MODE")
-        .ok()
-        .and_then(|m| u32::from_str_radix(m.trim_start_matches("0o"), 8).ok())
-        .filter(|m| *m & !0o666 == 0)
-        .unwrap_or(0o600)
-}
-
 /// A mapped segment whose header part is a `T`.
 pub struct Segment<T> {
     pub obj: ShmObject,

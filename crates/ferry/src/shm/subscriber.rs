@@ -62,8 +62,9 @@ impl ShmSubscriber {
         topic_name: &str,
         node: &str,
         qos: &Qos,
+        mode: u32,
     ) -> Result<ShmSubscriber, Error> {
-        let topic = Topic::open(domain, topic_name)?;
+        let topic = Topic::open(domain, topic_name, mode)?;
         let (slot, token) = topic.claim_subscriber(node)?;
         let reliable = qos.delivery == Delivery::Reliable;
         let s = topic.subscriber(slot);

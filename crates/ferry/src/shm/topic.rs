@@ -192,16 +192,16 @@ impl Owner {
 }
 
 impl Topic {
-    /// Opens the topic's control segment, creating it if needed, and removes what dead
-    /// participants left in it.
-    pub fn open(domain: &str, topic: &str) -> Result<Topic, Error> {
+    /// Opens the topic's control segment, creating it (with `mode`) if needed, and removes what
+    /// dead participants left in it.
+    pub fn open(domain: &str, topic: &str, mode: u32) -> Result<Topic, Error> {
         validate_domain(domain)?;
         validate_topic(topic)?;
         let name = control_name(domain, topic);
         let page = sys::page_size();
         let hb = header_bytes::<ControlBlock>(page);
         for _ in 0..100 {
-            match ShmObject::create(&name, hb as u64, segment::segment_mode()) {
+            match ShmObject::create(&name, hb as u64, mode) {
                 Ok(obj) => {
                     let map = Mapping::map(&obj, 0, hb)
                         .map_err(|e| Error::io(format!("mmap {name}"), e))?;
@@ -774,7 +774,7 @@ mod tests {
     #[test]
     fn a_participant_of_another_pid_namespace_is_never_swept_by_liveness() {
         let dom = domain("pidns");
-        let t = Topic::open(&dom, "data").unwrap();
+        let t = Topic::open(&dom, "data", 0o600).unwrap();
         let other = sys::pid_namespace() ^ 0x5555;
         let token = forge_publisher(&t, other);
         assert_eq!(t.publisher_liveness(0, token), Liveness::Unknown);
@@ -787,7 +787,7 @@ mod tests {
         assert_eq!(t.publisher_liveness(0, token), Liveness::Free);
 
         // The same slot from this namespace is dead and swept.
-        let t = Topic::open(&dom, "data").unwrap();
+        let t = Topic::open(&dom, "data", 0o600).unwrap();
         let token = forge_publisher(&t, sys::pid_namespace());
         assert_eq!(t.publisher_liveness(0, token), Liveness::Dead);
         assert_eq!(t.sweep(), 1);
@@ -796,7 +796,7 @@ mod tests {
 
     #[test]
     fn a_half_claimed_slot_of_another_pid_namespace_is_not_swept() {
-        let t = Topic::open(&domain("half"), "data").unwrap();
+        let t = Topic::open(&domain("half"), "data", 0o600).unwrap();
         let o = &t.publisher(0).owner;
         // Claimed by pid NO_SUCH_PID of another namespace, not yet ready.
         o.token

@@ -1,5 +1,5 @@
 //! The only module that talks to the operating system: shared-memory objects, mappings, futexes,
-//! process liveness and CPU affinity. Everything above it is plain Rust over memory.
+//! process liveness, clocks and (sys::udp) sockets. Everything above it is plain Rust over memory.
 
 pub mod udp;
 
@@ -425,19 +425,6 @@ pub fn host_id() -> u64 {
         }
         h
     })
-}
-
-/// Pins the calling thread to one CPU.
-pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu);
-    rustix::thread::sched_setaffinity(None, &set)?;
-    Ok(())
-}
-
-/// The CPU the calling thread runs on now.
-pub fn current_cpu() -> usize {
-    rustix::thread::sched_getcpu()
 }
 
 /// Monotonic nanoseconds (CLOCK_MONOTONIC), for timestamps shared between processes.

@@ -59,15 +59,6 @@ const KEY_LABEL: &[u8] = b"ferry domain key v1: AEGIS-128L datagram key";
 pub struct DomainKey([u8; 32]);
 
 impl DomainKey {
-    /// The key of the file `FERRY_KEY_FILE` names, if it names one: the one place ferry reads
-    /// that variable.
-    pub fn from_env() -> Result<Option<DomainKey>, Error> {
-        match std::env::var_os("FERRY_KEY_FILE") {
-            Some(path) if !path.is_empty() => DomainKey::from_file(Path::new(&path)).map(Some),
-            _ => Ok(None),
-        }
-    }
-
     pub fn from_bytes(bytes: [u8; 32]) -> DomainKey {
         DomainKey(bytes)
     }
@@ -79,7 +70,7 @@ impl DomainKey {
         let bytes = std::fs::read(path)
             .map_err(|e| Error::io(format!("read the domain key {}", path.display()), e))?;
         DomainKey::parse(&bytes).ok_or_else(|| {
-            Error::InvalidQos(format!(
+            Error::InvalidConfig(format!(
                 "{} is not a domain key: it must hold 32 bytes, or 64 hexadecimal digits \
                  (make one with `head -c 32 /dev/urandom > {}`)",
                 path.display(),
@@ -174,7 +165,7 @@ pub fn available() -> Result<(), Error> {
 /// The error of a build without the cipher.
 #[cfg(not(feature = "domain-key"))]
 fn no_cipher() -> Error {
-    Error::InvalidQos(
+    Error::InvalidConfig(
         "this ferry was built without the domain-key feature: no domain key can be used \
          (build ferry with its default features)"
             .into(),

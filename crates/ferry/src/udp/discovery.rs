@@ -9,8 +9,9 @@
 //! sends to a network nobody asked it to use. It learns the others' announcements; an
 //! endpoint's address is the announcement's source address with the announced port. Entries not
 //! heard for two seconds expire. Endpoints of this host find each other through the topic's
-//! shared-memory directory instead; announcements from this host are ignored. The variables are
-//! read once per process ([`DiscoveryConfig::global`]).
+//! shared-memory directory instead; announcements from this host are ignored. The settings are
+//! the node's ([`DiscoveryConfig`] in its `NodeConfig`, from those variables unless the program
+//! sets them); nodes of a domain with the same key and settings share one agent.
 //!
 //! Unicast (`FERRY_PEERS` without multicast) reaches one socket per host and port, so one agent
 //! per host (network namespace) is its **relay**: the first to bind the discovery port, which it
@@ -370,10 +371,11 @@ pub struct Agent {
     refused: Counters,
 }
 
-/// Discovery datagrams an agent refused, by reason (see [`Agent::refusals`]).
+/// Discovery datagrams an agent refused, by reason (an agent's `refusals()`; `ferry stats` shows
+/// them per endpoint).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DiscoveryRefusals {
-    /// Datagrams that do not decode (see [`DiscoveryError`]): another program, another ferry
+    /// Datagrams that do not decode (see `DiscoveryError`): another program, another ferry
     /// release, damage on the way, or a forger.
     pub malformed: u64,
     /// Datagrams from a source discovery does not listen to: with `FERRY_PEERS` set, an
@@ -381,8 +383,8 @@ pub struct DiscoveryRefusals {
     /// a relay message not from this host's relay; a registration not from this host, or while
     /// this host does not relay.
     pub not_allowed: u64,
-    /// Datagrams over a bound: an announcement longer than [`MAX_ANNOUNCE`] bytes or with more
-    /// than [`MAX_ENTRIES`] entries; one whose entries made room for themselves or were refused
+    /// Datagrams over a bound: an announcement longer than `MAX_ANNOUNCE` (2026) bytes or with
+    /// more than `MAX_ENTRIES` (128) entries; one whose entries made room for themselves or were refused
     /// because a table was full ([`DiscoveryLimits`]: raise the bound if a genuine host has
     /// that many endpoints); a registration while the relay serves as many agents as it may.
     pub over_limit: u64,
@@ -409,25 +411,31 @@ struct Counters {
     unauthenticated: AtomicU64,
 }
 
-/// The agent of `domain` in this process, started if needed.
-/// With a domain key, its announcements are sealed with it and only sealed ones are heard.
-pub fn agent(domain: &str, key: Option<&DomainKey>) -> Arc<Agent> {
-    type Agents = HashMap<(String, Option<DomainKey>), Weak<Agent>>;
+/// The agent of `domain` with this key and these settings in this process, started if needed
+/// (the nodes that agree on all three share it). With a domain key, its announcements are
+/// sealed with it and only sealed ones are heard.
+pub fn agent(domain: &str, key: Option<&DomainKey>, config: &DiscoveryConfig) -> Arc<Agent> {
+    type Agents = HashMap<(String, Option<DomainKey>), Vec<(DiscoveryConfig, Weak<Agent>)>>;
     static AGENTS: OnceLock<Mutex<Agents>> = OnceLock::new();
     let mut agents = AGENTS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner());
-    let id = (domain.to_owned(), key.cloned());
-    if let Some(a) = agents.get(&id).and_then(Weak::upgrade) {
+    let same = agents.entry((domain.to_owned(), key.cloned())).or_default();
+    same.retain(|(_, a)| a.strong_count() > 0);
+    if let Some(a) = same
+        .iter()
+        .find(|(c, _)| c == config)
+        .and_then(|(_, a)| a.upgrade())
+    {
         return a;
     }
-    let mut agent = Agent::with(domain, DiscoveryConfig::global().clone());
+    let mut agent = Agent::with(domain, config.clone());
     if let Some(k) = key {
         agent.set_key(k);
     }
     let a = start(agent);
-    agents.insert(id, Arc::downgrade(&a));
+    same.push((config.clone(), Arc::downgrade(&a)));
     a
 }
 
@@ -447,10 +455,11 @@ pub const DEFAULT_PORT: u16 = 7650;
 /// otherwise.
 pub const DEFAULT_GROUP: Ipv4Addr = Ipv4Addr::new(239, 255, 70, 70);
 
-/// How discovery is set up. The environment is read once per process ([`DiscoveryConfig::global`]);
-/// [`DiscoveryConfig::from_vars`] parses any set of values, so that tests need not change the
-/// environment.
+/// How discovery finds UDP endpoints on other hosts: part of a node's configuration
+/// (`NodeConfig::with_discovery`; `NodeConfig::from_env` reads it from the variables each field
+/// names). `Default`: discovery reaches no other host.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DiscoveryConfig {
     /// `FERRY_DISCOVERY_PORT`: the port every host's discovery listens on.
     pub port: u16,
@@ -465,13 +474,12 @@ pub struct DiscoveryConfig {
     pub interface: Ipv4Addr,
     /// The bounds of discovery's tables.
     pub limits: DiscoveryLimits,
-    /// What in the environment was not understood and is ignored, each saying what to do.
-    pub problems: Vec<String>,
 }
 
 /// The bounds of an agent's tables. Over a bound, discovery makes room or refuses, and counts it
 /// ([`DiscoveryRefusals::over_limit`]); it never waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DiscoveryLimits {
     /// `FERRY_DISCOVERY_MAX_REMOTES`: endpoints of other hosts remembered per domain (1024).
     pub max_remotes: usize,
@@ -501,113 +509,11 @@ impl Default for DiscoveryConfig {
             group: DEFAULT_GROUP,
             interface: Ipv4Addr::UNSPECIFIED,
             limits: DiscoveryLimits::default(),
-            problems: Vec::new(),
         }
     }
 }
 
 impl DiscoveryConfig {
-    /// This process's configuration, read from the environment the first time it is asked for.
-    pub fn global() -> &'static DiscoveryConfig {
-        static CONFIG: OnceLock<DiscoveryConfig> = OnceLock::new();
-        CONFIG.get_or_init(DiscoveryConfig::from_env)
-    }
-
-    /// Reads the environment now (see [`DiscoveryConfig::global`] for the process's own).
-    pub fn from_env() -> DiscoveryConfig {
-        DiscoveryConfig::from_vars(|name| {
-            std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
-        })
-    }
-
-    /// Parses the variables `var` gives (`None`: unset). What cannot be understood is left out
-    /// (the default is used instead) and described in `problems`.
-    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> DiscoveryConfig {
-        let mut c = DiscoveryConfig::default();
-        let set = |name: &str| {
-            var(name)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
-        if let Some(v) = set("FERRY_DISCOVERY_PORT") {
-            match v.parse::<u16>() {
-                Ok(p) if p != 0 => c.port = p,
-                _ => c.problems.push(format!(
-                    "FERRY_DISCOVERY_PORT='{v}' is not a port number (1 to 65535), so \
-                     {DEFAULT_PORT} is used; set it to the port every host's discovery uses"
-                )),
-            }
-        }
-        match set("FERRY_DISCOVERY").as_deref() {
-            None => {}
-            Some("multicast") => c.multicast = true,
-            Some(v) => c.problems.push(format!(
-                "FERRY_DISCOVERY='{v}' is not understood and is ignored; set it to multicast to \
-                 find other hosts by multicast, or unset it"
-            )),
-        }
-        if let Some(v) = set("FERRY_DISCOVERY_GROUP") {
-            match v.parse::<Ipv4Addr>() {
-                Ok(g) if g.is_multicast() => c.group = g,
-                _ => c.problems.push(format!(
-                    "FERRY_DISCOVERY_GROUP='{v}' is not an IPv4 multicast address, so \
-                     {DEFAULT_GROUP} is used; give an address of 224.0.0.0/4 (239.0.0.0/8 \
-                     stays within your organisation)"
-                )),
-            }
-        }
-        if let Some(v) = set("FERRY_DISCOVERY_IFACE") {
-            match v.parse::<Ipv4Addr>() {
-                Ok(i) => c.interface = i,
-                Err(_) => c.problems.push(format!(
-                    "FERRY_DISCOVERY_IFACE='{v}' is not an IPv4 address, so the kernel picks the \
-                     interface; give the IPv4 address of the interface multicast should use"
-                )),
-            }
-        }
-        let defaults = DiscoveryLimits::default();
-        for (name, limit, default) in [
-            (
-                "FERRY_DISCOVERY_MAX_REMOTES",
-                &mut c.limits.max_remotes,
-                defaults.max_remotes,
-            ),
-            (
-                "FERRY_DISCOVERY_MAX_PER_SOURCE",
-                &mut c.limits.max_per_source,
-                defaults.max_per_source,
-            ),
-            (
-                "FERRY_DISCOVERY_MAX_AGENTS",
-                &mut c.limits.max_agents,
-                defaults.max_agents,
-            ),
-        ] {
-            if let Some(v) = set(name) {
-                match v.parse::<usize>() {
-                    Ok(n) if n > 0 => *limit = n,
-                    _ => c.problems.push(format!(
-                        "{name}='{v}' is not a positive whole number, so {default} is used; \
-                         set it to the most entries to keep"
-                    )),
-                }
-            }
-        }
-        if let Some(v) = set("FERRY_PEERS") {
-            for item in v.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-                match parse_peer(item, c.port) {
-                    Ok(a) if !c.peers.contains(&a) => c.peers.push(a),
-                    Ok(_) => {}
-                    Err(why) => c.problems.push(format!(
-                        "FERRY_PEERS: '{item}' is left out: {why}; write FERRY_PEERS as \
-                         ip[:port],… (for example 10.0.0.2,10.0.0.3:7650)"
-                    )),
-                }
-            }
-        }
-        c
-    }
-
     /// Whether discovery is configured to reach other hosts at all (`FERRY_PEERS` names one, or
     /// `FERRY_DISCOVERY=multicast`). When it is not, nothing outside this host can learn of an
     /// endpoint, so endpoints may bind to loopback only.
@@ -626,14 +532,8 @@ impl DiscoveryConfig {
     }
 }
 
-/// Whether this process's discovery is configured to reach other hosts at all (see
-/// [`DiscoveryConfig::reaches_other_hosts`]).
-pub fn reaches_other_hosts() -> bool {
-    DiscoveryConfig::global().reaches_other_hosts()
-}
-
 /// One `FERRY_PEERS` item: `ip` (on the discovery `port`) or `ip:port`, one host's IPv4 address.
-fn parse_peer(item: &str, port: u16) -> Result<SocketAddr, &'static str> {
+pub(crate) fn parse_peer(item: &str, port: u16) -> Result<SocketAddr, &'static str> {
     let a = item
         .parse::<SocketAddr>()
         .ok()
@@ -643,6 +543,12 @@ fn parse_peer(item: &str, port: u16) -> Result<SocketAddr, &'static str> {
                 .map(|ip| SocketAddr::new(ip, port))
         })
         .ok_or("it is neither an IP address nor ip:port")?;
+    check_peer(a)
+}
+
+/// A peer's discovery address as discovery uses it (an IPv4-mapped IPv6 address as IPv4), or
+/// why it cannot be one: it must be one host's IPv4 address, with a port.
+pub(crate) fn check_peer(a: SocketAddr) -> Result<SocketAddr, &'static str> {
     let ip = match a.ip().to_canonical() {
         IpAddr::V4(v4) => v4,
         IpAddr::V6(_) => return Err("discovery runs over IPv4, so give the peer's IPv4 address"),
@@ -1381,84 +1287,20 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// A configuration from `vars` alone (the environment is not read).
+    /// A configuration from `vars` alone (the environment is not read; `crate::config` tests
+    /// the parsing).
     fn config(vars: &[(&str, &str)]) -> DiscoveryConfig {
-        DiscoveryConfig::from_vars(|name| {
-            vars.iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| (*v).to_owned())
-        })
-    }
-
-    #[test]
-    fn config_is_parsed_from_values_and_problems_say_what_to_do() {
-        let c = config(&[]);
-        assert_eq!(c, DiscoveryConfig::default());
-        assert!(
-            !c.reaches_other_hosts(),
-            "nothing set reaches no other host"
+        let mut problems = Vec::new();
+        let c = crate::config::discovery_from_vars(
+            &|name| {
+                vars.iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| (*v).to_owned())
+            },
+            &mut problems,
         );
-
-        let c = config(&[
-            ("FERRY_DISCOVERY_PORT", "7700"),
-            (
-                "FERRY_PEERS",
-                " 10.0.0.2, 10.0.0.3:7800 ,,10.0.0.2,::ffff:10.0.0.4",
-            ),
-        ]);
-        assert_eq!(c.port, 7700);
-        let want: Vec<SocketAddr> = ["10.0.0.2:7700", "10.0.0.3:7800", "10.0.0.4:7700"]
-            .iter()
-            .map(|a| a.parse().unwrap())
-            .collect();
-        assert_eq!(c.peers, want, "the default port applies, duplicates go");
-        assert!(c.problems.is_empty(), "{:?}", c.problems);
-        assert!(c.reaches_other_hosts());
-        assert!(!c.multicast);
-
-        let c = config(&[("FERRY_DISCOVERY", "multicast")]);
-        assert!(c.multicast && c.peers.is_empty() && c.reaches_other_hosts());
-
-        let c = config(&[
-            ("FERRY_DISCOVERY_MAX_REMOTES", "4096"),
-            ("FERRY_DISCOVERY_MAX_PER_SOURCE", "0"),
-            ("FERRY_DISCOVERY_MAX_AGENTS", "many"),
-        ]);
-        let want = DiscoveryLimits {
-            max_remotes: 4096,
-            ..DiscoveryLimits::default()
-        };
-        assert_eq!(c.limits, want);
-        assert_eq!(c.problems.len(), 2, "{:#?}", c.problems);
-        assert!(c.problems.iter().all(|p| p.contains("set it to")));
-
-        let c = config(&[
-            ("FERRY_DISCOVERY_PORT", "0"),
-            ("FERRY_DISCOVERY", "Multicast"),
-            ("FERRY_DISCOVERY_GROUP", "10.0.0.1"),
-            ("FERRY_DISCOVERY_IFACE", "eth0"),
-            (
-                "FERRY_PEERS",
-                "host-b,10.0.0.2:0,[::1]:7650,0.0.0.0,239.1.1.1,255.255.255.255",
-            ),
-        ]);
-        assert_eq!(c.port, DEFAULT_PORT);
-        assert!(!c.multicast, "only the exact word turns multicast on");
-        assert_eq!(
-            (c.group, c.interface),
-            (DEFAULT_GROUP, Ipv4Addr::UNSPECIFIED)
-        );
-        assert!(c.peers.is_empty(), "{:?}", c.peers);
-        assert!(!c.reaches_other_hosts(), "no usable peer and no multicast");
-        assert_eq!(c.limits, DiscoveryLimits::default());
-        assert_eq!(c.problems.len(), 10, "{:#?}", c.problems);
-        for p in &c.problems {
-            assert!(p.starts_with("FERRY_"), "names the variable: {p}");
-            assert!(
-                p.contains("set it") || p.contains("give") || p.contains("write"),
-                "says what to do: {p}"
-            );
-        }
+        assert!(problems.is_empty(), "{problems:?}");
+        c
     }
 
     fn entry(role: Role, topic: &str, port: u16, id: u64) -> Entry {

@@ -8,8 +8,8 @@
 //!   blocking socket would), feeds the receiver core, and sends NAK and STATUS frames back to the
 //!   publisher's source address.
 //! - On one host, UDP endpoints find each other through the topic's shared-memory directory, in
-//!   which each registers its address. Impairments (`FERRY_IMPAIR`, see `impair`) apply on send,
-//!   receive, or both.
+//!   which each registers its address. The node's impairment (`NodeConfig::with_impairment`,
+//!   `FERRY_IMPAIR`; see `impair`) applies on send, receive, or both.
 
 use super::ids::{id_map, IdMap};
 use std::io;
@@ -20,7 +20,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::crypto::{self, DomainKey, Opener, Sealer, SEAL_HEADER, SEAL_OVERHEAD, SEAL_TAG};
-use super::discovery::{self, Agent, Role};
+use super::discovery::{self, Agent, DiscoveryConfig, Role};
 use super::frame::{self, Frame};
 use super::impair::{DelayQueue, ImpairConfig, Impairer};
 use super::receiver::{Delivered, Receiver, ReceiverConfig};
@@ -31,7 +31,7 @@ use crate::shm::topic::{
 };
 use crate::sys::monotonic_ns;
 use crate::sys::udp::{Multicast, RecvBatch, SocketOptions, UdpSocket};
-use crate::{Delivery, Error, IpVersion, Qos, RecvError, SendError, WaitStrategy};
+use crate::{Delivery, Error, IpVersion, NodeConfig, Qos, RecvError, SendError, WaitStrategy};
 
 /// A 64-bit id for sessions and receivers from the OS's random source: an off-path sender
 /// cannot guess it, so it cannot forge the control frames that carry it.
@@ -53,11 +53,11 @@ pub(crate) fn new_id() -> Result<u64, Error> {
     Ok(u64::from_le_bytes(b).max(1))
 }
 
-/// Whether UDP endpoints must be reachable from other hosts: discovery is configured to reach
-/// them (`FERRY_PEERS`, multicast discovery) or the QoS names a multicast group. Otherwise an
+/// Whether UDP endpoints must be reachable from other hosts: the node's discovery is configured
+/// to reach them (peers, multicast discovery) or the QoS names a multicast group. Otherwise an
 /// endpoint binds loopback only, and nothing off this host can send to it.
-fn reachable_from_other_hosts(qos: &Qos) -> bool {
-    qos.multicast.is_some() || (qos.ip_version == IpVersion::V4 && discovery::reaches_other_hosts())
+fn reachable_from_other_hosts(qos: &Qos, discovery: &DiscoveryConfig) -> bool {
+    qos.multicast.is_some() || (qos.ip_version == IpVersion::V4 && discovery.reaches_other_hosts())
 }
 
 /// Binds a UDP socket for an endpoint. Returns it and the address this host's peers reach it
@@ -65,10 +65,11 @@ fn reachable_from_other_hosts(qos: &Qos) -> bool {
 /// binds any port and sends to the group on the group's interface.
 fn bind_udp(
     qos: &Qos,
+    discovery: &DiscoveryConfig,
     recv_buffer: Option<usize>,
     subscriber: bool,
 ) -> Result<(UdpSocket, SocketAddr), Error> {
-    let any: IpAddr = match (qos.ip_version, reachable_from_other_hosts(qos)) {
+    let any: IpAddr = match (qos.ip_version, reachable_from_other_hosts(qos, discovery)) {
         (IpVersion::V4, true) => Ipv4Addr::UNSPECIFIED.into(),
         (IpVersion::V6, true) => Ipv6Addr::UNSPECIFIED.into(),
         (IpVersion::V4, false) => Ipv4Addr::LOCALHOST.into(),
@@ -141,16 +142,6 @@ struct Impair {
 }
 
 impl Impair {
-    fn from_env() -> Result<Option<Impair>, Error> {
-        Ok(Impair::config()?.map(Impair::new))
-    }
-
-    fn config() -> Result<Option<ImpairConfig>, Error> {
-        let cfg = ImpairConfig::from_env()
-            .map_err(|e| Error::InvalidQos(format!("FERRY_IMPAIR: {e}")))?;
-        Ok(cfg.filter(|c| c.is_active()))
-    }
-
     fn new(cfg: ImpairConfig) -> Impair {
         let (on_send, on_receive) = (cfg.direction.on_send(), cfg.direction.on_receive());
         Impair {
@@ -826,12 +817,12 @@ pub struct UdpPublisher {
 
 impl UdpPublisher {
     pub fn create(
-        domain: &str,
+        config: &NodeConfig,
         topic_name: &str,
         node: &str,
         qos: &Qos,
-        key: Option<&DomainKey>,
     ) -> Result<UdpPublisher, Error> {
+        let (domain, key) = (config.domain(), config.key());
         // Sealed datagrams must still fit the path MTU.
         let max_datagram = qos.max_datagram()? - if key.is_some() { SEAL_OVERHEAD } else { 0 };
         if qos.max_receivers == 0 {
@@ -843,15 +834,15 @@ impl UdpPublisher {
             ));
         }
         let reliable = qos.delivery == Delivery::Reliable;
-        let impair_cfg = Impair::config()?;
+        let impair_cfg = config.active_impairment().cloned();
         let impair = impair_cfg.clone().map(Impair::new);
         // The service thread impairs the repairs it sends with a generator of its own.
         let service_impair = impair_cfg.map(|mut c| {
             c.seed ^= 0x5EED_0F4E_9A1B;
             Impair::new(c)
         });
-        let (socket, addr) = bind_udp(qos, Some(4 << 20), false)?;
-        let topic = Topic::open(domain, topic_name)?;
+        let (socket, addr) = bind_udp(qos, config.discovery(), Some(4 << 20), false)?;
+        let topic = Topic::open(domain, topic_name, config.shm_mode())?;
         let (slot, token) = topic.claim_publisher(node)?;
         let p = topic.publisher(slot);
         p.reliable.store(reliable as u32, Ordering::Relaxed);
@@ -870,7 +861,7 @@ impl UdpPublisher {
         let session = new_id()?;
         let sender = Sender::new(frame::topic_id(domain, topic_name), session, cfg);
         let discovery = (qos.ip_version == IpVersion::V4).then(|| {
-            let agent = discovery::agent(domain, key);
+            let agent = discovery::agent(domain, key, config.discovery());
             let entry = agent.announce(Role::Publisher, topic_name, addr.port(), session, reliable);
             (agent, entry)
         });
@@ -1102,15 +1093,15 @@ pub struct UdpSubscriber {
 
 impl UdpSubscriber {
     pub fn create(
-        domain: &str,
+        config: &NodeConfig,
         topic_name: &str,
         node: &str,
         qos: &Qos,
-        key: Option<&DomainKey>,
     ) -> Result<UdpSubscriber, Error> {
+        let (domain, key) = (config.domain(), config.key());
         let max_datagram = qos.max_datagram()? - if key.is_some() { SEAL_OVERHEAD } else { 0 };
-        let impair = Impair::from_env()?;
-        let (socket, addr) = bind_udp(qos, Some(16 << 20), true)?;
+        let impair = config.active_impairment().cloned().map(Impair::new);
+        let (socket, addr) = bind_udp(qos, config.discovery(), Some(16 << 20), true)?;
         // The window must fit the socket's receive buffer (the kernel counts about twice the
         // payload for full datagrams), and hold at least a few datagrams.
         let granted = socket.buffer_report().recv_granted as u64;
@@ -1132,7 +1123,7 @@ impl UdpSubscriber {
             ..ReceiverConfig::default()
         };
         let rx = Receiver::new(id, frame::topic_id(domain, topic_name), cfg);
-        let topic = Topic::open(domain, topic_name)?;
+        let topic = Topic::open(domain, topic_name, config.shm_mode())?;
         let (slot, token) = topic.claim_subscriber(node)?;
         let s = topic.subscriber(slot);
         s.reliable.store(reliable as u32, Ordering::Relaxed);
@@ -1149,7 +1140,7 @@ impl UdpSubscriber {
         topic.subscriber_ready(slot);
         let batch = RecvBatch::for_socket(&socket);
         let discovery = (qos.ip_version == IpVersion::V4).then(|| {
-            let agent = discovery::agent(domain, key);
+            let agent = discovery::agent(domain, key, config.discovery());
             let entry = agent.announce(Role::Subscriber, topic_name, addr.port(), id, reliable);
             (agent, entry)
         });

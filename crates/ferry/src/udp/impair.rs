@@ -8,9 +8,10 @@
 //! ```
 //!
 //! API:
-//! - [`ImpairConfig`]: what to inject. [`ImpairConfig::parse`], [`ImpairConfig::from_env`]
-//!   (`FERRY_IMPAIR`), [`ImpairConfig::is_active`]; its `Display` writes a spec that parses back to
-//!   the same configuration.
+//! - [`ImpairConfig`]: what to inject. [`ImpairConfig::parse`] (of `FERRY_IMPAIR`, which
+//!   `NodeConfig::from_env` reads, or of `Impairment::parse`), [`ImpairConfig::is_active`]; its
+//!   `Display` writes a spec that parses back to the same configuration. A node's configuration
+//!   carries it to the node's UDP endpoints.
 //! - [`Impairer`]: [`Impairer::admit`]`(now_ns, len) -> `[`Verdict`] decides the fate of one
 //!   datagram; [`Impairer::stats`] counts what it did.
 //! - [`DelayQueue`]: holds delayed datagrams until their time, bounded in count and bytes;
@@ -36,9 +37,6 @@ use std::collections::BinaryHeap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
-
-/// The environment variable [`ImpairConfig::from_env`] reads.
-pub const ENV_VAR: &str = "FERRY_IMPAIR";
 
 /// The accepted syntax, quoted in every parse error.
 pub const SYNTAX: &str =
@@ -257,18 +255,6 @@ impl ImpairConfig {
             }
         }
         Ok(cfg)
-    }
-
-    /// Reads [`ENV_VAR`] (`FERRY_IMPAIR`): `Ok(None)` when unset or empty.
-    pub fn from_env() -> Result<Option<ImpairConfig>, ImpairParseError> {
-        match std::env::var(ENV_VAR) {
-            Ok(spec) if !spec.trim().is_empty() => ImpairConfig::parse(&spec).map(Some),
-            Ok(_) | Err(std::env::VarError::NotPresent) => Ok(None),
-            Err(std::env::VarError::NotUnicode(_)) => Err(ImpairParseError::new(
-                ENV_VAR,
-                "the variable is not valid UTF-8",
-            )),
-        }
     }
 
     /// True when this configuration changes anything.

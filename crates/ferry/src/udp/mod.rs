@@ -9,8 +9,6 @@ pub mod crypto;
 pub mod frame;
 mod ids;
 pub mod impair;
-pub mod pacing;
-pub mod pool;
 pub mod receiver;
 pub mod refusal;
 pub mod sender;

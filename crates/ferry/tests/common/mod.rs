@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use ferry::{Delivery, IpVersion, Node, Qos, Transport, WaitStrategy};
+use ferry::{Delivery, Impairment, IpVersion, Node, NodeConfig, Qos, Transport, WaitStrategy};
 
 pub const ROLE: &str = "FERRY_TEST_ROLE";
 
@@ -94,9 +94,7 @@ pub fn parse_qos(s: &str) -> Qos {
                 qos = qos.multicast(ferry::MulticastGroup {
                     group: addr.ip(),
                     port: addr.port(),
-                    interface: ferry::sys::udp::MulticastInterface::V4(
-                        std::net::Ipv4Addr::LOCALHOST,
-                    ),
+                    interface: ferry::MulticastInterface::V4(std::net::Ipv4Addr::LOCALHOST),
                     ttl: 1,
                 });
             }
@@ -194,16 +192,20 @@ pub fn subscriber_count(domain: &str, topic: &str) -> usize {
 /// `child_entry` test that calls this).
 pub fn run_child() {
     let role = std::env::var(ROLE).expect("started without a role");
-    // Loss injection is configured per process, before any endpoint exists.
-    if !var("IMPAIR").is_empty() {
-        std::env::set_var("FERRY_IMPAIR", var("IMPAIR"));
-    }
     // Die with the test process, whatever happens to it.
     // SAFETY: prctl(PR_SET_PDEATHSIG) takes plain integers and affects only this process.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
     }
-    let node = Node::with_domain(&role, &var("DOMAIN")).unwrap();
+    // Loss injection is a setting of the node: every endpoint of this child applies it.
+    let impairment = Some(var("IMPAIR"))
+        .filter(|spec| !spec.is_empty())
+        .map(|spec| Impairment::parse(&spec).unwrap());
+    let config = NodeConfig::from_env()
+        .unwrap()
+        .with_domain(&var("DOMAIN"))
+        .with_impairment(impairment);
+    let node = Node::with_config(&role, config).unwrap();
     let qos = match (role.as_str(), var("PUB_QOS")) {
         ("publisher", q) if !q.is_empty() => parse_qos(&q),
         _ => parse_qos(&var("QOS")),

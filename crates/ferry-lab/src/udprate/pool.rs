@@ -18,8 +18,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::pacing::{interval_ns, Decision, Figures, Manager, ManagerConfig, Pacer, PacingMode};
-use crate::sys::monotonic_ns;
-use crate::sys::udp::{RecvBatch, SocketOptions, UdpSocket};
+use super::socket::{Options, RecvBatch, UdpSocket};
+use crate::os::monotonic_ns;
 
 /// How many threads a pool runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,11 +148,9 @@ fn flush(shared: &Shared, figures: &Mutex<Figures>, pacer: &mut Pacer) {
 }
 
 fn spawn_worker(shared: &Arc<Shared>, index: usize) -> io::Result<Worker> {
-    let opts = SocketOptions {
-        gso: false,
-        gro: false,
+    let opts = Options {
         send_buffer: Some(4 << 20),
-        ..SocketOptions::default()
+        ..Options::default()
     };
     let socket = UdpSocket::bind(any_addr(&shared.cfg.dst), &opts)?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -430,10 +428,12 @@ pub struct ReceiverPool {
 }
 
 fn spawn_rx(shared: &Arc<RxShared>, index: usize) -> io::Result<RxWorker> {
-    let opts = SocketOptions {
+    let opts = Options {
         reuse_port: true,
         recv_buffer: Some(4 << 20),
-        ..SocketOptions::default()
+        // A stop is seen within this.
+        recv_timeout: Some(Duration::from_millis(10)),
+        ..Options::default()
     };
     let socket = Arc::new(UdpSocket::bind(shared.addr, &opts)?);
     let stop = Arc::new(AtomicBool::new(false));
@@ -447,16 +447,14 @@ fn spawn_rx(shared: &Arc<RxShared>, index: usize) -> io::Result<RxWorker> {
     let handle = std::thread::Builder::new()
         .name(format!("ferry-rx-{index}"))
         .spawn(move || {
-            let mut batch = RecvBatch::for_socket(&sock);
+            let mut batch = RecvBatch::new();
             while !st.load(Ordering::Acquire) && !s.stop.load(Ordering::Acquire) {
-                let got = sock
-                    .recv_batch(&mut batch, Some(Duration::from_millis(20)))
-                    .unwrap_or(0);
+                let got = sock.recv_batch(&mut batch).unwrap_or(0);
                 if got == 0 {
                     continue;
                 }
                 let t = monotonic_ns();
-                let bytes: usize = batch.iter().map(|(_, d)| d.len()).sum();
+                let bytes: usize = batch.lens().iter().sum();
                 s.datagrams.fetch_add(got as u64, Ordering::Relaxed);
                 s.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
                 // A batch that came back full means the thread could not keep up with the socket;
@@ -494,9 +492,9 @@ impl ReceiverPool {
         // Resolve port 0 once so every socket binds the same port.
         let probe = UdpSocket::bind(
             addr,
-            &SocketOptions {
+            &Options {
                 reuse_port: true,
-                ..SocketOptions::default()
+                ..Options::default()
             },
         )?;
         let addr = probe.local_addr()?;
