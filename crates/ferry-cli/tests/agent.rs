@@ -1,5 +1,6 @@
-//! `ferry lab agent` end to end: a latency run whose peer runs through the agent (on loopback,
-//! and as root between two network namespaces joined by a veth pair, as two machines would be);
+//! `ferry lab agent` end to end: a latency run whose peer runs through the agent, over ferry's
+//! UDP (plain and with the domain key) and plain UDP sockets (on loopback, and as root between
+//! two network namespaces joined by a veth pair, as two machines would be);
 //! an agent refuses connections from addresses it was not told and labs that cannot prove its
 //! domain key. No timing is asserted; every process is bounded and killed if it overruns.
 
@@ -167,13 +168,13 @@ fn check_remote_results(json: &Path, transports: &[&str], agent: &str) {
 fn latency_runs_its_peer_through_an_agent_on_loopback() {
     let agent = Agent::start(&[], &["--listen", "127.0.0.1:0"], &[]);
     let json = tmp("loopback.json");
-    let mut args = vec!["--remote", &agent.address, "--transport", "raw-udp4"];
+    let mut args = vec!["--remote", &agent.address, "--transport", "udp4,raw-udp4"];
     args.extend(SMALL);
     args.extend(["--json", json.to_str().unwrap()]);
     let out = lab_latency(&[], &args, &[], Duration::from_secs(120));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}\nagent: {}", agent.log());
-    check_remote_results(&json, &["raw-udp4"], &agent.address);
+    check_remote_results(&json, &["udp4", "raw-udp4"], &agent.address);
     assert!(
         agent.log().contains("latency peer for 127.0.0.1"),
         "{}",
@@ -342,13 +343,15 @@ fn latency_across_two_namespaces_through_the_agent() {
         &[],
     );
     let json = tmp("netns.json");
-    let mut args = vec!["--remote", there.as_str(), "--transport", "raw-udp4"];
+    let transports = ["udp4", "udp4-key", "raw-udp4"];
+    let list = transports.join(",");
+    let mut args = vec!["--remote", there.as_str(), "--transport", &list];
     args.extend(SMALL);
     args.extend(["--json", json.to_str().unwrap()]);
     let out = lab_latency(&hosts.exec(0), &args, &[], Duration::from_secs(180));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}\nagent: {}", agent.log());
-    check_remote_results(&json, &["raw-udp4"], &there);
+    check_remote_results(&json, &transports, &there);
     assert!(
         agent.log().contains(&format!("latency peer for {here}")),
         "{}",

@@ -304,6 +304,8 @@ struct Ctx<'a> {
     warmups: Vec<usize>,
     /// Counts transport runs, to name their topics and objects uniquely.
     run_index: usize,
+    /// The two machines of a `--remote` run.
+    machines: Option<crate::TwoMachines>,
 }
 
 /// One-way latencies in ns, by transport, size and round (rounds are pushed in order).
@@ -333,6 +335,16 @@ fn run(args: &Config) -> Result<Measured<Latency>> {
                 .max(ring_capacity.map_or(0, |c| c.div_ceil(size)))
         })
         .collect();
+    let machines = args
+        .remote
+        .as_deref()
+        .map(crate::TwoMachines::resolve)
+        .transpose()?;
+    if let Some(m) = &machines {
+        if args.transports.iter().any(|t| t.kind() == Kind::Ferry) {
+            m.ipv4()?;
+        }
+    }
     let mut ctx = Ctx {
         args,
         domain,
@@ -340,6 +352,7 @@ fn run(args: &Config) -> Result<Measured<Latency>> {
         pinning: &pinning,
         warmups: warmups.clone(),
         run_index: 0,
+        machines,
     };
     note!(
         "ferry lab latency: {} transports × {} sizes × {} samples in {} rounds; {}",
@@ -470,13 +483,24 @@ fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result
             let qos = transport
                 .ferry_qos(ctx.max_size)
                 .expect("a ferry transport has a QoS");
-            let node = super::lab_node("lab-main", &ctx.domain, transport.keyed())?;
+            // Across two machines, each side's discovery reaches the other's.
+            let (here, there) = match &ctx.machines {
+                Some(m) => m.ipv4().map(|(h, t)| (Some(h), Some(t)))?,
+                None => (None, None),
+            };
+            let node = super::lab_node_reaching(
+                "lab-main",
+                &ctx.domain,
+                transport.keyed(),
+                super::discovery_reaching(there),
+            )?;
             let out = node.publisher(&ping, &qos)?;
             let inp = node.subscriber(&pong, &qos)?;
             request.ferry = Some(FerryTopics {
                 domain: ctx.domain.clone(),
                 ping,
                 pong,
+                main_host: here,
             });
             let mut peer = Peer::start::<Latency>(&request, &place)?;
             let mut end = FerryEnd {
@@ -521,10 +545,10 @@ fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result
                     let main = socket.local_addr()?;
                     (socket, main)
                 }
-                Some(agent) => {
+                Some(_) => {
                     // The address the agent's machine reaches this one at: the source address
                     // of a route to it.
-                    let here = crate::peer::local_address_towards(agent)?;
+                    let here = ctx.machines.as_ref().expect("resolved with --remote").here;
                     let socket = std::net::UdpSocket::bind((here, 0))
                         .context(format!("cannot bind a UDP socket on {here}"))?;
                     let main = socket.local_addr()?;
@@ -654,6 +678,8 @@ struct FerryTopics {
     domain: String,
     ping: String,
     pong: String,
+    /// On two machines: the main process's machine, which the peer's discovery reaches.
+    main_host: Option<std::net::Ipv4Addr>,
 }
 
 fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
@@ -666,14 +692,25 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
     let mut main_alive = link.watch();
     match args.transport.kind() {
         Kind::Ferry => {
-            let Some(FerryTopics { domain, ping, pong }) = &args.ferry else {
+            let Some(FerryTopics {
+                domain,
+                ping,
+                pong,
+                main_host,
+            }) = &args.ferry
+            else {
                 bail!("a ferry transport needs its domain and topics");
             };
             let qos = args
                 .transport
                 .ferry_qos(args.max_size)
                 .expect("a ferry transport has a QoS");
-            let node = super::lab_node("lab-peer", domain, args.transport.keyed())?;
+            let node = super::lab_node_reaching(
+                "lab-peer",
+                domain,
+                args.transport.keyed(),
+                super::discovery_reaching(*main_host),
+            )?;
             let inp = node.subscriber(ping, &qos)?;
             let out = node.publisher(pong, &qos)?;
             let mut end = FerryEnd {
@@ -682,6 +719,18 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
                 out_dir: Dir::Pong,
                 in_dir: Dir::Ping,
             };
+            // Answer only once the pong publisher serves the main process's subscriber: on
+            // another machine that takes a challenge round trip, and a reliable publisher keeps
+            // for a subscriber only what it sends after it has proven itself.
+            let deadline = Instant::now() + START_TIMEOUT;
+            while end.out.subscriber_count() == 0 {
+                end.inp.publisher_count();
+                main_alive()?;
+                if Instant::now() >= deadline {
+                    bail!("the main process's subscriber was not seen within {START_TIMEOUT:?}");
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
             echo(&mut end, &args, &mut main_alive)?;
             // The main process drops its publisher first (see `run_transport`): answer it until
             // it is gone, at most a few seconds.

@@ -123,6 +123,54 @@ pub fn lab_node(name: &str, domain: &str, keyed: bool) -> Result<ferry::Node> {
     lab_node_reaching(name, domain, keyed, ferry::DiscoveryConfig::default())
 }
 
+/// The discovery port of the lab's runs across two machines (or namespaces): one per host, apart
+/// from ferry's default, so that a lab run and the machine's own applications do not hear each
+/// other.
+pub const TWO_HOST_DISCOVERY_PORT: u16 = 7651;
+
+/// Discovery that announces to the lab process on the machine at `other`, and hears only it;
+/// with `None`, discovery reaches no other host.
+pub fn discovery_reaching(other: Option<std::net::Ipv4Addr>) -> ferry::DiscoveryConfig {
+    let mut config = ferry::DiscoveryConfig::default();
+    if let Some(ip) = other {
+        config.port = TWO_HOST_DISCOVERY_PORT;
+        config.peers = vec![std::net::SocketAddr::from((ip, TWO_HOST_DISCOVERY_PORT))];
+    }
+    config
+}
+
+/// The two machines of a run through `ferry lab agent`, as each reaches the other.
+#[derive(Debug, Clone)]
+pub struct TwoMachines {
+    /// The agent, as given (`HOST[:PORT]`).
+    pub agent: String,
+    /// The agent's machine.
+    pub there: std::net::IpAddr,
+    /// This machine, on the way there.
+    pub here: std::net::IpAddr,
+}
+
+impl TwoMachines {
+    pub fn resolve(agent: &str) -> Result<TwoMachines> {
+        Ok(TwoMachines {
+            agent: agent.to_owned(),
+            there: peer::agent_address(agent)?.ip(),
+            here: peer::local_address_towards(agent)?,
+        })
+    }
+
+    /// Both addresses as IPv4, which ferry's discovery needs.
+    pub fn ipv4(&self) -> Result<(std::net::Ipv4Addr, std::net::Ipv4Addr)> {
+        match (self.here.to_canonical(), self.there.to_canonical()) {
+            (std::net::IpAddr::V4(here), std::net::IpAddr::V4(there)) => Ok((here, there)),
+            _ => bail!(
+                "--remote {}: ferry's UDP transports find each other over IPv4; give the other machine's IPv4 address",
+                self.agent
+            ),
+        }
+    }
+}
+
 /// As [`lab_node`], with discovery set to `discovery` (the other machine of a two-host run);
 /// nothing of the node comes from `FERRY_*` variables, so that a run measures what it says.
 pub fn lab_node_reaching(
