@@ -92,6 +92,17 @@ impl Drop for Agent {
 
 /// Runs `prefix ferry lab latency ARGS`, killed after `limit`.
 fn lab_latency(prefix: &[&str], args: &[&str], env: &[(&str, &Path)], limit: Duration) -> Output {
+    lab(prefix, "latency", args, env, limit)
+}
+
+/// Runs `prefix ferry lab EXPERIMENT ARGS`, killed after `limit`.
+fn lab(
+    prefix: &[&str],
+    experiment: &str,
+    args: &[&str],
+    env: &[(&str, &Path)],
+    limit: Duration,
+) -> Output {
     let ferry = env!("CARGO_BIN_EXE_ferry");
     let mut cmd = match prefix.split_first() {
         Some((first, rest)) => {
@@ -101,7 +112,7 @@ fn lab_latency(prefix: &[&str], args: &[&str], env: &[(&str, &Path)], limit: Dur
         }
         None => Command::new(ferry),
     };
-    cmd.args(["lab", "latency"])
+    cmd.args(["lab", experiment])
         .args(args)
         .env_remove("FERRY_KEY_FILE")
         .env("CI", "true")
@@ -120,7 +131,7 @@ fn lab_latency(prefix: &[&str], args: &[&str], env: &[(&str, &Path)], limit: Dur
         if Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("ferry lab latency {args:?} ran past {limit:?}");
+            panic!("ferry lab {experiment} {args:?} ran past {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -177,6 +188,80 @@ fn latency_runs_its_peer_through_an_agent_on_loopback() {
     check_remote_results(&json, &["udp4", "raw-udp4"], &agent.address);
     assert!(
         agent.log().contains("latency peer for 127.0.0.1"),
+        "{}",
+        agent.log()
+    );
+}
+
+/// Checks a remote throughput run: every transport delivered, the peer recorded as remote.
+fn check_remote_throughput(json: &Path, transports: &[&str], agent: &str) {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(json).expect("results written"))
+        .expect("results JSON");
+    let _ = std::fs::remove_file(json);
+    assert_eq!(v["request"]["remote"], agent);
+    let rows = v["rows"].as_array().expect("rows");
+    for t in transports {
+        let row = rows
+            .iter()
+            .find(|r| r["transport"] == *t)
+            .unwrap_or_else(|| panic!("no {t} row in {rows:?}"));
+        assert!(
+            row["messages_delivered"].as_u64().is_some_and(|d| d > 0),
+            "{row}"
+        );
+    }
+}
+
+#[test]
+fn throughput_and_udp_rate_run_their_receivers_through_an_agent_on_loopback() {
+    let agent = Agent::start(&[], &["--listen", "127.0.0.1:0"], &[]);
+    let json = tmp("throughput.json");
+    let args = [
+        "--remote",
+        &agent.address,
+        "--transport",
+        "udp4,raw-udp4",
+        "--sizes",
+        "1K",
+        "--duration",
+        "0.3",
+        "--rounds",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let out = lab(&[], "throughput", &args, &[], Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}\nagent: {}", agent.log());
+    check_remote_throughput(&json, &["udp4", "raw-udp4"], &agent.address);
+
+    let json = tmp("udp-rate.json");
+    let args = [
+        "--remote",
+        &agent.address,
+        "--threads",
+        "1",
+        "--mss",
+        "1472",
+        "--rate",
+        "100M",
+        "--duration",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let out = lab(&[], "udp-rate", &args, &[], Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}\nagent: {}", agent.log());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let row = &v["rows"][0];
+    assert!(
+        row["achieved_bps"].as_f64().is_some_and(|b| b > 0.0),
+        "{row}"
+    );
+    assert!(
+        agent.log().contains("udp-rate peer for 127.0.0.1"),
         "{}",
         agent.log()
     );
@@ -332,7 +417,7 @@ impl Drop for TwoHosts {
 
 #[test]
 #[ignore = "needs root"]
-fn latency_across_two_namespaces_through_the_agent() {
+fn latency_and_throughput_across_two_namespaces_through_the_agent() {
     let hosts = TwoHosts::new();
     let here = hosts.address(0);
     let there = hosts.address(1);
@@ -357,4 +442,30 @@ fn latency_across_two_namespaces_through_the_agent() {
         "{}",
         agent.log()
     );
+
+    let json = tmp("netns-throughput.json");
+    let args = [
+        "--remote",
+        there.as_str(),
+        "--transport",
+        "udp4,udp4-key,raw-udp4",
+        "--sizes",
+        "1K",
+        "--duration",
+        "0.3",
+        "--rounds",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let out = lab(
+        &hosts.exec(0),
+        "throughput",
+        &args,
+        &[],
+        Duration::from_secs(180),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}\nagent: {}", agent.log());
+    check_remote_throughput(&json, &["udp4", "udp4-key", "raw-udp4"], &there);
 }

@@ -119,10 +119,10 @@ impl Transport {
     /// it cannot.
     fn remote_refusal(self) -> Option<&'static str> {
         match self {
-            Transport::RawUdp4 => None,
+            Transport::RawUdp4 | Transport::Udp4 | Transport::Udp4Key => None,
             Transport::Shm => Some("shared memory cannot reach another machine"),
-            Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => Some(
-                "ferry's nodes cannot be told the other machine's address yet, so ferry's UDP transports (udp4, udp4-key, udp6) run on one machine only for now",
+            Transport::Udp6 => Some(
+                "ferry's discovery finds other machines over IPv4, so udp6 runs on one machine",
             ),
             Transport::Iperf3 | Transport::Sockperf => {
                 Some("the lab starts this tool's server on this machine only")
@@ -306,7 +306,7 @@ fn validate(args: &Config) -> Result<()> {
         for &t in &args.transports {
             if let Some(why) = t.remote_refusal() {
                 bail!(
-                    "--remote {agent}: {} cannot run with its subscriber on another machine ({why}); with --remote, use --transport raw-udp4",
+                    "--remote {agent}: {} cannot run with its subscriber on another machine ({why}); with --remote, use udp4, udp4-key or raw-udp4",
                     t.name()
                 );
             }
@@ -540,7 +540,7 @@ impl Remote {
     fn resolve(agent: &str) -> Result<Remote> {
         let target = crate::peer::agent_address(agent)?;
         if !target.is_ipv4() {
-            bail!("--remote {agent}: raw-udp4 needs an IPv4 address of the other machine");
+            bail!("--remote {agent}: give an IPv4 address of the other machine (ferry's discovery and raw-udp4 run over IPv4)");
         }
         Ok(Remote {
             agent: agent.to_owned(),
@@ -858,7 +858,20 @@ fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Mea
     let args = ctx.args;
     let topic = format!("tp{}", ctx.run_index);
     let qos = ferry_qos(transport, size, args.delivery, args.wait);
-    let mut node = super::lab_node("lab-main", &ctx.domain, transport == Transport::Udp4Key)?;
+    // Across two machines, each side's discovery reaches the other's.
+    let (here, there) = match &ctx.remote {
+        Some(r) => match (r.here.to_canonical(), r.ip.to_canonical()) {
+            (IpAddr::V4(h), IpAddr::V4(t)) => (Some(h), Some(t)),
+            _ => bail!("--remote {}: ferry's discovery runs over IPv4", r.agent),
+        },
+        None => (None, None),
+    };
+    let mut node = super::lab_node_reaching(
+        "lab-main",
+        &ctx.domain,
+        transport == Transport::Udp4Key,
+        super::discovery_reaching(there),
+    )?;
     // The loss is injected by the publisher's node alone (a setting of that node: the peer
     // process, a node of its own, subscribes unimpaired).
     if let Some(spec) = impair_spec(args.loss).filter(|_| transport.is_ferry_udp()) {
@@ -875,6 +888,7 @@ fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Mea
     request.ferry = Some(FerryTopic {
         domain: ctx.domain.clone(),
         topic: topic.clone(),
+        main_host: here,
     });
     peer = Peer::start::<Throughput>(&request, &ctx.place())?;
     await_ready(&mut peer)?;
@@ -997,6 +1011,8 @@ pub struct PeerRequest {
 struct FerryTopic {
     domain: String,
     topic: String,
+    /// On two machines: the main process's machine, which the peer's discovery reaches.
+    main_host: Option<std::net::Ipv4Addr>,
 }
 
 /// Whether a receive came back empty-handed (a timeout or a signal) rather than failing.
@@ -1022,12 +1038,22 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
     let reliable = args.delivery == Delivery::Reliable;
     match args.transport {
         Transport::Shm | Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => {
-            let Some(FerryTopic { domain, topic }) = &args.ferry else {
+            let Some(FerryTopic {
+                domain,
+                topic,
+                main_host,
+            }) = &args.ferry
+            else {
                 bail!("a ferry transport needs its domain and topic");
             };
             let qos = ferry_qos(args.transport, args.size, args.delivery, args.wait);
             let keyed = args.transport == Transport::Udp4Key;
-            let node = super::lab_node("lab-peer", domain, keyed)?;
+            let node = super::lab_node_reaching(
+                "lab-peer",
+                domain,
+                keyed,
+                super::discovery_reaching(*main_host),
+            )?;
             let mut sub = node.subscriber(topic, &qos)?;
             link.report(&PeerReport::Ready { port: None })?;
             let mut ending = Ending::new(if reliable {
