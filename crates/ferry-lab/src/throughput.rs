@@ -1514,7 +1514,29 @@ impl Experiment for Throughput {
     }
 
     fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
-        summary(&results.rows)
+        let mut lines = summary(&results.rows);
+        // A baseline that could not run says so, with what adds it.
+        let missing: Vec<&str> = results
+            .config
+            .transports
+            .iter()
+            .filter_map(|t| t.program())
+            .filter(|p| !results.config.tools.contains_key(*p))
+            .collect();
+        if !missing.is_empty() {
+            lines.push(SummaryLine {
+                what: format!("third-party baselines ({})", missing.join(", ")),
+                ferry: "–".to_owned(),
+                floor: None,
+                best_peer: Some(format!(
+                    "not measured: {} not installed on this machine; add them with `sudo {}`",
+                    missing.join(" and "),
+                    tools::INSTALL_HINT
+                )),
+                study: None,
+            });
+        }
+        lines
     }
 }
 
@@ -1712,7 +1734,7 @@ pub(crate) fn example() -> Results<Throughput> {
             wmem_default: None,
             wmem_max: None,
         },
-        tools: BTreeMap::new(),
+        tools: BTreeMap::from([("iperf3".to_owned(), Some("3.16".to_owned()))]),
         started_unix_s: 0,
     };
     Results::new(crate::Machine::probe(), config, Measured { setup, rows })
@@ -1877,6 +1899,26 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_tool_is_named_in_the_summary_with_the_command_that_adds_it() {
+        let mut results = example();
+        assert!(
+            !Throughput::summary(&results)
+                .iter()
+                .any(|l| l.what.starts_with("third-party")),
+            "iperf3 ran in the example"
+        );
+        results.config.tools.clear();
+        let lines = Throughput::summary(&results);
+        let line = lines
+            .iter()
+            .find(|l| l.what.starts_with("third-party"))
+            .expect("a line for the missing tool");
+        let says = line.best_peer.as_deref().unwrap_or_default();
+        assert!(says.contains("iperf3 not installed"), "{says}");
+        assert!(says.contains("apt-get install iperf3 sockperf"), "{says}");
+    }
+
+    #[test]
     fn example_results_read_back_and_draw() {
         let results = example();
         let value = serde_json::to_value(&results).unwrap();
@@ -1913,20 +1955,17 @@ mod tests {
     }
 
     #[test]
-    fn remote_runs_take_raw_udp_only() {
+    fn remote_runs_take_ipv4_udp_only() {
         let remote = |t: Transport| Config {
             transports: vec![t],
             remote: Some("10.0.0.2".to_owned()),
             ..Config::default()
         };
-        assert!(validate(&remote(Transport::RawUdp4)).is_ok());
-        for t in [Transport::Udp4, Transport::Udp4Key, Transport::Udp6] {
-            let e = validate(&remote(t)).unwrap_err().to_string();
-            assert!(
-                e.contains("udp4, udp4-key, udp6") && e.contains("raw-udp4"),
-                "{e}"
-            );
+        for t in [Transport::RawUdp4, Transport::Udp4, Transport::Udp4Key] {
+            assert!(validate(&remote(t)).is_ok(), "{}", t.name());
         }
+        let e = validate(&remote(Transport::Udp6)).unwrap_err().to_string();
+        assert!(e.contains("over IPv4") && e.contains("raw-udp4"), "{e}");
         for t in [Transport::Shm, Transport::Iperf3, Transport::Sockperf] {
             let e = validate(&remote(t)).unwrap_err().to_string();
             assert!(
