@@ -5,90 +5,14 @@
 //! domain key. No timing is asserted; every process is bounded and killed if it overruns.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn tmp(name: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    // Relaxed: only uniqueness matters.
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!(
-        "ferry-agent-test-{}-{name}-{n}",
-        std::process::id()
-    ))
-}
-
-/// A running agent, killed when dropped; its log goes to a file.
-struct Agent {
-    child: Child,
-    log: PathBuf,
-    /// Where it listens, from its first line.
-    address: String,
-}
-
-impl Agent {
-    /// Starts `ferry lab agent ARGS` (through `prefix`, e.g. `ip netns exec NS`), and waits
-    /// for it to say where it listens.
-    fn start(prefix: &[&str], args: &[&str], env: &[(&str, &Path)]) -> Agent {
-        let log = tmp("agent-log");
-        let ferry = env!("CARGO_BIN_EXE_ferry");
-        let mut cmd = match prefix.split_first() {
-            Some((first, rest)) => {
-                let mut c = Command::new(first);
-                c.args(rest).arg(ferry);
-                c
-            }
-            None => Command::new(ferry),
-        };
-        cmd.args(["lab", "agent"])
-            .args(args)
-            .env_remove("FERRY_KEY_FILE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"));
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("start the agent");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            if let Some(rest) = text.split("listening on ").nth(1) {
-                let address = rest
-                    .split([',', ' ', '\n'])
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned();
-                return Agent {
-                    child,
-                    log,
-                    address,
-                };
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("the agent exited ({status}): {text}");
-            }
-            assert!(Instant::now() < deadline, "the agent did not start: {text}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.log);
-    }
-}
+mod common;
+use common::{tmp_path as tmp, Agent};
 
 /// Runs `prefix ferry lab latency ARGS`, killed after `limit`.
 fn lab_latency(prefix: &[&str], args: &[&str], env: &[(&str, &Path)], limit: Duration) -> Output {
@@ -177,7 +101,7 @@ fn check_remote_results(json: &Path, transports: &[&str], agent: &str) {
 
 #[test]
 fn latency_runs_its_peer_through_an_agent_on_loopback() {
-    let agent = Agent::start(&[], &["--listen", "127.0.0.1:0"], &[]);
+    let agent = Agent::here(&["--listen", "127.0.0.1:0"]);
     let json = tmp("loopback.json");
     let mut args = vec!["--remote", &agent.address, "--transport", "udp4,raw-udp4"];
     args.extend(SMALL);
@@ -214,7 +138,7 @@ fn check_remote_throughput(json: &Path, transports: &[&str], agent: &str) {
 
 #[test]
 fn throughput_and_udp_rate_run_their_receivers_through_an_agent_on_loopback() {
-    let agent = Agent::start(&[], &["--listen", "127.0.0.1:0"], &[]);
+    let agent = Agent::here(&["--listen", "127.0.0.1:0"]);
     let json = tmp("throughput.json");
     let args = [
         "--remote",
@@ -269,11 +193,7 @@ fn throughput_and_udp_rate_run_their_receivers_through_an_agent_on_loopback() {
 
 #[test]
 fn an_agent_refuses_addresses_it_was_not_told() {
-    let agent = Agent::start(
-        &[],
-        &["--listen", "127.0.0.1:0", "--allow", "192.0.2.1"],
-        &[],
-    );
+    let agent = Agent::here(&["--listen", "127.0.0.1:0", "--allow", "192.0.2.1"]);
     let mut args = vec!["--remote", &agent.address, "--transport", "raw-udp4"];
     args.extend(SMALL);
     let out = lab_latency(&[], &args, &[], Duration::from_secs(60));
@@ -293,16 +213,12 @@ fn an_agent_with_a_key_serves_only_a_lab_that_proves_it() {
     let other = tmp("other-key");
     std::fs::write(&key, [7u8; 32]).unwrap();
     std::fs::write(&other, [8u8; 32]).unwrap();
-    let agent = Agent::start(
-        &[],
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--key-file",
-            key.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let agent = Agent::here(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--key-file",
+        key.to_str().unwrap(),
+    ]);
     let mut args = vec!["--remote", &agent.address, "--transport", "raw-udp4"];
     args.extend(SMALL);
 
@@ -342,6 +258,52 @@ fn an_agent_with_a_key_serves_only_a_lab_that_proves_it() {
     }
 }
 
+/// Talks to an agent as a hostile lab would: sends `hello` and returns the agent's last line.
+fn ask_agent(address: &str, hello: &str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let mut stream = std::net::TcpStream::connect(address).expect("connect to the agent");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut greeting = String::new();
+    reader.read_line(&mut greeting).unwrap();
+    assert!(greeting.contains("ferry lab agent"), "{greeting}");
+    writeln!(stream, "{hello}").unwrap();
+    let mut last = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return last;
+        }
+        last = line;
+    }
+}
+
+#[test]
+fn an_agent_runs_nothing_that_belongs_to_one_machine() {
+    let agent = Agent::here(&["--listen", "127.0.0.1:0"]);
+    // An experiment with no peer on another machine (its apps would run in this host's cgroups).
+    let last = ask_agent(&agent.address, r#"{"experiment":"cycle","request":{}}"#);
+    assert!(last.contains("runs on one machine"), "{last}");
+    // A transport that names this machine's shared memory.
+    let last = ask_agent(
+        &agent.address,
+        r#"{"experiment":"latency","request":{"transport":"raw-spin","sizes":[32],"counts":[1],"cpu":null,"max_size":32,"ferry":null,"shm":"some-object","udp":null}}"#,
+    );
+    assert!(last.contains("cannot reach another machine"), "{last}");
+    // Sizes beyond every bound, and junk.
+    let last = ask_agent(
+        &agent.address,
+        r#"{"experiment":"latency","request":{"transport":"raw-udp4","sizes":[32],"counts":[1],"cpu":null,"max_size":99999999999,"ferry":null,"shm":null,"udp":"127.0.0.1:9"}}"#,
+    );
+    assert!(last.contains("out of range"), "{last}");
+    let last = ask_agent(&agent.address, "not json");
+    assert!(last.contains("unreadable request"), "{last}");
+    let log = agent.log();
+    assert!(log.contains("refused"), "{log}");
+}
+
 #[test]
 fn a_bad_remote_is_refused_with_a_reason() {
     let mut args = vec!["--remote", "127.0.0.1:1", "--transport", "raw-udp4"];
@@ -361,79 +323,36 @@ fn a_bad_remote_is_refused_with_a_reason() {
     assert!(stderr.contains("cannot reach another machine"), "{stderr}");
 }
 
-/// Two network namespaces joined by a veth pair: two hosts, 10.77.<n>.1 and 10.77.<n>.2.
-struct TwoHosts {
-    names: [String; 2],
-}
-
-impl TwoHosts {
-    fn new() -> TwoHosts {
-        let n = std::process::id() % 200 + 20;
-        let names = [format!("ferry-ag-a{n}"), format!("ferry-ag-b{n}")];
-        let ip = |args: &[&str]| {
-            let out = Command::new("ip").args(args).output().expect("run ip");
-            assert!(
-                out.status.success(),
-                "ip {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        for ns in &names {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-            ip(&["netns", "add", ns]);
-        }
-        let (a, b) = (&names[0], &names[1]);
-        ip(&[
-            "link", "add", "fag-a", "netns", a, "type", "veth", "peer", "name", "fag-b", "netns", b,
-        ]);
-        let hosts = TwoHosts {
-            names: names.clone(),
-        };
-        for (ns, dev, addr) in [(a, "fag-a", 1), (b, "fag-b", 2)] {
-            let cidr = format!("10.77.{n}.{addr}/24");
-            ip(&["-n", ns, "addr", "add", &cidr, "dev", dev]);
-            ip(&["-n", ns, "link", "set", dev, "up"]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        hosts
-    }
-
-    fn address(&self, host: usize) -> String {
-        format!("10.77.{}.{}", std::process::id() % 200 + 20, host + 1)
-    }
-
-    fn exec(&self, host: usize) -> [&str; 4] {
-        ["ip", "netns", "exec", &self.names[host]]
-    }
-}
-
-impl Drop for TwoHosts {
-    fn drop(&mut self) {
-        for ns in &self.names {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
 #[test]
 #[ignore = "needs root"]
 fn latency_and_throughput_across_two_namespaces_through_the_agent() {
-    let hosts = TwoHosts::new();
-    let here = hosts.address(0);
-    let there = hosts.address(1);
+    let missing = ferry_lab::netns::missing(false);
+    assert!(
+        missing.is_empty(),
+        "two namespaces need {missing:?}; CI runs this test as root with iproute2"
+    );
+    let pair = ferry_lab::netns::Pair::create(&ferry_lab::netns::Spec {
+        prefix: "ferry-agent-test-",
+        device: "fat",
+        net: 205,
+        rate: None,
+    })
+    .expect("two network namespaces");
+    let (here, there) = (pair.addr[0].to_string(), pair.addr[1].to_string());
     let listen = format!("{there}:7447");
     let agent = Agent::start(
-        &hosts.exec(1),
+        pair.command(1, env!("CARGO_BIN_EXE_ferry")),
         &["--listen", &listen, "--allow", &here],
-        &[],
     );
+    let ip = pair.ip().to_str().expect("a UTF-8 path").to_owned();
+    let in_a = [ip.as_str(), "netns", "exec", pair.ns[0].as_str()];
     let json = tmp("netns.json");
     let transports = ["udp4", "udp4-key", "raw-udp4"];
     let list = transports.join(",");
     let mut args = vec!["--remote", there.as_str(), "--transport", &list];
     args.extend(SMALL);
     args.extend(["--json", json.to_str().unwrap()]);
-    let out = lab_latency(&hosts.exec(0), &args, &[], Duration::from_secs(180));
+    let out = lab_latency(&in_a, &args, &[], Duration::from_secs(180));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}\nagent: {}", agent.log());
     check_remote_results(&json, &transports, &there);
@@ -458,13 +377,7 @@ fn latency_and_throughput_across_two_namespaces_through_the_agent() {
         "--json",
         json.to_str().unwrap(),
     ];
-    let out = lab(
-        &hosts.exec(0),
-        "throughput",
-        &args,
-        &[],
-        Duration::from_secs(180),
-    );
+    let out = lab(&in_a, "throughput", &args, &[], Duration::from_secs(180));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}\nagent: {}", agent.log());
     check_remote_throughput(&json, &["udp4", "udp4-key", "raw-udp4"], &there);

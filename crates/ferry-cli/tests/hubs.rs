@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 use ferry_lab::netns::{self, find_tool};
 use serde_json::Value;
 
+mod common;
+use common::Agent;
+
 fn tmp(name: &str, ext: &str) -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     // Relaxed: only uniqueness matters.
@@ -343,63 +346,6 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// A `ferry lab agent` started for a test (in a network namespace, or here on loopback); killed
-/// when dropped.
-struct Agent {
-    child: std::process::Child,
-    log: PathBuf,
-}
-
-impl Agent {
-    /// Starts `ferry lab agent ARGS` with `command` and waits until it listens.
-    fn start(mut command: Command, args: &[&str]) -> Agent {
-        let log = tmp("agent", "txt");
-        let child = command
-            .args(["lab", "agent"])
-            .args(args)
-            .env_remove("FERRY_KEY_FILE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("agent log"))
-            .spawn()
-            .expect("start ferry lab agent");
-        let mut agent = Agent { child, log };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !agent.said().contains("listening on") {
-            if let Some(status) = agent.child.try_wait().expect("wait") {
-                panic!("the agent exited ({status}): {}", agent.said());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the agent did not listen: {}",
-                agent.said()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        agent
-    }
-
-    fn said(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.log);
-    }
-}
-
-/// A free TCP port on loopback (free a moment ago).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 /// The processes' hosts and the edges' paths of a measured two-host row of 3 hubs.
 fn check_two_host_row(row: &Value) {
     let hosts: Vec<&str> = row["processes"]
@@ -421,12 +367,8 @@ fn check_two_host_row(row: &Value) {
 #[test]
 fn the_odd_hubs_run_through_a_lab_agent() {
     // The agent on loopback stands for another machine: the odd hubs are its processes.
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let agent = Agent::start(
-        Command::new(env!("CARGO_BIN_EXE_ferry")),
-        &["--listen", &listen],
-    );
+    let agent = Agent::here(&["--listen", "127.0.0.1:0"]);
+    let listen = agent.address.clone();
     let json = tmp("agent-loopback", "json");
     let out = lab_hubs(
         &[
@@ -466,7 +408,7 @@ fn the_odd_hubs_run_through_a_lab_agent() {
         check_two_host_row(row);
         assert_eq!(paths(row), ["udp", "udp", "udp"], "{row}");
     }
-    let said = agent.said();
+    let said = agent.log();
     assert!(said.contains("hubs peer for"), "{said}");
 }
 
@@ -616,7 +558,7 @@ fn two_hosts_through_a_lab_agent_across_namespaces() {
         };
         assert_eq!(paths(row), want, "{row}");
     }
-    let said = agent.said();
+    let said = agent.log();
     assert!(said.contains("hubs peer for"), "{said}");
     drop(agent);
     let ns = pair.ns.clone();

@@ -236,10 +236,19 @@ fn job(mut stream: TcpStream, config: &AgentConfig, counters: &Counters) -> Resu
             return Err(Error::msg(format!("refused an unreadable request: {e}")));
         }
     };
-    if let Err(e) = crate::experiment::find(&hello.experiment) {
+    let refusal = match crate::experiment::find(&hello.experiment) {
+        Err(e) => Some(e.to_string()),
+        Ok(e) if !e.across_machines() => Some(format!(
+            "the {} experiment runs on one machine; this agent serves {}",
+            e.name(),
+            crate::experiment::across_machines().join(", ")
+        )),
+        Ok(_) => None,
+    };
+    if let Some(why) = refusal {
         counters.refused_request.fetch_add(1, Ordering::Relaxed);
-        let _ = send_line(&mut stream, &Reply::Error(e.to_string()));
-        return Err(e);
+        let _ = send_line(&mut stream, &Reply::Error(why.clone()));
+        return Err(Error::msg(format!("refused: {why}")));
     }
     counters.served.fetch_add(1, Ordering::Relaxed);
     crate::note!(
@@ -252,7 +261,7 @@ fn job(mut stream: TcpStream, config: &AgentConfig, counters: &Counters) -> Resu
     let exe = std::env::current_exe().context("cannot find the ferry executable")?;
     let mut child = crate::spawn_child(
         Command::new(&exe)
-            .arg("lab-peer")
+            .args(["lab-peer", "--for-agent"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit()),
@@ -283,8 +292,18 @@ fn job(mut stream: TcpStream, config: &AgentConfig, counters: &Counters) -> Resu
             break;
         }
     }
-    let _ = child.kill();
-    let status = child.wait()?;
+    // The peer's output ended: it is exiting. Give it a moment to finish its own cleanup.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            break child.wait()?;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
     if !last_word {
         let _ = send_line(
             &mut stream,

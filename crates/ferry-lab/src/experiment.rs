@@ -32,6 +32,9 @@ pub trait Experiment: Sized + 'static {
     const NAME: &'static str;
     /// What it measures, for the report's heading.
     const TITLE: &'static str;
+    /// Whether its peer may run on another machine (`--remote`, through `ferry lab agent`); the
+    /// agent refuses the others.
+    const ACROSS_MACHINES: bool = false;
 
     /// What the user asks for. `Default` is what `ferry lab NAME` measures without options.
     type Config: Serialize + DeserializeOwned + JsonSchema + Default + Clone + Debug;
@@ -166,6 +169,8 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 pub trait Registered: Sync {
     fn name(&self) -> &'static str;
     fn title(&self) -> &'static str;
+    /// Whether its peer may run on another machine.
+    fn across_machines(&self) -> bool;
     /// Serves a peer request (JSON) in this process.
     fn serve_peer(&self, request: Value, link: &mut PeerLink) -> Result<()>;
     /// The report section of results read back as JSON.
@@ -185,6 +190,10 @@ impl<E: Experiment> Registered for Entry<E> {
 
     fn title(&self) -> &'static str {
         E::TITLE
+    }
+
+    fn across_machines(&self) -> bool {
+        E::ACROSS_MACHINES
     }
 
     fn serve_peer(&self, request: Value, link: &mut PeerLink) -> Result<()> {
@@ -226,6 +235,15 @@ registry![
     crate::udprate::UdpRate,
     crate::cycle::Cycle,
 ];
+
+/// The experiments whose peer may run on another machine.
+pub fn across_machines() -> Vec<&'static str> {
+    REGISTRY
+        .iter()
+        .filter(|e| e.across_machines())
+        .map(|e| e.name())
+        .collect()
+}
 
 /// The experiment named `name`.
 pub fn find(name: &str) -> Result<&'static dyn Registered> {

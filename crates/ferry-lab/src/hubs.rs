@@ -1972,6 +1972,7 @@ fn summary(results: &Results<Hubs>) -> Vec<SummaryLine> {
 impl Experiment for Hubs {
     const NAME: &'static str = "hubs";
     const TITLE: &'static str = "Roundtrip and Flood over a ring of hubs";
+    const ACROSS_MACHINES: bool = true;
     type Config = Config;
     type Setup = Setup;
     type Row = Row;

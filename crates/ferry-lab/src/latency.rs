@@ -683,11 +683,20 @@ struct FerryTopics {
 }
 
 fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
+    if link.for_agent() && !args.transport.crosses_hosts() {
+        bail!(
+            "{} cannot reach another machine; an agent serves udp4, udp4-key and raw-udp4",
+            args.transport.name()
+        );
+    }
+    if args.counts.len() != args.sizes.len() || args.sizes.is_empty() {
+        bail!("the peer request needs one count per size");
+    }
+    if args.max_size > MAX_SIZE || args.sizes.iter().any(|&s| s == 0 || s > args.max_size) {
+        bail!("the peer request's sizes are out of range (1 byte to {MAX_SIZE})");
+    }
     if let Some(cpu) = args.cpu {
         super::pin_to(cpu)?;
-    }
-    if args.counts.len() != args.sizes.len() {
-        bail!("the peer request needs one count per size");
     }
     let mut main_alive = link.watch();
     match args.transport.kind() {
@@ -926,6 +935,7 @@ fn build_rows(args: &Config, samples: &mut Samples) -> Vec<Row> {
 impl Experiment for Latency {
     const NAME: &'static str = "latency";
     const TITLE: &'static str = "One-way latency";
+    const ACROSS_MACHINES: bool = true;
     type Config = Config;
     type Setup = Setup;
     type Row = Row;

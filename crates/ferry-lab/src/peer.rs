@@ -468,6 +468,8 @@ pub fn with_default_port(agent: &str) -> String {
 
 /// The peer's end of the control channel: the main side's commands in, reports out.
 pub struct PeerLink {
+    /// Started by `ferry lab agent` for a lab on another machine.
+    for_agent: bool,
     input: Receiver<Result<String>>,
     /// Set once the main side's input ended.
     main_gone: Arc<AtomicBool>,
@@ -475,12 +477,23 @@ pub struct PeerLink {
 }
 
 impl PeerLink {
-    fn new(input: Receiver<Result<String>>, out: Box<dyn Write + Send>) -> PeerLink {
+    fn new(
+        input: Receiver<Result<String>>,
+        out: Box<dyn Write + Send>,
+        for_agent: bool,
+    ) -> PeerLink {
         PeerLink {
+            for_agent,
             input,
             main_gone: Arc::new(AtomicBool::new(false)),
             out,
         }
+    }
+
+    /// Whether this peer serves a lab on another machine (started by `ferry lab agent`): it
+    /// then refuses what only makes sense on one machine (shared memory, local names).
+    pub fn for_agent(&self) -> bool {
+        self.for_agent
     }
 
     /// Sends the main side a report.
@@ -547,22 +560,34 @@ pub const MAIN_GONE: &str = "the lab's main side went away";
 
 /// `ferry lab-peer`: serves one peer request from standard input, answering on standard
 /// output. The exit status says whether it succeeded; the last line says why not.
-pub fn serve_stdio() -> Result<()> {
+/// `for_agent`: started by `ferry lab agent` for a lab on another machine.
+pub fn serve_stdio(for_agent: bool) -> Result<()> {
     let input = reader_thread(std::io::stdin());
     let out: Box<dyn Write + Send> = Box::new(std::io::stdout());
-    serve(input, out)
+    serve(input, out, for_agent)
 }
 
-fn serve(input: Receiver<Result<String>>, out: Box<dyn Write + Send>) -> Result<()> {
+fn serve(
+    input: Receiver<Result<String>>,
+    out: Box<dyn Write + Send>,
+    for_agent: bool,
+) -> Result<()> {
     let first = match input.recv_timeout(Duration::from_secs(30)) {
         Ok(line) => line?,
         Err(_) => return Err(Error::msg("no peer request came in 30 s")),
     };
-    let mut link = PeerLink::new(input, out);
+    let mut link = PeerLink::new(input, out, for_agent);
     let outcome = (|| {
         let hello: Hello =
             serde_json::from_str(&first).context("the peer request cannot be read")?;
         let experiment = crate::experiment::find(&hello.experiment)?;
+        if for_agent && !experiment.across_machines() {
+            return Err(Error::msg(format!(
+                "the {} experiment runs on one machine; an agent serves {}",
+                experiment.name(),
+                crate::experiment::across_machines().join(", ")
+            )));
+        }
         experiment.serve_peer(hello.request, &mut link)
     })();
     let last = match &outcome {
@@ -638,7 +663,7 @@ mod tests {
                 Ok(())
             }
         }
-        let err = serve(rx, Box::new(Shared(out.clone()))).unwrap_err();
+        let err = serve(rx, Box::new(Shared(out.clone())), false).unwrap_err();
         assert!(err.to_string().contains("no experiment is named"), "{err}");
         let written = String::from_utf8(out.lock().unwrap().clone()).unwrap();
         let last: Reply = serde_json::from_str(written.trim_end()).unwrap();

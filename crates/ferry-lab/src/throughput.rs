@@ -1026,6 +1026,14 @@ fn timed_out(e: &std::io::Error) -> bool {
 }
 
 fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
+    if link.for_agent() {
+        if let Some(why) = args.transport.remote_refusal() {
+            bail!(
+                "{} cannot serve another machine: {why}",
+                args.transport.name()
+            );
+        }
+    }
     if let Some(cpu) = args.cpu {
         super::pin_to(cpu)?;
     }
@@ -1488,6 +1496,7 @@ fn render_table(args: &Config, pinning: &Pinning, rows: &[Row]) -> String {
 impl Experiment for Throughput {
     const NAME: &'static str = "throughput";
     const TITLE: &'static str = "Throughput";
+    const ACROSS_MACHINES: bool = true;
     type Config = Config;
     type Setup = Setup;
     type Row = Row;

@@ -710,6 +710,7 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
 impl Experiment for UdpRate {
     const NAME: &'static str = "udp-rate";
     const TITLE: &'static str = "Paced multithreaded UDP sending";
+    const ACROSS_MACHINES: bool = true;
     type Config = Config;
     type Setup = Setup;
     type Row = Row;

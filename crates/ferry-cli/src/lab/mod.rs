@@ -121,7 +121,11 @@ pub struct AgentArgs {
 /// The hidden `ferry lab-peer` command: the other process of an experiment. It reads its
 /// request from standard input (see `ferry_lab::peer`).
 #[derive(Debug, Args)]
-pub struct PeerArgs {}
+pub struct PeerArgs {
+    /// Started by `ferry lab agent` for a lab on another machine
+    #[arg(long)]
+    pub for_agent: bool,
+}
 
 pub fn run(args: LabArgs) -> Result<()> {
     match args.experiment {
@@ -205,6 +209,6 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
     }
 }
 
-pub fn run_peer(_: PeerArgs) -> Result<()> {
-    ferry_lab::peer::serve_stdio().context("lab peer")
+pub fn run_peer(args: PeerArgs) -> Result<()> {
+    ferry_lab::peer::serve_stdio(args.for_agent).context("lab peer")
 }

@@ -1,0 +1,83 @@
+//! What the command's integration tests share: a `ferry lab agent` started for a test.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// A fresh path in the temporary directory, unique to this process and call.
+#[allow(dead_code)]
+pub fn tmp_path(name: &str) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    // Relaxed: only uniqueness matters.
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("ferry-test-{}-{name}-{n}", std::process::id()))
+}
+
+/// A `ferry lab agent` started for a test (here, or in a network namespace through `command`);
+/// killed when dropped. Its log goes to a file.
+pub struct Agent {
+    child: Child,
+    log: PathBuf,
+    /// Where it listens, from its first line.
+    pub address: String,
+}
+
+impl Agent {
+    /// Starts `ferry lab agent ARGS` here.
+    pub fn here(args: &[&str]) -> Agent {
+        Agent::start(Command::new(env!("CARGO_BIN_EXE_ferry")), args)
+    }
+
+    /// Starts `ferry lab agent ARGS` with `command` (the ferry executable, perhaps behind
+    /// `ip netns exec`) and waits until it says where it listens.
+    pub fn start(mut command: Command, args: &[&str]) -> Agent {
+        let log = tmp_path("agent-log");
+        let mut child = command
+            .args(["lab", "agent"])
+            .args(args)
+            .env_remove("FERRY_KEY_FILE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("agent log"))
+            .spawn()
+            .expect("start ferry lab agent");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if let Some(rest) = text.split("listening on ").nth(1) {
+                let address = rest
+                    .split([',', ' ', '\n'])
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                return Agent {
+                    child,
+                    log,
+                    address,
+                };
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the agent exited ({status}): {text}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the agent did not listen: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What the agent has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
