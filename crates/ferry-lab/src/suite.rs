@@ -149,7 +149,7 @@ fn udp_rate(level: Level) -> Option<TypedRun> {
 fn udp_rate_auto(level: Level) -> Option<TypedRun> {
     use crate::udprate::{Config, UdpRate};
     let quick = Config {
-        threads: "auto".to_owned(),
+        threads: crate::udprate::ThreadCounts::Auto,
         mss: vec![1472],
         rate: vec![1_000_000_000],
         rate_change: Some(4_000_000_000),

@@ -90,28 +90,83 @@ pub fn parse_pacing(s: &str) -> Result<Pacing, String> {
     }
 }
 
-/// The thread settings to run: fixed counts, or `auto` (1 up to the CPU count).
-fn parse_threads(spec: &str) -> Result<Vec<Threads>> {
+/// The sender thread counts to run: fixed counts, one run each, or an automatic pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ThreadCounts {
+    /// A pool whose manager adds and removes senders (1 up to 64).
+    Auto,
+    /// These counts, in turn.
+    Fixed(Vec<usize>),
+}
+
+/// The most sender threads a fixed count may ask for.
+const MAX_THREADS: usize = 256;
+
+impl ThreadCounts {
+    /// The pool settings to run.
+    fn settings(&self) -> Vec<Threads> {
+        match self {
+            ThreadCounts::Auto => vec![Threads::Auto { min: 1, max: 64 }],
+            ThreadCounts::Fixed(counts) => counts.iter().copied().map(Threads::Fixed).collect(),
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        if let ThreadCounts::Fixed(counts) = self {
+            if counts.is_empty() {
+                bail!("--threads: give at least one thread count");
+            }
+            if let Some(n) = counts.iter().find(|&&n| n == 0 || n > MAX_THREADS) {
+                bail!("--threads: {n} threads is out of range (1 to {MAX_THREADS})");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for ThreadCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ThreadCounts::Auto => f.write_str("auto"),
+            ThreadCounts::Fixed(counts) => {
+                let list: Vec<String> = counts.iter().map(usize::to_string).collect();
+                f.write_str(&list.join(","))
+            }
+        }
+    }
+}
+
+/// `--threads`: a range `1..K`, a list `1,2,4`, or `auto`.
+pub fn parse_threads(spec: &str) -> Result<ThreadCounts, String> {
+    let spec = spec.trim();
     if spec == "auto" {
-        return Ok(vec![Threads::Auto { min: 1, max: 64 }]);
+        return Ok(ThreadCounts::Auto);
     }
     let counts: Vec<usize> = if let Some((a, b)) = spec.split_once("..") {
-        let (a, b): (usize, usize) = match (a.parse(), b.parse()) {
-            (Ok(a), Ok(b)) if a >= 1 && b >= a && b <= 256 => (a, b),
-            _ => bail!("--threads {spec:?}: a range is 1..K with 1 <= K <= 256"),
-        };
-        (a..=b).collect()
+        match (a.parse::<usize>(), b.parse::<usize>()) {
+            (Ok(a), Ok(b)) if a >= 1 && b >= a && b <= MAX_THREADS => (a..=b).collect(),
+            _ => {
+                return Err(format!(
+                    "--threads {spec:?}: a range is A..B with 1 <= A <= B <= {MAX_THREADS}"
+                ))
+            }
+        }
     } else {
         let mut v = Vec::new();
         for p in spec.split(',') {
             match p.trim().parse::<usize>() {
-                Ok(n) if (1..=256).contains(&n) => v.push(n),
-                _ => bail!("--threads {spec:?}: use 1..K, a list like 1,2,4, or auto"),
+                Ok(n) if (1..=MAX_THREADS).contains(&n) => v.push(n),
+                _ => {
+                    return Err(format!(
+                        "--threads {spec:?}: use 1..K, a list like 1,2,4, or auto"
+                    ))
+                }
             }
         }
         v
     };
-    Ok(counts.into_iter().map(Threads::Fixed).collect())
+    Ok(ThreadCounts::Fixed(counts))
 }
 
 /// The highest rate accepted, in bit/s (10T).
@@ -131,8 +186,8 @@ pub struct Config {
     pub rate: Vec<u64>,
     /// Datagram payload sizes (MSS) in bytes.
     pub mss: Vec<usize>,
-    /// Sender threads: a range `1..K`, a list `1,2,4`, or `auto`.
-    pub threads: String,
+    /// Sender thread counts.
+    pub threads: ThreadCounts,
     pub pacing: Pacing,
     /// Busy CPU threads started at mid-run.
     pub stress: usize,
@@ -152,7 +207,7 @@ impl Default for Config {
         Config {
             rate: vec![1_000_000_000],
             mss: vec![1024, 1472, 8972],
-            threads: "1..2".to_owned(),
+            threads: ThreadCounts::Fixed(vec![1, 2]),
             pacing: Pacing::CatchUp,
             stress: 0,
             rate_change: None,
@@ -195,8 +250,7 @@ fn validate(args: &Config) -> Result<()> {
             args.stress
         );
     }
-    parse_threads(&args.threads)?;
-    Ok(())
+    args.threads.check()
 }
 
 /// The windows the delivered rate is counted in: one second, or the manager interval for runs
@@ -368,7 +422,7 @@ struct Remote {
 }
 
 fn run(args: &Config) -> Result<Measured<UdpRate>> {
-    let settings = parse_threads(&args.threads)?;
+    let settings = args.threads.settings();
     let window = window_s(args);
     let remote = match &args.remote {
         None => None,
@@ -400,7 +454,7 @@ fn run(args: &Config) -> Result<Measured<UdpRate>> {
     let setup = Setup {
         rates_bps: args.rate.clone(),
         mss: args.mss.clone(),
-        threads: args.threads.clone(),
+        threads: args.threads.to_string(),
         pacing: args.pacing,
         duration_s: args.duration,
         interval_s: args.interval,
@@ -962,7 +1016,7 @@ pub(crate) fn example() -> Results<UdpRate> {
     let config = Config {
         rate: vec![3_000_000_000],
         mss: vec![1472, 8972],
-        threads: "1..2".to_owned(),
+        threads: ThreadCounts::Fixed(vec![1, 2]),
         duration: 3.0,
         ..Config::default()
     };
@@ -1034,7 +1088,7 @@ pub(crate) fn example() -> Results<UdpRate> {
     let setup = Setup {
         rates_bps: config.rate.clone(),
         mss: config.mss.clone(),
-        threads: config.threads.clone(),
+        threads: config.threads.to_string(),
         pacing: config.pacing,
         duration_s: config.duration,
         interval_s: config.interval,
@@ -1162,10 +1216,17 @@ mod tests {
         );
         bad(
             Config {
-                threads: "0..3".to_owned(),
+                threads: ThreadCounts::Fixed(vec![0, 3]),
                 ..Config::default()
             },
-            "--threads",
+            "--threads: 0 threads is out of range",
+        );
+        bad(
+            Config {
+                threads: ThreadCounts::Fixed(vec![]),
+                ..Config::default()
+            },
+            "--threads: give at least one",
         );
         bad(
             Config {
@@ -1173,6 +1234,20 @@ mod tests {
                 ..Config::default()
             },
             "must be above 0",
+        );
+        assert_eq!(
+            parse_threads("1..3"),
+            Ok(ThreadCounts::Fixed(vec![1, 2, 3]))
+        );
+        assert_eq!(parse_threads("2,4"), Ok(ThreadCounts::Fixed(vec![2, 4])));
+        assert_eq!(parse_threads("auto"), Ok(ThreadCounts::Auto));
+        for junk in ["0..3", "3..1", "1..999", "x", "", "1,,2"] {
+            assert!(parse_threads(junk).is_err(), "{junk:?}");
+        }
+        assert_eq!(ThreadCounts::Fixed(vec![1, 2]).to_string(), "1,2");
+        assert_eq!(
+            serde_json::to_value(ThreadCounts::Auto).unwrap(),
+            serde_json::json!("auto")
         );
         assert_eq!(parse_rate("3G"), Ok(3_000_000_000));
         assert!(parse_rate("0").is_err());

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_lab::udprate::{parse_pacing, parse_rate, Config, Pacing};
+use ferry_lab::udprate::{parse_pacing, parse_rate, parse_threads, Config, Pacing, ThreadCounts};
 
 #[derive(Debug, Args)]
 pub struct UdpRateArgs {
@@ -16,8 +16,8 @@ pub struct UdpRateArgs {
     pub mss: Option<Vec<usize>>,
 
     /// Sender threads: a range `1..K`, a list `1,2,4`, or `auto` [default: 1..2]
-    #[arg(long, value_name = "SPEC")]
-    pub threads: Option<String>,
+    #[arg(long, value_name = "SPEC", value_parser = parse_threads)]
+    pub threads: Option<ThreadCounts>,
 
     /// catch-up (make up for delays) or steady (never above the rate) [default: catch-up]
     #[arg(long, value_name = "MODE", value_parser = parse_pacing)]
