@@ -847,7 +847,9 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}\
 .study{background:#f5f8fc;border-left:4px solid #1f77b4;padding:8px 12px;font-size:15px}\
 .fail{background:#fdf1f1;border-left:4px solid #d62728;padding:8px 12px}\
 figure{margin:12px 0}figure img{max-width:100%;border:1px solid #ddd}figcaption{font-size:13px;color:#555}\
-pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}.muted{color:#777}";
+pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}.muted{color:#777}\
+table.summary{width:100%;table-layout:auto}table.summary td,table.summary th{text-align:left;white-space:normal}\
+table.summary td.fig{min-width:110px}table.summary td.cite{font-size:12px;color:#444;min-width:260px}";
 
 /// The machine table's rows: a heading and one cell per document.
 fn machine_rows(docs: &[SuiteResults]) -> String {
@@ -937,7 +939,7 @@ fn summary_table(docs: &[SuiteResults]) -> String {
     if keys.is_empty() {
         return String::new();
     }
-    let mut html = String::from("<h2 id=\"summary\">Summary</h2>\n<p class=\"muted\">ferry's figure, the floor (the raw baseline) and the best other system, each measured in the same run on this machine, beside the figure the study gives for its own machine.</p>\n<div class=\"rows\"><table><tr><th>experiment</th><th>measured</th>");
+    let mut html = String::from("<h2 id=\"summary\">Summary</h2>\n<p class=\"muted\">ferry's figure, the floor (the raw baseline) and the best other system, each measured in the same run on this machine, beside the figure the study gives for its own machine.</p>\n<table class=\"summary\"><tr><th>experiment</th><th>measured</th>");
     for d in docs {
         let suffix = if docs.len() > 1 {
             format!(" ({})", esc(&d.label()))
@@ -950,6 +952,7 @@ fn summary_table(docs: &[SuiteResults]) -> String {
         );
     }
     html.push_str("<th>the study</th></tr>\n");
+    let mut previous_study: Option<(String, String)> = None;
     for ((step, what), row) in keys.iter().zip(&cells) {
         let _ = write!(
             html,
@@ -963,7 +966,7 @@ fn summary_table(docs: &[SuiteResults]) -> String {
             };
             let _ = write!(
                 html,
-                "<td>{}</td><td>{}</td><td>{}</td>",
+                "<td class=\"fig\">{}</td><td class=\"fig\">{}</td><td class=\"fig\">{}</td>",
                 get(&|l| Some(l.ferry.clone())),
                 get(&|l| l.floor.clone()),
                 get(&|l| l.best_peer.clone())
@@ -974,13 +977,19 @@ fn summary_table(docs: &[SuiteResults]) -> String {
             .flatten()
             .find_map(|l| l.study.clone())
             .unwrap_or_else(|| "–".to_owned());
-        let _ = writeln!(
-            html,
-            "<td style=\"text-align:left\">{}</td></tr>",
-            esc(&study)
-        );
+        // A study's figure said once per experiment: the next lines that repeat it say so.
+        let repeated = previous_study
+            .as_ref()
+            .is_some_and(|(s, t)| s == step && *t == study && study != "–");
+        let shown = if repeated {
+            "(as above)"
+        } else {
+            study.as_str()
+        };
+        let _ = writeln!(html, "<td class=\"cite\">{}</td></tr>", esc(shown));
+        previous_study = Some((step.clone(), study));
     }
-    html.push_str("</table></div>\n");
+    html.push_str("</table>\n");
     for n in notes {
         let _ = writeln!(html, "<p class=\"fail\">{}</p>", esc(&n));
     }
