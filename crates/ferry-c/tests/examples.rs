@@ -16,13 +16,21 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// target/<profile>: this test runs from target/<profile>/deps, and cargo puts the library
-/// (libferry_c.so, libferry_c.a) and the `ferry` executable one level up.
-fn profile_dir() -> PathBuf {
+/// target/<profile>/deps: where this test runs from, and where cargo builds the library it is
+/// linked with, all its kinds at once (libferry_c.so and libferry_c.a beside the rlib; only a
+/// `cargo build` of the library itself copies them up to target/<profile>).
+fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
     exe.parent()
-        .and_then(Path::parent)
         .expect("the test runs from target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// target/<profile>, where cargo puts the `ferry` executable.
+fn profile_dir() -> PathBuf {
+    lib_dir()
+        .parent()
+        .expect("target/<profile>/deps has a parent")
         .to_path_buf()
 }
 
@@ -108,7 +116,8 @@ fn compiler(name: &str) -> &str {
     name
 }
 
-/// The examples, compiled once: pub, sub (C) and pubsub (C++), linked to libferry_c.so.
+/// The examples, compiled once: pub, sub (C) and pubsub (C++), linked to libferry_c.so, and
+/// pingpong (C; only compiled here: it pins threads to CPUs 0 and 1 and spins).
 struct Built {
     publisher: PathBuf,
     subscriber: PathBuf,
@@ -118,7 +127,7 @@ struct Built {
 fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let lib = profile_dir();
+        let lib = lib_dir();
         assert!(
             lib.join("libferry_c.so").exists() && lib.join("libferry_c.a").exists(),
             "libferry_c.so and libferry_c.a are not in {} (cargo builds them with this test)",
@@ -136,6 +145,7 @@ fn built() -> &'static Built {
             let mut cmd = Command::new(compiler(tool));
             cmd.args([
                 std,
+                "-pthread",
                 "-Wall",
                 "-Wextra",
                 "-Wpedantic",
@@ -151,11 +161,13 @@ fn built() -> &'static Built {
             run(&format!("{tool} {source}"), &mut cmd);
             exe
         };
-        Built {
+        let built = Built {
             publisher: compile("cc", "-std=c11", "examples/c/pub.c", "pub"),
             subscriber: compile("cc", "-std=c11", "examples/c/sub.c", "sub"),
             pubsub: compile("c++", "-std=c++17", "examples/cpp/pubsub.cpp", "pubsub"),
-        }
+        };
+        compile("cc", "-std=c11", "examples/c/pingpong.c", "pingpong");
+        built
     })
 }
 
@@ -336,7 +348,7 @@ fn the_cpp_example_talks_over_shm_and_udp() {
 
 #[test]
 fn a_c_program_links_the_static_library() {
-    let lib = profile_dir();
+    let lib = lib_dir();
     let exe = scratch().join("pub-static");
     run(
         "cc with libferry_c.a",
@@ -355,4 +367,33 @@ fn a_c_program_links_the_static_library() {
         .expect("run the statically linked example");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("usage: pub"));
+}
+
+#[test]
+fn the_readmes_cpp_example_compiles() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let block = readme
+        .split("```cpp\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("the README has a ```cpp block");
+    let (includes, body): (Vec<&str>, Vec<&str>) =
+        block.lines().partition(|l| l.starts_with("#include"));
+    let source = scratch().join("readme.cpp");
+    std::fs::write(
+        &source,
+        format!(
+            "{}\nint main() {{\n{}\n}}\n",
+            includes.join("\n"),
+            body.join("\n")
+        ),
+    )
+    .expect("write the README's example");
+    run(
+        "c++ on the README's example",
+        Command::new(compiler("c++"))
+            .args(["-std=c++17", "-fsyntax-only", "-I"])
+            .arg(root().join("crates/ferry-c/include"))
+            .arg(&source),
+    );
 }
