@@ -18,8 +18,8 @@
  * that are not UTF-8 are FERRY_INVALID_ARGUMENT. The accessors (ferry_loan_data,
  * ferry_sample_len, ...) return their value, NULL or 0 for a NULL or ended handle.
  *
- * Threads: calls on different handles may run on different threads at once; one handle (with
- * its loan or sample) must be used by one thread at a time.
+ * Threads: a node may be used from several threads at once; a publisher or subscriber, with its
+ * loan or sample, may move between threads but must be used by one thread at a time.
  */
 
 #ifndef FERRY_H

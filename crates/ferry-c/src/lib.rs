@@ -18,7 +18,8 @@
 //! - NULL pointers, enum fields of `ferry_qos` that name nothing, and strings that are not UTF-8
 //!   are `FERRY_INVALID_ARGUMENT`, never undefined behaviour; a panic inside ferry is caught at
 //!   the boundary (`FERRY_PANIC`). What C can still get wrong: a dangling or foreign pointer, a
-//!   handle used from two threads at once, a loan or sample used after its endpoint was freed.
+//!   publisher or subscriber used from two threads at once, a loan or sample used after its
+//!   endpoint was freed.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 // The C names are the API: `ferry_node`, `FERRY_OK`.
@@ -51,4 +52,16 @@ pub use subscriber::{
     ferry_sample, ferry_sample_data, ferry_sample_len, ferry_sample_release, ferry_sample_seq,
     ferry_sample_skipped, ferry_subscriber, ferry_subscriber_free, ferry_subscriber_new,
     ferry_subscriber_publisher_count, ferry_subscriber_recv,
+};
+
+// What the header promises about threads: a node may be used from several threads at once, and
+// a publisher or subscriber may move to another thread (one thread at a time).
+const _: () = {
+    const fn shared_across_threads<T: Send + Sync>() {}
+    const fn movable_across_threads<T: Send>() {}
+    shared_across_threads::<ferry::Node>();
+    movable_across_threads::<ferry::Publisher>();
+    movable_across_threads::<ferry::Subscriber>();
+    movable_across_threads::<ferry::Loan<'static>>();
+    movable_across_threads::<ferry::Sample<'static>>();
 };
