@@ -1,0 +1,325 @@
+// ferry.hpp: a C++17 layer over ferry's C API (ferry.h). Header only; link with -lferry_c.
+//
+//   ferry::Node node("writer");
+//   ferry::Publisher pub = node.publisher("lidar/points", ferry::Qos().transport(ferry::Transport::Shm));
+//   ferry::Loan loan = pub.loan(1024);
+//   std::memset(loan.data().data(), 7, loan.size());   // written in place, no copy
+//   loan.send();
+//
+//   ferry::Subscriber sub = ferry::Node("reader").subscriber("lidar/points");
+//   if (std::optional<ferry::Sample> s = sub.recv(std::chrono::milliseconds(100))) {
+//       ferry::bytes_view bytes = s->data();               // read in place, until *s is destroyed
+//   }
+//
+// Errors are exceptions (ferry::error, a std::runtime_error carrying the ferry_status): a
+// constructor cannot return a status, and RAII types that may exist half-made would push a
+// check onto every use. What is not a failure is not an exception: a receive that finds
+// nothing within its timeout returns std::nullopt. (A send that times out is a failure: the
+// message was not sent.)
+//
+// Types: Node, Publisher, Subscriber, Loan and Sample own their C handle and are move-only. A
+// Loan must be sent or destroyed (which discards it), and a Sample destroyed or released,
+// before its Publisher or Subscriber is: the C API refuses to free an endpoint while its loan
+// or sample is out, and a destructor cannot report that (the endpoint would be leaked). One
+// Loan per Publisher and one Sample per Subscriber at a time; a second is refused
+// (ferry::error with FERRY_INVALID_ARGUMENT). Use each object from one thread at a time.
+//
+// C++17 has no std::span, so bytes are shown as ferry::bytes_view {const uint8_t*, size_t}
+// and ferry::mutable_bytes_view {uint8_t*, size_t}: pointer and length, begin()/end(),
+// operator[]. (Under C++20 they convert to std::span through data() and size().)
+#ifndef FERRY_HPP
+#define FERRY_HPP
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "ferry.h"
+
+namespace ferry {
+
+/// A failed call: what ferry_last_error_message() said, and the status.
+class error : public std::runtime_error {
+public:
+    error(ferry_status status, const std::string &what)
+        : std::runtime_error(what), status_(status) {}
+    ferry_status status() const noexcept { return status_; }
+
+private:
+    ferry_status status_;
+};
+
+namespace detail {
+inline void check(ferry_status status) {
+    if (status != FERRY_OK) {
+        throw error(status, std::string(ferry_status_name(status)) + ": " +
+                                ferry_last_error_message());
+    }
+}
+}  // namespace detail
+
+/// Read-only bytes: a pointer and a length (C++17's stand-in for std::span<const uint8_t>).
+struct bytes_view {
+    const uint8_t *ptr = nullptr;
+    std::size_t len = 0;
+
+    const uint8_t *data() const noexcept { return ptr; }
+    std::size_t size() const noexcept { return len; }
+    bool empty() const noexcept { return len == 0; }
+    const uint8_t *begin() const noexcept { return ptr; }
+    const uint8_t *end() const noexcept { return ptr + len; }
+    const uint8_t &operator[](std::size_t i) const noexcept { return ptr[i]; }
+};
+
+/// Writable bytes: a pointer and a length (std::span<uint8_t>'s stand-in).
+struct mutable_bytes_view {
+    uint8_t *ptr = nullptr;
+    std::size_t len = 0;
+
+    uint8_t *data() const noexcept { return ptr; }
+    std::size_t size() const noexcept { return len; }
+    bool empty() const noexcept { return len == 0; }
+    uint8_t *begin() const noexcept { return ptr; }
+    uint8_t *end() const noexcept { return ptr + len; }
+    uint8_t &operator[](std::size_t i) const noexcept { return ptr[i]; }
+    operator bytes_view() const noexcept { return {ptr, len}; }
+};
+
+enum class Transport : int32_t {
+    Auto = FERRY_TRANSPORT_AUTO,
+    Shm = FERRY_TRANSPORT_SHM,
+    Udp = FERRY_TRANSPORT_UDP,
+};
+enum class Delivery : int32_t {
+    Reliable = FERRY_DELIVERY_RELIABLE,
+    Latest = FERRY_DELIVERY_LATEST,
+};
+enum class Wait : int32_t {
+    Adaptive = FERRY_WAIT_ADAPTIVE,
+    Spin = FERRY_WAIT_SPIN,
+    Block = FERRY_WAIT_BLOCK,
+};
+
+/// The settings of a publisher or subscriber: ferry_qos_default(), changed in a chain.
+class Qos {
+public:
+    Qos() noexcept : raw_(ferry_qos_default()) {}
+    Qos &transport(Transport t) noexcept { raw_.transport = static_cast<int32_t>(t); return *this; }
+    Qos &delivery(Delivery d) noexcept { raw_.delivery = static_cast<int32_t>(d); return *this; }
+    Qos &wait(Wait w) noexcept { raw_.wait = static_cast<int32_t>(w); return *this; }
+    Qos &max_message_size(std::size_t bytes) noexcept { raw_.max_message_size = bytes; return *this; }
+    Qos &ring_capacity(std::size_t bytes) noexcept { raw_.ring_capacity = bytes; return *this; }
+    Qos &send_timeout(std::chrono::nanoseconds t) noexcept {
+        raw_.send_timeout_ns = static_cast<uint64_t>(t.count() < 0 ? 0 : t.count());
+        return *this;
+    }
+    Qos &spin_window(std::chrono::nanoseconds t) noexcept {
+        raw_.spin_window_ns = static_cast<uint64_t>(t.count() < 0 ? 0 : t.count());
+        return *this;
+    }
+    Qos &mtu(std::size_t bytes) noexcept { raw_.mtu = bytes; return *this; }
+    /// The C struct, for the fields without a setter here.
+    ferry_qos &raw() noexcept { return raw_; }
+    const ferry_qos &raw() const noexcept { return raw_; }
+
+private:
+    ferry_qos raw_;
+};
+
+/// Room lent for one message, written in place. send() publishes it; destroying an unsent
+/// Loan discards it.
+class Loan {
+public:
+    Loan(Loan &&other) noexcept : loan_(std::exchange(other.loan_, nullptr)) {}
+    Loan &operator=(Loan &&other) noexcept {
+        if (this != &other) {
+            discard();
+            loan_ = std::exchange(other.loan_, nullptr);
+        }
+        return *this;
+    }
+    Loan(const Loan &) = delete;
+    Loan &operator=(const Loan &) = delete;
+    ~Loan() { discard(); }
+
+    /// The message's bytes (whatever the ring held before: write every byte you send).
+    mutable_bytes_view data() const noexcept { return {ferry_loan_data(loan_), ferry_loan_len(loan_)}; }
+    std::size_t size() const noexcept { return ferry_loan_len(loan_); }
+    /// Publishes the message; the Loan is empty afterwards, whether or not it throws.
+    void send() { detail::check(ferry_loan_send(std::exchange(loan_, nullptr))); }
+    /// Gives the room back unsent (what the destructor does).
+    void discard() noexcept {
+        if (loan_ != nullptr) (void)ferry_loan_discard(std::exchange(loan_, nullptr));
+    }
+    ferry_loan *get() const noexcept { return loan_; }
+
+private:
+    friend class Publisher;
+    explicit Loan(ferry_loan *loan) noexcept : loan_(loan) {}
+    ferry_loan *loan_;
+};
+
+class Publisher {
+public:
+    Publisher(Publisher &&other) noexcept : pub_(std::exchange(other.pub_, nullptr)) {}
+    Publisher &operator=(Publisher &&other) noexcept {
+        if (this != &other) {
+            (void)ferry_publisher_free(pub_);
+            pub_ = std::exchange(other.pub_, nullptr);
+        }
+        return *this;
+    }
+    Publisher(const Publisher &) = delete;
+    Publisher &operator=(const Publisher &) = delete;
+    ~Publisher() { (void)ferry_publisher_free(pub_); }
+
+    /// Sends a copy of the bytes.
+    void send(bytes_view bytes) { detail::check(ferry_publisher_send(pub_, bytes.data(), bytes.size())); }
+    void send(const void *data, std::size_t len) { detail::check(ferry_publisher_send(pub_, data, len)); }
+    /// Lends room for a len-byte message (zero copy under shared memory).
+    Loan loan(std::size_t len) {
+        ferry_loan *loan = nullptr;
+        detail::check(ferry_publisher_loan(pub_, len, &loan));
+        return Loan(loan);
+    }
+    std::size_t subscriber_count() {
+        std::size_t n = 0;
+        detail::check(ferry_publisher_subscriber_count(pub_, &n));
+        return n;
+    }
+    std::size_t max_message_size() const {
+        std::size_t n = 0;
+        detail::check(ferry_publisher_max_message_size(pub_, &n));
+        return n;
+    }
+    ferry_publisher *get() const noexcept { return pub_; }
+
+private:
+    friend class Node;
+    explicit Publisher(ferry_publisher *pub) noexcept : pub_(pub) {}
+    ferry_publisher *pub_;
+};
+
+/// A received message, read in place until it is destroyed or released.
+class Sample {
+public:
+    Sample(Sample &&other) noexcept : sample_(std::exchange(other.sample_, nullptr)) {}
+    Sample &operator=(Sample &&other) noexcept {
+        if (this != &other) {
+            release();
+            sample_ = std::exchange(other.sample_, nullptr);
+        }
+        return *this;
+    }
+    Sample(const Sample &) = delete;
+    Sample &operator=(const Sample &) = delete;
+    ~Sample() { release(); }
+
+    bytes_view data() const noexcept { return {ferry_sample_data(sample_), ferry_sample_len(sample_)}; }
+    std::size_t size() const noexcept { return ferry_sample_len(sample_); }
+    /// The publisher's sequence number of the message (from 0 per publisher).
+    uint64_t seq() const noexcept { return ferry_sample_seq(sample_); }
+    /// Messages missed just before this one (latest delivery, UDP losses).
+    uint64_t skipped() const noexcept { return ferry_sample_skipped(sample_); }
+    /// Lets the publisher reuse the bytes now (what the destructor does).
+    void release() noexcept {
+        if (sample_ != nullptr) (void)ferry_sample_release(std::exchange(sample_, nullptr));
+    }
+    ferry_sample *get() const noexcept { return sample_; }
+
+private:
+    friend class Subscriber;
+    explicit Sample(ferry_sample *sample) noexcept : sample_(sample) {}
+    ferry_sample *sample_;
+};
+
+class Subscriber {
+public:
+    Subscriber(Subscriber &&other) noexcept : sub_(std::exchange(other.sub_, nullptr)) {}
+    Subscriber &operator=(Subscriber &&other) noexcept {
+        if (this != &other) {
+            (void)ferry_subscriber_free(sub_);
+            sub_ = std::exchange(other.sub_, nullptr);
+        }
+        return *this;
+    }
+    Subscriber(const Subscriber &) = delete;
+    Subscriber &operator=(const Subscriber &) = delete;
+    ~Subscriber() { (void)ferry_subscriber_free(sub_); }
+
+    /// Waits at most `timeout` for the next message (0: only looks); std::nullopt if none came.
+    std::optional<Sample> recv(std::chrono::nanoseconds timeout) {
+        return receive(timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count()));
+    }
+    /// Waits until a message comes (it cannot be interrupted: loop over recv(timeout) to stop
+    /// on a condition of your own).
+    Sample recv() {
+        for (;;) {
+            if (std::optional<Sample> sample = receive(-1)) return std::move(*sample);
+        }
+    }
+    std::optional<Sample> try_recv() { return receive(0); }
+    std::size_t publisher_count() {
+        std::size_t n = 0;
+        detail::check(ferry_subscriber_publisher_count(sub_, &n));
+        return n;
+    }
+    ferry_subscriber *get() const noexcept { return sub_; }
+
+private:
+    friend class Node;
+    explicit Subscriber(ferry_subscriber *sub) noexcept : sub_(sub) {}
+    std::optional<Sample> receive(int64_t timeout_ns) {
+        ferry_sample *sample = nullptr;
+        ferry_status status = ferry_subscriber_recv(sub_, timeout_ns, &sample);
+        if (status == FERRY_TIMEOUT || status == FERRY_WOULD_BLOCK) return std::nullopt;
+        detail::check(status);
+        return Sample(sample);
+    }
+    ferry_subscriber *sub_;
+};
+
+/// One participant with a name. Its publishers and subscribers may outlive it.
+class Node {
+public:
+    /// In the domain $FERRY_DOMAIN (else "default"), set up as the FERRY_* variables say.
+    explicit Node(const std::string &name) { detail::check(ferry_node_new(name.c_str(), nullptr, &node_)); }
+    /// In `domain`; the other settings from the FERRY_* variables.
+    Node(const std::string &name, const std::string &domain) {
+        detail::check(ferry_node_new(name.c_str(), domain.c_str(), &node_));
+    }
+    Node(Node &&other) noexcept : node_(std::exchange(other.node_, nullptr)) {}
+    Node &operator=(Node &&other) noexcept {
+        if (this != &other) {
+            (void)ferry_node_free(node_);
+            node_ = std::exchange(other.node_, nullptr);
+        }
+        return *this;
+    }
+    Node(const Node &) = delete;
+    Node &operator=(const Node &) = delete;
+    ~Node() { (void)ferry_node_free(node_); }
+
+    Publisher publisher(const std::string &topic, const Qos &qos = Qos()) const {
+        ferry_publisher *pub = nullptr;
+        detail::check(ferry_publisher_new(node_, topic.c_str(), &qos.raw(), &pub));
+        return Publisher(pub);
+    }
+    Subscriber subscriber(const std::string &topic, const Qos &qos = Qos()) const {
+        ferry_subscriber *sub = nullptr;
+        detail::check(ferry_subscriber_new(node_, topic.c_str(), &qos.raw(), &sub));
+        return Subscriber(sub);
+    }
+    ferry_node *get() const noexcept { return node_; }
+
+private:
+    ferry_node *node_ = nullptr;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_HPP

@@ -1,0 +1,45 @@
+//! Reading the arguments C passes: strings, handles, out-parameters. NULL is refused with
+//! `FERRY_INVALID_ARGUMENT` naming the parameter.
+
+use std::ffi::{c_char, CStr};
+
+use crate::status::Failure;
+
+/// Reads a C string argument as UTF-8.
+///
+/// # Safety
+/// `ptr` is NULL or points to a NUL-terminated string that stays valid for `'a`.
+pub(crate) unsafe fn c_str<'a>(what: &str, ptr: *const c_char) -> Result<&'a str, Failure> {
+    if ptr.is_null() {
+        return Err(Failure::invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: not NULL, and the caller promises a NUL-terminated string valid for 'a.
+    let s = unsafe { CStr::from_ptr(ptr) };
+    s.to_str()
+        .map_err(|_| Failure::invalid(format!("{what} is not valid UTF-8")))
+}
+
+/// Reads a handle argument.
+///
+/// # Safety
+/// `ptr` is NULL or a live handle of type `T`, valid for `'a`.
+pub(crate) unsafe fn handle<'a, T>(what: &str, ptr: *const T) -> Result<&'a T, Failure> {
+    if ptr.is_null() {
+        return Err(Failure::invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: not NULL; the caller promises a live handle.
+    Ok(unsafe { &*ptr })
+}
+
+/// Writes `value` to the out-parameter `out`, refusing NULL.
+///
+/// # Safety
+/// `out` is NULL or valid for a write of a `T`.
+pub(crate) unsafe fn put<T>(what: &str, out: *mut T, value: T) -> Result<(), Failure> {
+    if out.is_null() {
+        return Err(Failure::invalid(format!("{what} is NULL")));
+    }
+    // SAFETY: not NULL, and the caller promises it is valid for a write.
+    unsafe { out.write(value) };
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! ferry's C API: `libferry_c.so` / `libferry_c.a` and `include/ferry.h` (generated from this
+//! crate by cbindgen; `tests/header.rs` fails when the checked-in header differs), with a C++17
+//! header over it, `include/ferry.hpp`.
+//!
+//! It wraps ferry's public Rust API only (`Node`, `Publisher`, `Loan`, `Subscriber`, `Sample`,
+//! `Qos`), one call per Rust operation:
+//!
+//! - Handles are opaque pointers: `ferry_node`, `ferry_publisher`, `ferry_subscriber` (made by
+//!   `*_new`, freed by `*_free`, where NULL does nothing), and `ferry_loan`, `ferry_sample`, which
+//!   live inside their publisher or subscriber (at most one each at a time, as Rust's borrows
+//!   allow) and end with `ferry_loan_send` / `ferry_loan_discard` / `ferry_sample_release`.
+//!   While a loan or sample is out, every other call on its endpoint, freeing included, is
+//!   refused with `FERRY_INVALID_ARGUMENT`; sending, discarding or releasing twice is refused
+//!   the same way. No allocation is made per message.
+//! - Every operation returns a `ferry_status`; a failure's message is kept per thread
+//!   (`ferry_last_error_message`). The accessors of a loan or sample (`ferry_loan_data`,
+//!   `ferry_sample_len`, ...) return their value, NULL or 0 for a NULL or ended handle.
+//! - NULL pointers, enum fields of `ferry_qos` that name nothing, and strings that are not UTF-8
+//!   are `FERRY_INVALID_ARGUMENT`, never undefined behaviour; a panic inside ferry is caught at
+//!   the boundary (`FERRY_PANIC`). What C can still get wrong: a dangling or foreign pointer, a
+//!   publisher or subscriber used from two threads at once, a loan or sample used after its
+//!   endpoint was freed.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+// The C names are the API: `ferry_node`, `FERRY_OK`.
+#![allow(non_camel_case_types)]
+
+// In the order include/ferry.h presents them (cbindgen follows the modules in this order).
+mod status;
+
+mod qos;
+
+mod node;
+
+mod publisher;
+
+mod subscriber;
+
+mod args;
+
+pub use node::{ferry_node, ferry_node_free, ferry_node_new};
+pub use publisher::{
+    ferry_loan, ferry_loan_data, ferry_loan_discard, ferry_loan_len, ferry_loan_send,
+    ferry_publisher, ferry_publisher_free, ferry_publisher_loan, ferry_publisher_max_message_size,
+    ferry_publisher_new, ferry_publisher_send, ferry_publisher_subscriber_count,
+};
+pub use qos::{
+    ferry_delivery, ferry_ip_version, ferry_qos, ferry_qos_default, ferry_transport, ferry_wait,
+};
+pub use status::{ferry_last_error_message, ferry_status, ferry_status_name};
+pub use subscriber::{
+    ferry_sample, ferry_sample_data, ferry_sample_len, ferry_sample_release, ferry_sample_seq,
+    ferry_sample_skipped, ferry_subscriber, ferry_subscriber_free, ferry_subscriber_new,
+    ferry_subscriber_publisher_count, ferry_subscriber_recv,
+};
+
+// What the header promises about threads: a node may be used from several threads at once, and
+// a publisher or subscriber may move to another thread (one thread at a time).
+const _: () = {
+    const fn shared_across_threads<T: Send + Sync>() {}
+    const fn movable_across_threads<T: Send>() {}
+    shared_across_threads::<ferry::Node>();
+    movable_across_threads::<ferry::Publisher>();
+    movable_across_threads::<ferry::Subscriber>();
+    movable_across_threads::<ferry::Loan<'static>>();
+    movable_across_threads::<ferry::Sample<'static>>();
+};

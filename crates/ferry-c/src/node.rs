@@ -1,0 +1,61 @@
+//! `ferry_node`: one participant with a name, in a domain.
+
+use std::ffi::c_char;
+
+use ferry::Node;
+
+use crate::args::{c_str, put};
+use crate::status::{ferry_status, guard};
+
+/// A node (opaque). Made by `ferry_node_new`, freed by `ferry_node_free`. Publishers and
+/// subscribers made from it do not borrow it: the node may be freed before them.
+pub struct ferry_node {
+    pub(crate) node: Node,
+}
+
+/// Makes a node named `name` (1 to 32 bytes of UTF-8). `domain` NULL: the domain and every
+/// other setting come from the `FERRY_*` variables (`FERRY_DOMAIN`, else `default`); otherwise
+/// the domain is `domain` and the rest still comes from the environment. On success `*out`
+/// holds the node (free it with `ferry_node_free`); on failure, NULL.
+///
+/// # Safety
+/// `name` and a non-NULL `domain` are NUL-terminated strings; `out` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_node_new(
+    name: *const c_char,
+    domain: *const c_char,
+    out: *mut *mut ferry_node,
+) -> ferry_status {
+    guard("ferry_node_new", || {
+        // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
+        unsafe { put("out", out, std::ptr::null_mut()) }?;
+        // SAFETY: the caller passes a C string or NULL (refused).
+        let name = unsafe { c_str("name", name) }?;
+        let node = if domain.is_null() {
+            Node::new(name)?
+        } else {
+            // SAFETY: as for `name`.
+            let domain = unsafe { c_str("domain", domain) }?;
+            Node::with_domain(name, domain)?
+        };
+        let handle = Box::into_raw(Box::new(ferry_node { node }));
+        // SAFETY: `out` is not NULL and the caller promises it is valid for a write.
+        unsafe { put("out", out, handle) }
+    })
+}
+
+/// Frees a node. NULL is allowed and does nothing (as `free(NULL)`).
+///
+/// # Safety
+/// `node` is NULL or a node from `ferry_node_new` not freed yet.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_node_free(node: *mut ferry_node) -> ferry_status {
+    guard("ferry_node_free", || {
+        if !node.is_null() {
+            // SAFETY: the caller gives back a pointer from Box::into_raw in ferry_node_new,
+            // once.
+            drop(unsafe { Box::from_raw(node) });
+        }
+        Ok(())
+    })
+}

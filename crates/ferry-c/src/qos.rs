@@ -1,0 +1,207 @@
+//! `ferry_qos`: ferry's `Qos` as a plain C struct. Its enum fields are plain integers on the Rust
+//! side, so that any value C stores there is checked, never undefined behaviour.
+
+use std::time::Duration;
+
+use ferry::{Delivery, IpVersion, Qos, Transport, WaitStrategy};
+
+use crate::status::Failure;
+
+/// Which transport carries a topic (`ferry_qos.transport`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ferry_transport {
+    /// Shared memory with subscribers on this host, UDP with the others (the default).
+    FERRY_TRANSPORT_AUTO = 0,
+    /// Shared memory between processes of one host.
+    FERRY_TRANSPORT_SHM = 1,
+    /// UDP between hosts (IPv4 or IPv6).
+    FERRY_TRANSPORT_UDP = 2,
+}
+
+/// What happens when a subscriber is slower than its publisher (`ferry_qos.delivery`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ferry_delivery {
+    /// Nothing is lost: the publisher waits, up to `send_timeout_ns`, for the slowest live
+    /// reliable subscriber (the default).
+    FERRY_DELIVERY_RELIABLE = 0,
+    /// The publisher never waits; a lapped subscriber skips ahead and counts what it skipped.
+    FERRY_DELIVERY_LATEST = 1,
+}
+
+/// How a thread waits for data or for room (`ferry_qos.wait`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ferry_wait {
+    /// Spin for `spin_window_ns`, then block (the default).
+    FERRY_WAIT_ADAPTIVE = 0,
+    /// Busy loop: the lowest latency; the waiting thread makes no system call.
+    FERRY_WAIT_SPIN = 1,
+    /// Sleep on a futex shared between processes: no busy loop.
+    FERRY_WAIT_BLOCK = 2,
+}
+
+/// The IP version of UDP endpoints (`ferry_qos.ip_version`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ferry_ip_version {
+    FERRY_IP_V4 = 0,
+    FERRY_IP_V6 = 1,
+}
+
+/// The settings of a publisher or subscriber. Start from `ferry_qos_default()` and change what
+/// you need; the fields mean what the fields of ferry's Rust `Qos` mean. (Multicast is not
+/// offered through C yet.)
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ferry_qos {
+    /// One of `ferry_transport`.
+    pub transport: i32,
+    /// One of `ferry_delivery`.
+    pub delivery: i32,
+    /// One of `ferry_wait`.
+    pub wait: i32,
+    /// One of `ferry_ip_version` (UDP).
+    pub ip_version: i32,
+    /// The largest message a publisher sends, in bytes (1 MiB by default).
+    pub max_message_size: usize,
+    /// Bytes of a publisher's ring: a power of two; 0 picks 2 × `max_message_size` rounded up,
+    /// at least 64 KiB.
+    pub ring_capacity: usize,
+    /// The largest ring a shared-memory subscriber maps (1 GiB by default).
+    pub max_ring_capacity: usize,
+    /// How long a reliable publisher waits for room before a send fails with
+    /// `FERRY_TIMEOUT` (5 s by default).
+    pub send_timeout_ns: u64,
+    /// How long an adaptive waiter spins before it blocks (100 µs by default).
+    pub spin_window_ns: u64,
+    /// UDP: the path MTU (1500 by default).
+    pub mtu: usize,
+    /// UDP subscriber: publisher sessions tracked at once (64).
+    pub max_sessions: usize,
+    /// UDP publisher: receivers tracked at once (256).
+    pub max_receivers: usize,
+}
+
+/// ferry's default QoS: auto transport, reliable delivery, adaptive waiting, 1 MiB messages.
+#[no_mangle]
+pub extern "C" fn ferry_qos_default() -> ferry_qos {
+    let q = Qos::default();
+    ferry_qos {
+        transport: ferry_transport::FERRY_TRANSPORT_AUTO as i32,
+        delivery: ferry_delivery::FERRY_DELIVERY_RELIABLE as i32,
+        wait: ferry_wait::FERRY_WAIT_ADAPTIVE as i32,
+        ip_version: ferry_ip_version::FERRY_IP_V4 as i32,
+        max_message_size: q.max_message_size,
+        ring_capacity: q.ring_capacity,
+        max_ring_capacity: q.max_ring_capacity,
+        send_timeout_ns: nanos(q.send_timeout),
+        spin_window_ns: nanos(q.spin_window),
+        mtu: q.mtu,
+        max_sessions: q.max_sessions,
+        max_receivers: q.max_receivers,
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl ferry_qos {
+    /// The Rust `Qos`, or which field holds a value that names nothing.
+    pub(crate) fn to_qos(self) -> Result<Qos, Failure> {
+        let bad = |field: &str, value: i32, allowed: &str| {
+            Failure::invalid(format!(
+                "ferry_qos.{field} is {value}, which is not one of {allowed}"
+            ))
+        };
+        let transport = match self.transport {
+            0 => Transport::Auto,
+            1 => Transport::Shm,
+            2 => Transport::Udp,
+            v => {
+                return Err(bad(
+                    "transport",
+                    v,
+                    "FERRY_TRANSPORT_AUTO/SHM/UDP (0, 1, 2)",
+                ))
+            }
+        };
+        let delivery = match self.delivery {
+            0 => Delivery::Reliable,
+            1 => Delivery::Latest,
+            v => return Err(bad("delivery", v, "FERRY_DELIVERY_RELIABLE/LATEST (0, 1)")),
+        };
+        let wait = match self.wait {
+            0 => WaitStrategy::Adaptive,
+            1 => WaitStrategy::Spin,
+            2 => WaitStrategy::Block,
+            v => return Err(bad("wait", v, "FERRY_WAIT_ADAPTIVE/SPIN/BLOCK (0, 1, 2)")),
+        };
+        let ip_version = match self.ip_version {
+            0 => IpVersion::V4,
+            1 => IpVersion::V6,
+            v => return Err(bad("ip_version", v, "FERRY_IP_V4/V6 (0, 1)")),
+        };
+        Ok(Qos::default()
+            .transport(transport)
+            .delivery(delivery)
+            .wait(wait)
+            .ip_version(ip_version)
+            .max_message_size(self.max_message_size)
+            .ring_capacity(self.ring_capacity)
+            .max_ring_capacity(self.max_ring_capacity)
+            .send_timeout(Duration::from_nanos(self.send_timeout_ns))
+            .spin_window(Duration::from_nanos(self.spin_window_ns))
+            .mtu(self.mtu)
+            .max_sessions(self.max_sessions)
+            .max_receivers(self.max_receivers))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_is_rusts_default() {
+        assert_eq!(ferry_qos_default().to_qos().ok(), Some(Qos::default()));
+    }
+
+    #[test]
+    fn every_enum_value_maps_and_others_are_refused() {
+        let mut q = ferry_qos_default();
+        q.transport = ferry_transport::FERRY_TRANSPORT_UDP as i32;
+        q.delivery = ferry_delivery::FERRY_DELIVERY_LATEST as i32;
+        q.wait = ferry_wait::FERRY_WAIT_BLOCK as i32;
+        q.ip_version = ferry_ip_version::FERRY_IP_V6 as i32;
+        let r = q.to_qos().ok().unwrap();
+        assert_eq!(r.transport, Transport::Udp);
+        assert_eq!(r.delivery, Delivery::Latest);
+        assert_eq!(r.wait, WaitStrategy::Block);
+        assert_eq!(r.ip_version, IpVersion::V6);
+        for (field, set) in [
+            (
+                "transport",
+                (|q, v| q.transport = v) as fn(&mut ferry_qos, i32),
+            ),
+            ("delivery", |q, v| q.delivery = v),
+            ("wait", |q, v| q.wait = v),
+            ("ip_version", |q, v| q.ip_version = v),
+        ] {
+            for v in [-1, 3, i32::MAX] {
+                let mut q = ferry_qos_default();
+                set(&mut q, v);
+                let Err(e) = q.to_qos() else {
+                    panic!("{field} = {v} accepted")
+                };
+                assert!(
+                    e.message.contains(&format!("ferry_qos.{field} is {v}")),
+                    "{}",
+                    e.message
+                );
+            }
+        }
+    }
+}

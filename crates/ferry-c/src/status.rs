@@ -1,0 +1,204 @@
+//! Status codes, the per-thread message of the last failure, and the guard every entry point
+//! runs in (no panic crosses into C).
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// What a call did. `FERRY_OK` is 0; every other value is a failure or a "not now", and
+/// `ferry_last_error_message()` says more.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ferry_status {
+    /// Done.
+    FERRY_OK = 0,
+    /// Nothing arrived within the timeout (receive), or a reliable subscriber made no room
+    /// within the QoS's send timeout (send, loan: nothing was sent).
+    FERRY_TIMEOUT = 1,
+    /// A receive with timeout 0 found no message waiting.
+    FERRY_WOULD_BLOCK = 2,
+    /// A NULL pointer, a bad enum value, a string that is not UTF-8, a handle used in a state
+    /// that does not allow the call (a loan or sample already sent or released, an endpoint
+    /// with a loan or sample outstanding), or a name or QoS ferry refuses.
+    FERRY_INVALID_ARGUMENT = 3,
+    /// A message larger than the publisher's `max_message_size`.
+    FERRY_TOO_LARGE = 4,
+    /// Anything else ferry reports: the system (shared memory, sockets), a damaged or foreign
+    /// segment, a publisher that wrote a malformed record (that publisher is dropped).
+    FERRY_ERROR = 5,
+    /// A bug in ferry: a Rust panic was caught at the boundary. The handle involved may be
+    /// left in any state; free it.
+    FERRY_PANIC = 6,
+}
+
+/// A failed call: its status and what to tell the user.
+pub(crate) struct Failure {
+    pub status: ferry_status,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(status: ferry_status, message: impl Into<String>) -> Failure {
+        Failure {
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Failure {
+        Failure::new(ferry_status::FERRY_INVALID_ARGUMENT, message)
+    }
+}
+
+impl From<ferry::Error> for Failure {
+    fn from(e: ferry::Error) -> Failure {
+        let status = match e {
+            ferry::Error::InvalidName { .. }
+            | ferry::Error::InvalidQos(_)
+            | ferry::Error::InvalidConfig(_) => ferry_status::FERRY_INVALID_ARGUMENT,
+            _ => ferry_status::FERRY_ERROR,
+        };
+        Failure::new(status, e.to_string())
+    }
+}
+
+impl From<ferry::SendError> for Failure {
+    fn from(e: ferry::SendError) -> Failure {
+        let status = match e {
+            ferry::SendError::TooLarge { .. } => ferry_status::FERRY_TOO_LARGE,
+            ferry::SendError::Timeout(_) => ferry_status::FERRY_TIMEOUT,
+            _ => ferry_status::FERRY_ERROR,
+        };
+        Failure::new(status, e.to_string())
+    }
+}
+
+impl From<ferry::RecvError> for Failure {
+    fn from(e: ferry::RecvError) -> Failure {
+        Failure::new(ferry_status::FERRY_ERROR, e.to_string())
+    }
+}
+
+thread_local! {
+    /// The message of this thread's last failed call. Touched only on failure, so that the
+    /// successful path costs no thread-local access.
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(function: &str, message: &str) {
+    // A message never holds NUL (ferry's own texts); if one did, it is cut there.
+    let text = format!("{function}: {message}");
+    let text = text.split('\0').next().unwrap_or_default().to_owned();
+    let c = CString::new(text).unwrap_or_default();
+    LAST_ERROR.with(|last| *last.borrow_mut() = c);
+}
+
+/// Records a failure for `ferry_last_error_message` and returns its status.
+pub(crate) fn fail(function: &str, failure: Failure) -> ferry_status {
+    set_last_error(function, &failure.message);
+    failure.status
+}
+
+/// Runs the body of entry point `function`: its result becomes the status, a failure's message
+/// the thread's last error, and a panic `FERRY_PANIC` (it never unwinds into C).
+pub(crate) fn guard(function: &str, body: impl FnOnce() -> Result<(), Failure>) -> ferry_status {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => ferry_status::FERRY_OK,
+        Ok(Err(failure)) => fail(function, failure),
+        Err(panic) => fail(function, panicked(panic)),
+    }
+}
+
+/// As `guard`, for the accessors that return a value: `fallback` on failure or panic.
+pub(crate) fn guard_value<T>(
+    function: &str,
+    fallback: T,
+    body: impl FnOnce() -> Result<T, Failure>,
+) -> T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(value)) => value,
+        Ok(Err(failure)) => {
+            fail(function, failure);
+            fallback
+        }
+        Err(panic) => {
+            fail(function, panicked(panic));
+            fallback
+        }
+    }
+}
+
+fn panicked(panic: Box<dyn std::any::Any + Send>) -> Failure {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned());
+    Failure::new(
+        ferry_status::FERRY_PANIC,
+        format!("internal error in ferry (a bug; please report it): {what}"),
+    )
+}
+
+/// The message of the last failed ferry call on the calling thread, as
+/// `"function: what went wrong and what to do"`; an empty string if none has failed yet.
+/// Successful calls leave it as it is. The pointer stays valid until the next ferry call on
+/// this thread; copy the text to keep it. Never NULL.
+#[no_mangle]
+pub extern "C" fn ferry_last_error_message() -> *const c_char {
+    match catch_unwind(|| LAST_ERROR.with(|last| last.borrow().as_ptr())) {
+        Ok(p) => p,
+        // Only if the thread is being torn down: a static empty string.
+        Err(_) => c"".as_ptr(),
+    }
+}
+
+/// The name of a status (`"FERRY_TIMEOUT"`), a static string; `"FERRY_UNKNOWN_STATUS"` for a
+/// value that is none of `ferry_status`.
+#[no_mangle]
+pub extern "C" fn ferry_status_name(status: c_int) -> *const c_char {
+    let name = match status {
+        0 => c"FERRY_OK",
+        1 => c"FERRY_TIMEOUT",
+        2 => c"FERRY_WOULD_BLOCK",
+        3 => c"FERRY_INVALID_ARGUMENT",
+        4 => c"FERRY_TOO_LARGE",
+        5 => c"FERRY_ERROR",
+        6 => c"FERRY_PANIC",
+        _ => c"FERRY_UNKNOWN_STATUS",
+    };
+    name.as_ptr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    fn last() -> String {
+        // SAFETY: never NULL; copied at once.
+        unsafe { CStr::from_ptr(ferry_last_error_message()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn a_panic_becomes_a_status_and_a_message() {
+        let status = guard("ferry_test", || panic!("boom"));
+        assert_eq!(status, ferry_status::FERRY_PANIC);
+        assert_eq!(
+            last(),
+            "ferry_test: internal error in ferry (a bug; please report it): boom"
+        );
+        let value = guard_value("ferry_test_value", 7u32, || panic!("{}", "formatted"));
+        assert_eq!(value, 7);
+        assert!(last().ends_with(": formatted"), "{}", last());
+    }
+
+    #[test]
+    fn a_message_with_nul_is_cut_there() {
+        let status = guard("ferry_test", || Err(Failure::invalid("before\0after")));
+        assert_eq!(status, ferry_status::FERRY_INVALID_ARGUMENT);
+        assert_eq!(last(), "ferry_test: before");
+    }
+}

@@ -1,0 +1,319 @@
+//! `ferry_subscriber` and its `ferry_sample`.
+//!
+//! Rust's `Sample<'a>` borrows its `Subscriber` mutably; as with a publisher's loan
+//! (`publisher.rs`), the one sample a subscriber may hold lives in a slot of the subscriber's
+//! own heap block as `Sample<'static>`, under the same three rules: no other reference to the
+//! subscriber while the slot is full (every other call on it is refused), the block neither
+//! moves nor is freed while the slot is full, and the slot is emptied before the subscriber is
+//! dropped. No allocation is made per message.
+
+use std::cell::{Cell, UnsafeCell};
+use std::ffi::c_char;
+use std::ptr;
+use std::time::Duration;
+
+use ferry::{Sample, Subscriber};
+
+use crate::args::{c_str, handle, put};
+use crate::node::ferry_node;
+use crate::qos::{ferry_qos, ferry_qos_default};
+use crate::status::{ferry_status, guard, guard_value, Failure};
+
+/// A subscriber (opaque). Made by `ferry_subscriber_new`, freed by `ferry_subscriber_free`. Use
+/// it from one thread at a time (it may move between threads).
+pub struct ferry_subscriber {
+    /// Declared first, so that it would drop first (it is empty whenever the block is freed).
+    sample: ferry_sample,
+    /// Borrowed mutably by the sample in `sample.held` while there is one.
+    subscriber: UnsafeCell<Subscriber>,
+}
+
+/// A received message (opaque). It lives inside its subscriber: at most one per subscriber at
+/// a time, valid until `ferry_sample_release`. Under shared memory with reliable delivery its
+/// bytes are the publisher's ring itself, which the publisher cannot reuse until the release.
+/// Releasing it again is refused with `FERRY_INVALID_ARGUMENT` (until the subscriber receives
+/// again: the handle is then the new sample).
+pub struct ferry_sample {
+    /// The sample held, borrowing the subscriber of the enclosing `ferry_subscriber`.
+    held: UnsafeCell<Option<Sample<'static>>>,
+    /// Read once when it arrived (NULL, 0, 0, 0 when none is held).
+    data: Cell<*const u8>,
+    len: Cell<usize>,
+    seq: Cell<u64>,
+    skipped: Cell<u64>,
+}
+
+impl ferry_subscriber {
+    fn holding(&self) -> bool {
+        // SAFETY: the slot is only touched by the calls of the one thread that uses this
+        // subscriber, and none of them keeps a reference into it across calls.
+        unsafe { (*self.sample.held.get()).is_some() }
+    }
+
+    /// The subscriber, for a call that is not a sample's; refused while a sample is held.
+    ///
+    /// # Safety
+    /// The handle is used by one thread at a time, and no reference from an earlier call is
+    /// live (each call drops its reference before it returns, except a sample's, checked here).
+    // The content of an UnsafeCell, handed out under this function's contract.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn subscriber(&self, function: &str) -> Result<&mut Subscriber, Failure> {
+        if self.holding() {
+            return Err(Failure::invalid(format!(
+                "a sample of this subscriber is held; release it (ferry_sample_release) before \
+                 calling {function}"
+            )));
+        }
+        // SAFETY: no sample borrows the subscriber (checked above), and the caller promises
+        // that no other reference to it is live.
+        Ok(unsafe { &mut *self.subscriber.get() })
+    }
+}
+
+/// Makes a subscriber on `topic` with `qos` (NULL: `ferry_qos_default()`). It receives what is
+/// published from now on. On success `*out` holds it (free it with `ferry_subscriber_free`);
+/// on failure, NULL.
+///
+/// # Safety
+/// `node` is a live node, `topic` a NUL-terminated string, `qos` NULL or valid for a read, `out`
+/// valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_subscriber_new(
+    node: *const ferry_node,
+    topic: *const c_char,
+    qos: *const ferry_qos,
+    out: *mut *mut ferry_subscriber,
+) -> ferry_status {
+    guard("ferry_subscriber_new", || {
+        // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
+        unsafe { put("out", out, ptr::null_mut()) }?;
+        // SAFETY: the caller passes a live node or NULL (refused).
+        let node = unsafe { handle("node", node) }?;
+        // SAFETY: the caller passes a C string or NULL (refused).
+        let topic = unsafe { c_str("topic", topic) }?;
+        let qos = if qos.is_null() {
+            ferry_qos_default()
+        } else {
+            // SAFETY: not NULL; the caller promises it is valid for a read.
+            unsafe { qos.read() }
+        };
+        let subscriber = node.node.subscriber(topic, &qos.to_qos()?)?;
+        let handle = Box::into_raw(Box::new(ferry_subscriber {
+            sample: ferry_sample {
+                held: UnsafeCell::new(None),
+                data: Cell::new(ptr::null()),
+                len: Cell::new(0),
+                seq: Cell::new(0),
+                skipped: Cell::new(0),
+            },
+            subscriber: UnsafeCell::new(subscriber),
+        }));
+        // SAFETY: checked above to be valid for a write.
+        unsafe { put("out", out, handle) }
+    })
+}
+
+/// Frees a subscriber: it leaves the topic. Refused (`FERRY_INVALID_ARGUMENT`, nothing freed)
+/// while it holds a sample. NULL is allowed and does nothing.
+///
+/// # Safety
+/// `subscriber` is NULL or a subscriber not freed yet.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_subscriber_free(subscriber: *mut ferry_subscriber) -> ferry_status {
+    guard("ferry_subscriber_free", || {
+        if subscriber.is_null() {
+            return Ok(());
+        }
+        // SAFETY: not NULL; the caller promises a live subscriber.
+        if unsafe { &*subscriber }.holding() {
+            return Err(Failure::invalid(
+                "a sample of this subscriber is held; release it first (the subscriber was not \
+                 freed)",
+            ));
+        }
+        // SAFETY: from Box::into_raw in ferry_subscriber_new, given back once; no sample
+        // borrows the subscriber.
+        drop(unsafe { Box::from_raw(subscriber) });
+        Ok(())
+    })
+}
+
+/// Receives the next message into `*out` (NULL unless `FERRY_OK`). `timeout_ns`: -1 waits
+/// until a message comes (in bounded slices inside ferry that look at nothing else: to stop on
+/// your own condition, use a finite timeout in a loop); 0 only looks (`FERRY_WOULD_BLOCK` if
+/// nothing is waiting); above 0 waits at most that long (`FERRY_TIMEOUT`). Neither
+/// `FERRY_WOULD_BLOCK` nor `FERRY_TIMEOUT` is a failure: they leave the last error message as it
+/// is. Refused while the subscriber holds a sample: release it first.
+///
+/// # Safety
+/// `subscriber` is a live subscriber; `out` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_subscriber_recv(
+    subscriber: *mut ferry_subscriber,
+    timeout_ns: i64,
+    out: *mut *mut ferry_sample,
+) -> ferry_status {
+    const FUNCTION: &str = "ferry_subscriber_recv";
+    let mut status = ferry_status::FERRY_OK;
+    let failed = guard(FUNCTION, || {
+        // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
+        unsafe { put("out", out, ptr::null_mut()) }?;
+        // SAFETY: the caller passes a live subscriber or NULL (refused).
+        let handle = unsafe { handle("subscriber", subscriber) }?;
+        // SAFETY: no sample is held (`subscriber` checks), and no other reference to the
+        // subscriber is live (one thread per handle, none kept across calls); the sample then
+        // stays in this block's slot, the block neither moves nor is freed while it is there,
+        // and no other reference to the subscriber is made until it leaves (the rules of this
+        // module), so extending the borrow to 'static never lets it outlive or alias it.
+        let s: &'static mut Subscriber = unsafe { handle.subscriber(FUNCTION) }?;
+        let received = match timeout_ns {
+            -1 => Some(s.recv()?),
+            0 => s.try_recv()?,
+            t if t > 0 => s.recv_timeout(Duration::from_nanos(t as u64))?,
+            t => {
+                return Err(Failure::invalid(format!(
+                    "timeout_ns is {t}; use -1 (wait until a message comes), 0 (only look) or \
+                     a positive number of nanoseconds"
+                )))
+            }
+        };
+        let Some(sample) = received else {
+            status = if timeout_ns == 0 {
+                ferry_status::FERRY_WOULD_BLOCK
+            } else {
+                ferry_status::FERRY_TIMEOUT
+            };
+            return Ok(());
+        };
+        let slot = handle.sample.held.get();
+        // SAFETY: the slot is empty and only this call touches it now (one thread per handle).
+        let held = unsafe { &mut *slot }.insert(sample);
+        let h = &handle.sample;
+        h.data.set(held.as_ptr());
+        h.len.set(held.len());
+        h.seq.set(held.seq());
+        h.skipped.set(held.skipped());
+        // SAFETY: `subscriber` is a live block; the pointer to its slot is derived from the
+        // caller's pointer, so it stays valid for as long as the block lives.
+        let sample_ptr = unsafe { ptr::addr_of_mut!((*subscriber).sample) };
+        // SAFETY: checked above to be valid for a write.
+        unsafe { put("out", out, sample_ptr) }
+    });
+    if failed == ferry_status::FERRY_OK {
+        status
+    } else {
+        failed
+    }
+}
+
+/// Writes to `*out` the number of publishers currently sending on the topic. Refused while the
+/// subscriber holds a sample.
+///
+/// # Safety
+/// `subscriber` is a live subscriber; `out` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_subscriber_publisher_count(
+    subscriber: *mut ferry_subscriber,
+    out: *mut usize,
+) -> ferry_status {
+    const FUNCTION: &str = "ferry_subscriber_publisher_count";
+    guard(FUNCTION, || {
+        // SAFETY: the caller passes a live subscriber or NULL (refused), used by this thread
+        // alone; no reference to it outlives a call.
+        let count =
+            unsafe { handle("subscriber", subscriber)?.subscriber(FUNCTION) }?.publisher_count();
+        // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
+        unsafe { put("out", out, count) }
+    })
+}
+
+/// Reads a field of a held sample, or says why there is none.
+///
+/// # Safety
+/// `sample` is NULL or a sample handle whose subscriber is live.
+unsafe fn held<'a>(sample: *const ferry_sample) -> Result<&'a ferry_sample, Failure> {
+    // SAFETY: the caller passes a live sample handle or NULL (refused).
+    let s = unsafe { handle("sample", sample) }?;
+    if s.data.get().is_null() {
+        return Err(Failure::invalid("this sample was already released"));
+    }
+    Ok(s)
+}
+
+/// The first byte of the message, readable until the sample is released; NULL for a NULL
+/// sample or one already released. (Never NULL for a held sample, even of 0 bytes.)
+///
+/// # Safety
+/// `sample` is NULL or a sample handle whose subscriber is live.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_sample_data(sample: *const ferry_sample) -> *const u8 {
+    guard_value("ferry_sample_data", ptr::null(), || {
+        // SAFETY: the caller passes a live sample handle or NULL (refused).
+        Ok(unsafe { held(sample) }?.data.get())
+    })
+}
+
+/// The length of the message in bytes; 0 for a NULL sample or one already released.
+///
+/// # Safety
+/// `sample` is NULL or a sample handle whose subscriber is live.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_sample_len(sample: *const ferry_sample) -> usize {
+    guard_value("ferry_sample_len", 0, || {
+        // SAFETY: the caller passes a live sample handle or NULL (refused).
+        Ok(unsafe { held(sample) }?.len.get())
+    })
+}
+
+/// The publisher's sequence number of the message (from 0 per publisher); 0 for a NULL sample
+/// or one already released.
+///
+/// # Safety
+/// `sample` is NULL or a sample handle whose subscriber is live.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_sample_seq(sample: *const ferry_sample) -> u64 {
+    guard_value("ferry_sample_seq", 0, || {
+        // SAFETY: the caller passes a live sample handle or NULL (refused).
+        Ok(unsafe { held(sample) }?.seq.get())
+    })
+}
+
+/// Messages this subscriber missed just before this one (latest delivery, UDP losses); 0 for a
+/// NULL sample or one already released.
+///
+/// # Safety
+/// `sample` is NULL or a sample handle whose subscriber is live.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_sample_skipped(sample: *const ferry_sample) -> u64 {
+    guard_value("ferry_sample_skipped", 0, || {
+        // SAFETY: the caller passes a live sample handle or NULL (refused).
+        Ok(unsafe { held(sample) }?.skipped.get())
+    })
+}
+
+/// Releases the sample: under reliable shared memory the publisher may reuse its bytes. Releasing
+/// again is refused with `FERRY_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `sample` is NULL or a sample handle whose subscriber is live.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_sample_release(sample: *mut ferry_sample) -> ferry_status {
+    guard("ferry_sample_release", || {
+        // SAFETY: the caller passes a live sample handle or NULL (refused).
+        let s = unsafe { handle("sample", sample) }?;
+        // SAFETY: the slot is only touched by the calls of the one thread using this
+        // subscriber, none keeping a reference into it across calls.
+        let taken = unsafe { &mut *s.held.get() }.take();
+        s.data.set(ptr::null());
+        s.len.set(0);
+        s.seq.set(0);
+        s.skipped.set(0);
+        match taken {
+            Some(sample) => {
+                drop(sample);
+                Ok(())
+            }
+            None => Err(Failure::invalid("this sample was already released")),
+        }
+    })
+}

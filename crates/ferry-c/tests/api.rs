@@ -1,0 +1,520 @@
+//! The C API called from Rust as C would call it: NULL pointers, enum values that name nothing,
+//! loans and samples ended twice or outstanding when their endpoint is used, the messages of
+//! failures, and messages through shared memory.
+
+use std::ffi::{c_char, CStr, CString};
+use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use ferry_c::*;
+use ferry_status::*;
+
+/// A domain of this test process's own (tests run in parallel, and other processes may run
+/// ferry on this machine).
+fn domain() -> CString {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    // Relaxed: only uniqueness matters.
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    CString::new(format!("fc-api-{}-{n}", std::process::id())).unwrap()
+}
+
+fn last_error() -> String {
+    // SAFETY: ferry_last_error_message never returns NULL and the text lives until the next
+    // ferry call on this thread; it is copied at once.
+    unsafe { CStr::from_ptr(ferry_last_error_message()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn shm_qos() -> ferry_qos {
+    let mut qos = ferry_qos_default();
+    qos.transport = ferry_transport::FERRY_TRANSPORT_SHM as i32;
+    qos.max_message_size = 4096;
+    qos
+}
+
+/// A node, a publisher and a subscriber on one topic, freed when dropped.
+struct Pair {
+    node: *mut ferry_node,
+    publisher: *mut ferry_publisher,
+    subscriber: *mut ferry_subscriber,
+}
+
+impl Pair {
+    fn new(qos: &ferry_qos) -> Pair {
+        let domain = domain();
+        let mut pair = Pair {
+            node: ptr::null_mut(),
+            publisher: ptr::null_mut(),
+            subscriber: ptr::null_mut(),
+        };
+        // SAFETY: valid strings and out-pointers; the handles are freed in Drop.
+        unsafe {
+            assert_eq!(
+                ferry_node_new(c"api".as_ptr(), domain.as_ptr(), &mut pair.node),
+                FERRY_OK
+            );
+            assert_eq!(
+                ferry_subscriber_new(pair.node, c"t".as_ptr(), qos, &mut pair.subscriber),
+                FERRY_OK,
+                "{}",
+                last_error()
+            );
+            assert_eq!(
+                ferry_publisher_new(pair.node, c"t".as_ptr(), qos, &mut pair.publisher),
+                FERRY_OK,
+                "{}",
+                last_error()
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            // The subscriber attaches to the publisher's ring when it looks for publishers.
+            let (mut publishers, mut n) = (0, 0);
+            // SAFETY: live handles, valid out-pointers.
+            unsafe {
+                assert_eq!(
+                    ferry_subscriber_publisher_count(pair.subscriber, &mut publishers),
+                    FERRY_OK
+                );
+                assert_eq!(
+                    ferry_publisher_subscriber_count(pair.publisher, &mut n),
+                    FERRY_OK
+                );
+            }
+            if n > 0 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the subscriber never attached");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        pair
+    }
+
+    fn recv(&self, timeout_ns: i64) -> (ferry_status, *mut ferry_sample) {
+        let mut sample = ptr::null_mut();
+        // SAFETY: live subscriber, valid out-pointer.
+        let status = unsafe { ferry_subscriber_recv(self.subscriber, timeout_ns, &mut sample) };
+        (status, sample)
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        // SAFETY: the handles made in `new`, freed once.
+        unsafe {
+            ferry_publisher_free(self.publisher);
+            ferry_subscriber_free(self.subscriber);
+            ferry_node_free(self.node);
+        }
+    }
+}
+
+#[test]
+fn null_pointers_are_invalid_arguments_with_a_message() {
+    let mut node = ptr::null_mut();
+    // SAFETY: every pointer is NULL or valid; NULL is what is tested.
+    unsafe {
+        assert_eq!(
+            ferry_node_new(ptr::null(), ptr::null(), &mut node),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_node_new: name is NULL");
+        assert!(node.is_null());
+        assert_eq!(
+            ferry_node_new(c"n".as_ptr(), ptr::null(), ptr::null_mut()),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_node_new: out is NULL");
+
+        let mut publisher = ptr::null_mut();
+        assert_eq!(
+            ferry_publisher_new(ptr::null(), c"t".as_ptr(), ptr::null(), &mut publisher),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_publisher_new: node is NULL");
+        let mut subscriber = ptr::null_mut();
+        assert_eq!(
+            ferry_subscriber_new(ptr::null(), c"t".as_ptr(), ptr::null(), &mut subscriber),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            ferry_publisher_send(ptr::null_mut(), ptr::null(), 0),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_publisher_send: publisher is NULL");
+        let mut loan = ptr::null_mut();
+        assert_eq!(
+            ferry_publisher_loan(ptr::null_mut(), 8, &mut loan),
+            FERRY_INVALID_ARGUMENT
+        );
+        let mut count = 0;
+        assert_eq!(
+            ferry_publisher_subscriber_count(ptr::null_mut(), &mut count),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            ferry_subscriber_publisher_count(ptr::null_mut(), &mut count),
+            FERRY_INVALID_ARGUMENT
+        );
+        let mut sample = ptr::null_mut();
+        assert_eq!(
+            ferry_subscriber_recv(ptr::null_mut(), 0, &mut sample),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(ferry_loan_send(ptr::null_mut()), FERRY_INVALID_ARGUMENT);
+        assert_eq!(last_error(), "ferry_loan_send: loan is NULL");
+        assert_eq!(ferry_loan_discard(ptr::null_mut()), FERRY_INVALID_ARGUMENT);
+        assert_eq!(
+            ferry_sample_release(ptr::null_mut()),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_sample_release: sample is NULL");
+
+        // The accessors answer NULL or 0, and say why.
+        assert!(ferry_loan_data(ptr::null_mut()).is_null());
+        assert_eq!(last_error(), "ferry_loan_data: loan is NULL");
+        assert_eq!(ferry_loan_len(ptr::null()), 0);
+        assert!(ferry_sample_data(ptr::null()).is_null());
+        assert_eq!(ferry_sample_len(ptr::null()), 0);
+        assert_eq!(ferry_sample_seq(ptr::null()), 0);
+        assert_eq!(ferry_sample_skipped(ptr::null()), 0);
+        assert_eq!(last_error(), "ferry_sample_skipped: sample is NULL");
+
+        // Freeing NULL does nothing, as free(NULL) does.
+        assert_eq!(ferry_node_free(ptr::null_mut()), FERRY_OK);
+        assert_eq!(ferry_publisher_free(ptr::null_mut()), FERRY_OK);
+        assert_eq!(ferry_subscriber_free(ptr::null_mut()), FERRY_OK);
+    }
+}
+
+#[test]
+fn bad_enums_names_and_strings_are_refused() {
+    let domain = domain();
+    let mut node = ptr::null_mut();
+    // SAFETY: valid strings and out-pointers; the node is freed at the end.
+    unsafe {
+        assert_eq!(
+            ferry_node_new(c"n".as_ptr(), domain.as_ptr(), &mut node),
+            FERRY_OK
+        );
+        for (set, field) in [
+            (
+                (|q: &mut ferry_qos| q.transport = 3) as fn(&mut ferry_qos),
+                "transport is 3",
+            ),
+            (|q| q.delivery = -1, "delivery is -1"),
+            (|q| q.wait = 42, "wait is 42"),
+            (|q| q.ip_version = 2, "ip_version is 2"),
+        ] {
+            let mut qos = shm_qos();
+            set(&mut qos);
+            let mut publisher = ptr::null_mut::<ferry_publisher>().wrapping_add(1);
+            assert_eq!(
+                ferry_publisher_new(node, c"t".as_ptr(), &qos, &mut publisher),
+                FERRY_INVALID_ARGUMENT
+            );
+            assert!(publisher.is_null(), "out is NULL after a failure");
+            let e = last_error();
+            assert!(e.starts_with("ferry_publisher_new: ferry_qos."), "{e}");
+            assert!(e.contains(field), "{e}");
+            let mut subscriber = ptr::null_mut();
+            assert_eq!(
+                ferry_subscriber_new(node, c"t".as_ptr(), &qos, &mut subscriber),
+                FERRY_INVALID_ARGUMENT
+            );
+        }
+        // A QoS ferry refuses, in ferry's words.
+        let mut qos = shm_qos();
+        qos.max_message_size = 0;
+        let mut publisher = ptr::null_mut();
+        assert_eq!(
+            ferry_publisher_new(node, c"t".as_ptr(), &qos, &mut publisher),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert!(
+            last_error().contains("max_message_size"),
+            "{}",
+            last_error()
+        );
+
+        // Names: empty, too long, not UTF-8.
+        let mut other = ptr::null_mut();
+        assert_eq!(
+            ferry_node_new(c"".as_ptr(), domain.as_ptr(), &mut other),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert!(
+            last_error().contains("invalid node name"),
+            "{}",
+            last_error()
+        );
+        let long = CString::new("n".repeat(33)).unwrap();
+        assert_eq!(
+            ferry_node_new(long.as_ptr(), domain.as_ptr(), &mut other),
+            FERRY_INVALID_ARGUMENT
+        );
+        let latin1: &[u8] = b"caf\xe9\0";
+        assert_eq!(
+            ferry_node_new(
+                latin1.as_ptr().cast::<c_char>(),
+                domain.as_ptr(),
+                &mut other
+            ),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_node_new: name is not valid UTF-8");
+        assert_eq!(
+            ferry_publisher_new(
+                node,
+                c"a topic with spaces".as_ptr(),
+                &shm_qos(),
+                &mut publisher
+            ),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(ferry_node_free(node), FERRY_OK);
+    }
+}
+
+#[test]
+fn status_names_cover_every_status() {
+    let all = [
+        FERRY_OK,
+        FERRY_TIMEOUT,
+        FERRY_WOULD_BLOCK,
+        FERRY_INVALID_ARGUMENT,
+        FERRY_TOO_LARGE,
+        FERRY_ERROR,
+        FERRY_PANIC,
+    ];
+    for status in all {
+        // SAFETY: a static string.
+        let name = unsafe { CStr::from_ptr(ferry_status_name(status as i32)) };
+        assert_eq!(name.to_str().unwrap(), format!("{status:?}"));
+    }
+    for other in [-1, 7, i32::MAX] {
+        // SAFETY: a static string.
+        let name = unsafe { CStr::from_ptr(ferry_status_name(other)) };
+        assert_eq!(name.to_str().unwrap(), "FERRY_UNKNOWN_STATUS");
+    }
+}
+
+#[test]
+fn a_sample_is_borrowed_in_place_and_released_once() {
+    let pair = Pair::new(&shm_qos());
+    // SAFETY: live handles from `pair`; every pointer read is valid while its sample is held.
+    unsafe {
+        let (status, sample) = pair.recv(0);
+        assert_eq!(status, FERRY_WOULD_BLOCK);
+        assert!(sample.is_null());
+        assert_eq!(pair.recv(1_000_000).0, FERRY_TIMEOUT);
+        assert_eq!(pair.recv(-2).0, FERRY_INVALID_ARGUMENT);
+        assert!(
+            last_error().contains("timeout_ns is -2"),
+            "{}",
+            last_error()
+        );
+
+        let message = b"hello from C";
+        assert_eq!(
+            ferry_publisher_send(pair.publisher, message.as_ptr().cast(), message.len()),
+            FERRY_OK
+        );
+        assert_eq!(
+            ferry_publisher_send(pair.publisher, ptr::null(), 0),
+            FERRY_OK
+        );
+        assert_eq!(
+            ferry_publisher_send(pair.publisher, ptr::null(), 3),
+            FERRY_INVALID_ARGUMENT
+        );
+
+        let (status, sample) = pair.recv(1_000_000_000);
+        assert_eq!(status, FERRY_OK);
+        let bytes = std::slice::from_raw_parts(ferry_sample_data(sample), ferry_sample_len(sample));
+        assert_eq!(bytes, message);
+        assert_eq!(ferry_sample_seq(sample), 0);
+        assert_eq!(ferry_sample_skipped(sample), 0);
+
+        // While the sample is held, its subscriber refuses everything else.
+        assert_eq!(pair.recv(0).0, FERRY_INVALID_ARGUMENT);
+        assert!(
+            last_error()
+                .contains("release it (ferry_sample_release) before calling ferry_subscriber_recv"),
+            "{}",
+            last_error()
+        );
+        let mut count = 0;
+        assert_eq!(
+            ferry_subscriber_publisher_count(pair.subscriber, &mut count),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            ferry_subscriber_free(pair.subscriber),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert!(last_error().contains("was not freed"), "{}", last_error());
+
+        assert_eq!(ferry_sample_release(sample), FERRY_OK);
+        // Released twice: refused, and the accessors say so.
+        assert_eq!(ferry_sample_release(sample), FERRY_INVALID_ARGUMENT);
+        assert_eq!(
+            last_error(),
+            "ferry_sample_release: this sample was already released"
+        );
+        assert!(ferry_sample_data(sample).is_null());
+        assert_eq!(ferry_sample_len(sample), 0);
+
+        // The empty message.
+        let (status, sample) = pair.recv(-1);
+        assert_eq!(status, FERRY_OK);
+        assert_eq!(ferry_sample_len(sample), 0);
+        assert!(!ferry_sample_data(sample).is_null());
+        assert_eq!(ferry_sample_seq(sample), 1);
+        assert_eq!(ferry_sample_release(sample), FERRY_OK);
+        assert_eq!(
+            ferry_subscriber_publisher_count(pair.subscriber, &mut count),
+            FERRY_OK
+        );
+        assert_eq!(count, 1);
+    }
+}
+
+#[test]
+fn a_loan_is_written_in_place_and_sent_once() {
+    let pair = Pair::new(&shm_qos());
+    // SAFETY: live handles from `pair`; the loan's bytes are written only while it is held.
+    unsafe {
+        let mut loan = ptr::null_mut();
+        assert_eq!(
+            ferry_publisher_loan(pair.publisher, 100, &mut loan),
+            FERRY_OK
+        );
+        assert_eq!(ferry_loan_len(loan), 100);
+        let data = ferry_loan_data(loan);
+        assert!(!data.is_null());
+        for i in 0..100 {
+            *data.add(i) = i as u8;
+        }
+
+        // While the loan is out, its publisher refuses everything but its size.
+        let mut again = ptr::null_mut();
+        assert_eq!(
+            ferry_publisher_loan(pair.publisher, 8, &mut again),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert!(again.is_null());
+        assert!(
+            last_error().contains("send it (ferry_loan_send) or discard it"),
+            "{}",
+            last_error()
+        );
+        assert_eq!(
+            ferry_publisher_send(pair.publisher, ptr::null(), 0),
+            FERRY_INVALID_ARGUMENT
+        );
+        let mut n = 0;
+        assert_eq!(
+            ferry_publisher_subscriber_count(pair.publisher, &mut n),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(ferry_publisher_free(pair.publisher), FERRY_INVALID_ARGUMENT);
+        assert_eq!(
+            ferry_publisher_max_message_size(pair.publisher, &mut n),
+            FERRY_OK
+        );
+        assert_eq!(n, 4096);
+
+        assert_eq!(ferry_loan_send(loan), FERRY_OK);
+        assert_eq!(ferry_loan_send(loan), FERRY_INVALID_ARGUMENT);
+        assert_eq!(
+            last_error(),
+            "ferry_loan_send: this loan was already sent or discarded"
+        );
+        assert_eq!(ferry_loan_discard(loan), FERRY_INVALID_ARGUMENT);
+        assert!(ferry_loan_data(loan).is_null());
+        assert_eq!(ferry_loan_len(loan), 0);
+
+        // A discarded loan sends nothing; the next message is the next one sent.
+        assert_eq!(ferry_publisher_loan(pair.publisher, 5, &mut loan), FERRY_OK);
+        assert_eq!(ferry_loan_discard(loan), FERRY_OK);
+        assert_eq!(ferry_loan_send(loan), FERRY_INVALID_ARGUMENT);
+
+        let (status, sample) = pair.recv(1_000_000_000);
+        assert_eq!(status, FERRY_OK);
+        let bytes = std::slice::from_raw_parts(ferry_sample_data(sample), ferry_sample_len(sample));
+        assert_eq!(bytes, (0..100).map(|i| i as u8).collect::<Vec<_>>());
+        assert_eq!(ferry_sample_release(sample), FERRY_OK);
+        assert_eq!(pair.recv(0).0, FERRY_WOULD_BLOCK);
+
+        // Larger than max_message_size: its own status, whether copied or lent.
+        let big = vec![0u8; 4097];
+        assert_eq!(
+            ferry_publisher_send(pair.publisher, big.as_ptr().cast(), big.len()),
+            FERRY_TOO_LARGE
+        );
+        assert!(
+            last_error().contains("Qos::max_message_size"),
+            "{}",
+            last_error()
+        );
+        assert_eq!(
+            ferry_publisher_loan(pair.publisher, 4097, &mut loan),
+            FERRY_TOO_LARGE
+        );
+        assert!(loan.is_null());
+    }
+}
+
+#[test]
+fn a_reliable_publisher_held_back_by_a_sample_times_out() {
+    let mut qos = shm_qos();
+    qos.ring_capacity = 1 << 16;
+    qos.send_timeout_ns = 20_000_000;
+    let pair = Pair::new(&qos);
+    let chunk = vec![7u8; 4000];
+    // SAFETY: live handles from `pair`.
+    unsafe {
+        let mut sent = 0;
+        let status = loop {
+            let s = ferry_publisher_send(pair.publisher, chunk.as_ptr().cast(), chunk.len());
+            if s != FERRY_OK || sent > 100 {
+                break s;
+            }
+            sent += 1;
+        };
+        assert_eq!(status, FERRY_TIMEOUT, "after {sent} messages");
+        assert!(
+            last_error().contains("did not make room"),
+            "{}",
+            last_error()
+        );
+        let (status, sample) = pair.recv(0);
+        assert_eq!(status, FERRY_OK);
+        assert_eq!(ferry_sample_release(sample), FERRY_OK);
+    }
+}
+
+#[test]
+fn the_last_error_is_per_thread() {
+    // SAFETY: NULL is what is tested.
+    let status = unsafe { ferry_loan_send(ptr::null_mut()) };
+    assert_eq!(status, FERRY_INVALID_ARGUMENT);
+    std::thread::spawn(|| {
+        assert_eq!(last_error(), "", "a fresh thread has no last error");
+        // SAFETY: NULL is what is tested.
+        let status = unsafe { ferry_sample_release(ptr::null_mut()) };
+        assert_eq!(status, FERRY_INVALID_ARGUMENT);
+        assert_eq!(last_error(), "ferry_sample_release: sample is NULL");
+    })
+    .join()
+    .unwrap();
+    assert_eq!(last_error(), "ferry_loan_send: loan is NULL");
+    // Success leaves it as it is.
+    // SAFETY: freeing NULL.
+    let status = unsafe { ferry_node_free(ptr::null_mut()) };
+    assert_eq!(status, FERRY_OK);
+    assert_eq!(last_error(), "ferry_loan_send: loan is NULL");
+}
