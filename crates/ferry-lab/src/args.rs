@@ -1,25 +1,151 @@
-//! Values that the lab's configurations share with ferry's QoS: delivery and wait strategy, as
-//! plain serde enums (the command line has its own clap enums and converts them).
+//! Named values of the lab's configurations and results: every experiment's transports, modes,
+//! placements, ... are declared once with [`choice!`](crate::choice), which gives each its
+//! name (the same string on the command line, in a configuration and in the results), its
+//! aliases, its list of values and its parser, [`parse_choice`]. The values ferry's QoS takes
+//! ([`Delivery`], [`Wait`]) are here; the command line's `pub` and `echo` have their own clap
+//! enums and convert them.
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-/// ferry's delivery, as the lab's configurations and results name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Delivery {
-    /// Nothing is lost: a publisher waits for slow reliable subscribers.
-    Reliable,
-    /// The publisher never waits; slow subscribers skip ahead and count what they skipped.
-    Latest,
+/// A value named by a string, of an enum declared with [`choice!`](crate::choice).
+pub trait Choice: Copy + Eq + 'static {
+    /// What a value is, for messages: `"transport"`.
+    const WHAT: &'static str;
+    /// The same, plural: `"transports"`.
+    const WHATS: &'static str;
+    /// Every value, in the order of the declaration.
+    const ALL: &'static [Self];
+    /// The name: on the command line, in a configuration, in the results.
+    fn name(self) -> &'static str;
+    /// Other names it is read by (never written).
+    fn aliases(self) -> &'static [&'static str] {
+        &[]
+    }
 }
 
-impl Delivery {
-    pub fn name(self) -> &'static str {
-        match self {
-            Delivery::Reliable => "reliable",
-            Delivery::Latest => "latest",
+/// The value named `text` (its name or an alias, white space around it ignored); the error
+/// lists every valid name.
+pub fn parse_choice<T: Choice>(text: &str) -> Result<T, String> {
+    let name = text.trim();
+    T::ALL
+        .iter()
+        .copied()
+        .find(|c| c.name() == name || c.aliases().contains(&name))
+        .ok_or_else(|| {
+            let valid: Vec<&str> = T::ALL.iter().map(|c| c.name()).collect();
+            format!(
+                "unknown {} {name:?}; valid {}: {}",
+                T::WHAT,
+                T::WHATS,
+                valid.join(", ")
+            )
+        })
+}
+
+/// Declares an enum of named values from one list: each variant's name, then its aliases.
+///
+/// ```
+/// ferry_lab::choice! {
+///     /// The transports this experiment knows.
+///     pub enum Transport: "transport" {
+///         /// ferry over shared memory.
+///         Shm = "shm",
+///         Udp = "udp" | "udp4",
+///     }
+/// }
+/// assert_eq!(Transport::ALL, [Transport::Shm, Transport::Udp]);
+/// assert_eq!("udp4".parse(), Ok(Transport::Udp));
+/// assert_eq!(Transport::Udp.name(), "udp");
+/// assert_eq!(serde_json::to_value(Transport::Udp).unwrap(), "udp");
+/// ```
+///
+/// The plural of `"transport"` in messages is `"transports"`; another is given after a slash:
+/// `pub enum Delivery: "delivery" / "deliveries"`. The enum derives `Debug`, `Clone`, `Copy`,
+/// `PartialEq`, `Eq`, `Hash`, serde's `Serialize` and `Deserialize` (as the names, reading the
+/// aliases too) and schemars' `JsonSchema` (the crate that uses it depends on serde and
+/// schemars); it implements [`Choice`](crate::args::Choice) and `FromStr` (with
+/// [`parse_choice`](crate::args::parse_choice)), and has `ALL` and `name()` of its own. Doc
+/// comments and attributes of the enum and of its variants pass through.
+#[macro_export]
+macro_rules! choice {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $enum:ident : $what:literal $(/ $whats:literal)? {
+            $(
+                $(#[$variant_meta:meta])*
+                $variant:ident = $name:literal $(| $alias:literal)*
+            ),+ $(,)?
         }
+    ) => {
+        $(#[$meta])*
+        #[derive(
+            Debug,
+            Clone,
+            Copy,
+            PartialEq,
+            Eq,
+            Hash,
+            serde::Serialize,
+            serde::Deserialize,
+            schemars::JsonSchema,
+        )]
+        $vis enum $enum {
+            $(
+                $(#[$variant_meta])*
+                #[serde(rename = $name $(, alias = $alias)*)]
+                $variant,
+            )+
+        }
+
+        impl $crate::args::Choice for $enum {
+            const WHAT: &'static str = $what;
+            const WHATS: &'static str = $crate::choice!(@plural $what $(/ $whats)?);
+            const ALL: &'static [Self] = &[$($enum::$variant),+];
+
+            fn name(self) -> &'static str {
+                match self {
+                    $($enum::$variant => $name,)+
+                }
+            }
+
+            fn aliases(self) -> &'static [&'static str] {
+                match self {
+                    $($enum::$variant => &[$($alias),*],)+
+                }
+            }
+        }
+
+        impl $enum {
+            /// Every value, in the order of the declaration.
+            pub const ALL: &'static [Self] = <Self as $crate::args::Choice>::ALL;
+
+            /// The name: on the command line, in a configuration, in the results.
+            pub fn name(self) -> &'static str {
+                <Self as $crate::args::Choice>::name(self)
+            }
+        }
+
+        impl ::std::str::FromStr for $enum {
+            type Err = String;
+
+            fn from_str(text: &str) -> Result<Self, String> {
+                $crate::args::parse_choice(text)
+            }
+        }
+    };
+    (@plural $what:literal) => {
+        concat!($what, "s")
+    };
+    (@plural $what:literal / $whats:literal) => {
+        $whats
+    };
+}
+
+crate::choice! {
+    /// ferry's delivery, as the lab's configurations and results name it.
+    pub enum Delivery: "delivery" / "deliveries" {
+        /// Nothing is lost: a publisher waits for slow reliable subscribers.
+        Reliable = "reliable",
+        /// The publisher never waits; slow subscribers skip ahead and count what they skipped.
+        Latest = "latest",
     }
 }
 
@@ -32,31 +158,22 @@ impl From<Delivery> for ferry::Delivery {
     }
 }
 
-/// ferry's wait strategy, as the lab's configurations and results name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Wait {
-    /// Busy loop: lowest latency, one CPU kept busy while waiting.
-    Spin,
-    /// Sleep on a futex: no busy loop.
-    Block,
-    /// Spin for a short while, then sleep.
-    Adaptive,
-}
-
-impl Wait {
-    pub fn name(self) -> &'static str {
-        match self {
-            Wait::Spin => "spin",
-            Wait::Block => "block",
-            Wait::Adaptive => "adaptive",
-        }
+crate::choice! {
+    /// ferry's wait strategy, as the lab's configurations and results name it.
+    pub enum Wait: "wait strategy" / "wait strategies" {
+        /// Busy loop: lowest latency, one CPU kept busy while waiting.
+        Spin = "spin",
+        /// Sleep on a futex: no busy loop.
+        Block = "block",
+        /// Spin for a short while, then sleep.
+        Adaptive = "adaptive",
     }
 }
 
-impl From<Wait> for ferry::WaitStrategy {
-    fn from(w: Wait) -> ferry::WaitStrategy {
-        match w {
+impl Wait {
+    /// ferry's wait strategy.
+    pub fn strategy(self) -> ferry::WaitStrategy {
+        match self {
             Wait::Spin => ferry::WaitStrategy::Spin,
             Wait::Block => ferry::WaitStrategy::Block,
             Wait::Adaptive => ferry::WaitStrategy::Adaptive,
@@ -64,17 +181,135 @@ impl From<Wait> for ferry::WaitStrategy {
     }
 }
 
+impl From<Wait> for ferry::WaitStrategy {
+    fn from(w: Wait) -> ferry::WaitStrategy {
+        w.strategy()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+    use std::fmt::Debug;
+
+    use serde::de::DeserializeOwned;
+    use serde::Serialize;
+
     use super::*;
 
-    #[test]
-    fn names_are_the_json_strings() {
-        for d in [Delivery::Reliable, Delivery::Latest] {
-            assert_eq!(serde_json::to_value(d).unwrap(), d.name());
+    crate::choice! {
+        /// A test's colours.
+        enum Colour: "colour" {
+            Red = "red",
+            /// With a doc comment and an alias.
+            Green = "green" | "lime",
+            Blue = "blue" | "navy" | "cyan",
         }
-        for w in [Wait::Spin, Wait::Block, Wait::Adaptive] {
-            assert_eq!(serde_json::to_value(w).unwrap(), w.name());
+    }
+
+    #[test]
+    fn names_and_aliases_parse() {
+        for &c in Colour::ALL {
+            assert_eq!(parse_choice::<Colour>(c.name()), Ok(c));
+        }
+        assert_eq!(parse_choice::<Colour>("lime"), Ok(Colour::Green));
+        assert_eq!(parse_choice::<Colour>("cyan"), Ok(Colour::Blue));
+        assert_eq!("navy".parse::<Colour>(), Ok(Colour::Blue));
+        assert_eq!(Colour::Blue.aliases(), ["navy", "cyan"]);
+        assert!(Colour::Red.aliases().is_empty());
+        assert_eq!(Colour::ALL, [Colour::Red, Colour::Green, Colour::Blue]);
+    }
+
+    #[test]
+    fn white_space_around_a_name_is_ignored() {
+        assert_eq!(parse_choice::<Colour>("  red\t"), Ok(Colour::Red));
+        assert_eq!(parse_choice::<Colour>(" lime\n"), Ok(Colour::Green));
+        assert!(parse_choice::<Colour>("r ed").is_err());
+        assert!(
+            parse_choice::<Colour>("Red").is_err(),
+            "names are case-sensitive"
+        );
+    }
+
+    #[test]
+    fn the_error_names_the_value_and_lists_every_valid_name() {
+        assert_eq!(
+            parse_choice::<Colour>(" purple "),
+            Err("unknown colour \"purple\"; valid colours: red, green, blue".to_owned())
+        );
+        assert_eq!(
+            parse_choice::<Delivery>("maybe").unwrap_err(),
+            "unknown delivery \"maybe\"; valid deliveries: reliable, latest"
+        );
+        assert_eq!(
+            "sleep".parse::<Wait>().unwrap_err(),
+            "unknown wait strategy \"sleep\"; valid wait strategies: spin, block, adaptive"
+        );
+        assert!(parse_choice::<Colour>("").unwrap_err().contains("\"\""));
+    }
+
+    #[test]
+    fn aliases_are_read_from_json_but_never_written() {
+        let c: Colour = serde_json::from_str("\"lime\"").unwrap();
+        assert_eq!(c, Colour::Green);
+        assert_eq!(serde_json::to_value(c).unwrap(), "green");
+        assert!(serde_json::from_str::<Colour>("\"purple\"").is_err());
+    }
+
+    /// Every name and alias of `T` is distinct, and every value is written to JSON as its name
+    /// and read back from its name and from each alias.
+    fn check<T: Choice + Debug + Serialize + DeserializeOwned>() {
+        assert!(!T::ALL.is_empty(), "{}", T::WHAT);
+        let mut seen = HashSet::new();
+        for &c in T::ALL {
+            for name in std::iter::once(c.name()).chain(c.aliases().iter().copied()) {
+                assert!(seen.insert(name), "{} {name:?} named twice", T::WHAT);
+                assert_eq!(parse_choice::<T>(name), Ok(c));
+                let json = serde_json::Value::String(name.to_owned());
+                assert_eq!(serde_json::from_value::<T>(json).unwrap(), c);
+            }
+            assert_eq!(serde_json::to_value(c).unwrap(), c.name(), "{c:?}");
+        }
+        let distinct: HashSet<_> = T::ALL.iter().map(|c| format!("{c:?}")).collect();
+        assert_eq!(
+            distinct.len(),
+            T::ALL.len(),
+            "{}: a value listed twice",
+            T::WHAT
+        );
+    }
+
+    #[test]
+    fn every_choice_has_distinct_names_that_round_trip_through_json() {
+        check::<Colour>();
+        check::<Delivery>();
+        check::<Wait>();
+        check::<crate::cycle::Transport>();
+        check::<crate::cycle::Placement>();
+        check::<crate::cycle::DeliveryChoice>();
+        check::<crate::cycle::Role>();
+        check::<crate::footprint::Transport>();
+        check::<crate::footprint::App>();
+        check::<crate::hubs::Mode>();
+        check::<crate::hubs::Transport>();
+        check::<crate::hubs::PinMode>();
+        check::<crate::idle::Transport>();
+        check::<crate::latency::Transport>();
+        check::<crate::limits::Kind>();
+        check::<crate::sendtime::Transport>();
+        check::<crate::suite::Level>();
+        check::<crate::throughput::Transport>();
+        check::<crate::throughput::RowDelivery>();
+        check::<crate::udprate::Pacing>();
+        check::<crate::udprate::ThreadsMode>();
+    }
+
+    #[test]
+    fn wait_is_ferrys_wait_strategy() {
+        for &w in Wait::ALL {
+            let s: ferry::WaitStrategy = w.into();
+            assert_eq!(s, w.strategy());
+            assert_eq!(format!("{s:?}").to_lowercase(), w.name());
         }
     }
 }

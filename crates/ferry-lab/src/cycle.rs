@@ -46,10 +46,11 @@ use std::fmt::Write as _;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
-use ferry::{CycleStats, Delivery, Node, Qos, WaitStrategy};
+use ferry::{CycleStats, Node, Qos, WaitStrategy};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::args::Delivery;
 use crate::cgroup::{self, CpuGroup};
 use crate::error::{bail, note, Context, Error, Result};
 use crate::experiment::{Experiment, Measured, Results};
@@ -60,54 +61,28 @@ use crate::stats::median;
 use crate::studies::{cite, cite_first, DOMINION};
 use crate::table::Table;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    Shm,
-    #[serde(alias = "udp4")]
-    Udp,
-}
-
-impl Transport {
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Shm => "shm",
-            Transport::Udp => "udp",
-        }
+crate::choice! {
+    pub enum Transport: "transport" {
+        Shm = "shm",
+        Udp = "udp" | "udp4",
     }
 }
 
-pub fn parse_transport(text: &str) -> Result<Transport, String> {
-    match text.trim() {
-        "shm" => Ok(Transport::Shm),
-        "udp" | "udp4" => Ok(Transport::Udp),
-        other => Err(format!("unknown transport {other:?}: use shm or udp")),
+crate::choice! {
+    /// Where the two apps run. The budget is the same; what changes is whether the array crosses
+    /// between CPUs' caches every cycle.
+    pub enum Placement: "placement" {
+        /// Both apps pinned to one CPU (as `docker --cpuset-cpus` with one CPU for both containers):
+        /// the reader finds the array in the cache the writer filled.
+        OneCpu = "one-cpu",
+        /// The writer pinned to one CPU and the reader to another: the array crosses every cycle.
+        TwoCpus = "two-cpus",
+        /// No pinning: the kernel places the apps, as in the study's Docker containers.
+        Scheduler = "scheduler",
     }
-}
-
-/// Where the two apps run. The budget is the same; what changes is whether the array crosses
-/// between CPUs' caches every cycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Placement {
-    /// Both apps pinned to one CPU (as `docker --cpuset-cpus` with one CPU for both containers):
-    /// the reader finds the array in the cache the writer filled.
-    OneCpu,
-    /// The writer pinned to one CPU and the reader to another: the array crosses every cycle.
-    TwoCpus,
-    /// No pinning: the kernel places the apps, as in the study's Docker containers.
-    Scheduler,
 }
 
 impl Placement {
-    pub fn name(self) -> &'static str {
-        match self {
-            Placement::OneCpu => "one-cpu",
-            Placement::TwoCpus => "two-cpus",
-            Placement::Scheduler => "scheduler",
-        }
-    }
-
     /// How a label of the report names it.
     fn label(self) -> &'static str {
         match self {
@@ -133,17 +108,6 @@ impl Placement {
     }
 }
 
-pub fn parse_placement(text: &str) -> Result<Placement, String> {
-    match text.trim() {
-        "one-cpu" => Ok(Placement::OneCpu),
-        "two-cpus" => Ok(Placement::TwoCpus),
-        "scheduler" => Ok(Placement::Scheduler),
-        other => Err(format!(
-            "unknown placement {other:?}: use one-cpu, two-cpus or scheduler"
-        )),
-    }
-}
-
 /// A CPU budget over both apps: a number of CPUs, or none (`null`: unlimited).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
@@ -153,59 +117,24 @@ pub fn parse_budget(text: &str) -> Result<Budget, String> {
     cgroup::parse_cpu(text).map(Budget)
 }
 
-/// `--delivery`: one for both transports, or the study's pair.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum DeliveryChoice {
-    /// shm reliable (the study's shared memory: the writer waits for the reader's semaphore,
-    /// nothing is lost), udp latest (the study's plain UDP: no repair).
-    Study,
-    Latest,
-    Reliable,
+crate::choice! {
+    /// `--delivery`: one for both transports, or the study's pair.
+    pub enum DeliveryChoice: "delivery" / "deliveries" {
+        /// shm reliable (the study's shared memory: the writer waits for the reader's semaphore,
+        /// nothing is lost), udp latest (the study's plain UDP: no repair).
+        Study = "study",
+        Latest = "latest",
+        Reliable = "reliable",
+    }
 }
 
 impl DeliveryChoice {
-    fn for_transport(self, t: Transport) -> DeliveryMode {
+    fn for_transport(self, t: Transport) -> Delivery {
         match (self, t) {
-            (DeliveryChoice::Latest, _) => DeliveryMode::Latest,
-            (DeliveryChoice::Reliable, _) => DeliveryMode::Reliable,
-            (DeliveryChoice::Study, Transport::Shm) => DeliveryMode::Reliable,
-            (DeliveryChoice::Study, Transport::Udp) => DeliveryMode::Latest,
-        }
-    }
-}
-
-pub fn parse_delivery_choice(text: &str) -> Result<DeliveryChoice, String> {
-    match text {
-        "study" => Ok(DeliveryChoice::Study),
-        "latest" => Ok(DeliveryChoice::Latest),
-        "reliable" => Ok(DeliveryChoice::Reliable),
-        other => Err(format!(
-            "unknown delivery {other:?}: use study, latest or reliable"
-        )),
-    }
-}
-
-/// The delivery one transport runs with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum DeliveryMode {
-    Latest,
-    Reliable,
-}
-
-impl DeliveryMode {
-    fn ferry(self) -> Delivery {
-        match self {
-            DeliveryMode::Latest => Delivery::Latest,
-            DeliveryMode::Reliable => Delivery::Reliable,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            DeliveryMode::Latest => "latest",
-            DeliveryMode::Reliable => "reliable",
+            (DeliveryChoice::Latest, _) => Delivery::Latest,
+            (DeliveryChoice::Reliable, _) => Delivery::Reliable,
+            (DeliveryChoice::Study, Transport::Shm) => Delivery::Reliable,
+            (DeliveryChoice::Study, Transport::Udp) => Delivery::Latest,
         }
     }
 }
@@ -421,7 +350,7 @@ pub struct Setup {
     overload_rule: String,
     deadline_miss: String,
     /// Per transport.
-    delivery: PerTransport<DeliveryMode>,
+    delivery: PerTransport<Delivery>,
     /// How each transport carries one cycle's array.
     unit: PerTransport<String>,
     spin_us: u64,
@@ -888,20 +817,11 @@ fn bisect(
 // ---------------------------------------------------------------------------------------------
 // One run: two peer processes
 
-/// Which app a peer process is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Writer,
-    Reader,
-}
-
-impl Role {
-    fn name(self) -> &'static str {
-        match self {
-            Role::Writer => "writer",
-            Role::Reader => "reader",
-        }
+crate::choice! {
+    /// Which app a peer process is.
+    pub enum Role: "role" {
+        Writer = "writer",
+        Reader = "reader",
     }
 }
 
@@ -927,7 +847,7 @@ pub struct PeerRequest {
     spin_ns: u64,
     cycles: u64,
     multiplicity: u64,
-    delivery: DeliveryMode,
+    delivery: Delivery,
     /// Pin this app to this CPU before it starts.
     pin_cpu: Option<usize>,
 }
@@ -1218,7 +1138,7 @@ fn qos(args: &PeerRequest) -> Qos {
     let q = Qos::default()
         .wait(wait)
         .spin_window(Duration::from_nanos(args.spin_ns))
-        .delivery(args.delivery.ferry())
+        .delivery(args.delivery.into())
         .max_message_size((args.multiplicity() * 4).max(4))
         .send_timeout(Duration::from_secs(2));
     match args.transport {
@@ -1974,10 +1894,7 @@ mod tests {
         assert_eq!(v.transport, [Transport::Udp]);
         assert_eq!(v.budgets(), [Some(0.5), None]);
         assert_eq!(v.placement, [Placement::TwoCpus]);
-        assert_eq!(
-            v.delivery.for_transport(Transport::Shm),
-            DeliveryMode::Reliable
-        );
+        assert_eq!(v.delivery.for_transport(Transport::Shm), Delivery::Reliable);
         assert!(
             serde_json::from_value::<Config>(serde_json::json!({"transports": ["shm"]})).is_err()
         );
@@ -1995,7 +1912,7 @@ mod tests {
             spin_ns: 0,
             cycles: 1000,
             multiplicity: 4096,
-            delivery: DeliveryMode::Reliable,
+            delivery: Delivery::Reliable,
             pin_cpu: None,
         };
         ok.check().unwrap();

@@ -40,45 +40,19 @@ pub const GOAL_THREADS: u64 = 2;
 /// The command that builds the apps.
 pub const BUILD_COMMAND: &str = "cargo build --profile min-size -p ferry-min";
 
-/// The transports the pair runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    Shm,
-    Udp,
-}
-
-impl Transport {
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Shm => "shm",
-            Transport::Udp => "udp",
-        }
+crate::choice! {
+    /// The transports the pair runs on.
+    pub enum Transport: "transport" {
+        Shm = "shm",
+        Udp = "udp",
     }
 }
 
-pub fn parse_transport(t: &str) -> Result<Transport, String> {
-    match t.trim() {
-        "shm" => Ok(Transport::Shm),
-        "udp" => Ok(Transport::Udp),
-        other => Err(format!("unknown transport {other:?}: use shm, udp")),
-    }
-}
-
-/// The two minimal apps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum App {
-    MinPub,
-    MinSub,
-}
-
-impl App {
-    pub fn name(self) -> &'static str {
-        match self {
-            App::MinPub => "min-pub",
-            App::MinSub => "min-sub",
-        }
+crate::choice! {
+    /// The two minimal apps.
+    pub enum App: "app" {
+        MinPub = "min-pub",
+        MinSub = "min-sub",
     }
 }
 
@@ -840,7 +814,10 @@ mod tests {
                 .contains("--seconds must be between 0.3 and 600"),
             "{e}"
         );
-        assert!(parse_transport("tcp").unwrap_err().contains("use shm, udp"));
+        assert!("tcp"
+            .parse::<Transport>()
+            .unwrap_err()
+            .contains("valid transports: shm, udp"));
         let back: Config = serde_json::from_str("{\"build\": true}").unwrap();
         assert!(back.build && back.bin_dir.is_none());
         assert_eq!(back.transports, [Transport::Shm, Transport::Udp]);

@@ -52,6 +52,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cgroup::{self, CpuGroup};
 use super::Dir;
+use crate::args::Wait;
 use crate::error::{bail, note, Context, Error, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::netns::{self, LinkRate};
@@ -68,47 +69,22 @@ pub use crate::netns::parse_link_rate;
 // ---------------------------------------------------------------------------------------------
 // Options
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    Roundtrip,
-    Flood,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Roundtrip => "roundtrip",
-            Mode::Flood => "flood",
-        }
+crate::choice! {
+    pub enum Mode: "mode" {
+        Roundtrip = "roundtrip",
+        Flood = "flood",
     }
 }
 
-pub fn parse_mode(text: &str) -> Result<Mode, String> {
-    match text.trim() {
-        "roundtrip" => Ok(Mode::Roundtrip),
-        "flood" => Ok(Mode::Flood),
-        other => Err(format!("unknown mode {other:?}: use roundtrip or flood")),
+crate::choice! {
+    pub enum Transport: "transport" {
+        Shm = "shm",
+        Udp = "udp" | "udp4",
+        Auto = "auto",
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    Shm,
-    Udp,
-    Auto,
 }
 
 impl Transport {
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Shm => "shm",
-            Transport::Udp => "udp",
-            Transport::Auto => "auto",
-        }
-    }
-
     fn describe(self) -> &'static str {
         match self {
             Transport::Shm => "ferry shared memory on every edge",
@@ -140,72 +116,12 @@ impl Transport {
     }
 }
 
-pub fn parse_transport(text: &str) -> Result<Transport, String> {
-    match text.trim() {
-        "shm" => Ok(Transport::Shm),
-        "udp" | "udp4" => Ok(Transport::Udp),
-        "auto" => Ok(Transport::Auto),
-        other => Err(format!(
-            "unknown transport {other:?}: use shm, udp (udp4) or auto"
-        )),
-    }
-}
-
-/// How every process waits for a message (ferry's `WaitStrategy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Wait {
-    Spin,
-    Block,
-    Adaptive,
-}
-
-impl Wait {
-    pub fn name(self) -> &'static str {
-        match self {
-            Wait::Spin => "spin",
-            Wait::Block => "block",
-            Wait::Adaptive => "adaptive",
-        }
-    }
-
-    fn strategy(self) -> WaitStrategy {
-        match self {
-            Wait::Spin => WaitStrategy::Spin,
-            Wait::Block => WaitStrategy::Block,
-            Wait::Adaptive => WaitStrategy::Adaptive,
-        }
-    }
-}
-
-pub fn parse_wait(text: &str) -> Result<Wait, String> {
-    match text.trim() {
-        "spin" => Ok(Wait::Spin),
-        "block" => Ok(Wait::Block),
-        "adaptive" => Ok(Wait::Adaptive),
-        other => Err(format!(
-            "unknown wait strategy {other:?}: use spin, block or adaptive"
-        )),
-    }
-}
-
-/// `--pin`: spread the processes over the CPUs this process may use, or leave them to the
-/// scheduler.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum PinMode {
-    Spread,
-    None,
-}
-
-pub fn parse_pin(text: &str) -> Result<PinMode, String> {
-    match text.trim() {
-        "spread" => Ok(PinMode::Spread),
-        "none" => Ok(PinMode::None),
-        other => Err(format!(
-            "unknown pinning {other:?}: use spread (process i on the i-th available CPU, round \
-             robin) or none"
-        )),
+crate::choice! {
+    /// `--pin`: spread the processes over the CPUs this process may use, or leave them to the
+    /// scheduler.
+    pub enum PinMode: "pinning" {
+        Spread = "spread",
+        None = "none",
     }
 }
 
@@ -2926,12 +2842,12 @@ mod tests {
 
     #[test]
     fn parsers() {
-        assert_eq!(parse_mode("flood"), Ok(Mode::Flood));
-        assert!(parse_mode("ping").is_err());
-        assert_eq!(parse_transport("udp4"), Ok(Transport::Udp));
-        assert_eq!(parse_transport("auto"), Ok(Transport::Auto));
-        assert!(parse_transport("udp6").is_err());
-        assert_eq!(parse_wait("block"), Ok(Wait::Block));
-        assert_eq!(parse_pin("none"), Ok(PinMode::None));
+        assert_eq!("flood".parse(), Ok(Mode::Flood));
+        assert!("ping".parse::<Mode>().is_err());
+        assert_eq!("udp4".parse(), Ok(Transport::Udp));
+        assert_eq!("auto".parse(), Ok(Transport::Auto));
+        assert!("udp6".parse::<Transport>().is_err());
+        assert_eq!("block".parse(), Ok(Wait::Block));
+        assert_eq!("none".parse(), Ok(PinMode::None));
     }
 }

@@ -7,10 +7,11 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use ferry::{Node, Qos, WaitStrategy};
+use ferry::{Node, Qos};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::args::Wait;
 use crate::error::{bail, note, Context, Error, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
@@ -18,78 +19,23 @@ use crate::report::{bar_svg, color, Bars, Plot, Section, SummaryLine, W};
 use crate::signal;
 use crate::studies::{cite, SHM_STREAM};
 
-/// A wait strategy of the idle subscriber.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Wait {
-    Spin,
-    Block,
-    Adaptive,
-}
-
-impl Wait {
-    pub fn name(self) -> &'static str {
-        match self {
-            Wait::Spin => "spin",
-            Wait::Block => "block",
-            Wait::Adaptive => "adaptive",
-        }
+crate::choice! {
+    /// The transport of the idle pair.
+    pub enum Transport: "transport" {
+        Shm = "shm",
+        /// The default of applications: shared memory here, UDP to other hosts.
+        Auto = "auto",
+        Udp = "udp",
     }
-
-    fn strategy(self) -> WaitStrategy {
-        match self {
-            Wait::Spin => WaitStrategy::Spin,
-            Wait::Block => WaitStrategy::Block,
-            Wait::Adaptive => WaitStrategy::Adaptive,
-        }
-    }
-}
-
-pub fn parse_wait(s: &str) -> Result<Wait, String> {
-    match s {
-        "spin" => Ok(Wait::Spin),
-        "block" => Ok(Wait::Block),
-        "adaptive" => Ok(Wait::Adaptive),
-        other => Err(format!(
-            "unknown wait strategy {other:?}: use spin, block or adaptive"
-        )),
-    }
-}
-
-/// The transport of the idle pair.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    Shm,
-    /// The default of applications: shared memory here, UDP to other hosts.
-    Auto,
-    Udp,
 }
 
 impl Transport {
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Shm => "shm",
-            Transport::Auto => "auto",
-            Transport::Udp => "udp",
-        }
-    }
-
     fn ferry(self) -> ferry::Transport {
         match self {
             Transport::Shm => ferry::Transport::Shm,
             Transport::Auto => ferry::Transport::Auto,
             Transport::Udp => ferry::Transport::Udp,
         }
-    }
-}
-
-pub fn parse_transport(s: &str) -> Result<Transport, String> {
-    match s {
-        "shm" => Ok(Transport::Shm),
-        "auto" => Ok(Transport::Auto),
-        "udp" => Ok(Transport::Udp),
-        other => Err(format!("unknown transport {other:?}: use shm, auto or udp")),
     }
 }
 
@@ -465,12 +411,13 @@ mod tests {
             ..Config::default()
         })
         .is_err());
-        assert_eq!(parse_wait("adaptive"), Ok(Wait::Adaptive));
-        assert!(parse_wait("sleep")
+        assert_eq!("adaptive".parse(), Ok(Wait::Adaptive));
+        assert!("sleep"
+            .parse::<Wait>()
             .unwrap_err()
-            .contains("use spin, block or adaptive"));
-        assert_eq!(parse_transport("auto"), Ok(Transport::Auto));
-        assert!(parse_transport("tcp").is_err());
+            .contains("valid wait strategies: spin, block, adaptive"));
+        assert_eq!("auto".parse(), Ok(Transport::Auto));
+        assert!("tcp".parse::<Transport>().is_err());
         let back: Config = serde_json::from_str("{\"wait\": [\"spin\"]}").unwrap();
         assert_eq!(
             (back.wait, back.transport),

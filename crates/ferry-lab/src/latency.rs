@@ -36,19 +36,19 @@ use crate::studies::{cite, cite_first, SHM_STREAM, VORTEX_LITE};
 use crate::table::Table;
 use crate::units::{format_ns, format_size};
 
-/// The transports this experiment knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Transport {
-    RawSpin,
-    ShmSpin,
-    Shm,
-    RawFutex,
-    ShmBlock,
-    RawUdp4,
-    Udp4,
-    Udp4Key,
-    Udp6,
+crate::choice! {
+    /// The transports this experiment knows.
+    pub enum Transport: "transport" {
+        RawSpin = "raw-spin",
+        ShmSpin = "shm-spin",
+        Shm = "shm",
+        RawFutex = "raw-futex",
+        ShmBlock = "shm-block",
+        RawUdp4 = "raw-udp4",
+        Udp4 = "udp4",
+        Udp4Key = "udp4-key",
+        Udp6 = "udp6",
+    }
 }
 
 /// How a transport moves its messages.
@@ -63,32 +63,6 @@ enum Kind {
 }
 
 impl Transport {
-    pub const ALL: [Transport; 9] = [
-        Transport::RawSpin,
-        Transport::ShmSpin,
-        Transport::Shm,
-        Transport::RawFutex,
-        Transport::ShmBlock,
-        Transport::RawUdp4,
-        Transport::Udp4,
-        Transport::Udp4Key,
-        Transport::Udp6,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::RawSpin => "raw-spin",
-            Transport::ShmSpin => "shm-spin",
-            Transport::Shm => "shm",
-            Transport::RawFutex => "raw-futex",
-            Transport::ShmBlock => "shm-block",
-            Transport::RawUdp4 => "raw-udp4",
-            Transport::Udp4 => "udp4",
-            Transport::Udp4Key => "udp4-key",
-            Transport::Udp6 => "udp6",
-        }
-    }
-
     /// The raw baseline a ferry transport is compared with.
     pub fn baseline(self) -> Option<Transport> {
         match self {
@@ -187,18 +161,6 @@ impl Transport {
 
 /// The MTU ferry's UDP transports are given (1472-byte IPv4 datagrams).
 const UDP_MTU: usize = 1500;
-
-pub fn parse_transport(text: &str) -> Result<Transport, String> {
-    let name = text.trim();
-    if let Some(t) = Transport::ALL.iter().find(|t| t.name() == name) {
-        return Ok(*t);
-    }
-    let valid: Vec<&str> = Transport::ALL.iter().map(|t| t.name()).collect();
-    Err(format!(
-        "unknown transport {name:?}; valid transports: {}",
-        valid.join(", ")
-    ))
-}
 
 /// What `ferry lab latency` is asked to measure.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -1199,10 +1161,10 @@ mod tests {
 
     #[test]
     fn transports_parse() {
-        for t in Transport::ALL {
-            assert_eq!(parse_transport(t.name()), Ok(t));
+        for &t in Transport::ALL {
+            assert_eq!(t.name().parse(), Ok(t));
         }
-        let err = parse_transport("udp5").unwrap_err();
+        let err = "udp5".parse::<Transport>().unwrap_err();
         assert!(
             err.contains("raw-udp4") && err.contains("raw-futex"),
             "{err}"

@@ -46,28 +46,17 @@ impl Default for Config {
     }
 }
 
-/// What a row measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Kind {
-    /// Two threads ping-pong one atomic word.
-    Cacheline,
-    /// The same, the waiter sleeping in `futex_wait`.
-    Futex,
-    /// Two threads ping-pong datagrams over 127.0.0.1.
-    UdpLoopback,
-    /// Copy bandwidth.
-    Memcpy,
-}
-
-impl Kind {
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Cacheline => "cacheline",
-            Kind::Futex => "futex",
-            Kind::UdpLoopback => "udp-loopback",
-            Kind::Memcpy => "memcpy",
-        }
+crate::choice! {
+    /// What a row measures.
+    pub enum Kind: "kind" {
+        /// Two threads ping-pong one atomic word.
+        Cacheline = "cacheline",
+        /// The same, the waiter sleeping in `futex_wait`.
+        Futex = "futex",
+        /// Two threads ping-pong datagrams over 127.0.0.1.
+        UdpLoopback = "udp-loopback",
+        /// Copy bandwidth.
+        Memcpy = "memcpy",
     }
 }
 

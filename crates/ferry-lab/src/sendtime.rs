@@ -33,44 +33,23 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the peer may take to say hello, and to finish at the end.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The transports this experiment knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Transport {
-    /// ferry over shared memory.
-    Shm,
-    /// ferry over UDP (IPv4).
-    Udp4,
-    /// A plain UDP socket: one `send_to` per message.
-    RawUdp4,
+crate::choice! {
+    /// The transports this experiment knows.
+    pub enum Transport: "transport" {
+        /// ferry over shared memory.
+        Shm = "shm",
+        /// ferry over UDP (IPv4).
+        Udp4 = "udp4",
+        /// A plain UDP socket: one `send_to` per message.
+        RawUdp4 = "raw-udp4",
+    }
 }
 
 impl Transport {
-    pub const ALL: [Transport; 3] = [Transport::Shm, Transport::Udp4, Transport::RawUdp4];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Shm => "shm",
-            Transport::Udp4 => "udp4",
-            Transport::RawUdp4 => "raw-udp4",
-        }
-    }
-
     /// Whether it can carry a `size`-byte message (raw-udp4: one datagram).
     fn carries(self, size: usize) -> bool {
         self != Transport::RawUdp4 || size <= MAX_DATAGRAM
     }
-}
-
-pub fn parse_transport(s: &str) -> Result<Transport, String> {
-    let s = s.trim();
-    Transport::ALL
-        .into_iter()
-        .find(|t| t.name() == s)
-        .ok_or_else(|| {
-            let valid: Vec<&str> = Transport::ALL.iter().map(|t| t.name()).collect();
-            format!("unknown transport {s:?}; valid: {}", valid.join(", "))
-        })
 }
 
 /// What `ferry lab send-time` is asked to measure.
@@ -665,10 +644,11 @@ mod tests {
             let e = validate(&config).unwrap_err().to_string();
             assert!(e.contains(message), "{e}");
         }
-        assert_eq!(parse_transport("raw-udp4"), Ok(Transport::RawUdp4));
-        assert!(parse_transport("udp6")
+        assert_eq!("raw-udp4".parse(), Ok(Transport::RawUdp4));
+        assert!("udp6"
+            .parse::<Transport>()
             .unwrap_err()
-            .contains("valid: shm, udp4, raw-udp4"));
+            .contains("valid transports: shm, udp4, raw-udp4"));
         let request = |max_size: usize, sizes: Vec<usize>| PeerRequest {
             transport: Transport::Shm,
             sizes,

@@ -30,24 +30,15 @@ pub struct Options {
     pub skip: Vec<String>,
 }
 
-/// How much the suite measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    /// Tiny parameters everywhere (for tests); the figures mean nothing.
-    Smoke,
-    /// A few minutes on 2 CPUs.
-    Quick,
-    /// The studies' parameters: tens of minutes.
-    Full,
-}
-
-impl Level {
-    pub fn name(self) -> &'static str {
-        match self {
-            Level::Smoke => "smoke",
-            Level::Quick => "quick",
-            Level::Full => "full",
-        }
+crate::choice! {
+    /// How much the suite measures.
+    pub enum Level: "level" {
+        /// Tiny parameters everywhere (for tests); the figures mean nothing.
+        Smoke = "smoke",
+        /// A few minutes on 2 CPUs.
+        Quick = "quick",
+        /// The studies' parameters: tens of minutes.
+        Full = "full",
     }
 }
 

@@ -43,17 +43,17 @@ use crate::studies::{cite, VORTEX_LITE};
 use crate::table::Table;
 use crate::units::format_size;
 
-/// The transports this experiment knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Transport {
-    Shm,
-    Udp4,
-    Udp4Key,
-    Udp6,
-    RawUdp4,
-    Iperf3,
-    Sockperf,
+crate::choice! {
+    /// The transports this experiment knows.
+    pub enum Transport: "transport" {
+        Shm = "shm",
+        Udp4 = "udp4",
+        Udp4Key = "udp4-key",
+        Udp6 = "udp6",
+        RawUdp4 = "raw-udp4",
+        Iperf3 = "iperf3",
+        Sockperf = "sockperf",
+    }
 }
 
 /// By name, so that maps keyed by transport (a row's `ratios`) list them alphabetically.
@@ -70,28 +70,6 @@ impl PartialOrd for Transport {
 }
 
 impl Transport {
-    pub const ALL: [Transport; 7] = [
-        Transport::Shm,
-        Transport::Udp4,
-        Transport::Udp4Key,
-        Transport::Udp6,
-        Transport::RawUdp4,
-        Transport::Iperf3,
-        Transport::Sockperf,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Shm => "shm",
-            Transport::Udp4 => "udp4",
-            Transport::Udp4Key => "udp4-key",
-            Transport::Udp6 => "udp6",
-            Transport::RawUdp4 => "raw-udp4",
-            Transport::Iperf3 => "iperf3",
-            Transport::Sockperf => "sockperf",
-        }
-    }
-
     fn describe(self) -> &'static str {
         match self {
             Transport::Shm => "ferry shared memory (loans, ring of 2 × size, at least 64 KiB)",
@@ -178,21 +156,6 @@ impl Transport {
             &[]
         }
     }
-}
-
-pub fn parse_transport(text: &str) -> Result<Transport, String> {
-    let name = text.trim();
-    Transport::ALL
-        .iter()
-        .copied()
-        .find(|t| t.name() == name)
-        .ok_or_else(|| {
-            let valid: Vec<&str> = Transport::ALL.iter().map(|t| t.name()).collect();
-            format!(
-                "unknown transport {name:?}; valid transports: {}",
-                valid.join(", ")
-            )
-        })
 }
 
 /// A loss rate in percent: `5`, `5%`, `0.5`.
@@ -1204,13 +1167,13 @@ struct SocketBuffers {
     wmem_max: Option<u64>,
 }
 
-/// The delivery a row ran with: ferry's, or none (plain UDP and the tools).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RowDelivery {
-    Reliable,
-    Latest,
-    None,
+crate::choice! {
+    /// The delivery a row ran with: ferry's, or none (plain UDP and the tools).
+    pub enum RowDelivery: "delivery" / "deliveries" {
+        Reliable = "reliable",
+        Latest = "latest",
+        None = "none",
+    }
 }
 
 impl From<Delivery> for RowDelivery {
@@ -1755,11 +1718,11 @@ mod tests {
 
     #[test]
     fn transports_and_loss_parse() {
-        for t in Transport::ALL {
-            assert_eq!(parse_transport(t.name()), Ok(t));
+        for &t in Transport::ALL {
+            assert_eq!(t.name().parse(), Ok(t));
             assert_eq!(serde_json::to_value(t).unwrap(), t.name());
         }
-        assert!(parse_transport("tcp").unwrap_err().contains("iperf3"));
+        assert!("tcp".parse::<Transport>().unwrap_err().contains("iperf3"));
         assert_eq!(parse_loss("5"), Ok(5.0));
         assert_eq!(parse_loss("0.5%"), Ok(0.5));
         for bad in ["-1", "100", "x", ""] {

@@ -37,22 +37,13 @@ use crate::report::{timeline_chart, xy_chart, Plot, Section, SummaryLine, XySeri
 use crate::stats::median;
 use crate::studies::{cite, cite_first, PACED_UDP};
 
-/// How paced threads keep the rate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Pacing {
-    /// Make up for delays: send faster after a stall until back on schedule.
-    CatchUp,
-    /// Never above the rate: a stall is lost time.
-    Steady,
-}
-
-impl Pacing {
-    pub fn name(self) -> &'static str {
-        match self {
-            Pacing::CatchUp => "catch-up",
-            Pacing::Steady => "steady",
-        }
+crate::choice! {
+    /// How paced threads keep the rate.
+    pub enum Pacing: "pacing" {
+        /// Make up for delays: send faster after a stall until back on schedule.
+        CatchUp = "catch-up",
+        /// Never above the rate: a stall is lost time.
+        Steady = "steady",
     }
 }
 
@@ -80,14 +71,6 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
         return Err(format!("rate {s:?} must be above 0 and at most 10T bit/s"));
     }
     Ok((v * mult) as u64)
-}
-
-pub fn parse_pacing(s: &str) -> Result<Pacing, String> {
-    match s {
-        "catch-up" => Ok(Pacing::CatchUp),
-        "steady" => Ok(Pacing::Steady),
-        _ => Err(format!("unknown pacing {s:?}: use catch-up or steady")),
-    }
 }
 
 /// The sender thread counts to run: fixed counts, one run each, or an automatic pool.
@@ -279,20 +262,11 @@ pub struct Setup {
     path: String,
 }
 
-/// Whether a row's pool had a fixed thread count or one chosen by its manager.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ThreadsMode {
-    Fixed,
-    Auto,
-}
-
-impl ThreadsMode {
-    fn name(self) -> &'static str {
-        match self {
-            ThreadsMode::Fixed => "fixed",
-            ThreadsMode::Auto => "auto",
-        }
+crate::choice! {
+    /// Whether a row's pool had a fixed thread count or one chosen by its manager.
+    pub enum ThreadsMode: "threads mode" {
+        Fixed = "fixed",
+        Auto = "auto",
     }
 }
 
@@ -1251,7 +1225,7 @@ mod tests {
         );
         assert_eq!(parse_rate("3G"), Ok(3_000_000_000));
         assert!(parse_rate("0").is_err());
-        assert_eq!(parse_pacing("steady"), Ok(Pacing::Steady));
+        assert_eq!("steady".parse(), Ok(Pacing::Steady));
         assert_eq!(serde_json::to_value(Pacing::CatchUp).unwrap(), "catch-up");
     }
 }

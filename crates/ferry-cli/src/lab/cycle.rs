@@ -3,15 +3,13 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_lab::cycle::{
-    parse_budget, parse_delivery_choice, parse_placement, parse_transport, Budget, Config,
-    DeliveryChoice, Placement, Transport,
-};
+use ferry_lab::args::parse_choice;
+use ferry_lab::cycle::{parse_budget, Budget, Config, DeliveryChoice, Placement, Transport};
 
 #[derive(Debug, Args)]
 pub struct CycleArgs {
     /// Transports, comma-separated: shm, udp [default: shm,udp]
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_transport)]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Transport>)]
     pub transport: Option<Vec<Transport>>,
 
     /// Cycle times in milliseconds, comma-separated [default: 1,10; --study: 1,2,...,10]
@@ -25,7 +23,7 @@ pub struct CycleArgs {
 
     /// Where the two apps run, comma-separated: one-cpu (both pinned to one CPU), two-cpus (one
     /// each), scheduler (not pinned, as the study's containers) [default: one-cpu,scheduler]
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_placement)]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Placement>)]
     pub placement: Option<Vec<Placement>>,
 
     /// Cycles per run (the study's 1000: fewer than ten 100 ms quota periods flatter the figure)
@@ -55,7 +53,7 @@ pub struct CycleArgs {
     /// Delivery: study (shm reliable: nothing lost, read in place; udp latest: no repair, as
     /// the study's plain UDP), latest (both: the writer never waits) or reliable (both)
     /// [default: study]
-    #[arg(long, value_name = "D", value_parser = parse_delivery_choice)]
+    #[arg(long, value_name = "D", value_parser = parse_choice::<DeliveryChoice>)]
     pub delivery: Option<DeliveryChoice>,
 
     /// Microseconds each app spins before a deadline instead of sleeping. Spinning is paid from

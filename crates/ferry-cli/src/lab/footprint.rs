@@ -3,12 +3,13 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_lab::footprint::{parse_transport, Config, Transport};
+use ferry_lab::args::parse_choice;
+use ferry_lab::footprint::{Config, Transport};
 
 #[derive(Debug, Args)]
 pub struct FootprintArgs {
     /// Transports to run the pair on, comma-separated: shm, udp [default: shm,udp]
-    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_transport)]
+    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Transport>)]
     pub transports: Option<Vec<Transport>>,
 
     /// Seconds each pair runs (memory is read near the end) [default: 2]

@@ -3,10 +3,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_lab::hubs::{
-    parse_link_rate, parse_mode, parse_pin, parse_transport, parse_wait, Config, Mode, PinMode,
-    Transport, Wait,
-};
+use ferry_lab::args::{parse_choice, Wait};
+use ferry_lab::hubs::{parse_link_rate, Config, Mode, PinMode, Transport};
 use ferry_lab::netns::LinkRate;
 
 /// A CPU budget over every hub process: a number of CPUs, or none.
@@ -21,7 +19,7 @@ fn parse_cpu_budget(text: &str) -> Result<CpuBudget, String> {
 pub struct HubsArgs {
     /// roundtrip (one message around the ring at a time, each lap timed) or flood (--messages
     /// back to back, timed until all are back); comma-separated to run both [default: roundtrip]
-    #[arg(long, value_name = "MODE", value_delimiter = ',', value_parser = parse_mode)]
+    #[arg(long, value_name = "MODE", value_delimiter = ',', value_parser = parse_choice::<Mode>)]
     pub mode: Option<Vec<Mode>>,
 
     /// Processes in the ring, the master included (the study: 4 — a master and 3 hubs)
@@ -41,7 +39,7 @@ pub struct HubsArgs {
 
     /// Transports, comma-separated, in the order each round runs them: shm, udp (udp4), auto
     /// [default: shm,udp]
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_transport)]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Transport>)]
     pub transport: Option<Vec<Transport>>,
 
     /// Interleaved rounds: every round runs every mode and transport once, each a fresh ring
@@ -72,12 +70,12 @@ pub struct HubsArgs {
     /// How every process waits for a message: block (the default here: the processes outnumber
     /// the CPUs, and a waiter that spins holds a CPU the next hub needs), adaptive (ferry's
     /// default: spins 100 µs, then blocks) or spin [default: block]
-    #[arg(long, value_name = "W", value_parser = parse_wait)]
+    #[arg(long, value_name = "W", value_parser = parse_choice::<Wait>)]
     pub wait: Option<Wait>,
 
     /// spread: process i runs on the i-th CPU this process may use (round robin); none: the
     /// scheduler places them [default: spread]
-    #[arg(long, value_name = "spread|none", value_parser = parse_pin)]
+    #[arg(long, value_name = "spread|none", value_parser = parse_choice::<PinMode>)]
     pub pin: Option<PinMode>,
 
     /// With --hosts 2: run the odd hubs on another machine, through the `ferry lab agent` at

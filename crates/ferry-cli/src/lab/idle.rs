@@ -3,18 +3,19 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_lab::idle::{parse_transport, parse_wait, Config, Transport, Wait};
+use ferry_lab::args::{parse_choice, Wait};
+use ferry_lab::idle::{Config, Transport};
 
 #[derive(Debug, Args)]
 pub struct IdleArgs {
     /// Wait strategies of the idle subscriber, comma-separated: spin, block, adaptive [default:
     /// block,adaptive,spin]
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_wait)]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Wait>)]
     pub wait: Option<Vec<Wait>>,
 
     /// Transport of the idle pair: shm, or auto (the default of applications: shared memory
     /// here, UDP to other hosts) [default: shm]
-    #[arg(long, value_name = "T", value_parser = parse_transport)]
+    #[arg(long, value_name = "T", value_parser = parse_choice::<Transport>)]
     pub transport: Option<Transport>,
 
     /// Seconds of idleness measured per strategy (after a settling pause of 0.5 s) [default: 2]

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_lab::latency::{parse_transport, Config, Transport};
+use ferry_lab::args::parse_choice;
+use ferry_lab::latency::{Config, Transport};
 use ferry_lab::units::parse_size;
 use ferry_lab::Pin;
 
@@ -13,7 +14,7 @@ pub struct LatencyArgs {
     /// shm-block, shm (ferry, adaptive wait), udp4, udp6 (ferry over UDP, blocking wait),
     /// udp4-key (udp4 with a domain key: authenticated and encrypted),
     /// raw-spin, raw-futex, raw-udp4 (baselines) [default: raw-spin,shm-spin,shm,raw-futex,shm-block]
-    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_transport)]
+    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Transport>)]
     pub transports: Option<Vec<Transport>>,
 
     /// Message sizes, comma-separated, with optional K or M suffixes (1K = 1024) [default:

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_lab::throughput::{parse_loss, parse_transport, Config, Transport};
+use ferry_lab::args::parse_choice;
+use ferry_lab::throughput::{parse_loss, Config, Transport};
 use ferry_lab::units::{parse_seconds, parse_size};
 use ferry_lab::Pin;
 
@@ -14,7 +15,7 @@ pub struct ThroughputArgs {
     /// Transports, comma-separated, in the order each round runs them: shm, udp4, udp6 (ferry),
     /// raw-udp4 (plain sockets), iperf3, sockperf (when installed) [default:
     /// shm,udp4,raw-udp4,iperf3,sockperf]
-    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_transport)]
+    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Transport>)]
     pub transports: Option<Vec<Transport>>,
 
     /// Message sizes, comma-separated, with optional K or M suffixes (1K = 1024; at least 8

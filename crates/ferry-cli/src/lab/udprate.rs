@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_lab::udprate::{parse_pacing, parse_rate, parse_threads, Config, Pacing, ThreadCounts};
+use ferry_lab::args::parse_choice;
+use ferry_lab::udprate::{parse_rate, parse_threads, Config, Pacing, ThreadCounts};
 
 #[derive(Debug, Args)]
 pub struct UdpRateArgs {
@@ -20,7 +21,7 @@ pub struct UdpRateArgs {
     pub threads: Option<ThreadCounts>,
 
     /// catch-up (make up for delays) or steady (never above the rate) [default: catch-up]
-    #[arg(long, value_name = "MODE", value_parser = parse_pacing)]
+    #[arg(long, value_name = "MODE", value_parser = parse_choice::<Pacing>)]
     pub pacing: Option<Pacing>,
 
     /// Start this many busy CPU threads at mid-run (auto pools then show the manager reacting)
