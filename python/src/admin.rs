@@ -1,0 +1,148 @@
+//! `ferry.topics()` and `ferry.stats()`: what `ferry topics --json` and `ferry stats --json`
+//! print, as Python lists of dicts (the same keys).
+
+use ferry::admin::{
+    DiscoveryRefusals, PublisherInfo, Refusal, Refusals, SubscriberInfo, TopicSnapshot,
+};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors;
+
+fn delivery(reliable: bool) -> &'static str {
+    if reliable {
+        "reliable"
+    } else {
+        "latest"
+    }
+}
+
+fn refusals<'py>(py: Python<'py>, r: &Refusals) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for why in Refusal::ALL {
+        d.set_item(why.name(), r.get(why))?;
+    }
+    d.set_item("total", r.total())?;
+    Ok(d)
+}
+
+fn discovery<'py>(py: Python<'py>, r: &DiscoveryRefusals) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("malformed", r.malformed)?;
+    d.set_item("not-allowed", r.not_allowed)?;
+    d.set_item("over-limit", r.over_limit)?;
+    d.set_item("unauthenticated", r.unauthenticated)?;
+    d.set_item("total", r.total())?;
+    Ok(d)
+}
+
+fn publisher<'py>(py: Python<'py>, p: &PublisherInfo) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("slot", p.slot)?;
+    d.set_item("node", &p.node)?;
+    d.set_item("pid", p.pid)?;
+    d.set_item("alive", p.alive)?;
+    d.set_item("delivery", delivery(p.reliable))?;
+    d.set_item("transport", p.transport)?;
+    d.set_item("udp", p.udp.map(|a| a.to_string()))?;
+    d.set_item("ring_bytes", p.capacity)?;
+    d.set_item("max_message_bytes", p.max_message)?;
+    d.set_item("sent", p.sent)?;
+    d.set_item("bytes", p.bytes)?;
+    d.set_item("waits", p.waits)?;
+    d.set_item("timeouts", p.timeouts)?;
+    d.set_item("evictions", p.evictions)?;
+    d.set_item("retransmitted", p.retransmitted)?;
+    d.set_item("kernel_drops", p.kernel_drops)?;
+    d.set_item("send_errors", p.send_errors)?;
+    d.set_item("refused", refusals(py, &p.refused)?)?;
+    d.set_item("repairs_deferred", p.repairs_deferred)?;
+    d.set_item("challenges_withheld", p.challenges_withheld)?;
+    d.set_item("discovery_refused", discovery(py, &p.discovery_refused)?)?;
+    Ok(d)
+}
+
+fn subscriber<'py>(py: Python<'py>, s: &SubscriberInfo) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("slot", s.slot)?;
+    d.set_item("node", &s.node)?;
+    d.set_item("pid", s.pid)?;
+    d.set_item("alive", s.alive)?;
+    d.set_item("delivery", delivery(s.reliable))?;
+    d.set_item("transport", s.transport)?;
+    d.set_item("udp", s.udp.map(|a| a.to_string()))?;
+    d.set_item("received", s.received)?;
+    d.set_item("bytes", s.bytes)?;
+    d.set_item("skipped", s.skipped)?;
+    d.set_item("waits", s.waits)?;
+    d.set_item("lost", s.lost)?;
+    d.set_item("refused", refusals(py, &s.refused)?)?;
+    d.set_item("kernel_drops", s.kernel_drops)?;
+    d.set_item("evicted", s.evicted)?;
+    d.set_item("replies_withheld", s.replies_withheld)?;
+    d.set_item("sessions_evicted", s.sessions_evicted)?;
+    d.set_item("discovery_refused", discovery(py, &s.discovery_refused)?)?;
+    Ok(d)
+}
+
+fn topic<'py>(py: Python<'py>, t: &TopicSnapshot) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("domain", &t.domain)?;
+    d.set_item("topic", &t.topic)?;
+    // The transports of a topic's publishers ("shm" for a topic with none yet), as the CLI says.
+    d.set_item(
+        "transport",
+        t.publishers.first().map_or("shm", |p| p.transport),
+    )?;
+    let pubs = t
+        .publishers
+        .iter()
+        .map(|p| publisher(py, p))
+        .collect::<PyResult<Vec<_>>>()?;
+    let subs = t
+        .subscribers
+        .iter()
+        .map(|s| subscriber(py, s))
+        .collect::<PyResult<Vec<_>>>()?;
+    d.set_item("publishers", pubs)?;
+    d.set_item("subscribers", subs)?;
+    Ok(d)
+}
+
+/// Snapshots of the live topics (of one domain, or all), sorted; segments that cannot be read
+/// are skipped, as the CLI skips them (it names them on standard error).
+fn snapshots(py: Python<'_>, domain: Option<&str>) -> PyResult<Vec<TopicSnapshot>> {
+    let entries = py
+        .detach(|| ferry::admin::list_topics(domain))
+        .map_err(errors::ferry)?;
+    let mut topics: Vec<TopicSnapshot> = entries.into_iter().filter_map(Result::ok).collect();
+    topics.sort_by(|a, b| (&a.domain, &a.topic).cmp(&(&b.domain, &b.topic)));
+    Ok(topics)
+}
+
+/// The live topics on this host (of `domain`, or of every domain) with their publishers and
+/// subscribers: a list of dicts with the keys of `ferry topics --json`.
+#[pyfunction]
+#[pyo3(signature = (domain=None))]
+pub fn topics<'py>(py: Python<'py>, domain: Option<&str>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    snapshots(py, domain)?
+        .iter()
+        .map(|t| topic(py, t))
+        .collect()
+}
+
+/// Counters per publisher and subscriber (of `topic` and/or `domain`, or of every topic), as
+/// `ferry stats --json` prints them: a list of dicts, one per topic.
+#[pyfunction]
+#[pyo3(signature = (topic=None, domain=None))]
+pub fn stats<'py>(
+    py: Python<'py>,
+    topic: Option<&str>,
+    domain: Option<&str>,
+) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    let mut all = snapshots(py, domain)?;
+    if let Some(name) = topic {
+        all.retain(|t| t.topic == name);
+    }
+    all.iter().map(|t| self::topic(py, t)).collect()
+}

@@ -1,0 +1,155 @@
+//! ferry's Python exceptions, and ferry's Rust errors turned into them (with their messages).
+//!
+//! `FerryError` is the base of them all. The others also derive from the built-in exception a
+//! Python programmer would catch for the same trouble: `ferry.TimeoutError` is a
+//! `TimeoutError`, `ferry.BufferInUseError` a `BufferError`, `ferry.ReleasedError` a
+//! `ValueError` (as a released memoryview raises).
+
+use pyo3::exceptions::{PyBufferError, PyException, PyTimeoutError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple, PyType};
+
+pyo3::create_exception!(
+    ferry,
+    FerryError,
+    PyException,
+    "An error of ferry; the message says what went wrong and what to do."
+);
+
+static TIMEOUT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static IN_USE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static RELEASED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// `class NAME(FerryError, builtin)` in module `ferry`.
+fn subclass<'py>(
+    py: Python<'py>,
+    name: &str,
+    builtin: Bound<'py, PyType>,
+    doc: &str,
+) -> PyResult<Py<PyType>> {
+    let bases = PyTuple::new(py, [py.get_type::<FerryError>(), builtin])?;
+    let dict = PyDict::new(py);
+    dict.set_item("__module__", "ferry")?;
+    dict.set_item("__doc__", doc)?;
+    let ty = py.get_type::<PyType>().call1((name, bases, dict))?;
+    Ok(ty.cast_into::<PyType>()?.unbind())
+}
+
+fn timeout_type(py: Python<'_>) -> &Py<PyType> {
+    TIMEOUT.get_or_init(py, || {
+        subclass(
+            py,
+            "TimeoutError",
+            py.get_type::<PyTimeoutError>(),
+            "Nothing arrived, or no room was made, within the time given.",
+        )
+        .expect("an exception class can be made")
+    })
+}
+
+fn in_use_type(py: Python<'_>) -> &Py<PyType> {
+    IN_USE.get_or_init(py, || {
+        subclass(
+            py,
+            "BufferInUseError",
+            py.get_type::<PyBufferError>(),
+            "A sample or loan cannot be handed back while memoryviews or arrays of it exist.",
+        )
+        .expect("an exception class can be made")
+    })
+}
+
+fn released_type(py: Python<'_>) -> &Py<PyType> {
+    RELEASED.get_or_init(py, || {
+        subclass(
+            py,
+            "ReleasedError",
+            py.get_type::<PyValueError>(),
+            "The memory of a released sample, or of a sent or discarded loan, was used.",
+        )
+        .expect("an exception class can be made")
+    })
+}
+
+/// Adds the exception classes to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("FerryError", py.get_type::<FerryError>())?;
+    m.add("TimeoutError", timeout_type(py).bind(py))?;
+    m.add("BufferInUseError", in_use_type(py).bind(py))?;
+    m.add("ReleasedError", released_type(py).bind(py))?;
+    Ok(())
+}
+
+pub fn timeout(py: Python<'_>, msg: String) -> PyErr {
+    PyErr::from_type(timeout_type(py).bind(py).clone(), msg)
+}
+
+/// A `what` (sample, loan) cannot be handed back while `views` views of it exist.
+pub fn in_use(py: Python<'_>, what: &str, views: usize, doing: &str) -> PyErr {
+    let still = if views == 1 {
+        format!("a view of the {what} (a memoryview or numpy array) still exists")
+    } else {
+        format!("{views} views of the {what} (memoryviews or numpy arrays) still exist")
+    };
+    let advice = match what {
+        "loan" => {
+            "writes through a view after sending would change a message subscribers are \
+             reading: let the view go first (`del arr`, `view.release()`), or write through a \
+             temporary (`loan.array(dtype)[:] = data`)"
+        }
+        _ => {
+            "a subscriber lends one sample at a time, and the view still reads it in place: \
+             let the view go first (`del arr`, `view.release()`), or keep a copy \
+             (`arr.copy()`, `bytes(sample)`)"
+        }
+    };
+    PyErr::from_type(
+        in_use_type(py).bind(py).clone(),
+        format!("cannot {doing}: {still}; {advice}"),
+    )
+}
+
+/// The memory of a handed-back `what` was used.
+pub fn released(py: Python<'_>, what: &str) -> PyErr {
+    let why = if what == "loan" {
+        "this loan was sent or discarded (a publisher lends one loan at a time: a later send or \
+         loan discards a pending one)"
+    } else {
+        "this sample was released (a subscriber lends one sample at a time: the next recv \
+         releases the previous one), and its bytes belong to the ring again"
+    };
+    PyErr::from_type(
+        released_type(py).bind(py).clone(),
+        format!("{why}; copy what you keep while you hold it"),
+    )
+}
+
+/// An endpoint used after `close()`.
+pub fn closed(what: &str) -> PyErr {
+    FerryError::new_err(format!("this {what} is closed"))
+}
+
+/// Two threads at once on one endpoint.
+pub fn busy(what: &str) -> PyErr {
+    FerryError::new_err(format!(
+        "this {what} is in use by another thread (a {what} serves one thread at a time; \
+         give each thread its own)"
+    ))
+}
+
+pub fn ferry(e: ferry::Error) -> PyErr {
+    FerryError::new_err(e.to_string())
+}
+
+pub fn send(py: Python<'_>, e: ferry::SendError) -> PyErr {
+    match e {
+        ferry::SendError::Timeout(_) => timeout(py, e.to_string()),
+        e => FerryError::new_err(e.to_string()),
+    }
+}
+
+pub fn recv(e: ferry::RecvError) -> PyErr {
+    FerryError::new_err(e.to_string())
+}

@@ -1,0 +1,242 @@
+//! `ferry.Node` and `ferry.Qos`.
+
+use std::time::Duration;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use crate::errors;
+use crate::publisher::Publisher;
+use crate::subscriber::Subscriber;
+
+/// Seconds (a float) as a Duration, refusing what is negative or not a number.
+pub fn seconds(what: &str, s: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(s).map_err(|_| {
+        PyValueError::new_err(format!("{what} must be a number of seconds >= 0, not {s}"))
+    })
+}
+
+fn choice<T: Copy>(what: &str, given: &str, options: &[(&str, T)]) -> PyResult<T> {
+    options
+        .iter()
+        .find(|(name, _)| *name == given)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let names: Vec<String> = options.iter().map(|(n, _)| format!("{n:?}")).collect();
+            PyValueError::new_err(format!(
+                "{what} must be one of {}, not {given:?}",
+                names.join(", ")
+            ))
+        })
+}
+
+const TRANSPORTS: &[(&str, ferry::Transport)] = &[
+    ("auto", ferry::Transport::Auto),
+    ("shm", ferry::Transport::Shm),
+    ("udp", ferry::Transport::Udp),
+];
+const DELIVERIES: &[(&str, ferry::Delivery)] = &[
+    ("reliable", ferry::Delivery::Reliable),
+    ("latest", ferry::Delivery::Latest),
+];
+const WAITS: &[(&str, ferry::WaitStrategy)] = &[
+    ("spin", ferry::WaitStrategy::Spin),
+    ("block", ferry::WaitStrategy::Block),
+    ("adaptive", ferry::WaitStrategy::Adaptive),
+];
+const IP_VERSIONS: &[(&str, ferry::IpVersion)] =
+    &[("v4", ferry::IpVersion::V4), ("v6", ferry::IpVersion::V6)];
+
+fn name_of<T: PartialEq>(options: &[(&'static str, T)], v: &T) -> &'static str {
+    options.iter().find(|(_, o)| o == v).map_or("?", |(n, _)| n)
+}
+
+/// The settings of a publisher or subscriber (ferry's `Qos`). Keyword arguments only; what is
+/// not given keeps ferry's default.
+#[pyclass(frozen, module = "ferry", name = "Qos")]
+pub struct Qos {
+    pub inner: ferry::Qos,
+}
+
+#[pymethods]
+impl Qos {
+    #[new]
+    #[pyo3(signature = (*, transport="auto", delivery="reliable", wait="adaptive",
+        max_message_size=None, ring_capacity=None, max_ring_capacity=None, send_timeout=None,
+        spin_window=None, mtu=None, ip_version="v4", max_sessions=None, max_receivers=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        transport: &str,
+        delivery: &str,
+        wait: &str,
+        max_message_size: Option<usize>,
+        ring_capacity: Option<usize>,
+        max_ring_capacity: Option<usize>,
+        send_timeout: Option<f64>,
+        spin_window: Option<f64>,
+        mtu: Option<usize>,
+        ip_version: &str,
+        max_sessions: Option<usize>,
+        max_receivers: Option<usize>,
+    ) -> PyResult<Qos> {
+        let mut q = ferry::Qos::default()
+            .transport(choice("transport", transport, TRANSPORTS)?)
+            .delivery(choice("delivery", delivery, DELIVERIES)?)
+            .wait(choice("wait", wait, WAITS)?)
+            .ip_version(choice("ip_version", ip_version, IP_VERSIONS)?);
+        if let Some(v) = max_message_size {
+            q = q.max_message_size(v);
+        }
+        if let Some(v) = ring_capacity {
+            q = q.ring_capacity(v);
+        }
+        if let Some(v) = max_ring_capacity {
+            q = q.max_ring_capacity(v);
+        }
+        if let Some(v) = send_timeout {
+            q = q.send_timeout(seconds("send_timeout", v)?);
+        }
+        if let Some(v) = spin_window {
+            q = q.spin_window(seconds("spin_window", v)?);
+        }
+        if let Some(v) = mtu {
+            q = q.mtu(v);
+        }
+        if let Some(v) = max_sessions {
+            q = q.max_sessions(v);
+        }
+        if let Some(v) = max_receivers {
+            q = q.max_receivers(v);
+        }
+        Ok(Qos { inner: q })
+    }
+
+    #[getter]
+    fn transport(&self) -> &'static str {
+        name_of(TRANSPORTS, &self.inner.transport)
+    }
+    #[getter]
+    fn delivery(&self) -> &'static str {
+        name_of(DELIVERIES, &self.inner.delivery)
+    }
+    #[getter]
+    fn wait(&self) -> &'static str {
+        name_of(WAITS, &self.inner.wait)
+    }
+    #[getter]
+    fn max_message_size(&self) -> usize {
+        self.inner.max_message_size
+    }
+    #[getter]
+    fn ring_capacity(&self) -> usize {
+        self.inner.ring_capacity
+    }
+    #[getter]
+    fn max_ring_capacity(&self) -> usize {
+        self.inner.max_ring_capacity
+    }
+    #[getter]
+    fn send_timeout(&self) -> f64 {
+        self.inner.send_timeout.as_secs_f64()
+    }
+    #[getter]
+    fn spin_window(&self) -> f64 {
+        self.inner.spin_window.as_secs_f64()
+    }
+    #[getter]
+    fn mtu(&self) -> usize {
+        self.inner.mtu
+    }
+    #[getter]
+    fn ip_version(&self) -> &'static str {
+        name_of(IP_VERSIONS, &self.inner.ip_version)
+    }
+    #[getter]
+    fn max_sessions(&self) -> usize {
+        self.inner.max_sessions
+    }
+    #[getter]
+    fn max_receivers(&self) -> usize {
+        self.inner.max_receivers
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ferry.Qos(transport={:?}, delivery={:?}, wait={:?}, max_message_size={}, \
+             ring_capacity={}, send_timeout={})",
+            self.transport(),
+            self.delivery(),
+            self.wait(),
+            self.inner.max_message_size,
+            self.inner.ring_capacity,
+            self.send_timeout()
+        )
+    }
+}
+
+/// One participant (usually one process) with a name, in a domain: `FERRY_DOMAIN`, or
+/// `default`, unless `domain` is given. The other `FERRY_*` variables apply as in Rust.
+#[pyclass(frozen, module = "ferry", name = "Node")]
+pub struct Node {
+    inner: ferry::Node,
+}
+
+#[pymethods]
+impl Node {
+    #[new]
+    #[pyo3(signature = (name, domain=None))]
+    fn new(name: &str, domain: Option<&str>) -> PyResult<Node> {
+        let inner = match domain {
+            Some(d) => ferry::Node::with_domain(name, d),
+            None => ferry::Node::new(name),
+        }
+        .map_err(errors::ferry)?;
+        Ok(Node { inner })
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    #[getter]
+    fn domain(&self) -> &str {
+        self.inner.domain()
+    }
+
+    /// Whether this node's UDP traffic is sealed with a domain key (`FERRY_KEY_FILE`).
+    #[getter]
+    fn keyed(&self) -> bool {
+        self.inner.keyed()
+    }
+
+    /// A publisher on `topic` (ferry's default QoS when `qos` is None).
+    #[pyo3(signature = (topic, qos=None))]
+    fn publisher(&self, py: Python<'_>, topic: &str, qos: Option<&Qos>) -> PyResult<Publisher> {
+        let qos = qos.map_or_else(ferry::Qos::default, |q| q.inner.clone());
+        let node = &self.inner;
+        let p = py
+            .detach(|| node.publisher(topic, &qos))
+            .map_err(errors::ferry)?;
+        Ok(Publisher::new(p))
+    }
+
+    /// A subscriber on `topic`; it receives what is published from now on.
+    #[pyo3(signature = (topic, qos=None))]
+    fn subscriber(&self, py: Python<'_>, topic: &str, qos: Option<&Qos>) -> PyResult<Subscriber> {
+        let qos = qos.map_or_else(ferry::Qos::default, |q| q.inner.clone());
+        let node = &self.inner;
+        let s = py
+            .detach(|| node.subscriber(topic, &qos))
+            .map_err(errors::ferry)?;
+        Ok(Subscriber::new(s))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ferry.Node({:?}, domain={:?})",
+            self.inner.name(),
+            self.inner.domain()
+        )
+    }
+}

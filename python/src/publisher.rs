@@ -1,0 +1,352 @@
+//! `ferry.Publisher` and the `ferry.Loan` it lends: room in the ring to write a message in place.
+//!
+//! As with samples (see subscriber.rs), ferry's `Loan<'a>` borrows its publisher mutably: the
+//! publisher lives behind a pointer of its own and the pending loan beside it; every call on the
+//! publisher first discards a pending loan, which [`Lend`] refuses while views of it exist.
+
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use crate::errors;
+use crate::lend::{fill_view, HeldBuffer, Lend, Region};
+use crate::subscriber::frombuffer;
+
+/// Writes messages to a topic. Made by `Node.publisher`.
+#[pyclass(frozen, module = "ferry", name = "Publisher")]
+pub struct Publisher {
+    state: Mutex<PubState>,
+    topic: String,
+    max_message_size: usize,
+}
+
+struct PubState {
+    /// The loan lent to Python. Dropped before `publisher`, which it borrows.
+    current: Option<CurrentLoan>,
+    /// The publisher (a leaked Box, freed in Drop); None once closed.
+    publisher: Option<NonNull<ferry::Publisher>>,
+}
+
+struct CurrentLoan {
+    loan: ferry::Loan<'static>,
+    lend: Arc<Lend>,
+}
+
+// SAFETY: PubState owns the publisher behind `publisher` (ferry::Publisher is Send) and the loan
+// that borrows it; both move together, and a Mutex gives one thread at a time access.
+unsafe impl Send for PubState {}
+
+impl PubState {
+    /// Discards the pending loan, unless views of it exist.
+    fn discard(&mut self, py: Python<'_>, doing: &str) -> PyResult<()> {
+        if let Some(c) = &self.current {
+            if let Err(views) = c.lend.hand_back() {
+                return Err(errors::in_use(py, "loan", views, doing));
+            }
+        }
+        self.current = None;
+        Ok(())
+    }
+
+    /// The publisher, once no loan borrows it (lifetime unbounded, as `SubState::subscriber`).
+    fn publisher(
+        &mut self,
+        py: Python<'_>,
+        doing: &str,
+    ) -> PyResult<&'static mut ferry::Publisher> {
+        self.discard(py, doing)?;
+        let ptr = self.publisher.ok_or_else(|| errors::closed("publisher"))?;
+        // SAFETY: the box lives until `close` or Drop, both of which need this state exclusively
+        // and drop `current` first; no loan borrows it now (discarded above).
+        Ok(unsafe { &mut *ptr.as_ptr() })
+    }
+}
+
+impl Drop for PubState {
+    fn drop(&mut self) {
+        self.current = None;
+        if let Some(ptr) = self.publisher.take() {
+            // SAFETY: `publisher` came from Box::into_raw and is freed once (taken here).
+            let boxed = unsafe { Box::from_raw(ptr.as_ptr()) };
+            // A UDP publisher lingers for reliable subscribers (up to its send timeout): let
+            // other Python threads run meanwhile.
+            Python::attach(|py| py.detach(move || drop(boxed)));
+        }
+    }
+}
+
+fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {
+    // Never block on the lock while attached to Python: its holder may be waiting for the GIL.
+    match m.try_lock() {
+        Ok(g) => Ok(g),
+        Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+        Err(TryLockError::WouldBlock) => Err(errors::busy(what)),
+    }
+}
+
+impl Publisher {
+    pub fn new(inner: ferry::Publisher) -> Publisher {
+        let topic = inner.topic().to_owned();
+        let max_message_size = inner.max_message_size();
+        Publisher {
+            state: Mutex::new(PubState {
+                current: None,
+                publisher: Some(NonNull::from(Box::leak(Box::new(inner)))),
+            }),
+            topic,
+            max_message_size,
+        }
+    }
+
+    /// Copies `data` (any C-contiguous buffer) into a loan and sends it: one copy, made with the
+    /// GIL held; waits for room (reliable delivery) and sends with it released.
+    fn send_buffer(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let held = HeldBuffer::get(data)?;
+        let bytes = held.bytes(py);
+        let mut st = lock(&self.state, "publisher")?;
+        let p = st.publisher(py, "send")?;
+        let len = bytes.len();
+        let mut loan = py
+            .detach(move || p.loan(len))
+            .map_err(|e| errors::send(py, e))?;
+        loan.as_mut_slice().copy_from_slice(bytes);
+        py.detach(move || loan.send())
+            .map_err(|e| errors::send(py, e))
+    }
+}
+
+#[pymethods]
+impl Publisher {
+    #[getter]
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The largest message this publisher sends (Qos.max_message_size, as the transport allows).
+    #[getter]
+    fn max_message_size(&self) -> usize {
+        self.max_message_size
+    }
+
+    /// Sends a copy of `data`: bytes, bytearray, memoryview or any C-contiguous buffer.
+    fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.send_buffer(py, data)
+    }
+
+    /// Sends a C-contiguous numpy array (any numeric dtype) as its raw bytes: one copy, into the
+    /// ring. The receiver views it with `recv_array(dtype)`; shape and dtype are not sent.
+    fn send_array(&self, py: Python<'_>, array: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.send_buffer(py, array)
+    }
+
+    /// Lends room for an `n`-byte message in the ring, to be written in place and sent with
+    /// `Loan.send()`. Waits for room under reliable delivery (the GIL released). Discards a
+    /// pending loan (a publisher lends one at a time).
+    fn loan(slf: &Bound<'_, Self>, n: usize) -> PyResult<Loan> {
+        let py = slf.py();
+        let mut st = lock(&slf.get().state, "publisher")?;
+        let p = st.publisher(py, "make a new loan")?;
+        let mut loan = py
+            .detach(move || p.loan(n))
+            .map_err(|e| errors::send(py, e))?;
+        let region = Region::of_mut(loan.as_mut_slice());
+        let lend = Arc::new(Lend::default());
+        st.current = Some(CurrentLoan {
+            loan,
+            lend: lend.clone(),
+        });
+        Ok(Loan {
+            publisher: slf.clone().unbind(),
+            lend,
+            region,
+        })
+    }
+
+    /// Subscribers attached (shared memory) or known (UDP) now. Discards a pending loan.
+    #[getter]
+    fn subscriber_count(&self, py: Python<'_>) -> PyResult<usize> {
+        let mut st = lock(&self.state, "publisher")?;
+        Ok(st.publisher(py, "count subscribers")?.subscriber_count())
+    }
+
+    /// Messages sent so far. Discards a pending loan.
+    #[getter]
+    fn sent(&self, py: Python<'_>) -> PyResult<u64> {
+        let mut st = lock(&self.state, "publisher")?;
+        Ok(st.publisher(py, "count messages sent")?.sent())
+    }
+
+    /// Discards a pending loan and leaves the topic (a UDP publisher first waits, up to its send
+    /// timeout, for reliable subscribers to take what it sent). Later calls raise.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let mut st = lock(&self.state, "publisher")?;
+        st.discard(py, "close the publisher")?;
+        if let Some(ptr) = st.publisher.take() {
+            // SAFETY: from Box::into_raw; taken, so freed once; no loan borrows it (discarded).
+            let boxed = unsafe { Box::from_raw(ptr.as_ptr()) };
+            py.detach(move || drop(boxed));
+        }
+        Ok(())
+    }
+
+    #[getter]
+    fn closed(&self) -> PyResult<bool> {
+        Ok(lock(&self.state, "publisher")?.publisher.is_none())
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ferry.Publisher(topic={:?})", self.topic)
+    }
+}
+
+/// Room for one message in the publisher's ring (under UDP, a buffer that becomes the
+/// message): a writable buffer (memoryview(loan), np.frombuffer(loan, dtype), loan.array(dtype))
+/// written in place, then `send()`. Sending or discarding is refused while views of it exist;
+/// its memory used afterwards raises ferry.ReleasedError. A `with` block discards it unless it
+/// was sent.
+#[pyclass(frozen, module = "ferry", name = "Loan")]
+pub struct Loan {
+    publisher: Py<Publisher>,
+    lend: Arc<Lend>,
+    region: Region,
+}
+
+impl Loan {
+    /// Drops ferry's loan (discarding it) if it is still the publisher's pending one.
+    fn drop_in_publisher(&self) {
+        let state = &self.publisher.get().state;
+        let mut st = match state.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        if st
+            .current
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(&c.lend, &self.lend))
+        {
+            st.current = None;
+        }
+    }
+}
+
+#[pymethods]
+impl Loan {
+    fn __len__(&self) -> usize {
+        self.region.len()
+    }
+
+    /// Whether the loan was sent or discarded (its memory can no longer be used).
+    #[getter]
+    fn released(&self) -> bool {
+        self.lend.handed_back()
+    }
+
+    /// Buffer views of it alive now (memoryviews, numpy arrays).
+    #[getter]
+    fn views(&self) -> usize {
+        self.lend.views()
+    }
+
+    /// Publishes the message. Raises ferry.BufferInUseError while views of the loan exist, and
+    /// ferry.ReleasedError if it was already sent or discarded.
+    fn send(&self, py: Python<'_>) -> PyResult<()> {
+        let mut st = lock(&self.publisher.get().state, "publisher")?;
+        match self.lend.hand_back() {
+            Ok(true) => {}
+            Ok(false) => return Err(errors::released(py, "loan")),
+            Err(views) => return Err(errors::in_use(py, "loan", views, "send the loan")),
+        }
+        // A lend not handed back is the publisher's current loan: every path that replaces or
+        // drops `current` hands its lend back first.
+        let current = st
+            .current
+            .take()
+            .filter(|c| Arc::ptr_eq(&c.lend, &self.lend))
+            .ok_or_else(|| errors::released(py, "loan"))?;
+        let loan = current.loan;
+        py.detach(move || loan.send())
+            .map_err(|e| errors::send(py, e))
+    }
+
+    /// Gives the room back unsent (idempotent). Raises ferry.BufferInUseError while views of it
+    /// exist.
+    fn discard(&self, py: Python<'_>) -> PyResult<()> {
+        self.lend
+            .hand_back()
+            .map_err(|views| errors::in_use(py, "loan", views, "discard the loan"))?;
+        self.drop_in_publisher();
+        Ok(())
+    }
+
+    /// A writable numpy array of `dtype` (uint8 when None) over the loan, no copy. Write
+    /// through a temporary (`loan.array(np.float32)[:] = x`), or `del` the array before `send`.
+    #[pyo3(signature = (dtype=None))]
+    fn array<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        frombuffer(slf.as_any(), dtype)
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.discard(py)?;
+        Ok(false)
+    }
+
+    /// # Safety
+    /// Called by CPython with a Py_buffer to fill.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: std::ffi::c_int,
+    ) -> PyResult<()> {
+        let (lend, region) = {
+            let this = slf.get();
+            (this.lend.clone(), this.region)
+        };
+        // SAFETY: `view` comes from CPython; the region belongs to `lend`.
+        unsafe { fill_view(view, flags, slf.into_any(), &lend, region, true, "loan") }
+    }
+
+    /// # Safety
+    /// Called by CPython once per view filled by `__getbuffer__`.
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.lend.unexport();
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.lend.handed_back() {
+            ", done"
+        } else {
+            ""
+        };
+        format!("ferry.Loan(len={}{state})", self.region.len())
+    }
+}
+
+impl Drop for Loan {
+    fn drop(&mut self) {
+        // Every view holds a reference to this object, so none is left: this cannot fail.
+        let _ = self.lend.hand_back();
+        self.drop_in_publisher();
+    }
+}

@@ -1,0 +1,433 @@
+//! `ferry.Subscriber` and the `ferry.Sample` it lends: the publisher's message in place.
+//!
+//! ferry's `Sample<'a>` borrows its subscriber mutably: a subscriber lends one sample at a
+//! time. Here the subscriber lives behind a pointer of its own (`SubState::sub`) and the sample
+//! it lent sits beside it (`SubState::current`); every call on the subscriber first hands the
+//! current sample back, which [`Lend`] refuses while a memoryview or array of it exists.
+
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use crate::errors;
+use crate::lend::{fill_view, Lend, Region};
+use crate::node::seconds;
+
+/// The longest a wait runs without looking at signals (Ctrl-C) again.
+pub const WAIT_SLICE: Duration = Duration::from_millis(50);
+
+/// Reads messages of a topic from every publisher on it. Made by `Node.subscriber`.
+#[pyclass(frozen, module = "ferry", name = "Subscriber")]
+pub struct Subscriber {
+    state: Mutex<SubState>,
+    topic: String,
+}
+
+struct SubState {
+    /// The sample lent to Python. Dropped before `sub`, which it borrows.
+    current: Option<Current>,
+    /// The subscriber (a leaked Box, freed in Drop); None once closed.
+    sub: Option<NonNull<ferry::Subscriber>>,
+}
+
+struct Current {
+    /// Held for its Drop, which hands the record back to the ring; read through `Region`.
+    #[allow(dead_code)]
+    sample: ferry::Sample<'static>,
+    lend: Arc<Lend>,
+}
+
+// SAFETY: SubState owns the subscriber behind `sub` (ferry::Subscriber is Send) and the sample
+// that borrows it; both move together, and a Mutex gives one thread at a time access.
+unsafe impl Send for SubState {}
+
+impl SubState {
+    /// Hands the lent sample back to the ring, unless views of it exist.
+    fn hand_back(&mut self, py: Python<'_>, doing: &str) -> PyResult<()> {
+        if let Some(c) = &self.current {
+            if let Err(views) = c.lend.hand_back() {
+                return Err(errors::in_use(py, "sample", views, doing));
+            }
+        }
+        self.current = None;
+        Ok(())
+    }
+
+    /// The subscriber, once no sample borrows it.
+    ///
+    /// The reference's lifetime is unbounded: the caller uses it only while it holds the lock,
+    /// and stores a sample made from it in `current`, which is dropped before the subscriber.
+    fn subscriber(
+        &mut self,
+        py: Python<'_>,
+        doing: &str,
+    ) -> PyResult<&'static mut ferry::Subscriber> {
+        self.hand_back(py, doing)?;
+        let ptr = self.sub.ok_or_else(|| errors::closed("subscriber"))?;
+        // SAFETY: the box lives until `close` or Drop, both of which need this state exclusively
+        // (the lock) and drop `current` first; no sample borrows it now (handed back above), so
+        // this is the only reference.
+        Ok(unsafe { &mut *ptr.as_ptr() })
+    }
+}
+
+impl Drop for SubState {
+    fn drop(&mut self) {
+        self.current = None;
+        if let Some(ptr) = self.sub.take() {
+            // SAFETY: `sub` came from Box::into_raw and is freed once (taken here).
+            drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+        }
+    }
+}
+
+fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {
+    // Never block on the lock while attached to Python: its holder may be waiting for the GIL.
+    match m.try_lock() {
+        Ok(g) => Ok(g),
+        Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+        Err(TryLockError::WouldBlock) => Err(errors::busy(what)),
+    }
+}
+
+/// Polls, then waits up to `timeout` (forever if None) in slices, looking at signals between
+/// them with the GIL held and waiting with it released.
+fn wait(
+    py: Python<'_>,
+    sub: &'static mut ferry::Subscriber,
+    timeout: Option<Duration>,
+) -> PyResult<Option<ferry::Sample<'static>>> {
+    let sub: *mut ferry::Subscriber = sub;
+    // SAFETY: `sub` is the caller's exclusive reference; each use of it below ends before the
+    // next starts, and only the one that returns a sample keeps its borrow.
+    let first: &'static mut ferry::Subscriber = unsafe { &mut *sub };
+    if let Some(s) = first.try_recv().map_err(errors::recv)? {
+        return Ok(Some(s));
+    }
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        let slice = match deadline {
+            Some(d) => d.saturating_duration_since(Instant::now()).min(WAIT_SLICE),
+            None => WAIT_SLICE,
+        };
+        if slice.is_zero() {
+            return Ok(None);
+        }
+        // SAFETY: as above.
+        let s: &'static mut ferry::Subscriber = unsafe { &mut *sub };
+        if let Some(sample) = py
+            .detach(move || s.recv_timeout(slice))
+            .map_err(errors::recv)?
+        {
+            return Ok(Some(sample));
+        }
+        py.check_signals()?;
+    }
+}
+
+fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
+    timeout.map(|t| seconds("timeout", t)).transpose()
+}
+
+impl Subscriber {
+    pub fn new(inner: ferry::Subscriber) -> Subscriber {
+        let topic = inner.topic().to_owned();
+        Subscriber {
+            state: Mutex::new(SubState {
+                current: None,
+                sub: Some(NonNull::from(Box::leak(Box::new(inner)))),
+            }),
+            topic,
+        }
+    }
+
+    /// Receives into a new Sample, or None when `timeout` ran out.
+    fn receive(slf: &Bound<'_, Self>, timeout: Option<Duration>) -> PyResult<Option<Sample>> {
+        let py = slf.py();
+        let mut st = lock(&slf.get().state, "subscriber")?;
+        let sub = st.subscriber(py, "receive the next sample")?;
+        let Some(sample) = wait(py, sub, timeout)? else {
+            return Ok(None);
+        };
+        let region = Region::of(&sample);
+        let (seq, skipped) = (sample.seq(), sample.skipped());
+        let lend = Arc::new(Lend::default());
+        st.current = Some(Current {
+            sample,
+            lend: lend.clone(),
+        });
+        Ok(Some(Sample {
+            subscriber: slf.clone().unbind(),
+            lend,
+            region,
+            seq,
+            skipped,
+        }))
+    }
+
+    fn receive_or_timeout(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<Sample> {
+        let t = timeout_arg(timeout)?;
+        Subscriber::receive(slf, t)?.ok_or_else(|| {
+            errors::timeout(
+                slf.py(),
+                format!(
+                    "no message on topic {:?} within {} s",
+                    slf.get().topic,
+                    timeout.unwrap_or_default()
+                ),
+            )
+        })
+    }
+}
+
+#[pymethods]
+impl Subscriber {
+    #[getter]
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Waits for the next message (forever if `timeout` is None) and lends it as a Sample;
+    /// raises ferry.TimeoutError when `timeout` seconds pass first. Releases the previous sample
+    /// (a subscriber lends one at a time). Ctrl-C interrupts the wait.
+    #[pyo3(signature = (timeout=None))]
+    fn recv(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<Sample> {
+        Subscriber::receive_or_timeout(slf, timeout)
+    }
+
+    /// The next message if one is waiting, else None (never waits).
+    fn try_recv(slf: &Bound<'_, Self>) -> PyResult<Option<Sample>> {
+        Subscriber::receive(slf, Some(Duration::ZERO))
+    }
+
+    /// Waits for the next message and views it as a read-only numpy array of `dtype` (no copy;
+    /// the array holds the sample until it is gone).
+    #[pyo3(signature = (dtype, timeout=None))]
+    fn recv_array<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: &Bound<'py, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let sample = Bound::new(slf.py(), Subscriber::receive_or_timeout(slf, timeout)?)?;
+        frombuffer(sample.as_any(), Some(dtype))
+    }
+
+    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __next__(slf: &Bound<'_, Self>) -> PyResult<Sample> {
+        Subscriber::receive_or_timeout(slf, None)
+    }
+
+    /// Publishers sending on this topic now (releases a sample lent before).
+    #[getter]
+    fn publisher_count(&self, py: Python<'_>) -> PyResult<usize> {
+        let mut st = lock(&self.state, "subscriber")?;
+        Ok(st.subscriber(py, "count publishers")?.publisher_count())
+    }
+
+    /// Warnings a user should see (e.g. a UDP receive buffer capped by the kernel).
+    #[getter]
+    fn warnings(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let mut st = lock(&self.state, "subscriber")?;
+        Ok(st.subscriber(py, "read warnings")?.warnings())
+    }
+
+    /// Publishers whose segments this subscriber refused to read, with the reason for each.
+    #[getter]
+    fn refused_publishers(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let mut st = lock(&self.state, "subscriber")?;
+        Ok(st
+            .subscriber(py, "list refused publishers")?
+            .refused_publishers())
+    }
+
+    /// Releases the lent sample and leaves the topic. Later calls raise ferry.FerryError.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let mut st = lock(&self.state, "subscriber")?;
+        st.hand_back(py, "close the subscriber")?;
+        if let Some(ptr) = st.sub.take() {
+            // SAFETY: from Box::into_raw; taken, so freed once; no sample borrows it (handed back).
+            let boxed = unsafe { Box::from_raw(ptr.as_ptr()) };
+            py.detach(move || drop(boxed));
+        }
+        Ok(())
+    }
+
+    #[getter]
+    fn closed(&self) -> PyResult<bool> {
+        Ok(lock(&self.state, "subscriber")?.sub.is_none())
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ferry.Subscriber(topic={:?})", self.topic)
+    }
+}
+
+/// A received message, lent in place (zero copy): a read-only buffer (memoryview(s),
+/// np.frombuffer(s, dtype), bytes(s)) until it is released — by `release()`, the end of a
+/// `with` block, the subscriber's next call, or when it is gone. Release is refused while views
+/// of it exist; its memory used after release raises ferry.ReleasedError.
+#[pyclass(frozen, module = "ferry", name = "Sample")]
+pub struct Sample {
+    subscriber: Py<Subscriber>,
+    lend: Arc<Lend>,
+    region: Region,
+    seq: u64,
+    skipped: u64,
+}
+
+impl Sample {
+    /// Drops ferry's sample if it is still the subscriber's current one (after the lend was
+    /// handed back). When the subscriber is busy on another thread, that thread's call already
+    /// dropped it.
+    fn drop_in_subscriber(&self) {
+        let state = &self.subscriber.get().state;
+        let guard = match state.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        let mut st = guard;
+        if st
+            .current
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(&c.lend, &self.lend))
+        {
+            st.current = None;
+        }
+    }
+}
+
+#[pymethods]
+impl Sample {
+    /// The publisher's sequence number of this message (from 0 per publisher).
+    #[getter]
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Messages missed just before this one (latest delivery, UDP losses).
+    #[getter]
+    fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Whether the sample went back to the ring (its memory can no longer be used).
+    #[getter]
+    fn released(&self) -> bool {
+        self.lend.handed_back()
+    }
+
+    /// Buffer views of it alive now (memoryviews, numpy arrays).
+    #[getter]
+    fn views(&self) -> usize {
+        self.lend.views()
+    }
+
+    fn __len__(&self) -> usize {
+        self.region.len()
+    }
+
+    /// Hands the sample back to the ring (idempotent). Raises ferry.BufferInUseError while
+    /// memoryviews or arrays of it exist.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        self.lend
+            .hand_back()
+            .map_err(|views| errors::in_use(py, "sample", views, "release the sample"))?;
+        self.drop_in_subscriber();
+        Ok(())
+    }
+
+    /// A numpy array of `dtype` (uint8 when None) viewing the sample, read-only, no copy.
+    #[pyo3(signature = (dtype=None))]
+    fn array<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        frombuffer(slf.as_any(), dtype)
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.release(py)?;
+        Ok(false)
+    }
+
+    /// # Safety
+    /// Called by CPython with a Py_buffer to fill.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: std::ffi::c_int,
+    ) -> PyResult<()> {
+        let (lend, region) = {
+            let this = slf.get();
+            (this.lend.clone(), this.region)
+        };
+        // SAFETY: `view` comes from CPython; the region belongs to `lend`.
+        unsafe { fill_view(view, flags, slf.into_any(), &lend, region, false, "sample") }
+    }
+
+    /// # Safety
+    /// Called by CPython once per view filled by `__getbuffer__`.
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
+        self.lend.unexport();
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.lend.handed_back() {
+            ", released"
+        } else {
+            ""
+        };
+        format!(
+            "ferry.Sample(seq={}, len={}{state})",
+            self.seq,
+            self.region.len()
+        )
+    }
+}
+
+impl Drop for Sample {
+    fn drop(&mut self) {
+        // Every view holds a reference to this object, so none is left: this cannot fail.
+        let _ = self.lend.hand_back();
+        self.drop_in_subscriber();
+    }
+}
+
+/// `numpy.frombuffer(obj, dtype)`: numpy is needed only here, and imported when first used.
+pub fn frombuffer<'py>(
+    obj: &Bound<'py, PyAny>,
+    dtype: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    let np = py.import("numpy").map_err(|e| {
+        pyo3::exceptions::PyImportError::new_err(format!(
+            "arrays need numpy (pip install numpy): {e}"
+        ))
+    })?;
+    match dtype {
+        Some(d) => np.call_method1("frombuffer", (obj, d)),
+        None => np.call_method1("frombuffer", (obj, np.getattr("uint8")?)),
+    }
+}
