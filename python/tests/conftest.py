@@ -1,0 +1,129 @@
+"""Shared helpers of the Python front's tests: unique domains, the `ferry` command-line binary,
+child processes with bounded waits. Every wait in these tests has a bound."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+PEER = HERE / "peer.py"
+
+_counter = itertools.count()
+
+
+#: The longest one test may take. A blocked recv looks at signals every 50 ms, so the alarm
+#: ends a hung test with an exception rather than hanging the run.
+TEST_LIMIT_S = 90
+
+
+class TestTookTooLong(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def bounded():
+    def expire(signum, frame):
+        raise TestTookTooLong(f"the test ran past {TEST_LIMIT_S} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, TEST_LIMIT_S)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def domain(request) -> str:
+    """A domain of this test alone, so that tests (and other runs on the host) never meet."""
+    return f"py{os.getpid()}-{next(_counter)}"
+
+
+def _target_dirs() -> List[Path]:
+    dirs = []
+    if os.environ.get("CARGO_TARGET_DIR"):
+        dirs.append(Path(os.environ["CARGO_TARGET_DIR"]))
+    dirs.append(REPO / "target")
+    return dirs
+
+
+def find_ferry_binary() -> Optional[Path]:
+    """`ferry` from FERRY_BIN, else the newest of target/{debug,release}/ferry."""
+    if os.environ.get("FERRY_BIN"):
+        return Path(os.environ["FERRY_BIN"])
+    found = [
+        d / profile / "ferry"
+        for d in _target_dirs()
+        for profile in ("debug", "release")
+        if (d / profile / "ferry").is_file()
+    ]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+@pytest.fixture(scope="session")
+def ferry_bin() -> Path:
+    """The `ferry` command-line binary; built with cargo (bounded) when none is there."""
+    found = find_ferry_binary()
+    if found is None:
+        if shutil.which("cargo") is None:
+            pytest.skip("no ferry binary (set FERRY_BIN, or build with cargo build -p ferry-cli)")
+        subprocess.run(
+            ["cargo", "build", "--locked", "-p", "ferry-cli"],
+            cwd=REPO,
+            check=True,
+            timeout=900,
+        )
+        found = find_ferry_binary()
+    assert found is not None and found.is_file(), "cargo build -p ferry-cli made no ferry binary"
+    return found
+
+
+def child_env() -> dict:
+    env = dict(os.environ)
+    env.pop("FERRY_DOMAIN", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def start_peer(*args: str, **kwargs) -> subprocess.Popen:
+    """`python tests/peer.py ARGS` with text pipes."""
+    return subprocess.Popen(
+        [sys.executable, str(PEER), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        **kwargs,
+    )
+
+
+def finish(proc: subprocess.Popen, timeout: float = 30.0) -> str:
+    """Waits (bounded) for a child that must succeed; returns its standard output."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate(timeout=10)
+        raise AssertionError(f"{proc.args} did not finish within {timeout} s\n{err}")
+    assert proc.returncode == 0, f"{proc.args} failed ({proc.returncode}):\n{err}"
+    return out
+
+
+def pattern(seq: int, size: int):
+    """The payload of message `seq`: byte k is (seq + k) mod 251 (a prime, so that no two
+    neighbouring messages or offsets agree), made with numpy."""
+    import numpy as np
+
+    return ((np.arange(size, dtype=np.uint64) + seq) % 251).astype(np.uint8)

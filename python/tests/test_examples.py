@@ -1,0 +1,49 @@
+"""The examples in examples/python run as their docstrings say."""
+
+import select
+import subprocess
+import sys
+
+import pytest
+
+from conftest import HERE, REPO, child_env
+
+EXAMPLES = REPO / "examples" / "python"
+
+
+@pytest.mark.parametrize("transport", ["shm", "udp"])
+def test_pub_and_sub_in_two_processes(domain, transport):
+    common = ["--transport", transport, "--domain", domain, "--topic", "example"]
+    sub = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "sub.py"), *common, "--count", "5", "--timeout", "20"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=child_env(),
+    )
+    try:
+        ready, _, _ = select.select([sub.stdout], [], [], 20)
+        assert ready and sub.stdout.readline().startswith("waiting on"), sub.stderr.read()
+        pub = subprocess.run(
+            [sys.executable, str(EXAMPLES / "pub.py"), *common, "--count", "5", "--rate",
+             "200", "--points", "5000"],
+            capture_output=True, text=True, timeout=60, env=child_env(),
+        )
+        assert pub.returncode == 0, pub.stderr
+        out, err = sub.communicate(timeout=30)
+    finally:
+        if sub.poll() is None:
+            sub.kill()
+            sub.wait(timeout=5)
+    assert sub.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[-1] == "received 5"
+    assert lines[0].startswith("seq 0: 5000 points, first 0.0, mean 0.500")
+    assert lines[4].startswith("seq 4: 5000 points, first 4.0, mean 4.500")
+
+
+def test_analyse_prints_the_lab_results():
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "analyse.py"), str(HERE / "data" / "results.json")],
+        capture_output=True, text=True, timeout=60, env=child_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "== latency" in done.stdout and "shm-spin" in done.stdout

@@ -1,0 +1,182 @@
+"""Publishing and receiving: in one process, and between two Python processes over shared
+memory and UDP, every byte checked."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import ferry
+from conftest import finish, pattern, start_peer
+
+TRANSPORTS = ["shm", "udp"]
+
+
+def wait_for(cond, what, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"{what} within {timeout} s"
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_bytes_round_trip_in_one_process(domain, transport):
+    qos = ferry.Qos(transport=transport, wait="block", max_message_size=4096)
+    node = ferry.Node("py-test", domain=domain)
+    assert node.domain == domain and node.name == "py-test"
+    sub = node.subscriber("data", qos)
+    pub = node.publisher("data", qos)
+    # The subscriber attaches to the publisher's ring (or learns its address) when it looks.
+    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
+    for i, payload in enumerate([b"hello", b"", bytes(range(256)) * 16, bytearray(b"xy")]):
+        pub.send(payload)
+        with sub.recv(timeout=5) as s:
+            assert s.seq == i
+            assert len(s) == len(payload)
+            assert bytes(s) == bytes(payload)
+    assert pub.sent == 4
+
+
+def test_recv_times_out_with_ferry_timeout_error(domain):
+    sub = ferry.Node("py-test", domain=domain).subscriber("none", ferry.Qos(transport="shm"))
+    start = time.monotonic()
+    with pytest.raises(ferry.TimeoutError) as e:
+        sub.recv(timeout=0.2)
+    took = time.monotonic() - start
+    assert 0.15 < took < 2.0
+    assert isinstance(e.value, TimeoutError) and isinstance(e.value, ferry.FerryError)
+    assert "within 0.2 s" in str(e.value)
+    assert sub.try_recv() is None
+
+
+def test_iteration_yields_samples(domain):
+    qos = ferry.Qos(transport="shm")
+    node = ferry.Node("py-test", domain=domain)
+    sub = node.subscriber("it", qos)
+    pub = node.publisher("it", qos)
+    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
+    for i in range(5):
+        pub.send(bytes([i]) * 3)
+    seen = []
+    for s in sub:
+        seen.append(bytes(s))
+        if len(seen) == 5:
+            break
+    assert seen == [bytes([i]) * 3 for i in range(5)]
+
+
+def test_send_array_and_recv_array(domain):
+    qos = ferry.Qos(transport="shm", max_message_size=1 << 16)
+    node = ferry.Node("py-test", domain=domain)
+    sub = node.subscriber("arr", qos)
+    pub = node.publisher("arr", qos)
+    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
+    for dtype in (np.uint8, np.int16, np.uint32, np.float32, np.float64, np.complex128):
+        sent = (np.arange(24) * 3).astype(dtype).reshape(4, 6)
+        pub.send_array(sent)
+        got = sub.recv_array(dtype, timeout=5)
+        assert got.dtype == dtype and not got.flags.writeable
+        assert np.array_equal(got.reshape(4, 6), sent)
+        del got  # hands the sample back before the next recv
+    with pytest.raises(TypeError, match="C-contiguous"):
+        pub.send_array(np.zeros((4, 6))[:, ::2])
+
+
+def test_qos_is_checked():
+    with pytest.raises(ValueError, match="transport must be one of"):
+        ferry.Qos(transport="tcp")
+    with pytest.raises(ValueError, match="seconds"):
+        ferry.Qos(send_timeout=-1)
+    q = ferry.Qos(transport="udp", delivery="latest", wait="spin", max_message_size=100)
+    assert (q.transport, q.delivery, q.wait, q.max_message_size) == ("udp", "latest", "spin", 100)
+
+
+def test_ferry_errors_carry_ferrys_messages(domain):
+    node = ferry.Node("py-test", domain=domain)
+    with pytest.raises(ferry.FerryError, match="invalid node name"):
+        ferry.Node("")
+    pub = node.publisher("small", ferry.Qos(transport="shm", max_message_size=8))
+    with pytest.raises(ferry.FerryError, match="exceeds this publisher's maximum"):
+        pub.send(b"123456789")
+    with pytest.raises(ferry.FerryError, match="max_message_size"):
+        node.publisher("zero", ferry.Qos(transport="shm", max_message_size=0))
+
+
+def test_a_waiting_recv_lets_other_threads_run(domain):
+    """recv waits with the GIL released: a Python thread keeps counting meanwhile."""
+    sub = ferry.Node("py-test", domain=domain).subscriber("gil", ferry.Qos(transport="shm"))
+    counts = []
+    stop = threading.Event()
+
+    def count():
+        n = 0
+        while not stop.is_set():
+            n += 1
+        counts.append(n)
+
+    t = threading.Thread(target=count)
+    t.start()
+    try:
+        with pytest.raises(ferry.TimeoutError):
+            sub.recv(timeout=0.3)
+    finally:
+        stop.set()
+        t.join(timeout=5)
+    assert counts and counts[0] > 10_000
+
+
+def test_one_subscriber_serves_one_thread_at_a_time(domain):
+    sub = ferry.Node("py-test", domain=domain).subscriber("busy", ferry.Qos(transport="shm"))
+    errors = []
+
+    def waiter():
+        try:
+            sub.recv(timeout=1.0)
+        except ferry.TimeoutError:
+            pass
+        except ferry.FerryError as e:  # pragma: no cover - the other thread got there first
+            errors.append(e)
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.2)
+    with pytest.raises(ferry.FerryError, match="in use by another thread"):
+        sub.recv(timeout=0.1)
+    t.join(timeout=5)
+    assert not errors
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_two_python_processes_every_byte(domain, transport):
+    """A Python publisher process feeds this process's subscriber; every byte is checked."""
+    sizes = [1, 7, 100, 4096, 70_000, 1 << 20]
+    count = 60
+    qos = ferry.Qos(transport=transport, wait="block", max_message_size=max(sizes))
+    sub = ferry.Node("py-test", domain=domain).subscriber("two", qos)
+    peer = start_peer("pub", transport, domain, "two", str(count), ",".join(map(str, sizes)))
+    try:
+        for i in range(count):
+            size = sizes[i % len(sizes)]
+            with sub.recv(timeout=10) as s:
+                assert (s.seq, len(s)) == (i, size)
+                assert np.array_equal(s.array(), pattern(i, size))
+    finally:
+        out = finish(peer)
+    assert out.strip() == f"sent {count}"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_this_process_publishes_to_a_python_subscriber_process(domain, transport):
+    sizes = [3, 1000, 1 << 16]
+    count = 30
+    qos = ferry.Qos(transport=transport, wait="block", max_message_size=max(sizes))
+    pub = ferry.Node("py-test", domain=domain).publisher("back", qos)
+    peer = start_peer("sub", transport, domain, "back", str(count), ",".join(map(str, sizes)))
+    try:
+        wait_for(lambda: pub.subscriber_count >= 1, "the subscriber process attached")
+        for i in range(count):
+            pub.send_array(pattern(i, sizes[i % len(sizes)]))
+    finally:
+        out = finish(peer)
+    assert out.split() == ["ready", "ok", str(count)]
