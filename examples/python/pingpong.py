@@ -1,0 +1,172 @@
+"""Shared-memory ping-pong between two Python processes: the Python front's one-way latency,
+with the payload work of `ferry lab latency` (the sender writes every byte of the message in a
+loan, the receiver checks every byte of the sample in place), to set beside the Rust figure:
+
+    python examples/python/pingpong.py --sizes 32,1M --samples 2000 --pin 0,1
+    ferry lab latency --transport shm-spin --sizes 32,1M --samples 2000 --rounds 1 --pin 0,1
+
+Round trips run on two topics (ping, pong) with reliable delivery and spinning waits; the
+one-way latency is half the round trip. Messages up to 4 KiB are written and checked through
+memoryviews, larger ones through numpy arrays over the loan and the sample (no copy either way).
+Message seq carries byte (seq % 255) + 1, shifted by 128 for pongs, as in the lab.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import ferry
+
+SMALL = 4096
+PONG_SHIFT = 128
+
+
+def pattern(seq: int, pong: bool) -> int:
+    return (seq + (PONG_SHIFT if pong else 0)) % 255 + 1
+
+
+def parse_size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+class Payload:
+    """Writes and checks whole payloads of one size: memoryviews below SMALL, numpy above."""
+
+    def __init__(self, size: int):
+        self.size = size
+        if size <= SMALL:
+            self.fills = [bytes([b]) * size for b in range(256)]
+        else:
+            import numpy as np
+
+            self.np = np
+            self.words = [np.uint64(int.from_bytes(bytes([b]) * 8, "little")) for b in range(256)]
+
+    def write(self, loan, byte: int) -> None:
+        if self.size <= SMALL:
+            with memoryview(loan) as view:
+                view[:] = self.fills[byte]
+        else:
+            self.np.frombuffer(loan, self.np.uint8).fill(byte)
+
+    def check(self, sample, byte: int) -> bool:
+        if len(sample) != self.size:
+            return False
+        if self.size <= SMALL:
+            with memoryview(sample) as view:
+                return view == self.fills[byte]
+        words = self.np.frombuffer(sample, self.np.uint64, count=self.size // 8)
+        ok = bool((words == self.words[byte]).all())
+        tail = self.size % 8
+        if tail:
+            rest = self.np.frombuffer(sample, self.np.uint8)[-tail:]
+            ok = ok and bool((rest == byte).all())
+        return ok
+
+
+def endpoints(domain: str, max_size: int, main: bool):
+    qos = ferry.Qos(transport="shm", wait="spin", max_message_size=max_size)
+    node = ferry.Node("py-pingpong-main" if main else "py-pingpong-peer", domain=domain)
+    out, inp = ("ping", "pong") if main else ("pong", "ping")
+    pub, sub = node.publisher(out, qos), node.subscriber(inp, qos)
+    deadline = time.monotonic() + 10
+    while not (sub.publisher_count >= 1 and pub.subscriber_count >= 1):
+        if time.monotonic() > deadline:
+            raise SystemExit("the two processes did not meet within 10 s")
+        time.sleep(0.001)
+    return pub, sub
+
+
+def peer(domain: str, sizes, counts) -> None:
+    pub, sub = endpoints(domain, max(sizes), main=False)
+    seq = 0
+    for size, count in zip(sizes, counts):
+        payload = Payload(size)
+        for _ in range(count):
+            with sub.recv(timeout=30) as sample:
+                if not payload.check(sample, pattern(seq, False)):
+                    raise SystemExit(f"ping {seq} is corrupt")
+            loan = pub.loan(size)
+            payload.write(loan, pattern(seq, True))
+            loan.send()
+            seq += 1
+
+
+def percentile(sorted_ns, q: float) -> float:
+    return sorted_ns[min(len(sorted_ns) - 1, int(q * len(sorted_ns)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="32,1M")
+    ap.add_argument("--samples", type=int, default=2000, help="recorded round trips per size")
+    ap.add_argument("--warmup", type=int, default=200, help="at least; raised to fill the ring")
+    ap.add_argument("--pin", default="0,1", help="CPUs of this process and of the peer, or none")
+    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--peer", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.peer:
+        domain, sizes, counts = args.peer
+        if args.pin != "none":
+            os.sched_setaffinity(0, {int(args.pin.split(",")[1])})
+        peer(domain, [int(s) for s in sizes.split(",")], [int(c) for c in counts.split(",")])
+        return
+
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    # Enough warm-up to write the whole ring once (its default capacity: 2 x the largest
+    # record, rounded up to a power of two, at least 64 KiB), as the lab does.
+    ring = max(64 << 10, 1 << (2 * (max(sizes) + 16) - 1).bit_length())
+    warmups = [max(args.warmup, ring // (16 + (s + 7) // 8 * 8) + 1) for s in sizes]
+    counts = [w + args.samples for w in warmups]
+    domain = f"pingpong{os.getpid()}"
+    if args.pin != "none":
+        os.sched_setaffinity(0, {int(args.pin.split(",")[0])})
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--pin", args.pin, "--peer", domain,
+         ",".join(map(str, sizes)), ",".join(map(str, counts))],
+    )
+    rows = []
+    try:
+        pub, sub = endpoints(domain, max(sizes), main=True)
+        seq = 0
+        clock = time.perf_counter_ns
+        for size, warmup, count in zip(sizes, warmups, counts):
+            payload = Payload(size)
+            one_way = []
+            for i in range(count):
+                start = clock()
+                loan = pub.loan(size)
+                payload.write(loan, pattern(seq, False))
+                loan.send()
+                with sub.recv(timeout=30) as sample:
+                    if not payload.check(sample, pattern(seq, True)):
+                        raise SystemExit(f"pong {seq} is corrupt")
+                if i >= warmup:
+                    one_way.append((clock() - start) / 2)
+                seq += 1
+            one_way.sort()
+            rows.append({
+                "transport": "python-shm-spin", "size_bytes": size, "samples": len(one_way),
+                "p50_ns": percentile(one_way, 0.50), "p90_ns": percentile(one_way, 0.90),
+                "p99_ns": percentile(one_way, 0.99), "min_ns": one_way[0],
+            })
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=5)
+    for r in rows:
+        print(f"{r['transport']}  {r['size_bytes']:>8} B  p50 {r['p50_ns'] / 1e3:8.2f} µs  "
+              f"p90 {r['p90_ns'] / 1e3:8.2f} µs  p99 {r['p99_ns'] / 1e3:8.2f} µs")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
