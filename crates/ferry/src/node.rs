@@ -186,21 +186,42 @@ impl Publisher {
     /// shared memory this waits for ring space like `send`.
     #[inline]
     pub fn loan(&mut self, len: usize) -> Result<Loan<'_>, SendError> {
+        match self.lend(len, true)? {
+            Some(loan) => Ok(loan),
+            None => unreachable!("a loan that may wait always lends"),
+        }
+    }
+
+    /// As [`Publisher::loan`], but never waits: `None` when reliable subscribers leave no room in
+    /// the ring now. (A caller that must not block while it holds something else, such as a
+    /// language binding holding its interpreter's lock, tries this first and waits with `loan`
+    /// only when it has let go.)
+    #[inline]
+    pub fn try_loan(&mut self, len: usize) -> Result<Option<Loan<'_>>, SendError> {
+        self.lend(len, false)
+    }
+
+    #[inline]
+    fn lend(&mut self, len: usize, wait: bool) -> Result<Option<Loan<'_>>, SendError> {
         let inner = match &mut self.inner {
             PubInner::Shm(p) => {
-                let reservation = Some(p.reserve(len)?);
+                let Some(r) = p.reserve(len, wait)? else {
+                    return Ok(None);
+                };
                 LoanInner::Shm {
                     publisher: p,
-                    reservation,
+                    reservation: Some(r),
                     udp: None,
                 }
             }
             PubInner::Auto(p, u) => {
-                let reservation = Some(p.reserve(len)?);
+                let Some(r) = p.reserve(len, wait)? else {
+                    return Ok(None);
+                };
                 let udp = u.has_destinations().then_some(&*u);
                 LoanInner::Shm {
                     publisher: p,
-                    reservation,
+                    reservation: Some(r),
                     udp,
                 }
             }
@@ -219,7 +240,7 @@ impl Publisher {
                 }
             }
         };
-        Ok(Loan { inner })
+        Ok(Some(Loan { inner }))
     }
 
     /// Lends room for `count` values of `T`.

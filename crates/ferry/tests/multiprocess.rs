@@ -615,3 +615,52 @@ fn a_subscriber_in_another_pid_namespace_is_not_swept_as_dead() {
     assert!(ok, "{out:?}");
     assert_eq!(result_of(&out), (5, 0, 4));
 }
+
+#[test]
+fn try_loan_never_waits_and_lends_again_once_the_subscriber_makes_room() {
+    let dom = domain("tryloan");
+    let node = Node::with_domain("both", &dom).unwrap();
+    // A 64 KiB ring, 8 KiB messages; the reliable subscriber reads nothing until told.
+    let qos =
+        parse_qos("spin,reliable,max=8192,ring=65536").send_timeout(Duration::from_millis(20));
+    let mut sub = node.subscriber("data", &qos).unwrap();
+    let mut publisher = node.publisher("data", &qos).unwrap();
+    assert!(wait_until(Duration::from_secs(5), || sub.publisher_count() == 1));
+    let mut sent = 0u64;
+    while let Some(mut loan) = publisher.try_loan(8192).unwrap() {
+        fill(sent, loan.as_mut_slice());
+        loan.send().unwrap();
+        sent += 1;
+        assert!(
+            sent < 100,
+            "a 64 KiB ring cannot hold {sent} messages of 8 KiB"
+        );
+    }
+    assert!(sent >= 6, "the ring held only {sent} messages");
+    // The full ring: a waiting loan times out; a trying one still says None.
+    assert!(matches!(
+        publisher.loan(8192),
+        Err(ferry::SendError::Timeout(_))
+    ));
+    assert!(publisher.try_loan(8192).unwrap().is_none());
+    // Reading one message makes room for one more.
+    let first = sub.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
+    assert!(check(0, &first));
+    drop(first);
+    let mut loan = publisher
+        .try_loan(8192)
+        .unwrap()
+        .expect("room after a read");
+    fill(sent, loan.as_mut_slice());
+    loan.send().unwrap();
+    for seq in 1..=sent {
+        let s = sub.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
+        assert_eq!(s.seq(), seq);
+        assert!(check(seq, &s));
+    }
+    // Too large is an error either way.
+    assert!(matches!(
+        publisher.try_loan(8193),
+        Err(ferry::SendError::TooLarge { .. })
+    ));
+}

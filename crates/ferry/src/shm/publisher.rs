@@ -139,8 +139,9 @@ impl ShmPublisher {
             .count()
     }
 
-    /// Reserves room for `len` payload bytes, waiting for reliable subscribers as the QoS says.
-    pub fn reserve(&mut self, len: usize) -> Result<Reservation, SendError> {
+    /// Reserves room for `len` payload bytes. Where reliable subscribers leave no room, waits
+    /// for them as the QoS says (`wait`), or returns `None` at once.
+    pub fn reserve(&mut self, len: usize, wait: bool) -> Result<Option<Reservation>, SendError> {
         if len > self.max_message {
             return Err(SendError::TooLarge {
                 len,
@@ -149,9 +150,12 @@ impl ShmPublisher {
         }
         let ring = &self.data.block().ring;
         if let Ok(r) = self.writer.try_reserve(ring, len as u64) {
-            return Ok(r);
+            return Ok(Some(r));
         }
-        self.reserve_slow(len)
+        if !wait {
+            return Ok(None);
+        }
+        self.reserve_slow(len).map(Some)
     }
 
     #[cold]
