@@ -218,7 +218,7 @@ impl Node {
         let p = py
             .detach(|| node.publisher(topic, &qos))
             .map_err(errors::ferry)?;
-        Ok(Publisher::new(p))
+        Ok(Publisher::new(p, &qos))
     }
 
     /// A subscriber on `topic`; it receives what is published from now on.
@@ -229,7 +229,7 @@ impl Node {
         let s = py
             .detach(|| node.subscriber(topic, &qos))
             .map_err(errors::ferry)?;
-        Ok(Subscriber::new(s))
+        Ok(Subscriber::new(s, &qos))
     }
 
     fn __repr__(&self) -> String {

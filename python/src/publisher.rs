@@ -21,6 +21,8 @@ pub struct Publisher {
     state: Mutex<PubState>,
     topic: String,
     max_message_size: usize,
+    /// Sending never waits (shared memory: a commit): no need to let go of the GIL for it.
+    send_never_waits: bool,
 }
 
 struct PubState {
@@ -78,6 +80,25 @@ impl Drop for PubState {
     }
 }
 
+/// A loan of `len` bytes: at once if the ring has room, else waiting with the GIL released.
+fn loan(
+    py: Python<'_>,
+    p: &'static mut ferry::Publisher,
+    len: usize,
+) -> PyResult<ferry::Loan<'static>> {
+    let p: *mut ferry::Publisher = p;
+    // SAFETY: `p` is the caller's exclusive reference; the first use ends (None) before the
+    // second starts.
+    let first: &'static mut ferry::Publisher = unsafe { &mut *p };
+    if let Some(loan) = first.try_loan(len).map_err(|e| errors::send(py, e))? {
+        return Ok(loan);
+    }
+    // SAFETY: as above.
+    let again: &'static mut ferry::Publisher = unsafe { &mut *p };
+    py.detach(move || again.loan(len))
+        .map_err(|e| errors::send(py, e))
+}
+
 fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {
     // Never block on the lock while attached to Python: its holder may be waiting for the GIL.
     match m.try_lock() {
@@ -88,7 +109,7 @@ fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {
 }
 
 impl Publisher {
-    pub fn new(inner: ferry::Publisher) -> Publisher {
+    pub fn new(inner: ferry::Publisher, qos: &ferry::Qos) -> Publisher {
         let topic = inner.topic().to_owned();
         let max_message_size = inner.max_message_size();
         Publisher {
@@ -98,6 +119,7 @@ impl Publisher {
             }),
             topic,
             max_message_size,
+            send_never_waits: qos.transport == ferry::Transport::Shm,
         }
     }
 
@@ -108,13 +130,18 @@ impl Publisher {
         let bytes = held.bytes(py);
         let mut st = lock(&self.state, "publisher")?;
         let p = st.publisher(py, "send")?;
-        let len = bytes.len();
-        let mut loan = py
-            .detach(move || p.loan(len))
-            .map_err(|e| errors::send(py, e))?;
+        let mut loan = loan(py, p, bytes.len())?;
         loan.as_mut_slice().copy_from_slice(bytes);
-        py.detach(move || loan.send())
-            .map_err(|e| errors::send(py, e))
+        self.send_loan(py, loan)
+    }
+
+    fn send_loan(&self, py: Python<'_>, loan: ferry::Loan<'static>) -> PyResult<()> {
+        if self.send_never_waits {
+            loan.send()
+        } else {
+            py.detach(move || loan.send())
+        }
+        .map_err(|e| errors::send(py, e))
     }
 }
 
@@ -149,9 +176,7 @@ impl Publisher {
         let py = slf.py();
         let mut st = lock(&slf.get().state, "publisher")?;
         let p = st.publisher(py, "make a new loan")?;
-        let mut loan = py
-            .detach(move || p.loan(n))
-            .map_err(|e| errors::send(py, e))?;
+        let mut loan = loan(py, p, n)?;
         let region = Region::of_mut(loan.as_mut_slice());
         let lend = Arc::new(Lend::default());
         st.current = Some(CurrentLoan {
@@ -277,9 +302,7 @@ impl Loan {
             .take()
             .filter(|c| Arc::ptr_eq(&c.lend, &self.lend))
             .ok_or_else(|| errors::released(py, "loan"))?;
-        let loan = current.loan;
-        py.detach(move || loan.send())
-            .map_err(|e| errors::send(py, e))
+        self.publisher.get().send_loan(py, current.loan)
     }
 
     /// Gives the room back unsent (idempotent). Raises ferry.BufferInUseError while views of it

@@ -19,11 +19,18 @@ use crate::node::seconds;
 /// The longest a wait runs without looking at signals (Ctrl-C) again.
 pub const WAIT_SLICE: Duration = Duration::from_millis(50);
 
+/// How long a spinning (or adaptive) shared-memory subscriber polls with the GIL held before it
+/// lets go of it to wait: long enough for a prompt reply (letting go and taking the GIL back
+/// costs about as much as a message), short against Python's own 5 ms switch interval.
+const GIL_SPIN: Duration = Duration::from_micros(10);
+
 /// Reads messages of a topic from every publisher on it. Made by `Node.subscriber`.
 #[pyclass(frozen, module = "ferry", name = "Subscriber")]
 pub struct Subscriber {
     state: Mutex<SubState>,
     topic: String,
+    /// How long `recv` polls with the GIL held before it lets go to wait (see `GIL_SPIN`).
+    gil_spin: Duration,
 }
 
 struct SubState {
@@ -93,12 +100,13 @@ fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {
     }
 }
 
-/// Polls, then waits up to `timeout` (forever if None) in slices, looking at signals between
-/// them with the GIL held and waiting with it released.
+/// Polls (for `gil_spin` at most, with the GIL held), then waits up to `timeout` (forever if
+/// None) in slices, waiting with the GIL released and looking at signals between them.
 fn wait(
     py: Python<'_>,
     sub: &'static mut ferry::Subscriber,
     timeout: Option<Duration>,
+    gil_spin: Duration,
 ) -> PyResult<Option<ferry::Sample<'static>>> {
     let sub: *mut ferry::Subscriber = sub;
     // SAFETY: `sub` is the caller's exclusive reference; each use of it below ends before the
@@ -107,7 +115,17 @@ fn wait(
     if let Some(s) = first.try_recv().map_err(errors::recv)? {
         return Ok(Some(s));
     }
-    let deadline = timeout.map(|t| Instant::now() + t);
+    let start = Instant::now();
+    let deadline = timeout.map(|t| start + t);
+    let spin = timeout.map_or(gil_spin, |t| t.min(gil_spin));
+    while !spin.is_zero() && start.elapsed() < spin {
+        std::hint::spin_loop();
+        // SAFETY: as above.
+        let s: &'static mut ferry::Subscriber = unsafe { &mut *sub };
+        if let Some(sample) = s.try_recv().map_err(errors::recv)? {
+            return Ok(Some(sample));
+        }
+    }
     loop {
         let slice = match deadline {
             Some(d) => d.saturating_duration_since(Instant::now()).min(WAIT_SLICE),
@@ -133,23 +151,30 @@ fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
 }
 
 impl Subscriber {
-    pub fn new(inner: ferry::Subscriber) -> Subscriber {
+    pub fn new(inner: ferry::Subscriber, qos: &ferry::Qos) -> Subscriber {
         let topic = inner.topic().to_owned();
+        let gil_spin = match (qos.transport, qos.wait) {
+            (ferry::Transport::Shm, ferry::WaitStrategy::Spin) => GIL_SPIN,
+            (ferry::Transport::Shm, ferry::WaitStrategy::Adaptive) => qos.spin_window.min(GIL_SPIN),
+            _ => Duration::ZERO,
+        };
         Subscriber {
             state: Mutex::new(SubState {
                 current: None,
                 sub: Some(NonNull::from(Box::leak(Box::new(inner)))),
             }),
             topic,
+            gil_spin,
         }
     }
 
     /// Receives into a new Sample, or None when `timeout` ran out.
     fn receive(slf: &Bound<'_, Self>, timeout: Option<Duration>) -> PyResult<Option<Sample>> {
         let py = slf.py();
-        let mut st = lock(&slf.get().state, "subscriber")?;
+        let this = slf.get();
+        let mut st = lock(&this.state, "subscriber")?;
         let sub = st.subscriber(py, "receive the next sample")?;
-        let Some(sample) = wait(py, sub, timeout)? else {
+        let Some(sample) = wait(py, sub, timeout, this.gil_spin)? else {
             return Ok(None);
         };
         let region = Region::of(&sample);

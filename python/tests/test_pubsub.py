@@ -180,3 +180,33 @@ def test_this_process_publishes_to_a_python_subscriber_process(domain, transport
     finally:
         out = finish(peer)
     assert out.split() == ["ready", "ok", str(count)]
+
+
+def test_a_full_ring_waits_with_the_gil_released_then_times_out(domain):
+    """A reliable publisher whose subscriber reads nothing fills the ring; the next send waits
+    (other Python threads run meanwhile) and raises ferry.TimeoutError at send_timeout."""
+    qos = ferry.Qos(transport="shm", max_message_size=8192, ring_capacity=1 << 16,
+                    send_timeout=0.3)
+    node = ferry.Node("py-test", domain=domain)
+    sub = node.subscriber("full", qos)
+    pub = node.publisher("full", qos)
+    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
+    payload = bytes(8192)
+    sent = 0
+    with pytest.raises(ferry.TimeoutError, match="did not make room"):
+        while sent < 100:
+            counts = []
+            stop = threading.Event()
+            t = threading.Thread(target=lambda: counts.append(sum(1 for _ in iter(stop.is_set, True))))
+            t.start()
+            try:
+                pub.send(payload)
+            finally:
+                stop.set()
+                t.join(timeout=5)
+            sent += 1
+    assert 6 <= sent < 100
+    assert counts and counts[0] > 1000, "the other thread ran while send waited"
+    # Reading makes room again.
+    sub.recv(timeout=5).release()
+    pub.send(payload)
