@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 
 use crate::errors;
 use crate::lend::{fill_view, HeldBuffer, Lend, Region};
@@ -226,8 +225,14 @@ impl Publisher {
         slf
     }
 
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+    #[pyo3(signature = (_exc_type=None, _exc=None, _traceback=None))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _traceback: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
         self.close(py)?;
         Ok(false)
     }
@@ -329,8 +334,14 @@ impl Loan {
         slf
     }
 
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+    #[pyo3(signature = (_exc_type=None, _exc=None, _traceback=None))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _traceback: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
         self.discard(py)?;
         Ok(false)
     }
@@ -368,8 +379,10 @@ impl Loan {
 
 impl Drop for Loan {
     fn drop(&mut self) {
-        // Every view holds a reference to this object, so none is left: this cannot fail.
-        let _ = self.lend.hand_back();
-        self.drop_in_publisher();
+        // Every view holds a reference to this object, so none is left: this cannot fail. When
+        // the lend was handed back before, whoever did it also dropped ferry's value.
+        if self.lend.hand_back() == Ok(true) {
+            self.drop_in_publisher();
+        }
     }
 }

@@ -292,8 +292,14 @@ impl Subscriber {
         slf
     }
 
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+    #[pyo3(signature = (_exc_type=None, _exc=None, _traceback=None))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _traceback: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
         self.close(py)?;
         Ok(false)
     }
@@ -391,8 +397,14 @@ impl Sample {
         slf
     }
 
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+    #[pyo3(signature = (_exc_type=None, _exc=None, _traceback=None))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _traceback: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
         self.release(py)?;
         Ok(false)
     }
@@ -434,9 +446,11 @@ impl Sample {
 
 impl Drop for Sample {
     fn drop(&mut self) {
-        // Every view holds a reference to this object, so none is left: this cannot fail.
-        let _ = self.lend.hand_back();
-        self.drop_in_subscriber();
+        // Every view holds a reference to this object, so none is left: this cannot fail. When
+        // the lend was handed back before, whoever did it also dropped ferry's value.
+        if self.lend.hand_back() == Ok(true) {
+            self.drop_in_subscriber();
+        }
     }
 }
 
