@@ -8,7 +8,9 @@ loan, the receiver checks every byte of the sample in place), to set beside the 
 Round trips run on two topics (ping, pong) with reliable delivery and spinning waits; the
 one-way latency is half the round trip. Messages up to 4 KiB are written and checked through
 memoryviews, larger ones through numpy arrays over the loan and the sample (no copy either way).
-Message seq carries byte (seq % 255) + 1, shifted by 128 for pongs, as in the lab.
+Message seq carries byte (seq % 255) + 1, shifted by 128 for pongs, as in the lab. `--floor`
+adds the same round trips between two plain Python processes over one shared mmap, no ferry:
+what the Python work alone costs.
 """
 
 import argparse
@@ -22,10 +24,6 @@ import ferry
 
 SMALL = 4096
 PONG_SHIFT = 128
-
-
-def pattern(seq: int, pong: bool) -> int:
-    return (seq + (PONG_SHIFT if pong else 0)) % 255 + 1
 
 
 def parse_size(text: str) -> int:
@@ -48,8 +46,7 @@ class Payload:
 
     def write(self, loan, byte: int) -> None:
         if self.size <= SMALL:
-            with memoryview(loan) as view:
-                view[:] = self.fills[byte]
+            memoryview(loan)[:] = self.fills[byte]  # the view ends with the statement
         else:
             self.np.frombuffer(loan, self.np.uint8).fill(byte)
 
@@ -57,8 +54,7 @@ class Payload:
         if len(sample) != self.size:
             return False
         if self.size <= SMALL:
-            with memoryview(sample) as view:
-                return view == self.fills[byte]
+            return memoryview(sample) == self.fills[byte]
         words = self.np.frombuffer(sample, self.np.uint64, count=self.size // 8)
         ok = bool((words == self.words[byte]).all())
         tail = self.size % 8
@@ -86,14 +82,76 @@ def peer(domain: str, sizes, counts) -> None:
     seq = 0
     for size, count in zip(sizes, counts):
         payload = Payload(size)
+        write, check, loan, recv = payload.write, payload.check, pub.loan, sub.recv
         for _ in range(count):
-            with sub.recv(timeout=30) as sample:
-                if not payload.check(sample, pattern(seq, False)):
+            ping, pong = seq % 255 + 1, (seq + PONG_SHIFT) % 255 + 1
+            with recv(timeout=30) as sample:
+                if not check(sample, ping):
                     raise SystemExit(f"ping {seq} is corrupt")
-            loan = pub.loan(size)
-            payload.write(loan, pattern(seq, True))
-            loan.send()
+            out = loan(size)
+            write(out, pong)
+            out.send()
             seq += 1
+
+
+def floor(sizes, counts, warmups, pin: str):
+    """The same round trips between two plain Python processes over one shared mmap, with no
+    middleware: the payload work and the spinning alone, Python's own floor. The header holds the
+    ping and pong sequence numbers (u64), each payload has its own area."""
+    import mmap
+
+    size = max(sizes)
+    shared = mmap.mmap(-1, 64 + 2 * size)  # anonymous and shared: the child sees it after fork
+    seqs = memoryview(shared)[:16].cast("Q")
+    ping_area = memoryview(shared)[64:64 + size]
+    pong_area = memoryview(shared)[64 + size:64 + 2 * size]
+    pid = os.fork()
+    if pid == 0:  # the peer: wait for ping n, check it, write pong n
+        if pin != "none":
+            os.sched_setaffinity(0, {int(pin.split(",")[1])})
+        seq = 0
+        for size, count in zip(sizes, counts):
+            payload = Payload(size)
+            for _ in range(count):
+                while seqs[0] != seq + 1:
+                    pass
+                if not payload.check(ping_area[:size], seq % 255 + 1):
+                    os._exit(1)
+                payload.write(pong_area[:size], (seq + PONG_SHIFT) % 255 + 1)
+                seqs[1] = seq + 1
+                seq += 1
+        os._exit(0)
+    rows, seq, clock = [], 0, time.perf_counter_ns
+    for size, warmup, count in zip(sizes, warmups, counts):
+        payload = Payload(size)
+        ping, pong = ping_area[:size], pong_area[:size]
+        one_way = []
+        for i in range(count):
+            start = clock()
+            payload.write(ping, seq % 255 + 1)
+            seqs[0] = seq + 1
+            while seqs[1] != seq + 1:
+                pass
+            if not payload.check(pong, (seq + PONG_SHIFT) % 255 + 1):
+                raise SystemExit(f"pong {seq} is corrupt")
+            took = clock() - start
+            if i >= warmup:
+                one_way.append(took / 2)
+            seq += 1
+        one_way.sort()
+        rows.append(summary("python-mmap-spin", size, one_way))
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise SystemExit("the peer found a corrupt ping")
+    return rows
+
+
+def summary(transport: str, size: int, one_way) -> dict:
+    return {
+        "transport": transport, "size_bytes": size, "samples": len(one_way),
+        "p50_ns": percentile(one_way, 0.50), "p90_ns": percentile(one_way, 0.90),
+        "p99_ns": percentile(one_way, 0.99), "min_ns": one_way[0],
+    }
 
 
 def percentile(sorted_ns, q: float) -> float:
@@ -107,6 +165,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=200, help="at least; raised to fill the ring")
     ap.add_argument("--pin", default="0,1", help="CPUs of this process and of the peer, or none")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--floor", action="store_true",
+                    help="also the same ping-pong over a plain shared mmap, without ferry")
     ap.add_argument("--peer", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
 
@@ -137,29 +197,30 @@ def main() -> None:
         clock = time.perf_counter_ns
         for size, warmup, count in zip(sizes, warmups, counts):
             payload = Payload(size)
+            write, check, loan, recv = payload.write, payload.check, pub.loan, sub.recv
             one_way = []
             for i in range(count):
+                ping, pong = seq % 255 + 1, (seq + PONG_SHIFT) % 255 + 1
                 start = clock()
-                loan = pub.loan(size)
-                payload.write(loan, pattern(seq, False))
-                loan.send()
-                with sub.recv(timeout=30) as sample:
-                    if not payload.check(sample, pattern(seq, True)):
+                out = loan(size)
+                write(out, ping)
+                out.send()
+                with recv(timeout=30) as sample:
+                    if not check(sample, pong):
                         raise SystemExit(f"pong {seq} is corrupt")
+                took = clock() - start
                 if i >= warmup:
-                    one_way.append((clock() - start) / 2)
+                    one_way.append(took / 2)
                 seq += 1
             one_way.sort()
-            rows.append({
-                "transport": "python-shm-spin", "size_bytes": size, "samples": len(one_way),
-                "p50_ns": percentile(one_way, 0.50), "p90_ns": percentile(one_way, 0.90),
-                "p99_ns": percentile(one_way, 0.99), "min_ns": one_way[0],
-            })
+            rows.append(summary("python-shm-spin", size, one_way))
         child.wait(timeout=30)
     finally:
         if child.poll() is None:
             child.kill()
             child.wait(timeout=5)
+    if args.floor:
+        rows += floor(sizes, counts, warmups, args.pin)
     for r in rows:
         print(f"{r['transport']}  {r['size_bytes']:>8} B  p50 {r['p50_ns'] / 1e3:8.2f} µs  "
               f"p90 {r['p90_ns'] / 1e3:8.2f} µs  p99 {r['p99_ns'] / 1e3:8.2f} µs")
