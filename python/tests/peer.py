@@ -9,6 +9,7 @@
         prints "ready", then waits in recv() with no publisher, until a signal.
 """
 
+import signal
 import sys
 import time
 
@@ -55,6 +56,10 @@ def subscribe(transport, domain, topic, count, sizes):
 
 
 def block(wait, domain, topic):
+    # A process started in the background by a non-interactive shell inherits SIGINT ignored,
+    # and Python then raises no KeyboardInterrupt: what is tested is ferry's waiting, so the
+    # handler is Python's own here whatever the parent did.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sub = ferry.Node("py-peer-block", domain=domain).subscriber(
         topic, ferry.Qos(transport="shm", wait=wait)
     )
