@@ -1,16 +1,19 @@
 """Shared-memory ping-pong between two Python processes: the Python front's one-way latency,
-with the payload work of `ferry lab latency` (the sender writes every byte of the message in a
-loan, the receiver checks every byte of the sample in place), to set beside the Rust figure:
+with the payload work of `ferry lab latency` (the sender writes every byte of the message into
+the ring, the receiver checks every byte of it), to set beside the Rust figure:
 
     python examples/python/pingpong.py --sizes 32,1M --samples 2000 --pin 0,1
     ferry lab latency --transport shm-spin --sizes 32,1M --samples 2000 --rounds 1 --pin 0,1
 
 Round trips run on two topics (ping, pong) with reliable delivery and spinning waits; the
-one-way latency is half the round trip. Messages up to 4 KiB are written and checked through
-memoryviews, larger ones through numpy arrays over the loan and the sample (no copy either way).
-Message seq carries byte (seq % 255) + 1, shifted by 128 for pongs, as in the lab. `--floor`
-adds the same round trips between two plain Python processes over one shared mmap, no ferry:
-what the Python work alone costs.
+one-way latency is half the round trip. Each size goes the way a Python program would send it.
+Messages up to 256 bytes are sent from bytes (`Publisher.send`: the extension copies them into
+the ring) and read as a copy (`--read copy`, the default: `Subscriber.recv_bytes`) or in place
+(`--read view`: a memoryview of the sample; the previous sample goes back to the ring on the
+next `recv`). Larger ones are written into a loan and checked in the sample through numpy
+arrays (no copy either way). Message seq carries byte (seq % 255) + 1, shifted by 128 for pongs,
+as in the lab. `--floor` adds the same round trips between two plain Python processes over one
+shared mmap, no ferry: what the Python work alone costs.
 """
 
 import argparse
@@ -22,7 +25,7 @@ import time
 
 import ferry
 
-SMALL = 4096
+SMALL = 256  # memoryview comparison goes item by item: numpy is faster above this
 PONG_SHIFT = 128
 
 
@@ -32,7 +35,8 @@ def parse_size(text: str) -> int:
 
 
 class Payload:
-    """Writes and checks whole payloads of one size: memoryviews below SMALL, numpy above."""
+    """The payloads of one size: up to SMALL the 256 fills as bytes (the small-message loops
+    send and compare them inline), above it written and checked through numpy arrays."""
 
     def __init__(self, size: int):
         self.size = size
@@ -43,20 +47,16 @@ class Payload:
 
             self.np = np
             self.words = [np.uint64(int.from_bytes(bytes([b]) * 8, "little")) for b in range(256)]
+            self.equal = np.empty(size // 8, dtype=bool)  # the check's result, made once
 
     def write(self, loan, byte: int) -> None:
-        if self.size <= SMALL:
-            memoryview(loan)[:] = self.fills[byte]  # the view ends with the statement
-        else:
-            self.np.frombuffer(loan, self.np.uint8).fill(byte)
+        self.np.frombuffer(loan, self.np.uint8).fill(byte)
 
     def check(self, sample, byte: int) -> bool:
         if len(sample) != self.size:
             return False
-        if self.size <= SMALL:
-            return memoryview(sample) == self.fills[byte]
         words = self.np.frombuffer(sample, self.np.uint64, count=self.size // 8)
-        ok = bool((words == self.words[byte]).all())
+        ok = bool(self.np.equal(words, self.words[byte], out=self.equal).all())
         tail = self.size % 8
         if tail:
             rest = self.np.frombuffer(sample, self.np.uint8)[-tail:]
@@ -77,11 +77,14 @@ def endpoints(domain: str, max_size: int, main: bool):
     return pub, sub
 
 
-def peer(domain: str, sizes, counts) -> None:
+def peer(domain: str, sizes, counts, read: str) -> None:
     pub, sub = endpoints(domain, max(sizes), main=False)
     seq = 0
     for size, count in zip(sizes, counts):
         payload = Payload(size)
+        if size <= SMALL:
+            seq = peer_small(pub, sub, payload.fills, seq, count, read)
+            continue
         write, check, loan, recv = payload.write, payload.check, pub.loan, sub.recv
         for _ in range(count):
             ping, pong = seq % 255 + 1, (seq + PONG_SHIFT) % 255 + 1
@@ -94,7 +97,61 @@ def peer(domain: str, sizes, counts) -> None:
             seq += 1
 
 
-def floor(sizes, counts, warmups, pin: str):
+def peer_small(pub, sub, fills, seq: int, count: int, read: str) -> int:
+    """The peer's loop for small messages: the bench's loop, inlined."""
+    send = pub.send
+    if read == "copy":
+        recv = sub.recv_bytes
+        for _ in range(count):
+            if recv(timeout=30) != fills[seq % 255 + 1]:
+                raise SystemExit(f"ping {seq} is corrupt")
+            send(fills[(seq + PONG_SHIFT) % 255 + 1])
+            seq += 1
+        return seq
+    recv, view = sub.recv, memoryview
+    for _ in range(count):
+        sample = recv(timeout=30)
+        if view(sample) != fills[seq % 255 + 1]:
+            raise SystemExit(f"ping {seq} is corrupt")
+        send(fills[(seq + PONG_SHIFT) % 255 + 1])
+        seq += 1
+    return seq  # the last sample goes back to the ring with the next recv
+
+
+def main_small(pub, sub, fills, seq: int, warmup: int, count: int, read: str):
+    """Round trips of small messages: sent from bytes, read as a copy (`recv_bytes`) or
+    checked in place through a memoryview of the sample."""
+    send, clock = pub.send, time.perf_counter_ns
+    one_way = []
+    if read == "copy":
+        recv = sub.recv_bytes
+        for i in range(count):
+            ping, pong = fills[seq % 255 + 1], fills[(seq + PONG_SHIFT) % 255 + 1]
+            start = clock()
+            send(ping)
+            if recv(timeout=30) != pong:
+                raise SystemExit(f"pong {seq} is corrupt")
+            took = clock() - start
+            if i >= warmup:
+                one_way.append(took / 2)
+            seq += 1
+        return seq, one_way
+    recv, view = sub.recv, memoryview
+    for i in range(count):
+        ping, pong = fills[seq % 255 + 1], fills[(seq + PONG_SHIFT) % 255 + 1]
+        start = clock()
+        send(ping)
+        sample = recv(timeout=30)
+        if view(sample) != pong:
+            raise SystemExit(f"pong {seq} is corrupt")
+        took = clock() - start
+        if i >= warmup:
+            one_way.append(took / 2)
+        seq += 1
+    return seq, one_way
+
+
+def floor(sizes, counts, warmups, pin: str, read: str):
     """The same round trips between two plain Python processes over one shared mmap, with no
     middleware: the payload work and the spinning alone, Python's own floor. The header holds the
     ping and pong sequence numbers (u64), each payload has its own area."""
@@ -112,6 +169,18 @@ def floor(sizes, counts, warmups, pin: str):
         seq = 0
         for size, count in zip(sizes, counts):
             payload = Payload(size)
+            if size <= SMALL:  # inlined, as in the ferry loop
+                ping, pong, fills = ping_area[:size], pong_area[:size], payload.fills
+                got = ping.tobytes if read == "copy" else (lambda: ping)
+                for _ in range(count):
+                    while seqs[0] != seq + 1:
+                        pass
+                    if got() != fills[seq % 255 + 1]:
+                        os._exit(1)
+                    pong[:] = fills[(seq + PONG_SHIFT) % 255 + 1]
+                    seqs[1] = seq + 1
+                    seq += 1
+                continue
             for _ in range(count):
                 while seqs[0] != seq + 1:
                     pass
@@ -126,6 +195,10 @@ def floor(sizes, counts, warmups, pin: str):
         payload = Payload(size)
         ping, pong = ping_area[:size], pong_area[:size]
         one_way = []
+        if size <= SMALL:
+            seq, one_way = floor_small(seqs, ping, pong, payload.fills, seq, warmup, count, read)
+            rows.append(summary("python-mmap-spin", size, sorted(one_way)))
+            continue
         for i in range(count):
             start = clock()
             payload.write(ping, seq % 255 + 1)
@@ -144,6 +217,26 @@ def floor(sizes, counts, warmups, pin: str):
     if status != 0:
         raise SystemExit("the peer found a corrupt ping")
     return rows
+
+
+def floor_small(seqs, ping, pong, fills, seq: int, warmup: int, count: int, read: str):
+    """The floor's round trips of small messages: the loop of `main_small`, over the mmap."""
+    clock, one_way = time.perf_counter_ns, []
+    got = pong.tobytes if read == "copy" else (lambda: pong)
+    for i in range(count):
+        out, back = fills[seq % 255 + 1], fills[(seq + PONG_SHIFT) % 255 + 1]
+        start = clock()
+        ping[:] = out
+        seqs[0] = seq + 1
+        while seqs[1] != seq + 1:
+            pass
+        if got() != back:
+            raise SystemExit(f"pong {seq} is corrupt")
+        took = clock() - start
+        if i >= warmup:
+            one_way.append(took / 2)
+        seq += 1
+    return seq, one_way
 
 
 def summary(transport: str, size: int, one_way) -> dict:
@@ -167,6 +260,9 @@ def main() -> None:
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--floor", action="store_true",
                     help="also the same ping-pong over a plain shared mmap, without ferry")
+    ap.add_argument("--read", choices=["copy", "view"], default="copy",
+                    help="how messages up to 256 bytes are read: a copy (recv_bytes) or in place "
+                         "through a memoryview of the sample")
     ap.add_argument("--peer", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
 
@@ -174,7 +270,8 @@ def main() -> None:
         domain, sizes, counts = args.peer
         if args.pin != "none":
             os.sched_setaffinity(0, {int(args.pin.split(",")[1])})
-        peer(domain, [int(s) for s in sizes.split(",")], [int(c) for c in counts.split(",")])
+        peer(domain, [int(s) for s in sizes.split(",")], [int(c) for c in counts.split(",")],
+             args.read)
         return
 
     sizes = [parse_size(s) for s in args.sizes.split(",")]
@@ -187,7 +284,7 @@ def main() -> None:
     if args.pin != "none":
         os.sched_setaffinity(0, {int(args.pin.split(",")[0])})
     child = subprocess.Popen(
-        [sys.executable, __file__, "--pin", args.pin, "--peer", domain,
+        [sys.executable, __file__, "--pin", args.pin, "--read", args.read, "--peer", domain,
          ",".join(map(str, sizes)), ",".join(map(str, counts))],
     )
     rows = []
@@ -197,6 +294,10 @@ def main() -> None:
         clock = time.perf_counter_ns
         for size, warmup, count in zip(sizes, warmups, counts):
             payload = Payload(size)
+            if size <= SMALL:
+                seq, one_way = main_small(pub, sub, payload.fills, seq, warmup, count, args.read)
+                rows.append(summary("python-shm-spin", size, sorted(one_way)))
+                continue
             write, check, loan, recv = payload.write, payload.check, pub.loan, sub.recv
             one_way = []
             for i in range(count):
@@ -220,7 +321,7 @@ def main() -> None:
             child.kill()
             child.wait(timeout=5)
     if args.floor:
-        rows += floor(sizes, counts, warmups, args.pin)
+        rows += floor(sizes, counts, warmups, args.pin, args.read)
     for r in rows:
         print(f"{r['transport']}  {r['size_bytes']:>8} B  p50 {r['p50_ns'] / 1e3:8.2f} µs  "
               f"p90 {r['p90_ns'] / 1e3:8.2f} µs  p99 {r['p99_ns'] / 1e3:8.2f} µs")

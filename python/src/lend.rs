@@ -167,47 +167,46 @@ pub unsafe fn fill_view(
     Ok(())
 }
 
-/// A caller's bytes-like object (bytes, bytearray, memoryview, a numpy array), held as a
-/// C-contiguous buffer while it is copied from.
-pub struct HeldBuffer {
-    view: Box<ffi::Py_buffer>,
-}
-
-impl HeldBuffer {
-    /// The buffer of `obj`; an error if it has none or is not C-contiguous.
-    pub fn get(obj: &Bound<'_, PyAny>) -> PyResult<HeldBuffer> {
-        let mut view: Box<ffi::Py_buffer> = Box::new(
-            // SAFETY: Py_buffer is a plain C struct for which all zeroes is a valid (empty) value.
-            unsafe { std::mem::zeroed() },
-        );
-        // SAFETY: obj is a live object (we hold it); view points to writable memory.
-        let rc =
-            unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), &mut *view, ffi::PyBUF_C_CONTIGUOUS) };
-        if rc != 0 {
-            let err = PyErr::fetch(obj.py());
-            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                "expected a C-contiguous bytes-like object (bytes, bytearray, memoryview, numpy \
-                 array; np.ascontiguousarray makes one): {err}"
-            )));
+/// Calls `f` with the bytes of a caller's bytes-like object (bytes, bytearray, memoryview, a
+/// numpy array), held as a C-contiguous buffer for the call; an error if it has none or is not
+/// C-contiguous. The bytes are read with the GIL held (another thread may write a bytearray's
+/// contents).
+pub fn with_bytes<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> PyResult<R>) -> PyResult<R> {
+    // On the stack, and never moved while filled: a filled view may point into itself (its
+    // shape at its own `len`), so it is used in place and released here.
+    let mut view = std::mem::MaybeUninit::<ffi::Py_buffer>::zeroed();
+    // SAFETY: obj is a live object (we hold it); view points to writable memory of the right
+    // size, which PyObject_GetBuffer fills (or leaves unfilled on failure).
+    let rc = unsafe {
+        ffi::PyObject_GetBuffer(obj.as_ptr(), view.as_mut_ptr(), ffi::PyBUF_C_CONTIGUOUS)
+    };
+    if rc != 0 {
+        let err = PyErr::fetch(obj.py());
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "expected a C-contiguous bytes-like object (bytes, bytearray, memoryview, numpy \
+             array; np.ascontiguousarray makes one): {err}"
+        )));
+    }
+    /// Releases the view however `f` ends (a panic included).
+    struct Release(*mut ffi::Py_buffer);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            // SAFETY: the view was filled by PyObject_GetBuffer and is released once, by the
+            // thread that holds the GIL (we are inside a call from Python).
+            unsafe { ffi::PyBuffer_Release(self.0) };
         }
-        Ok(HeldBuffer { view })
     }
-
-    /// The bytes. Read with the GIL held (another thread may write a bytearray's contents).
-    pub fn bytes(&self, _py: Python<'_>) -> &[u8] {
-        let len = self.view.len as usize;
-        if len == 0 || self.view.buf.is_null() {
-            return &[];
-        }
-        // SAFETY: a C-contiguous buffer of `len` bytes at `buf`, kept alive until release.
-        unsafe { std::slice::from_raw_parts(self.view.buf.cast::<u8>(), len) }
-    }
-}
-
-impl Drop for HeldBuffer {
-    fn drop(&mut self) {
-        // A HeldBuffer lives inside a call from Python, so this thread is attached.
-        // SAFETY: the view was filled by PyObject_GetBuffer and is released once.
-        unsafe { ffi::PyBuffer_Release(&mut *self.view) };
-    }
+    let release = Release(view.as_mut_ptr());
+    // SAFETY: filled above (rc == 0).
+    let v = unsafe { view.assume_init_ref() };
+    let len = usize::try_from(v.len).unwrap_or(0);
+    let bytes = if len == 0 || v.buf.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: a C-contiguous buffer of `len` bytes at `buf`, alive until released (after f).
+        unsafe { std::slice::from_raw_parts(v.buf.cast::<u8>(), len) }
+    };
+    let out = f(bytes);
+    drop(release);
+    out
 }

@@ -11,7 +11,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::errors;
-use crate::lend::{fill_view, HeldBuffer, Lend, Region};
+use crate::lend::{fill_view, with_bytes, Lend, Region};
 use crate::subscriber::frombuffer;
 
 /// Writes messages to a topic. Made by `Node.publisher`.
@@ -125,13 +125,13 @@ impl Publisher {
     /// Copies `data` (any C-contiguous buffer) into a loan and sends it: one copy, made with the
     /// GIL held; waits for room (reliable delivery) and sends with it released.
     fn send_buffer(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        let held = HeldBuffer::get(data)?;
-        let bytes = held.bytes(py);
-        let mut st = lock(&self.state, "publisher")?;
-        let p = st.publisher(py, "send")?;
-        let mut loan = loan(py, p, bytes.len())?;
-        loan.as_mut_slice().copy_from_slice(bytes);
-        self.send_loan(py, loan)
+        with_bytes(data, |bytes| {
+            let mut st = lock(&self.state, "publisher")?;
+            let p = st.publisher(py, "send")?;
+            let mut loan = loan(py, p, bytes.len())?;
+            loan.as_mut_slice().copy_from_slice(bytes);
+            self.send_loan(py, loan)
+        })
     }
 
     fn send_loan(&self, py: Python<'_>, loan: ferry::Loan<'static>) -> PyResult<()> {
@@ -353,12 +353,14 @@ impl Loan {
         view: *mut ffi::Py_buffer,
         flags: std::ffi::c_int,
     ) -> PyResult<()> {
-        let (lend, region) = {
-            let this = slf.get();
-            (this.lend.clone(), this.region)
-        };
-        // SAFETY: `view` comes from CPython; the region belongs to `lend`.
-        unsafe { fill_view(view, flags, slf.into_any(), &lend, region, true, "loan") }
+        let this: *const Loan = slf.get();
+        // SAFETY: `this` stays valid during the call: whoever asks for a buffer holds a reference
+        // to the object for the whole call (`slf` is another). `view` comes from CPython; the
+        // region belongs to the lend.
+        unsafe {
+            let (lend, region) = (&(*this).lend, (*this).region);
+            fill_view(view, flags, slf.into_any(), lend, region, true, "loan")
+        }
     }
 
     /// # Safety

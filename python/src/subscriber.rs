@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 use crate::errors;
 use crate::lend::{fill_view, Lend, Region};
@@ -195,16 +196,18 @@ impl Subscriber {
 
     fn receive_or_timeout(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<Sample> {
         let t = timeout_arg(timeout)?;
-        Subscriber::receive(slf, t)?.ok_or_else(|| {
-            errors::timeout(
-                slf.py(),
-                format!(
-                    "no message on topic {:?} within {} s",
-                    slf.get().topic,
-                    timeout.unwrap_or_default()
-                ),
-            )
-        })
+        Subscriber::receive(slf, t)?.ok_or_else(|| slf.get().timed_out(slf.py(), timeout))
+    }
+
+    fn timed_out(&self, py: Python<'_>, timeout: Option<f64>) -> PyErr {
+        errors::timeout(
+            py,
+            format!(
+                "no message on topic {:?} within {} s",
+                self.topic,
+                timeout.unwrap_or_default()
+            ),
+        )
     }
 }
 
@@ -221,6 +224,26 @@ impl Subscriber {
     #[pyo3(signature = (timeout=None))]
     fn recv(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<Sample> {
         Subscriber::receive_or_timeout(slf, timeout)
+    }
+
+    /// Waits for the next message (forever if `timeout` is None) and returns a copy of it as
+    /// bytes; raises ferry.TimeoutError when `timeout` seconds pass first. The quickest way to
+    /// read small messages: no Sample is made and the message goes back to the ring at once.
+    /// Releases the previous sample. Ctrl-C interrupts the wait.
+    #[pyo3(signature = (timeout=None))]
+    fn recv_bytes<'py>(
+        slf: &Bound<'py, Self>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let py = slf.py();
+        let this = slf.get();
+        let t = timeout_arg(timeout)?;
+        let mut st = lock(&this.state, "subscriber")?;
+        let sub = st.subscriber(py, "receive the next message")?;
+        match wait(py, sub, t, this.gil_spin)? {
+            Some(sample) => Ok(PyBytes::new(py, &sample)),
+            None => Err(this.timed_out(py, timeout)),
+        }
     }
 
     /// The next message if one is waiting, else None (never waits).
@@ -416,12 +439,14 @@ impl Sample {
         view: *mut ffi::Py_buffer,
         flags: std::ffi::c_int,
     ) -> PyResult<()> {
-        let (lend, region) = {
-            let this = slf.get();
-            (this.lend.clone(), this.region)
-        };
-        // SAFETY: `view` comes from CPython; the region belongs to `lend`.
-        unsafe { fill_view(view, flags, slf.into_any(), &lend, region, false, "sample") }
+        let this: *const Sample = slf.get();
+        // SAFETY: `this` stays valid during the call: whoever asks for a buffer holds a reference
+        // to the object for the whole call (`slf` is another). `view` comes from CPython; the
+        // region belongs to the lend.
+        unsafe {
+            let (lend, region) = (&(*this).lend, (*this).region);
+            fill_view(view, flags, slf.into_any(), lend, region, false, "sample")
+        }
     }
 
     /// # Safety

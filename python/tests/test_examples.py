@@ -1,5 +1,6 @@
 """The examples in examples/python run as their docstrings say."""
 
+import json
 import select
 import subprocess
 import sys
@@ -47,3 +48,21 @@ def test_analyse_prints_the_lab_results():
     )
     assert done.returncode == 0, done.stderr
     assert "== latency" in done.stdout and "shm-spin" in done.stdout
+
+
+@pytest.mark.parametrize("read", ["copy", "view"])
+def test_pingpong_measures_with_every_byte_checked(tmp_path, read):
+    out = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "pingpong.py"), "--sizes", "32,300,70K",
+         "--samples", "50", "--warmup", "10", "--pin", "none", "--floor", "--read", read,
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=120, env=child_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())["rows"]
+    got = {(r["transport"], r["size_bytes"]) for r in rows}
+    assert got == {(t, s) for t in ("python-shm-spin", "python-mmap-spin")
+                   for s in (32, 300, 70 << 10)}
+    for r in rows:
+        assert r["samples"] == 50 and 0 < r["min_ns"] <= r["p50_ns"] <= r["p99_ns"], r

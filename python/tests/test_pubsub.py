@@ -50,6 +50,42 @@ def test_recv_times_out_with_ferry_timeout_error(domain):
     assert sub.try_recv() is None
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_recv_bytes_copies_each_message(domain, transport):
+    qos = ferry.Qos(transport=transport, wait="block", max_message_size=4096)
+    node = ferry.Node("py-test", domain=domain)
+    sub = node.subscriber("data", qos)
+    pub = node.publisher("data", qos)
+    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
+    pub.send(b"first")
+    held = sub.recv(timeout=5)  # a sample lent before: recv_bytes hands it back
+    payloads = [b"hello", b"", bytes(range(256)) * 16]
+    for payload in payloads:
+        pub.send(payload)
+        got = sub.recv_bytes(timeout=5)
+        assert type(got) is bytes and got == payload
+    assert held.released
+    with pytest.raises(ferry.TimeoutError, match="within 0.1 s"):
+        sub.recv_bytes(timeout=0.1)
+
+
+def test_recv_bytes_is_refused_while_a_view_of_the_last_sample_lives(domain):
+    qos = ferry.Qos(transport="shm")
+    node = ferry.Node("py-test", domain=domain)
+    sub = node.subscriber("data", qos)
+    pub = node.publisher("data", qos)
+    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
+    pub.send(b"one")
+    pub.send(b"two")
+    sample = sub.recv(timeout=5)
+    view = memoryview(sample)
+    with pytest.raises(ferry.BufferInUseError):
+        sub.recv_bytes(timeout=5)
+    assert bytes(view) == b"one"  # still valid: nothing was handed back
+    view.release()
+    assert sub.recv_bytes(timeout=5) == b"two"
+
+
 def test_iteration_yields_samples(domain):
     qos = ferry.Qos(transport="shm")
     node = ferry.Node("py-test", domain=domain)
