@@ -205,7 +205,9 @@ impl Qos {
                 self.max_message_size
             )));
         }
-        let need = crate::shm::ring::record_len(self.max_message_size as u64);
+        // A record and the mark of the next one's commit word.
+        let need = crate::shm::ring::record_len(self.max_message_size as u64)
+            + crate::shm::ring::COMMIT_WORD;
         let cap = if self.ring_capacity == 0 {
             (2 * need)
                 .next_power_of_two()

@@ -46,6 +46,24 @@ impl RingBytes for ShmBytes {
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr(offset), src.len()) }
     }
 
+    fn load_word(&self, offset: u64) -> u64 {
+        assert!(offset < self.capacity && offset % 8 == 0);
+        // SAFETY: in bounds (checked) and 8-aligned (the mapping is page-aligned); every access
+        // to a record's first word while it may change is atomic (the writer's marks and
+        // commits, the readers' polls).
+        let word = unsafe { &*self.ptr(offset).cast::<std::sync::atomic::AtomicU64>() };
+        // Acquire: the trait's contract (pairs with the writer's Release commit).
+        word.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn store_word(&self, offset: u64, value: u64, order: std::sync::atomic::Ordering) {
+        assert!(offset < self.capacity && offset % 8 == 0);
+        // SAFETY: as in `load_word`.
+        let word = unsafe { &*self.ptr(offset).cast::<std::sync::atomic::AtomicU64>() };
+        // Relaxed or Release as the caller says (it names the pairing).
+        word.store(value, order);
+    }
+
     fn read(&self, offset: u64, dst: &mut [u8]) {
         assert!(offset < self.capacity && dst.len() as u64 <= self.capacity);
         // SAFETY: bounds checked above. A latest reader may race with the writer here; it

@@ -6,10 +6,19 @@
 //! the ring side by side (see `sys::Mapping::map_ring`), so nothing is wasted on wrap-around.
 //!
 //! Protocol (every non-relaxed atomic names its partner below):
-//! - The writer announces `reserve = end` of the record it is about to write, then writes header
-//!   and payload in place, then publishes `head = end`. `reserve` always runs at or ahead of
-//!   `head`; the bytes a writer may be scribbling on are those below `reserve`, i.e. positions
-//!   `< reserve - capacity` of older laps are gone.
+//! - The writer announces `reserve = end + COMMIT_WORD` for the record it is about to write,
+//!   writes payload and header in place (all but the header's first word, `seq`), marks the
+//!   first word of the *next* record `NOT_COMMITTED`, stores `seq` (the commit), and then
+//!   publishes `head = end`. `reserve` always runs at or ahead of `head`; the bytes a writer may
+//!   be scribbling on are those below `reserve`, i.e. positions `< reserve - capacity` of older
+//!   laps are gone.
+//! - A reliable reader that has read the record ending at `pos` knows that the word at `pos` was
+//!   marked `NOT_COMMITTED` before that record was committed: it holds that mark or the commit of
+//!   the next record. So the reader polls that word, on the line the record's bytes share,
+//!   instead of `head`, and sees a new record with one cache line moved instead of two (the
+//!   `head` line, then the record's). A reader that has read nothing yet (it just joined) polls
+//!   `head`: the word at its position may be anything from an older lap. A word that is neither
+//!   the mark nor the next sequence number sends the reader to `head` too.
 //! - A reliable reader owns `cursor` in its slot: everything below it is released. The writer
 //!   never reserves past `min(cursor) + capacity` over reliable readers, so a reliable reader reads
 //!   in place with no check.
@@ -41,6 +50,11 @@ pub const MAX_READERS: usize = 64;
 pub const MAX_READERS: usize = 3;
 
 pub const RECORD_HEADER: u64 = 16;
+/// Bytes past a record's end that its writer marks before committing it: the next record's
+/// `seq` word, `NOT_COMMITTED` until that record is committed.
+pub const COMMIT_WORD: u64 = 8;
+/// The `seq` word of a record not yet committed (no writer reaches this sequence number).
+const NOT_COMMITTED: u64 = u64::MAX;
 const RECORD_ALIGN: u64 = 8;
 const TAG_MARK: u32 = 0xFE77_0000;
 const KIND_MESSAGE: u32 = 1;
@@ -52,9 +66,10 @@ pub fn record_len(payload: u64) -> u64 {
     (RECORD_HEADER + payload + RECORD_ALIGN - 1) & !(RECORD_ALIGN - 1)
 }
 
-/// The largest payload a ring of `capacity` bytes can hold in one record.
+/// The largest payload a ring of `capacity` bytes can hold in one record (and the mark of the
+/// next record's commit word).
 pub fn max_payload(capacity: u64) -> u64 {
-    capacity - RECORD_HEADER
+    capacity - RECORD_HEADER - COMMIT_WORD
 }
 
 /// The shared part of a ring. Lives in shared memory (`#[repr(C)]`, all-zero is the empty ring).
@@ -63,7 +78,8 @@ pub struct RingHeader {
     /// End of the last committed record, and beside it (same cache line) the start of that
     /// record. Written by the writer only.
     pub head: Padded<HeadLine>,
-    /// End of the record being written (>= head). Written by the writer only.
+    /// End of the record being written plus `COMMIT_WORD` (> head), or 0 before the first
+    /// reservation. Written by the writer only.
     pub reserve: Padded<AtomicU64>,
     /// Bit i set: reader i is about to sleep or sleeps and wants a wake-up.
     pub sleepers: Padded<AtomicU64>,
@@ -113,10 +129,15 @@ impl RingHeader {
 }
 
 /// Byte storage of a ring of `capacity()` bytes (a power of two). `offset` is already reduced
-/// modulo the capacity; a span may run up to `capacity()` bytes past it.
+/// modulo the capacity; a span may run up to `capacity()` bytes past it. Words are 8 bytes at an
+/// offset that is a multiple of 8, accessed atomically.
 pub trait RingBytes {
     fn write(&self, offset: u64, src: &[u8]);
     fn read(&self, offset: u64, dst: &mut [u8]);
+    /// Loads the word at `offset` with Acquire ordering.
+    fn load_word(&self, offset: u64) -> u64;
+    /// Stores the word at `offset` with `order` (Relaxed or Release).
+    fn store_word(&self, offset: u64, value: u64, order: Ordering);
 }
 
 /// The writer's process-local state.
@@ -176,17 +197,19 @@ impl Writer {
     /// Reserves a record for `payload_len` bytes (which must fit: `<= max_payload(capacity)`).
     pub fn try_reserve(&mut self, hdr: &RingHeader, payload_len: u64) -> Result<Reservation, Full> {
         let end = self.head + record_len(payload_len);
-        debug_assert!(end - self.head <= self.capacity);
-        if self.reliable && end > self.limit {
+        // The record and the next record's commit word, which `finish` marks.
+        let touched = end + COMMIT_WORD;
+        debug_assert!(touched - self.head <= self.capacity);
+        if self.reliable && touched > self.limit {
             self.limit = self.min_cursor(hdr) + self.capacity;
-            if end > self.limit {
+            if touched > self.limit {
                 return Err(Full);
             }
         }
         // Relaxed store, then a Release fence: the payload writes that follow cannot be seen
         // before the new `reserve` (pairs with the Acquire fence in `Reader::read_latest`). The
         // joiner handshake orders it through the SeqCst fence in `min_cursor`.
-        hdr.reserve.store(end, Ordering::Relaxed);
+        hdr.reserve.store(touched, Ordering::Relaxed);
         fence(Ordering::Release);
         Ok(Reservation {
             pos: self.head,
@@ -219,7 +242,7 @@ impl Writer {
 
     /// Reliable readers whose cursor keeps a record of `payload_len` bytes out.
     pub fn laggards(&self, hdr: &RingHeader, payload_len: u64) -> u64 {
-        let end = self.head + record_len(payload_len);
+        let end = self.head + record_len(payload_len) + COMMIT_WORD;
         let mut mask = 0u64;
         for (i, slot) in hdr.readers.iter().enumerate() {
             // Acquire pairs with the Release stores in `Reader::join`.
@@ -242,7 +265,7 @@ impl Writer {
         // Relaxed store; the SeqCst fence at the start of `min_cursor` orders it before the
         // cursor loads (pairs with the fence in `Reader::release`).
         hdr.writer_waiting.store(1, Ordering::Relaxed);
-        let end = self.head + record_len(payload_len);
+        let end = self.head + record_len(payload_len) + COMMIT_WORD;
         self.limit = self.min_cursor(hdr) + self.capacity;
         end <= self.limit
     }
@@ -271,11 +294,16 @@ impl Writer {
         kind: u32,
     ) -> u64 {
         debug_assert_eq!(r.pos, self.head);
-        let mut header = [0u8; RECORD_HEADER as usize];
-        header[..8].copy_from_slice(&self.seq.to_le_bytes());
-        header[8..12].copy_from_slice(&(r.payload_len as u32).to_le_bytes());
-        header[12..].copy_from_slice(&(TAG_MARK | kind).to_le_bytes());
-        mem.write(r.pos & (self.capacity - 1), &header);
+        let mask = self.capacity - 1;
+        let mut rest = [0u8; (RECORD_HEADER - 8) as usize];
+        rest[..4].copy_from_slice(&(r.payload_len as u32).to_le_bytes());
+        rest[4..].copy_from_slice(&(TAG_MARK | kind).to_le_bytes());
+        mem.write((r.pos + 8) & mask, &rest);
+        // Relaxed: ordered before the commit below by its Release.
+        mem.store_word(r.end & mask, NOT_COMMITTED, Ordering::Relaxed);
+        // The commit. Release: the record's bytes and the next record's mark are visible to a
+        // reader that sees this word (pairs with the Acquire `load_word` in `Reader::committed`).
+        mem.store_word(r.pos & mask, self.seq, Ordering::Release);
         if kind == KIND_MESSAGE {
             self.seq += 1;
         }
@@ -326,6 +354,9 @@ pub struct Reader {
     max_len: u64,
     pos: u64,
     head: u64,
+    /// `pos` is the end of a record this reader read: the word there is `NOT_COMMITTED` or the
+    /// commit of the record that follows (see the protocol above), so it can be polled.
+    at_mark: bool,
     next_seq: Option<u64>,
     reliable: bool,
 }
@@ -352,7 +383,12 @@ impl Reader {
         // Store owner, fence, load reserve; pairs with the fence in `min_cursor`: a scan that
         // missed us came after a reservation we see here, so the writer cannot lap `pos`.
         fence(Ordering::SeqCst);
-        let pos = hdr.reserve.load(Ordering::Relaxed).max(head);
+        // `reserve` is the end of the latest reservation plus COMMIT_WORD (0 before the first).
+        let pos = hdr
+            .reserve
+            .load(Ordering::Relaxed)
+            .saturating_sub(COMMIT_WORD)
+            .max(head);
         // Release pairs with the Acquire cursor load in `min_cursor`.
         s.cursor.store(pos, Ordering::Release);
         Reader {
@@ -361,6 +397,7 @@ impl Reader {
             max_len,
             pos,
             head,
+            at_mark: false,
             next_seq: None,
             reliable,
         }
@@ -382,7 +419,32 @@ impl Reader {
         self.pos < self.head
     }
 
-    fn decode(&self, header: &[u8; RECORD_HEADER as usize]) -> Option<(u64, u64, u32)> {
+    /// For a reliable reader: whether a committed record starts at `pos`, and if so the highest
+    /// position its end may have. At a mark this is one Acquire load of the word at `pos`;
+    /// otherwise it is `head`.
+    fn committed<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M) -> Option<u64> {
+        if self.pos < self.head {
+            return Some(self.head);
+        }
+        if self.at_mark {
+            // Acquire pairs with the Release commit store in `Writer::finish`.
+            let word = mem.load_word(self.pos & (self.capacity - 1));
+            if word == NOT_COMMITTED {
+                return None;
+            }
+            // The next record (message or padding) carries the next sequence number. Anything
+            // else is not what an honest writer leaves there: judge it against `head` instead.
+            if Some(word) == self.next_seq {
+                // A record and the next one's mark fit in the ring.
+                return Some(self.pos + self.capacity - COMMIT_WORD);
+            }
+        }
+        self.has_data(hdr).then_some(self.head)
+    }
+
+    /// The fields of a record header if they are plausible for a record at `pos` ending at or
+    /// before `limit`.
+    fn decode(&self, header: &[u8; RECORD_HEADER as usize], limit: u64) -> Option<(u64, u64, u32)> {
         let seq = u64::from_le_bytes(header[..8].try_into().unwrap());
         let len = u32::from_le_bytes(header[8..12].try_into().unwrap()) as u64;
         let tag = u32::from_le_bytes(header[12..].try_into().unwrap());
@@ -393,7 +455,7 @@ impl Reader {
             && self
                 .pos
                 .checked_add(record_len(len))
-                .is_some_and(|end| end <= self.head);
+                .is_some_and(|end| end <= limit);
         plausible.then_some((seq, len, kind))
     }
 
@@ -423,19 +485,21 @@ impl Reader {
         // Padding is stepped over at most a ring's worth of records per call: a writer that keeps
         // abandoning (or lies) cannot hold the reader here.
         for _ in 0..self.record_budget() {
-            if !self.has_data(hdr) {
+            let Some(limit) = self.committed(hdr, mem) else {
                 return Ok(None);
-            }
+            };
             // The writer never reserves past this reader's cursor (`pos`) plus a ring.
-            if self.head - self.pos > self.capacity {
+            if limit - self.pos > self.capacity {
                 return Err(Corrupt { pos: self.pos });
             }
             let mut header = [0u8; RECORD_HEADER as usize];
             mem.read(self.pos & (self.capacity - 1), &mut header);
-            let Some((seq, len, kind)) = self.decode(&header) else {
+            let Some((seq, len, kind)) = self.decode(&header, limit) else {
                 return Err(Corrupt { pos: self.pos });
             };
             let end = self.pos + record_len(len);
+            // Its writer marked the word at `end` before committing this record.
+            self.at_mark = true;
             if kind == KIND_PADDING {
                 self.release(hdr, end);
                 continue;
@@ -484,7 +548,7 @@ impl Reader {
             }
             let mut header = [0u8; RECORD_HEADER as usize];
             mem.read(self.pos & (self.capacity - 1), &mut header);
-            let decoded = self.decode(&header);
+            let decoded = self.decode(&header, self.head);
             if let Some((_, len, KIND_MESSAGE)) = decoded {
                 buf.resize(len as usize, 0);
                 mem.read((self.pos + RECORD_HEADER) & (self.capacity - 1), buf);
@@ -616,6 +680,18 @@ impl RingBytes for AtomicBytes {
                 i += 1;
             }
         }
+    }
+
+    fn load_word(&self, offset: u64) -> u64 {
+        debug_assert!(offset % 8 == 0);
+        // Acquire: the trait's contract (pairs with a Release `store_word`).
+        self.words[(offset % self.capacity() / 8) as usize].load(Ordering::Acquire)
+    }
+
+    fn store_word(&self, offset: u64, value: u64, order: Ordering) {
+        debug_assert!(offset % 8 == 0);
+        // Relaxed or Release as the caller says (it names the pairing).
+        self.words[(offset % self.capacity() / 8) as usize].store(value, order);
     }
 
     fn read(&self, offset: u64, dst: &mut [u8]) {

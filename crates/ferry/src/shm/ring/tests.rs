@@ -175,6 +175,14 @@ impl RingBytes for Counting {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.mem.read(offset, dst)
     }
+    fn load_word(&self, offset: u64) -> u64 {
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.mem.load_word(offset)
+    }
+    fn store_word(&self, offset: u64, value: u64, order: Ordering) {
+        self.mem.store_word(offset, value, order)
+    }
 }
 
 /// A ring of padding records only, nothing committed yet.
@@ -195,6 +203,71 @@ fn publish(hdr: &RingHeader, head: u64, last: u64) {
     hdr.head.last.store(last, Ordering::Relaxed);
     hdr.head.end.store(head, Ordering::Relaxed);
     hdr.reserve.store(head, Ordering::Relaxed);
+}
+
+#[test]
+fn a_reader_at_a_mark_sees_the_next_record_by_its_commit_word_alone() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, true);
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    write_msg(&mut w, &hdr, &mem, 0, 10).unwrap();
+    assert_eq!(read_reliable(&mut r, &hdr, &mem), Some((0, pattern(0, 10))));
+    let first_end = hdr.head.end.load(Ordering::Relaxed);
+    // Nothing committed after it: the word at the reader's position is the mark.
+    assert_eq!(mem.load_word(first_end % CAP), NOT_COMMITTED);
+    assert_eq!(read_reliable(&mut r, &hdr, &mem), None);
+    // The next record committed, but `head` as if its store were not visible yet: the reader
+    // finds the record by the word at its position.
+    write_msg(&mut w, &hdr, &mem, 1, 20).unwrap();
+    hdr.head.end.store(first_end, Ordering::Relaxed);
+    assert_eq!(read_reliable(&mut r, &hdr, &mem), Some((1, pattern(1, 20))));
+}
+
+#[test]
+fn a_word_that_is_neither_the_mark_nor_the_next_seq_sends_the_reader_to_head() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, true);
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    for seq in 0..3 {
+        write_msg(&mut w, &hdr, &mem, seq, 8).unwrap();
+        assert_eq!(
+            read_reliable(&mut r, &hdr, &mem),
+            Some((seq, pattern(seq, 8)))
+        );
+    }
+    let at = hdr.head.end.load(Ordering::Relaxed);
+    // A stale record of an older lap (seq 1) where the next record will go, as a writer that
+    // does not mark would leave it; `head` says nothing more was committed.
+    mem.write(at % CAP, &header(1, 8, KIND_MESSAGE));
+    assert_eq!(r.peek(&hdr, &mem), Ok(None));
+    // The next sequence number there is the commit of the next record: taken without `head`.
+    mem.write(at % CAP, &header(3, 8, KIND_MESSAGE));
+    mem.write(at % CAP + 16, &pattern(3, 8));
+    let got = r
+        .peek(&hdr, &mem)
+        .unwrap()
+        .expect("the next seq at a mark is a record");
+    assert_eq!((got.pos, got.seq), (at, 3));
+}
+
+#[test]
+fn a_joining_reader_does_not_trust_the_word_at_its_position() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, true);
+    write_msg(&mut w, &hdr, &mem, 0, 8).unwrap();
+    let at = hdr.head.end.load(Ordering::Relaxed);
+    // Whatever an older lap left at the joiner's position, even a plausible header.
+    mem.write(at % CAP, &header(7, 8, KIND_MESSAGE));
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    assert_eq!(r.pos, at);
+    assert_eq!(
+        r.peek(&hdr, &mem),
+        Ok(None),
+        "nothing is committed past head"
+    );
 }
 
 #[test]
@@ -321,7 +394,7 @@ proptest! {
                 0 => {
                     let len = len.min(max_payload(CAP) as usize);
                     let inflight = w.head - released.iter().min().unwrap();
-                    let fits = inflight + record_len(len as u64) <= CAP;
+                    let fits = inflight + record_len(len as u64) + COMMIT_WORD <= CAP;
                     let seq = sent.len() as u64;
                     let ok = write_msg(&mut w, &hdr, &mem, seq, len).is_ok();
                     prop_assert_eq!(ok, fits);
