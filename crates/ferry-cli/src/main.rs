@@ -1,5 +1,5 @@
-//! `ferry`: work with live topics (`pub`, `echo`, `topics`, `stats`, `clean`) and measure the
-//! transports on this machine (`lab`).
+//! `ferry`: work with live topics (`pub`, `echo`, `record`, `play`, `hz`, `bw`, `topics`,
+//! `stats`, `clean`) and measure the transports on this machine (`lab`).
 
 mod cmd;
 mod lab;
@@ -18,12 +18,16 @@ use ferry_lab::error::note;
     version,
     about = "Publish/subscribe over shared memory, and a lab that measures it",
     after_help = "Topics of one domain see each other: pass --domain, or set FERRY_DOMAIN.\n\
-                  Ctrl-C or SIGTERM stops pub, echo and lab within a second, cleanly (topics\n\
-                  closed, child processes ended); the exit status is then 130 (SIGINT) or 143\n\
-                  (SIGTERM). A second Ctrl-C ends the command at once.\n\
+                  Ctrl-C or SIGTERM stops pub, echo, record, play, hz, bw and lab within a\n\
+                  second, cleanly (topics closed, a recording's file complete, child processes\n\
+                  ended); the exit status is then 130 (SIGINT) or 143 (SIGTERM). A second\n\
+                  Ctrl-C ends the command at once.\n\
                   Examples:\n  \
                   ferry echo sensors/lidar --count 5\n  \
                   ferry pub sensors/lidar --size 1K --rate 100 --count 5\n  \
+                  ferry record sensors/lidar -o lidar.mcap\n  \
+                  ferry play lidar.mcap --rate 2\n  \
+                  ferry hz sensors/lidar\n  \
                   ferry lab latency --json latency.json"
 )]
 struct Cli {
@@ -37,6 +41,14 @@ enum Command {
     Pub(cmd::publish::PubArgs),
     /// Print the messages of a topic as they arrive
     Echo(cmd::echo::EchoArgs),
+    /// Record topics to an MCAP file (readable by Foxglove and the mcap tools)
+    Record(cmd::record::RecordArgs),
+    /// Publish a recording again with its recorded timing
+    Play(cmd::play::PlayArgs),
+    /// Show a topic's message rate (as ros2 topic hz)
+    Hz(cmd::rate::RateArgs),
+    /// Show a topic's bandwidth (as ros2 topic bw)
+    Bw(cmd::rate::RateArgs),
     /// List live topics with their publishers and subscribers
     Topics(cmd::topics::TopicsArgs),
     /// Show message counters per publisher and subscriber
@@ -56,7 +68,13 @@ impl Command {
     /// by default.
     fn stops_on_signals(&self) -> bool {
         match self {
-            Command::Pub(_) | Command::Echo(_) | Command::Lab(_) => true,
+            Command::Pub(_)
+            | Command::Echo(_)
+            | Command::Record(_)
+            | Command::Play(_)
+            | Command::Hz(_)
+            | Command::Bw(_)
+            | Command::Lab(_) => true,
             Command::Topics(_) | Command::Stats(_) | Command::Clean(_) | Command::LabPeer(_) => {
                 false
             }
@@ -75,6 +93,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Pub(args) => cmd::publish::run(args),
         Command::Echo(args) => cmd::echo::run(args),
+        Command::Record(args) => cmd::record::run(args),
+        Command::Play(args) => cmd::play::run(args),
+        Command::Hz(args) => cmd::rate::run(args, cmd::rate::Measure::Hz),
+        Command::Bw(args) => cmd::rate::run(args, cmd::rate::Measure::Bw),
         Command::Topics(args) => cmd::topics::run_topics(args),
         Command::Stats(args) => cmd::topics::run_stats(args),
         Command::Clean(args) => cmd::clean::run(args),

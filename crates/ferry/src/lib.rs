@@ -51,7 +51,7 @@ mod udp;
 pub use config::{Impairment, NodeConfig};
 pub use cycle::{Cycle, CycleStats, Schedule, Tick};
 pub use error::{Error, PodError, RecvError, SendError};
-pub use node::{Loan, LoanSlice, Node, Publisher, Sample, Subscriber};
+pub use node::{Loan, LoanSlice, Node, Publisher, PublisherId, PublisherInfo, Sample, Subscriber};
 pub use pod::Pod;
 pub use qos::{Delivery, IpVersion, MulticastGroup, Qos, Transport, WaitStrategy};
 pub use sys::udp::MulticastInterface;

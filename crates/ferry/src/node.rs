@@ -446,6 +446,23 @@ impl Subscriber {
         }
     }
 
+    /// What is known of the publisher `id` (from [`Sample::publisher`]): its node name while it
+    /// is on this host and still publishing, and, over UDP, the address it sends from. A look-up
+    /// in the topic's directory (up to 32 slots), meant for once per publisher, not per message.
+    pub fn publisher_info(&self, id: PublisherId) -> PublisherInfo {
+        match (&self.inner, id.udp) {
+            (SubInner::Shm(s) | SubInner::Auto(s, _), false) => PublisherInfo {
+                node: s.publisher_node(id.id),
+                address: None,
+            },
+            (SubInner::Udp(u) | SubInner::Auto(_, u), true) => {
+                let (address, node) = u.publisher_info(id.id);
+                PublisherInfo { node, address }
+            }
+            _ => PublisherInfo::default(),
+        }
+    }
+
     /// Polls (`block` false) or waits up to `timeout` (forever if `None`); says which side has
     /// a message ready.
     #[inline]
@@ -545,6 +562,49 @@ fn auto_ready(
     }
 }
 
+/// Which publisher a message came from: the shared-memory publisher's token (unique within its
+/// topic's directory) or the UDP publisher's session id (random). A publisher that starts again
+/// has a new one; an `auto` publisher has one per transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PublisherId {
+    udp: bool,
+    id: u64,
+}
+
+impl PublisherId {
+    /// The transport the message came by: [`Transport::Shm`] or [`Transport::Udp`].
+    pub fn transport(&self) -> Transport {
+        if self.udp {
+            Transport::Udp
+        } else {
+            Transport::Shm
+        }
+    }
+
+    /// The token or session id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl std::fmt::Display for PublisherId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if self.udp { "udp" } else { "shm" };
+        write!(f, "{kind}:{:016x}", self.id)
+    }
+}
+
+/// What a subscriber knows of one of its publishers ([`Subscriber::publisher_info`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PublisherInfo {
+    /// The publisher's node name, when it is on this host and still holds its slot in the
+    /// topic's directory (UDP discovery does not carry names from other hosts).
+    pub node: Option<String>,
+    /// UDP: the address its messages come from.
+    pub address: Option<std::net::SocketAddr>,
+}
+
 /// A received message. Under shared memory with reliable delivery it is borrowed in place from
 /// the publisher's ring (the publisher cannot reuse the bytes until the sample is dropped); under
 /// latest delivery it was copied out and checked intact; under UDP it is the reassembled message.
@@ -578,6 +638,22 @@ impl Sample<'_> {
         match &self.inner {
             SampleInner::Shm { ready, .. } => record(ready).skipped,
             SampleInner::Udp { sub } => sub.current().map_or(0, |d| d.lost_before),
+        }
+    }
+
+    /// Which publisher sent this message. Read from what the subscriber already knows (the ring
+    /// it read, the UDP session it reassembled), nothing is carried per message for it; give it
+    /// to [`Subscriber::publisher_info`] for the publisher's node name and address.
+    pub fn publisher(&self) -> PublisherId {
+        match &self.inner {
+            SampleInner::Shm { sub, .. } => PublisherId {
+                udp: false,
+                id: sub.last_source_token(),
+            },
+            SampleInner::Udp { sub } => PublisherId {
+                udp: true,
+                id: sub.current().map_or(0, |d| d.session),
+            },
         }
     }
 

@@ -22,9 +22,18 @@ pub struct EchoArgs {
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
 
-    /// Print one JSON object per line: {"seq", "size", "skipped", "head"}
+    /// Print one JSON object per line: {"seq", "size", "skipped", "head"} (and "time_ns" with
+    /// --timestamps)
     #[arg(long)]
     pub json: bool,
+
+    /// Show every byte of each message, not only the first 16
+    #[arg(long)]
+    pub full: bool,
+
+    /// Add each message's receive time (ns since the Unix epoch)
+    #[arg(long)]
+    pub timestamps: bool,
 
     /// Fail when no message arrives for S seconds [default: wait forever]
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
@@ -54,8 +63,18 @@ struct Line<'a> {
     seq: u64,
     size: usize,
     skipped: u64,
-    /// The first bytes, in hex.
+    /// The first bytes (every byte with --full), in hex.
     head: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    time_ns: Option<u64>,
+}
+
+/// How a line looks.
+#[derive(Debug, Clone, Copy, Default)]
+struct Style {
+    json: bool,
+    full: bool,
+    timestamps: bool,
 }
 
 pub fn run(args: EchoArgs) -> Result<()> {
@@ -73,6 +92,11 @@ pub fn run(args: EchoArgs) -> Result<()> {
         ferry_lab::error::note!("ferry: warning: {w}");
     }
 
+    let style = Style {
+        json: args.json,
+        full: args.full,
+        timestamps: args.timestamps,
+    };
     let mut received = 0u64;
     let mut last = Instant::now();
     while args.count.map_or(true, |c| received < c) {
@@ -84,7 +108,10 @@ pub fn run(args: EchoArgs) -> Result<()> {
             None => POLL_SLICE,
         };
         let line = match subscriber.recv_timeout(slice)? {
-            Some(sample) => format_line(sample.seq(), sample.skipped(), &sample, args.json)?,
+            Some(sample) => {
+                let time = style.timestamps.then(ferry_record::format::now_ns);
+                format_line(sample.seq(), sample.skipped(), &sample, time, style)?
+            }
             None => {
                 if let Some(t) = args.timeout {
                     if last.elapsed() >= t {
@@ -109,9 +136,17 @@ pub fn run(args: EchoArgs) -> Result<()> {
 }
 
 /// One output line (with its newline).
-fn format_line(seq: u64, skipped: u64, payload: &[u8], json: bool) -> Result<String> {
-    let shown = &payload[..payload.len().min(HEAD_BYTES)];
-    let mut head = String::with_capacity(3 * HEAD_BYTES);
+fn format_line(
+    seq: u64,
+    skipped: u64,
+    payload: &[u8],
+    time_ns: Option<u64>,
+    style: Style,
+) -> Result<String> {
+    let json = style.json;
+    let limit = if style.full { usize::MAX } else { HEAD_BYTES };
+    let shown = &payload[..payload.len().min(limit)];
+    let mut head = String::with_capacity(3 * shown.len());
     for (i, byte) in shown.iter().enumerate() {
         if !json && i > 0 && i % 4 == 0 {
             head.push(' ');
@@ -124,17 +159,22 @@ fn format_line(seq: u64, skipped: u64, payload: &[u8], json: bool) -> Result<Str
             size: payload.len(),
             skipped,
             head: &head,
+            time_ns,
         })?
     } else {
         if payload.is_empty() {
             head.push_str("(empty)");
         }
-        let more = if payload.len() > HEAD_BYTES {
+        let more = if payload.len() > shown.len() {
             " …"
         } else {
             ""
         };
-        let mut text = format!("seq {seq}  size {}  {head}{more}", payload.len());
+        let mut text = match time_ns {
+            Some(t) => format!("{}.{:09}  ", t / 1_000_000_000, t % 1_000_000_000),
+            None => String::new(),
+        };
+        let _ = write!(text, "seq {seq}  size {}  {head}{more}", payload.len());
         if skipped > 0 {
             let _ = write!(text, "  (skipped {skipped})");
         }
@@ -146,26 +186,50 @@ fn format_line(seq: u64, skipped: u64, payload: &[u8], json: bool) -> Result<Str
 
 #[cfg(test)]
 mod tests {
-    use super::format_line;
+    use super::{format_line, Style};
 
     #[test]
     fn lines() {
+        let text = Style::default();
+        let json = Style {
+            json: true,
+            ..Style::default()
+        };
         let payload: Vec<u8> = (0..20).collect();
         assert_eq!(
-            format_line(3, 0, &payload, false).unwrap(),
+            format_line(3, 0, &payload, None, text).unwrap(),
             "seq 3  size 20  00010203 04050607 08090a0b 0c0d0e0f …\n"
         );
         assert_eq!(
-            format_line(3, 2, &payload[..2], false).unwrap(),
+            format_line(3, 2, &payload[..2], None, text).unwrap(),
             "seq 3  size 2  0001  (skipped 2)\n"
         );
         assert_eq!(
-            format_line(5, 0, &[], false).unwrap(),
+            format_line(5, 0, &[], None, text).unwrap(),
             "seq 5  size 0  (empty)\n"
         );
         assert_eq!(
-            format_line(4, 0, &[0xab], true).unwrap(),
+            format_line(4, 0, &[0xab], None, json).unwrap(),
             "{\"seq\":4,\"size\":1,\"skipped\":0,\"head\":\"ab\"}\n"
+        );
+        let full = Style {
+            full: true,
+            timestamps: true,
+            ..json
+        };
+        assert_eq!(
+            format_line(4, 0, &payload[..18], Some(7), full).unwrap(),
+            "{\"seq\":4,\"size\":18,\"skipped\":0,\
+             \"head\":\"000102030405060708090a0b0c0d0e0f1011\",\"time_ns\":7}\n"
+        );
+        let full_text = Style {
+            full: true,
+            timestamps: true,
+            ..text
+        };
+        assert_eq!(
+            format_line(4, 0, &payload[..5], Some(1_500_000_000), full_text).unwrap(),
+            "1.500000000  seq 4  size 5  00010203 04\n"
         );
     }
 }

@@ -1,8 +1,12 @@
-//! The commands that work with live topics: `pub`, `echo`, `topics`, `stats`, `clean`.
+//! The commands that work with live topics: `pub`, `echo`, `record`, `play`, `hz`, `bw`,
+//! `topics`, `stats`, `clean`.
 
 pub mod clean;
 pub mod echo;
+pub mod play;
 pub mod publish;
+pub mod rate;
+pub mod record;
 pub mod topics;
 
 use std::time::Duration;

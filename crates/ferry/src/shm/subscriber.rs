@@ -321,6 +321,24 @@ impl ShmSubscriber {
         }
     }
 
+    /// The token of the publisher whose message `poll` handed out last. Nothing is stored per
+    /// message for it: `poll` leaves `round_robin` one past the source it read, and the sources
+    /// do not change until the next `poll` (the sample borrows this subscriber until then).
+    pub fn last_source_token(&self) -> u64 {
+        self.round_robin
+            .checked_sub(1)
+            .and_then(|i| self.sources.get(i))
+            .map_or(0, |s| s.pub_token)
+    }
+
+    /// The node name of the publisher with `token`, while it holds its slot in the topic.
+    pub fn publisher_node(&self, token: u64) -> Option<String> {
+        self.topic.publisher_node(|p| {
+            // Acquire pairs with the Release in `Owner::set_ready`.
+            p.owner.token.load(Ordering::Acquire) == token
+        })
+    }
+
     /// Hands an in-place record back to its publisher.
     pub fn release(&mut self, ready: &Ready) {
         if let Ready::InPlace { source, record } = ready {

@@ -320,6 +320,16 @@ impl Topic {
         &self.block().publishers[slot]
     }
 
+    /// The node name of the first ready publisher slot that `matches` (a look-up for tools,
+    /// never on a message's path).
+    pub fn publisher_node(&self, matches: impl Fn(&PublisherSlot) -> bool) -> Option<String> {
+        (0..super::layout::MAX_PUBLISHERS)
+            .map(|i| self.publisher(i))
+            // Acquire pairs with the Release in `Owner::set_ready`.
+            .find(|p| p.owner.ready.load(Ordering::Acquire) != 0 && matches(p))
+            .map(|p| p.owner.node())
+    }
+
     pub fn subscriber(&self, slot: usize) -> &SubscriberSlot {
         &self.block().subscribers[slot]
     }

@@ -1444,6 +1444,20 @@ impl UdpSubscriber {
         &self.warnings
     }
 
+    /// Where the session `session` sends from, and the node name of its publisher when that
+    /// publisher is on this host (found by its address in the topic's directory; discovery does
+    /// not carry node names from other hosts).
+    pub fn publisher_info(&self, session: u64) -> (Option<SocketAddr>, Option<String>) {
+        let Some(&addr) = self.publishers.get(&session) else {
+            return (None, None);
+        };
+        let host = crate::sys::host_id();
+        let node = self.topic.publisher_node(|p| {
+            p.owner.host.load(Ordering::Relaxed) == host && p.udp.load() == Some(addr)
+        });
+        (Some(addr), node)
+    }
+
     /// The message taken by the last successful `poll`/`wait`.
     pub fn current(&self) -> Option<&Delivered> {
         self.current.as_ref()

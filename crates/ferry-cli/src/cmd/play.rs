@@ -1,0 +1,165 @@
+//! `ferry play`: publishes a recording again with its recorded timing.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use ferry::Qos;
+use ferry_record::{PlayOptions, Player, Rate};
+
+use super::{DeliveryArg, TransportOpt, WaitArg};
+use ferry_lab::error::{bail, note, Context, Result};
+use ferry_lab::signal;
+use ferry_lab::units::{parse_domain, parse_seconds};
+
+#[derive(Debug, Args)]
+pub struct PlayArgs {
+    /// The MCAP file to play (ferry's own recordings; other files' messages are sent as the
+    /// bytes they hold)
+    pub file: PathBuf,
+
+    /// Speed: 1 keeps the recorded timing, 2 twice as fast, 0.5 half as fast, max as fast as
+    /// possible
+    #[arg(long, value_name = "RATE", default_value = "1", value_parser = parse_play_rate)]
+    pub rate: PlayRate,
+
+    /// Start again from the beginning at the end, until Ctrl-C
+    #[arg(long = "loop")]
+    pub looping: bool,
+
+    /// Play only these topics [default: all]
+    #[arg(long, value_name = "TOPIC", num_args = 1.., value_delimiter = ',')]
+    pub topics: Option<Vec<String>>,
+
+    #[command(flatten)]
+    pub transport: TransportOpt,
+
+    /// What happens when a subscriber is slower than the recording
+    #[arg(long, value_enum, default_value_t = DeliveryArg::Reliable)]
+    pub delivery: DeliveryArg,
+
+    /// How to wait for room when reliable subscribers hold the ring back
+    #[arg(long, value_enum, default_value_t = WaitArg::Adaptive)]
+    pub wait: WaitArg,
+
+    /// Before the first message, wait until every topic has N subscribers
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub wait_subscribers: usize,
+
+    /// How long to wait for --wait-subscribers, in seconds
+    #[arg(long, value_name = "S", default_value = "10", value_parser = parse_seconds)]
+    pub wait_timeout: Duration,
+
+    /// Domain: only topics of one domain see each other [default: $FERRY_DOMAIN, else "default"]
+    #[arg(long, value_name = "D", value_parser = parse_domain)]
+    pub domain: Option<String>,
+}
+
+/// `--rate`: a factor or `max`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlayRate(pub Rate);
+
+fn parse_play_rate(text: &str) -> std::result::Result<PlayRate, String> {
+    if text.trim() == "max" {
+        return Ok(PlayRate(Rate::Max));
+    }
+    match text.trim().parse::<f64>() {
+        Ok(f) if f.is_finite() && f > 0.0 => Ok(PlayRate(Rate::Factor(f))),
+        _ => Err(format!(
+            "invalid rate {text:?}: expected a speed factor such as 0.5, 1 or 2, or max"
+        )),
+    }
+}
+
+/// How long one reliable send waits before the player looks at Ctrl-C again.
+const SEND_TIMEOUT: Duration = Duration::from_millis(250);
+
+pub fn run(args: PlayArgs) -> Result<()> {
+    let node = super::node("ferry-play", args.domain.as_deref())?;
+    let qos = Qos::default()
+        .transport(args.transport.into())
+        .delivery(args.delivery.into())
+        .wait(args.wait.into())
+        .send_timeout(SEND_TIMEOUT);
+    let options = PlayOptions {
+        rate: args.rate.0,
+        looping: args.looping,
+        topics: args.topics.clone(),
+        ..PlayOptions::default()
+    };
+    let mut player = Player::new(&node, &qos, &args.file, options)
+        .context(format!("cannot play (domain {})", node.domain()))?;
+    let scan = player.scan().clone();
+    let span = Duration::from_nanos(scan.last_log_time.saturating_sub(scan.first_log_time));
+    note!(
+        "playing {} messages of {} ({:.3} s recorded) from {} (domain {})",
+        scan.messages,
+        scan.topics
+            .iter()
+            .map(|t| format!("{} ×{}", t.topic, t.messages))
+            .collect::<Vec<_>>()
+            .join(", "),
+        span.as_secs_f64(),
+        args.file.display(),
+        node.domain()
+    );
+    if args.wait_subscribers > 0 {
+        let deadline = Instant::now() + args.wait_timeout;
+        while player.min_subscribers() < args.wait_subscribers {
+            if signal::interrupted() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "not every topic had {} subscribers within {:?}",
+                    args.wait_subscribers,
+                    args.wait_timeout
+                );
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let report = player.play(&mut signal::interrupted)?;
+    let mut line = format!(
+        "sent {} messages in {:.3} s",
+        report.sent,
+        report.elapsed.as_secs_f64()
+    );
+    if report.passes > 1 {
+        line.push_str(&format!(" ({} passes)", report.passes));
+    }
+    match report.lateness {
+        Some(l) => line.push_str(&format!(
+            "; late by p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs; {} of {} more than 1 ms late",
+            l.p50_ns as f64 / 1e3,
+            l.p99_ns as f64 / 1e3,
+            l.max_ns as f64 / 1e3,
+            l.over_1ms,
+            l.messages
+        )),
+        None if report.sent > 0 => line.push_str(" (as fast as possible)"),
+        None => {}
+    }
+    if report.stalls > 0 {
+        line.push_str(&format!(
+            "; held back {} times by slow reliable subscribers",
+            report.stalls
+        ));
+    }
+    note!("{line}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_play_rate, PlayRate, Rate};
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_play_rate("max"), Ok(PlayRate(Rate::Max)));
+        assert_eq!(parse_play_rate("0.5"), Ok(PlayRate(Rate::Factor(0.5))));
+        assert!(parse_play_rate("0").is_err());
+        assert!(parse_play_rate("-1").is_err());
+        assert!(parse_play_rate("fast").is_err());
+    }
+}

@@ -1,0 +1,389 @@
+//! `ferry record`, `play`, `hz`, `bw` as a user runs them: `ferry pub` at 100 Hz recorded, the
+//! file read back by the mcap crate's reader, played to `ferry echo` (every byte, and the
+//! arrival of 90 % of the messages within 1 ms of where the recorded timing puts them), Ctrl-C closing
+//! a complete file, a foreign file refused. Every wait is bounded; children are killed if a test
+//! fails.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustix::process::{kill_process, Pid, Signal};
+
+/// The tests of this file run one at a time: the timing test shares 2 CPUs with nothing of
+/// its own making.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A domain and a scratch directory no other test uses.
+fn fresh(tag: &str) -> (String, PathBuf) {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    // Relaxed: only uniqueness matters.
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let name = format!("r{}{tag}{n}", std::process::id());
+    let dir = std::env::temp_dir().join(format!("ferry-cli-record-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    (name, dir)
+}
+
+/// A running `ferry` whose output is collected; killed if dropped before it finished.
+struct Running {
+    child: Child,
+    out: Option<JoinHandle<String>>,
+    err: Option<JoinHandle<String>>,
+    what: String,
+}
+
+struct Finished {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+fn collect(stream: impl Read + Send + 'static) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    })
+}
+
+fn spawn(domain: &str, args: &[&str]) -> Running {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .env("FERRY_DOMAIN", domain)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ferry");
+    Running {
+        out: Some(collect(child.stdout.take().unwrap())),
+        err: Some(collect(child.stderr.take().unwrap())),
+        child,
+        what: format!("ferry {}", args.join(" ")),
+    }
+}
+
+impl Running {
+    /// Waits at most `timeout` for the child to exit; kills it and fails the test otherwise.
+    fn finish(mut self, timeout: Duration) -> Finished {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                let err = self.err.take().unwrap().join().unwrap();
+                panic!(
+                    "{} did not finish within {timeout:?}; stderr:\n{err}",
+                    self.what
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        Finished {
+            status,
+            stdout: self.out.take().unwrap().join().unwrap(),
+            stderr: self.err.take().unwrap().join().unwrap(),
+        }
+    }
+
+    fn signal(&self, signal: Signal) {
+        let pid = Pid::from_raw(self.child.id() as i32).unwrap();
+        kill_process(pid, signal).unwrap();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.out.is_some() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn ok(f: &Finished, what: &str) {
+    assert!(
+        f.status.success(),
+        "{what}: {:?}\nstdout:\n{}\nstderr:\n{}",
+        f.status,
+        f.stdout,
+        f.stderr
+    );
+}
+
+/// What `ferry pub` sends as message `seq` of `len` bytes: its low byte, then seq (u64 LE) first.
+fn pub_payload(seq: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![seq as u8; len];
+    v[..8].copy_from_slice(&seq.to_le_bytes());
+    v
+}
+
+/// Metadata records by name (the first of each name).
+type Metadata = BTreeMap<String, BTreeMap<String, String>>;
+
+/// Every message of a file, by the mcap crate's reader: (log time, payload after the framing).
+fn read_back(path: &Path) -> (Vec<(u64, Vec<u8>)>, Metadata) {
+    let bytes = std::fs::read(path).unwrap();
+    let mut messages = Vec::new();
+    for m in mcap::MessageStream::new(&bytes).unwrap() {
+        let m = m.unwrap();
+        assert_eq!(m.channel.message_encoding, "cdr");
+        assert_eq!(&m.data[..4], &[0, 1, 0, 0]);
+        assert_eq!(m.publish_time, m.log_time);
+        messages.push((m.log_time, m.data[8..].to_vec()));
+    }
+    let summary = mcap::Summary::read(&bytes)
+        .unwrap()
+        .expect("a summary section");
+    let mut metadata = BTreeMap::new();
+    for index in &summary.metadata_indexes {
+        let m = mcap::read::metadata(&bytes, index).unwrap();
+        metadata.entry(m.name).or_insert(m.metadata);
+    }
+    (messages, metadata)
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    sorted[((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[test]
+fn record_play_echo_keeps_every_byte_and_the_timing_at_100_hz() {
+    let _serial = one_at_a_time();
+    let (dom, dir) = fresh("rt");
+    let file = dir.join("run.mcap");
+    let file_s = file.to_str().unwrap();
+    const N: u64 = 200;
+    const SIZE: usize = 1024;
+    let record = spawn(&dom, &["record", "lidar", "-o", file_s, "--count", "200"]);
+    let publish = spawn(
+        &dom,
+        &[
+            "pub", "lidar", "--size", "1K", "--rate", "100", "--count", "200",
+        ]
+        .into_iter()
+        .chain(["--wait-subscribers", "1", "--wait-timeout", "30"])
+        .collect::<Vec<_>>(),
+    );
+    ok(&publish.finish(Duration::from_secs(60)), "pub");
+    let rec = record.finish(Duration::from_secs(60));
+    ok(&rec, "record");
+    assert!(rec.stderr.contains("lidar: 200 messages"), "{}", rec.stderr);
+
+    let (recorded, metadata) = read_back(&file);
+    assert_eq!(recorded.len() as u64, N);
+    for (seq, (_, data)) in recorded.iter().enumerate() {
+        assert_eq!(
+            data,
+            &pub_payload(seq as u64, SIZE),
+            "recorded message {seq}"
+        );
+    }
+    assert_eq!(metadata["ferry.topic"]["messages"], "200");
+    assert_eq!(metadata["ferry.topic"]["skipped"], "0");
+    assert_eq!(metadata["ferry"]["delivery"], "latest");
+
+    let echo = spawn(
+        &dom,
+        &[
+            "echo",
+            "lidar",
+            "--json",
+            "--full",
+            "--timestamps",
+            "--count",
+            "200",
+        ]
+        .into_iter()
+        .chain(["--timeout", "30"])
+        .collect::<Vec<_>>(),
+    );
+    let play = spawn(
+        &dom,
+        &[
+            "play",
+            file_s,
+            "--wait-subscribers",
+            "1",
+            "--wait-timeout",
+            "30",
+        ],
+    );
+    let played = play.finish(Duration::from_secs(60));
+    ok(&played, "play");
+    assert!(
+        played.stderr.contains("sent 200 messages"),
+        "{}",
+        played.stderr
+    );
+    let echoed = echo.finish(Duration::from_secs(60));
+    ok(&echoed, "echo");
+
+    let lines: Vec<serde_json::Value> = echoed
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len() as u64, N);
+    let mut times = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["seq"], i as u64);
+        assert_eq!(line["skipped"], 0);
+        let bytes = unhex(line["head"].as_str().unwrap());
+        assert_eq!(bytes, recorded[i].1, "played message {i}: every byte");
+        times.push(line["time_ns"].as_u64().unwrap());
+    }
+    // Each message's arrival against where the recorded timing puts it: its offset from its
+    // recorded log time, less the median offset (the two clocks' and the pipeline's constant
+    // delay). One time per message, so one wake-up's jitter, not two as in an interval.
+    let mut offsets: Vec<i64> = (0..N as usize)
+        .map(|i| times[i] as i64 - recorded[i].0 as i64)
+        .collect();
+    offsets.sort_unstable();
+    let median = offsets[offsets.len() / 2];
+    let mut errors: Vec<u64> = (0..N as usize)
+        .map(|i| (times[i] as i64 - recorded[i].0 as i64 - median).unsigned_abs())
+        .collect();
+    errors.sort_unstable();
+    let (p50, p90, max) = (
+        percentile(&errors, 0.5),
+        percentile(&errors, 0.9),
+        errors[errors.len() - 1],
+    );
+    let mut intervals: Vec<u64> = (1..N as usize)
+        .map(|i| {
+            let rec = recorded[i].0 as i64 - recorded[i - 1].0 as i64;
+            (times[i] as i64 - times[i - 1] as i64 - rec).unsigned_abs()
+        })
+        .collect();
+    intervals.sort_unstable();
+    eprintln!(
+        "replayed against recorded timing, {N} messages: p50 {} µs, p90 {} µs, max {} µs off \
+         schedule; intervals p50 {} µs, p90 {} µs off",
+        p50 / 1000,
+        p90 / 1000,
+        max / 1000,
+        percentile(&intervals, 0.5) / 1000,
+        percentile(&intervals, 0.9) / 1000,
+    );
+    assert!(
+        p90 <= 1_000_000,
+        "90 % of the messages within 1 ms of the recorded timing: p50 {p50} ns, p90 {p90} ns, \
+         max {max} ns"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn ctrl_c_closes_a_complete_file() {
+    let _serial = one_at_a_time();
+    let (dom, dir) = fresh("int");
+    let file = dir.join("int.mcap");
+    let record = spawn(
+        &dom,
+        &[
+            "record",
+            "a",
+            "b",
+            "-o",
+            file.to_str().unwrap(),
+            "--type",
+            "u32",
+        ],
+    );
+    let publish = spawn(
+        &dom,
+        &["pub", "a", "--size", "64", "--rate", "200", "--count", "50"]
+            .into_iter()
+            .chain(["--wait-subscribers", "1", "--wait-timeout", "30"])
+            .collect::<Vec<_>>(),
+    );
+    ok(&publish.finish(Duration::from_secs(60)), "pub");
+    // Give the recorder a moment to take the last message, then Ctrl-C.
+    std::thread::sleep(Duration::from_millis(300));
+    record.signal(Signal::INT);
+    let rec = record.finish(Duration::from_secs(30));
+    assert_eq!(rec.status.code(), Some(130), "{}", rec.stderr);
+    assert!(rec.stderr.contains("a: 50 messages"), "{}", rec.stderr);
+    let (messages, metadata) = read_back(&file);
+    assert_eq!(messages.len(), 50);
+    for (seq, (_, data)) in messages.iter().enumerate() {
+        assert_eq!(data, &pub_payload(seq as u64, 64));
+    }
+    assert_eq!(metadata["ferry"]["type"], "u32");
+    assert_eq!(metadata["ferry"]["topics"], "a,b");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn hz_and_bw_report_a_topic() {
+    let _serial = one_at_a_time();
+    let (dom, _dir) = fresh("hz");
+    let hz = spawn(
+        &dom,
+        &["hz", "h", "--count", "40", "--json", "--timeout", "30"],
+    );
+    let bw = spawn(&dom, &["bw", "h", "--count", "40", "--timeout", "30"]);
+    let publish = spawn(
+        &dom,
+        &["pub", "h", "--size", "100", "--rate", "50", "--count", "60"]
+            .into_iter()
+            .chain(["--wait-subscribers", "2", "--wait-timeout", "30"])
+            .collect::<Vec<_>>(),
+    );
+    ok(&publish.finish(Duration::from_secs(60)), "pub");
+    let hz = hz.finish(Duration::from_secs(30));
+    ok(&hz, "hz");
+    let last: serde_json::Value =
+        serde_json::from_str(hz.stdout.lines().last().expect("a report")).unwrap();
+    assert!(last["rate_hz"].as_f64().unwrap() > 0.0, "{last}");
+    assert!(last["window"].as_u64().unwrap() >= 1);
+    assert!(last["min_s"].as_f64().unwrap() <= last["max_s"].as_f64().unwrap());
+    let bw = bw.finish(Duration::from_secs(30));
+    ok(&bw, "bw");
+    assert!(
+        bw.stdout.contains("B/s from ")
+            && bw
+                .stdout
+                .contains("Message size mean: 0.10 KB min: 0.10 KB max: 0.10 KB"),
+        "{}",
+        bw.stdout
+    );
+}
+
+#[test]
+fn play_refuses_a_file_that_is_not_a_recording() {
+    let _serial = one_at_a_time();
+    let (dom, dir) = fresh("bad");
+    let file = dir.join("bad.mcap");
+    std::fs::write(&file, b"this is not an MCAP file at all").unwrap();
+    let f = spawn(&dom, &["play", file.to_str().unwrap()]).finish(Duration::from_secs(30));
+    assert_eq!(f.status.code(), Some(1), "{}", f.stderr);
+    assert!(f.stderr.contains("not an MCAP file"), "{}", f.stderr);
+    assert!(!f.stderr.contains("panicked"), "{}", f.stderr);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
