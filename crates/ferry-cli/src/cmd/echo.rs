@@ -4,11 +4,10 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use ferry::Qos;
 use serde::Serialize;
 
 use super::{DeliveryArg, TransportOpt, WaitArg, POLL_SLICE};
-use ferry_lab::error::{bail, Context, Result};
+use ferry_lab::error::{bail, Result};
 use ferry_lab::signal;
 use ferry_lab::table::print_out;
 use ferry_lab::units::{parse_domain, parse_seconds};
@@ -78,16 +77,14 @@ struct Style {
 }
 
 pub fn run(args: EchoArgs) -> Result<()> {
-    let node = super::node("ferry-echo", args.domain.as_deref())?;
-    let qos = Qos::default()
-        .transport(args.transport.into())
-        .delivery(args.delivery.into())
-        .wait(args.wait.into());
-    let mut subscriber = node.subscriber(&args.topic, &qos).context(format!(
-        "cannot subscribe to topic {:?} in domain {}",
-        args.topic,
-        node.domain()
-    ))?;
+    let (node, mut subscriber) = super::subscriber(
+        "ferry-echo",
+        args.domain.as_deref(),
+        &args.topic,
+        args.transport,
+        args.delivery,
+        args.wait,
+    )?;
     for w in subscriber.warnings() {
         ferry_lab::error::note!("ferry: warning: {w}");
     }

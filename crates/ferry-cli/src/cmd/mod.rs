@@ -111,3 +111,25 @@ pub fn node(name: &str, domain: Option<&str>) -> Result<ferry::Node> {
         None => ferry::Node::new(name).context("the FERRY_* environment variables"),
     }
 }
+
+/// A node (`name`, in `domain` as [`node`] takes it) and its subscriber of `topic`, with the
+/// command line's transport, delivery and wait strategy.
+pub fn subscriber(
+    name: &str,
+    domain: Option<&str>,
+    topic: &str,
+    transport: TransportOpt,
+    delivery: DeliveryArg,
+    wait: WaitArg,
+) -> Result<(ferry::Node, ferry::Subscriber)> {
+    let node = node(name, domain)?;
+    let qos = ferry::Qos::default()
+        .transport(transport.into())
+        .delivery(delivery.into())
+        .wait(wait.into());
+    let subscriber = node.subscriber(topic, &qos).context(format!(
+        "cannot subscribe to topic {topic:?} in domain {}",
+        node.domain()
+    ))?;
+    Ok((node, subscriber))
+}

@@ -4,12 +4,11 @@
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use ferry::Qos;
 use ferry_record::window::{BandwidthWindow, RateWindow, BW_WINDOW, HZ_WINDOW};
 use serde::Serialize;
 
 use super::{DeliveryArg, TransportOpt, WaitArg, POLL_SLICE};
-use ferry_lab::error::{bail, Context, Result};
+use ferry_lab::error::{bail, Result};
 use ferry_lab::signal;
 use ferry_lab::table::print_out;
 use ferry_lab::units::{parse_domain, parse_seconds};
@@ -79,16 +78,14 @@ struct BwLine {
 const EVERY: Duration = Duration::from_secs(1);
 
 pub fn run(args: RateArgs, measure: Measure) -> Result<()> {
-    let node = super::node("ferry-rate", args.domain.as_deref())?;
-    let qos = Qos::default()
-        .transport(args.transport.into())
-        .delivery(args.delivery.into())
-        .wait(args.wait.into());
-    let mut subscriber = node.subscriber(&args.topic, &qos).context(format!(
-        "cannot subscribe to topic {:?} in domain {}",
-        args.topic,
-        node.domain()
-    ))?;
+    let (node, mut subscriber) = super::subscriber(
+        "ferry-rate",
+        args.domain.as_deref(),
+        &args.topic,
+        args.transport,
+        args.delivery,
+        args.wait,
+    )?;
     let window = args.window.map(|w| w as usize);
     let mut hz = RateWindow::new(window.unwrap_or(HZ_WINDOW));
     let mut bw = BandwidthWindow::new(window.unwrap_or(BW_WINDOW));
