@@ -12,13 +12,13 @@
 //!   publishes `head = end`. `reserve` always runs at or ahead of `head`; the bytes a writer may
 //!   be scribbling on are those below `reserve`, i.e. positions `< reserve - capacity` of older
 //!   laps are gone.
-//! - A reliable reader that has read the record ending at `pos` knows that the word at `pos` was
+//! - A reliable reader that has read the message ending at `pos` knows that the word at `pos` was
 //!   marked `NOT_COMMITTED` before that record was committed: it holds that mark or the commit of
 //!   the next record. So the reader polls that word, on the line the record's bytes share,
 //!   instead of `head`, and sees a new record with one cache line moved instead of two (the
 //!   `head` line, then the record's). A reader that has read nothing yet (it just joined) polls
 //!   `head`: the word at its position may be anything from an older lap. A word that is neither
-//!   the mark nor the next sequence number sends the reader to `head` too.
+//!   the mark nor the next sequence number sends the reader to `head` too, and so does padding.
 //! - A reliable reader owns `cursor` in its slot: everything below it is released. The writer
 //!   never reserves past `min(cursor) + capacity` over reliable readers, so a reliable reader reads
 //!   in place with no check.
@@ -95,6 +95,8 @@ pub struct HeadLine {
     pub end: AtomicU64,
     /// Start of the last committed record (a lapped latest reader resumes there).
     pub last: AtomicU64,
+    /// The sequence number the next message will carry (a joining reader expects it).
+    pub next_seq: AtomicU64,
 }
 
 /// One reader's place in the ring.
@@ -114,6 +116,7 @@ impl RingHeader {
             head: Padded(HeadLine {
                 end: AtomicU64::new(0),
                 last: AtomicU64::new(0),
+                next_seq: AtomicU64::new(0),
             }),
             reserve: Padded(AtomicU64::new(0)),
             sleepers: Padded(AtomicU64::new(0)),
@@ -310,6 +313,7 @@ impl Writer {
         self.head = r.end;
         // Relaxed: published by the head store below, on the same line.
         hdr.head.last.store(r.pos, Ordering::Relaxed);
+        hdr.head.next_seq.store(self.seq, Ordering::Relaxed);
         // Release: the record bytes are visible to a reader that sees this head (pairs with the
         // readers' Acquire loads of head).
         hdr.head.end.store(r.end, Ordering::Release);
@@ -391,6 +395,12 @@ impl Reader {
             .max(head);
         // Release pairs with the Acquire cursor load in `min_cursor`.
         s.cursor.store(pos, Ordering::Release);
+        // With nothing being written at `pos`, the first record read carries the writer's next
+        // sequence number, so a latest reader lapped before its first read counts what it
+        // missed. (Relaxed: at least as new as `head`, loaded with Acquire above; a newer value
+        // only undercounts.) Behind a reservation in progress it is not known: that record may
+        // be a message or padding.
+        let next_seq = (pos == head).then(|| hdr.head.next_seq.load(Ordering::Relaxed));
         Reader {
             slot,
             capacity,
@@ -398,7 +408,7 @@ impl Reader {
             pos,
             head,
             at_mark: false,
-            next_seq: None,
+            next_seq,
             reliable,
         }
     }
@@ -498,8 +508,10 @@ impl Reader {
                 return Err(Corrupt { pos: self.pos });
             };
             let end = self.pos + record_len(len);
-            // Its writer marked the word at `end` before committing this record.
-            self.at_mark = true;
+            // Its writer marked the word at `end` before committing this record. After padding
+            // the reader goes by `head` again: a ring that lies with padding can then lead it
+            // no further than `head`, and honest padding (a dropped loan) is rare.
+            self.at_mark = kind == KIND_MESSAGE;
             if kind == KIND_PADDING {
                 self.release(hdr, end);
                 continue;

@@ -129,9 +129,10 @@ fn latest_reader_skips_lapped_records_and_counts_them() {
     }
     assert_eq!(*seen.last().unwrap(), 49);
     assert!(seen.windows(2).all(|p| p[1] > p[0]));
-    // The jump at the start is not counted (the reader had no expectation yet); everything after
-    // is accounted for: received + skipped covers the span.
-    assert_eq!(seen.len() as u64 + skipped, 50 - first.seq);
+    // Everything since the reader joined is accounted for, the jump at the start included (the
+    // reader took the writer's next sequence number when it joined): received + skipped = sent.
+    assert_eq!(first.skipped, first.seq);
+    assert_eq!(seen.len() as u64 + skipped, 50);
 }
 
 #[test]
@@ -250,6 +251,32 @@ fn a_word_that_is_neither_the_mark_nor_the_next_seq_sends_the_reader_to_head() {
         .unwrap()
         .expect("the next seq at a mark is a record");
     assert_eq!((got.pos, got.seq), (at, 3));
+}
+
+#[test]
+fn a_latest_reader_lapped_before_its_first_read_counts_what_it_missed() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, false);
+    for seq in 0..5 {
+        write_msg(&mut w, &hdr, &mem, seq, 8).unwrap();
+    }
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, false);
+    // Three rings' worth before the reader looks.
+    for seq in 5..5 + 3 * CAP / record_len(8) {
+        write_msg(&mut w, &hdr, &mem, seq, 8).unwrap();
+    }
+    let mut buf = Vec::new();
+    let rec = r
+        .read_latest(&hdr, &mem, &mut buf)
+        .unwrap()
+        .expect("the newest record");
+    assert!(rec.seq > 5, "lapped: {rec:?}");
+    assert_eq!(
+        rec.skipped,
+        rec.seq - 5,
+        "every message since it joined is read or skipped"
+    );
 }
 
 #[test]
