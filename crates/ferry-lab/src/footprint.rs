@@ -184,23 +184,34 @@ pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
 }
 
 /// The source tree this executable was built from.
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// Builds the apps with cargo (in the source tree this executable came from), if cargo and the
 /// tree are there. Returns whether it succeeded; an error if Ctrl-C or SIGTERM stopped it.
 pub fn try_build() -> Result<bool> {
+    cargo_build(
+        "crates/ferry-min/Cargo.toml",
+        &["build", "--profile", "min-size", "-p", "ferry-min"],
+        &format!("ferry lab footprint: building the minimal apps: {BUILD_COMMAND}"),
+    )
+}
+
+/// Runs `cargo ARGS` in the source tree this executable came from, if cargo and `needs` (a file
+/// of the tree) are there, saying `what` first. Returns whether it succeeded; an error if Ctrl-C
+/// or SIGTERM stopped it (cargo and the compilers it runs are killed then).
+pub(crate) fn cargo_build(needs: &str, args: &[&str], what: &str) -> Result<bool> {
     let root = workspace_root();
-    if !root.join("crates/ferry-min/Cargo.toml").is_file() {
+    if !root.join(needs).is_file() {
         return Ok(false);
     }
-    note!("ferry lab footprint: building the minimal apps: {BUILD_COMMAND}");
+    note!("{what}");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     // A process group of its own, which an interruption kills: cargo and the compilers it runs.
     let Ok(mut child) = super::spawn_child(
         Command::new(cargo)
-            .args(["build", "--profile", "min-size", "-p", "ferry-min"])
+            .args(args)
             .current_dir(&root)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

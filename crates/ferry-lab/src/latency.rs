@@ -48,6 +48,7 @@ crate::choice! {
         Udp4 = "udp4",
         Udp4Key = "udp4-key",
         Udp6 = "udp6",
+        Iceoryx2 = "iceoryx2",
     }
 }
 
@@ -60,6 +61,8 @@ enum Kind {
     RawShm { futex: bool },
     /// Plain blocking UDP sockets on 127.0.0.1.
     RawUdp,
+    /// Another system, run by the `ferry-peers` binary (see `peers`).
+    Peer,
 }
 
 impl Transport {
@@ -71,6 +74,9 @@ impl Transport {
             Transport::Udp4 | Transport::Udp6 => Some(Transport::RawUdp4),
             // What the domain key costs: against the same transport in the clear.
             Transport::Udp4Key => Some(Transport::Udp4),
+            // Another system: against ferry's spinning shared memory, so that the ratio says how
+            // far it is from ferry.
+            Transport::Iceoryx2 => Some(Transport::ShmSpin),
             Transport::RawSpin | Transport::RawFutex | Transport::RawUdp4 => None,
         }
     }
@@ -80,6 +86,7 @@ impl Transport {
             Transport::RawSpin => Kind::RawShm { futex: false },
             Transport::RawFutex => Kind::RawShm { futex: true },
             Transport::RawUdp4 => Kind::RawUdp,
+            Transport::Iceoryx2 => Kind::Peer,
             Transport::ShmSpin
             | Transport::Shm
             | Transport::ShmBlock
@@ -109,7 +116,9 @@ impl Transport {
             Transport::ShmBlock => shm(WaitStrategy::Block),
             Transport::Udp4 | Transport::Udp4Key => udp(IpVersion::V4),
             Transport::Udp6 => udp(IpVersion::V6),
-            Transport::RawSpin | Transport::RawFutex | Transport::RawUdp4 => None,
+            Transport::RawSpin | Transport::RawFutex | Transport::RawUdp4 | Transport::Iceoryx2 => {
+                None
+            }
         }
     }
 
@@ -155,6 +164,7 @@ impl Transport {
             Transport::Udp4 => "ferry UDP over IPv4 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1472-byte datagrams by ferry)",
             Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AEGIS-128L), replays refused",
             Transport::Udp6 => "ferry UDP over IPv6 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1452-byte datagrams by ferry)",
+            Transport::Iceoryx2 => "iceoryx2 0.10 publish/subscribe over shared memory (its defaults, no config file), two processes of crates/ferry-peers pinned as the lab's: a loan filled with memset, receive() polled in a spin loop, every byte checked in place",
         }
     }
 }
@@ -524,6 +534,18 @@ fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result
             peer.finish(START_TIMEOUT)?;
             samples
         }
+        Kind::Peer => {
+            let bin = crate::peers::binary()?;
+            let pin = ctx.pinning.main_cpu().zip(ctx.pinning.peer_cpu());
+            crate::peers::latency(
+                &bin,
+                transport.name(),
+                &sizes,
+                &request.counts,
+                &warmups,
+                pin,
+            )?
+        }
     };
     for (i, v) in runs.into_iter().zip(samples) {
         per_size[i] = v;
@@ -662,6 +684,10 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
     }
     let mut main_alive = link.watch();
     match args.transport.kind() {
+        Kind::Peer => bail!(
+            "{} runs its own two processes (ferry-peers); it has no ferry lab-peer side",
+            args.transport.name()
+        ),
         Kind::Ferry => {
             let Some(FerryTopics {
                 domain,
@@ -1011,7 +1037,10 @@ fn summary(results: &Results<Latency>) -> Vec<SummaryLine> {
             ferry: format!("{} ({}{ratio})", format_ns(ns as f64), row.transport.name()),
             floor: best(&floor)
                 .map(|(ns, r)| format!("{} ({})", format_ns(ns as f64), r.transport.name())),
-            best_peer: None,
+            best_peer: (what == "shared memory")
+                .then(|| best(&|t| t.kind() == Kind::Peer))
+                .flatten()
+                .map(|(ns, r)| format!("{} ({})", format_ns(ns as f64), r.transport.name())),
             study,
         });
     }

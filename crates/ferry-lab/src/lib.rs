@@ -22,6 +22,7 @@ pub mod limits;
 pub mod netns;
 pub mod os;
 pub mod peer;
+pub mod peers;
 pub mod raw;
 pub mod rawudp;
 pub mod report;

@@ -102,6 +102,28 @@ fn latency(level: Level) -> Option<TypedRun> {
     Some(typed::<Latency>(config))
 }
 
+/// ferry beside other systems (iceoryx2), built on first use (crates/ferry-peers); not in the
+/// smoke suite. Without the build (no cargo or no source tree here) the step fails and names
+/// the command.
+fn latency_peers(level: Level) -> Option<TypedRun> {
+    use crate::latency::{Config, Latency, Transport};
+    let config = match level {
+        Level::Smoke => return None,
+        Level::Quick => Config {
+            transports: vec![Transport::ShmSpin, Transport::Iceoryx2],
+            sizes: vec![32, 1 << 10],
+            samples: 2000,
+            rounds: 2,
+            ..Config::default()
+        },
+        Level::Full => Config {
+            transports: vec![Transport::RawSpin, Transport::ShmSpin, Transport::Iceoryx2],
+            ..Config::default()
+        },
+    };
+    Some(typed::<Latency>(config))
+}
+
 fn throughput(level: Level) -> Option<TypedRun> {
     use crate::throughput::{Config, Throughput};
     let config = match level {
@@ -290,6 +312,11 @@ const STEPS: &[Step] = &[
         name: "latency",
         file: "latency",
         plan: latency,
+    },
+    Step {
+        name: "latency",
+        file: "latency-peers",
+        plan: latency_peers,
     },
     Step {
         name: "send-time",

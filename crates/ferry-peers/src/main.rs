@@ -1,0 +1,395 @@
+//! `ferry-peers`: other middleware run the way `ferry lab latency` runs ferry, so the lab can set
+//! them side by side in the same rounds.
+//!
+//! `ferry-peers iceoryx2 --sizes S,.. --counts N,.. --warmups W,.. --pin MAIN,PEER|none` is the
+//! main side: it starts its echo (`ferry-peers iceoryx2-echo ...`, this binary again), makes
+//! `counts[i]` round trips of `sizes[i]` bytes, and prints `{"one_way_ns": [[..], ..]}` on
+//! stdout: the one-way latencies (round trip / 2, ns) of the round trips after the first
+//! `warmups[i]`, per size. Errors go to stderr with a non-zero exit status.
+//!
+//! The payload work is the lab's: the sender writes every byte of a loan (byte `seq % 255 + 1`,
+//! the echo's reply shifted by 128), the receiver checks every byte of the sample in place.
+
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use iceoryx2::prelude::*;
+
+/// The longest the main side waits for a reply, or the echo for a message.
+const TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest the two sides take to find each other.
+const MEET_TIMEOUT: Duration = Duration::from_secs(10);
+/// Round trips a run may ask for, in all (a bound on what the main side keeps).
+const MAX_ROUND_TRIPS: usize = 10_000_000;
+/// The largest message (as the lab's).
+const MAX_SIZE: usize = 256 << 20;
+/// Added to a ping's byte for its pong.
+const PONG_SHIFT: u64 = 128;
+
+type Error = Box<dyn std::error::Error>;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ferry-peers: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// What both sides are told.
+struct Plan {
+    sizes: Vec<usize>,
+    counts: Vec<usize>,
+    warmups: Vec<usize>,
+    /// CPUs of the main side and of the echo.
+    pin: Option<(usize, usize)>,
+}
+
+fn run(args: &[String]) -> Result<(), Error> {
+    // iceoryx2 warns on stderr that it found no config file: its defaults are what is measured.
+    set_log_level(LogLevel::Error);
+    let (cmd, rest) = args.split_first().ok_or(USAGE)?;
+    let mut opts = Options::parse(rest)?;
+    let plan = Plan {
+        sizes: list(&opts.take("--sizes")?)?,
+        counts: list(&opts.take("--counts")?)?,
+        warmups: list(&opts.take("--warmups")?)?,
+        pin: pin(&opts.take("--pin")?)?,
+    };
+    check(&plan)?;
+    match cmd.as_str() {
+        "iceoryx2" => {
+            opts.done()?;
+            let rows = iceoryx2_main(&plan)?;
+            println!("{}", json(&rows));
+            Ok(())
+        }
+        "iceoryx2-echo" => {
+            let service = opts.take("--service")?;
+            opts.done()?;
+            iceoryx2_echo(&plan, &service)
+        }
+        other => Err(format!("unknown command {other:?}; {USAGE}").into()),
+    }
+}
+
+const USAGE: &str =
+    "usage: ferry-peers iceoryx2 --sizes S,.. --counts N,.. --warmups W,.. --pin MAIN,PEER|none";
+
+/// `--name value` pairs, each given once.
+struct Options(Vec<(String, String)>);
+
+impl Options {
+    fn parse(args: &[String]) -> Result<Options, Error> {
+        if !args.len().is_multiple_of(2) {
+            return Err(USAGE.into());
+        }
+        Ok(Options(
+            args.chunks(2)
+                .map(|p| (p[0].clone(), p[1].clone()))
+                .collect(),
+        ))
+    }
+
+    fn take(&mut self, name: &str) -> Result<String, Error> {
+        let i = self
+            .0
+            .iter()
+            .position(|(n, _)| n == name)
+            .ok_or_else(|| format!("{name} is missing; {USAGE}"))?;
+        Ok(self.0.remove(i).1)
+    }
+
+    fn done(self) -> Result<(), Error> {
+        match self.0.first() {
+            Some((n, _)) => Err(format!("unknown or repeated option {n}").into()),
+            None => Ok(()),
+        }
+    }
+}
+
+fn list(text: &str) -> Result<Vec<usize>, Error> {
+    text.split(',')
+        .map(|s| {
+            s.parse()
+                .map_err(|_| format!("{s:?} is not a number").into())
+        })
+        .collect()
+}
+
+fn pin(text: &str) -> Result<Option<(usize, usize)>, Error> {
+    if text == "none" {
+        return Ok(None);
+    }
+    match list(text)?.as_slice() {
+        [a, b] => Ok(Some((*a, *b))),
+        _ => Err(format!("--pin {text:?}: give MAIN,PEER or none").into()),
+    }
+}
+
+fn check(plan: &Plan) -> Result<(), Error> {
+    let n = plan.sizes.len();
+    if n == 0 || plan.counts.len() != n || plan.warmups.len() != n {
+        return Err(
+            "--sizes, --counts and --warmups must list as many values, at least one".into(),
+        );
+    }
+    if plan.sizes.iter().any(|&s| s == 0 || s > MAX_SIZE) {
+        return Err(format!("sizes are 1 byte to {MAX_SIZE} bytes").into());
+    }
+    if plan.counts.iter().zip(&plan.warmups).any(|(c, w)| w >= c) {
+        return Err("every count must be above its warm-up".into());
+    }
+    if plan.counts.iter().sum::<usize>() > MAX_ROUND_TRIPS {
+        return Err(format!("at most {MAX_ROUND_TRIPS} round trips in all").into());
+    }
+    Ok(())
+}
+
+/// Keeps this thread on `cpu`.
+fn pin_to(cpu: usize) -> Result<(), Error> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(format!("CPU {cpu} is out of range").into());
+    }
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes inside it (cpu checked above).
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size given; 0 is this thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(format!(
+            "cannot pin to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Reads the whole payload, 8 bytes at a time, and says whether every byte equals `byte`: the
+/// lab's own check (`ferry_lab::check`), repeated here so that this workspace does not build the
+/// lab.
+fn all_equal(buf: &[u8], byte: u8) -> bool {
+    let word = u64::from_ne_bytes([byte; 8]);
+    let mut chunks = buf.chunks_exact(8);
+    let mut diff = 0u64;
+    for chunk in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        diff |= u64::from_ne_bytes(w) ^ word;
+    }
+    diff == 0 && chunks.remainder().iter().all(|&b| b == byte)
+}
+
+fn byte(seq: u64, pong: bool) -> u8 {
+    ((seq + if pong { PONG_SHIFT } else { 0 }) % 255 + 1) as u8
+}
+
+/// The two services of one run: `<base>/ping` and `<base>/pong`, `[u8]` slices.
+struct Ends {
+    publisher: iceoryx2::port::publisher::Publisher<ipc::Service, [u8], ()>,
+    subscriber: iceoryx2::port::subscriber::Subscriber<ipc::Service, [u8], ()>,
+    out: iceoryx2::service::port_factory::publish_subscribe::PortFactory<ipc::Service, [u8], ()>,
+    inp: iceoryx2::service::port_factory::publish_subscribe::PortFactory<ipc::Service, [u8], ()>,
+    _node: Node<ipc::Service>,
+}
+
+fn ends(base: &str, max_size: usize, main: bool) -> Result<Ends, Error> {
+    let node = NodeBuilder::new().create::<ipc::Service>()?;
+    let service = |dir: &str| -> Result<_, Error> {
+        let name: ServiceName = format!("{base}/{dir}").as_str().try_into()?;
+        Ok(node
+            .service_builder(&name)
+            .publish_subscribe::<[u8]>()
+            .max_publishers(1)
+            .max_subscribers(1)
+            .history_size(0)
+            .subscriber_max_buffer_size(2)
+            .open_or_create()?)
+    };
+    let (out, inp) = if main {
+        (service("ping")?, service("pong")?)
+    } else {
+        (service("pong")?, service("ping")?)
+    };
+    let publisher = out
+        .publisher_builder()
+        .initial_max_slice_len(max_size)
+        .create()?;
+    let subscriber = inp.subscriber_builder().create()?;
+    Ok(Ends {
+        publisher,
+        subscriber,
+        out,
+        inp,
+        _node: node,
+    })
+}
+
+impl Ends {
+    /// Waits until the other side's subscriber and publisher are there.
+    fn meet(&self) -> Result<(), Error> {
+        let start = Instant::now();
+        while self.out.dynamic_config().number_of_subscribers() < 1
+            || self.inp.dynamic_config().number_of_publishers() < 1
+        {
+            if start.elapsed() > MEET_TIMEOUT {
+                return Err("the two iceoryx2 processes did not meet within 10 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
+    /// Sends `size` bytes of `value`, written into a loan.
+    fn send(&self, size: usize, value: u8) -> Result<(), Error> {
+        let mut sample = self.publisher.loan_slice_uninit(size)?;
+        let bytes = sample.payload_mut();
+        // SAFETY: `bytes` is the loan's `size` bytes, writable; write_bytes fills all of them (a
+        // memset, as the lab fills ferry's loans).
+        unsafe { std::ptr::write_bytes(bytes.as_mut_ptr().cast::<u8>(), value, bytes.len()) };
+        // SAFETY: every byte was written just above.
+        let sample = unsafe { sample.assume_init() };
+        sample.send()?;
+        Ok(())
+    }
+
+    /// Spins for the next message and checks that it is `size` bytes of `value`.
+    fn recv_check(&self, size: usize, value: u8) -> Result<(), Error> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if let Some(sample) = self.subscriber.receive()? {
+                let payload = sample.payload();
+                if payload.len() != size || !all_equal(payload, value) {
+                    return Err(format!(
+                        "a message of {} bytes is not {size} bytes of {value}",
+                        payload.len()
+                    )
+                    .into());
+                }
+                return Ok(());
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(4096) && start.elapsed() > TIMEOUT {
+                return Err("no message within 30 s".into());
+            }
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// A child killed if it is still running when dropped.
+struct Kid(Child);
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+fn joined(v: &[usize]) -> String {
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn iceoryx2_main(plan: &Plan) -> Result<Vec<Vec<u64>>, Error> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let base = format!("ferry-lab/{}/{nanos}", std::process::id());
+    let max_size = plan.sizes.iter().copied().max().unwrap_or(1);
+    let ends = ends(&base, max_size, true)?;
+    let pin_text = plan
+        .pin
+        .map_or("none".to_owned(), |(a, b)| format!("{a},{b}"));
+    let mut kid = Kid(Command::new(std::env::current_exe()?)
+        .args(["iceoryx2-echo", "--service", &base])
+        .args(["--sizes", &joined(&plan.sizes)])
+        .args(["--counts", &joined(&plan.counts)])
+        .args(["--warmups", &joined(&plan.warmups)])
+        .args(["--pin", &pin_text])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()?);
+    if let Some((main, _)) = plan.pin {
+        pin_to(main)?;
+    }
+    ends.meet()?;
+    let mut seq = 0u64;
+    let mut rows = Vec::with_capacity(plan.sizes.len());
+    for ((&size, &count), &warmup) in plan.sizes.iter().zip(&plan.counts).zip(&plan.warmups) {
+        let mut one_way = Vec::with_capacity(count - warmup);
+        for i in 0..count {
+            let start = Instant::now();
+            ends.send(size, byte(seq, false))?;
+            ends.recv_check(size, byte(seq, true))?;
+            let took = start.elapsed().as_nanos() as u64;
+            if i >= warmup {
+                one_way.push(took / 2);
+            }
+            seq += 1;
+        }
+        rows.push(one_way);
+    }
+    // Leaving is the echo's signal to end (it waits for it, so its last reply stays readable).
+    drop(ends);
+    let deadline = Instant::now() + MEET_TIMEOUT;
+    loop {
+        if let Some(status) = kid.0.try_wait()? {
+            if !status.success() {
+                return Err(format!("the echo process failed ({status})").into());
+            }
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err("the echo process did not end within 10 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(rows)
+}
+
+fn iceoryx2_echo(plan: &Plan, base: &str) -> Result<(), Error> {
+    if let Some((_, peer)) = plan.pin {
+        pin_to(peer)?;
+    }
+    let max_size = plan.sizes.iter().copied().max().unwrap_or(1);
+    let ends = ends(base, max_size, false)?;
+    ends.meet()?;
+    let mut seq = 0u64;
+    for (&size, &count) in plan.sizes.iter().zip(&plan.counts) {
+        for _ in 0..count {
+            ends.recv_check(size, byte(seq, false))?;
+            ends.send(size, byte(seq, true))?;
+            seq += 1;
+        }
+    }
+    // The last reply stays readable until the main side has taken it: wait for the main side to
+    // leave (it does after its last receive), then end.
+    let start = Instant::now();
+    while ends.inp.dynamic_config().number_of_publishers() > 0 && start.elapsed() < MEET_TIMEOUT {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
+fn json(rows: &[Vec<u64>]) -> String {
+    let rows: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let v: Vec<String> = r.iter().map(|x| x.to_string()).collect();
+            format!("[{}]", v.join(","))
+        })
+        .collect();
+    format!("{{\"one_way_ns\":[{}]}}", rows.join(","))
+}
