@@ -16,6 +16,7 @@
 //! ferry's UDP transports (`udp4`, `udp6`) cut messages into 1472-byte (IPv6: 1452) frames
 //! themselves (MTU 1500), so they run every size.
 
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -973,12 +974,75 @@ impl Experiment for Latency {
                 caption: "Box: p50 (black line) to p90; whiskers: min and p99; dot: p99.9. One colour per transport; raw-* are the hardware floors measured in the same rounds.".to_owned(),
             }],
             sentence: format!(
-                "{} found both shared-memory streams faster than UDP IPv4/IPv6 at 32 B, 1 KB, 32 KB and 1 MB on an i7-9750H, the spinning one fastest; {} reports under 50 µs one-way below 1 KB across Gigabit Ethernet. Here, one-way p50 {phrase}.",
+                "{} found both shared-memory streams faster than UDP IPv4/IPv6 at 32 B, 1 KB, 32 KB and 1 MB on an i7-9750H, the spinning one fastest; {} reports under 50 µs one-way below 1 KB across Gigabit Ethernet. Here, one-way p50 {phrase}.{}",
                 cite_first(&SHM_STREAM),
-                cite(&VORTEX_LITE)
+                cite(&VORTEX_LITE),
+                versus_peers(&results.rows)
             ),
         })
     }
+}
+
+/// " ferry (shm-spin) against iceoryx2, ...": for each other system that ran, where ferry's
+/// spinning shared memory is ahead, level or behind at p50 and p99, from the rows; empty when
+/// none ran beside it.
+fn versus_peers(rows: &[Row]) -> String {
+    let find = |t: Transport, size: usize| {
+        rows.iter()
+            .find(|r| r.transport == t && r.size_bytes == size)
+            .and_then(|r| r.summary.as_ref())
+    };
+    let mut out = String::new();
+    let mut peers: Vec<Transport> = rows
+        .iter()
+        .map(|r| r.transport)
+        .filter(|t| t.kind() == Kind::Peer)
+        .collect();
+    peers.dedup();
+    for peer in peers {
+        let mut groups: [(&str, Vec<String>); 3] = [
+            ("ahead", Vec::new()),
+            ("level", Vec::new()),
+            ("behind", Vec::new()),
+        ];
+        for row in rows.iter().filter(|r| r.transport == peer) {
+            let (Some(theirs), Some(ours)) = (
+                row.summary.as_ref(),
+                find(Transport::ShmSpin, row.size_bytes),
+            ) else {
+                continue;
+            };
+            let p50 = theirs.p50_ns as f64 / ours.p50_ns.max(1) as f64;
+            let p99 = theirs.p99_ns as f64 / ours.p99_ns.max(1) as f64;
+            // Within 2 % is level; ahead or behind only when both percentiles agree.
+            let group = if p50 > 1.02 && p99 > 1.02 {
+                0
+            } else if p50 < 0.98 && p99 < 0.98 {
+                2
+            } else {
+                1
+            };
+            groups[group].1.push(format!(
+                "{} ({p50:.2} × / {p99:.2} ×)",
+                format_size(row.size_bytes)
+            ));
+        }
+        let said: Vec<String> = groups
+            .iter()
+            .filter(|(_, sizes)| !sizes.is_empty())
+            .map(|(word, sizes)| format!("{word} at {}", sizes.join(", ")))
+            .collect();
+        if !said.is_empty() {
+            let _ = write!(
+                out,
+                " ferry (shm-spin) against {} in the same rounds ({} p50 / p99 over ferry's): {}.",
+                peer.name(),
+                peer.name(),
+                said.join("; ")
+            );
+        }
+    }
+    out
 }
 
 /// The summary's lines: at the smallest size, ferry's best shared-memory and UDP transports
@@ -1159,6 +1223,34 @@ pub(crate) fn example() -> Results<Latency> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_section_says_where_ferry_is_ahead_of_another_system_level_or_behind() {
+        let config = Config {
+            transports: vec![Transport::ShmSpin, Transport::Iceoryx2],
+            sizes: vec![32, 1024, 1 << 20],
+            samples: 3,
+            rounds: 1,
+            ..Config::default()
+        };
+        let mut samples: Samples = vec![
+            vec![vec![vec![100; 3]], vec![vec![200; 3]], vec![vec![1000; 3]]],
+            vec![vec![vec![250; 3]], vec![vec![201; 3]], vec![vec![500; 3]]],
+        ];
+        let rows = build_rows(&config, &mut samples);
+        let iceoryx2 = rows
+            .iter()
+            .find(|r| r.transport == Transport::Iceoryx2)
+            .unwrap();
+        assert_eq!(iceoryx2.baseline, Some(Transport::ShmSpin));
+        assert_eq!(
+            versus_peers(&rows),
+            " ferry (shm-spin) against iceoryx2 in the same rounds (iceoryx2 p50 / p99 over \
+             ferry's): ahead at 32 B (2.50 × / 2.50 ×); level at 1 KiB (1.00 × / 1.00 ×); behind \
+             at 1 MiB (0.50 × / 0.50 ×)."
+        );
+        assert_eq!(versus_peers(&example().rows), "", "no other system ran");
+    }
 
     #[test]
     fn example_results_read_back_and_draw() {
