@@ -14,6 +14,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 
 use ferry_lab::error::{Context, Result};
+use ferry_lab::units::{parse_domain, parse_seconds};
 
 /// How long a blocking call waits before a command looks at Ctrl-C and its own deadlines again.
 pub const POLL_SLICE: Duration = ferry_lab::signal::POLL;
@@ -132,4 +133,74 @@ pub fn subscriber(
         node.domain()
     ))?;
     Ok((node, subscriber))
+}
+
+/// The options of the commands that publish (`pub`, `play`): one definition, same help.
+#[derive(Debug, Args)]
+pub struct PublishOpts {
+    #[command(flatten)]
+    pub transport: TransportOpt,
+
+    /// What happens when a subscriber is slower than the messages sent
+    #[arg(long, value_enum, default_value_t = DeliveryArg::Reliable)]
+    pub delivery: DeliveryArg,
+
+    /// How to wait for room when reliable subscribers hold the ring back
+    #[arg(long, value_enum, default_value_t = WaitArg::Adaptive)]
+    pub wait: WaitArg,
+
+    /// Before the first message, wait until N subscribers are attached (to every topic)
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub wait_subscribers: usize,
+
+    /// How long to wait for --wait-subscribers, in seconds
+    #[arg(long, value_name = "S", default_value = "10", value_parser = parse_seconds)]
+    pub wait_timeout: Duration,
+
+    /// Domain: only topics of one domain see each other [default: $FERRY_DOMAIN, else "default"]
+    #[arg(long, value_name = "D", value_parser = parse_domain)]
+    pub domain: Option<String>,
+}
+
+impl PublishOpts {
+    /// The node (`name`) and the QoS these options ask for.
+    pub fn node_and_qos(&self, name: &str) -> Result<(ferry::Node, ferry::Qos)> {
+        let node = node(name, self.domain.as_deref())?;
+        let qos = ferry::Qos::default()
+            .transport(self.transport.into())
+            .delivery(self.delivery.into())
+            .wait(self.wait.into());
+        Ok((node, qos))
+    }
+
+    /// Waits, per --wait-subscribers and --wait-timeout, until `attached()` reaches N. False if
+    /// Ctrl-C or SIGTERM came first; an error, saying `what` (given the count), at the timeout.
+    pub fn wait_for_subscribers(
+        &self,
+        mut attached: impl FnMut() -> usize,
+        what: impl Fn(usize) -> String,
+    ) -> Result<bool> {
+        if self.wait_subscribers == 0 {
+            return Ok(true);
+        }
+        let deadline = std::time::Instant::now() + self.wait_timeout;
+        loop {
+            let now = attached();
+            if now >= self.wait_subscribers {
+                return Ok(true);
+            }
+            if ferry_lab::signal::interrupted() {
+                return Ok(false);
+            }
+            if std::time::Instant::now() >= deadline {
+                ferry_lab::error::bail!(
+                    "{} within {:?} (--wait-subscribers {})",
+                    what(now),
+                    self.wait_timeout,
+                    self.wait_subscribers
+                );
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 }

@@ -1,16 +1,14 @@
 //! `ferry play`: publishes a recording again with its recorded timing.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
-use ferry::Qos;
 use ferry_record::{PlayOptions, Player, Rate};
 
-use super::{DeliveryArg, TransportOpt, WaitArg};
-use ferry_lab::error::{bail, note, Context, Result};
+use super::PublishOpts;
+use ferry_lab::error::{note, Context, Result};
 use ferry_lab::signal;
-use ferry_lab::units::{parse_domain, parse_seconds};
 
 #[derive(Debug, Args)]
 pub struct PlayArgs {
@@ -32,27 +30,7 @@ pub struct PlayArgs {
     pub topics: Option<Vec<String>>,
 
     #[command(flatten)]
-    pub transport: TransportOpt,
-
-    /// What happens when a subscriber is slower than the recording
-    #[arg(long, value_enum, default_value_t = DeliveryArg::Reliable)]
-    pub delivery: DeliveryArg,
-
-    /// How to wait for room when reliable subscribers hold the ring back
-    #[arg(long, value_enum, default_value_t = WaitArg::Adaptive)]
-    pub wait: WaitArg,
-
-    /// Before the first message, wait until every topic has N subscribers
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub wait_subscribers: usize,
-
-    /// How long to wait for --wait-subscribers, in seconds
-    #[arg(long, value_name = "S", default_value = "10", value_parser = parse_seconds)]
-    pub wait_timeout: Duration,
-
-    /// Domain: only topics of one domain see each other [default: $FERRY_DOMAIN, else "default"]
-    #[arg(long, value_name = "D", value_parser = parse_domain)]
-    pub domain: Option<String>,
+    pub publish: PublishOpts,
 }
 
 /// `--rate`: a factor or `max`.
@@ -75,12 +53,8 @@ fn parse_play_rate(text: &str) -> std::result::Result<PlayRate, String> {
 const SEND_TIMEOUT: Duration = Duration::from_millis(250);
 
 pub fn run(args: PlayArgs) -> Result<()> {
-    let node = super::node("ferry-play", args.domain.as_deref())?;
-    let qos = Qos::default()
-        .transport(args.transport.into())
-        .delivery(args.delivery.into())
-        .wait(args.wait.into())
-        .send_timeout(SEND_TIMEOUT);
+    let (node, qos) = args.publish.node_and_qos("ferry-play")?;
+    let qos = qos.send_timeout(SEND_TIMEOUT);
     let options = PlayOptions {
         rate: args.rate.0,
         looping: args.looping,
@@ -103,21 +77,12 @@ pub fn run(args: PlayArgs) -> Result<()> {
         args.file.display(),
         node.domain()
     );
-    if args.wait_subscribers > 0 {
-        let deadline = Instant::now() + args.wait_timeout;
-        while player.min_subscribers() < args.wait_subscribers {
-            if signal::interrupted() {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "not every topic had {} subscribers within {:?}",
-                    args.wait_subscribers,
-                    args.wait_timeout
-                );
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
+    let attached = args.publish.wait_for_subscribers(
+        || player.min_subscribers(),
+        |n| format!("not every topic had its subscribers (the fewest: {n})"),
+    )?;
+    if !attached {
+        return Ok(());
     }
     let report = player.play(&mut signal::interrupted)?;
     let mut line = format!(

@@ -3,12 +3,12 @@
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use ferry::{Qos, SendError};
+use ferry::SendError;
 
-use super::{DeliveryArg, TransportOpt, WaitArg};
-use ferry_lab::error::{bail, note, Context, Result};
+use super::PublishOpts;
+use ferry_lab::error::{note, Context, Result};
 use ferry_lab::signal;
-use ferry_lab::units::{format_size, parse_domain, parse_rate, parse_seconds, parse_size};
+use ferry_lab::units::{format_size, parse_rate, parse_size};
 
 #[derive(Debug, Args)]
 pub struct PubArgs {
@@ -31,27 +31,7 @@ pub struct PubArgs {
     pub count: Option<u64>,
 
     #[command(flatten)]
-    pub transport: TransportOpt,
-
-    /// What happens when a subscriber is slower than this publisher
-    #[arg(long, value_enum, default_value_t = DeliveryArg::Reliable)]
-    pub delivery: DeliveryArg,
-
-    /// How to wait for room when reliable subscribers hold the ring back
-    #[arg(long, value_enum, default_value_t = WaitArg::Adaptive)]
-    pub wait: WaitArg,
-
-    /// Before the first message, wait until N subscribers are attached
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub wait_subscribers: usize,
-
-    /// How long to wait for --wait-subscribers, in seconds
-    #[arg(long, value_name = "S", default_value = "10", value_parser = parse_seconds)]
-    pub wait_timeout: Duration,
-
-    /// Domain: only topics of one domain see each other [default: $FERRY_DOMAIN, else "default"]
-    #[arg(long, value_name = "D", value_parser = parse_domain)]
-    pub domain: Option<String>,
+    pub publish: PublishOpts,
 }
 
 /// How long one reliable send may wait before the command looks at Ctrl-C and tries again. It
@@ -63,11 +43,8 @@ const SEND_TIMEOUT: Duration = Duration::from_millis(250);
 const STALL_NOTE_EVERY: Duration = Duration::from_secs(1);
 
 pub fn run(args: PubArgs) -> Result<()> {
-    let node = super::node("ferry-pub", args.domain.as_deref())?;
-    let qos = Qos::default()
-        .transport(args.transport.into())
-        .delivery(args.delivery.into())
-        .wait(args.wait.into())
+    let (node, qos) = args.publish.node_and_qos("ferry-pub")?;
+    let qos = qos
         .max_message_size(args.size.max(1))
         .send_timeout(SEND_TIMEOUT);
     let mut publisher = node.publisher(&args.topic, &qos).context(format!(
@@ -76,23 +53,12 @@ pub fn run(args: PubArgs) -> Result<()> {
         node.domain()
     ))?;
 
-    if args.wait_subscribers > 0 {
-        let deadline = Instant::now() + args.wait_timeout;
-        while publisher.subscriber_count() < args.wait_subscribers {
-            if signal::interrupted() {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "only {} of {} subscribers attached to topic {:?} within {:?}",
-                    publisher.subscriber_count(),
-                    args.wait_subscribers,
-                    args.topic,
-                    args.wait_timeout
-                );
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
+    let attached = args.publish.wait_for_subscribers(
+        || publisher.subscriber_count(),
+        |n| format!("only {n} subscribers attached to topic {:?}", args.topic),
+    )?;
+    if !attached {
+        return Ok(());
     }
 
     let pace = if args.rate > 0.0 {
