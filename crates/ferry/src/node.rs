@@ -150,6 +150,25 @@ impl Publisher {
         }
     }
 
+    /// The ids a subscriber's [`Sample::publisher`] reports for this publisher's messages: one,
+    /// or two for an `auto` publisher (its shared-memory token and its UDP session). A bridge
+    /// that subscribes to the topics it publishes into tells its own messages apart with them.
+    pub fn ids(&self) -> Vec<PublisherId> {
+        let shm = |p: &ShmPublisher| PublisherId {
+            udp: false,
+            id: p.token(),
+        };
+        let udp = |p: &UdpPublisher| PublisherId {
+            udp: true,
+            id: p.session(),
+        };
+        match &self.inner {
+            PubInner::Shm(p) => vec![shm(p)],
+            PubInner::Udp(u) => vec![udp(u)],
+            PubInner::Auto(p, u) => vec![shm(p), udp(u)],
+        }
+    }
+
     /// Subscribers currently attached (shared memory) or known (UDP).
     pub fn subscriber_count(&self) -> usize {
         match &self.inner {

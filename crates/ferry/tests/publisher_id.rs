@@ -50,6 +50,9 @@ fn two_publishers(transport: Transport, delivery: Delivery) {
         );
     }
     assert_ne!(seen[&b'a'], seen[&b'b']);
+    // Each publisher knows the id its messages carry.
+    assert_eq!(alpha.ids(), vec![seen[&b'a']], "{transport:?} {delivery:?}");
+    assert_eq!(beta.ids(), vec![seen[&b'b']], "{transport:?} {delivery:?}");
     assert_eq!(
         sub.publisher_info(seen[&b'a']).node.as_deref(),
         Some("alpha")
@@ -83,4 +86,34 @@ fn shared_memory_latest_samples_name_their_publisher() {
 #[test]
 fn udp_samples_name_their_publisher() {
     two_publishers(Transport::Udp, Delivery::Reliable);
+}
+
+/// An `auto` publisher has one id per transport; a same-host subscriber sees the first.
+#[test]
+fn an_auto_publisher_has_an_id_per_transport() {
+    let dom = domain("pubid-auto");
+    let qos = Qos::default().transport(Transport::Auto);
+    let mut sub = Node::with_domain("reader", &dom)
+        .unwrap()
+        .subscriber("t", &qos)
+        .unwrap();
+    let mut publ = Node::with_domain("writer", &dom)
+        .unwrap()
+        .publisher("t", &qos)
+        .unwrap();
+    let ids = publ.ids();
+    assert_eq!(ids.len(), 2);
+    assert_eq!(
+        (ids[0].transport(), ids[1].transport()),
+        (Transport::Shm, Transport::Udp)
+    );
+    assert!(wait_until(Duration::from_secs(30), || {
+        sub.publisher_count() >= 1
+    }));
+    publ.send(b"x").unwrap();
+    let s = sub
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap()
+        .expect("a message");
+    assert_eq!(s.publisher(), ids[0], "same host: shared memory");
 }

@@ -129,6 +129,11 @@ impl ShmPublisher {
         self.max_message
     }
 
+    /// Its token in the topic's directory (what a subscriber's `Sample::publisher` reports).
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
     /// Subscribers attached to this publisher's ring.
     pub fn subscriber_count(&self) -> usize {
         let ring = &self.data.block().ring;

@@ -810,6 +810,8 @@ pub struct UdpPublisher {
     shared: Arc<PubShared>,
     service: Option<JoinHandle<()>>,
     token: u64,
+    /// The session id its frames carry (what a subscriber's `Sample::publisher` reports).
+    session: u64,
     max_message: usize,
     send_timeout: Duration,
     reliable: bool,
@@ -914,6 +916,7 @@ impl UdpPublisher {
             shared,
             service: Some(service),
             token,
+            session,
             max_message: qos.max_message_size,
             send_timeout: qos.send_timeout,
             reliable,
@@ -922,6 +925,11 @@ impl UdpPublisher {
 
     pub fn max_message(&self) -> usize {
         self.max_message
+    }
+
+    /// The session id its frames carry.
+    pub fn session(&self) -> u64 {
+        self.session
     }
 
     /// Subscribers this publisher sends to (known by address), and reliable ones heard from.
