@@ -50,6 +50,8 @@ crate::choice! {
         Udp4Key = "udp4-key",
         Udp6 = "udp6",
         Iceoryx2 = "iceoryx2",
+        Zenoh = "zenoh",
+        ZenohShm = "zenoh-shm",
     }
 }
 
@@ -77,7 +79,9 @@ impl Transport {
             Transport::Udp4Key => Some(Transport::Udp4),
             // Another system: against ferry's spinning shared memory, so that the ratio says how
             // far it is from ferry.
-            Transport::Iceoryx2 => Some(Transport::ShmSpin),
+            Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
+                Some(Transport::ShmSpin)
+            }
             Transport::RawSpin | Transport::RawFutex | Transport::RawUdp4 => None,
         }
     }
@@ -87,7 +91,7 @@ impl Transport {
             Transport::RawSpin => Kind::RawShm { futex: false },
             Transport::RawFutex => Kind::RawShm { futex: true },
             Transport::RawUdp4 => Kind::RawUdp,
-            Transport::Iceoryx2 => Kind::Peer,
+            Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => Kind::Peer,
             Transport::ShmSpin
             | Transport::Shm
             | Transport::ShmBlock
@@ -117,9 +121,12 @@ impl Transport {
             Transport::ShmBlock => shm(WaitStrategy::Block),
             Transport::Udp4 | Transport::Udp4Key => udp(IpVersion::V4),
             Transport::Udp6 => udp(IpVersion::V6),
-            Transport::RawSpin | Transport::RawFutex | Transport::RawUdp4 | Transport::Iceoryx2 => {
-                None
-            }
+            Transport::RawSpin
+            | Transport::RawFutex
+            | Transport::RawUdp4
+            | Transport::Iceoryx2
+            | Transport::Zenoh
+            | Transport::ZenohShm => None,
         }
     }
 
@@ -166,6 +173,8 @@ impl Transport {
             Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AEGIS-128L), replays refused",
             Transport::Udp6 => "ferry UDP over IPv6 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1452-byte datagrams by ferry)",
             Transport::Iceoryx2 => "iceoryx2 0.10 publish/subscribe over shared memory (its defaults, no config file), two processes of crates/ferry-peers pinned as the lab's: a loan filled with memset, receive() polled in a spin loop, every byte checked in place",
+            Transport::Zenoh => "Zenoh 1.10 publish/subscribe, two sessions in peer mode over TCP on 127.0.0.1 (no scouting), express publishers with Block congestion control as its z_ping; each message a fresh buffer filled with memset, the subscriber's channel polled with try_recv in a spin loop (the measuring threads pinned as the lab's, Zenoh's own threads not), every byte checked in place",
+            Transport::ZenohShm => "as zenoh, with each message allocated from Zenoh's POSIX shared-memory provider and filled in place, so that it travels as a reference to the segment",
         }
     }
 }
@@ -536,7 +545,7 @@ fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result
             samples
         }
         Kind::Peer => {
-            let bin = crate::peers::binary()?;
+            let bin = crate::peers::binary(transport.name())?;
             let pin = ctx.pinning.main_cpu().zip(ctx.pinning.peer_cpu());
             crate::peers::latency(
                 &bin,

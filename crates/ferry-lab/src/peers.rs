@@ -19,16 +19,22 @@ use crate::error::{bail, Context, Result};
 use crate::footprint::{cargo_build, workspace_root};
 use crate::signal;
 
-/// The command that builds the binary, from the source tree's root.
+/// The command that builds the binary, from the source tree's root (iceoryx2 only).
 pub const BUILD_COMMAND: &str =
     "cargo build --release --locked --manifest-path crates/ferry-peers/Cargo.toml";
+
+/// The cargo feature a system needs, if any (Zenoh is a longer build, made only when asked for).
+fn feature_of(system: &str) -> Option<&'static str> {
+    system.starts_with("zenoh").then_some("zenoh")
+}
 
 /// The longest one run may take, per recorded or warm-up round trip, on top of a minute.
 const PER_ROUND_TRIP: Duration = Duration::from_millis(2);
 
-/// The binary: `FERRY_PEERS_BIN`, else the one built in the source tree; built there first if
-/// it is missing and the tree and cargo are there. An error naming the build command otherwise.
-pub fn binary() -> Result<PathBuf> {
+/// The binary that runs `system`: `FERRY_PEERS_BIN`, else the one built in the source tree; built
+/// there first (with the feature the system needs) if it is missing or does not run the system,
+/// and the tree and cargo are there. An error naming the build command otherwise.
+pub fn binary(system: &str) -> Result<PathBuf> {
     if let Ok(bin) = std::env::var("FERRY_PEERS_BIN") {
         let bin = PathBuf::from(bin);
         if bin.is_file() {
@@ -40,26 +46,79 @@ pub fn binary() -> Result<PathBuf> {
         );
     }
     let built = workspace_root().join("crates/ferry-peers/target/release/ferry-peers");
-    if built.is_file() {
+    if built.is_file() && runs(&built, system) {
         return Ok(built);
     }
-    let args = [
+    let mut args = vec![
         "build",
         "--release",
         "--locked",
         "--manifest-path",
         "crates/ferry-peers/Cargo.toml",
     ];
+    let command = match feature_of(system) {
+        Some(feature) => {
+            args.extend(["--features", feature]);
+            format!("{BUILD_COMMAND} --features {feature}")
+        }
+        None => BUILD_COMMAND.to_owned(),
+    };
     let what = format!(
-        "ferry lab: building the other systems' transports once (iceoryx2, about a minute): {BUILD_COMMAND}"
+        "ferry lab: building the other systems' transports once ({}): {command}",
+        if feature_of(system).is_some() {
+            "iceoryx2 and Zenoh, a few minutes"
+        } else {
+            "iceoryx2, about a minute"
+        }
     );
     if cargo_build("crates/ferry-peers/Cargo.toml", &args, &what)? && built.is_file() {
         return Ok(built);
     }
     bail!(
-        "the other systems' transports are not built; from ferry's source tree: {BUILD_COMMAND} \
-         (or set FERRY_PEERS_BIN)"
+        "the other systems' transports are not built; from ferry's source tree: {command} (or \
+         set FERRY_PEERS_BIN)"
     )
+}
+
+/// Whether `bin` runs `system` (`ferry-peers systems` lists what a build runs); its output is
+/// read as untrusted: at most 4 KiB, within 10 s.
+fn runs(bin: &Path, system: &str) -> bool {
+    let Ok(mut child) = Command::new(bin)
+        .arg("systems")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        return false;
+    };
+    let out = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        if let Some(out) = out {
+            // Dropped after 4 KiB: a child that writes on gets EPIPE.
+            let _ = out.take(4096).read_to_end(&mut text);
+        }
+        text
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let success = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status.success(),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break false;
+            }
+        }
+    };
+    let text = reader.join().unwrap_or_default();
+    success
+        && text.len() < 4096
+        && String::from_utf8_lossy(&text)
+            .split_whitespace()
+            .any(|s| s == system)
 }
 
 #[derive(Deserialize)]
@@ -200,5 +259,19 @@ mod tests {
         let bin = fake("long", &"9".repeat(10_000));
         let err = run(&bin).unwrap_err().to_string();
         assert!(err.contains("more output than"), "{err}");
+    }
+
+    #[test]
+    fn a_build_runs_the_systems_it_lists_and_nothing_else() {
+        let bin = fake("systems", "iceoryx2 zenoh\n");
+        assert!(runs(&bin, "iceoryx2"));
+        assert!(runs(&bin, "zenoh"));
+        assert!(!runs(&bin, "zenoh-shm"), "a prefix is not a system");
+        // An older build that does not know the command, or output past the bound: not trusted.
+        assert!(!runs(&fake("old", ""), "iceoryx2"));
+        let long = format!("{} zenoh", "x".repeat(5000));
+        assert!(!runs(&fake("long-systems", &long), "zenoh"));
+        assert_eq!(feature_of("zenoh-shm"), Some("zenoh"));
+        assert_eq!(feature_of("iceoryx2"), None);
     }
 }

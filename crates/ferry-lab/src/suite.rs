@@ -102,8 +102,8 @@ fn latency(level: Level) -> Option<TypedRun> {
     Some(typed::<Latency>(config))
 }
 
-/// ferry beside other systems (iceoryx2), built on first use (crates/ferry-peers); not in the
-/// smoke suite. Without the build (no cargo or no source tree here) the step fails and names
+/// ferry beside other systems (iceoryx2; Zenoh with and without its shared memory in the full
+/// suite, a longer build), built on first use (crates/ferry-peers); not in the smoke suite. Without the build (no cargo or no source tree here) the step fails and names
 /// the command.
 fn latency_peers(level: Level) -> Option<TypedRun> {
     use crate::latency::{Config, Latency, Transport};
@@ -117,7 +117,13 @@ fn latency_peers(level: Level) -> Option<TypedRun> {
             ..Config::default()
         },
         Level::Full => Config {
-            transports: vec![Transport::RawSpin, Transport::ShmSpin, Transport::Iceoryx2],
+            transports: vec![
+                Transport::RawSpin,
+                Transport::ShmSpin,
+                Transport::Iceoryx2,
+                Transport::Zenoh,
+                Transport::ZenohShm,
+            ],
             ..Config::default()
         },
     };

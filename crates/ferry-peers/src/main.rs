@@ -1,8 +1,9 @@
 //! `ferry-peers`: other middleware run the way `ferry lab latency` runs ferry, so the lab can set
 //! them side by side in the same rounds.
 //!
-//! `ferry-peers iceoryx2 --sizes S,.. --counts N,.. --warmups W,.. --pin MAIN,PEER|none` is the
-//! main side: it starts its echo (`ferry-peers iceoryx2-echo ...`, this binary again), makes
+//! `ferry-peers SYSTEM --sizes S,.. --counts N,.. --warmups W,.. --pin MAIN,PEER|none` (SYSTEM:
+//! `iceoryx2`, and with the `zenoh` feature `zenoh`, `zenoh-shm`) is the main side: it starts its
+//! echo (`ferry-peers SYSTEM-echo ...`, this binary again), makes
 //! `counts[i]` round trips of `sizes[i]` bytes, and prints `{"one_way_ns": [[..], ..]}` on
 //! stdout: the one-way latencies (round trip / 2, ns) of the round trips after the first
 //! `warmups[i]`, per size. Errors go to stderr with a non-zero exit status.
@@ -15,10 +16,13 @@ use std::time::{Duration, Instant};
 
 use iceoryx2::prelude::*;
 
+#[cfg(feature = "zenoh")]
+mod zenoh_peer;
+
 /// The longest the main side waits for a reply, or the echo for a message.
-const TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest the two sides take to find each other.
-const MEET_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const MEET_TIMEOUT: Duration = Duration::from_secs(10);
 /// Round trips a run may ask for, in all (a bound on what the main side keeps).
 const MAX_ROUND_TRIPS: usize = 10_000_000;
 /// The largest message (as the lab's).
@@ -26,7 +30,7 @@ const MAX_SIZE: usize = 256 << 20;
 /// Added to a ping's byte for its pong.
 const PONG_SHIFT: u64 = 128;
 
-type Error = Box<dyn std::error::Error>;
+pub(crate) type Error = Box<dyn std::error::Error>;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -40,18 +44,23 @@ fn main() -> ExitCode {
 }
 
 /// What both sides are told.
-struct Plan {
-    sizes: Vec<usize>,
-    counts: Vec<usize>,
-    warmups: Vec<usize>,
+pub(crate) struct Plan {
+    pub sizes: Vec<usize>,
+    pub counts: Vec<usize>,
+    pub warmups: Vec<usize>,
     /// CPUs of the main side and of the echo.
-    pin: Option<(usize, usize)>,
+    pub pin: Option<(usize, usize)>,
 }
 
 fn run(args: &[String]) -> Result<(), Error> {
     // iceoryx2 warns on stderr that it found no config file: its defaults are what is measured.
     set_log_level(LogLevel::Error);
     let (cmd, rest) = args.split_first().ok_or(USAGE)?;
+    if cmd == "systems" {
+        // What this build runs (the lab asks before it runs a system).
+        println!("{}", SYSTEMS.join(" "));
+        return Ok(());
+    }
     let mut opts = Options::parse(rest)?;
     let plan = Plan {
         sizes: list(&opts.take("--sizes")?)?,
@@ -72,12 +81,39 @@ fn run(args: &[String]) -> Result<(), Error> {
             opts.done()?;
             iceoryx2_echo(&plan, &service)
         }
+        #[cfg(feature = "zenoh")]
+        "zenoh" | "zenoh-shm" => {
+            opts.done()?;
+            let rows = zenoh_peer::main_side(&plan, cmd == "zenoh-shm")?;
+            println!("{}", json(&rows));
+            Ok(())
+        }
+        #[cfg(feature = "zenoh")]
+        "zenoh-echo" => {
+            let endpoint = opts.take("--endpoint")?;
+            let key = opts.take("--key")?;
+            let shm = opts.take("--shm")? == "1";
+            opts.done()?;
+            zenoh_peer::echo_side(&plan, &endpoint, &key, shm)
+        }
+        #[cfg(not(feature = "zenoh"))]
+        "zenoh" | "zenoh-shm" => Err(format!(
+            "this ferry-peers was built without Zenoh; build it with: cargo build --release \
+             --locked --manifest-path crates/ferry-peers/Cargo.toml --features zenoh"
+        )
+        .into()),
         other => Err(format!("unknown command {other:?}; {USAGE}").into()),
     }
 }
 
-const USAGE: &str =
-    "usage: ferry-peers iceoryx2 --sizes S,.. --counts N,.. --warmups W,.. --pin MAIN,PEER|none";
+const USAGE: &str = "usage: ferry-peers iceoryx2|zenoh|zenoh-shm --sizes S,.. --counts N,.. \
+     --warmups W,.. --pin MAIN,PEER|none, or ferry-peers systems";
+
+/// The systems this build runs.
+#[cfg(feature = "zenoh")]
+const SYSTEMS: &[&str] = &["iceoryx2", "zenoh", "zenoh-shm"];
+#[cfg(not(feature = "zenoh"))]
+const SYSTEMS: &[&str] = &["iceoryx2"];
 
 /// `--name value` pairs, each given once.
 struct Options(Vec<(String, String)>);
@@ -150,7 +186,7 @@ fn check(plan: &Plan) -> Result<(), Error> {
 }
 
 /// Keeps this thread on `cpu`.
-fn pin_to(cpu: usize) -> Result<(), Error> {
+pub(crate) fn pin_to(cpu: usize) -> Result<(), Error> {
     if cpu >= libc::CPU_SETSIZE as usize {
         return Err(format!("CPU {cpu} is out of range").into());
     }
@@ -173,7 +209,7 @@ fn pin_to(cpu: usize) -> Result<(), Error> {
 /// Reads the whole payload, 8 bytes at a time, and says whether every byte equals `byte`: the
 /// lab's own check (`ferry_lab::check`), repeated here so that this workspace does not build the
 /// lab.
-fn all_equal(buf: &[u8], byte: u8) -> bool {
+pub(crate) fn all_equal(buf: &[u8], byte: u8) -> bool {
     let word = u64::from_ne_bytes([byte; 8]);
     let mut chunks = buf.chunks_exact(8);
     let mut diff = 0u64;
@@ -185,7 +221,7 @@ fn all_equal(buf: &[u8], byte: u8) -> bool {
     diff == 0 && chunks.remainder().iter().all(|&b| b == byte)
 }
 
-fn byte(seq: u64, pong: bool) -> u8 {
+pub(crate) fn byte(seq: u64, pong: bool) -> u8 {
     ((seq + if pong { PONG_SHIFT } else { 0 }) % 255 + 1) as u8
 }
 
@@ -284,7 +320,7 @@ impl Ends {
 }
 
 /// A child killed if it is still running when dropped.
-struct Kid(Child);
+pub(crate) struct Kid(Child);
 
 impl Drop for Kid {
     fn drop(&mut self) {
@@ -309,17 +345,8 @@ fn iceoryx2_main(plan: &Plan) -> Result<Vec<Vec<u64>>, Error> {
     let base = format!("ferry-lab/{}/{nanos}", std::process::id());
     let max_size = plan.sizes.iter().copied().max().unwrap_or(1);
     let ends = ends(&base, max_size, true)?;
-    let pin_text = plan
-        .pin
-        .map_or("none".to_owned(), |(a, b)| format!("{a},{b}"));
-    let mut kid = Kid(Command::new(std::env::current_exe()?)
-        .args(["iceoryx2-echo", "--service", &base])
-        .args(["--sizes", &joined(&plan.sizes)])
-        .args(["--counts", &joined(&plan.counts)])
-        .args(["--warmups", &joined(&plan.warmups)])
-        .args(["--pin", &pin_text])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
+    let mut kid = Kid(echo_command("iceoryx2-echo", plan)
+        .args(["--service", &base])
         .spawn()?);
     if let Some((main, _)) = plan.pin {
         pin_to(main)?;
@@ -343,20 +370,42 @@ fn iceoryx2_main(plan: &Plan) -> Result<Vec<Vec<u64>>, Error> {
     }
     // Leaving is the echo's signal to end (it waits for it, so its last reply stays readable).
     drop(ends);
+    wait_for(&mut kid)?;
+    Ok(rows)
+}
+
+/// This binary run as the echo side `cmd` of `plan` (the caller adds its own options).
+pub(crate) fn echo_command(cmd: &str, plan: &Plan) -> Command {
+    let pin_text = plan
+        .pin
+        .map_or("none".to_owned(), |(a, b)| format!("{a},{b}"));
+    let exe = std::env::current_exe().unwrap_or_else(|_| "ferry-peers".into());
+    let mut c = Command::new(exe);
+    c.arg(cmd)
+        .args(["--sizes", &joined(&plan.sizes)])
+        .args(["--counts", &joined(&plan.counts)])
+        .args(["--warmups", &joined(&plan.warmups)])
+        .args(["--pin", &pin_text])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    c
+}
+
+/// Waits up to 10 s for the echo to end; an error if it failed or did not end.
+pub(crate) fn wait_for(kid: &mut Kid) -> Result<(), Error> {
     let deadline = Instant::now() + MEET_TIMEOUT;
     loop {
         if let Some(status) = kid.0.try_wait()? {
             if !status.success() {
                 return Err(format!("the echo process failed ({status})").into());
             }
-            break;
+            return Ok(());
         }
         if Instant::now() > deadline {
             return Err("the echo process did not end within 10 s".into());
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    Ok(rows)
 }
 
 fn iceoryx2_echo(plan: &Plan, base: &str) -> Result<(), Error> {

@@ -1,0 +1,269 @@
+//! Zenoh 1.10 as a transport of the lab: two sessions in peer mode on loopback (the main side
+//! listens on a free TCP port of 127.0.0.1, the echo connects to it; no scouting), a publisher
+//! and a subscriber each way, the subscriber's FIFO channel polled with `try_recv` in a spin
+//! loop. Two systems:
+//!
+//! - `zenoh`: each message is a fresh `Vec` filled with memset, put (Zenoh takes ownership, no
+//!   copy), carried over TCP;
+//! - `zenoh-shm`: each message is allocated from a POSIX shared-memory provider (Zenoh's
+//!   `ShmProvider`, garbage-collected and blocking when full) and filled in place; put, it
+//!   travels as a reference to the segment, which the receiver maps.
+//!
+//! Publishers are `express` with `Block` congestion control, as Zenoh's own latency example
+//! (`z_ping`) is. The receiver checks every byte in place (`to_bytes` borrows a contiguous
+//! payload, a shared-memory one included).
+
+use std::time::{Duration, Instant};
+
+use zenoh::qos::CongestionControl;
+use zenoh::shm::{BlockOn, GarbageCollect, PosixShmProviderBackend, ShmProviderBuilder};
+use zenoh::Wait;
+
+use crate::{all_equal, byte, pin_to, Error, Kid, Plan, MEET_TIMEOUT, TIMEOUT};
+
+/// The probe both sides send until the other answers: one byte the runs never send (`byte`
+/// gives 1..=255).
+const PROBE: u8 = 0;
+
+/// Zenoh's errors (`Send + Sync` boxes) as this binary's.
+fn ze(e: zenoh::Error) -> Error {
+    e.to_string().into()
+}
+
+/// The two ends of one side.
+struct Ends {
+    _session: zenoh::Session,
+    publisher: zenoh::pubsub::Publisher<'static>,
+    subscriber:
+        zenoh::pubsub::Subscriber<zenoh::handlers::FifoChannelHandler<zenoh::sample::Sample>>,
+    /// With `zenoh-shm`: the provider messages are allocated from.
+    shm: Option<zenoh::shm::ShmProvider<PosixShmProviderBackend>>,
+}
+
+fn open(
+    endpoint: &str,
+    listen: bool,
+    base: &str,
+    main: bool,
+    shm_bytes: usize,
+) -> Result<Ends, Error> {
+    let mut config = zenoh::Config::default();
+    let set = |c: &mut zenoh::Config, k: &str, v: &str| {
+        c.insert_json5(k, v)
+            .map_err(|e| format!("zenoh config {k}: {e}"))
+    };
+    set(&mut config, "mode", "\"peer\"")?;
+    let endpoints = format!("[\"{endpoint}\"]");
+    if listen {
+        set(&mut config, "listen/endpoints", &endpoints)?;
+    } else {
+        set(&mut config, "connect/endpoints", &endpoints)?;
+        // The main side may still be starting.
+        set(&mut config, "connect/timeout_ms", "10000")?;
+    }
+    set(&mut config, "scouting/multicast/enabled", "false")?;
+    set(
+        &mut config,
+        "transport/shared_memory/enabled",
+        if shm_bytes > 0 { "true" } else { "false" },
+    )?;
+    let session = zenoh::open(config).wait().map_err(ze)?;
+    let (out, inp) = if main {
+        ("ping", "pong")
+    } else {
+        ("pong", "ping")
+    };
+    let publisher = session
+        .declare_publisher(format!("{base}/{out}"))
+        .congestion_control(CongestionControl::Block)
+        .express(true)
+        .wait()
+        .map_err(ze)?;
+    let subscriber = session
+        .declare_subscriber(format!("{base}/{inp}"))
+        .wait()
+        .map_err(ze)?;
+    let shm = if shm_bytes > 0 {
+        let backend = PosixShmProviderBackend::builder(shm_bytes)
+            .wait()
+            .map_err(ze)?;
+        Some(ShmProviderBuilder::backend(backend).wait())
+    } else {
+        None
+    };
+    Ok(Ends {
+        _session: session,
+        publisher,
+        subscriber,
+        shm,
+    })
+}
+
+impl Ends {
+    /// Sends `size` bytes of `value`.
+    fn send(&self, size: usize, value: u8) -> Result<(), Error> {
+        match &self.shm {
+            Some(provider) => {
+                let mut buf = provider
+                    .alloc(size)
+                    .with_policy::<BlockOn<GarbageCollect>>()
+                    .wait()
+                    .map_err(|e| format!("zenoh shm alloc of {size} bytes: {e:?}"))?;
+                buf.fill(value);
+                self.publisher.put(buf).wait().map_err(ze)?;
+            }
+            None => self.publisher.put(vec![value; size]).wait().map_err(ze)?,
+        }
+        Ok(())
+    }
+
+    /// Spins for the next message that is not a probe and checks it is `size` bytes of `value`.
+    fn recv_check(&self, size: usize, value: u8) -> Result<(), Error> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if let Some(sample) = self.subscriber.try_recv().map_err(ze)? {
+                let payload = sample.payload().to_bytes();
+                if payload.len() == 1 && payload[0] == PROBE {
+                    continue;
+                }
+                if payload.len() != size || !all_equal(&payload, value) {
+                    return Err(format!(
+                        "a message of {} bytes is not {size} bytes of {value}",
+                        payload.len()
+                    )
+                    .into());
+                }
+                return Ok(());
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(4096) && start.elapsed() > TIMEOUT {
+                return Err("no message within 30 s".into());
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Probes until the other side answers (its subscriber and publisher are both matched).
+    fn meet(&self) -> Result<(), Error> {
+        let start = Instant::now();
+        loop {
+            if start.elapsed() > MEET_TIMEOUT {
+                return Err("the two Zenoh sessions did not meet within 10 s".into());
+            }
+            self.publisher.put(vec![PROBE]).wait().map_err(ze)?;
+            if let Some(sample) = self
+                .subscriber
+                .recv_timeout(Duration::from_millis(10))
+                .map_err(ze)?
+            {
+                if sample.payload().to_bytes().as_ref() == [PROBE] {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// The echo's half of `meet`: answers probes until the first real message, which it returns
+    /// the size and value of unchecked (the caller checks it).
+    fn answer_probes(&self) -> Result<Option<Vec<u8>>, Error> {
+        let start = Instant::now();
+        loop {
+            if start.elapsed() > MEET_TIMEOUT + TIMEOUT {
+                return Err("no message from the main side".into());
+            }
+            if let Some(sample) = self
+                .subscriber
+                .recv_timeout(Duration::from_millis(10))
+                .map_err(ze)?
+            {
+                let payload = sample.payload().to_bytes();
+                if payload.as_ref() == [PROBE] {
+                    self.publisher.put(vec![PROBE]).wait().map_err(ze)?;
+                    continue;
+                }
+                return Ok(Some(payload.into_owned()));
+            }
+        }
+    }
+}
+
+/// Shared memory enough for a few messages of the largest size in flight.
+fn shm_bytes(plan: &Plan, shm: bool) -> usize {
+    if shm {
+        (plan.sizes.iter().copied().max().unwrap_or(1) * 8).max(1 << 20)
+    } else {
+        0
+    }
+}
+
+/// The main side of `zenoh` / `zenoh-shm`.
+pub fn main_side(plan: &Plan, shm: bool) -> Result<Vec<Vec<u64>>, Error> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let endpoint = format!("tcp/127.0.0.1:{port}");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let base = format!("ferry-lab/{}/{nanos}", std::process::id());
+    let ends = open(&endpoint, true, &base, true, shm_bytes(plan, shm))?;
+    let mut kid = Kid(crate::echo_command("zenoh-echo", plan)
+        .args(["--endpoint", &endpoint, "--key", &base])
+        .args(["--shm", if shm { "1" } else { "0" }])
+        .spawn()?);
+    // Only this thread: Zenoh's own threads, started with the session, stay unpinned.
+    if let Some((main, _)) = plan.pin {
+        pin_to(main)?;
+    }
+    ends.meet()?;
+    let mut seq = 0u64;
+    let mut rows = Vec::with_capacity(plan.sizes.len());
+    for ((&size, &count), &warmup) in plan.sizes.iter().zip(&plan.counts).zip(&plan.warmups) {
+        let mut one_way = Vec::with_capacity(count - warmup);
+        for i in 0..count {
+            let start = Instant::now();
+            ends.send(size, byte(seq, false))?;
+            ends.recv_check(size, byte(seq, true))?;
+            let took = start.elapsed().as_nanos() as u64;
+            if i >= warmup {
+                one_way.push(took / 2);
+            }
+            seq += 1;
+        }
+        rows.push(one_way);
+    }
+    crate::wait_for(&mut kid)?;
+    drop(ends);
+    Ok(rows)
+}
+
+/// The echo side: answers every message with the same size and the pong's value.
+pub fn echo_side(plan: &Plan, endpoint: &str, base: &str, shm: bool) -> Result<(), Error> {
+    let ends = open(endpoint, false, base, false, shm_bytes(plan, shm))?;
+    if let Some((_, peer)) = plan.pin {
+        pin_to(peer)?;
+    }
+    let Some(first) = ends.answer_probes()? else {
+        return Ok(());
+    };
+    let mut seq = 0u64;
+    let mut first = Some(first);
+    for (&size, &count) in plan.sizes.iter().zip(&plan.counts) {
+        for _ in 0..count {
+            match first.take() {
+                Some(m) => {
+                    if m.len() != size || !all_equal(&m, byte(seq, false)) {
+                        return Err("the first message is not what was sent".into());
+                    }
+                }
+                None => ends.recv_check(size, byte(seq, false))?,
+            }
+            ends.send(size, byte(seq, true))?;
+            seq += 1;
+        }
+    }
+    // Let the last reply leave before the session closes.
+    std::thread::sleep(Duration::from_millis(100));
+    Ok(())
+}
