@@ -352,14 +352,32 @@ fn iceoryx2_main(plan: &Plan) -> Result<Vec<Vec<u64>>, Error> {
         pin_to(main)?;
     }
     ends.meet()?;
+    let rows = round_trips(
+        plan,
+        |size, value| ends.send(size, value),
+        |size, value| ends.recv_check(size, value),
+    )?;
+    // Leaving is the echo's signal to end (it waits for it, so its last reply stays readable).
+    drop(ends);
+    wait_for(&mut kid)?;
+    Ok(rows)
+}
+
+/// The main side's measurement: for each size, `counts` round trips (`send` a ping, `recv` and
+/// check its pong), the first `warmups` unrecorded; the one-way latencies (ns) per size.
+pub(crate) fn round_trips(
+    plan: &Plan,
+    mut send: impl FnMut(usize, u8) -> Result<(), Error>,
+    mut recv: impl FnMut(usize, u8) -> Result<(), Error>,
+) -> Result<Vec<Vec<u64>>, Error> {
     let mut seq = 0u64;
     let mut rows = Vec::with_capacity(plan.sizes.len());
     for ((&size, &count), &warmup) in plan.sizes.iter().zip(&plan.counts).zip(&plan.warmups) {
         let mut one_way = Vec::with_capacity(count - warmup);
         for i in 0..count {
             let start = Instant::now();
-            ends.send(size, byte(seq, false))?;
-            ends.recv_check(size, byte(seq, true))?;
+            send(size, byte(seq, false))?;
+            recv(size, byte(seq, true))?;
             let took = start.elapsed().as_nanos() as u64;
             if i >= warmup {
                 one_way.push(took / 2);
@@ -368,10 +386,24 @@ fn iceoryx2_main(plan: &Plan) -> Result<Vec<Vec<u64>>, Error> {
         }
         rows.push(one_way);
     }
-    // Leaving is the echo's signal to end (it waits for it, so its last reply stays readable).
-    drop(ends);
-    wait_for(&mut kid)?;
     Ok(rows)
+}
+
+/// The echo side's loop: each ping received and checked (`recv`), its pong sent (`send`).
+pub(crate) fn echo_round_trips(
+    plan: &Plan,
+    mut recv: impl FnMut(usize, u8) -> Result<(), Error>,
+    mut send: impl FnMut(usize, u8) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut seq = 0u64;
+    for (&size, &count) in plan.sizes.iter().zip(&plan.counts) {
+        for _ in 0..count {
+            recv(size, byte(seq, false))?;
+            send(size, byte(seq, true))?;
+            seq += 1;
+        }
+    }
+    Ok(())
 }
 
 /// This binary run as the echo side `cmd` of `plan` (the caller adds its own options).
@@ -415,14 +447,11 @@ fn iceoryx2_echo(plan: &Plan, base: &str) -> Result<(), Error> {
     let max_size = plan.sizes.iter().copied().max().unwrap_or(1);
     let ends = ends(base, max_size, false)?;
     ends.meet()?;
-    let mut seq = 0u64;
-    for (&size, &count) in plan.sizes.iter().zip(&plan.counts) {
-        for _ in 0..count {
-            ends.recv_check(size, byte(seq, false))?;
-            ends.send(size, byte(seq, true))?;
-            seq += 1;
-        }
-    }
+    echo_round_trips(
+        plan,
+        |size, value| ends.recv_check(size, value),
+        |size, value| ends.send(size, value),
+    )?;
     // The last reply stays readable until the main side has taken it: wait for the main side to
     // leave (it does after its last receive), then end.
     let start = Instant::now();

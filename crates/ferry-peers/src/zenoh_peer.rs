@@ -19,7 +19,7 @@ use zenoh::qos::CongestionControl;
 use zenoh::shm::{BlockOn, GarbageCollect, PosixShmProviderBackend, ShmProviderBuilder};
 use zenoh::Wait;
 
-use crate::{all_equal, byte, pin_to, Error, Kid, Plan, MEET_TIMEOUT, TIMEOUT};
+use crate::{all_equal, pin_to, Error, Kid, Plan, MEET_TIMEOUT, TIMEOUT};
 
 /// The probe both sides send until the other answers: one byte the runs never send (`byte`
 /// gives 1..=255).
@@ -165,7 +165,7 @@ impl Ends {
     }
 
     /// The echo's half of `meet`: answers probes until the first real message, which it returns
-    /// the size and value of unchecked (the caller checks it).
+    /// unchecked (the caller checks it).
     fn answer_probes(&self) -> Result<Option<Vec<u8>>, Error> {
         let start = Instant::now();
         loop {
@@ -217,22 +217,11 @@ pub fn main_side(plan: &Plan, shm: bool) -> Result<Vec<Vec<u64>>, Error> {
         pin_to(main)?;
     }
     ends.meet()?;
-    let mut seq = 0u64;
-    let mut rows = Vec::with_capacity(plan.sizes.len());
-    for ((&size, &count), &warmup) in plan.sizes.iter().zip(&plan.counts).zip(&plan.warmups) {
-        let mut one_way = Vec::with_capacity(count - warmup);
-        for i in 0..count {
-            let start = Instant::now();
-            ends.send(size, byte(seq, false))?;
-            ends.recv_check(size, byte(seq, true))?;
-            let took = start.elapsed().as_nanos() as u64;
-            if i >= warmup {
-                one_way.push(took / 2);
-            }
-            seq += 1;
-        }
-        rows.push(one_way);
-    }
+    let rows = crate::round_trips(
+        plan,
+        |size, value| ends.send(size, value),
+        |size, value| ends.recv_check(size, value),
+    )?;
     crate::wait_for(&mut kid)?;
     drop(ends);
     Ok(rows)
@@ -244,25 +233,17 @@ pub fn echo_side(plan: &Plan, endpoint: &str, base: &str, shm: bool) -> Result<(
     if let Some((_, peer)) = plan.pin {
         pin_to(peer)?;
     }
-    let Some(first) = ends.answer_probes()? else {
-        return Ok(());
-    };
-    let mut seq = 0u64;
-    let mut first = Some(first);
-    for (&size, &count) in plan.sizes.iter().zip(&plan.counts) {
-        for _ in 0..count {
-            match first.take() {
-                Some(m) => {
-                    if m.len() != size || !all_equal(&m, byte(seq, false)) {
-                        return Err("the first message is not what was sent".into());
-                    }
-                }
-                None => ends.recv_check(size, byte(seq, false))?,
-            }
-            ends.send(size, byte(seq, true))?;
-            seq += 1;
-        }
-    }
+    // The first ping came with the probes' answers; the rest are read as they come.
+    let mut first = ends.answer_probes()?;
+    crate::echo_round_trips(
+        plan,
+        |size, value| match first.take() {
+            Some(m) if m.len() == size && all_equal(&m, value) => Ok(()),
+            Some(_) => Err("the first message is not what was sent".into()),
+            None => ends.recv_check(size, value),
+        },
+        |size, value| ends.send(size, value),
+    )?;
     // Let the last reply leave before the session closes.
     std::thread::sleep(Duration::from_millis(100));
     Ok(())
