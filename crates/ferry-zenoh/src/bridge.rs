@@ -72,8 +72,6 @@ pub struct Flow {
     pub lost: AtomicU64,
     /// To Zenoh: messages not forwarded because a bridge published them (they came from Zenoh).
     pub echoes: AtomicU64,
-    /// From Zenoh: messages over the size limit.
-    pub too_large: AtomicU64,
     /// To Zenoh: puts that Zenoh refused.
     pub failed: AtomicU64,
 }
@@ -86,6 +84,9 @@ pub struct Counts {
     /// Zenoh samples refused before reaching a topic, by reason.
     pub refused_keys: AtomicU64,
     pub refused_deletes: AtomicU64,
+    /// Messages over the size limit (counted here, not per topic: a topic refused this way has
+    /// no entry of its own, so that names from Zenoh cannot grow the counts without bound).
+    pub refused_too_large: AtomicU64,
     pub refused_over_topic_limit: AtomicU64,
     pub refused_publisher: AtomicU64,
     /// Topics on this host not bridged out: over the topic limit, or names that are not keys.
@@ -114,7 +115,6 @@ impl Counts {
                         "bytes": f.bytes.load(Ordering::Relaxed),
                         "lost": f.lost.load(Ordering::Relaxed),
                         "echoes": f.echoes.load(Ordering::Relaxed),
-                        "too_large": f.too_large.load(Ordering::Relaxed),
                         "failed": f.failed.load(Ordering::Relaxed),
                     });
                     (topic.clone(), value)
@@ -128,6 +128,7 @@ impl Counts {
             "refused": {
                 "bad_key": self.refused_keys.load(Ordering::Relaxed),
                 "delete": self.refused_deletes.load(Ordering::Relaxed),
+                "too_large": self.refused_too_large.load(Ordering::Relaxed),
                 "over_topic_limit": self.refused_over_topic_limit.load(Ordering::Relaxed),
                 "publisher": self.refused_publisher.load(Ordering::Relaxed),
             },
@@ -145,21 +146,22 @@ impl Counts {
             for (topic, f) in lock(map).iter() {
                 out.push_str(&format!(
                     "{title}  {topic}: {} messages, {} bytes, {} lost, {} echoes not sent back, \
-                     {} too large, {} failed\n",
+                     {} failed\n",
                     f.messages.load(Ordering::Relaxed),
                     f.bytes.load(Ordering::Relaxed),
                     f.lost.load(Ordering::Relaxed),
                     f.echoes.load(Ordering::Relaxed),
-                    f.too_large.load(Ordering::Relaxed),
                     f.failed.load(Ordering::Relaxed),
                 ));
             }
         }
         out.push_str(&format!(
-            "refused from zenoh: {} keys that are not topics of the domain, {} deletes, {} over \
-             the topic limit, {} topics ferry would not publish; {} topics here not bridged\n",
+            "refused from zenoh: {} keys that are not topics of the domain, {} deletes, {} \
+             messages over the size limit, {} over the topic limit, {} topics ferry would not \
+             publish; {} topics here not bridged\n",
             self.refused_keys.load(Ordering::Relaxed),
             self.refused_deletes.load(Ordering::Relaxed),
+            self.refused_too_large.load(Ordering::Relaxed),
             self.refused_over_topic_limit.load(Ordering::Relaxed),
             self.refused_publisher.load(Ordering::Relaxed),
             self.topics_not_bridged.load(Ordering::Relaxed),
@@ -348,9 +350,7 @@ impl Shared {
         }
         let payload = sample.payload();
         if payload.len() > self.options.max_message {
-            flow(&counts.from_zenoh, topic)
-                .too_large
-                .fetch_add(1, Ordering::Relaxed);
+            counts.refused_too_large.fetch_add(1, Ordering::Relaxed);
             return;
         }
         // Contiguous payloads (most) are not copied here; the ferry publisher copies once.
