@@ -166,7 +166,7 @@ impl Ends {
 
     /// The echo's half of `meet`: answers probes until the first real message, which it returns
     /// unchecked (the caller checks it).
-    fn answer_probes(&self) -> Result<Option<Vec<u8>>, Error> {
+    fn answer_probes(&self) -> Result<Vec<u8>, Error> {
         let start = Instant::now();
         loop {
             if start.elapsed() > MEET_TIMEOUT + TIMEOUT {
@@ -182,7 +182,7 @@ impl Ends {
                     self.publisher.put(vec![PROBE]).wait().map_err(ze)?;
                     continue;
                 }
-                return Ok(Some(payload.into_owned()));
+                return Ok(payload.into_owned());
             }
         }
     }
@@ -234,7 +234,7 @@ pub fn echo_side(plan: &Plan, endpoint: &str, base: &str, shm: bool) -> Result<(
         pin_to(peer)?;
     }
     // The first ping came with the probes' answers; the rest are read as they come.
-    let mut first = ends.answer_probes()?;
+    let mut first = Some(ends.answer_probes()?);
     crate::echo_round_trips(
         plan,
         |size, value| match first.take() {

@@ -196,6 +196,9 @@ struct Inbound {
 pub struct Bridge {
     shared: Arc<Shared>,
     outbound: HashMap<String, JoinHandle<()>>,
+    /// Topics here left out over the topic limit, so that each is counted once, not per scan
+    /// (at most 4 × `max_topics` remembered).
+    left_out: HashSet<String>,
     // Kept for their lifetime: dropping them undeclares them.
     _data: zenoh::pubsub::Subscriber<()>,
     _announced: zenoh::pubsub::Subscriber<()>,
@@ -250,13 +253,10 @@ impl Bridge {
         Ok(Bridge {
             shared,
             outbound: HashMap::new(),
+            left_out: HashSet::new(),
             _data: data,
             _announced: announced,
         })
-    }
-
-    pub fn counts(&self) -> Arc<Counts> {
-        self.shared.counts.clone()
     }
 
     /// Lists the domain's topics once and starts forwarding the new selected ones. Returns the
@@ -281,7 +281,11 @@ impl Bridge {
                 continue;
             }
             if self.outbound.len() >= s.options.max_topics {
-                s.counts.topics_not_bridged.fetch_add(1, Ordering::Relaxed);
+                if self.left_out.len() < 4 * s.options.max_topics
+                    && self.left_out.insert(snap.topic.clone())
+                {
+                    s.counts.topics_not_bridged.fetch_add(1, Ordering::Relaxed);
+                }
                 continue;
             }
             let (topic, shared) = (snap.topic.clone(), s.clone());
@@ -340,7 +344,12 @@ impl Shared {
             counts.refused_keys.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        if !keys::selected(&self.selectors, &self.options.domain, topic) {
+        let mut inbound = lock(&self.inbound);
+        // A topic with a publisher here was selected when it was made; only others are matched
+        // against the patterns (which builds their key).
+        if !inbound.publishers.contains_key(topic)
+            && !keys::selected(&self.selectors, &self.options.domain, topic)
+        {
             return;
         }
         if sample.kind() == SampleKind::Delete {
@@ -355,7 +364,6 @@ impl Shared {
         }
         // Contiguous payloads (most) are not copied here; the ferry publisher copies once.
         let bytes = payload.to_bytes();
-        let mut inbound = lock(&self.inbound);
         let Some((publisher, flow)) = self.publisher(&mut inbound, topic) else {
             return;
         };

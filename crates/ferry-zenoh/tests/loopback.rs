@@ -192,3 +192,28 @@ fn what_zenoh_sends_that_is_not_a_ferry_message_is_refused_and_counted() {
     assert_eq!(refused["over_topic_limit"], 3, "{counts}");
     assert_eq!(counts["from_zenoh"]["many/0"]["messages"], 1, "{counts}");
 }
+
+#[test]
+fn topics_over_the_limit_are_left_out_and_counted_once() {
+    let dom = domain("limit");
+    let bridge = BridgeProcess::start(&[
+        "--domain",
+        &dom,
+        "--listen",
+        &format!("tcp/127.0.0.1:{}", free_port()),
+        "--no-multicast-scouting",
+        "--max-topics",
+        "1",
+        "--scan-interval",
+        "0.05",
+    ]);
+    let node = Node::with_domain("sensor", &dom).unwrap();
+    let _a = node.publisher("a", &Qos::default()).unwrap();
+    let _b = node.publisher("b", &Qos::default()).unwrap();
+    let _c = node.publisher("c", &Qos::default()).unwrap();
+    // Some 20 scans see the two topics beyond the limit.
+    std::thread::sleep(Duration::from_secs(1));
+    let counts = bridge.stop();
+    assert_eq!(counts["topics_not_bridged"], 2, "{counts}");
+    assert_eq!(counts["to_zenoh"].as_object().unwrap().len(), 1, "{counts}");
+}
