@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::pod::{self, Pod};
 use crate::shm::ring::Reservation;
-use crate::shm::{Ready, ShmPublisher, ShmSubscriber};
+use crate::shm::{ShmPublisher, ShmSubscriber};
 use crate::udp::{UdpPublisher, UdpSubscriber};
 use crate::{DomainKey, Error, NodeConfig, PodError, Qos, RecvError, SendError, Transport};
 use std::sync::Arc;
@@ -428,7 +428,7 @@ enum SubInner {
 
 /// Which transport has the next message.
 enum Side {
-    Shm(Ready),
+    Shm,
     Udp,
 }
 
@@ -487,7 +487,9 @@ impl Subscriber {
     #[inline]
     fn ready(&mut self, timeout: Option<Duration>, block: bool) -> Result<Option<Side>, RecvError> {
         match &mut self.inner {
-            SubInner::Shm(s) => Ok(if block { s.wait(timeout)? } else { s.poll()? }.map(Side::Shm)),
+            SubInner::Shm(s) => {
+                Ok(if block { s.wait(timeout)? } else { s.poll()? }.then_some(Side::Shm))
+            }
             SubInner::Udp(u) => {
                 Ok(if block { u.wait(timeout)? } else { u.poll()? }.then_some(Side::Udp))
             }
@@ -498,9 +500,7 @@ impl Subscriber {
     #[inline]
     fn sample(&mut self, side: Side) -> Sample<'_> {
         let inner = match (&mut self.inner, side) {
-            (SubInner::Shm(s) | SubInner::Auto(s, _), Side::Shm(ready)) => {
-                SampleInner::Shm { sub: s, ready }
-            }
+            (SubInner::Shm(s) | SubInner::Auto(s, _), Side::Shm) => SampleInner::Shm { sub: s },
             (SubInner::Udp(u) | SubInner::Auto(_, u), Side::Udp) => SampleInner::Udp { sub: u },
             _ => unreachable!("a side comes from this subscriber's own transports"),
         };
@@ -551,8 +551,8 @@ fn auto_ready(
 ) -> Result<Option<Side>, RecvError> {
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
-        if let Some(r) = s.poll()? {
-            return Ok(Some(Side::Shm(r)));
+        if s.poll()? {
+            return Ok(Some(Side::Shm));
         }
         if u.poll()? {
             return Ok(Some(Side::Udp));
@@ -573,8 +573,8 @@ fn auto_ready(
             if u.wait(wait)? {
                 return Ok(Some(Side::Udp));
             }
-        } else if let Some(r) = s.wait(wait)? {
-            return Ok(Some(Side::Shm(r)));
+        } else if s.wait(wait)? {
+            return Ok(Some(Side::Shm));
         } else if udp_live && u.wait(wait)? {
             return Ok(Some(Side::Udp));
         }
@@ -632,13 +632,8 @@ pub struct Sample<'a> {
 }
 
 enum SampleInner<'a> {
-    Shm {
-        sub: &'a mut ShmSubscriber,
-        ready: Ready,
-    },
-    Udp {
-        sub: &'a mut UdpSubscriber,
-    },
+    Shm { sub: &'a mut ShmSubscriber },
+    Udp { sub: &'a mut UdpSubscriber },
 }
 
 impl Sample<'_> {
@@ -646,7 +641,7 @@ impl Sample<'_> {
     #[inline]
     pub fn seq(&self) -> u64 {
         match &self.inner {
-            SampleInner::Shm { ready, .. } => record(ready).seq,
+            SampleInner::Shm { sub } => sub.current().map_or(0, |r| r.seq),
             SampleInner::Udp { sub } => sub.current().map_or(0, |d| d.seq),
         }
     }
@@ -655,7 +650,7 @@ impl Sample<'_> {
     #[inline]
     pub fn skipped(&self) -> u64 {
         match &self.inner {
-            SampleInner::Shm { ready, .. } => record(ready).skipped,
+            SampleInner::Shm { sub } => sub.current().map_or(0, |r| r.skipped),
             SampleInner::Udp { sub } => sub.current().map_or(0, |d| d.lost_before),
         }
     }
@@ -665,7 +660,7 @@ impl Sample<'_> {
     /// to [`Subscriber::publisher_info`] for the publisher's node name and address.
     pub fn publisher(&self) -> PublisherId {
         match &self.inner {
-            SampleInner::Shm { sub, .. } => PublisherId {
+            SampleInner::Shm { sub } => PublisherId {
                 udp: false,
                 id: sub.last_source_token(),
             },
@@ -682,18 +677,12 @@ impl Sample<'_> {
     }
 }
 
-fn record(ready: &Ready) -> &crate::shm::ring::Record {
-    match ready {
-        Ready::InPlace { record, .. } | Ready::Copied { record } => record,
-    }
-}
-
 impl std::ops::Deref for Sample<'_> {
     type Target = [u8];
     #[inline]
     fn deref(&self) -> &[u8] {
         match &self.inner {
-            SampleInner::Shm { sub, ready } => sub.payload(ready),
+            SampleInner::Shm { sub } => sub.payload(),
             SampleInner::Udp { sub } => sub.current().map_or(&[], |d| &d.data[..]),
         }
     }
@@ -702,8 +691,8 @@ impl std::ops::Deref for Sample<'_> {
 impl Drop for Sample<'_> {
     #[inline]
     fn drop(&mut self) {
-        if let SampleInner::Shm { sub, ready } = &mut self.inner {
-            sub.release(ready);
+        if let SampleInner::Shm { sub } = &mut self.inner {
+            sub.release();
         }
     }
 }

@@ -9,7 +9,7 @@ mod publisher;
 mod subscriber;
 
 pub use publisher::ShmPublisher;
-pub use subscriber::{Ready, ShmSubscriber};
+pub use subscriber::ShmSubscriber;
 
 use ring::RingBytes;
 

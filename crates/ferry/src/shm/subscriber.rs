@@ -27,13 +27,21 @@ struct Source {
     departed: bool,
 }
 
-/// A message ready to be handed out.
+/// The message `poll` found, held by the subscriber until it is released.
 #[derive(Debug, Clone, Copy)]
-pub enum Ready {
+enum Ready {
     /// Read in place from source `source`; release `record.end` when done.
     InPlace { source: usize, record: Record },
     /// Copied into the subscriber's scratch buffer (latest delivery).
     Copied { record: Record },
+}
+
+impl Ready {
+    fn record(&self) -> &Record {
+        match self {
+            Ready::InPlace { record, .. } | Ready::Copied { record } => record,
+        }
+    }
 }
 
 pub struct ShmSubscriber {
@@ -47,6 +55,8 @@ pub struct ShmSubscriber {
     epoch: u64,
     next_liveness: Instant,
     round_robin: usize,
+    /// The message `poll` handed out last, until it is released.
+    current: Option<Ready>,
     scratch: Vec<u8>,
     /// Publishers whose segments were refused (slot, token), with why.
     refused: Vec<(usize, u64, String)>,
@@ -84,6 +94,7 @@ impl ShmSubscriber {
             epoch: u64::MAX,
             next_liveness: Instant::now() + LIVENESS_PERIOD,
             round_robin: 0,
+            current: None,
             scratch: Vec::new(),
             refused: Vec::new(),
             same_host_only: qos.transport == crate::Transport::Auto,
@@ -244,12 +255,19 @@ impl ShmSubscriber {
         }
     }
 
-    /// The next message if one is there, without waiting.
-    pub fn poll(&mut self) -> Result<Option<Ready>, RecvError> {
+    /// Looks for the next message without waiting; when there is one it becomes the current
+    /// message (`payload`, `current`, `release`) and this returns true.
+    pub fn poll(&mut self) -> Result<bool, RecvError> {
+        // A message not released (its sample leaked) is not handed out twice as current.
+        self.current = None;
         self.refresh();
         let n = self.sources.len();
-        for k in 0..n {
-            let i = (self.round_robin + k) % n;
+        let mut i = if self.round_robin < n {
+            self.round_robin
+        } else {
+            0
+        };
+        for _ in 0..n {
             let src = &mut self.sources[i];
             let ring_hdr = &src.data.block().ring;
             let got = if src.reliable {
@@ -264,9 +282,7 @@ impl ShmSubscriber {
             match got {
                 Ok(Some(ready)) => {
                     self.round_robin = i + 1;
-                    let rec = match ready {
-                        Ready::InPlace { record, .. } | Ready::Copied { record } => record,
-                    };
+                    let rec = ready.record();
                     let s = self.topic.subscriber(self.slot);
                     // Relaxed: statistics with a single writer.
                     s.received
@@ -276,7 +292,8 @@ impl ShmSubscriber {
                     if rec.skipped != 0 {
                         s.skipped.fetch_add(rec.skipped, Ordering::Relaxed);
                     }
-                    return Ok(Some(ready));
+                    self.current = Some(ready);
+                    return Ok(true);
                 }
                 Ok(None) => {}
                 Err(c) => {
@@ -293,23 +310,32 @@ impl ShmSubscriber {
                     });
                 }
             }
+            i = if i + 1 == n { 0 } else { i + 1 };
         }
         // Every source was just read and had nothing readable: a departed publisher never will
         // have (a reader can be left before `head` only by a record the publisher died writing),
         // so detach it.
-        self.sources.retain_mut(|s| {
-            if s.departed {
-                s.reader.leave(&s.data.block().ring);
-            }
-            !s.departed
-        });
-        Ok(None)
+        if self.sources.iter().any(|s| s.departed) {
+            self.sources.retain_mut(|s| {
+                if s.departed {
+                    s.reader.leave(&s.data.block().ring);
+                }
+                !s.departed
+            });
+        }
+        Ok(false)
     }
 
-    /// Payload of an in-place record.
-    pub fn payload(&self, ready: &Ready) -> &[u8] {
-        match ready {
-            Ready::InPlace { source, record } => {
+    /// The current message's record (set by `poll`, until `release`).
+    pub fn current(&self) -> Option<&Record> {
+        self.current.as_ref().map(Ready::record)
+    }
+
+    /// Payload of the current message (empty when there is none).
+    pub fn payload(&self) -> &[u8] {
+        match &self.current {
+            None => &[],
+            Some(Ready::InPlace { source, record }) => {
                 let src = &self.sources[*source];
                 // SAFETY: the record lies within the double mapping (len <= capacity), committed by
                 // the writer (Acquire on head) and not released yet, so the writer cannot touch it.
@@ -317,7 +343,7 @@ impl ShmSubscriber {
                     std::slice::from_raw_parts(src.bytes.ptr(record.offset), record.len as usize)
                 }
             }
-            Ready::Copied { .. } => &self.scratch,
+            Some(Ready::Copied { .. }) => &self.scratch,
         }
     }
 
@@ -339,10 +365,10 @@ impl ShmSubscriber {
         })
     }
 
-    /// Hands an in-place record back to its publisher.
-    pub fn release(&mut self, ready: &Ready) {
-        if let Ready::InPlace { source, record } = ready {
-            let src = &mut self.sources[*source];
+    /// Hands the current message back (an in-place record to its publisher).
+    pub fn release(&mut self) {
+        if let Some(Ready::InPlace { source, record }) = self.current.take() {
+            let src = &mut self.sources[source];
             let block = src.data.block();
             if src.reader.release(&block.ring, record.end) {
                 ring_doorbell(&block.space_bell);
@@ -352,9 +378,9 @@ impl ShmSubscriber {
 
     /// Waits for the next message at most `timeout` (forever if `None`); reads the clock only
     /// when nothing is waiting already.
-    pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Option<Ready>, RecvError> {
-        if let Some(r) = self.poll()? {
-            return Ok(Some(r));
+    pub fn wait(&mut self, timeout: Option<Duration>) -> Result<bool, RecvError> {
+        if self.poll()? {
+            return Ok(true);
         }
         let start = Instant::now();
         let deadline = timeout.map(|t| start + t);
@@ -383,8 +409,8 @@ impl ShmSubscriber {
                 spin_hint();
                 spins = spins.wrapping_add(1);
             }
-            if let Some(r) = self.poll()? {
-                return Ok(Some(r));
+            if self.poll()? {
+                return Ok(true);
             }
         }
     }
