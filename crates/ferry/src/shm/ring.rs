@@ -432,6 +432,7 @@ impl Reader {
     /// For a reliable reader: whether a committed record starts at `pos`, and if so the highest
     /// position its end may have. At a mark this is one Acquire load of the word at `pos`;
     /// otherwise it is `head`.
+    #[inline]
     fn committed<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M) -> Option<u64> {
         if self.pos < self.head {
             return Some(self.head);
@@ -486,6 +487,7 @@ impl Reader {
 
     /// Reliable delivery: the next record, to be read in place and then released with
     /// `release(record.end)`. Padding is stepped over (and released) here.
+    #[inline]
     pub fn peek<M: RingBytes>(
         &mut self,
         hdr: &RingHeader,
@@ -531,6 +533,7 @@ impl Reader {
 
     /// Releases everything below `end` (the end of the record just read). Returns true when the
     /// writer waits for space and must be woken.
+    #[inline]
     pub fn release(&mut self, hdr: &RingHeader, end: u64) -> bool {
         self.pos = end;
         // Release: the writer that sees this cursor (Acquire in `min_cursor`) may reuse the bytes
