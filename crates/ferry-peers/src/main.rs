@@ -66,6 +66,10 @@ fn run(args: &[String]) -> Result<(), Error> {
         return Ok(());
     }
     let mut opts = Options::parse(rest)?;
+    // The lab pins itself before it starts this binary, which inherits that one CPU: every
+    // thread would share it, Zenoh's runtime threads with the measuring thread. The measuring
+    // threads pin themselves; the others run wherever the machine lets them.
+    unpin()?;
     if let Some(system) = cmd.strip_suffix("-throughput") {
         let plan = throughput::Plan::parse(&mut opts)?;
         opts.done()?;
@@ -249,6 +253,27 @@ pub(crate) fn pin_to(cpu: usize) -> Result<(), Error> {
     if rc != 0 {
         return Err(format!(
             "cannot pin to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Lets this thread (and the threads it starts) run on every CPU this process may use: the
+/// kernel keeps those of the full set that the process's cpuset allows.
+fn unpin() -> Result<(), Error> {
+    // SAFETY: a zeroed cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for cpu in 0..libc::CPU_SETSIZE as usize {
+        // SAFETY: `cpu` is below CPU_SETSIZE, inside the set.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size given; 0 is this thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(format!(
+            "cannot widen the CPU affinity: {}",
             std::io::Error::last_os_error()
         )
         .into());
