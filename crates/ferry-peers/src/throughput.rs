@@ -19,6 +19,7 @@ use std::process::{ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use iceoryx2::port::{BackpressureAction, BackpressureInfo};
 use iceoryx2::prelude::*;
 
 use crate::{all_equal, byte, pin_to, Error, Kid, MEET_TIMEOUT, TIMEOUT};
@@ -438,15 +439,24 @@ pub(crate) fn iceoryx2_main(plan: &Plan) -> Result<Report, Error> {
     let base = format!("ferry-lab/{}/{nanos}/throughput", std::process::id());
     let node = NodeBuilder::new().create::<Ipc>()?;
     let service = iceoryx2_service(&node, &base, plan)?;
-    let publisher = service
-        .publisher_builder()
-        .initial_max_slice_len(plan.size)
-        .backpressure_strategy(if plan.reliable {
-            BackpressureStrategy::RetryUntilDelivered
-        } else {
-            BackpressureStrategy::DiscardData
-        })
-        .create()?;
+    let builder = service.publisher_builder().initial_max_slice_len(plan.size);
+    let publisher = if plan.reliable {
+        builder
+            .backpressure_strategy(BackpressureStrategy::RetryUntilDelivered)
+            // A reliable send waits for room at most 30 s, then fails (a sink that went away).
+            .set_backpressure_handler(|info: &BackpressureInfo| {
+                if info.elapsed_time > TIMEOUT {
+                    BackpressureAction::DiscardDataAndFail
+                } else {
+                    BackpressureAction::Retry
+                }
+            })
+            .create()?
+    } else {
+        builder
+            .backpressure_strategy(BackpressureStrategy::DiscardData)
+            .create()?
+    };
     let size = plan.size;
     main_side(
         plan,
@@ -467,7 +477,9 @@ pub(crate) fn iceoryx2_main(plan: &Plan) -> Result<Report, Error> {
             }
             // SAFETY: every byte was written just above.
             let sample = unsafe { sample.assume_init() };
-            sample.send()?;
+            sample.send().map_err(|e| {
+                format!("iceoryx2 send: {e:?} (the sink took nothing for 30 s, or went away)")
+            })?;
             Ok(())
         },
     )

@@ -314,21 +314,24 @@ pub fn throughput_main(plan: &throughput::Plan, shm: bool) -> Result<throughput:
         |seq| {
             match &provider {
                 Some(provider) => {
-                    // Reliable: wait for a buffer the sink has let go. Latest: a full provider
-                    // means the sink lags, and the message is dropped.
-                    let alloc = provider.alloc(size);
-                    let buf = if reliable {
-                        alloc.with_policy::<BlockOn<GarbageCollect>>().wait()
-                    } else {
-                        alloc.with_policy::<GarbageCollect>().wait()
-                    };
-                    let mut buf = match buf {
-                        Ok(buf) => buf,
-                        Err(ZLayoutAllocError::Alloc(
-                            ZAllocError::OutOfMemory | ZAllocError::NeedDefragment,
-                        )) if !reliable => return Ok(()),
-                        Err(e) => {
-                            return Err(format!("zenoh shm alloc of {size} bytes: {e:?}").into())
+                    // Reliable: wait for a buffer the sink has let go, as Zenoh's BlockOn policy
+                    // waits (1 ms sleeps), at most 30 s. Latest: a full provider means the sink
+                    // lags, and the message is dropped.
+                    let start = Instant::now();
+                    let mut buf = loop {
+                        match provider.alloc(size).with_policy::<GarbageCollect>().wait() {
+                            Ok(buf) => break buf,
+                            Err(ZLayoutAllocError::Alloc(
+                                ZAllocError::OutOfMemory | ZAllocError::NeedDefragment,
+                            )) if !reliable => return Ok(()),
+                            Err(ZLayoutAllocError::Alloc(
+                                ZAllocError::OutOfMemory | ZAllocError::NeedDefragment,
+                            )) if start.elapsed() < TIMEOUT => {
+                                std::thread::sleep(Duration::from_millis(1))
+                            }
+                            Err(e) => {
+                                return Err(format!("zenoh shm alloc of {size} bytes: {e:?}").into())
+                            }
                         }
                     };
                     throughput::write_message(&mut buf, seq);
