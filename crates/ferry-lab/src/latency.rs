@@ -50,6 +50,7 @@ crate::choice! {
         Udp4Key = "udp4-key",
         Udp6 = "udp6",
         Iceoryx2 = "iceoryx2",
+        Iceoryx2Block = "iceoryx2-block",
         Zenoh = "zenoh",
         ZenohShm = "zenoh-shm",
     }
@@ -82,7 +83,21 @@ impl Transport {
             Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
                 Some(Transport::ShmSpin)
             }
+            // A receiver that sleeps: against the sleeping floor, as shm-block.
+            Transport::Iceoryx2Block => Some(Transport::RawFutex),
             Transport::RawSpin | Transport::RawFutex | Transport::RawUdp4 => None,
+        }
+    }
+
+    /// For another system, the ferry transport that waits the same way (the one the report
+    /// sets it against).
+    fn ferry_counterpart(self) -> Option<Transport> {
+        match self {
+            Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
+                Some(Transport::ShmSpin)
+            }
+            Transport::Iceoryx2Block => Some(Transport::ShmBlock),
+            _ => None,
         }
     }
 
@@ -91,7 +106,10 @@ impl Transport {
             Transport::RawSpin => Kind::RawShm { futex: false },
             Transport::RawFutex => Kind::RawShm { futex: true },
             Transport::RawUdp4 => Kind::RawUdp,
-            Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => Kind::Peer,
+            Transport::Iceoryx2
+            | Transport::Iceoryx2Block
+            | Transport::Zenoh
+            | Transport::ZenohShm => Kind::Peer,
             Transport::ShmSpin
             | Transport::Shm
             | Transport::ShmBlock
@@ -125,6 +143,7 @@ impl Transport {
             | Transport::RawFutex
             | Transport::RawUdp4
             | Transport::Iceoryx2
+            | Transport::Iceoryx2Block
             | Transport::Zenoh
             | Transport::ZenohShm => None,
         }
@@ -173,6 +192,7 @@ impl Transport {
             Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AEGIS-128L), replays refused",
             Transport::Udp6 => "ferry UDP over IPv6 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1452-byte datagrams by ferry)",
             Transport::Iceoryx2 => "iceoryx2 0.10 publish/subscribe over shared memory (its defaults, no config file), two processes of crates/ferry-peers pinned as the lab's: a loan filled with memset, receive() polled in a spin loop, every byte checked in place",
+            Transport::Iceoryx2Block => "as iceoryx2, but the receiver sleeps: each direction also has an iceoryx2 event service (event ids in a counting bit set in POSIX shared memory, the sleeper woken through a Unix datagram socket); the sender calls notify() on its notifier after every send, the receiver tries receive() and, finding nothing, sleeps in its listener's timed_wait until a notification comes",
             Transport::Zenoh => "Zenoh 1.10 publish/subscribe, two sessions in peer mode over TCP on 127.0.0.1 (no scouting), express publishers with Block congestion control as its z_ping; each message a fresh buffer filled with memset, the subscriber's channel polled with try_recv in a spin loop (the measuring threads pinned as the lab's, Zenoh's own threads not), every byte checked in place",
             Transport::ZenohShm => "as zenoh, with each message allocated from Zenoh's POSIX shared-memory provider and filled in place, so that it travels as a reference to the segment",
         }
@@ -993,8 +1013,8 @@ impl Experiment for Latency {
 }
 
 /// " ferry (shm-spin) against iceoryx2, ...": for each other system that ran, where ferry's
-/// spinning shared memory is ahead, level or behind at p50 and p99, from the rows; empty when
-/// none ran beside it.
+/// shared memory that waits the same way (shm-spin; shm-block for iceoryx2-block) is ahead,
+/// level or behind at p50 and p99, from the rows; empty when none ran beside it.
 fn versus_peers(rows: &[Row]) -> String {
     let find = |t: Transport, size: usize| {
         rows.iter()
@@ -1009,16 +1029,17 @@ fn versus_peers(rows: &[Row]) -> String {
         .collect();
     peers.dedup();
     for peer in peers {
+        let Some(ferry) = peer.ferry_counterpart() else {
+            continue;
+        };
         let mut groups: [(&str, Vec<String>); 3] = [
             ("ahead", Vec::new()),
             ("level", Vec::new()),
             ("behind", Vec::new()),
         ];
         for row in rows.iter().filter(|r| r.transport == peer) {
-            let (Some(theirs), Some(ours)) = (
-                row.summary.as_ref(),
-                find(Transport::ShmSpin, row.size_bytes),
-            ) else {
+            let (Some(theirs), Some(ours)) = (row.summary.as_ref(), find(ferry, row.size_bytes))
+            else {
                 continue;
             };
             let p50 = theirs.p50_ns as f64 / ours.p50_ns.max(1) as f64;
@@ -1044,7 +1065,8 @@ fn versus_peers(rows: &[Row]) -> String {
         if !said.is_empty() {
             let _ = write!(
                 out,
-                " ferry (shm-spin) against {} in the same rounds ({} p50 / p99 over ferry's): {}.",
+                " ferry ({}) against {} in the same rounds ({} p50 / p99 over ferry's): {}.",
+                ferry.name(),
                 peer.name(),
                 peer.name(),
                 said.join("; ")
@@ -1259,6 +1281,29 @@ mod tests {
              at 1 MiB (0.50 × / 0.50 ×)."
         );
         assert_eq!(versus_peers(&example().rows), "", "no other system ran");
+    }
+
+    #[test]
+    fn iceoryx2_block_stands_against_the_sleeping_floor_and_ferrys_blocking_shm() {
+        let config = Config {
+            transports: vec![Transport::ShmBlock, Transport::Iceoryx2Block],
+            sizes: vec![32],
+            samples: 3,
+            rounds: 1,
+            ..Config::default()
+        };
+        let mut samples: Samples = vec![vec![vec![vec![100; 3]]], vec![vec![vec![300; 3]]]];
+        let rows = build_rows(&config, &mut samples);
+        assert_eq!(
+            Transport::Iceoryx2Block.baseline(),
+            Some(Transport::RawFutex)
+        );
+        assert_eq!(Transport::Iceoryx2Block.kind(), Kind::Peer);
+        assert_eq!(
+            versus_peers(&rows),
+            " ferry (shm-block) against iceoryx2-block in the same rounds (iceoryx2-block p50 / \
+             p99 over ferry's): ahead at 32 B (3.00 × / 3.00 ×)."
+        );
     }
 
     #[test]

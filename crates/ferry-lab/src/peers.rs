@@ -5,7 +5,10 @@
 //! `ferry-peers SYSTEM --sizes .. --counts .. --warmups .. --pin MAIN,PEER|none` runs its own two
 //! processes the way the lab runs ferry's (pinned the same way, every byte written into a loan
 //! and checked in place) and prints `{"one_way_ns": [[..], ..]}`: the recorded one-way latencies
-//! per size. The lab reads that output as untrusted: bounded in size, every count checked.
+//! per size. `ferry-peers SYSTEM-throughput --size S --duration-ms D --delivery reliable|latest
+//! --pin MAIN,PEER|none` publishes back to back for D ms to a subscriber in its other process
+//! and prints the counts of [`PeerThroughput`]. The lab reads that output as untrusted: bounded
+//! in size, every count checked.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -143,53 +146,23 @@ pub fn latency(
             .collect::<Vec<_>>()
             .join(",")
     };
-    let pin = pin.map_or("none".to_owned(), |(a, b)| format!("{a},{b}"));
-    let mut child = crate::spawn_child(
-        Command::new(bin)
-            .arg(system)
-            .args(["--sizes", &list(sizes)])
-            .args(["--counts", &list(counts)])
-            .args(["--warmups", &list(warmups)])
-            .args(["--pin", &pin])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit()),
-    )
-    .context(format!("cannot run {}", bin.display()))?;
     let recorded: usize = counts.iter().zip(warmups).map(|(c, w)| c - w).sum();
     // At most 21 characters a figure, and a little around them.
     let limit = (recorded as u64 + sizes.len() as u64) * 21 + 64;
-    let mut stdout = child.stdout.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut text = Vec::new();
-        let read = (&mut stdout).take(limit + 1).read_to_end(&mut text);
-        read.map(|_| text)
-    });
     let total: usize = counts.iter().sum();
+    let args = [
+        system.to_owned(),
+        "--sizes".to_owned(),
+        list(sizes),
+        "--counts".to_owned(),
+        list(counts),
+        "--warmups".to_owned(),
+        list(warmups),
+        "--pin".to_owned(),
+        pin_text(pin),
+    ];
     let timeout = Duration::from_secs(60) + PER_ROUND_TRIP * total as u32;
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if signal::interrupted() || start.elapsed() > timeout {
-            // Its process group: the binary and the echo process it started.
-            let _ = kill_process_group(Pid::from_child(&child), Signal::KILL);
-            let _ = child.wait();
-            signal::check()?;
-            bail!("{system} did not finish within {} s", timeout.as_secs());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let text = reader
-        .join()
-        .map_err(|_| crate::error::Error::msg("the reader of ferry-peers' output panicked"))??;
-    if !status.success() {
-        bail!("{system} failed ({status}); its error is above");
-    }
-    if text.len() as u64 > limit {
-        bail!("{system}: more output than {limit} bytes");
-    }
+    let text = run_bounded(bin, system, &args, limit, timeout)?;
     let out: Output = serde_json::from_slice(&text).context(format!("{system}'s output"))?;
     if out.one_way_ns.len() != sizes.len() {
         bail!(
@@ -209,6 +182,127 @@ pub fn latency(
         }
     }
     Ok(out.one_way_ns)
+}
+
+/// What `ferry-peers SYSTEM-throughput` reports: counts of messages, `*_ns` points in time on
+/// this host's CLOCK_MONOTONIC (the publisher's first send, the subscriber's first and last
+/// delivery), `send_ns` how long the publisher sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerThroughput {
+    pub sent: u64,
+    pub delivered: u64,
+    pub bytes: u64,
+    pub first_send_ns: u64,
+    pub send_ns: u64,
+    pub first_delivery_ns: u64,
+    pub last_delivery_ns: u64,
+    /// Messages whose number was not above the last one's.
+    pub out_of_order: u64,
+    /// Messages of which every byte was checked.
+    pub checked: u64,
+}
+
+/// Runs `system` (e.g. "iceoryx2") publishing `size`-byte messages back to back for `duration`
+/// to a subscriber in another process, with `delivery` ("reliable" or "latest").
+pub fn throughput(
+    bin: &Path,
+    system: &str,
+    size: usize,
+    duration: Duration,
+    delivery: &str,
+    pin: Option<(usize, usize)>,
+) -> Result<PeerThroughput> {
+    let args = [
+        format!("{system}-throughput"),
+        "--size".to_owned(),
+        size.to_string(),
+        "--duration-ms".to_owned(),
+        duration.as_millis().max(1).to_string(),
+        "--delivery".to_owned(),
+        delivery.to_owned(),
+        "--pin".to_owned(),
+        pin_text(pin),
+    ];
+    // Nine figures of at most 20 characters and their names.
+    let limit = 1024;
+    // The sending, the subscriber's drain (20 s at most) and the two sides' start and end.
+    let timeout = duration + Duration::from_secs(60);
+    let text = run_bounded(bin, system, &args, limit, timeout)?;
+    let out: PeerThroughput =
+        serde_json::from_slice(&text).context(format!("{system}'s output"))?;
+    let fail = |what: &str| -> Result<PeerThroughput> {
+        bail!("{system}'s throughput output does not add up: {what}")
+    };
+    if out.delivered > out.sent {
+        return fail("more messages delivered than sent");
+    }
+    if out.bytes != out.delivered.saturating_mul(size as u64) {
+        return fail("the bytes delivered are not the messages delivered × the size");
+    }
+    if out.checked > out.delivered + out.out_of_order {
+        return fail("more messages checked than taken");
+    }
+    if out.delivered > 0
+        && (out.first_delivery_ns > out.last_delivery_ns
+            || out.last_delivery_ns < out.first_send_ns)
+    {
+        return fail("its times are out of order");
+    }
+    Ok(out)
+}
+
+fn pin_text(pin: Option<(usize, usize)>) -> String {
+    pin.map_or("none".to_owned(), |(a, b)| format!("{a},{b}"))
+}
+
+/// Runs `bin` with `args` and returns its standard output: at most `limit` bytes, within
+/// `timeout` (its process group killed after that, or on Ctrl-C); an error if it fails.
+fn run_bounded(
+    bin: &Path,
+    system: &str,
+    args: &[String],
+    limit: u64,
+    timeout: Duration,
+) -> Result<Vec<u8>> {
+    let mut child = crate::spawn_child(
+        Command::new(bin)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit()),
+    )
+    .context(format!("cannot run {}", bin.display()))?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let read = (&mut stdout).take(limit + 1).read_to_end(&mut text);
+        read.map(|_| text)
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if signal::interrupted() || start.elapsed() > timeout {
+            // Its process group: the binary and the other process it started.
+            let _ = kill_process_group(Pid::from_child(&child), Signal::KILL);
+            let _ = child.wait();
+            signal::check()?;
+            bail!("{system} did not finish within {} s", timeout.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let text = reader
+        .join()
+        .map_err(|_| crate::error::Error::msg("the reader of ferry-peers' output panicked"))??;
+    if !status.success() {
+        bail!("{system} failed ({status}); its error is above");
+    }
+    if text.len() as u64 > limit {
+        bail!("{system}: more output than {limit} bytes");
+    }
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -261,6 +355,48 @@ mod tests {
         assert!(err.contains("more output than"), "{err}");
     }
 
+    fn run_throughput(bin: &Path) -> Result<PeerThroughput> {
+        throughput(
+            bin,
+            "iceoryx2",
+            64,
+            Duration::from_millis(10),
+            "reliable",
+            None,
+        )
+    }
+
+    #[test]
+    fn throughput_output_is_read_and_checked() {
+        let good = r#"{"sent":10,"delivered":8,"bytes":512,"first_send_ns":100,"send_ns":50,"first_delivery_ns":120,"last_delivery_ns":200,"out_of_order":0,"checked":1}"#;
+        let out = run_throughput(&fake("tp-good", good)).unwrap();
+        assert_eq!((out.sent, out.delivered, out.bytes), (10, 8, 512));
+        assert_eq!((out.first_send_ns, out.last_delivery_ns), (100, 200));
+        for (name, out, says) in [
+            (
+                "tp-more",
+                good.replace(r#""sent":10"#, r#""sent":7"#),
+                "more messages delivered",
+            ),
+            ("tp-bytes", good.replace("512", "513"), "the size"),
+            (
+                "tp-checked",
+                good.replace(r#""checked":1"#, r#""checked":9"#),
+                "checked",
+            ),
+            (
+                "tp-time",
+                good.replace(r#""last_delivery_ns":200"#, r#""last_delivery_ns":110"#),
+                "out of order",
+            ),
+            ("tp-foreign", good.replace("checked", "seen"), "output"),
+            ("tp-long", "9".repeat(2000), "more output than"),
+        ] {
+            let err = run_throughput(&fake(name, &out)).unwrap_err().to_string();
+            assert!(err.contains(says), "{name}: {err}");
+        }
+    }
+
     #[test]
     fn a_build_runs_the_systems_it_lists_and_nothing_else() {
         let bin = fake("systems", "iceoryx2 zenoh\n");
@@ -273,5 +409,10 @@ mod tests {
         assert!(!runs(&fake("long-systems", &long), "zenoh"));
         assert_eq!(feature_of("zenoh-shm"), Some("zenoh"));
         assert_eq!(feature_of("iceoryx2"), None);
+        assert_eq!(feature_of("zenoh-throughput"), Some("zenoh"));
+        assert!(
+            !runs(&bin, "iceoryx2-throughput"),
+            "an older build without throughput"
+        );
     }
 }

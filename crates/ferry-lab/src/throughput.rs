@@ -53,6 +53,9 @@ crate::choice! {
         RawUdp4 = "raw-udp4",
         Iperf3 = "iperf3",
         Sockperf = "sockperf",
+        Iceoryx2 = "iceoryx2",
+        Zenoh = "zenoh",
+        ZenohShm = "zenoh-shm",
     }
 }
 
@@ -79,7 +82,23 @@ impl Transport {
             Transport::RawUdp4 => "plain blocking std::net::UdpSocket on 127.0.0.1: a send_to loop against a recv loop, one datagram per message (at most 65507 bytes), default socket buffers, no flow control or repair",
             Transport::Iperf3 => "iperf3 -s -1 / iperf3 -c 127.0.0.1 -u -b 0 -l min(size, 1472) -t S -J; the receiver's counts",
             Transport::Sockperf => "sockperf server / sockperf throughput -m min(size, 1472) -t S; sent by the client's count, delivered by the server's",
+            Transport::Iceoryx2 => "iceoryx2 0.10 publish/subscribe over shared memory (its defaults, no config file), two processes of crates/ferry-peers pinned as the lab's: each message written into a loan, the subscriber's receive() polled in a spin loop; its buffer holds as many messages as ferry's shm ring (2 × size, at least 64 KiB; at least 2); reliable: safe overflow off and the publisher's backpressure RetryUntilDelivered (it waits for room), latest: safe overflow on (the oldest message in a full buffer is overwritten)",
+            Transport::Zenoh => "Zenoh 1.10 publish/subscribe, two sessions in peer mode over TCP on 127.0.0.1 (no scouting), run by crates/ferry-peers: each message a fresh buffer, put by a publisher without express (Zenoh batches), the subscriber's channel polled with try_recv in a spin loop (the measuring threads pinned as the lab's, Zenoh's own threads not); reliable: reliability Reliable and CongestionControl::Block, latest: CongestionControl::Drop",
+            Transport::ZenohShm => "as zenoh, with each message allocated from Zenoh's POSIX shared-memory provider (256 × size, 4 MiB to 256 MiB) and written in place, so that it travels as a reference to the segment; when the provider is full, reliable waits for a buffer the subscriber let go (1 ms sleeps, as Zenoh's BlockOn policy), latest drops the message (counted as sent, not delivered)",
         }
+    }
+
+    /// Another system, run by the `ferry-peers` binary (see `peers`).
+    fn is_peer(self) -> bool {
+        matches!(
+            self,
+            Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm
+        )
+    }
+
+    /// Whether the run's `--delivery` applies (ferry's transports and the other systems).
+    fn honours_delivery(self) -> bool {
+        self.is_ferry() || self.is_peer()
     }
 
     fn is_ferry(self) -> bool {
@@ -105,6 +124,9 @@ impl Transport {
             Transport::Iperf3 | Transport::Sockperf => {
                 Some("the lab starts this tool's server on this machine only")
             }
+            Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
+                Some("ferry-peers runs both of its processes on this machine")
+            }
         }
     }
 
@@ -122,7 +144,7 @@ impl Transport {
     fn datagram_bytes(self, size: usize) -> Option<usize> {
         let ferry = |max: usize| Some((size + ferry::UDP_DATA_HEADER).min(max));
         match self {
-            Transport::Shm => None,
+            Transport::Shm | Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => None,
             Transport::Udp4 => ferry(UDP_MTU - 28),
             Transport::Udp4Key => {
                 let sealed = ferry::UDP_SEAL_OVERHEAD;
@@ -148,10 +170,14 @@ impl Transport {
         }
     }
 
-    /// The baselines a ferry UDP row is compared with (same size, same round).
+    /// The baselines a row is compared with (same size, same round): the floors of a ferry UDP
+    /// row; for another system, ferry's shared memory, so that the ratio says how far it is
+    /// from ferry.
     fn baselines(self) -> &'static [Transport] {
         if self.is_ferry_udp() {
             &[Transport::RawUdp4, Transport::Iperf3, Transport::Sockperf]
+        } else if self.is_peer() {
+            &[Transport::Shm]
         } else {
             &[]
         }
@@ -193,7 +219,7 @@ pub struct Config {
     pub transports: Vec<Transport>,
     /// Message sizes in bytes (at least 8: the first 8 carry the sequence number).
     pub sizes: Vec<usize>,
-    /// Delivery of ferry's transports.
+    /// Delivery of ferry's transports and of the other systems (iceoryx2, Zenoh).
     pub delivery: Delivery,
     /// Loss injected by ferry on the publisher's datagrams (ferry's UDP transports only), in
     /// percent.
@@ -618,7 +644,7 @@ fn run(args: &Config) -> Result<Measured<Throughput>> {
         },
         lost: "messages_sent − messages_delivered: messages the subscriber never got (gaps, skipped, dropped)".to_owned(),
         processes: match &args.remote {
-            None => "main process publishes; a peer process (ferry lab-peer) subscribes; iperf3/sockperf: client on the main CPU, server on the peer CPU".to_owned(),
+            None => "main process publishes; a peer process (ferry lab-peer) subscribes; iperf3/sockperf: client on the main CPU, server on the peer CPU; iceoryx2 and Zenoh: ferry-peers publishes on the main CPU and its subscriber process runs on the peer CPU".to_owned(),
             Some(agent) => format!("main process publishes here; a peer process subscribes on the machine of the lab agent at {agent}"),
         },
         socket_buffers: SocketBuffers {
@@ -692,6 +718,9 @@ fn measure_one(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Measu
             measure_ferry(ctx, transport, size)
         }
         Transport::RawUdp4 => measure_raw(ctx, size),
+        Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
+            measure_peer(ctx, transport, size, main_cpu.zip(peer_cpu))
+        }
         Transport::Iperf3 | Transport::Sockperf => {
             let program = &ctx.programs[transport.program().unwrap_or_default()];
             let len = transport.datagram_bytes(size).unwrap_or(size);
@@ -895,6 +924,44 @@ fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Mea
             "ferry's subscriber counters: lost {lost}, skipped {skipped}"
         ));
     }
+    Ok(m)
+}
+
+/// Another system: `ferry-peers` publishes and subscribes in two processes of its own, the
+/// payload work as ferry's; the rate is taken over the same interval (same host, same clock).
+fn measure_peer(
+    ctx: &Ctx<'_>,
+    transport: Transport,
+    size: usize,
+    pin: Option<(usize, usize)>,
+) -> Result<Measurement> {
+    let system = transport.name();
+    let bin = crate::peers::binary(&format!("{system}-throughput"))?;
+    let out = crate::peers::throughput(
+        &bin,
+        system,
+        size,
+        ctx.duration,
+        ctx.args.delivery.name(),
+        pin,
+    )?;
+    let mut m = Measurement {
+        messages_sent: Some(out.sent),
+        send_seconds: Some(out.send_ns as f64 / 1e9),
+        ..Measurement::default()
+    };
+    let counts = Counts {
+        delivered: out.delivered,
+        bytes: out.bytes,
+        first_ns: out.first_delivery_ns,
+        last_ns: out.last_delivery_ns,
+        out_of_order: out.out_of_order,
+        checked: out.checked,
+        kernel_drops: None,
+        ferry_lost: None,
+        ferry_skipped: None,
+    };
+    read_report(&counts, &mut m, out.first_send_ns, true);
     Ok(m)
 }
 
@@ -1121,7 +1188,11 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
             counts.kernel_drops = super::rawudp::kernel_drops(port, false);
             link.report(&PeerReport::Counts(counts))
         }
-        Transport::Iperf3 | Transport::Sockperf => {
+        Transport::Iperf3
+        | Transport::Sockperf
+        | Transport::Iceoryx2
+        | Transport::Zenoh
+        | Transport::ZenohShm => {
             bail!("{} has no lab peer", args.transport.name())
         }
     }
@@ -1192,7 +1263,7 @@ pub struct Row {
     pub size_bytes: usize,
     /// UDP payload bytes per datagram (null for shared memory).
     pub datagram_bytes: Option<usize>,
-    /// ferry's delivery; "none" for plain UDP and the tools.
+    /// The run's delivery for ferry and the other systems; "none" for plain UDP and the tools.
     pub delivery: RowDelivery,
     /// Loss injected on this row's datagrams.
     pub loss_percent: f64,
@@ -1231,12 +1302,11 @@ impl Row {
         m: Option<Measurement>,
         skipped: Option<String>,
     ) -> Row {
-        let ferry = transport.is_ferry();
         let mut row = Row {
             transport,
             size_bytes: size,
             datagram_bytes: transport.datagram_bytes(size),
-            delivery: if ferry {
+            delivery: if transport.honours_delivery() {
                 args.delivery.into()
             } else {
                 RowDelivery::None
@@ -1565,11 +1635,44 @@ fn section(rows: &[Row]) -> Result<Section> {
     Ok(Section {
         plots,
         sentence: format!(
-            "In {}, Vortex Lite reaches the ~950 Mbit/s of Gigabit Ethernet from messages under 2 KB (110 000 messages/s at 1 KB). Here, best delivered rates: {}.",
+            "In {}, Vortex Lite reaches the ~950 Mbit/s of Gigabit Ethernet from messages under 2 KB (110 000 messages/s at 1 KB). Here, best delivered rates: {}.{}",
             cite(&VORTEX_LITE),
-            best.join(", ")
+            best.join(", "),
+            versus_peers(rows)
         ),
     })
+}
+
+/// " ferry (shm) against iceoryx2 in the same rounds ...": for each other system that ran beside
+/// ferry's shared memory, ferry's delivered rate over the system's per size (the median over the
+/// rounds of the per-round ratio); empty when none ran beside it.
+fn versus_peers(rows: &[Row]) -> String {
+    let (transports, sizes) = transports_and_sizes(rows);
+    let mut out = String::new();
+    for peer in transports.into_iter().filter(|t| t.is_peer()) {
+        let said: Vec<String> = sizes
+            .iter()
+            .filter_map(|&size| {
+                let per_round: Vec<f64> = rows
+                    .iter()
+                    .filter(|r| r.transport == peer && r.size_bytes == size)
+                    .filter_map(|r| r.ratios.get(&Transport::Shm))
+                    .filter(|&&r| r > 0.0)
+                    .map(|r| 1.0 / r)
+                    .collect();
+                median(per_round).map(|m| format!("{m:.2} × at {}", format_size(size)))
+            })
+            .collect();
+        if !said.is_empty() {
+            out.push_str(&format!(
+                " ferry (shm) against {} in the same rounds (ferry's delivered rate over {}'s): {}.",
+                peer.name(),
+                peer.name(),
+                said.join(", ")
+            ));
+        }
+    }
+    out
 }
 
 /// The Vortex Lite whitepaper's throughput figures beside ferry's UDP, the plain-UDP floor and
@@ -1784,6 +1887,47 @@ mod tests {
         );
         ending.sent = Some(u64::MAX);
         assert!(ending.finished(&t));
+    }
+
+    #[test]
+    fn another_system_is_set_against_ferrys_shared_memory() {
+        let config = Config {
+            transports: vec![Transport::Shm, Transport::Iceoryx2],
+            sizes: vec![64, 1024],
+            rounds: 2,
+            delivery: Delivery::Latest,
+            ..Config::default()
+        };
+        let m = |delivered: u64| Measurement {
+            messages_sent: Some(delivered),
+            messages_delivered: Some(delivered),
+            bytes_delivered: Some(delivered * 64),
+            seconds: 1.0,
+            ..Measurement::default()
+        };
+        let mut rows = Vec::new();
+        for round in 0..2 {
+            for (t, delivered) in [(Transport::Shm, 4000), (Transport::Iceoryx2, 1000)] {
+                rows.push(Row::new(&config, t, 64, round, Some(m(delivered)), None));
+            }
+        }
+        add_ratios(&mut rows);
+        let peer = &rows[1];
+        assert_eq!(
+            peer.delivery,
+            RowDelivery::Latest,
+            "the run's delivery applies"
+        );
+        assert_eq!(peer.datagram_bytes, None);
+        assert_eq!(peer.ratios[&Transport::Shm], 0.25);
+        assert!(rows[0].ratios.is_empty());
+        assert_eq!(
+            versus_peers(&rows),
+            " ferry (shm) against iceoryx2 in the same rounds (ferry's delivered rate over \
+             iceoryx2's): 4.00 × at 64 B."
+        );
+        assert_eq!(versus_peers(&example().rows), "", "no other system ran");
+        assert!(Transport::Iceoryx2.remote_refusal().is_some());
     }
 
     #[test]

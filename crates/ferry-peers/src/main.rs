@@ -1,8 +1,9 @@
-//! `ferry-peers`: other middleware run the way `ferry lab latency` runs ferry, so the lab can set
-//! them side by side in the same rounds.
+//! `ferry-peers`: other middleware run the way `ferry lab latency` and `ferry lab throughput` run
+//! ferry, so the lab can set them side by side in the same rounds.
 //!
 //! `ferry-peers SYSTEM --sizes S,.. --counts N,.. --warmups W,.. --pin MAIN,PEER|none` (SYSTEM:
-//! `iceoryx2`, and with the `zenoh` feature `zenoh`, `zenoh-shm`) is the main side: it starts its
+//! `iceoryx2`, `iceoryx2-block` (the receiver sleeps on an iceoryx2 event instead of spinning),
+//! and with the `zenoh` feature `zenoh`, `zenoh-shm`) is the main side: it starts its
 //! echo (`ferry-peers SYSTEM-echo ...`, this binary again), makes
 //! `counts[i]` round trips of `sizes[i]` bytes, and prints `{"one_way_ns": [[..], ..]}` on
 //! stdout: the one-way latencies (round trip / 2, ns) of the round trips after the first
@@ -10,12 +11,15 @@
 //!
 //! The payload work is the lab's: the sender writes every byte of a loan (byte `seq % 255 + 1`,
 //! the echo's reply shifted by 128), the receiver checks every byte of the sample in place.
+//!
+//! `ferry-peers SYSTEM-throughput ...` measures throughput instead (see `throughput`).
 
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use iceoryx2::prelude::*;
 
+mod throughput;
 #[cfg(feature = "zenoh")]
 mod zenoh_peer;
 
@@ -62,6 +66,41 @@ fn run(args: &[String]) -> Result<(), Error> {
         return Ok(());
     }
     let mut opts = Options::parse(rest)?;
+    // The lab pins itself before it starts this binary, which inherits that one CPU: every
+    // thread would share it, Zenoh's runtime threads with the measuring thread. The measuring
+    // threads pin themselves; the others run wherever the machine lets them.
+    unpin()?;
+    if let Some(system) = cmd.strip_suffix("-throughput") {
+        let plan = throughput::Plan::parse(&mut opts)?;
+        opts.done()?;
+        let report = match system {
+            "iceoryx2" => throughput::iceoryx2_main(&plan)?,
+            #[cfg(feature = "zenoh")]
+            "zenoh" | "zenoh-shm" => zenoh_peer::throughput_main(&plan, system == "zenoh-shm")?,
+            other => return Err(unknown(other)),
+        };
+        println!("{}", report.json());
+        return Ok(());
+    }
+    if let Some(system) = cmd.strip_suffix("-sink") {
+        let plan = throughput::Plan::parse(&mut opts)?;
+        return match system {
+            "iceoryx2" => {
+                let service = opts.take("--service")?;
+                opts.done()?;
+                throughput::iceoryx2_sink(&plan, &service)
+            }
+            #[cfg(feature = "zenoh")]
+            "zenoh" => {
+                let endpoint = opts.take("--endpoint")?;
+                let key = opts.take("--key")?;
+                let shm = opts.take("--shm")? == "1";
+                opts.done()?;
+                zenoh_peer::throughput_sink(&plan, &endpoint, &key, shm)
+            }
+            other => Err(unknown(other)),
+        };
+    }
     let plan = Plan {
         sizes: list(&opts.take("--sizes")?)?,
         counts: list(&opts.take("--counts")?)?,
@@ -70,16 +109,17 @@ fn run(args: &[String]) -> Result<(), Error> {
     };
     check(&plan)?;
     match cmd.as_str() {
-        "iceoryx2" => {
+        "iceoryx2" | "iceoryx2-block" => {
             opts.done()?;
-            let rows = iceoryx2_main(&plan)?;
+            let rows = iceoryx2_main(&plan, cmd == "iceoryx2-block")?;
             println!("{}", json(&rows));
             Ok(())
         }
         "iceoryx2-echo" => {
             let service = opts.take("--service")?;
+            let events = opts.take("--events")? == "1";
             opts.done()?;
-            iceoryx2_echo(&plan, &service)
+            iceoryx2_echo(&plan, &service, events)
         }
         #[cfg(feature = "zenoh")]
         "zenoh" | "zenoh-shm" => {
@@ -96,27 +136,41 @@ fn run(args: &[String]) -> Result<(), Error> {
             opts.done()?;
             zenoh_peer::echo_side(&plan, &endpoint, &key, shm)
         }
-        #[cfg(not(feature = "zenoh"))]
-        "zenoh" | "zenoh-shm" => Err(format!(
-            "this ferry-peers was built without Zenoh; build it with: cargo build --release \
-             --locked --manifest-path crates/ferry-peers/Cargo.toml --features zenoh"
-        )
-        .into()),
-        other => Err(format!("unknown command {other:?}; {USAGE}").into()),
+        other => Err(unknown(other)),
     }
 }
 
-const USAGE: &str = "usage: ferry-peers iceoryx2|zenoh|zenoh-shm --sizes S,.. --counts N,.. \
-     --warmups W,.. --pin MAIN,PEER|none, or ferry-peers systems";
+/// The error for a command this build does not run.
+fn unknown(cmd: &str) -> Error {
+    if !cfg!(feature = "zenoh") && cmd.starts_with("zenoh") {
+        return "this ferry-peers was built without Zenoh; build it with: cargo build --release \
+             --locked --manifest-path crates/ferry-peers/Cargo.toml --features zenoh"
+            .into();
+    }
+    format!("unknown command {cmd:?}; {USAGE}").into()
+}
 
-/// The systems this build runs.
+const USAGE: &str = "usage: ferry-peers iceoryx2|iceoryx2-block|zenoh|zenoh-shm --sizes S,.. \
+     --counts N,.. --warmups W,.. --pin MAIN,PEER|none; ferry-peers \
+     iceoryx2-throughput|zenoh-throughput|zenoh-shm-throughput --size S --duration-ms D \
+     --delivery reliable|latest --pin MAIN,PEER|none; or ferry-peers systems";
+
+/// The systems this build runs (latency, then throughput).
 #[cfg(feature = "zenoh")]
-const SYSTEMS: &[&str] = &["iceoryx2", "zenoh", "zenoh-shm"];
+const SYSTEMS: &[&str] = &[
+    "iceoryx2",
+    "iceoryx2-block",
+    "zenoh",
+    "zenoh-shm",
+    "iceoryx2-throughput",
+    "zenoh-throughput",
+    "zenoh-shm-throughput",
+];
 #[cfg(not(feature = "zenoh"))]
-const SYSTEMS: &[&str] = &["iceoryx2"];
+const SYSTEMS: &[&str] = &["iceoryx2", "iceoryx2-block", "iceoryx2-throughput"];
 
 /// `--name value` pairs, each given once.
-struct Options(Vec<(String, String)>);
+pub(crate) struct Options(Vec<(String, String)>);
 
 impl Options {
     fn parse(args: &[String]) -> Result<Options, Error> {
@@ -130,7 +184,7 @@ impl Options {
         ))
     }
 
-    fn take(&mut self, name: &str) -> Result<String, Error> {
+    pub(crate) fn take(&mut self, name: &str) -> Result<String, Error> {
         let i = self
             .0
             .iter()
@@ -156,7 +210,7 @@ fn list(text: &str) -> Result<Vec<usize>, Error> {
         .collect()
 }
 
-fn pin(text: &str) -> Result<Option<(usize, usize)>, Error> {
+pub(crate) fn pin(text: &str) -> Result<Option<(usize, usize)>, Error> {
     if text == "none" {
         return Ok(None);
     }
@@ -206,6 +260,27 @@ pub(crate) fn pin_to(cpu: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// Lets this thread (and the threads it starts) run on every CPU this process may use: the
+/// kernel keeps those of the full set that the process's cpuset allows.
+fn unpin() -> Result<(), Error> {
+    // SAFETY: a zeroed cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for cpu in 0..libc::CPU_SETSIZE as usize {
+        // SAFETY: `cpu` is below CPU_SETSIZE, inside the set.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size given; 0 is this thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(format!(
+            "cannot widen the CPU affinity: {}",
+            std::io::Error::last_os_error()
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// Reads the whole payload, 8 bytes at a time, and says whether every byte equals `byte`: the
 /// lab's own check (`ferry_lab::check`), repeated here so that this workspace does not build the
 /// lab.
@@ -231,10 +306,20 @@ struct Ends {
     subscriber: iceoryx2::port::subscriber::Subscriber<ipc::Service, [u8], ()>,
     out: iceoryx2::service::port_factory::publish_subscribe::PortFactory<ipc::Service, [u8], ()>,
     inp: iceoryx2::service::port_factory::publish_subscribe::PortFactory<ipc::Service, [u8], ()>,
+    /// `iceoryx2-block`: an event service beside each publish/subscribe one.
+    events: Option<Events>,
     _node: Node<ipc::Service>,
 }
 
-fn ends(base: &str, max_size: usize, main: bool) -> Result<Ends, Error> {
+/// The sender notifies after every message; the receiver sleeps on its listener when there is
+/// nothing to take.
+struct Events {
+    notifier: iceoryx2::port::notifier::Notifier<ipc::Service>,
+    listener: iceoryx2::port::listener::Listener<ipc::Service>,
+    out: iceoryx2::service::port_factory::event::PortFactory<ipc::Service>,
+}
+
+fn ends(base: &str, max_size: usize, main: bool, events: bool) -> Result<Ends, Error> {
     let node = NodeBuilder::new().create::<ipc::Service>()?;
     let service = |dir: &str| -> Result<_, Error> {
         let name: ServiceName = format!("{base}/{dir}").as_str().try_into()?;
@@ -257,11 +342,35 @@ fn ends(base: &str, max_size: usize, main: bool) -> Result<Ends, Error> {
         .initial_max_slice_len(max_size)
         .create()?;
     let subscriber = inp.subscriber_builder().create()?;
+    let events = if events {
+        let event = |dir: &str| -> Result<_, Error> {
+            let name: ServiceName = format!("{base}/{dir}-event").as_str().try_into()?;
+            Ok(node
+                .service_builder(&name)
+                .event()
+                .max_notifiers(1)
+                .max_listeners(1)
+                .open_or_create()?)
+        };
+        let (out_event, inp_event) = if main {
+            (event("ping")?, event("pong")?)
+        } else {
+            (event("pong")?, event("ping")?)
+        };
+        Some(Events {
+            notifier: out_event.notifier_builder().create()?,
+            listener: inp_event.listener_builder().create()?,
+            out: out_event,
+        })
+    } else {
+        None
+    };
     Ok(Ends {
         publisher,
         subscriber,
         out,
         inp,
+        events,
         _node: node,
     })
 }
@@ -272,6 +381,10 @@ impl Ends {
         let start = Instant::now();
         while self.out.dynamic_config().number_of_subscribers() < 1
             || self.inp.dynamic_config().number_of_publishers() < 1
+            || self
+                .events
+                .as_ref()
+                .is_some_and(|e| e.out.dynamic_config().number_of_listeners() < 1)
         {
             if start.elapsed() > MEET_TIMEOUT {
                 return Err("the two iceoryx2 processes did not meet within 10 s".into());
@@ -291,10 +404,14 @@ impl Ends {
         // SAFETY: every byte was written just above.
         let sample = unsafe { sample.assume_init() };
         sample.send()?;
+        if let Some(events) = &self.events {
+            events.notifier.notify()?;
+        }
         Ok(())
     }
 
-    /// Spins for the next message and checks that it is `size` bytes of `value`.
+    /// Spins (or, with events, sleeps on the listener) for the next message and checks that it
+    /// is `size` bytes of `value`.
     fn recv_check(&self, size: usize, value: u8) -> Result<(), Error> {
         let start = Instant::now();
         let mut spins = 0u32;
@@ -309,6 +426,16 @@ impl Ends {
                     .into());
                 }
                 return Ok(());
+            }
+            if let Some(events) = &self.events {
+                // A notification that came before the sample was taken wakes it at once: the
+                // loop then finds nothing and sleeps again.
+                let left = TIMEOUT.saturating_sub(start.elapsed());
+                if left.is_zero() {
+                    return Err("no message within 30 s".into());
+                }
+                events.listener.timed_wait(|_| {}, left)?;
+                continue;
             }
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(4096) && start.elapsed() > TIMEOUT {
@@ -338,15 +465,16 @@ fn joined(v: &[usize]) -> String {
         .join(",")
 }
 
-fn iceoryx2_main(plan: &Plan) -> Result<Vec<Vec<u64>>, Error> {
+fn iceoryx2_main(plan: &Plan, events: bool) -> Result<Vec<Vec<u64>>, Error> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     let base = format!("ferry-lab/{}/{nanos}", std::process::id());
     let max_size = plan.sizes.iter().copied().max().unwrap_or(1);
-    let ends = ends(&base, max_size, true)?;
+    let ends = ends(&base, max_size, true, events)?;
     let mut kid = Kid(echo_command("iceoryx2-echo", plan)
         .args(["--service", &base])
+        .args(["--events", if events { "1" } else { "0" }])
         .spawn()?);
     if let Some((main, _)) = plan.pin {
         pin_to(main)?;
@@ -440,12 +568,12 @@ pub(crate) fn wait_for(kid: &mut Kid) -> Result<(), Error> {
     }
 }
 
-fn iceoryx2_echo(plan: &Plan, base: &str) -> Result<(), Error> {
+fn iceoryx2_echo(plan: &Plan, base: &str, events: bool) -> Result<(), Error> {
     if let Some((_, peer)) = plan.pin {
         pin_to(peer)?;
     }
     let max_size = plan.sizes.iter().copied().max().unwrap_or(1);
-    let ends = ends(base, max_size, false)?;
+    let ends = ends(base, max_size, false, events)?;
     ends.meet()?;
     echo_round_trips(
         plan,

@@ -15,11 +15,14 @@
 
 use std::time::{Duration, Instant};
 
-use zenoh::qos::CongestionControl;
-use zenoh::shm::{BlockOn, GarbageCollect, PosixShmProviderBackend, ShmProviderBuilder};
+use zenoh::qos::{CongestionControl, Reliability};
+use zenoh::shm::{
+    BlockOn, GarbageCollect, PosixShmProviderBackend, ShmProviderBuilder, ZAllocError,
+    ZLayoutAllocError,
+};
 use zenoh::Wait;
 
-use crate::{all_equal, pin_to, Error, Kid, Plan, MEET_TIMEOUT, TIMEOUT};
+use crate::{all_equal, pin_to, throughput, Error, Kid, Plan, MEET_TIMEOUT, TIMEOUT};
 
 /// The probe both sides send until the other answers: one byte the runs never send (`byte`
 /// gives 1..=255).
@@ -40,13 +43,9 @@ struct Ends {
     shm: Option<zenoh::shm::ShmProvider<PosixShmProviderBackend>>,
 }
 
-fn open(
-    endpoint: &str,
-    listen: bool,
-    base: &str,
-    main: bool,
-    shm_bytes: usize,
-) -> Result<Ends, Error> {
+/// A session in peer mode: listening on `endpoint` (the main side) or connecting to it; Zenoh's
+/// shared-memory transport on when `shm`.
+fn session(endpoint: &str, listen: bool, shm: bool) -> Result<zenoh::Session, Error> {
     let mut config = zenoh::Config::default();
     let set = |c: &mut zenoh::Config, k: &str, v: &str| {
         c.insert_json5(k, v)
@@ -65,9 +64,25 @@ fn open(
     set(
         &mut config,
         "transport/shared_memory/enabled",
-        if shm_bytes > 0 { "true" } else { "false" },
+        if shm { "true" } else { "false" },
     )?;
-    let session = zenoh::open(config).wait().map_err(ze)?;
+    zenoh::open(config).wait().map_err(ze)
+}
+
+/// A POSIX shared-memory provider of `bytes`.
+fn provider(bytes: usize) -> Result<zenoh::shm::ShmProvider<PosixShmProviderBackend>, Error> {
+    let backend = PosixShmProviderBackend::builder(bytes).wait().map_err(ze)?;
+    Ok(ShmProviderBuilder::backend(backend).wait())
+}
+
+fn open(
+    endpoint: &str,
+    listen: bool,
+    base: &str,
+    main: bool,
+    shm_bytes: usize,
+) -> Result<Ends, Error> {
+    let session = session(endpoint, listen, shm_bytes > 0)?;
     let (out, inp) = if main {
         ("ping", "pong")
     } else {
@@ -84,10 +99,7 @@ fn open(
         .wait()
         .map_err(ze)?;
     let shm = if shm_bytes > 0 {
-        let backend = PosixShmProviderBackend::builder(shm_bytes)
-            .wait()
-            .map_err(ze)?;
-        Some(ShmProviderBuilder::backend(backend).wait())
+        Some(provider(shm_bytes)?)
     } else {
         None
     };
@@ -247,4 +259,112 @@ pub fn echo_side(plan: &Plan, endpoint: &str, base: &str, shm: bool) -> Result<(
     // Let the last reply leave before the session closes.
     std::thread::sleep(Duration::from_millis(100));
     Ok(())
+}
+
+/// Shared memory for the messages of a throughput run in flight: Zenoh's queues hold many.
+fn throughput_shm_bytes(size: usize) -> usize {
+    (size * 256).clamp(4 << 20, 256 << 20)
+}
+
+/// The main side of `zenoh-throughput` / `zenoh-shm-throughput`: a publisher without `express`
+/// (Zenoh batches), reliable with `Block` congestion control, or `Drop` for latest delivery.
+pub fn throughput_main(plan: &throughput::Plan, shm: bool) -> Result<throughput::Report, Error> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let endpoint = format!("tcp/127.0.0.1:{port}");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let key = format!("ferry-lab/{}/{nanos}/throughput", std::process::id());
+    let session = session(&endpoint, true, shm)?;
+    let publisher = session
+        .declare_publisher(key.clone())
+        .reliability(if plan.reliable {
+            Reliability::Reliable
+        } else {
+            Reliability::BestEffort
+        })
+        .congestion_control(if plan.reliable {
+            CongestionControl::Block
+        } else {
+            CongestionControl::Drop
+        })
+        .wait()
+        .map_err(ze)?;
+    let provider = if shm {
+        Some(provider(throughput_shm_bytes(plan.size))?)
+    } else {
+        None
+    };
+    let size = plan.size;
+    let reliable = plan.reliable;
+    throughput::main_side(
+        plan,
+        "zenoh-sink",
+        &[
+            "--endpoint",
+            &endpoint,
+            "--key",
+            &key,
+            "--shm",
+            if shm { "1" } else { "0" },
+        ],
+        || Ok(publisher.matching_status().wait().map_err(ze)?.matching()),
+        |seq| {
+            match &provider {
+                Some(provider) => {
+                    // Reliable: wait for a buffer the sink has let go, as Zenoh's BlockOn policy
+                    // waits (1 ms sleeps), at most 30 s. Latest: a full provider means the sink
+                    // lags, and the message is dropped.
+                    let start = Instant::now();
+                    let mut buf = loop {
+                        match provider.alloc(size).with_policy::<GarbageCollect>().wait() {
+                            Ok(buf) => break buf,
+                            Err(ZLayoutAllocError::Alloc(
+                                ZAllocError::OutOfMemory | ZAllocError::NeedDefragment,
+                            )) if !reliable => return Ok(()),
+                            Err(ZLayoutAllocError::Alloc(
+                                ZAllocError::OutOfMemory | ZAllocError::NeedDefragment,
+                            )) if start.elapsed() < TIMEOUT => {
+                                std::thread::sleep(Duration::from_millis(1))
+                            }
+                            Err(e) => {
+                                return Err(format!("zenoh shm alloc of {size} bytes: {e:?}").into())
+                            }
+                        }
+                    };
+                    throughput::write_message(&mut buf, seq);
+                    publisher.put(buf).wait().map_err(ze)?;
+                }
+                None => {
+                    let mut buf = vec![0u8; size];
+                    throughput::write_message(&mut buf, seq);
+                    publisher.put(buf).wait().map_err(ze)?;
+                }
+            }
+            Ok(())
+        },
+    )
+}
+
+/// The sink of a Zenoh throughput run: the subscriber's channel polled with `try_recv`.
+pub fn throughput_sink(
+    plan: &throughput::Plan,
+    endpoint: &str,
+    key: &str,
+    shm: bool,
+) -> Result<(), Error> {
+    let session = session(endpoint, false, shm)?;
+    let subscriber = session.declare_subscriber(key).wait().map_err(ze)?;
+    if let Some((_, peer)) = plan.pin {
+        pin_to(peer)?;
+    }
+    throughput::sink_side(plan, |tally| match subscriber.try_recv().map_err(ze)? {
+        Some(sample) => {
+            tally.take(&sample.payload().to_bytes())?;
+            Ok(true)
+        }
+        None => Ok(false),
+    })
 }

@@ -12,8 +12,9 @@ use crate::cmd::{DeliveryArg, WaitArg};
 
 #[derive(Debug, Args)]
 pub struct ThroughputArgs {
-    /// Transports, comma-separated, in the order each round runs them: shm, udp4, udp6 (ferry),
-    /// raw-udp4 (plain sockets), iperf3, sockperf (when installed) [default:
+    /// Transports, comma-separated, in the order each round runs them: shm, udp4, udp4-key,
+    /// udp6 (ferry), raw-udp4 (plain sockets), iperf3, sockperf (when installed), iceoryx2,
+    /// zenoh, zenoh-shm (other systems, built on first use) [default:
     /// shm,udp4,raw-udp4,iperf3,sockperf]
     #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Transport>)]
     pub transports: Option<Vec<Transport>>,
@@ -23,8 +24,8 @@ pub struct ThroughputArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_size)]
     pub sizes: Option<Vec<usize>>,
 
-    /// Delivery of ferry's transports: reliable (nothing lost: back-pressure, retransmission) or
-    /// latest (the publisher never waits) [default: reliable]
+    /// Delivery of ferry's transports and of the other systems: reliable (nothing lost:
+    /// back-pressure, retransmission) or latest (the publisher never waits) [default: reliable]
     #[arg(long, value_enum)]
     pub delivery: Option<DeliveryArg>,
 
