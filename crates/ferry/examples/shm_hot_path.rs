@@ -1,0 +1,161 @@
+//! The shared-memory hot path without process boundaries or the lab around it.
+//!
+//! `cargo run --release -p ferry --example shm_hot_path -- pingpong [N]`: two threads pinned to
+//! CPUs 0 and 1 ping-pong N messages (default 100 000) through two reliable shared-memory topics
+//! with busy-polling subscribers, for 32 B and 1 KiB and ring capacities of 4 KiB to 64 KiB
+//! (64 KiB is what ferry picks for these sizes); it prints the median one-way time (round trip / 2)
+//! of each. The sender writes every byte of a loan, the receiver checks every byte in place.
+//!
+//! `... -- single`: one thread sends a message and receives it again, two million times, at 32 B
+//! and 1 KiB, reliable: the instructions of the path with no cache line crossing between CPUs.
+//! `... -- latest`: the same under latest delivery, where the subscriber copies each message out
+//! (32 B, 1 KiB, 64 KiB).
+//!
+//! Timings depend on the machine and its load; compare runs made one after another.
+
+use std::time::{Duration, Instant};
+
+use ferry::{Delivery, Node, Qos, Transport, WaitStrategy};
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it; the call only
+    // reads the set it is given.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Reads every byte, 8 at a time, as the lab's check does.
+fn check(buf: &[u8], byte: u8) -> bool {
+    let word = u64::from_ne_bytes([byte; 8]);
+    let mut chunks = buf.chunks_exact(8);
+    let mut diff = 0;
+    for c in &mut chunks {
+        diff |= u64::from_ne_bytes(c.try_into().expect("8 bytes")) ^ word;
+    }
+    diff == 0 && chunks.remainder().iter().all(|&b| b == byte)
+}
+
+fn qos(delivery: Delivery, max: usize, ring: usize) -> Qos {
+    Qos::default()
+        .transport(Transport::Shm)
+        .delivery(delivery)
+        .wait(WaitStrategy::Spin)
+        .max_message_size(max)
+        .ring_capacity(ring)
+}
+
+fn send(out: &mut ferry::Publisher, len: usize, byte: u8) {
+    let mut loan = out.loan(len).expect("loan");
+    loan.as_mut_slice().fill(byte);
+    loan.send().expect("send");
+}
+
+fn recv_check(inp: &mut ferry::Subscriber, byte: u8) {
+    let sample = inp
+        .recv_timeout(TIMEOUT)
+        .expect("recv")
+        .expect("a message within the timeout");
+    assert!(check(&sample, byte), "a corrupt message");
+}
+
+/// Median one-way time (ns) of `n` round trips of `len` bytes over rings of `ring` bytes.
+fn pingpong(n: usize, len: usize, ring: usize) -> u64 {
+    let domain = format!("hotpath{}", std::process::id());
+    let q = qos(Delivery::Reliable, 1024, ring);
+    let node = Node::with_domain("ping", &domain).expect("node");
+    let mut out = node.publisher("ping", &q).expect("publisher");
+    let mut inp = node.subscriber("pong", &q).expect("subscriber");
+    let (q2, d2) = (q.clone(), domain.clone());
+    let echo = std::thread::spawn(move || {
+        pin(1);
+        let node = Node::with_domain("pong", &d2).expect("node");
+        let mut out = node.publisher("pong", &q2).expect("publisher");
+        let mut inp = node.subscriber("ping", &q2).expect("subscriber");
+        for i in 0..n as u64 {
+            recv_check(&mut inp, (i % 200) as u8);
+            send(&mut out, len, (i % 200) as u8 + 1);
+        }
+        // Until the main side has read the last reply.
+        let _ = inp.recv_timeout(Duration::from_millis(200));
+    });
+    pin(0);
+    let start = Instant::now();
+    while out.subscriber_count() < 1 || inp.publisher_count() < 1 {
+        assert!(start.elapsed() < TIMEOUT, "the echo thread did not attach");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut one_way = Vec::with_capacity(n);
+    for i in 0..n as u64 {
+        let t = Instant::now();
+        send(&mut out, len, (i % 200) as u8);
+        recv_check(&mut inp, (i % 200) as u8 + 1);
+        one_way.push(t.elapsed().as_nanos() as u64 / 2);
+    }
+    drop(out);
+    echo.join().expect("echo thread");
+    one_way.sort_unstable();
+    one_way[n / 2]
+}
+
+/// Mean time (ns) of one send and one receive by the same thread.
+fn single(n: usize, len: usize, delivery: Delivery) -> f64 {
+    let domain = format!("hotpath-single{}", std::process::id());
+    let q = qos(delivery, len.max(1024), 0);
+    let node = Node::with_domain("single", &domain).expect("node");
+    let mut out = node.publisher("t", &q).expect("publisher");
+    let mut inp = node.subscriber("t", &q).expect("subscriber");
+    pin(0);
+    let t = Instant::now();
+    for i in 0..n as u64 {
+        send(&mut out, len, (i % 200) as u8);
+        recv_check(&mut inp, (i % 200) as u8);
+    }
+    t.elapsed().as_nanos() as f64 / n as f64
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mode = args.next().unwrap_or_else(|| "pingpong".into());
+    let n: usize = args
+        .next()
+        .map(|a| a.parse().expect("N: a number of messages"))
+        .unwrap_or(100_000);
+    match mode.as_str() {
+        "pingpong" => {
+            for round in 1..=3 {
+                for len in [32usize, 1024] {
+                    let mut line = format!("round {round}  {len:4} B  one-way p50:");
+                    for ring in [4096usize, 8192, 16384, 32768, 65536] {
+                        line += &format!(
+                            "  ring {:2} KiB {:4} ns",
+                            ring / 1024,
+                            pingpong(n, len, ring)
+                        );
+                    }
+                    println!("{line}");
+                }
+            }
+        }
+        "single" | "latest" => {
+            let (delivery, sizes): (_, &[usize]) = if mode == "single" {
+                (Delivery::Reliable, &[32, 1024])
+            } else {
+                (Delivery::Latest, &[32, 1024, 65536])
+            };
+            for round in 1..=3 {
+                let mut line = format!("round {round}  {mode}, per message:");
+                for &len in sizes {
+                    let count = if len > 4096 { 100_000 } else { 2_000_000 };
+                    line += &format!("  {len} B {:.1} ns", single(count, len, delivery));
+                }
+                println!("{line}");
+            }
+        }
+        other => panic!("unknown mode {other:?}: pingpong, single or latest"),
+    }
+}
