@@ -123,11 +123,34 @@ fn latency_peers(level: Level) -> Option<TypedRun> {
                 Transport::Iceoryx2,
                 Transport::Zenoh,
                 Transport::ZenohShm,
+                Transport::RawFutex,
+                Transport::ShmBlock,
+                Transport::Iceoryx2Block,
             ],
             ..Config::default()
         },
     };
     Some(typed::<Latency>(config))
+}
+
+/// ferry's shared memory beside the other systems' delivered rates (full suite only: Zenoh's
+/// build takes minutes), at the sizes of the comparison: 64 B, 1 KiB, 64 KiB.
+fn throughput_peers(level: Level) -> Option<TypedRun> {
+    use crate::throughput::{Config, Throughput, Transport};
+    let config = match level {
+        Level::Smoke | Level::Quick => return None,
+        Level::Full => Config {
+            transports: vec![
+                Transport::Shm,
+                Transport::Iceoryx2,
+                Transport::Zenoh,
+                Transport::ZenohShm,
+            ],
+            sizes: vec![64, 1 << 10, 64 << 10],
+            ..Config::default()
+        },
+    };
+    Some(typed::<Throughput>(config))
 }
 
 fn throughput(level: Level) -> Option<TypedRun> {
@@ -333,6 +356,11 @@ const STEPS: &[Step] = &[
         name: "throughput",
         file: "throughput",
         plan: throughput,
+    },
+    Step {
+        name: "throughput",
+        file: "throughput-peers",
+        plan: throughput_peers,
     },
     Step {
         name: "idle",
