@@ -154,6 +154,10 @@ impl ShmPublisher {
             });
         }
         let ring = &self.data.block().ring;
+        let wake = self.writer.skip_to_window(ring, &self.bytes, len as u64);
+        if wake != 0 {
+            self.wake(wake);
+        }
         if let Ok(r) = self.writer.try_reserve(ring, len as u64) {
             return Ok(Some(r));
         }

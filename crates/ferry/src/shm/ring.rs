@@ -35,6 +35,14 @@
 //!   `reserve` and, before it next scans the slots, fences. Either the scan sees the joiner, or
 //!   the joiner starts at or after every reservation made before that scan.
 //!
+//! - The window (reliable writers only): while reliable readers keep up, the writer keeps its
+//!   small records in the first `WINDOW` bytes of each lap. A record that would reach past the
+//!   window, when the readers have released enough, is preceded by a padding record over the rest
+//!   of the lap, so the writer starts again at offset 0, on lines both sides still hold in their
+//!   caches, instead of walking the whole ring. The padding is an ordinary committed record (it
+//!   may be longer than a message); its end must be reservable like any record's, so a lagging
+//!   reader simply keeps the writer on the whole ring. The writer tries this once per lap.
+//!
 //! Readers trust nothing they read from the ring: a record header or a position that the
 //! protocol rules out (a length past `head` or above the maximum, an unknown tag, a reliable
 //! reader more than a ring behind `head`, a `last` more than a ring behind it) is `Corrupt`, and
@@ -55,6 +63,9 @@ pub const RECORD_HEADER: u64 = 16;
 pub const COMMIT_WORD: u64 = 8;
 /// The `seq` word of a record not yet committed (no writer reaches this sequence number).
 const NOT_COMMITTED: u64 = u64::MAX;
+/// The bytes at the start of a lap a reliable writer keeps small records in while its readers keep
+/// up (see the protocol above): with both directions' windows, well inside a first-level cache.
+pub const WINDOW: u64 = 8 * 1024;
 const RECORD_ALIGN: u64 = 8;
 const TAG_MARK: u32 = 0xFE77_0000;
 const KIND_MESSAGE: u32 = 1;
@@ -152,6 +163,10 @@ pub struct Writer {
     limit: u64,
     seq: u64,
     reliable: bool,
+    /// `WINDOW` for a reliable ring large enough to gain from it, else 0 (off).
+    window: u64,
+    /// The start of the last lap at whose window end a skip was considered.
+    window_lap: u64,
 }
 
 /// A reserved, not yet committed record.
@@ -179,13 +194,75 @@ impl Writer {
         debug_assert!(capacity.is_power_of_two());
         // Relaxed: only this writer ever stores head.
         let head = hdr.head.end.load(Ordering::Relaxed);
+        // A padding record's length must fit its u32 field.
+        let window = if reliable && (2 * WINDOW..=1 << 31).contains(&capacity) {
+            WINDOW
+        } else {
+            0
+        };
         Writer {
             capacity,
             head,
             limit: 0,
             seq: 0,
             reliable,
+            window,
+            window_lap: u64::MAX,
         }
+    }
+
+    /// Sets the window (tests and models use small rings; 0 turns it off).
+    #[cfg(any(test, loom))]
+    pub fn with_window(mut self, window: u64) -> Writer {
+        assert!(self.reliable && 2 * window <= self.capacity);
+        self.window = window;
+        self
+    }
+
+    /// Call before reserving a record of `payload_len` bytes. When the record would reach past the
+    /// window and the reliable readers have released enough, commits a padding record over the
+    /// rest of the lap so that the record starts the next lap at offset 0 (see the protocol
+    /// above). Returns the sleeping readers to wake, as `commit` does.
+    #[inline]
+    pub fn skip_to_window<M: RingBytes>(
+        &mut self,
+        hdr: &RingHeader,
+        mem: &M,
+        payload_len: u64,
+    ) -> u64 {
+        let off = self.head & (self.capacity - 1);
+        let rec = record_len(payload_len);
+        // Only small records, only once per lap, only past the window.
+        if self.window == 0 || off + rec <= self.window || 2 * rec > self.window {
+            return 0;
+        }
+        self.skip_slow(hdr, mem, off, rec)
+    }
+
+    #[cold]
+    fn skip_slow<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M, off: u64, rec: u64) -> u64 {
+        let lap = self.head - off;
+        if self.window_lap == lap || self.capacity - off < RECORD_HEADER + COMMIT_WORD {
+            return 0;
+        }
+        self.window_lap = lap;
+        let next = lap + self.capacity;
+        let touched = next + rec + COMMIT_WORD;
+        if touched > self.limit {
+            self.limit = self.min_cursor(hdr) + self.capacity;
+            if touched > self.limit {
+                return 0;
+            }
+        }
+        // Reserved as `try_reserve` does: the padding record and the mark at `next`.
+        hdr.reserve.store(next + COMMIT_WORD, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let r = Reservation {
+            pos: self.head,
+            payload_len: next - self.head - RECORD_HEADER,
+            end: next,
+        };
+        self.finish(hdr, mem, r, KIND_PADDING)
     }
 
     pub fn capacity(&self) -> u64 {
@@ -460,9 +537,15 @@ impl Reader {
         let len = u32::from_le_bytes(header[8..12].try_into().unwrap()) as u64;
         let tag = u32::from_le_bytes(header[12..].try_into().unwrap());
         let kind = tag & 0xFFFF;
+        // Padding may run to the end of a lap (the window); a message is at most `max_len`.
+        let max = if kind == KIND_PADDING {
+            self.capacity - RECORD_HEADER - COMMIT_WORD
+        } else {
+            self.max_len
+        };
         let plausible = tag & 0xFFFF_0000 == TAG_MARK
             && (kind == KIND_MESSAGE || kind == KIND_PADDING)
-            && len <= self.max_len
+            && len <= max
             && self
                 .pos
                 .checked_add(record_len(len))

@@ -25,6 +25,18 @@ fn write_msg(
     Ok(())
 }
 
+/// As `write_msg`, for a writer with a window: it may first give the rest of the lap back.
+fn write_windowed(
+    w: &mut Writer,
+    hdr: &RingHeader,
+    mem: &AtomicBytes,
+    seq: u64,
+    len: usize,
+) -> Result<(), Full> {
+    w.skip_to_window(hdr, mem, len as u64);
+    write_msg(w, hdr, mem, seq, len)
+}
+
 fn read_reliable(r: &mut Reader, hdr: &RingHeader, mem: &AtomicBytes) -> Option<(u64, Vec<u8>)> {
     let rec = r.peek(hdr, mem).expect("not corrupt")?;
     let mut buf = vec![0; rec.len as usize];
@@ -400,6 +412,74 @@ fn sleepers_are_woken_once_and_cleared() {
     );
 }
 
+#[test]
+fn a_writer_keeps_small_records_in_the_window_while_its_reader_keeps_up() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, true).with_window(CAP / 4);
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 7, true);
+    for seq in 0..100 {
+        let len = (seq % 17) as usize;
+        write_windowed(&mut w, &hdr, &mem, seq, len).unwrap();
+        let rec = r.peek(&hdr, &mem).unwrap().expect("a record");
+        assert!(
+            rec.pos % CAP + record_len(len as u64) <= CAP / 4,
+            "message {seq} at offset {} left the window",
+            rec.pos % CAP
+        );
+        let mut buf = vec![0; rec.len as usize];
+        mem.read(rec.offset, &mut buf);
+        assert_eq!((rec.seq, buf), (seq, pattern(seq, len)));
+        r.release(&hdr, rec.end);
+    }
+    // The positions went round the ring many times (the padding took the rest of each lap).
+    assert!(w.head > 20 * CAP, "head {}", w.head);
+}
+
+#[test]
+fn a_lagging_reader_keeps_the_writer_on_the_whole_ring_and_misses_nothing() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, true).with_window(CAP / 4);
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 7, true);
+    // 32-byte records: with nothing released, the writer cannot give a lap back and fills
+    // the ring past the window.
+    let mut seq = 0;
+    while write_windowed(&mut w, &hdr, &mem, seq, 16).is_ok() {
+        seq += 1;
+    }
+    assert!(
+        w.head > CAP / 4,
+        "the writer stayed in the window: head {}",
+        w.head
+    );
+    assert_eq!(seq, 7, "a full ring of 32-byte records and a mark");
+    for want in 0..seq {
+        assert_eq!(
+            read_reliable(&mut r, &hdr, &mem),
+            Some((want, pattern(want, 16)))
+        );
+    }
+    assert_eq!(read_reliable(&mut r, &hdr, &mem), None);
+}
+
+#[test]
+fn a_latest_reader_follows_a_windowed_writer() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, true).with_window(CAP / 4);
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 1, 8, false);
+    let mut buf = Vec::new();
+    for seq in 0..50 {
+        write_windowed(&mut w, &hdr, &mem, seq, 8).unwrap();
+        let rec = r
+            .read_latest(&hdr, &mem, &mut buf)
+            .unwrap()
+            .expect("a record");
+        assert_eq!((rec.seq, rec.skipped, &buf), (seq, 0, &pattern(seq, 8)));
+    }
+}
+
 proptest! {
     /// Any interleaving of writes of any size and partial reads by two reliable readers: the
     /// writer is refused exactly when the slowest reader holds the space, and every reader gets
@@ -444,6 +524,57 @@ proptest! {
         }
     }
 
+    /// As `reliable_ring_model`, with a writer that keeps small records in a window: every reader
+    /// gets every message intact and in order, and a refused write is one the readers hold back
+    /// (after they read everything, it goes through).
+    #[test]
+    fn reliable_ring_model_with_a_window(ops in proptest::collection::vec((0u8..3, 0usize..120), 1..300)) {
+        let hdr = RingHeader::new();
+        let mem = AtomicBytes::new(CAP);
+        let mut w = Writer::new(&hdr, CAP, true).with_window(CAP / 2);
+        let mut readers = [
+            Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true),
+            Reader::join(&hdr, CAP, max_payload(CAP), 1, 2, true),
+        ];
+        let mut sent: Vec<(u64, usize)> = Vec::new();
+        let mut next = [0usize; 2];
+        let check = |k: usize, got: Option<(u64, Vec<u8>)>, sent: &[(u64, usize)], next: &mut [usize; 2]| {
+            match got {
+                Some((seq, data)) => {
+                    let (want, len) = sent[next[k]];
+                    prop_assert_eq!(seq, want);
+                    prop_assert_eq!(data, pattern(want, len));
+                    next[k] += 1;
+                }
+                None => prop_assert_eq!(next[k], sent.len()),
+            }
+            Ok(())
+        };
+        for (op, len) in ops {
+            match op {
+                0 => {
+                    let len = len.min(max_payload(CAP) as usize);
+                    let seq = sent.len() as u64;
+                    if write_windowed(&mut w, &hdr, &mem, seq, len).is_err() {
+                        for (k, r) in readers.iter_mut().enumerate() {
+                            while next[k] < sent.len() {
+                                let got = read_reliable(r, &hdr, &mem);
+                                check(k, got, &sent, &mut next)?;
+                            }
+                        }
+                        prop_assert!(write_windowed(&mut w, &hdr, &mem, seq, len).is_ok());
+                    }
+                    sent.push((seq, len));
+                }
+                k => {
+                    let k = (k - 1) as usize;
+                    let got = read_reliable(&mut readers[k], &hdr, &mem);
+                    check(k, got, &sent, &mut next)?;
+                }
+            }
+        }
+    }
+
     /// A latest reader reading at any pace never returns a torn or out-of-order record, and
     /// every message is either received or counted as skipped once it has an expectation.
     #[test]
@@ -475,6 +606,15 @@ proptest! {
 /// Real threads: one writer, two reliable readers, a small ring so it wraps thousands of times.
 #[test]
 fn threads_reliable_two_readers_wrap_around() {
+    threads_reliable_two_readers(0);
+}
+
+#[test]
+fn threads_reliable_two_readers_behind_a_windowed_writer() {
+    threads_reliable_two_readers(CAP / 2);
+}
+
+fn threads_reliable_two_readers(window: u64) {
     const N: u64 = 20_000;
     let hdr = Arc::new(RingHeader::new());
     let mem = Arc::new(AtomicBytes::new(CAP));
@@ -504,9 +644,12 @@ fn threads_reliable_two_readers_wrap_around() {
         })
         .collect();
     let mut w = Writer::new(&hdr, CAP, true);
+    if window != 0 {
+        w = w.with_window(window);
+    }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     for seq in 0..N {
-        while write_msg(&mut w, &hdr, &mem, seq, (seq % 100) as usize).is_err() {
+        while write_windowed(&mut w, &hdr, &mem, seq, (seq % 100) as usize).is_err() {
             assert!(
                 std::time::Instant::now() < deadline,
                 "writer stalled at {seq}"
