@@ -1174,7 +1174,8 @@ fn render_table(setup: &Setup, rows: &[Row]) -> String {
                     format!("{r:.2} × {}", base.name())
                 }
             }
-            _ if row.transport.kind() != Kind::Ferry => "(baseline)".to_owned(),
+            // A floor; another system whose counterpart did not run has no ratio, as ferry's.
+            _ if row.transport.baseline().is_none() => "(baseline)".to_owned(),
             _ => "-".to_owned(),
         };
         table.row(vec![
