@@ -465,11 +465,17 @@ fn joined(v: &[usize]) -> String {
         .join(",")
 }
 
-fn iceoryx2_main(plan: &Plan, events: bool) -> Result<Vec<Vec<u64>>, Error> {
+/// A name for this run's services or keys, unique on this machine: the process id and the
+/// clock's nanoseconds.
+pub(crate) fn run_name() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let base = format!("ferry-lab/{}/{nanos}", std::process::id());
+    format!("ferry-lab/{}/{nanos}", std::process::id())
+}
+
+fn iceoryx2_main(plan: &Plan, events: bool) -> Result<Vec<Vec<u64>>, Error> {
+    let base = run_name();
     let max_size = plan.sizes.iter().copied().max().unwrap_or(1);
     let ends = ends(&base, max_size, true, events)?;
     let mut kid = Kid(echo_command("iceoryx2-echo", plan)

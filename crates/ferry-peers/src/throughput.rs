@@ -433,10 +433,7 @@ fn iceoryx2_service(node: &Node<Ipc>, base: &str, plan: &Plan) -> Result<PubSub,
 }
 
 pub(crate) fn iceoryx2_main(plan: &Plan) -> Result<Report, Error> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let base = format!("ferry-lab/{}/{nanos}/throughput", std::process::id());
+    let base = format!("{}/throughput", crate::run_name());
     let node = NodeBuilder::new().create::<Ipc>()?;
     let service = iceoryx2_service(&node, &base, plan)?;
     let builder = service.publisher_builder().initial_max_slice_len(plan.size);

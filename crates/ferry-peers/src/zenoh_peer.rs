@@ -209,16 +209,19 @@ fn shm_bytes(plan: &Plan, shm: bool) -> usize {
     }
 }
 
-/// The main side of `zenoh` / `zenoh-shm`.
-pub fn main_side(plan: &Plan, shm: bool) -> Result<Vec<Vec<u64>>, Error> {
+/// A TCP endpoint on 127.0.0.1 at a port that was free a moment ago, for the main side to listen
+/// on and the other side to connect to.
+fn loopback_endpoint() -> Result<String, Error> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
-    let endpoint = format!("tcp/127.0.0.1:{port}");
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let base = format!("ferry-lab/{}/{nanos}", std::process::id());
+    Ok(format!("tcp/127.0.0.1:{port}"))
+}
+
+/// The main side of `zenoh` / `zenoh-shm`.
+pub fn main_side(plan: &Plan, shm: bool) -> Result<Vec<Vec<u64>>, Error> {
+    let endpoint = loopback_endpoint()?;
+    let base = crate::run_name();
     let ends = open(&endpoint, true, &base, true, shm_bytes(plan, shm))?;
     let mut kid = Kid(crate::echo_command("zenoh-echo", plan)
         .args(["--endpoint", &endpoint, "--key", &base])
@@ -269,14 +272,8 @@ fn throughput_shm_bytes(size: usize) -> usize {
 /// The main side of `zenoh-throughput` / `zenoh-shm-throughput`: a publisher without `express`
 /// (Zenoh batches), reliable with `Block` congestion control, or `Drop` for latest delivery.
 pub fn throughput_main(plan: &throughput::Plan, shm: bool) -> Result<throughput::Report, Error> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let endpoint = format!("tcp/127.0.0.1:{port}");
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let key = format!("ferry-lab/{}/{nanos}/throughput", std::process::id());
+    let endpoint = loopback_endpoint()?;
+    let key = format!("{}/throughput", crate::run_name());
     let session = session(&endpoint, true, shm)?;
     let publisher = session
         .declare_publisher(key.clone())

@@ -25,6 +25,13 @@ fn write_msg(
     Ok(())
 }
 
+/// A ring whose reliable writer keeps small records in the first quarter of each lap.
+fn windowed() -> (RingHeader, AtomicBytes, Writer) {
+    let hdr = RingHeader::new();
+    let w = Writer::new(&hdr, CAP, true).with_window(CAP / 4);
+    (hdr, AtomicBytes::new(CAP), w)
+}
+
 /// As `write_msg`, for a writer with a window: it may first give the rest of the lap back.
 fn write_windowed(
     w: &mut Writer,
@@ -414,9 +421,7 @@ fn sleepers_are_woken_once_and_cleared() {
 
 #[test]
 fn a_writer_keeps_small_records_in_the_window_while_its_reader_keeps_up() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, true).with_window(CAP / 4);
+    let (hdr, mem, mut w) = windowed();
     let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 7, true);
     for seq in 0..100 {
         let len = (seq % 17) as usize;
@@ -438,9 +443,7 @@ fn a_writer_keeps_small_records_in_the_window_while_its_reader_keeps_up() {
 
 #[test]
 fn a_lagging_reader_keeps_the_writer_on_the_whole_ring_and_misses_nothing() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, true).with_window(CAP / 4);
+    let (hdr, mem, mut w) = windowed();
     let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 7, true);
     // 32-byte records: with nothing released, the writer cannot give a lap back and fills
     // the ring past the window.
@@ -465,9 +468,7 @@ fn a_lagging_reader_keeps_the_writer_on_the_whole_ring_and_misses_nothing() {
 
 #[test]
 fn a_latest_reader_follows_a_windowed_writer() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, true).with_window(CAP / 4);
+    let (hdr, mem, mut w) = windowed();
     let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 1, 8, false);
     let mut buf = Vec::new();
     for seq in 0..50 {
