@@ -419,6 +419,44 @@ fn sleepers_are_woken_once_and_cleared() {
     );
 }
 
+/// Padding may be longer than a message (the window gives a lap back), but a forged padding
+/// record longer than a lap, or one that runs past `head`, is corrupt, for both kinds of reader;
+/// a plausible long one is stepped over to the message after it.
+#[test]
+fn forged_padding_longer_than_a_lap_or_past_head_is_corrupt() {
+    let lap = (CAP - RECORD_HEADER - COMMIT_WORD) as u32;
+    for (len, head, want_corrupt) in [
+        (lap + 8, CAP, true),   // longer than a lap
+        (200, 64, true),        // runs past head
+        (200, 216 + 32, false), // longer than a message (max 64), then a message
+    ] {
+        for reliable in [true, false] {
+            let hdr = RingHeader::new();
+            let mem = AtomicBytes::new(CAP);
+            let mut r = Reader::join(&hdr, CAP, 64, 0, 1, reliable);
+            mem.write(0, &header(0, len, KIND_PADDING));
+            mem.write(216, &header(0, 8, KIND_MESSAGE));
+            mem.write(232, &pattern(0, 8));
+            publish(&hdr, head, 216);
+            let got = if reliable {
+                r.peek(&hdr, &mem)
+            } else {
+                r.read_latest(&hdr, &mem, &mut Vec::new())
+            };
+            if want_corrupt {
+                assert_eq!(
+                    got,
+                    Err(Corrupt { pos: 0 }),
+                    "len {len}, reliable {reliable}"
+                );
+            } else {
+                let rec = got.unwrap().expect("the message after the padding");
+                assert_eq!((rec.pos, rec.len), (216, 8), "reliable {reliable}");
+            }
+        }
+    }
+}
+
 #[test]
 fn a_writer_keeps_small_records_in_the_window_while_its_reader_keeps_up() {
     let (hdr, mem, mut w) = windowed();
