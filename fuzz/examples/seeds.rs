@@ -78,6 +78,7 @@ fn status(receiver: u64, pos: u64, window: u64, seq: u64) -> Vec<u8> {
         window,
         seq,
         0,
+        pos,
     );
     b
 }

@@ -60,6 +60,7 @@ fuzz_target!(|data: &[u8]| {
             window,
             consumed_seq,
             echo,
+            arrived_pos,
         } => {
             assert_eq!(common.kind, Kind::Status);
             frame::put_status(
@@ -70,6 +71,7 @@ fuzz_target!(|data: &[u8]| {
                 window,
                 consumed_seq,
                 echo,
+                arrived_pos,
             );
         }
         Frame::Bye { common, next_seq } => {

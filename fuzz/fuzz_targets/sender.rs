@@ -125,6 +125,7 @@ fuzz_target!(|data: &[u8]| {
         1 << 30,
         0,
         0,
+        0,
     );
     for k in 0..setup.messages {
         offer(&mut tx, &mut sink, now, setup.length(k));
@@ -163,6 +164,7 @@ fuzz_target!(|data: &[u8]| {
                 window,
                 consumed_seq,
                 0,
+                consumed_pos,
             ),
             TxOp::Tick(us) => {
                 now += u64::from(us) * 1_000;

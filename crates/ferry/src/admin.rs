@@ -1,8 +1,8 @@
 //! Looking at and tidying live topics: what `ferry topics`, `ferry stats` and `ferry clean` use.
 
 pub use crate::shm::topic::{
-    clean, clean_forced, list_topics, validate_domain, validate_topic, CleanReport, PublisherInfo,
-    SubscriberInfo, TopicEntry, TopicSnapshot,
+    clean, clean_forced, list_topics, validate_domain, validate_topic, CleanReport, CongestionInfo,
+    PublisherInfo, SubscriberInfo, TopicEntry, TopicSnapshot,
 };
 pub use crate::udp::discovery::DiscoveryRefusals;
 pub use crate::udp::refusal::{Refusal, Refusals, REASONS};

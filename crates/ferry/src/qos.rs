@@ -100,6 +100,11 @@ pub struct Qos {
     /// UDP publisher: receivers tracked at once (256); a new one beyond it is refused (counted
     /// as over-limit).
     pub max_receivers: usize,
+    /// UDP publisher: the most bits per second it puts on the wire (UDP payload: ferry's frames,
+    /// repairs included), under either delivery. For users who know their link: reliable
+    /// delivery finds the path's rate by itself (congestion control), latest delivery does not
+    /// and sends as fast as the application publishes unless capped here.
+    pub max_rate: Option<u64>,
 }
 
 impl Default for Qos {
@@ -118,6 +123,7 @@ impl Default for Qos {
             mtu: 1500,
             ip_version: IpVersion::V4,
             multicast: None,
+            max_rate: None,
         }
     }
 }
@@ -173,6 +179,11 @@ impl Qos {
     }
     pub fn multicast(mut self, m: MulticastGroup) -> Qos {
         self.multicast = Some(m);
+        self
+    }
+    /// Caps the UDP publisher's rate at `bits_per_second` (see [`Qos::max_rate`]).
+    pub fn max_rate(mut self, bits_per_second: u64) -> Qos {
+        self.max_rate = Some(bits_per_second);
         self
     }
 

@@ -76,6 +76,17 @@ struct PublisherJson {
     repairs_deferred: u64,
     challenges_withheld: u64,
     discovery_refused: BTreeMap<&'static str, u64>,
+    /// UDP: repairs apart from new data, and the congestion controller (reliable delivery)
+    /// or the rate cap.
+    repair_bytes: u64,
+    repairs_suppressed: u64,
+    pacing_rate_bytes_per_s: u64,
+    bottleneck_rate_bytes_per_s: u64,
+    min_rtt_ns: u64,
+    paced_waits: u64,
+    window_waits: u64,
+    congestion_events: u64,
+    noise_loss_events: u64,
 }
 
 #[derive(Serialize)]
@@ -176,6 +187,15 @@ impl From<&PublisherInfo> for PublisherJson {
             repairs_deferred: p.repairs_deferred,
             challenges_withheld: p.challenges_withheld,
             discovery_refused: discovery_map(&p.discovery_refused),
+            repair_bytes: p.congestion.repair_bytes,
+            repairs_suppressed: p.congestion.repairs_suppressed,
+            pacing_rate_bytes_per_s: p.congestion.pacing_rate,
+            bottleneck_rate_bytes_per_s: p.congestion.bottleneck_rate,
+            min_rtt_ns: p.congestion.min_rtt_ns,
+            paced_waits: p.congestion.paced_waits,
+            window_waits: p.congestion.window_waits,
+            congestion_events: p.congestion.congestion_events,
+            noise_loss_events: p.congestion.noise_loss_events,
         }
     }
 }

@@ -13,7 +13,7 @@ pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
 /// "FERRYDAT" little-endian: one publisher's data segment.
 pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
 /// Bumped on any change of the layouts in this file.
-pub const LAYOUT_VERSION: u32 = 7;
+pub const LAYOUT_VERSION: u32 = 8;
 
 pub const MAX_PUBLISHERS: usize = 32;
 pub const MAX_NAME: usize = 128;
@@ -146,6 +146,20 @@ pub struct PublisherSlot {
     pub discovery_refused: [AtomicU64; 4],
     /// UDP: challenges not sent to an announced address, to stay within 3× what it sent.
     pub challenges_withheld: AtomicU64,
+    /// UDP: bytes of repair datagrams, and NAK entries not answered because their repair was
+    /// still on its way.
+    pub repair_bytes: AtomicU64,
+    pub repairs_suppressed: AtomicU64,
+    /// UDP congestion control: the pacing rate and bottleneck estimate (bytes/s), the minimum
+    /// round trip (ns), waits for the pacer and for the in-flight window, loss taken for
+    /// congestion and loss that was not.
+    pub pacing_rate: AtomicU64,
+    pub bottleneck_rate: AtomicU64,
+    pub min_rtt_ns: AtomicU64,
+    pub paced_waits: AtomicU64,
+    pub window_waits: AtomicU64,
+    pub congestion_events: AtomicU64,
+    pub noise_loss_events: AtomicU64,
 }
 
 #[repr(C)]

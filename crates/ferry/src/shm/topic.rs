@@ -480,6 +480,17 @@ impl Topic {
                     repairs_deferred: p.repairs_deferred.load(Ordering::Relaxed),
                     discovery_refused: load_discovery(&p.discovery_refused),
                     challenges_withheld: p.challenges_withheld.load(Ordering::Relaxed),
+                    congestion: CongestionInfo {
+                        repair_bytes: p.repair_bytes.load(Ordering::Relaxed),
+                        repairs_suppressed: p.repairs_suppressed.load(Ordering::Relaxed),
+                        pacing_rate: p.pacing_rate.load(Ordering::Relaxed),
+                        bottleneck_rate: p.bottleneck_rate.load(Ordering::Relaxed),
+                        min_rtt_ns: p.min_rtt_ns.load(Ordering::Relaxed),
+                        paced_waits: p.paced_waits.load(Ordering::Relaxed),
+                        window_waits: p.window_waits.load(Ordering::Relaxed),
+                        congestion_events: p.congestion_events.load(Ordering::Relaxed),
+                        noise_loss_events: p.noise_loss_events.load(Ordering::Relaxed),
+                    },
                     capacity: p.capacity.load(Ordering::Relaxed),
                     max_message: p.max_message.load(Ordering::Relaxed),
                     sent: p.sent.load(Ordering::Relaxed),
@@ -576,6 +587,21 @@ pub struct TopicSnapshot {
     pub subscribers: Vec<SubscriberInfo>,
 }
 
+/// A UDP publisher's repairs and congestion control, as `ferry stats` shows them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CongestionInfo {
+    pub repair_bytes: u64,
+    pub repairs_suppressed: u64,
+    /// Bytes per second.
+    pub pacing_rate: u64,
+    pub bottleneck_rate: u64,
+    pub min_rtt_ns: u64,
+    pub paced_waits: u64,
+    pub window_waits: u64,
+    pub congestion_events: u64,
+    pub noise_loss_events: u64,
+}
+
 #[derive(Debug, Clone)]
 pub struct PublisherInfo {
     pub slot: usize,
@@ -597,6 +623,8 @@ pub struct PublisherInfo {
     pub discovery_refused: DiscoveryRefusals,
     /// Challenges not sent to an announced subscriber address (3× what it sent).
     pub challenges_withheld: u64,
+    /// UDP repairs apart from new data, and the congestion controller's state.
+    pub congestion: CongestionInfo,
     pub token: u64,
     pub node: String,
     /// The pid in the participant's own PID namespace.

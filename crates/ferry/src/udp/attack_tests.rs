@@ -363,10 +363,19 @@ fn frames_of_an_ended_session_are_counted_as_stale() {
     assert_eq!(rx.stats().refusals.get(Refusal::Unknown), 1);
 }
 
+/// A sender without congestion control: these tests hold time still and look at flow control
+/// and repair caps alone (`link_tests` covers the pacer).
+fn unpaced() -> SenderConfig {
+    SenderConfig {
+        congestion: false,
+        ..SenderConfig::default()
+    }
+}
+
 /// A sender with one registered reliable receiver (id 9) and `n` messages of `len` bytes
 /// retained.
 fn sender_with_history(n: u64, len: usize) -> Sender {
-    let mut tx = Sender::new(TOPIC, GENUINE, SenderConfig::default());
+    let mut tx = Sender::new(TOPIC, GENUINE, unpaced());
     tx.expect_receiver(9, true, 0);
     let mut sink = Counter::default();
     for _ in 0..n {
@@ -374,7 +383,16 @@ fn sender_with_history(n: u64, len: usize) -> Sender {
         assert!(tx.pump_while_credit(0, &mut sink) || tx.busy());
         // The receiver keeps granting credit but consumes nothing: everything stays retained.
         let mut st = Vec::new();
-        frame::put_status(&mut st, &common(Kind::Status, GENUINE), 9, 0, 1 << 30, 0, 0);
+        frame::put_status(
+            &mut st,
+            &common(Kind::Status, GENUINE),
+            9,
+            0,
+            1 << 30,
+            0,
+            0,
+            0,
+        );
         tx.handle(0, &decode(&st).unwrap(), &mut sink);
         while tx.busy() {
             tx.pump_while_credit(0, &mut sink);
@@ -461,6 +479,7 @@ fn receivers_are_bounded() {
             1 << 20,
             0,
             0,
+            0,
         );
         tx.handle(id, &decode(&st).unwrap(), &mut sink);
     }
@@ -471,7 +490,7 @@ fn receivers_are_bounded() {
 
 #[test]
 fn a_publisher_never_runs_a_message_window_ahead_of_its_receivers() {
-    let mut tx = Sender::new(TOPIC, GENUINE, SenderConfig::default());
+    let mut tx = Sender::new(TOPIC, GENUINE, unpaced());
     tx.expect_receiver(9, true, 0);
     let mut sink = Counter::default();
     let mut sent = 0u64;

@@ -717,6 +717,20 @@ impl PubShared {
             .store(s.repairs_deferred, Ordering::Relaxed);
         p.challenges_withheld
             .store(core.challenges_withheld, Ordering::Relaxed);
+        let cc = &s.congestion;
+        for (slot, value) in [
+            (&p.repair_bytes, s.repair_bytes),
+            (&p.repairs_suppressed, s.repairs_suppressed),
+            (&p.pacing_rate, cc.pacing_rate),
+            (&p.bottleneck_rate, cc.bottleneck_rate),
+            (&p.min_rtt_ns, cc.min_rtt_ns),
+            (&p.paced_waits, cc.paced_waits),
+            (&p.window_waits, cc.window_waits),
+            (&p.congestion_events, cc.congestion_events),
+            (&p.noise_loss_events, cc.noise_loss_events),
+        ] {
+            slot.store(value, Ordering::Relaxed);
+        }
         if let Some((agent, _)) = &self.discovery {
             store_discovery(&p.discovery_refused, &agent.refusals());
         }
@@ -755,16 +769,17 @@ fn publisher_service(
         let now = monotonic_ns();
         let mut guard = shared.lock();
         let core = &mut *guard;
-        let progressed =
+        let mut progressed =
             shared.handle_control(core, &mut batch, got, now, &mut repairs, open.as_mut());
         shared.refresh_dests(core);
         shared.challenge_pending(core, now);
         let (sender, mut out) = core.out(&shared.socket, now);
-        if progressed && sender.busy() {
-            // Credit arrived while the application waits, or after its send timed out.
-            sender.pump_while_credit(now, &mut out);
+        if sender.busy() && (progressed || now >= sender.next_send_ns()) {
+            // Credit arrived, or the pacer's time came, while the application waits or after
+            // its send timed out.
+            progressed |= sender.pump_while_credit(now, &mut out);
         }
-        let next = sender.tick(now, &mut out);
+        let next = sender.tick(now, &mut out).min(sender.next_send_ns());
         let delayed = flush_delayed(
             &shared.socket,
             core.connected,
@@ -806,6 +821,10 @@ fn publisher_service(
     }
 }
 
+/// A pacing wait shorter than this yields instead of sleeping (a timed sleep overshoots by tens
+/// of microseconds, more than a quantum takes on a fast link).
+const PACE_SPIN: Duration = Duration::from_micros(200);
+
 pub struct UdpPublisher {
     shared: Arc<PubShared>,
     service: Option<JoinHandle<()>>,
@@ -829,6 +848,11 @@ impl UdpPublisher {
         let max_datagram = qos.max_datagram()? - if key.is_some() { SEAL_OVERHEAD } else { 0 };
         if qos.max_receivers == 0 {
             return Err(Error::InvalidQos("max_receivers must be at least 1".into()));
+        }
+        if qos.max_rate.is_some_and(|r| r < 8_000) {
+            return Err(Error::InvalidQos(
+                "max_rate must be at least 8000 bits per second".into(),
+            ));
         }
         if qos.max_message_size as u64 > u32::MAX as u64 {
             return Err(Error::InvalidQos(
@@ -858,6 +882,7 @@ impl UdpPublisher {
             reliable,
             window_bytes: window,
             max_receivers: qos.max_receivers,
+            rate_cap: qos.max_rate.map_or(u64::MAX, |bits| bits / 8),
             ..SenderConfig::default()
         };
         let session = new_id()?;
@@ -977,7 +1002,8 @@ impl UdpPublisher {
             if !core.sender.busy() {
                 break;
             }
-            core = self.wait_progress(core, &mut deadline)?;
+            let wake = core.sender.next_send_ns();
+            core = self.wait_progress(core, &mut deadline, wake)?;
         }
         core.sender.offer_owned(msg).expect("not busy");
         loop {
@@ -988,14 +1014,18 @@ impl UdpPublisher {
             if sender.pump_while_credit(now, &mut out) {
                 return Ok(());
             }
-            core = self.wait_progress(core, &mut deadline)?;
+            let wake = sender.next_send_ns();
+            core = self.wait_progress(core, &mut deadline, wake)?;
         }
     }
 
+    /// Waits for credit (a receiver's STATUS) or, when `wake_ns` is not `u64::MAX`, until the
+    /// pacer lets the message go on at `wake_ns` (monotonic ns).
     fn wait_progress<'a>(
         &'a self,
         core: MutexGuard<'a, PubCore>,
         deadline: &mut Option<Instant>,
+        wake_ns: u64,
     ) -> Result<MutexGuard<'a, PubCore>, SendError> {
         let now = Instant::now();
         let d = *deadline.get_or_insert_with(|| {
@@ -1014,10 +1044,24 @@ impl UdpPublisher {
                 .fetch_add(1, Ordering::Relaxed);
             return Err(SendError::Timeout(self.send_timeout));
         }
+        let mut wait = (d - now).min(Duration::from_millis(10));
+        if wake_ns != u64::MAX {
+            let pace = Duration::from_nanos(wake_ns.saturating_sub(monotonic_ns()));
+            if pace < PACE_SPIN {
+                // Shorter than a timed sleep oversleeps: give the CPU away until then, unlocked.
+                drop(core);
+                let until = Instant::now() + pace;
+                while Instant::now() < until {
+                    std::thread::yield_now();
+                }
+                return Ok(self.shared.lock());
+            }
+            wait = wait.min(pace);
+        }
         let (core, _) = self
             .shared
             .progress
-            .wait_timeout(core, (d - now).min(Duration::from_millis(10)))
+            .wait_timeout(core, wait)
             .unwrap_or_else(|p| p.into_inner());
         Ok(core)
     }

@@ -11,13 +11,15 @@
 //! STATUS     24 u64 receiver  32 u64 consumed stream position  40 u64 window bytes
 //!            48 u64 consumed seq (messages below it were taken by the application)
 //!            56 u64 echo of the session's last heartbeat challenge (0: none heard)
+//!            64 u64 arrived stream position (the end of the furthest fragment received, holes
+//!            or not: the publisher's congestion control times delivery by it)
 //! BYE        24 u64 next seq
 //! ```
 //! All integers little-endian. Decoding checks every length and offset: a malformed datagram is
 //! an error value, never a panic or an out-of-bounds read.
 
 pub const MAGIC: u16 = 0x4659;
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 pub const COMMON_LEN: usize = 24;
 pub const DATA_HEADER: usize = 48;
 pub const NAK_ENTRY: usize = 16;
@@ -90,6 +92,7 @@ pub enum Frame<'a> {
         window: u64,
         consumed_seq: u64,
         echo: u64,
+        arrived_pos: u64,
     },
     Bye {
         common: Common,
@@ -104,7 +107,7 @@ impl Frame<'_> {
             Frame::Data { payload, .. } => DATA_HEADER + payload.len(),
             Frame::Heartbeat { .. } => 48,
             Frame::Nak { entries, .. } => 40 + entries.len() * NAK_ENTRY,
-            Frame::Status { .. } => 64,
+            Frame::Status { .. } => 72,
             Frame::Bye { .. } => 32,
         }
     }
@@ -268,7 +271,7 @@ pub fn decode(b: &[u8]) -> Result<Frame<'_>, DecodeError> {
             }
         }
         Kind::Status => {
-            exactly(64)?;
+            exactly(72)?;
             Frame::Status {
                 common,
                 receiver: u64_at(b, 24),
@@ -276,6 +279,7 @@ pub fn decode(b: &[u8]) -> Result<Frame<'_>, DecodeError> {
                 window: u64_at(b, 40),
                 consumed_seq: u64_at(b, 48),
                 echo: u64_at(b, 56),
+                arrived_pos: u64_at(b, 64),
             }
         }
         Kind::Bye => {
@@ -341,6 +345,8 @@ pub fn put_nak(out: &mut Vec<u8>, c: &Common, receiver: u64, entries: &[NakEntry
     }
 }
 
+/// Appends a STATUS frame: one argument per field, in wire order.
+#[allow(clippy::too_many_arguments)]
 pub fn put_status(
     out: &mut Vec<u8>,
     c: &Common,
@@ -349,6 +355,7 @@ pub fn put_status(
     window: u64,
     consumed_seq: u64,
     echo: u64,
+    arrived_pos: u64,
 ) {
     put_common(out, c);
     out.extend_from_slice(&receiver.to_le_bytes());
@@ -356,6 +363,7 @@ pub fn put_status(
     out.extend_from_slice(&window.to_le_bytes());
     out.extend_from_slice(&consumed_seq.to_le_bytes());
     out.extend_from_slice(&echo.to_le_bytes());
+    out.extend_from_slice(&arrived_pos.to_le_bytes());
 }
 
 pub fn put_bye(out: &mut Vec<u8>, c: &Common, next_seq: u64) {
@@ -444,7 +452,16 @@ mod tests {
             f => panic!("{f:?}"),
         }
         b.clear();
-        put_status(&mut b, &common(Kind::Status), 77, 12, 1 << 20, 3, 0xC0FFEE);
+        put_status(
+            &mut b,
+            &common(Kind::Status),
+            77,
+            12,
+            1 << 20,
+            3,
+            0xC0FFEE,
+            40,
+        );
         assert_eq!(
             decode(&b),
             Ok(Frame::Status {
@@ -453,7 +470,8 @@ mod tests {
                 consumed_pos: 12,
                 window: 1 << 20,
                 consumed_seq: 3,
-                echo: 0xC0FFEE
+                echo: 0xC0FFEE,
+                arrived_pos: 40,
             })
         );
         assert_eq!(decode(&b).unwrap().wire_len(), b.len());

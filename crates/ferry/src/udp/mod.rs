@@ -5,6 +5,7 @@
 //! injects loss, duplication, reordering and delay (this kernel has no netem). The sockets live in
 //! `crate::sys::udp`.
 
+pub mod congestion;
 pub mod crypto;
 pub mod frame;
 mod ids;
@@ -18,4 +19,6 @@ pub mod discovery;
 #[cfg(test)]
 mod attack_tests;
 mod endpoint;
+#[cfg(test)]
+mod link_tests;
 pub(crate) use endpoint::{UdpPublisher, UdpSubscriber};

@@ -51,6 +51,11 @@ pub struct ReceiverConfig {
     pub nak_repeat_ns: u64,
     pub nak_repeat_min_ns: u64,
     pub status_interval_ns: u64,
+    /// A reliable session's STATUS also goes out when this many stream bytes arrived since the
+    /// last one, at most once per `status_gap_ns`: the publisher's congestion control learns
+    /// the path's rate and round trip from them.
+    pub status_bytes: u64,
+    pub status_gap_ns: u64,
     /// Latest delivery: an incomplete message older than this is given up (counted lost).
     pub give_up_ns: u64,
     /// A session not heard from for this long is gone (its publisher died).
@@ -73,6 +78,8 @@ impl Default for ReceiverConfig {
             nak_repeat_ns: 5_000_000,
             nak_repeat_min_ns: 500_000,
             status_interval_ns: 20_000_000,
+            status_bytes: 16 << 10,
+            status_gap_ns: 250_000,
             give_up_ns: 50_000_000,
             session_timeout_ns: 3_000_000_000,
             max_sessions: 64,
@@ -323,6 +330,15 @@ impl Session {
     }
 
     /// Stream position up to which every byte has arrived.
+    /// Enough arrived since the last STATUS to tell the publisher now: a quarter of the window,
+    /// or `status_bytes` once `status_gap_ns` passed.
+    fn ack_due(&self, cfg: &ReceiverConfig, now: u64) -> bool {
+        let received = self.received_pos();
+        received >= self.last_status_pos.saturating_add(cfg.window / 4)
+            || (received >= self.last_status_pos.saturating_add(cfg.status_bytes)
+                && now >= self.last_status_ns.saturating_add(cfg.status_gap_ns))
+    }
+
     fn received_pos(&self) -> u64 {
         match self.partial.get(&self.next_deliver) {
             Some(p) => p.stream_pos + p.have.prefix() as u64,
@@ -454,6 +470,8 @@ pub struct Receiver {
     id: u64,
     topic: u64,
     cfg: ReceiverConfig,
+    /// The time of the latest call that passed one in.
+    now: u64,
     sessions: IdMap<Session>,
     /// Sessions that ended recently, with the final (consumed position, consumed seq, reliable)
     /// they confirm: their late frames are refused as stale, and a late BYE is answered with that
@@ -473,6 +491,7 @@ impl Receiver {
     pub fn new(id: u64, topic: u64, cfg: ReceiverConfig) -> Receiver {
         let pool_limit = cfg.pool_bytes();
         Receiver {
+            now: 0,
             id,
             topic,
             cfg,
@@ -546,6 +565,7 @@ impl Receiver {
 
     /// Handles one frame addressed to this receiver's topic.
     pub fn on_frame(&mut self, now: u64, f: &Frame<'_>) {
+        self.now = self.now.max(now);
         let c = *f.common();
         if c.topic != self.topic {
             return;
@@ -789,10 +809,7 @@ impl Receiver {
         }
         p.data[offset as usize..to as usize].copy_from_slice(payload);
         if !p.have.covers(len) {
-            if s.reliable
-                && seq == s.next_deliver
-                && s.received_pos() >= s.last_status_pos.saturating_add(self.cfg.window / 4)
-            {
+            if s.reliable && seq == s.next_deliver && s.ack_due(&self.cfg, now) {
                 s.status_due = true;
             }
             return;
@@ -1004,7 +1021,7 @@ impl Receiver {
                 stream_end,
             );
         }
-        if s.reliable && s.received_pos() >= s.last_status_pos.saturating_add(self.cfg.window / 4) {
+        if s.reliable && s.ack_due(&self.cfg, self.now) {
             s.status_due = true;
         }
     }
@@ -1063,7 +1080,16 @@ impl Receiver {
                 topic: self.topic,
                 session,
             };
-            frame::put_status(&mut self.out, &c, self.id, pos, self.cfg.window, seq, 0);
+            frame::put_status(
+                &mut self.out,
+                &c,
+                self.id,
+                pos,
+                self.cfg.window,
+                seq,
+                0,
+                pos,
+            );
             make_room(&mut self.out, sink.room());
             let len = self.out.len();
             sink.send(Dest::Session(session), &mut self.out, len);
@@ -1072,6 +1098,7 @@ impl Receiver {
 
     /// Timers: NAKs, STATUS, giving up, dead sessions. Returns when to call again (ns).
     pub fn tick(&mut self, now: u64, sink: &mut dyn Sink) -> u64 {
+        self.now = self.now.max(now);
         self.send_acks(sink);
         let mut next = u64::MAX;
         let ids: Vec<u64> = self.sessions.keys().copied().collect();
@@ -1251,6 +1278,7 @@ impl Receiver {
                     window,
                     consumed_seq,
                     s.challenge,
+                    s.highest_pos.max(received),
                 );
                 // Withheld or not, the timers restart: an unverified address is not retried
                 // on every datagram.
@@ -1312,6 +1340,7 @@ impl Receiver {
                     cfg.window,
                     s.consumed_seq,
                     s.challenge,
+                    s.highest_pos.max(s.consumed_pos),
                 );
                 s.last_status_ns = now;
                 self.reply(id, sink);

@@ -8,6 +8,7 @@
 
 use std::collections::VecDeque;
 
+use super::congestion::{CongestionConfig, CongestionStats, Controller};
 use super::ids::{id_map, IdMap};
 
 use super::frame::{
@@ -88,6 +89,11 @@ pub struct SenderConfig {
     pub receiver_timeout_ns: u64,
     /// Receivers tracked at once; a STATUS from a new one beyond this is refused.
     pub max_receivers: usize,
+    /// Congestion control and pacing of reliable delivery (see `congestion`).
+    pub congestion: bool,
+    /// The most bytes per second (datagrams on the wire, repairs included) this publisher sends,
+    /// under either delivery (`u64::MAX`: no cap).
+    pub rate_cap: u64,
 }
 
 impl Default for SenderConfig {
@@ -100,6 +106,8 @@ impl Default for SenderConfig {
             heartbeat_idle_ns: 100_000_000,
             receiver_timeout_ns: 2_000_000_000,
             max_receivers: 256,
+            congestion: true,
+            rate_cap: u64::MAX,
         }
     }
 }
@@ -121,21 +129,33 @@ pub struct SenderStats {
     pub flow_blocked: u64,
     /// Control frames refused, by reason.
     pub refusals: Refusals,
-    /// Repair frames a NAK asked for beyond the per-NAK cap or the receiver's repair budget
-    /// (the receiver asks again).
+    /// Repair frames a NAK asked for beyond the per-NAK cap, the receiver's repair budget or
+    /// the pacer's quantum (the receiver asks again).
     pub repairs_deferred: u64,
+    /// Bytes of repair datagrams sent (apart from new data: `frames` counts new data only).
+    pub repair_bytes: u64,
+    /// NAK entries not answered because the same receiver was sent that message's repair
+    /// less than a round trip ago (the repair is still on its way).
+    pub repairs_suppressed: u64,
+    /// The congestion controller's state and waits.
+    pub congestion: CongestionStats,
 }
 
 struct Retained {
     seq: u64,
     stream_pos: u64,
     data: Vec<u8>,
+    /// The last repair of this message: to which receiver, and when (ns; 0: never).
+    repaired_for: u64,
+    repaired_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct ReceiverState {
     reliable: bool,
     consumed_pos: u64,
+    /// The furthest stream position it received (holes or not).
+    arrived_pos: u64,
     consumed_seq: u64,
     window: u64,
     last_seen_ns: u64,
@@ -150,6 +170,7 @@ impl ReceiverState {
         ReceiverState {
             reliable,
             consumed_pos,
+            arrived_pos: consumed_pos,
             consumed_seq,
             window,
             last_seen_ns: now,
@@ -201,6 +222,9 @@ pub struct Sender {
     /// After `close`: heartbeats become BYE frames.
     closing: bool,
     stats: SenderStats,
+    cc: Controller,
+    /// The message in progress waits for the pacer (not for a receiver).
+    pacer_wait: bool,
 }
 
 impl Sender {
@@ -210,7 +234,17 @@ impl Sender {
             "datagrams must hold a DATA header and payload"
         );
         let flags = if cfg.reliable { FLAG_RELIABLE } else { 0 };
+        let cc = Controller::new(
+            CongestionConfig {
+                datagram: cfg.max_datagram as u64,
+                rate_cap: cfg.rate_cap,
+                seed: session,
+            },
+            0,
+        );
         Sender {
+            cc,
+            pacer_wait: false,
             common: Common {
                 kind: Kind::Data,
                 flags,
@@ -248,7 +282,47 @@ impl Sender {
     }
 
     pub fn stats(&self) -> SenderStats {
-        self.stats
+        SenderStats {
+            congestion: self.cc.stats(),
+            ..self.stats
+        }
+    }
+
+    /// The congestion controller's phase.
+    pub fn congestion_phase(&self) -> super::congestion::Phase {
+        self.cc.phase()
+    }
+
+    /// Whether sends go through the pacer: reliable delivery with a receiver to learn the path
+    /// from, or a rate cap.
+    fn paced(&self) -> bool {
+        (self.cfg.congestion && self.cfg.reliable && self.receivers.values().any(|r| r.reliable))
+            || self.cfg.rate_cap != u64::MAX
+    }
+
+    /// Whether the in-flight window applies (a reliable receiver reports what it holds).
+    fn windowed(&self) -> bool {
+        self.cfg.congestion && self.cfg.reliable && self.receivers.values().any(|r| r.reliable)
+    }
+
+    /// When a message in progress that waits for the pacer may go on (ns); `u64::MAX` when it
+    /// waits for a receiver instead (or nothing waits).
+    pub fn next_send_ns(&self) -> u64 {
+        if self.current.is_some() && self.pacer_wait {
+            self.cc.next_send_ns()
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// The slowest reliable receiver's arrived position (what the controller counts as
+    /// delivered: holes are lost, not in flight, and repaired apart).
+    fn slowest(&self) -> Option<u64> {
+        self.receivers
+            .values()
+            .filter(|r| r.reliable)
+            .map(|r| r.arrived_pos)
+            .min()
     }
 
     pub fn next_seq(&self) -> u64 {
@@ -285,6 +359,7 @@ impl Sender {
     pub fn forget_receiver(&mut self, id: u64) {
         if self.receivers.remove(&id).is_some() {
             self.trim_window();
+            self.cc.skip_to(self.slowest().unwrap_or(self.stream_pos));
         }
     }
 
@@ -323,6 +398,8 @@ impl Sender {
                 seq,
                 stream_pos: self.stream_pos,
                 data,
+                repaired_for: 0,
+                repaired_ns: 0,
             });
         } else {
             let old = std::mem::replace(&mut self.scratch_msg, data);
@@ -369,9 +446,7 @@ impl Sender {
                 .filter(|c| c.seq == seq)
                 .map(|c| (&self.scratch_msg[..], c.stream_pos));
         }
-        let first = self.window.front()?.seq;
-        let r = self.window.get(seq.checked_sub(first)? as usize)?;
-        Some((&r.data[..], r.stream_pos))
+        self.kept(seq).map(|r| (&r.data[..], r.stream_pos))
     }
 
     /// Sends as much of the message in progress as credit allows, at most `MAX_FRAMES_PER_PUMP`
@@ -384,6 +459,29 @@ impl Sender {
         let (seq, pos, start) = (cur.seq, cur.stream_pos, cur.sent);
         let frag = self.fragment_payload();
         let (limit, seq_limit) = self.credit_limit();
+        // The pacer's share: at least one frame when it lets anything go.
+        let paced = self.paced();
+        let windowed = self.windowed();
+        self.cc.set_controlled(windowed);
+        if !windowed {
+            // Nobody reports delivery: nothing counts as in flight.
+            self.cc.skip_to(self.stream_pos);
+        }
+        let budget = if paced {
+            if start == 0 && now > self.cc.next_send_ns().saturating_add(1_000_000) {
+                // The pacer sat idle: the application is slower than the path.
+                self.cc.on_limited();
+            }
+            let allow = self.cc.allowance(now, windowed);
+            self.pacer_wait = allow == 0 && now < self.cc.next_send_ns();
+            if allow == 0 {
+                return false;
+            }
+            allow as usize
+        } else {
+            usize::MAX
+        };
+        let wire = self.cfg.max_datagram.min(DATA_HEADER + frag);
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         let (msg, _) = self
@@ -394,12 +492,17 @@ impl Sender {
         // least a datagram, so this always makes progress once receivers consume).
         let mut end = start;
         let mut frames = 0;
+        let mut bytes = 0usize;
         let in_window = seq < seq_limit;
         while in_window && end < len && frames < MAX_FRAMES_PER_PUMP {
             let next = (end + frag).min(len);
             if pos + next as u64 > limit {
                 break;
             }
+            if frames > 0 && bytes + wire > budget {
+                break;
+            }
+            bytes += DATA_HEADER + next - end;
             end = next;
             frames += 1;
         }
@@ -417,6 +520,12 @@ impl Sender {
         }
         if !out.is_empty() {
             sink.send(Dest::All, &mut out, self.cfg.max_datagram + room.0 + room.1);
+            if paced {
+                self.cc.on_sent(now, out.len() as u64);
+            }
+            if windowed {
+                self.cc.on_data(now, pos + end as u64);
+            }
             self.stats.frames += if empty { 1 } else { frames as u64 };
             self.heartbeat_step_ns = self.cfg.heartbeat_fast_ns;
             self.next_heartbeat_ns = now + self.heartbeat_step_ns;
@@ -429,6 +538,8 @@ impl Sender {
         } else {
             if end == start {
                 self.stats.flow_blocked += 1;
+                // Held by a receiver's window, not the path: samples now are not the path's.
+                self.cc.on_limited();
             }
             self.current.as_mut().unwrap().sent = end;
         }
@@ -490,6 +601,7 @@ impl Sender {
                 consumed_pos,
                 window,
                 consumed_seq,
+                arrived_pos,
                 ..
             } => {
                 let reliable = common.flags & FLAG_RELIABLE != 0;
@@ -509,10 +621,18 @@ impl Sender {
                 });
                 r.reliable = reliable;
                 r.consumed_pos = r.consumed_pos.max(consumed);
+                // Arrived is at least what is held without a hole, at most what was sent.
+                r.arrived_pos = r
+                    .arrived_pos
+                    .max((*arrived_pos).min(self.stream_pos))
+                    .max(r.consumed_pos);
                 r.consumed_seq = r.consumed_seq.max(consumed_seq);
                 r.window = window;
                 r.last_seen_ns = now;
                 self.trim_window();
+                if let Some(pos) = self.slowest() {
+                    self.cc.on_delivered(now, pos);
+                }
             }
             Frame::Nak {
                 receiver, entries, ..
@@ -525,7 +645,7 @@ impl Sender {
                 };
                 r.last_seen_ns = now;
                 let budget = r.refill(now);
-                let spent = self.repair(entries, *receiver, budget, sink);
+                let spent = self.repair(now, entries, *receiver, budget, sink);
                 if let Some(r) = self.receivers.get_mut(receiver) {
                     r.repair_budget -= spent.min(r.repair_budget);
                 }
@@ -538,6 +658,7 @@ impl Sender {
     /// at most [`MAX_REPAIR_FRAMES_PER_NAK`] frames and `budget` bytes. Returns the bytes sent.
     fn repair(
         &mut self,
+        now: u64,
         entries: &frame::NakEntries<'_>,
         receiver: u64,
         budget: u64,
@@ -547,7 +668,22 @@ impl Sender {
         // Normalise to fragment-grid ranges per message, sorted and merged: the work is the
         // NAK's own length (bounded by the datagram), whatever its entries claim.
         let mut wanted: Vec<(u64, usize, usize)> = Vec::with_capacity(entries.len());
+        // A repair sent to this receiver less than a round trip ago is still on its way.
+        let fresh = self.cc.stats().min_rtt_ns.max(100_000);
+        let mut lost = 0u64;
         for e in entries.iter() {
+            // Loss the controller weighs: what this receiver asks for the first time.
+            let mut first_ask = true;
+            if let Some(r) = self.kept(e.seq) {
+                if r.repaired_for == receiver
+                    && r.repaired_ns != 0
+                    && now.saturating_sub(r.repaired_ns) < fresh
+                {
+                    self.stats.repairs_suppressed += 1;
+                    continue;
+                }
+                first_ask = r.repaired_ns == 0;
+            }
             match self.message(e.seq) {
                 Some((msg, _)) if self.cfg.reliable => {
                     let len = msg.len();
@@ -566,11 +702,26 @@ impl Sender {
                         .min(limit);
                     if from < to || len == 0 {
                         wanted.push((e.seq, from, to));
+                        if first_ask {
+                            lost += (to - from) as u64;
+                        }
                     }
                 }
                 _ => self.stats.naks_unserved += 1,
             }
         }
+        self.cc.on_loss(lost);
+        // Repairs take their turn on the pacer: a quantum at a time, at most one ahead of it.
+        let budget = if self.paced() {
+            let q = self.cc.quantum();
+            if now.saturating_add(self.cc.quantum_ns()) >= self.cc.next_send_ns() {
+                budget.min(q)
+            } else {
+                0
+            }
+        } else {
+            budget
+        };
         wanted.sort_unstable();
         let mut merged: Vec<(u64, usize, usize)> = Vec::with_capacity(wanted.len());
         for (seq, from, to) in wanted {
@@ -597,6 +748,7 @@ impl Sender {
                 sent += out.len() as u64;
                 out.clear();
             }
+            let frames_before = frames;
             let (msg, pos) = self.message(seq).expect("checked above");
             let len = msg.len();
             let mut offset = from;
@@ -617,6 +769,12 @@ impl Sender {
                     break;
                 }
             }
+            if frames > frames_before {
+                if let Some(r) = self.kept_mut(seq) {
+                    r.repaired_for = receiver;
+                    r.repaired_ns = now.max(1);
+                }
+            }
         }
         self.stats.repairs_deferred += deferred;
         if !out.is_empty() {
@@ -625,8 +783,22 @@ impl Sender {
             sent += out.len() as u64;
         }
         self.stats.retransmitted_frames += frames as u64;
+        self.stats.repair_bytes += sent;
+        if sent > 0 && self.paced() {
+            self.cc.on_sent(now, sent);
+        }
         self.out = out;
         sent
+    }
+
+    fn kept(&self, seq: u64) -> Option<&Retained> {
+        let first = self.window.front()?.seq;
+        self.window.get(seq.checked_sub(first)? as usize)
+    }
+
+    fn kept_mut(&mut self, seq: u64) -> Option<&mut Retained> {
+        let first = self.window.front()?.seq;
+        self.window.get_mut(seq.checked_sub(first)? as usize)
     }
 
     /// Timers: heartbeats and receiver liveness. Returns when to call again (ns).
@@ -638,7 +810,9 @@ impl Sender {
         if self.receivers.len() != before {
             self.stats.receivers_timed_out += (before - self.receivers.len()) as u64;
             self.trim_window();
+            self.cc.skip_to(self.slowest().unwrap_or(self.stream_pos));
         }
+        self.cc.tick(now);
         if now >= self.next_heartbeat_ns {
             let mut out = std::mem::take(&mut self.out);
             out.clear();

@@ -1,0 +1,628 @@
+//! Congestion control and pacing for the UDP publisher: no I/O, time passed in (nanoseconds).
+//!
+//! The model is BBR's (Cardwell et al., "BBR: Congestion-Based Congestion Control", 2016): the
+//! path is a bottleneck of some rate behind some round-trip time, both estimated from what the
+//! receivers report, and the sender paces at a gain times the rate estimate, keeping at most a
+//! few round trips' worth of data in flight. It suits ferry better than a loss-based window
+//! (CUBIC, NewReno): ferry's receivers report the stream position they hold without a hole,
+//! which gives a delivery rate at every STATUS for free, and a rate is what a pacer needs. It
+//! does not wait for loss to learn the link's rate, so it does not fill a deep router queue
+//! (a tbf with 5 ms of queue) the way a loss-based controller must before it backs off.
+//!
+//! - **Delivery rate**: every run of new data sent is marked with the stream position it ends at
+//!   and the delivery state at that moment; when a report covers that position, the rate sample
+//!   is the data delivered since over the longer of the send and the delivery interval (so
+//!   neither a burst of reports nor a burst of sends inflates it). The estimate is the largest
+//!   sample of the last [`BW_ROUNDS`] round trips. Samples taken while the publisher had
+//!   nothing to send (application- or receiver-limited) count only when they raise it.
+//! - **Round trip**: the smallest time from sending a run to the report that covers it, over the
+//!   last [`MIN_RTT_WINDOW_NS`]; when it is that old, the controller drains the path for
+//!   [`PROBE_RTT_NS`] (four datagrams in flight) to see it again.
+//! - **Phases**: Startup doubles the rate every round trip until the estimate stops growing by
+//!   a quarter for three round trips, Drain empties the queue Startup built, ProbeBw cycles the
+//!   gain through 5/4, 3/4 and six rounds of 1 to find more room and give it back.
+//! - **Loss**: a round trip that lost more than [`LOSS_THRESHOLD`] of what it delivered *and* whose
+//!   fastest report took twice the minimum round trip (a queue that stands, longer than the
+//!   path: not jitter, and more than the window alone can queue) is congestion: the rate is cut to
+//!   7/10 of the estimate (and Startup ends); it grows back by an eighth per clean round trip.
+//!   Loss without a growing queue (a noisy link, injected loss) is not congestion and changes
+//!   nothing: the repairs are paced like everything else.
+//! - **Pacing**: runs of at most a quantum (one millisecond at the pacing rate, between two
+//!   datagrams and 64 KiB: also the GSO batch) leave on a schedule; repairs take their turn
+//!   on the same schedule.
+//! - **Bounds**: every table is fixed-size or capped ([`MAX_MARKS`]); a receiver's report is a
+//!   position clamped to what was sent, so a lying receiver can make the sender faster (as
+//!   with TCP's acknowledgements) but never make it loop, allocate, or send more than the
+//!   user's rate cap.
+
+use std::collections::VecDeque;
+
+/// Round trips over which the bottleneck rate is the largest sample.
+pub const BW_ROUNDS: usize = 10;
+/// The minimum round trip is trusted this long; then the controller probes for it again.
+pub const MIN_RTT_WINDOW_NS: u64 = 10_000_000_000;
+/// How long ProbeRTT keeps the path drained.
+pub const PROBE_RTT_NS: u64 = 200_000_000;
+/// At most this many send marks are kept; beyond it the newest mark is extended instead.
+pub const MAX_MARKS: usize = 4096;
+/// Datagrams delivered, at least, over which loss is judged.
+pub const LOSS_EPOCH: u64 = 128;
+/// Datagrams lost in one round of Startup, at least, that end it (with the loss above
+/// [`LOSS_THRESHOLD`]).
+const STARTUP_LOSS_DATAGRAMS: u64 = 4;
+/// Loss above this fraction of a round's delivered bytes (with a growing queue) is congestion.
+pub const LOSS_THRESHOLD: f64 = 0.02;
+/// The pacing rate never falls below this (bytes per second: 1 Mbit/s), so a publisher whose
+/// receivers fell silent still probes at a trickle.
+pub const MIN_RATE: u64 = 125_000;
+/// The largest pacing quantum (and GSO run), bytes.
+pub const MAX_QUANTUM: u64 = 64 << 10;
+
+const STARTUP_GAIN: f64 = 2.885; // 2 / ln 2: doubles the delivery rate every round trip
+const DRAIN_GAIN: f64 = 1.0 / STARTUP_GAIN;
+const CWND_GAIN: f64 = 2.0;
+const CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+/// Datagrams in flight before the first round trip is measured, and the first pacing rate is
+/// this over [`INITIAL_RTT_NS`].
+const INITIAL_WINDOW: u64 = 32;
+const INITIAL_RTT_NS: u64 = 1_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Startup,
+    Drain,
+    ProbeBw,
+    ProbeRtt,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Startup => "startup",
+            Phase::Drain => "drain",
+            Phase::ProbeBw => "probe-bw",
+            Phase::ProbeRtt => "probe-rtt",
+        }
+    }
+}
+
+/// What the controller knows and did, for `ferry stats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CongestionStats {
+    /// Bytes per second the pacer lets out now.
+    pub pacing_rate: u64,
+    /// The bottleneck rate estimate (bytes per second; 0 before the first sample).
+    pub bottleneck_rate: u64,
+    /// The minimum round trip seen (ns; 0 before the first sample).
+    pub min_rtt_ns: u64,
+    /// Bytes allowed in flight now.
+    pub window: u64,
+    /// Times data waited for the pacer.
+    pub paced_waits: u64,
+    /// Times data waited because the window was full.
+    pub window_waits: u64,
+    /// Round trips whose loss was taken as congestion.
+    pub congestion_events: u64,
+    /// Round trips whose loss was not (no queue grew).
+    pub noise_loss_events: u64,
+    /// Round trips counted.
+    pub rounds: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct CongestionConfig {
+    /// Bytes on the wire per full datagram.
+    pub datagram: u64,
+    /// The user's cap, bytes per second (`u64::MAX`: none).
+    pub rate_cap: u64,
+    /// Picks where ProbeBw's gain cycle starts (flows sharing a link should not probe in step).
+    pub seed: u64,
+}
+
+/// A run of new data sent.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    /// Stream position the run ends at.
+    end: u64,
+    sent_ns: u64,
+    /// Delivery state when it was sent.
+    delivered: u64,
+    delivered_ns: u64,
+    /// Send time of the newest run delivered when this one was sent.
+    first_sent_ns: u64,
+    app_limited: bool,
+}
+
+pub struct Controller {
+    cfg: CongestionConfig,
+    phase: Phase,
+    // The pacer: the next run may start at `next_send_ns`.
+    next_send_ns: u64,
+    pacing_rate: u64,
+    /// Whether a receiver reports (else the pacer runs at the rate cap alone).
+    controlled: bool,
+    // Delivery.
+    marks: VecDeque<Mark>,
+    sent: u64,
+    delivered: u64,
+    delivered_ns: u64,
+    last_acked_sent_ns: u64,
+    /// Non-zero: samples are application-limited until delivery passes this position.
+    app_limited_until: u64,
+    // Rounds.
+    round: u64,
+    round_end: u64,
+    round_start_delivered: u64,
+    /// Loss is judged over an epoch of at least one round and [`LOSS_EPOCH`] datagrams
+    /// delivered (a round of a few datagrams says nothing about a rate of 2 %).
+    epoch_delivered: u64,
+    epoch_lost: u64,
+    epoch_min_rtt: u64,
+    /// Loss reported this round (Startup ends on it at once).
+    round_lost: u64,
+    /// The smallest round trip of this round: at twice the minimum, a queue stands that is
+    /// longer than the path (jitter and reordering delay some datagrams, a full queue delays all
+    /// of them, and the window alone never queues more than the path holds).
+    round_min_rtt: u64,
+    // Estimates.
+    bw: [u64; BW_ROUNDS],
+    bw_lo: u64,
+    min_rtt: u64,
+    min_rtt_stamp: u64,
+    /// Largest time between two reports that advanced delivery, this round and the last.
+    ack_gap: [u64; 2],
+    // Startup.
+    full_bw: u64,
+    full_bw_rounds: u32,
+    filled: bool,
+    // ProbeBw.
+    cycle: usize,
+    cycle_stamp: u64,
+    // ProbeRtt.
+    probe_rtt_done: u64,
+    stats: CongestionStats,
+}
+
+fn rate(bytes: u64, ns: u64) -> u64 {
+    (bytes as u128 * 1_000_000_000 / ns.max(1) as u128).min(u64::MAX as u128) as u64
+}
+
+fn scale(x: u64, gain: f64) -> u64 {
+    (x as f64 * gain).min(u64::MAX as f64) as u64
+}
+
+/// Bytes sent in `ns` at `rate` bytes per second.
+fn bytes_in(rate: u64, ns: u64) -> u64 {
+    (rate as u128 * ns as u128 / 1_000_000_000).min(u64::MAX as u128) as u64
+}
+
+/// Nanoseconds `bytes` take at `rate` bytes per second.
+fn time_of(bytes: u64, rate: u64) -> u64 {
+    (bytes as u128 * 1_000_000_000 / rate.max(1) as u128).min(u64::MAX as u128) as u64
+}
+
+impl Controller {
+    pub fn new(cfg: CongestionConfig, now: u64) -> Controller {
+        let datagram = cfg.datagram.max(1);
+        let initial = rate(INITIAL_WINDOW * datagram, INITIAL_RTT_NS);
+        let mut c = Controller {
+            phase: Phase::Startup,
+            next_send_ns: now,
+            pacing_rate: 0,
+            controlled: true,
+            marks: VecDeque::new(),
+            sent: 0,
+            delivered: 0,
+            delivered_ns: now,
+            last_acked_sent_ns: now,
+            app_limited_until: 0,
+            round: 0,
+            round_end: 0,
+            round_start_delivered: 0,
+            epoch_delivered: 0,
+            epoch_lost: 0,
+            epoch_min_rtt: u64::MAX,
+            round_lost: 0,
+            round_min_rtt: u64::MAX,
+            bw: [0; BW_ROUNDS],
+            bw_lo: u64::MAX,
+            min_rtt: 0,
+            min_rtt_stamp: now,
+            ack_gap: [0; 2],
+            full_bw: 0,
+            full_bw_rounds: 0,
+            filled: false,
+            cycle: 0,
+            cycle_stamp: now,
+            probe_rtt_done: 0,
+            stats: CongestionStats::default(),
+            cfg,
+        };
+        c.pacing_rate = scale(initial, STARTUP_GAIN)
+            .max(MIN_RATE)
+            .min(c.cfg.rate_cap);
+        c.update_stats();
+        c
+    }
+
+    pub fn stats(&self) -> CongestionStats {
+        self.stats
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// The bottleneck rate estimate, bytes per second (0 before the first sample).
+    pub fn bottleneck_rate(&self) -> u64 {
+        self.bw.iter().copied().max().unwrap_or(0).min(self.bw_lo)
+    }
+
+    fn min_rtt_or_initial(&self) -> u64 {
+        if self.min_rtt == 0 {
+            INITIAL_RTT_NS
+        } else {
+            self.min_rtt
+        }
+    }
+
+    /// Says whether a receiver reports delivery: without one, the pacer runs at the rate cap
+    /// (and the window does not apply).
+    pub fn set_controlled(&mut self, controlled: bool) {
+        self.controlled = controlled;
+    }
+
+    /// Bytes per second the pacer lets out.
+    pub fn rate(&self) -> u64 {
+        if self.controlled {
+            self.pacing_rate
+        } else {
+            self.cfg.rate_cap
+        }
+    }
+
+    /// Bytes one run may carry: a millisecond at the pacing rate, two datagrams to 64 KiB.
+    pub fn quantum(&self) -> u64 {
+        bytes_in(self.rate(), 1_000_000).clamp(
+            2 * self.cfg.datagram,
+            MAX_QUANTUM.max(2 * self.cfg.datagram),
+        )
+    }
+
+    /// The time a quantum takes at the pacing rate (ns).
+    pub fn quantum_ns(&self) -> u64 {
+        time_of(self.quantum(), self.rate())
+    }
+
+    fn bdp(&self) -> u64 {
+        bytes_in(self.bottleneck_rate(), self.min_rtt_or_initial())
+    }
+
+    /// Bytes of new data allowed in flight.
+    pub fn window(&self) -> u64 {
+        let floor = 4 * self.cfg.datagram;
+        if self.phase == Phase::ProbeRtt {
+            return floor;
+        }
+        if self.bottleneck_rate() == 0 {
+            return (INITIAL_WINDOW * self.cfg.datagram).max(2 * self.quantum());
+        }
+        // Reports come in bunches (a receiver answers every few datagrams, and its
+        // application may be late): what arrives between two reports must fit too.
+        let gap = self.ack_gap[0].max(self.ack_gap[1]);
+        let aggregation = bytes_in(self.bottleneck_rate(), gap);
+        scale(self.bdp(), CWND_GAIN)
+            .saturating_add(2 * aggregation)
+            .saturating_add(2 * self.quantum())
+            .max(floor)
+    }
+
+    /// Bytes in flight: new data sent beyond what every receiver holds.
+    pub fn in_flight(&self) -> u64 {
+        self.sent.saturating_sub(self.delivered)
+    }
+
+    /// When the next run may leave (ns); at or before `now`: at once.
+    pub fn next_send_ns(&self) -> u64 {
+        self.next_send_ns
+    }
+
+    /// Bytes that may leave now (0: wait for [`next_send_ns`](Self::next_send_ns)). `window`:
+    /// whether the in-flight limit applies (not for repairs, and not without a receiver that
+    /// reports).
+    pub fn allowance(&mut self, now: u64, window: bool) -> u64 {
+        if now < self.next_send_ns {
+            self.stats.paced_waits += 1;
+            return 0;
+        }
+        let mut allow = self.quantum();
+        if window {
+            let room = self.window().saturating_sub(self.in_flight());
+            if room == 0 {
+                self.stats.window_waits += 1;
+            }
+            allow = allow.min(room);
+        }
+        allow
+    }
+
+    /// `bytes` (on the wire) left at `now`: the next run waits the time they take at the
+    /// pacing rate. A sender that was late by up to a quantum catches up; later than that, the
+    /// time is gone (no burst makes up for idleness).
+    pub fn on_sent(&mut self, now: u64, bytes: u64) {
+        let slack = self.quantum_ns();
+        let start = self.next_send_ns.max(now.saturating_sub(slack));
+        self.next_send_ns = start.saturating_add(time_of(bytes, self.rate()));
+    }
+
+    /// New data up to stream position `end` left at `now` (after [`on_sent`](Self::on_sent)).
+    pub fn on_data(&mut self, now: u64, end: u64) {
+        if end <= self.sent {
+            return;
+        }
+        if self.in_flight() == 0 {
+            // Idle restart: the delivery interval starts now, not at the last report.
+            self.delivered_ns = now;
+            self.last_acked_sent_ns = now;
+        }
+        self.sent = end;
+        let mark = Mark {
+            end,
+            sent_ns: now,
+            delivered: self.delivered,
+            delivered_ns: self.delivered_ns,
+            first_sent_ns: self.last_acked_sent_ns,
+            app_limited: self.app_limited_until != 0,
+        };
+        if self.marks.len() >= MAX_MARKS {
+            // The newest run grows instead (a coarser sample, never an unbounded table).
+            if let Some(last) = self.marks.back_mut() {
+                last.end = end;
+            }
+        } else {
+            self.marks.push_back(mark);
+        }
+    }
+
+    /// The publisher ran out of data to send (the application is slower than the path) or of
+    /// credit (a receiver's window): samples of what is in flight now cannot show the path's
+    /// rate, so they count only when they raise the estimate.
+    pub fn on_limited(&mut self) {
+        self.app_limited_until = self.sent.max(1);
+    }
+
+    /// `bytes` of new data were reported lost (a NAK's first ask for them).
+    pub fn on_loss(&mut self, bytes: u64) {
+        self.epoch_lost = self.epoch_lost.saturating_add(bytes);
+        self.round_lost = self.round_lost.saturating_add(bytes);
+    }
+
+    /// The receivers changed (one left, or none is left): delivery moves to `pos` without a
+    /// rate sample (the jump is not the path's speed).
+    pub fn skip_to(&mut self, pos: u64) {
+        let pos = pos.min(self.sent);
+        if pos <= self.delivered {
+            return;
+        }
+        self.delivered = pos;
+        while self.marks.front().is_some_and(|m| m.end <= pos) {
+            self.marks.pop_front();
+        }
+    }
+
+    /// Every reliable receiver now holds the stream up to `pos` (its report at `now`).
+    pub fn on_delivered(&mut self, now: u64, pos: u64) {
+        let pos = pos.min(self.sent);
+        if pos <= self.delivered {
+            return;
+        }
+        let gap = now.saturating_sub(self.delivered_ns);
+        self.ack_gap[0] = self.ack_gap[0].max(gap);
+        self.delivered = pos;
+        self.delivered_ns = now;
+        if self.app_limited_until != 0 && pos > self.app_limited_until {
+            self.app_limited_until = 0;
+        }
+        // The newest run the report covers gives the sample.
+        let mut newest = None;
+        while let Some(m) = self.marks.front() {
+            if m.end > pos {
+                break;
+            }
+            newest = self.marks.pop_front();
+        }
+        let Some(m) = newest else {
+            return;
+        };
+        self.last_acked_sent_ns = m.sent_ns;
+        let rtt = now.saturating_sub(m.sent_ns).max(1);
+        self.round_min_rtt = self.round_min_rtt.min(rtt);
+        // An expired minimum takes the sample whatever it is (and the path is drained to
+        // see the true one again).
+        let expired = now.saturating_sub(self.min_rtt_stamp) > MIN_RTT_WINDOW_NS;
+        if self.min_rtt == 0 || rtt <= self.min_rtt || expired {
+            self.min_rtt = rtt;
+            self.min_rtt_stamp = now;
+            if expired && self.phase != Phase::ProbeRtt {
+                self.enter_probe_rtt();
+            }
+        }
+        // Round trips: one ends when a run sent after the last round began is delivered.
+        let new_round = m.delivered >= self.round_end;
+        if new_round {
+            self.end_round();
+            self.round_end = self.delivered;
+        }
+        let interval = now
+            .saturating_sub(m.delivered_ns)
+            .max(m.sent_ns.saturating_sub(m.first_sent_ns));
+        if interval > 0 {
+            let sample = rate(pos - m.delivered, interval);
+            let slot = (self.round % BW_ROUNDS as u64) as usize;
+            if !m.app_limited || sample > self.bottleneck_rate() {
+                self.bw[slot] = self.bw[slot].max(sample);
+            }
+        }
+        if new_round {
+            self.check_full_pipe(m.app_limited);
+        }
+        self.advance_phase(now);
+        self.set_pacing_rate();
+    }
+
+    fn end_round(&mut self) {
+        let round_delivered = self.delivered.saturating_sub(self.round_start_delivered);
+        if self.phase == Phase::Startup
+            && self.round_lost >= STARTUP_LOSS_DATAGRAMS * self.cfg.datagram
+            && self.round_lost as f64 > LOSS_THRESHOLD * round_delivered as f64
+        {
+            // Startup sends at nearly three times what arrives: loss now is its own queue
+            // overflowing, and waiting for an epoch would lose a queue's worth more.
+            self.filled = true;
+            self.stats.congestion_events += 1;
+        }
+        self.round_lost = 0;
+        self.epoch_delivered += round_delivered;
+        self.epoch_min_rtt = self.epoch_min_rtt.min(self.round_min_rtt);
+        let judged = self.epoch_delivered >= LOSS_EPOCH * self.cfg.datagram;
+        let lossy = judged && self.epoch_lost as f64 > LOSS_THRESHOLD * self.epoch_delivered as f64;
+        let queued = self.min_rtt != 0
+            && self.epoch_min_rtt != u64::MAX
+            && self.epoch_min_rtt > 2 * self.min_rtt;
+        if judged {
+            self.epoch_delivered = 0;
+            self.epoch_lost = 0;
+            self.epoch_min_rtt = u64::MAX;
+        }
+        if lossy && queued {
+            self.stats.congestion_events += 1;
+            let bw = self.bw.iter().copied().max().unwrap_or(0);
+            self.bw_lo = scale(bw.min(self.bw_lo), 0.7).max(MIN_RATE);
+            if self.phase == Phase::Startup {
+                self.filled = true;
+            }
+        } else if judged {
+            if lossy {
+                self.stats.noise_loss_events += 1;
+            }
+            if self.bw_lo != u64::MAX {
+                self.bw_lo = self.bw_lo.saturating_add(self.bw_lo / 8);
+                if self.bw_lo >= self.bw.iter().copied().max().unwrap_or(0) {
+                    self.bw_lo = u64::MAX;
+                }
+            }
+        }
+        self.round += 1;
+        self.stats.rounds = self.round;
+        self.bw[(self.round % BW_ROUNDS as u64) as usize] = 0;
+        self.ack_gap = [0, self.ack_gap[0]];
+        self.round_start_delivered = self.delivered;
+        self.round_min_rtt = u64::MAX;
+    }
+
+    fn check_full_pipe(&mut self, app_limited: bool) {
+        if self.filled || app_limited {
+            return;
+        }
+        let bw = self.bottleneck_rate();
+        if bw >= self.full_bw.saturating_add(self.full_bw / 4) {
+            self.full_bw = bw;
+            self.full_bw_rounds = 0;
+            return;
+        }
+        self.full_bw_rounds += 1;
+        if self.full_bw_rounds >= 3 {
+            self.filled = true;
+        }
+    }
+
+    fn enter_probe_rtt(&mut self) {
+        self.phase = Phase::ProbeRtt;
+        self.probe_rtt_done = 0;
+    }
+
+    fn advance_phase(&mut self, now: u64) {
+        let bdp = self.bdp();
+        match self.phase {
+            Phase::Startup if self.filled => self.phase = Phase::Drain,
+            Phase::Drain if self.in_flight() <= bdp => self.enter_probe_bw(now),
+            Phase::ProbeBw => {
+                let gain = CYCLE[self.cycle];
+                let elapsed = now.saturating_sub(self.cycle_stamp) > self.min_rtt_or_initial();
+                let next = if gain > 1.0 {
+                    elapsed && self.in_flight() >= scale(bdp, gain)
+                        || now.saturating_sub(self.cycle_stamp) > 2 * self.min_rtt_or_initial()
+                } else if gain < 1.0 {
+                    elapsed || self.in_flight() <= bdp
+                } else {
+                    elapsed
+                };
+                if next {
+                    self.cycle = (self.cycle + 1) % CYCLE.len();
+                    self.cycle_stamp = now;
+                }
+            }
+            Phase::ProbeRtt => {
+                if self.probe_rtt_done == 0 {
+                    if self.in_flight() <= 4 * self.cfg.datagram {
+                        self.probe_rtt_done = now.saturating_add(PROBE_RTT_NS).max(1);
+                    }
+                } else if now >= self.probe_rtt_done {
+                    self.min_rtt_stamp = now;
+                    if self.filled {
+                        self.enter_probe_bw(now);
+                    } else {
+                        self.phase = Phase::Startup;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn enter_probe_bw(&mut self, now: u64) {
+        self.phase = Phase::ProbeBw;
+        // Any phase but the 3/4 one, picked by the seed.
+        let start = (self.cfg.seed % (CYCLE.len() as u64 - 1)) as usize;
+        self.cycle = if start >= 1 { start + 1 } else { start };
+        self.cycle_stamp = now;
+    }
+
+    /// The timers: ProbeRTT ends without a report.
+    pub fn tick(&mut self, now: u64) {
+        if self.phase == Phase::ProbeRtt {
+            self.advance_phase(now);
+            self.set_pacing_rate();
+        }
+    }
+
+    fn set_pacing_rate(&mut self) {
+        let bw = self.bottleneck_rate();
+        let gain = match self.phase {
+            Phase::Startup => STARTUP_GAIN,
+            Phase::Drain => DRAIN_GAIN,
+            Phase::ProbeBw => CYCLE[self.cycle],
+            Phase::ProbeRtt => 1.0,
+        };
+        if bw == 0 {
+            // No sample yet: the initial rate stands.
+            self.update_stats();
+            return;
+        }
+        let target = scale(bw, gain).max(MIN_RATE).min(self.cfg.rate_cap);
+        // Startup only ever speeds up (a sample from a short run must not slow it).
+        self.pacing_rate = if self.phase == Phase::Startup && !self.filled {
+            target.max(self.pacing_rate)
+        } else {
+            target
+        };
+        self.update_stats();
+    }
+
+    fn update_stats(&mut self) {
+        self.stats.pacing_rate = self.pacing_rate;
+        self.stats.bottleneck_rate = self.bottleneck_rate();
+        self.stats.min_rtt_ns = self.min_rtt;
+        self.stats.window = self.window();
+    }
+}

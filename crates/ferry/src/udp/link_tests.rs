@@ -1,0 +1,463 @@
+//! Congestion control against simulated links: ferry's real sender and receiver on either end of
+//! a bottleneck of given rate, one-way delay, drop-tail buffer and random loss, with time
+//! advanced by the test from event to event (no sockets, no sleeps, deterministic).
+
+use std::collections::VecDeque;
+
+use super::congestion::Phase;
+use super::frame::decode;
+use super::impair::Rng;
+use super::receiver::{Receiver, ReceiverConfig};
+use super::sender::{Dest, Sender, SenderConfig, SenderStats, Sink};
+
+const MBIT: u64 = 1_000_000 / 8;
+const GBIT: u64 = 1000 * MBIT;
+const MS: u64 = 1_000_000;
+const START: u64 = 1_000_000_000;
+
+#[derive(Clone, Copy)]
+struct Link {
+    /// Bytes per second through the bottleneck.
+    rate: u64,
+    /// One way, ns.
+    delay: u64,
+    /// Bytes the bottleneck's queue holds (drop-tail).
+    buffer: u64,
+    /// Chance that a datagram is lost on the wire after the queue (not congestion).
+    loss: f64,
+}
+
+/// One direction: datagrams queue at the bottleneck, are serialised at its rate, and arrive
+/// `delay` later.
+struct Pipe {
+    link: Link,
+    busy_until: u64,
+    /// (when its serialisation ends, bytes): what the queue holds.
+    queued: VecDeque<(u64, u64)>,
+    queued_bytes: u64,
+    arrivals: VecDeque<(u64, usize, Vec<u8>)>,
+    rng: Rng,
+    carried: u64,
+    dropped: u64,
+    /// Dropped at or after `late` (once the flows are past their start).
+    dropped_late: u64,
+    late: u64,
+    lost: u64,
+}
+
+impl Pipe {
+    fn new(link: Link, seed: u64) -> Pipe {
+        Pipe {
+            link,
+            busy_until: 0,
+            queued: VecDeque::new(),
+            queued_bytes: 0,
+            arrivals: VecDeque::new(),
+            rng: Rng::new(seed),
+            carried: 0,
+            dropped: 0,
+            dropped_late: 0,
+            late: u64::MAX,
+            lost: 0,
+        }
+    }
+
+    fn push(&mut self, now: u64, flow: usize, d: &[u8]) {
+        while self.queued.front().is_some_and(|q| q.0 <= now) {
+            self.queued_bytes -= self.queued.pop_front().unwrap().1;
+        }
+        let len = d.len() as u64;
+        if self.queued_bytes + len > self.link.buffer {
+            self.dropped += 1;
+            if now >= self.late {
+                self.dropped_late += 1;
+            }
+            return;
+        }
+        let done = now.max(self.busy_until) + len * 1_000_000_000 / self.link.rate;
+        self.busy_until = done;
+        self.queued.push_back((done, len));
+        self.queued_bytes += len;
+        self.carried += 1;
+        if self.rng.chance(self.link.loss) {
+            self.lost += 1;
+            return;
+        }
+        self.arrivals
+            .push_back((done + self.link.delay, flow, d.to_vec()));
+    }
+
+    fn next(&self) -> u64 {
+        self.arrivals.front().map_or(u64::MAX, |a| a.0)
+    }
+}
+
+struct PipeSink<'a> {
+    pipe: &'a mut Pipe,
+    flow: usize,
+    now: u64,
+}
+
+impl Sink for PipeSink<'_> {
+    fn send(&mut self, _dest: Dest, data: &mut [u8], segment: usize) {
+        for d in data.chunks(segment) {
+            assert!(d.len() <= 1472, "never more than one MTU");
+            self.pipe.push(self.now, self.flow, d);
+        }
+    }
+}
+
+struct Flow {
+    tx: Sender,
+    rx: Receiver,
+    /// Messages offered, and delivered bytes with their times.
+    offered: u64,
+    delivered: Vec<(u64, u64)>,
+    next_seq: u64,
+    rx_next: u64,
+    tx_next: u64,
+    /// Starts sending at this time.
+    start: u64,
+}
+
+struct Outcome {
+    /// Delivered bytes per flow between `from` and the end, per second.
+    goodput: Vec<u64>,
+    carried: u64,
+    dropped: u64,
+    dropped_late: u64,
+    lost_on_wire: u64,
+    senders: Vec<SenderStats>,
+    phases: Vec<Phase>,
+}
+
+fn message(seq: u64, size: usize) -> Vec<u8> {
+    let mut m = vec![(seq % 251) as u8; size];
+    m[..8].copy_from_slice(&seq.to_le_bytes());
+    m
+}
+
+/// Runs `flows` backlogged reliable publishers (messages of `size`) through one bottleneck
+/// for `duration` ns; goodput counts from `measure_from` ns after the start. `cap`: the
+/// senders' rate cap (bytes per second).
+fn simulate(
+    link: Link,
+    starts: &[u64],
+    size: usize,
+    duration: u64,
+    measure_from: u64,
+    cap: u64,
+) -> Outcome {
+    let mut fwd = Pipe::new(link, 7);
+    fwd.late = START + measure_from;
+    let back = Link {
+        rate: 100 * GBIT,
+        loss: 0.0,
+        buffer: u64::MAX,
+        ..link
+    };
+    let mut rev = Pipe::new(back, 8);
+    let mut flows: Vec<Flow> = starts
+        .iter()
+        .enumerate()
+        .map(|(i, &start)| {
+            let tx = Sender::new(
+                1,
+                100 + i as u64,
+                SenderConfig {
+                    rate_cap: cap,
+                    ..SenderConfig::default()
+                },
+            );
+            let rx = Receiver::new(
+                200 + i as u64,
+                1,
+                ReceiverConfig {
+                    max_message: size.max(1),
+                    ..ReceiverConfig::default()
+                },
+            );
+            Flow {
+                tx,
+                rx,
+                offered: 0,
+                delivered: Vec::new(),
+                next_seq: 0,
+                rx_next: 0,
+                tx_next: 0,
+                start: START + start,
+            }
+        })
+        .collect();
+    let end = START + duration;
+    let mut now = START;
+    let mut joined = vec![false; flows.len()];
+    for step in 0.. {
+        assert!(step < 20_000_000, "the simulation must end");
+        if now >= end {
+            break;
+        }
+        // Arrivals due.
+        while fwd.next() <= now {
+            let (_, i, d) = fwd.arrivals.pop_front().unwrap();
+            let f = &mut flows[i];
+            f.rx.on_frame(now, &decode(&d).unwrap());
+            if !joined[i] {
+                // The socket layer verified the publisher's address.
+                f.rx.verify(100 + i as u64);
+                joined[i] = true;
+            }
+            while let Some(m) = f.rx.take(now) {
+                assert_eq!(m.seq, f.next_seq, "in order, nothing lost");
+                assert_eq!(&m.data[..8], &m.seq.to_le_bytes());
+                f.next_seq += 1;
+                f.delivered.push((now, m.data.len() as u64));
+                f.rx.recycle(m.data);
+            }
+            f.rx_next = now;
+        }
+        while rev.next() <= now {
+            let (_, i, d) = rev.arrivals.pop_front().unwrap();
+            let f = &mut flows[i];
+            let mut sink = PipeSink {
+                pipe: &mut fwd,
+                flow: i,
+                now,
+            };
+            f.tx.handle(now, &decode(&d).unwrap(), &mut sink);
+            f.tx_next = now;
+        }
+        let mut next = fwd.next().min(rev.next()).min(end);
+        for (i, f) in flows.iter_mut().enumerate() {
+            if now < f.start {
+                next = next.min(f.start);
+                continue;
+            }
+            let mut sink = PipeSink {
+                pipe: &mut fwd,
+                flow: i,
+                now,
+            };
+            if f.offered == 0 {
+                // Discovery found the subscriber before the first message.
+                f.tx.expect_receiver(200 + i as u64, true, now);
+                f.tx.heartbeat_now(now, &mut sink);
+            }
+            // Backlogged: a message is always waiting.
+            for _ in 0..64 {
+                if !f.tx.busy() {
+                    f.tx.offer(&message(f.offered, size)).unwrap();
+                    f.offered += 1;
+                }
+                if !f.tx.pump_while_credit(now, &mut sink) {
+                    break;
+                }
+            }
+            if now >= f.tx_next {
+                f.tx_next = f.tx.tick(now, &mut sink);
+            }
+            let mut back = PipeSink {
+                pipe: &mut rev,
+                flow: i,
+                now,
+            };
+            if now >= f.rx_next || f.rx.status_due() {
+                f.rx_next = f.rx.tick(now, &mut back);
+            }
+            next = next.min(f.tx_next).min(f.rx_next).min(f.tx.next_send_ns());
+        }
+        now = next.max(now + 1);
+    }
+    let from = START + measure_from;
+    let span = (end - from) as f64 / 1e9;
+    Outcome {
+        goodput: flows
+            .iter()
+            .map(|f| {
+                let bytes: u64 = f
+                    .delivered
+                    .iter()
+                    .filter(|d| d.0 >= from)
+                    .map(|d| d.1)
+                    .sum();
+                (bytes as f64 / span) as u64
+            })
+            .collect(),
+        carried: fwd.carried,
+        dropped: fwd.dropped,
+        dropped_late: fwd.dropped_late,
+        lost_on_wire: fwd.lost,
+        senders: flows.iter().map(|f| f.tx.stats()).collect(),
+        phases: flows.iter().map(|f| f.tx.congestion_phase()).collect(),
+    }
+}
+
+/// What happened, for the failure message (and `--nocapture`).
+fn report(o: &Outcome, link: &Link) -> String {
+    let text = format!(
+        "goodput {:?} Mbit/s of {} Mbit/s; {} datagrams carried, {} dropped at the queue ({} after the start), {} lost on the wire; phases {:?}; senders {:#?}",
+        o.goodput.iter().map(|g| g / MBIT).collect::<Vec<_>>(),
+        link.rate / MBIT,
+        o.carried,
+        o.dropped,
+        o.dropped_late,
+        o.lost_on_wire,
+        o.phases,
+        o.senders.iter().map(|s| (s.frames, s.retransmitted_frames, s.congestion)).collect::<Vec<_>>()
+    );
+    eprintln!("{}", text.lines().next().unwrap_or_default());
+    text
+}
+
+/// A 1 Gbit/s link with a queue of 256 KB (what `tc tbf burst 256kb` lets through at once) and
+/// 100 µs each way: the sender fills it and keeps its queue short.
+#[test]
+fn a_gigabit_link_is_filled_without_overflowing_its_queue() {
+    let link = Link {
+        rate: GBIT,
+        delay: 100_000,
+        buffer: 256 << 10,
+        loss: 0.0,
+    };
+    let o = simulate(link, &[0], 64 << 10, 600 * MS, 200 * MS, u64::MAX);
+    let why = report(&o, &link);
+    assert!(o.goodput[0] as f64 >= 0.9 * link.rate as f64, "{why}");
+    assert!(o.dropped as f64 <= 0.02 * o.carried as f64, "{why}");
+    assert_eq!(o.phases[0], Phase::ProbeBw, "{why}");
+}
+
+/// 100 Mbit/s with a shallow queue (64 KB) and 2 ms each way: the path holds more than the queue.
+#[test]
+fn a_slow_link_with_a_shallow_queue_and_a_long_path() {
+    let link = Link {
+        rate: 100 * MBIT,
+        delay: 2 * MS,
+        buffer: 64 << 10,
+        loss: 0.0,
+    };
+    let o = simulate(link, &[0], 64 << 10, 2000 * MS, 500 * MS, u64::MAX);
+    let why = report(&o, &link);
+    assert!(o.goodput[0] as f64 >= 0.9 * link.rate as f64, "{why}");
+    assert!(o.dropped as f64 <= 0.02 * o.carried as f64, "{why}");
+}
+
+/// Loss that is not congestion (1 % on the wire, the queue never full) does not slow the sender:
+/// the repairs take their share and nothing is lost.
+#[test]
+fn random_loss_is_not_taken_for_congestion() {
+    let link = Link {
+        rate: 100 * MBIT,
+        delay: 500_000,
+        buffer: 1 << 20,
+        loss: 0.01,
+    };
+    let o = simulate(link, &[0], 16 << 10, 2000 * MS, 500 * MS, u64::MAX);
+    let why = report(&o, &link);
+    assert!(o.goodput[0] as f64 >= 0.85 * link.rate as f64, "{why}");
+    assert!(o.senders[0].retransmitted_frames > 0, "{why}");
+    assert_eq!(o.senders[0].congestion.congestion_events, 0, "{why}");
+}
+
+/// Two flows, the second starting later, share one bottleneck within 20 %.
+#[test]
+fn two_flows_share_a_link() {
+    let link = Link {
+        rate: 200 * MBIT,
+        delay: MS,
+        buffer: 256 << 10,
+        loss: 0.0,
+    };
+    let o = simulate(
+        link,
+        &[0, 300 * MS],
+        64 << 10,
+        4000 * MS,
+        2000 * MS,
+        u64::MAX,
+    );
+    let why = report(&o, &link);
+    let (a, b) = (o.goodput[0] as f64, o.goodput[1] as f64);
+    assert!(a.min(b) >= 0.8 * a.max(b), "{why}");
+    assert!(a + b >= 0.85 * link.rate as f64, "{why}");
+}
+
+/// The user's cap holds on a link ten times faster.
+#[test]
+fn a_rate_cap_holds() {
+    let link = Link {
+        rate: GBIT,
+        delay: 100_000,
+        buffer: 256 << 10,
+        loss: 0.0,
+    };
+    let cap = 100 * MBIT;
+    let o = simulate(link, &[0], 64 << 10, 600 * MS, 200 * MS, cap);
+    let why = report(&o, &link);
+    let g = o.goodput[0] as f64;
+    assert!(g <= 1.02 * cap as f64, "{why}");
+    assert!(g >= 0.9 * cap as f64, "{why}");
+}
+
+/// A receiver that repeats its NAK faster than a round trip gets the repair once: the repeat
+/// is counted as suppressed, and repairs are counted apart from new data.
+#[test]
+fn a_repeated_nak_does_not_resend_what_is_on_its_way() {
+    use super::frame::{self, Common, Kind, NakEntry, FLAG_RELIABLE};
+    let mut tx = Sender::new(1, 100, SenderConfig::default());
+    let mut pipe = Pipe::new(
+        Link {
+            rate: GBIT,
+            delay: MS,
+            buffer: u64::MAX,
+            loss: 0.0,
+        },
+        1,
+    );
+    let c = |kind| Common {
+        kind,
+        flags: FLAG_RELIABLE,
+        topic: 1,
+        session: 100,
+    };
+    let mut now = START;
+    let mut sink = PipeSink {
+        pipe: &mut pipe,
+        flow: 0,
+        now,
+    };
+    tx.expect_receiver(200, true, now);
+    tx.offer(&message(0, 8000)).unwrap();
+    assert!(tx.pump_while_credit(now, &mut sink));
+    let frames = tx.stats().frames;
+    // A report that everything arrived gives the controller its round trip (2 ms).
+    now += 2 * MS;
+    let mut st = Vec::new();
+    frame::put_status(&mut st, &c(Kind::Status), 200, 0, 1 << 20, 0, 0, 8000);
+    sink.now = now;
+    tx.handle(now, &decode(&st).unwrap(), &mut sink);
+    let mut nak = Vec::new();
+    let entry = NakEntry {
+        seq: 0,
+        from: 0,
+        to: 1424,
+    };
+    frame::put_nak(&mut nak, &c(Kind::Nak), 200, &[entry]);
+    tx.handle(now, &decode(&nak).unwrap(), &mut sink);
+    let after_first = tx.stats();
+    assert_eq!(after_first.retransmitted_frames, 1);
+    assert_eq!(after_first.repair_bytes, 1472);
+    assert_eq!(after_first.frames, frames, "repairs are not new data");
+    // The same NAK again and again within the round trip: nothing more is sent.
+    for k in 1..=5 {
+        sink.now = now + k * 100_000;
+        tx.handle(now + k * 100_000, &decode(&nak).unwrap(), &mut sink);
+    }
+    let s = tx.stats();
+    assert_eq!(s.retransmitted_frames, 1);
+    assert_eq!(s.repairs_suppressed, 5);
+    // A round trip later the repair may be lost too: it is sent again.
+    now += 3 * MS;
+    sink.now = now;
+    tx.handle(now, &decode(&nak).unwrap(), &mut sink);
+    assert_eq!(tx.stats().retransmitted_frames, 2);
+}
