@@ -325,6 +325,120 @@ impl Pair {
         c.args(["netns", "exec", &self.ns[side]]).arg(program);
         c
     }
+
+    /// The counters of the root qdisc on side `side`'s veth end (its egress), from
+    /// `tc -s -j qdisc show`. A link without a rate has no qdisc that counts (veth's default is
+    /// `noqueue`): an error then.
+    pub fn qdisc_counts(&self, side: usize) -> Result<QdiscCounts> {
+        let Some(tc) = find_tool("tc") else {
+            bail!("the tc command (iproute2) is not found in PATH or /usr/sbin, /sbin");
+        };
+        let out = Command::new(&tc)
+            .args([
+                "-n",
+                &self.ns[side],
+                "-s",
+                "-j",
+                "qdisc",
+                "show",
+                "dev",
+                &self.dev[side],
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .context(format!("cannot run {}", tc.display()))?;
+        if !out.status.success() {
+            bail!(
+                "tc -s -j qdisc show dev {} in {} failed ({}): {}",
+                self.dev[side],
+                self.ns[side],
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        parse_qdisc_counts(&out.stdout)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Qdisc counters
+
+/// What a qdisc has passed on and dropped since it was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QdiscCounts {
+    /// Packets sent on (a GSO packet counts as its segments).
+    pub packets: u64,
+    pub bytes: u64,
+    /// Packets dropped (a full queue).
+    pub drops: u64,
+}
+
+impl QdiscCounts {
+    /// What passed between `self` (before) and `after`; an error if a counter went back (the
+    /// qdisc was replaced meanwhile).
+    pub fn until(self, after: QdiscCounts) -> Result<QdiscCounts> {
+        match (
+            after.packets.checked_sub(self.packets),
+            after.bytes.checked_sub(self.bytes),
+            after.drops.checked_sub(self.drops),
+        ) {
+            (Some(packets), Some(bytes), Some(drops)) => Ok(QdiscCounts {
+                packets,
+                bytes,
+                drops,
+            }),
+            _ => {
+                bail!("the qdisc's counters went back ({self:?} then {after:?}): was it replaced?")
+            }
+        }
+    }
+}
+
+/// The most `tc -s -j qdisc show dev X` may print: one device has a few qdiscs of a few
+/// hundred bytes each.
+const MAX_QDISC_JSON: usize = 64 * 1024;
+
+/// One qdisc as `tc -j` shows it (only what is read; the rest is ignored).
+#[derive(serde::Deserialize)]
+struct QdiscJson {
+    kind: String,
+    packets: u64,
+    bytes: u64,
+    drops: u64,
+}
+
+/// Reads the root qdisc's counters from `tc -s -j qdisc show dev X`'s output. Output that is
+/// too long, not JSON, without counters, or without a root qdisc that counts (`noqueue`) is an
+/// error.
+pub fn parse_qdisc_counts(json: &[u8]) -> Result<QdiscCounts> {
+    if json.len() > MAX_QDISC_JSON {
+        bail!(
+            "tc printed {} bytes for one device's qdiscs (at most {MAX_QDISC_JSON} expected)",
+            json.len()
+        );
+    }
+    let qdiscs: Vec<serde_json::Value> =
+        serde_json::from_slice(json).context("tc's qdisc list is not a JSON array")?;
+    let Some(root) = qdiscs
+        .into_iter()
+        .find(|q| q.get("root").and_then(serde_json::Value::as_bool) == Some(true))
+    else {
+        bail!("tc shows no root qdisc on the device");
+    };
+    if root.get("kind").and_then(serde_json::Value::as_str) == Some("noqueue") {
+        bail!("the device's root qdisc is noqueue, which counts nothing (no link rate was set)");
+    }
+    let q: QdiscJson = serde_json::from_value(root).context(
+        "tc's root qdisc has no kind, packets, bytes and drops counters (whole numbers)",
+    )?;
+    if q.kind.is_empty() {
+        bail!("tc's root qdisc has no kind");
+    }
+    Ok(QdiscCounts {
+        packets: q.packets,
+        bytes: q.bytes,
+        drops: q.drops,
+    })
 }
 
 impl Drop for Pair {
@@ -396,6 +510,63 @@ mod tests {
         assert_eq!(owner("ferry-hubs-x-a", "ferry-hubs-"), None);
         assert_eq!(owner("ferry-hubs-123", "ferry-hubs-"), None);
         assert_eq!(owner("other-123-a", "ferry-hubs-"), None);
+    }
+
+    #[test]
+    fn qdisc_counters() {
+        let tbf = br#"[{"kind":"tbf","handle":"8007:","root":true,"refcnt":3,
+            "options":{"rate":12500000,"burst":32762,"lat":50000},"bytes":12942347,
+            "packets":8571,"drops":2,"overlimits":9894,"requeues":0,"backlog":0,"qlen":0}]"#;
+        let c = parse_qdisc_counts(tbf).unwrap();
+        assert_eq!((c.packets, c.bytes, c.drops), (8571, 12_942_347, 2));
+        let before = QdiscCounts {
+            packets: 71,
+            bytes: 1000,
+            drops: 0,
+        };
+        assert_eq!(before.until(c).unwrap().packets, 8500);
+        assert!(c.until(before).is_err(), "counters that went back");
+        // A child qdisc beside the root one is not the root's count.
+        let two = br#"[{"kind":"bfifo","parent":"8007:1","packets":5,"bytes":5,"drops":0},
+            {"kind":"tbf","root":true,"packets":7,"bytes":70,"drops":1}]"#;
+        assert_eq!(parse_qdisc_counts(two).unwrap().packets, 7);
+        let noqueue = br#"[{"kind":"noqueue","handle":"0:","root":true,"refcnt":2,
+            "options":{},"bytes":0,"packets":0,"drops":0}]"#;
+        assert!(parse_qdisc_counts(noqueue)
+            .unwrap_err()
+            .to_string()
+            .contains("noqueue"));
+        let huge =
+            br#"[{"kind":"tbf","root":true,"packets":184467440737095516160,"bytes":1,"drops":0}]"#;
+        let negative = br#"[{"kind":"tbf","root":true,"packets":-1,"bytes":1,"drops":0}]"#;
+        let fraction = br#"[{"kind":"tbf","root":true,"packets":1.5,"bytes":1,"drops":0}]"#;
+        let float = br#"[{"kind":"tbf","root":true,"packets":1e400,"bytes":1,"drops":0}]"#;
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let long = format!("[{}]", " ".repeat(MAX_QDISC_JSON));
+        for bad in [
+            &tbf[..tbf.len() / 2],
+            b"",
+            b"garbage",
+            b"{}",
+            b"[]",
+            b"[1, 2]",
+            br#"[{"kind":"tbf","root":true}]"#,
+            br#"[{"kind":"tbf","root":false,"packets":1,"bytes":1,"drops":0}]"#,
+            br#"[{"kind":"tbf","root":true,"packets":"7","bytes":1,"drops":0}]"#,
+            huge,
+            negative,
+            fraction,
+            float,
+            deep.as_bytes(),
+            long.as_bytes(),
+            &[0xff, 0xfe, 0x00],
+        ] {
+            assert!(
+                parse_qdisc_counts(bad).is_err(),
+                "{:?} should be refused",
+                String::from_utf8_lossy(&bad[..bad.len().min(80)])
+            );
+        }
     }
 
     #[test]

@@ -172,6 +172,35 @@ fn throughput(level: Level) -> Option<TypedRun> {
     Some(typed::<Throughput>(config))
 }
 
+/// ferry's reliable UDP across a rate-limited link between two network namespaces, beside
+/// iperf3 over TCP (and, in the full suite, plain UDP and iperf3 over UDP) in the same rounds.
+/// Root only: without it the step fails and says why, as the two-host hubs step does.
+fn throughput_link(level: Level) -> Option<TypedRun> {
+    use crate::netns::parse_link_rate;
+    use crate::throughput::{Config, Throughput, Transport, LINK_TRANSPORTS};
+    let rate = |r: &str| parse_link_rate(r).expect("a valid rate");
+    let config = match level {
+        Level::Smoke => return None,
+        Level::Quick => Config {
+            transports: vec![Transport::Udp4, Transport::Iperf3Tcp],
+            sizes: vec![64 << 10],
+            duration: 2.0,
+            rounds: 1,
+            hosts: 2,
+            link_rates: vec![rate("100mbit")],
+            ..Config::default()
+        },
+        Level::Full => Config {
+            transports: LINK_TRANSPORTS.to_vec(),
+            sizes: vec![1 << 10, 64 << 10],
+            hosts: 2,
+            link_rates: vec![rate("1gbit"), rate("100mbit")],
+            ..Config::default()
+        },
+    };
+    Some(typed::<Throughput>(config))
+}
+
 fn udp_rate(level: Level) -> Option<TypedRun> {
     use crate::udprate::{Config, UdpRate};
     let config = match level {
@@ -361,6 +390,13 @@ const STEPS: &[Step] = &[
         name: "throughput",
         file: "throughput-peers",
         plan: throughput_peers,
+    },
+    // The same across a rate-limited link between two network namespaces (root only; without
+    // it the step fails and says why), beside iperf3 over TCP.
+    Step {
+        name: "throughput",
+        file: "throughput-link",
+        plan: throughput_link,
     },
     Step {
         name: "idle",

@@ -19,7 +19,15 @@
 //! `raw-udp4` is the naive plain-socket floor: a blocking `send_to` loop against a blocking
 //! `recv` loop, one datagram per message (so at most 65507 bytes), default socket buffers.
 //! `iperf3` and `sockperf` run at a datagram size of min(size, 1472), the size of ferry's UDP
-//! frames at MTU 1500, so that their rows compare at the same frame size.
+//! frames at MTU 1500, so that their rows compare at the same frame size; `iperf3-tcp` is
+//! iperf3 over TCP, written `size` bytes at a time.
+//!
+//! `--hosts 2 --link-rate R1,R2` runs across a real link instead: for each rate, two network
+//! namespaces joined by a veth pair with a `tc tbf` of that rate on both ends
+//! ([`crate::netns::Pair`]). The publisher runs in a peer process in namespace A, the
+//! subscriber in one in namespace B (iperf3's client in A, its server in B); the main process
+//! coordinates and, before and after every run, reads the counters of the tbf on A's end: the
+//! packets the run put on the link, set against the fewest its delivered messages need.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
@@ -35,11 +43,12 @@ use super::{pattern, tools, Dir, Pin, Pinning};
 use crate::args::{Delivery, Wait};
 use crate::error::{bail, note, Context, Result};
 use crate::experiment::{Experiment, Measured, Results};
+use crate::netns::{self, LinkRate, Pair};
 use crate::peer::{Peer, PeerLink, Place};
 use crate::report::{line_chart, Plot, Section, SummaryLine};
 use crate::signal;
 use crate::stats::median;
-use crate::studies::{cite, VORTEX_LITE};
+use crate::studies::{cite, cite_first, PACED_UDP, VORTEX_LITE};
 use crate::table::Table;
 use crate::units::format_size;
 
@@ -52,6 +61,7 @@ crate::choice! {
         Udp6 = "udp6",
         RawUdp4 = "raw-udp4",
         Iperf3 = "iperf3",
+        Iperf3Tcp = "iperf3-tcp",
         Sockperf = "sockperf",
         Iceoryx2 = "iceoryx2",
         Zenoh = "zenoh",
@@ -80,7 +90,8 @@ impl Transport {
             Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AEGIS-128L, 36 bytes more per datagram), replays refused",
             Transport::Udp6 => "ferry UDP over IPv6 loopback, MTU 1500: 1452-byte datagrams, GSO/GRO where available",
             Transport::RawUdp4 => "plain blocking std::net::UdpSocket on 127.0.0.1: a send_to loop against a recv loop, one datagram per message (at most 65507 bytes), default socket buffers, no flow control or repair",
-            Transport::Iperf3 => "iperf3 -s -1 / iperf3 -c 127.0.0.1 -u -b 0 -l min(size, 1472) -t S -J; the receiver's counts",
+            Transport::Iperf3 => "iperf3 -s -1 / iperf3 -c 127.0.0.1 -u -b 0 -l min(size, 1472) -t S -J (on a link: -c B's address, -b the link rate); the receiver's counts",
+            Transport::Iperf3Tcp => "iperf3 -s -1 / iperf3 -c 127.0.0.1 -l min(size, 1 MiB) -t S -J (on a link: -c B's address): TCP, written size bytes at a time; bytes and seconds of the receiver, retransmitted segments of the sender",
             Transport::Sockperf => "sockperf server / sockperf throughput -m min(size, 1472) -t S; sent by the client's count, delivered by the server's",
             Transport::Iceoryx2 => "iceoryx2 0.10 publish/subscribe over shared memory (its defaults, no config file), two processes of crates/ferry-peers pinned as the lab's: each message written into a loan, the subscriber's receive() polled in a spin loop; its buffer holds as many messages as ferry's shm ring (2 × size, at least 64 KiB; at least 2); reliable: safe overflow off and the publisher's backpressure RetryUntilDelivered (it waits for room), latest: safe overflow on (the oldest message in a full buffer is overwritten)",
             Transport::Zenoh => "Zenoh 1.10 publish/subscribe, two sessions in peer mode over TCP on 127.0.0.1 (no scouting), run by crates/ferry-peers: each message a fresh buffer, put by a publisher without express (Zenoh batches), the subscriber's channel polled with try_recv in a spin loop (the measuring threads pinned as the lab's, Zenoh's own threads not); reliable: reliability Reliable and CongestionControl::Block, latest: CongestionControl::Drop",
@@ -121,7 +132,7 @@ impl Transport {
             Transport::Udp6 => Some(
                 "ferry's discovery finds other machines over IPv4, so udp6 runs on one machine",
             ),
-            Transport::Iperf3 | Transport::Sockperf => {
+            Transport::Iperf3 | Transport::Iperf3Tcp | Transport::Sockperf => {
                 Some("the lab starts this tool's server on this machine only")
             }
             Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
@@ -133,7 +144,7 @@ impl Transport {
     /// The third-party program behind a transport.
     fn program(self) -> Option<&'static str> {
         match self {
-            Transport::Iperf3 => Some("iperf3"),
+            Transport::Iperf3 | Transport::Iperf3Tcp => Some("iperf3"),
             Transport::Sockperf => Some("sockperf"),
             _ => None,
         }
@@ -144,7 +155,11 @@ impl Transport {
     fn datagram_bytes(self, size: usize) -> Option<usize> {
         let ferry = |max: usize| Some((size + ferry::UDP_DATA_HEADER).min(max));
         match self {
-            Transport::Shm | Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => None,
+            Transport::Shm
+            | Transport::Iceoryx2
+            | Transport::Zenoh
+            | Transport::ZenohShm
+            | Transport::Iperf3Tcp => None,
             Transport::Udp4 => ferry(UDP_MTU - 28),
             Transport::Udp4Key => {
                 let sealed = ferry::UDP_SEAL_OVERHEAD;
@@ -170,19 +185,77 @@ impl Transport {
         }
     }
 
-    /// The baselines a row is compared with (same size, same round): the floors of a ferry UDP
-    /// row; for another system, ferry's shared memory, so that the ratio says how far it is
-    /// from ferry.
+    /// The baselines a row is compared with (same size, same round, same link): the floors of
+    /// a ferry UDP row and TCP; TCP for plain UDP and the UDP tools; for another system,
+    /// ferry's shared memory, so that the ratio says how far it is from ferry.
     fn baselines(self) -> &'static [Transport] {
         if self.is_ferry_udp() {
-            &[Transport::RawUdp4, Transport::Iperf3, Transport::Sockperf]
+            &[
+                Transport::RawUdp4,
+                Transport::Iperf3,
+                Transport::Sockperf,
+                Transport::Iperf3Tcp,
+            ]
         } else if self.is_peer() {
             &[Transport::Shm]
+        } else if matches!(
+            self,
+            Transport::RawUdp4 | Transport::Iperf3 | Transport::Sockperf
+        ) {
+            &[Transport::Iperf3Tcp]
         } else {
             &[]
         }
     }
+
+    /// Why this transport cannot run across the link of `--hosts 2`, if it cannot.
+    fn link_refusal(self) -> Option<&'static str> {
+        match self {
+            Transport::Udp4
+            | Transport::Udp4Key
+            | Transport::RawUdp4
+            | Transport::Iperf3
+            | Transport::Iperf3Tcp => None,
+            Transport::Shm => Some("shared memory cannot join two hosts"),
+            Transport::Udp6 => Some("the link's namespaces have IPv4 addresses only"),
+            Transport::Sockperf => Some("the lab runs sockperf on 127.0.0.1 only"),
+            Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
+                Some("ferry-peers runs both of its processes in one place")
+            }
+        }
+    }
+
+    /// The fewest packets the link must carry for what this transport delivered: ferry, a
+    /// datagram per 1424 payload bytes of each message (1472 less its 48-byte DATA header; 36
+    /// bytes less with a domain key); raw-udp4, one IP packet per 1480 bytes of each datagram
+    /// (its UDP header included); iperf3 (UDP), a packet per datagram delivered; TCP, a segment
+    /// per 1448 bytes delivered (the MSS at MTU 1500 with timestamps).
+    fn min_link_packets(
+        self,
+        size: usize,
+        delivered: Option<u64>,
+        bytes: Option<u64>,
+    ) -> Option<u64> {
+        let per_message = |payload: usize| (size as u64).div_ceil(payload as u64);
+        let ip_payload = UDP_MTU - 20;
+        match self {
+            Transport::Udp4 => {
+                Some(delivered? * per_message(UDP_MTU - 28 - ferry::UDP_DATA_HEADER))
+            }
+            Transport::Udp4Key => Some(
+                delivered?
+                    * per_message(UDP_MTU - 28 - ferry::UDP_DATA_HEADER - ferry::UDP_SEAL_OVERHEAD),
+            ),
+            Transport::RawUdp4 => Some(delivered? * (size as u64 + 8).div_ceil(ip_payload as u64)),
+            Transport::Iperf3 => delivered,
+            Transport::Iperf3Tcp => Some(bytes?.div_ceil(TCP_MSS)),
+            _ => None,
+        }
+    }
 }
+
+/// TCP's segment payload at MTU 1500 with timestamps (iperf3's `tcp_mss_default` on a veth).
+const TCP_MSS: u64 = 1448;
 
 /// A loss rate in percent: `5`, `5%`, `0.5`.
 pub fn parse_loss(text: &str) -> Result<f64, String> {
@@ -237,7 +310,49 @@ pub struct Config {
     /// The `ferry lab agent` (`HOST[:PORT]`) that runs the subscriber on another machine;
     /// `None`: a local peer process.
     pub remote: Option<String>,
+    /// 1: both sides on this host (loopback); 2: the publisher and the subscriber in two
+    /// network namespaces joined by a veth pair, one pair per link rate.
+    pub hosts: u8,
+    /// With `hosts` 2: the rates of the links (`100mbit`, `1gbit`), a `tc tbf` on both ends of
+    /// each; every round runs every link.
+    #[serde(with = "rate_list")]
+    #[schemars(with = "Vec<String>")]
+    pub link_rates: Vec<LinkRate>,
 }
+
+/// Link rates in a configuration: their names (`100mbit`).
+mod rate_list {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::netns::{parse_link_rate, LinkRate};
+
+    pub fn serialize<S: Serializer>(rates: &[LinkRate], s: S) -> Result<S::Ok, S::Error> {
+        rates
+            .iter()
+            .map(|r| r.name())
+            .collect::<Vec<_>>()
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<LinkRate>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|text| parse_link_rate(text).map_err(D::Error::custom))
+            .collect()
+    }
+}
+
+/// The transports of `--hosts 2` when none are given: ferry and the floors on the link.
+pub const LINK_TRANSPORTS: [Transport; 4] = [
+    Transport::Udp4,
+    Transport::RawUdp4,
+    Transport::Iperf3Tcp,
+    Transport::Iperf3,
+];
+
+/// The namespaces of `--hosts 2` are named after this (and the process id).
+pub const NS_PREFIX: &str = "ferry-tput-";
 
 impl Default for Config {
     fn default() -> Config {
@@ -257,6 +372,8 @@ impl Default for Config {
             wait: Wait::Adaptive,
             pin: None,
             remote: None,
+            hosts: 1,
+            link_rates: Vec::new(),
         }
     }
 }
@@ -290,6 +407,31 @@ fn validate(args: &Config) -> Result<()> {
     }
     if args.duration > MAX_DURATION_S {
         bail!("--duration must be at most 600 s");
+    }
+    if !(1..=2).contains(&args.hosts) {
+        bail!("--hosts must be 1 or 2");
+    }
+    if args.hosts == 2 {
+        if args.link_rates.is_empty() {
+            bail!("--hosts 2 needs --link-rate (e.g. 100mbit,1gbit): the packets on the link are counted by its tbf");
+        }
+        super::distinct_list("--link-rate", &args.link_rates, |r| r.name())?;
+        if let Some(agent) = &args.remote {
+            bail!("--hosts 2 runs both sides in network namespaces on this machine; --remote {agent} runs the subscriber on another machine: give one of them");
+        }
+        if args.loss.is_some() {
+            bail!("--loss is not applied across the link of --hosts 2; leave it out");
+        }
+        for &t in &args.transports {
+            if let Some(why) = t.link_refusal() {
+                bail!(
+                    "--hosts 2: {} cannot run across the link ({why}); use udp4, udp4-key, raw-udp4, iperf3 or iperf3-tcp",
+                    t.name()
+                );
+            }
+        }
+    } else if !args.link_rates.is_empty() {
+        bail!("--link-rate limits the link between two hosts: it needs --hosts 2");
     }
     if let Some(agent) = &args.remote {
         for &t in &args.transports {
@@ -427,6 +569,7 @@ impl Ending {
             match command {
                 Command::Done { sent } => self.sent = Some(sent),
                 Command::Release => bail!("the main side let the subscriber go before its count"),
+                Command::Go => bail!("the main side told a subscriber to send"),
             }
         }
         Ok(())
@@ -459,8 +602,11 @@ impl Ending {
 enum Command {
     /// The publisher has finished, after `sent` messages.
     Done { sent: u64 },
-    /// The main side no longer needs the peer's subscriber: it may exit.
+    /// The main side no longer needs the peer's subscriber (or publisher): it may close and
+    /// exit.
     Release,
+    /// A publisher peer (`--hosts 2`): start sending.
+    Go,
 }
 
 /// What the peer tells the main side.
@@ -471,6 +617,21 @@ enum PeerReport {
     Ready { port: Option<u16> },
     /// What the subscriber got.
     Counts(Counts),
+    /// A publisher peer has sent `sent` messages, the first at `start_ns` (its
+    /// CLOCK_MONOTONIC, which is this host's in every namespace), for `send_ns`.
+    Sent {
+        sent: u64,
+        start_ns: u64,
+        send_ns: u64,
+    },
+    /// A publisher peer has closed: its counters as it last published them (`None`: not
+    /// found), how long closing took, and how often a send found the device queue full.
+    Closed {
+        retransmitted: Option<u64>,
+        kernel_drops: Option<u64>,
+        close_ns: Option<u64>,
+        enobufs: u64,
+    },
 }
 
 /// The subscriber's counts. Times are the peer's CLOCK_MONOTONIC, in ns.
@@ -512,7 +673,18 @@ struct Measurement {
     ferry_skipped: Option<u64>,
     /// Seconds dropping the ferry publisher took.
     close_seconds: Option<f64>,
+    /// Across a link: what the tbf on the sender's end passed on and dropped during the run.
+    link: Option<netns::QdiscCounts>,
     note: Option<String>,
+}
+
+impl Measurement {
+    fn add_note(&mut self, text: String) {
+        self.note = Some(match self.note.take() {
+            Some(n) => format!("{n}; {text}"),
+            None => text,
+        });
+    }
 }
 
 /// The other machine of a `--remote` run.
@@ -548,6 +720,8 @@ struct Ctx<'a> {
     programs: BTreeMap<&'static str, PathBuf>,
     remote: Option<Remote>,
     run_index: usize,
+    /// `--hosts 2`: one pair of namespaces per link rate, in the order of `link_rates`.
+    pairs: Vec<Pair>,
 }
 
 impl Ctx<'_> {
@@ -565,8 +739,36 @@ impl Ctx<'_> {
             cpu: self.pinning.peer_cpu(),
             ferry: None,
             main: None,
+            role: Role::Subscribe,
+            bind: None,
+            dest: None,
+            duration_s: None,
         }
     }
+}
+
+/// The pairs of `--hosts 2`, with what this machine lacks for them said in terms of the
+/// options.
+fn make_pairs(rates: &[LinkRate]) -> Result<Vec<Pair>> {
+    let mut missing = netns::missing(true);
+    if !missing.is_empty() {
+        if let Some(root) = missing.iter_mut().find(|m| m.starts_with("root")) {
+            root.push_str("; run as root, or use --hosts 1");
+        }
+        bail!("--hosts 2 needs {}", missing.join("; and "));
+    }
+    // Made one after the other; those made are removed (dropped) if a later one fails.
+    rates
+        .iter()
+        .map(|&rate| {
+            Pair::create(&netns::Spec {
+                prefix: NS_PREFIX,
+                device: "ftput",
+                net: 204,
+                rate: Some(rate),
+            })
+        })
+        .collect()
 }
 
 fn run(args: &Config) -> Result<Measured<Throughput>> {
@@ -575,6 +777,12 @@ fn run(args: &Config) -> Result<Measured<Throughput>> {
         super::pin_to(main_cpu)?;
     }
     let remote = args.remote.as_deref().map(Remote::resolve).transpose()?;
+    // Made before any process and dropped after all of them (also on an error and Ctrl-C).
+    let pairs = if args.hosts == 2 {
+        make_pairs(&args.link_rates)?
+    } else {
+        Vec::new()
+    };
     let started = super::unix_time();
     let mut programs = BTreeMap::new();
     let mut tool_versions = BTreeMap::new();
@@ -600,9 +808,10 @@ fn run(args: &Config) -> Result<Measured<Throughput>> {
         programs,
         remote,
         run_index: 0,
+        pairs,
     };
     note!(
-        "ferry lab throughput: {} transports × {} sizes × {} rounds of {:.1} s, {} delivery{}; {}",
+        "ferry lab throughput: {} transports × {} sizes × {} rounds of {:.1} s, {} delivery{}; {}{}",
         args.transports.len(),
         args.sizes.len(),
         args.rounds,
@@ -611,7 +820,18 @@ fn run(args: &Config) -> Result<Measured<Throughput>> {
         args.loss
             .map(|l| format!(", {l} % loss on ferry UDP"))
             .unwrap_or_default(),
-        pinning.describe()
+        pinning.describe(),
+        ctx.pairs
+            .iter()
+            .map(|p| format!(
+                "; a {} link: namespaces {} (A, {}) and {} (B, {})",
+                p.rate.map_or_else(|| "not limited".to_owned(), LinkRate::name),
+                p.ns[0],
+                p.addr[0],
+                p.ns[1],
+                p.addr[1]
+            ))
+            .collect::<String>()
     );
     let mut rows = Vec::new();
     let outcome = measure(&mut ctx, &mut rows);
@@ -639,11 +859,13 @@ fn run(args: &Config) -> Result<Measured<Throughput>> {
         udp_mtu: UDP_MTU,
         payload: "the publisher writes every message: its sequence number (u64 LE) in bytes 0..8 and a pattern byte in all others; the subscriber checks every sequence number (against ferry's own where there is one) and every byte of each message whose number is a multiple of 64".to_owned(),
         rate_interval: match &args.remote {
+            None if args.hosts == 2 => "from the publisher's first send to the subscriber's last delivery (CLOCK_MONOTONIC: the two namespaces share this host's clock); iperf3 and iperf3-tcp: the receiver's test interval".to_owned(),
             None => "from the publisher's first send to the subscriber's last delivery (CLOCK_MONOTONIC, same host); iperf3 and sockperf: the tool's own test interval".to_owned(),
             Some(_) => "from the subscriber's first delivery to its last (the subscriber's CLOCK_MONOTONIC: the two machines' clocks are not compared)".to_owned(),
         },
         lost: "messages_sent − messages_delivered: messages the subscriber never got (gaps, skipped, dropped)".to_owned(),
         processes: match &args.remote {
+            None if args.hosts == 2 => "the main process coordinates; a peer process (ferry lab-peer) publishes in namespace A on the main CPU, another subscribes in namespace B on the peer CPU, both started with ip netns exec; iperf3: client in A on the main CPU, server in B on the peer CPU".to_owned(),
             None => "main process publishes; a peer process (ferry lab-peer) subscribes; iperf3/sockperf: client on the main CPU, server on the peer CPU; iceoryx2 and Zenoh: ferry-peers publishes on the main CPU and its subscriber process runs on the peer CPU".to_owned(),
             Some(agent) => format!("main process publishes here; a peer process subscribes on the machine of the lab agent at {agent}"),
         },
@@ -654,6 +876,7 @@ fn run(args: &Config) -> Result<Measured<Throughput>> {
             wmem_max: read_number("/proc/sys/net/core/wmem_max"),
         },
         tools: tool_versions,
+        link: (!ctx.pairs.is_empty()).then(|| link_setup(&ctx.pairs)),
         started_unix_s: started,
     };
     Ok(Measured { setup, rows })
@@ -670,49 +893,76 @@ fn impair_spec(loss: Option<f64>) -> Option<String> {
 
 fn measure(ctx: &mut Ctx<'_>, rows: &mut Vec<Row>) -> Result<()> {
     let args = ctx.args;
+    // On one host, one pass per round with no link; on two, one per link.
+    let links: Vec<Option<usize>> = if ctx.pairs.is_empty() {
+        vec![None]
+    } else {
+        (0..ctx.pairs.len()).map(Some).collect()
+    };
     for round in 0..args.rounds {
         note!("round {}/{}", round + 1, args.rounds);
-        for &transport in &args.transports {
-            for &size in &args.sizes {
-                signal::check()?;
-                let started = Instant::now();
-                let skipped = transport.cannot_run(size).or_else(|| {
-                    transport
-                        .program()
-                        .filter(|p| !ctx.programs.contains_key(p))
-                        .map(|p| format!("skipped: {p} is not installed ({})", tools::INSTALL_HINT))
-                });
-                let m = match &skipped {
-                    Some(_) => None,
-                    None => Some(measure_one(ctx, transport, size).context(format!(
-                        "{} {} (round {})",
+        for &link in &links {
+            let rate = link.and_then(|i| ctx.pairs[i].rate);
+            if let Some(rate) = rate {
+                note!(" the {rate} link");
+            }
+            for &transport in &args.transports {
+                for &size in &args.sizes {
+                    signal::check()?;
+                    let started = Instant::now();
+                    let skipped = transport.cannot_run(size).or_else(|| {
+                        transport
+                            .program()
+                            .filter(|p| !ctx.programs.contains_key(p))
+                            .map(|p| {
+                                format!("skipped: {p} is not installed ({})", tools::INSTALL_HINT)
+                            })
+                    });
+                    let m = match &skipped {
+                        Some(_) => None,
+                        None => Some(measure_one(ctx, link, transport, size).context(format!(
+                            "{} {} (round {}{})",
+                            transport.name(),
+                            format_size(size),
+                            round + 1,
+                            rate.map(|r| format!(", the {r} link")).unwrap_or_default()
+                        ))?),
+                    };
+                    ctx.run_index += 1;
+                    let mut row = Row::new(args, transport, size, round, m, skipped);
+                    if let Some(rate) = rate {
+                        row.link_rate = Some(rate.name());
+                        row.link_rate_bps = Some(rate.bps);
+                    }
+                    note!(
+                        "  {:<9} {:>9}  {}  ({:.1} s)",
                         transport.name(),
                         format_size(size),
-                        round + 1
-                    ))?),
-                };
-                ctx.run_index += 1;
-                let row = Row::new(args, transport, size, round, m, skipped);
-                note!(
-                    "  {:<9} {:>9}  {}  ({:.1} s)",
-                    transport.name(),
-                    format_size(size),
-                    row.brief(),
-                    started.elapsed().as_secs_f64()
-                );
-                rows.push(row);
+                        row.brief(),
+                        started.elapsed().as_secs_f64()
+                    );
+                    rows.push(row);
+                }
             }
         }
     }
     Ok(())
 }
 
-fn measure_one(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Measurement> {
+fn measure_one(
+    ctx: &Ctx<'_>,
+    link: Option<usize>,
+    transport: Transport,
+    size: usize,
+) -> Result<Measurement> {
     let (main_cpu, peer_cpu) = match ctx.pinning {
         Pinning::Pinned { main_cpu, peer_cpu } => (Some(*main_cpu), Some(*peer_cpu)),
         Pinning::Remote { main_cpu } => (*main_cpu, None),
         Pinning::None { .. } => (None, None),
     };
+    if let Some(pair) = link.map(|i| &ctx.pairs[i]) {
+        return measure_link(ctx, pair, transport, size, (main_cpu, peer_cpu));
+    }
     match transport {
         Transport::Shm | Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => {
             measure_ferry(ctx, transport, size)
@@ -721,29 +971,229 @@ fn measure_one(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Measu
         Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
             measure_peer(ctx, transport, size, main_cpu.zip(peer_cpu))
         }
-        Transport::Iperf3 | Transport::Sockperf => {
+        Transport::Iperf3 | Transport::Iperf3Tcp | Transport::Sockperf => {
             let program = &ctx.programs[transport.program().unwrap_or_default()];
             let len = transport.datagram_bytes(size).unwrap_or(size);
             let r = match transport {
                 Transport::Iperf3 => tools::iperf3(program, len, ctx.duration, main_cpu, peer_cpu)?,
+                Transport::Iperf3Tcp => tools::iperf3_run(
+                    program,
+                    tools::Iperf3Mode::Tcp { len: size },
+                    ctx.duration,
+                    main_cpu,
+                    peer_cpu,
+                    None,
+                )?,
                 _ => tools::sockperf(program, len, ctx.duration, main_cpu, peer_cpu)?,
             };
-            let mut note = r.note;
-            if len != size {
-                note = format!("datagrams of {len} bytes (min(size, 1472)); {note}");
-            }
-            Ok(Measurement {
-                messages_sent: r.datagrams_sent,
-                messages_delivered: r.datagrams_delivered,
-                bytes_delivered: r.bytes_delivered,
-                seconds: r.seconds,
-                delivered_bps: r.delivered_bps,
-                lost: r.lost,
-                note: Some(note),
-                ..Measurement::default()
-            })
+            Ok(tool_measurement(transport, size, r))
         }
     }
+}
+
+/// A third-party tool's counts as a measurement.
+fn tool_measurement(transport: Transport, size: usize, r: tools::ToolResult) -> Measurement {
+    let mut note = r.note;
+    match transport.datagram_bytes(size) {
+        Some(len) if len != size => {
+            note = format!("datagrams of {len} bytes (min(size, 1472)); {note}");
+        }
+        _ if transport == Transport::Iperf3Tcp && size > tools::IPERF3_MAX_LEN => {
+            note = format!(
+                "written {} at a time (iperf3's largest); {note}",
+                format_size(tools::IPERF3_MAX_LEN)
+            );
+        }
+        _ => {}
+    }
+    Measurement {
+        messages_sent: r.datagrams_sent,
+        messages_delivered: r.datagrams_delivered,
+        bytes_delivered: r.bytes_delivered,
+        seconds: r.seconds,
+        delivered_bps: r.delivered_bps,
+        lost: r.lost,
+        retransmitted: r.retransmits,
+        note: Some(note),
+        ..Measurement::default()
+    }
+}
+
+/// What passed the tbf on A's end (the sender's side) while `run` ran, with the measurement.
+fn counting_link(pair: &Pair, run: impl FnOnce() -> Result<Measurement>) -> Result<Measurement> {
+    let before = pair.qdisc_counts(0);
+    let mut m = run()?;
+    let counted = before.and_then(|b| pair.qdisc_counts(0).and_then(|a| b.until(a)));
+    match counted {
+        Ok(c) => m.link = Some(c),
+        Err(e) => m.add_note(format!("packets on the link unknown: {e}")),
+    }
+    Ok(m)
+}
+
+/// One run across the link of `pair`: the publisher (or iperf3's client) in namespace A, the
+/// subscriber (or iperf3's server) in B.
+fn measure_link(
+    ctx: &Ctx<'_>,
+    pair: &Pair,
+    transport: Transport,
+    size: usize,
+    (main_cpu, peer_cpu): (Option<usize>, Option<usize>),
+) -> Result<Measurement> {
+    match transport {
+        Transport::Iperf3 | Transport::Iperf3Tcp => {
+            let program = &ctx.programs["iperf3"];
+            let mode = match transport {
+                Transport::Iperf3 => tools::Iperf3Mode::Udp {
+                    len: transport.datagram_bytes(size).unwrap_or(size),
+                    bitrate: pair.rate.map_or(0, |r| r.bps),
+                },
+                _ => tools::Iperf3Mode::Tcp { len: size },
+            };
+            counting_link(pair, || {
+                let r =
+                    tools::iperf3_run(program, mode, ctx.duration, main_cpu, peer_cpu, Some(pair))?;
+                Ok(tool_measurement(transport, size, r))
+            })
+        }
+        Transport::Udp4 | Transport::Udp4Key | Transport::RawUdp4 => {
+            measure_link_peers(ctx, pair, transport, size, main_cpu)
+        }
+        _ => bail!("{} cannot run across the link", transport.name()),
+    }
+}
+
+/// Waits at most `timeout` for a report of a publisher peer that `pick` takes.
+fn await_publisher<T>(
+    peer: &mut Peer,
+    timeout: Duration,
+    what: &str,
+    pick: impl FnOnce(PeerReport) -> Option<T>,
+) -> Result<T> {
+    let report = await_report(peer, timeout, what)?;
+    let said = format!("{report:?}");
+    pick(report).ok_or_else(|| {
+        crate::error::Error::msg(format!("the publisher peer sent {said} instead of {what}"))
+    })
+}
+
+/// ferry or raw-udp4 across the link: a subscriber peer in B, a publisher peer in A. The
+/// tbf's counters are read just before the publisher starts and after it has closed (a
+/// reliable publisher lingers until its subscriber has everything).
+fn measure_link_peers(
+    ctx: &Ctx<'_>,
+    pair: &Pair,
+    transport: Transport,
+    size: usize,
+    main_cpu: Option<usize>,
+) -> Result<Measurement> {
+    let topic = format!("tp{}", ctx.run_index);
+    let ferry_topic = |other: Ipv4Addr| FerryTopic {
+        domain: ctx.domain.clone(),
+        topic: topic.clone(),
+        main_host: Some(other),
+    };
+    let mut subscribe = ctx.request(transport, size);
+    let mut publish = ctx.request(transport, size);
+    publish.role = Role::Publish;
+    publish.cpu = main_cpu;
+    publish.duration_s = Some(ctx.args.duration);
+    if transport.is_ferry_udp() {
+        subscribe.ferry = Some(ferry_topic(pair.addr[0]));
+        publish.ferry = Some(ferry_topic(pair.addr[1]));
+    } else {
+        subscribe.bind = Some(pair.addr[1]);
+        publish.bind = Some(pair.addr[0]);
+    }
+    // Declared before the publisher, so that on an error the publisher is killed first.
+    let mut subscriber = Peer::start::<Throughput>(&subscribe, &pair.place(1))?;
+    let port = await_ready(&mut subscriber)?;
+    if !transport.is_ferry_udp() {
+        match port {
+            Some(port) if port != 0 => publish.dest = Some(SocketAddr::from((pair.addr[1], port))),
+            _ => bail!("the subscriber did not say which UDP port it receives on"),
+        }
+    }
+    let mut publisher = Peer::start::<Throughput>(&publish, &pair.place(0))?;
+    // The publisher waits up to START_TIMEOUT for its subscriber to match.
+    await_publisher(
+        &mut publisher,
+        START_TIMEOUT * 2,
+        "that its subscriber matched",
+        |r| matches!(r, PeerReport::Ready { .. }).then_some(()),
+    )?;
+    let before = pair.qdisc_counts(0);
+    publisher.send(&Command::Go)?;
+    let (sent, start_ns, send_ns) = await_publisher(
+        &mut publisher,
+        ctx.duration + START_TIMEOUT,
+        "what it sent",
+        |r| match r {
+            PeerReport::Sent {
+                sent,
+                start_ns,
+                send_ns,
+            } => Some((sent, start_ns, send_ns)),
+            _ => None,
+        },
+    )?;
+    subscriber.send(&Command::Done { sent })?;
+    let mut m = Measurement {
+        messages_sent: Some(sent),
+        send_seconds: Some(send_ns as f64 / 1e9),
+        ..Measurement::default()
+    };
+    let counts = await_counts(&mut subscriber)?;
+    read_report(&counts, &mut m, start_ns, true);
+    publisher.send(&Command::Release)?;
+    let (retransmitted, kernel_drops, close_ns, enobufs) = await_publisher(
+        &mut publisher,
+        DRAIN_LIMIT + START_TIMEOUT,
+        "that it closed",
+        |r| match r {
+            PeerReport::Closed {
+                retransmitted,
+                kernel_drops,
+                close_ns,
+                enobufs,
+            } => Some((retransmitted, kernel_drops, close_ns, enobufs)),
+            _ => None,
+        },
+    )?;
+    let counted = before.and_then(|b| pair.qdisc_counts(0).and_then(|a| b.until(a)));
+    if transport.is_ferry_udp() {
+        subscriber.send(&Command::Release)?;
+    }
+    publisher.finish(START_TIMEOUT)?;
+    subscriber.finish(START_TIMEOUT)?;
+    match counted {
+        Ok(c) => m.link = Some(c),
+        Err(e) => m.add_note(format!("packets on the link unknown: {e}")),
+    }
+    if transport.is_ferry_udp() {
+        m.retransmitted = retransmitted;
+        if retransmitted.is_none() {
+            m.add_note(
+                "repairs unknown: the publisher's counters were not found in ferry's registry"
+                    .to_owned(),
+            );
+        }
+        if let Some(k) = kernel_drops {
+            m.kernel_drops = Some(m.kernel_drops.unwrap_or(0) + k);
+        }
+        m.close_seconds = close_ns.map(|n| n as f64 / 1e9);
+        if let (Some(lost), Some(skipped)) = (m.ferry_lost, m.ferry_skipped) {
+            m.add_note(format!(
+                "ferry's subscriber counters: lost {lost}, skipped {skipped}"
+            ));
+        }
+    }
+    if enobufs > 0 {
+        m.add_note(format!(
+            "send_to failed with ENOBUFS {enobufs} times (retried)"
+        ));
+    }
+    Ok(m)
 }
 
 fn ferry_qos(transport: Transport, size: usize, delivery: Delivery, wait: Wait) -> Qos {
@@ -787,6 +1237,7 @@ fn await_ready(peer: &mut Peer) -> Result<Option<u16>> {
     match await_report(peer, START_TIMEOUT, "that it is ready")? {
         PeerReport::Ready { port } => Ok(port),
         PeerReport::Counts(_) => bail!("the peer sent its counts before it said it was ready"),
+        other => bail!("the peer sent {other:?} before it said it was ready"),
     }
 }
 
@@ -795,6 +1246,7 @@ fn await_counts(peer: &mut Peer) -> Result<Counts> {
     match await_report(peer, DRAIN_LIMIT + START_TIMEOUT, "its counts")? {
         PeerReport::Counts(c) => Ok(c),
         PeerReport::Ready { .. } => bail!("the peer said it was ready twice"),
+        other => bail!("the peer sent {other:?} instead of its counts"),
     }
 }
 
@@ -991,15 +1443,7 @@ fn measure_raw(ctx: &Ctx<'_>, size: usize) -> Result<Measurement> {
     let mut enobufs = 0u64;
     let (sent, start_ns, send_seconds) = send_for(ctx.duration, size, |seq| {
         write_message(&mut buf, seq);
-        loop {
-            match socket.send_to(&buf, dst) {
-                Ok(_) => return Ok(()),
-                // The device queue was full for a moment: the datagram did not leave; try again.
-                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => enobufs += 1,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => signal::check()?,
-                Err(e) => return Err(e).context("UDP send_to"),
-            }
-        }
+        send_datagram(&socket, &buf, dst, &mut enobufs)
     })?;
     peer.send(&Command::Done { sent })?;
     let mut m = Measurement {
@@ -1033,15 +1477,40 @@ pub struct PeerRequest {
     /// ferry's transports: the domain and topic.
     ferry: Option<FerryTopic>,
     /// raw-udp4 from another machine: the main side's socket. The peer then binds every
-    /// address and takes datagrams from this one only; without it, it binds 127.0.0.1.
+    /// address and takes datagrams from this one only; without it, it binds 127.0.0.1 (or
+    /// `bind`).
     main: Option<SocketAddr>,
+    /// Which side the peer runs (`--hosts 2` runs both in peers).
+    #[serde(default)]
+    role: Role,
+    /// raw-udp4 across a link: the address the peer's socket binds (its namespace's).
+    #[serde(default)]
+    bind: Option<Ipv4Addr>,
+    /// A raw-udp4 publisher: where it sends.
+    #[serde(default)]
+    dest: Option<SocketAddr>,
+    /// A publisher: how long it sends, in seconds.
+    #[serde(default)]
+    duration_s: Option<f64>,
+}
+
+/// The side a peer runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Role {
+    /// Subscribes and counts (every run).
+    #[default]
+    Subscribe,
+    /// Publishes, when told to (`Go`), for `duration_s` (`--hosts 2`).
+    Publish,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 struct FerryTopic {
     domain: String,
     topic: String,
-    /// On two machines: the main process's machine, which the peer's discovery reaches.
+    /// On two machines or namespaces: the other side's host (the publisher's for a subscriber,
+    /// the subscriber's for a publisher peer), which the peer's discovery reaches.
     main_host: Option<std::net::Ipv4Addr>,
 }
 
@@ -1069,6 +1538,9 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
     }
     if !(8..=MAX_SIZE).contains(&args.size) {
         bail!("the peer request's size {} is out of range", args.size);
+    }
+    if args.role == Role::Publish {
+        return run_publisher(&args, link);
     }
     let mut tally = Tally::new(args.size);
     // Plain UDP and latest delivery lose what they lose: a short silence ends the count. A
@@ -1141,6 +1613,7 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
                     Some(Command::Done { .. }) => {
                         bail!("the main side said twice that it had finished")
                     }
+                    Some(Command::Go) => bail!("the main side told a subscriber to send"),
                     None => {}
                 }
             }
@@ -1148,7 +1621,11 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
         }
         Transport::RawUdp4 => {
             let socket = match args.main {
-                None => super::rawudp::bind_loopback()?,
+                None => match args.bind {
+                    None => super::rawudp::bind_loopback()?,
+                    Some(ip) => UdpSocket::bind((ip, 0))
+                        .context(format!("cannot bind a UDP socket on {ip}"))?,
+                },
                 Some(main) => {
                     let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
                         .context("cannot bind a UDP socket")?;
@@ -1189,11 +1666,149 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
             link.report(&PeerReport::Counts(counts))
         }
         Transport::Iperf3
+        | Transport::Iperf3Tcp
         | Transport::Sockperf
         | Transport::Iceoryx2
         | Transport::Zenoh
         | Transport::ZenohShm => {
             bail!("{} has no lab peer", args.transport.name())
+        }
+    }
+}
+
+/// Waits for the main side's `want` (`Go` or `Release`), at most `timeout`.
+fn await_command(link: &mut PeerLink, want: &str, timeout: Duration) -> Result<Command> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        signal::check()?;
+        if let Some(command) = link.recv::<Command>(Duration::from_millis(50))? {
+            return Ok(command);
+        }
+        if Instant::now() >= deadline {
+            bail!("the main side did not say {want} within {timeout:?}");
+        }
+    }
+}
+
+/// A publisher peer (`--hosts 2`): waits for its subscriber (ferry), says it is ready, sends
+/// back to back from `Go` for the request's duration, says how much, and on `Release` reads
+/// its counters, closes and says so.
+fn run_publisher(args: &PeerRequest, link: &mut PeerLink) -> Result<()> {
+    if link.for_agent() {
+        bail!("a publisher peer runs in a network namespace of the lab's machine only");
+    }
+    let duration = match args.duration_s {
+        Some(s) if s.is_finite() && s > 0.0 && s <= MAX_DURATION_S => Duration::from_secs_f64(s),
+        _ => bail!("a publisher peer needs a duration from 0 to {MAX_DURATION_S} s"),
+    };
+    let size = args.size;
+    let go = |link: &mut PeerLink| match await_command(link, "go", START_TIMEOUT * 2)? {
+        Command::Go => Ok(()),
+        other => bail!("the main side sent {other:?} before go"),
+    };
+    let release = |link: &mut PeerLink| match await_command(
+        link,
+        "release",
+        DRAIN_LIMIT + START_TIMEOUT * 2,
+    )? {
+        Command::Release => Ok(()),
+        other => bail!("the main side sent {other:?} before release"),
+    };
+    match args.transport {
+        Transport::Udp4 | Transport::Udp4Key => {
+            let Some(FerryTopic {
+                domain,
+                topic,
+                main_host,
+            }) = &args.ferry
+            else {
+                bail!("a ferry transport needs its domain and topic");
+            };
+            let qos = ferry_qos(args.transport, size, args.delivery, args.wait);
+            let node = super::lab_node_reaching(
+                "lab-pub",
+                domain,
+                args.transport == Transport::Udp4Key,
+                super::discovery_reaching(*main_host),
+            )?;
+            let mut publisher = node.publisher(topic, &qos)?;
+            let deadline = Instant::now() + START_TIMEOUT;
+            while publisher.subscriber_count() < 1 {
+                signal::check()?;
+                link.check_main()?;
+                if Instant::now() >= deadline {
+                    bail!("no subscriber matched the publisher within {START_TIMEOUT:?}");
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            link.report(&PeerReport::Ready { port: None })?;
+            go(link)?;
+            let (sent, start_ns, send_s) = send_for(duration, size, |seq| {
+                let mut loan = publisher.loan(size)?;
+                write_message(loan.as_mut_slice(), seq);
+                loan.send()?;
+                Ok(())
+            })?;
+            link.report(&PeerReport::Sent {
+                sent,
+                start_ns,
+                send_ns: (send_s * 1e9) as u64,
+            })?;
+            release(link)?;
+            // Its counters as it published them (retransmissions, its socket's drops).
+            let me = std::process::id();
+            let info = ferry::admin::topic(domain, topic)?
+                .and_then(|t| t.publishers.into_iter().find(|p| p.pid == me));
+            let closing = Instant::now();
+            drop(publisher);
+            link.report(&PeerReport::Closed {
+                retransmitted: info.as_ref().map(|p| p.retransmitted),
+                kernel_drops: info.as_ref().map(|p| p.kernel_drops),
+                close_ns: Some(closing.elapsed().as_nanos() as u64),
+                enobufs: 0,
+            })
+        }
+        Transport::RawUdp4 => {
+            let Some(dest) = args.dest else {
+                bail!("a raw-udp4 publisher needs the subscriber's address");
+            };
+            let from = args.bind.unwrap_or(Ipv4Addr::UNSPECIFIED);
+            let socket = UdpSocket::bind((from, 0))
+                .context(format!("cannot bind a UDP socket on {from}"))?;
+            link.report(&PeerReport::Ready { port: None })?;
+            go(link)?;
+            let mut buf = vec![0u8; size];
+            let mut enobufs = 0u64;
+            let (sent, start_ns, send_s) = send_for(duration, size, |seq| {
+                write_message(&mut buf, seq);
+                send_datagram(&socket, &buf, dest, &mut enobufs)
+            })?;
+            link.report(&PeerReport::Sent {
+                sent,
+                start_ns,
+                send_ns: (send_s * 1e9) as u64,
+            })?;
+            release(link)?;
+            link.report(&PeerReport::Closed {
+                retransmitted: None,
+                kernel_drops: None,
+                close_ns: None,
+                enobufs,
+            })
+        }
+        t => bail!("{} has no publisher peer", t.name()),
+    }
+}
+
+/// Sends one datagram, again while the device queue is full for a moment (ENOBUFS: it did not
+/// leave), counting those.
+fn send_datagram(socket: &UdpSocket, buf: &[u8], dst: SocketAddr, enobufs: &mut u64) -> Result<()> {
+    loop {
+        match socket.send_to(buf, dst) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => *enobufs += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => signal::check()?,
+            Err(e) => return Err(e).context("UDP send_to"),
         }
     }
 }
@@ -1227,7 +1842,70 @@ pub struct Setup {
     socket_buffers: SocketBuffers,
     /// Versions of the third-party tools found (null: found, version unknown).
     tools: BTreeMap<String, Option<String>>,
+    /// `--hosts 2`: the links and how their packets were counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    link: Option<LinkSetup>,
     started_unix_s: u64,
+}
+
+/// The links of `--hosts 2`.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct LinkSetup {
+    pub hosts: u8,
+    /// One pair of namespaces per link rate.
+    pub links: Vec<Link>,
+    pub placement: String,
+    pub discovery: String,
+    /// How `link_packets` and `link_drops` were read.
+    pub link_packets: String,
+    /// How `min_link_packets` is reckoned per transport.
+    pub min_link_packets: String,
+    pub note: String,
+}
+
+/// One link: two namespaces, the veth pair between them, the tbf on both ends.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Link {
+    pub link_rate: String,
+    pub link_rate_bps: u64,
+    pub namespaces: crate::hubs::Sides,
+    pub veth: crate::hubs::Sides,
+    pub addresses: crate::hubs::Sides,
+    pub tbf: crate::hubs::Tbf,
+}
+
+fn link_setup(pairs: &[Pair]) -> LinkSetup {
+    let sides = |v: [String; 2]| crate::hubs::Sides {
+        a: v[0].clone(),
+        b: v[1].clone(),
+    };
+    LinkSetup {
+        hosts: 2,
+        links: pairs
+            .iter()
+            .filter_map(|p| {
+                let rate = p.rate?;
+                Some(Link {
+                    link_rate: rate.name(),
+                    link_rate_bps: rate.bps,
+                    namespaces: sides(p.ns.clone()),
+                    veth: sides(p.dev.clone()),
+                    addresses: sides(p.addr.map(|a| a.to_string())),
+                    tbf: crate::hubs::Tbf {
+                        burst_bytes: rate.burst_bytes(),
+                        latency_ms: netns::TBF_LATENCY_MS,
+                        on: "both veth ends (egress of each)".to_owned(),
+                        commands: p.tc.clone(),
+                    },
+                })
+            })
+            .collect(),
+        placement: "the publisher (a peer process) in namespace A, the subscriber (another) in B, both started with ip netns exec; iperf3's client in A, its server in B".to_owned(),
+        discovery: format!("ferry: a static peer list: each side's discovery names the other's address (port {})", super::TWO_HOST_DISCOVERY_PORT),
+        link_packets: "the counters of the tbf on A's veth end (tc -s -j qdisc show, packets sent on and dropped; a GSO packet counts as its segments), read just before the publisher starts and after it has closed (iperf3: before its server starts and after its client ended); they include what else A sent meanwhile (ferry's discovery and heartbeats, ARP, iperf3's control connection)".to_owned(),
+        min_link_packets: format!("the fewest packets the delivered messages need: ferry udp4, for each delivered message ceil(size / {}) datagrams ({} = 1472 − its {}-byte DATA header; udp4-key {} bytes fewer); raw-udp4, ceil((size + 8) / 1480) IP packets per delivered datagram; iperf3 (UDP), one per datagram delivered; iperf3-tcp, ceil(bytes delivered / {TCP_MSS}) (the MSS); extra = link packets over that, in percent", UDP_MTU - 28 - ferry::UDP_DATA_HEADER, UDP_MTU - 28 - ferry::UDP_DATA_HEADER, ferry::UDP_DATA_HEADER, ferry::UDP_SEAL_OVERHEAD),
+        note: "both namespaces run on this machine's CPUs: the link is a veth pair, not a wire".to_owned(),
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -1285,8 +1963,27 @@ pub struct Row {
     /// Seconds dropping the ferry publisher took after the run (a reliable UDP publisher
     /// lingers until its subscribers have reported everything received).
     pub publisher_close_s: Option<f64>,
-    /// delivered_gbps over each baseline's in the same round and at the same size.
+    /// delivered_gbps over each baseline's in the same round, at the same size (and on the
+    /// same link).
     pub ratios: BTreeMap<Transport, f64>,
+    /// `--hosts 2`: the link's rate (`100mbit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_rate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_rate_bps: Option<u64>,
+    /// Packets the tbf on the sender's end passed on during the run (null on one host, or when
+    /// they could not be read: see the note).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_packets: Option<u64>,
+    /// Packets that tbf dropped (its queue was full).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_drops: Option<u64>,
+    /// The fewest packets the delivered messages need (see the setup's `link`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_link_packets: Option<u64>,
+    /// link_packets over min_link_packets, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_link_packets_percent: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1330,6 +2027,12 @@ impl Row {
             checked_messages: None,
             publisher_close_s: None,
             ratios: BTreeMap::new(),
+            link_rate: None,
+            link_rate_bps: None,
+            link_packets: None,
+            link_drops: None,
+            min_link_packets: None,
+            extra_link_packets_percent: None,
             skipped,
             note: None,
         };
@@ -1352,6 +2055,16 @@ impl Row {
         row.out_of_order = m.out_of_order;
         row.checked_messages = m.checked_messages;
         row.publisher_close_s = m.close_seconds;
+        if let Some(c) = m.link {
+            row.link_packets = Some(c.packets);
+            row.link_drops = Some(c.drops);
+            row.min_link_packets =
+                transport.min_link_packets(size, m.messages_delivered, m.bytes_delivered);
+            row.extra_link_packets_percent = row
+                .min_link_packets
+                .filter(|&min| min > 0)
+                .map(|min| (c.packets as f64 - min as f64) * 100.0 / min as f64);
+        }
         row.note = m.note;
         row
     }
@@ -1393,12 +2106,13 @@ fn delivered_share(row: &Row) -> String {
 
 /// Ratios of each ferry UDP row to the baselines of the same size and round.
 fn add_ratios(rows: &mut [Row]) {
-    let gbps: BTreeMap<(Transport, usize, usize), f64> = rows
+    type Key = (Option<u64>, Transport, usize, usize);
+    let gbps: BTreeMap<Key, f64> = rows
         .iter()
         .filter_map(|r| {
             r.delivered_gbps
                 .filter(|&g| g > 0.0)
-                .map(|g| ((r.transport, r.size_bytes, r.round), g))
+                .map(|g| ((r.link_rate_bps, r.transport, r.size_bytes, r.round), g))
         })
         .collect();
     for row in rows.iter_mut() {
@@ -1406,7 +2120,7 @@ fn add_ratios(rows: &mut [Row]) {
             continue;
         };
         for &b in row.transport.baselines() {
-            if let Some(base) = gbps.get(&(b, row.size_bytes, row.round)) {
+            if let Some(base) = gbps.get(&(row.link_rate_bps, b, row.size_bytes, row.round)) {
                 row.ratios.insert(b, mine / base);
             }
         }
@@ -1548,15 +2262,27 @@ impl Experiment for Throughput {
     }
 
     fn table(results: &Results<Self>) -> String {
-        render_table(&results.request, &results.config.pinning, &results.rows)
+        if is_link_run(&results.rows) {
+            render_link_table(&results.request, &results.config, &results.rows)
+        } else {
+            render_table(&results.request, &results.config.pinning, &results.rows)
+        }
     }
 
     fn section(results: &Results<Self>) -> Result<Section> {
-        section(&results.rows)
+        if is_link_run(&results.rows) {
+            link_section(&results.rows, results.config.link.as_ref())
+        } else {
+            section(&results.rows)
+        }
     }
 
     fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
-        let mut lines = summary(&results.rows);
+        let mut lines = if is_link_run(&results.rows) {
+            link_summary(&results.rows)
+        } else {
+            summary(&results.rows)
+        };
         // A baseline that could not run says so, with what adds it.
         let missing: Vec<&str> = results
             .config
@@ -1743,6 +2469,321 @@ fn summary(rows: &[Row]) -> Vec<SummaryLine> {
     lines
 }
 
+// ---------------------------------------------------------------------------------------------
+// Across a link (`--hosts 2`)
+
+/// Whether the rows were measured across links (`--hosts 2`).
+fn is_link_run(rows: &[Row]) -> bool {
+    rows.iter().any(|r| r.link_rate_bps.is_some())
+}
+
+/// The links of `rows`, fastest first: (bps, name).
+fn links_of(rows: &[Row]) -> Vec<(u64, String)> {
+    let mut links: Vec<(u64, String)> = rows
+        .iter()
+        .filter_map(|r| Some((r.link_rate_bps?, r.link_rate.clone()?)))
+        .collect();
+    links.sort_by_key(|l| std::cmp::Reverse(l.0));
+    links.dedup_by_key(|l| l.0);
+    links
+}
+
+/// What the rounds of one transport at one size on one link add up to.
+struct LinkCell<'a> {
+    rows: Vec<&'a Row>,
+}
+
+impl<'a> LinkCell<'a> {
+    fn of(rows: &'a [Row], bps: u64, t: Transport, size: usize) -> LinkCell<'a> {
+        LinkCell {
+            rows: rows
+                .iter()
+                .filter(|r| {
+                    r.link_rate_bps == Some(bps) && r.transport == t && r.size_bytes == size
+                })
+                .collect(),
+        }
+    }
+
+    fn gbps(&self) -> Option<f64> {
+        median(
+            self.rows
+                .iter()
+                .filter_map(|r| r.delivered_gbps)
+                .filter(|g| *g > 0.0)
+                .collect(),
+        )
+    }
+
+    /// The median over the rounds of the ratio to TCP measured in the same round.
+    fn to_tcp(&self) -> Option<f64> {
+        median(
+            self.rows
+                .iter()
+                .filter_map(|r| r.ratios.get(&Transport::Iperf3Tcp).copied())
+                .collect(),
+        )
+    }
+
+    /// The sum over the rounds; `None` if a round lacks it.
+    fn sum(&self, f: fn(&Row) -> Option<u64>) -> Option<u64> {
+        if self.rows.is_empty() {
+            return None;
+        }
+        self.rows.iter().map(|r| f(r)).sum()
+    }
+
+    /// Link packets over the minimum, in percent, over all rounds.
+    fn extra_percent(&self) -> Option<f64> {
+        let (link, min) = (
+            self.sum(|r| r.link_packets)?,
+            self.sum(|r| r.min_link_packets)?,
+        );
+        (min > 0).then(|| (link as f64 - min as f64) * 100.0 / min as f64)
+    }
+
+    fn skipped(&self) -> Option<&str> {
+        self.rows.first().and_then(|r| r.skipped.as_deref())
+    }
+}
+
+fn fmt_count(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+/// "udp4 (reliable)" for ferry's rows, the name for the others.
+fn row_name(t: Transport, rows: &[&Row]) -> String {
+    match rows.first().map(|r| r.delivery) {
+        Some(d @ (RowDelivery::Reliable | RowDelivery::Latest)) => {
+            format!("{} ({})", t.name(), d.name())
+        }
+        _ => t.name().to_owned(),
+    }
+}
+
+fn render_link_table(args: &Config, setup: &Setup, rows: &[Row]) -> String {
+    let mut table = Table::new(&[
+        "link",
+        "transport",
+        ">size",
+        ">Gbit/s",
+        ">× iperf3-tcp",
+        ">delivered",
+        ">lost",
+        ">repairs",
+        ">link pkts",
+        ">minimum",
+        ">extra",
+        ">tbf drops",
+    ]);
+    for (bps, name) in links_of(rows) {
+        for &t in &args.transports {
+            for &size in &args.sizes {
+                let cell = LinkCell::of(rows, bps, t, size);
+                if cell.rows.is_empty() {
+                    continue;
+                }
+                let mut cells = vec![name.clone(), row_name(t, &cell.rows), format_size(size)];
+                if let Some(s) = cell.skipped() {
+                    cells.extend(vec![String::new(); 8]);
+                    cells.push(s.to_owned());
+                    table.row(cells);
+                    continue;
+                }
+                let repairs = match cell.sum(|r| r.retransmitted) {
+                    Some(n) => n.to_string(),
+                    None if t.is_ferry_udp() || t == Transport::Iperf3Tcp => "unknown".to_owned(),
+                    None => "-".to_owned(),
+                };
+                cells.extend([
+                    fmt_opt(cell.gbps(), 3),
+                    cell.to_tcp()
+                        .map_or_else(|| "-".to_owned(), |r| format!("{r:.2} ×")),
+                    fmt_count(cell.sum(|r| r.messages_delivered)),
+                    fmt_count(cell.sum(|r| r.lost)),
+                    repairs,
+                    fmt_count(cell.sum(|r| r.link_packets)),
+                    fmt_count(cell.sum(|r| r.min_link_packets)),
+                    cell.extra_percent()
+                        .map_or_else(|| "-".to_owned(), |e| format!("{e:+.1} %")),
+                    fmt_count(cell.sum(|r| r.link_drops)),
+                ]);
+                table.row(cells);
+            }
+        }
+    }
+    let tbf = setup.link.as_ref().map_or_else(String::new, |l| {
+        l.links
+            .iter()
+            .map(|k| {
+                format!(
+                    "{}: tbf burst {} B, latency {} ms",
+                    k.link_rate, k.tbf.burst_bytes, k.tbf.latency_ms
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    });
+    format!(
+        "\nThroughput across a link (two network namespaces, a veth pair, tc tbf on both ends; {tbf}), {:.1} s per run, {} interleaved rounds (Gbit/s and × iperf3-tcp: median of rounds; counts: all rounds); {}.\nlink pkts: sent on by the tbf of the publisher's end; minimum: what the delivered messages need (ferry: ceil(size / 1424) datagrams each; TCP: bytes / 1448).\n\n{}",
+        args.duration,
+        args.rounds,
+        setup.pinning.describe(),
+        table.render()
+    )
+}
+
+/// The plots (goodput against the link rate, one per size) and a sentence per link.
+fn link_section(rows: &[Row], setup: Option<&LinkSetup>) -> Result<Section> {
+    let (transports, sizes) = transports_and_sizes(rows);
+    let links = links_of(rows);
+    let mut plots = Vec::new();
+    for &size in &sizes {
+        let series: Vec<crate::report::XySeries> = transports
+            .iter()
+            .map(|&t| {
+                let mut pts: Vec<_> = links
+                    .iter()
+                    .filter_map(|&(bps, _)| {
+                        let cell = LinkCell::of(rows, bps, t, size);
+                        let g: Vec<f64> =
+                            cell.rows.iter().filter_map(|r| r.delivered_gbps).collect();
+                        let lo = g.iter().copied().fold(f64::INFINITY, f64::min);
+                        let hi = g.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                        cell.gbps().map(|m| {
+                            (
+                                bps as f64 / 1e6,
+                                m * 1e3,
+                                (g.len() > 1).then_some((lo * 1e3, hi * 1e3)),
+                            )
+                        })
+                    })
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                (t.name().to_owned(), pts)
+            })
+            .filter(|(_, p)| !p.is_empty())
+            .collect();
+        if series.is_empty() {
+            continue;
+        }
+        plots.push(Plot {
+            file: format!("throughput-goodput-{}.svg", format_size(size).replace(' ', "")),
+            svg: crate::report::xy_chart(
+                &format!("Goodput across a link, {} messages", format_size(size)),
+                "link rate (Mbit/s, tc tbf)",
+                "delivered Mbit/s (median of rounds)",
+                &series,
+                false,
+                false,
+                None,
+            )?,
+            caption: "Two network namespaces joined by a veth pair with a tbf of the link's rate on both ends; the publisher in one, the subscriber in the other; median over the rounds, the bar spans them.".to_owned(),
+        });
+    }
+    let mut said = Vec::new();
+    let ferry = [Transport::Udp4, Transport::Udp4Key]
+        .into_iter()
+        .find(|t| transports.contains(t));
+    for (bps, name) in &links {
+        let Some(ferry) = ferry else { break };
+        let per_size: Vec<String> = sizes
+            .iter()
+            .filter_map(|&size| {
+                let cell = LinkCell::of(rows, *bps, ferry, size);
+                let g = cell.gbps()?;
+                let tcp = LinkCell::of(rows, *bps, Transport::Iperf3Tcp, size).gbps();
+                let ratio = cell.to_tcp().map_or_else(
+                    || "TCP did not run beside it".to_owned(),
+                    |r| format!("{r:.2} × iperf3-tcp's {:.3} Gbit/s", tcp.unwrap_or(0.0)),
+                );
+                let extra = cell.extra_percent().map_or_else(
+                    || "packets on the link unknown".to_owned(),
+                    |e| format!("{e:+.1} % packets on the link over the minimum its messages need"),
+                );
+                Some(format!(
+                    "{} {:.3} Gbit/s at {}, {ratio}, {extra}",
+                    row_name(ferry, &cell.rows),
+                    g,
+                    format_size(size)
+                ))
+            })
+            .collect();
+        if !per_size.is_empty() {
+            said.push(format!(
+                "On the {name} link, ferry's {}.",
+                per_size.join("; ")
+            ));
+        }
+    }
+    let tbf = setup.map_or_else(String::new, |l| {
+        let each: Vec<String> = l
+            .links
+            .iter()
+            .map(|k| format!("{} burst {} B", k.link_rate, k.tbf.burst_bytes))
+            .collect();
+        format!(
+            " (tbf latency {} ms; {})",
+            l.links.first().map_or(0, |k| k.tbf.latency_ms),
+            each.join(", ")
+        )
+    });
+    Ok(Section {
+        plots,
+        sentence: format!(
+            "This follows {}, \"{}\": UDP in 1472-byte datagrams (a 1500-byte MTU) across a real link, as the base of a reliable transport that must stand beside TCP. Here the link is a veth pair between two network namespaces limited by tc tbf{tbf}, and iperf3 over TCP and over UDP run in the same rounds. {}",
+            cite_first(&PACED_UDP),
+            PACED_UDP.title,
+            said.join(" ")
+        ),
+    })
+}
+
+/// Per link: ferry's goodput beside TCP's and plain UDP's, at the largest size measured.
+fn link_summary(rows: &[Row]) -> Vec<SummaryLine> {
+    let (transports, sizes) = transports_and_sizes(rows);
+    let Some(ferry) = [Transport::Udp4, Transport::Udp4Key]
+        .into_iter()
+        .find(|t| transports.contains(t))
+    else {
+        return Vec::new();
+    };
+    let Some(&size) = sizes.last() else {
+        return Vec::new();
+    };
+    let say = |bps: u64, t: Transport| {
+        let cell = LinkCell::of(rows, bps, t, size);
+        cell.gbps().map(|g| format!("{}: {g:.3} Gbit/s", t.name()))
+    };
+    links_of(rows)
+        .into_iter()
+        .filter_map(|(bps, name)| {
+            let cell = LinkCell::of(rows, bps, ferry, size);
+            let g = cell.gbps()?;
+            let mut ferry_says = format!("{}: {g:.3} Gbit/s", ferry.name());
+            if let Some(r) = cell.to_tcp() {
+                ferry_says.push_str(&format!(" ({r:.2} × TCP)"));
+            }
+            if let Some(e) = cell.extra_percent() {
+                ferry_says.push_str(&format!(", {e:+.1} % packets over the minimum"));
+            }
+            Some(SummaryLine {
+                what: format!(
+                    "goodput across a {name} link, {} messages",
+                    format_size(size)
+                ),
+                ferry: ferry_says,
+                floor: say(bps, Transport::RawUdp4),
+                best_peer: say(bps, Transport::Iperf3Tcp).or_else(|| say(bps, Transport::Iperf3)),
+                study: Some(format!(
+                    "1472-byte UDP datagrams across a 10 Gbit/s link ({})",
+                    cite(&PACED_UDP)
+                )),
+            })
+        })
+        .collect()
+}
+
 /// Results of a small made-up run, for the report's tests.
 #[cfg(test)]
 pub(crate) fn example() -> Results<Throughput> {
@@ -1810,6 +2851,7 @@ pub(crate) fn example() -> Results<Throughput> {
             wmem_max: None,
         },
         tools: BTreeMap::from([("iperf3".to_owned(), Some("3.16".to_owned()))]),
+        link: None,
         started_unix_s: 0,
     };
     Results::new(crate::Machine::probe(), config, Measured { setup, rows })
@@ -2068,6 +3110,143 @@ mod tests {
             "{:?}",
             summary[1]
         );
+    }
+
+    /// Rows of a made-up run across two links (udp4 and iperf3-tcp, 64 KiB, two rounds).
+    fn link_example() -> Results<Throughput> {
+        let config = Config {
+            transports: vec![Transport::Udp4, Transport::Iperf3Tcp],
+            sizes: vec![64 << 10],
+            rounds: 2,
+            hosts: 2,
+            link_rates: vec![
+                netns::parse_link_rate("1gbit").unwrap(),
+                netns::parse_link_rate("100mbit").unwrap(),
+            ],
+            ..Config::default()
+        };
+        let mut rows = Vec::new();
+        for round in 0..2 {
+            for rate in &config.link_rates {
+                let scale = rate.bps / 100_000_000;
+                for (t, delivered, bytes, packets) in [
+                    (
+                        Transport::Udp4,
+                        Some(100 * scale),
+                        100 * scale * 65_536,
+                        5_000 * scale,
+                    ),
+                    (
+                        Transport::Iperf3Tcp,
+                        None,
+                        200 * scale * 65_536,
+                        9_100 * scale,
+                    ),
+                ] {
+                    let m = Measurement {
+                        messages_sent: delivered,
+                        messages_delivered: delivered,
+                        bytes_delivered: Some(bytes),
+                        seconds: 1.0,
+                        retransmitted: (t == Transport::Iperf3Tcp).then_some(0),
+                        link: Some(netns::QdiscCounts {
+                            packets,
+                            bytes: packets * 1500,
+                            drops: 7,
+                        }),
+                        ..Measurement::default()
+                    };
+                    let mut row = Row::new(&config, t, 65_536, round, Some(m), None);
+                    row.link_rate = Some(rate.name());
+                    row.link_rate_bps = Some(rate.bps);
+                    rows.push(row);
+                }
+            }
+        }
+        add_ratios(&mut rows);
+        let mut results = example();
+        results.request = config;
+        results.rows = rows;
+        results
+    }
+
+    #[test]
+    fn link_rows_count_packets_against_the_minimum_and_tcp() {
+        let results = link_example();
+        let udp = &results.rows[0];
+        assert_eq!(udp.link_rate.as_deref(), Some("1gbit"));
+        // 1000 messages of 64 KiB: 47 datagrams of 1424 payload bytes each.
+        assert_eq!(udp.min_link_packets, Some(47_000));
+        assert_eq!(udp.link_packets, Some(50_000));
+        let extra = udp.extra_link_packets_percent.unwrap();
+        assert!((extra - 6.383).abs() < 0.01, "{extra}");
+        assert_eq!(
+            udp.ratios[&Transport::Iperf3Tcp],
+            0.5,
+            "the same link and round"
+        );
+        assert_eq!(udp.retransmitted, None, "unknown, not 0");
+        let tcp = &results.rows[1];
+        assert_eq!(
+            tcp.min_link_packets,
+            Some((2000 * 65_536u64).div_ceil(1448))
+        );
+        let value = serde_json::to_value(udp).unwrap();
+        assert_eq!(value["link_rate_bps"], 1_000_000_000u64);
+        assert!(value["extra_link_packets_percent"].is_number());
+        let table = Throughput::table(&results);
+        assert!(
+            table.contains("100mbit") && table.contains("unknown"),
+            "{table}"
+        );
+        assert!(table.contains("0.50 ×"), "{table}");
+        let section = Throughput::section(&results).unwrap();
+        assert_eq!(section.plots.len(), 1);
+        assert!(section.plots[0].svg.contains("iperf3-tcp"));
+        assert!(
+            section.sentence.contains(PACED_UDP.title),
+            "{}",
+            section.sentence
+        );
+        assert!(section.sentence.contains("Syzov"), "{}", section.sentence);
+        assert!(
+            section.sentence.contains("On the 100mbit link, ferry's udp4 (reliable) 0.052 Gbit/s at 64 KiB, 0.50 × iperf3-tcp's 0.105 Gbit/s, +6.4 % packets"),
+            "{}",
+            section.sentence
+        );
+        let summary = Throughput::summary(&results);
+        assert_eq!(summary.len(), 2, "one line per link");
+        assert!(summary[0].what.contains("1gbit"), "{:?}", summary[0]);
+        assert!(summary[0].ferry.contains("0.50 × TCP"), "{:?}", summary[0]);
+        let back = Results::<Throughput>::from_value(serde_json::to_value(&results).unwrap());
+        assert_eq!(back.unwrap().request.link_rates.len(), 2);
+    }
+
+    #[test]
+    fn two_hosts_take_link_rates_and_link_transports() {
+        let link = |transports: Vec<Transport>, rates: &[&str]| Config {
+            transports,
+            hosts: 2,
+            link_rates: rates
+                .iter()
+                .map(|r| netns::parse_link_rate(r).unwrap())
+                .collect(),
+            ..Config::default()
+        };
+        assert!(validate(&link(LINK_TRANSPORTS.to_vec(), &["1gbit", "100mbit"])).is_ok());
+        let err = |c: Config| validate(&c).unwrap_err().to_string();
+        assert!(err(link(LINK_TRANSPORTS.to_vec(), &[])).contains("--link-rate"));
+        assert!(err(link(vec![Transport::Shm], &["1gbit"])).contains("shm"));
+        assert!(err(link(vec![Transport::Udp4], &["1gbit", "1G"])).contains("twice"));
+        let one_host = Config {
+            link_rates: vec![netns::parse_link_rate("1gbit").unwrap()],
+            ..Config::default()
+        };
+        assert!(err(one_host).contains("--hosts 2"));
+        let config = serde_json::to_value(link(vec![Transport::Udp4], &["100mbit"])).unwrap();
+        assert_eq!(config["link_rates"], serde_json::json!(["100mbit"]));
+        let bad = serde_json::json!({"hosts": 2, "link_rates": ["100mbps"]});
+        assert!(serde_json::from_value::<Config>(bad).is_err());
     }
 
     #[test]

@@ -73,6 +73,8 @@ pub struct ToolResult {
     /// Delivered payload bits per second as the tool reports it.
     pub delivered_bps: Option<f64>,
     pub lost: Option<u64>,
+    /// TCP segments the sender retransmitted.
+    pub retransmits: Option<u64>,
     pub note: String,
 }
 
@@ -86,15 +88,20 @@ struct Proc {
 
 impl Proc {
     fn spawn(program: &PathBuf, args: &[String], cpu: Option<usize>) -> Result<Proc> {
+        let what = format!("{} {}", program.display(), args.join(" "));
         let mut cmd = Command::new(program);
-        cmd.args(args)
-            .stdin(Stdio::null())
+        cmd.args(args);
+        Proc::spawn_command(cmd, what, cpu)
+    }
+
+    /// Starts `cmd` (already given its program and arguments; `what` says them).
+    fn spawn_command(mut cmd: Command, what: String, cpu: Option<usize>) -> Result<Proc> {
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if let Some(cpu) = cpu {
             pin_child(&mut cmd, cpu);
         }
-        let what = format!("{} {}", program.display(), args.join(" "));
         let mut child = super::spawn_child(&mut cmd).context(format!("cannot start {what}"))?;
         let collect = |s: Option<Box<dyn Read + Send>>| {
             s.map(|mut s| {
@@ -206,12 +213,13 @@ pub fn free_port() -> Result<u16> {
     bail!("cannot find a port free for both TCP and UDP on 127.0.0.1")
 }
 
-/// Whether a socket listens (TCP) or is bound (UDP) on local `port`, from /proc/net.
-fn port_open(port: u16, tcp: bool) -> bool {
-    let files: &[&str] = if tcp {
-        &["/proc/net/tcp", "/proc/net/tcp6"]
+/// Whether a socket listens (TCP) or is bound (UDP) on local `port` in the network namespace
+/// of process `pid`, from /proc/PID/net (so that a server in another namespace is seen).
+fn port_open(pid: u32, port: u16, tcp: bool) -> bool {
+    let files: [String; 2] = if tcp {
+        ["tcp", "tcp6"].map(|f| format!("/proc/{pid}/net/{f}"))
     } else {
-        &["/proc/net/udp", "/proc/net/udp6"]
+        ["udp", "udp6"].map(|f| format!("/proc/{pid}/net/{f}"))
     };
     files.iter().any(|f| {
         std::fs::read_to_string(f).is_ok_and(|text| {
@@ -232,7 +240,8 @@ fn port_open(port: u16, tcp: bool) -> bool {
 /// Waits until the server has its socket, watching that it still runs.
 fn wait_port(server: &mut Proc, port: u16, tcp: bool) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !port_open(port, tcp) {
+    let pid = server.child.id();
+    while !port_open(pid, port, tcp) {
         crate::signal::check()?;
         if !server.running() {
             bail!("{} exited before it was ready", server.what);
@@ -250,6 +259,18 @@ pub fn whole_seconds(d: Duration) -> u64 {
     (d.as_secs_f64().ceil() as u64).max(1)
 }
 
+/// What iperf3 sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Iperf3Mode {
+    /// UDP datagrams of `len` bytes at `bitrate` bits per second (`-b`; 0: as fast as it can).
+    Udp { len: usize, bitrate: u64 },
+    /// TCP, written `len` bytes at a time (`-l`).
+    Tcp { len: usize },
+}
+
+/// The largest write iperf3 takes (`-l`, its MAX_BLOCKSIZE).
+pub const IPERF3_MAX_LEN: usize = 1 << 20;
+
 /// `iperf3 -s -1` and `iperf3 -c 127.0.0.1 -u -b 0 -l LEN -t S -J`; the receiver's side of the
 /// client's JSON report (`end.sum_received`).
 pub fn iperf3(
@@ -259,62 +280,173 @@ pub fn iperf3(
     client_cpu: Option<usize>,
     server_cpu: Option<usize>,
 ) -> Result<ToolResult> {
+    iperf3_run(
+        program,
+        Iperf3Mode::Udp { len, bitrate: 0 },
+        duration,
+        client_cpu,
+        server_cpu,
+        None,
+    )
+}
+
+/// iperf3 in `mode` for `duration` (whole seconds): its server (`-s -1`) on `server_cpu`, its
+/// client (`-c … -J`) on `client_cpu`; on 127.0.0.1, or with `pair` the server in namespace B
+/// (bound to B's address) and the client in namespace A. The counts are the receiver's
+/// (`end.sum_received`), TCP's retransmissions the sender's (`end.sum_sent.retransmits`).
+pub fn iperf3_run(
+    program: &PathBuf,
+    mode: Iperf3Mode,
+    duration: Duration,
+    client_cpu: Option<usize>,
+    server_cpu: Option<usize>,
+    pair: Option<&crate::netns::Pair>,
+) -> Result<ToolResult> {
     let port = free_port()?.to_string();
     let secs = whole_seconds(duration);
-    let mut server = Proc::spawn(
-        program,
-        &["-s", "-1", "-p", &port, "-B", "127.0.0.1"].map(String::from),
-        server_cpu,
-    )?;
+    let server_addr = pair.map_or_else(|| "127.0.0.1".to_owned(), |p| p.addr[1].to_string());
+    let command = |side: usize, args: &[String]| {
+        let mut cmd = match pair {
+            Some(p) => p.command(side, program),
+            None => Command::new(program),
+        };
+        cmd.args(args);
+        let place = pair.map_or_else(String::new, |p| format!("(in {}) ", p.ns[side]));
+        (
+            cmd,
+            format!("{place}{} {}", program.display(), args.join(" ")),
+        )
+    };
+    let (cmd, what) = command(
+        1,
+        &["-s", "-1", "-p", &port, "-B", &server_addr].map(String::from),
+    );
+    let mut server = Proc::spawn_command(cmd, what, server_cpu)?;
     wait_port(&mut server, port.parse().unwrap_or(0), true)?;
-    let client = Proc::spawn(
-        program,
-        &[
-            "-c".to_owned(),
-            "127.0.0.1".to_owned(),
-            "-p".to_owned(),
-            port,
-            "-u".to_owned(),
-            "-b".to_owned(),
-            "0".to_owned(),
-            "-l".to_owned(),
-            len.to_string(),
-            "-t".to_owned(),
-            secs.to_string(),
-            "-J".to_owned(),
-        ],
-        client_cpu,
-    )?;
+    let mut args: Vec<String> = ["-c", &server_addr, "-p", &port].map(String::from).to_vec();
+    match mode {
+        Iperf3Mode::Udp { len, bitrate } => {
+            args.extend(["-u".to_owned(), "-b".to_owned(), bitrate.to_string()]);
+            args.extend(["-l".to_owned(), len.to_string()]);
+        }
+        Iperf3Mode::Tcp { len } => {
+            args.extend(["-l".to_owned(), len.min(IPERF3_MAX_LEN).to_string()]);
+        }
+    }
+    args.extend(["-t".to_owned(), secs.to_string(), "-J".to_owned()]);
+    let (cmd, what) = command(0, &args);
+    let client = Proc::spawn_command(cmd, what, client_cpu)?;
     let (_, out, err) = client.finish(Duration::from_secs(secs + 20))?;
     let _ = server.finish(Duration::from_secs(5));
-    parse_iperf3(&out).map_err(|e| Error::msg(format!("{e}; stderr: {}", err.trim())))
+    let parsed = match mode {
+        Iperf3Mode::Udp { .. } => parse_iperf3(&out),
+        Iperf3Mode::Tcp { .. } => parse_iperf3_tcp(&out),
+    };
+    parsed.map_err(|e| Error::msg(format!("{e}; stderr: {}", err.trim())))
+}
+
+/// The most iperf3's JSON report may hold: a line per second of a run of at most 600 s, a few
+/// hundred bytes each, and the rest.
+const MAX_IPERF3_JSON: usize = 8 << 20;
+
+/// The parts of iperf3's `-J` report that are read (everything else is ignored).
+#[derive(serde::Deserialize)]
+struct Iperf3Json {
+    #[serde(default)]
+    error: Option<String>,
+    end: Option<Iperf3End>,
+}
+
+#[derive(serde::Deserialize)]
+struct Iperf3End {
+    sum_sent: Option<Iperf3Sum>,
+    sum_received: Option<Iperf3Sum>,
+}
+
+/// A sum of iperf3's report. Counts are whole numbers: a fraction, a negative or a number too
+/// big for 64 bits is refused.
+#[derive(serde::Deserialize)]
+struct Iperf3Sum {
+    seconds: f64,
+    bytes: u64,
+    /// UDP: datagrams the receiver accounted for (received and lost).
+    packets: Option<u64>,
+    /// UDP: gaps in the receiver's sequence numbers.
+    lost_packets: Option<u64>,
+    /// TCP, the sender's sum: segments retransmitted.
+    retransmits: Option<u64>,
+}
+
+/// Reads iperf3's JSON report: too long, not JSON, an error iperf3 reports, or a report without
+/// the sums wanted are errors.
+fn read_iperf3(json: &str) -> Result<Iperf3End> {
+    if json.len() > MAX_IPERF3_JSON {
+        bail!(
+            "iperf3 wrote {} bytes of JSON (at most {MAX_IPERF3_JSON} expected)",
+            json.len()
+        );
+    }
+    let v: Iperf3Json = serde_json::from_str(json)
+        .context("iperf3 did not write a JSON report the lab can read")?;
+    if let Some(e) = v.error {
+        bail!("iperf3: {e}");
+    }
+    let Some(end) = v.end else {
+        bail!("iperf3's JSON report has no end section");
+    };
+    Ok(end)
+}
+
+/// The receiver's interval, checked: a positive, finite number of seconds (at most a day).
+fn receiver_seconds(sum: &Iperf3Sum) -> Result<f64> {
+    if !(sum.seconds.is_finite() && sum.seconds > 0.0 && sum.seconds <= 86_400.0) {
+        bail!(
+            "iperf3's end.sum_received.seconds is {}, not a test interval",
+            sum.seconds
+        );
+    }
+    Ok(sum.seconds)
 }
 
 fn parse_iperf3(json: &str) -> Result<ToolResult> {
-    let v: serde_json::Value =
-        serde_json::from_str(json).context("iperf3 did not write a JSON report")?;
-    if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
-        bail!("iperf3: {e}");
-    }
-    let r = &v["end"]["sum_received"];
-    let num = |k: &str| r[k].as_f64();
-    let (Some(packets), Some(lost), Some(bytes), Some(seconds)) = (
-        num("packets"),
-        num("lost_packets"),
-        num("bytes"),
-        num("seconds"),
-    ) else {
+    let end = read_iperf3(json)?;
+    let Some(r) = end.sum_received else {
         bail!("iperf3's JSON report has no end.sum_received with packets, lost_packets, bytes and seconds");
     };
-    let (packets, lost) = (packets as u64, lost as u64);
+    let (Some(packets), Some(lost)) = (r.packets, r.lost_packets) else {
+        bail!("iperf3's end.sum_received has no packets and lost_packets (not a UDP test?)");
+    };
+    if lost > packets {
+        bail!("iperf3's end.sum_received says {lost} of {packets} datagrams were lost");
+    }
+    let seconds = receiver_seconds(&r)?;
     Ok(ToolResult {
         datagrams_sent: Some(packets),
-        datagrams_delivered: Some(packets.saturating_sub(lost)),
-        bytes_delivered: Some(bytes as u64),
+        datagrams_delivered: Some(packets - lost),
+        bytes_delivered: Some(r.bytes),
         seconds,
-        delivered_bps: num("bits_per_second"),
+        delivered_bps: Some(r.bytes as f64 * 8.0 / seconds),
         lost: Some(lost),
-        note: "iperf3's receiver report (end.sum_received): packets counts what the client sent, lost_packets the gaps the server saw".to_owned(),
+        retransmits: None,
+        note: "iperf3's receiver report (end.sum_received): packets counts what the client sent, lost_packets the gaps the server saw; rate: its bytes over its seconds".to_owned(),
+    })
+}
+
+fn parse_iperf3_tcp(json: &str) -> Result<ToolResult> {
+    let end = read_iperf3(json)?;
+    let (Some(sent), Some(r)) = (end.sum_sent, end.sum_received) else {
+        bail!("iperf3's JSON report has no end.sum_sent and end.sum_received");
+    };
+    let seconds = receiver_seconds(&r)?;
+    Ok(ToolResult {
+        datagrams_sent: None,
+        datagrams_delivered: None,
+        bytes_delivered: Some(r.bytes),
+        seconds,
+        delivered_bps: Some(r.bytes as f64 * 8.0 / seconds),
+        lost: None,
+        retransmits: sent.retransmits,
+        note: "iperf3 TCP: bytes and seconds of the receiver (end.sum_received), retransmitted segments of the sender (end.sum_sent.retransmits)".to_owned(),
     })
 }
 
@@ -413,6 +545,7 @@ fn parse_sockperf(client: &str, server: &str, len: usize) -> Result<ToolResult> 
         seconds,
         delivered_bps: bps,
         lost: delivered.map(|d| sent - d),
+        retransmits: None,
         note: note.to_owned(),
     })
 }
@@ -436,6 +569,73 @@ mod tests {
             .to_string()
             .contains("unable to connect"));
         assert!(parse_iperf3("not json").is_err());
+    }
+
+    #[test]
+    fn iperf3_tcp_report() {
+        // As iperf 3.12 writes it (shortened): the sender's and the receiver's sums.
+        let json = r#"{"start": {"tcp_mss_default": 1448}, "intervals": [],
+            "end": {"streams": [], "sum_sent": {"start": 0, "end": 1.000105,
+            "seconds": 1.000105, "bytes": 12924848, "bits_per_second": 103387928.2675319,
+            "retransmits": 3, "sender": true}, "sum_received": {"start": 0, "end": 2.0,
+            "seconds": 2.0, "bytes": 12179128, "bits_per_second": 95865055.1578384,
+            "sender": true}, "cpu_utilization_percent": {}}}"#;
+        let r = parse_iperf3_tcp(json).unwrap();
+        assert_eq!(r.bytes_delivered, Some(12_179_128));
+        assert_eq!(r.seconds, 2.0);
+        assert_eq!(r.delivered_bps, Some(12_179_128.0 * 8.0 / 2.0));
+        assert_eq!(r.retransmits, Some(3));
+        assert_eq!(r.datagrams_delivered, None);
+        assert!(
+            parse_iperf3(json).is_err(),
+            "a TCP report has no datagram counts"
+        );
+    }
+
+    #[test]
+    fn hostile_iperf3_reports_are_errors() {
+        let good = r#"{"end": {"sum_sent": {"seconds": 1.0, "bytes": 10, "retransmits": 0},
+            "sum_received": {"seconds": 1.0, "bytes": 10, "packets": 2, "lost_packets": 1}}}"#;
+        assert!(parse_iperf3(good).is_ok() && parse_iperf3_tcp(good).is_ok());
+        let with = |received: &str| {
+            format!(
+                r#"{{"end": {{"sum_sent": {{"seconds": 1, "bytes": 1}}, "sum_received": {received}}}}}"#
+            )
+        };
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        let long = format!("{{\"x\": \"{}\"}}", "a".repeat(MAX_IPERF3_JSON));
+        let bad = [
+            good[..good.len() / 2].to_owned(),
+            String::new(),
+            "garbage".to_owned(),
+            "null".to_owned(),
+            "[]".to_owned(),
+            "{}".to_owned(),
+            r#"{"end": null}"#.to_owned(),
+            r#"{"end": {}}"#.to_owned(),
+            with(
+                r#"{"seconds": 1, "bytes": 18446744073709551616, "packets": 1, "lost_packets": 0}"#,
+            ),
+            with(r#"{"seconds": 1, "bytes": -1, "packets": 1, "lost_packets": 0}"#),
+            with(r#"{"seconds": 1, "bytes": 1.5, "packets": 1, "lost_packets": 0}"#),
+            with(r#"{"seconds": 1e400, "bytes": 1, "packets": 1, "lost_packets": 0}"#),
+            with(r#"{"seconds": 0, "bytes": 1, "packets": 1, "lost_packets": 0}"#),
+            with(r#"{"seconds": 1e300, "bytes": 1, "packets": 1, "lost_packets": 0}"#),
+            with(r#"{"seconds": "1", "bytes": 1, "packets": 1, "lost_packets": 0}"#),
+            deep,
+            long,
+        ];
+        for b in &bad {
+            let shown = &b[..b.len().min(80)];
+            assert!(parse_iperf3(b).is_err(), "UDP: {shown:?} should be refused");
+            assert!(
+                parse_iperf3_tcp(b).is_err(),
+                "TCP: {shown:?} should be refused"
+            );
+        }
+        let more_lost_than_sent =
+            with(r#"{"seconds": 1, "bytes": 1, "packets": 1, "lost_packets": 2}"#);
+        assert!(parse_iperf3(&more_lost_than_sent).is_err());
     }
 
     #[test]

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use ferry_lab::args::parse_choice;
-use ferry_lab::throughput::{parse_loss, Config, Transport};
+use ferry_lab::netns::{parse_link_rate, LinkRate};
+use ferry_lab::throughput::{parse_loss, Config, Transport, LINK_TRANSPORTS};
 use ferry_lab::units::{parse_seconds, parse_size};
 use ferry_lab::Pin;
 
@@ -13,9 +14,9 @@ use crate::cmd::{DeliveryArg, WaitArg};
 #[derive(Debug, Args)]
 pub struct ThroughputArgs {
     /// Transports, comma-separated, in the order each round runs them: shm, udp4, udp4-key,
-    /// udp6 (ferry), raw-udp4 (plain sockets), iperf3, sockperf (when installed), iceoryx2,
-    /// zenoh, zenoh-shm (other systems, built on first use) [default:
-    /// shm,udp4,raw-udp4,iperf3,sockperf]
+    /// udp6 (ferry), raw-udp4 (plain sockets), iperf3, iperf3-tcp, sockperf (when installed),
+    /// iceoryx2, zenoh, zenoh-shm (other systems, built on first use) [default:
+    /// shm,udp4,raw-udp4,iperf3,sockperf; with --hosts 2: udp4,raw-udp4,iperf3-tcp,iperf3]
     #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Transport>)]
     pub transports: Option<Vec<Transport>>,
 
@@ -58,6 +59,17 @@ pub struct ThroughputArgs {
     #[arg(long, value_name = "HOST[:PORT]")]
     pub remote: Option<String>,
 
+    /// 1: both sides on this host (loopback); 2: the publisher and the subscriber in two
+    /// network namespaces joined by a veth pair, one pair per --link-rate (needs root, ip, tc)
+    /// [default: 1]
+    #[arg(long, value_name = "1|2", value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub hosts: Option<u8>,
+
+    /// With --hosts 2: the link rates, comma-separated (tc tbf on both veth ends), e.g.
+    /// 1gbit,100mbit; every round runs every link
+    #[arg(long = "link-rate", value_name = "LIST", value_delimiter = ',', value_parser = parse_link_rate)]
+    pub link_rate: Option<Vec<LinkRate>>,
+
     /// Write the results as JSON to PATH
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -66,8 +78,14 @@ pub struct ThroughputArgs {
 impl ThroughputArgs {
     pub fn into_config(self) -> Config {
         let d = Config::default();
+        let hosts = self.hosts.unwrap_or(d.hosts);
+        let transports = match self.transports {
+            Some(t) => t,
+            None if hosts == 2 => LINK_TRANSPORTS.to_vec(),
+            None => d.transports,
+        };
         Config {
-            transports: self.transports.unwrap_or(d.transports),
+            transports,
             sizes: self.sizes.unwrap_or(d.sizes),
             delivery: self.delivery.map_or(d.delivery, Into::into),
             loss: self.loss.or(d.loss),
@@ -76,6 +94,8 @@ impl ThroughputArgs {
             wait: self.wait.map_or(d.wait, Into::into),
             pin: self.pin.or(d.pin),
             remote: self.remote.or(d.remote),
+            hosts,
+            link_rates: self.link_rate.unwrap_or(d.link_rates),
         }
     }
 }
