@@ -79,6 +79,7 @@ fn status(receiver: u64, pos: u64, window: u64, seq: u64) -> Vec<u8> {
         seq,
         0,
         pos,
+        pos,
     );
     b
 }

@@ -61,6 +61,7 @@ fuzz_target!(|data: &[u8]| {
             consumed_seq,
             echo,
             arrived_pos,
+            received_bytes,
         } => {
             assert_eq!(common.kind, Kind::Status);
             frame::put_status(
@@ -72,6 +73,7 @@ fuzz_target!(|data: &[u8]| {
                 consumed_seq,
                 echo,
                 arrived_pos,
+                received_bytes,
             );
         }
         Frame::Bye { common, next_seq } => {

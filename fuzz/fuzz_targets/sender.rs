@@ -126,6 +126,7 @@ fuzz_target!(|data: &[u8]| {
         0,
         0,
         0,
+        0,
     );
     for k in 0..setup.messages {
         offer(&mut tx, &mut sink, now, setup.length(k));
@@ -164,6 +165,7 @@ fuzz_target!(|data: &[u8]| {
                 window,
                 consumed_seq,
                 0,
+                consumed_pos,
                 consumed_pos,
             ),
             TxOp::Tick(us) => {

@@ -581,7 +581,7 @@ impl Attacker {
                         Kind::Data => frame::put_data(&mut self.buf, &c, 1, 10, 0, 0, &[7; 10]),
                         Kind::Heartbeat => frame::put_heartbeat(&mut self.buf, &c, 9, 1, 0),
                         Kind::Nak => frame::put_nak(&mut self.buf, &c, 5, &[]),
-                        Kind::Status => frame::put_status(&mut self.buf, &c, 5, 1, 1, 1, 0, 1),
+                        Kind::Status => frame::put_status(&mut self.buf, &c, 5, 1, 1, 1, 0, 1, 1),
                         Kind::Bye => frame::put_bye(&mut self.buf, &c, 9),
                     }
                     let cut = self.rng.below(full as u64) as usize;
@@ -656,6 +656,7 @@ impl Attacker {
                     u64::MAX,
                     0,
                     u64::MAX,
+                    u64::MAX,
                 );
             } else {
                 let c = self.common(Kind::Nak, FLAG_RELIABLE, session);
@@ -713,6 +714,7 @@ impl Attacker {
                 u64::MAX,
                 u64::MAX,
                 0,
+                u64::MAX,
                 u64::MAX,
             );
             self.send(to);

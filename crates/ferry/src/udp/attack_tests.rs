@@ -392,6 +392,7 @@ fn sender_with_history(n: u64, len: usize) -> Sender {
             0,
             0,
             0,
+            0,
         );
         tx.handle(0, &decode(&st).unwrap(), &mut sink);
         while tx.busy() {
@@ -477,6 +478,7 @@ fn receivers_are_bounded() {
             id,
             0,
             1 << 20,
+            0,
             0,
             0,
             0,

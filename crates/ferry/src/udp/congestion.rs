@@ -40,7 +40,7 @@ use std::collections::VecDeque;
 /// Round trips over which the bottleneck rate is the largest sample.
 pub const BW_ROUNDS: usize = 10;
 /// The minimum round trip is trusted this long; then the controller probes for it again.
-pub const MIN_RTT_WINDOW_NS: u64 = 10_000_000_000;
+pub const MIN_RTT_WINDOW_NS: u64 = 5_000_000_000;
 /// How long ProbeRTT keeps the path drained.
 pub const PROBE_RTT_NS: u64 = 200_000_000;
 /// At most this many send marks are kept; beyond it the newest mark is extended instead.
@@ -128,6 +128,8 @@ struct Mark {
     /// Delivery state when it was sent.
     delivered: u64,
     delivered_ns: u64,
+    /// The reporting receiver's received-bytes count when it was sent.
+    received: u64,
     /// Send time of the newest run delivered when this one was sent.
     first_sent_ns: u64,
     app_limited: bool,
@@ -146,6 +148,13 @@ pub struct Controller {
     sent: u64,
     delivered: u64,
     delivered_ns: u64,
+    /// Payload bytes the reporting receiver (the slowest) received, repairs included: rate
+    /// samples are differences of it, so that lost bytes never count as delivered.
+    received: u64,
+    /// The receiver whose reports drive the controller, and the stream position up to which
+    /// runs were sent before it took over (their baselines are another receiver's).
+    source: Option<u64>,
+    rebase_until: u64,
     last_acked_sent_ns: u64,
     /// Non-zero: samples are application-limited until delivery passes this position.
     app_limited_until: u64,
@@ -214,6 +223,9 @@ impl Controller {
             sent: 0,
             delivered: 0,
             delivered_ns: now,
+            received: 0,
+            source: None,
+            rebase_until: 0,
             last_acked_sent_ns: now,
             app_limited_until: 0,
             round: 0,
@@ -302,14 +314,18 @@ impl Controller {
     pub fn window(&self) -> u64 {
         let floor = 4 * self.cfg.datagram;
         if self.phase == Phase::ProbeRtt {
-            return floor;
+            // Half the path: the queue drains, and the flow keeps most of its share.
+            return (self.bdp() / 2).max(floor);
         }
         if self.bottleneck_rate() == 0 {
             return (INITIAL_WINDOW * self.cfg.datagram).max(2 * self.quantum());
         }
         // Reports come in bunches (a receiver answers every few datagrams, and its
-        // application may be late): what arrives between two reports must fit too.
-        let gap = self.ack_gap[0].max(self.ack_gap[1]);
+        // application may be late): what arrives between two reports must fit too, up to a
+        // round trip or a millisecond (a receiver silent for longer must not open the window).
+        let gap = self.ack_gap[0]
+            .max(self.ack_gap[1])
+            .min(self.min_rtt_or_initial().max(1_000_000));
         let aggregation = bytes_in(self.bottleneck_rate(), gap);
         scale(self.bdp(), CWND_GAIN)
             .saturating_add(2 * aggregation)
@@ -371,6 +387,7 @@ impl Controller {
             sent_ns: now,
             delivered: self.delivered,
             delivered_ns: self.delivered_ns,
+            received: self.received,
             first_sent_ns: self.last_acked_sent_ns,
             app_limited: self.app_limited_until != 0,
         };
@@ -397,6 +414,18 @@ impl Controller {
         self.round_lost = self.round_lost.saturating_add(bytes);
     }
 
+    /// No receiver reports (none is known): the stream up to `pos` went out unwatched, and
+    /// delivery starts over from there when one appears.
+    pub fn unwatched(&mut self, now: u64, pos: u64) {
+        self.sent = self.sent.max(pos);
+        self.delivered = self.sent;
+        self.delivered_ns = now;
+        self.last_acked_sent_ns = now;
+        self.marks.clear();
+        self.source = None;
+        self.ack_gap = [0; 2];
+    }
+
     /// The receivers changed (one left, or none is left): delivery moves to `pos` without a
     /// rate sample (the jump is not the path's speed).
     pub fn skip_to(&mut self, pos: u64) {
@@ -410,8 +439,16 @@ impl Controller {
         }
     }
 
-    /// Every reliable receiver now holds the stream up to `pos` (its report at `now`).
-    pub fn on_delivered(&mut self, now: u64, pos: u64) {
+    /// The slowest reliable receiver, `source`, reported at `now` that data arrived up to
+    /// stream position `pos` (holes or not) and that it received `received` payload bytes.
+    pub fn on_delivered(&mut self, now: u64, source: u64, pos: u64, received: u64) {
+        if self.source != Some(source) {
+            self.source = Some(source);
+            self.received = received;
+            self.rebase_until = self.sent;
+        } else {
+            self.received = self.received.max(received);
+        }
         let pos = pos.min(self.sent);
         if pos <= self.delivered {
             return;
@@ -439,7 +476,8 @@ impl Controller {
         self.round_min_rtt = self.round_min_rtt.min(rtt);
         // An expired minimum takes the sample whatever it is (and the path is drained to
         // see the true one again).
-        let expired = now.saturating_sub(self.min_rtt_stamp) > MIN_RTT_WINDOW_NS;
+        let expired =
+            self.min_rtt != 0 && now.saturating_sub(self.min_rtt_stamp) > MIN_RTT_WINDOW_NS;
         if self.min_rtt == 0 || rtt <= self.min_rtt || expired {
             self.min_rtt = rtt;
             self.min_rtt_stamp = now;
@@ -456,8 +494,8 @@ impl Controller {
         let interval = now
             .saturating_sub(m.delivered_ns)
             .max(m.sent_ns.saturating_sub(m.first_sent_ns));
-        if interval > 0 {
-            let sample = rate(pos - m.delivered, interval);
+        if interval > 0 && m.end > self.rebase_until {
+            let sample = rate(self.received.saturating_sub(m.received), interval);
             let slot = (self.round % BW_ROUNDS as u64) as usize;
             if !m.app_limited || sample > self.bottleneck_rate() {
                 self.bw[slot] = self.bw[slot].max(sample);
@@ -564,7 +602,7 @@ impl Controller {
             }
             Phase::ProbeRtt => {
                 if self.probe_rtt_done == 0 {
-                    if self.in_flight() <= 4 * self.cfg.datagram {
+                    if self.in_flight() <= self.window() {
                         self.probe_rtt_done = now.saturating_add(PROBE_RTT_NS).max(1);
                     }
                 } else if now >= self.probe_rtt_done {

@@ -12,7 +12,8 @@
 //!            48 u64 consumed seq (messages below it were taken by the application)
 //!            56 u64 echo of the session's last heartbeat challenge (0: none heard)
 //!            64 u64 arrived stream position (the end of the furthest fragment received, holes
-//!            or not: the publisher's congestion control times delivery by it)
+//!            or not)  72 u64 payload bytes received in the session (each byte once, repairs
+//!            included): the publisher's congestion control times delivery by these two
 //! BYE        24 u64 next seq
 //! ```
 //! All integers little-endian. Decoding checks every length and offset: a malformed datagram is
@@ -93,6 +94,7 @@ pub enum Frame<'a> {
         consumed_seq: u64,
         echo: u64,
         arrived_pos: u64,
+        received_bytes: u64,
     },
     Bye {
         common: Common,
@@ -107,7 +109,7 @@ impl Frame<'_> {
             Frame::Data { payload, .. } => DATA_HEADER + payload.len(),
             Frame::Heartbeat { .. } => 48,
             Frame::Nak { entries, .. } => 40 + entries.len() * NAK_ENTRY,
-            Frame::Status { .. } => 72,
+            Frame::Status { .. } => 80,
             Frame::Bye { .. } => 32,
         }
     }
@@ -271,7 +273,7 @@ pub fn decode(b: &[u8]) -> Result<Frame<'_>, DecodeError> {
             }
         }
         Kind::Status => {
-            exactly(72)?;
+            exactly(80)?;
             Frame::Status {
                 common,
                 receiver: u64_at(b, 24),
@@ -280,6 +282,7 @@ pub fn decode(b: &[u8]) -> Result<Frame<'_>, DecodeError> {
                 consumed_seq: u64_at(b, 48),
                 echo: u64_at(b, 56),
                 arrived_pos: u64_at(b, 64),
+                received_bytes: u64_at(b, 72),
             }
         }
         Kind::Bye => {
@@ -356,6 +359,7 @@ pub fn put_status(
     consumed_seq: u64,
     echo: u64,
     arrived_pos: u64,
+    received_bytes: u64,
 ) {
     put_common(out, c);
     out.extend_from_slice(&receiver.to_le_bytes());
@@ -364,6 +368,7 @@ pub fn put_status(
     out.extend_from_slice(&consumed_seq.to_le_bytes());
     out.extend_from_slice(&echo.to_le_bytes());
     out.extend_from_slice(&arrived_pos.to_le_bytes());
+    out.extend_from_slice(&received_bytes.to_le_bytes());
 }
 
 pub fn put_bye(out: &mut Vec<u8>, c: &Common, next_seq: u64) {
@@ -461,6 +466,7 @@ mod tests {
             3,
             0xC0FFEE,
             40,
+            40,
         );
         assert_eq!(
             decode(&b),
@@ -472,6 +478,7 @@ mod tests {
                 consumed_seq: 3,
                 echo: 0xC0FFEE,
                 arrived_pos: 40,
+                received_bytes: 40,
             })
         );
         assert_eq!(decode(&b).unwrap().wire_len(), b.len());

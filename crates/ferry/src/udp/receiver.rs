@@ -230,6 +230,9 @@ struct Session {
     /// One past the highest stream byte received: data before it was sent (frames go out in
     /// stream order; only repairs go back).
     highest_pos: u64,
+    /// Payload bytes received, each once (repairs included): the publisher's congestion
+    /// control takes its delivery rate from it.
+    received_bytes: u64,
     /// Smoothed time from a NAK to its repair (0: none timed yet).
     repair_rtt_ns: u64,
     /// Oldest sequence number the publisher can still repair.
@@ -282,6 +285,7 @@ impl Session {
             known_end: start,
             sent_end: 0,
             highest_pos: 0,
+            received_bytes: 0,
             repair_rtt_ns: 0,
             oldest_available: 0,
             partial: BTreeMap::new(),
@@ -331,12 +335,15 @@ impl Session {
 
     /// Stream position up to which every byte has arrived.
     /// Enough arrived since the last STATUS to tell the publisher now: a quarter of the window,
-    /// or `status_bytes` once `status_gap_ns` passed.
+    /// `status_bytes` once `status_gap_ns` passed, anything after four gaps (a publisher
+    /// with less than `status_bytes` in flight must not wait for the slow timer).
     fn ack_due(&self, cfg: &ReceiverConfig, now: u64) -> bool {
         let received = self.received_pos();
+        let since = now.saturating_sub(self.last_status_ns);
         received >= self.last_status_pos.saturating_add(cfg.window / 4)
             || (received >= self.last_status_pos.saturating_add(cfg.status_bytes)
-                && now >= self.last_status_ns.saturating_add(cfg.status_gap_ns))
+                && since >= cfg.status_gap_ns)
+            || (received > self.last_status_pos && since >= 4 * cfg.status_gap_ns)
     }
 
     fn received_pos(&self) -> u64 {
@@ -770,6 +777,9 @@ impl Receiver {
             let Some(mut data) = self.buffer_for(c.session, seq, len) else {
                 return;
             };
+            if let Some(s) = self.sessions.get_mut(&c.session) {
+                s.received_bytes += payload.len() as u64;
+            }
             data.extend_from_slice(payload);
             self.complete(c.session, seq, data, pos + len as u64);
             return;
@@ -808,6 +818,8 @@ impl Receiver {
             return;
         }
         p.data[offset as usize..to as usize].copy_from_slice(payload);
+        s.received_bytes += payload.len() as u64;
+        let p = s.partial.get_mut(&seq).expect("inserted above");
         if !p.have.covers(len) {
             if s.reliable && seq == s.next_deliver && s.ack_due(&self.cfg, now) {
                 s.status_due = true;
@@ -1089,6 +1101,8 @@ impl Receiver {
                 seq,
                 0,
                 pos,
+                // Not counted once the session ended (a publisher keeps the largest it heard).
+                0,
             );
             make_room(&mut self.out, sink.room());
             let len = self.out.len();
@@ -1257,7 +1271,10 @@ impl Receiver {
             }
             // Flow control.
             let s = self.sessions.get_mut(&id).expect("a live session");
-            if s.status_due || now >= s.last_status_ns + cfg.status_interval_ns {
+            if s.status_due
+                || now >= s.last_status_ns + cfg.status_interval_ns
+                || s.ack_due(&cfg, now)
+            {
                 self.out.clear();
                 let sc = Common {
                     kind: Kind::Status,
@@ -1279,6 +1296,7 @@ impl Receiver {
                     consumed_seq,
                     s.challenge,
                     s.highest_pos.max(received),
+                    s.received_bytes,
                 );
                 // Withheld or not, the timers restart: an unverified address is not retried
                 // on every datagram.
@@ -1291,6 +1309,10 @@ impl Receiver {
             }
             let s = self.sessions.get_mut(&id).expect("a live session");
             next = next.min(s.last_status_ns + cfg.status_interval_ns);
+            if s.received_pos() > s.last_status_pos {
+                // Progress not told yet: at the latest after four gaps.
+                next = next.min(s.last_status_ns + 4 * cfg.status_gap_ns);
+            }
         } else {
             // Latest: give up incomplete messages and gaps that waited too long.
             let stale: Vec<u64> = s
@@ -1341,6 +1363,7 @@ impl Receiver {
                     s.consumed_seq,
                     s.challenge,
                     s.highest_pos.max(s.consumed_pos),
+                    s.received_bytes,
                 );
                 s.last_status_ns = now;
                 self.reply(id, sink);

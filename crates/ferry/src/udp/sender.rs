@@ -154,8 +154,9 @@ struct Retained {
 struct ReceiverState {
     reliable: bool,
     consumed_pos: u64,
-    /// The furthest stream position it received (holes or not).
+    /// The furthest stream position it received (holes or not), and its payload bytes received.
     arrived_pos: u64,
+    received_bytes: u64,
     consumed_seq: u64,
     window: u64,
     last_seen_ns: u64,
@@ -171,6 +172,7 @@ impl ReceiverState {
             reliable,
             consumed_pos,
             arrived_pos: consumed_pos,
+            received_bytes: 0,
             consumed_seq,
             window,
             last_seen_ns: now,
@@ -318,11 +320,15 @@ impl Sender {
     /// The slowest reliable receiver's arrived position (what the controller counts as
     /// delivered: holes are lost, not in flight, and repaired apart).
     fn slowest(&self) -> Option<u64> {
+        self.slowest_receiver().map(|(_, r)| r.arrived_pos)
+    }
+
+    fn slowest_receiver(&self) -> Option<(u64, ReceiverState)> {
         self.receivers
-            .values()
-            .filter(|r| r.reliable)
-            .map(|r| r.arrived_pos)
-            .min()
+            .iter()
+            .filter(|(_, r)| r.reliable)
+            .min_by_key(|(id, r)| (r.arrived_pos, **id))
+            .map(|(id, r)| (*id, *r))
     }
 
     pub fn next_seq(&self) -> u64 {
@@ -465,7 +471,7 @@ impl Sender {
         self.cc.set_controlled(windowed);
         if !windowed {
             // Nobody reports delivery: nothing counts as in flight.
-            self.cc.skip_to(self.stream_pos);
+            self.cc.unwatched(now, pos + start as u64);
         }
         let budget = if paced {
             if start == 0 && now > self.cc.next_send_ns().saturating_add(1_000_000) {
@@ -602,6 +608,7 @@ impl Sender {
                 window,
                 consumed_seq,
                 arrived_pos,
+                received_bytes,
                 ..
             } => {
                 let reliable = common.flags & FLAG_RELIABLE != 0;
@@ -626,12 +633,16 @@ impl Sender {
                     .arrived_pos
                     .max((*arrived_pos).min(self.stream_pos))
                     .max(r.consumed_pos);
+                // At most every byte sent, repairs included.
+                let sent = self.stream_pos.saturating_add(self.stats.repair_bytes);
+                r.received_bytes = r.received_bytes.max((*received_bytes).min(sent));
                 r.consumed_seq = r.consumed_seq.max(consumed_seq);
                 r.window = window;
                 r.last_seen_ns = now;
                 self.trim_window();
-                if let Some(pos) = self.slowest() {
-                    self.cc.on_delivered(now, pos);
+                if let Some((id, r)) = self.slowest_receiver() {
+                    self.cc
+                        .on_delivered(now, id, r.arrived_pos, r.received_bytes);
                 }
             }
             Frame::Nak {

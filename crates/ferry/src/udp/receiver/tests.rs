@@ -102,6 +102,7 @@ fn status(consumed_pos: u64, window: u64, consumed_seq: u64) -> Vec<u8> {
         consumed_seq,
         0,
         consumed_pos,
+        consumed_pos,
     );
     b
 }
@@ -123,6 +124,7 @@ fn status_for(receiver: u64, consumed_pos: u64, window: u64, consumed_seq: u64) 
         window,
         consumed_seq,
         0,
+        consumed_pos,
         consumed_pos,
     );
     b
