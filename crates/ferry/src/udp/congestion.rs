@@ -37,8 +37,10 @@
 
 use std::collections::VecDeque;
 
-/// Round trips over which the bottleneck rate is the largest sample.
+/// Round trips (each at least [`BW_SLOT_MIN_NS`]) over which the bottleneck rate is the largest
+/// sample.
 pub const BW_ROUNDS: usize = 10;
+pub const BW_SLOT_MIN_NS: u64 = 2_000_000;
 /// The minimum round trip is trusted this long; then the controller probes for it again.
 pub const MIN_RTT_WINDOW_NS: u64 = 5_000_000_000;
 /// How long ProbeRTT keeps the path drained.
@@ -55,6 +57,8 @@ pub const LOSS_THRESHOLD: f64 = 0.02;
 /// The pacing rate never falls below this (bytes per second: 1 Mbit/s), so a publisher whose
 /// receivers fell silent still probes at a trickle.
 pub const MIN_RATE: u64 = 125_000;
+/// How late a sender may be and still catch up (see [`Controller::on_sent`]).
+pub const PACING_SLACK_NS: u64 = 500_000;
 /// The largest pacing quantum (and GSO run), bytes.
 pub const MAX_QUANTUM: u64 = 64 << 10;
 
@@ -175,6 +179,11 @@ pub struct Controller {
     round_min_rtt: u64,
     // Estimates.
     bw: [u64; BW_ROUNDS],
+    /// The slot samples go to, and when it began: a slot holds a round trip and at least
+    /// [`BW_SLOT_MIN_NS`], so that on a path of tens of microseconds (loopback, a veth) the
+    /// estimate remembers more than half a millisecond of a receiver's hiccups.
+    bw_slot: usize,
+    bw_slot_ns: u64,
     bw_lo: u64,
     min_rtt: u64,
     min_rtt_stamp: u64,
@@ -237,6 +246,8 @@ impl Controller {
             round_lost: 0,
             round_min_rtt: u64::MAX,
             bw: [0; BW_ROUNDS],
+            bw_slot: 0,
+            bw_slot_ns: now,
             bw_lo: u64::MAX,
             min_rtt: 0,
             min_rtt_stamp: now,
@@ -363,10 +374,11 @@ impl Controller {
     }
 
     /// `bytes` (on the wire) left at `now`: the next run waits the time they take at the
-    /// pacing rate. A sender that was late by up to a quantum catches up; later than that, the
-    /// time is gone (no burst makes up for idleness).
+    /// pacing rate. A sender that was late by up to a quantum or [`PACING_SLACK_NS`] catches up
+    /// (a thread that was descheduled for a moment loses nothing); later than that, the time
+    /// is gone (no burst makes up for idleness).
     pub fn on_sent(&mut self, now: u64, bytes: u64) {
-        let slack = self.quantum_ns();
+        let slack = self.quantum_ns().max(PACING_SLACK_NS);
         let start = self.next_send_ns.max(now.saturating_sub(slack));
         self.next_send_ns = start.saturating_add(time_of(bytes, self.rate()));
     }
@@ -488,7 +500,7 @@ impl Controller {
         // Round trips: one ends when a run sent after the last round began is delivered.
         let new_round = m.delivered >= self.round_end;
         if new_round {
-            self.end_round();
+            self.end_round(now);
             self.round_end = self.delivered;
         }
         let interval = now
@@ -496,7 +508,7 @@ impl Controller {
             .max(m.sent_ns.saturating_sub(m.first_sent_ns));
         if interval > 0 && m.end > self.rebase_until {
             let sample = rate(self.received.saturating_sub(m.received), interval);
-            let slot = (self.round % BW_ROUNDS as u64) as usize;
+            let slot = self.bw_slot;
             if !m.app_limited || sample > self.bottleneck_rate() {
                 self.bw[slot] = self.bw[slot].max(sample);
             }
@@ -508,7 +520,7 @@ impl Controller {
         self.set_pacing_rate();
     }
 
-    fn end_round(&mut self) {
+    fn end_round(&mut self, now: u64) {
         let round_delivered = self.delivered.saturating_sub(self.round_start_delivered);
         if self.phase == Phase::Startup
             && self.round_lost >= STARTUP_LOSS_DATAGRAMS * self.cfg.datagram
@@ -552,7 +564,11 @@ impl Controller {
         }
         self.round += 1;
         self.stats.rounds = self.round;
-        self.bw[(self.round % BW_ROUNDS as u64) as usize] = 0;
+        if now.saturating_sub(self.bw_slot_ns) >= BW_SLOT_MIN_NS {
+            self.bw_slot = (self.bw_slot + 1) % BW_ROUNDS;
+            self.bw[self.bw_slot] = 0;
+            self.bw_slot_ns = now;
+        }
         self.ack_gap = [0, self.ack_gap[0]];
         self.round_start_delivered = self.delivered;
         self.round_min_rtt = u64::MAX;
