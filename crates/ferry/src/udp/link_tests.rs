@@ -355,7 +355,8 @@ fn random_loss_is_not_taken_for_congestion() {
     let why = report(&o, &link);
     assert!(o.goodput[0] as f64 >= 0.85 * link.rate as f64, "{why}");
     assert!(o.senders[0].retransmitted_frames > 0, "{why}");
-    assert_eq!(o.senders[0].congestion.congestion_events, 0, "{why}");
+    // Startup may end on it (it cannot tell yet); afterwards the rate is never cut for it.
+    assert!(o.senders[0].congestion.congestion_events <= 1, "{why}");
 }
 
 /// Two flows, the second starting later, share one bottleneck: neither starves and together

@@ -225,8 +225,10 @@ pub struct Sender {
     closing: bool,
     stats: SenderStats,
     cc: Controller,
-    /// The message in progress waits for the pacer (not for a receiver).
+    /// The message in progress waits for the pacer (not for a receiver), or for either the
+    /// pacer or the in-flight window.
     pacer_wait: bool,
+    cc_wait: bool,
 }
 
 impl Sender {
@@ -247,6 +249,7 @@ impl Sender {
         Sender {
             cc,
             pacer_wait: false,
+            cc_wait: false,
             common: Common {
                 kind: Kind::Data,
                 flags,
@@ -466,6 +469,8 @@ impl Sender {
         let frag = self.fragment_payload();
         let (limit, seq_limit) = self.credit_limit();
         // The pacer's share: at least one frame when it lets anything go.
+        self.pacer_wait = false;
+        self.cc_wait = false;
         let paced = self.paced();
         let windowed = self.windowed();
         self.cc.set_controlled(windowed);
@@ -474,12 +479,15 @@ impl Sender {
             self.cc.unwatched(now, pos + start as u64);
         }
         let budget = if paced {
-            if start == 0 && now > self.cc.next_send_ns().saturating_add(1_000_000) {
-                // The pacer sat idle: the application is slower than the path.
+            if start == 0 && now >= self.cc.next_send_ns() && self.cc.in_flight() < self.cc.window()
+            {
+                // A new message finds the pacer idle and the window open: the application,
+                // not the path, sets the pace (what it sends now cannot show the path's rate).
                 self.cc.on_limited();
             }
             let allow = self.cc.allowance(now, windowed);
             self.pacer_wait = allow == 0 && now < self.cc.next_send_ns();
+            self.cc_wait = allow == 0;
             if allow == 0 {
                 return false;
             }
@@ -824,6 +832,15 @@ impl Sender {
             self.cc.skip_to(self.slowest().unwrap_or(self.stream_pos));
         }
         self.cc.tick(now);
+        if now >= self.next_heartbeat_ns && self.current.is_some() && self.cc_wait {
+            // Data follows as soon as the pacer or the next report lets it: no tail to
+            // announce yet.
+            self.next_heartbeat_ns = self
+                .cc
+                .next_send_ns()
+                .max(now)
+                .saturating_add(self.cfg.heartbeat_fast_ns);
+        }
         if now >= self.next_heartbeat_ns {
             let mut out = std::mem::take(&mut self.out);
             out.clear();
