@@ -429,7 +429,13 @@ pub(crate) fn xy_chart(
         if !x0.is_finite() {
             (x0, x1, y0, y1) = (0.0, 1.0, 1.0, 10.0);
         }
-        let pad = ((x1 - x0) * 0.05).max(0.5);
+        // One x (a single link rate, say): the point sits in the middle of an axis half its value
+        // wide on either side, not on ticks a fraction apart.
+        let pad = if x1 > x0 {
+            ((x1 - x0) * 0.05).max(0.5)
+        } else {
+            (x0.abs() * 0.5).max(0.5)
+        };
         let xr = (x0 - pad)..(x1 + pad);
         let mut chart = ChartBuilder::on(&root);
         chart
