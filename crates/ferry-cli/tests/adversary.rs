@@ -637,6 +637,13 @@ impl Attacker {
         }
     }
 
+    /// A STATUS claiming everything (every position and count at its maximum) into `buf`.
+    fn lying_status(&mut self, flags: u32, session: u64, receiver: u64) {
+        let c = self.common(Kind::Status, flags, session);
+        let all = u64::MAX;
+        frame::put_status(&mut self.buf, &c, receiver, all, all, all, 0, all, all);
+    }
+
     /// NAK and STATUS frames, which only publishers take, sent to a subscriber.
     fn control_to_subscriber(&mut self, to: SocketAddr, count: u64) {
         for i in 0..count {
@@ -646,18 +653,7 @@ impl Attacker {
             let (session, receiver) = (self.session(), self.rng.next());
             self.buf.clear();
             if i % 2 == 0 {
-                let c = self.common(Kind::Status, FLAG_RELIABLE, session);
-                frame::put_status(
-                    &mut self.buf,
-                    &c,
-                    receiver,
-                    u64::MAX,
-                    u64::MAX,
-                    u64::MAX,
-                    0,
-                    u64::MAX,
-                    u64::MAX,
-                );
+                self.lying_status(FLAG_RELIABLE, session, receiver);
             } else {
                 let c = self.common(Kind::Nak, FLAG_RELIABLE, session);
                 let e = NakEntry {
@@ -705,18 +701,7 @@ impl Attacker {
             let (session, receiver) = (self.session(), self.rng.next());
             let flags = if i % 2 == 0 { FLAG_RELIABLE } else { 0 };
             self.buf.clear();
-            let c = self.common(Kind::Status, flags, session);
-            frame::put_status(
-                &mut self.buf,
-                &c,
-                receiver,
-                u64::MAX,
-                u64::MAX,
-                u64::MAX,
-                0,
-                u64::MAX,
-                u64::MAX,
-            );
+            self.lying_status(flags, session, receiver);
             self.send(to);
         }
     }

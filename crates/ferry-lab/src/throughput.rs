@@ -1514,6 +1514,16 @@ struct FerryTopic {
     main_host: Option<std::net::Ipv4Addr>,
 }
 
+impl PeerRequest {
+    /// A ferry transport's domain and topic (the main side always sends them).
+    fn ferry_topic(&self) -> Result<&FerryTopic> {
+        match &self.ferry {
+            Some(t) => Ok(t),
+            None => bail!("a ferry transport needs its domain and topic"),
+        }
+    }
+}
+
 /// Whether a receive came back empty-handed (a timeout or a signal) rather than failing.
 fn timed_out(e: &std::io::Error) -> bool {
     matches!(
@@ -1548,14 +1558,11 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
     let reliable = args.delivery == Delivery::Reliable;
     match args.transport {
         Transport::Shm | Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => {
-            let Some(FerryTopic {
+            let FerryTopic {
                 domain,
                 topic,
                 main_host,
-            }) = &args.ferry
-            else {
-                bail!("a ferry transport needs its domain and topic");
-            };
+            } = args.ferry_topic()?;
             let qos = ferry_qos(args.transport, args.size, args.delivery, args.wait);
             let keyed = args.transport == Transport::Udp4Key;
             let node = super::lab_node_reaching(
@@ -1716,14 +1723,11 @@ fn run_publisher(args: &PeerRequest, link: &mut PeerLink) -> Result<()> {
     };
     match args.transport {
         Transport::Udp4 | Transport::Udp4Key => {
-            let Some(FerryTopic {
+            let FerryTopic {
                 domain,
                 topic,
                 main_host,
-            }) = &args.ferry
-            else {
-                bail!("a ferry transport needs its domain and topic");
-            };
+            } = args.ferry_topic()?;
             let qos = ferry_qos(args.transport, size, args.delivery, args.wait);
             let node = super::lab_node_reaching(
                 "lab-pub",
