@@ -465,3 +465,68 @@ fn a_repeated_nak_does_not_resend_what_is_on_its_way() {
     tx.handle(now, &decode(&nak).unwrap(), &mut sink);
     assert_eq!(tx.stats().retransmitted_frames, 2);
 }
+
+/// A receiver that lies in its STATUS (everything arrived and received, at once, again and
+/// again) can make the sender faster, never past the user's cap, and never makes it send more
+/// than it has: its positions are clamped to what was sent.
+#[test]
+fn a_lying_status_cannot_pass_the_rate_cap() {
+    use super::frame::{self, Common, Kind, FLAG_RELIABLE};
+    let cap = 10 * MBIT;
+    let mut tx = Sender::new(
+        1,
+        100,
+        SenderConfig {
+            rate_cap: cap,
+            ..SenderConfig::default()
+        },
+    );
+    let mut pipe = Pipe::new(
+        Link {
+            rate: 100 * GBIT,
+            delay: 0,
+            buffer: u64::MAX,
+            loss: 0.0,
+        },
+        1,
+    );
+    let c = Common {
+        kind: Kind::Status,
+        flags: FLAG_RELIABLE,
+        topic: 1,
+        session: 100,
+    };
+    let mut now = START;
+    tx.expect_receiver(200, true, now);
+    let mut offered = 0u64;
+    let mut wire = 0u64;
+    for _ in 0..20_000 {
+        let mut sink = PipeSink {
+            pipe: &mut pipe,
+            flow: 0,
+            now,
+        };
+        if !tx.busy() {
+            tx.offer(&message(offered, 16 << 10)).unwrap();
+            offered += 1;
+        }
+        tx.pump_while_credit(now, &mut sink);
+        let mut st = Vec::new();
+        let all = u64::MAX;
+        frame::put_status(&mut st, &c, 200, all, all, all, 0, all, all);
+        tx.handle(now, &decode(&st).unwrap(), &mut sink);
+        let s = tx.stats();
+        assert!(s.congestion.pacing_rate <= cap, "{:?}", s.congestion);
+        now += 10_000; // 10 µs
+    }
+    while let Some(a) = pipe.arrivals.pop_front() {
+        wire += a.2.len() as u64;
+    }
+    // 0.2 s at the cap, and the quantum the first run may take at once.
+    let most = cap / 5 + 64 * 1024;
+    assert!(
+        wire <= most,
+        "{wire} bytes on the wire in 0.2 s under a cap allowing {most}"
+    );
+    assert!(wire >= most / 2, "but the cap's worth went: {wire}");
+}
