@@ -4,25 +4,27 @@
 //! path is a bottleneck of some rate behind some round-trip time, both estimated from what the
 //! receivers report, and the sender paces at a gain times the rate estimate, keeping at most a
 //! few round trips' worth of data in flight. It suits ferry better than a loss-based window
-//! (CUBIC, NewReno): ferry's receivers report the stream position they hold without a hole,
-//! which gives a delivery rate at every STATUS for free, and a rate is what a pacer needs. It
-//! does not wait for loss to learn the link's rate, so it does not fill a deep router queue
-//! (a tbf with 5 ms of queue) the way a loss-based controller must before it backs off.
+//! (CUBIC, NewReno): ferry's receivers report in every STATUS how far the stream arrived and how
+//! many bytes they received, which gives a delivery rate for free, and a rate is what a pacer
+//! needs. It does not wait for loss to learn the link's rate, so it does not fill a deep router
+//! queue (a tbf with 50 ms of queue) the way a loss-based controller must before it backs off.
 //!
 //! - **Delivery rate**: every run of new data sent is marked with the stream position it ends at
-//!   and the delivery state at that moment; when a report covers that position, the rate sample
-//!   is the data delivered since over the longer of the send and the delivery interval (so
-//!   neither a burst of reports nor a burst of sends inflates it). The estimate is the largest
+//!   and the delivery state at that moment; when the slowest receiver's arrived position covers
+//!   it, the rate sample is the bytes that receiver received since over the longer of the send
+//!   and the delivery interval (so neither a burst of reports nor a burst of sends inflates it,
+//!   and lost bytes never count). The estimate is the largest
 //!   sample of the last [`BW_ROUNDS`] round trips. Samples taken while the publisher had
 //!   nothing to send (application- or receiver-limited) count only when they raise it.
 //! - **Round trip**: the smallest time from sending a run to the report that covers it, over the
-//!   last [`MIN_RTT_WINDOW_NS`]; when it is that old, the controller drains the path for
-//!   [`PROBE_RTT_NS`] (four datagrams in flight) to see it again.
+//!   last [`MIN_RTT_WINDOW_NS`]; when it is that old, the controller keeps half the path in
+//!   flight for [`PROBE_RTT_NS`] to see it again.
 //! - **Phases**: Startup doubles the rate every round trip until the estimate stops growing by
 //!   a quarter for three round trips, Drain empties the queue Startup built, ProbeBw cycles the
 //!   gain through 5/4, 3/4 and six rounds of 1 to find more room and give it back.
-//! - **Loss**: a round trip that lost more than [`LOSS_THRESHOLD`] of what it delivered *and* whose
-//!   fastest report took twice the minimum round trip (a queue that stands, longer than the
+//! - **Loss**: an epoch (a round trip or more, [`LOSS_EPOCH`] datagrams) that lost more than
+//!   [`LOSS_THRESHOLD`] of what it delivered *and* whose fastest report took twice the minimum
+//!   round trip (a queue that stands, longer than the
 //!   path: not jitter, and more than the window alone can queue) is congestion: the rate is cut to
 //!   7/10 of the estimate (and Startup ends); it grows back by an eighth per clean round trip.
 //!   Loss without a growing queue (a noisy link, injected loss) is not congestion and changes
