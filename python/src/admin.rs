@@ -59,6 +59,16 @@ fn publisher<'py>(py: Python<'py>, p: &PublisherInfo) -> PyResult<Bound<'py, PyD
     d.set_item("repairs_deferred", p.repairs_deferred)?;
     d.set_item("challenges_withheld", p.challenges_withheld)?;
     d.set_item("discovery_refused", discovery(py, &p.discovery_refused)?)?;
+    let c = &p.congestion;
+    d.set_item("repair_bytes", c.repair_bytes)?;
+    d.set_item("repairs_suppressed", c.repairs_suppressed)?;
+    d.set_item("pacing_rate_bytes_per_s", c.pacing_rate)?;
+    d.set_item("bottleneck_rate_bytes_per_s", c.bottleneck_rate)?;
+    d.set_item("min_rtt_ns", c.min_rtt_ns)?;
+    d.set_item("paced_waits", c.paced_waits)?;
+    d.set_item("window_waits", c.window_waits)?;
+    d.set_item("congestion_events", c.congestion_events)?;
+    d.set_item("noise_loss_events", c.noise_loss_events)?;
     Ok(d)
 }
 
