@@ -113,8 +113,9 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut tx = Sender::new(TOPIC, SESSION, cfg.clone());
     let mut now = 0u64;
-    // The history: a registered reliable receiver that grants credit but consumes nothing, so
-    // that everything sent stays retained.
+    // The history: a registered reliable receiver that grants credit and reports everything
+    // arrived (so the congestion window stays open) but consumes nothing, so that everything
+    // sent stays retained. Time moves a millisecond per pump: the pacer lets a run go each time.
     tx.expect_receiver(u64::from(KNOWN_RECEIVER), true, now);
     let mut status = Vec::new();
     frame::put_status(
@@ -125,16 +126,17 @@ fuzz_target!(|data: &[u8]| {
         1 << 30,
         0,
         0,
-        0,
-        0,
+        u64::MAX,
+        u64::MAX,
     );
     for k in 0..setup.messages {
         offer(&mut tx, &mut sink, now, setup.length(k));
-        tx.handle(now, &decode(&status).unwrap(), &mut sink);
-        for _ in 0..1_000 {
+        for _ in 0..100_000 {
+            tx.handle(now, &decode(&status).unwrap(), &mut sink);
             if !tx.busy() {
                 break;
             }
+            now += 1_000_000;
             tx.pump_while_credit(now, &mut sink);
         }
         assert!(!tx.busy(), "the history is sent");
