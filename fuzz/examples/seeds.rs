@@ -114,7 +114,21 @@ fn frame_seeds() -> Vec<(&'static str, Vec<u8>)> {
         ),
         ("status", status(RECEIVER_ID, 12, 1 << 20, 3)),
         ("bye", bye(SESSION, 99)),
+        ("batch", batch(SESSION, 5, 120, &[&msg, b"", &msg[..3]], 4)),
     ]
+}
+
+/// A BATCH of `msgs` from message `seq` at stream position `pos`, with `pad` zero bytes after.
+fn batch(session: u64, seq: u64, pos: u64, msgs: &[&[u8]], pad: usize) -> Vec<u8> {
+    let mut b = Vec::new();
+    let c = common(Kind::Batch, session);
+    frame::put_batch_header(&mut b, &c, seq, msgs.len() as u32, pos);
+    for m in msgs {
+        frame::put_batched(&mut b, m);
+    }
+    b.resize(b.len() + pad, 0);
+    decode(&b).expect("a valid BATCH frame");
+    b
 }
 
 fn announcement(entries: usize) -> Announcement {
@@ -197,6 +211,11 @@ fn receiver_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let fb = fragments(SESSION, 1, 1000, &b, 400);
     let other = fragments(0xB0B, 0, 0, &b, 100);
     let hb = heartbeat(SESSION, 2, 0);
+    // Messages 0 and 1 in one batch, 3 and 4 in another; message 2 (5 bytes at 30) goes alone.
+    let batched = [
+        batch(SESSION, 0, 0, &[&b[..10], &b[..20]], 0),
+        batch(SESSION, 3, 35, &[&b[..7], b""], 9),
+    ];
     let end = bye(SESSION, 2);
     vec![
         (
@@ -232,6 +251,23 @@ fn receiver_seeds() -> Vec<(&'static str, Vec<u8>)> {
                     RxOp::Take,
                     RxOp::Take,
                     RxOp::Tick(30_000),
+                ],
+            ),
+        ),
+        (
+            "batched-with-a-gap",
+            rx_input(
+                reliable,
+                &[
+                    RxOp::Datagram(&batched[0]),
+                    RxOp::Verify(SESSION),
+                    RxOp::Take,
+                    RxOp::Datagram(&batched[1]),
+                    RxOp::Tick(6_000),
+                    RxOp::Take,
+                    RxOp::Datagram(&fragments(SESSION, 2, 30, &b[..5], 400)[0]),
+                    RxOp::Take,
+                    RxOp::Take,
                 ],
             ),
         ),

@@ -1,6 +1,7 @@
 //! Any datagram through the frame decoder: it returns a frame or an error, never panics; a
 //! decoded frame is exactly the datagram (`wire_len` is its length, and encoding it again gives
-//! the same bytes but for the NAK's reserved word), and a DATA fragment lies within its message.
+//! the same bytes but for the NAK's reserved word and a batch's zero padding), a DATA fragment
+//! lies within its message, and a BATCH splits into exactly the messages it counts.
 #![no_main]
 
 use ferry::udp::frame::{self, decode, Frame, Kind, NakEntry, DATA_HEADER};
@@ -79,6 +80,26 @@ fuzz_target!(|data: &[u8]| {
         Frame::Bye { common, next_seq } => {
             assert_eq!(common.kind, Kind::Bye);
             frame::put_bye(&mut again, &common, next_seq);
+        }
+        Frame::Batch {
+            common,
+            first_seq,
+            stream_pos,
+            messages,
+        } => {
+            assert_eq!(common.kind, Kind::Batch);
+            let count = messages.len() as u32;
+            frame::put_batch_header(&mut again, &common, first_seq, count, stream_pos);
+            let mut split = 0;
+            for (i, _, msg) in messages.iter() {
+                assert_eq!(i, split);
+                split += 1;
+                frame::put_batched(&mut again, msg);
+            }
+            assert_eq!(split, u64::from(count), "every counted message splits out");
+            // What follows the last message is zero padding.
+            assert!(again.len() <= data.len());
+            again.resize(data.len(), 0);
         }
     }
     assert_eq!(again, expected);

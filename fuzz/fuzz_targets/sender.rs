@@ -65,6 +65,25 @@ impl Sink for Checked {
                     let repair = c.flags & FLAG_RETRANSMIT != 0;
                     assert_eq!(repair, matches!(dest, Dest::Receiver(_)), "{dest:?}");
                 }
+                Frame::Batch {
+                    first_seq,
+                    stream_pos,
+                    messages,
+                    ..
+                } => {
+                    // Whole messages, new data to everyone, each where the stream has it.
+                    assert_eq!(dest, Dest::All);
+                    assert_eq!(c.flags & FLAG_RETRANSMIT, 0);
+                    assert!(messages.len() >= 2, "a batch of one");
+                    for (i, at, bytes) in messages.iter() {
+                        let seq = first_seq + i;
+                        let (msg, pos) = self
+                            .messages
+                            .get(seq as usize)
+                            .unwrap_or_else(|| panic!("batched message {seq}, never offered"));
+                        assert_eq!((bytes, stream_pos + at), (&msg[..], *pos), "message {seq}");
+                    }
+                }
                 Frame::Heartbeat { .. } | Frame::Bye { .. } => assert_eq!(dest, Dest::All),
                 f => panic!("a sender sent {f:?}"),
             }
@@ -83,9 +102,9 @@ fn common(kind: Kind, flags: u32) -> Common {
     }
 }
 
-/// Offers message `seq` if the last one is sent, then sends what credit allows.
+/// Offers message `seq` if the sender's queue takes it, then sends what credit allows.
 fn offer(tx: &mut Sender, sink: &mut Checked, now: u64, len: usize) {
-    if !tx.busy() {
+    if tx.can_take(len) {
         let seq = tx.next_seq();
         let pos = sink.messages.last().map_or(0, |(m, p)| p + m.len() as u64);
         sink.messages.push((message(seq, len), pos));

@@ -568,11 +568,12 @@ impl Attacker {
                 }
                 1 => {
                     // A valid frame of each kind, cut inside its fixed fields.
-                    let (kind, full) = match self.rng.below(5) {
+                    let (kind, full) = match self.rng.below(6) {
                         0 => (Kind::Data, frame::DATA_HEADER),
                         1 => (Kind::Heartbeat, 40),
                         2 => (Kind::Nak, 40),
                         3 => (Kind::Status, 56),
+                        4 => (Kind::Batch, frame::BATCH_HEADER + 20),
                         _ => (Kind::Bye, 32),
                     };
                     self.buf.clear();
@@ -583,6 +584,12 @@ impl Attacker {
                         Kind::Nak => frame::put_nak(&mut self.buf, &c, 5, &[]),
                         Kind::Status => frame::put_status(&mut self.buf, &c, 5, 1, 1, 1, 0, 1, 1),
                         Kind::Bye => frame::put_bye(&mut self.buf, &c, 9),
+                        Kind::Batch => {
+                            // Two messages of 6 bytes; cut inside the second one at the latest.
+                            frame::put_batch_header(&mut self.buf, &c, 1, 2, 0);
+                            frame::put_batched(&mut self.buf, &[7; 6]);
+                            frame::put_batched(&mut self.buf, &[8; 6]);
+                        }
                     }
                     let cut = self.rng.below(full as u64) as usize;
                     self.buf.truncate(cut);
@@ -591,7 +598,7 @@ impl Attacker {
                     // An unknown kind (not 0x80, a sealed datagram's), then an unknown version.
                     self.heartbeat(session, 9, 1);
                     if self.rng.below(2) == 0 {
-                        self.buf[3] = 6 + self.rng.below(122) as u8;
+                        self.buf[3] = 7 + self.rng.below(121) as u8;
                     } else {
                         self.buf[2] = frame::VERSION.wrapping_add(1 + self.rng.below(255) as u8);
                     }
@@ -607,6 +614,13 @@ impl Attacker {
                 5 => {
                     // A heartbeat whose oldest retained message comes after the next one.
                     self.heartbeat(session, 1, u64::MAX);
+                }
+                6 if i % 16 == 6 => {
+                    // A batch that counts more messages than it carries.
+                    self.buf.clear();
+                    let c = self.common(Kind::Batch, FLAG_RELIABLE, session);
+                    frame::put_batch_header(&mut self.buf, &c, 0, 1000, 0);
+                    frame::put_batched(&mut self.buf, &[3; 10]);
                 }
                 6 => {
                     // A NAK whose entry count is not its length.

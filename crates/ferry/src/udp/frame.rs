@@ -15,15 +15,23 @@
 //!            or not)  72 u64 payload bytes received in the session (each byte once, repairs
 //!            included): the publisher's congestion control times delivery by these two
 //! BYE        24 u64 next seq
+//! BATCH      24 u64 seq of the first message  32 u32 message count (at least 1)  36 u32 0
+//!            40 u64 stream position of the first message  48.. the messages back to back, each
+//!            a u32 length and its bytes (message i + 1 has the next seq and starts in the stream
+//!            where message i ends); zero bytes may follow the last one (a batch is padded to
+//!            the size of the datagrams it shares a GSO send with)
 //! ```
 //! All integers little-endian. Decoding checks every length and offset: a malformed datagram is
 //! an error value, never a panic or an out-of-bounds read.
 
 pub const MAGIC: u16 = 0x4659;
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 pub const COMMON_LEN: usize = 24;
 pub const DATA_HEADER: usize = 48;
 pub const NAK_ENTRY: usize = 16;
+/// A BATCH frame's header, and the length prefix of each message in it.
+pub const BATCH_HEADER: usize = 48;
+pub const BATCH_ENTRY: usize = 4;
 
 /// A reliable publisher sends no message more than this many sequence numbers beyond what its
 /// slowest reliable receiver's application has taken, so a receiver tracks at most this many
@@ -44,6 +52,7 @@ pub enum Kind {
     Nak = 3,
     Status = 4,
     Bye = 5,
+    Batch = 6,
 }
 
 /// Fields every frame carries.
@@ -100,6 +109,13 @@ pub enum Frame<'a> {
         common: Common,
         next_seq: u64,
     },
+    /// Several whole messages, consecutive in sequence and stream.
+    Batch {
+        common: Common,
+        first_seq: u64,
+        stream_pos: u64,
+        messages: BatchMessages<'a>,
+    },
 }
 
 impl Frame<'_> {
@@ -111,6 +127,7 @@ impl Frame<'_> {
             Frame::Nak { entries, .. } => 40 + entries.len() * NAK_ENTRY,
             Frame::Status { .. } => 80,
             Frame::Bye { .. } => 32,
+            Frame::Batch { messages, .. } => BATCH_HEADER + messages.body.len(),
         }
     }
 
@@ -120,7 +137,8 @@ impl Frame<'_> {
             | Frame::Heartbeat { common, .. }
             | Frame::Nak { common, .. }
             | Frame::Status { common, .. }
-            | Frame::Bye { common, .. } => common,
+            | Frame::Bye { common, .. }
+            | Frame::Batch { common, .. } => common,
         }
     }
 }
@@ -143,6 +161,41 @@ impl<'a> NakEntries<'a> {
             seq: u64_at(c, 0),
             from: u32_at(c, 8),
             to: u32_at(c, 12),
+        })
+    }
+}
+
+/// The messages of a BATCH, checked when decoding and split lazily from the datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchMessages<'a> {
+    /// The frame's body: `count` length-prefixed messages, then zero padding.
+    body: &'a [u8],
+    count: u32,
+}
+
+impl<'a> BatchMessages<'a> {
+    /// How many messages the batch carries (at least 1; each took at least 4 bytes of the
+    /// datagram, so this is bounded by its length).
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The messages in order: the offset from the first one's seq and stream position, and the
+    /// bytes.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64, &'a [u8])> + 'a {
+        let (mut rest, mut pos) = (self.body, 0u64);
+        (0..self.count as u64).map_while(move |i| {
+            // Checked by `decode`: every prefix and message lies within the body.
+            let len = u32_at(rest.get(..BATCH_ENTRY)?, 0) as usize;
+            let msg = rest.get(BATCH_ENTRY..BATCH_ENTRY + len)?;
+            rest = &rest[BATCH_ENTRY + len..];
+            let at = pos;
+            pos += len as u64;
+            Some((i, at, msg))
         })
     }
 }
@@ -191,6 +244,7 @@ pub fn decode(b: &[u8]) -> Result<Frame<'_>, DecodeError> {
         3 => Kind::Nak,
         4 => Kind::Status,
         5 => Kind::Bye,
+        6 => Kind::Batch,
         k => return Err(DecodeError::Kind(k)),
     };
     let common = Common {
@@ -292,6 +346,49 @@ pub fn decode(b: &[u8]) -> Result<Frame<'_>, DecodeError> {
                 next_seq: u64_at(b, 24),
             }
         }
+        Kind::Batch => {
+            need(BATCH_HEADER)?;
+            let (first_seq, count, stream_pos) = (u64_at(b, 24), u32_at(b, 32), u64_at(b, 40));
+            if count == 0 {
+                return Err(DecodeError::Invalid("a batch of no messages"));
+            }
+            if u32_at(b, 36) != 0 {
+                return Err(DecodeError::Invalid("reserved batch field is not zero"));
+            }
+            if first_seq.checked_add(count as u64).is_none() {
+                return Err(DecodeError::Invalid("batch sequence numbers overflow"));
+            }
+            let body = &b[BATCH_HEADER..];
+            // The walk is bounded by the datagram: every message takes at least its prefix.
+            let (mut at, mut total, mut seen) = (0usize, 0u64, 0u32);
+            while seen < count {
+                let Some(prefix) = body.get(at..at + BATCH_ENTRY) else {
+                    return Err(DecodeError::Invalid("batch ends before its message count"));
+                };
+                let len = u32_at(prefix, 0) as usize;
+                at += BATCH_ENTRY;
+                if body.len() - at < len {
+                    return Err(DecodeError::Invalid(
+                        "batched message runs past the datagram",
+                    ));
+                }
+                at += len;
+                total += len as u64;
+                seen += 1;
+            }
+            if body[at..].iter().any(|&x| x != 0) {
+                return Err(DecodeError::Invalid("bytes after a batch's last message"));
+            }
+            if stream_pos.checked_add(total).is_none() {
+                return Err(DecodeError::Invalid("stream position overflows"));
+            }
+            Frame::Batch {
+                common,
+                first_seq,
+                stream_pos,
+                messages: BatchMessages { body, count },
+            }
+        }
     })
 }
 
@@ -321,6 +418,28 @@ pub fn put_data(
     out.extend_from_slice(&offset.to_le_bytes());
     out.extend_from_slice(&stream_pos.to_le_bytes());
     out.extend_from_slice(payload);
+}
+
+/// Appends a BATCH header for `count` messages; each message follows with [`put_batched`].
+pub fn put_batch_header(
+    out: &mut Vec<u8>,
+    c: &Common,
+    first_seq: u64,
+    count: u32,
+    stream_pos: u64,
+) {
+    debug_assert_eq!(c.kind, Kind::Batch);
+    put_common(out, c);
+    out.extend_from_slice(&first_seq.to_le_bytes());
+    out.extend_from_slice(&count.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&stream_pos.to_le_bytes());
+}
+
+/// Appends one message of a BATCH.
+pub fn put_batched(out: &mut Vec<u8>, msg: &[u8]) {
+    out.extend_from_slice(&(msg.len() as u32).to_le_bytes());
+    out.extend_from_slice(msg);
 }
 
 pub fn put_heartbeat(
@@ -530,6 +649,49 @@ mod tests {
         assert!(matches!(decode(&b), Err(DecodeError::Invalid(_))));
     }
 
+    /// A batch whose fields lie is refused whole: no message of it is taken.
+    #[test]
+    fn lying_batches_are_errors() {
+        let batch = |first: u64, count: u32, msgs: &[&[u8]]| {
+            let mut b = Vec::new();
+            put_batch_header(&mut b, &common(Kind::Batch), first, count, 0);
+            for m in msgs {
+                put_batched(&mut b, m);
+            }
+            b
+        };
+        let invalid = |b: &[u8]| matches!(decode(b), Err(DecodeError::Invalid(_)));
+        assert!(matches!(
+            decode(&batch(0, 2, &[b"ab", b""])),
+            Ok(Frame::Batch { .. })
+        ));
+        assert!(invalid(&batch(0, 0, &[])), "no messages");
+        assert!(
+            invalid(&batch(0, 3, &[b"ab", b"c"])),
+            "fewer messages than counted"
+        );
+        assert!(
+            invalid(&batch(0, u32::MAX, &[b"ab"])),
+            "a count the datagram cannot hold"
+        );
+        assert!(invalid(&batch(u64::MAX, 2, &[b"a", b"b"])), "seq overflows");
+        let mut b = batch(0, 1, &[b"abc"]);
+        b[48..52].copy_from_slice(&100u32.to_le_bytes());
+        assert!(invalid(&b), "a length past the datagram");
+        let mut b = batch(0, 1, &[b"abc"]);
+        b.extend_from_slice(&[0, 0, 7]);
+        assert!(
+            invalid(&b),
+            "bytes after the last message that are not padding"
+        );
+        let mut b = batch(0, 1, &[b"abc"]);
+        b[36] = 1;
+        assert!(invalid(&b), "reserved field");
+        let mut b = batch(0, 2, &[b"abc", b"d"]);
+        b[40..48].copy_from_slice(&(u64::MAX - 2).to_le_bytes());
+        assert!(invalid(&b), "stream position overflows");
+    }
+
     proptest! {
         /// Any bytes at all: decode returns, and never reads out of bounds.
         #[test]
@@ -540,7 +702,7 @@ mod tests {
         /// Valid headers with random bodies and truncations: still no panic, and a decoded DATA
         /// frame always lies within its message.
         #[test]
-        fn decoded_fragments_fit_their_message(kind in 1u8..6, body in proptest::collection::vec(any::<u8>(), 0..120)) {
+        fn decoded_fragments_fit_their_message(kind in 1u8..7, body in proptest::collection::vec(any::<u8>(), 0..120)) {
             let mut b = Vec::new();
             b.extend_from_slice(&MAGIC.to_le_bytes());
             b.push(VERSION);
@@ -548,9 +710,46 @@ mod tests {
             b.extend_from_slice(&[0; 20]);
             // (DATA needs 48 bytes; shorter bodies exercise the length checks.)
             b.extend_from_slice(&body);
-            if let Ok(Frame::Data { msg_len, offset, payload, .. }) = decode(&b) {
-                prop_assert!(offset as usize + payload.len() <= msg_len as usize);
+            match decode(&b) {
+                Ok(Frame::Data { msg_len, offset, payload, .. }) => {
+                    prop_assert!(offset as usize + payload.len() <= msg_len as usize);
+                }
+                Ok(Frame::Batch { messages, .. }) => {
+                    // Every message the count promises is there, within the datagram.
+                    let split: Vec<_> = messages.iter().collect();
+                    prop_assert_eq!(split.len(), messages.len());
+                    let bytes: usize = split.iter().map(|m| BATCH_ENTRY + m.2.len()).sum();
+                    prop_assert!(BATCH_HEADER + bytes <= b.len());
+                }
+                _ => {}
             }
+        }
+
+        /// Batches of any messages round-trip, padded or not.
+        #[test]
+        fn batches_round_trip(
+            msgs in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..20),
+            pad in 0usize..64,
+        ) {
+            let mut b = Vec::new();
+            put_batch_header(&mut b, &common(Kind::Batch), 10, msgs.len() as u32, 500);
+            for m in &msgs {
+                put_batched(&mut b, m);
+            }
+            b.resize(b.len() + pad, 0);
+            let Ok(Frame::Batch { first_seq, stream_pos, messages, .. }) = decode(&b) else {
+                panic!("not a batch: {:?}", decode(&b));
+            };
+            prop_assert_eq!((first_seq, stream_pos), (10, 500));
+            let mut pos = 0;
+            for ((i, at, m), want) in messages.iter().zip(&msgs) {
+                prop_assert_eq!(at, pos);
+                prop_assert_eq!(m, &want[..]);
+                pos += m.len() as u64;
+                prop_assert!(i < msgs.len() as u64);
+            }
+            prop_assert_eq!(messages.iter().count(), msgs.len());
+            prop_assert_eq!(decode(&b).unwrap().wire_len(), b.len());
         }
     }
 }

@@ -603,6 +603,20 @@ impl Receiver {
                 self.stats.frames += 1;
                 self.on_data(now, c, seq, msg_len, offset, stream_pos, payload)
             }
+            Frame::Batch {
+                first_seq,
+                stream_pos,
+                messages,
+                ..
+            } => {
+                self.stats.frames += 1;
+                // Each message as if it came in a DATA frame of its own (decoding checked that
+                // seqs and positions do not overflow, and the walk is the datagram's length).
+                for (i, at, msg) in messages.iter() {
+                    let len = msg.len() as u32;
+                    self.on_data(now, c, first_seq + i, len, 0, stream_pos + at, msg);
+                }
+            }
             Frame::Heartbeat {
                 next_seq,
                 oldest_seq,

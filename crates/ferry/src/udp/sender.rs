@@ -1,7 +1,11 @@
 //! The publisher's half of the UDP protocol: no I/O, time passed in (nanoseconds).
 //!
 //! A message is cut into DATA frames of `max_datagram` bytes (the last one shorter), written back
-//! to back into one buffer so that the socket layer can hand it to UDP GSO in a single call. Under
+//! to back into one buffer so that the socket layer can hand it to UDP GSO in a single call.
+//! Messages offered while earlier ones wait to be sent queue up (to `queue_bytes`), and
+//! consecutive whole messages that fit one datagram leave together in a BATCH frame, padded to the
+//! datagram size so that batches too share a GSO call. Nothing waits to fill a batch: `pump` sends
+//! whatever is queued when it is called. Under
 //! reliable delivery the sender keeps recent messages in a bounded retransmit window, answers NAKs
 //! from it, sends heartbeats so that receivers notice a lost tail, and sends no further than every
 //! live reliable receiver's advertised window (receiver-driven flow control, in stream bytes).
@@ -12,7 +16,8 @@ use super::congestion::{CongestionConfig, CongestionStats, Controller};
 use super::ids::{id_map, IdMap};
 
 use super::frame::{
-    self, Common, Frame, Kind, DATA_HEADER, FLAG_RELIABLE, FLAG_RETRANSMIT, MESSAGE_WINDOW,
+    self, Common, Frame, Kind, BATCH_ENTRY, BATCH_HEADER, DATA_HEADER, FLAG_RELIABLE,
+    FLAG_RETRANSMIT, MESSAGE_WINDOW,
 };
 use super::refusal::{Refusal, Refusals};
 
@@ -94,6 +99,9 @@ pub struct SenderConfig {
     /// The most bytes per second (datagrams on the wire, repairs included) this publisher sends,
     /// under either delivery (`u64::MAX`: no cap).
     pub rate_cap: u64,
+    /// Bytes of messages that may wait to be sent behind the one in progress (`offer` refuses
+    /// more); what waits leaves batched.
+    pub queue_bytes: u64,
 }
 
 impl Default for SenderConfig {
@@ -108,6 +116,7 @@ impl Default for SenderConfig {
             max_receivers: 256,
             congestion: true,
             rate_cap: u64::MAX,
+            queue_bytes: 128 << 10,
         }
     }
 }
@@ -137,6 +146,9 @@ pub struct SenderStats {
     /// NAK entries not answered because the same receiver was sent that message's repair
     /// less than a round trip ago (the repair is still on its way).
     pub repairs_suppressed: u64,
+    /// BATCH frames sent, and the messages they carried (`frames` counts them too).
+    pub batches: u64,
+    pub batched_messages: u64,
     /// The congestion controller's state and waits.
     pub congestion: CongestionStats,
 }
@@ -194,7 +206,7 @@ impl ReceiverState {
     }
 }
 
-/// A message being sent, fragment by fragment as credit allows.
+/// The first message not yet completely sent (those after it, to `next_seq`, wait whole).
 struct InProgress {
     seq: u64,
     stream_pos: u64,
@@ -202,7 +214,7 @@ struct InProgress {
     sent: usize,
 }
 
-/// The message in progress still waits for credit.
+/// The queue of messages to send is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Busy;
 
@@ -211,13 +223,15 @@ pub struct Sender {
     common: Common,
     next_seq: u64,
     stream_pos: u64,
+    /// Messages sent and retained for repair (reliable), then those still to send (both
+    /// deliveries), in seq order.
     window: VecDeque<Retained>,
     window_bytes: u64,
+    /// Bytes of the messages from `current` on (not completely sent).
+    queued_bytes: u64,
     pool: Vec<Vec<u8>>,
     receivers: IdMap<ReceiverState>,
     current: Option<InProgress>,
-    /// The unreliable publisher's message in progress lives here (nothing is retained).
-    scratch_msg: Vec<u8>,
     out: Vec<u8>,
     next_heartbeat_ns: u64,
     heartbeat_step_ns: u64,
@@ -260,10 +274,10 @@ impl Sender {
             stream_pos: 0,
             window: VecDeque::new(),
             window_bytes: 0,
+            queued_bytes: 0,
             pool: Vec::new(),
             receivers: id_map(),
             current: None,
-            scratch_msg: Vec::new(),
             out: Vec::new(),
             next_heartbeat_ns: 0,
             heartbeat_step_ns: cfg.heartbeat_fast_ns,
@@ -377,9 +391,21 @@ impl Sender {
         self.current.is_some()
     }
 
-    /// Takes a message to send; `pump` sends it. Fails while the previous one is in progress.
+    /// Whether `offer` takes a message of `len` bytes now: nothing waits, or the queue has room.
+    pub fn can_take(&self, len: usize) -> bool {
+        self.current.is_none()
+            || self.queued_bytes.saturating_add(len as u64) <= self.cfg.queue_bytes
+    }
+
+    /// Whether a message of `len` bytes can share a datagram with another.
+    pub fn batchable(&self, len: usize) -> bool {
+        BATCH_HEADER + 2 * BATCH_ENTRY + len < self.cfg.max_datagram
+    }
+
+    /// Takes a message to send; `pump` sends it, after those queued before it. Fails when the
+    /// queue is full (see [`Sender::can_take`]).
     pub fn offer(&mut self, msg: &[u8]) -> Result<u64, Busy> {
-        if self.current.is_some() {
+        if !self.can_take(msg.len()) {
             return Err(Busy);
         }
         let mut data = self.buffer();
@@ -396,29 +422,28 @@ impl Sender {
 
     /// Takes a message already in a buffer (from `buffer`); `pump` sends it.
     pub fn offer_owned(&mut self, data: Vec<u8>) -> Result<u64, Busy> {
-        if self.current.is_some() {
+        if !self.can_take(data.len()) {
             return Err(Busy);
         }
         let seq = self.next_seq;
         let msg_len = data.len();
-        if self.cfg.reliable {
-            self.window_bytes += data.len() as u64;
-            self.window.push_back(Retained {
-                seq,
-                stream_pos: self.stream_pos,
-                data,
-                repaired_for: 0,
-                repaired_ns: 0,
-            });
-        } else {
-            let old = std::mem::replace(&mut self.scratch_msg, data);
-            self.pool.push(old);
-        }
-        self.current = Some(InProgress {
+        // Kept until sent (and, under reliable delivery, until every receiver took it).
+        self.window_bytes += msg_len as u64;
+        self.queued_bytes += msg_len as u64;
+        self.window.push_back(Retained {
             seq,
             stream_pos: self.stream_pos,
-            sent: 0,
+            data,
+            repaired_for: 0,
+            repaired_ns: 0,
         });
+        if self.current.is_none() {
+            self.current = Some(InProgress {
+                seq,
+                stream_pos: self.stream_pos,
+                sent: 0,
+            });
+        }
         self.next_seq += 1;
         self.stream_pos += msg_len as u64;
         self.stats.messages += 1;
@@ -448,24 +473,40 @@ impl Sender {
     }
 
     fn message(&self, seq: u64) -> Option<(&[u8], u64)> {
-        if !self.cfg.reliable {
-            return self
-                .current
-                .as_ref()
-                .filter(|c| c.seq == seq)
-                .map(|c| (&self.scratch_msg[..], c.stream_pos));
-        }
         self.kept(seq).map(|r| (&r.data[..], r.stream_pos))
     }
 
-    /// Sends as much of the message in progress as credit allows, at most `MAX_FRAMES_PER_PUMP`
-    /// frames per call (so the caller can serve NAKs between batches). Returns true when the
-    /// message is completely sent.
+    /// How many whole messages from `seq` (at stream position `pos`, none of it sent) fit one
+    /// BATCH frame of at most `wire` bytes within the credit limits, and the stream position
+    /// after them. The walk stops at the datagram's size.
+    fn batch_at(&self, seq: u64, pos: u64, wire: usize, limit: u64, seq_limit: u64) -> (u32, u64) {
+        let Some(first) = self.window.front().map(|r| r.seq) else {
+            return (0, pos);
+        };
+        let (mut size, mut n, mut end) = (BATCH_HEADER, 0u32, pos);
+        for r in self.window.range((seq - first) as usize..) {
+            let len = r.data.len();
+            if size + BATCH_ENTRY + len > wire || r.seq >= seq_limit || end + len as u64 > limit {
+                break;
+            }
+            size += BATCH_ENTRY + len;
+            end += len as u64;
+            n += 1;
+        }
+        (n, end)
+    }
+
+    /// Sends as much of what is queued as credit and the pacer allow, at most
+    /// `MAX_FRAMES_PER_PUMP` frames per call (so the caller can serve NAKs between batches):
+    /// consecutive whole messages that fit one datagram share a BATCH frame, the others go as DATA
+    /// fragments. Returns true when everything queued is sent.
     pub fn pump(&mut self, now: u64, sink: &mut dyn Sink) -> bool {
         let Some(cur) = self.current.as_ref() else {
             return true;
         };
-        let (seq, pos, start) = (cur.seq, cur.stream_pos, cur.sent);
+        let (first_pos, first_sent) = (cur.stream_pos, cur.sent);
+        let start_seq = cur.seq;
+        let (mut seq, mut pos, mut sent) = (start_seq, first_pos, first_sent);
         let frag = self.fragment_payload();
         let (limit, seq_limit) = self.credit_limit();
         // The pacer's share: at least one frame when it lets anything go.
@@ -476,10 +517,12 @@ impl Sender {
         self.cc.set_controlled(windowed);
         if !windowed {
             // Nobody reports delivery: nothing counts as in flight.
-            self.cc.unwatched(now, pos + start as u64);
+            self.cc.unwatched(now, first_pos + first_sent as u64);
         }
         let budget = if paced {
-            if start == 0 && now >= self.cc.next_send_ns() && self.cc.in_flight() < self.cc.window()
+            if first_sent == 0
+                && now >= self.cc.next_send_ns()
+                && self.cc.in_flight() < self.cc.window()
             {
                 // A new message finds the pacer idle and the window open: the application,
                 // not the path, sets the pace (what it sends now cannot show the path's rate).
@@ -495,67 +538,139 @@ impl Sender {
         } else {
             usize::MAX
         };
-        let wire = self.cfg.max_datagram.min(DATA_HEADER + frag);
+        let wire = self.cfg.max_datagram;
+        let room = sink.room();
+        let segment = wire + room.0 + room.1;
         let mut out = std::mem::take(&mut self.out);
         out.clear();
-        let (msg, _) = self
-            .message(seq)
-            .expect("the message in progress is retained");
-        let len = msg.len();
-        // A fragment may go when it ends within every reliable receiver's window (windows are at
-        // least a datagram, so this always makes progress once receivers consume).
-        let mut end = start;
-        let mut frames = 0;
-        let mut bytes = 0usize;
-        let in_window = seq < seq_limit;
-        while in_window && end < len && frames < MAX_FRAMES_PER_PUMP {
-            let next = (end + frag).min(len);
-            if pos + next as u64 > limit {
-                break;
+        let c = self.common;
+        let batch_c = Common {
+            kind: Kind::Batch,
+            ..c
+        };
+        let (mut frames, mut bytes, mut flushed) = (0usize, 0usize, 0u64);
+        // The last datagram in `out` is shorter than `segment`; a BATCH one may be padded.
+        let mut short_batch = false;
+        let mut batch_messages = (0u64, 0u64);
+        // GSO needs every datagram of a send but the last to be `segment` bytes: before another
+        // datagram, a short BATCH is padded with zeros and a short DATA ends the send.
+        let mut next_datagram = |out: &mut Vec<u8>, short_batch: bool, sink: &mut dyn Sink| {
+            if out.len() % segment != 0 {
+                if short_batch {
+                    out.resize(out.len().next_multiple_of(segment), 0);
+                } else {
+                    sink.send(Dest::All, out, segment);
+                    flushed += out.len() as u64;
+                    out.clear();
+                }
             }
+        };
+        while seq < self.next_seq && seq < seq_limit && frames < MAX_FRAMES_PER_PUMP {
             if frames > 0 && bytes + wire > budget {
                 break;
             }
-            bytes += DATA_HEADER + next - end;
-            end = next;
-            frames += 1;
-        }
-        let empty = len == 0 && in_window;
-        let c = self.common;
-        let room = sink.room();
-        if empty {
-            put_fragment(&mut out, room, &c, seq, msg, pos, 0..0);
-        }
-        let mut offset = start;
-        while offset < end {
-            let stop = (offset + frag).min(end);
-            put_fragment(&mut out, room, &c, seq, msg, pos, offset..stop);
-            offset = stop;
+            let (msg, _) = self.message(seq).expect("unsent messages are kept");
+            let len = msg.len();
+            if sent == 0 {
+                let (n, end) = self.batch_at(seq, pos, wire, limit, seq_limit);
+                if n >= 2 {
+                    next_datagram(&mut out, short_batch, sink);
+                    let at = out.len();
+                    out.resize(at + room.0, 0);
+                    frame::put_batch_header(&mut out, &batch_c, seq, n, pos);
+                    let first = self.window.front().expect("kept").seq;
+                    for r in self.window.range((seq - first) as usize..).take(n as usize) {
+                        frame::put_batched(&mut out, &r.data);
+                    }
+                    bytes += out.len() - at - room.0;
+                    out.resize(out.len() + room.1, 0);
+                    short_batch = true;
+                    frames += 1;
+                    batch_messages.0 += 1;
+                    batch_messages.1 += n as u64;
+                    self.queued_bytes -= end - pos;
+                    seq += n as u64;
+                    pos = end;
+                    continue;
+                }
+            }
+            // Fragments of one message, each within every reliable receiver's window (windows
+            // are at least a datagram, so this makes progress once receivers consume).
+            let mut end = sent;
+            let mut n = 0;
+            while end < len && frames + n < MAX_FRAMES_PER_PUMP {
+                let next = (end + frag).min(len);
+                if pos + next as u64 > limit || (frames + n > 0 && bytes + wire > budget) {
+                    break;
+                }
+                bytes += DATA_HEADER + next - end;
+                end = next;
+                n += 1;
+            }
+            let empty = len == 0;
+            if empty {
+                bytes += DATA_HEADER;
+                n = 1;
+            }
+            if n == 0 {
+                break;
+            }
+            next_datagram(&mut out, short_batch, sink);
+            short_batch = false;
+            if empty {
+                put_fragment(&mut out, room, &c, seq, msg, pos, 0..0);
+            }
+            let mut offset = sent;
+            while offset < end {
+                let stop = (offset + frag).min(end);
+                put_fragment(&mut out, room, &c, seq, msg, pos, offset..stop);
+                offset = stop;
+            }
+            frames += n;
+            if end < len {
+                sent = end;
+                break;
+            }
+            self.queued_bytes -= len as u64;
+            seq += 1;
+            pos += len as u64;
+            sent = 0;
         }
         if !out.is_empty() {
-            sink.send(Dest::All, &mut out, self.cfg.max_datagram + room.0 + room.1);
+            sink.send(Dest::All, &mut out, segment);
+        }
+        let on_wire = flushed + out.len() as u64;
+        self.out = out;
+        if on_wire > 0 {
             if paced {
-                self.cc.on_sent(now, out.len() as u64);
+                self.cc.on_sent(now, on_wire);
             }
             if windowed {
-                self.cc.on_data(now, pos + end as u64);
+                self.cc.on_data(now, pos + sent as u64);
             }
-            self.stats.frames += if empty { 1 } else { frames as u64 };
+            self.stats.frames += frames as u64;
+            self.stats.batches += batch_messages.0;
+            self.stats.batched_messages += batch_messages.1;
             self.heartbeat_step_ns = self.cfg.heartbeat_fast_ns;
             self.next_heartbeat_ns = now + self.heartbeat_step_ns;
         }
-        self.out = out;
-        let done = empty || (in_window && end == len);
+        let done = seq == self.next_seq;
         if done {
             self.current = None;
-            self.trim_window();
         } else {
-            if end == start {
+            if on_wire == 0 {
                 self.stats.flow_blocked += 1;
                 // Held by a receiver's window, not the path: samples now are not the path's.
                 self.cc.on_limited();
             }
-            self.current.as_mut().unwrap().sent = end;
+            self.current = Some(InProgress {
+                seq,
+                stream_pos: pos,
+                sent,
+            });
+        }
+        if seq != start_seq {
+            self.trim_window();
         }
         done
     }
@@ -573,19 +688,22 @@ impl Sender {
         }
     }
 
-    /// Drops retained messages no reliable receiver still needs: at once when every reliable
-    /// receiver consumed them, and beyond `window_bytes` when there is no reliable receiver (the
-    /// window then serves late joiners' first repairs).
+    /// Drops sent messages no reliable receiver still needs: at once when every reliable
+    /// receiver consumed them (latest delivery: at once), and beyond `window_bytes` when there
+    /// is no reliable receiver (the window then serves late joiners' first repairs).
     fn trim_window(&mut self) {
-        let needed = self
-            .receivers
-            .values()
-            .filter(|r| r.reliable)
-            .map(|r| r.consumed_seq)
-            .min();
-        let in_progress = self.current.as_ref().map(|c| c.seq);
+        let unsent = self.current.as_ref().map_or(self.next_seq, |c| c.seq);
+        let needed = if self.cfg.reliable {
+            self.receivers
+                .values()
+                .filter(|r| r.reliable)
+                .map(|r| r.consumed_seq)
+                .min()
+        } else {
+            Some(unsent)
+        };
         while let Some(front) = self.window.front() {
-            if Some(front.seq) == in_progress {
+            if front.seq >= unsent {
                 break;
             }
             let drop = match needed {
@@ -710,6 +828,8 @@ impl Sender {
                     // (the rest follows in order, within the window).
                     let limit = match &self.current {
                         Some(cur) if cur.seq == e.seq => cur.sent.min(len),
+                        // Not sent yet (a forged NAK): it goes out in order.
+                        Some(cur) if cur.seq < e.seq => continue,
                         _ => len,
                     };
                     // Whole fragments on the sender's grid.

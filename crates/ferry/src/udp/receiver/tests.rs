@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::udp::frame::decode;
-use crate::udp::sender::{Sender, SenderConfig};
+use crate::udp::sender::{Sender, SenderConfig, SenderStats};
 use proptest::prelude::*;
 
 struct Rng(u64);
@@ -140,11 +140,25 @@ struct Outcome {
     delivered: Vec<(u64, usize)>,
     lost: u64,
     stats: ReceiverStats,
+    sender: SenderStats,
 }
 
 /// Sends `sizes` from one sender to one receiver through `impair`, then heals the network and
 /// lets both sides settle. Checks every delivered byte.
 fn run(sizes: &[usize], reliable: bool, impair: Impair, seed: u64, window: u64) -> Outcome {
+    run_offering(sizes, reliable, impair, seed, window, false)
+}
+
+/// As `run`; with `queue`, the application offers as many messages per step as the sender's
+/// queue takes (a publisher faster than the network: they leave batched).
+fn run_offering(
+    sizes: &[usize],
+    reliable: bool,
+    impair: Impair,
+    seed: u64,
+    window: u64,
+    queue: bool,
+) -> Outcome {
     let scfg = SenderConfig {
         reliable,
         window_bytes: 8 << 20,
@@ -193,6 +207,11 @@ fn run(sizes: &[usize], reliable: bool, impair: Impair, seed: u64, window: u64) 
         }
         net.to_receiver = true;
         if !tx.busy() && next_msg < sizes.len() {
+            tx.offer(&payload(next_msg as u64, sizes[next_msg]))
+                .unwrap();
+            next_msg += 1;
+        }
+        while queue && next_msg < sizes.len() && tx.can_take(sizes[next_msg]) {
             tx.offer(&payload(next_msg as u64, sizes[next_msg]))
                 .unwrap();
             next_msg += 1;
@@ -248,6 +267,7 @@ fn run(sizes: &[usize], reliable: bool, impair: Impair, seed: u64, window: u64) 
         delivered,
         lost: rx.stats().lost,
         stats: rx.stats(),
+        sender: tx.stats(),
     }
 }
 
@@ -275,6 +295,78 @@ fn clean_network_delivers_everything_in_order() {
     assert_eq!(o.delivered.len(), 200);
     assert!(o.delivered.iter().enumerate().all(|(i, d)| d.0 == i as u64));
     assert_eq!((o.lost, o.stats.naks_sent), (0, 0));
+}
+
+#[test]
+fn queued_small_messages_share_datagrams_and_arrive_exactly() {
+    // Small messages, some empty, with now and then one that needs several datagrams.
+    let sizes: Vec<usize> = (0..5000)
+        .map(|i| match i % 97 {
+            0 => 5000,
+            1 => 0,
+            k => (k * 13) % 300,
+        })
+        .collect();
+    for reliable in [true, false] {
+        let o = run_offering(&sizes, reliable, CLEAN, 3, 1 << 20, true);
+        assert_eq!(
+            o.delivered.len(),
+            sizes.len(),
+            "reliable {reliable}: {:?}",
+            o.stats
+        );
+        assert!(o.delivered.iter().enumerate().all(|(i, d)| d.0 == i as u64));
+        assert_eq!(o.lost, 0);
+        let s = o.sender;
+        assert!(s.batches > 0, "{s:?}");
+        assert!(
+            s.batched_messages > 4 * s.batches,
+            "batches carry many messages: {s:?}"
+        );
+        assert!(
+            s.frames < sizes.len() as u64 / 4,
+            "far fewer datagrams than messages: {s:?}"
+        );
+    }
+}
+
+#[test]
+fn batched_messages_are_repaired_under_loss() {
+    let sizes: Vec<usize> = (0..3000).map(|i| (i * 31) % 200).collect();
+    let o = run_offering(
+        &sizes,
+        true,
+        Impair {
+            loss: 0.2,
+            dup: 0.05,
+            reorder: 0.1,
+        },
+        11,
+        256 << 10,
+        true,
+    );
+    assert_eq!(
+        o.delivered.len(),
+        sizes.len(),
+        "nothing lost: {:?}",
+        o.stats
+    );
+    assert!(o.delivered.iter().enumerate().all(|(i, d)| d.0 == i as u64));
+    assert!(o.sender.batches > 0 && o.stats.naks_sent > 0);
+    // Latest delivery under the same loss: what is delivered is intact, the rest counted.
+    let o = run_offering(
+        &sizes,
+        false,
+        Impair {
+            loss: 0.2,
+            dup: 0.05,
+            reorder: 0.1,
+        },
+        11,
+        256 << 10,
+        true,
+    );
+    assert_eq!(o.delivered.len() as u64 + o.lost, sizes.len() as u64);
 }
 
 #[test]
@@ -420,6 +512,51 @@ fn the_unsent_tail_of_a_window_blocked_message_is_not_nacked_nor_resent() {
     );
     tx.handle(60_000_000, &decode(&b).unwrap(), &mut net);
     assert_eq!(tx.stats().retransmitted_frames, 0, "resent data never sent");
+}
+
+#[test]
+fn a_nak_for_a_queued_message_is_not_answered_before_its_turn() {
+    // The receiver's window lets the first message go; two more wait in the queue.
+    let cfg = SenderConfig {
+        congestion: false,
+        ..SenderConfig::default()
+    };
+    let mut tx = Sender::new(42, 1001, cfg);
+    let mut net = Net::clean(1);
+    tx.handle(0, &decode(&status_for(9, 0, 1472, 0)).unwrap(), &mut net);
+    tx.offer(&payload(0, 1400)).unwrap();
+    tx.offer(&payload(1, 100)).unwrap();
+    tx.offer(&payload(2, 100)).unwrap();
+    assert!(!tx.pump(0, &mut net), "the window holds the queue");
+    assert_eq!(net.flight.len(), 1);
+    let mut b = Vec::new();
+    let c = Common {
+        kind: Kind::Nak,
+        flags: FLAG_RELIABLE,
+        topic: 42,
+        session: 1001,
+    };
+    let whole = |seq| NakEntry {
+        seq,
+        from: 0,
+        to: u32::MAX,
+    };
+    frame::put_nak(&mut b, &c, 9, &[whole(1), whole(2)]);
+    tx.handle(1_000_000, &decode(&b).unwrap(), &mut net);
+    assert_eq!(net.flight.len(), 1, "nothing jumps the queue");
+    assert_eq!(tx.stats().retransmitted_frames, 0);
+    // Credit comes: both leave together, once.
+    tx.handle(
+        2_000_000,
+        &decode(&status_for(9, 1400, 1472, 1)).unwrap(),
+        &mut net,
+    );
+    assert!(tx.pump(2_000_000, &mut net));
+    let last = decode(&net.flight.last().unwrap().2).unwrap();
+    assert!(
+        matches!(last, Frame::Batch { first_seq: 1, messages, .. } if messages.len() == 2),
+        "{last:?}"
+    );
 }
 
 #[test]
