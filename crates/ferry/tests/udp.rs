@@ -638,3 +638,64 @@ fn a_rate_cap_paces_the_publisher_and_a_tiny_one_is_refused() {
     assert!(p.paced_waits > 0, "{p:?}");
     assert!(p.pacing_rate > 0 && p.pacing_rate <= cap / 8, "{p:?}");
 }
+
+/// A publisher faster than its socket: small messages leave batched, far fewer datagrams than
+/// messages, under both deliveries; a reliable subscriber gets every one, in order and intact,
+/// and a latest one gets intact messages in order.
+#[test]
+fn a_burst_of_small_messages_leaves_batched() {
+    for delivery in [ferry::Delivery::Reliable, ferry::Delivery::Latest] {
+        let dom = domain("batch");
+        let node = Node::with_domain("n", &dom).unwrap();
+        let qos = udp()
+            .delivery(delivery)
+            .send_timeout(Duration::from_secs(30));
+        let sub = node.subscriber("t", &qos).unwrap();
+        let publ = node.publisher("t", &qos).unwrap();
+        assert!(wait_until(Duration::from_secs(30), || publ
+            .subscriber_count()
+            == 1));
+        let n = 20_000u64;
+        let reader = std::thread::spawn(move || {
+            let mut sub = sub;
+            let mut got = Vec::new();
+            while (got.len() as u64) < n {
+                let Some(s) = sub.recv_timeout(Duration::from_secs(5)).unwrap() else {
+                    break;
+                };
+                let seq = u64::from_le_bytes(s[..8].try_into().unwrap());
+                assert_eq!(&s[..], &pattern_with(seq)[..], "message {seq} intact");
+                got.push(seq);
+            }
+            got
+        });
+        let mut publ = publ;
+        for seq in 0..n {
+            publ.send(&pattern_with(seq)).unwrap();
+        }
+        let got = reader.join().unwrap();
+        assert!(got.windows(2).all(|w| w[0] < w[1]), "in order");
+        if delivery == ferry::Delivery::Reliable {
+            assert_eq!(got.len() as u64, n, "every message");
+        } else {
+            assert!(!got.is_empty());
+        }
+        // The service thread publishes the counters (every few milliseconds).
+        let info = || ferry::admin::topic(&dom, "t").unwrap().unwrap().publishers[0].clone();
+        assert!(wait_until(Duration::from_secs(10), || info().sent == n));
+        let c = &info().congestion;
+        assert!(c.batches > 0, "{delivery:?}: {c:?}");
+        assert!(
+            c.datagrams < n / 2 && c.batched_messages > n / 2,
+            "{delivery:?}: {n} messages in {c:?}"
+        );
+        drop(publ);
+    }
+}
+
+/// A 64-byte message that starts with its seq.
+fn pattern_with(seq: u64) -> Vec<u8> {
+    let mut v = pattern(seq, 64);
+    v[..8].copy_from_slice(&seq.to_le_bytes());
+    v
+}

@@ -13,7 +13,7 @@ pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
 /// "FERRYDAT" little-endian: one publisher's data segment.
 pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
 /// Bumped on any change of the layouts in this file.
-pub const LAYOUT_VERSION: u32 = 8;
+pub const LAYOUT_VERSION: u32 = 9;
 
 pub const MAX_PUBLISHERS: usize = 32;
 pub const MAX_NAME: usize = 128;
@@ -160,6 +160,11 @@ pub struct PublisherSlot {
     pub window_waits: AtomicU64,
     pub congestion_events: AtomicU64,
     pub noise_loss_events: AtomicU64,
+    /// UDP: data datagrams sent (repairs apart), BATCH datagrams among them, and the messages
+    /// those carried.
+    pub datagrams: AtomicU64,
+    pub batches: AtomicU64,
+    pub batched_messages: AtomicU64,
 }
 
 #[repr(C)]
@@ -222,7 +227,7 @@ const _: () = {
     assert!(std::mem::align_of::<ControlBlock>() == 128);
     assert!(std::mem::size_of::<ControlBlock>() <= 64 * 1024);
     assert!(std::mem::size_of::<DataBlock>() <= 16 * 1024);
-    assert!(std::mem::size_of::<PublisherSlot>() <= 384);
+    assert!(std::mem::size_of::<PublisherSlot>() <= 416);
 };
 
 /// Header bytes of a segment holding `T`, rounded up to whole pages.

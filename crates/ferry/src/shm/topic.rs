@@ -490,6 +490,9 @@ impl Topic {
                         window_waits: p.window_waits.load(Ordering::Relaxed),
                         congestion_events: p.congestion_events.load(Ordering::Relaxed),
                         noise_loss_events: p.noise_loss_events.load(Ordering::Relaxed),
+                        datagrams: p.datagrams.load(Ordering::Relaxed),
+                        batches: p.batches.load(Ordering::Relaxed),
+                        batched_messages: p.batched_messages.load(Ordering::Relaxed),
                     },
                     capacity: p.capacity.load(Ordering::Relaxed),
                     max_message: p.max_message.load(Ordering::Relaxed),
@@ -587,7 +590,8 @@ pub struct TopicSnapshot {
     pub subscribers: Vec<SubscriberInfo>,
 }
 
-/// A UDP publisher's repairs and congestion control, as `ferry stats` shows them.
+/// A UDP publisher's datagrams, batching, repairs and congestion control, as `ferry stats`
+/// shows them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CongestionInfo {
     pub repair_bytes: u64,
@@ -600,6 +604,11 @@ pub struct CongestionInfo {
     pub window_waits: u64,
     pub congestion_events: u64,
     pub noise_loss_events: u64,
+    /// Data datagrams sent (repairs apart), BATCH datagrams among them, and the messages those
+    /// carried.
+    pub datagrams: u64,
+    pub batches: u64,
+    pub batched_messages: u64,
 }
 
 #[derive(Debug, Clone)]

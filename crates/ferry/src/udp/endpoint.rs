@@ -1,9 +1,13 @@
 //! UDP publishers and subscribers: the protocol core (`sender`, `receiver`) joined to sockets.
 //!
 //! - A publisher sends from the application's thread (the fragments of a message leave in one
-//!   GSO call where the kernel supports it). A service thread answers NAKs, takes STATUS frames
-//!   (flow control credit; it also finishes a message that was waiting for credit), sends
-//!   heartbeats, and follows the topic's subscriber table.
+//!   GSO call where the kernel supports it). When the application publishes small messages
+//!   faster than the socket takes them (it comes back sooner than a send took), they queue
+//!   instead, and a flusher thread sends what has queued, batched, while the application goes
+//!   on; the first message of a burst still leaves at once, and no timer holds anything back.
+//!   A service thread answers NAKs, takes STATUS frames (flow control credit; it also finishes a
+//!   message that was waiting for credit), sends heartbeats, and follows the topic's subscriber
+//!   table.
 //! - A subscriber receives in the application's thread (`recv` blocks on its socket like a plain
 //!   blocking socket would), feeds the receiver core, and sends NAK and STATUS frames back to the
 //!   publisher's source address.
@@ -407,6 +411,41 @@ struct PubCore {
     /// Subscribers of other hosts that echoed their challenge, with the address they proved.
     validated: std::collections::HashSet<(u64, SocketAddr)>,
     next_challenge_round: u64,
+    flush: Flush,
+}
+
+/// Who sends the publisher's small messages: the application's thread, one send each, or the
+/// flusher thread, batched.
+#[derive(Default)]
+struct Flush {
+    /// The flusher owns the queue: messages queue for it, and nothing is sent inline until it
+    /// has sent them all.
+    active: bool,
+    /// The flusher waits for work (a notify wakes it).
+    sleeping: bool,
+    /// Application threads waiting for queue room or for the flusher to finish.
+    waiting: u32,
+    /// When the last data send ended (ns), and what an inline send costs (ns, smoothed).
+    last_send_end: u64,
+    send_cost: u64,
+}
+
+impl Flush {
+    /// Whether an application that publishes now, at `now`, outpaces the socket: it came back
+    /// sooner after the last send than a send takes.
+    fn outpaced(&self, now: u64) -> bool {
+        self.last_send_end != 0 && now.saturating_sub(self.last_send_end) < self.send_cost
+    }
+
+    fn sent_inline(&mut self, start: u64, end: u64) {
+        let cost = end.saturating_sub(start);
+        self.send_cost = if self.send_cost == 0 {
+            cost
+        } else {
+            (self.send_cost * 7 + cost) / 8
+        };
+        self.last_send_end = end;
+    }
 }
 
 /// A subscriber announced by discovery, not yet validated.
@@ -458,6 +497,8 @@ struct PubShared {
     core: Mutex<PubCore>,
     /// Signalled when credit may have arrived or the in-progress message finished.
     progress: Condvar,
+    /// Wakes the flusher: messages queued, credit arrived, or the publisher closes.
+    flush_wake: Condvar,
     stop: AtomicBool,
     /// Keys the challenges: only this process can compute the one for an address.
     secret: std::collections::hash_map::RandomState,
@@ -728,6 +769,9 @@ impl PubShared {
             (&p.window_waits, cc.window_waits),
             (&p.congestion_events, cc.congestion_events),
             (&p.noise_loss_events, cc.noise_loss_events),
+            (&p.datagrams, s.frames),
+            (&p.batches, s.batches),
+            (&p.batched_messages, s.batched_messages),
         ] {
             slot.store(value, Ordering::Relaxed);
         }
@@ -773,8 +817,14 @@ fn publisher_service(
             shared.handle_control(core, &mut batch, got, now, &mut repairs, open.as_mut());
         shared.refresh_dests(core);
         shared.challenge_pending(core, now);
+        let flushing = core.flush.active;
         let (sender, mut out) = core.out(&shared.socket, now);
-        if sender.busy() && (progressed || now >= sender.next_send_ns()) {
+        if flushing {
+            if progressed {
+                // Credit for what the flusher holds.
+                shared.flush_wake.notify_one();
+            }
+        } else if sender.busy() && (progressed || now >= sender.next_send_ns()) {
             // Credit arrived, or the pacer's time came, while the application waits or after
             // its send timed out.
             progressed |= sender.pump_while_credit(now, &mut out);
@@ -821,6 +871,108 @@ fn publisher_service(
     }
 }
 
+/// The flusher thread: sends what the application queued, batched, outside the lock (so the
+/// application keeps queueing meanwhile), until the queue is empty; then sleeps until the next
+/// burst. `impair` and `seal` are its own.
+fn publisher_flusher(shared: Arc<PubShared>, mut impair: Option<Impair>, mut seal: Option<Sealer>) {
+    let mut batch = Collected::default();
+    let mut failures = 0u64;
+    let mut delayed_due = u64::MAX;
+    let mut guard = shared.lock();
+    while !shared.stop.load(Ordering::Acquire) {
+        let now = monotonic_ns();
+        let core = &mut *guard;
+        core.send_failures += std::mem::take(&mut failures);
+        let pause = Duration::from_nanos(delayed_due.saturating_sub(now).min(100_000_000));
+        if !core.flush.active || !core.sender.busy() {
+            // The burst is over: what comes next is sent inline again, until the next one.
+            if core.flush.active {
+                core.flush.active = false;
+                if core.flush.waiting > 0 {
+                    shared.progress.notify_all();
+                }
+            }
+            core.flush.sleeping = true;
+            guard = shared
+                .flush_wake
+                .wait_timeout(guard, pause)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            guard.flush.sleeping = false;
+            delayed_due = flush_delayed(
+                &shared.socket,
+                None,
+                &mut impair,
+                monotonic_ns(),
+                &mut failures,
+            );
+            continue;
+        }
+        shared.refresh_dests(core);
+        let mut sink = Collect {
+            into: &mut batch,
+            group: core.group,
+            all: &core.dests,
+            by_id: &core.receivers,
+            room: seal_room(seal.is_some()),
+        };
+        core.sender.pump_while_credit(now, &mut sink);
+        if batch.runs.is_empty() {
+            batch.data.clear();
+            batch.batches.clear();
+            // Held by the pacer or by a receiver's window (the service thread wakes us when
+            // credit comes).
+            let wake = core.sender.next_send_ns();
+            let pace = Duration::from_nanos(wake.saturating_sub(now));
+            if wake != u64::MAX && pace < PACE_SPIN {
+                drop(guard);
+                let until = Instant::now() + pace;
+                while Instant::now() < until {
+                    std::thread::yield_now();
+                }
+                guard = shared.lock();
+            } else {
+                let wait = pace.min(pause).min(Duration::from_millis(10));
+                guard = shared
+                    .flush_wake
+                    .wait_timeout(guard, wait)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            continue;
+        }
+        drop(guard);
+        if let Some(s) = seal.as_mut() {
+            for (range, segment) in &batch.batches {
+                s.seal_segments(&mut batch.data[range.clone()], *segment);
+            }
+        }
+        for (addr, i) in batch.runs.drain(..) {
+            let (range, segment) = batch.batches[i].clone();
+            send_to(
+                &shared.socket,
+                addr,
+                None,
+                &batch.data[range],
+                segment,
+                impair.as_mut(),
+                now,
+                &mut failures,
+            );
+        }
+        batch.data.clear();
+        batch.batches.clear();
+        let end = monotonic_ns();
+        delayed_due = flush_delayed(&shared.socket, None, &mut impair, end, &mut failures);
+        guard = shared.lock();
+        guard.flush.last_send_end = end;
+        if guard.flush.waiting > 0 {
+            // Room in the queue.
+            shared.progress.notify_all();
+        }
+    }
+}
+
 /// A pacing wait shorter than this yields instead of sleeping (a timed sleep overshoots by tens
 /// of microseconds, more than a quantum takes on a fast link).
 const PACE_SPIN: Duration = Duration::from_micros(200);
@@ -828,6 +980,7 @@ const PACE_SPIN: Duration = Duration::from_micros(200);
 pub struct UdpPublisher {
     shared: Arc<PubShared>,
     service: Option<JoinHandle<()>>,
+    flusher: Option<JoinHandle<()>>,
     token: u64,
     /// The session id its frames carry (what a subscriber's `Sample::publisher` reports).
     session: u64,
@@ -863,8 +1016,13 @@ impl UdpPublisher {
         let impair_cfg = config.active_impairment().cloned();
         let impair = impair_cfg.clone().map(Impair::new);
         // The service thread impairs the repairs it sends with a generator of its own.
-        let service_impair = impair_cfg.map(|mut c| {
+        let service_impair = impair_cfg.clone().map(|mut c| {
             c.seed ^= 0x5EED_0F4E_9A1B;
+            Impair::new(c)
+        });
+        // And the flusher what it sends.
+        let flusher_impair = impair_cfg.map(|mut c| {
+            c.seed ^= 0xF1_05E5_BA7C;
             Impair::new(c)
         });
         let (socket, addr) = bind_udp(qos, config.discovery(), Some(4 << 20), false)?;
@@ -917,8 +1075,10 @@ impl UdpPublisher {
                 validated: Default::default(),
                 next_challenge_round: 0,
                 challenges_withheld: 0,
+                flush: Flush::default(),
             }),
             progress: Condvar::new(),
+            flush_wake: Condvar::new(),
             stop: AtomicBool::new(false),
             secret: Default::default(),
         });
@@ -937,9 +1097,23 @@ impl UdpPublisher {
             .name("ferry-udp-pub".into())
             .spawn(move || publisher_service(s2, service_impair, service_seal, service_open))
             .map_err(|e| Error::io("start the UDP publisher thread", e))?;
+        let s3 = shared.clone();
+        let flusher_seal = sealer(key)?;
+        let flusher = std::thread::Builder::new()
+            .name("ferry-udp-flush".into())
+            .spawn(move || publisher_flusher(s3, flusher_impair, flusher_seal));
+        let flusher = match flusher {
+            Ok(t) => t,
+            Err(e) => {
+                shared.stop.store(true, Ordering::Release);
+                let _ = service.join();
+                return Err(Error::io("start the UDP publisher thread", e));
+            }
+        };
         Ok(UdpPublisher {
             shared,
             service: Some(service),
+            flusher: Some(flusher),
             token,
             session,
             max_message: qos.max_message_size,
@@ -988,35 +1162,80 @@ impl UdpPublisher {
     /// Sends a filled buffer. Under reliable delivery this waits (up to the send timeout) for
     /// every live reliable subscriber's window; a message that times out is still completed, in
     /// order, as credit arrives.
+    ///
+    /// A small message published sooner after the last send than a send takes (a burst) is
+    /// queued for the flusher thread, which sends the queue batched; the call then returns at
+    /// once unless the queue is full.
     pub fn send_owned(&self, msg: Vec<u8>) -> Result<(), SendError> {
-        if msg.len() > self.max_message {
+        let len = msg.len();
+        if len > self.max_message {
             return Err(SendError::TooLarge {
-                len: msg.len(),
+                len,
                 max: self.max_message,
             });
         }
         let mut deadline = None;
         let mut core = self.shared.lock();
-        // The previous message may still wait for credit.
-        loop {
-            if !core.sender.busy() {
-                break;
+        if core.sender.batchable(len) && (core.flush.active || core.flush.outpaced(monotonic_ns()))
+        {
+            while !core.sender.can_take(len) {
+                core = self.wait_flusher(core, &mut deadline)?;
             }
-            let wake = core.sender.next_send_ns();
-            core = self.wait_progress(core, &mut deadline, wake)?;
+            core.sender.offer_owned(msg).expect("room checked");
+            core.flush.active = true;
+            if core.flush.sleeping {
+                core.flush.sleeping = false;
+                self.shared.flush_wake.notify_one();
+            }
+            return Ok(());
+        }
+        // What was sent before, queued or waiting for credit, goes first.
+        while core.flush.active || core.sender.busy() {
+            if core.flush.active {
+                core = self.wait_flusher(core, &mut deadline)?;
+            } else {
+                let wake = core.sender.next_send_ns();
+                core = self.wait_progress(core, &mut deadline, wake)?;
+            }
         }
         core.sender.offer_owned(msg).expect("not busy");
+        let mut first = true;
         loop {
             let now = monotonic_ns();
             let c = &mut *core;
             self.shared.refresh_dests(c);
             let (sender, mut out) = c.out(&self.shared.socket, now);
             if sender.pump_while_credit(now, &mut out) {
+                if first {
+                    // Sent at the first try: what a send costs.
+                    c.flush.sent_inline(now, monotonic_ns());
+                }
                 return Ok(());
             }
+            first = false;
             let wake = sender.next_send_ns();
             core = self.wait_progress(core, &mut deadline, wake)?;
         }
+    }
+
+    /// Waits (up to the send timeout) for the flusher to make room or to finish.
+    fn wait_flusher<'a>(
+        &'a self,
+        mut core: MutexGuard<'a, PubCore>,
+        deadline: &mut Option<Instant>,
+    ) -> Result<MutexGuard<'a, PubCore>, SendError> {
+        core.flush.waiting += 1;
+        let waited = self.wait_progress(core, deadline, u64::MAX);
+        // The guard is gone on a timeout: the count is taken back under a new one.
+        let mut core = match waited {
+            Ok(core) => core,
+            Err(e) => {
+                self.shared.lock().flush.waiting -= 1;
+                return Err(e);
+            }
+        };
+        core.flush.waiting -= 1;
+        Ok(core)
     }
 
     /// Waits for credit (a receiver's STATUS) or, when `wake_ns` is not `u64::MAX`, until the
@@ -1071,8 +1290,19 @@ impl Drop for UdpPublisher {
     fn drop(&mut self) {
         // Say goodbye, and linger (bounded) while reliable subscribers catch up and repair.
         {
-            let now = monotonic_ns();
+            // What the flusher holds goes first (bounded by the send timeout).
+            let mut deadline = None;
             let mut core = self.shared.lock();
+            while core.flush.active {
+                match self.wait_flusher(core, &mut deadline) {
+                    Ok(c) => core = c,
+                    Err(_) => {
+                        core = self.shared.lock();
+                        break;
+                    }
+                }
+            }
+            let now = monotonic_ns();
             let c = &mut *core;
             let (sender, mut out) = c.out(&self.shared.socket, now);
             sender.close(now, &mut out);
@@ -1089,7 +1319,15 @@ impl Drop for UdpPublisher {
             std::thread::sleep(Duration::from_millis(1));
         }
         self.shared.stop.store(true, Ordering::Release);
+        {
+            // Under the lock: the flusher either saw `stop` or waits already.
+            let _core = self.shared.lock();
+            self.shared.flush_wake.notify_all();
+        }
         if let Some(t) = self.service.take() {
+            let _ = t.join();
+        }
+        if let Some(t) = self.flusher.take() {
             let _ = t.join();
         }
         if let Some((agent, key)) = &self.shared.discovery {
@@ -1535,7 +1773,7 @@ fn feed(
     };
     if !matches!(
         f,
-        Frame::Data { .. } | Frame::Heartbeat { .. } | Frame::Bye { .. }
+        Frame::Data { .. } | Frame::Batch { .. } | Frame::Heartbeat { .. } | Frame::Bye { .. }
     ) {
         // NAK and STATUS go to publishers, never to a subscriber.
         rx.refuse(Refusal::Unknown);
