@@ -346,6 +346,16 @@ impl Session {
             || (received > self.last_status_pos && since >= 4 * cfg.status_gap_ns)
     }
 
+    /// Latest delivery: enough arrived since the last STATUS to tell the publisher, whose
+    /// pacing follows these reports (`status_bytes` once `status_gap_ns` passed, anything after
+    /// four gaps).
+    fn latest_report_due(&self, cfg: &ReceiverConfig, now: u64) -> bool {
+        let since = now.saturating_sub(self.last_status_ns);
+        (self.highest_pos >= self.last_status_pos.saturating_add(cfg.status_bytes)
+            && since >= cfg.status_gap_ns)
+            || (self.highest_pos > self.last_status_pos && since >= 4 * cfg.status_gap_ns)
+    }
+
     fn received_pos(&self) -> u64 {
         match self.partial.get(&self.next_deliver) {
             Some(p) => p.stream_pos + p.have.prefix() as u64,
@@ -875,6 +885,9 @@ impl Receiver {
             count_lost(&mut self.stats, s, lost);
             let lost_before = std::mem::take(&mut s.lost_pending);
             s.queued += 1;
+            if s.latest_report_due(&self.cfg, self.now) {
+                s.status_due = true;
+            }
             self.stats.messages += 1;
             self.stats.bytes += len as u64;
             self.ready.push_back(Delivered {
@@ -1358,9 +1371,12 @@ impl Receiver {
             {
                 next = next.min(p);
             }
-            // Latest receivers announce themselves (slowly) so publishers know who listens, and
-            // at once to echo a challenge.
-            if s.status_due || now >= s.last_status_ns + 10 * cfg.status_interval_ns {
+            // Latest receivers announce themselves so publishers know who listens, at once to
+            // echo a challenge, and as data arrives so that the publisher paces to the path.
+            if s.status_due
+                || now >= s.last_status_ns + 10 * cfg.status_interval_ns
+                || s.latest_report_due(&cfg, now)
+            {
                 s.status_due = false;
                 self.out.clear();
                 let sc = Common {
@@ -1380,10 +1396,14 @@ impl Receiver {
                     s.received_bytes,
                 );
                 s.last_status_ns = now;
+                s.last_status_pos = s.highest_pos;
                 self.reply(id, sink);
             }
             let s = self.sessions.get_mut(&id).expect("a live session");
             next = next.min(s.last_status_ns + 10 * cfg.status_interval_ns);
+            if s.highest_pos > s.last_status_pos {
+                next = next.min(s.last_status_ns + 4 * cfg.status_gap_ns);
+            }
         }
         self.drain_in_order(id);
         next

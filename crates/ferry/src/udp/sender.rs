@@ -76,6 +76,11 @@ pub const MAX_FRAMES_PER_PUMP: usize = 256;
 /// the receiver asks again for the rest.
 pub const MAX_REPAIR_FRAMES_PER_NAK: usize = 1024;
 
+/// A latest receiver that reported no progress for this long while data was on its way to it
+/// stops pacing the publisher (its application stopped reading: latest delivery does not wait
+/// for it) until it reports progress again.
+pub const LATEST_STALL_NS: u64 = 20_000_000;
+
 /// A receiver's repair budget refills to its advertised window every this many nanoseconds
 /// (repairs to one receiver are capped per round trip, whatever its NAKs ask).
 pub const REPAIR_REFILL_NS: u64 = 1_000_000;
@@ -172,6 +177,9 @@ struct ReceiverState {
     consumed_seq: u64,
     window: u64,
     last_seen_ns: u64,
+    /// When `arrived_pos` last advanced; a latest receiver silent since then is `stalled`.
+    progress_ns: u64,
+    stalled: bool,
     /// Repair bytes this receiver may still be sent (refilled to `window` per
     /// [`REPAIR_REFILL_NS`]), and when it was last refilled.
     repair_budget: u64,
@@ -188,6 +196,8 @@ impl ReceiverState {
             consumed_seq,
             window,
             last_seen_ns: now,
+            progress_ns: now,
+            stalled: false,
             repair_budget: window,
             repair_refilled_ns: now,
         }
@@ -312,16 +322,33 @@ impl Sender {
         self.cc.phase()
     }
 
-    /// Whether sends go through the pacer: reliable delivery with a receiver to learn the path
-    /// from, or a rate cap.
+    /// Whether sends go through the pacer: a receiver to learn the path from, or a rate cap.
     fn paced(&self) -> bool {
-        (self.cfg.congestion && self.cfg.reliable && self.receivers.values().any(|r| r.reliable))
-            || self.cfg.rate_cap != u64::MAX
+        self.windowed() || self.cfg.rate_cap != u64::MAX
     }
 
-    /// Whether the in-flight window applies (a reliable receiver reports what it holds).
+    /// Whether the in-flight window applies (a receiver reports what arrived).
     fn windowed(&self) -> bool {
-        self.cfg.congestion && self.cfg.reliable && self.receivers.values().any(|r| r.reliable)
+        self.cfg.congestion && self.pacers().next().is_some()
+    }
+
+    /// The receivers whose reports pace this publisher: the reliable ones; with none, the
+    /// latest ones that keep reporting progress (one whose application stopped reading is not
+    /// waited for: latest delivery lets it skip ahead).
+    fn pacers(&self) -> impl Iterator<Item = (&u64, &ReceiverState)> {
+        let reliable = self.cfg.reliable && self.receivers.values().any(|r| r.reliable);
+        self.receivers
+            .iter()
+            .filter(move |(_, r)| if reliable { r.reliable } else { !r.stalled })
+    }
+
+    /// Marks the latest receivers that reported no progress for [`LATEST_STALL_NS`] while data
+    /// beyond what they reported was sent, as stalled.
+    fn find_stalled(&mut self, now: u64, sent_pos: u64) {
+        for r in self.receivers.values_mut().filter(|r| !r.reliable) {
+            r.stalled =
+                r.arrived_pos < sent_pos && now.saturating_sub(r.progress_ns) > LATEST_STALL_NS;
+        }
     }
 
     /// When a message in progress that waits for the pacer may go on (ns); `u64::MAX` when it
@@ -341,9 +368,7 @@ impl Sender {
     }
 
     fn slowest_receiver(&self) -> Option<(u64, ReceiverState)> {
-        self.receivers
-            .iter()
-            .filter(|(_, r)| r.reliable)
+        self.pacers()
             .min_by_key(|(id, r)| (r.arrived_pos, **id))
             .map(|(id, r)| (*id, *r))
     }
@@ -509,6 +534,7 @@ impl Sender {
         let (mut seq, mut pos, mut sent) = (start_seq, first_pos, first_sent);
         let frag = self.fragment_payload();
         let (limit, seq_limit) = self.credit_limit();
+        self.find_stalled(now, first_pos + first_sent as u64);
         // The pacer's share: at least one frame when it lets anything go.
         self.pacer_wait = false;
         self.cc_wait = false;
@@ -755,10 +781,15 @@ impl Sender {
                 r.reliable = reliable;
                 r.consumed_pos = r.consumed_pos.max(consumed);
                 // Arrived is at least what is held without a hole, at most what was sent.
-                r.arrived_pos = r
+                let arrived = r
                     .arrived_pos
                     .max((*arrived_pos).min(self.stream_pos))
                     .max(r.consumed_pos);
+                if arrived > r.arrived_pos {
+                    r.progress_ns = now;
+                    r.stalled = false;
+                }
+                r.arrived_pos = arrived;
                 // At most every byte sent, repairs included.
                 let sent = self.stream_pos.saturating_add(self.stats.repair_bytes);
                 r.received_bytes = r.received_bytes.max((*received_bytes).min(sent));

@@ -560,6 +560,45 @@ fn a_nak_for_a_queued_message_is_not_answered_before_its_turn() {
 }
 
 #[test]
+fn a_latest_receiver_that_stops_reading_does_not_hold_the_publisher() {
+    let cfg = SenderConfig {
+        reliable: false,
+        ..SenderConfig::default()
+    };
+    let mut tx = Sender::new(42, 1001, cfg);
+    let mut net = Net::clean(1);
+    // A latest receiver reports once, then its application stops reading: no more reports.
+    let mut b = Vec::new();
+    let c = Common {
+        kind: Kind::Status,
+        flags: 0,
+        topic: 42,
+        session: 1001,
+    };
+    frame::put_status(&mut b, &c, 9, 0, 1 << 20, 0, 0, 0, 0);
+    tx.handle(0, &decode(&b).unwrap(), &mut net);
+    let step = 100_000;
+    let sent_at = |from: u64, until: u64, tx: &mut Sender, net: &mut Net| {
+        let mut now = from;
+        while now < until {
+            if !tx.busy() {
+                tx.offer(&[7; 60_000]).unwrap();
+            }
+            tx.pump(now, net);
+            net.flight.clear();
+            now += step;
+        }
+        tx.stats().messages
+    };
+    // Its reports pace the publisher at first: the window fills, and nothing says it emptied.
+    let early = sent_at(0, 15_000_000, &mut tx, &mut net);
+    assert!(early < 50, "paced by what the receiver reported: {early}");
+    // Past the stall limit it no longer counts: one message per step goes out.
+    let later = sent_at(40_000_000, 60_000_000, &mut tx, &mut net) - early;
+    assert!(later > 150, "the publisher went on: {later} in 20 ms");
+}
+
+#[test]
 fn a_lost_tail_is_found_by_the_heartbeat_and_repaired() {
     let mut tx = Sender::new(42, 1001, SenderConfig::default());
     let mut rx = Receiver::new(9, 42, ReceiverConfig::default());
