@@ -86,7 +86,7 @@ impl Transport {
     fn describe(self) -> &'static str {
         match self {
             Transport::Shm => "ferry shared memory (loans, ring of 2 × size, at least 64 KiB)",
-            Transport::Udp4 => "ferry UDP over IPv4 loopback, MTU 1500: 1472-byte datagrams, sent with GSO and received with GRO where the kernel has them",
+            Transport::Udp4 => "ferry UDP over IPv4 loopback, MTU 1500: 1472-byte datagrams, sent with GSO and received with GRO where the kernel has them; small messages published faster than the socket takes them share datagrams (the datagram column is the one a message travels in alone)",
             Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AEGIS-128L, 36 bytes more per datagram), replays refused",
             Transport::Udp6 => "ferry UDP over IPv6 loopback, MTU 1500: 1452-byte datagrams, GSO/GRO where available",
             Transport::RawUdp4 => "plain blocking std::net::UdpSocket on 127.0.0.1: a send_to loop against a recv loop, one datagram per message (at most 65507 bytes), default socket buffers, no flow control or repair",
@@ -227,7 +227,8 @@ impl Transport {
 
     /// The fewest packets the link must carry for what this transport delivered: ferry, a
     /// datagram per 1424 payload bytes of each message (1472 less its 48-byte DATA header; 36
-    /// bytes less with a domain key); raw-udp4, one IP packet per 1480 bytes of each datagram
+    /// bytes less with a domain key), or, for messages small enough to share one, a datagram per
+    /// 1424 bytes of the messages and their 4-byte length prefixes; raw-udp4, one IP packet per 1480 bytes of each datagram
     /// (its UDP header included); iperf3 (UDP), a packet per datagram delivered; TCP, a segment
     /// per 1448 bytes delivered (the MSS at MTU 1500 with timestamps).
     fn min_link_packets(
@@ -238,14 +239,21 @@ impl Transport {
     ) -> Option<u64> {
         let per_message = |payload: usize| (size as u64).div_ceil(payload as u64);
         let ip_payload = UDP_MTU - 20;
+        // ferry: messages that two of fit one datagram may share one (a batch: each takes its
+        // length prefix more); larger ones take whole datagrams each.
+        let ferry = |payload: usize| {
+            let entry = size + ferry::UDP_BATCH_ENTRY;
+            Some(if 2 * entry <= payload {
+                (delivered? * entry as u64).div_ceil(payload as u64)
+            } else {
+                delivered? * per_message(payload)
+            })
+        };
         match self {
-            Transport::Udp4 => {
-                Some(delivered? * per_message(UDP_MTU - 28 - ferry::UDP_DATA_HEADER))
+            Transport::Udp4 => ferry(UDP_MTU - 28 - ferry::UDP_DATA_HEADER),
+            Transport::Udp4Key => {
+                ferry(UDP_MTU - 28 - ferry::UDP_DATA_HEADER - ferry::UDP_SEAL_OVERHEAD)
             }
-            Transport::Udp4Key => Some(
-                delivered?
-                    * per_message(UDP_MTU - 28 - ferry::UDP_DATA_HEADER - ferry::UDP_SEAL_OVERHEAD),
-            ),
             Transport::RawUdp4 => Some(delivered? * (size as u64 + 8).div_ceil(ip_payload as u64)),
             Transport::Iperf3 => delivered,
             Transport::Iperf3Tcp => Some(bytes?.div_ceil(TCP_MSS)),
@@ -1907,7 +1915,7 @@ fn link_setup(pairs: &[Pair]) -> LinkSetup {
         placement: "the publisher (a peer process) in namespace A, the subscriber (another) in B, both started with ip netns exec; iperf3's client in A, its server in B".to_owned(),
         discovery: format!("ferry: a static peer list: each side's discovery names the other's address (port {})", super::TWO_HOST_DISCOVERY_PORT),
         link_packets: "the counters of the tbf on A's veth end (tc -s -j qdisc show, packets sent on and dropped; a GSO packet counts as its segments), read just before the publisher starts and after it has closed (iperf3: before its server starts and after its client ended); they include what else A sent meanwhile (ferry's discovery and heartbeats, ARP, iperf3's control connection)".to_owned(),
-        min_link_packets: format!("the fewest packets the delivered messages need: ferry udp4, for each delivered message ceil(size / {}) datagrams ({} = 1472 − its {}-byte DATA header; udp4-key {} bytes fewer); raw-udp4, ceil((size + 8) / 1480) IP packets per delivered datagram; iperf3 (UDP), one per datagram delivered; iperf3-tcp, ceil(bytes delivered / {TCP_MSS}) (the MSS); extra = link packets over that, in percent", UDP_MTU - 28 - ferry::UDP_DATA_HEADER, UDP_MTU - 28 - ferry::UDP_DATA_HEADER, ferry::UDP_DATA_HEADER, ferry::UDP_SEAL_OVERHEAD),
+        min_link_packets: format!("the fewest packets the delivered messages need: ferry udp4, for each delivered message ceil(size / {}) datagrams ({} = 1472 − its {}-byte DATA header; udp4-key {} bytes fewer), or, for messages small enough that two share a datagram, ceil(messages × (size + 4) / {0}) (batched, each behind a 4-byte length); raw-udp4, ceil((size + 8) / 1480) IP packets per delivered datagram; iperf3 (UDP), one per datagram delivered; iperf3-tcp, ceil(bytes delivered / {TCP_MSS}) (the MSS); extra = link packets over that, in percent", UDP_MTU - 28 - ferry::UDP_DATA_HEADER, UDP_MTU - 28 - ferry::UDP_DATA_HEADER, ferry::UDP_DATA_HEADER, ferry::UDP_SEAL_OVERHEAD),
         note: "both namespaces run on this machine's CPUs: the link is a veth pair, not a wire".to_owned(),
     }
 }
@@ -2864,6 +2872,16 @@ pub(crate) fn example() -> Results<Throughput> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fewest_link_packets_count_batches_for_small_messages() {
+        let udp4 = |size, n| Transport::Udp4.min_link_packets(size, Some(n), None);
+        // 64-byte messages share datagrams: 68 bytes each in 1424.
+        assert_eq!(udp4(64, 1000), Some((1000 * 68u64).div_ceil(1424)));
+        // Too large to share: a datagram each, 47 for 64 KiB.
+        assert_eq!(udp4(1000, 10), Some(10));
+        assert_eq!(udp4(64 << 10, 2), Some(94));
+    }
 
     #[test]
     fn transports_and_loss_parse() {

@@ -63,6 +63,10 @@ pub use udp::discovery::{DiscoveryConfig, DiscoveryLimits};
 /// header).
 pub const UDP_DATA_HEADER: usize = udp::frame::DATA_HEADER;
 
+/// Bytes each message takes in a UDP batch datagram beyond its own (its length), after a header
+/// of [`UDP_DATA_HEADER`] bytes: small messages published in a burst share datagrams.
+pub const UDP_BATCH_ENTRY: usize = udp::frame::BATCH_ENTRY;
+
 /// Bytes a domain key adds to every UDP datagram: a 20-byte header and a 16-byte tag.
 pub const UDP_SEAL_OVERHEAD: usize = udp::crypto::SEAL_OVERHEAD;
 
