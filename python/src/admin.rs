@@ -69,6 +69,7 @@ fn publisher<'py>(py: Python<'py>, p: &PublisherInfo) -> PyResult<Bound<'py, PyD
     d.set_item("window_waits", c.window_waits)?;
     d.set_item("congestion_events", c.congestion_events)?;
     d.set_item("noise_loss_events", c.noise_loss_events)?;
+    d.set_item("queue_events", c.queue_events)?;
     d.set_item("datagrams", c.datagrams)?;
     d.set_item("batches", c.batches)?;
     d.set_item("batched_messages", c.batched_messages)?;

@@ -87,6 +87,7 @@ struct PublisherJson {
     window_waits: u64,
     congestion_events: u64,
     noise_loss_events: u64,
+    queue_events: u64,
     /// UDP: data datagrams sent, and how many of them carried several messages (and how many).
     datagrams: u64,
     batches: u64,
@@ -200,6 +201,7 @@ impl From<&PublisherInfo> for PublisherJson {
             window_waits: p.congestion.window_waits,
             congestion_events: p.congestion.congestion_events,
             noise_loss_events: p.congestion.noise_loss_events,
+            queue_events: p.congestion.queue_events,
             datagrams: p.congestion.datagrams,
             batches: p.congestion.batches,
             batched_messages: p.congestion.batched_messages,

@@ -160,6 +160,8 @@ pub struct PublisherSlot {
     pub window_waits: AtomicU64,
     pub congestion_events: AtomicU64,
     pub noise_loss_events: AtomicU64,
+    /// UDP congestion control: rounds that ended with a standing queue (the rate backed off).
+    pub queue_events: AtomicU64,
     /// UDP: data datagrams sent (repairs apart), BATCH datagrams among them, and the messages
     /// those carried.
     pub datagrams: AtomicU64,

@@ -490,6 +490,7 @@ impl Topic {
                         window_waits: p.window_waits.load(Ordering::Relaxed),
                         congestion_events: p.congestion_events.load(Ordering::Relaxed),
                         noise_loss_events: p.noise_loss_events.load(Ordering::Relaxed),
+                        queue_events: p.queue_events.load(Ordering::Relaxed),
                         datagrams: p.datagrams.load(Ordering::Relaxed),
                         batches: p.batches.load(Ordering::Relaxed),
                         batched_messages: p.batched_messages.load(Ordering::Relaxed),
@@ -604,6 +605,8 @@ pub struct CongestionInfo {
     pub window_waits: u64,
     pub congestion_events: u64,
     pub noise_loss_events: u64,
+    /// Rounds that ended with a standing queue (the rate backed off for it).
+    pub queue_events: u64,
     /// Data datagrams sent (repairs apart), BATCH datagrams among them, and the messages those
     /// carried.
     pub datagrams: u64,

@@ -26,9 +26,17 @@
 //!   [`LOSS_THRESHOLD`] of what it delivered *and* whose fastest report took twice the minimum
 //!   round trip (a queue that stands, longer than the
 //!   path: not jitter, and more than the window alone can queue) is congestion: the rate is cut to
-//!   7/10 of the estimate (and Startup ends); it grows back by an eighth per clean round trip.
-//!   Loss without a growing queue (a noisy link, injected loss) is not congestion and changes
-//!   nothing: the repairs are paced like everything else.
+//!   7/10 of the estimate (and Startup ends). Loss without a growing queue (a noisy link,
+//!   injected loss) is not congestion and changes nothing: the repairs are paced like
+//!   everything else.
+//! - **A standing queue** (fairness): a ProbeBw round whose fastest report still took a quarter,
+//!   two pacing quanta and [`QUEUE_SLACK_NS`] more than the minimum round trip means the flows
+//!   on the path send more than it carries (BBR's rate estimates of several flows add up to
+//!   more than the link, and each is held by its window only). The rate is cut to 85 % of the
+//!   estimate; after a cut of either kind it grows back by a datagram per round trip, the same
+//!   step for every flow on the path. Flows that see the same queue back off by shares of
+//!   their rates and grow by equal steps, so they converge to equal shares, as AIMD does.
+//!   (Without it, two flows held 1:3 of a 100 Mbit/s link.)
 //! - **Pacing**: runs of at most a quantum (one millisecond at the pacing rate, between two
 //!   datagrams and 64 KiB: also the GSO batch) leave on a schedule; repairs take their turn
 //!   on the same schedule.
@@ -61,6 +69,9 @@ pub const LOSS_THRESHOLD: f64 = 0.02;
 pub const MIN_RATE: u64 = 125_000;
 /// How late a sender may be and still catch up (see [`Controller::on_sent`]).
 pub const PACING_SLACK_NS: u64 = 500_000;
+/// A round's smallest round trip this much, a quarter and two pacing quanta (the queue a run
+/// makes behind itself) above the minimum is a standing queue.
+pub const QUEUE_SLACK_NS: u64 = 500_000;
 /// The largest pacing quantum (and GSO run), bytes.
 pub const MAX_QUANTUM: u64 = 64 << 10;
 
@@ -111,6 +122,8 @@ pub struct CongestionStats {
     pub congestion_events: u64,
     /// Round trips whose loss was not (no queue grew).
     pub noise_loss_events: u64,
+    /// Rounds that ended with a standing queue (each backs the rate off).
+    pub queue_events: u64,
     /// Round trips counted.
     pub rounds: u64,
 }
@@ -546,22 +559,37 @@ impl Controller {
             self.epoch_lost = 0;
             self.epoch_min_rtt = u64::MAX;
         }
-        if lossy && queued {
+        let congested = lossy && queued;
+        if congested {
             self.stats.congestion_events += 1;
             let bw = self.bw.iter().copied().max().unwrap_or(0);
             self.bw_lo = scale(bw.min(self.bw_lo), 0.7).max(MIN_RATE);
             if self.phase == Phase::Startup {
                 self.filled = true;
             }
-        } else if judged {
-            if lossy {
-                self.stats.noise_loss_events += 1;
-            }
-            if self.bw_lo != u64::MAX {
-                self.bw_lo = self.bw_lo.saturating_add(self.bw_lo / 8);
-                if self.bw_lo >= self.bw.iter().copied().max().unwrap_or(0) {
-                    self.bw_lo = u64::MAX;
-                }
+        } else if lossy {
+            self.stats.noise_loss_events += 1;
+        }
+        // A queue that stood a whole round in ProbeBw: the flows sharing the path send more
+        // than it carries. Each backs off by a share of its rate and grows back by the same
+        // amount per round for all (a datagram per round trip): flows that see the same queue
+        // converge to equal shares, as AIMD does.
+        let standing = self.phase == Phase::ProbeBw
+            && self.min_rtt != 0
+            && self.round_min_rtt != u64::MAX
+            && self.round_min_rtt
+                > self.min_rtt + self.min_rtt / 4 + QUEUE_SLACK_NS + 2 * self.quantum_ns();
+        let bw_max = self.bw.iter().copied().max().unwrap_or(0);
+        if congested {
+            // Cut for the loss above.
+        } else if standing {
+            self.stats.queue_events += 1;
+            self.bw_lo = scale(bw_max.min(self.bw_lo), 0.85).max(MIN_RATE);
+        } else if self.bw_lo != u64::MAX {
+            let step = rate(self.cfg.datagram, self.min_rtt_or_initial());
+            self.bw_lo = self.bw_lo.saturating_add(step);
+            if self.bw_lo >= bw_max {
+                self.bw_lo = u64::MAX;
             }
         }
         self.round += 1;

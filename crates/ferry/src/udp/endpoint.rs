@@ -769,6 +769,7 @@ impl PubShared {
             (&p.window_waits, cc.window_waits),
             (&p.congestion_events, cc.congestion_events),
             (&p.noise_loss_events, cc.noise_loss_events),
+            (&p.queue_events, cc.queue_events),
             (&p.datagrams, s.frames),
             (&p.batches, s.batches),
             (&p.batched_messages, s.batched_messages),

@@ -359,9 +359,9 @@ fn random_loss_is_not_taken_for_congestion() {
     assert!(o.senders[0].congestion.congestion_events <= 1, "{why}");
 }
 
-/// Two flows, the second starting later, share one bottleneck: neither starves and together
-/// they fill it. (They do not yet share it within 20 %: the later flow measures the earlier
-/// one's queue into its round trip and keeps a larger window; after 6 s they stand near 3:4.)
+/// Two flows, the second starting later, share one bottleneck within 20 % and together fill it:
+/// both see the queue that stands while they send more than the link carries, back off by a
+/// share of their rate and grow back by the same amount per round.
 #[test]
 fn two_flows_share_a_link() {
     let link = Link {
@@ -380,7 +380,8 @@ fn two_flows_share_a_link() {
     );
     let why = report(&o, &link);
     let (a, b) = (o.goodput[0] as f64, o.goodput[1] as f64);
-    assert!(a.min(b) >= 0.6 * a.max(b), "{why}");
+    // Within 20 % of each other.
+    assert!(a.min(b) >= 0.8 * a.max(b), "{why}");
     assert!(a + b >= 0.85 * link.rate as f64, "{why}");
     assert!(o.dropped_late as f64 <= 0.01 * o.carried as f64, "{why}");
 }

@@ -267,6 +267,8 @@ struct Session {
     delivered_end: u64,
     last_status_ns: u64,
     last_status_pos: u64,
+    /// `highest_pos` when the last STATUS went out.
+    last_status_arrived: u64,
     last_status_seq: u64,
     last_status_window: u64,
     status_due: bool,
@@ -305,6 +307,7 @@ impl Session {
             delivered_end: 0,
             last_status_ns: 0,
             last_status_pos: 0,
+            last_status_arrived: 0,
             last_status_seq: start,
             last_status_window: 0,
             status_due: true,
@@ -346,14 +349,15 @@ impl Session {
             || (received > self.last_status_pos && since >= 4 * cfg.status_gap_ns)
     }
 
-    /// Latest delivery: enough arrived since the last STATUS to tell the publisher, whose
-    /// pacing follows these reports (`status_bytes` once `status_gap_ns` passed, anything after
-    /// four gaps).
-    fn latest_report_due(&self, cfg: &ReceiverConfig, now: u64) -> bool {
+    /// Enough arrived (holes or not) since the last STATUS to tell the publisher, whose pacing
+    /// times its round trips by these reports: `status_bytes` once `status_gap_ns` passed,
+    /// anything after four gaps. (A hole must not hold the report back: the publisher would
+    /// take the wait for a queue.)
+    fn arrival_report_due(&self, cfg: &ReceiverConfig, now: u64) -> bool {
         let since = now.saturating_sub(self.last_status_ns);
-        (self.highest_pos >= self.last_status_pos.saturating_add(cfg.status_bytes)
+        (self.highest_pos >= self.last_status_arrived.saturating_add(cfg.status_bytes)
             && since >= cfg.status_gap_ns)
-            || (self.highest_pos > self.last_status_pos && since >= 4 * cfg.status_gap_ns)
+            || (self.highest_pos > self.last_status_arrived && since >= 4 * cfg.status_gap_ns)
     }
 
     fn received_pos(&self) -> u64 {
@@ -763,6 +767,7 @@ impl Receiver {
                 .max(if offset == 0 { pos } else { pos + len as u64 });
             s.delivered_end = s.delivered_end.max(s.consumed_pos);
             s.last_status_pos = s.last_status_pos.max(s.consumed_pos);
+            s.last_status_arrived = s.last_status_arrived.max(s.consumed_pos);
             s.anchored = true;
         }
         if seq < s.next_deliver || s.complete.contains_key(&seq) {
@@ -787,6 +792,9 @@ impl Receiver {
         }
         s.know(after);
         s.highest_pos = s.highest_pos.max(frame_end);
+        if s.arrival_report_due(&self.cfg, now) {
+            s.status_due = true;
+        }
         let repair = c.flags & FLAG_RETRANSMIT != 0;
         if !s.missing.is_empty() {
             if let Some((_, naked)) = s.missing.remove(&seq) {
@@ -885,9 +893,6 @@ impl Receiver {
             count_lost(&mut self.stats, s, lost);
             let lost_before = std::mem::take(&mut s.lost_pending);
             s.queued += 1;
-            if s.latest_report_due(&self.cfg, self.now) {
-                s.status_due = true;
-            }
             self.stats.messages += 1;
             self.stats.bytes += len as u64;
             self.ready.push_back(Delivered {
@@ -1301,6 +1306,7 @@ impl Receiver {
             if s.status_due
                 || now >= s.last_status_ns + cfg.status_interval_ns
                 || s.ack_due(&cfg, now)
+                || s.arrival_report_due(&cfg, now)
             {
                 self.out.clear();
                 let sc = Common {
@@ -1330,13 +1336,14 @@ impl Receiver {
                 s.status_due = false;
                 s.last_status_ns = now;
                 s.last_status_pos = received;
+                s.last_status_arrived = s.highest_pos;
                 s.last_status_seq = consumed_seq;
                 s.last_status_window = window;
                 self.reply(id, sink);
             }
             let s = self.sessions.get_mut(&id).expect("a live session");
             next = next.min(s.last_status_ns + cfg.status_interval_ns);
-            if s.received_pos() > s.last_status_pos {
+            if s.received_pos() > s.last_status_pos || s.highest_pos > s.last_status_arrived {
                 // Progress not told yet: at the latest after four gaps.
                 next = next.min(s.last_status_ns + 4 * cfg.status_gap_ns);
             }
@@ -1375,7 +1382,7 @@ impl Receiver {
             // echo a challenge, and as data arrives so that the publisher paces to the path.
             if s.status_due
                 || now >= s.last_status_ns + 10 * cfg.status_interval_ns
-                || s.latest_report_due(&cfg, now)
+                || s.arrival_report_due(&cfg, now)
             {
                 s.status_due = false;
                 self.out.clear();
@@ -1396,12 +1403,12 @@ impl Receiver {
                     s.received_bytes,
                 );
                 s.last_status_ns = now;
-                s.last_status_pos = s.highest_pos;
+                s.last_status_arrived = s.highest_pos;
                 self.reply(id, sink);
             }
             let s = self.sessions.get_mut(&id).expect("a live session");
             next = next.min(s.last_status_ns + 10 * cfg.status_interval_ns);
-            if s.highest_pos > s.last_status_pos {
+            if s.highest_pos > s.last_status_arrived {
                 next = next.min(s.last_status_ns + 4 * cfg.status_gap_ns);
             }
         }
