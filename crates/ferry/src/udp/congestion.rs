@@ -32,9 +32,9 @@
 //! - **A standing queue** (fairness): a ProbeBw round whose fastest report still took a quarter,
 //!   two pacing quanta and [`QUEUE_SLACK_NS`] more than the minimum round trip means the flows
 //!   on the path send more than it carries (BBR's rate estimates of several flows add up to
-//!   more than the link, and each is held by its window only). The rate is cut to 85 % of the
-//!   estimate; after a cut of either kind it grows back by a datagram per round trip, the same
-//!   step for every flow on the path. Flows that see the same queue back off by shares of
+//!   more than the link, and each is held by its window only). The rate is cut to 75 % of the
+//!   estimate; after a cut of either kind it grows back by a datagram per round trip (as the
+//!   round trip is now, queue included), the same step for every flow on the path. Flows that see the same queue back off by shares of
 //!   their rates and grow by equal steps, so they converge to equal shares, as AIMD does.
 //!   (Without it, two flows held 1:3 of a 100 Mbit/s link.)
 //! - **Pacing**: runs of at most a quantum (one millisecond at the pacing rate, between two
@@ -584,9 +584,16 @@ impl Controller {
             // Cut for the loss above.
         } else if standing {
             self.stats.queue_events += 1;
-            self.bw_lo = scale(bw_max.min(self.bw_lo), 0.85).max(MIN_RATE);
+            self.bw_lo = scale(bw_max.min(self.bw_lo), 0.75).max(MIN_RATE);
         } else if self.bw_lo != u64::MAX {
-            let step = rate(self.cfg.datagram, self.min_rtt_or_initial());
+            // A datagram per round trip as it is now, queue included (as Reno's window grows),
+            // not per the path's minimum: on a short path behind a long queue that would
+            // restore the whole rate in a round and undo the back-off.
+            let round_trip = match self.round_min_rtt {
+                u64::MAX => self.min_rtt_or_initial(),
+                r => r.max(self.min_rtt),
+            };
+            let step = rate(self.cfg.datagram, round_trip);
             self.bw_lo = self.bw_lo.saturating_add(step);
             if self.bw_lo >= bw_max {
                 self.bw_lo = u64::MAX;

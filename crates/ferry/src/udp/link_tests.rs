@@ -386,6 +386,30 @@ fn two_flows_share_a_link() {
     assert!(o.dropped_late as f64 <= 0.01 * o.carried as f64, "{why}");
 }
 
+/// The same behind a deep queue on a short path (the lab's tbf link: 50 ms of queue, a veth's
+/// round trip): the queue, not the path, sets the round trip the flows grow by.
+#[test]
+fn two_flows_share_a_short_path_behind_a_deep_queue() {
+    let link = Link {
+        rate: 100 * MBIT,
+        delay: 50_000,
+        buffer: 625_000,
+        loss: 0.0,
+    };
+    let o = simulate(
+        link,
+        &[0, 300 * MS],
+        64 << 10,
+        12000 * MS,
+        6000 * MS,
+        u64::MAX,
+    );
+    let why = report(&o, &link);
+    let (a, b) = (o.goodput[0] as f64, o.goodput[1] as f64);
+    assert!(a.min(b) >= 0.8 * a.max(b), "{why}");
+    assert!(a + b >= 0.85 * link.rate as f64, "{why}");
+}
+
 /// The user's cap holds on a link ten times faster.
 #[test]
 fn a_rate_cap_holds() {
