@@ -324,6 +324,41 @@ struct Collected {
     runs: Vec<(SocketAddr, usize)>,
 }
 
+impl Collected {
+    /// Seals (with the sender's own sealer) and sends everything collected, then empties it.
+    /// Addresses are given explicitly: the socket may be connected or disconnected meanwhile.
+    fn send(
+        &mut self,
+        socket: &UdpSocket,
+        seal: Option<&mut Sealer>,
+        mut impair: Option<&mut Impair>,
+        now: u64,
+        failures: &mut u64,
+    ) {
+        if let Some(s) = seal {
+            for (range, segment) in &self.batches {
+                s.seal_segments(&mut self.data[range.clone()], *segment);
+            }
+        }
+        for (addr, batch) in self.runs.drain(..) {
+            let (range, segment) = self.batches[batch].clone();
+            let data = &self.data[range];
+            send_to(
+                socket,
+                addr,
+                None,
+                data,
+                segment,
+                impair.as_deref_mut(),
+                now,
+                failures,
+            );
+        }
+        self.data.clear();
+        self.batches.clear();
+    }
+}
+
 struct Collect<'a> {
     into: &'a mut Collected,
     group: Option<SocketAddr>,
@@ -582,6 +617,13 @@ impl PubShared {
         }
         core.sub_epoch = epoch;
         let now = monotonic_ns();
+        if core.sender.busy() {
+            // Messages queued before the change go to the subscribers there were when they
+            // were published (as far as credit and the pacer let them go now): a newcomer
+            // joins from the next message.
+            let (sender, mut out) = core.out(&self.socket, now);
+            sender.pump_while_credit(now, &mut out);
+        }
         let mut dests = Vec::new();
         let mut present = std::collections::HashSet::new();
         let here = crate::sys::host_id();
@@ -846,28 +888,13 @@ fn publisher_service(
             shared.progress.notify_all();
         }
         // Repairs leave without the lock, so that they never hold up the application's `send`.
-        // (Addresses are given explicitly: the socket may be connected or disconnected
-        // meanwhile.)
-        if let Some(s) = seal.as_mut() {
-            for (range, segment) in &repairs.batches {
-                s.seal_segments(&mut repairs.data[range.clone()], *segment);
-            }
-        }
-        for (addr, batch) in repairs.runs.drain(..) {
-            let (range, segment) = repairs.batches[batch].clone();
-            send_to(
-                &shared.socket,
-                addr,
-                None,
-                &repairs.data[range],
-                segment,
-                impair.as_mut(),
-                now,
-                &mut repair_failures,
-            );
-        }
-        repairs.data.clear();
-        repairs.batches.clear();
+        repairs.send(
+            &shared.socket,
+            seal.as_mut(),
+            impair.as_mut(),
+            now,
+            &mut repair_failures,
+        );
         repair_due = flush_delayed(&shared.socket, None, &mut impair, now, &mut repair_failures);
     }
 }
@@ -943,26 +970,13 @@ fn publisher_flusher(shared: Arc<PubShared>, mut impair: Option<Impair>, mut sea
             continue;
         }
         drop(guard);
-        if let Some(s) = seal.as_mut() {
-            for (range, segment) in &batch.batches {
-                s.seal_segments(&mut batch.data[range.clone()], *segment);
-            }
-        }
-        for (addr, i) in batch.runs.drain(..) {
-            let (range, segment) = batch.batches[i].clone();
-            send_to(
-                &shared.socket,
-                addr,
-                None,
-                &batch.data[range],
-                segment,
-                impair.as_mut(),
-                now,
-                &mut failures,
-            );
-        }
-        batch.data.clear();
-        batch.batches.clear();
+        batch.send(
+            &shared.socket,
+            seal.as_mut(),
+            impair.as_mut(),
+            now,
+            &mut failures,
+        );
         let end = monotonic_ns();
         delayed_due = flush_delayed(&shared.socket, None, &mut impair, end, &mut failures);
         guard = shared.lock();
