@@ -1179,8 +1179,8 @@ impl UdpPublisher {
     /// order, as credit arrives.
     ///
     /// A small message published sooner after the last send than a send takes (a burst) is
-    /// queued for the flusher thread, which sends the queue batched; the call then returns at
-    /// once unless the queue is full.
+    /// queued for the flusher thread, which sends the queue batched, and so is any message
+    /// while the flusher has work; the call then returns at once unless the queue is full.
     pub fn send_owned(&self, msg: Vec<u8>) -> Result<(), SendError> {
         let len = msg.len();
         if len > self.max_message {
@@ -1191,27 +1191,28 @@ impl UdpPublisher {
         }
         let mut deadline = None;
         let mut core = self.shared.lock();
-        if core.sender.batchable(len) && (core.flush.active || core.flush.outpaced(monotonic_ns()))
-        {
-            while !core.sender.can_take(len) {
-                core = self.wait_flusher(core, &mut deadline)?;
+        loop {
+            // While the flusher owns the queue, any message joins it (a large one would
+            // otherwise wait for a queue that other threads may keep filling).
+            let burst = core.sender.batchable(len) && core.flush.outpaced(monotonic_ns());
+            if core.flush.active || burst {
+                while !core.sender.can_take(len) {
+                    core = self.wait_flusher(core, &mut deadline)?;
+                }
+                core.sender.offer_owned(msg).expect("room checked");
+                core.flush.active = true;
+                if core.flush.sleeping {
+                    core.flush.sleeping = false;
+                    self.shared.flush_wake.notify_one();
+                }
+                return Ok(());
             }
-            core.sender.offer_owned(msg).expect("room checked");
-            core.flush.active = true;
-            if core.flush.sleeping {
-                core.flush.sleeping = false;
-                self.shared.flush_wake.notify_one();
+            if !core.sender.busy() {
+                break;
             }
-            return Ok(());
-        }
-        // What was sent before, queued or waiting for credit, goes first.
-        while core.flush.active || core.sender.busy() {
-            if core.flush.active {
-                core = self.wait_flusher(core, &mut deadline)?;
-            } else {
-                let wake = core.sender.next_send_ns();
-                core = self.wait_progress(core, &mut deadline, wake)?;
-            }
+            // What was sent before and still waits for credit goes first.
+            let wake = core.sender.next_send_ns();
+            core = self.wait_progress(core, &mut deadline, wake)?;
         }
         core.sender.offer_owned(msg).expect("not busy");
         let mut first = true;
