@@ -466,8 +466,8 @@ impl Controller {
         }
     }
 
-    /// The slowest reliable receiver, `source`, reported at `now` that data arrived up to
-    /// stream position `pos` (holes or not) and that it received `received` payload bytes.
+    /// The slowest receiver that paces the sender, `source`, reported at `now` that data
+    /// arrived up to stream position `pos` (holes or not) and that it received `received` payload bytes.
     pub fn on_delivered(&mut self, now: u64, source: u64, pos: u64, received: u64) {
         if self.source != Some(source) {
             self.source = Some(source);

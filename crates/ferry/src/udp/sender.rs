@@ -361,7 +361,7 @@ impl Sender {
         }
     }
 
-    /// The slowest reliable receiver's arrived position (what the controller counts as
+    /// The slowest pacing receiver's arrived position (what the controller counts as
     /// delivered: holes are lost, not in flight, and repaired apart).
     fn slowest(&self) -> Option<u64> {
         self.slowest_receiver().map(|(_, r)| r.arrived_pos)
