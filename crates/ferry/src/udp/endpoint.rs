@@ -458,6 +458,9 @@ struct Flush {
     active: bool,
     /// The flusher waits for work (a notify wakes it).
     sleeping: bool,
+    /// The flusher sends frames outside the lock that the sender core counts as sent: no
+    /// heartbeat may say so before they are out (a receiver would NAK them).
+    sending: bool,
     /// Application threads waiting for queue room or for the flusher to finish.
     waiting: u32,
     /// When the last data send ended (ns), and what an inline send costs (ns, smoothed).
@@ -860,7 +863,7 @@ fn publisher_service(
             shared.handle_control(core, &mut batch, got, now, &mut repairs, open.as_mut());
         shared.refresh_dests(core);
         shared.challenge_pending(core, now);
-        let flushing = core.flush.active;
+        let (flushing, flushing_now) = (core.flush.active, core.flush.sending);
         let (sender, mut out) = core.out(&shared.socket, now);
         if flushing {
             if progressed {
@@ -872,7 +875,12 @@ fn publisher_service(
             // its send timed out.
             progressed |= sender.pump_while_credit(now, &mut out);
         }
-        let next = sender.tick(now, &mut out).min(sender.next_send_ns());
+        let next = if flushing_now {
+            // Heartbeats wait until what the flusher sends is out.
+            now + 100_000
+        } else {
+            sender.tick(now, &mut out).min(sender.next_send_ns())
+        };
         let delayed = flush_delayed(
             &shared.socket,
             core.connected,
@@ -969,6 +977,7 @@ fn publisher_flusher(shared: Arc<PubShared>, mut impair: Option<Impair>, mut sea
             }
             continue;
         }
+        core.flush.sending = true;
         drop(guard);
         batch.send(
             &shared.socket,
@@ -980,6 +989,7 @@ fn publisher_flusher(shared: Arc<PubShared>, mut impair: Option<Impair>, mut sea
         let end = monotonic_ns();
         delayed_due = flush_delayed(&shared.socket, None, &mut impair, end, &mut failures);
         guard = shared.lock();
+        guard.flush.sending = false;
         guard.flush.last_send_end = end;
         if guard.flush.waiting > 0 {
             // Room in the queue.

@@ -422,9 +422,10 @@ impl Sender {
             || self.queued_bytes.saturating_add(len as u64) <= self.cfg.queue_bytes
     }
 
-    /// Whether a message of `len` bytes can share a datagram with another.
+    /// Whether two messages of `len` bytes fit one datagram (a burst of them is worth
+    /// batching).
     pub fn batchable(&self, len: usize) -> bool {
-        BATCH_HEADER + 2 * BATCH_ENTRY + len < self.cfg.max_datagram
+        BATCH_HEADER + 2 * (BATCH_ENTRY + len) <= self.cfg.max_datagram
     }
 
     /// Takes a message to send; `pump` sends it, after those queued before it. Fails when the
