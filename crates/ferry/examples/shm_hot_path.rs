@@ -6,6 +6,10 @@
 //! (64 KiB is what ferry picks for these sizes); it prints the median one-way time (round trip / 2)
 //! of each. The sender writes every byte of a loan, the receiver checks every byte in place.
 //!
+//! `... -- default [N]`: the same with the ring ferry picks (64 KiB), beside the floor: the same
+//! exchange through one flag and one reused buffer per direction (the lab's raw-spin), in seven
+//! rounds, with the ratio of each round.
+//!
 //! `... -- single`: one thread sends a message and receives it again, two million times, at 32 B
 //! and 1 KiB, reliable: the instructions of the path with no cache line crossing between CPUs.
 //! `... -- latest`: the same under latest delivery, where the subscriber copies each message out
@@ -102,6 +106,77 @@ fn pingpong(n: usize, len: usize, ring: usize) -> u64 {
     one_way[n / 2]
 }
 
+/// One direction of the raw floor: a flag on its own lines and a page-aligned buffer.
+#[repr(C, align(4096))]
+struct RawDir {
+    flag: std::sync::atomic::AtomicU64,
+    _pad: [u8; 4096 - 8],
+    buf: std::cell::UnsafeCell<[u8; 4096]>,
+}
+
+// SAFETY: the ping-pong below hands each buffer back and forth through its flag (Release store,
+// Acquire load), so only one thread touches it at a time.
+unsafe impl Sync for RawDir {}
+
+fn raw_send(d: &RawDir, len: usize, n: u64, byte: u8) {
+    // SAFETY: the peer read the previous message in this buffer before it answered, which the
+    // caller waited for: nobody else touches it now.
+    unsafe { (&mut *d.buf.get())[..len].fill(byte) };
+    // Release pairs with the Acquire load in `raw_recv`.
+    d.flag.store(n, std::sync::atomic::Ordering::Release);
+}
+
+fn raw_recv(d: &RawDir, len: usize, n: u64, byte: u8) {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    // Acquire pairs with the Release store in `raw_send`.
+    while d.flag.load(std::sync::atomic::Ordering::Acquire) != n {
+        std::hint::spin_loop();
+        spins = spins.wrapping_add(1);
+        if spins % 1024 == 0 {
+            assert!(
+                start.elapsed() < TIMEOUT,
+                "no raw message within the timeout"
+            );
+        }
+    }
+    // SAFETY: the writer published these bytes before its flag store and waits for our answer.
+    let buf = unsafe { &(&*d.buf.get())[..len] };
+    assert!(check(buf, byte), "a corrupt raw message");
+}
+
+/// The floor under `pingpong`: the same exchange through one flag and one reused buffer per
+/// direction, as the lab's raw-spin. Median one-way time (ns).
+fn raw_pingpong(n: usize, len: usize) -> u64 {
+    let new = || {
+        Box::new(RawDir {
+            flag: std::sync::atomic::AtomicU64::new(0),
+            _pad: [0; 4096 - 8],
+            buf: std::cell::UnsafeCell::new([0; 4096]),
+        })
+    };
+    let dirs: std::sync::Arc<(Box<RawDir>, Box<RawDir>)> = std::sync::Arc::new((new(), new()));
+    let d2 = dirs.clone();
+    let echo = std::thread::spawn(move || {
+        pin(1);
+        for i in 1..=n as u64 {
+            raw_recv(&d2.0, len, i, (i % 200) as u8);
+            raw_send(&d2.1, len, i, (i % 200) as u8 + 1);
+        }
+    });
+    pin(0);
+    let mut one_way = Vec::with_capacity(n);
+    for i in 1..=n as u64 {
+        let t = Instant::now();
+        raw_send(&dirs.0, len, i, (i % 200) as u8);
+        raw_recv(&dirs.1, len, i, (i % 200) as u8 + 1);
+        one_way.push(t.elapsed().as_nanos() as u64 / 2);
+    }
+    echo.join().expect("echo thread");
+    one_way.sort_unstable();
+    one_way[n / 2]
+}
+
 /// Mean time (ns) of one send and one receive by the same thread.
 fn single(n: usize, len: usize, delivery: Delivery) -> f64 {
     let domain = format!("hotpath-single{}", std::process::id());
@@ -126,6 +201,16 @@ fn main() {
         .map(|a| a.parse().expect("N: a number of messages"))
         .unwrap_or(100_000);
     match mode.as_str() {
+        "default" => {
+            for round in 1..=7 {
+                let mut line = format!("round {round}  one-way p50, ferry / raw floor:");
+                for len in [32usize, 1024] {
+                    let (f, r) = (pingpong(n, len, 0), raw_pingpong(n, len));
+                    line += &format!("  {len:4} B {f:4} / {r:4} ns = {:.2}", f as f64 / r as f64);
+                }
+                println!("{line}");
+            }
+        }
         "pingpong" => {
             for round in 1..=3 {
                 for len in [32usize, 1024] {
@@ -156,6 +241,6 @@ fn main() {
                 println!("{line}");
             }
         }
-        other => panic!("unknown mode {other:?}: pingpong, single or latest"),
+        other => panic!("unknown mode {other:?}: pingpong, default, single or latest"),
     }
 }
