@@ -158,7 +158,7 @@ impl ShmPublisher {
         if wake != 0 {
             self.wake(wake);
         }
-        if let Ok(r) = self.writer.try_reserve(ring, len as u64) {
+        if let Ok(r) = self.writer.try_reserve(ring, &self.bytes, len as u64) {
             return Ok(Some(r));
         }
         if !wait {
@@ -185,7 +185,10 @@ impl ShmPublisher {
                 next_liveness = now + LIVENESS_PERIOD;
             }
             let block = self.data.block();
-            if let Ok(r) = self.writer.try_reserve(&block.ring, len as u64) {
+            if let Ok(r) = self
+                .writer
+                .try_reserve(&block.ring, &self.bytes, len as u64)
+            {
                 return Ok(r);
             }
             if now >= deadline {
@@ -343,7 +346,7 @@ mod tests {
         }
         let ring = &publ.data.block().ring;
         ring.head.last.store(last, Ordering::Relaxed);
-        ring.reserve.store(1 << 40, Ordering::Relaxed);
+        ring.reserve.end.store(1 << 40, Ordering::Relaxed);
         // Release pairs with the subscriber's Acquire load of head.
         ring.head.end.store(1 << 40, Ordering::Release);
     }
@@ -370,7 +373,7 @@ mod tests {
                 p.bytes.write(0, &record_header(0, 100_000, false));
                 let ring = &p.data.block().ring;
                 ring.head.last.store(0, Ordering::Relaxed);
-                ring.reserve.store(4096, Ordering::Relaxed);
+                ring.reserve.end.store(4096, Ordering::Relaxed);
                 // Release pairs with the subscriber's Acquire load of head.
                 ring.head.end.store(4096, Ordering::Release);
             });

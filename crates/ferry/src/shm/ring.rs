@@ -43,6 +43,20 @@
 //!   may be longer than a message); its end must be reservable like any record's, so a lagging
 //!   reader simply keeps the writer on the whole ring. The writer tries this once per lap.
 //!
+//! - Holding (latest readers, large records): a latest reader would copy a record of at least
+//!   `HOLD_MIN` bytes out for nothing if the writer laps it meanwhile, so it holds the record in
+//!   place instead, one reader at a time per ring: it sets `hold` (its position and slot) from 0,
+//!   fences, and loads `frontier` and `reserve`. The writer, while a large record may still be in
+//!   the ring (or a hold is known), stores `frontier` (the furthest it plans to write, never
+//!   lowered), fences, and loads `hold` before each reservation. Either the writer sees the hold
+//!   and never writes the held bytes (it commits a padding record from `head` to the held
+//!   record's end, a lap on, and goes on after it, every lap until the hold is gone), or the
+//!   reader sees a frontier that reaches the record and lets go (it copies instead, and a lapped
+//!   copy is thrown away as always). A reader holds only where the ring has room for the writer
+//!   to step over the held record with any message (`may_hold`), so an honest hold never stops
+//!   the writer; the writer checks a hold's record against the header it wrote itself and
+//!   ignores a hold that is not one of its records, or whose reader's slot is free.
+//!
 //! Readers trust nothing they read from the ring: a record header or a position that the
 //! protocol rules out (a length past `head` or above the maximum, an unknown tag, a reliable
 //! reader more than a ring behind `head`, a `last` more than a ring behind it) is `Corrupt`, and
@@ -67,6 +81,15 @@ const NOT_COMMITTED: u64 = u64::MAX;
 /// up (see the protocol above): with both directions' windows, well inside a first-level cache.
 pub const WINDOW: u64 = 8 * 1024;
 const RECORD_ALIGN: u64 = 8;
+/// Latest readers hold payloads of at least this many bytes in place instead of copying them.
+#[cfg(not(loom))]
+pub const HOLD_MIN: u64 = 16 * 1024;
+#[cfg(loom)]
+pub const HOLD_MIN: u64 = 8;
+/// Room a writer keeps before a held record: the header of the padding that steps over it.
+const HOLD_ROOM: u64 = RECORD_HEADER;
+/// Plans a reservation makes around a hold that keeps changing before it gives up for now.
+const HOLD_ROUNDS: usize = 4;
 const TAG_MARK: u32 = 0xFE77_0000;
 const KIND_MESSAGE: u32 = 1;
 const KIND_PADDING: u32 = 2;
@@ -89,14 +112,15 @@ pub struct RingHeader {
     /// End of the last committed record, and beside it (same cache line) the start of that
     /// record. Written by the writer only.
     pub head: Padded<HeadLine>,
-    /// End of the record being written plus `COMMIT_WORD` (> head), or 0 before the first
-    /// reservation. Written by the writer only.
-    pub reserve: Padded<AtomicU64>,
+    /// What the writer reserved and plans. Written by the writer only.
+    pub reserve: Padded<ReserveLine>,
     /// Bit i set: reader i is about to sleep or sleeps and wants a wake-up.
     pub sleepers: Padded<AtomicU64>,
     /// Non-zero while the writer waits for space.
     pub writer_waiting: Padded<AtomicU32>,
     pub readers: [Padded<ReaderSlot>; MAX_READERS],
+    /// The record a latest reader holds in place: `pos << 8 | (slot + 1)`, or 0.
+    pub hold: Padded<AtomicU64>,
 }
 
 /// The writer's publication line: read by every reader on every poll.
@@ -108,6 +132,17 @@ pub struct HeadLine {
     pub last: AtomicU64,
     /// The sequence number the next message will carry (a joining reader expects it).
     pub next_seq: AtomicU64,
+}
+
+/// The writer's reservation line: read by latest readers and joiners.
+#[repr(C)]
+pub struct ReserveLine {
+    /// End of the record being written plus `COMMIT_WORD` (> head), or 0 before the first
+    /// reservation.
+    pub end: AtomicU64,
+    /// The furthest position the writer has planned to write below, never lowered (see
+    /// "Holding" above); beside `end`, so a reader that holds loads both with one line.
+    pub frontier: AtomicU64,
 }
 
 /// One reader's place in the ring.
@@ -129,7 +164,10 @@ impl RingHeader {
                 last: AtomicU64::new(0),
                 next_seq: AtomicU64::new(0),
             }),
-            reserve: Padded(AtomicU64::new(0)),
+            reserve: Padded(ReserveLine {
+                end: AtomicU64::new(0),
+                frontier: AtomicU64::new(0),
+            }),
             sleepers: Padded(AtomicU64::new(0)),
             writer_waiting: Padded(AtomicU32::new(0)),
             readers: std::array::from_fn(|_| {
@@ -138,6 +176,7 @@ impl RingHeader {
                     cursor: AtomicU64::new(0),
                 })
             }),
+            hold: Padded(AtomicU64::new(0)),
         }
     }
 }
@@ -167,6 +206,17 @@ pub struct Writer {
     window: u64,
     /// The start of the last lap at whose window end a skip was considered.
     window_lap: u64,
+    /// Holds are looked for while `head` is below this: the end of the last large message a lap
+    /// on (only large messages are held).
+    hold_watch: u64,
+    /// The `hold` word last seen, and the ring offset and length of its record when the hold is
+    /// honoured.
+    held: (u64, Option<(u64, u64)>),
+    /// What `frontier` holds (only this writer stores it).
+    frontier: u64,
+    /// Sleepers to wake found while committing padding in `try_reserve`, handed out by the next
+    /// `commit`.
+    wake_later: u64,
 }
 
 /// A reserved, not yet committed record.
@@ -200,6 +250,8 @@ impl Writer {
         } else {
             0
         };
+        // Relaxed: only this writer ever stores it.
+        let frontier = hdr.reserve.frontier.load(Ordering::Relaxed);
         Writer {
             capacity,
             head,
@@ -208,6 +260,11 @@ impl Writer {
             reliable,
             window,
             window_lap: u64::MAX,
+            // A ring taken over may hold large records: watch a lap (a fresh one holds none).
+            hold_watch: if head == 0 { 0 } else { head + capacity },
+            held: (0, None),
+            frontier,
+            wake_later: 0,
         }
     }
 
@@ -232,8 +289,13 @@ impl Writer {
     ) -> u64 {
         let off = self.head & (self.capacity - 1);
         let rec = record_len(payload_len);
-        // Only small records, only once per lap, only past the window.
-        if self.window == 0 || off + rec <= self.window || 2 * rec > self.window {
+        // Only small records, only once per lap, only past the window, and not while a record
+        // may be held (the padding's mark could land in it).
+        if self.window == 0
+            || off + rec <= self.window
+            || 2 * rec > self.window
+            || self.watching_holds()
+        {
             return 0;
         }
         self.skip_slow(hdr, mem, off, rec)
@@ -255,7 +317,7 @@ impl Writer {
             }
         }
         // Reserved as `try_reserve` does: the padding record and the mark at `next`.
-        hdr.reserve.store(next + COMMIT_WORD, Ordering::Relaxed);
+        hdr.reserve.end.store(next + COMMIT_WORD, Ordering::Relaxed);
         fence(Ordering::Release);
         let r = Reservation {
             pos: self.head,
@@ -274,8 +336,158 @@ impl Writer {
         self.seq
     }
 
+    /// Whether a reservation must look for a held record first.
+    #[inline]
+    fn watching_holds(&self) -> bool {
+        self.head < self.hold_watch || self.held.1.is_some()
+    }
+
     /// Reserves a record for `payload_len` bytes (which must fit: `<= max_payload(capacity)`).
-    pub fn try_reserve(&mut self, hdr: &RingHeader, payload_len: u64) -> Result<Reservation, Full> {
+    /// Where a latest reader holds a record in the way, a padding record over it is committed
+    /// first (its wake-ups come with the next `commit`).
+    #[inline]
+    pub fn try_reserve<M: RingBytes>(
+        &mut self,
+        hdr: &RingHeader,
+        mem: &M,
+        payload_len: u64,
+    ) -> Result<Reservation, Full> {
+        if self.watching_holds() {
+            return self.reserve_around_hold(hdr, mem, payload_len);
+        }
+        self.reserve_here(hdr, payload_len)
+    }
+
+    /// Plans the reservation around a held record: the message goes at `head`, or, when a held
+    /// record is in its way, after that record a lap on, with padding before it. Each plan is
+    /// published in `reserve.frontier` and the hold looked at again (see "Holding" above); a plan is
+    /// taken when the hold it was made for is still the one there.
+    #[inline(never)]
+    fn reserve_around_hold<M: RingBytes>(
+        &mut self,
+        hdr: &RingHeader,
+        mem: &M,
+        payload_len: u64,
+    ) -> Result<Reservation, Full> {
+        let rec = record_len(payload_len);
+        let mut start = self.head;
+        for _ in 0..HOLD_ROUNDS {
+            let touched = start + rec + COMMIT_WORD;
+            if touched > self.frontier {
+                self.frontier = touched;
+                // Relaxed: ordered before the hold load by the fence below.
+                hdr.reserve.frontier.store(touched, Ordering::Relaxed);
+            }
+            // Store frontier, fence, load hold; pairs with the fence in `Reader::try_hold` (set
+            // hold, fence, load frontier): a hold this load misses saw the frontier above.
+            // Acquire pairs with the Release of `Reader::unhold`: the reads of a record let go
+            // come before this writer writes over it.
+            fence(Ordering::SeqCst);
+            let word = hdr.hold.load(Ordering::Acquire);
+            self.look_at_hold(hdr, mem, word);
+            let next = match self.held.1 {
+                Some((offset, len)) => {
+                    // The held record's next copy at or after head.
+                    let copy = self.head + (offset.wrapping_sub(self.head) & (self.capacity - 1));
+                    let message = self.head + rec + COMMIT_WORD;
+                    if copy >= message + HOLD_ROOM {
+                        self.head
+                    } else if copy < self.head + COMMIT_WORD + HOLD_ROOM
+                        || copy + len + rec + COMMIT_WORD > self.head + self.capacity
+                    {
+                        // No room to step over it: not a hold an honest reader takes
+                        // (`may_hold`); it is not honoured.
+                        self.held.1 = None;
+                        self.head
+                    } else {
+                        copy + len
+                    }
+                }
+                None => self.head,
+            };
+            if next == start {
+                return self.place(hdr, mem, start, payload_len);
+            }
+            start = next;
+        }
+        // The hold changed under every plan: the caller tries again.
+        Err(Full)
+    }
+
+    /// Commits padding from `head` to `start` (when they differ), then reserves at `start`.
+    fn place<M: RingBytes>(
+        &mut self,
+        hdr: &RingHeader,
+        mem: &M,
+        start: u64,
+        payload_len: u64,
+    ) -> Result<Reservation, Full> {
+        if start > self.head {
+            let touched = start + record_len(payload_len) + COMMIT_WORD;
+            if self.reliable && touched > self.limit {
+                self.limit = self.min_cursor(hdr) + self.capacity;
+                if touched > self.limit {
+                    return Err(Full);
+                }
+            }
+            // Reserved as `reserve_here` does: the padding record and the mark at `start`.
+            hdr.reserve
+                .end
+                .store(start + COMMIT_WORD, Ordering::Relaxed);
+            fence(Ordering::Release);
+            let r = Reservation {
+                pos: self.head,
+                payload_len: start - self.head - RECORD_HEADER,
+                end: start,
+            };
+            self.wake_later |= self.finish(hdr, mem, r, KIND_PADDING);
+        }
+        self.reserve_here(hdr, payload_len)
+    }
+
+    /// Takes in the `hold` word: whether its record is one to step over, and where it lies.
+    fn look_at_hold<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M, word: u64) {
+        if word == self.held.0 {
+            return;
+        }
+        self.held = (word, None);
+        if word == 0 {
+            return;
+        }
+        let (pos, slot) = (word >> 8, (word & 0xFF) as usize);
+        // A hold of a reader that left (or of no reader) is cleared.
+        let owner = hdr.readers.get(slot.wrapping_sub(1)).map_or(0, |s| {
+            // Relaxed: a reader that joins takes the slot with no hold.
+            s.owner.load(Ordering::Relaxed)
+        });
+        if owner == 0 {
+            // Relaxed: only this exact stale word is removed.
+            let _ = hdr
+                .hold
+                .compare_exchange(word, 0, Ordering::Relaxed, Ordering::Relaxed);
+            return;
+        }
+        // A hold a reader may have taken: a committed record whose next copy lies at least a
+        // mark and a padding header ahead (see `Reader::try_hold`); anything else lost the race.
+        let Some(copy) = pos.checked_add(self.capacity) else {
+            return;
+        };
+        if pos >= self.head || copy < self.head + COMMIT_WORD + HOLD_ROOM {
+            return;
+        }
+        // Its length from the header this writer wrote there, not from the reader.
+        let mut header = [0u8; RECORD_HEADER as usize];
+        mem.read(pos & (self.capacity - 1), &mut header);
+        let len = u32::from_le_bytes(header[8..12].try_into().unwrap()) as u64;
+        let tag = u32::from_le_bytes(header[12..].try_into().unwrap());
+        let len = record_len(len);
+        if tag == TAG_MARK | KIND_MESSAGE && len <= self.head - pos {
+            self.held.1 = Some((pos & (self.capacity - 1), len));
+        }
+    }
+
+    #[inline]
+    fn reserve_here(&mut self, hdr: &RingHeader, payload_len: u64) -> Result<Reservation, Full> {
         let end = self.head + record_len(payload_len);
         // The record and the next record's commit word, which `finish` marks.
         let touched = end + COMMIT_WORD;
@@ -289,7 +501,7 @@ impl Writer {
         // Relaxed store, then a Release fence: the payload writes that follow cannot be seen
         // before the new `reserve` (pairs with the Acquire fence in `Reader::read_latest`). The
         // joiner handshake orders it through the SeqCst fence in `min_cursor`.
-        hdr.reserve.store(touched, Ordering::Relaxed);
+        hdr.reserve.end.store(touched, Ordering::Relaxed);
         fence(Ordering::Release);
         Ok(Reservation {
             pos: self.head,
@@ -358,12 +570,16 @@ impl Writer {
     /// Writes the record header and publishes the record. Returns the mask of sleeping readers to
     /// wake (already cleared in the ring).
     pub fn commit<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M, r: Reservation) -> u64 {
-        self.finish(hdr, mem, r, KIND_MESSAGE)
+        if r.payload_len >= HOLD_MIN {
+            // A reader may hold this record until the writer is a lap past it.
+            self.hold_watch = r.end + self.capacity;
+        }
+        self.finish(hdr, mem, r, KIND_MESSAGE) | std::mem::take(&mut self.wake_later)
     }
 
     /// Gives a reservation back: it becomes a padding record that readers step over.
     pub fn abandon<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M, r: Reservation) -> u64 {
-        self.finish(hdr, mem, r, KIND_PADDING)
+        self.finish(hdr, mem, r, KIND_PADDING) | std::mem::take(&mut self.wake_later)
     }
 
     fn finish<M: RingBytes>(
@@ -418,6 +634,9 @@ pub struct Record {
     pub end: u64,
     /// Messages this reader missed just before this one (latest delivery only).
     pub skipped: u64,
+    /// Latest delivery: the record is held in place (read it at `offset`, then `unhold`) rather
+    /// than copied out.
+    pub held: bool,
 }
 
 /// A record header failed its checks where the protocol rules out a race: the segment was
@@ -440,6 +659,8 @@ pub struct Reader {
     at_mark: bool,
     next_seq: Option<u64>,
     reliable: bool,
+    /// The `hold` word of the record this reader holds, or 0.
+    hold: u64,
 }
 
 impl Reader {
@@ -467,6 +688,7 @@ impl Reader {
         // `reserve` is the end of the latest reservation plus COMMIT_WORD (0 before the first).
         let pos = hdr
             .reserve
+            .end
             .load(Ordering::Relaxed)
             .saturating_sub(COMMIT_WORD)
             .max(head);
@@ -487,11 +709,13 @@ impl Reader {
             at_mark: false,
             next_seq,
             reliable,
+            hold: 0,
         }
     }
 
-    /// Leaves the slot; the writer stops waiting for this reader.
-    pub fn leave(&self, hdr: &RingHeader) {
+    /// Leaves the slot; the writer stops waiting for this reader (and stepping over what it held).
+    pub fn leave(&mut self, hdr: &RingHeader) {
+        self.unhold(hdr);
         // Release pairs with the writer's owner scan; the cursor no longer matters.
         hdr.readers[self.slot].owner.store(0, Ordering::Release);
     }
@@ -609,6 +833,7 @@ impl Reader {
                 seq,
                 end,
                 skipped,
+                held: false,
             }));
         }
         Ok(None)
@@ -647,7 +872,21 @@ impl Reader {
             let mut header = [0u8; RECORD_HEADER as usize];
             mem.read(self.pos & (self.capacity - 1), &mut header);
             let decoded = self.decode(&header, self.head);
-            if let Some((_, len, KIND_MESSAGE)) = decoded {
+            if let Some((seq, len, KIND_MESSAGE)) = decoded {
+                if self.try_hold(hdr, len) {
+                    let pos = self.pos;
+                    self.pos = pos + record_len(len);
+                    let skipped = self.count_skipped(seq);
+                    return Ok(Some(Record {
+                        pos,
+                        offset: (pos + RECORD_HEADER) & (self.capacity - 1),
+                        len,
+                        seq,
+                        end: self.pos,
+                        skipped,
+                        held: true,
+                    }));
+                }
                 buf.resize(len as usize, 0);
                 mem.read((self.pos + RECORD_HEADER) & (self.capacity - 1), buf);
             }
@@ -655,7 +894,7 @@ impl Reader {
             // made after the writer reserved past `pos + capacity`, this load sees that
             // reservation. Pairs with the Release fence in `Writer::try_reserve`.
             fence(Ordering::Acquire);
-            let reserve = hdr.reserve.load(Ordering::Relaxed);
+            let reserve = hdr.reserve.end.load(Ordering::Relaxed);
             if reserve > self.pos.saturating_add(self.capacity) {
                 // Overwritten while we looked: skip to the newest committed record. If that is
                 // where we were, the record being written overlaps it: nothing intact is there to
@@ -683,9 +922,68 @@ impl Reader {
                 seq,
                 end,
                 skipped,
+                held: false,
             }));
         }
         Ok(None)
+    }
+
+    /// Whether this reader (latest) may hold a record of `len` payload bytes: a large one, where
+    /// the writer has room to step over it with the largest message (its next copy is less than a
+    /// message and a mark and a padding header ahead when it is in the way; the message after it
+    /// must end before the padding's own next copy).
+    fn may_hold(&self, len: u64) -> bool {
+        len >= HOLD_MIN
+            && record_len(len) + 2 * record_len(self.max_len) + 2 * (COMMIT_WORD + HOLD_ROOM)
+                <= self.capacity
+    }
+
+    /// Holds the committed message record at `pos` (`len` payload bytes, its header already
+    /// read) in place, if it may and the writer has not planned to reach it (see "Holding").
+    fn try_hold(&mut self, hdr: &RingHeader, len: u64) -> bool {
+        if self.hold != 0 || !self.may_hold(len) {
+            return false;
+        }
+        let word = self.pos << 8 | (self.slot as u64 + 1);
+        // Relaxed: ordered before the frontier load by the fence below. One reader holds at a
+        // time: another's hold stays, and this reader copies.
+        if hdr
+            .hold
+            .compare_exchange(0, word, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        // Set hold, fence, load frontier; pairs with the fence in `Writer::reserve_around_hold`
+        // (store frontier, fence, load hold). The fence also orders the header read above before
+        // the reserve load, as the copy's Acquire fence does (pairs with the Release fence in
+        // `Writer::reserve_here`): a header overwritten meanwhile shows in `reserve`.
+        fence(Ordering::SeqCst);
+        let frontier = hdr.reserve.frontier.load(Ordering::Relaxed);
+        let reserve = hdr.reserve.end.load(Ordering::Relaxed);
+        let limit = self.pos.saturating_add(self.capacity);
+        if frontier.max(reserve).saturating_add(HOLD_ROOM) <= limit {
+            self.hold = word;
+            return true;
+        }
+        // Release: nothing of the record was read (the caller copies or jumps next).
+        let _ = hdr
+            .hold
+            .compare_exchange(word, 0, Ordering::Release, Ordering::Relaxed);
+        false
+    }
+
+    /// Lets go of the record this reader holds (if any): the writer may write over it again.
+    pub fn unhold(&mut self, hdr: &RingHeader) {
+        if self.hold != 0 {
+            // Release: every read of the held bytes comes before the writes of a writer that
+            // sees the hold gone (pairs with the Acquire hold load in
+            // `Writer::reserve_around_hold`).
+            let _ = hdr
+                .hold
+                .compare_exchange(self.hold, 0, Ordering::Release, Ordering::Relaxed);
+            self.hold = 0;
+        }
     }
 
     /// Moves a lapped latest reader to the start of the newest committed record.

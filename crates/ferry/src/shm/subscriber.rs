@@ -34,12 +34,16 @@ enum Ready {
     InPlace { source: usize, record: Record },
     /// Copied into the subscriber's scratch buffer (latest delivery).
     Copied { record: Record },
+    /// Held in place in source `source` (latest delivery of a large message); let go when done.
+    Held { source: usize, record: Record },
 }
 
 impl Ready {
     fn record(&self) -> &Record {
         match self {
-            Ready::InPlace { record, .. } | Ready::Copied { record } => record,
+            Ready::InPlace { record, .. }
+            | Ready::Copied { record }
+            | Ready::Held { record, .. } => record,
         }
     }
 }
@@ -258,7 +262,11 @@ impl ShmSubscriber {
     /// Looks for the next message without waiting; when there is one it becomes the current
     /// message (`payload`, `current`, `release`) and this returns true.
     pub fn poll(&mut self) -> Result<bool, RecvError> {
-        // A message not released (its sample leaked) is not handed out twice as current.
+        // A message not released (its sample leaked) is not handed out twice as current; a held
+        // one is let go.
+        if matches!(self.current, Some(Ready::Held { .. })) {
+            self.release();
+        }
         self.current = None;
         self.refresh();
         let n = self.sources.len();
@@ -277,7 +285,12 @@ impl ShmSubscriber {
             } else {
                 src.reader
                     .read_latest(ring_hdr, &src.bytes, &mut self.scratch)
-                    .map(|r| r.map(|record| Ready::Copied { record }))
+                    .map(|r| {
+                        r.map(|record| match record.held {
+                            true => Ready::Held { source: i, record },
+                            false => Ready::Copied { record },
+                        })
+                    })
             };
             match got {
                 Ok(Some(ready)) => {
@@ -297,7 +310,7 @@ impl ShmSubscriber {
                 }
                 Ok(None) => {}
                 Err(c) => {
-                    let src = self.sources.remove(i);
+                    let mut src = self.sources.remove(i);
                     src.reader.leave(&src.data.block().ring);
                     self.refused.push((
                         src.pub_slot,
@@ -335,10 +348,11 @@ impl ShmSubscriber {
     pub fn payload(&self) -> &[u8] {
         match &self.current {
             None => &[],
-            Some(Ready::InPlace { source, record }) => {
+            Some(Ready::InPlace { source, record } | Ready::Held { source, record }) => {
                 let src = &self.sources[*source];
                 // SAFETY: the record lies within the double mapping (len <= capacity), committed by
-                // the writer (Acquire on head) and not released yet, so the writer cannot touch it.
+                // the writer (Acquire on head) and not released (reliable) or let go (held)
+                // yet, so the writer does not touch it (see the ring's protocol).
                 unsafe {
                     std::slice::from_raw_parts(src.bytes.ptr(record.offset), record.len as usize)
                 }
@@ -367,12 +381,19 @@ impl ShmSubscriber {
 
     /// Hands the current message back (an in-place record to its publisher).
     pub fn release(&mut self) {
-        if let Some(Ready::InPlace { source, record }) = self.current.take() {
-            let src = &mut self.sources[source];
-            let block = src.data.block();
-            if src.reader.release(&block.ring, record.end) {
-                ring_doorbell(&block.space_bell);
+        match self.current.take() {
+            Some(Ready::InPlace { source, record }) => {
+                let src = &mut self.sources[source];
+                let block = src.data.block();
+                if src.reader.release(&block.ring, record.end) {
+                    ring_doorbell(&block.space_bell);
+                }
             }
+            Some(Ready::Held { source, .. }) => {
+                let src = &mut self.sources[source];
+                src.reader.unhold(&src.data.block().ring);
+            }
+            Some(Ready::Copied { .. }) | None => {}
         }
     }
 
@@ -445,7 +466,7 @@ impl ShmSubscriber {
 
 impl Drop for ShmSubscriber {
     fn drop(&mut self) {
-        for s in self.sources.iter() {
+        for s in self.sources.iter_mut() {
             let ring_hdr = &s.data.block().ring;
             s.reader.cancel_sleep(ring_hdr);
             s.reader.leave(ring_hdr);

@@ -19,7 +19,7 @@ fn write_msg(
     seq: u64,
     len: usize,
 ) -> Result<(), Full> {
-    let r = w.try_reserve(hdr, len as u64)?;
+    let r = w.try_reserve(hdr, mem, len as u64)?;
     mem.write(r.payload_offset(CAP), &pattern(seq, len));
     w.commit(hdr, mem, r);
     Ok(())
@@ -89,7 +89,7 @@ fn a_reader_that_leaves_no_longer_holds_the_writer() {
     let hdr = RingHeader::new();
     let mem = AtomicBytes::new(CAP);
     let mut w = Writer::new(&hdr, CAP, true);
-    let r = Reader::join(&hdr, CAP, max_payload(CAP), 3, 9, true);
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 3, 9, true);
     while write_msg(&mut w, &hdr, &mem, 0, 40).is_ok() {}
     r.leave(&hdr);
     for _ in 0..20 {
@@ -118,7 +118,7 @@ fn abandoned_reservations_are_stepped_over_without_a_gap_in_seq() {
     let mut w = Writer::new(&hdr, CAP, true);
     let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
     write_msg(&mut w, &hdr, &mem, 0, 8).unwrap();
-    let res = w.try_reserve(&hdr, 20).unwrap();
+    let res = w.try_reserve(&hdr, &mem, 20).unwrap();
     w.abandon(&hdr, &mem, res);
     write_msg(&mut w, &hdr, &mem, 1, 8).unwrap();
     assert_eq!(read_reliable(&mut r, &hdr, &mem).unwrap().0, 0);
@@ -222,7 +222,7 @@ fn padding_everywhere() -> (Arc<RingHeader>, Arc<Counting>) {
 fn publish(hdr: &RingHeader, head: u64, last: u64) {
     hdr.head.last.store(last, Ordering::Relaxed);
     hdr.head.end.store(head, Ordering::Relaxed);
-    hdr.reserve.store(head, Ordering::Relaxed);
+    hdr.reserve.end.store(head, Ordering::Relaxed);
 }
 
 #[test]
@@ -366,7 +366,7 @@ fn a_latest_reader_of_a_writer_that_died_mid_record_returns_nothing_promptly() {
     for seq in 0..3 {
         write_msg(&mut w, &hdr, &mem, seq, 200).unwrap();
     }
-    let _dead = w.try_reserve(&hdr, 200).unwrap();
+    let _dead = w.try_reserve(&hdr, &*mem, 200).unwrap();
     let (got, r) = returns(move || {
         let mut r = r;
         let mut buf = Vec::new();
@@ -388,7 +388,7 @@ fn lengths_past_head_or_above_the_ring_are_corrupt() {
         // One 32-byte record committed, whose header says `len`.
         mem.write(0, &header(0, len, KIND_MESSAGE));
         hdr.head.end.store(32, Ordering::Relaxed);
-        hdr.reserve.store(32, Ordering::Relaxed);
+        hdr.reserve.end.store(32, Ordering::Relaxed);
         let got = if reliable {
             r.peek(&hdr, &mem)
         } else {
@@ -409,9 +409,9 @@ fn sleepers_are_woken_once_and_cleared() {
     let mut w = Writer::new(&hdr, CAP, false);
     let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 5, 1, false);
     assert!(!r.announce_sleep(&hdr));
-    let res = w.try_reserve(&hdr, 4).unwrap();
+    let res = w.try_reserve(&hdr, &mem, 4).unwrap();
     assert_eq!(w.commit(&hdr, &mem, res), 1 << 5);
-    let res = w.try_reserve(&hdr, 4).unwrap();
+    let res = w.try_reserve(&hdr, &mem, 4).unwrap();
     assert_eq!(
         w.commit(&hdr, &mem, res),
         0,
@@ -698,5 +698,240 @@ fn threads_reliable_two_readers(window: u64) {
     }
     for r in readers {
         r.join().unwrap();
+    }
+}
+
+// Holding: a latest reader keeps a large record in place; the writer steps over it.
+
+const HOLD_CAP: u64 = 64 * 1024;
+const BIG: usize = HOLD_MIN as usize;
+
+fn hold_ring(reliable: bool) -> (RingHeader, AtomicBytes, Writer) {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(HOLD_CAP);
+    let w = Writer::new(&hdr, HOLD_CAP, reliable);
+    (hdr, mem, w)
+}
+
+fn write_big(w: &mut Writer, hdr: &RingHeader, mem: &AtomicBytes, seq: u64, len: usize) {
+    let r = w.try_reserve(hdr, mem, len as u64).expect("room");
+    mem.write(r.payload_offset(HOLD_CAP), &pattern(seq, len));
+    w.commit(hdr, mem, r);
+}
+
+fn held_bytes(mem: &AtomicBytes, rec: &Record) -> Vec<u8> {
+    let mut buf = vec![0; rec.len as usize];
+    mem.read(rec.offset, &mut buf);
+    buf
+}
+
+#[test]
+fn a_held_record_outlives_laps_of_the_writer() {
+    let (hdr, mem, mut w) = hold_ring(false);
+    let mut r = Reader::join(&hdr, HOLD_CAP, BIG as u64, 0, 1, false);
+    // A second latest reader copies (one reader holds at a time).
+    let mut other = Reader::join(&hdr, HOLD_CAP, BIG as u64, 1, 2, false);
+    write_big(&mut w, &hdr, &mem, 0, BIG);
+    let mut buf = Vec::new();
+    let rec = r.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
+    assert!(rec.held && buf.is_empty(), "held in place, nothing copied");
+    assert!(rec.seq == 0 && held_bytes(&mem, &rec) == pattern(0, BIG));
+    let got = other.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
+    assert!(!got.held && got.seq == 0 && buf == pattern(0, BIG));
+    // Three records fit a lap: twenty messages lap the ring six times, each lap stepping over
+    // the held record (without that, the fourth message would land on it).
+    for seq in 1..=20 {
+        write_big(&mut w, &hdr, &mem, seq, BIG);
+        let got = other.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
+        assert!(
+            !got.held && got.seq == seq && buf == pattern(seq, BIG),
+            "seq {seq}"
+        );
+        assert!(
+            held_bytes(&mem, &rec) == pattern(0, BIG),
+            "written over while held"
+        );
+    }
+    // Let go: the writer may use those bytes again, and the reader goes on from the newest.
+    r.unhold(&hdr);
+    for seq in 21..=24 {
+        write_big(&mut w, &hdr, &mem, seq, BIG);
+    }
+    let next = r.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
+    assert!(next.held && next.seq > 20);
+    assert!(held_bytes(&mem, &next) == pattern(next.seq, BIG));
+    assert_eq!(next.skipped, next.seq - 1);
+    r.unhold(&hdr);
+    assert_eq!(hdr.hold.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn a_reliable_reader_reads_every_message_past_a_held_one() {
+    let (hdr, mem, mut w) = hold_ring(true);
+    let mut latest = Reader::join(&hdr, HOLD_CAP, BIG as u64, 0, 1, false);
+    let mut reliable = Reader::join(&hdr, HOLD_CAP, BIG as u64, 1, 2, true);
+    let mut buf = Vec::new();
+    write_big(&mut w, &hdr, &mem, 0, BIG);
+    let held = latest.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
+    assert!(held.held);
+    for seq in 0..12 {
+        if seq > 0 {
+            // Small and large messages mixed: both step over the held record.
+            let len = if seq % 3 == 0 { 100 } else { BIG };
+            write_big(&mut w, &hdr, &mem, seq, len);
+        }
+        let rec = reliable.peek(&hdr, &mem).unwrap().expect("a message");
+        let want = if seq > 0 && seq % 3 == 0 { 100 } else { BIG };
+        assert_eq!((rec.seq, rec.skipped), (seq, 0));
+        assert!(held_bytes(&mem, &rec) == pattern(seq, want), "seq {seq}");
+        reliable.release(&hdr, rec.end);
+        assert!(
+            held_bytes(&mem, &held) == pattern(0, BIG),
+            "written over while held"
+        );
+    }
+}
+
+#[test]
+fn a_record_the_writer_has_planned_over_is_not_held() {
+    let (hdr, mem, mut w) = hold_ring(false);
+    let mut r = Reader::join(&hdr, HOLD_CAP, BIG as u64, 0, 1, false);
+    // Three records, then a fourth reserved over the first one's bytes and not yet committed.
+    for seq in 0..3 {
+        write_big(&mut w, &hdr, &mem, seq, BIG);
+    }
+    let _writing = w.try_reserve(&hdr, &mem, BIG as u64).unwrap();
+    let mut buf = Vec::new();
+    let rec = r.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
+    // The first is refused (and lapped); the newest is held.
+    assert_eq!((rec.seq, rec.skipped, rec.held), (2, 2, true));
+    assert!(held_bytes(&mem, &rec) == pattern(2, BIG));
+}
+
+#[test]
+fn a_ring_too_small_to_step_over_a_record_copies_it() {
+    // Two of the largest records fill the ring: no room to step over one.
+    let cap = 2 * record_len(BIG as u64) + 64;
+    let cap = cap.next_power_of_two() / 2;
+    assert!(cap < 3 * record_len(BIG as u64));
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(cap);
+    let mut w = Writer::new(&hdr, cap, false);
+    let mut r = Reader::join(&hdr, cap, BIG as u64, 0, 1, false);
+    let res = w.try_reserve(&hdr, &mem, BIG as u64).unwrap();
+    mem.write(res.payload_offset(cap), &pattern(0, BIG));
+    w.commit(&hdr, &mem, res);
+    let mut buf = Vec::new();
+    let rec = r.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
+    assert!(!rec.held && buf == pattern(0, BIG));
+}
+
+#[test]
+fn forged_holds_cost_the_writer_nothing_and_a_left_readers_hold_is_cleared() {
+    let (hdr, mem, mut w) = hold_ring(false);
+    let mut r = Reader::join(&hdr, HOLD_CAP, BIG as u64, 3, 1, false);
+    let mut buf = Vec::new();
+    let forged = [
+        // Not a record start (inside a payload), of a live reader.
+        (100 << 8) | 4,
+        // Beyond anything written.
+        (u64::MAX >> 8) << 8 | 4,
+        // A slot that does not exist, and one that is free.
+        0xFF,
+        9,
+    ];
+    let mut seq = 0;
+    for word in forged {
+        hdr.hold.store(word, Ordering::Relaxed);
+        // Laps of the ring: nothing is stepped over for a forged hold, nothing hangs.
+        let live = word & 0xFF == 4;
+        for _ in 0..10 {
+            write_big(&mut w, &hdr, &mem, seq, BIG);
+            let got = r.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
+            // One hold at a time: while a forged one of a live reader stays, this one copies.
+            assert_eq!(got.held, !live, "word {word:#x}");
+            let bytes = if got.held {
+                held_bytes(&mem, &got)
+            } else {
+                buf.clone()
+            };
+            assert!(got.seq == seq && bytes == pattern(seq, BIG), "seq {seq}");
+            r.unhold(&hdr);
+            seq += 1;
+        }
+        assert!(w.head / HOLD_CAP >= 2, "the writer lapped the ring");
+        // The holds of a free or missing slot were cleared; a live reader's stays, ignored.
+        let left = hdr.hold.load(Ordering::Relaxed);
+        assert_eq!(left, if live { word } else { 0 }, "word {word:#x}");
+    }
+    // A reader that leaves lets go of what it held.
+    hdr.hold.store(0, Ordering::Relaxed);
+    write_big(&mut w, &hdr, &mem, seq, BIG);
+    let got = r.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
+    assert!(got.held);
+    r.leave(&hdr);
+    assert_eq!(hdr.hold.load(Ordering::Relaxed), 0);
+}
+
+proptest! {
+    /// Any mix of small and large writes, latest reads (holding what they may) and lettings go,
+    /// beside a reliable reader: a held record never changes while held, the latest reader sees
+    /// intact records in order, and the reliable reader gets every message intact.
+    #[test]
+    fn holding_model(ops in proptest::collection::vec((0u8..4, any::<bool>()), 1..200)) {
+        let (hdr, mem, mut w) = hold_ring(true);
+        let mut latest = Reader::join(&hdr, HOLD_CAP, BIG as u64, 0, 1, false);
+        let mut reliable = Reader::join(&hdr, HOLD_CAP, BIG as u64, 1, 2, true);
+        let mut held: Option<Record> = None;
+        let (mut seq, mut next_reliable, mut last_latest) = (0u64, 0u64, None);
+        let mut lens = Vec::new();
+        let mut buf = Vec::new();
+        for (op, big) in ops {
+            match op {
+                0 | 1 => {
+                    let len = if big { BIG } else { 100 + seq as usize % 50 };
+                    match w.try_reserve(&hdr, &mem, len as u64) {
+                        Ok(r) => {
+                            mem.write(r.payload_offset(HOLD_CAP), &pattern(seq, len));
+                            w.commit(&hdr, &mem, r);
+                            lens.push(len);
+                            seq += 1;
+                        }
+                        // Only the reliable reader holds the writer back.
+                        Err(Full) => prop_assert!(next_reliable < seq),
+                    }
+                }
+                2 => {
+                    if held.is_none() {
+                        if let Some(rec) = latest.read_latest(&hdr, &mem, &mut buf).unwrap() {
+                            let len = lens[rec.seq as usize];
+                            let bytes = if rec.held { held_bytes(&mem, &rec) } else { buf.clone() };
+                            prop_assert!(bytes == pattern(rec.seq, len));
+                            prop_assert!(last_latest.is_none_or(|l| rec.seq > l));
+                            last_latest = Some(rec.seq);
+                            if rec.held {
+                                held = Some(rec);
+                            }
+                        }
+                    } else {
+                        latest.unhold(&hdr);
+                        held = None;
+                    }
+                }
+                _ => {
+                    if let Some(rec) = reliable.peek(&hdr, &mem).unwrap() {
+                        prop_assert_eq!(rec.seq, next_reliable);
+                        let want = pattern(rec.seq, lens[rec.seq as usize]);
+                        prop_assert!(held_bytes(&mem, &rec) == want);
+                        reliable.release(&hdr, rec.end);
+                        next_reliable += 1;
+                    }
+                }
+            }
+            if let Some(rec) = &held {
+                let want = pattern(rec.seq, lens[rec.seq as usize]);
+                prop_assert!(held_bytes(&mem, rec) == want, "a held record changed");
+            }
+        }
     }
 }
