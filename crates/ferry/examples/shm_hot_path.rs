@@ -10,6 +10,11 @@
 //! exchange through one flag and one reused buffer per direction (the lab's raw-spin), in seven
 //! rounds, with the ratio of each round.
 //!
+//! `... -- floors [N]`: where ferry's ring costs over the floor: the raw exchange with its flag on
+//! its own line, with the flag in the payload's first line (as a ferry record's commit word and
+//! header), and with that record moving through an 8 KiB window (as ferry's ring places
+//! records), beside ferry, in five rounds.
+//!
 //! `... -- single`: one thread sends a message and receives it again, two million times, at 32 B
 //! and 1 KiB, reliable: the instructions of the path with no cache line crossing between CPUs.
 //! `... -- latest`: the same under latest delivery, where the subscriber copies each message out
@@ -106,31 +111,78 @@ fn pingpong(n: usize, len: usize, ring: usize) -> u64 {
     one_way[n / 2]
 }
 
-/// One direction of the raw floor: a flag on its own lines and a page-aligned buffer.
+/// Where the raw floor keeps a message and its flag.
+#[derive(Clone, Copy, PartialEq)]
+enum Place {
+    /// One reused page-aligned buffer, the flag on its own lines (the lab's raw-spin).
+    Apart,
+    /// One reused slot: the flag in the first word and the payload 16 bytes on, on the same
+    /// line, as a ferry record's commit word and header.
+    Inline,
+    /// As `Inline`, but message `n` goes to the next slot of an 8 KiB window of records laid end
+    /// to end, as ferry's ring places them.
+    Window,
+}
+
+/// One direction of the raw floor: a flag on its own lines, a page-aligned buffer, and an 8 KiB
+/// window of words for the in-line placements.
 #[repr(C, align(4096))]
 struct RawDir {
     flag: std::sync::atomic::AtomicU64,
     _pad: [u8; 4096 - 8],
     buf: std::cell::UnsafeCell<[u8; 4096]>,
+    window: [std::sync::atomic::AtomicU64; 1024],
 }
 
 // SAFETY: the ping-pong below hands each buffer back and forth through its flag (Release store,
-// Acquire load), so only one thread touches it at a time.
+// Acquire load), so only one thread touches a message's bytes at a time.
 unsafe impl Sync for RawDir {}
 
-fn raw_send(d: &RawDir, len: usize, n: u64, byte: u8) {
-    // SAFETY: the peer read the previous message in this buffer before it answered, which the
-    // caller waited for: nobody else touches it now.
-    unsafe { (&mut *d.buf.get())[..len].fill(byte) };
-    // Release pairs with the Acquire load in `raw_recv`.
-    d.flag.store(n, std::sync::atomic::Ordering::Release);
+impl RawDir {
+    fn new() -> Box<RawDir> {
+        Box::new(RawDir {
+            flag: std::sync::atomic::AtomicU64::new(0),
+            _pad: [0; 4096 - 8],
+            buf: std::cell::UnsafeCell::new([0; 4096]),
+            window: std::array::from_fn(|_| std::sync::atomic::AtomicU64::new(0)),
+        })
+    }
+
+    /// The flag and the payload of message `n`.
+    fn slot(&self, place: Place, len: usize, n: u64) -> (&std::sync::atomic::AtomicU64, *mut u8) {
+        let words = (16 + len).div_ceil(8);
+        let at = match place {
+            Place::Apart => return (&self.flag, self.buf.get().cast()),
+            Place::Inline => 0,
+            Place::Window => (n as usize % (1024 / words)) * words,
+        };
+        // The flag is word `at` of the window, the payload starts two words on, as in a ferry
+        // record. The payload words are only ever written and read plainly, one side at a time
+        // (atomics have interior mutability, so writing them through this pointer is allowed).
+        let base = self.window.as_ptr().cast::<u8>();
+        let flag = &self.window[at];
+        // SAFETY: `at + 2 + len / 8` stays inside the 1024-word window (at most
+        // `1024 - words` + `words`).
+        let payload = unsafe { base.add((at + 2) * 8).cast_mut() };
+        (flag, payload)
+    }
 }
 
-fn raw_recv(d: &RawDir, len: usize, n: u64, byte: u8) {
+fn raw_send(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
+    let (flag, payload) = d.slot(place, len, n);
+    // SAFETY: the peer read the previous message in this slot before it answered, which the
+    // caller waited for: nobody else touches these bytes now.
+    unsafe { std::ptr::write_bytes(payload, byte, len) };
+    // Release pairs with the Acquire load in `raw_recv`.
+    flag.store(n, std::sync::atomic::Ordering::Release);
+}
+
+fn raw_recv(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
+    let (flag, payload) = d.slot(place, len, n);
     let start = Instant::now();
     let mut spins = 0u32;
     // Acquire pairs with the Release store in `raw_send`.
-    while d.flag.load(std::sync::atomic::Ordering::Acquire) != n {
+    while flag.load(std::sync::atomic::Ordering::Acquire) != n {
         std::hint::spin_loop();
         spins = spins.wrapping_add(1);
         if spins % 1024 == 0 {
@@ -141,35 +193,28 @@ fn raw_recv(d: &RawDir, len: usize, n: u64, byte: u8) {
         }
     }
     // SAFETY: the writer published these bytes before its flag store and waits for our answer.
-    let buf = unsafe { &(&*d.buf.get())[..len] };
+    let buf = unsafe { std::slice::from_raw_parts(payload.cast_const(), len) };
     assert!(check(buf, byte), "a corrupt raw message");
 }
 
-/// The floor under `pingpong`: the same exchange through one flag and one reused buffer per
-/// direction, as the lab's raw-spin. Median one-way time (ns).
-fn raw_pingpong(n: usize, len: usize) -> u64 {
-    let new = || {
-        Box::new(RawDir {
-            flag: std::sync::atomic::AtomicU64::new(0),
-            _pad: [0; 4096 - 8],
-            buf: std::cell::UnsafeCell::new([0; 4096]),
-        })
-    };
-    let dirs: std::sync::Arc<(Box<RawDir>, Box<RawDir>)> = std::sync::Arc::new((new(), new()));
+/// The floor under `pingpong`: the same exchange without ferry, the message placed as `place`
+/// says. Median one-way time (ns).
+fn raw_pingpong(n: usize, len: usize, place: Place) -> u64 {
+    let dirs = std::sync::Arc::new((RawDir::new(), RawDir::new()));
     let d2 = dirs.clone();
     let echo = std::thread::spawn(move || {
         pin(1);
         for i in 1..=n as u64 {
-            raw_recv(&d2.0, len, i, (i % 200) as u8);
-            raw_send(&d2.1, len, i, (i % 200) as u8 + 1);
+            raw_recv(&d2.0, place, len, i, (i % 200) as u8);
+            raw_send(&d2.1, place, len, i, (i % 200) as u8 + 1);
         }
     });
     pin(0);
     let mut one_way = Vec::with_capacity(n);
     for i in 1..=n as u64 {
         let t = Instant::now();
-        raw_send(&dirs.0, len, i, (i % 200) as u8);
-        raw_recv(&dirs.1, len, i, (i % 200) as u8 + 1);
+        raw_send(&dirs.0, place, len, i, (i % 200) as u8);
+        raw_recv(&dirs.1, place, len, i, (i % 200) as u8 + 1);
         one_way.push(t.elapsed().as_nanos() as u64 / 2);
     }
     echo.join().expect("echo thread");
@@ -205,10 +250,24 @@ fn main() {
             for round in 1..=7 {
                 let mut line = format!("round {round}  one-way p50, ferry / raw floor:");
                 for len in [32usize, 1024] {
-                    let (f, r) = (pingpong(n, len, 0), raw_pingpong(n, len));
+                    let (f, r) = (pingpong(n, len, 0), raw_pingpong(n, len, Place::Apart));
                     line += &format!("  {len:4} B {f:4} / {r:4} ns = {:.2}", f as f64 / r as f64);
                 }
                 println!("{line}");
+            }
+        }
+        "floors" => {
+            for round in 1..=5 {
+                for len in [32usize, 1024] {
+                    let apart = raw_pingpong(n, len, Place::Apart);
+                    let inline = raw_pingpong(n, len, Place::Inline);
+                    let window = raw_pingpong(n, len, Place::Window);
+                    let f = pingpong(n, len, 0);
+                    println!(
+                        "round {round}  {len:4} B  one-way p50: raw {apart:4} ns  flag in line \
+                         {inline:4} ns  8 KiB window {window:4} ns  ferry {f:4} ns"
+                    );
+                }
             }
         }
         "pingpong" => {
@@ -241,6 +300,6 @@ fn main() {
                 println!("{line}");
             }
         }
-        other => panic!("unknown mode {other:?}: pingpong, default, single or latest"),
+        other => panic!("unknown mode {other:?}: pingpong, default, floors, single or latest"),
     }
 }
