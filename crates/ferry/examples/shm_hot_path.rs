@@ -18,7 +18,7 @@
 //! `... -- single`: one thread sends a message and receives it again, two million times, at 32 B
 //! and 1 KiB, reliable: the instructions of the path with no cache line crossing between CPUs.
 //! `... -- latest`: the same under latest delivery, where the subscriber copies each message out
-//! (32 B, 1 KiB, 64 KiB).
+//! (32 B, 1 KiB) or holds it in place (64 KiB).
 //!
 //! Timings depend on the machine and its load; compare runs made one after another.
 

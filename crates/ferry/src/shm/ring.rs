@@ -852,9 +852,10 @@ impl Reader {
         hdr.writer_waiting.load(Ordering::Relaxed) != 0
     }
 
-    /// Latest delivery: copies the next intact record into `buf` (resized to the payload). A
-    /// record overwritten while it was copied is thrown away and the reader jumps ahead; the jump
-    /// shows up as `skipped` on the next record returned.
+    /// Latest delivery: the next intact record, held in place when it may be (`Record::held`,
+    /// see "Holding") and otherwise copied into `buf` (resized to the payload). A record
+    /// overwritten while it was copied is thrown away and the reader jumps ahead; the jump shows
+    /// up as `skipped` on the next record returned.
     pub fn read_latest<M: RingBytes>(
         &mut self,
         hdr: &RingHeader,
