@@ -119,8 +119,6 @@ pub struct RingHeader {
     /// Non-zero while the writer waits for space.
     pub writer_waiting: Padded<AtomicU32>,
     pub readers: [Padded<ReaderSlot>; MAX_READERS],
-    /// The record a latest reader holds in place: `pos << 8 | (slot + 1)`, or 0.
-    pub hold: Padded<AtomicU64>,
 }
 
 /// The writer's publication line: read by every reader on every poll.
@@ -143,6 +141,10 @@ pub struct ReserveLine {
     /// The furthest position the writer has planned to write below, never lowered (see
     /// "Holding" above); beside `end`, so a reader that holds loads both with one line.
     pub frontier: AtomicU64,
+    /// The record a latest reader holds in place: `pos << 8 | (slot + 1)`, or 0. On this line
+    /// too: the holder that sets it loads `frontier` next, and the writer that stores `frontier`
+    /// loads it next.
+    pub hold: AtomicU64,
 }
 
 /// One reader's place in the ring.
@@ -167,6 +169,7 @@ impl RingHeader {
             reserve: Padded(ReserveLine {
                 end: AtomicU64::new(0),
                 frontier: AtomicU64::new(0),
+                hold: AtomicU64::new(0),
             }),
             sleepers: Padded(AtomicU64::new(0)),
             writer_waiting: Padded(AtomicU32::new(0)),
@@ -176,7 +179,6 @@ impl RingHeader {
                     cursor: AtomicU64::new(0),
                 })
             }),
-            hold: Padded(AtomicU64::new(0)),
         }
     }
 }
@@ -383,7 +385,7 @@ impl Writer {
             // Acquire pairs with the Release of `Reader::unhold`: the reads of a record let go
             // come before this writer writes over it.
             fence(Ordering::SeqCst);
-            let word = hdr.hold.load(Ordering::Acquire);
+            let word = hdr.reserve.hold.load(Ordering::Acquire);
             self.look_at_hold(hdr, mem, word);
             let next = match self.held.1 {
                 Some((offset, len)) => {
@@ -462,9 +464,10 @@ impl Writer {
         });
         if owner == 0 {
             // Relaxed: only this exact stale word is removed.
-            let _ = hdr
-                .hold
-                .compare_exchange(word, 0, Ordering::Relaxed, Ordering::Relaxed);
+            let _ =
+                hdr.reserve
+                    .hold
+                    .compare_exchange(word, 0, Ordering::Relaxed, Ordering::Relaxed);
             return;
         }
         // A hold a reader may have taken: a committed record whose next copy lies at least a
@@ -949,6 +952,7 @@ impl Reader {
         // Relaxed: ordered before the frontier load by the fence below. One reader holds at a
         // time: another's hold stays, and this reader copies.
         if hdr
+            .reserve
             .hold
             .compare_exchange(0, word, Ordering::Relaxed, Ordering::Relaxed)
             .is_err()
@@ -969,6 +973,7 @@ impl Reader {
         }
         // Release: nothing of the record was read (the caller copies or jumps next).
         let _ = hdr
+            .reserve
             .hold
             .compare_exchange(word, 0, Ordering::Release, Ordering::Relaxed);
         false
@@ -980,9 +985,12 @@ impl Reader {
             // Release: every read of the held bytes comes before the writes of a writer that
             // sees the hold gone (pairs with the Acquire hold load in
             // `Writer::reserve_around_hold`).
-            let _ = hdr
-                .hold
-                .compare_exchange(self.hold, 0, Ordering::Release, Ordering::Relaxed);
+            let _ = hdr.reserve.hold.compare_exchange(
+                self.hold,
+                0,
+                Ordering::Release,
+                Ordering::Relaxed,
+            );
             self.hold = 0;
         }
     }

@@ -762,7 +762,7 @@ fn a_held_record_outlives_laps_of_the_writer() {
     assert!(held_bytes(&mem, &next) == pattern(next.seq, BIG));
     assert_eq!(next.skipped, next.seq - 1);
     r.unhold(&hdr);
-    assert_eq!(hdr.hold.load(Ordering::Relaxed), 0);
+    assert_eq!(hdr.reserve.hold.load(Ordering::Relaxed), 0);
 }
 
 #[test]
@@ -842,7 +842,7 @@ fn forged_holds_cost_the_writer_nothing_and_a_left_readers_hold_is_cleared() {
     ];
     let mut seq = 0;
     for word in forged {
-        hdr.hold.store(word, Ordering::Relaxed);
+        hdr.reserve.hold.store(word, Ordering::Relaxed);
         // Laps of the ring: nothing is stepped over for a forged hold, nothing hangs.
         let live = word & 0xFF == 4;
         for _ in 0..10 {
@@ -861,16 +861,16 @@ fn forged_holds_cost_the_writer_nothing_and_a_left_readers_hold_is_cleared() {
         }
         assert!(w.head / HOLD_CAP >= 2, "the writer lapped the ring");
         // The holds of a free or missing slot were cleared; a live reader's stays, ignored.
-        let left = hdr.hold.load(Ordering::Relaxed);
+        let left = hdr.reserve.hold.load(Ordering::Relaxed);
         assert_eq!(left, if live { word } else { 0 }, "word {word:#x}");
     }
     // A reader that leaves lets go of what it held.
-    hdr.hold.store(0, Ordering::Relaxed);
+    hdr.reserve.hold.store(0, Ordering::Relaxed);
     write_big(&mut w, &hdr, &mem, seq, BIG);
     let got = r.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
     assert!(got.held);
     r.leave(&hdr);
-    assert_eq!(hdr.hold.load(Ordering::Relaxed), 0);
+    assert_eq!(hdr.reserve.hold.load(Ordering::Relaxed), 0);
 }
 
 proptest! {
