@@ -19,6 +19,19 @@ fn latest() -> Qos {
         .max_message_size(SIZE)
 }
 
+/// A node with `n` latest subscribers and a publisher of topic "t", attached to each other.
+fn attached(dom: &str, n: usize) -> (Node, Vec<ferry::Subscriber>, ferry::Publisher) {
+    let node = Node::with_domain("n", dom).unwrap();
+    let mut subs: Vec<_> = (0..n)
+        .map(|_| node.subscriber("t", &latest()).unwrap())
+        .collect();
+    let publ = node.publisher("t", &latest()).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || {
+        subs.iter_mut().all(|s| s.publisher_count() == 1) && publ.subscriber_count() == n
+    }));
+    (node, subs, publ)
+}
+
 fn send(p: &mut ferry::Publisher, seq: u64) {
     let mut loan = p.loan(SIZE).unwrap();
     fill(seq, loan.as_mut_slice());
@@ -27,14 +40,8 @@ fn send(p: &mut ferry::Publisher, seq: u64) {
 
 #[test]
 fn a_large_latest_sample_stays_intact_while_the_publisher_laps_the_ring() {
-    let dom = domain("held");
-    let node = Node::with_domain("n", &dom).unwrap();
-    let mut sub = node.subscriber("t", &latest()).unwrap();
-    let mut other = node.subscriber("t", &latest()).unwrap();
-    let mut publ = node.publisher("t", &latest()).unwrap();
-    assert!(wait_until(Duration::from_secs(10), || {
-        sub.publisher_count() == 1 && other.publisher_count() == 1 && publ.subscriber_count() == 2
-    }));
+    let (_node, mut subs, mut publ) = attached(&domain("held"), 2);
+    let (mut sub, mut other) = (subs.remove(0), subs.remove(0));
     send(&mut publ, 0);
     let _ = other.try_recv().unwrap().expect("message 0");
     {
@@ -61,13 +68,8 @@ fn a_large_latest_sample_stays_intact_while_the_publisher_laps_the_ring() {
 
 #[test]
 fn a_leaked_sample_or_a_dropped_subscriber_lets_go_of_what_it_held() {
-    let dom = domain("leak");
-    let node = Node::with_domain("n", &dom).unwrap();
-    let mut sub = node.subscriber("t", &latest()).unwrap();
-    let mut publ = node.publisher("t", &latest()).unwrap();
-    assert!(wait_until(Duration::from_secs(10), || {
-        sub.publisher_count() == 1 && publ.subscriber_count() == 1
-    }));
+    let (node, mut subs, mut publ) = attached(&domain("leak"), 1);
+    let mut sub = subs.remove(0);
     // Each message is held and leaked: the next look lets go of it, so each next one can be held
     // (and is intact) and the publisher never stops.
     for seq in 0..20 {

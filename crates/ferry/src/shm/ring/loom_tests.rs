@@ -21,7 +21,7 @@ fn write_blocking(w: &mut Writer, hdr: &RingHeader, mem: &AtomicBytes, seq: u64,
             Err(Full) => thread::yield_now(),
         }
     };
-    mem.write(r.payload_offset(CAP), &pattern(seq, len));
+    mem.write(r.payload_offset(w.capacity()), &pattern(seq, len));
     w.commit(hdr, mem, r);
 }
 
@@ -260,19 +260,9 @@ fn loom_a_held_record_is_never_written_over() {
         let mem = Arc::new(AtomicBytes::new(HOLD_CAP));
         let mut r = Reader::join(&hdr, HOLD_CAP, LEN as u64, 0, 1, false);
         let mut w = Writer::new(&hdr, HOLD_CAP, false);
-        let write = |w: &mut Writer, hdr: &RingHeader, mem: &AtomicBytes, seq: u64| {
-            let res = loop {
-                match w.try_reserve(hdr, mem, LEN as u64) {
-                    Ok(res) => break res,
-                    Err(Full) => thread::yield_now(),
-                }
-            };
-            mem.write(res.payload_offset(HOLD_CAP), &pattern(seq, LEN));
-            w.commit(hdr, mem, res);
-        };
         // Records of 24 bytes: five fit a lap. Four are there before the reader looks.
         for seq in 0..4 {
-            write(&mut w, &hdr, &mem, seq);
+            write_blocking(&mut w, &hdr, &mem, seq, LEN);
         }
         let (h2, m2) = (hdr.clone(), mem.clone());
         let reader = thread::spawn(move || {
@@ -293,7 +283,7 @@ fn loom_a_held_record_is_never_written_over() {
         });
         // Three more: the third reaches the oldest records' bytes, held or not.
         for seq in 4..7 {
-            write(&mut w, &hdr, &mem, seq);
+            write_blocking(&mut w, &hdr, &mem, seq, LEN);
         }
         reader.join().unwrap();
     });
