@@ -48,7 +48,10 @@ pub fn binary(system: &str) -> Result<PathBuf> {
             bin.display()
         );
     }
-    let built = workspace_root().join("crates/ferry-peers/target/release/ferry-peers");
+    let root = workspace_root();
+    let target_dir =
+        std::env::var_os("CARGO_TARGET_DIR").or_else(|| std::env::var_os("CARGO_BUILD_TARGET_DIR"));
+    let built = built_binary(&root, target_dir.map(PathBuf::from));
     if built.is_file() && runs(&built, system) {
         return Ok(built);
     }
@@ -81,6 +84,17 @@ pub fn binary(system: &str) -> Result<PathBuf> {
         "the other systems' transports are not built; from ferry's source tree: {command} (or \
          set FERRY_PEERS_BIN)"
     )
+}
+
+/// Where cargo puts the release binary of crates/ferry-peers built from `root`: under the target
+/// directory the environment names (relative to `root`, where the lab runs cargo), else the
+/// crate's own `target`.
+fn built_binary(root: &Path, target_dir: Option<PathBuf>) -> PathBuf {
+    let dir = match target_dir {
+        Some(dir) => root.join(dir),
+        None => root.join("crates/ferry-peers/target"),
+    };
+    dir.join("release/ferry-peers")
 }
 
 /// Whether `bin` runs `system` (`ferry-peers systems` lists what a build runs); its output is
@@ -309,6 +323,24 @@ fn run_bounded(
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_peers_binary_is_looked_for_where_cargo_puts_it() {
+        let root = Path::new("/src/ferry");
+        assert_eq!(
+            built_binary(root, None),
+            Path::new("/src/ferry/crates/ferry-peers/target/release/ferry-peers")
+        );
+        // CARGO_TARGET_DIR, relative (to the tree, where the lab runs cargo) or absolute.
+        assert_eq!(
+            built_binary(root, Some("out".into())),
+            Path::new("/src/ferry/out/release/ferry-peers")
+        );
+        assert_eq!(
+            built_binary(root, Some("/tmp/t".into())),
+            Path::new("/tmp/t/release/ferry-peers")
+        );
+    }
 
     /// A stand-in for ferry-peers: a shell script that prints `output`.
     fn fake(name: &str, output: &str) -> PathBuf {
