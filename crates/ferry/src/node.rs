@@ -627,9 +627,9 @@ pub struct PublisherInfo {
 /// A received message. Under shared memory with reliable delivery it is borrowed in place from
 /// the publisher's ring (the publisher cannot reuse the bytes until the sample is dropped); under
 /// latest delivery a message of 16 KiB or more is held in place the same way (the publisher steps
-/// over it and goes on; one subscriber of a topic holds at a time, where the ring has room for
-/// that), and a smaller one was copied out and checked intact; under UDP it is the reassembled
-/// message.
+/// over it and goes on; one subscriber of a topic holds at a time, where the ring holds three of
+/// the largest messages), and any other was copied out and checked intact; under UDP it is the
+/// reassembled message.
 pub struct Sample<'a> {
     inner: SampleInner<'a>,
 }

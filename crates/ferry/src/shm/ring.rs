@@ -311,14 +311,28 @@ impl Writer {
         }
         self.window_lap = lap;
         let next = lap + self.capacity;
-        let touched = next + rec + COMMIT_WORD;
-        if touched > self.limit {
-            self.limit = self.min_cursor(hdr) + self.capacity;
-            if touched > self.limit {
-                return 0;
-            }
+        if !self.room_up_to(hdr, next + rec + COMMIT_WORD) {
+            return 0;
         }
-        // Reserved as `try_reserve` does: the padding record and the mark at `next`.
+        self.pad_to(hdr, mem, next)
+    }
+
+    /// Whether the reliable readers have released enough for the writer to write below
+    /// `touched` (always, without reliable readers). Looks at their cursors only when the cached
+    /// limit says no.
+    #[inline]
+    fn room_up_to(&mut self, hdr: &RingHeader, touched: u64) -> bool {
+        if !self.reliable || touched <= self.limit {
+            return true;
+        }
+        self.limit = self.min_cursor(hdr) + self.capacity;
+        touched <= self.limit
+    }
+
+    /// Commits a padding record from `head` to `next` (room already checked). Returns the
+    /// sleeping readers to wake, as `commit` does.
+    fn pad_to<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M, next: u64) -> u64 {
+        // Reserved as `reserve_here` does: the padding record and the mark at `next`.
         hdr.reserve.end.store(next + COMMIT_WORD, Ordering::Relaxed);
         fence(Ordering::Release);
         let r = Reservation {
@@ -425,24 +439,11 @@ impl Writer {
         payload_len: u64,
     ) -> Result<Reservation, Full> {
         if start > self.head {
-            let touched = start + record_len(payload_len) + COMMIT_WORD;
-            if self.reliable && touched > self.limit {
-                self.limit = self.min_cursor(hdr) + self.capacity;
-                if touched > self.limit {
-                    return Err(Full);
-                }
+            // Room for the message after the padding, or no padding either.
+            if !self.room_up_to(hdr, start + record_len(payload_len) + COMMIT_WORD) {
+                return Err(Full);
             }
-            // Reserved as `reserve_here` does: the padding record and the mark at `start`.
-            hdr.reserve
-                .end
-                .store(start + COMMIT_WORD, Ordering::Relaxed);
-            fence(Ordering::Release);
-            let r = Reservation {
-                pos: self.head,
-                payload_len: start - self.head - RECORD_HEADER,
-                end: start,
-            };
-            self.wake_later |= self.finish(hdr, mem, r, KIND_PADDING);
+            self.wake_later |= self.pad_to(hdr, mem, start);
         }
         self.reserve_here(hdr, payload_len)
     }
@@ -495,11 +496,8 @@ impl Writer {
         // The record and the next record's commit word, which `finish` marks.
         let touched = end + COMMIT_WORD;
         debug_assert!(touched - self.head <= self.capacity);
-        if self.reliable && touched > self.limit {
-            self.limit = self.min_cursor(hdr) + self.capacity;
-            if touched > self.limit {
-                return Err(Full);
-            }
+        if !self.room_up_to(hdr, touched) {
+            return Err(Full);
         }
         // Relaxed store, then a Release fence: the payload writes that follow cannot be seen
         // before the new `reserve` (pairs with the Acquire fence in `Reader::read_latest`). The
@@ -678,6 +676,17 @@ impl Reader {
         reliable: bool,
     ) -> Reader {
         let s = &hdr.readers[slot];
+        // A hold naming this slot was left by the slot's previous reader (one that ended without
+        // letting go, such as a process that died): it is let go, so it neither keeps the writer
+        // stepping over that record nor keeps every reader copying. Relaxed: nobody reads what
+        // that reader held any more.
+        let stale = hdr.reserve.hold.load(Ordering::Relaxed);
+        if stale != 0 && stale & 0xFF == slot as u64 + 1 {
+            let _ =
+                hdr.reserve
+                    .hold
+                    .compare_exchange(stale, 0, Ordering::Relaxed, Ordering::Relaxed);
+        }
         // A first guess below any future reservation, so a writer that sees us early waits for us
         // rather than overrunning us. Acquire pairs with the writer's Release head store.
         let head = hdr.head.end.load(Ordering::Acquire);

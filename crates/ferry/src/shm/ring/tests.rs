@@ -864,6 +864,16 @@ fn forged_holds_cost_the_writer_nothing_and_a_left_readers_hold_is_cleared() {
         let left = hdr.reserve.hold.load(Ordering::Relaxed);
         assert_eq!(left, if live { word } else { 0 }, "word {word:#x}");
     }
+    // A reader that ended holding without letting go (its process died): the next reader of
+    // its slot lets go of that hold, and can hold itself.
+    hdr.reserve.hold.store(0, Ordering::Relaxed);
+    write_big(&mut w, &hdr, &mem, seq, BIG);
+    let got = r.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
+    assert!(got.held);
+    seq += 1;
+    // `r` ends here without `leave` or `unhold`; the next reader takes slot 3.
+    let mut r = Reader::join(&hdr, HOLD_CAP, BIG as u64, 3, 2, false);
+    assert_eq!(hdr.reserve.hold.load(Ordering::Relaxed), 0);
     // A reader that leaves lets go of what it held.
     hdr.reserve.hold.store(0, Ordering::Relaxed);
     write_big(&mut w, &hdr, &mem, seq, BIG);
