@@ -171,31 +171,31 @@ fn built() -> &'static Built {
     })
 }
 
-/// The `ferry` command of this build: cargo builds it with the workspace's tests (ferry-cli's
-/// own tests need it); when only this crate is tested, it is built here once.
+/// The `ferry` command of this build. cargo builds it with the workspace's tests (ferry-cli's
+/// own tests need it), but not when only this crate is tested, and a `ferry` left in the target
+/// directory by an earlier build may speak an older shared-memory layout: so cargo is asked for
+/// it once here (it does nothing when the command is up to date).
 fn ferry_cli() -> &'static Path {
     static FERRY: OnceLock<PathBuf> = OnceLock::new();
     FERRY.get_or_init(|| {
         let dir = profile_dir();
         let exe = dir.join("ferry");
-        if !exe.exists() {
-            let target = dir.parent().expect("target/<profile> has a parent");
-            let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-            cargo
-                .args(["build", "-p", "ferry-cli", "--bin", "ferry", "--target-dir"])
-                .arg(target)
-                .current_dir(root());
-            if dir.file_name().is_some_and(|p| p == "release") {
-                cargo.arg("--release");
-            }
-            // Building the command and the lab behind it takes minutes on a small machine.
-            let within = Duration::from_secs(20 * 60);
-            run_within(
-                "cargo build -p ferry-cli (the ferry command)",
-                &mut cargo,
-                within,
-            );
+        let target = dir.parent().expect("target/<profile> has a parent");
+        let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cargo
+            .args(["build", "-p", "ferry-cli", "--bin", "ferry", "--target-dir"])
+            .arg(target)
+            .current_dir(root());
+        if dir.file_name().is_some_and(|p| p == "release") {
+            cargo.arg("--release");
         }
+        // Building the command and the lab behind it takes minutes on a small machine.
+        let within = Duration::from_secs(20 * 60);
+        run_within(
+            "cargo build -p ferry-cli (the ferry command)",
+            &mut cargo,
+            within,
+        );
         assert!(exe.exists(), "no ferry command at {}", exe.display());
         exe
     })
