@@ -12,8 +12,8 @@
 //!
 //! `... -- floors [N]`: where ferry's ring costs over the floor: the raw exchange with its flag on
 //! its own line, with the flag in the payload's first line (as a ferry record's commit word and
-//! header), and with that record moving through an 8 KiB window (as ferry's ring places
-//! records), beside ferry, in five rounds.
+//! header), with that record alternating between two places, and with it moving through an
+//! 8 KiB window (as ferry's ring places records), beside ferry, in five rounds.
 //!
 //! `... -- single`: one thread sends a message and receives it again, two million times, at 32 B
 //! and 1 KiB, reliable: the instructions of the path with no cache line crossing between CPUs.
@@ -119,6 +119,8 @@ enum Place {
     /// One reused slot: the flag in the first word and the payload 16 bytes on, on the same
     /// line, as a ferry record's commit word and header.
     Inline,
+    /// As `Inline`, but messages alternate between two such slots laid end to end.
+    TwoSlots,
     /// As `Inline`, but message `n` goes to the next slot of an 8 KiB window of records laid end
     /// to end, as ferry's ring places them.
     Window,
@@ -154,6 +156,7 @@ impl RawDir {
         let at = match place {
             Place::Apart => return (&self.flag, self.buf.get().cast()),
             Place::Inline => 0,
+            Place::TwoSlots => (n as usize % 2) * words,
             Place::Window => (n as usize % (1024 / words)) * words,
         };
         // The flag is word `at` of the window, the payload starts two words on, as in a ferry
@@ -261,11 +264,13 @@ fn main() {
                 for len in [32usize, 1024] {
                     let apart = raw_pingpong(n, len, Place::Apart);
                     let inline = raw_pingpong(n, len, Place::Inline);
+                    let two = raw_pingpong(n, len, Place::TwoSlots);
                     let window = raw_pingpong(n, len, Place::Window);
                     let f = pingpong(n, len, 0);
                     println!(
                         "round {round}  {len:4} B  one-way p50: raw {apart:4} ns  flag in line \
-                         {inline:4} ns  8 KiB window {window:4} ns  ferry {f:4} ns"
+                         {inline:4} ns  two places {two:4} ns  8 KiB window {window:4} ns  \
+                         ferry {f:4} ns"
                     );
                 }
             }
