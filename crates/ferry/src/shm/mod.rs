@@ -32,24 +32,6 @@ impl ShmBytes {
         ShmBytes { base, capacity }
     }
 
-    /// Calls `hint` with the start of every cache line of the `len` bytes at `offset` (none when
-    /// the span does not lie in the double mapping).
-    #[inline(always)]
-    fn each_line(&self, offset: u64, len: u64, hint: impl Fn(*const u8)) {
-        const LINE: usize = 64;
-        if offset >= self.capacity || len > self.capacity {
-            return;
-        }
-        let start = self.ptr(offset) as usize;
-        let mut line = start & !(LINE - 1);
-        while line < start + len as usize {
-            // An address, not a reference: the hints take any address (only the first line may
-            // begin before the span, and the mapping is page-aligned).
-            hint(line as *const u8);
-            line += LINE;
-        }
-    }
-
     /// Pointer to ring offset `offset` (< capacity); up to `capacity` bytes follow contiguously.
     pub(crate) fn ptr(&self, offset: u64) -> *mut u8 {
         debug_assert!(offset < self.capacity);
@@ -71,57 +53,6 @@ impl RingBytes for ShmBytes {
             // exclusively among writers.
             unsafe { &*dst.add(i) }.store(word, Ordering::Relaxed);
         }
-    }
-
-    fn prefetch_read(&self, offset: u64, len: u64) {
-        self.each_line(offset, len, |line| {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: PREFETCHT0 is a hint: it changes no memory and never faults.
-            unsafe {
-                std::arch::asm!(
-                    "prefetcht0 [{0}]",
-                    in(reg) line,
-                    options(nostack, preserves_flags, readonly)
-                );
-            }
-            #[cfg(target_arch = "aarch64")]
-            // SAFETY: PRFM is a hint: it changes no memory and never faults.
-            unsafe {
-                std::arch::asm!(
-                    "prfm pldl1keep, [{0}]",
-                    in(reg) line,
-                    options(nostack, preserves_flags, readonly)
-                );
-            }
-            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-            let _ = line;
-        });
-    }
-
-    fn prefetch_write(&self, offset: u64, len: u64) {
-        self.each_line(offset, len, |line| {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: PREFETCHW is a hint: it changes no memory and never faults (CPUs without
-            // it decode it as a NOP).
-            unsafe {
-                std::arch::asm!(
-                    "prefetchw [{0}]",
-                    in(reg) line,
-                    options(nostack, preserves_flags, readonly)
-                );
-            }
-            #[cfg(target_arch = "aarch64")]
-            // SAFETY: PRFM is a hint: it changes no memory and never faults.
-            unsafe {
-                std::arch::asm!(
-                    "prfm pstl1keep, [{0}]",
-                    in(reg) line,
-                    options(nostack, preserves_flags, readonly)
-                );
-            }
-            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-            let _ = line;
-        });
     }
 
     fn load_word(&self, offset: u64) -> u64 {
@@ -168,42 +99,5 @@ impl RingBytes for ShmBytes {
             let n = tail.len();
             tail.copy_from_slice(&word.to_ne_bytes()[..n]);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefetches_cover_the_span_and_nothing_outside_the_mapping() {
-        const CAP: u64 = 4096;
-        // Two capacities, as the double mapping spans, aligned to a page as a mapping is.
-        #[repr(C, align(4096))]
-        struct Mapping([u8; 2 * CAP as usize]);
-        let mut map = Box::new(Mapping([0; 2 * CAP as usize]));
-        // SAFETY: the buffer spans 2 * CAP bytes and outlives `bytes`.
-        let bytes = unsafe { ShmBytes::new(map.0.as_mut_ptr(), CAP) };
-        let base = bytes.ptr(0) as usize;
-        let lines = |offset: u64, len: u64| {
-            let seen = std::cell::RefCell::new(Vec::new());
-            bytes.each_line(offset, len, |line| {
-                seen.borrow_mut().push(line as usize - base)
-            });
-            seen.into_inner()
-        };
-        // A record's payload 16 bytes into a line, 1 KiB long: the 17 lines it touches.
-        assert_eq!(lines(16, 1024), (0..17).map(|i| i * 64).collect::<Vec<_>>());
-        // Past the end of the ring's first copy, into the second: still inside the mapping.
-        assert_eq!(lines(CAP - 8, 100), vec![4032, 4096, 4160]);
-        assert_eq!(lines(64, 1), vec![64]);
-        assert!(lines(64, 0).is_empty());
-        // Spans the mapping does not hold are ignored.
-        assert!(lines(CAP, 8).is_empty());
-        assert!(lines(0, CAP + 1).is_empty());
-        assert!(lines(u64::MAX, u64::MAX).is_empty());
-        // The hints themselves run over any span without a fault.
-        bytes.prefetch_read(16, 1024);
-        bytes.prefetch_write(CAP - 8, CAP);
     }
 }

@@ -90,9 +90,6 @@ pub const HOLD_MIN: u64 = 8;
 const HOLD_ROOM: u64 = RECORD_HEADER;
 /// Plans a reservation makes around a hold that keeps changing before it gives up for now.
 const HOLD_ROUNDS: usize = 4;
-/// The largest payload whose lines a writer and a reliable reader prefetch (larger ones stream,
-/// and the hardware's own prefetcher follows them).
-const PREFETCH_MAX: u64 = 4096;
 const TAG_MARK: u32 = 0xFE77_0000;
 const KIND_MESSAGE: u32 = 1;
 const KIND_PADDING: u32 = 2;
@@ -196,11 +193,6 @@ pub trait RingBytes {
     fn load_word(&self, offset: u64) -> u64;
     /// Stores the word at `offset` with `order` (Relaxed or Release).
     fn store_word(&self, offset: u64, value: u64, order: Ordering);
-    /// Asks the cache for the `len` bytes at `offset`, to be read soon. A hint: it reads and
-    /// changes nothing, and a span out of range is ignored.
-    fn prefetch_read(&self, _offset: u64, _len: u64) {}
-    /// As `prefetch_read`, for bytes about to be written.
-    fn prefetch_write(&self, _offset: u64, _len: u64) {}
 }
 
 /// The writer's process-local state.
@@ -376,18 +368,10 @@ impl Writer {
         mem: &M,
         payload_len: u64,
     ) -> Result<Reservation, Full> {
-        let r = if self.watching_holds() {
-            self.reserve_around_hold(hdr, mem, payload_len)
-        } else {
-            self.reserve_here(hdr, payload_len)
-        }?;
-        if payload_len <= PREFETCH_MAX {
-            // The lines are asked for all at once, before the caller's writes reach them one
-            // after another: where readers on other CPUs read them a lap ago, they are taken
-            // back in parallel.
-            mem.prefetch_write(r.payload_offset(self.capacity), payload_len);
+        if self.watching_holds() {
+            return self.reserve_around_hold(hdr, mem, payload_len);
         }
-        Ok(r)
+        self.reserve_here(hdr, payload_len)
     }
 
     /// Plans the reservation around a held record: the message goes at `head`, or, when a held
@@ -853,18 +837,10 @@ impl Reader {
                 self.release(hdr, end);
                 continue;
             }
-            let offset = (self.pos + RECORD_HEADER) & (self.capacity - 1);
-            if len <= PREFETCH_MAX {
-                // The payload's lines are asked for now, all at once, rather than one after
-                // another as the caller's reads reach them on the way back out of `recv`: a
-                // small message written on another CPU then arrives in about the time of one
-                // line's transfer.
-                mem.prefetch_read(offset, len);
-            }
             let skipped = self.count_skipped(seq);
             return Ok(Some(Record {
                 pos: self.pos,
-                offset,
+                offset: (self.pos + RECORD_HEADER) & (self.capacity - 1),
                 len,
                 seq,
                 end,
