@@ -156,7 +156,8 @@ impl RawDir {
         let at = match place {
             Place::Apart => return (&self.flag, self.buf.get().cast()),
             Place::Inline => 0,
-            Place::TwoSlots => (n as usize % 2) * words,
+            // Two slots where two fit the window (every size the example uses), else one.
+            Place::TwoSlots => (n as usize % (1024 / words).min(2)) * words,
             Place::Window => (n as usize % (1024 / words)) * words,
         };
         // The flag is word `at` of the window, the payload starts two words on, as in a ferry
@@ -164,8 +165,8 @@ impl RawDir {
         // (atomics have interior mutability, so writing them through this pointer is allowed).
         let base = self.window.as_ptr().cast::<u8>();
         let flag = &self.window[at];
-        // SAFETY: `at + 2 + len / 8` stays inside the 1024-word window (at most
-        // `1024 - words` + `words`).
+        // SAFETY: `at + 2 + len / 8` stays inside the 1024-word window: `at` is a multiple of
+        // `words` below `(1024 / words) * words`, so at most `1024 - words`, plus `words`.
         let payload = unsafe { base.add((at + 2) * 8).cast_mut() };
         (flag, payload)
     }
