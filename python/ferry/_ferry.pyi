@@ -41,6 +41,7 @@ class Qos:
         ip_version: Literal["v4", "v6"] = "v4",
         max_sessions: Optional[int] = None,
         max_receivers: Optional[int] = None,
+        max_rate: Optional[int] = None,
     ) -> None: ...
     @property
     def transport(self) -> Transport: ...
@@ -66,6 +67,10 @@ class Qos:
     def max_sessions(self) -> int: ...
     @property
     def max_receivers(self) -> int: ...
+    @property
+    def max_rate(self) -> Optional[int]:
+        """UDP publisher: the most bits per second it puts on the wire (its frames, repairs
+        included), or None for no cap. A cap below 8000 is refused when the publisher is made."""
 
 class Node:
     def __init__(self, name: str, domain: Optional[str] = None) -> None: ...

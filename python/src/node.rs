@@ -63,7 +63,8 @@ impl Qos {
     #[new]
     #[pyo3(signature = (*, transport="auto", delivery="reliable", wait="adaptive",
         max_message_size=None, ring_capacity=None, max_ring_capacity=None, send_timeout=None,
-        spin_window=None, mtu=None, ip_version="v4", max_sessions=None, max_receivers=None))]
+        spin_window=None, mtu=None, ip_version="v4", max_sessions=None, max_receivers=None,
+        max_rate=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         transport: &str,
@@ -78,6 +79,7 @@ impl Qos {
         ip_version: &str,
         max_sessions: Option<usize>,
         max_receivers: Option<usize>,
+        max_rate: Option<u64>,
     ) -> PyResult<Qos> {
         let mut q = ferry::Qos::default()
             .transport(choice("transport", transport, TRANSPORTS)?)
@@ -107,6 +109,9 @@ impl Qos {
         }
         if let Some(v) = max_receivers {
             q = q.max_receivers(v);
+        }
+        if let Some(v) = max_rate {
+            q = q.max_rate(v);
         }
         Ok(Qos { inner: q })
     }
@@ -158,6 +163,11 @@ impl Qos {
     #[getter]
     fn max_receivers(&self) -> usize {
         self.inner.max_receivers
+    }
+    /// UDP publisher: the most bits per second it puts on the wire, or None (no cap).
+    #[getter]
+    fn max_rate(&self) -> Option<u64> {
+        self.inner.max_rate
     }
 
     fn __repr__(&self) -> String {

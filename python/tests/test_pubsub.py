@@ -246,3 +246,35 @@ def test_a_full_ring_waits_with_the_gil_released_then_times_out(domain):
     # Reading makes room again.
     sub.recv(timeout=5).release()
     pub.send(payload)
+
+
+def test_a_rate_cap_paces_a_udp_publisher_and_a_tiny_one_is_refused(domain):
+    """`max_rate` reaches the publisher: 16 messages of 64 KiB at 40 Mbit/s cannot be handed out
+    in less than about 0.21 s, however fast the machine (a lower bound the pacer sets, not a
+    speed); every one arrives intact and the publisher's counters show the pacer at work."""
+    node = ferry.Node("py-test", domain=domain)
+    assert ferry.Qos().max_rate is None
+    with pytest.raises(ferry.FerryError, match="max_rate"):
+        node.publisher("capped", ferry.Qos(transport="udp", max_rate=1000))
+    with pytest.raises(OverflowError):
+        ferry.Qos(max_rate=-1)
+    cap = 40_000_000
+    qos = ferry.Qos(transport="udp", max_message_size=64 << 10, send_timeout=30, max_rate=cap)
+    assert qos.max_rate == cap
+    sub = node.subscriber("capped", ferry.Qos(transport="udp", max_message_size=64 << 10))
+    pub = node.publisher("capped", qos)
+    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
+    count, size = 16, 64 << 10
+    start = time.monotonic()
+    for i in range(count):
+        pub.send(bytes([i]) * size)
+    elapsed = time.monotonic() - start
+    # Frames on the wire are at least the payload; the first quantum (1 ms) may leave at once.
+    floor = count * size * 8 / cap - 0.002
+    assert elapsed >= 0.95 * floor, f"{count} x {size} B in {elapsed:.3f} s under {cap} bit/s"
+    for i in range(count):
+        assert sub.recv_bytes(timeout=30) == bytes([i]) * size
+    (topic,) = ferry.topics(domain)
+    (p,) = [p for p in topic["publishers"] if p["sent"] == count]
+    assert p["paced_waits"] > 0
+    assert 0 < p["pacing_rate_bytes_per_s"] <= cap // 8

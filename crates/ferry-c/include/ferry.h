@@ -221,6 +221,12 @@ typedef struct ferry_qos {
      * UDP publisher: receivers tracked at once (256).
      */
     size_t max_receivers;
+    /**
+     * UDP publisher: the most bits per second it puts on the wire (its frames, repairs
+     * included), under either delivery; 0 (the default) sets no cap. A cap below 8000 is
+     * refused when the publisher is made.
+     */
+    uint64_t max_rate_bps;
 } ferry_qos;
 
 #ifdef __cplusplus

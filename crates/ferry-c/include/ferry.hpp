@@ -122,6 +122,8 @@ public:
         return *this;
     }
     Qos &mtu(std::size_t bytes) noexcept { raw_.mtu = bytes; return *this; }
+    /// UDP publisher: at most this many bits per second on the wire (0: no cap).
+    Qos &max_rate(uint64_t bits_per_second) noexcept { raw_.max_rate_bps = bits_per_second; return *this; }
     /// The C struct, for the fields without a setter here.
     ferry_qos &raw() noexcept { return raw_; }
     const ferry_qos &raw() const noexcept { return raw_; }

@@ -82,6 +82,10 @@ pub struct ferry_qos {
     pub max_sessions: usize,
     /// UDP publisher: receivers tracked at once (256).
     pub max_receivers: usize,
+    /// UDP publisher: the most bits per second it puts on the wire (its frames, repairs
+    /// included), under either delivery; 0 (the default) sets no cap. A cap below 8000 is
+    /// refused when the publisher is made.
+    pub max_rate_bps: u64,
 }
 
 /// ferry's default QoS: auto transport, reliable delivery, adaptive waiting, 1 MiB messages.
@@ -101,6 +105,7 @@ pub extern "C" fn ferry_qos_default() -> ferry_qos {
         mtu: q.mtu,
         max_sessions: q.max_sessions,
         max_receivers: q.max_receivers,
+        max_rate_bps: q.max_rate.unwrap_or(0),
     }
 }
 
@@ -144,7 +149,7 @@ impl ferry_qos {
             1 => IpVersion::V6,
             v => return Err(bad("ip_version", v, "FERRY_IP_V4/V6 (0, 1)")),
         };
-        Ok(Qos::default()
+        let mut qos = Qos::default()
             .transport(transport)
             .delivery(delivery)
             .wait(wait)
@@ -156,7 +161,11 @@ impl ferry_qos {
             .spin_window(Duration::from_nanos(self.spin_window_ns))
             .mtu(self.mtu)
             .max_sessions(self.max_sessions)
-            .max_receivers(self.max_receivers))
+            .max_receivers(self.max_receivers);
+        if self.max_rate_bps != 0 {
+            qos = qos.max_rate(self.max_rate_bps);
+        }
+        Ok(qos)
     }
 }
 
@@ -167,6 +176,15 @@ mod tests {
     #[test]
     fn the_default_is_rusts_default() {
         assert_eq!(ferry_qos_default().to_qos().ok(), Some(Qos::default()));
+    }
+
+    #[test]
+    fn a_rate_of_zero_is_no_cap_and_any_other_is_the_cap() {
+        let mut q = ferry_qos_default();
+        assert_eq!(q.max_rate_bps, 0);
+        assert_eq!(q.to_qos().ok().unwrap().max_rate, None);
+        q.max_rate_bps = 40_000_000;
+        assert_eq!(q.to_qos().ok().unwrap().max_rate, Some(40_000_000));
     }
 
     #[test]
