@@ -173,6 +173,101 @@ fn a_reliable_publisher_stops_waiting_for_a_subscriber_killed_by_sigkill() {
     );
 }
 
+/// A latest subscriber killed while it holds a large message in place: the publisher, which
+/// steps over the held record every lap, finds the holder gone within its liveness period,
+/// leaves its slot (one eviction, its topic slot freed) and lets go of the hold.
+#[test]
+fn a_publisher_lets_go_of_a_hold_whose_subscriber_was_killed() {
+    use std::io::BufRead;
+    let dom = domain("holdkill");
+    let node = Node::with_domain("writer", &dom).unwrap();
+    let max = 64 << 10;
+    let mut publ = node
+        .publisher("data", &parse_qos("spin,latest,max=65536"))
+        .unwrap();
+    let mut sub = spawn(
+        "subscriber",
+        &[
+            ("DOMAIN", dom.clone()),
+            ("TOPIC", "data".into()),
+            ("QOS", "spin,latest".into()),
+            ("MAXSIZE", max.to_string()),
+            ("SIZES", "max".into()),
+            ("HOLD_LARGE", "1".into()),
+        ],
+    );
+    let lines = std::io::BufReader::new(sub.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    assert!(wait_until(Duration::from_secs(30), || publ
+        .subscriber_count()
+        == 1));
+    // The sizes the child expects (SIZES=max): the full size for even sequence numbers.
+    let mut seq = 0u64;
+    let mut send = |publ: &mut ferry::Publisher| {
+        let len = if seq % 2 == 0 {
+            max
+        } else {
+            1 + seq as usize % 100
+        };
+        let mut loan = publ.loan(len).unwrap();
+        fill(seq, loan.as_mut_slice());
+        loan.send().unwrap();
+        seq += 1;
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let start = std::time::Instant::now();
+    loop {
+        send(&mut publ);
+        if rx.try_iter().any(|l| l.starts_with("HOLDING")) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the subscriber held nothing"
+        );
+    }
+    kill9(&mut sub);
+    let evictions = || {
+        ferry::admin::topic(&dom, "data")
+            .unwrap()
+            .unwrap()
+            .publishers[0]
+            .evictions
+    };
+    assert_eq!(evictions(), 0);
+    let start = std::time::Instant::now();
+    while evictions() == 0 {
+        send(&mut publ);
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the dead holder was never let go"
+        );
+    }
+    let snap = ferry::admin::topic(&dom, "data").unwrap().unwrap();
+    assert_eq!(snap.publishers[0].evictions, 1);
+    assert!(
+        snap.subscribers.is_empty(),
+        "the dead subscriber's slot is freed"
+    );
+    // The publisher goes on, and a new subscriber holds and reads intact messages.
+    let mut late = node
+        .subscriber("data", &parse_qos("spin,latest,max=65536"))
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || late
+        .publisher_count()
+        == 1));
+    for _ in 0..20 {
+        send(&mut publ);
+        let s = late.try_recv().unwrap().expect("the newest message");
+        assert!(check(s.seq(), &s), "message {} damaged", s.seq());
+    }
+}
+
 #[test]
 fn a_reliable_publisher_times_out_on_a_live_stalled_subscriber() {
     let dom = domain("stall");

@@ -28,6 +28,10 @@ pub struct ShmPublisher {
     wait: WaitStrategy,
     send_timeout: Duration,
     spin_window: Duration,
+    /// The hold this publisher steps over and since when: a hold kept for `LIVENESS_PERIOD` has
+    /// its reader looked at (a process that died holding would otherwise cost every lap a
+    /// padding record until its slot is taken again).
+    hold_since: Option<(u64, Instant)>,
 }
 
 impl ShmPublisher {
@@ -70,6 +74,7 @@ impl ShmPublisher {
                     wait: qos.wait,
                     send_timeout: qos.send_timeout,
                     spin_window: qos.spin_window,
+                    hold_since: None,
                 })
             }
             Err(e) => {
@@ -153,6 +158,9 @@ impl ShmPublisher {
                 max: self.max_message,
             });
         }
+        if let Some((word, slot)) = self.writer.holder() {
+            self.watch_holder(word, slot);
+        }
         let ring = &self.data.block().ring;
         let wake = self.writer.skip_to_window(ring, &self.bytes, len as u64);
         if wake != 0 {
@@ -221,28 +229,65 @@ impl ShmPublisher {
         let ring = &self.data.block().ring;
         let mask = self.writer.laggards(ring, len as u64);
         for i in (0..ring::MAX_READERS).filter(|i| mask & (1 << i) != 0) {
-            let owner = ring.readers[i].owner.load(Ordering::Acquire);
-            let token = owner >> 1;
-            let (live, ctl_token) = self.topic.subscriber(i).owner.liveness();
-            // A reader of another PID namespace (`Unknown`) is waited for like a live one.
-            let stale = ctl_token != token || matches!(live, Liveness::Dead | Liveness::Free);
-            // AcqRel pairs with the reader's SeqCst owner store in `Reader::join`: only the exact
-            // stale owner is removed, never a reader that joined meanwhile.
-            if stale
-                && ring.readers[i]
-                    .owner
-                    .compare_exchange(owner, 0, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
-                self.topic
-                    .publisher(self.slot)
-                    .evictions
-                    .fetch_add(1, Ordering::Relaxed);
-                if live == Liveness::Dead {
-                    self.topic.evict_subscriber_if_dead(i, ctl_token);
+            self.evict_if_gone(i);
+        }
+    }
+
+    /// Looks at the reader that holds `word` once it has held it for `LIVENESS_PERIOD`; when that
+    /// reader no longer runs, leaves its slot and lets go of its hold. One clock read per
+    /// reservation while a hold is stepped over (messages of 16 KiB or more, whose copy costs
+    /// far more).
+    #[cold]
+    fn watch_holder(&mut self, word: u64, slot: usize) {
+        let now = Instant::now();
+        match self.hold_since {
+            Some((seen, since)) if seen == word => {
+                if now.duration_since(since) < LIVENESS_PERIOD {
+                    return;
                 }
             }
+            _ => {
+                self.hold_since = Some((word, now));
+                return;
+            }
         }
+        self.hold_since = Some((word, now));
+        if self.evict_if_gone(slot) {
+            self.writer.drop_hold(&self.data.block().ring, word);
+            self.hold_since = None;
+        }
+    }
+
+    /// Leaves ring slot `i` for its reader when that reader no longer runs (its process died, or
+    /// its topic slot went to another subscriber), counting an eviction. True if it was left.
+    fn evict_if_gone(&self, i: usize) -> bool {
+        let ring = &self.data.block().ring;
+        let owner = ring.readers[i].owner.load(Ordering::Acquire);
+        if owner == 0 {
+            return false;
+        }
+        let token = owner >> 1;
+        let (live, ctl_token) = self.topic.subscriber(i).owner.liveness();
+        // A reader of another PID namespace (`Unknown`) is waited for like a live one.
+        let stale = ctl_token != token || matches!(live, Liveness::Dead | Liveness::Free);
+        // AcqRel pairs with the reader's SeqCst owner store in `Reader::join`: only the exact
+        // stale owner is removed, never a reader that joined meanwhile.
+        if !stale
+            || ring.readers[i]
+                .owner
+                .compare_exchange(owner, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
+            return false;
+        }
+        self.topic
+            .publisher(self.slot)
+            .evictions
+            .fetch_add(1, Ordering::Relaxed);
+        if live == Liveness::Dead {
+            self.topic.evict_subscriber_if_dead(i, ctl_token);
+        }
+        true
     }
 
     /// Where the payload of `r` goes (contiguous for `r.payload_len` bytes).

@@ -448,6 +448,29 @@ impl Writer {
         self.reserve_here(hdr, payload_len)
     }
 
+    /// The hold this writer steps over, as its `hold` word and the reader slot that set it.
+    #[inline]
+    pub fn holder(&self) -> Option<(u64, usize)> {
+        // A word is taken in (`held.1`) only with a slot in 1..=MAX_READERS.
+        self.held
+            .1
+            .map(|_| (self.held.0, (self.held.0 & 0xFF) as usize - 1))
+    }
+
+    /// Lets go of the hold `word` for its reader, which its owner found gone (the reader's slot
+    /// is already left): its record is written over from the next lap on.
+    pub fn drop_hold(&mut self, hdr: &RingHeader, word: u64) {
+        // Relaxed: only this exact word is removed; a reader that joins the slot afterwards
+        // takes it with no hold (and clears a stale one itself, see `Reader::join`).
+        let _ = hdr
+            .reserve
+            .hold
+            .compare_exchange(word, 0, Ordering::Relaxed, Ordering::Relaxed);
+        if self.held.0 == word {
+            self.held = (0, None);
+        }
+    }
+
     /// Takes in the `hold` word: whether its record is one to step over, and where it lies.
     fn look_at_hold<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M, word: u64) {
         if word == self.held.0 {

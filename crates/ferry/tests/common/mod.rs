@@ -236,6 +236,9 @@ pub fn run_child() {
             println!("READY");
             let slow = Duration::from_micros(var_u64("SLOW_US", 0));
             let stop_after = var_u64("STOP_AFTER", u64::MAX);
+            // Keep the first message of 16 KiB or more (held in place under latest delivery) and
+            // stay alive holding it.
+            let hold_large = var("HOLD_LARGE") == "1";
             let (mut received, mut skipped, mut last) = (0u64, 0u64, None::<u64>);
             while received < count {
                 if received == stop_after {
@@ -259,6 +262,10 @@ pub fn run_child() {
                 if let Some(l) = last {
                     assert!(seq > l, "out of order: {seq} after {l}");
                     assert_eq!(sample.skipped(), seq - l - 1, "skip count");
+                }
+                if hold_large && sample.len() >= 16 << 10 {
+                    println!("HOLDING {seq}");
+                    std::thread::sleep(Duration::from_secs(600));
                 }
                 skipped += sample.skipped();
                 last = Some(seq);

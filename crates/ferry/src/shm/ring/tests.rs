@@ -766,6 +766,35 @@ fn a_held_record_outlives_laps_of_the_writer() {
 }
 
 #[test]
+fn a_dropped_hold_is_written_over_from_the_next_lap() {
+    let (hdr, mem, mut w) = hold_ring(false);
+    let mut r = Reader::join(&hdr, HOLD_CAP, BIG as u64, 2, 1, false);
+    write_big(&mut w, &hdr, &mem, 0, BIG);
+    let mut buf = Vec::new();
+    let rec = r.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
+    assert!(rec.held);
+    assert_eq!(w.holder(), None, "nothing stepped over before the writer looks");
+    for seq in 1..=6 {
+        write_big(&mut w, &hdr, &mem, seq, BIG);
+    }
+    assert!(held_bytes(&mem, &rec) == pattern(0, BIG));
+    let word = hdr.reserve.hold.load(Ordering::Relaxed);
+    assert_eq!(w.holder(), Some((word, 2)), "the hold of reader slot 2");
+    // Its owner found the reader gone: a lap later the record is written over.
+    w.drop_hold(&hdr, word);
+    assert_eq!(hdr.reserve.hold.load(Ordering::Relaxed), 0);
+    assert_eq!(w.holder(), None);
+    for seq in 7..=12 {
+        write_big(&mut w, &hdr, &mem, seq, BIG);
+    }
+    assert!(held_bytes(&mem, &rec) != pattern(0, BIG), "still stepped over");
+    // Another word (a hold taken meanwhile) is not the one dropped: it stays.
+    hdr.reserve.hold.store(word + 256, Ordering::Relaxed);
+    w.drop_hold(&hdr, word);
+    assert_eq!(hdr.reserve.hold.load(Ordering::Relaxed), word + 256);
+}
+
+#[test]
 fn a_reliable_reader_reads_every_message_past_a_held_one() {
     let (hdr, mem, mut w) = hold_ring(true);
     let mut latest = Reader::join(&hdr, HOLD_CAP, BIG as u64, 0, 1, false);
