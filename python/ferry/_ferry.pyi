@@ -42,6 +42,9 @@ class Qos:
         max_sessions: Optional[int] = None,
         max_receivers: Optional[int] = None,
         max_rate: Optional[int] = None,
+        multicast: Optional[str] = None,
+        multicast_interface: Optional[str] = None,
+        multicast_ttl: int = 1,
     ) -> None: ...
     @property
     def transport(self) -> Transport: ...
@@ -67,6 +70,17 @@ class Qos:
     def max_sessions(self) -> int: ...
     @property
     def max_receivers(self) -> int: ...
+    @property
+    def multicast(self) -> Optional[str]:
+        """UDP: the group data goes to, "address:port" ("239.255.1.1:7400", "[ff02::1:2]:7400"),
+        or None. Subscribers join it; repairs go to it too."""
+    @property
+    def multicast_interface(self) -> Optional[str]:
+        """UDP: the interface the group is joined and sent on (an IPv4 address of it, or an IPv6
+        interface index; "0.0.0.0" / "0": the kernel's choice), or None without a group."""
+    @property
+    def multicast_ttl(self) -> Optional[int]:
+        """UDP: the TTL or hop limit of multicast data (1: the local network), or None."""
     @property
     def max_rate(self) -> Optional[int]:
         """UDP publisher: the most bits per second it puts on the wire (its frames, repairs

@@ -64,7 +64,7 @@ impl Qos {
     #[pyo3(signature = (*, transport="auto", delivery="reliable", wait="adaptive",
         max_message_size=None, ring_capacity=None, max_ring_capacity=None, send_timeout=None,
         spin_window=None, mtu=None, ip_version="v4", max_sessions=None, max_receivers=None,
-        max_rate=None))]
+        max_rate=None, multicast=None, multicast_interface=None, multicast_ttl=1))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         transport: &str,
@@ -80,6 +80,9 @@ impl Qos {
         max_sessions: Option<usize>,
         max_receivers: Option<usize>,
         max_rate: Option<u64>,
+        multicast: Option<&str>,
+        multicast_interface: Option<&str>,
+        multicast_ttl: u32,
     ) -> PyResult<Qos> {
         let mut q = ferry::Qos::default()
             .transport(choice("transport", transport, TRANSPORTS)?)
@@ -112,6 +115,19 @@ impl Qos {
         }
         if let Some(v) = max_rate {
             q = q.max_rate(v);
+        }
+        match multicast {
+            Some(group) => {
+                let m = ferry::MulticastGroup::parse(group, multicast_interface, multicast_ttl)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                q = q.multicast(m);
+            }
+            None if multicast_interface.is_some() => {
+                return Err(PyValueError::new_err(
+                    "multicast_interface is given without a multicast group",
+                ))
+            }
+            None => {}
         }
         Ok(Qos { inner: q })
     }
@@ -163,6 +179,27 @@ impl Qos {
     #[getter]
     fn max_receivers(&self) -> usize {
         self.inner.max_receivers
+    }
+    /// UDP: the multicast group data goes to, as "address:port", or None.
+    #[getter]
+    fn multicast(&self) -> Option<String> {
+        self.inner
+            .multicast
+            .map(|m| std::net::SocketAddr::new(m.group, m.port).to_string())
+    }
+    /// UDP: the interface of the multicast group (an IPv4 address or an IPv6 interface index),
+    /// or None where there is no group.
+    #[getter]
+    fn multicast_interface(&self) -> Option<String> {
+        self.inner.multicast.map(|m| match m.interface {
+            ferry::MulticastInterface::V4(a) => a.to_string(),
+            ferry::MulticastInterface::V6(i) => i.to_string(),
+        })
+    }
+    /// UDP: the TTL or hop limit of multicast data, or None where there is no group.
+    #[getter]
+    fn multicast_ttl(&self) -> Option<u32> {
+        self.inner.multicast.map(|m| m.ttl)
     }
     /// UDP publisher: the most bits per second it puts on the wire, or None (no cap).
     #[getter]

@@ -167,8 +167,8 @@ typedef struct ferry_subscriber ferry_subscriber;
 
 /**
  * The settings of a publisher or subscriber. Start from `ferry_qos_default()` and change what
- * you need; the fields mean what the fields of ferry's Rust `Qos` mean. (Multicast is not
- * offered through C yet.)
+ * you need; the fields mean what the fields of ferry's Rust `Qos` mean. The strings are read
+ * during the call that takes the QoS and not kept.
  */
 typedef struct ferry_qos {
     /**
@@ -227,6 +227,22 @@ typedef struct ferry_qos {
      * refused when the publisher is made.
      */
     uint64_t max_rate_bps;
+    /**
+     * UDP: send data to this multicast group, which subscribers join, instead of to each
+     * subscriber: "address:port" ("239.255.1.1:7400", "[ff02::1:2]:7400"), or NULL (the
+     * default). Repairs go to the group too; control frames stay unicast.
+     */
+    const char *multicast;
+    /**
+     * UDP: the interface the group is joined and sent on: an IPv4 address of it for an IPv4
+     * group, an interface index for an IPv6 one; NULL (the default) leaves it to the kernel,
+     * which follows the default route.
+     */
+    const char *multicast_interface;
+    /**
+     * UDP: the TTL or hop limit of multicast data (1 by default: the local network only).
+     */
+    uint32_t multicast_ttl;
 } ferry_qos;
 
 #ifdef __cplusplus

@@ -124,6 +124,15 @@ public:
     Qos &mtu(std::size_t bytes) noexcept { raw_.mtu = bytes; return *this; }
     /// UDP publisher: at most this many bits per second on the wire (0: no cap).
     Qos &max_rate(uint64_t bits_per_second) noexcept { raw_.max_rate_bps = bits_per_second; return *this; }
+    /// UDP: data to a multicast group, "address:port"; the strings must outlive the calls that
+    /// take this Qos (a string literal does). `interface`: an IPv4 address of it, or an IPv6
+    /// interface index; nullptr leaves it to the kernel.
+    Qos &multicast(const char *group, const char *interface = nullptr, uint32_t ttl = 1) noexcept {
+        raw_.multicast = group;
+        raw_.multicast_interface = interface;
+        raw_.multicast_ttl = ttl;
+        return *this;
+    }
     /// The C struct, for the fields without a setter here.
     ferry_qos &raw() noexcept { return raw_; }
     const ferry_qos &raw() const noexcept { return raw_; }

@@ -103,7 +103,10 @@ pub unsafe extern "C" fn ferry_publisher_new(
             // SAFETY: not NULL; the caller promises it is valid for a read.
             unsafe { qos.read() }
         };
-        let publisher = node.node.publisher(topic, &qos.to_qos()?)?;
+        let publisher = node.node.publisher(topic, &{
+            // SAFETY: the caller promises the QoS's strings are NULL or valid for the call.
+            unsafe { qos.to_qos() }
+        }?)?;
         let handle = Box::into_raw(Box::new(ferry_publisher {
             loan: ferry_loan {
                 held: UnsafeCell::new(None),

@@ -1,10 +1,12 @@
 //! `ferry_qos`: ferry's `Qos` as a plain C struct. Its enum fields are plain integers on the Rust
 //! side, so that any value C stores there is checked, never undefined behaviour.
 
+use std::ffi::c_char;
 use std::time::Duration;
 
-use ferry::{Delivery, IpVersion, Qos, Transport, WaitStrategy};
+use ferry::{Delivery, IpVersion, MulticastGroup, Qos, Transport, WaitStrategy};
 
+use crate::args::c_str;
 use crate::status::Failure;
 
 /// Which transport carries a topic (`ferry_qos.transport`).
@@ -51,8 +53,8 @@ pub enum ferry_ip_version {
 }
 
 /// The settings of a publisher or subscriber. Start from `ferry_qos_default()` and change what
-/// you need; the fields mean what the fields of ferry's Rust `Qos` mean. (Multicast is not
-/// offered through C yet.)
+/// you need; the fields mean what the fields of ferry's Rust `Qos` mean. The strings are read
+/// during the call that takes the QoS and not kept.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ferry_qos {
@@ -86,6 +88,16 @@ pub struct ferry_qos {
     /// included), under either delivery; 0 (the default) sets no cap. A cap below 8000 is
     /// refused when the publisher is made.
     pub max_rate_bps: u64,
+    /// UDP: send data to this multicast group, which subscribers join, instead of to each
+    /// subscriber: "address:port" ("239.255.1.1:7400", "[ff02::1:2]:7400"), or NULL (the
+    /// default). Repairs go to the group too; control frames stay unicast.
+    pub multicast: *const c_char,
+    /// UDP: the interface the group is joined and sent on: an IPv4 address of it for an IPv4
+    /// group, an interface index for an IPv6 one; NULL (the default) leaves it to the kernel,
+    /// which follows the default route.
+    pub multicast_interface: *const c_char,
+    /// UDP: the TTL or hop limit of multicast data (1 by default: the local network only).
+    pub multicast_ttl: u32,
 }
 
 /// ferry's default QoS: auto transport, reliable delivery, adaptive waiting, 1 MiB messages.
@@ -106,6 +118,9 @@ pub extern "C" fn ferry_qos_default() -> ferry_qos {
         max_sessions: q.max_sessions,
         max_receivers: q.max_receivers,
         max_rate_bps: q.max_rate.unwrap_or(0),
+        multicast: std::ptr::null(),
+        multicast_interface: std::ptr::null(),
+        multicast_ttl: 1,
     }
 }
 
@@ -115,7 +130,11 @@ fn nanos(d: Duration) -> u64 {
 
 impl ferry_qos {
     /// The Rust `Qos`, or which field holds a value that names nothing.
-    pub(crate) fn to_qos(self) -> Result<Qos, Failure> {
+    ///
+    /// # Safety
+    /// `multicast` and `multicast_interface` are NULL or NUL-terminated strings valid for the
+    /// call.
+    pub(crate) unsafe fn to_qos(self) -> Result<Qos, Failure> {
         let bad = |field: &str, value: i32, allowed: &str| {
             Failure::invalid(format!(
                 "ferry_qos.{field} is {value}, which is not one of {allowed}"
@@ -165,6 +184,24 @@ impl ferry_qos {
         if self.max_rate_bps != 0 {
             qos = qos.max_rate(self.max_rate_bps);
         }
+        if !self.multicast.is_null() {
+            // SAFETY: not NULL; the caller promises NUL-terminated strings valid for the call.
+            let group = unsafe { c_str("ferry_qos.multicast", self.multicast) }?;
+            let interface = match self.multicast_interface.is_null() {
+                true => None,
+                // SAFETY: as above.
+                false => Some(unsafe {
+                    c_str("ferry_qos.multicast_interface", self.multicast_interface)
+                }?),
+            };
+            let group = MulticastGroup::parse(group, interface, self.multicast_ttl)
+                .map_err(|e| Failure::invalid(format!("ferry_qos.multicast: {e}")))?;
+            qos = qos.multicast(group);
+        } else if !self.multicast_interface.is_null() {
+            return Err(Failure::invalid(
+                "ferry_qos.multicast_interface is set without ferry_qos.multicast",
+            ));
+        }
         Ok(qos)
     }
 }
@@ -173,18 +210,73 @@ impl ferry_qos {
 mod tests {
     use super::*;
 
+    /// `to_qos` of a QoS whose strings, if any, are C literals of the test.
+    fn rust(q: ferry_qos) -> Result<Qos, Failure> {
+        // SAFETY: the tests set the strings to NULL or to 'static C string literals.
+        unsafe { q.to_qos() }
+    }
+
     #[test]
     fn the_default_is_rusts_default() {
-        assert_eq!(ferry_qos_default().to_qos().ok(), Some(Qos::default()));
+        assert_eq!(rust(ferry_qos_default()).ok(), Some(Qos::default()));
+    }
+
+    #[test]
+    fn a_multicast_group_is_read_from_its_strings_and_bad_ones_are_named() {
+        let mut q = ferry_qos_default();
+        assert_eq!(rust(q).ok().unwrap().multicast, None);
+        q.multicast = c"239.255.1.1:7400".as_ptr();
+        q.multicast_interface = c"127.0.0.1".as_ptr();
+        q.multicast_ttl = 2;
+        let m = rust(q).ok().unwrap().multicast.unwrap();
+        assert_eq!(
+            m,
+            MulticastGroup::parse("239.255.1.1:7400", Some("127.0.0.1"), 2).unwrap()
+        );
+        for (group, interface, says) in [
+            (
+                c"239.255.1.1".as_ptr(),
+                std::ptr::null(),
+                "is not address:port",
+            ),
+            (
+                c"239.255.1.1:1".as_ptr(),
+                c"lo".as_ptr(),
+                "is not an IPv4 address",
+            ),
+            (
+                c"\xff".as_ptr(),
+                std::ptr::null(),
+                "multicast is not valid UTF-8",
+            ),
+            (
+                std::ptr::null(),
+                c"127.0.0.1".as_ptr(),
+                "set without ferry_qos.multicast",
+            ),
+        ] {
+            let mut q = ferry_qos_default();
+            q.multicast = group;
+            q.multicast_interface = interface;
+            let Err(e) = rust(q) else {
+                panic!("{says}: accepted")
+            };
+            assert!(e.message.contains(says), "{}", e.message);
+            assert!(
+                e.message.starts_with("ferry_qos.multicast"),
+                "{}",
+                e.message
+            );
+        }
     }
 
     #[test]
     fn a_rate_of_zero_is_no_cap_and_any_other_is_the_cap() {
         let mut q = ferry_qos_default();
         assert_eq!(q.max_rate_bps, 0);
-        assert_eq!(q.to_qos().ok().unwrap().max_rate, None);
+        assert_eq!(rust(q).ok().unwrap().max_rate, None);
         q.max_rate_bps = 40_000_000;
-        assert_eq!(q.to_qos().ok().unwrap().max_rate, Some(40_000_000));
+        assert_eq!(rust(q).ok().unwrap().max_rate, Some(40_000_000));
     }
 
     #[test]
@@ -194,7 +286,7 @@ mod tests {
         q.delivery = ferry_delivery::FERRY_DELIVERY_LATEST as i32;
         q.wait = ferry_wait::FERRY_WAIT_BLOCK as i32;
         q.ip_version = ferry_ip_version::FERRY_IP_V6 as i32;
-        let r = q.to_qos().ok().unwrap();
+        let r = rust(q).ok().unwrap();
         assert_eq!(r.transport, Transport::Udp);
         assert_eq!(r.delivery, Delivery::Latest);
         assert_eq!(r.wait, WaitStrategy::Block);
@@ -211,7 +303,7 @@ mod tests {
             for v in [-1, 3, i32::MAX] {
                 let mut q = ferry_qos_default();
                 set(&mut q, v);
-                let Err(e) = q.to_qos() else {
+                let Err(e) = rust(q) else {
                     panic!("{field} = {v} accepted")
                 };
                 assert!(

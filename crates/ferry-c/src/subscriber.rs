@@ -97,7 +97,10 @@ pub unsafe extern "C" fn ferry_subscriber_new(
             // SAFETY: not NULL; the caller promises it is valid for a read.
             unsafe { qos.read() }
         };
-        let subscriber = node.node.subscriber(topic, &qos.to_qos()?)?;
+        let subscriber = node.node.subscriber(topic, &{
+            // SAFETY: the caller promises the QoS's strings are NULL or valid for the call.
+            unsafe { qos.to_qos() }
+        }?)?;
         let handle = Box::into_raw(Box::new(ferry_subscriber {
             sample: ferry_sample {
                 held: UnsafeCell::new(None),

@@ -571,13 +571,96 @@ fn a_rate_cap_in_the_c_qos_paces_a_udp_publisher() {
             assert_eq!(ferry_sample_release(sample), FERRY_OK);
         }
     }
-    let info = ferry::admin::topic(pair.domain.to_str().unwrap(), "t")
-        .unwrap()
-        .expect("the topic");
+    // The counters are published by the endpoint's next pass, shortly after.
+    let domain = pair.domain.to_str().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let info = loop {
+        let info = ferry::admin::topic(domain, "t")
+            .unwrap()
+            .expect("the topic");
+        if info.publishers[0].sent == count || Instant::now() > deadline {
+            break info;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(info.publishers[0].sent, count);
     let c = &info.publishers[0].congestion;
     assert!(c.paced_waits > 0, "{c:?}");
     assert!(
         c.pacing_rate > 0 && c.pacing_rate <= 40_000_000 / 8,
         "{c:?}"
     );
+}
+
+/// `multicast` reaches the UDP endpoints: two subscribers of a group on the loopback interface
+/// both receive on the group's port (unicast subscribers each have a port of their own) and get
+/// every message intact.
+#[test]
+fn a_multicast_group_in_the_c_qos_reaches_every_subscriber() {
+    let port = 20_000 + (std::process::id() % 20_000) as u16;
+    let group = CString::new(format!("239.255.79.1:{port}")).unwrap();
+    let mut qos = ferry_qos_default();
+    qos.transport = ferry_transport::FERRY_TRANSPORT_UDP as i32;
+    qos.max_message_size = 1000;
+    qos.multicast = group.as_ptr();
+    qos.multicast_interface = c"127.0.0.1".as_ptr();
+    let pair = Pair::new(&qos);
+    let mut second = ptr::null_mut();
+    // SAFETY: a live node, valid strings and out-pointer; freed at the end.
+    let status = unsafe { ferry_subscriber_new(pair.node, c"t".as_ptr(), &qos, &mut second) };
+    assert_eq!(status, FERRY_OK, "{}", last_error());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (mut subscribers, mut publishers) = (0, 0);
+        // SAFETY: live handles, valid out-pointers.
+        unsafe {
+            assert_eq!(
+                ferry_publisher_subscriber_count(pair.publisher, &mut subscribers),
+                FERRY_OK
+            );
+            assert_eq!(
+                ferry_subscriber_publisher_count(second, &mut publishers),
+                FERRY_OK
+            );
+        }
+        if subscribers == 2 && publishers == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second subscriber never met the publisher"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let domain = pair.domain.to_str().unwrap();
+    for i in 0..20u8 {
+        let message = [i; 1000];
+        // SAFETY: a live publisher; `message` is readable for its length.
+        let status = unsafe { ferry_publisher_send(pair.publisher, message.as_ptr().cast(), 1000) };
+        assert_eq!(status, FERRY_OK, "{}", last_error());
+        for sub in [pair.subscriber, second] {
+            let mut sample = ptr::null_mut();
+            // SAFETY: a live subscriber; the sample is read, then released once.
+            unsafe {
+                assert_eq!(
+                    ferry_subscriber_recv(sub, 10_000_000_000, &mut sample),
+                    FERRY_OK,
+                    "{}",
+                    last_error()
+                );
+                let bytes =
+                    std::slice::from_raw_parts(ferry_sample_data(sample), ferry_sample_len(sample));
+                assert!(bytes == message, "message {i} intact");
+                assert_eq!(ferry_sample_release(sample), FERRY_OK);
+            }
+        }
+    }
+    let subs = ferry::admin::topic(domain, "t")
+        .unwrap()
+        .unwrap()
+        .subscribers;
+    let ports: Vec<_> = subs.iter().map(|s| s.udp.map(|a| a.port())).collect();
+    assert_eq!(ports, [Some(port), Some(port)]);
+    // SAFETY: the subscriber made above, freed once.
+    unsafe { ferry_subscriber_free(second) };
 }

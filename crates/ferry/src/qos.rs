@@ -56,6 +56,55 @@ pub struct MulticastGroup {
     pub ttl: u32,
 }
 
+impl MulticastGroup {
+    /// A group from text, as the C and Python bindings take it. `group` is `address:port`
+    /// (`239.255.1.1:7400`, `[ff02::1:2]:7400`); `interface` is an IPv4 address of the interface
+    /// for an IPv4 group, or an interface index for an IPv6 one (`None`: the kernel's choice, which
+    /// follows the default route); `ttl` is the TTL or hop limit (1: the local network only). The
+    /// group's being a multicast address is checked when an endpoint binds it.
+    pub fn parse(group: &str, interface: Option<&str>, ttl: u32) -> Result<MulticastGroup, Error> {
+        let at: std::net::SocketAddr = group.parse().map_err(|_| {
+            Error::InvalidQos(format!(
+                "multicast group {group:?} is not address:port (e.g. 239.255.1.1:7400 or \
+                 [ff02::1:2]:7400)"
+            ))
+        })?;
+        let interface = match (at.ip(), interface) {
+            (std::net::IpAddr::V4(_), None) => {
+                crate::MulticastInterface::V4(std::net::Ipv4Addr::UNSPECIFIED)
+            }
+            (std::net::IpAddr::V6(_), None) => crate::MulticastInterface::V6(0),
+            (std::net::IpAddr::V4(_), Some(i)) => {
+                crate::MulticastInterface::V4(i.parse().map_err(|_| {
+                    Error::InvalidQos(format!(
+                        "multicast interface {i:?} is not an IPv4 address (an IPv4 group is \
+                         joined on the interface that has this address)"
+                    ))
+                })?)
+            }
+            (std::net::IpAddr::V6(_), Some(i)) => {
+                crate::MulticastInterface::V6(i.parse().map_err(|_| {
+                    Error::InvalidQos(format!(
+                        "multicast interface {i:?} is not an interface index (an IPv6 group is \
+                         joined on an interface named by its index, as `ip link` shows it)"
+                    ))
+                })?)
+            }
+        };
+        if ttl > 255 {
+            return Err(Error::InvalidQos(format!(
+                "multicast ttl {ttl} must be at most 255 (0: this host only, 1: the local network)"
+            )));
+        }
+        Ok(MulticastGroup {
+            group: at.ip(),
+            port: at.port(),
+            interface,
+            ttl,
+        })
+    }
+}
+
 /// Which IP version a UDP endpoint uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IpVersion {
@@ -268,5 +317,55 @@ mod tests {
         );
         // The default message size gets a ring well below the default limit.
         assert!(Qos::default().effective_capacity(page).unwrap() <= DEFAULT_MAX_RING as u64);
+    }
+
+    #[test]
+    fn multicast_groups_parse_from_text_and_bad_text_is_named() {
+        use crate::MulticastInterface;
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+        let g = MulticastGroup::parse("239.255.1.1:7400", Some("127.0.0.1"), 1).unwrap();
+        assert_eq!(g.group, IpAddr::V4(Ipv4Addr::new(239, 255, 1, 1)));
+        assert_eq!(g.port, 7400);
+        assert_eq!(g.interface, MulticastInterface::V4(Ipv4Addr::LOCALHOST));
+        let g = MulticastGroup::parse("239.255.1.1:7400", None, 0).unwrap();
+        assert_eq!(g.interface, MulticastInterface::V4(Ipv4Addr::UNSPECIFIED));
+        let g = MulticastGroup::parse("[ff02::1:2]:9", Some("3"), 4).unwrap();
+        assert_eq!(
+            g.group,
+            IpAddr::V6("ff02::1:2".parse::<Ipv6Addr>().unwrap())
+        );
+        assert_eq!(
+            (g.port, g.interface, g.ttl),
+            (9, MulticastInterface::V6(3), 4)
+        );
+        assert_eq!(
+            MulticastGroup::parse("[ff02::1:2]:9", None, 1)
+                .unwrap()
+                .interface,
+            MulticastInterface::V6(0)
+        );
+        for (group, interface, ttl, says) in [
+            ("239.255.1.1", None, 1, "is not address:port"),
+            ("", None, 1, "is not address:port"),
+            ("239.255.1.1:70000", None, 1, "is not address:port"),
+            (
+                "239.255.1.1:7400",
+                Some("eth0"),
+                1,
+                "is not an IPv4 address",
+            ),
+            (
+                "[ff02::1]:7400",
+                Some("127.0.0.1"),
+                1,
+                "is not an interface index",
+            ),
+            ("239.255.1.1:7400", None, 256, "at most 255"),
+        ] {
+            let e = MulticastGroup::parse(group, interface, ttl)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{group:?} {interface:?} {ttl}: {e}");
+        }
     }
 }

@@ -773,7 +773,11 @@ fn a_dropped_hold_is_written_over_from_the_next_lap() {
     let mut buf = Vec::new();
     let rec = r.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
     assert!(rec.held);
-    assert_eq!(w.holder(), None, "nothing stepped over before the writer looks");
+    assert_eq!(
+        w.holder(),
+        None,
+        "nothing stepped over before the writer looks"
+    );
     for seq in 1..=6 {
         write_big(&mut w, &hdr, &mem, seq, BIG);
     }
@@ -787,7 +791,10 @@ fn a_dropped_hold_is_written_over_from_the_next_lap() {
     for seq in 7..=12 {
         write_big(&mut w, &hdr, &mem, seq, BIG);
     }
-    assert!(held_bytes(&mem, &rec) != pattern(0, BIG), "still stepped over");
+    assert!(
+        held_bytes(&mem, &rec) != pattern(0, BIG),
+        "still stepped over"
+    );
     // Another word (a hold taken meanwhile) is not the one dropped: it stays.
     hdr.reserve.hold.store(word + 256, Ordering::Relaxed);
     w.drop_hold(&hdr, word);
