@@ -3,6 +3,10 @@
 //!
 //! For each round, each transport in turn starts a fresh peer process (`ferry lab-peer latency`)
 //! and runs unrecorded warm-up and then `samples / rounds` recorded round trips for every size.
+//! Within a round baselines run before the rows compared with them; a row whose baseline's run
+//! ended more than 10 s before its own (another system at small sizes, whose warm-up is as
+//! long as ferry's ring needs, takes about a minute) is followed by another run of the baseline,
+//! and compared with that one (`RoundRow::reference`).
 //! The warm-up is at least `--warmup` round trips, and enough to write a whole ferry ring once:
 //! rings are pre-faulted, but a first lap still finds the ring's lines cold in both caches and
 //! TLBs, which is not the steady state.
@@ -83,8 +87,8 @@ impl Transport {
             Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
                 Some(Transport::ShmSpin)
             }
-            // A receiver that sleeps: against the sleeping floor, as shm-block.
-            Transport::Iceoryx2Block => Some(Transport::RawFutex),
+            // A receiver that sleeps: against ferry's sleeping shared memory.
+            Transport::Iceoryx2Block => Some(Transport::ShmBlock),
             Transport::RawSpin | Transport::RawFutex | Transport::RawUdp4 => None,
         }
     }
@@ -313,6 +317,32 @@ struct Ctx<'a> {
 /// One-way latencies in ns, by transport, size and round (rounds are pushed in order).
 type Samples = Vec<Vec<Vec<Vec<u64>>>>;
 
+/// Runs of a row's baseline made right after the row, by transport, size and round (`None`
+/// where the row was compared with the baseline's own run of that round).
+type References = Vec<Vec<Vec<Option<Vec<u64>>>>>;
+
+/// A row is compared with a run of its baseline that ended at most this long before the row's
+/// own run ended; otherwise the baseline runs again right after the row. The machine may change
+/// speed within minutes, and a slow row (another system's, at small sizes, with a warm-up as
+/// long as ferry's ring needs) can take a minute.
+const BASELINE_GAP: Duration = Duration::from_secs(10);
+
+/// The order transports run in within a round: every baseline before the rows compared with it
+/// (floors, then ferry, then other systems), otherwise as given.
+fn run_order(transports: &[Transport]) -> Vec<usize> {
+    let depth = |mut t: Transport| {
+        let mut d = 0;
+        while let Some(b) = t.baseline().filter(|b| transports.contains(b)) {
+            d += 1;
+            t = b;
+        }
+        d
+    };
+    let mut order: Vec<usize> = (0..transports.len()).collect();
+    order.sort_by_key(|&i| depth(transports[i]));
+    order
+}
+
 fn run(args: &Config) -> Result<Measured<Latency>> {
     let pinning = Pinning::resolve_for(args.pin, args.remote.is_some())?;
     if let Some(main_cpu) = pinning.main_cpu() {
@@ -367,12 +397,14 @@ fn run(args: &Config) -> Result<Measured<Latency>> {
 
     let mut samples: Samples =
         vec![vec![Vec::with_capacity(args.rounds); args.sizes.len()]; args.transports.len()];
-    let outcome = measure(&mut ctx, &mut samples);
+    let mut references: References =
+        vec![vec![Vec::with_capacity(args.rounds); args.sizes.len()]; args.transports.len()];
+    let outcome = measure(&mut ctx, &mut samples, &mut references);
     // Whatever an interrupted or failed run left in its own domain.
     let _ = ferry::admin::clean(Some(&ctx.domain));
     outcome?;
 
-    let rows = build_rows(args, &mut samples);
+    let rows = build_rows(args, &mut samples, &references);
     let setup = Setup {
             transports: args.transports.clone(),
             transport_descriptions: args
@@ -421,9 +453,13 @@ fn run(args: &Config) -> Result<Measured<Latency>> {
     Ok(Measured { setup, rows })
 }
 
-/// Runs every round: each transport in turn, every size.
-fn measure(ctx: &mut Ctx<'_>, samples: &mut Samples) -> Result<()> {
+/// Runs every round: each transport in turn (`run_order`), every size. A row whose baseline's
+/// last run in the round ended more than `BASELINE_GAP` before it is followed by another run of
+/// the baseline, which it is compared with (`references`).
+fn measure(ctx: &mut Ctx<'_>, samples: &mut Samples, references: &mut References) -> Result<()> {
     let args = ctx.args;
+    let order = run_order(&args.transports);
+    let index = |t: Transport| args.transports.iter().position(|&x| x == t);
     for round in 0..args.rounds {
         let recorded = samples_in_round(args.samples, args.rounds, round);
         note!(
@@ -431,26 +467,59 @@ fn measure(ctx: &mut Ctx<'_>, samples: &mut Samples) -> Result<()> {
             round + 1,
             args.rounds
         );
-        for (ti, &transport) in args.transports.iter().enumerate() {
-            signal::check()?;
-            let started = Instant::now();
-            let per_size = run_transport(ctx, transport, recorded).context(format!(
-                "{} (round {})",
-                transport.name(),
-                round + 1
-            ))?;
+        // When each transport's last run in this round ended.
+        let mut ended: Vec<Option<Instant>> = vec![None; args.transports.len()];
+        for &ti in &order {
+            let transport = args.transports[ti];
+            let per_size = run_one(ctx, transport, recorded, round, "")?;
             for (si, v) in per_size.into_iter().enumerate() {
                 samples[ti][si].push(v);
+                references[ti][si].push(None);
             }
-            note!(
-                "  {:<10} {:.1} s",
-                transport.name(),
-                started.elapsed().as_secs_f64()
-            );
-            ctx.run_index += 1;
+            let now = Instant::now();
+            ended[ti] = Some(now);
+            let Some(bi) = transport.baseline().and_then(index) else {
+                continue;
+            };
+            if ended[bi].is_some_and(|e| now.duration_since(e) <= BASELINE_GAP) {
+                continue;
+            }
+            let base = args.transports[bi];
+            let beside = format!(" beside {}", transport.name());
+            let per_size = run_one(ctx, base, recorded, round, &beside)?;
+            for (si, v) in per_size.into_iter().enumerate() {
+                if !v.is_empty() {
+                    references[ti][si][round] = Some(v);
+                }
+            }
+            ended[bi] = Some(Instant::now());
         }
     }
     Ok(())
+}
+
+/// One run of `transport` in `round`, noted with its time.
+fn run_one(
+    ctx: &mut Ctx<'_>,
+    transport: Transport,
+    recorded: usize,
+    round: usize,
+    beside: &str,
+) -> Result<Vec<Vec<u64>>> {
+    signal::check()?;
+    let started = Instant::now();
+    let per_size = run_transport(ctx, transport, recorded).context(format!(
+        "{}{beside} (round {})",
+        transport.name(),
+        round + 1
+    ))?;
+    note!(
+        "  {:<10} {:.1} s{beside}",
+        transport.name(),
+        started.elapsed().as_secs_f64()
+    );
+    ctx.run_index += 1;
+    Ok(per_size)
 }
 
 /// One transport's share of a round, with a fresh peer. Sizes the transport cannot carry get no
@@ -868,6 +937,10 @@ pub struct Row {
     pub p50_ratio: Option<f64>,
     /// p50 / the baseline's p50 with all rounds pooled.
     pub p50_ratio_pooled: Option<f64>,
+    /// The baseline as this row was compared with, all rounds pooled: in each round its own run,
+    /// or the run of it made right after this row (`RoundRow::reference`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_beside: Option<Summary>,
     pub rounds: Vec<RoundRow>,
 }
 
@@ -879,9 +952,13 @@ pub struct RoundRow {
     pub summary: Summary,
     /// p50 over the baseline's p50 in the same round.
     pub p50_ratio: Option<f64>,
+    /// The baseline run again right after this row, because its own run in this round ended
+    /// more than 10 s before this row's (the ratio is taken against this run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<Summary>,
 }
 
-fn build_rows(args: &Config, samples: &mut Samples) -> Vec<Row> {
+fn build_rows(args: &Config, samples: &mut Samples, references: &References) -> Vec<Row> {
     // Summaries first (by transport, size), then ratios against them.
     let mut overall = Vec::new();
     let mut per_round = Vec::new();
@@ -917,6 +994,7 @@ fn build_rows(args: &Config, samples: &mut Samples) -> Vec<Row> {
                     baseline: None,
                     p50_ratio: None,
                     p50_ratio_pooled: None,
+                    baseline_beside: None,
                     rounds: Vec::new(),
                 });
                 continue;
@@ -924,16 +1002,39 @@ fn build_rows(args: &Config, samples: &mut Samples) -> Vec<Row> {
             // A baseline that skipped this size gives no ratio.
             let base = base.filter(|(b, _)| b.cannot_carry(size).is_none());
             let summary = overall[ti][si];
+            let refs = references
+                .get(ti)
+                .and_then(|r| r.get(si))
+                .map_or(&[][..], Vec::as_slice);
+            let reference = |round: usize| refs.get(round).and_then(Option::as_ref);
             let rounds: Vec<RoundRow> = per_round[ti][si]
                 .iter()
                 .enumerate()
-                .map(|(round, s)| RoundRow {
-                    round,
-                    summary: *s,
-                    p50_ratio: base
-                        .and_then(|(_, bi)| ratio(s.p50_ns, per_round[bi][si][round].p50_ns)),
+                .map(|(round, s)| {
+                    let reference = reference(round).map(|v| Summary::of(&mut v.clone()));
+                    let beside = base.map(|(_, bi)| {
+                        reference.map_or(per_round[bi][si][round].p50_ns, |r| r.p50_ns)
+                    });
+                    RoundRow {
+                        round,
+                        summary: *s,
+                        p50_ratio: beside.and_then(|b| ratio(s.p50_ns, b)),
+                        reference,
+                    }
                 })
                 .collect();
+            // The baseline's samples this row was compared with, every round pooled.
+            let baseline_beside = base.map(|(_, bi)| {
+                let mut pooled: Vec<u64> = (0..samples[bi][si].len())
+                    .flat_map(|round| {
+                        reference(round)
+                            .unwrap_or(&samples[bi][si][round])
+                            .iter()
+                            .copied()
+                    })
+                    .collect();
+                Summary::of(&mut pooled)
+            });
             rows.push(Row {
                 transport,
                 size_bytes: size,
@@ -941,8 +1042,8 @@ fn build_rows(args: &Config, samples: &mut Samples) -> Vec<Row> {
                 skipped: None,
                 baseline: base.map(|(b, _)| b),
                 p50_ratio: median(rounds.iter().filter_map(|r| r.p50_ratio).collect()),
-                p50_ratio_pooled: base
-                    .and_then(|(_, bi)| ratio(summary.p50_ns, overall[bi][si].p50_ns)),
+                p50_ratio_pooled: baseline_beside.and_then(|b| ratio(summary.p50_ns, b.p50_ns)),
+                baseline_beside,
                 rounds,
             });
         }
@@ -1038,8 +1139,15 @@ fn versus_peers(rows: &[Row]) -> String {
             ("behind", Vec::new()),
         ];
         for row in rows.iter().filter(|r| r.transport == peer) {
-            let (Some(theirs), Some(ours)) = (row.summary.as_ref(), find(ferry, row.size_bytes))
-            else {
+            // ferry as run beside this row (see `Row::baseline_beside`), else its own row.
+            let beside = row
+                .baseline_beside
+                .as_ref()
+                .filter(|_| row.baseline == Some(ferry));
+            let (Some(theirs), Some(ours)) = (
+                row.summary.as_ref(),
+                beside.or_else(|| find(ferry, row.size_bytes)),
+            ) else {
                 continue;
             };
             let p50 = theirs.p50_ns as f64 / ours.p50_ns.max(1) as f64;
@@ -1220,7 +1328,7 @@ pub(crate) fn example() -> Results<Latency> {
             vec![vec![1000, 1100], vec![990, 1010]],
         ],
     ];
-    let rows = build_rows(&config, &mut samples);
+    let rows = build_rows(&config, &mut samples, &References::new());
     let setup = Setup {
         transports: config.transports.clone(),
         transport_descriptions: Default::default(),
@@ -1269,7 +1377,7 @@ mod tests {
             vec![vec![vec![100; 3]], vec![vec![200; 3]], vec![vec![1000; 3]]],
             vec![vec![vec![250; 3]], vec![vec![201; 3]], vec![vec![500; 3]]],
         ];
-        let rows = build_rows(&config, &mut samples);
+        let rows = build_rows(&config, &mut samples, &References::new());
         let iceoryx2 = rows
             .iter()
             .find(|r| r.transport == Transport::Iceoryx2)
@@ -1285,7 +1393,7 @@ mod tests {
     }
 
     #[test]
-    fn iceoryx2_block_stands_against_the_sleeping_floor_and_ferrys_blocking_shm() {
+    fn iceoryx2_block_stands_against_ferrys_blocking_shm() {
         let config = Config {
             transports: vec![Transport::ShmBlock, Transport::Iceoryx2Block],
             sizes: vec![32],
@@ -1294,17 +1402,88 @@ mod tests {
             ..Config::default()
         };
         let mut samples: Samples = vec![vec![vec![vec![100; 3]]], vec![vec![vec![300; 3]]]];
-        let rows = build_rows(&config, &mut samples);
+        let rows = build_rows(&config, &mut samples, &References::new());
         assert_eq!(
             Transport::Iceoryx2Block.baseline(),
-            Some(Transport::RawFutex)
+            Some(Transport::ShmBlock)
         );
+        assert_eq!(rows[1].p50_ratio, Some(3.0));
         assert_eq!(Transport::Iceoryx2Block.kind(), Kind::Peer);
         assert_eq!(
             versus_peers(&rows),
             " ferry (shm-block) against iceoryx2-block in the same rounds (iceoryx2-block p50 / \
              p99 over ferry's): ahead at 32 B (3.00 × / 3.00 ×)."
         );
+    }
+
+    #[test]
+    fn baselines_run_first_in_a_round() {
+        use Transport::*;
+        let given = [
+            Zenoh,
+            ShmSpin,
+            Iceoryx2Block,
+            RawSpin,
+            ShmBlock,
+            Udp4Key,
+            Udp4,
+        ];
+        let order: Vec<Transport> = run_order(&given).into_iter().map(|i| given[i]).collect();
+        // raw-futex and raw-udp4 do not run: shm-block and udp4 go first, with raw-spin.
+        assert_eq!(
+            order,
+            [
+                RawSpin,
+                ShmBlock,
+                Udp4,
+                ShmSpin,
+                Iceoryx2Block,
+                Udp4Key,
+                Zenoh
+            ]
+        );
+    }
+
+    #[test]
+    fn a_row_is_compared_with_the_baseline_run_beside_it() {
+        let config = Config {
+            transports: vec![Transport::ShmSpin, Transport::Zenoh],
+            sizes: vec![32],
+            samples: 6,
+            rounds: 2,
+            ..Config::default()
+        };
+        // ferry's own runs: 100 ns, then 400 ns (the machine slowed down during the Zenoh run of
+        // round 2, and a run of ferry right after it found 200 ns).
+        let mut samples: Samples = vec![
+            vec![vec![vec![100; 3], vec![400; 3]]],
+            vec![vec![vec![300; 3], vec![1000; 3]]],
+        ];
+        let references: References =
+            vec![vec![vec![None, None]], vec![vec![None, Some(vec![200; 3])]]];
+        let rows = build_rows(&config, &mut samples, &references);
+        let zenoh = &rows[1];
+        assert_eq!(zenoh.rounds[0].p50_ratio, Some(3.0));
+        assert!(zenoh.rounds[0].reference.is_none());
+        assert_eq!(zenoh.rounds[1].p50_ratio, Some(5.0));
+        assert_eq!(zenoh.rounds[1].reference.map(|r| r.p50_ns), Some(200));
+        assert_eq!(zenoh.p50_ratio, Some(4.0));
+        let beside = zenoh.baseline_beside.unwrap();
+        assert_eq!(
+            (beside.samples, beside.min_ns, beside.max_ns),
+            (6, 100, 200)
+        );
+        assert!(
+            versus_peers(&rows).contains("ahead at 32 B"),
+            "{}",
+            versus_peers(&rows)
+        );
+        // ferry's own row keeps its own runs.
+        assert_eq!(rows[0].summary.unwrap().max_ns, 400);
+        // The references travel with the results.
+        let value = serde_json::to_value(&rows[1]).unwrap();
+        let back: Row = serde_json::from_value(value).unwrap();
+        assert_eq!(back.rounds[1].reference.map(|r| r.p50_ns), Some(200));
     }
 
     #[test]
