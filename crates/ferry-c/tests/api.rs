@@ -34,6 +34,39 @@ fn shm_qos() -> ferry_qos {
     qos
 }
 
+/// Waits until `subscriber` has found the publisher and `publisher` counts `subscribers`
+/// subscribers (a subscriber attaches to a publisher when it looks for publishers).
+fn await_meeting(
+    publisher: *mut ferry_publisher,
+    subscriber: *mut ferry_subscriber,
+    subscribers: usize,
+    timeout: Duration,
+) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let (mut found, mut n) = (0, 0);
+        // SAFETY: the caller's live handles, valid out-pointers.
+        unsafe {
+            assert_eq!(
+                ferry_subscriber_publisher_count(subscriber, &mut found),
+                FERRY_OK
+            );
+            assert_eq!(
+                ferry_publisher_subscriber_count(publisher, &mut n),
+                FERRY_OK
+            );
+        }
+        if found >= 1 && n >= subscribers {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the publisher and the subscriber did not meet within {timeout:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// A node, a publisher and a subscriber on one topic, freed when dropped.
 struct Pair {
     domain: CString,
@@ -70,27 +103,7 @@ impl Pair {
                 last_error()
             );
         }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            // The subscriber attaches to the publisher's ring when it looks for publishers.
-            let (mut publishers, mut n) = (0, 0);
-            // SAFETY: live handles, valid out-pointers.
-            unsafe {
-                assert_eq!(
-                    ferry_subscriber_publisher_count(pair.subscriber, &mut publishers),
-                    FERRY_OK
-                );
-                assert_eq!(
-                    ferry_publisher_subscriber_count(pair.publisher, &mut n),
-                    FERRY_OK
-                );
-            }
-            if n > 0 {
-                break;
-            }
-            assert!(Instant::now() < deadline, "the subscriber never attached");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        await_meeting(pair.publisher, pair.subscriber, 1, Duration::from_secs(5));
         pair
     }
 
@@ -609,29 +622,7 @@ fn a_multicast_group_in_the_c_qos_reaches_every_subscriber() {
     // SAFETY: a live node, valid strings and out-pointer; freed at the end.
     let status = unsafe { ferry_subscriber_new(pair.node, c"t".as_ptr(), &qos, &mut second) };
     assert_eq!(status, FERRY_OK, "{}", last_error());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (mut subscribers, mut publishers) = (0, 0);
-        // SAFETY: live handles, valid out-pointers.
-        unsafe {
-            assert_eq!(
-                ferry_publisher_subscriber_count(pair.publisher, &mut subscribers),
-                FERRY_OK
-            );
-            assert_eq!(
-                ferry_subscriber_publisher_count(second, &mut publishers),
-                FERRY_OK
-            );
-        }
-        if subscribers == 2 && publishers == 1 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the second subscriber never met the publisher"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    await_meeting(pair.publisher, second, 2, Duration::from_secs(10));
     let domain = pair.domain.to_str().unwrap();
     for i in 0..20u8 {
         let message = [i; 1000];

@@ -90,13 +90,7 @@ pub fn parse_qos(s: &str) -> Qos {
             ("mtu", v) => qos = qos.mtu(v.parse().unwrap()),
             ("mcast", v) => {
                 // group:port, on the loopback interface (tests never leave the machine).
-                let addr: std::net::SocketAddr = v.parse().unwrap();
-                qos = qos.multicast(ferry::MulticastGroup {
-                    group: addr.ip(),
-                    port: addr.port(),
-                    interface: ferry::MulticastInterface::V4(std::net::Ipv4Addr::LOCALHOST),
-                    ttl: 1,
-                });
+                qos = qos.multicast(ferry::MulticastGroup::parse(v, Some("127.0.0.1"), 1).unwrap());
             }
             ("max", v) => qos = qos.max_message_size(v.parse().unwrap()),
             ("ring", v) => qos = qos.ring_capacity(v.parse().unwrap()),
