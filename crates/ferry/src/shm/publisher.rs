@@ -411,6 +411,107 @@ mod tests {
         }
     }
 
+    /// A hold word forged to name a live subscriber's slot, as any process that maps the ring
+    /// could write one: the publisher steps over the named record (it is one of its own, and the
+    /// ring has room to step over it), looks at the named subscriber once the hold has lasted
+    /// its liveness period, finds it running, and leaves it alone. Nobody is evicted, the
+    /// subscriber goes on receiving intact messages, and once the word is cleared the publisher
+    /// stops stepping over the record.
+    #[test]
+    fn a_forged_hold_naming_a_live_subscriber_evicts_nobody() {
+        const LEN: usize = ring::HOLD_MIN as usize;
+        let dom = format!("u{}-forgedhold", std::process::id());
+        let qos = Qos::default()
+            .transport(Transport::Shm)
+            .delivery(Delivery::Latest)
+            .wait(WaitStrategy::Spin)
+            .max_message_size(LEN)
+            .ring_capacity(256 << 10);
+        let mode = crate::config::DEFAULT_SHM_MODE;
+        let mut publ = ShmPublisher::create(&dom, "data", "p", &qos, mode).unwrap();
+        let mut sub = ShmSubscriber::create(&dom, "data", "s", &qos, mode).unwrap();
+        assert_eq!(sub.publisher_count(), 1);
+        let byte = |seq: u64| (seq % 251) as u8 + 1;
+        let send = |publ: &mut ShmPublisher| {
+            let seq = publ.sent();
+            let r = publ.reserve(LEN, true).unwrap().unwrap();
+            let at = r.payload_offset(publ.writer.capacity());
+            publ.bytes.write(at, &[byte(seq); LEN]);
+            publ.commit(r);
+        };
+        let slot = {
+            let ring = &publ.data.block().ring;
+            (0..ring::MAX_READERS)
+                .find(|&i| ring.readers[i].owner.load(Ordering::Relaxed) != 0)
+                .expect("the subscriber's ring slot")
+        };
+        // Message 0 at position 0, then enough after it that its next copy lies close enough
+        // ahead for the publisher to step over it, as an honest hold's would.
+        for _ in 0..4 {
+            send(&mut publ);
+        }
+        let word = (slot + 1) as u64; // position 0
+        publ.data
+            .block()
+            .ring
+            .reserve
+            .hold
+            .store(word, Ordering::Relaxed);
+        let forged = Instant::now();
+        let mut received = 0;
+        // Past the liveness period, and three laps of the ring (16 messages each).
+        while forged.elapsed() < 5 * LIVENESS_PERIOD || publ.sent() < 4 + 3 * 16 {
+            assert!(
+                forged.elapsed() < Duration::from_secs(30),
+                "the sends stalled"
+            );
+            send(&mut publ);
+            assert_eq!(
+                publ.writer.holder(),
+                Some((word, slot)),
+                "the hold is honoured"
+            );
+            if sub.poll().unwrap() {
+                let (seq, payload) = (sub.current().unwrap().seq, sub.payload());
+                assert!(payload.len() == LEN && payload.iter().all(|&b| b == byte(seq)));
+                received += 1;
+                sub.release();
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert!(received > 0, "the subscriber went on receiving");
+        // The publisher looked at the named subscriber after the liveness period...
+        let looked = publ.hold_since.expect("the hold is watched").1;
+        assert!(looked >= forged + LIVENESS_PERIOD);
+        // ...and left it alone.
+        let ring = &publ.data.block().ring;
+        assert_eq!(
+            publ.topic
+                .publisher(publ.slot)
+                .evictions
+                .load(Ordering::Relaxed),
+            0
+        );
+        assert_ne!(ring.readers[slot].owner.load(Ordering::Relaxed), 0);
+        assert_eq!(ring.reserve.hold.load(Ordering::Relaxed), word);
+        // The named record was never written over.
+        let mut held = vec![0u8; LEN];
+        publ.bytes.read(ring::RECORD_HEADER, &mut held);
+        assert!(held.iter().all(|&b| b == byte(0)));
+        // The forger lets go: the publisher takes the word in and writes the ring whole again.
+        ring.reserve.hold.store(0, Ordering::Relaxed);
+        send(&mut publ);
+        assert_eq!(publ.writer.holder(), None);
+        for _ in 0..32 {
+            send(&mut publ);
+        }
+        publ.bytes.read(ring::RECORD_HEADER, &mut held);
+        assert!(
+            !held.iter().all(|&b| b == byte(0)),
+            "position 0 written again"
+        );
+    }
+
     #[test]
     fn a_record_longer_than_the_maximum_makes_recv_fail() {
         for (delivery, name) in [(Delivery::Reliable, "lenrel"), (Delivery::Latest, "lenlat")] {
