@@ -20,6 +20,12 @@
 //! `... -- latest`: the same under latest delivery, where the subscriber copies each message out
 //! (32 B, 1 KiB) or holds it in place (64 KiB).
 //!
+//! `... -- count SIZE N` and `... -- count-raw SIZE N`: N messages of SIZE bytes sent and received
+//! on one thread, through ferry or through the raw floor's flag and buffer, with nothing else
+//! done: made to run under `valgrind --tool=callgrind`, where two run lengths give the
+//! instructions one message takes (the difference of the totals over the difference of N), a
+//! figure that the machine's speed does not move.
+//!
 //! Timings depend on the machine and its load; compare runs made one after another.
 
 use std::time::{Duration, Instant};
@@ -291,6 +297,31 @@ fn main() {
                 }
             }
         }
+        "count" | "count-raw" => {
+            let len: usize = n;
+            assert!((1..=4096).contains(&len), "SIZE: 1 to 4096 bytes");
+            let count: usize = args
+                .next()
+                .map(|a| a.parse().expect("N: a number of messages"))
+                .unwrap_or(100_000);
+            if mode == "count" {
+                single(count, len, Delivery::Reliable);
+            } else {
+                let d = RawDir::new();
+                for i in 1..=count as u64 {
+                    let byte = (i % 200) as u8;
+                    // SAFETY: one thread writes and then reads the buffer; nothing else maps it.
+                    unsafe { std::ptr::write_bytes(d.buf.get().cast::<u8>(), byte, len) };
+                    // Release pairs with the Acquire load below (one thread: for the form only).
+                    d.flag.store(i, std::sync::atomic::Ordering::Release);
+                    assert_eq!(d.flag.load(std::sync::atomic::Ordering::Acquire), i);
+                    // SAFETY: as above; `len` is at most the 4096-byte buffer (checked above).
+                    let buf = unsafe { std::slice::from_raw_parts(d.buf.get().cast::<u8>(), len) };
+                    assert!(check(buf, byte), "a corrupt raw message");
+                }
+            }
+            println!("{mode}: {count} messages of {len} B");
+        }
         "single" | "latest" => {
             let (delivery, sizes): (_, &[usize]) = if mode == "single" {
                 (Delivery::Reliable, &[32, 1024])
@@ -306,6 +337,8 @@ fn main() {
                 println!("{line}");
             }
         }
-        other => panic!("unknown mode {other:?}: pingpong, default, floors, single or latest"),
+        other => panic!(
+            "unknown mode {other:?}: pingpong, default, floors, single, latest, count or count-raw"
+        ),
     }
 }
