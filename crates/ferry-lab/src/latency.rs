@@ -210,7 +210,8 @@ const UDP_MTU: usize = 1500;
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Transports, in the order each round runs them.
+    /// Transports, in the order each round runs them, except that a baseline runs before the
+    /// rows compared with it.
     pub transports: Vec<Transport>,
     /// Message sizes in bytes.
     pub sizes: Vec<usize>,

@@ -10,6 +10,12 @@
 //! counts what it got. Over the peer's control channel the peer says when it is ready, the main
 //! process says when it has finished and how much it sent, and the peer reports its counts.
 //!
+//! Within a round (and on each link) the sizes run in turn, and at each size every transport,
+//! its baselines first, so that a row and the baselines it is compared with run within seconds
+//! of each other. A row whose baseline's run ended more than 10 s before its own is followed by
+//! another run of that baseline (`Row::references`); each ratio is taken against the baseline's
+//! run nearest in time.
+//!
 //! The delivered rate is taken over the interval from the publisher's first send to the
 //! subscriber's last delivery (both CLOCK_MONOTONIC on this host), so that a subscriber that
 //! lags behind is not credited with the publisher's speed. With `--remote` the subscriber runs on
@@ -296,7 +302,8 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(20);
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Transports, in the order each round runs them.
+    /// Transports, in the order they run at each size, except that a baseline runs before the
+    /// rows compared with it.
     pub transports: Vec<Transport>,
     /// Message sizes in bytes (at least 8: the first 8 carry the sequence number).
     pub sizes: Vec<usize>,
@@ -899,14 +906,44 @@ fn impair_spec(loss: Option<f64>) -> Option<String> {
         .map(|l| format!("loss={l}%,seed=1"))
 }
 
+/// A row is compared with a run of its baseline (same round, size and link) that ended at most
+/// this long before the row's own run ended; otherwise the baseline runs again right after the
+/// row (`Row::references`). The machine may change speed within minutes.
+const BASELINE_GAP: Duration = Duration::from_secs(10);
+
+/// The order transports run in at each size: every baseline before the rows compared with it
+/// (TCP, then the UDP floors and ferry's shared memory, then ferry's UDP and the other
+/// systems), otherwise as given.
+fn run_order(transports: &[Transport]) -> Vec<Transport> {
+    fn depth(t: Transport, present: &[Transport]) -> usize {
+        t.baselines()
+            .iter()
+            .filter(|b| present.contains(b))
+            .map(|&b| depth(b, present) + 1)
+            .max()
+            .unwrap_or(0)
+    }
+    let mut order = transports.to_vec();
+    order.sort_by_key(|&t| depth(t, transports));
+    order
+}
+
+/// Runs every round: on each link, each size in turn, and at each size every transport in
+/// `run_order`, so that a row runs within seconds of its baselines. A row whose baseline's last
+/// run at its size ended more than `BASELINE_GAP` before it is followed by another run of the
+/// baseline (`Row::references`). Rows come back in the order of the arguments (transport, then
+/// size, within each round and link).
 fn measure(ctx: &mut Ctx<'_>, rows: &mut Vec<Row>) -> Result<()> {
     let args = ctx.args;
+    let first = Instant::now();
     // On one host, one pass per round with no link; on two, one per link.
     let links: Vec<Option<usize>> = if ctx.pairs.is_empty() {
         vec![None]
     } else {
         (0..ctx.pairs.len()).map(Some).collect()
     };
+    let order = run_order(&args.transports);
+    let start = rows.len();
     for round in 0..args.rounds {
         note!("round {}/{}", round + 1, args.rounds);
         for &link in &links {
@@ -914,47 +951,101 @@ fn measure(ctx: &mut Ctx<'_>, rows: &mut Vec<Row>) -> Result<()> {
             if let Some(rate) = rate {
                 note!(" the {rate} link");
             }
-            for &transport in &args.transports {
-                for &size in &args.sizes {
-                    signal::check()?;
-                    let started = Instant::now();
-                    let skipped = transport.cannot_run(size).or_else(|| {
-                        transport
-                            .program()
-                            .filter(|p| !ctx.programs.contains_key(p))
-                            .map(|p| {
-                                format!("skipped: {p} is not installed ({})", tools::INSTALL_HINT)
-                            })
-                    });
-                    let m = match &skipped {
-                        Some(_) => None,
-                        None => Some(measure_one(ctx, link, transport, size).context(format!(
-                            "{} {} (round {}{})",
-                            transport.name(),
-                            format_size(size),
-                            round + 1,
-                            rate.map(|r| format!(", the {r} link")).unwrap_or_default()
-                        ))?),
-                    };
-                    ctx.run_index += 1;
-                    let mut row = Row::new(args, transport, size, round, m, skipped);
-                    if let Some(rate) = rate {
-                        row.link_rate = Some(rate.name());
-                        row.link_rate_bps = Some(rate.bps);
+            for &size in &args.sizes {
+                // When each transport's last run at this size (its row's or a reference's) ended.
+                let mut ended: BTreeMap<Transport, Instant> = BTreeMap::new();
+                for &transport in &order {
+                    let mut row = run_row(ctx, link, transport, size, round, "")?;
+                    if row.skipped.is_some() {
+                        rows.push(row);
+                        continue;
                     }
-                    note!(
-                        "  {:<9} {:>9}  {}  ({:.1} s)",
-                        transport.name(),
-                        format_size(size),
-                        row.brief(),
-                        started.elapsed().as_secs_f64()
-                    );
+                    let now = Instant::now();
+                    row.ended_s = Some(now.duration_since(first).as_secs_f64());
+                    ended.insert(transport, now);
+                    for &b in transport.baselines() {
+                        let Some(&e) = ended.get(&b) else {
+                            continue; // not in this run, or skipped: nothing to compare with
+                        };
+                        if now.duration_since(e) <= BASELINE_GAP {
+                            continue;
+                        }
+                        let beside = format!(" beside {}", transport.name());
+                        let again = run_row(ctx, link, b, size, round, &beside)?;
+                        let now = Instant::now();
+                        ended.insert(b, now);
+                        if let Some(gbps) = again.delivered_gbps {
+                            row.references.insert(
+                                b,
+                                Reference {
+                                    delivered_gbps: gbps,
+                                    ended_s: now.duration_since(first).as_secs_f64(),
+                                },
+                            );
+                        }
+                    }
                     rows.push(row);
                 }
             }
         }
     }
+    // Back in the order of the arguments.
+    let at = |list: &[Transport], t: Transport| list.iter().position(|&x| x == t);
+    let link_at = |bps: Option<u64>| ctx.pairs.iter().position(|p| p.rate.map(|r| r.bps) == bps);
+    rows[start..].sort_by_key(|r| {
+        (
+            r.round,
+            link_at(r.link_rate_bps),
+            at(&args.transports, r.transport),
+            args.sizes.iter().position(|&s| s == r.size_bytes),
+        )
+    });
     Ok(())
+}
+
+/// One run of `transport` at `size` (or its skip), noted with its time.
+fn run_row(
+    ctx: &mut Ctx<'_>,
+    link: Option<usize>,
+    transport: Transport,
+    size: usize,
+    round: usize,
+    beside: &str,
+) -> Result<Row> {
+    let args = ctx.args;
+    let rate = link.and_then(|i| ctx.pairs[i].rate);
+    signal::check()?;
+    let started = Instant::now();
+    let skipped = transport.cannot_run(size).or_else(|| {
+        transport
+            .program()
+            .filter(|p| !ctx.programs.contains_key(p))
+            .map(|p| format!("skipped: {p} is not installed ({})", tools::INSTALL_HINT))
+    });
+    let m = match &skipped {
+        Some(_) => None,
+        None => Some(measure_one(ctx, link, transport, size).context(format!(
+            "{} {}{beside} (round {}{})",
+            transport.name(),
+            format_size(size),
+            round + 1,
+            rate.map(|r| format!(", the {r} link")).unwrap_or_default()
+        ))?),
+    };
+    ctx.run_index += 1;
+    let mut row = Row::new(args, transport, size, round, m, skipped);
+    if let Some(rate) = rate {
+        row.link_rate = Some(rate.name());
+        row.link_rate_bps = Some(rate.bps);
+    }
+    note!(
+        "  {:<9} {:>9}  {}  ({:.1} s){beside}",
+        transport.name(),
+        format_size(size),
+        row.brief(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(row)
 }
 
 fn measure_one(
@@ -1975,9 +2066,18 @@ pub struct Row {
     /// Seconds dropping the ferry publisher took after the run (a reliable UDP publisher
     /// lingers until its subscribers have reported everything received).
     pub publisher_close_s: Option<f64>,
-    /// delivered_gbps over each baseline's in the same round, at the same size (and on the
-    /// same link).
+    /// delivered_gbps over each baseline's, at the same size, in the same round (and on the same
+    /// link), from the baseline's run that ended nearest in time to this one: its own row, or a
+    /// run made beside a row (`references`).
     pub ratios: BTreeMap<Transport, f64>,
+    /// When this run ended, in seconds from the start of the experiment's first run (null for a
+    /// skipped row, and in results written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_s: Option<f64>,
+    /// Baselines run again right after this row, because their run at this size in this round
+    /// ended more than 10 s before this one's (the machine's speed changes within minutes).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub references: BTreeMap<Transport, Reference>,
     /// `--hosts 2`: the link's rate (`100mbit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_rate: Option<String>,
@@ -2000,6 +2100,15 @@ pub struct Row {
     pub skipped: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// A baseline's run made beside a row (see `Row::references`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Reference {
+    /// Payload bits delivered per second, in Gbit/s.
+    pub delivered_gbps: f64,
+    /// When the run ended, on the clock of `Row::ended_s`.
+    pub ended_s: f64,
 }
 
 impl Row {
@@ -2039,6 +2148,8 @@ impl Row {
             checked_messages: None,
             publisher_close_s: None,
             ratios: BTreeMap::new(),
+            ended_s: None,
+            references: BTreeMap::new(),
             link_rate: None,
             link_rate_bps: None,
             link_packets: None,
@@ -2116,23 +2227,46 @@ fn delivered_share(row: &Row) -> String {
     }
 }
 
-/// Ratios of each ferry UDP row to the baselines of the same size and round.
+/// Ratios of each row to its baselines at the same size, in the same round and on the same link:
+/// against the baseline's run that ended nearest in time to the row's, its own row's or one made
+/// beside a row (`Row::references`). Rows without times (older results) have only the baseline's
+/// own row to go by.
 fn add_ratios(rows: &mut [Row]) {
     type Key = (Option<u64>, Transport, usize, usize);
-    let gbps: BTreeMap<Key, f64> = rows
-        .iter()
-        .filter_map(|r| {
-            r.delivered_gbps
-                .filter(|&g| g > 0.0)
-                .map(|g| ((r.link_rate_bps, r.transport, r.size_bytes, r.round), g))
-        })
-        .collect();
+    // Every run of each transport with a rate: when it ended, and what it delivered.
+    let mut runs: BTreeMap<Key, Vec<(Option<f64>, f64)>> = BTreeMap::new();
+    for r in rows.iter() {
+        let key = |t: Transport| (r.link_rate_bps, t, r.size_bytes, r.round);
+        if let Some(g) = r.delivered_gbps.filter(|&g| g > 0.0) {
+            runs.entry(key(r.transport))
+                .or_default()
+                .push((r.ended_s, g));
+        }
+        for (&b, reference) in &r.references {
+            if reference.delivered_gbps > 0.0 {
+                runs.entry(key(b))
+                    .or_default()
+                    .push((Some(reference.ended_s), reference.delivered_gbps));
+            }
+        }
+    }
     for row in rows.iter_mut() {
         let Some(mine) = row.delivered_gbps else {
             continue;
         };
         for &b in row.transport.baselines() {
-            if let Some(base) = gbps.get(&(row.link_rate_bps, b, row.size_bytes, row.round)) {
+            let Some(candidates) = runs.get(&(row.link_rate_bps, b, row.size_bytes, row.round))
+            else {
+                continue;
+            };
+            let apart = |ended: Option<f64>| match (ended, row.ended_s) {
+                (Some(e), Some(t)) => (e - t).abs(),
+                _ => f64::INFINITY,
+            };
+            let nearest = candidates
+                .iter()
+                .min_by(|x, y| apart(x.0).total_cmp(&apart(y.0)));
+            if let Some(&(_, base)) = nearest {
                 row.ratios.insert(b, mine / base);
             }
         }
@@ -2239,14 +2373,23 @@ fn render_table(args: &Config, pinning: &Pinning, rows: &[Row]) -> String {
             ]);
         }
     }
+    let again: usize = rows.iter().map(|r| r.references.len()).sum();
     format!(
-        "\nThroughput, {} delivery{}, {:.1} s per run, {} interleaved rounds (Gbit/s and msg/s: median of rounds; delivered, lost, retransmitted, kernel drops: all rounds); {}.\n\n{}",
+        "\nThroughput, {} delivery{}, {:.1} s per run, {} interleaved rounds (Gbit/s and msg/s: median of rounds; delivered, lost, retransmitted, kernel drops: all rounds; ratios: median over rounds of each round's ratio to the baseline run nearest in time{}); {}.\n\n{}",
         args.delivery.name(),
         args.loss
             .map(|l| format!(", {l} % loss injected on ferry UDP"))
             .unwrap_or_default(),
         args.duration,
         args.rounds,
+        match again {
+            0 => String::new(),
+            n => format!(
+                "; {n} baseline run{} repeated right after a row whose baseline's run had ended more than {} s before it",
+                if n == 1 { "" } else { "s" },
+                BASELINE_GAP.as_secs()
+            ),
+        },
         pinning.describe(),
         table.render()
     )
@@ -2992,6 +3135,85 @@ mod tests {
         );
         assert_eq!(versus_peers(&example().rows), "", "no other system ran");
         assert!(Transport::Iceoryx2.remote_refusal().is_some());
+    }
+
+    #[test]
+    fn baselines_run_first_at_each_size() {
+        use Transport::*;
+        assert_eq!(
+            run_order(&[Udp4, Iperf3, Iperf3Tcp, Shm, Zenoh]),
+            [Iperf3Tcp, Shm, Iperf3, Zenoh, Udp4],
+            "each after its baselines, otherwise as given"
+        );
+        assert_eq!(
+            run_order(&[Zenoh, Udp4]),
+            [Zenoh, Udp4],
+            "no baseline present"
+        );
+    }
+
+    #[test]
+    fn a_row_is_compared_with_the_baseline_run_nearest_in_time() {
+        let config = Config {
+            transports: vec![Transport::Shm, Transport::Iceoryx2, Transport::Zenoh],
+            sizes: vec![64],
+            rounds: 1,
+            ..Config::default()
+        };
+        let row = |t: Transport, gbps: u64, ended_s: f64| {
+            let m = Measurement {
+                messages_sent: Some(1),
+                messages_delivered: Some(1),
+                bytes_delivered: Some(gbps * 1_000_000_000 / 8),
+                seconds: 1.0,
+                ..Measurement::default()
+            };
+            let mut r = Row::new(&config, t, 64, 0, Some(m), None);
+            r.ended_s = Some(ended_s);
+            r
+        };
+        let mut rows = vec![
+            row(Transport::Shm, 40, 1.0),
+            row(Transport::Iceoryx2, 8, 12.0),
+            row(Transport::Zenoh, 10, 25.0),
+            row(Transport::ZenohShm, 4, 30.0),
+        ];
+        // shm ran again right after zenoh, whose own shm run had ended 24 s before.
+        rows[2].references.insert(
+            Transport::Shm,
+            Reference {
+                delivered_gbps: 20.0,
+                ended_s: 27.0,
+            },
+        );
+        add_ratios(&mut rows);
+        assert_eq!(
+            rows[1].ratios[&Transport::Shm],
+            0.2,
+            "its round's shm row, 11 s away"
+        );
+        assert_eq!(rows[2].ratios[&Transport::Shm], 0.5, "the run beside it");
+        assert_eq!(
+            rows[3].ratios[&Transport::Shm],
+            0.2,
+            "the run beside zenoh, 3 s away"
+        );
+        // Results without times compare with the baseline's own row, as they did.
+        for r in &mut rows {
+            r.ended_s = None;
+            r.ratios.clear();
+        }
+        add_ratios(&mut rows);
+        assert_eq!(rows[2].ratios[&Transport::Shm], 0.25);
+        // The references travel with the results, and are left out where there are none.
+        let json = serde_json::to_value(&rows[2]).unwrap();
+        assert_eq!(json["references"]["shm"]["delivered_gbps"], 20.0);
+        assert!(serde_json::to_value(&rows[1])
+            .unwrap()
+            .get("references")
+            .is_none());
+        let back: Row = serde_json::from_value(json).unwrap();
+        assert_eq!(back.references[&Transport::Shm].ended_s, 27.0);
     }
 
     #[test]

@@ -10,7 +10,8 @@ use ferry_lab::Pin;
 
 #[derive(Debug, Args)]
 pub struct LatencyArgs {
-    /// Transports to measure, comma-separated, in the order each round runs them: shm-spin,
+    /// Transports to measure, comma-separated, run in this order within each round except that
+    /// a baseline runs before the rows compared with it: shm-spin,
     /// shm-block, shm (ferry, adaptive wait), udp4, udp6 (ferry over UDP, blocking wait),
     /// udp4-key (udp4 with a domain key: authenticated and encrypted),
     /// raw-spin, raw-futex, raw-udp4 (baselines), iceoryx2, iceoryx2-block (its receiver

@@ -13,7 +13,8 @@ use crate::cmd::{DeliveryArg, WaitArg};
 
 #[derive(Debug, Args)]
 pub struct ThroughputArgs {
-    /// Transports, comma-separated, in the order each round runs them: shm, udp4, udp4-key,
+    /// Transports, comma-separated, run in this order at each size except that a baseline runs
+    /// before the rows compared with it: shm, udp4, udp4-key,
     /// udp6 (ferry), raw-udp4 (plain sockets), iperf3, iperf3-tcp, sockperf (when installed),
     /// iceoryx2, zenoh, zenoh-shm (other systems, built on first use) [default:
     /// shm,udp4,raw-udp4,iperf3,sockperf; with --hosts 2: udp4,raw-udp4,iperf3-tcp,iperf3]
