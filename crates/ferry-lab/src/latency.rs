@@ -10,7 +10,11 @@
 //! The warm-up is at least `--warmup` round trips, and enough to write a whole ferry ring once:
 //! rings are pre-faulted, but a first lap still finds the ring's lines cold in both caches and
 //! TLBs, which is not the steady state.
-//! Every transport gets the same warm-up, baselines included.
+//! Every transport gets the same warm-up, baselines included, except that after a transport's
+//! first run its count is cut to what 2 s holds at its median round trip in that previous run
+//! (never below `--warmup`): a ring's lap takes ferry milliseconds, but as many of another
+//! system's round trips took a minute every round (Zenoh's, about 100 µs each). Each round's
+//! count is recorded in its row.
 //! A round trip: the main process writes every byte of the ping and sends it; the peer waits for
 //! it, checks every byte, writes every byte of the pong and sends it; the main process waits for
 //! it and checks every byte. Ferry transports send through loans (zero copy) and read samples in
@@ -220,7 +224,8 @@ pub struct Config {
     /// Interleaved rounds: every round runs every transport in turn.
     pub rounds: usize,
     /// Unrecorded round trips before the recorded ones, per transport, size and round; raised
-    /// where needed to write a whole ferry ring once.
+    /// where needed to write a whole ferry ring once, and after a transport's first run held to
+    /// what 2 s of its round trips take (see `WARMUP_TIME`).
     pub warmup: usize,
     /// CPUs of the main process and of the peer; `None`: the first two this process may use.
     pub pin: Option<Pin>,
@@ -307,7 +312,7 @@ struct Ctx<'a> {
     domain: String,
     max_size: usize,
     pinning: &'a Pinning,
-    /// Unrecorded round trips, per size.
+    /// Unrecorded round trips, per size, before any cut (see `warmups_after`).
     warmups: Vec<usize>,
     /// Counts transport runs, to name their topics and objects uniquely.
     run_index: usize,
@@ -322,11 +327,44 @@ type Samples = Vec<Vec<Vec<Vec<u64>>>>;
 /// where the row was compared with the baseline's own run of that round).
 type References = Vec<Vec<Vec<Option<Vec<u64>>>>>;
 
+/// Unrecorded round trips before each run's samples, by transport, size and round (`None` where
+/// the size was not run).
+type Warmed = Vec<Vec<Vec<Option<usize>>>>;
+
+/// The round trip (ns) of a run: twice its median one-way latency.
+fn rtt_of(one_way: &[u64]) -> Option<u64> {
+    let mut v = one_way.to_vec();
+    v.sort_unstable();
+    v.get(v.len() / 2).map(|m| 2 * m)
+}
+
 /// A row is compared with a run of its baseline that ended at most this long before the row's
 /// own run ended; otherwise the baseline runs again right after the row. The machine may change
 /// speed within minutes, and a slow row (another system's, at small sizes, with a warm-up as
 /// long as ferry's ring needs) can take a minute.
 const BASELINE_GAP: Duration = Duration::from_secs(10);
+
+/// After its first run, a transport's warm-up lasts about this long at most: its count is cut to
+/// what this time holds at the transport's median round trip in its previous run (never below
+/// `--warmup`). A ring's first lap takes ferry milliseconds; the same count of another system's
+/// round trips (Zenoh's, around 100 µs) took a minute every round.
+const WARMUP_TIME: Duration = Duration::from_secs(2);
+
+/// The warm-up of each size (`full` counts, never below `min`) for a transport whose previous
+/// run's median round trips (ns) were `last_rtt` (none before its first run, which gets the
+/// full count).
+fn warmups_after(full: &[usize], min: usize, last_rtt: &[Option<u64>]) -> Vec<usize> {
+    full.iter()
+        .zip(last_rtt)
+        .map(|(&full, rtt)| match rtt {
+            Some(rtt) if *rtt > 0 => {
+                let fits = (WARMUP_TIME.as_nanos() / u128::from(*rtt)) as usize;
+                full.min(fits.max(min))
+            }
+            _ => full,
+        })
+        .collect()
+}
 
 /// The order transports run in within a round: every baseline before the rows compared with it
 /// (floors, then ferry, then other systems), otherwise as given.
@@ -400,12 +438,14 @@ fn run(args: &Config) -> Result<Measured<Latency>> {
         vec![vec![Vec::with_capacity(args.rounds); args.sizes.len()]; args.transports.len()];
     let mut references: References =
         vec![vec![Vec::with_capacity(args.rounds); args.sizes.len()]; args.transports.len()];
-    let outcome = measure(&mut ctx, &mut samples, &mut references);
+    let mut warmed: Warmed =
+        vec![vec![Vec::with_capacity(args.rounds); args.sizes.len()]; args.transports.len()];
+    let outcome = measure(&mut ctx, &mut samples, &mut references, &mut warmed);
     // Whatever an interrupted or failed run left in its own domain.
     let _ = ferry::admin::clean(Some(&ctx.domain));
     outcome?;
 
-    let rows = build_rows(args, &mut samples, &references);
+    let rows = build_rows(args, &mut samples, &references, &warmed);
     let setup = Setup {
             transports: args.transports.clone(),
             transport_descriptions: args
@@ -419,7 +459,7 @@ fn run(args: &Config) -> Result<Measured<Latency>> {
             warmup: Warmup {
                 min_round_trips: args.warmup,
                 round_trips_per_size: warmups,
-                rule: "per transport, size and round: max(--warmup, ring capacity / size), so that every ferry ring is written once before recording (its first lap runs on cold caches and TLBs); the same for every transport".to_owned(),
+                rule: format!("per transport, size and round: max(--warmup, ring capacity / size), so that every ferry ring is written once before recording (its first lap runs on cold caches and TLBs); the same for every transport, except that after a transport's first run its count is cut to what {} s holds at its median round trip in its previous run (never below --warmup); each round's count is in its row (warmup_round_trips)", WARMUP_TIME.as_secs()),
             },
             pinning: pinning.clone(),
             one_way: "round trip / 2; the sender writes every payload byte, the receiver reads and checks every byte, then replies with a full payload".to_owned(),
@@ -457,10 +497,18 @@ fn run(args: &Config) -> Result<Measured<Latency>> {
 /// Runs every round: each transport in turn (`run_order`), every size. A row whose baseline's
 /// last run in the round ended more than `BASELINE_GAP` before it is followed by another run of
 /// the baseline, which it is compared with (`references`).
-fn measure(ctx: &mut Ctx<'_>, samples: &mut Samples, references: &mut References) -> Result<()> {
+fn measure(
+    ctx: &mut Ctx<'_>,
+    samples: &mut Samples,
+    references: &mut References,
+    warmed: &mut Warmed,
+) -> Result<()> {
     let args = ctx.args;
     let order = run_order(&args.transports);
     let index = |t: Transport| args.transports.iter().position(|&x| x == t);
+    // Each transport's median round trip per size in its latest run (see `WARMUP_TIME`).
+    let mut last_rtt: Vec<Vec<Option<u64>>> =
+        vec![vec![None; args.sizes.len()]; args.transports.len()];
     for round in 0..args.rounds {
         let recorded = samples_in_round(args.samples, args.rounds, round);
         note!(
@@ -472,8 +520,11 @@ fn measure(ctx: &mut Ctx<'_>, samples: &mut Samples, references: &mut References
         let mut ended: Vec<Option<Instant>> = vec![None; args.transports.len()];
         for &ti in &order {
             let transport = args.transports[ti];
-            let per_size = run_one(ctx, transport, recorded, round, "")?;
+            let warmups = warmups_after(&ctx.warmups, args.warmup, &last_rtt[ti]);
+            let per_size = run_one(ctx, transport, &warmups, recorded, round, "")?;
             for (si, v) in per_size.into_iter().enumerate() {
+                last_rtt[ti][si] = rtt_of(&v).or(last_rtt[ti][si]);
+                warmed[ti][si].push((!v.is_empty()).then_some(warmups[si]));
                 samples[ti][si].push(v);
                 references[ti][si].push(None);
             }
@@ -487,8 +538,10 @@ fn measure(ctx: &mut Ctx<'_>, samples: &mut Samples, references: &mut References
             }
             let base = args.transports[bi];
             let beside = format!(" beside {}", transport.name());
-            let per_size = run_one(ctx, base, recorded, round, &beside)?;
+            let warmups = warmups_after(&ctx.warmups, args.warmup, &last_rtt[bi]);
+            let per_size = run_one(ctx, base, &warmups, recorded, round, &beside)?;
             for (si, v) in per_size.into_iter().enumerate() {
+                last_rtt[bi][si] = rtt_of(&v).or(last_rtt[bi][si]);
                 if !v.is_empty() {
                     references[ti][si][round] = Some(v);
                 }
@@ -503,19 +556,31 @@ fn measure(ctx: &mut Ctx<'_>, samples: &mut Samples, references: &mut References
 fn run_one(
     ctx: &mut Ctx<'_>,
     transport: Transport,
+    warmups: &[usize],
     recorded: usize,
     round: usize,
     beside: &str,
 ) -> Result<Vec<Vec<u64>>> {
     signal::check()?;
     let started = Instant::now();
-    let per_size = run_transport(ctx, transport, recorded).context(format!(
+    let per_size = run_transport(ctx, transport, warmups, recorded).context(format!(
         "{}{beside} (round {})",
         transport.name(),
         round + 1
     ))?;
+    let cut: Vec<String> = warmups
+        .iter()
+        .zip(&ctx.warmups)
+        .zip(&ctx.args.sizes)
+        .filter(|((w, full), _)| w < full)
+        .map(|((w, _), &size)| format!("{w} round trips at {}", format_size(size)))
+        .collect();
+    let cut = match cut.is_empty() {
+        true => String::new(),
+        false => format!(" (warm-up cut to {})", cut.join(", ")),
+    };
     note!(
-        "  {:<10} {:.1} s{beside}",
+        "  {:<10} {:.1} s{beside}{cut}",
         transport.name(),
         started.elapsed().as_secs_f64()
     );
@@ -523,9 +588,14 @@ fn run_one(
     Ok(per_size)
 }
 
-/// One transport's share of a round, with a fresh peer. Sizes the transport cannot carry get no
-/// samples.
-fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result<Vec<Vec<u64>>> {
+/// One transport's share of a round, with a fresh peer, after `warmups[i]` unrecorded round
+/// trips at size `i`. Sizes the transport cannot carry get no samples.
+fn run_transport(
+    ctx: &Ctx<'_>,
+    transport: Transport,
+    warmups: &[usize],
+    recorded: usize,
+) -> Result<Vec<Vec<u64>>> {
     let args = ctx.args;
     let runs: Vec<usize> = (0..args.sizes.len())
         .filter(|&i| transport.cannot_carry(args.sizes[i]).is_none())
@@ -535,7 +605,7 @@ fn run_transport(ctx: &Ctx<'_>, transport: Transport, recorded: usize) -> Result
         return Ok(per_size);
     }
     let sizes: Vec<usize> = runs.iter().map(|&i| args.sizes[i]).collect();
-    let warmups: Vec<usize> = runs.iter().map(|&i| ctx.warmups[i]).collect();
+    let warmups: Vec<usize> = runs.iter().map(|&i| warmups[i]).collect();
     let place = Place::remote(args.remote.as_deref());
     let mut request = PeerRequest {
         transport,
@@ -957,9 +1027,18 @@ pub struct RoundRow {
     /// more than 10 s before this row's (the ratio is taken against this run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<Summary>,
+    /// Unrecorded round trips before this round's samples (absent in results written before it
+    /// was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_round_trips: Option<usize>,
 }
 
-fn build_rows(args: &Config, samples: &mut Samples, references: &References) -> Vec<Row> {
+fn build_rows(
+    args: &Config,
+    samples: &mut Samples,
+    references: &References,
+    warmed: &Warmed,
+) -> Vec<Row> {
     // Summaries first (by transport, size), then ratios against them.
     let mut overall = Vec::new();
     let mut per_round = Vec::new();
@@ -1021,6 +1100,10 @@ fn build_rows(args: &Config, samples: &mut Samples, references: &References) -> 
                         summary: *s,
                         p50_ratio: beside.and_then(|b| ratio(s.p50_ns, b)),
                         reference,
+                        warmup_round_trips: warmed
+                            .get(ti)
+                            .and_then(|w| w.get(si))
+                            .and_then(|w| w.get(round).copied().flatten()),
                     }
                 })
                 .collect();
@@ -1329,7 +1412,7 @@ pub(crate) fn example() -> Results<Latency> {
             vec![vec![1000, 1100], vec![990, 1010]],
         ],
     ];
-    let rows = build_rows(&config, &mut samples, &References::new());
+    let rows = build_rows(&config, &mut samples, &References::new(), &Warmed::new());
     let setup = Setup {
         transports: config.transports.clone(),
         transport_descriptions: Default::default(),
@@ -1378,7 +1461,7 @@ mod tests {
             vec![vec![vec![100; 3]], vec![vec![200; 3]], vec![vec![1000; 3]]],
             vec![vec![vec![250; 3]], vec![vec![201; 3]], vec![vec![500; 3]]],
         ];
-        let rows = build_rows(&config, &mut samples, &References::new());
+        let rows = build_rows(&config, &mut samples, &References::new(), &Warmed::new());
         let iceoryx2 = rows
             .iter()
             .find(|r| r.transport == Transport::Iceoryx2)
@@ -1403,7 +1486,7 @@ mod tests {
             ..Config::default()
         };
         let mut samples: Samples = vec![vec![vec![vec![100; 3]]], vec![vec![vec![300; 3]]]];
-        let rows = build_rows(&config, &mut samples, &References::new());
+        let rows = build_rows(&config, &mut samples, &References::new(), &Warmed::new());
         assert_eq!(
             Transport::Iceoryx2Block.baseline(),
             Some(Transport::ShmBlock)
@@ -1446,6 +1529,46 @@ mod tests {
     }
 
     #[test]
+    fn a_warm_up_after_the_first_run_lasts_about_two_seconds_at_most() {
+        let full = [131_072, 4_096, 200];
+        // Before its first run a transport gets the full counts.
+        assert_eq!(warmups_after(&full, 200, &[None; 3]), full);
+        // ferry: round trips of 200 ns to 100 µs fit far more than the counts in 2 s.
+        assert_eq!(
+            warmups_after(&full, 200, &[Some(200), Some(500), Some(100_000)]),
+            full
+        );
+        // Zenoh: 100 µs round trips, 20 000 in 2 s; never below --warmup; a size without a
+        // figure keeps its count.
+        assert_eq!(
+            warmups_after(&full, 200, &[Some(100_000), Some(50_000_000), None]),
+            [20_000, 200, 200]
+        );
+        assert_eq!(rtt_of(&[30, 10, 20]), Some(40));
+        assert_eq!(rtt_of(&[]), None);
+        // Each round's count travels with its row.
+        let config = Config {
+            transports: vec![Transport::Zenoh],
+            sizes: vec![32],
+            samples: 4,
+            rounds: 2,
+            ..Config::default()
+        };
+        let mut samples: Samples = vec![vec![vec![vec![50_000; 2], vec![50_000; 2]]]];
+        let references: References = vec![vec![vec![None, None]]];
+        let warmed: Warmed = vec![vec![vec![Some(131_072), Some(20_000)]]];
+        let rows = build_rows(&config, &mut samples, &references, &warmed);
+        let counts: Vec<_> = rows[0]
+            .rounds
+            .iter()
+            .map(|r| r.warmup_round_trips)
+            .collect();
+        assert_eq!(counts, [Some(131_072), Some(20_000)]);
+        let value = serde_json::to_value(&rows[0]).unwrap();
+        assert_eq!(value["rounds"][1]["warmup_round_trips"], 20_000);
+    }
+
+    #[test]
     fn a_row_is_compared_with_the_baseline_run_beside_it() {
         let config = Config {
             transports: vec![Transport::ShmSpin, Transport::Zenoh],
@@ -1462,7 +1585,7 @@ mod tests {
         ];
         let references: References =
             vec![vec![vec![None, None]], vec![vec![None, Some(vec![200; 3])]]];
-        let rows = build_rows(&config, &mut samples, &references);
+        let rows = build_rows(&config, &mut samples, &references, &Warmed::new());
         let zenoh = &rows[1];
         assert_eq!(zenoh.rounds[0].p50_ratio, Some(3.0));
         assert!(zenoh.rounds[0].reference.is_none());
