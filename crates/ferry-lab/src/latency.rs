@@ -5,8 +5,8 @@
 //! and runs unrecorded warm-up and then `samples / rounds` recorded round trips for every size.
 //! Within a round baselines run before the rows compared with them; a row whose baseline's run
 //! ended more than 10 s before its own (another system at small sizes, whose warm-up is as
-//! long as ferry's ring needs, takes about a minute) is followed by another run of the baseline,
-//! and compared with that one (`RoundRow::reference`).
+//! long as ferry's ring needs in its first run, takes about a minute) is followed by another
+//! run of the baseline, and compared with that one (`RoundRow::reference`).
 //! The warm-up is at least `--warmup` round trips, and enough to write a whole ferry ring once:
 //! rings are pre-faulted, but a first lap still finds the ring's lines cold in both caches and
 //! TLBs, which is not the steady state.
