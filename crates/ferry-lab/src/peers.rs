@@ -322,7 +322,6 @@ fn run_bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn the_peers_binary_is_looked_for_where_cargo_puts_it() {
@@ -342,13 +341,21 @@ mod tests {
         );
     }
 
-    /// A stand-in for ferry-peers: a shell script that prints `output`.
+    /// A stand-in for ferry-peers: a shell script that prints `output`. A child process writes
+    /// it: were it written here, another test's fork (tests run on threads of this process)
+    /// could inherit the open file, and running the script would fail with ETXTBSY ("Text file
+    /// busy") until that child execs.
     fn fake(name: &str, output: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("ferry-peers-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(name);
-        std::fs::write(&path, format!("#!/bin/sh\nprintf '%s' '{output}'\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let status = std::process::Command::new("sh")
+            .args(["-c", r#"printf '%s' "$1" > "$0" && chmod 755 "$0""#])
+            .arg(&path)
+            .arg(format!("#!/bin/sh\nprintf '%s' '{output}'\n"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "writing {}", path.display());
         path
     }
 
