@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use super::raw::RawChannel;
 use super::rawudp::{self, RawUdpEnd};
 use super::{await_message, verify, Dir, Endpoint, Pin, Pinning, Summary};
+use crate::baseline::{baselines_first, BASELINE_GAP};
 use crate::error::{bail, note, Context, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
@@ -338,12 +339,6 @@ fn rtt_of(one_way: &[u64]) -> Option<u64> {
     v.get(v.len() / 2).map(|m| 2 * m)
 }
 
-/// A row is compared with a run of its baseline that ended at most this long before the row's
-/// own run ended; otherwise the baseline runs again right after the row. The machine may change
-/// speed within minutes, and a slow row (another system's, at small sizes, with a warm-up as
-/// long as ferry's ring needs) can take a minute.
-const BASELINE_GAP: Duration = Duration::from_secs(10);
-
 /// After its first run, a transport's warm-up lasts about this long at most: its count is cut to
 /// what this time holds at the transport's median round trip in its previous run (never below
 /// `--warmup`). A ring's first lap takes ferry milliseconds; the same count of another system's
@@ -369,17 +364,7 @@ fn warmups_after(full: &[usize], min: usize, last_rtt: &[Option<u64>]) -> Vec<us
 /// The order transports run in within a round: every baseline before the rows compared with it
 /// (floors, then ferry, then other systems), otherwise as given.
 fn run_order(transports: &[Transport]) -> Vec<usize> {
-    let depth = |mut t: Transport| {
-        let mut d = 0;
-        while let Some(b) = t.baseline().filter(|b| transports.contains(b)) {
-            d += 1;
-            t = b;
-        }
-        d
-    };
-    let mut order: Vec<usize> = (0..transports.len()).collect();
-    order.sort_by_key(|&i| depth(transports[i]));
-    order
+    baselines_first(transports, |t| t.baseline().into_iter().collect())
 }
 
 fn run(args: &Config) -> Result<Measured<Latency>> {

@@ -10,6 +10,7 @@
 
 pub mod agent;
 pub mod args;
+pub mod baseline;
 pub mod cgroup;
 pub mod cycle;
 pub mod error;

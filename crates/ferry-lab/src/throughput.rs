@@ -47,6 +47,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{pattern, tools, Dir, Pin, Pinning};
 use crate::args::{Delivery, Wait};
+use crate::baseline::{baselines_first, BASELINE_GAP};
 use crate::error::{bail, note, Context, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::netns::{self, LinkRate, Pair};
@@ -906,26 +907,14 @@ fn impair_spec(loss: Option<f64>) -> Option<String> {
         .map(|l| format!("loss={l}%,seed=1"))
 }
 
-/// A row is compared with a run of its baseline (same round, size and link) that ended at most
-/// this long before the row's own run ended; otherwise the baseline runs again right after the
-/// row (`Row::references`). The machine may change speed within minutes.
-const BASELINE_GAP: Duration = Duration::from_secs(10);
-
 /// The order transports run in at each size: every baseline before the rows compared with it
 /// (TCP, then the UDP floors and ferry's shared memory, then ferry's UDP and the other
 /// systems), otherwise as given.
 fn run_order(transports: &[Transport]) -> Vec<Transport> {
-    fn depth(t: Transport, present: &[Transport]) -> usize {
-        t.baselines()
-            .iter()
-            .filter(|b| present.contains(b))
-            .map(|&b| depth(b, present) + 1)
-            .max()
-            .unwrap_or(0)
-    }
-    let mut order = transports.to_vec();
-    order.sort_by_key(|&t| depth(t, transports));
-    order
+    baselines_first(transports, |t| t.baselines().to_vec())
+        .into_iter()
+        .map(|i| transports[i])
+        .collect()
 }
 
 /// Runs every round: on each link, each size in turn, and at each size every transport in
