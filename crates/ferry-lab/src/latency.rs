@@ -10,11 +10,11 @@
 //! The warm-up is at least `--warmup` round trips, and enough to write a whole ferry ring once:
 //! rings are pre-faulted, but a first lap still finds the ring's lines cold in both caches and
 //! TLBs, which is not the steady state.
-//! Every transport gets the same warm-up, baselines included, except that after a transport's
-//! first run its count is cut to what 2 s holds at its median round trip in that previous run
-//! (never below `--warmup`): a ring's lap takes ferry milliseconds, but as many of another
-//! system's round trips took a minute every round (Zenoh's, about 100 µs each). Each round's
-//! count is recorded in its row.
+//! Every transport gets the same warm-up, baselines included, except that after its first run a
+//! transport that does not write ferry's ring has its count cut to what 2 s holds at its median
+//! round trip in that previous run (never below `--warmup`): a ring's lap takes spinning ferry
+//! milliseconds, but as many of another system's round trips took a minute every round (Zenoh's,
+//! about 100 µs each). Each round's count is recorded in its row.
 //! A round trip: the main process writes every byte of the ping and sends it; the peer waits for
 //! it, checks every byte, writes every byte of the pong and sends it; the main process waits for
 //! it and checks every byte. Ferry transports send through loans (zero copy) and read samples in
@@ -226,7 +226,7 @@ pub struct Config {
     pub rounds: usize,
     /// Unrecorded round trips before the recorded ones, per transport, size and round; raised
     /// where needed to write a whole ferry ring once, and after a transport's first run held to
-    /// what 2 s of its round trips take (see `WARMUP_TIME`).
+    /// what 2 s of its round trips take, unless it writes ferry's ring (see `WARMUP_TIME`).
     pub warmup: usize,
     /// CPUs of the main process and of the peer; `None`: the first two this process may use.
     pub pin: Option<Pin>,
@@ -313,7 +313,7 @@ struct Ctx<'a> {
     domain: String,
     max_size: usize,
     pinning: &'a Pinning,
-    /// Unrecorded round trips, per size, before any cut (see `warmups_after`).
+    /// Unrecorded round trips, per size, before any cut (see `warmups_for`).
     warmups: Vec<usize>,
     /// Counts transport runs, to name their topics and objects uniquely.
     run_index: usize,
@@ -339,16 +339,27 @@ fn rtt_of(one_way: &[u64]) -> Option<u64> {
     v.get(v.len() / 2).map(|m| 2 * m)
 }
 
-/// After its first run, a transport's warm-up lasts about this long at most: its count is cut to
-/// what this time holds at the transport's median round trip in its previous run (never below
-/// `--warmup`). A ring's first lap takes ferry milliseconds; the same count of another system's
-/// round trips (Zenoh's, around 100 µs) took a minute every round.
+/// After its first run, the warm-up of a transport that does not write ferry's ring lasts about
+/// this long at most: its count is cut to what this time holds at the transport's median round
+/// trip in its previous run (never below `--warmup`). The count is a lap of ferry's ring, which
+/// takes spinning ferry milliseconds but took another system (Zenoh, around 100 µs a round trip)
+/// a minute every round. ferry's shared-memory transports keep the whole lap in every round:
+/// what they record must not run on the lap's cold lines (shm-block's lap at 32 B, about 45 µs
+/// a round trip, is 6 s when 1 MiB is among the sizes).
 const WARMUP_TIME: Duration = Duration::from_secs(2);
 
-/// The warm-up of each size (`full` counts, never below `min`) for a transport whose previous
-/// run's median round trips (ns) were `last_rtt` (none before its first run, which gets the
-/// full count).
-fn warmups_after(full: &[usize], min: usize, last_rtt: &[Option<u64>]) -> Vec<usize> {
+/// The warm-up of each size for `transport` in its next run (`full` counts, never cut below
+/// `min`), after a run whose median round trips (ns) were `last_rtt` (none before its first run,
+/// which gets the full counts).
+fn warmups_for(
+    transport: Transport,
+    full: &[usize],
+    min: usize,
+    last_rtt: &[Option<u64>],
+) -> Vec<usize> {
+    if transport.is_ferry_shm() {
+        return full.to_vec();
+    }
     full.iter()
         .zip(last_rtt)
         .map(|(&full, rtt)| match rtt {
@@ -444,7 +455,7 @@ fn run(args: &Config) -> Result<Measured<Latency>> {
             warmup: Warmup {
                 min_round_trips: args.warmup,
                 round_trips_per_size: warmups,
-                rule: format!("per transport, size and round: max(--warmup, ring capacity / size), so that every ferry ring is written once before recording (its first lap runs on cold caches and TLBs); the same for every transport, except that after a transport's first run its count is cut to what {} s holds at its median round trip in its previous run (never below --warmup); each round's count is in its row (warmup_round_trips)", WARMUP_TIME.as_secs()),
+                rule: format!("per transport, size and round: max(--warmup, ring capacity / size), so that every ferry ring is written once before recording (its first lap runs on cold caches and TLBs); the same for every transport, except that after its first run a transport that does not write ferry's ring (all but shm-spin, shm and shm-block) has its count cut to what {} s holds at its median round trip in its previous run (never below --warmup); each round's count is in its row (warmup_round_trips)", WARMUP_TIME.as_secs()),
             },
             pinning: pinning.clone(),
             one_way: "round trip / 2; the sender writes every payload byte, the receiver reads and checks every byte, then replies with a full payload".to_owned(),
@@ -505,7 +516,7 @@ fn measure(
         let mut ended: Vec<Option<Instant>> = vec![None; args.transports.len()];
         for &ti in &order {
             let transport = args.transports[ti];
-            let warmups = warmups_after(&ctx.warmups, args.warmup, &last_rtt[ti]);
+            let warmups = warmups_for(transport, &ctx.warmups, args.warmup, &last_rtt[ti]);
             let per_size = run_one(ctx, transport, &warmups, recorded, round, "")?;
             for (si, v) in per_size.into_iter().enumerate() {
                 last_rtt[ti][si] = rtt_of(&v).or(last_rtt[ti][si]);
@@ -523,7 +534,7 @@ fn measure(
             }
             let base = args.transports[bi];
             let beside = format!(" beside {}", transport.name());
-            let warmups = warmups_after(&ctx.warmups, args.warmup, &last_rtt[bi]);
+            let warmups = warmups_for(base, &ctx.warmups, args.warmup, &last_rtt[bi]);
             let per_size = run_one(ctx, base, &warmups, recorded, round, &beside)?;
             for (si, v) in per_size.into_iter().enumerate() {
                 last_rtt[bi][si] = rtt_of(&v).or(last_rtt[bi][si]);
@@ -1517,17 +1528,23 @@ mod tests {
     fn a_warm_up_after_the_first_run_lasts_about_two_seconds_at_most() {
         let full = [131_072, 4_096, 200];
         // Before its first run a transport gets the full counts.
-        assert_eq!(warmups_after(&full, 200, &[None; 3]), full);
-        // ferry: round trips of 200 ns to 100 µs fit far more than the counts in 2 s.
-        assert_eq!(
-            warmups_after(&full, 200, &[Some(200), Some(500), Some(100_000)]),
-            full
-        );
+        let zenoh = |rtt: &[Option<u64>]| warmups_for(Transport::Zenoh, &full, 200, rtt);
+        assert_eq!(zenoh(&[None; 3]), full);
+        // Round trips of 200 ns and 500 ns fit far more than the counts in 2 s.
+        assert_eq!(zenoh(&[Some(200), Some(500), Some(100_000)]), full);
         // Zenoh: 100 µs round trips, 20 000 in 2 s; never below --warmup; a size without a
         // figure keeps its count.
         assert_eq!(
-            warmups_after(&full, 200, &[Some(100_000), Some(50_000_000), None]),
+            zenoh(&[Some(100_000), Some(50_000_000), None]),
             [20_000, 200, 200]
+        );
+        // ferry's shared memory keeps the whole lap of its ring, even asleep (45 µs round trips);
+        // its floor does not write a ring and is cut like any other.
+        let slow = [Some(45_000), Some(45_000), Some(45_000)];
+        assert_eq!(warmups_for(Transport::ShmBlock, &full, 200, &slow), full);
+        assert_eq!(
+            warmups_for(Transport::RawFutex, &full, 200, &slow),
+            [44_444, 4_096, 200]
         );
         assert_eq!(rtt_of(&[30, 10, 20]), Some(40));
         assert_eq!(rtt_of(&[]), None);

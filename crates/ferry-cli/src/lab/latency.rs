@@ -36,8 +36,8 @@ pub struct LatencyArgs {
 
     /// Unrecorded round trips before the recorded ones, per transport, size and round; raised
     /// where needed to write a whole ferry ring once (its first lap runs on cold caches), and
-    /// after a transport's first run held to what 2 s of its round trips take (not below N)
-    /// [default: 200]
+    /// after the first run of a transport other than ferry's shared memory held to what 2 s of
+    /// its round trips take (not below N) [default: 200]
     #[arg(long, value_name = "N")]
     pub warmup: Option<usize>,
 
