@@ -197,6 +197,58 @@ fn a_flood_of_sessions_and_first_fragments_does_not_starve_the_genuine_session()
 }
 
 #[test]
+fn old_bytes_of_a_reused_buffer_never_reach_a_message() {
+    // Pooled buffers keep their old bytes (a reassembly zeroes only past them): a message
+    // reassembled in one is handed out only once each of its own bytes arrived, whatever the
+    // order of its fragments.
+    let mut rx = live_receiver(ReceiverConfig::default());
+    let mut now = 100;
+    let mut pos = 1_000;
+    let mut reused = None;
+    // Longer, shorter, then longer than the buffer's old bytes; each message's last fragment
+    // first, its middle one last.
+    for (seq, len, byte) in [
+        (10u64, 3_000usize, 0xAA),
+        (11, 2_500, 0x55),
+        (12, 2_900, 0x33),
+    ] {
+        let message: Vec<u8> = (0..len).map(|i| byte ^ (i as u8)).collect();
+        let frags = [(2_000, &message[2_000..]), (0, &message[..1_000])];
+        for (offset, part) in frags {
+            now += 1;
+            feed(
+                &mut rx,
+                now,
+                &data(GENUINE, seq, len as u32, offset, pos, part),
+            );
+            assert!(
+                rx.take(now).is_none(),
+                "message {seq} handed out with a hole"
+            );
+        }
+        now += 1;
+        feed(
+            &mut rx,
+            now,
+            &data(GENUINE, seq, len as u32, 1_000, pos, &message[1_000..2_000]),
+        );
+        let d = rx.take(now).expect("the message is whole");
+        assert_eq!((d.seq, d.data.len()), (seq, len));
+        assert!(d.data == message, "message {seq} holds other bytes");
+        if seq > 10 {
+            assert_eq!(
+                reused,
+                Some(d.data.as_ptr()),
+                "the pooled buffer was reused"
+            );
+        }
+        reused = Some(d.data.as_ptr());
+        rx.recycle(d.data);
+        pos += len as u64;
+    }
+}
+
+#[test]
 fn a_large_buffer_is_never_pinned_by_a_small_message() {
     // 1 MiB first fragments whose sessions are then evicted fill the pool with large buffers;
     // empty messages held behind a gap must not each sit in one (they are charged 64 bytes).

@@ -406,7 +406,11 @@ fn make_room(out: &mut Vec<u8>, room: (usize, usize)) {
     out.resize(out.len() + room.1, 0);
 }
 
-/// Buffers kept for reuse: at most 64, and at most `limit` bytes of capacity in all.
+/// Buffers kept for reuse: at most 64, and at most `limit` bytes of capacity in all. A pooled
+/// buffer keeps its length: its bytes are initialized (old contents, never handed out again: a
+/// message reassembled in it is delivered only once every byte of it arrived), so a reassembly
+/// reusing it zeroes only what lies past that length. A forged first fragment of a large message
+/// then costs a copy of its payload, not a memset of the whole message.
 struct Pool {
     bufs: Vec<Vec<u8>>,
     bytes: u64,
@@ -415,17 +419,17 @@ struct Pool {
 
 impl Pool {
     /// Keeps `buf` for reuse if the pool has room; frees it otherwise.
-    fn give_back(&mut self, mut buf: Vec<u8>) {
+    fn give_back(&mut self, buf: Vec<u8>) {
         let cap = buf.capacity() as u64;
         if self.bufs.len() < 64 && self.bytes + cap <= self.limit {
-            buf.clear();
             self.bytes += cap;
             self.bufs.push(buf);
         }
     }
 
-    /// An empty buffer for a `len`-byte message: a pooled one unless it is far larger than
-    /// needed (a small message never pins a large buffer: memory follows what is charged).
+    /// A buffer for a `len`-byte message, holding old bytes (see above): a pooled one unless it
+    /// is far larger than needed (a small message never pins a large buffer: memory follows what
+    /// is charged).
     fn take(&mut self, len: usize) -> Vec<u8> {
         match self.bufs.pop() {
             Some(b) => {
@@ -812,6 +816,7 @@ impl Receiver {
             if let Some(s) = self.sessions.get_mut(&c.session) {
                 s.received_bytes += payload.len() as u64;
             }
+            data.clear();
             data.extend_from_slice(payload);
             self.complete(c.session, seq, data, pos + len as u64);
             return;
@@ -820,6 +825,7 @@ impl Receiver {
             let Some(mut data) = self.buffer_for(c.session, seq, len) else {
                 return;
             };
+            // Old bytes stay where the pooled buffer had them; only the rest is zeroed.
             data.resize(len as usize, 0);
             let s = self.sessions.get_mut(&c.session).expect("exists");
             s.partial.insert(
@@ -907,10 +913,10 @@ impl Receiver {
         self.drain_in_order(session);
     }
 
-    /// An empty buffer for a `len`-byte message of `session`, charged to the session (at most
-    /// [`ReceiverConfig::session_bytes`]) and to the receiver (at most `buffer_bytes`). Room is
-    /// made by giving up older latest messages, then by evicting what sessions that never
-    /// delivered a message hold. `None`, counted, if there is none.
+    /// A buffer (holding old bytes, see `Pool`) for a `len`-byte message of `session`, charged
+    /// to the session (at most [`ReceiverConfig::session_bytes`]) and to the receiver (at most
+    /// `buffer_bytes`). Room is made by giving up older latest messages, then by evicting what
+    /// sessions that never delivered a message hold. `None`, counted, if there is none.
     fn buffer_for(&mut self, session: u64, seq: u64, len: u32) -> Option<Vec<u8>> {
         let cost = charge(len as usize);
         let cap = self.cfg.session_bytes();
