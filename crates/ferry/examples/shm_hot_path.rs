@@ -12,11 +12,13 @@
 //!
 //! `... -- floors [N]`: where ferry's ring costs over the floor: the raw exchange with its flag on
 //! its own line, with the flag in the payload's first line (as a ferry record's commit word and
-//! header), with that record alternating between two places, and with it moving through an
-//! 8 KiB window (as ferry's ring places records), beside ferry, in five rounds.
+//! header), with that record alternating between two places, with it moving through an 8 KiB
+//! window (as ferry's ring places records), and with every store, load and fence of ferry's ring
+//! protocol written out in line on top of that window, beside ferry, in five rounds.
 //!
 //! `... -- single`: one thread sends a message and receives it again, two million times, at 32 B
-//! and 1 KiB, reliable: the instructions of the path with no cache line crossing between CPUs.
+//! and 1 KiB, reliable: the instructions of the path with no cache line crossing between CPUs,
+//! beside the raw floor's flag and buffer written and checked the same way.
 //! `... -- latest`: the same under latest delivery, where the subscriber copies each message out
 //! (32 B, 1 KiB) or holds it in place (64 KiB).
 //!
@@ -130,6 +132,23 @@ enum Place {
     /// As `Inline`, but message `n` goes to the next slot of an 8 KiB window of records laid end
     /// to end, as ferry's ring places them.
     Window,
+    /// As `Window`, with every other store, load and fence of ferry's ring protocol per message
+    /// written out in line: the writer stores its reservation, the record's `{len, tag}` and the
+    /// next record's mark before the commit, then the head line (three words), fences and looks
+    /// at the sleepers; the reader checks the header, then stores its cursor, fences and looks at
+    /// the waiting writer. Everything ferry's ring does for a message, with none of its layers.
+    Protocol,
+}
+
+/// The shared words of ferry's ring protocol that `Place::Protocol` touches, each on its own
+/// line as in a ring header.
+#[repr(C, align(64))]
+struct Line(std::sync::atomic::AtomicU64, [u64; 7]);
+
+impl Line {
+    fn new() -> Line {
+        Line(std::sync::atomic::AtomicU64::new(0), [0; 7])
+    }
 }
 
 /// One direction of the raw floor: a flag on its own lines, a page-aligned buffer, and an 8 KiB
@@ -140,6 +159,13 @@ struct RawDir {
     _pad: [u8; 4096 - 8],
     buf: std::cell::UnsafeCell<[u8; 4096]>,
     window: [std::sync::atomic::AtomicU64; 1024],
+    head: [Line; 1],
+    head_last: std::sync::atomic::AtomicU64,
+    head_seq: std::sync::atomic::AtomicU64,
+    reserve: Line,
+    sleepers: Line,
+    writer_waiting: Line,
+    cursor: Line,
 }
 
 // SAFETY: the ping-pong below hands each buffer back and forth through its flag (Release store,
@@ -153,6 +179,13 @@ impl RawDir {
             _pad: [0; 4096 - 8],
             buf: std::cell::UnsafeCell::new([0; 4096]),
             window: std::array::from_fn(|_| std::sync::atomic::AtomicU64::new(0)),
+            head: [Line::new()],
+            head_last: std::sync::atomic::AtomicU64::new(0),
+            head_seq: std::sync::atomic::AtomicU64::new(0),
+            reserve: Line::new(),
+            sleepers: Line::new(),
+            writer_waiting: Line::new(),
+            cursor: Line::new(),
         })
     }
 
@@ -164,7 +197,7 @@ impl RawDir {
             Place::Inline => 0,
             // Two slots where two fit the window (every size the example uses), else one.
             Place::TwoSlots => (n as usize % (1024 / words).min(2)) * words,
-            Place::Window => (n as usize % (1024 / words)) * words,
+            Place::Window | Place::Protocol => (n as usize % (1024 / words)) * words,
         };
         // The flag is word `at` of the window, the payload starts two words on, as in a ferry
         // record. The payload words are only ever written and read plainly, one side at a time
@@ -179,12 +212,42 @@ impl RawDir {
 }
 
 fn raw_send(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
+    use std::sync::atomic::{fence, Ordering};
     let (flag, payload) = d.slot(place, len, n);
+    if place == Place::Protocol {
+        // The reservation: Relaxed, then a Release fence, as `Writer::try_reserve`.
+        d.reserve.0.store(n, Ordering::Relaxed);
+        fence(Ordering::Release);
+    }
     // SAFETY: the peer read the previous message in this slot before it answered, which the
     // caller waited for: nobody else touches these bytes now.
     unsafe { std::ptr::write_bytes(payload, byte, len) };
+    if place == Place::Protocol {
+        // The header's `{len, tag}` word just before the payload, and the next record's mark.
+        // SAFETY: the word before the payload is the header's second word, in the same slot.
+        unsafe {
+            payload
+                .sub(8)
+                .cast::<u64>()
+                .write(len as u64 | 0xFE77_0001 << 32)
+        };
+        let (next, _) = d.slot(place, len, n + 1);
+        next.store(u64::MAX, Ordering::Relaxed);
+    }
     // Release pairs with the Acquire load in `raw_recv`.
-    flag.store(n, std::sync::atomic::Ordering::Release);
+    flag.store(n, Ordering::Release);
+    if place == Place::Protocol {
+        // The head line, then the sleeper handshake.
+        d.head_last.store(n, Ordering::Relaxed);
+        d.head_seq.store(n + 1, Ordering::Relaxed);
+        // Release: as the head store of `Writer::finish`; nobody loads it here.
+        d.head[0].0.store(n, Ordering::Release);
+        fence(Ordering::SeqCst);
+        // No reader ever sleeps here; the load is what the writer pays.
+        if d.sleepers.0.load(Ordering::Relaxed) != 0 {
+            d.sleepers.0.swap(0, Ordering::Relaxed);
+        }
+    }
 }
 
 fn raw_recv(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
@@ -202,9 +265,27 @@ fn raw_recv(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
             );
         }
     }
+    if place == Place::Protocol {
+        // The header check a reader makes (a hostile ring is refused, never trusted).
+        // SAFETY: the word before the payload is the header's second word, published with it.
+        let word = unsafe { payload.sub(8).cast::<u64>().read() };
+        assert!(
+            word >> 32 == 0xFE77_0001 && word & 0xFFFF_FFFF == len as u64,
+            "a corrupt raw header"
+        );
+    }
     // SAFETY: the writer published these bytes before its flag store and waits for our answer.
     let buf = unsafe { std::slice::from_raw_parts(payload.cast_const(), len) };
     assert!(check(buf, byte), "a corrupt raw message");
+    if place == Place::Protocol {
+        use std::sync::atomic::{fence, Ordering};
+        // The release and the space handshake of `Reader::release`.
+        d.cursor.0.store(n, Ordering::Release);
+        fence(Ordering::SeqCst);
+        if d.writer_waiting.0.load(Ordering::Relaxed) != 0 {
+            std::hint::black_box(());
+        }
+    }
 }
 
 /// The floor under `pingpong`: the same exchange without ferry, the message placed as `place`
@@ -230,6 +311,25 @@ fn raw_pingpong(n: usize, len: usize, place: Place) -> u64 {
     echo.join().expect("echo thread");
     one_way.sort_unstable();
     one_way[n / 2]
+}
+
+/// Mean time (ns) of one message of `len` bytes (at most 4096) written, flagged, seen and
+/// checked by the same thread through the raw floor's flag and buffer.
+fn single_raw(n: usize, len: usize) -> f64 {
+    let d = RawDir::new();
+    let t = Instant::now();
+    for i in 1..=n as u64 {
+        let byte = (i % 200) as u8;
+        // SAFETY: one thread writes and then reads the buffer; nothing else maps it.
+        unsafe { std::ptr::write_bytes(d.buf.get().cast::<u8>(), byte, len) };
+        // Release pairs with the Acquire load below (one thread: for the form only).
+        d.flag.store(i, std::sync::atomic::Ordering::Release);
+        assert_eq!(d.flag.load(std::sync::atomic::Ordering::Acquire), i);
+        // SAFETY: as above; callers keep `len` within the 4096-byte buffer.
+        let buf = unsafe { std::slice::from_raw_parts(d.buf.get().cast::<u8>(), len) };
+        assert!(check(buf, byte), "a corrupt raw message");
+    }
+    t.elapsed().as_nanos() as f64 / n as f64
 }
 
 /// Mean time (ns) of one send and one receive by the same thread.
@@ -273,11 +373,12 @@ fn main() {
                     let inline = raw_pingpong(n, len, Place::Inline);
                     let two = raw_pingpong(n, len, Place::TwoSlots);
                     let window = raw_pingpong(n, len, Place::Window);
+                    let protocol = raw_pingpong(n, len, Place::Protocol);
                     let f = pingpong(n, len, 0);
                     println!(
                         "round {round}  {len:4} B  one-way p50: raw {apart:4} ns  flag in line \
                          {inline:4} ns  two places {two:4} ns  8 KiB window {window:4} ns  \
-                         ferry {f:4} ns"
+                         ferry's protocol {protocol:4} ns  ferry {f:4} ns"
                     );
                 }
             }
@@ -307,18 +408,7 @@ fn main() {
             if mode == "count" {
                 single(count, len, Delivery::Reliable);
             } else {
-                let d = RawDir::new();
-                for i in 1..=count as u64 {
-                    let byte = (i % 200) as u8;
-                    // SAFETY: one thread writes and then reads the buffer; nothing else maps it.
-                    unsafe { std::ptr::write_bytes(d.buf.get().cast::<u8>(), byte, len) };
-                    // Release pairs with the Acquire load below (one thread: for the form only).
-                    d.flag.store(i, std::sync::atomic::Ordering::Release);
-                    assert_eq!(d.flag.load(std::sync::atomic::Ordering::Acquire), i);
-                    // SAFETY: as above; `len` is at most the 4096-byte buffer (checked above).
-                    let buf = unsafe { std::slice::from_raw_parts(d.buf.get().cast::<u8>(), len) };
-                    assert!(check(buf, byte), "a corrupt raw message");
-                }
+                single_raw(count, len);
             }
             println!("{mode}: {count} messages of {len} B");
         }
@@ -333,6 +423,9 @@ fn main() {
                 for &len in sizes {
                     let count = if len > 4096 { 100_000 } else { 2_000_000 };
                     line += &format!("  {len} B {:.1} ns", single(count, len, delivery));
+                    if mode == "single" {
+                        line += &format!(" (raw floor {:.1} ns)", single_raw(count, len));
+                    }
                 }
                 println!("{line}");
             }
