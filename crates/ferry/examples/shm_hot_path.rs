@@ -151,6 +151,16 @@ impl Line {
     }
 }
 
+/// The head line of a ring header: the end and start of the last record and the next sequence
+/// number, on one line.
+#[repr(C, align(64))]
+#[derive(Default)]
+struct HeadLine {
+    end: std::sync::atomic::AtomicU64,
+    last: std::sync::atomic::AtomicU64,
+    next_seq: std::sync::atomic::AtomicU64,
+}
+
 /// One direction of the raw floor: a flag on its own lines, a page-aligned buffer, and an 8 KiB
 /// window of words for the in-line placements.
 #[repr(C, align(4096))]
@@ -159,9 +169,7 @@ struct RawDir {
     _pad: [u8; 4096 - 8],
     buf: std::cell::UnsafeCell<[u8; 4096]>,
     window: [std::sync::atomic::AtomicU64; 1024],
-    head: [Line; 1],
-    head_last: std::sync::atomic::AtomicU64,
-    head_seq: std::sync::atomic::AtomicU64,
+    head: HeadLine,
     reserve: Line,
     sleepers: Line,
     writer_waiting: Line,
@@ -179,9 +187,7 @@ impl RawDir {
             _pad: [0; 4096 - 8],
             buf: std::cell::UnsafeCell::new([0; 4096]),
             window: std::array::from_fn(|_| std::sync::atomic::AtomicU64::new(0)),
-            head: [Line::new()],
-            head_last: std::sync::atomic::AtomicU64::new(0),
-            head_seq: std::sync::atomic::AtomicU64::new(0),
+            head: HeadLine::default(),
             reserve: Line::new(),
             sleepers: Line::new(),
             writer_waiting: Line::new(),
@@ -238,10 +244,10 @@ fn raw_send(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
     flag.store(n, Ordering::Release);
     if place == Place::Protocol {
         // The head line, then the sleeper handshake.
-        d.head_last.store(n, Ordering::Relaxed);
-        d.head_seq.store(n + 1, Ordering::Relaxed);
+        d.head.last.store(n, Ordering::Relaxed);
+        d.head.next_seq.store(n + 1, Ordering::Relaxed);
         // Release: as the head store of `Writer::finish`; nobody loads it here.
-        d.head[0].0.store(n, Ordering::Release);
+        d.head.end.store(n, Ordering::Release);
         fence(Ordering::SeqCst);
         // No reader ever sleeps here; the load is what the writer pays.
         if d.sleepers.0.load(Ordering::Relaxed) != 0 {
@@ -282,9 +288,8 @@ fn raw_recv(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
         // The release and the space handshake of `Reader::release`.
         d.cursor.0.store(n, Ordering::Release);
         fence(Ordering::SeqCst);
-        if d.writer_waiting.0.load(Ordering::Relaxed) != 0 {
-            std::hint::black_box(());
-        }
+        // No writer ever waits here; the load is what the reader pays.
+        std::hint::black_box(d.writer_waiting.0.load(Ordering::Relaxed));
     }
 }
 
