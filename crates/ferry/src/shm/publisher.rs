@@ -411,6 +411,45 @@ mod tests {
         }
     }
 
+    /// A ring whose `head`, `last` and `reserve` are forged to positions no record could start
+    /// or end at (not multiples of 8) before the subscriber joins: the subscriber reports the
+    /// ring as corrupt, as it does any other lie, and does not panic on a misaligned read.
+    #[test]
+    fn misaligned_positions_in_a_forged_ring_are_corrupt_not_a_panic() {
+        for (delivery, name) in [(Delivery::Reliable, "oddrel"), (Delivery::Latest, "oddlat")] {
+            let dom = format!("u{}-{name}", std::process::id());
+            let qos = Qos::default()
+                .transport(Transport::Shm)
+                .delivery(delivery)
+                .wait(WaitStrategy::Block)
+                .max_message_size(1024);
+            let mode = crate::config::DEFAULT_SHM_MODE;
+            let publ = ShmPublisher::create(&dom, "data", "p", &qos, mode).unwrap();
+            let ring = &publ.data.block().ring;
+            ring.head.last.store(5, Ordering::Relaxed);
+            ring.reserve.end.store(21, Ordering::Relaxed);
+            // Release pairs with the subscriber's Acquire load of head.
+            ring.head.end.store(13, Ordering::Release);
+            let mut sub = ShmSubscriber::create(&dom, "data", "s", &qos, mode).unwrap();
+            assert_eq!(sub.publisher_count(), 1);
+            // Then a lie that there is something to read.
+            ring.head.end.store(77, Ordering::Release);
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let got = sub.wait(Some(Duration::from_secs(5))).map(|_| ());
+                let _ = tx.send(got);
+            });
+            let got = rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("recv returned (it must neither panic nor spin)");
+            assert!(
+                matches!(got, Err(RecvError::Corrupt { .. })),
+                "{delivery:?}: {got:?}"
+            );
+            drop(publ);
+        }
+    }
+
     /// A hold word forged to name a live subscriber's slot, as any process that maps the ring
     /// could write one: the publisher steps over the named record (it is one of its own, and the
     /// ring has room to step over it), looks at the named subscriber once the hold has lasted

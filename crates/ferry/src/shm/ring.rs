@@ -726,7 +726,10 @@ impl Reader {
             .end
             .load(Ordering::Relaxed)
             .saturating_sub(COMMIT_WORD)
-            .max(head);
+            .max(head)
+            // Records start at multiples of 8: a ring whose words say otherwise lies, and the
+            // reader goes to a record boundary below, where that lie shows as a corrupt record.
+            & !(RECORD_ALIGN - 1);
         // Release pairs with the Acquire cursor load in `min_cursor`.
         s.cursor.store(pos, Ordering::Release);
         // With nothing being written at `pos`, the first record read carries the writer's next
@@ -1035,8 +1038,8 @@ impl Reader {
         self.head = hdr.head.end.load(Ordering::Acquire);
         let last = hdr.head.last.load(Ordering::Relaxed);
         self.pos = if last < self.head { last } else { self.head };
-        // A record is at most a ring long.
-        if self.head - self.pos > self.capacity {
+        // A record is at most a ring long, and starts at a multiple of 8.
+        if self.head - self.pos > self.capacity || self.pos % RECORD_ALIGN != 0 {
             return Err(Corrupt { pos: self.pos });
         }
         Ok(())
