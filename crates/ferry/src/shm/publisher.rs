@@ -450,6 +450,56 @@ mod tests {
         }
     }
 
+    /// A hold word forged to name a position no record starts at (not a multiple of 8): the
+    /// publisher does not read a header there (a misaligned read made it panic) and goes on
+    /// sending, and the subscriber goes on receiving.
+    #[test]
+    fn a_forged_hold_at_a_misaligned_position_is_ignored() {
+        const LEN: usize = ring::HOLD_MIN as usize;
+        let dom = format!("u{}-oddhold", std::process::id());
+        let qos = Qos::default()
+            .transport(Transport::Shm)
+            .delivery(Delivery::Latest)
+            .wait(WaitStrategy::Spin)
+            .max_message_size(LEN)
+            .ring_capacity(256 << 10);
+        let mode = crate::config::DEFAULT_SHM_MODE;
+        let mut publ = ShmPublisher::create(&dom, "data", "p", &qos, mode).unwrap();
+        let mut sub = ShmSubscriber::create(&dom, "data", "s", &qos, mode).unwrap();
+        assert_eq!(sub.publisher_count(), 1);
+        let send = |publ: &mut ShmPublisher| {
+            let r = publ.reserve(LEN, true).unwrap().unwrap();
+            publ.commit(r);
+        };
+        let slot = {
+            let ring = &publ.data.block().ring;
+            (0..ring::MAX_READERS)
+                .find(|&i| ring.readers[i].owner.load(Ordering::Relaxed) != 0)
+                .expect("the subscriber's ring slot")
+        };
+        for _ in 0..4 {
+            send(&mut publ);
+        }
+        // Position 3, named by the live subscriber's slot.
+        let word = 3 << 8 | (slot + 1) as u64;
+        publ.data
+            .block()
+            .ring
+            .reserve
+            .hold
+            .store(word, Ordering::Relaxed);
+        for _ in 0..20 {
+            send(&mut publ);
+        }
+        assert_eq!(publ.sent(), 24);
+        assert_eq!(
+            publ.writer.holder(),
+            None,
+            "a misaligned hold is not honoured"
+        );
+        assert!(sub.poll().unwrap(), "the subscriber still receives");
+    }
+
     /// A hold word forged to name a live subscriber's slot, as any process that maps the ring
     /// could write one: the publisher steps over the named record (it is one of its own, and the
     /// ring has room to step over it), looks at the named subscriber once the hold has lasted

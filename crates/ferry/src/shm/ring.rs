@@ -499,7 +499,9 @@ impl Writer {
         let Some(copy) = pos.checked_add(self.capacity) else {
             return;
         };
-        if pos >= self.head || copy < self.head + COMMIT_WORD + HOLD_ROOM {
+        // A record starts at a multiple of 8; a word naming any other position is forged.
+        if pos >= self.head || copy < self.head + COMMIT_WORD + HOLD_ROOM || pos % RECORD_ALIGN != 0
+        {
             return;
         }
         // Its length from the header this writer wrote there, not from the reader.
