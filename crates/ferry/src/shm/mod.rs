@@ -42,6 +42,7 @@ impl ShmBytes {
 
 impl RingBytes for ShmBytes {
     /// Whole words, with relaxed atomic stores: a latest reader may be copying them (see `read`).
+    #[cfg(any(test, loom))]
     fn write(&self, offset: u64, src: &[u8]) {
         assert!(offset < self.capacity && src.len() as u64 <= self.capacity);
         assert!(offset % 8 == 0 && src.len() % 8 == 0);
@@ -55,6 +56,27 @@ impl RingBytes for ShmBytes {
         }
     }
 
+    /// Two relaxed loads, as `read` makes (the header of a record a latest reader copies may be
+    /// rewritten meanwhile).
+    #[inline]
+    fn read_header(&self, offset: u64) -> [u8; 16] {
+        assert!(offset < self.capacity && offset % 8 == 0);
+        let src = self.ptr(offset).cast::<AtomicU64>().cast_const();
+        // SAFETY: both words start below `capacity + 8`, inside the double mapping, 8-aligned
+        // (offset is, and the mapping is page-aligned); AtomicU64 has u64's layout.
+        let (first, second) = unsafe {
+            (
+                (*src).load(Ordering::Relaxed),
+                (*src.add(1)).load(Ordering::Relaxed),
+            )
+        };
+        let mut header = [0u8; 16];
+        header[..8].copy_from_slice(&first.to_ne_bytes());
+        header[8..].copy_from_slice(&second.to_ne_bytes());
+        header
+    }
+
+    #[inline]
     fn load_word(&self, offset: u64) -> u64 {
         assert!(offset < self.capacity && offset % 8 == 0);
         // SAFETY: in bounds (checked) and 8-aligned (the mapping is page-aligned); every access
@@ -65,6 +87,7 @@ impl RingBytes for ShmBytes {
         word.load(Ordering::Acquire)
     }
 
+    #[inline]
     fn store_word(&self, offset: u64, value: u64, order: Ordering) {
         assert!(offset < self.capacity && offset % 8 == 0);
         // SAFETY: as in `load_word`.

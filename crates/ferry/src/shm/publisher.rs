@@ -151,7 +151,22 @@ impl ShmPublisher {
 
     /// Reserves room for `len` payload bytes. Where reliable subscribers leave no room, waits
     /// for them as the QoS says (`wait`), or returns `None` at once.
+    #[inline]
     pub fn reserve(&mut self, len: usize, wait: bool) -> Result<Option<Reservation>, SendError> {
+        if len <= self.max_message {
+            if let Some(r) = self
+                .writer
+                .reserve_common(&self.data.block().ring, len as u64)
+            {
+                return Ok(Some(r));
+            }
+        }
+        self.reserve_any(len, wait)
+    }
+
+    /// `reserve` for every case: a held record to step over, padding due, no room.
+    #[inline(never)]
+    fn reserve_any(&mut self, len: usize, wait: bool) -> Result<Option<Reservation>, SendError> {
         if len > self.max_message {
             return Err(SendError::TooLarge {
                 len,

@@ -187,8 +187,17 @@ impl RingHeader {
 /// modulo the capacity; a span may run up to `capacity()` bytes past it. Words are 8 bytes at an
 /// offset that is a multiple of 8, accessed atomically.
 pub trait RingBytes {
+    /// Writes whole words (tests forge rings with it; the writer stores words).
+    #[cfg(any(test, loom))]
     fn write(&self, offset: u64, src: &[u8]);
     fn read(&self, offset: u64, dst: &mut [u8]);
+    /// The record header at `offset`, read as `read` reads.
+    #[inline]
+    fn read_header(&self, offset: u64) -> [u8; RECORD_HEADER as usize] {
+        let mut header = [0u8; RECORD_HEADER as usize];
+        self.read(offset, &mut header);
+        header
+    }
     /// Loads the word at `offset` with Acquire ordering.
     fn load_word(&self, offset: u64) -> u64;
     /// Stores the word at `offset` with `order` (Relaxed or Release).
@@ -358,6 +367,20 @@ impl Writer {
         self.head < self.hold_watch || self.held.1.is_some()
     }
 
+    /// `skip_to_window` and `try_reserve` in the common case, where no held record is to be
+    /// looked for and no padding is due: the reservation at `head` if the readers leave room.
+    /// `None` leaves the reservation to them.
+    #[inline(always)]
+    pub fn reserve_common(&mut self, hdr: &RingHeader, payload_len: u64) -> Option<Reservation> {
+        let off = self.head & (self.capacity - 1);
+        let rec = record_len(payload_len);
+        let padding_due = self.window != 0 && off + rec > self.window && 2 * rec <= self.window;
+        if padding_due || self.watching_holds() {
+            return None;
+        }
+        self.reserve_here(hdr, payload_len).ok()
+    }
+
     /// Reserves a record for `payload_len` bytes (which must fit: `<= max_payload(capacity)`).
     /// Where a latest reader holds a record in the way, a padding record over it is committed
     /// first (its wake-ups come with the next `commit`).
@@ -505,8 +528,7 @@ impl Writer {
             return;
         }
         // Its length from the header this writer wrote there, not from the reader.
-        let mut header = [0u8; RECORD_HEADER as usize];
-        mem.read(pos & (self.capacity - 1), &mut header);
+        let header = mem.read_header(pos & (self.capacity - 1));
         let len = u32::from_le_bytes(header[8..12].try_into().unwrap()) as u64;
         let tag = u32::from_le_bytes(header[12..].try_into().unwrap());
         let len = record_len(len);
@@ -617,10 +639,16 @@ impl Writer {
     ) -> u64 {
         debug_assert_eq!(r.pos, self.head);
         let mask = self.capacity - 1;
-        let mut rest = [0u8; (RECORD_HEADER - 8) as usize];
+        // The header's second word: `{len, tag}`, little-endian, as one word. Relaxed: ordered
+        // before the commit below by its Release.
+        let mut rest = [0u8; 8];
         rest[..4].copy_from_slice(&(r.payload_len as u32).to_le_bytes());
         rest[4..].copy_from_slice(&(TAG_MARK | kind).to_le_bytes());
-        mem.write((r.pos + 8) & mask, &rest);
+        mem.store_word(
+            (r.pos + 8) & mask,
+            u64::from_ne_bytes(rest),
+            Ordering::Relaxed,
+        );
         // Relaxed: ordered before the commit below by its Release.
         mem.store_word(r.end & mask, NOT_COMMITTED, Ordering::Relaxed);
         // The commit. Release: the record's bytes and the next record's mark are visible to a
@@ -663,6 +691,19 @@ pub struct Record {
     /// Latest delivery: the record is held in place (read it at `offset`, then `unhold`) rather
     /// than copied out.
     pub held: bool,
+}
+
+/// What a reliable reader found at its position (`Reader::step`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Nothing committed there yet.
+    Empty,
+    /// A message, to be read in place and released.
+    Message(Record),
+    /// Padding ending at the position given, to be released.
+    Padding(u64),
+    /// A record header that fails its checks (see `Corrupt`).
+    Corrupt,
 }
 
 /// A record header failed its checks where the protocol rules out a race: the segment was
@@ -773,7 +814,7 @@ impl Reader {
     /// For a reliable reader: whether a committed record starts at `pos`, and if so the highest
     /// position its end may have. At a mark this is one Acquire load of the word at `pos`;
     /// otherwise it is `head`.
-    #[inline]
+    #[inline(always)]
     fn committed<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M) -> Option<u64> {
         if self.pos < self.head {
             return Some(self.head);
@@ -796,6 +837,7 @@ impl Reader {
 
     /// The fields of a record header if they are plausible for a record at `pos` ending at or
     /// before `limit`.
+    #[inline(always)]
     fn decode(&self, header: &[u8; RECORD_HEADER as usize], limit: u64) -> Option<(u64, u64, u32)> {
         let seq = u64::from_le_bytes(header[..8].try_into().unwrap());
         let len = u32::from_le_bytes(header[8..12].try_into().unwrap()) as u64;
@@ -817,6 +859,7 @@ impl Reader {
         plausible.then_some((seq, len, kind))
     }
 
+    #[inline(always)]
     fn count_skipped(&mut self, seq: u64) -> u64 {
         let skipped = match self.next_seq {
             Some(expected) if seq > expected => seq - expected,
@@ -840,43 +883,56 @@ impl Reader {
         hdr: &RingHeader,
         mem: &M,
     ) -> Result<Option<Record>, Corrupt> {
-        debug_assert!(self.reliable);
         // Padding is stepped over at most a ring's worth of records per call: a writer that keeps
         // abandoning (or lies) cannot hold the reader here.
         for _ in 0..self.record_budget() {
-            let Some(limit) = self.committed(hdr, mem) else {
-                return Ok(None);
-            };
-            // The writer never reserves past this reader's cursor (`pos`) plus a ring.
-            if limit - self.pos > self.capacity {
-                return Err(Corrupt { pos: self.pos });
+            match self.step(hdr, mem) {
+                Step::Empty => return Ok(None),
+                Step::Message(record) => return Ok(Some(record)),
+                Step::Padding(end) => {
+                    self.release(hdr, end);
+                }
+                Step::Corrupt => return Err(Corrupt { pos: self.pos }),
             }
-            let mut header = [0u8; RECORD_HEADER as usize];
-            mem.read(self.pos & (self.capacity - 1), &mut header);
-            let Some((seq, len, kind)) = self.decode(&header, limit) else {
-                return Err(Corrupt { pos: self.pos });
-            };
-            let end = self.pos + record_len(len);
-            // Its writer marked the word at `end` before committing this record. After padding
-            // the reader goes by `head` again: a ring that lies with padding can then lead it
-            // no further than `head`, and honest padding (a dropped loan) is rare.
-            self.at_mark = kind == KIND_MESSAGE;
-            if kind == KIND_PADDING {
-                self.release(hdr, end);
-                continue;
-            }
-            let skipped = self.count_skipped(seq);
-            return Ok(Some(Record {
-                pos: self.pos,
-                offset: (self.pos + RECORD_HEADER) & (self.capacity - 1),
-                len,
-                seq,
-                end,
-                skipped,
-                held: false,
-            }));
         }
         Ok(None)
+    }
+
+    /// Reliable delivery, one record: what lies at `pos`. Unless it is a message only cached
+    /// state changes (`at_mark`, `head`), so a caller that gets padding or a corrupt record may
+    /// leave it to `peek`, which finds the same record.
+    #[inline(always)]
+    pub fn step<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M) -> Step {
+        debug_assert!(self.reliable);
+        let Some(limit) = self.committed(hdr, mem) else {
+            return Step::Empty;
+        };
+        // The writer never reserves past this reader's cursor (`pos`) plus a ring.
+        if limit - self.pos > self.capacity {
+            return Step::Corrupt;
+        }
+        let header = mem.read_header(self.pos & (self.capacity - 1));
+        let Some((seq, len, kind)) = self.decode(&header, limit) else {
+            return Step::Corrupt;
+        };
+        let end = self.pos + record_len(len);
+        // Its writer marked the word at `end` before committing this record. After padding
+        // the reader goes by `head` again: a ring that lies with padding can then lead it
+        // no further than `head`, and honest padding (a dropped loan) is rare.
+        self.at_mark = kind == KIND_MESSAGE;
+        if kind == KIND_PADDING {
+            return Step::Padding(end);
+        }
+        let skipped = self.count_skipped(seq);
+        Step::Message(Record {
+            pos: self.pos,
+            offset: (self.pos + RECORD_HEADER) & (self.capacity - 1),
+            len,
+            seq,
+            end,
+            skipped,
+            held: false,
+        })
     }
 
     /// Releases everything below `end` (the end of the record just read). Returns true when the
@@ -910,8 +966,7 @@ impl Reader {
                 self.jump_to_newest(hdr)?;
                 continue;
             }
-            let mut header = [0u8; RECORD_HEADER as usize];
-            mem.read(self.pos & (self.capacity - 1), &mut header);
+            let header = mem.read_header(self.pos & (self.capacity - 1));
             let decoded = self.decode(&header, self.head);
             if let Some((seq, len, KIND_MESSAGE)) = decoded {
                 if self.try_hold(hdr, len) {

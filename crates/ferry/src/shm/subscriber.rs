@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::layout::{header_bytes, DataBlock, MAGIC_DATA};
-use super::ring::{self, Reader, Record};
+use super::ring::{self, Reader, Record, Step};
 use super::segment::{open_checked, Segment};
 use super::topic::{data_name, ring_doorbell, Liveness, Topic};
 use super::ShmBytes;
@@ -261,7 +261,62 @@ impl ShmSubscriber {
 
     /// Looks for the next message without waiting; when there is one it becomes the current
     /// message (`payload`, `current`, `release`) and this returns true.
+    #[inline]
     pub fn poll(&mut self) -> Result<bool, RecvError> {
+        match self.poll_one() {
+            Some(found) => Ok(found),
+            None => self.poll_all(),
+        }
+    }
+
+    /// `poll` for the common case, kept short because a spinning subscriber runs it from the
+    /// moment a message lands to the moment it is handed out: one reliable publisher, no change
+    /// in the topic, no message held. `None` leaves everything else (padding, a corrupt record,
+    /// several publishers, latest delivery) to `poll_all`.
+    #[inline(always)]
+    fn poll_one(&mut self) -> Option<bool> {
+        if self.sources.len() != 1
+            || matches!(self.current, Some(Ready::Held { .. }))
+            || self.topic.epoch() != self.epoch
+        {
+            return None;
+        }
+        let src = &mut self.sources[0];
+        if !src.reliable || src.departed {
+            return None;
+        }
+        match src.reader.step(&src.data.block().ring, &src.bytes) {
+            Step::Empty => {
+                self.current = None;
+                Some(false)
+            }
+            Step::Message(record) => {
+                self.round_robin = 1;
+                self.count(&record);
+                self.current = Some(Ready::InPlace { source: 0, record });
+                Some(true)
+            }
+            Step::Padding(_) | Step::Corrupt => None,
+        }
+    }
+
+    /// Counts a message handed out in the subscriber's statistics.
+    #[inline(always)]
+    fn count(&self, rec: &Record) {
+        let s = self.topic.subscriber(self.slot);
+        // Relaxed: statistics with a single writer.
+        s.received
+            .store(s.received.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        s.bytes
+            .store(s.bytes.load(Ordering::Relaxed) + rec.len, Ordering::Relaxed);
+        if rec.skipped != 0 {
+            s.skipped.fetch_add(rec.skipped, Ordering::Relaxed);
+        }
+    }
+
+    /// `poll` over every publisher, round robin.
+    #[inline(never)]
+    fn poll_all(&mut self) -> Result<bool, RecvError> {
         // A message not released (its sample leaked) is not handed out twice as current; a held
         // one is let go.
         if matches!(self.current, Some(Ready::Held { .. })) {
@@ -295,16 +350,7 @@ impl ShmSubscriber {
             match got {
                 Ok(Some(ready)) => {
                     self.round_robin = i + 1;
-                    let rec = ready.record();
-                    let s = self.topic.subscriber(self.slot);
-                    // Relaxed: statistics with a single writer.
-                    s.received
-                        .store(s.received.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-                    s.bytes
-                        .store(s.bytes.load(Ordering::Relaxed) + rec.len, Ordering::Relaxed);
-                    if rec.skipped != 0 {
-                        s.skipped.fetch_add(rec.skipped, Ordering::Relaxed);
-                    }
+                    self.count(ready.record());
                     self.current = Some(ready);
                     return Ok(true);
                 }
@@ -380,13 +426,14 @@ impl ShmSubscriber {
     }
 
     /// Hands the current message back (an in-place record to its publisher).
+    #[inline]
     pub fn release(&mut self) {
         match self.current.take() {
             Some(Ready::InPlace { source, record }) => {
                 let src = &mut self.sources[source];
                 let block = src.data.block();
                 if src.reader.release(&block.ring, record.end) {
-                    ring_doorbell(&block.space_bell);
+                    wake_writer(block);
                 }
             }
             Some(Ready::Held { source, .. }) => {
@@ -399,17 +446,25 @@ impl ShmSubscriber {
 
     /// Waits for the next message at most `timeout` (forever if `None`); reads the clock only
     /// when nothing is waiting already.
+    #[inline]
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<bool, RecvError> {
         if self.poll()? {
             return Ok(true);
         }
+        self.wait_long(timeout)
+    }
+
+    /// `wait` once a first look found nothing: spins, sleeps, and looks again. A spinning
+    /// subscriber returns from the look that finds the message, with nothing else in between.
+    #[inline(never)]
+    fn wait_long(&mut self, timeout: Option<Duration>) -> Result<bool, RecvError> {
         let start = Instant::now();
         let deadline = timeout.map(|t| start + t);
         let mut now = start;
         let mut spins = 0u32;
         loop {
+            // `now` is fresh here on the first turn, after a sleep and every 512 spins.
             if spins % 512 == 0 {
-                now = Instant::now();
                 if now >= self.next_liveness {
                     self.check_liveness();
                     self.next_liveness = now + LIVENESS_PERIOD;
@@ -430,8 +485,17 @@ impl ShmSubscriber {
                 spin_hint();
                 spins = spins.wrapping_add(1);
             }
-            if self.poll()? {
-                return Ok(true);
+            match self.poll_one() {
+                Some(true) => return Ok(true),
+                Some(false) => {}
+                None => {
+                    if self.poll_all()? {
+                        return Ok(true);
+                    }
+                }
+            }
+            if spins % 512 == 0 {
+                now = Instant::now();
             }
         }
     }
@@ -462,6 +526,12 @@ impl ShmSubscriber {
             s.reader.cancel_sleep(&s.data.block().ring);
         }
     }
+}
+
+/// Wakes a publisher that waits for ring space.
+#[cold]
+fn wake_writer(block: &DataBlock) {
+    ring_doorbell(&block.space_bell);
 }
 
 impl Drop for ShmSubscriber {
