@@ -16,6 +16,15 @@
 //! window (as ferry's ring places records), and with every store, load and fence of ferry's ring
 //! protocol written out in line on top of that window, beside ferry, in five rounds.
 //!
+//! `... -- gap [N]`: ferry beside the raw floor and ferry's protocol written out in line, in
+//! `ROUNDS` (default 15) short rounds: the median over rounds of ferry / raw-floor and of ferry's
+//! time over its protocol's, with their quartiles.
+//!
+//! `... -- work [N]`: what instructions cost where: ferry's protocol written out in line with
+//! 100, 200 and 400 more register instructions on the receiver between the header check and the
+//! reply, and with 200 more on the sender between the payload and the commit, beside ferry, in
+//! five rounds.
+//!
 //! `... -- single`: one thread sends a message and receives it again, two million times, at 32 B
 //! and 1 KiB, reliable: the instructions of the path with no cache line crossing between CPUs,
 //! beside the raw floor's flag and buffer written and checked the same way.
@@ -138,6 +147,22 @@ enum Place {
     /// at the sleepers; the reader checks the header, then stores its cursor, fences and looks at
     /// the waiting writer. Everything ferry's ring does for a message, with none of its layers.
     Protocol,
+    /// As `Protocol`, with `100 n` more register instructions on the receiver after it has
+    /// checked the header, before its reply: code on the way from a message to the answer.
+    WorkBeforeReply(usize),
+    /// As `Protocol`, with 200 more register instructions on the sender between the payload and
+    /// the commit.
+    WorkBeforeCommit,
+}
+
+impl Place {
+    /// Whether the placement runs ferry's ring protocol.
+    fn protocol(self) -> bool {
+        matches!(
+            self,
+            Place::Protocol | Place::WorkBeforeReply(_) | Place::WorkBeforeCommit
+        )
+    }
 }
 
 /// The shared words of ferry's ring protocol that `Place::Protocol` touches, each on its own
@@ -203,7 +228,10 @@ impl RawDir {
             Place::Inline => 0,
             // Two slots where two fit the window (every size the example uses), else one.
             Place::TwoSlots => (n as usize % (1024 / words).min(2)) * words,
-            Place::Window | Place::Protocol => (n as usize % (1024 / words)) * words,
+            Place::Window
+            | Place::Protocol
+            | Place::WorkBeforeReply(_)
+            | Place::WorkBeforeCommit => (n as usize % (1024 / words)) * words,
         };
         // The flag is word `at` of the window, the payload starts two words on, as in a ferry
         // record. The payload words are only ever written and read plainly, one side at a time
@@ -220,7 +248,7 @@ impl RawDir {
 fn raw_send(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
     use std::sync::atomic::{fence, Ordering};
     let (flag, payload) = d.slot(place, len, n);
-    if place == Place::Protocol {
+    if place.protocol() {
         // The reservation: Relaxed, then a Release fence, as `Writer::try_reserve`.
         d.reserve.0.store(n, Ordering::Relaxed);
         fence(Ordering::Release);
@@ -228,7 +256,10 @@ fn raw_send(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
     // SAFETY: the peer read the previous message in this slot before it answered, which the
     // caller waited for: nobody else touches these bytes now.
     unsafe { std::ptr::write_bytes(payload, byte, len) };
-    if place == Place::Protocol {
+    if place == Place::WorkBeforeCommit {
+        work(n, 2);
+    }
+    if place.protocol() {
         // The header's `{len, tag}` word just before the payload, and the next record's mark.
         // SAFETY: the word before the payload is the header's second word, in the same slot.
         unsafe {
@@ -242,7 +273,7 @@ fn raw_send(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
     }
     // Release pairs with the Acquire load in `raw_recv`.
     flag.store(n, Ordering::Release);
-    if place == Place::Protocol {
+    if place.protocol() {
         // The head line, then the sleeper handshake.
         d.head.last.store(n, Ordering::Relaxed);
         d.head.next_seq.store(n + 1, Ordering::Relaxed);
@@ -254,6 +285,24 @@ fn raw_send(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
             d.sleepers.0.swap(0, Ordering::Relaxed);
         }
     }
+}
+
+/// `100 hundreds` register instructions (and a loop turn per hundred): four independent chains
+/// of adds and xors, the kind of work a layer of code does, that touch no memory.
+#[inline(always)]
+fn work(n: u64, hundreds: usize) {
+    let (mut a, mut b, mut c, mut d) = (n, n + 1, n + 2, n + 3);
+    for _ in 0..hundreds {
+        // SAFETY: arithmetic on four registers, nothing else.
+        unsafe {
+            std::arch::asm!(
+                ".rept 25", "add {a}, 1", "add {b}, 3", "xor {c}, 5", "add {d}, 7", ".endr",
+                a = inout(reg) a, b = inout(reg) b, c = inout(reg) c, d = inout(reg) d,
+                options(nomem, nostack),
+            );
+        }
+    }
+    std::hint::black_box((a, b, c, d));
 }
 
 fn raw_recv(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
@@ -271,7 +320,7 @@ fn raw_recv(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
             );
         }
     }
-    if place == Place::Protocol {
+    if place.protocol() {
         // The header check a reader makes (a hostile ring is refused, never trusted).
         // SAFETY: the word before the payload is the header's second word, published with it.
         let word = unsafe { payload.sub(8).cast::<u64>().read() };
@@ -280,10 +329,13 @@ fn raw_recv(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
             "a corrupt raw header"
         );
     }
+    if let Place::WorkBeforeReply(hundreds) = place {
+        work(n, hundreds);
+    }
     // SAFETY: the writer published these bytes before its flag store and waits for our answer.
     let buf = unsafe { std::slice::from_raw_parts(payload.cast_const(), len) };
     assert!(check(buf, byte), "a corrupt raw message");
-    if place == Place::Protocol {
+    if place.protocol() {
         use std::sync::atomic::{fence, Ordering};
         // The release and the space handshake of `Reader::release`.
         d.cursor.0.store(n, Ordering::Release);
@@ -371,6 +423,51 @@ fn main() {
                 println!("{line}");
             }
         }
+        "gap" => {
+            let rounds: usize = std::env::var("ROUNDS").map_or(15, |r| r.parse().expect("ROUNDS"));
+            assert!(rounds >= 4, "ROUNDS: at least 4");
+            for len in [32usize, 1024] {
+                let (mut ratio, mut over) = (Vec::new(), Vec::new());
+                for _ in 0..rounds {
+                    let raw = raw_pingpong(n, len, Place::Apart);
+                    let protocol = raw_pingpong(n, len, Place::Protocol);
+                    let f = pingpong(n, len, 0);
+                    ratio.push(f as f64 / raw as f64);
+                    over.push(f as i64 - protocol as i64);
+                }
+                ratio.sort_by(f64::total_cmp);
+                over.sort_unstable();
+                let q = |i: usize| i * (rounds - 1) / 4;
+                println!(
+                    "{len:4} B, {rounds} rounds: ferry / raw floor {:.2} ({:.2}-{:.2}), ferry over \
+                     its protocol {} ns ({}-{}): medians (quartiles)",
+                    ratio[q(2)],
+                    ratio[q(1)],
+                    ratio[q(3)],
+                    over[q(2)],
+                    over[q(1)],
+                    over[q(3)]
+                );
+            }
+        }
+        "work" => {
+            for round in 1..=5 {
+                for len in [32usize, 1024] {
+                    let protocol = raw_pingpong(n, len, Place::Protocol);
+                    let mut line = format!(
+                        "round {round}  {len:4} B  one-way p50: protocol {protocol:4} ns, with more \
+                         instructions before the reply:"
+                    );
+                    for hundreds in [1, 2, 4] {
+                        let t = raw_pingpong(n, len, Place::WorkBeforeReply(hundreds));
+                        line += &format!(" {}00 {t:4} ns", hundreds);
+                    }
+                    let commit = raw_pingpong(n, len, Place::WorkBeforeCommit);
+                    let f = pingpong(n, len, 0);
+                    println!("{line}; 200 before the commit {commit:4} ns; ferry {f:4} ns");
+                }
+            }
+        }
         "floors" => {
             for round in 1..=5 {
                 for len in [32usize, 1024] {
@@ -436,7 +533,8 @@ fn main() {
             }
         }
         other => panic!(
-            "unknown mode {other:?}: pingpong, default, floors, single, latest, count or count-raw"
+            "unknown mode {other:?}: pingpong, default, floors, gap, work, single, latest, count or \
+             count-raw"
         ),
     }
 }
