@@ -41,7 +41,10 @@
 //!   of the lap, so the writer starts again at offset 0, on lines both sides still hold in their
 //!   caches, instead of walking the whole ring. The padding is an ordinary committed record (it
 //!   may be longer than a message); its end must be reservable like any record's, so a lagging
-//!   reader simply keeps the writer on the whole ring. The writer tries this once per lap.
+//!   reader simply keeps the writer on the whole ring. The writer tries this once per lap. The
+//!   cost: right after the padding, the writer's room in the new lap ends where the records a
+//!   reader has not read yet (and the padding's header) lie one lap back, a window's worth at
+//!   most, however large the ring, until that reader catches up.
 //!
 //! - Holding (latest readers, large records): a latest reader would copy a record of at least
 //!   `HOLD_MIN` bytes out for nothing if the writer laps it meanwhile, so it holds the record in
