@@ -536,32 +536,41 @@ mod tests {
         );
     }
 
-    /// A hold word forged to name a position no record starts at (not a multiple of 8): the
-    /// publisher does not read a header there (a misaligned read made it panic) and goes on
-    /// sending, and the subscriber goes on receiving.
-    #[test]
-    fn a_forged_hold_at_a_misaligned_position_is_ignored() {
-        const LEN: usize = ring::HOLD_MIN as usize;
-        let dom = format!("u{}-oddhold", std::process::id());
+    /// The size of message a latest reader holds in place.
+    const HELD: usize = ring::HOLD_MIN as usize;
+
+    /// A publisher of messages of `HELD` bytes on a 256 KiB ring and a latest subscriber that
+    /// spins, attached to it, with the subscriber's ring slot.
+    fn latest_pair_of_held_size(name: &str) -> (ShmPublisher, ShmSubscriber, usize) {
+        let dom = format!("u{}-{name}", std::process::id());
         let qos = Qos::default()
             .transport(Transport::Shm)
             .delivery(Delivery::Latest)
             .wait(WaitStrategy::Spin)
-            .max_message_size(LEN)
+            .max_message_size(HELD)
             .ring_capacity(256 << 10);
         let mode = crate::config::DEFAULT_SHM_MODE;
-        let mut publ = ShmPublisher::create(&dom, "data", "p", &qos, mode).unwrap();
+        let publ = ShmPublisher::create(&dom, "data", "p", &qos, mode).unwrap();
         let mut sub = ShmSubscriber::create(&dom, "data", "s", &qos, mode).unwrap();
         assert_eq!(sub.publisher_count(), 1);
-        let send = |publ: &mut ShmPublisher| {
-            let r = publ.reserve(LEN, true).unwrap().unwrap();
-            publ.commit(r);
-        };
         let slot = {
             let ring = &publ.data.block().ring;
             (0..ring::MAX_READERS)
                 .find(|&i| ring.readers[i].owner.load(Ordering::Relaxed) != 0)
                 .expect("the subscriber's ring slot")
+        };
+        (publ, sub, slot)
+    }
+
+    /// A hold word forged to name a position no record starts at (not a multiple of 8): the
+    /// publisher does not read a header there (a misaligned read made it panic) and goes on
+    /// sending, and the subscriber goes on receiving.
+    #[test]
+    fn a_forged_hold_at_a_misaligned_position_is_ignored() {
+        let (mut publ, mut sub, slot) = latest_pair_of_held_size("oddhold");
+        let send = |publ: &mut ShmPublisher| {
+            let r = publ.reserve(HELD, true).unwrap().unwrap();
+            publ.commit(r);
         };
         for _ in 0..4 {
             send(&mut publ);
@@ -594,18 +603,8 @@ mod tests {
     /// stops stepping over the record.
     #[test]
     fn a_forged_hold_naming_a_live_subscriber_evicts_nobody() {
-        const LEN: usize = ring::HOLD_MIN as usize;
-        let dom = format!("u{}-forgedhold", std::process::id());
-        let qos = Qos::default()
-            .transport(Transport::Shm)
-            .delivery(Delivery::Latest)
-            .wait(WaitStrategy::Spin)
-            .max_message_size(LEN)
-            .ring_capacity(256 << 10);
-        let mode = crate::config::DEFAULT_SHM_MODE;
-        let mut publ = ShmPublisher::create(&dom, "data", "p", &qos, mode).unwrap();
-        let mut sub = ShmSubscriber::create(&dom, "data", "s", &qos, mode).unwrap();
-        assert_eq!(sub.publisher_count(), 1);
+        const LEN: usize = HELD;
+        let (mut publ, mut sub, slot) = latest_pair_of_held_size("forgedhold");
         let byte = |seq: u64| (seq % 251) as u8 + 1;
         let send = |publ: &mut ShmPublisher| {
             let seq = publ.sent();
@@ -613,12 +612,6 @@ mod tests {
             let at = r.payload_offset(publ.writer.capacity());
             publ.bytes.write(at, &[byte(seq); LEN]);
             publ.commit(r);
-        };
-        let slot = {
-            let ring = &publ.data.block().ring;
-            (0..ring::MAX_READERS)
-                .find(|&i| ring.readers[i].owner.load(Ordering::Relaxed) != 0)
-                .expect("the subscriber's ring slot")
         };
         // Message 0 at position 0, then enough after it that its next copy lies close enough
         // ahead for the publisher to step over it, as an honest hold's would.
