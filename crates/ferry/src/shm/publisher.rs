@@ -370,10 +370,21 @@ mod tests {
     use crate::{RecvError, Transport};
 
     /// What a subscriber's `wait` gives once the publisher's ring has been scribbled on by
-    /// `forge`, waiting at most 20 s for the call to return (it must not spin).
+    /// `forge`, waiting at most 20 s for the call to return (it must neither panic nor spin).
     fn recv_after(
         what: &str,
         delivery: Delivery,
+        forge: impl FnOnce(&ShmPublisher),
+    ) -> (Result<(), RecvError>, Vec<String>) {
+        recv_after_forging(what, delivery, |_| {}, forge)
+    }
+
+    /// As `recv_after`, with the ring also scribbled on by `before_join` before the subscriber
+    /// attaches to it.
+    fn recv_after_forging(
+        what: &str,
+        delivery: Delivery,
+        before_join: impl FnOnce(&ShmPublisher),
         forge: impl FnOnce(&ShmPublisher),
     ) -> (Result<(), RecvError>, Vec<String>) {
         let dom = format!("u{}-{what}", std::process::id());
@@ -384,6 +395,7 @@ mod tests {
             .max_message_size(1024);
         let mode = crate::config::DEFAULT_SHM_MODE;
         let publ = ShmPublisher::create(&dom, "data", "p", &qos, mode).unwrap();
+        before_join(&publ);
         let mut sub = ShmSubscriber::create(&dom, "data", "s", &qos, mode).unwrap();
         assert_eq!(sub.publisher_count(), 1);
         forge(&publ);
@@ -394,7 +406,7 @@ mod tests {
             let _ = tx.send((got, refused));
         });
         rx.recv_timeout(Duration::from_secs(20))
-            .expect("recv returned (it must not spin on a corrupt ring)")
+            .expect("recv returned (it must neither panic nor spin on a corrupt ring)")
     }
 
     /// Padding records over the whole ring, and `head` (and `last`) where no writer could have
@@ -432,36 +444,23 @@ mod tests {
     #[test]
     fn misaligned_positions_in_a_forged_ring_are_corrupt_not_a_panic() {
         for (delivery, name) in [(Delivery::Reliable, "oddrel"), (Delivery::Latest, "oddlat")] {
-            let dom = format!("u{}-{name}", std::process::id());
-            let qos = Qos::default()
-                .transport(Transport::Shm)
-                .delivery(delivery)
-                .wait(WaitStrategy::Block)
-                .max_message_size(1024);
-            let mode = crate::config::DEFAULT_SHM_MODE;
-            let publ = ShmPublisher::create(&dom, "data", "p", &qos, mode).unwrap();
-            let ring = &publ.data.block().ring;
-            ring.head.last.store(5, Ordering::Relaxed);
-            ring.reserve.end.store(21, Ordering::Relaxed);
-            // Release pairs with the subscriber's Acquire load of head.
-            ring.head.end.store(13, Ordering::Release);
-            let mut sub = ShmSubscriber::create(&dom, "data", "s", &qos, mode).unwrap();
-            assert_eq!(sub.publisher_count(), 1);
-            // Then a lie that there is something to read.
-            ring.head.end.store(77, Ordering::Release);
-            let (tx, rx) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                let got = sub.wait(Some(Duration::from_secs(5))).map(|_| ());
-                let _ = tx.send(got);
-            });
-            let got = rx
-                .recv_timeout(Duration::from_secs(20))
-                .expect("recv returned (it must neither panic nor spin)");
+            let (got, _) = recv_after_forging(
+                name,
+                delivery,
+                |p| {
+                    let ring = &p.data.block().ring;
+                    ring.head.last.store(5, Ordering::Relaxed);
+                    ring.reserve.end.store(21, Ordering::Relaxed);
+                    // Release pairs with the subscriber's Acquire load of head.
+                    ring.head.end.store(13, Ordering::Release);
+                },
+                // Then a lie that there is something to read.
+                |p| p.data.block().ring.head.end.store(77, Ordering::Release),
+            );
             assert!(
                 matches!(got, Err(RecvError::Corrupt { .. })),
                 "{delivery:?}: {got:?}"
             );
-            drop(publ);
         }
     }
 
@@ -562,6 +561,17 @@ mod tests {
         (publ, sub, slot)
     }
 
+    /// Writes `word` into the ring's hold word, as any process that maps the ring could.
+    fn forge_hold(publ: &ShmPublisher, word: u64) {
+        // Relaxed: the publisher loads it after its SeqCst fence, as it would a reader's.
+        publ.data
+            .block()
+            .ring
+            .reserve
+            .hold
+            .store(word, Ordering::Relaxed);
+    }
+
     /// A hold word forged to name a position no record starts at (not a multiple of 8): the
     /// publisher does not read a header there (a misaligned read made it panic) and goes on
     /// sending, and the subscriber goes on receiving.
@@ -577,12 +587,7 @@ mod tests {
         }
         // Position 3, named by the live subscriber's slot.
         let word = 3 << 8 | (slot + 1) as u64;
-        publ.data
-            .block()
-            .ring
-            .reserve
-            .hold
-            .store(word, Ordering::Relaxed);
+        forge_hold(&publ, word);
         for _ in 0..20 {
             send(&mut publ);
         }
@@ -619,12 +624,7 @@ mod tests {
             send(&mut publ);
         }
         let word = (slot + 1) as u64; // position 0
-        publ.data
-            .block()
-            .ring
-            .reserve
-            .hold
-            .store(word, Ordering::Relaxed);
+        forge_hold(&publ, word);
         let forged = Instant::now();
         let mut received = 0;
         // Past the liveness period, and three laps of the ring (16 messages each).
