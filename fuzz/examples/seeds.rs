@@ -13,7 +13,8 @@ use std::path::Path;
 use ferry::udp::discovery::{decode_message, Announcement, Entry, Message, Role};
 use ferry::udp::frame::{self, decode, Common, Kind, NakEntry, FLAG_RELIABLE};
 use ferry_fuzz::{
-    message, Bytes, RxOp, RxSetup, TxOp, TxSetup, KNOWN_RECEIVER, RECEIVER_ID, SESSION, TOPIC,
+    message, Bytes, RingOp, RingSetup, RxOp, RxSetup, TxOp, TxSetup, KNOWN_RECEIVER, RECEIVER_ID,
+    RING_CAPACITIES, SESSION, TOPIC,
 };
 
 fn common(kind: Kind, session: u64) -> Common {
@@ -429,6 +430,82 @@ fn sender_seeds() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+/// The ring target's inputs: honest streams a writer and a reader exchange, which the fuzzer
+/// then corrupts.
+fn ring_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let encode = |setup: RingSetup, ops: &[RingOp]| {
+        let mut out = Vec::new();
+        setup.write(&mut out);
+        for op in ops {
+            op.write(&mut out);
+        }
+        out
+    };
+    let small = RING_CAPACITIES[0];
+    let large = RING_CAPACITIES[1];
+    // Messages of a few sizes, each read as it comes, with a loan given back among them.
+    let mut stream = Vec::new();
+    for (i, len) in [8u64, 40, 300, 1000, 32, 2000, 16]
+        .iter()
+        .cycle()
+        .take(40)
+        .enumerate()
+    {
+        stream.push(RingOp::Write {
+            len: *len,
+            commit: i % 9 != 4,
+        });
+        stream.push(if i % 2 == 0 {
+            RingOp::Read
+        } else {
+            RingOp::Step
+        });
+    }
+    // Large messages a latest reader may hold, in a ring that has room for it.
+    let mut held = Vec::new();
+    for _ in 0..12 {
+        held.push(RingOp::Write {
+            len: 16 << 10,
+            commit: true,
+        });
+        held.push(RingOp::Read);
+        held.push(RingOp::WriterWaits { len: 16 << 10 });
+    }
+    // A stream, then lies in the header, then more reads and writes.
+    let mut lies = stream[..20].to_vec();
+    lies.extend([
+        RingOp::Header {
+            which: 0,
+            value: 1 << 40,
+        },
+        RingOp::Read,
+        RingOp::Scribble {
+            word: 3,
+            value: u64::MAX,
+        },
+        RingOp::Rejoin { slot: 1 },
+        RingOp::ReaderSleeps,
+    ]);
+    lies.extend_from_slice(&stream[20..]);
+    let reliable = |capacity, max_len| RingSetup {
+        reliable: true,
+        capacity,
+        max_len,
+    };
+    let latest = |capacity, max_len| RingSetup {
+        reliable: false,
+        capacity,
+        max_len,
+    };
+    vec![
+        ("reliable-small", encode(reliable(small, 2000), &stream)),
+        ("reliable-window", encode(reliable(large, 4000), &stream)),
+        ("latest-small", encode(latest(small, 2000), &stream)),
+        ("latest-held", encode(latest(large, 16 << 10), &held)),
+        ("reliable-lies", encode(reliable(large, 2000), &lies)),
+    ]
+}
+
 fn main() -> std::io::Result<()> {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
     for (target, seeds) in [
@@ -436,6 +513,7 @@ fn main() -> std::io::Result<()> {
         ("discovery", discovery_seeds()),
         ("receiver", receiver_seeds()),
         ("sender", sender_seeds()),
+        ("ring", ring_seeds()),
     ] {
         let dir = corpus.join(target);
         std::fs::create_dir_all(&dir)?;

@@ -305,3 +305,126 @@ pub fn message(seq: u64, len: usize) -> Vec<u8> {
         .map(|i| (seq as usize).wrapping_mul(31).wrapping_add(i % 251) as u8)
         .collect()
 }
+
+/// The ring target's capacities: the smallest ring, and one large enough for a latest reader to
+/// hold a record in place (three of the largest messages and some).
+pub const RING_CAPACITIES: [u64; 2] = [4 << 10, 64 << 10];
+
+/// The ring target's configuration, from the input's first three bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingSetup {
+    /// Reliable ring (reader and writer), else latest.
+    pub reliable: bool,
+    /// One of `RING_CAPACITIES`.
+    pub capacity: u64,
+    /// The maximum message: at most what the ring takes.
+    pub max_len: u64,
+}
+
+impl RingSetup {
+    pub fn read(b: &mut Bytes<'_>) -> RingSetup {
+        let x = b.u8().unwrap_or(0);
+        let capacity = RING_CAPACITIES[usize::from(x >> 1 & 1)];
+        let max = ferry::shm::ring::max_payload(capacity);
+        RingSetup {
+            reliable: x & 1 == 0,
+            capacity,
+            max_len: u64::from(b.u16().unwrap_or(64)) % (max + 1),
+        }
+    }
+
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let c = RING_CAPACITIES
+            .iter()
+            .position(|&c| c == self.capacity)
+            .unwrap_or(0) as u8;
+        out.push(u8::from(!self.reliable) | c << 1);
+        out.extend_from_slice(&(self.max_len as u16).to_le_bytes());
+    }
+}
+
+/// One step of the ring target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingOp {
+    /// Store `value` into the ring's word `word` (taken modulo the ring's words).
+    Scribble { word: u64, value: u64 },
+    /// Store `value` into a header word: 0 head, 1 last, 2 next sequence number, 3 reserve,
+    /// 4 hold, 5 frontier, 6 sleepers, 7 and 8 reader 0's cursor and owner, 9 and 10 reader 1's.
+    Header { which: u8, value: u64 },
+    /// The reader looks for the next record (`peek`, or `read_latest`) and releases it.
+    Read,
+    /// A reliable reader takes one step (`step`) and releases what it found.
+    Step,
+    /// The writer reserves `len` bytes (modulo the maximum message plus one), fills them, and
+    /// commits or gives them back.
+    Write { len: u64, commit: bool },
+    /// The writer looks at the readers holding it back, announces a wait and ends it, and lets
+    /// go of a hold it steps over.
+    WriterWaits { len: u64 },
+    /// The reader looks for data and announces a sleep, then cancels it.
+    ReaderSleeps,
+    /// The reader leaves and joins again in slot `slot` (0 to 3).
+    Rejoin { slot: usize },
+}
+
+impl RingOp {
+    pub fn read(b: &mut Bytes<'_>) -> Option<RingOp> {
+        Some(match b.u8()? % 8 {
+            0 => RingOp::Scribble {
+                word: u64::from(b.u16()?),
+                value: b.u64()?,
+            },
+            1 => RingOp::Header {
+                which: b.u8()? % 11,
+                value: b.u64()?,
+            },
+            2 => RingOp::Read,
+            3 => RingOp::Step,
+            4 => {
+                let len = u64::from(b.u16()?);
+                RingOp::Write {
+                    len,
+                    commit: b.u8()? & 1 == 0,
+                }
+            }
+            5 => RingOp::WriterWaits {
+                len: u64::from(b.u16()?),
+            },
+            6 => RingOp::ReaderSleeps,
+            _ => RingOp::Rejoin {
+                slot: usize::from(b.u8()? % 4),
+            },
+        })
+    }
+
+    pub fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            RingOp::Scribble { word, value } => {
+                out.push(0);
+                out.extend_from_slice(&(*word as u16).to_le_bytes());
+                out.extend_from_slice(&value.to_le_bytes());
+            }
+            RingOp::Header { which, value } => {
+                out.push(1);
+                out.push(*which);
+                out.extend_from_slice(&value.to_le_bytes());
+            }
+            RingOp::Read => out.push(2),
+            RingOp::Step => out.push(3),
+            RingOp::Write { len, commit } => {
+                out.push(4);
+                out.extend_from_slice(&(*len as u16).to_le_bytes());
+                out.push(u8::from(!commit));
+            }
+            RingOp::WriterWaits { len } => {
+                out.push(5);
+                out.extend_from_slice(&(*len as u16).to_le_bytes());
+            }
+            RingOp::ReaderSleeps => out.push(6),
+            RingOp::Rejoin { slot } => {
+                out.push(7);
+                out.push(*slot as u8);
+            }
+        }
+    }
+}

@@ -28,13 +28,18 @@ mod error;
 mod node;
 pub mod pod;
 mod qos;
-pub(crate) mod shm;
 mod sync;
 
-// The OS layer and the UDP protocol's internals are not part of the API. The `internals`
-// feature opens them to ferry's own tests and fuzz targets (frame and discovery decoders, the
-// protocol cores, impairment); nothing else should enable it. Without it, what only those use is
+// The OS layer, the shared-memory ring and the UDP protocol's internals are not part of the
+// API. The `internals` feature opens them to ferry's own tests and fuzz targets (the ring's
+// reader and writer, frame and discovery decoders, the protocol cores, impairment); nothing else
+// should enable it. Without it, what only those use is
 // dead code here, as it went unchecked while these modules were public.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod shm;
+#[cfg(not(feature = "internals"))]
+mod shm;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod sys;

@@ -22,7 +22,7 @@ pub(crate) fn spin_hint() {
 /// in pairs on x86), so that a writer's hot word never shares a line with a reader's.
 #[repr(C, align(128))]
 #[derive(Default)]
-pub(crate) struct Padded<T>(pub T);
+pub struct Padded<T>(pub T);
 
 impl<T> std::ops::Deref for Padded<T> {
     type Target = T;

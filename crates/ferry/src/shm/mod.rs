@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ring::RingBytes;
 
 /// A ring's bytes in a double mapping: `capacity` bytes from `base`, mapped twice in a row.
-pub(crate) struct ShmBytes {
+pub struct ShmBytes {
     base: *mut u8,
     capacity: u64,
 }
@@ -28,12 +28,12 @@ unsafe impl Send for ShmBytes {}
 impl ShmBytes {
     /// # Safety
     /// `base` must point at `2 * capacity` mapped bytes that stay mapped while this value lives.
-    pub(crate) unsafe fn new(base: *mut u8, capacity: u64) -> ShmBytes {
+    pub unsafe fn new(base: *mut u8, capacity: u64) -> ShmBytes {
         ShmBytes { base, capacity }
     }
 
     /// Pointer to ring offset `offset` (< capacity); up to `capacity` bytes follow contiguously.
-    pub(crate) fn ptr(&self, offset: u64) -> *mut u8 {
+    pub fn ptr(&self, offset: u64) -> *mut u8 {
         debug_assert!(offset < self.capacity);
         // SAFETY: offset < capacity and the mapping spans 2 * capacity bytes.
         unsafe { self.base.add(offset as usize) }

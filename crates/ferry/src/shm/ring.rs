@@ -160,8 +160,10 @@ pub struct ReaderSlot {
 }
 
 impl RingHeader {
-    /// A fresh header in process memory (tests and models; shared memory starts zeroed instead).
-    #[cfg(any(test, loom))]
+    /// A fresh header in process memory (tests, models and fuzz targets; shared memory starts
+    /// zeroed instead).
+    #[cfg(any(test, loom, feature = "internals"))]
+    #[allow(clippy::new_without_default)]
     pub fn new() -> RingHeader {
         RingHeader {
             head: Padded(HeadLine {
@@ -1097,11 +1099,12 @@ impl Reader {
         // `head` (then below head) or of a later one (then head itself is a boundary to use).
         self.head = hdr.head.end.load(Ordering::Acquire);
         let last = hdr.head.last.load(Ordering::Relaxed);
-        self.pos = if last < self.head { last } else { self.head };
+        let pos = if last < self.head { last } else { self.head };
         // A record is at most a ring long, and starts at a multiple of 8.
-        if self.head - self.pos > self.capacity || self.pos % RECORD_ALIGN != 0 {
-            return Err(Corrupt { pos: self.pos });
+        if self.head - pos > self.capacity || pos % RECORD_ALIGN != 0 {
+            return Err(Corrupt { pos });
         }
+        self.pos = pos;
         Ok(())
     }
 
