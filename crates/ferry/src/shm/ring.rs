@@ -833,8 +833,9 @@ impl Reader {
             // The next record (message or padding) carries the next sequence number. Anything
             // else is not what an honest writer leaves there: judge it against `head` instead.
             if Some(word) == self.next_seq {
-                // A record and the next one's mark fit in the ring.
-                return Some(self.pos + self.capacity - COMMIT_WORD);
+                // A record and the next one's mark fit in the ring. (Saturating: positions a
+                // lap below 2^64 are a forged ring's, whose record then fails its checks.)
+                return Some(self.pos.saturating_add(self.capacity - COMMIT_WORD));
             }
         }
         self.has_data(hdr).then_some(self.head)
