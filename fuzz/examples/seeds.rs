@@ -485,6 +485,18 @@ fn ring_seeds() -> Vec<(&'static str, Vec<u8>)> {
         },
         RingOp::Rejoin { slot: 1 },
         RingOp::ReaderSleeps,
+        // Positions just below 2^64.
+        RingOp::Header {
+            which: 0,
+            value: (u64::MAX - 63) & !7,
+        },
+        RingOp::Rejoin { slot: 2 },
+        RingOp::Write {
+            len: 0,
+            commit: true,
+        },
+        RingOp::Read,
+        RingOp::Read,
     ]);
     lies.extend_from_slice(&stream[20..]);
     let reliable = |capacity, max_len| RingSetup {
