@@ -305,16 +305,19 @@ impl Writer {
     ) -> u64 {
         let off = self.head & (self.capacity - 1);
         let rec = record_len(payload_len);
-        // Only small records, only once per lap, only past the window, and not while a record
-        // may be held (the padding's mark could land in it).
-        if self.window == 0
-            || off + rec <= self.window
-            || 2 * rec > self.window
-            || self.watching_holds()
-        {
+        // Not while a record may be held (the padding's mark could land in it).
+        if !self.past_window(off, rec) || self.watching_holds() {
             return 0;
         }
         self.skip_slow(hdr, mem, off, rec)
+    }
+
+    /// Whether a record of `rec` bytes at lap offset `off` is one the window would move to the
+    /// next lap: a small record (at most half the window) that would reach past the window.
+    /// (`skip_slow` then tries it once per lap.)
+    #[inline(always)]
+    fn past_window(&self, off: u64, rec: u64) -> bool {
+        self.window != 0 && off + rec > self.window && 2 * rec <= self.window
     }
 
     #[cold]
@@ -378,9 +381,7 @@ impl Writer {
     #[inline(always)]
     pub fn reserve_common(&mut self, hdr: &RingHeader, payload_len: u64) -> Option<Reservation> {
         let off = self.head & (self.capacity - 1);
-        let rec = record_len(payload_len);
-        let padding_due = self.window != 0 && off + rec > self.window && 2 * rec <= self.window;
-        if padding_due || self.watching_holds() {
+        if self.past_window(off, record_len(payload_len)) || self.watching_holds() {
             return None;
         }
         self.reserve_here(hdr, payload_len).ok()
