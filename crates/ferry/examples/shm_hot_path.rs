@@ -25,6 +25,12 @@
 //! reply, and with 200 more on the sender between the payload and the commit, beside ferry, in
 //! five rounds.
 //!
+//! `... -- large [N]`: large messages (`SIZE` bytes, default 1 MiB): ferry's ping-pong beside the
+//! raw floor with its payload at a page boundary and 16 bytes on (where a ferry record puts it),
+//! in one reused buffer and in two or four taken in turn (ferry's ring for 1 MiB messages holds
+//! four, less a little), and the time of the sender's `memset` alone at both offsets, in five
+//! rounds.
+//!
 //! `... -- single`: one thread sends a message and receives it again, two million times, at 32 B
 //! and 1 KiB, reliable: the instructions of the path with no cache line crossing between CPUs,
 //! beside the raw floor's flag and buffer written and checked the same way.
@@ -37,6 +43,8 @@
 //! instructions one message takes (the difference of the totals over the difference of N), a
 //! figure that the machine's speed does not move.
 //!
+//! Every mode pins its two threads to CPUs 0 and 1, or to the two that `PIN=A,B` names.
+//!
 //! Timings depend on the machine and its load; compare runs made one after another.
 
 use std::time::{Duration, Instant};
@@ -45,7 +53,19 @@ use ferry::{Delivery, Node, Qos, Transport, WaitStrategy};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-fn pin(cpu: usize) {
+/// Pins the calling thread to the first (`which` 0) or second (1) CPU of the run: CPUs 0 and 1,
+/// or the two that `PIN=A,B` names (on a machine where 0 and 1 share a core, say).
+fn pin(which: usize) {
+    let cpus: Vec<usize> = std::env::var("PIN").map_or_else(
+        |_| vec![0, 1],
+        |p| {
+            p.split(',')
+                .map(|c| c.trim().parse().expect("PIN: two CPU numbers, as A,B"))
+                .collect()
+        },
+    );
+    assert_eq!(cpus.len(), 2, "PIN: two CPU numbers, as A,B");
+    let cpu = cpus[which];
     // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it; the call only
     // reads the set it is given.
     unsafe {
@@ -92,7 +112,7 @@ fn recv_check(inp: &mut ferry::Subscriber, byte: u8) {
 /// Median one-way time (ns) of `n` round trips of `len` bytes over rings of `ring` bytes.
 fn pingpong(n: usize, len: usize, ring: usize) -> u64 {
     let domain = format!("hotpath{}", std::process::id());
-    let q = qos(Delivery::Reliable, 1024, ring);
+    let q = qos(Delivery::Reliable, len.max(1024), ring);
     let node = Node::with_domain("ping", &domain).expect("node");
     let mut out = node.publisher("ping", &q).expect("publisher");
     let mut inp = node.subscriber("pong", &q).expect("subscriber");
@@ -405,6 +425,123 @@ fn single(n: usize, len: usize, delivery: Delivery) -> f64 {
     t.elapsed().as_nanos() as f64 / n as f64
 }
 
+/// One direction of the large-message floor: a flag on its own lines and `slots` page-aligned
+/// slots of `len` bytes and a page more, a message's payload `offset` bytes into its slot.
+struct BigDir {
+    flag: Line,
+    mem: *mut u8,
+    layout: std::alloc::Layout,
+    stride: usize,
+    slots: usize,
+    offset: usize,
+}
+
+// SAFETY: as `RawDir`: the ping-pong hands the slots back and forth through the flag.
+unsafe impl Sync for BigDir {}
+// SAFETY: the region is owned by this value and freed once, in `drop`.
+unsafe impl Send for BigDir {}
+
+impl BigDir {
+    fn new(len: usize, slots: usize, offset: usize) -> BigDir {
+        let stride = (len + offset).next_multiple_of(4096) + 4096;
+        let layout = std::alloc::Layout::from_size_align(stride * slots, 4096).expect("layout");
+        // SAFETY: the layout's size is not zero. (The first round trips pay the page faults; the
+        // medians leave them out.)
+        let mem = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!mem.is_null(), "out of memory");
+        BigDir {
+            flag: Line::new(),
+            mem,
+            layout,
+            stride,
+            slots,
+            offset,
+        }
+    }
+
+    fn payload(&self, n: u64) -> *mut u8 {
+        // SAFETY: slot `n % slots` lies inside the region, and `offset + len` inside its stride.
+        unsafe {
+            self.mem
+                .add((n as usize % self.slots) * self.stride + self.offset)
+        }
+    }
+}
+
+impl Drop for BigDir {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, freed only here.
+        unsafe { std::alloc::dealloc(self.mem, self.layout) };
+    }
+}
+
+/// The floor under a large message: `n` round trips of `len` bytes, each written with `memset`
+/// into the slot `BigDir` gives it and checked there by the peer, the flag apart. Median one-way
+/// time (ns).
+fn big_pingpong(n: usize, len: usize, slots: usize, offset: usize) -> u64 {
+    use std::sync::atomic::Ordering;
+    let dirs = std::sync::Arc::new((
+        BigDir::new(len, slots, offset),
+        BigDir::new(len, slots, offset),
+    ));
+    let send = move |d: &BigDir, i: u64, byte: u8| {
+        // SAFETY: the peer read the previous message of this slot before it answered.
+        unsafe { std::ptr::write_bytes(d.payload(i), byte, len) };
+        // Release pairs with the Acquire load in `recv`.
+        d.flag.0.store(i, Ordering::Release);
+    };
+    let recv = move |d: &BigDir, i: u64, byte: u8| {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        // Acquire pairs with the Release store in `send`.
+        while d.flag.0.load(Ordering::Acquire) != i {
+            std::hint::spin_loop();
+            spins = spins.wrapping_add(1);
+            if spins % 1024 == 0 {
+                assert!(
+                    start.elapsed() < TIMEOUT,
+                    "no large message within the timeout"
+                );
+            }
+        }
+        // SAFETY: the writer published these bytes before its flag store and waits for us.
+        let buf = unsafe { std::slice::from_raw_parts(d.payload(i).cast_const(), len) };
+        assert!(check(buf, byte), "a corrupt large message");
+    };
+    let d2 = dirs.clone();
+    let echo = std::thread::spawn(move || {
+        pin(1);
+        for i in 1..=n as u64 {
+            recv(&d2.0, i, (i % 200) as u8);
+            send(&d2.1, i, (i % 200) as u8 + 1);
+        }
+    });
+    pin(0);
+    let mut one_way = Vec::with_capacity(n);
+    for i in 1..=n as u64 {
+        let t = Instant::now();
+        send(&dirs.0, i, (i % 200) as u8);
+        recv(&dirs.1, i, (i % 200) as u8 + 1);
+        one_way.push(t.elapsed().as_nanos() as u64 / 2);
+    }
+    echo.join().expect("echo thread");
+    one_way.sort_unstable();
+    one_way[n / 2]
+}
+
+/// Mean time (ns) of a `memset` of `len` bytes at `offset` bytes past a page, on one thread.
+fn fill_time(len: usize, offset: usize) -> f64 {
+    let d = BigDir::new(len, 1, offset);
+    let rounds = (256 << 20) / len;
+    let t = Instant::now();
+    for i in 0..rounds {
+        // SAFETY: the slot holds `offset + len` bytes; nothing else touches it.
+        unsafe { std::ptr::write_bytes(d.payload(0), i as u8, len) };
+        std::hint::black_box(d.payload(0));
+    }
+    t.elapsed().as_nanos() as f64 / rounds as f64
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "pingpong".into());
@@ -532,9 +669,31 @@ fn main() {
                 println!("{line}");
             }
         }
+        "large" => {
+            let len: usize = std::env::var("SIZE").map_or(1 << 20, |s| s.parse().expect("SIZE"));
+            for round in 1..=5 {
+                let mut line = format!(
+                    "round {round}  {len} B one-way p50: ferry {} ns; raw in 1, 2, 4 buffers",
+                    pingpong(n, len, 0)
+                );
+                for offset in [0, 16] {
+                    line += &format!(", {offset} B past a page:");
+                    for slots in [1, 2, 4] {
+                        line += &format!(" {}", big_pingpong(n, len, slots, offset));
+                    }
+                    line += " ns";
+                }
+                line += &format!(
+                    "; memset alone, 0 and 16 B past a page: {:.0}, {:.0} ns",
+                    fill_time(len, 0),
+                    fill_time(len, 16)
+                );
+                println!("{line}");
+            }
+        }
         other => panic!(
-            "unknown mode {other:?}: pingpong, default, floors, gap, work, single, latest, count or \
-             count-raw"
+            "unknown mode {other:?}: pingpong, default, floors, gap, work, large, single, latest, \
+             count or count-raw"
         ),
     }
 }
