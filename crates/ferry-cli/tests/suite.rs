@@ -205,6 +205,11 @@ fn smoke_suite_writes_a_complete_report() {
         );
     }
     assert!(merged.contains("latency-m1.svg") && merged.contains("latency-m2.svg"));
+    // The same machine twice: its columns are numbered, not both given one host name.
+    assert!(
+        merged.contains(" #1") && merged.contains(" #2"),
+        "the two documents' columns are not told apart"
+    );
     for d in [&dir, &again, &both] {
         let _ = std::fs::remove_dir_all(d);
     }

@@ -857,14 +857,41 @@ pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}.muted{color:#
 table.summary{width:100%;table-layout:auto}table.summary td,table.summary th{text-align:left;white-space:normal}\
 table.summary td.fig{min-width:110px}table.summary td.cite{font-size:12px;color:#444;min-width:260px}";
 
+/// The name of each document's machine in a report: its host name, with its CPUs where two
+/// machines share a host name (virtual machines often do), and a number where that still does
+/// not tell them apart.
+fn labels(docs: &[SuiteResults]) -> Vec<String> {
+    let unique = |names: &[String]| {
+        names
+            .iter()
+            .enumerate()
+            .all(|(i, n)| !names[..i].contains(n))
+    };
+    let mut names: Vec<String> = docs.iter().map(SuiteResults::label).collect();
+    if unique(&names) {
+        return names;
+    }
+    for (name, d) in names.iter_mut().zip(docs) {
+        if let Some(m) = d.machine() {
+            let _ = write!(name, ", {} × {}", m.cpus, m.cpu_model);
+        }
+    }
+    if !unique(&names) {
+        for (i, name) in names.iter_mut().enumerate() {
+            let _ = write!(name, " #{}", i + 1);
+        }
+    }
+    names
+}
+
 /// The machine table's rows: a heading and one cell per document.
 fn machine_rows(docs: &[SuiteResults]) -> String {
     let machines: Vec<Option<crate::Machine>> = docs.iter().map(SuiteResults::machine).collect();
     let mut html = String::from("<table>");
     if docs.len() > 1 {
         html.push_str("<tr><th></th>");
-        for d in docs {
-            let _ = write!(html, "<th>{}</th>", esc(&d.label()));
+        for label in labels(docs) {
+            let _ = write!(html, "<th>{}</th>", esc(&label));
         }
         html.push_str("</tr>");
     }
@@ -946,9 +973,9 @@ fn summary_table(docs: &[SuiteResults]) -> String {
         return String::new();
     }
     let mut html = String::from("<h2 id=\"summary\">Summary</h2>\n<p class=\"muted\">ferry's figure, the floor (the raw baseline) and the best other system, each measured in the same run on this machine, beside the figure the study gives for its own machine.</p>\n<table class=\"summary\"><tr><th>experiment</th><th>measured</th>");
-    for d in docs {
+    for label in labels(docs) {
         let suffix = if docs.len() > 1 {
-            format!(" ({})", esc(&d.label()))
+            format!(" ({})", esc(&label))
         } else {
             String::new()
         };
@@ -1014,12 +1041,13 @@ pub fn write(out: &Path, docs: &[SuiteResults]) -> Result<()> {
         html,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>ferry lab report</title><style>{CSS}</style></head><body>\n<h1>ferry lab report</h1>\n"
     );
-    for d in docs {
+    let labels = labels(docs);
+    for (d, label) in docs.iter().zip(&labels) {
         let _ = writeln!(
             html,
             "<p class=\"muted\">{}ferry {} · {} suite · {:.0} s · <code>{}</code></p>",
             if several {
-                format!("{}: ", esc(&d.label()))
+                format!("{}: ", esc(label))
             } else {
                 String::new()
             },
@@ -1033,12 +1061,12 @@ pub fn write(out: &Path, docs: &[SuiteResults]) -> Result<()> {
     html.push_str("<h2>Machine</h2>\n");
     html.push_str(&machine_rows(docs));
     html.push_str("<h2>Experiments</h2>\n<table><tr><th>experiment</th>");
-    for d in docs {
+    for label in &labels {
         let _ = write!(
             html,
             "<th>status{0}</th><th>seconds{0}</th><th>files{0}</th>",
             if several {
-                format!(" ({})", esc(&d.label()))
+                format!(" ({})", esc(label))
             } else {
                 String::new()
             }
@@ -1096,7 +1124,7 @@ pub fn write(out: &Path, docs: &[SuiteResults]) -> Result<()> {
                 continue;
             };
             if several {
-                let _ = writeln!(html, "<h3>{}</h3>", esc(&d.label()));
+                let _ = writeln!(html, "<h3>{}</h3>", esc(&labels[di]));
             }
             if run.status == Status::Failed {
                 let _ = writeln!(
@@ -1239,5 +1267,46 @@ mod tests {
         assert_eq!(second.plots[0].file, "latency-m2.svg");
         let unknown = serde_json::json!({"experiment": "nothing", "rows": []});
         assert!(section(&unknown, "nothing").is_err());
+    }
+
+    /// A results document from a machine of this host name and CPU count.
+    fn doc_on(hostname: &str, cpus: usize) -> SuiteResults {
+        let mut v = serde_json::to_value(crate::latency::example()).unwrap();
+        v["machine"]["hostname"] = serde_json::json!(hostname);
+        v["machine"]["cpus"] = serde_json::json!(cpus);
+        v["machine"]["cpu_model"] = serde_json::json!("Some CPU");
+        let suite = crate::results::Suite {
+            level: "quick".to_owned(),
+            command: "ferry lab".to_owned(),
+            seconds: 1.0,
+            started_unix_s: 0,
+        };
+        let run = crate::results::Run {
+            step: "latency".to_owned(),
+            experiment: "latency".to_owned(),
+            status: Status::Ok,
+            note: None,
+            seconds: 0.5,
+            results: Some(v),
+        };
+        SuiteResults::new(suite, vec![run])
+    }
+
+    #[test]
+    fn machines_that_share_a_host_name_are_told_apart_in_a_report() {
+        let names = |docs: &[SuiteResults]| labels(docs);
+        assert_eq!(
+            names(&[doc_on("a", 2), doc_on("b", 2)]),
+            ["a", "b"],
+            "distinct host names stay as they are"
+        );
+        assert_eq!(
+            names(&[doc_on("vm", 2), doc_on("vm", 16)]),
+            ["vm, 2 × Some CPU", "vm, 16 × Some CPU"]
+        );
+        assert_eq!(
+            names(&[doc_on("vm", 2), doc_on("vm", 2)]),
+            ["vm, 2 × Some CPU #1", "vm, 2 × Some CPU #2"]
+        );
     }
 }
