@@ -45,6 +45,13 @@
 //!   cost: right after the padding, the writer's room in the new lap ends where the records a
 //!   reader has not read yet (and the padding's header) lie one lap back, a window's worth at
 //!   most, however large the ring, until that reader catches up.
+//!   Large records (`LARGE` and up) take turns between the two halves of a lap instead: when
+//!   every reliable reader has released everything, a padding record runs to the next half-lap
+//!   boundary and the record starts there, so an exchange of large messages in a ring sized for
+//!   larger ones uses two places, not the whole ring. A reader found behind keeps the writer
+//!   where it is for the rest of that half lap. While a record may be held (below), the writer
+//!   publishes how far the padding and the record reach and looks for a hold first, as any
+//!   reservation does then, and steps over a held record instead.
 //!
 //! - Holding (latest readers, large records): a latest reader would copy a record of at least
 //!   `HOLD_MIN` bytes out for nothing if the writer laps it meanwhile, so it holds the record in
@@ -83,6 +90,10 @@ const NOT_COMMITTED: u64 = u64::MAX;
 /// The bytes at the start of a lap a reliable writer keeps small records in while its readers keep
 /// up (see the protocol above): with both directions' windows, well inside a first-level cache.
 pub const WINDOW: u64 = 8 * 1024;
+/// Records of at least this many bytes take turns between the two halves of a lap while the
+/// readers keep up (see "The window" above). Smaller ones walk the ring as before: the turns
+/// were measured to gain from 1 MiB up, and at 32 KiB to lose a little (docs/RESULTS.md).
+pub const LARGE: u64 = 256 * 1024;
 const RECORD_ALIGN: u64 = 8;
 /// Latest readers hold payloads of at least this many bytes in place instead of copying them.
 #[cfg(not(loom))]
@@ -220,8 +231,14 @@ pub struct Writer {
     reliable: bool,
     /// `WINDOW` for a reliable ring large enough to gain from it, else 0 (off).
     window: u64,
-    /// The start of the last lap at whose window end a skip was considered.
+    /// The start of the last lap at whose window end a skip was considered; or, for a large
+    /// record, the half-lap boundary it was last refused for (the two never meet in a way that
+    /// matters: at worst one look is left out).
     window_lap: u64,
+    /// Records of at least this many bytes go to half-lap boundaries in tests (`LARGE`
+    /// otherwise).
+    #[cfg(any(test, loom))]
+    large: u64,
     /// Holds are looked for while `head` is below this: the end of the last large message a lap
     /// on (only large messages are held).
     hold_watch: u64,
@@ -276,6 +293,8 @@ impl Writer {
             reliable,
             window,
             window_lap: u64::MAX,
+            #[cfg(any(test, loom))]
+            large: LARGE,
             // A ring taken over may hold large records: watch a lap (a fresh one holds none).
             hold_watch: if head == 0 { 0 } else { head + capacity },
             held: (0, None),
@@ -289,6 +308,8 @@ impl Writer {
     pub fn with_window(mut self, window: u64) -> Writer {
         assert!(self.reliable && 2 * window <= self.capacity);
         self.window = window;
+        // Every record over half the window is a large one here.
+        self.large = window / 2 + 1;
         self
     }
 
@@ -305,19 +326,85 @@ impl Writer {
     ) -> u64 {
         let off = self.head & (self.capacity - 1);
         let rec = record_len(payload_len);
+        if !self.past_window(off, rec) {
+            return 0;
+        }
+        if 2 * rec > self.window {
+            return self.skip_large(hdr, mem, rec);
+        }
         // Not while a record may be held (the padding's mark could land in it).
-        if !self.past_window(off, rec) || self.watching_holds() {
+        if self.watching_holds() {
             return 0;
         }
         self.skip_slow(hdr, mem, off, rec)
     }
 
-    /// Whether a record of `rec` bytes at lap offset `off` is one the window would move to the
-    /// next lap: a small record (at most half the window) that would reach past the window.
-    /// (`skip_slow` then tries it once per lap.)
+    /// Whether a record of `rec` bytes at lap offset `off` is one the window would move: a small
+    /// record (at most half the window) that would reach past the window, to the next lap
+    /// (`skip_slow` then tries it once per lap), or a large one not at a half-lap boundary, to
+    /// the next (`skip_large`).
     #[inline(always)]
     fn past_window(&self, off: u64, rec: u64) -> bool {
-        self.window != 0 && off + rec > self.window && 2 * rec <= self.window
+        self.window != 0
+            && if 2 * rec <= self.window {
+                off + rec > self.window
+            } else {
+                rec >= self.large() && off & (self.capacity / 2 - 1) != 0
+            }
+    }
+
+    /// Records of at least this many bytes go to half-lap boundaries.
+    #[cfg(not(any(test, loom)))]
+    #[inline(always)]
+    fn large(&self) -> u64 {
+        LARGE
+    }
+
+    #[cfg(any(test, loom))]
+    #[inline(always)]
+    fn large(&self) -> u64 {
+        self.large
+    }
+
+    /// A large record (`LARGE`) goes to the next half-lap boundary when every reliable reader
+    /// has released everything (see "The window" above), so that large messages answered one at
+    /// a time take turns in two places of the ring instead of walking all of it. A reader behind
+    /// is looked for once per half lap. Returns the sleeping readers to wake, as `commit` does.
+    #[cold]
+    fn skip_large<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M, rec: u64) -> u64 {
+        let half = self.capacity / 2;
+        let next = (self.head | (half - 1)) + 1;
+        let touched = next + rec + COMMIT_WORD;
+        if self.window_lap == next
+            || next - self.head < RECORD_HEADER + COMMIT_WORD
+            || touched - next > half
+        {
+            return 0;
+        }
+        if self.min_cursor(hdr) != self.head {
+            self.window_lap = next;
+            return 0;
+        }
+        self.limit = self.head + self.capacity;
+        if self.watching_holds() {
+            // As `reserve_around_hold` plans: publish how far the padding and the record after
+            // it reach, then look for a hold. Store frontier, fence, load hold; pairs with the
+            // fence in `Reader::try_hold`: a hold this load misses saw the frontier. Acquire
+            // pairs with the Release of `Reader::unhold`.
+            if touched > self.frontier {
+                self.frontier = touched;
+                // Relaxed: ordered before the hold load by the fence below.
+                hdr.reserve.frontier.store(touched, Ordering::Relaxed);
+            }
+            fence(Ordering::SeqCst);
+            let word = hdr.reserve.hold.load(Ordering::Acquire);
+            self.look_at_hold(hdr, mem, word);
+            if self.held.1.is_some() {
+                // A record held in place: the reservation steps over it as usual.
+                return 0;
+            }
+        }
+        self.pad_to(hdr, mem, next)
     }
 
     #[cold]
