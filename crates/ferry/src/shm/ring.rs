@@ -386,23 +386,11 @@ impl Writer {
             return 0;
         }
         self.limit = self.head + self.capacity;
-        if self.watching_holds() {
-            // As `reserve_around_hold` plans: publish how far the padding and the record after
-            // it reach, then look for a hold. Store frontier, fence, load hold; pairs with the
-            // fence in `Reader::try_hold`: a hold this load misses saw the frontier. Acquire
-            // pairs with the Release of `Reader::unhold`.
-            if touched > self.frontier {
-                self.frontier = touched;
-                // Relaxed: ordered before the hold load by the fence below.
-                hdr.reserve.frontier.store(touched, Ordering::Relaxed);
-            }
-            fence(Ordering::SeqCst);
-            let word = hdr.reserve.hold.load(Ordering::Acquire);
-            self.look_at_hold(hdr, mem, word);
-            if self.held.1.is_some() {
-                // A record held in place: the reservation steps over it as usual.
-                return 0;
-            }
+        // As `reserve_around_hold` plans: how far the padding and the record after it reach,
+        // published before the look for a hold.
+        if self.watching_holds() && self.look_for_hold(hdr, mem, touched) {
+            // A record held in place: the reservation steps over it as usual.
+            return 0;
         }
         self.pad_to(hdr, mem, next)
     }
@@ -504,19 +492,7 @@ impl Writer {
         let rec = record_len(payload_len);
         let mut start = self.head;
         for _ in 0..HOLD_ROUNDS {
-            let touched = start + rec + COMMIT_WORD;
-            if touched > self.frontier {
-                self.frontier = touched;
-                // Relaxed: ordered before the hold load by the fence below.
-                hdr.reserve.frontier.store(touched, Ordering::Relaxed);
-            }
-            // Store frontier, fence, load hold; pairs with the fence in `Reader::try_hold` (set
-            // hold, fence, load frontier): a hold this load misses saw the frontier above.
-            // Acquire pairs with the Release of `Reader::unhold`: the reads of a record let go
-            // come before this writer writes over it.
-            fence(Ordering::SeqCst);
-            let word = hdr.reserve.hold.load(Ordering::Acquire);
-            self.look_at_hold(hdr, mem, word);
+            self.look_for_hold(hdr, mem, start + rec + COMMIT_WORD);
             let next = match self.held.1 {
                 Some((offset, len)) => {
                     // The held record's next copy at or after head.
@@ -544,6 +520,25 @@ impl Writer {
         }
         // The hold changed under every plan: the caller tries again.
         Err(Full)
+    }
+
+    /// Publishes `touched` (how far the writer plans to write) in `frontier` and looks at the
+    /// hold word: whether a record is held that the writer must step over (`held`).
+    #[inline]
+    fn look_for_hold<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M, touched: u64) -> bool {
+        if touched > self.frontier {
+            self.frontier = touched;
+            // Relaxed: ordered before the hold load by the fence below.
+            hdr.reserve.frontier.store(touched, Ordering::Relaxed);
+        }
+        // Store frontier, fence, load hold; pairs with the fence in `Reader::try_hold` (set hold,
+        // fence, load frontier): a hold this load misses saw the frontier above. Acquire pairs
+        // with the Release of `Reader::unhold`: the reads of a record let go come before this
+        // writer writes over it.
+        fence(Ordering::SeqCst);
+        let word = hdr.reserve.hold.load(Ordering::Acquire);
+        self.look_at_hold(hdr, mem, word);
+        self.held.1.is_some()
     }
 
     /// Commits padding from `head` to `start` (when they differ), then reserves at `start`.

@@ -232,13 +232,18 @@ fn loom_reliable_join_during_writes() {
 /// never writes over what the reader has not released.
 #[test]
 fn loom_reliable_reader_behind_a_windowed_writer() {
-    loom::model(|| {
+    // 16-byte records in a 32-byte window of a 64-byte ring: the third gives a lap back.
+    reader_behind_a_windowed_writer(&[0, 0, 0, 0]);
+}
+
+/// A reliable reader reading records of `lens` bytes from a writer with a 32-byte window (half
+/// the ring) that calls `skip_to_window` before each.
+fn reader_behind_a_windowed_writer(lens: &'static [usize]) {
+    loom::model(move || {
         let (hdr, mem) = setup();
-        // 16-byte records in a 32-byte window of a 64-byte ring: the third gives a lap back.
-        let lens = [0usize, 0, 0, 0];
         let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
         let (h2, m2) = (hdr.clone(), mem.clone());
-        let reader = thread::spawn(move || read_all(&mut r, &h2, &m2, &lens));
+        let reader = thread::spawn(move || read_all(&mut r, &h2, &m2, lens));
         let mut w = Writer::new(&hdr, CAP, true).with_window(CAP / 2);
         for (seq, &len) in lens.iter().enumerate() {
             w.skip_to_window(&hdr, &*mem, len as u64);
@@ -253,20 +258,27 @@ fn loom_reliable_reader_behind_a_windowed_writer() {
 /// every message in order and intact, and the padding never lands on what it has not read.
 #[test]
 fn loom_reliable_reader_behind_a_writer_that_moves_large_records() {
-    loom::model(|| {
-        let (hdr, mem) = setup();
-        // 24-byte records, a 32-byte window: each goes to offset 0 or 32 when it may.
-        let lens = [8usize, 8, 8];
-        let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
-        let (h2, m2) = (hdr.clone(), mem.clone());
-        let reader = thread::spawn(move || read_all(&mut r, &h2, &m2, &lens));
-        let mut w = Writer::new(&hdr, CAP, true).with_window(CAP / 2);
-        for (seq, &len) in lens.iter().enumerate() {
-            w.skip_to_window(&hdr, &*mem, len as u64);
-            write_blocking(&mut w, &hdr, &mem, seq as u64, len);
+    // 24-byte records, a 32-byte window: each goes to offset 0 or 32 when it may.
+    reader_behind_a_windowed_writer(&[8, 8, 8]);
+}
+
+/// A latest reader's look at the newest record: held in place, its bytes must not change while
+/// it reads them twice (yielding between); copied, they must be whole.
+fn read_held_or_copied(r: &mut Reader, hdr: &RingHeader, mem: &AtomicBytes, len: usize) {
+    let mut buf = Vec::new();
+    if let Some(rec) = r.read_latest(hdr, mem, &mut buf).expect("never corrupt") {
+        if rec.held {
+            let mut bytes = vec![0; len];
+            for _ in 0..2 {
+                mem.read(rec.offset, &mut bytes);
+                assert_eq!(bytes, pattern(rec.seq, len), "a held record changed");
+                thread::yield_now();
+            }
+            r.unhold(hdr);
+        } else {
+            assert_eq!(buf, pattern(rec.seq, len), "torn record returned");
         }
-        reader.join().unwrap();
-    });
+    }
 }
 
 /// A latest reader holding a record in place while the writer laps the ring around it: the held
@@ -286,22 +298,7 @@ fn loom_a_held_record_is_never_written_over() {
             write_blocking(&mut w, &hdr, &mem, seq, LEN);
         }
         let (h2, m2) = (hdr.clone(), mem.clone());
-        let reader = thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(rec) = r.read_latest(&h2, &*m2, &mut buf).expect("never corrupt") {
-                if rec.held {
-                    let mut bytes = vec![0; LEN];
-                    for _ in 0..2 {
-                        m2.read(rec.offset, &mut bytes);
-                        assert_eq!(bytes, pattern(rec.seq, LEN), "a held record changed");
-                        thread::yield_now();
-                    }
-                    r.unhold(&h2);
-                } else {
-                    assert_eq!(buf, pattern(rec.seq, LEN), "torn record returned");
-                }
-            }
-        });
+        let reader = thread::spawn(move || read_held_or_copied(&mut r, &h2, &m2, LEN));
         // Three more: the third reaches the oldest records' bytes, held or not.
         for seq in 4..7 {
             write_blocking(&mut w, &hdr, &mem, seq, LEN);
@@ -331,22 +328,7 @@ fn loom_a_held_record_is_never_written_over_by_padding_to_a_half_lap() {
             send(&mut w, seq);
         }
         let (h2, m2) = (hdr.clone(), mem.clone());
-        let reader = thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(rec) = r.read_latest(&h2, &*m2, &mut buf).expect("never corrupt") {
-                if rec.held {
-                    let mut bytes = vec![0; LEN];
-                    for _ in 0..2 {
-                        m2.read(rec.offset, &mut bytes);
-                        assert_eq!(bytes, pattern(rec.seq, LEN), "a held record changed");
-                        thread::yield_now();
-                    }
-                    r.unhold(&h2);
-                } else {
-                    assert_eq!(buf, pattern(rec.seq, LEN), "torn record returned");
-                }
-            }
-        });
+        let reader = thread::spawn(move || read_held_or_copied(&mut r, &h2, &m2, LEN));
         // Two more: the second goes where the newest record was when the reader looked.
         for seq in 2..4 {
             send(&mut w, seq);
