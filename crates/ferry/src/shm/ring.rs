@@ -373,8 +373,11 @@ impl Writer {
     #[cold]
     fn skip_large<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M, rec: u64) -> u64 {
         let half = self.capacity / 2;
-        let next = (self.head | (half - 1)) + 1;
-        let touched = next + rec + COMMIT_WORD;
+        // Checked: a head this close to 2^64 is never reached, and nothing here may wrap.
+        let Some(next) = (self.head | (half - 1)).checked_add(1) else {
+            return 0;
+        };
+        let touched = next.saturating_add(rec + COMMIT_WORD);
         if self.window_lap == next
             || next - self.head < RECORD_HEADER + COMMIT_WORD
             || touched - next > half
@@ -385,7 +388,7 @@ impl Writer {
             self.window_lap = next;
             return 0;
         }
-        self.limit = self.head + self.capacity;
+        self.limit = self.head.saturating_add(self.capacity);
         // As `reserve_around_hold` plans: how far the padding and the record after it reach,
         // published before the look for a hold.
         if self.watching_holds() && self.look_for_hold(hdr, mem, touched) {
