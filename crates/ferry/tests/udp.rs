@@ -204,7 +204,11 @@ fn sends_the_kernel_refuses_show_in_the_publishers_stats() {
     assert!(wait_until(Duration::from_secs(30), || publ
         .subscriber_count()
         == 1));
-    publ.send(b"hello").unwrap();
+    // The first message as the child checks it (its default largest size, 1024), so that it
+    // waits for more rather than failing on a payload it does not expect.
+    let mut first = vec![0; size_of_msg(0, 1024)];
+    fill(0, &mut first);
+    publ.send(&first).unwrap();
     kill9(&mut sub);
     let _ = sub.wait();
     let errors = || {
