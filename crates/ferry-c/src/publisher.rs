@@ -178,9 +178,11 @@ pub unsafe extern "C" fn ferry_publisher_send(
 
 /// Lends room for a `len`-byte message, to be written in place (`ferry_loan_data`) and sent
 /// with `ferry_loan_send` or given back with `ferry_loan_discard`. Under shared memory the bytes
-/// are the publisher's ring itself (zero copy) and hold whatever it held before; under reliable
-/// delivery this waits for ring space as a send does (`FERRY_TIMEOUT`). One loan per publisher
-/// at a time; while it is outstanding every other call on the publisher is refused.
+/// are the publisher's ring itself (zero copy); under UDP, a buffer of the publisher's that
+/// becomes the retransmit copy. Either holds whatever an earlier message left there: write every
+/// byte. Under reliable delivery this waits for ring space as a send does (`FERRY_TIMEOUT`). One
+/// loan per publisher at a time; while it is outstanding every other call on the publisher is
+/// refused.
 ///
 /// # Safety
 /// `publisher` is a live publisher; `out` is valid for a write.

@@ -251,8 +251,7 @@ impl Publisher {
                         max: p.max_message(),
                     });
                 }
-                let mut buf = p.buffer();
-                buf.resize(len, 0);
+                let buf = p.buffer_of(len);
                 LoanInner::Udp {
                     publisher: p,
                     buf: Some(buf),
@@ -311,8 +310,9 @@ impl Loan<'_> {
         self.len() == 0
     }
 
-    /// The message bytes to fill in. Under shared memory they hold whatever the ring held
-    /// before.
+    /// The message bytes to fill in. They hold whatever was there before (an earlier message of
+    /// this publisher, in the ring or in a pooled UDP buffer; zeroes where none was): write every
+    /// byte.
     #[inline]
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         match &mut self.inner {

@@ -1178,6 +1178,12 @@ impl UdpPublisher {
         self.shared.lock().sender.buffer()
     }
 
+    /// A `len`-byte buffer to overwrite for `send_owned` (a loan's): it holds what an earlier
+    /// message of this publisher left in it, zeroes only past that.
+    pub fn buffer_of(&self, len: usize) -> Vec<u8> {
+        self.shared.lock().sender.buffer_of(len)
+    }
+
     pub fn send(&self, msg: &[u8]) -> Result<(), SendError> {
         let mut buf = self.buffer();
         buf.extend_from_slice(msg);

@@ -446,6 +446,19 @@ impl Sender {
         b
     }
 
+    /// A buffer from the pool holding `len` bytes to be overwritten (a loan): the bytes an earlier
+    /// message of this publisher left there, zeroes only past them, so that a steady stream of
+    /// messages of one size writes each byte once, not a zero first.
+    pub fn buffer_of(&mut self, len: usize) -> Vec<u8> {
+        let mut b = self.pool.pop().unwrap_or_default();
+        if b.len() >= len {
+            b.truncate(len);
+        } else {
+            b.resize(len, 0);
+        }
+        b
+    }
+
     /// Takes a message already in a buffer (from `buffer`); `pump` sends it.
     pub fn offer_owned(&mut self, data: Vec<u8>) -> Result<u64, Busy> {
         if !self.can_take(data.len()) {
@@ -1079,5 +1092,33 @@ impl Sender {
     #[cfg(test)]
     pub(crate) fn retained(&self) -> usize {
         self.window.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loan_buffer_keeps_an_earlier_messages_bytes_and_zeroes_only_past_them() {
+        let mut tx = Sender::new(1, 2, SenderConfig::default());
+        // Nothing pooled yet: a fresh buffer, all zeros.
+        let fresh = tx.buffer_of(16);
+        assert_eq!(fresh, vec![0u8; 16]);
+        // A retired 100-byte message returns to the pool; a shorter loan gets its first bytes
+        // as they are, in the same allocation.
+        tx.pool.push(vec![7u8; 100]);
+        let shorter = tx.buffer_of(40);
+        assert_eq!(shorter, vec![7u8; 40]);
+        assert!(shorter.capacity() >= 100, "the pooled allocation is reused");
+        // A longer loan keeps those 40 bytes and zeroes the rest: no byte it lends is
+        // uninitialised, and none is written twice before the caller writes it.
+        tx.pool.push(shorter);
+        let longer = tx.buffer_of(60);
+        assert_eq!(&longer[..40], &[7u8; 40][..]);
+        assert_eq!(&longer[40..], &[0u8; 20][..]);
+        // `buffer` (for a copy appended to it) still starts empty.
+        tx.pool.push(longer);
+        assert!(tx.buffer().is_empty());
     }
 }
