@@ -42,7 +42,7 @@ impl ShmBytes {
 
 impl RingBytes for ShmBytes {
     /// Whole words, with relaxed atomic stores: a latest reader may be copying them (see `read`).
-    #[cfg(any(test, loom))]
+    #[cfg(test)]
     fn write(&self, offset: u64, src: &[u8]) {
         assert!(offset < self.capacity && src.len() as u64 <= self.capacity);
         assert!(offset % 8 == 0 && src.len() % 8 == 0);

@@ -173,7 +173,7 @@ pub struct ReaderSlot {
 impl RingHeader {
     /// A fresh header in process memory (tests, models and fuzz targets; shared memory starts
     /// zeroed instead).
-    #[cfg(any(test, loom, feature = "internals"))]
+    #[cfg(any(test, feature = "internals"))]
     #[allow(clippy::new_without_default)]
     pub fn new() -> RingHeader {
         RingHeader {
@@ -204,7 +204,7 @@ impl RingHeader {
 /// offset that is a multiple of 8, accessed atomically.
 pub trait RingBytes {
     /// Writes whole words (tests forge rings with it; the writer stores words).
-    #[cfg(any(test, loom))]
+    #[cfg(test)]
     fn write(&self, offset: u64, src: &[u8]);
     fn read(&self, offset: u64, dst: &mut [u8]);
     /// The record header at `offset`, read as `read` reads.
@@ -237,7 +237,7 @@ pub struct Writer {
     window_lap: u64,
     /// Records of at least this many bytes go to half-lap boundaries in tests (`LARGE`
     /// otherwise).
-    #[cfg(any(test, loom))]
+    #[cfg(test)]
     large: u64,
     /// Holds are looked for while `head` is below this: the end of the last large message a lap
     /// on (only large messages are held).
@@ -293,7 +293,7 @@ impl Writer {
             reliable,
             window,
             window_lap: u64::MAX,
-            #[cfg(any(test, loom))]
+            #[cfg(test)]
             large: LARGE,
             // A ring taken over may hold large records: watch a lap (a fresh one holds none).
             hold_watch: if head == 0 { 0 } else { head + capacity },
@@ -304,7 +304,7 @@ impl Writer {
     }
 
     /// Sets the window (tests and models use small rings; 0 turns it off).
-    #[cfg(any(test, loom))]
+    #[cfg(test)]
     pub fn with_window(mut self, window: u64) -> Writer {
         assert!(self.reliable && 2 * window <= self.capacity);
         self.window = window;
@@ -354,13 +354,13 @@ impl Writer {
     }
 
     /// Records of at least this many bytes go to half-lap boundaries.
-    #[cfg(not(any(test, loom)))]
+    #[cfg(not(test))]
     #[inline(always)]
     fn large(&self) -> u64 {
         LARGE
     }
 
-    #[cfg(any(test, loom))]
+    #[cfg(test)]
     #[inline(always)]
     fn large(&self) -> u64 {
         self.large
@@ -1226,12 +1226,12 @@ pub(crate) fn record_header(seq: u64, len: u32, padding: bool) -> [u8; RECORD_HE
 
 /// A ring's bytes held in atomic words, for tests and loom models: every byte access is a relaxed
 /// atomic, so a model checker sees (and may reorder) each one.
-#[cfg(any(test, loom))]
+#[cfg(test)]
 pub struct AtomicBytes {
     words: Vec<AtomicU64>,
 }
 
-#[cfg(any(test, loom))]
+#[cfg(test)]
 impl AtomicBytes {
     pub fn new(capacity: u64) -> AtomicBytes {
         assert!(capacity.is_power_of_two() && capacity >= 8);
@@ -1245,7 +1245,7 @@ impl AtomicBytes {
     }
 }
 
-#[cfg(any(test, loom))]
+#[cfg(test)]
 impl RingBytes for AtomicBytes {
     fn write(&self, offset: u64, src: &[u8]) {
         let cap = self.capacity();
@@ -1305,5 +1305,5 @@ impl RingBytes for AtomicBytes {
 #[cfg(all(test, not(loom)))]
 mod tests;
 
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 mod loom_tests;
