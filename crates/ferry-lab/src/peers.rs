@@ -72,9 +72,9 @@ pub fn binary(system: &str) -> Result<PathBuf> {
     let what = format!(
         "ferry lab: building the other systems' transports once ({}): {command}",
         if feature_of(system).is_some() {
-            "iceoryx2 and Zenoh, a few minutes"
+            "iceoryx2 and Zenoh, about eight minutes on 2 CPUs"
         } else {
-            "iceoryx2, about a minute"
+            "iceoryx2, about a minute and a half on 2 CPUs"
         }
     );
     if cargo_build("crates/ferry-peers/Cargo.toml", &args, &what)? && built.is_file() {
