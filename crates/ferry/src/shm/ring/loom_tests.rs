@@ -281,58 +281,54 @@ fn read_held_or_copied(r: &mut Reader, hdr: &RingHeader, mem: &AtomicBytes, len:
     }
 }
 
-/// A latest reader holding a record in place while the writer laps the ring around it: the held
-/// bytes never change while held, whatever the interleaving, and a record the reader copies is
-/// intact.
-#[test]
-fn loom_a_held_record_is_never_written_over() {
+/// A latest reader looks at the newest record (holding it or copying it) once `before` records
+/// of `HOLD_MIN` bytes are in a 128-byte ring, while the writer adds more up to `total`. With a
+/// `window`, the writer is a reliable one that moves records over half of it to half-lap
+/// boundaries (no reliable reader holds it back, so it does every time).
+fn held_record_model(window: Option<u64>, before: u64, total: u64) {
     const HOLD_CAP: u64 = 128;
     const LEN: usize = HOLD_MIN as usize;
-    loom::model(|| {
+    loom::model(move || {
         let hdr = Arc::new(RingHeader::new());
         let mem = Arc::new(AtomicBytes::new(HOLD_CAP));
         let mut r = Reader::join(&hdr, HOLD_CAP, LEN as u64, 0, 1, false);
-        let mut w = Writer::new(&hdr, HOLD_CAP, false);
-        // Records of 24 bytes: five fit a lap. Four are there before the reader looks.
-        for seq in 0..4 {
-            write_blocking(&mut w, &hdr, &mem, seq, LEN);
+        let mut w = Writer::new(&hdr, HOLD_CAP, window.is_some());
+        if let Some(window) = window {
+            w = w.with_window(window);
+        }
+        let send = |w: &mut Writer, seq: u64| {
+            if window.is_some() {
+                w.skip_to_window(&hdr, &*mem, LEN as u64);
+            }
+            write_blocking(w, &hdr, &mem, seq, LEN);
+        };
+        for seq in 0..before {
+            send(&mut w, seq);
         }
         let (h2, m2) = (hdr.clone(), mem.clone());
         let reader = thread::spawn(move || read_held_or_copied(&mut r, &h2, &m2, LEN));
-        // Three more: the third reaches the oldest records' bytes, held or not.
-        for seq in 4..7 {
-            write_blocking(&mut w, &hdr, &mem, seq, LEN);
+        for seq in before..total {
+            send(&mut w, seq);
         }
         reader.join().unwrap();
     });
 }
 
+/// A latest reader holding a record in place while the writer laps the ring around it: the held
+/// bytes never change while held, whatever the interleaving, and a record the reader copies is
+/// intact.
+#[test]
+fn loom_a_held_record_is_never_written_over() {
+    // Records of 24 bytes: five fit a lap. Four are there before the reader looks; of three
+    // more, the third reaches the oldest records' bytes, held or not.
+    held_record_model(None, 4, 7);
+}
+
 /// As above, with a reliable writer that moves records over half its window to half-lap
-/// boundaries (no reliable reader holds it back, so it does every time): the padding it commits
-/// for that never lands on the held record either.
+/// boundaries: the padding it commits for that never lands on the held record either.
 #[test]
 fn loom_a_held_record_is_never_written_over_by_padding_to_a_half_lap() {
-    const HOLD_CAP: u64 = 128;
-    const LEN: usize = HOLD_MIN as usize;
-    loom::model(|| {
-        let hdr = Arc::new(RingHeader::new());
-        let mem = Arc::new(AtomicBytes::new(HOLD_CAP));
-        let mut r = Reader::join(&hdr, HOLD_CAP, LEN as u64, 0, 1, false);
-        // 24-byte records, a 32-byte window: records go to offsets 0 and 64.
-        let mut w = Writer::new(&hdr, HOLD_CAP, true).with_window(32);
-        let send = |w: &mut Writer, seq: u64| {
-            w.skip_to_window(&hdr, &*mem, LEN as u64);
-            write_blocking(w, &hdr, &mem, seq, LEN);
-        };
-        for seq in 0..2 {
-            send(&mut w, seq);
-        }
-        let (h2, m2) = (hdr.clone(), mem.clone());
-        let reader = thread::spawn(move || read_held_or_copied(&mut r, &h2, &m2, LEN));
-        // Two more: the second goes where the newest record was when the reader looked.
-        for seq in 2..4 {
-            send(&mut w, seq);
-        }
-        reader.join().unwrap();
-    });
+    // 24-byte records, a 32-byte window: records go to offsets 0 and 64. Of the two sent after
+    // the reader looks, the second goes where the newest record was when it looked.
+    held_record_model(Some(32), 2, 4);
 }
