@@ -1184,10 +1184,14 @@ impl Experiment for Latency {
                 caption: "Box: p50 (black line) to p90; whiskers: min and p99; dot: p99.9. One colour per transport; raw-* are the hardware floors measured in the same rounds.".to_owned(),
             }],
             sentence: format!(
-                "{} found both shared-memory streams faster than UDP IPv4/IPv6 at 32 B, 1 KB, 32 KB and 1 MB on an i7-9750H, the spinning one fastest; {} reports under 50 µs one-way below 1 KB across Gigabit Ethernet. Here, one-way p50 {phrase}.{}",
+                "{} found both shared-memory streams faster than UDP IPv4/IPv6 at 32 B, 1 KB, 32 KB and 1 MB on an i7-9750H, the spinning one fastest; {} reports under 50 µs one-way below 1 KB across Gigabit Ethernet. Here, one-way p50 {phrase}.{}{}",
                 cite_first(&SHM_STREAM),
                 cite(&VORTEX_LITE),
-                versus_peers(&results.rows)
+                versus_peers(&results.rows),
+                match state_note(&results.rows) {
+                    note if note.is_empty() => note,
+                    note => format!(" {note}"),
+                }
             ),
         })
     }
@@ -1379,13 +1383,59 @@ fn render_table(setup: &Setup, rows: &[Row]) -> String {
             versus,
         ]);
     }
-    format!(
+    let mut out = format!(
         "\nOne-way latency (round trip / 2), {} samples per row in {} interleaved rounds; {}.\n\n{}",
         setup.samples_per_size,
         setup.rounds,
         setup.pinning.describe(),
         table.render()
+    );
+    let note = state_note(rows);
+    if !note.is_empty() {
+        let _ = writeln!(out, "\n{note}");
+    }
+    out
+}
+
+/// A sentence naming the rows whose rounds ran in different states of the machine (see
+/// `state_changes`); empty when there are none.
+fn state_note(rows: &[Row]) -> String {
+    let changed = state_changes(rows);
+    if changed.is_empty() {
+        return String::new();
+    }
+    format!(
+        "Rounds far apart (one round's p50 more than {STATE_CHANGE} × another's): {}. The machine \
+         changed state during the run (a shared virtual machine does), so these rows' pooled \
+         figures mix two states; compare them round by round (`rounds` in the JSON), each against \
+         the baseline of its own round.",
+        changed.join("; ")
     )
+}
+
+/// How far apart two rounds of one row may lie (p50 over p50) before the table says that the
+/// machine changed state between them. Rounds of a calm machine differ by tens of percent; the
+/// development VM's swings are 3–17 ×.
+const STATE_CHANGE: f64 = 3.0;
+
+/// "raw-spin at 1 MiB (46.5 µs to 468 µs)" for each row whose rounds' p50 lie more than
+/// `STATE_CHANGE` times apart.
+fn state_changes(rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .filter_map(|row| {
+            let p50 = || row.rounds.iter().map(|r| r.summary.p50_ns);
+            let (lo, hi) = (p50().min()?, p50().max()?);
+            (hi as f64 > STATE_CHANGE * lo.max(1) as f64).then(|| {
+                format!(
+                    "{} at {} ({} to {})",
+                    row.transport.name(),
+                    format_size(row.size_bytes),
+                    format_ns(lo as f64),
+                    format_ns(hi as f64)
+                )
+            })
+        })
+        .collect()
 }
 
 /// Results of a small made-up run, for the report's tests.
@@ -1443,6 +1493,55 @@ pub(crate) fn example() -> Results<Latency> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_names_rows_whose_rounds_ran_in_different_states_of_the_machine() {
+        let calm = example();
+        assert!(
+            !Latency::table(&calm).contains("Rounds far apart"),
+            "rounds within tens of percent are not flagged"
+        );
+        // raw-spin at 1 KiB: 900 ns in one round, 9.5 µs in the other.
+        let config = Config {
+            transports: vec![Transport::RawSpin, Transport::Shm],
+            sizes: vec![32, 1024],
+            samples: 4,
+            rounds: 2,
+            ..Config::default()
+        };
+        let mut samples: Samples = vec![
+            vec![
+                vec![vec![200, 210], vec![190, 220]],
+                vec![vec![900, 950], vec![9_400, 9_500]],
+            ],
+            vec![
+                vec![vec![300, 320], vec![310, 290]],
+                vec![vec![1000, 1100], vec![990, 1010]],
+            ],
+        ];
+        let rows = build_rows(&config, &mut samples, &References::new(), &Warmed::new());
+        let changed = state_changes(&rows);
+        assert_eq!(changed.len(), 1, "{changed:?}");
+        assert!(
+            changed[0].starts_with("raw-spin at 1 KiB ("),
+            "{}",
+            changed[0]
+        );
+        let table = render_table(&calm.config, &rows);
+        assert!(table.contains("Rounds far apart"), "{table}");
+        assert!(table.contains("raw-spin at 1 KiB"), "{table}");
+        // The report's section says it too.
+        let mut stormy = example();
+        stormy.rows = rows;
+        let section = Latency::section(&stormy).expect("section");
+        assert!(
+            section.sentence.contains("Rounds far apart"),
+            "{}",
+            section.sentence
+        );
+        let section = Latency::section(&calm).expect("section");
+        assert!(!section.sentence.contains("Rounds far apart"));
+    }
 
     #[test]
     fn the_section_says_where_ferry_is_ahead_of_another_system_level_or_behind() {
