@@ -1441,6 +1441,16 @@ fn state_changes(rows: &[Row]) -> Vec<String> {
 /// Results of a small made-up run, for the report's tests.
 #[cfg(test)]
 pub(crate) fn example() -> Results<Latency> {
+    example_with([
+        [[[200, 210], [190, 220]], [[900, 950], [920, 940]]],
+        [[[300, 320], [310, 290]], [[1000, 1100], [990, 1010]]],
+    ])
+}
+
+/// A made-up run of raw-spin and shm at 32 B and 1 KiB, two rounds of two samples each:
+/// `ns[transport][size][round]`.
+#[cfg(test)]
+fn example_with(ns: [[[[u64; 2]; 2]; 2]; 2]) -> Results<Latency> {
     let config = Config {
         transports: vec![Transport::RawSpin, Transport::Shm],
         sizes: vec![32, 1024],
@@ -1448,16 +1458,15 @@ pub(crate) fn example() -> Results<Latency> {
         rounds: 2,
         ..Config::default()
     };
-    let mut samples: Samples = vec![
-        vec![
-            vec![vec![200, 210], vec![190, 220]],
-            vec![vec![900, 950], vec![920, 940]],
-        ],
-        vec![
-            vec![vec![300, 320], vec![310, 290]],
-            vec![vec![1000, 1100], vec![990, 1010]],
-        ],
-    ];
+    let mut samples: Samples = ns
+        .iter()
+        .map(|sizes| {
+            sizes
+                .iter()
+                .map(|rounds| rounds.iter().map(|r| r.to_vec()).collect())
+                .collect()
+        })
+        .collect();
     let rows = build_rows(&config, &mut samples, &References::new(), &Warmed::new());
     let setup = Setup {
         transports: config.transports.clone(),
@@ -1502,37 +1511,21 @@ mod tests {
             "rounds within tens of percent are not flagged"
         );
         // raw-spin at 1 KiB: 900 ns in one round, 9.5 µs in the other.
-        let config = Config {
-            transports: vec![Transport::RawSpin, Transport::Shm],
-            sizes: vec![32, 1024],
-            samples: 4,
-            rounds: 2,
-            ..Config::default()
-        };
-        let mut samples: Samples = vec![
-            vec![
-                vec![vec![200, 210], vec![190, 220]],
-                vec![vec![900, 950], vec![9_400, 9_500]],
-            ],
-            vec![
-                vec![vec![300, 320], vec![310, 290]],
-                vec![vec![1000, 1100], vec![990, 1010]],
-            ],
-        ];
-        let rows = build_rows(&config, &mut samples, &References::new(), &Warmed::new());
-        let changed = state_changes(&rows);
+        let stormy = example_with([
+            [[[200, 210], [190, 220]], [[900, 950], [9_400, 9_500]]],
+            [[[300, 320], [310, 290]], [[1000, 1100], [990, 1010]]],
+        ]);
+        let changed = state_changes(&stormy.rows);
         assert_eq!(changed.len(), 1, "{changed:?}");
         assert!(
             changed[0].starts_with("raw-spin at 1 KiB ("),
             "{}",
             changed[0]
         );
-        let table = render_table(&calm.config, &rows);
+        let table = Latency::table(&stormy);
         assert!(table.contains("Rounds far apart"), "{table}");
         assert!(table.contains("raw-spin at 1 KiB"), "{table}");
         // The report's section says it too.
-        let mut stormy = example();
-        stormy.rows = rows;
         let section = Latency::section(&stormy).expect("section");
         assert!(
             section.sentence.contains("Rounds far apart"),
