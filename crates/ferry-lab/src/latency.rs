@@ -1199,7 +1199,8 @@ impl Experiment for Latency {
 
 /// " ferry (shm-spin) against iceoryx2, ...": for each other system that ran, where ferry's
 /// shared memory that waits the same way (shm-spin; shm-block for iceoryx2-block) is ahead,
-/// level or behind at p50 and p99, from the rows; empty when none ran beside it.
+/// level or behind at p50 and p99 (each named where the two differ), from the rows; empty when
+/// none ran beside it.
 fn versus_peers(rows: &[Row]) -> String {
     let find = |t: Transport, size: usize| {
         rows.iter()
@@ -1217,11 +1218,10 @@ fn versus_peers(rows: &[Row]) -> String {
         let Some(ferry) = peer.ferry_counterpart() else {
             continue;
         };
-        let mut groups: [(&str, Vec<String>); 3] = [
-            ("ahead", Vec::new()),
-            ("level", Vec::new()),
-            ("behind", Vec::new()),
-        ];
+        // Ahead, level and behind first; then each split of the two percentiles met, in order.
+        let mut groups: Vec<(String, Vec<String>)> = ["ahead", "level", "behind"]
+            .map(|word| (word.to_owned(), Vec::new()))
+            .into();
         for row in rows.iter().filter(|r| r.transport == peer) {
             // ferry as run beside this row (see `Row::baseline_beside`), else its own row.
             let beside = row
@@ -1234,17 +1234,32 @@ fn versus_peers(rows: &[Row]) -> String {
             ) else {
                 continue;
             };
-            let p50 = theirs.p50_ns as f64 / ours.p50_ns.max(1) as f64;
+            // p50 as the table gives it (the median over rounds of the ratio in each round)
+            // where this row ran beside ferry; p99 from the pooled samples.
+            let p50 = row
+                .p50_ratio
+                .filter(|_| row.baseline == Some(ferry))
+                .unwrap_or(theirs.p50_ns as f64 / ours.p50_ns.max(1) as f64);
             let p99 = theirs.p99_ns as f64 / ours.p99_ns.max(1) as f64;
-            // Within 2 % is level; ahead or behind only when both percentiles agree.
-            let group = if p50 > 1.02 && p99 > 1.02 {
-                0
-            } else if p50 < 0.98 && p99 < 0.98 {
-                2
-            } else {
-                1
+            // Within 2 % is level. Where the two percentiles disagree, the row says both
+            // (a peer faster at p50 and slower at p99 is neither ahead nor level).
+            let word = |ratio: f64| match ratio {
+                r if r > 1.02 => "ahead",
+                r if r < 0.98 => "behind",
+                _ => "level",
             };
-            groups[group].1.push(format!(
+            let group = match (word(p50), word(p99)) {
+                (at50, at99) if at50 == at99 => at50.to_owned(),
+                (at50, at99) => format!("{at50} at p50 and {at99} at p99"),
+            };
+            let i = match groups.iter().position(|(word, _)| *word == group) {
+                Some(i) => i,
+                None => {
+                    groups.push((group, Vec::new()));
+                    groups.len() - 1
+                }
+            };
+            groups[i].1.push(format!(
                 "{} ({p50:.2} × / {p99:.2} ×)",
                 format_size(row.size_bytes)
             ));
@@ -1562,6 +1577,36 @@ mod tests {
              at 1 MiB (0.50 × / 0.50 ×)."
         );
         assert_eq!(versus_peers(&example().rows), "", "no other system ran");
+    }
+
+    #[test]
+    fn a_peer_faster_at_p50_and_slower_at_p99_is_neither_ahead_nor_level() {
+        let config = Config {
+            transports: vec![Transport::ShmSpin, Transport::ZenohShm],
+            sizes: vec![32, 1 << 20],
+            samples: 4,
+            rounds: 1,
+            ..Config::default()
+        };
+        // At 1 MiB the peer's p50 is 0.57 × ferry's and its p99 4.5 ×; at 32 B it is behind.
+        let mut samples: Samples = vec![
+            vec![vec![vec![100; 4]], vec![vec![1000, 1000, 1000, 2000]]],
+            vec![vec![vec![300; 4]], vec![vec![570, 570, 570, 9000]]],
+        ];
+        let rows = build_rows(&config, &mut samples, &References::new(), &Warmed::new());
+        let peer = |size: usize| {
+            rows.iter()
+                .find(|r| r.transport == Transport::ZenohShm && r.size_bytes == size)
+                .and_then(|r| r.summary.as_ref())
+                .unwrap()
+        };
+        assert_eq!((peer(1 << 20).p50_ns, peer(1 << 20).p99_ns), (570, 9000));
+        assert_eq!(
+            versus_peers(&rows),
+            " ferry (shm-spin) against zenoh-shm in the same rounds (zenoh-shm p50 / p99 over \
+             ferry's): ahead at 32 B (3.00 × / 3.00 ×); behind at p50 and ahead at p99 at 1 MiB \
+             (0.57 × / 4.50 ×)."
+        );
     }
 
     #[test]
