@@ -24,7 +24,8 @@
 //!   in place with no check.
 //! - A latest reader is never waited for. It copies a record out and then checks `reserve` again
 //!   (a seqlock over positions): if the writer has reserved past `pos + capacity`, the copy may be
-//!   torn, it is thrown away and the reader jumps to `head`. It never returns a torn record.
+//!   torn, it is thrown away and the reader jumps to the newest committed record (`last` on the
+//!   head line). It never returns a torn record.
 //! - A reader that is about to sleep sets its bit in `sleepers` and looks at `head` again; the
 //!   writer stores `head` and then looks at `sleepers`. A SeqCst fence sits between the store and
 //!   the load on both sides, so at least one of them sees the other (no lost wake-up). The writer
