@@ -1590,7 +1590,7 @@ mod tests {
             rounds: 1,
             ..Config::default()
         };
-        // At 1 MiB the peer's p50 is 0.57 × ferry's and its p99 4.5 ×; at 32 B it is behind.
+        // At 1 MiB the peer's p50 is 0.57 × ferry's and its p99 4.5 ×; at 32 B it takes 3 × both.
         let mut samples: Samples = vec![
             vec![vec![vec![100; 4]], vec![vec![1000, 1000, 1000, 2000]]],
             vec![vec![vec![300; 4]], vec![vec![570, 570, 570, 9000]]],
@@ -1608,6 +1608,30 @@ mod tests {
             " ferry (shm-spin) against zenoh-shm in the same rounds (zenoh-shm p50 / p99 / p99.9 \
              over ferry's): ahead at 32 B (3.00 × / 3.00 × / 3.00 ×); behind at p50 and ahead at \
              p99 at 1 MiB (0.57 × / 4.50 × / 4.50 ×)."
+        );
+    }
+
+    #[test]
+    fn the_sentence_judges_p50_by_the_median_over_rounds_as_the_table_does() {
+        let config = Config {
+            transports: vec![Transport::ShmSpin, Transport::Iceoryx2],
+            sizes: vec![32],
+            samples: 12,
+            rounds: 3,
+            ..Config::default()
+        };
+        // Per round the peer takes 1.1, 0.9 and 2.5 × ferry's p50: 1.1 × over the rounds. All
+        // rounds pooled, its p50 (180) is below ferry's (200).
+        let mut samples: Samples = vec![
+            vec![vec![vec![100; 4], vec![200; 4], vec![400; 4]]],
+            vec![vec![vec![110; 4], vec![180; 4], vec![1000; 4]]],
+        ];
+        let rows = build_rows(&config, &mut samples, &References::new(), &Warmed::new());
+        assert_eq!(rows[1].p50_ratio_pooled, Some(0.9));
+        assert_eq!(
+            versus_peers(&rows),
+            " ferry (shm-spin) against iceoryx2 in the same rounds (iceoryx2 p50 / p99 / p99.9 \
+             over ferry's): ahead at 32 B (1.10 × / 2.50 × / 2.50 ×)."
         );
     }
 
