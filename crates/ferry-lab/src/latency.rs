@@ -1464,6 +1464,20 @@ pub(crate) fn example() -> Results<Latency> {
     ])
 }
 
+/// The rows of a made-up run of `transports` at `sizes`: one-way times (ns) as
+/// `samples[transport][size][round]`, the rounds and the samples per size taken from them.
+#[cfg(test)]
+fn rows_of(transports: &[Transport], sizes: &[usize], mut samples: Samples) -> Vec<Row> {
+    let config = Config {
+        transports: transports.to_vec(),
+        sizes: sizes.to_vec(),
+        samples: samples[0][0].iter().map(Vec::len).sum(),
+        rounds: samples[0][0].len(),
+        ..Config::default()
+    };
+    build_rows(&config, &mut samples, &References::new(), &Warmed::new())
+}
+
 /// A made-up run of raw-spin and shm at 32 B and 1 KiB, two rounds of two samples each:
 /// `ns[transport][size][round]`.
 #[cfg(test)]
@@ -1555,18 +1569,14 @@ mod tests {
 
     #[test]
     fn the_section_says_where_ferry_is_ahead_of_another_system_level_or_behind() {
-        let config = Config {
-            transports: vec![Transport::ShmSpin, Transport::Iceoryx2],
-            sizes: vec![32, 1024, 1 << 20],
-            samples: 3,
-            rounds: 1,
-            ..Config::default()
-        };
-        let mut samples: Samples = vec![
-            vec![vec![vec![100; 3]], vec![vec![200; 3]], vec![vec![1000; 3]]],
-            vec![vec![vec![250; 3]], vec![vec![201; 3]], vec![vec![500; 3]]],
-        ];
-        let rows = build_rows(&config, &mut samples, &References::new(), &Warmed::new());
+        let rows = rows_of(
+            &[Transport::ShmSpin, Transport::Iceoryx2],
+            &[32, 1024, 1 << 20],
+            vec![
+                vec![vec![vec![100; 3]], vec![vec![200; 3]], vec![vec![1000; 3]]],
+                vec![vec![vec![250; 3]], vec![vec![201; 3]], vec![vec![500; 3]]],
+            ],
+        );
         let iceoryx2 = rows
             .iter()
             .find(|r| r.transport == Transport::Iceoryx2)
@@ -1583,19 +1593,15 @@ mod tests {
 
     #[test]
     fn a_peer_faster_at_p50_and_slower_at_p99_is_neither_ahead_nor_level() {
-        let config = Config {
-            transports: vec![Transport::ShmSpin, Transport::ZenohShm],
-            sizes: vec![32, 1 << 20],
-            samples: 4,
-            rounds: 1,
-            ..Config::default()
-        };
         // At 1 MiB the peer's p50 is 0.57 × ferry's and its p99 4.5 ×; at 32 B it takes 3 × both.
-        let mut samples: Samples = vec![
-            vec![vec![vec![100; 4]], vec![vec![1000, 1000, 1000, 2000]]],
-            vec![vec![vec![300; 4]], vec![vec![570, 570, 570, 9000]]],
-        ];
-        let rows = build_rows(&config, &mut samples, &References::new(), &Warmed::new());
+        let rows = rows_of(
+            &[Transport::ShmSpin, Transport::ZenohShm],
+            &[32, 1 << 20],
+            vec![
+                vec![vec![vec![100; 4]], vec![vec![1000, 1000, 1000, 2000]]],
+                vec![vec![vec![300; 4]], vec![vec![570, 570, 570, 9000]]],
+            ],
+        );
         let peer = |size: usize| {
             rows.iter()
                 .find(|r| r.transport == Transport::ZenohShm && r.size_bytes == size)
@@ -1613,20 +1619,16 @@ mod tests {
 
     #[test]
     fn the_sentence_judges_p50_by_the_median_over_rounds_as_the_table_does() {
-        let config = Config {
-            transports: vec![Transport::ShmSpin, Transport::Iceoryx2],
-            sizes: vec![32],
-            samples: 12,
-            rounds: 3,
-            ..Config::default()
-        };
         // Per round the peer takes 1.1, 0.9 and 2.5 × ferry's p50: 1.1 × over the rounds. All
         // rounds pooled, its p50 (180) is below ferry's (200).
-        let mut samples: Samples = vec![
-            vec![vec![vec![100; 4], vec![200; 4], vec![400; 4]]],
-            vec![vec![vec![110; 4], vec![180; 4], vec![1000; 4]]],
-        ];
-        let rows = build_rows(&config, &mut samples, &References::new(), &Warmed::new());
+        let rows = rows_of(
+            &[Transport::ShmSpin, Transport::Iceoryx2],
+            &[32],
+            vec![
+                vec![vec![vec![100; 4], vec![200; 4], vec![400; 4]]],
+                vec![vec![vec![110; 4], vec![180; 4], vec![1000; 4]]],
+            ],
+        );
         assert_eq!(rows[1].p50_ratio_pooled, Some(0.9));
         assert_eq!(
             versus_peers(&rows),
@@ -1637,15 +1639,11 @@ mod tests {
 
     #[test]
     fn iceoryx2_block_stands_against_ferrys_blocking_shm() {
-        let config = Config {
-            transports: vec![Transport::ShmBlock, Transport::Iceoryx2Block],
-            sizes: vec![32],
-            samples: 3,
-            rounds: 1,
-            ..Config::default()
-        };
-        let mut samples: Samples = vec![vec![vec![vec![100; 3]]], vec![vec![vec![300; 3]]]];
-        let rows = build_rows(&config, &mut samples, &References::new(), &Warmed::new());
+        let rows = rows_of(
+            &[Transport::ShmBlock, Transport::Iceoryx2Block],
+            &[32],
+            vec![vec![vec![vec![100; 3]]], vec![vec![vec![300; 3]]]],
+        );
         assert_eq!(
             Transport::Iceoryx2Block.baseline(),
             Some(Transport::ShmBlock)
