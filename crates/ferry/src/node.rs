@@ -549,7 +549,8 @@ fn auto_ready(
     timeout: Option<Duration>,
     block: bool,
 ) -> Result<Option<Side>, RecvError> {
-    let deadline = timeout.map(|t| Instant::now() + t);
+    // A timeout past what the clock can count is no deadline.
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     loop {
         if s.poll()? {
             return Ok(Some(Side::Shm));

@@ -130,7 +130,8 @@ pub struct Qos {
     /// publisher whose ring would exceed its own limit fails to be made, so that the same QoS on
     /// both ends agrees. 1 GiB by default (rings of messages up to about 512 MiB).
     pub max_ring_capacity: usize,
-    /// How long a reliable publisher waits for room before `send` fails with a timeout.
+    /// How long a reliable publisher waits for room before `send` fails with a timeout (a
+    /// century at most: `Duration::MAX` waits as good as forever).
     pub send_timeout: Duration,
     /// How long an adaptive waiter spins before it blocks.
     pub spin_window: Duration,
@@ -143,8 +144,9 @@ pub struct Qos {
     /// subscriber; repairs go to the group too, so one retransmission serves every receiver that
     /// lost the frame. Control frames (NAK, STATUS) stay unicast.
     pub multicast: Option<MulticastGroup>,
-    /// UDP subscriber: publisher sessions tracked at once (64). A new one beyond it evicts a
-    /// session whose publisher is not registered, or is refused (counted as over-limit).
+    /// UDP subscriber: publisher sessions tracked at once (64; at most 65536). A new one beyond
+    /// it evicts a session whose publisher is not registered, or is refused (counted as
+    /// over-limit).
     pub max_sessions: usize,
     /// UDP publisher: receivers tracked at once (256); a new one beyond it is refused (counted
     /// as over-limit).
@@ -234,6 +236,13 @@ impl Qos {
     pub fn max_rate(mut self, bits_per_second: u64) -> Qos {
         self.max_rate = Some(bits_per_second);
         self
+    }
+
+    /// The send timeout publishers wait by: `send_timeout`, at most a century, so that a clock
+    /// reading plus it never overflows.
+    pub(crate) fn send_wait(&self) -> Duration {
+        const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+        self.send_timeout.min(CENTURY)
     }
 
     /// UDP payload bytes per datagram for this MTU and IP version (checked).

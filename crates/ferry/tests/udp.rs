@@ -569,17 +569,27 @@ fn a_domain_key_seals_every_datagram_and_strangers_are_refused() {
     );
 }
 
-/// The bounds of what datagrams can make an endpoint hold are settings; zero is refused with an
-/// error that says which.
+/// The bounds of what datagrams can make an endpoint hold are settings; zero, and a bound past
+/// what the subscriber can track or reassemble, is refused with an error that says which.
 #[test]
-fn session_and_receiver_limits_are_settings_and_zero_is_refused() {
+fn session_and_receiver_limits_are_settings_and_out_of_range_ones_are_refused() {
     let dom = domain("limits");
     let node = Node::with_domain("n", &dom).unwrap();
-    let err = node
-        .subscriber("t", &udp().max_sessions(0))
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("max_sessions"), "{err}");
+    for qos in [
+        udp().max_sessions(0),
+        udp().max_sessions(65_537),
+        udp().max_sessions(usize::MAX),
+    ] {
+        let err = node.subscriber("t", &qos).unwrap_err().to_string();
+        assert!(err.contains("max_sessions"), "{err}");
+    }
+    for size in [0, u32::MAX as usize + 1, usize::MAX] {
+        let err = node
+            .subscriber("t", &udp().max_message_size(size))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_message_size"), "{size}: {err}");
+    }
     let err = node
         .publisher("t", &udp().max_receivers(0))
         .unwrap_err()

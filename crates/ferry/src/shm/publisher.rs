@@ -72,7 +72,7 @@ impl ShmPublisher {
                     token,
                     max_message: qos.max_message_size,
                     wait: qos.wait,
-                    send_timeout: qos.send_timeout,
+                    send_timeout: qos.send_wait(),
                     spin_window: qos.spin_window,
                     hold_since: None,
                 })

@@ -459,7 +459,8 @@ impl ShmSubscriber {
     #[inline(never)]
     fn wait_long(&mut self, timeout: Option<Duration>) -> Result<bool, RecvError> {
         let start = Instant::now();
-        let deadline = timeout.map(|t| start + t);
+        // A timeout past what the clock can count is no deadline.
+        let deadline = timeout.and_then(|t| start.checked_add(t));
         let mut now = start;
         let mut spins = 0u32;
         loop {

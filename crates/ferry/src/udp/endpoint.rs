@@ -1001,6 +1001,8 @@ fn publisher_flusher(shared: Arc<PubShared>, mut impair: Option<Impair>, mut sea
 /// A pacing wait shorter than this yields instead of sleeping (a timed sleep overshoots by tens
 /// of microseconds, more than a quantum takes on a fast link).
 const PACE_SPIN: Duration = Duration::from_micros(200);
+/// The most publisher sessions a UDP subscriber's QoS may ask it to track (`Qos::max_sessions`).
+const MAX_SESSIONS: usize = 1 << 16;
 
 pub struct UdpPublisher {
     shared: Arc<PubShared>,
@@ -1142,9 +1144,20 @@ impl UdpPublisher {
             token,
             session,
             max_message: qos.max_message_size,
-            send_timeout: qos.send_timeout,
+            send_timeout: qos.send_wait(),
             reliable,
         })
+    }
+
+    /// `TooLarge` for a message longer than this publisher's largest.
+    fn check_size(&self, len: usize) -> Result<(), SendError> {
+        if len > self.max_message {
+            return Err(SendError::TooLarge {
+                len,
+                max: self.max_message,
+            });
+        }
+        Ok(())
     }
 
     pub fn max_message(&self) -> usize {
@@ -1185,6 +1198,8 @@ impl UdpPublisher {
     }
 
     pub fn send(&self, msg: &[u8]) -> Result<(), SendError> {
+        // Refused before the copy: a message too large is never copied.
+        self.check_size(msg.len())?;
         let mut buf = self.buffer();
         buf.extend_from_slice(msg);
         self.send_owned(buf)
@@ -1199,12 +1214,7 @@ impl UdpPublisher {
     /// while the flusher has work; the call then returns at once unless the queue is full.
     pub fn send_owned(&self, msg: Vec<u8>) -> Result<(), SendError> {
         let len = msg.len();
-        if len > self.max_message {
-            return Err(SendError::TooLarge {
-                len,
-                max: self.max_message,
-            });
-        }
+        self.check_size(len)?;
         let mut deadline = None;
         let mut core = self.shared.lock();
         loop {
@@ -1432,8 +1442,17 @@ impl UdpSubscriber {
         let reliable = qos.delivery == Delivery::Reliable;
         let id = new_id()?;
         let max_sessions = qos.max_sessions;
-        if max_sessions == 0 {
-            return Err(Error::InvalidQos("max_sessions must be at least 1".into()));
+        if !(1..=MAX_SESSIONS).contains(&max_sessions) {
+            return Err(Error::InvalidQos(format!(
+                "max_sessions must be between 1 and {MAX_SESSIONS}"
+            )));
+        }
+        // What reassembly may buffer is sized from it: a message no publisher can send is refused
+        // here, not wrapped into a limit that means nothing.
+        if qos.max_message_size == 0 || qos.max_message_size as u64 > u32::MAX as u64 {
+            return Err(Error::InvalidQos(
+                "max_message_size must be at least 1 byte and below 4 GiB".into(),
+            ));
         }
         let cfg = ReceiverConfig {
             reliable,
@@ -1722,7 +1741,7 @@ impl UdpSubscriber {
                 WaitStrategy::Spin => true,
                 WaitStrategy::Block => false,
                 WaitStrategy::Adaptive => {
-                    now.saturating_sub(start) < self.spin_window.as_nanos() as u64
+                    (now.saturating_sub(start) as u128) < self.spin_window.as_nanos()
                 }
             };
             let block = (!spin).then(|| {
