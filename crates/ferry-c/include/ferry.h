@@ -66,7 +66,8 @@ typedef enum ferry_status {
     FERRY_ERROR = 5,
     /**
      * A bug in ferry: a Rust panic was caught at the boundary. The handle involved may be
-     * left in any state; free it.
+     * left in any state; free it, unless the call that failed was that handle's own `_free`
+     * (the handle is then gone or half gone: freeing it again is undefined behaviour).
      */
     FERRY_PANIC = 6,
 } ferry_status;
@@ -302,8 +303,9 @@ enum ferry_status ferry_publisher_new(const struct ferry_node *node,
 
 /**
  * Frees a publisher: it leaves the topic. Refused (`FERRY_INVALID_ARGUMENT`, nothing freed)
- * while a loan of it is outstanding. NULL is allowed and does nothing. A UDP publisher with
- * reliable subscribers waits here, briefly, for them to catch up.
+ * while a loan of it is outstanding. NULL is allowed and does nothing. A reliable UDP publisher
+ * waits here until its live reliable subscribers have taken every message, at most its QoS's
+ * `send_timeout_ns`.
  *
  * # Safety
  * `publisher` is NULL or a publisher not freed yet.
@@ -329,7 +331,8 @@ enum ferry_status ferry_publisher_send(struct ferry_publisher *publisher,
  * becomes the retransmit copy. Either holds whatever an earlier message left there: write every
  * byte. Under reliable delivery this waits for ring space as a send does (`FERRY_TIMEOUT`). One
  * loan per publisher at a time; while it is outstanding every other call on the publisher is
- * refused.
+ * refused. On success `*out` holds the loan; on failure NULL, except when the call is refused
+ * because a loan is outstanding: `*out` is then left as it was (it may hold that loan).
  *
  * # Safety
  * `publisher` is a live publisher; `out` is valid for a write.
@@ -417,7 +420,8 @@ enum ferry_status ferry_subscriber_new(const struct ferry_node *node,
 enum ferry_status ferry_subscriber_free(struct ferry_subscriber *subscriber);
 
 /**
- * Receives the next message into `*out` (NULL unless `FERRY_OK`). `timeout_ns`: -1 waits
+ * Receives the next message into `*out` (NULL unless `FERRY_OK`, except when the call is
+ * refused because a sample is held: `*out` is then left as it was, as it may hold that sample). `timeout_ns`: -1 waits
  * until a message comes (in bounded slices inside ferry that look at nothing else: to stop on
  * your own condition, use a finite timeout in a loop); 0 only looks (`FERRY_WOULD_BLOCK` if
  * nothing is waiting); above 0 waits at most that long (`FERRY_TIMEOUT`). Neither

@@ -1,22 +1,37 @@
 //! Reading the arguments C passes: strings, handles, out-parameters. NULL is refused with
 //! `FERRY_INVALID_ARGUMENT` naming the parameter.
 
-use std::ffi::{c_char, CStr};
+use std::ffi::c_char;
 
 use crate::status::Failure;
 
-/// Reads a C string argument as UTF-8.
+/// Reads a C string argument as UTF-8, of at most `max` bytes. The look for its NUL stops
+/// after `max + 1` bytes, so a buffer that lacks one is read no further than that.
 ///
 /// # Safety
 /// `ptr` is NULL or points to a NUL-terminated string that stays valid for `'a`.
-pub(crate) unsafe fn c_str<'a>(what: &str, ptr: *const c_char) -> Result<&'a str, Failure> {
+pub(crate) unsafe fn c_str<'a>(
+    what: &str,
+    ptr: *const c_char,
+    max: usize,
+) -> Result<&'a str, Failure> {
     if ptr.is_null() {
         return Err(Failure::invalid(format!("{what} is NULL")));
     }
-    // SAFETY: not NULL, and the caller promises a NUL-terminated string valid for 'a.
-    let s = unsafe { CStr::from_ptr(ptr) };
-    s.to_str()
-        .map_err(|_| Failure::invalid(format!("{what} is not valid UTF-8")))
+    let mut len = 0;
+    // SAFETY: not NULL; the caller promises a NUL-terminated string, and no byte past the
+    // first NUL is read.
+    while len <= max && unsafe { ptr.add(len).read() } != 0 {
+        len += 1;
+    }
+    if len > max {
+        return Err(Failure::invalid(format!(
+            "{what} is longer than {max} bytes (or lacks its terminating NUL)"
+        )));
+    }
+    // SAFETY: the `len` bytes before the NUL found above, valid for 'a as the caller promises.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+    std::str::from_utf8(bytes).map_err(|_| Failure::invalid(format!("{what} is not valid UTF-8")))
 }
 
 /// Reads a handle argument.

@@ -2,7 +2,7 @@
 
 use std::ffi::c_char;
 
-use ferry::Node;
+use ferry::{Node, MAX_DOMAIN_NAME, MAX_NODE_NAME};
 
 use crate::args::{c_str, put};
 use crate::status::{ferry_status, guard};
@@ -30,12 +30,12 @@ pub unsafe extern "C" fn ferry_node_new(
         // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
         unsafe { put("out", out, std::ptr::null_mut()) }?;
         // SAFETY: the caller passes a C string or NULL (refused).
-        let name = unsafe { c_str("name", name) }?;
+        let name = unsafe { c_str("name", name, MAX_NODE_NAME) }?;
         let node = if domain.is_null() {
             Node::new(name)?
         } else {
             // SAFETY: as for `name`.
-            let domain = unsafe { c_str("domain", domain) }?;
+            let domain = unsafe { c_str("domain", domain, MAX_DOMAIN_NAME) }?;
             Node::with_domain(name, domain)?
         };
         let handle = Box::into_raw(Box::new(ferry_node { node }));

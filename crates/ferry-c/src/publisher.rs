@@ -19,6 +19,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_char, c_void};
 use std::ptr;
 
+use ferry::MAX_TOPIC_NAME;
 use ferry::{Loan, Publisher};
 
 use crate::args::{c_str, handle, put};
@@ -96,7 +97,7 @@ pub unsafe extern "C" fn ferry_publisher_new(
         // SAFETY: the caller passes a live node or NULL (refused).
         let node = unsafe { handle("node", node) }?;
         // SAFETY: the caller passes a C string or NULL (refused).
-        let topic = unsafe { c_str("topic", topic) }?;
+        let topic = unsafe { c_str("topic", topic, MAX_TOPIC_NAME) }?;
         let qos = if qos.is_null() {
             ferry_qos_default()
         } else {
@@ -122,8 +123,9 @@ pub unsafe extern "C" fn ferry_publisher_new(
 }
 
 /// Frees a publisher: it leaves the topic. Refused (`FERRY_INVALID_ARGUMENT`, nothing freed)
-/// while a loan of it is outstanding. NULL is allowed and does nothing. A UDP publisher with
-/// reliable subscribers waits here, briefly, for them to catch up.
+/// while a loan of it is outstanding. NULL is allowed and does nothing. A reliable UDP publisher
+/// waits here until its live reliable subscribers have taken every message, at most its QoS's
+/// `send_timeout_ns`.
 ///
 /// # Safety
 /// `publisher` is NULL or a publisher not freed yet.
@@ -162,14 +164,25 @@ pub unsafe extern "C" fn ferry_publisher_send(
     guard("ferry_publisher_send", || {
         // SAFETY: the caller passes a live publisher or NULL (refused), used by this thread
         // alone; no reference to it outlives a call.
-        let p = unsafe { handle("publisher", publisher)?.publisher("ferry_publisher_send") }?;
+        let h = unsafe { handle("publisher", publisher) }?;
+        // Before the slice is made: a `len` past the largest message is refused whatever `data`
+        // points at (and so is one past `isize::MAX`, which no slice may have).
+        if len > h.max_message_size {
+            return Err(ferry::SendError::TooLarge {
+                len,
+                max: h.max_message_size,
+            }
+            .into());
+        }
+        // SAFETY: as above.
+        let p = unsafe { h.publisher("ferry_publisher_send") }?;
         let bytes = if len == 0 {
             &[][..]
         } else if data.is_null() {
             return Err(Failure::invalid(format!("data is NULL and len is {len}")));
         } else {
             // SAFETY: not NULL; the caller promises `len` readable bytes that nothing writes
-            // during the call.
+            // during the call; `len` is at most the largest message, below `isize::MAX`.
             unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }
         };
         Ok(p.send(bytes)?)
@@ -182,7 +195,8 @@ pub unsafe extern "C" fn ferry_publisher_send(
 /// becomes the retransmit copy. Either holds whatever an earlier message left there: write every
 /// byte. Under reliable delivery this waits for ring space as a send does (`FERRY_TIMEOUT`). One
 /// loan per publisher at a time; while it is outstanding every other call on the publisher is
-/// refused.
+/// refused. On success `*out` holds the loan; on failure NULL, except when the call is refused
+/// because a loan is outstanding: `*out` is then left as it was (it may hold that loan).
 ///
 /// # Safety
 /// `publisher` is a live publisher; `out` is valid for a write.
@@ -193,8 +207,16 @@ pub unsafe extern "C" fn ferry_publisher_loan(
     out: *mut *mut ferry_loan,
 ) -> ferry_status {
     guard("ferry_publisher_loan", || {
-        // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
-        unsafe { put("out", out, ptr::null_mut()) }?;
+        if out.is_null() {
+            return Err(Failure::invalid("out is NULL"));
+        }
+        // `*out` is cleared, but not when the call is refused because a loan is out: it may hold
+        // that loan, the caller's only way to send or discard it.
+        // SAFETY: the caller passes a live publisher or NULL.
+        if publisher.is_null() || !unsafe { &*publisher }.lending() {
+            // SAFETY: not NULL, and the caller promises it is valid for a write.
+            unsafe { out.write(ptr::null_mut()) };
+        }
         // SAFETY: the caller passes a live publisher or NULL (refused).
         let handle = unsafe { handle("publisher", publisher) }?;
         // SAFETY: no loan is outstanding (`publisher` checks), and no other reference to the

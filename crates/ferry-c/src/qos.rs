@@ -9,6 +9,10 @@ use ferry::{Delivery, IpVersion, MulticastGroup, Qos, Transport, WaitStrategy};
 use crate::args::c_str;
 use crate::status::Failure;
 
+/// The longest multicast group or interface text read: an IPv6 address with a zone (at most
+/// 61 bytes), or an interface name.
+const MAX_ADDRESS_TEXT: usize = 64;
+
 /// Which transport carries a topic (`ferry_qos.transport`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,12 +190,16 @@ impl ferry_qos {
         }
         if !self.multicast.is_null() {
             // SAFETY: not NULL; the caller promises NUL-terminated strings valid for the call.
-            let group = unsafe { c_str("ferry_qos.multicast", self.multicast) }?;
+            let group = unsafe { c_str("ferry_qos.multicast", self.multicast, MAX_ADDRESS_TEXT) }?;
             let interface = match self.multicast_interface.is_null() {
                 true => None,
                 // SAFETY: as above.
                 false => Some(unsafe {
-                    c_str("ferry_qos.multicast_interface", self.multicast_interface)
+                    c_str(
+                        "ferry_qos.multicast_interface",
+                        self.multicast_interface,
+                        MAX_ADDRESS_TEXT,
+                    )
                 }?),
             };
             let group = MulticastGroup::parse(group, interface, self.multicast_ttl)

@@ -27,7 +27,8 @@ pub enum ferry_status {
     /// segment, a publisher that wrote a malformed record (that publisher is dropped).
     FERRY_ERROR = 5,
     /// A bug in ferry: a Rust panic was caught at the boundary. The handle involved may be
-    /// left in any state; free it.
+    /// left in any state; free it, unless the call that failed was that handle's own `_free`
+    /// (the handle is then gone or half gone: freeing it again is undefined behaviour).
     FERRY_PANIC = 6,
 }
 
@@ -90,7 +91,10 @@ fn set_last_error(function: &str, message: &str) {
     let text = format!("{function}: {message}");
     let text = text.split('\0').next().unwrap_or_default().to_owned();
     let c = CString::new(text).unwrap_or_default();
-    LAST_ERROR.with(|last| *last.borrow_mut() = c);
+    // `try_with`: a call made while the thread is torn down (from an `atexit` handler, a
+    // thread-local destructor) finds this thread's message gone; it still returns its status,
+    // and never panics on the way out to C.
+    let _ = LAST_ERROR.try_with(|last| *last.borrow_mut() = c);
 }
 
 /// Records a failure for `ferry_last_error_message` and returns its status.
@@ -134,6 +138,10 @@ fn panicked(panic: Box<dyn std::any::Any + Send>) -> Failure {
         .map(|s| (*s).to_owned())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "(no message)".to_owned());
+    // A payload's own drop may panic too; that one is caught here as well (and leaked).
+    if let Err(again) = catch_unwind(AssertUnwindSafe(|| drop(panic))) {
+        std::mem::forget(again);
+    }
     Failure::new(
         ferry_status::FERRY_PANIC,
         format!("internal error in ferry (a bug; please report it): {what}"),
@@ -146,11 +154,10 @@ fn panicked(panic: Box<dyn std::any::Any + Send>) -> Failure {
 /// this thread; copy the text to keep it. Never NULL.
 #[no_mangle]
 pub extern "C" fn ferry_last_error_message() -> *const c_char {
-    match catch_unwind(|| LAST_ERROR.with(|last| last.borrow().as_ptr())) {
-        Ok(p) => p,
-        // Only if the thread is being torn down: a static empty string.
-        Err(_) => c"".as_ptr(),
-    }
+    LAST_ERROR
+        .try_with(|last| last.borrow().as_ptr())
+        // Only while the thread is being torn down: a static empty string.
+        .unwrap_or(c"".as_ptr())
 }
 
 /// The name of a status (`"FERRY_TIMEOUT"`), a static string; `"FERRY_UNKNOWN_STATUS"` for a

@@ -12,6 +12,7 @@ use std::ffi::c_char;
 use std::ptr;
 use std::time::Duration;
 
+use ferry::MAX_TOPIC_NAME;
 use ferry::{Sample, Subscriber};
 
 use crate::args::{c_str, handle, put};
@@ -90,7 +91,7 @@ pub unsafe extern "C" fn ferry_subscriber_new(
         // SAFETY: the caller passes a live node or NULL (refused).
         let node = unsafe { handle("node", node) }?;
         // SAFETY: the caller passes a C string or NULL (refused).
-        let topic = unsafe { c_str("topic", topic) }?;
+        let topic = unsafe { c_str("topic", topic, MAX_TOPIC_NAME) }?;
         let qos = if qos.is_null() {
             ferry_qos_default()
         } else {
@@ -141,7 +142,8 @@ pub unsafe extern "C" fn ferry_subscriber_free(subscriber: *mut ferry_subscriber
     })
 }
 
-/// Receives the next message into `*out` (NULL unless `FERRY_OK`). `timeout_ns`: -1 waits
+/// Receives the next message into `*out` (NULL unless `FERRY_OK`, except when the call is
+/// refused because a sample is held: `*out` is then left as it was, as it may hold that sample). `timeout_ns`: -1 waits
 /// until a message comes (in bounded slices inside ferry that look at nothing else: to stop on
 /// your own condition, use a finite timeout in a loop); 0 only looks (`FERRY_WOULD_BLOCK` if
 /// nothing is waiting); above 0 waits at most that long (`FERRY_TIMEOUT`). Neither
@@ -159,8 +161,16 @@ pub unsafe extern "C" fn ferry_subscriber_recv(
     const FUNCTION: &str = "ferry_subscriber_recv";
     let mut status = ferry_status::FERRY_OK;
     let failed = guard(FUNCTION, || {
-        // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
-        unsafe { put("out", out, ptr::null_mut()) }?;
+        if out.is_null() {
+            return Err(Failure::invalid("out is NULL"));
+        }
+        // `*out` is cleared, but not when the call is refused because a sample is held: it may
+        // hold that sample, the caller's only way to release it.
+        // SAFETY: the caller passes a live subscriber or NULL.
+        if subscriber.is_null() || !unsafe { &*subscriber }.holding() {
+            // SAFETY: not NULL, and the caller promises it is valid for a write.
+            unsafe { out.write(ptr::null_mut()) };
+        }
         // SAFETY: the caller passes a live subscriber or NULL (refused).
         let handle = unsafe { handle("subscriber", subscriber) }?;
         // SAFETY: no sample is held (`subscriber` checks), and no other reference to the

@@ -276,11 +276,35 @@ fn bad_enums_names_and_strings_are_refused() {
             "{}",
             last_error()
         );
+        // A string is read no further than one byte past the longest name: a buffer without
+        // its NUL is not read to its end.
         let long = CString::new("n".repeat(33)).unwrap();
         assert_eq!(
             ferry_node_new(long.as_ptr(), domain.as_ptr(), &mut other),
             FERRY_INVALID_ARGUMENT
         );
+        assert_eq!(
+            last_error(),
+            "ferry_node_new: name is longer than 32 bytes (or lacks its terminating NUL)"
+        );
+        let topic = CString::new("t".repeat(101)).unwrap();
+        assert_eq!(
+            ferry_publisher_new(node, topic.as_ptr(), &shm_qos(), &mut publisher),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert!(
+            last_error().contains("topic is longer than 100 bytes"),
+            "{}",
+            last_error()
+        );
+        let topic = CString::new("t".repeat(100)).unwrap();
+        assert_eq!(
+            ferry_publisher_new(node, topic.as_ptr(), &shm_qos(), &mut publisher),
+            FERRY_OK,
+            "{}",
+            last_error()
+        );
+        assert_eq!(ferry_publisher_free(publisher), FERRY_OK);
         let latin1: &[u8] = b"caf\xe9\0";
         assert_eq!(
             ferry_node_new(
@@ -364,8 +388,14 @@ fn a_sample_is_borrowed_in_place_and_released_once() {
         assert_eq!(ferry_sample_seq(sample), 0);
         assert_eq!(ferry_sample_skipped(sample), 0);
 
-        // While the sample is held, its subscriber refuses everything else.
-        assert_eq!(pair.recv(0).0, FERRY_INVALID_ARGUMENT);
+        // While the sample is held, its subscriber refuses everything else; a receive into the
+        // variable that holds the sample leaves it as it was.
+        let mut same = sample;
+        assert_eq!(
+            ferry_subscriber_recv(pair.subscriber, 0, &mut same),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(same, sample);
         assert!(
             last_error()
                 .contains("release it (ferry_sample_release) before calling ferry_subscriber_recv"),
@@ -425,13 +455,14 @@ fn a_loan_is_written_in_place_and_sent_once() {
             *data.add(i) = i as u8;
         }
 
-        // While the loan is out, its publisher refuses everything but its size.
-        let mut again = ptr::null_mut();
+        // While the loan is out, its publisher refuses everything but its size. A second loan
+        // into the same variable leaves it as it was: it holds the loan still out.
+        let mut again = loan;
         assert_eq!(
             ferry_publisher_loan(pair.publisher, 8, &mut again),
             FERRY_INVALID_ARGUMENT
         );
-        assert!(again.is_null());
+        assert_eq!(again, loan);
         assert!(
             last_error().contains("send it (ferry_loan_send) or discard it"),
             "{}",
@@ -441,6 +472,13 @@ fn a_loan_is_written_in_place_and_sent_once() {
             ferry_publisher_send(pair.publisher, ptr::null(), 0),
             FERRY_INVALID_ARGUMENT
         );
+        // Any other failure clears it.
+        let mut cleared = loan;
+        assert_eq!(
+            ferry_publisher_loan(ptr::null_mut(), 8, &mut cleared),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert!(cleared.is_null());
         let mut n = 0;
         assert_eq!(
             ferry_publisher_subscriber_count(pair.publisher, &mut n),
@@ -491,6 +529,15 @@ fn a_loan_is_written_in_place_and_sent_once() {
             FERRY_TOO_LARGE
         );
         assert!(loan.is_null());
+        // A length no buffer can have is refused before the bytes are looked at.
+        assert_eq!(
+            ferry_publisher_send(
+                pair.publisher,
+                ptr::NonNull::<u8>::dangling().as_ptr().cast(),
+                usize::MAX
+            ),
+            FERRY_TOO_LARGE
+        );
     }
 }
 
@@ -543,6 +590,46 @@ fn the_last_error_is_per_thread() {
     let status = unsafe { ferry_node_free(ptr::null_mut()) };
     assert_eq!(status, FERRY_OK);
     assert_eq!(last_error(), "ferry_loan_send: loan is NULL");
+}
+
+/// A call that fails while its thread is torn down, after the thread's last-error message is
+/// gone (from a thread-local's destructor, as a C++ `thread_local` object or an `atexit` handler
+/// would make it): it returns its status, and no panic crosses into C (that would abort this
+/// test binary).
+#[test]
+fn a_call_that_fails_during_thread_teardown_returns_its_status() {
+    struct AtExit(std::sync::mpsc::Sender<(String, ferry_status)>);
+    impl Drop for AtExit {
+        fn drop(&mut self) {
+            // The thread's message is gone by now: its destructor ran before this one.
+            let message = last_error();
+            // SAFETY: NULL is what is tested.
+            let status = unsafe { ferry_loan_send(ptr::null_mut()) };
+            let _ = self.0.send((message, status));
+        }
+    }
+    thread_local! {
+        static AT_EXIT: std::cell::RefCell<Option<AtExit>> = const { std::cell::RefCell::new(None) };
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Made before ferry's message, so destroyed after it (the last made goes first).
+        AT_EXIT.with(|a| *a.borrow_mut() = Some(AtExit(tx)));
+        // SAFETY: NULL is what is tested.
+        let status = unsafe { ferry_loan_send(ptr::null_mut()) };
+        assert_eq!(status, FERRY_INVALID_ARGUMENT);
+        assert_eq!(last_error(), "ferry_loan_send: loan is NULL");
+    })
+    .join()
+    .unwrap();
+    let (message, status) = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the destructor ran");
+    assert_eq!(
+        message, "",
+        "the thread's message was gone when the destructor ran"
+    );
+    assert_eq!(status, FERRY_INVALID_ARGUMENT);
 }
 
 /// `max_rate_bps` reaches the UDP publisher: 16 messages of 64 KiB at 40 Mbit/s cannot be handed

@@ -63,6 +63,13 @@ pub use sys::udp::MulticastInterface;
 pub use udp::crypto::DomainKey;
 pub use udp::discovery::{DiscoveryConfig, DiscoveryLimits};
 
+/// The longest node name (bytes).
+pub const MAX_NODE_NAME: usize = shm::layout::MAX_NODE_NAME;
+/// The longest topic name (bytes).
+pub const MAX_TOPIC_NAME: usize = shm::topic::MAX_TOPIC;
+/// The longest domain name (bytes).
+pub const MAX_DOMAIN_NAME: usize = shm::topic::MAX_DOMAIN;
+
 /// Bytes of ferry's header in every UDP data datagram, ahead of the message's bytes (a message
 /// that does not fit one datagram of the path MTU is cut into fragments, each behind this
 /// header).

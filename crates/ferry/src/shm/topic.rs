@@ -31,6 +31,11 @@ pub fn transport_name(bits: u32) -> &'static str {
 /// Prefix of every shared-memory object ferry makes.
 pub const PREFIX: &str = "ferry.";
 
+/// The longest topic name (bytes).
+pub const MAX_TOPIC: usize = 100;
+/// The longest domain name (bytes).
+pub const MAX_DOMAIN: usize = 32;
+
 /// Checks a topic name: 1–100 characters of `A-Z a-z 0-9 _ - . /`.
 pub fn validate_topic(topic: &str) -> Result<(), Error> {
     let bad = |reason| {
@@ -40,7 +45,7 @@ pub fn validate_topic(topic: &str) -> Result<(), Error> {
             reason,
         })
     };
-    if topic.is_empty() || topic.len() > 100 {
+    if topic.is_empty() || topic.len() > MAX_TOPIC {
         return bad("must be 1 to 100 characters");
     }
     if !topic
@@ -55,7 +60,7 @@ pub fn validate_topic(topic: &str) -> Result<(), Error> {
 /// Checks a domain name: 1–32 characters of `A-Z a-z 0-9 _ -`.
 pub fn validate_domain(domain: &str) -> Result<(), Error> {
     if domain.is_empty()
-        || domain.len() > 32
+        || domain.len() > MAX_DOMAIN
         || !domain
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
