@@ -75,14 +75,17 @@ pub fn parse_seconds(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Messages per second: a number from 0 (as fast as possible) to one billion.
+/// Messages per second: 0 (as fast as possible), or from one a million seconds (1e-6) to one
+/// billion. The lower bound keeps a message's due time, `count / rate` seconds on, a time the
+/// clock can count.
 pub fn parse_rate(text: &str) -> Result<f64, String> {
     let value: f64 = text.trim().parse().map_err(|_| {
         format!("invalid rate {text:?}: expected messages per second, e.g. 10, 0.5 or 0 (as fast as possible)")
     })?;
-    if !value.is_finite() || !(0.0..=1e9).contains(&value) {
+    if !(value == 0.0 || (1e-6..=1e9).contains(&value)) {
         return Err(format!(
-            "invalid rate {text:?}: must be between 0 (as fast as possible) and 1000000000"
+            "invalid rate {text:?}: must be 0 (as fast as possible) or between 0.000001 and \
+             1000000000"
         ));
     }
     Ok(value)
@@ -159,7 +162,8 @@ mod tests {
         }
         assert_eq!(parse_rate("0"), Ok(0.0));
         assert_eq!(parse_rate("0.5"), Ok(0.5));
-        for bad in ["-1", "x", "inf", "1e10"] {
+        assert_eq!(parse_rate("1e-6"), Ok(1e-6));
+        for bad in ["-1", "x", "inf", "NaN", "1e10", "1e-7", "1e-300", "-0.5"] {
             assert!(parse_rate(bad).is_err(), "{bad:?} should be refused");
         }
     }
