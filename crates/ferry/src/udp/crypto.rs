@@ -65,10 +65,40 @@ impl DomainKey {
 
     /// Reads a key file: 32 raw bytes, or 64 hexadecimal digits (surrounding whitespace
     /// ignored). Make one with `head -c 32 /dev/urandom > ferry.key`; keep it `0600`.
+    ///
+    /// Only a regular file is read, and no more of it than a key file can hold: a device, a
+    /// FIFO or a large file named by mistake is an error, never a hang or a read without end.
     pub fn from_file(path: &Path) -> Result<DomainKey, Error> {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        /// More than any key file holds (64 hex digits and whitespace).
+        const MAX_KEY_FILE: u64 = 4096;
         available()?;
-        let bytes = std::fs::read(path)
-            .map_err(|e| Error::io(format!("read the domain key {}", path.display()), e))?;
+        let io = |e| Error::io(format!("read the domain key {}", path.display()), e);
+        // Non-blocking: opening a FIFO to read would otherwise wait for a writer.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(io)?;
+        if !file.metadata().map_err(io)?.is_file() {
+            return Err(Error::InvalidConfig(format!(
+                "{} is not a regular file; a domain key is a file of 32 bytes or 64 hexadecimal \
+                 digits",
+                path.display()
+            )));
+        }
+        let mut bytes = Vec::new();
+        file.take(MAX_KEY_FILE + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io)?;
+        if bytes.len() as u64 > MAX_KEY_FILE {
+            return Err(Error::InvalidConfig(format!(
+                "{} is longer than {MAX_KEY_FILE} bytes, far more than a domain key (32 bytes, or \
+                 64 hexadecimal digits)",
+                path.display()
+            )));
+        }
         DomainKey::parse(&bytes).ok_or_else(|| {
             Error::InvalidConfig(format!(
                 "{} is not a domain key: it must hold 32 bytes, or 64 hexadecimal digits \
@@ -656,6 +686,36 @@ mod tests {
         assert_eq!(DomainKey::parse(b"short"), None);
         assert_eq!(DomainKey::parse("zz".repeat(32).as_bytes()), None);
         assert_eq!(format!("{:?}", key(1)), "DomainKey(…)");
+    }
+
+    /// A key file is read only if it is a regular file, and no further than a key file can
+    /// reach: a device that never ends or a FIFO nobody writes is an error at once.
+    #[test]
+    fn only_a_regular_file_of_key_size_is_read_as_a_key() {
+        let dir = std::env::temp_dir().join(format!("ferry-key-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.key");
+        std::fs::write(&good, "0b".repeat(32) + "\n").unwrap();
+        assert_eq!(DomainKey::from_file(&good).unwrap(), key(11));
+        let long = dir.join("long.key");
+        std::fs::write(&long, "0b".repeat(32) + &" ".repeat(1 << 20)).unwrap();
+        assert!(matches!(
+            DomainKey::from_file(&long),
+            Err(Error::InvalidConfig(_))
+        ));
+        let fifo = dir.join("fifo.key");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        for path in [Path::new("/dev/zero"), &fifo, &dir] {
+            let err = DomainKey::from_file(path).unwrap_err().to_string();
+            assert!(
+                err.contains("not a regular file"),
+                "{}: {err}",
+                path.display()
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     proptest! {
