@@ -114,6 +114,11 @@ pub enum SendError {
     Timeout(Duration),
     #[error("a {len}-byte message is not a whole number of {size}-byte elements")]
     NotWholeElements { len: usize, size: usize },
+    #[error(
+        "a loan holds elements of 1 byte or more aligned to at most 8 bytes (a payload's \
+         alignment); this element type has {size} bytes aligned to {align}"
+    )]
+    ElementType { size: usize, align: usize },
 }
 
 /// Errors from receiving.

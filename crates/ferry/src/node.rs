@@ -15,6 +15,10 @@ use crate::udp::{UdpPublisher, UdpSubscriber};
 use crate::{DomainKey, Error, NodeConfig, PodError, Qos, RecvError, SendError, Transport};
 use std::sync::Arc;
 
+/// Every loaned payload starts at a multiple of this: ring records are 8-byte aligned with a
+/// 16-byte header, and UDP buffers are heap allocations (16-byte aligned).
+const PAYLOAD_ALIGN: usize = 8;
+
 /// One participant, usually one process, with a name. Topics of one domain see each other;
 /// domains keep test runs and separate systems apart. Its settings are a [`NodeConfig`].
 #[derive(Debug, Clone)]
@@ -261,8 +265,13 @@ impl Publisher {
         Ok(Some(Loan { inner }))
     }
 
-    /// Lends room for `count` values of `T`.
+    /// Lends room for `count` values of `T`: a type of 1 byte or more, aligned to at most 8
+    /// bytes (`ElementType` otherwise), as a message's payload is.
     pub fn loan_slice<T: Pod>(&mut self, count: usize) -> Result<LoanSlice<'_, T>, SendError> {
+        let (size, align) = (std::mem::size_of::<T>(), std::mem::align_of::<T>());
+        if size == 0 || align > PAYLOAD_ALIGN {
+            return Err(SendError::ElementType { size, align });
+        }
         let max = self.max_message_size();
         let too_large = SendError::TooLarge {
             len: usize::MAX,
@@ -399,8 +408,9 @@ pub struct LoanSlice<'a, T: Pod> {
 
 impl<T: Pod> LoanSlice<'_, T> {
     pub fn as_mut_slice(&mut self) -> &mut [T] {
-        // Payloads start 8-byte aligned (ring records and Vec buffers) and the length is a whole
-        // number of T.
+        // Payloads start 8-byte aligned (ring records and Vec buffers), `loan_slice` took only
+        // elements of 1 byte or more aligned to at most that, and the length is a whole number
+        // of T (an empty one is an empty slice).
         pod::from_bytes_mut(self.loan.as_mut_slice()).expect("loaned payloads are 8-byte aligned")
     }
 

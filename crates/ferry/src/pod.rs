@@ -33,6 +33,10 @@ pub fn from_bytes<T: Pod>(bytes: &[u8]) -> Result<&[T], crate::PodError> {
             size,
         });
     }
+    // No bytes are no elements, wherever they point (an empty buffer's pointer is dangling).
+    if bytes.is_empty() {
+        return Ok(&[]);
+    }
     if bytes.as_ptr() as usize % std::mem::align_of::<T>() != 0 {
         return Err(crate::PodError::Alignment {
             align: std::mem::align_of::<T>(),
@@ -50,6 +54,10 @@ pub fn from_bytes_mut<T: Pod>(bytes: &mut [u8]) -> Result<&mut [T], crate::PodEr
             len: bytes.len(),
             size,
         });
+    }
+    // As in `from_bytes`.
+    if bytes.is_empty() {
+        return Ok(&mut []);
     }
     if bytes.as_ptr() as usize % std::mem::align_of::<T>() != 0 {
         return Err(crate::PodError::Alignment {
