@@ -131,7 +131,7 @@ impl Schedule {
     /// overload rule, then accounts for the cycle's lateness.
     pub fn begin(&mut self, now_ns: u64) -> Tick {
         // Deadlines passed so far (cycle 0's at time 0 included): the timer's posts.
-        let posted = now_ns / self.period_ns + 1;
+        let posted = (now_ns / self.period_ns).saturating_add(1);
         let mut backlog = posted.saturating_sub(self.next).max(1);
         let (mut overloads, mut skipped) = (0, 0);
         if backlog > OVERLOAD_LIMIT {
@@ -142,7 +142,7 @@ impl Schedule {
             overloads = 1 + over / climb;
             let kept = OVERLOAD_RESET + over % climb;
             skipped = backlog - kept;
-            self.next += skipped;
+            self.next = self.next.saturating_add(skipped);
             backlog = kept;
         }
         let deadline = self.next_deadline_ns();
@@ -164,7 +164,7 @@ impl Schedule {
         s.max_lateness_ns = s.max_lateness_ns.max(lateness);
         s.total_lateness_ns = s.total_lateness_ns.saturating_add(lateness);
         s.max_backlog = s.max_backlog.max(backlog);
-        self.next += 1;
+        self.next = self.next.saturating_add(1);
         self.began_ns = Some(now_ns);
         tick
     }
@@ -301,6 +301,21 @@ mod tests {
 
     fn sched() -> Schedule {
         Schedule::new(Duration::from_millis(1), Duration::from_micros(100))
+    }
+
+    /// A clock at its end and the shortest period: the counts saturate, nothing overflows.
+    #[test]
+    fn the_end_of_the_clock_saturates() {
+        let mut s = Schedule::new(Duration::ZERO, Duration::ZERO);
+        let mut last = s.begin(u64::MAX - 1).index;
+        // Cycle by cycle up to the last index there is, and past it.
+        for _ in 0..64 {
+            let tick = s.begin(u64::MAX);
+            assert!(tick.index >= last, "{tick:?} after index {last}");
+            last = tick.index;
+        }
+        assert_eq!(last, u64::MAX);
+        assert_eq!(s.next_deadline_ns(), u64::MAX);
     }
 
     #[test]
