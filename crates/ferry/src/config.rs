@@ -106,8 +106,9 @@ impl NodeConfig {
             match parse_mode(&m) {
                 Some(mode) => c.shm_mode = mode,
                 None => problems.push(format!(
-                    "FERRY_SHM_MODE='{m}' is not an octal mode of read and write bits; set it to \
-                     one such as 0660 (the group may read and write), or unset it for 0600"
+                    "FERRY_SHM_MODE='{m}' is not an octal mode of read and write bits that lets \
+                     its owner read and write; set it to one such as 0660 (the group may read and \
+                     write), or unset it for 0600"
                 )),
             }
         }
@@ -137,8 +138,8 @@ impl NodeConfig {
         self
     }
 
-    /// The mode of the shared-memory segments the node creates (read and write bits only;
-    /// 0600 by default). Other users' segments are refused whatever it allows.
+    /// The mode of the shared-memory segments the node creates (read and write bits only, the
+    /// owner's both; 0600 by default). Other users' segments are refused whatever it allows.
     pub fn with_shm_mode(mut self, mode: u32) -> NodeConfig {
         self.shm_mode = mode;
         self
@@ -195,9 +196,10 @@ impl NodeConfig {
     /// Checks every setting, and puts the peers of discovery in the form it compares them in.
     pub(crate) fn validated(mut self) -> Result<NodeConfig, Error> {
         crate::shm::topic::validate_domain(&self.domain)?;
-        if self.shm_mode & !0o666 != 0 {
+        if self.shm_mode & !0o666 != 0 || self.shm_mode & 0o600 != 0o600 {
             return Err(Error::InvalidConfig(format!(
-                "shared-memory mode {:#o} has bits other than read and write (0666 at most)",
+                "shared-memory mode {:#o} must let its owner read and write (0600 at least) and \
+                 have no bits but read and write (0666 at most)",
                 self.shm_mode
             )));
         }
@@ -241,7 +243,7 @@ fn parse_mode(text: &str) -> Option<u32> {
     let digits = text.strip_prefix("0o").unwrap_or(text);
     u32::from_str_radix(digits, 8)
         .ok()
-        .filter(|m| *m & !0o666 == 0)
+        .filter(|m| *m & !0o666 == 0 && *m & 0o600 == 0o600)
 }
 
 /// The discovery settings the variables `var` gives (`None`: unset or empty); what cannot be
@@ -546,8 +548,15 @@ mod tests {
         assert_eq!(ok.domain(), "x");
         let bad_domain = NodeConfig::default().with_domain("a/b").validated();
         assert!(matches!(bad_domain, Err(Error::InvalidName { .. })));
-        let bad_mode = NodeConfig::default().with_shm_mode(0o4600).validated();
-        assert!(matches!(bad_mode, Err(Error::InvalidConfig(_))));
+        // Bits other than read and write, or an owner who could not use its own segments.
+        for mode in [0o4600, 0, 0o400, 0o066, 0o200] {
+            let bad_mode = NodeConfig::default().with_shm_mode(mode).validated();
+            assert!(
+                matches!(bad_mode, Err(Error::InvalidConfig(_))),
+                "{mode:#o}"
+            );
+        }
+        assert!(parse_mode("0400").is_none() && parse_mode("0660") == Some(0o660));
         let mut d = DiscoveryConfig {
             peers: vec![
                 "[::ffff:10.0.0.2]:7650".parse().unwrap(),
