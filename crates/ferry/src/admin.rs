@@ -7,8 +7,11 @@ pub use crate::shm::topic::{
 pub use crate::udp::discovery::DiscoveryRefusals;
 pub use crate::udp::refusal::{Refusal, Refusals, REASONS};
 
-/// A snapshot of one topic, if it exists.
+/// A snapshot of one topic, if it exists. Names ferry would refuse are refused here too
+/// (`InvalidName`), rather than looked for.
 pub fn topic(domain: &str, topic: &str) -> Result<Option<TopicSnapshot>, crate::Error> {
+    validate_domain(domain)?;
+    validate_topic(topic)?;
     Ok(crate::shm::topic::Topic::open_existing(domain, topic)?.map(|t| t.snapshot()))
 }
 

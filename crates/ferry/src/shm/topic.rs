@@ -720,6 +720,9 @@ pub fn clean_forced(domain: Option<&str>) -> Result<CleanReport, Error> {
 }
 
 fn clean_impl(domain: Option<&str>, force: bool) -> Result<CleanReport, Error> {
+    if let Some(d) = domain {
+        validate_domain(d)?;
+    }
     let mut report = CleanReport::default();
     let names = sys::shm_list(PREFIX).map_err(|e| Error::io("list /dev/shm", e))?;
     let hb_data = header_bytes::<DataBlock>(sys::page_size());
@@ -788,6 +791,9 @@ fn clean_impl(domain: Option<&str>, force: bool) -> Result<CleanReport, Error> {
 pub type TopicEntry = Result<TopicSnapshot, (String, Error)>;
 
 pub fn list_topics(domain: Option<&str>) -> Result<Vec<TopicEntry>, Error> {
+    if let Some(d) = domain {
+        validate_domain(d)?;
+    }
     let mut out = Vec::new();
     for name in sys::shm_list(PREFIX).map_err(|e| Error::io("list /dev/shm", e))? {
         let Some((dom, topic)) = parse_control_name(&name) else {
@@ -824,6 +830,36 @@ mod tests {
         o.pid_ns.store(pid_ns, Ordering::Relaxed);
         t.publisher_ready(slot);
         token
+    }
+
+    /// Looking at, listing or cleaning by a name ferry would never make is refused, rather than
+    /// matched against other names (a domain `x.y` once found domain `x`'s topic `y.t`).
+    #[test]
+    fn the_admin_calls_refuse_names_ferry_refuses() {
+        for (d, t) in [
+            ("", "t"),
+            ("x.y", "t"),
+            ("a/b", "t"),
+            ("x", ""),
+            ("x", "a b"),
+        ] {
+            let e = crate::admin::topic(d, t).unwrap_err();
+            assert!(matches!(e, Error::InvalidName { .. }), "{d:?} {t:?}: {e}");
+        }
+        let long = "d".repeat(300);
+        for d in ["", "x.y", long.as_str()] {
+            assert!(
+                matches!(list_topics(Some(d)), Err(Error::InvalidName { .. })),
+                "{d:?}"
+            );
+            assert!(
+                matches!(clean(Some(d)), Err(Error::InvalidName { .. })),
+                "{d:?}"
+            );
+        }
+        assert!(crate::admin::topic(&domain("admin"), "t")
+            .unwrap()
+            .is_none());
     }
 
     #[test]
