@@ -117,7 +117,8 @@ fn wait(
         return Ok(Some(s));
     }
     let start = Instant::now();
-    let deadline = timeout.map(|t| start + t);
+    // A timeout past what the clock can count is no deadline.
+    let deadline = timeout.and_then(|t| start.checked_add(t));
     let spin = timeout.map_or(gil_spin, |t| t.min(gil_spin));
     while !spin.is_zero() && start.elapsed() < spin {
         std::hint::spin_loop();
@@ -480,6 +481,9 @@ impl Drop for Sample {
 }
 
 /// `numpy.frombuffer(obj, dtype)`: numpy is needed only here, and imported when first used.
+/// numpy before 1.23 let go of the buffer view as soon as the array was made, so the count of
+/// views that keeps lent memory from being handed back (`lend.rs`) could not see its arrays: it
+/// is refused.
 pub fn frombuffer<'py>(
     obj: &Bound<'py, PyAny>,
     dtype: Option<&Bound<'py, PyAny>>,
@@ -490,6 +494,15 @@ pub fn frombuffer<'py>(
             "arrays need numpy (pip install numpy): {e}"
         ))
     })?;
+    let version: String = np.getattr("__version__")?.extract()?;
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if (major, minor) < (1, 23) {
+        return Err(pyo3::exceptions::PyImportError::new_err(format!(
+            "arrays over lent memory need numpy 1.23 or later (this is {version}): older \
+             versions do not keep the buffer view their arrays read through"
+        )));
+    }
     match dtype {
         Some(d) => np.call_method1("frombuffer", (obj, d)),
         None => np.call_method1("frombuffer", (obj, np.getattr("uint8")?)),

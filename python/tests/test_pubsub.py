@@ -69,6 +69,22 @@ def test_recv_bytes_copies_each_message(domain, transport):
         sub.recv_bytes(timeout=0.1)
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_timeout_past_what_the_clock_counts_waits_for_the_message(domain, transport):
+    qos = ferry.Qos(transport=transport, wait="block", max_message_size=64)
+    node = ferry.Node("py-test", domain=domain)
+    sub = node.subscriber("data", qos)
+    pub = node.publisher("data", qos)
+    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
+    # Sent once the receive below is waiting: 1e19 s is past what a deadline can count.
+    timer = threading.Timer(0.1, lambda: pub.send(b"late"))
+    timer.start()
+    try:
+        assert sub.recv_bytes(timeout=1e19) == b"late"
+    finally:
+        timer.join(5)
+
+
 def test_recv_bytes_is_refused_while_a_view_of_the_last_sample_lives(domain):
     qos = ferry.Qos(transport="shm")
     node = ferry.Node("py-test", domain=domain)
