@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{Context, Error, Result};
+use crate::error::{bail, Context, Error, Result};
 use crate::peer::PeerLink;
 use crate::report::{Section, SummaryLine};
 use crate::Machine;
@@ -143,6 +143,10 @@ pub fn measure<E: Experiment>(config: E::Config) -> Result<Results<E>> {
 
 /// `ferry lab NAME`: measures, prints the table, and writes the results to `json` if given.
 pub fn run_and_print<E: Experiment>(config: E::Config, json: Option<&Path>) -> Result<()> {
+    // Before the measurement: a path it could not be written to would lose it.
+    if let Some(path) = json {
+        check_json_path(path)?;
+    }
     let results = measure::<E>(config)?;
     crate::table::print_out(&E::table(&results))?;
     if let Some(path) = json {
@@ -152,8 +156,33 @@ pub fn run_and_print<E: Experiment>(config: E::Config, json: Option<&Path>) -> R
     Ok(())
 }
 
+/// Whether results can go to `path`: a regular file or nothing there yet, in a directory that
+/// exists. Anything else (a device such as /dev/null, a directory, a link) is refused, as the
+/// file written beside it would replace it.
+pub fn check_json_path(path: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.is_file() => bail!(
+            "{} is not a regular file; results are written to a file of their own (a file there \
+             is replaced)",
+            path.display()
+        ),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+            match dir {
+                Some(d) if !d.is_dir() => {
+                    bail!("cannot write {}: {} is not a directory", path.display(), d.display())
+                }
+                _ => Ok(()),
+            }
+        }
+        Err(e) => Err(e).context(format!("cannot write {}", path.display())),
+    }
+}
+
 /// Writes pretty JSON to `path` through a temporary file, so that a reader never sees half.
 pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    check_json_path(path)?;
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
     let mut tmp = path.as_os_str().to_owned();
@@ -261,4 +290,37 @@ pub fn find(name: &str) -> Result<&'static dyn Registered> {
                     .join(", ")
             ))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Results go to a regular file or a new one in a directory that exists; a device (this once
+    /// replaced /dev/null with a file, as root), a directory or a missing directory is refused
+    /// before anything is measured.
+    #[test]
+    fn results_go_only_to_a_regular_file() {
+        let dir = std::env::temp_dir().join(format!("ferry-json-path-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fresh = dir.join("fresh.json");
+        assert!(check_json_path(&fresh).is_ok());
+        write_json(&fresh, &[1, 2]).unwrap();
+        assert!(check_json_path(&fresh).is_ok(), "a file there is replaced");
+        let link = dir.join("link.json");
+        std::os::unix::fs::symlink(&fresh, &link).unwrap();
+        for bad in [
+            Path::new("/dev/null"),
+            dir.as_path(),
+            &dir.join("missing/x.json"),
+            &link,
+        ] {
+            let e = check_json_path(bad).unwrap_err().to_string();
+            assert!(e.contains(&bad.display().to_string()), "{e}");
+            assert!(write_json(bad, &[1]).is_err(), "{}", bad.display());
+        }
+        use std::os::unix::fs::FileTypeExt;
+        assert!(Path::new("/dev/null").metadata().unwrap().file_type().is_char_device());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
