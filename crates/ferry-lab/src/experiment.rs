@@ -90,6 +90,22 @@ pub struct Measured<E: Experiment> {
 /// meaning or goes away; new fields do not raise it.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The most samples an experiment records per row (each kept in memory, 8 bytes).
+pub const MAX_SAMPLES: usize = 100_000_000;
+/// The most warm-up exchanges an experiment makes per row and round.
+pub const MAX_WARMUP: usize = 100_000_000;
+
+/// Refuses `--samples` and `--warmup` past what an experiment keeps in memory or counts.
+pub fn check_counts(samples: usize, warmup: usize) -> Result<()> {
+    if samples > MAX_SAMPLES {
+        bail!("--samples must be at most {MAX_SAMPLES}");
+    }
+    if warmup > MAX_WARMUP {
+        bail!("--warmup must be at most {MAX_WARMUP}");
+    }
+    Ok(())
+}
+
 /// One experiment's results: `{"schema", "ferry_version", "experiment", "machine", "request",
 /// "config", "rows"}`. `request` is the configuration asked for (enough to run it again),
 /// `config` how the run was made.
@@ -171,7 +187,11 @@ pub fn check_json_path(path: &Path) -> Result<()> {
             let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
             match dir {
                 Some(d) if !d.is_dir() => {
-                    bail!("cannot write {}: {} is not a directory", path.display(), d.display())
+                    bail!(
+                        "cannot write {}: {} is not a directory",
+                        path.display(),
+                        d.display()
+                    )
                 }
                 _ => Ok(()),
             }
@@ -320,7 +340,11 @@ mod tests {
             assert!(write_json(bad, &[1]).is_err(), "{}", bad.display());
         }
         use std::os::unix::fs::FileTypeExt;
-        assert!(Path::new("/dev/null").metadata().unwrap().file_type().is_char_device());
+        assert!(Path::new("/dev/null")
+            .metadata()
+            .unwrap()
+            .file_type()
+            .is_char_device());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

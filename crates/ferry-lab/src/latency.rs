@@ -260,6 +260,8 @@ pub struct Latency;
 
 /// The largest message size accepted (both ferry and the baseline map twice or more of it).
 const MAX_SIZE: usize = 256 << 20;
+/// The most rounds a run interleaves.
+const MAX_ROUNDS: usize = 10_000;
 /// How long the main process waits for one reply before it gives up.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the peer waits for one message (the main process may be slow to start a size).
@@ -280,9 +282,10 @@ fn validate(args: &Config) -> Result<()> {
             bail!("--sizes: {s} is listed twice");
         }
     }
-    if args.rounds == 0 {
-        bail!("--rounds must be at least 1");
+    if !(1..=MAX_ROUNDS).contains(&args.rounds) {
+        bail!("--rounds must be between 1 and {MAX_ROUNDS}");
     }
+    crate::experiment::check_counts(args.samples, args.warmup)?;
     if let Some(agent) = &args.remote {
         if let Some(t) = args.transports.iter().find(|t| !t.crosses_hosts()) {
             bail!(

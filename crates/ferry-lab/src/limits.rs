@@ -105,10 +105,12 @@ fn validate(args: &Config) -> Result<()> {
     if !(args.memcpy_seconds > 0.0 && args.memcpy_seconds <= 60.0) {
         bail!("--memcpy-seconds must be between 0 and 60");
     }
-    if args.memcpy_max < 4096 {
-        bail!("--memcpy-max must be at least 4K");
+    if !(4096..=1 << 30).contains(&args.memcpy_max) {
+        bail!(
+            "--memcpy-max must be between 4K and 1G (it copies between two buffers of that size)"
+        );
     }
-    Ok(())
+    crate::experiment::check_counts(args.samples, 0)
 }
 
 /// The memcpy sizes: 4 KiB, then four times larger each, up to `max`.

@@ -144,7 +144,7 @@ fn validate(args: &Config) -> Result<()> {
     if args.sizes.iter().any(|&s| s == 0 || s > MAX_SIZE) {
         bail!("--sizes: 1 byte to 64M");
     }
-    Ok(())
+    crate::experiment::check_counts(args.samples, args.warmup)
 }
 
 fn qos(transport: Transport, max_size: usize) -> Qos {

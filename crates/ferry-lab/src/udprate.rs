@@ -57,20 +57,25 @@ impl From<Pacing> for PacingMode {
 }
 
 pub fn parse_rate(s: &str) -> Result<u64, String> {
-    let (num, mult) = match s.trim().char_indices().last() {
-        Some((i, 'K' | 'k')) => (&s[..i], 1e3),
-        Some((i, 'M' | 'm')) => (&s[..i], 1e6),
-        Some((i, 'G' | 'g')) => (&s[..i], 1e9),
-        _ => (s, 1.0),
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 1e3),
+        Some((i, 'M' | 'm')) => (&t[..i], 1e6),
+        Some((i, 'G' | 'g')) => (&t[..i], 1e9),
+        Some((i, 'T' | 't')) => (&t[..i], 1e12),
+        _ => (t, 1.0),
     };
     let v: f64 = num
         .trim()
         .parse()
         .map_err(|_| format!("invalid rate {s:?}: use e.g. 500M or 2G (bit/s)"))?;
-    if v.is_nan() || v <= 0.0 || v * mult > MAX_RATE as f64 {
-        return Err(format!("rate {s:?} must be above 0 and at most 10T bit/s"));
+    let bits = v * mult;
+    if !(1.0..=MAX_RATE as f64).contains(&bits) {
+        return Err(format!(
+            "rate {s:?} must be at least 1 bit/s and at most 10T bit/s"
+        ));
     }
-    Ok((v * mult) as u64)
+    Ok(bits as u64)
 }
 
 /// The sender thread counts to run: fixed counts, one run each, or an automatic pool.
@@ -1224,7 +1229,13 @@ mod tests {
             serde_json::json!("auto")
         );
         assert_eq!(parse_rate("3G"), Ok(3_000_000_000));
+        assert_eq!(parse_rate(" 1G "), Ok(1_000_000_000));
+        assert_eq!(parse_rate("10T"), Ok(10_000_000_000_000));
         assert!(parse_rate("0").is_err());
+        // Not a number (a suffix after a character of more than one byte once panicked).
+        for bad in [" ék", " üM", "é", "0.5", "11T", "NaN", "inf", "-1G", ""] {
+            assert!(parse_rate(bad).is_err(), "{bad:?}");
+        }
         assert_eq!("steady".parse(), Ok(Pacing::Steady));
         assert_eq!(serde_json::to_value(Pacing::CatchUp).unwrap(), "catch-up");
     }
