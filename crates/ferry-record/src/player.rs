@@ -153,13 +153,19 @@ pub fn scan(path: &Path, limits: ReadLimits, only: Option<&[String]>) -> Result<
     })
 }
 
+/// The slowest speed factor: any recording's due times, `log time / rate` on, stay times the
+/// clock can count (a recording spans at most 2^64 ns).
+pub const MIN_RATE: f64 = 1e-6;
+
 impl Player {
     /// Checks the file and makes a publisher per topic played (with `qos`, and room for the
     /// topic's largest message).
     pub fn new(node: &Node, qos: &Qos, path: &Path, options: PlayOptions) -> Result<Player, Error> {
         if let Rate::Factor(f) = options.rate {
-            if !(f.is_finite() && f > 0.0) {
-                return Err(Error::Usage(format!("rate {f} must be a positive number")));
+            if !(f.is_finite() && f >= MIN_RATE) {
+                return Err(Error::Usage(format!(
+                    "rate {f} must be a speed factor of at least {MIN_RATE}"
+                )));
             }
         }
         let scan = scan(path, options.limits, options.topics.as_deref())?;

@@ -291,7 +291,7 @@ impl Recorder {
                 failure.get_or_insert(e);
             }
         }
-        self.close_file()?;
+        self.close_file(false)?;
         if let Some(e) = failure {
             return Err(e);
         }
@@ -413,7 +413,7 @@ impl Recorder {
             .split_duration
             .is_some_and(|d| file.started.elapsed() >= d);
         if has_messages && (full || old) {
-            self.close_file()?;
+            self.close_file(true)?;
             self.open_next()?;
         }
         Ok(())
@@ -485,7 +485,9 @@ impl Recorder {
         Ok(())
     }
 
-    fn close_file(&mut self) -> Result<(), Error> {
+    /// Closes the file being written; `another` when a next file opens after it (it then
+    /// counts as one of the `max_files` kept).
+    fn close_file(&mut self, another: bool) -> Result<(), Error> {
         let Some(mut file) = self.file.take() else {
             return Ok(());
         };
@@ -564,8 +566,8 @@ impl Recorder {
         }
         self.files.push(path);
         if let Some(keep) = self.options.max_files.filter(|_| self.split) {
-            // The file being opened next counts as one of them.
-            while self.files.len() >= keep.max(1) {
+            // The file opened next, if one is, counts as one of them.
+            while self.files.len() + usize::from(another) > keep.max(1) {
                 let old = self.files.remove(0);
                 std::fs::remove_file(&old)
                     .map_err(|e| Error::Io(format!("remove {}", old.display()), e))?;

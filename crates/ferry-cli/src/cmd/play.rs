@@ -42,9 +42,12 @@ fn parse_play_rate(text: &str) -> std::result::Result<PlayRate, String> {
         return Ok(PlayRate(Rate::Max));
     }
     match text.trim().parse::<f64>() {
-        Ok(f) if f.is_finite() && f > 0.0 => Ok(PlayRate(Rate::Factor(f))),
+        Ok(f) if f.is_finite() && f >= ferry_record::player::MIN_RATE => {
+            Ok(PlayRate(Rate::Factor(f)))
+        }
         _ => Err(format!(
-            "invalid rate {text:?}: expected a speed factor such as 0.5, 1 or 2, or max"
+            "invalid rate {text:?}: expected a speed factor such as 0.5, 1 or 2 (at least \
+             0.000001), or max"
         )),
     }
 }
@@ -126,5 +129,9 @@ mod tests {
         assert!(parse_play_rate("0").is_err());
         assert!(parse_play_rate("-1").is_err());
         assert!(parse_play_rate("fast").is_err());
+        // So slow that a due time would pass what the clock counts (these panicked).
+        assert!(parse_play_rate("1e-20").is_err());
+        assert!(parse_play_rate("1e-300").is_err());
+        assert_eq!(parse_play_rate("1e-6"), Ok(PlayRate(Rate::Factor(1e-6))));
     }
 }
