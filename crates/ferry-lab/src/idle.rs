@@ -109,8 +109,8 @@ fn validate(args: &Config) -> Result<()> {
     if args.wait.is_empty() {
         bail!("--wait: give at least one");
     }
-    if !(args.seconds > 0.0 && args.seconds <= 600.0) {
-        bail!("--seconds must be between 0 and 600");
+    if !(0.01..=600.0).contains(&args.seconds) {
+        bail!("--seconds must be between 0.01 and 600");
     }
     Ok(())
 }

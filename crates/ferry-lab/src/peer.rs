@@ -456,6 +456,8 @@ pub fn with_default_port(agent: &str) -> String {
     };
     if has_port {
         agent.to_owned()
+    } else if agent.starts_with('[') {
+        format!("{agent}:{AGENT_PORT}")
     } else if agent.contains(':') {
         format!("[{agent}]:{AGENT_PORT}")
     } else {
@@ -644,6 +646,7 @@ mod tests {
         assert_eq!(with_default_port("host"), "host:7447");
         assert_eq!(with_default_port("fd00::2"), "[fd00::2]:7447");
         assert_eq!(with_default_port("[fd00::2]:9000"), "[fd00::2]:9000");
+        assert_eq!(with_default_port("[::1]"), "[::1]:7447");
     }
 
     #[test]

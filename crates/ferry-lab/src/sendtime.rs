@@ -144,6 +144,8 @@ fn validate(args: &Config) -> Result<()> {
     if args.sizes.iter().any(|&s| s == 0 || s > MAX_SIZE) {
         bail!("--sizes: 1 byte to 64M");
     }
+    super::distinct_list("--transport", &args.transports, |t| t.name().to_owned())?;
+    super::distinct_list("--sizes", &args.sizes, |s| s.to_string())?;
     crate::experiment::check_counts(args.samples, args.warmup)
 }
 

@@ -210,8 +210,8 @@ impl Default for Config {
 pub struct UdpRate;
 
 fn validate(args: &Config) -> Result<()> {
-    if !(args.duration > 0.0 && args.duration <= 3600.0) {
-        bail!("--duration must be between 0 and 3600 seconds");
+    if !(0.01..=3600.0).contains(&args.duration) {
+        bail!("--duration must be between 0.01 and 3600 seconds");
     }
     if !(args.interval >= 0.05 && args.interval <= 10.0) {
         bail!("--interval must be between 0.05 and 10 seconds");
@@ -1177,7 +1177,7 @@ mod tests {
                 duration: 0.0,
                 ..Config::default()
             },
-            "--duration must be between 0 and 3600 seconds",
+            "--duration must be between 0.01 and 3600 seconds",
         );
         bad(
             Config {

@@ -67,6 +67,9 @@ pub fn parse_seconds(text: &str) -> Result<Duration, String> {
     if !secs.is_finite() || secs <= 0.0 {
         return Err(invalid());
     }
+    if secs < 1e-6 {
+        return Err(format!("duration {text:?} is too short (at least 1 µs)"));
+    }
     if secs > 1e7 {
         return Err(format!(
             "duration {text:?} is too long (at most 10000000 s)"
@@ -157,9 +160,10 @@ mod tests {
         assert_eq!(parse_seconds("10"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_seconds("2.5s"), Ok(Duration::from_millis(2500)));
         assert_eq!(parse_seconds("500ms"), Ok(Duration::from_millis(500)));
-        for bad in ["0", "-1", "x", "inf", "NaN", ""] {
+        for bad in ["0", "-1", "x", "inf", "NaN", "", "1e-300", "0.0000001"] {
             assert!(parse_seconds(bad).is_err(), "{bad:?} should be refused");
         }
+        assert_eq!(parse_seconds("1e-6"), Ok(Duration::from_micros(1)));
         assert_eq!(parse_rate("0"), Ok(0.0));
         assert_eq!(parse_rate("0.5"), Ok(0.5));
         assert_eq!(parse_rate("1e-6"), Ok(1e-6));

@@ -273,12 +273,19 @@ fn dead_hint(topics: &[TopicSnapshot]) -> &'static str {
 }
 
 pub fn run_topics(args: TopicsArgs) -> Result<()> {
+    if let Some(secs) = args.remote {
+        check_remote(args.domain.as_deref(), secs)?;
+    }
     let topics = snapshots(args.domain.as_deref())?;
     if args.json {
         return print_json(&topics);
     }
     if topics.is_empty() {
         print_out(&nothing_found(args.domain.as_deref()))?;
+        // Other hosts may announce topics this one has none of.
+        if let Some(secs) = args.remote {
+            print_remote(args.domain.as_deref(), secs)?;
+        }
         return Ok(());
     }
     let mut table = Table::new(&[
@@ -359,14 +366,23 @@ pub fn run_topics(args: TopicsArgs) -> Result<()> {
     Ok(())
 }
 
-/// Lists what other hosts announce (UDP discovery) in one domain.
-fn print_remote(domain: Option<&str>, secs: f64) -> Result<()> {
-    let Some(domain) = domain else {
+/// Refuses a `--remote` without a domain, or outside 0 to 60 seconds.
+fn check_remote(domain: Option<&str>, secs: f64) -> Result<()> {
+    if domain.is_none() {
         bail!("--remote needs --domain (discovery runs per domain)")
-    };
+    }
     if !(0.0..=60.0).contains(&secs) {
         bail!("--remote takes 0 to 60 seconds");
     }
+    Ok(())
+}
+
+/// Lists what other hosts announce (UDP discovery) in one domain.
+fn print_remote(domain: Option<&str>, secs: f64) -> Result<()> {
+    check_remote(domain, secs)?;
+    let Some(domain) = domain else {
+        bail!("--remote needs --domain (discovery runs per domain)")
+    };
     let listen = std::time::Duration::from_secs_f64(secs);
     let remote = ferry::NodeConfig::from_env()
         .map_err(|e| e.to_string())

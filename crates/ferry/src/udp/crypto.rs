@@ -102,8 +102,7 @@ impl DomainKey {
         DomainKey::parse(&bytes).ok_or_else(|| {
             Error::InvalidConfig(format!(
                 "{} is not a domain key: it must hold 32 bytes, or 64 hexadecimal digits \
-                 (make one with `head -c 32 /dev/urandom > {}`)",
-                path.display(),
+                 (make a new one with `head -c 32 /dev/urandom > ferry.key`)",
                 path.display()
             ))
         })
