@@ -26,7 +26,9 @@ use crate::peer::{read_line, Hello, Reply};
 /// Connections served at once; more are refused.
 pub const MAX_JOBS: usize = 16;
 /// How long the agent waits for each line of the handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(if cfg!(test) { 2 } else { 10 });
+/// How long a write to the main side may wait for it to take the bytes.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// What the tags of the challenge are made for (a key derived for this use alone).
 const TAG_PURPOSE: &str = "ferry lab agent v1";
 /// The version of the agent's handshake.
@@ -190,6 +192,21 @@ fn job(mut stream: TcpStream, config: &AgentConfig, counters: &Counters) -> Resu
     stream.set_nonblocking(false)?;
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    // A write the main side does not take within this ends the job, as does a peer machine
+    // gone silent (TCP keepalive), so no connection holds a job slot for ever.
+    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    keepalive(&stream)?;
+    // The read timeout bounds each read; this bounds the whole handshake, however slowly its
+    // bytes come: past it, the connection is shut and the reads below fail.
+    let (handshaken, watch) = std::sync::mpsc::channel::<()>();
+    let watched = stream.try_clone()?;
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            watch.recv_timeout(HANDSHAKE_TIMEOUT)
+        {
+            let _ = watched.shutdown(Shutdown::Both);
+        }
+    });
     let mut reader = BufReader::new(stream.try_clone()?);
     let challenge = match &config.key {
         Some(_) => {
@@ -229,6 +246,8 @@ fn job(mut stream: TcpStream, config: &AgentConfig, counters: &Counters) -> Resu
         Ok(h) => h,
         Err(e) => {
             counters.refused_request.fetch_add(1, Ordering::Relaxed);
+            // serde's message may quote the request: the reply stays short whatever came in.
+            let e: String = e.to_string().chars().take(200).collect();
             let _ = send_line(
                 &mut stream,
                 &Reply::Error(format!("unreadable request: {e}")),
@@ -250,6 +269,8 @@ fn job(mut stream: TcpStream, config: &AgentConfig, counters: &Counters) -> Resu
         let _ = send_line(&mut stream, &Reply::Error(why.clone()));
         return Err(Error::msg(format!("refused: {why}")));
     }
+    // The handshake is over: the watchdog leaves the connection alone.
+    drop(handshaken);
     counters.served.fetch_add(1, Ordering::Relaxed);
     crate::note!(
         "ferry lab agent: {} peer for {}",
@@ -366,9 +387,52 @@ pub fn parse_allow(list: &[String]) -> Result<Vec<IpAddr>> {
         .collect()
 }
 
+/// TCP keepalive on a job's connection: a main side whose machine went away without closing it
+/// is found gone within about two minutes (60 s idle, then 6 probes 10 s apart).
+fn keepalive(stream: &TcpStream) -> std::io::Result<()> {
+    use rustix::net::sockopt;
+    sockopt::set_socket_keepalive(stream, true)?;
+    sockopt::set_tcp_keepidle(stream, Duration::from_secs(60))?;
+    sockopt::set_tcp_keepintvl(stream, Duration::from_secs(10))?;
+    sockopt::set_tcp_keepcnt(stream, 6)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client that drips its handshake a byte at a time, each within the read timeout, is cut
+    /// off when the handshake's time is up: it never holds a job slot for ever.
+    #[test]
+    fn a_handshake_dripped_a_byte_at_a_time_ends_in_time() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = std::thread::spawn(move || {
+            let mut c = TcpStream::connect(addr).unwrap();
+            // A request line that never ends, a byte per 100 ms, for up to a minute.
+            for _ in 0..600 {
+                if c.write_all(b" ").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let (server, _) = listener.accept().unwrap();
+        let config = AgentConfig {
+            listen: addr,
+            allow: Vec::new(),
+            key: None,
+        };
+        let start = std::time::Instant::now();
+        let _ = job(server, &config, &Counters::default());
+        let took = start.elapsed();
+        assert!(
+            took < HANDSHAKE_TIMEOUT + Duration::from_secs(5),
+            "the job took {took:?}"
+        );
+        client.join().unwrap();
+    }
 
     #[test]
     fn only_allowed_addresses() {

@@ -301,6 +301,8 @@ pub fn find(name: &str) -> Result<&'static dyn Registered> {
         .copied()
         .find(|e| e.name() == name)
         .ok_or_else(|| {
+            // The name may come from another machine: echoed no longer than any experiment's.
+            let name: String = name.chars().take(40).collect();
             Error::msg(format!(
                 "no experiment is named {name:?}; the lab has: {}",
                 REGISTRY

@@ -19,6 +19,15 @@ pub fn page_size() -> usize {
 
 /// Pins the calling thread to one CPU.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    if cpu >= rustix::thread::CpuSet::MAX_CPU {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "CPU {cpu} is past the {} a CPU set can name",
+                rustix::thread::CpuSet::MAX_CPU
+            ),
+        ));
+    }
     let mut set = rustix::thread::CpuSet::new();
     set.set(cpu);
     rustix::thread::sched_setaffinity(None, &set)?;
@@ -215,5 +224,14 @@ mod tests {
         .join()
         .unwrap();
         assert!(monotonic_ns() > 0);
+    }
+
+    /// A CPU number past what a CPU set names (one from another machine's request) is an
+    /// error, not a panic.
+    #[test]
+    fn a_cpu_past_the_set_is_an_error() {
+        let e = pin_current_thread(rustix::thread::CpuSet::MAX_CPU).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(pin_current_thread(usize::MAX).is_err());
     }
 }

@@ -676,7 +676,7 @@ fn next_command(link: &mut PeerLink, timeout: Duration, what: &str) -> Result<Co
 
 fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
     let in_range = (0.05..=10.0).contains(&args.interval_s)
-        && args.window_s > 0.0
+        && args.window_s >= 0.01
         && args.window_s <= 10.0
         && args.duration_s > 0.0
         && args.duration_s <= 3600.0;
