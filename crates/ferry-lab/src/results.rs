@@ -106,17 +106,29 @@ impl SuiteResults {
         } else {
             path.to_owned()
         };
-        let size = std::fs::metadata(&file)
-            .context(format!("cannot read {}", file.display()))?
-            .len();
-        if size > MAX_BYTES {
+        let meta = std::fs::metadata(&file).context(format!("cannot read {}", file.display()))?;
+        if !meta.is_file() {
             return Err(Error::msg(format!(
-                "{} is {size} bytes, more than a results document holds ({MAX_BYTES})",
+                "{} is not a regular file; give a results.json or the report directory holding one",
                 file.display()
             )));
         }
-        let text =
-            std::fs::read_to_string(&file).context(format!("cannot read {}", file.display()))?;
+        // No more than a document holds is read, whatever the size said a moment ago.
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(
+                std::fs::File::open(&file).context(format!("cannot read {}", file.display()))?,
+                MAX_BYTES + 1,
+            ),
+            &mut text,
+        )
+        .context(format!("cannot read {}", file.display()))?;
+        if text.len() as u64 > MAX_BYTES {
+            return Err(Error::msg(format!(
+                "{} is more than a results document holds ({MAX_BYTES} bytes)",
+                file.display()
+            )));
+        }
         let value: Value =
             serde_json::from_str(&text).context(format!("{} is not JSON", file.display()))?;
         if value.is_array() {
@@ -139,6 +151,13 @@ impl SuiteResults {
                     file.display()
                 )))
             }
+        }
+        if value.get("suite").is_none() && value.get("experiment").is_some() {
+            return Err(Error::msg(format!(
+                "{} holds the results of one experiment (its --json); `ferry lab report` reads \
+                 what a suite run writes: the results.json of `ferry lab`, or its report directory",
+                file.display()
+            )));
         }
         serde_json::from_value(value).context(format!("{}", file.display()))
     }
@@ -241,10 +260,19 @@ mod tests {
             ("{\"schema\": 99}", "version 99"),
             ("{\"rows\": []}", "not a ferry lab results document"),
             ("not json", "is not JSON"),
+            (
+                "{\"schema\": 1, \"experiment\": \"latency\", \"rows\": []}",
+                "the results of one experiment",
+            ),
         ] {
             std::fs::write(&file, text).unwrap();
             let err = SuiteResults::read(&file).unwrap_err().to_string();
             assert!(err.contains(says), "{text}: {err}");
+        }
+        // A device is not read (/dev/zero would be read without end).
+        for path in ["/dev/zero", "/dev/null"] {
+            let err = SuiteResults::read(Path::new(path)).unwrap_err().to_string();
+            assert!(err.contains("not a regular file"), "{path}: {err}");
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
