@@ -89,16 +89,17 @@ def read(path: PathLike) -> Dict[str, Any]:
     (``ferry lab latency --json FILE``).
     """
     file = _document_path(path)
-    size = os.path.getsize(file)
-    if size > MAX_BYTES:
-        raise SchemaError(
-            f"{file} is {size} bytes, more than a results document holds ({MAX_BYTES})"
-        )
+    if os.path.exists(file) and not os.path.isfile(file):
+        raise SchemaError(f"{file} is not a regular file")
+    # No more than a document holds is read, whatever its size says (a device has none).
     with open(file, encoding="utf-8") as f:
-        try:
-            value = json.load(f)
-        except json.JSONDecodeError as e:
-            raise SchemaError(f"{file} is not JSON: {e}") from None
+        text = f.read(MAX_BYTES + 1)
+    if len(text) > MAX_BYTES:
+        raise SchemaError(f"{file} is more than a results document holds ({MAX_BYTES} bytes)")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SchemaError(f"{file} is not JSON: {e}") from None
     _check_schema(value, file)
     return value
 

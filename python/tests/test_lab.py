@@ -65,6 +65,12 @@ def test_unknown_documents_are_refused_clearly(tmp_path, content, message):
     assert issubclass(ferry.lab.SchemaError, ValueError)
 
 
+def test_a_device_is_not_read_as_results():
+    # /dev/zero has no size and no end: it is refused, not read.
+    with pytest.raises(ferry.lab.SchemaError, match="not a regular file"):
+        ferry.lab.load("/dev/zero")
+
+
 def test_an_experiment_of_an_unknown_version_inside_a_suite_is_refused(tmp_path):
     doc = json.loads((DATA / "results.json").read_text())
     doc["runs"][0]["results"]["schema"] = 7
