@@ -694,7 +694,15 @@ fn bad_arguments_are_refused_clearly() {
         ),
         (
             &["lab", "latency", "--rounds", "0"],
-            "--rounds must be at least 1",
+            "--rounds must be between 1 and 10000",
+        ),
+        (
+            &["lab", "latency", "--samples", "200000000"],
+            "--samples must be at most 100000000",
+        ),
+        (
+            &["lab", "latency", "--json", "/dev/null"],
+            "/dev/null is not a regular file",
         ),
         (&["lab", "latency", "--pin", "0"], "invalid pinning"),
         (
