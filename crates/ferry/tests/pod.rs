@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{domain, wait_until};
+use common::{domain, meet};
 use ferry::{pod, Delivery, Node, PodError, Qos, SendError, Transport};
 
 const BOUND: Duration = Duration::from_secs(30);
@@ -30,8 +30,7 @@ fn typed_loans_and_samples_on_both_transports() {
         let mut sub = node.subscriber("t", &qos).unwrap();
         let mut publ = node.publisher("t", &qos).unwrap();
         assert!(
-            wait_until(BOUND, || sub.publisher_count() >= 1
-                && publ.subscriber_count() >= 1),
+            meet(&mut sub, &publ, BOUND),
             "{transport:?}: the publisher and the subscriber never met"
         );
 

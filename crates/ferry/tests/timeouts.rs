@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{domain, wait_until};
+use common::{domain, meet};
 use ferry::{Delivery, Node, Qos, Transport};
 
 /// How long any one step here may take before the test fails (the steps take milliseconds).
@@ -25,10 +25,8 @@ fn timeouts_past_what_the_clock_counts_wait_as_long_as_it_takes() {
             .send_timeout(Duration::MAX);
         let mut sub = node.subscriber("t", &qos).unwrap();
         let mut publ = node.publisher("t", &qos).unwrap();
-        // A subscriber attaches to a publisher when it looks for publishers.
         assert!(
-            wait_until(BOUND, || sub.publisher_count() >= 1
-                && publ.subscriber_count() >= 1),
+            meet(&mut sub, &publ, BOUND),
             "{transport:?}: the publisher and the subscriber never met"
         );
 

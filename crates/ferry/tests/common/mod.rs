@@ -175,6 +175,14 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
+/// A subscriber and a publisher of one process that meet within `timeout`: each counts the
+/// other (a subscriber attaches to a publisher when it looks for publishers).
+pub fn meet(sub: &mut ferry::Subscriber, publ: &ferry::Publisher, timeout: Duration) -> bool {
+    wait_until(timeout, || {
+        sub.publisher_count() >= 1 && publ.subscriber_count() >= 1
+    })
+}
+
 pub fn subscriber_count(domain: &str, topic: &str) -> usize {
     ferry::admin::topic(domain, topic)
         .ok()
