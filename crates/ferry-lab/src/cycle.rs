@@ -246,18 +246,16 @@ fn validate(config: &Config) -> Result<()> {
     crate::distinct_list("--transport", &config.transport, |t| t.name().to_owned())?;
     crate::distinct_list("--placement", &config.placement, |p| p.name().to_owned())?;
     let cycle_ms = config.cycle_times();
-    if cycle_ms.is_empty() {
-        bail!("--cycle-ms: give at least one");
-    }
+    crate::distinct_list("--cycle-ms", &cycle_ms, |c| c.to_string())?;
     if cycle_ms
         .iter()
         .any(|&c| !(MIN_CYCLE_MS..=MAX_CYCLE_MS).contains(&c))
     {
         bail!("--cycle-ms: cycle times must be between 0.05 and 10000 ms");
     }
-    if config.budgets().is_empty() {
-        bail!("--cpu: give at least one");
-    }
+    crate::distinct_list("--cpu", &config.budgets(), |b| {
+        b.map_or("none".to_owned(), |c| c.to_string())
+    })?;
     if let Some(c) = config
         .budgets()
         .into_iter()
@@ -1885,6 +1883,12 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--cycle-ms"));
+        let cycle_twice = Config {
+            cycle_ms: Some(vec![1.0, 1.0]),
+            ..Config::default()
+        };
+        let err = validate(&cycle_twice).unwrap_err().to_string();
+        assert!(err.contains("--cycle-ms: 1 is listed twice"), "{err}");
         // The JSON names are the options'; values as the command line writes them.
         let v: Config = serde_json::from_value(serde_json::json!({
             "transport": ["udp4"], "cpu": [0.5, null], "placement": ["two-cpus"],

@@ -194,6 +194,14 @@ impl Recorder {
         if topics.is_empty() {
             return Err(Error::Usage("name at least one topic to record".into()));
         }
+        // A topic named twice would be recorded twice, each message in two channels.
+        let twice = topics
+            .iter()
+            .enumerate()
+            .find_map(|(i, t)| topics[..i].contains(t).then_some(t));
+        if let Some(t) = twice {
+            return Err(Error::Usage(format!("topic {t:?} is named twice")));
+        }
         let mut subscribers = Vec::with_capacity(topics.len());
         for t in topics {
             let sub = node

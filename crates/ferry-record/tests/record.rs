@@ -360,6 +360,17 @@ fn an_existing_file_is_not_overwritten() {
     .expect("refused");
     assert!(err.to_string().contains("exists"), "{err}");
     assert_eq!(std::fs::read(&path).unwrap(), b"keep me");
+    // A topic named twice is refused (it would be recorded in two channels).
+    let err = Recorder::start(
+        &node,
+        &["t".to_owned(), "u".to_owned(), "t".to_owned()],
+        &Qos::default(),
+        &dir.join("twice.mcap"),
+        RecordOptions::default(),
+    )
+    .err()
+    .expect("refused");
+    assert!(err.to_string().contains("\"t\" is named twice"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
