@@ -30,6 +30,10 @@ use crate::experiment::Experiment;
 /// The longest line either side accepts: a peer request or report is a few kilobytes; anything
 /// longer is refused rather than buffered.
 pub const MAX_LINE: usize = 1 << 20;
+/// Lines read ahead of the lab (the reader then waits, and so does the sender behind it).
+const LINES_AHEAD: usize = 256;
+/// Reports the lab holds before it reads them: more is a peer that floods, an error.
+const MAX_QUEUED_REPORTS: usize = 1 << 16;
 
 /// The TCP port `ferry lab agent` listens on by default.
 pub const AGENT_PORT: u16 = 7447;
@@ -73,7 +77,8 @@ pub fn read_line(input: &mut impl BufRead) -> Result<Option<String>> {
 
 /// Reads lines into a channel from a thread, until the end or an error (sent as `Err`).
 fn reader_thread(input: impl Read + Send + 'static) -> Receiver<Result<String>> {
-    let (tx, rx) = mpsc::channel();
+    // Bounded: a sender faster than the lab reads is held back, not buffered without end.
+    let (tx, rx) = mpsc::sync_channel(LINES_AHEAD);
     std::thread::Builder::new()
         .name("lab-lines".to_owned())
         .spawn(move || {
@@ -276,6 +281,11 @@ impl Peer {
         let reply: Reply = serde_json::from_str(&line)
             .map_err(|e| Error::msg(format!("the peer sent a line the lab cannot read: {e}")))?;
         match reply {
+            Reply::Report(_) if self.reports.len() >= MAX_QUEUED_REPORTS => {
+                return Err(Error::msg(format!(
+                    "the peer sent more than {MAX_QUEUED_REPORTS} reports the lab has not read yet"
+                )))
+            }
             Reply::Report(v) => self.reports.push_back(v),
             Reply::Done(()) => self.ended = Some(Ok(())),
             Reply::Error(e) => self.ended = Some(Err(e)),
@@ -328,7 +338,13 @@ impl Peer {
 
     /// An error if the peer has ended (it must not before `finish`) or failed.
     pub fn check_alive(&mut self) -> Result<()> {
-        while self.pump(Duration::ZERO)? {}
+        // What has arrived, at most what can be read ahead: a peer that never stops sending
+        // does not keep this call.
+        for _ in 0..LINES_AHEAD {
+            if !self.pump(Duration::ZERO)? {
+                break;
+            }
+        }
         match &self.ended {
             Some(Err(e)) => Err(Error::msg(format!("the peer failed: {e}"))),
             Some(Ok(())) => Err(Error::msg("the peer ended early")),
@@ -603,6 +619,48 @@ fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whatever answers at `--remote` may flood the main side with reports: each look at the
+    /// peer returns, and the flood ends the run with an error instead of filling memory.
+    #[test]
+    fn a_peer_that_floods_reports_is_an_error_not_a_memory_sink() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let flood = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let lines = "{\"report\":0}\n".repeat(1024);
+            while s.write_all(lines.as_bytes()).is_ok() {}
+        });
+        let stream = TcpStream::connect(addr).unwrap();
+        let mut peer = Peer {
+            lines: reader_thread(stream.try_clone().unwrap()),
+            link: Link::Remote {
+                stream,
+                agent: addr.to_string(),
+            },
+            ended: None,
+            reports: Default::default(),
+            exited: false,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let err = loop {
+            let call = Instant::now();
+            let r = peer.check_alive();
+            assert!(
+                call.elapsed() < Duration::from_secs(5),
+                "one look took {:?}",
+                call.elapsed()
+            );
+            match r {
+                Ok(()) => assert!(Instant::now() < deadline, "no end to the flood"),
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert!(err.contains("reports the lab has not read"), "{err}");
+        assert!(peer.reports.len() <= MAX_QUEUED_REPORTS);
+        drop(peer);
+        flood.join().unwrap();
+    }
 
     #[test]
     fn lines_are_bounded() {
