@@ -91,14 +91,14 @@ def read(path: PathLike) -> Dict[str, Any]:
     file = _document_path(path)
     if os.path.exists(file) and not os.path.isfile(file):
         raise SchemaError(f"{file} is not a regular file")
-    # No more than a document holds is read, whatever its size says (a device has none).
-    with open(file, encoding="utf-8") as f:
-        text = f.read(MAX_BYTES + 1)
-    if len(text) > MAX_BYTES:
+    # No more bytes than a document holds are read, whatever its size says (a device has none).
+    with open(file, "rb") as f:
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
         raise SchemaError(f"{file} is more than a results document holds ({MAX_BYTES} bytes)")
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
+        value = json.loads(data.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise SchemaError(f"{file} is not JSON: {e}") from None
     _check_schema(value, file)
     return value

@@ -76,7 +76,8 @@ def test_a_timeout_past_what_the_clock_counts_waits_for_the_message(domain, tran
     sub = node.subscriber("data", qos)
     pub = node.publisher("data", qos)
     wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
-    # Sent once the receive below is waiting: 1e19 s is past what a deadline can count.
+    # Sent once the receive below is waiting: 1e19 s is past what a deadline can count. (The
+    # receive looks at signals every 50 ms: the test's alarm, conftest.py, bounds it.)
     timer = threading.Timer(0.1, lambda: pub.send(b"late"))
     timer.start()
     try:

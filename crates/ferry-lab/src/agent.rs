@@ -25,7 +25,8 @@ use crate::peer::{read_line, Hello, Reply};
 
 /// Connections served at once; more are refused.
 pub const MAX_JOBS: usize = 16;
-/// How long the agent waits for each line of the handshake.
+/// How long the agent gives a connection's whole handshake (a connection still in it then is
+/// shut), and how long either side waits for one line of it.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(if cfg!(test) { 2 } else { 10 });
 /// How long a write to the main side may wait for it to take the bytes.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);

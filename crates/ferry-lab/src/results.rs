@@ -114,21 +114,23 @@ impl SuiteResults {
             )));
         }
         // No more than a document holds is read, whatever the size said a moment ago.
-        let mut text = String::new();
-        std::io::Read::read_to_string(
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
             &mut std::io::Read::take(
                 std::fs::File::open(&file).context(format!("cannot read {}", file.display()))?,
                 MAX_BYTES + 1,
             ),
-            &mut text,
+            &mut bytes,
         )
         .context(format!("cannot read {}", file.display()))?;
-        if text.len() as u64 > MAX_BYTES {
+        if bytes.len() as u64 > MAX_BYTES {
             return Err(Error::msg(format!(
                 "{} is more than a results document holds ({MAX_BYTES} bytes)",
                 file.display()
             )));
         }
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Error::msg(format!("{} is not JSON (not UTF-8)", file.display())))?;
         let value: Value =
             serde_json::from_str(&text).context(format!("{} is not JSON", file.display()))?;
         if value.is_array() {
