@@ -82,6 +82,11 @@ pub enum Error {
         what: &'static str,
         max: usize,
     },
+    #[error(
+        "service {service} already has a server on this host: {holder}; a service has one \
+         server (stop that one first)"
+    )]
+    ServiceTaken { service: String, holder: String },
     #[error("transport {0} is not available in this build of ferry")]
     Unsupported(&'static str),
     #[error("{context}: {source}")]

@@ -28,6 +28,7 @@ mod error;
 mod node;
 pub mod pod;
 mod qos;
+pub mod service;
 mod sync;
 
 // The OS layer, the shared-memory ring and the UDP protocol's internals are not part of the
@@ -59,6 +60,7 @@ pub use error::{Error, PodError, RecvError, SendError};
 pub use node::{Loan, LoanSlice, Node, Publisher, PublisherId, PublisherInfo, Sample, Subscriber};
 pub use pod::Pod;
 pub use qos::{Delivery, IpVersion, MulticastGroup, Qos, Transport, WaitStrategy};
+pub use service::{CallError, Client, ReplyTo, Request, RequestId, Response, Server};
 pub use sys::udp::MulticastInterface;
 pub use udp::crypto::DomainKey;
 pub use udp::discovery::{DiscoveryConfig, DiscoveryLimits};

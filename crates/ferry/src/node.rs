@@ -89,6 +89,13 @@ impl Node {
 
     /// A publisher on `topic`.
     pub fn publisher(&self, topic: &str, qos: &Qos) -> Result<Publisher, Error> {
+        refuse_reserved(topic)?;
+        self.open_publisher(topic, qos)
+    }
+
+    /// A publisher on any topic, ferry's own included (a service's request and response
+    /// topics).
+    pub(crate) fn open_publisher(&self, topic: &str, qos: &Qos) -> Result<Publisher, Error> {
         let (c, n) = (&*self.config, &self.name);
         let (d, m) = (c.domain(), c.shm_mode());
         let inner = match qos.transport {
@@ -107,6 +114,12 @@ impl Node {
 
     /// A subscriber on `topic`. It receives what is published from now on.
     pub fn subscriber(&self, topic: &str, qos: &Qos) -> Result<Subscriber, Error> {
+        refuse_reserved(topic)?;
+        self.open_subscriber(topic, qos)
+    }
+
+    /// A subscriber on any topic, ferry's own included.
+    pub(crate) fn open_subscriber(&self, topic: &str, qos: &Qos) -> Result<Subscriber, Error> {
         let (c, n) = (&*self.config, &self.name);
         let (d, m) = (c.domain(), c.shm_mode());
         let inner = match qos.transport {
@@ -122,6 +135,20 @@ impl Node {
             topic: topic.to_owned(),
         })
     }
+}
+
+/// Topics whose name begins with `.` are ferry's own (a service's requests and responses):
+/// applications reach them through [`Node::server`] and [`Node::client`].
+fn refuse_reserved(topic: &str) -> Result<(), Error> {
+    if topic.starts_with('.') {
+        return Err(Error::InvalidName {
+            what: "topic",
+            name: topic.to_owned(),
+            reason: "names beginning with '.' are ferry's own (services); use Node::server or \
+                     Node::client for a service",
+        });
+    }
+    Ok(())
 }
 
 /// Writes messages to a topic.
@@ -179,6 +206,35 @@ impl Publisher {
             PubInner::Shm(p) => p.subscriber_count(),
             PubInner::Udp(p) => p.subscriber_count(),
             PubInner::Auto(p, u) => p.subscriber_count() + u.subscriber_count(),
+        }
+    }
+
+    /// Subscribers that take what is sent now: attached to the ring (those whose process ended
+    /// let go first), and over UDP those it sends to. Looks at /proc: not per message.
+    pub(crate) fn ready_subscribers(&self) -> usize {
+        match &self.inner {
+            PubInner::Shm(p) => p.live_subscriber_count(),
+            PubInner::Udp(u) => u.subscriber_count(),
+            PubInner::Auto(p, u) => p.live_subscriber_count() + u.subscriber_count(),
+        }
+    }
+
+    /// Processes with a live subscriber this publisher reaches: in the topic's directory (over
+    /// UDP, of this host only) and, over UDP, announced by other hosts. Looks at /proc: not per
+    /// message.
+    pub(crate) fn known_subscribers(&self) -> usize {
+        use crate::shm::topic::{TRANSPORT_SHM, TRANSPORT_UDP};
+        match &self.inner {
+            PubInner::Shm(p) => p.topic().live_subscriber_processes(TRANSPORT_SHM, false),
+            PubInner::Udp(u) => {
+                u.topic().live_subscriber_processes(TRANSPORT_UDP, true)
+                    + u.remote_subscriber_count()
+            }
+            PubInner::Auto(p, u) => {
+                p.topic()
+                    .live_subscriber_processes(TRANSPORT_SHM | TRANSPORT_UDP, true)
+                    + u.remote_subscriber_count()
+            }
         }
     }
 
@@ -437,7 +493,7 @@ enum SubInner {
 }
 
 /// Which transport has the next message.
-enum Side {
+pub(crate) enum Side {
     Shm,
     Udp,
 }
@@ -495,7 +551,11 @@ impl Subscriber {
     /// Polls (`block` false) or waits up to `timeout` (forever if `None`); says which side has
     /// a message ready.
     #[inline]
-    fn ready(&mut self, timeout: Option<Duration>, block: bool) -> Result<Option<Side>, RecvError> {
+    pub(crate) fn ready(
+        &mut self,
+        timeout: Option<Duration>,
+        block: bool,
+    ) -> Result<Option<Side>, RecvError> {
         match &mut self.inner {
             SubInner::Shm(s) => {
                 Ok(if block { s.wait(timeout)? } else { s.poll()? }.then_some(Side::Shm))
@@ -507,8 +567,29 @@ impl Subscriber {
         }
     }
 
+    /// The bytes of the message `ready` found on `side`, without taking it.
     #[inline]
-    fn sample(&mut self, side: Side) -> Sample<'_> {
+    pub(crate) fn peek(&self, side: &Side) -> &[u8] {
+        match (&self.inner, side) {
+            (SubInner::Shm(s) | SubInner::Auto(s, _), Side::Shm) => s.payload(),
+            (SubInner::Udp(u) | SubInner::Auto(_, u), Side::Udp) => {
+                u.current().map_or(&[], |d| &d.data[..])
+            }
+            _ => &[],
+        }
+    }
+
+    /// The slot in the topic's directory that holds this subscriber's counters (under `auto`,
+    /// its shared-memory one).
+    pub(crate) fn slot(&self) -> &crate::shm::layout::SubscriberSlot {
+        match &self.inner {
+            SubInner::Shm(s) | SubInner::Auto(s, _) => s.slot(),
+            SubInner::Udp(u) => u.slot(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn sample(&mut self, side: Side) -> Sample<'_> {
         let inner = match (&mut self.inner, side) {
             (SubInner::Shm(s) | SubInner::Auto(s, _), Side::Shm) => SampleInner::Shm { sub: s },
             (SubInner::Udp(u) | SubInner::Auto(_, u), Side::Udp) => SampleInner::Udp { sub: u },

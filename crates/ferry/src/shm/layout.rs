@@ -13,11 +13,13 @@ pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
 /// "FERRYDAT" little-endian: one publisher's data segment.
 pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
 /// Bumped on any change of the layouts in this file.
-pub const LAYOUT_VERSION: u32 = 10;
+pub const LAYOUT_VERSION: u32 = 11;
 
 pub const MAX_PUBLISHERS: usize = 32;
 pub const MAX_NAME: usize = 128;
 pub const MAX_NODE_NAME: usize = 32;
+/// Counters a service's end keeps in its subscriber slot (`service::Counter`).
+pub const SERVICE_COUNTERS: usize = 6;
 
 /// The first bytes of every ferry segment.
 #[repr(C)]
@@ -202,6 +204,10 @@ pub struct SubscriberSlot {
     pub skipped: AtomicU64,
     /// Times the subscriber went to sleep on its futex.
     pub waits: AtomicU64,
+    /// When this subscriber is a service's end, that service's counters (`service::Counter`):
+    /// a server counts requests, responses, responses dropped and requests refused; a client
+    /// counts requests, responses, timeouts and requests its server's departure ended.
+    pub service: [AtomicU64; SERVICE_COUNTERS],
 }
 
 /// One publisher's ring.

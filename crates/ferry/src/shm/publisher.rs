@@ -149,6 +149,23 @@ impl ShmPublisher {
             .count()
     }
 
+    /// Subscribers attached to the ring once those whose process ended were let go (each such
+    /// eviction counted as a reliable publisher's are). Reads /proc per attached subscriber: for
+    /// occasional looks (a service client watching its server), not per message.
+    pub fn live_subscriber_count(&self) -> usize {
+        let ring = &self.data.block().ring;
+        (0..ring::MAX_READERS)
+            .filter(|&i| {
+                ring.readers[i].owner.load(Ordering::Relaxed) != 0 && !self.evict_if_gone(i)
+            })
+            .count()
+    }
+
+    /// The topic's directory.
+    pub fn topic(&self) -> &Topic {
+        &self.topic
+    }
+
     /// Reserves room for `len` payload bytes. Where reliable subscribers leave no room, waits
     /// for them as the QoS says (`wait`), or returns `None` at once.
     #[inline]

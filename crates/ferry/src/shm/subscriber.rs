@@ -114,6 +114,11 @@ impl ShmSubscriber {
         self.sources.iter().filter(|s| !s.departed).count()
     }
 
+    /// Its slot in the topic's directory (where its counters live).
+    pub fn slot(&self) -> &super::layout::SubscriberSlot {
+        self.topic.subscriber(self.slot)
+    }
+
     /// Segments refused while attaching, with the reason.
     pub fn refused(&self) -> impl Iterator<Item = &str> {
         self.refused.iter().map(|(_, _, why)| why.as_str())

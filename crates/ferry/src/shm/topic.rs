@@ -263,6 +263,11 @@ impl Topic {
         }))
     }
 
+    /// The control segment's shared-memory object.
+    pub fn object(&self) -> &ShmObject {
+        &self.seg.obj
+    }
+
     pub fn block(&self) -> &ControlBlock {
         self.seg.block()
     }
@@ -385,6 +390,41 @@ impl Topic {
             // Release pairs with the Acquire load in `sub_epoch`.
             self.block().sub_epoch.fetch_add(1, Ordering::Release);
         }
+    }
+
+    /// Processes with a subscriber on this topic that runs (or cannot be looked at: another PID
+    /// namespace) and whose transport shares a bit with `transports`, on this host (network
+    /// namespace) only or on any that shares /dev/shm (an `auto` subscriber holds
+    /// two slots of one process: it counts once). Reads /proc for each: for occasional looks,
+    /// not per message.
+    pub fn live_subscriber_processes(&self, transports: u32, this_host_only: bool) -> usize {
+        let here = sys::host_id();
+        let mut seen: Vec<(u32, u64, u64)> = Vec::new();
+        for s in self.block().subscribers.iter() {
+            if s.transport.load(Ordering::Relaxed) & transports == 0
+                || (this_host_only && s.owner.host.load(Ordering::Relaxed) != here)
+                || !matches!(s.owner.liveness().0, Liveness::Alive | Liveness::Unknown)
+            {
+                continue;
+            }
+            let who = (
+                s.owner.pid(),
+                s.owner.start_time.load(Ordering::Relaxed),
+                s.owner.pid_ns.load(Ordering::Relaxed),
+            );
+            if !seen.contains(&who) {
+                seen.push(who);
+            }
+        }
+        seen.len()
+    }
+
+    /// The node name and pid of the first live subscriber (a service's server), if any.
+    pub fn first_live_subscriber(&self) -> Option<(String, u32)> {
+        self.block().subscribers.iter().find_map(|s| {
+            matches!(s.owner.liveness().0, Liveness::Alive | Liveness::Unknown)
+                .then(|| (s.owner.node(), s.owner.pid()))
+        })
     }
 
     /// Frees the slots of dead publishers (removing their data segments) and dead subscribers.
@@ -537,6 +577,7 @@ impl Topic {
                     bytes: s.bytes.load(Ordering::Relaxed),
                     skipped: s.skipped.load(Ordering::Relaxed),
                     waits: s.waits.load(Ordering::Relaxed),
+                    service: std::array::from_fn(|i| s.service[i].load(Ordering::Relaxed)),
                 })
             })
             .collect();
@@ -694,6 +735,9 @@ pub struct SubscriberInfo {
     pub bytes: u64,
     pub skipped: u64,
     pub waits: u64,
+    /// A service's counters when this subscriber is a service's end: see
+    /// [`crate::ServiceCounters`].
+    pub service: [u64; super::layout::SERVICE_COUNTERS],
 }
 
 /// What `clean` did.

@@ -17,6 +17,20 @@ use rustix::mm::{MapFlags, ProtFlags};
 /// Where POSIX shared-memory objects appear as files.
 pub const SHM_DIR: &str = "/dev/shm";
 
+/// 64 bits from the OS's random source.
+pub fn random_u64() -> io::Result<u64> {
+    let mut b = [0u8; 8];
+    let mut filled = 0;
+    while filled < b.len() {
+        match rustix::rand::getrandom(&mut b[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(u64::from_le_bytes(b))
+}
+
 pub fn page_size() -> usize {
     rustix::param::page_size()
 }
@@ -100,6 +114,20 @@ impl ShmObject {
 
     pub fn fd(&self) -> &OwnedFd {
         &self.fd
+    }
+
+    /// Takes an exclusive advisory lock on the object without waiting: `Ok(false)` when another
+    /// open of it holds one. The kernel lets go when this object is closed or its process ends
+    /// (a `kill -9` included), so a lock never outlives its holder.
+    pub fn try_lock(&self) -> io::Result<bool> {
+        match rustix::fs::flock(
+            &self.fd,
+            rustix::fs::FlockOperation::NonBlockingLockExclusive,
+        ) {
+            Ok(()) => Ok(true),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 

@@ -33,28 +33,14 @@ use super::sender::{Dest, Sender, SenderConfig, Sink};
 use crate::shm::topic::{
     store_discovery, store_refusals, Liveness, Topic, TRANSPORT_SHM, TRANSPORT_UDP,
 };
-use crate::sys::monotonic_ns;
 use crate::sys::udp::{Multicast, RecvBatch, SocketOptions, UdpSocket};
+use crate::sys::{self, monotonic_ns};
 use crate::{Delivery, Error, IpVersion, NodeConfig, Qos, RecvError, SendError, WaitStrategy};
 
 /// A 64-bit id for sessions and receivers from the OS's random source: an off-path sender
 /// cannot guess it, so it cannot forge the control frames that carry it.
 pub(crate) fn new_id() -> Result<u64, Error> {
-    let mut b = [0u8; 8];
-    let mut filled = 0;
-    while filled < b.len() {
-        match rustix::rand::getrandom(&mut b[filled..], rustix::rand::GetRandomFlags::empty()) {
-            Ok(n) => filled += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => {
-                return Err(Error::io(
-                    "read the OS's random source",
-                    io::Error::from_raw_os_error(e.raw_os_error()),
-                ))
-            }
-        }
-    }
-    Ok(u64::from_le_bytes(b).max(1))
+    sys::random_u64().map_err(|e| Error::io("read the OS's random source", e))
 }
 
 /// Whether UDP endpoints must be reachable from other hosts: the node's discovery is configured
@@ -1181,6 +1167,19 @@ impl UdpPublisher {
         self.shared.lock().sender.stats().messages
     }
 
+    /// The topic's directory (this host's endpoints).
+    pub fn topic(&self) -> &Topic {
+        &self.shared.topic
+    }
+
+    /// Subscribers of other hosts that discovery announces on this topic (an entry not heard
+    /// for its expiry is gone).
+    pub fn remote_subscriber_count(&self) -> usize {
+        self.shared.discovery.as_ref().map_or(0, |(a, _)| {
+            a.remote_subscribers(&self.shared.topic_name).len()
+        })
+    }
+
     /// True when some subscriber gets this publisher's messages over UDP (no lock taken).
     pub fn has_destinations(&self) -> bool {
         self.shared.dest_count.load(Ordering::Relaxed) > 0
@@ -1778,6 +1777,11 @@ impl UdpSubscriber {
                     .iter()
                     .any(|r| r.role == Role::Publisher && r.topic == self.topic.topic)
             })
+    }
+
+    /// Its slot in the topic's directory (where its counters live).
+    pub fn slot(&self) -> &crate::shm::layout::SubscriberSlot {
+        self.topic.subscriber(self.slot)
     }
 
     /// Warnings about this subscriber's socket (e.g. a receive buffer the kernel capped).

@@ -1,0 +1,446 @@
+//! A service's client: sends requests, any number in flight, and takes each response to the
+//! request that asked for it.
+
+use std::collections::{HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use super::wire::{self, Status, HEADER};
+use super::{
+    request_topic, response_topic, CallError, Counter, Counters, RequestId, JOIN_TIMEOUT,
+    WATCH_PERIOD,
+};
+use crate::node::Side;
+use crate::pod::{self, Pod};
+use crate::{Error, Loan, Node, PodError, Publisher, Qos, Sample, SendError, Subscriber};
+
+/// Calls a service: sends requests and receives their responses.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// let node = ferry::Node::new("planner")?;
+/// let mut client = node.client("map/tile", &ferry::Qos::default())?;
+/// let response = client.call(b"tile 4 7", Duration::from_secs(1))?;
+/// println!("{} bytes", response.len());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Client {
+    // Field order is drop order: the counters point into `responses`' directory slot.
+    counters: Counters,
+    calls: Calls,
+    requests: Publisher,
+    responses: Subscriber,
+    service: String,
+    id: u64,
+    max_request: usize,
+    /// How long a send waits for a server to appear (0: `NoServer` at once).
+    wait_for_server: Duration,
+    /// A server took this client's requests when last looked at.
+    server_ready: bool,
+    next_watch: Instant,
+}
+
+/// The requests in flight and the responses taken out of turn.
+#[derive(Debug, Default)]
+struct Calls {
+    next: u64,
+    pending: HashSet<u64>,
+    /// Requests the server's departure ended, reported one per receive.
+    ended: VecDeque<u64>,
+    /// Responses `call` took while it waited for another, with their status, for later
+    /// receives.
+    stash: VecDeque<(u64, Status, Vec<u8>)>,
+}
+
+impl Client {
+    pub(super) fn create(node: &Node, service: &str, qos: &Qos) -> Result<Client, Error> {
+        super::validate_service(service)?;
+        let topic_qos = super::topic_qos(qos)?;
+        let id =
+            crate::sys::random_u64().map_err(|e| Error::io("read the OS's random source", e))?;
+        // The response topic first, so that a server answering the first request finds this
+        // client's subscriber there.
+        let responses = node.open_subscriber(&response_topic(service, id), &topic_qos)?;
+        let requests = node.open_publisher(&request_topic(service), &topic_qos)?;
+        Ok(Client {
+            counters: Counters::of(&responses),
+            calls: Calls::default(),
+            requests,
+            responses,
+            service: service.to_owned(),
+            id,
+            max_request: qos.max_message_size,
+            wait_for_server: Duration::ZERO,
+            server_ready: false,
+            next_watch: Instant::now(),
+        })
+    }
+
+    pub fn service(&self) -> &str {
+        &self.service
+    }
+
+    /// This client's identity, as its server sees it.
+    pub fn id(&self) -> super::ClientId {
+        super::ClientId(self.id)
+    }
+
+    /// Requests sent and not yet answered (nor ended by an error).
+    pub fn pending(&self) -> usize {
+        self.calls.pending.len() + self.calls.ended.len() + self.calls.stash.len()
+    }
+
+    /// From now on a send waits up to `timeout` for a server to appear instead of failing at
+    /// once with [`CallError::NoServer`].
+    pub fn wait_for_server(&mut self, timeout: Duration) {
+        self.wait_for_server = timeout;
+    }
+
+    /// Whether a server takes this client's requests now (looks at it: not per message).
+    pub fn has_server(&mut self) -> bool {
+        self.server_ready =
+            self.requests.known_subscribers() == 1 && self.requests.ready_subscribers() >= 1;
+        self.server_ready
+    }
+
+    /// Sends a copy of `body` as a request; its response comes through
+    /// [`Client::recv_response`].
+    pub fn send_request(&mut self, body: &[u8]) -> Result<RequestId, CallError> {
+        let mut loan = self.loan_request(body.len())?;
+        loan.as_mut_slice().copy_from_slice(body);
+        loan.send()
+    }
+
+    /// Sends a slice of plain-old-data values as a request.
+    pub fn send_request_slice<T: Pod>(&mut self, items: &[T]) -> Result<RequestId, CallError> {
+        self.send_request(pod::as_bytes(items))
+    }
+
+    /// Lends room for a `len`-byte request, written in place (in the ring under shared memory).
+    pub fn loan_request(&mut self, len: usize) -> Result<RequestLoan<'_>, CallError> {
+        if len > self.max_request {
+            return Err(SendError::TooLarge {
+                len,
+                max: self.max_request,
+            }
+            .into());
+        }
+        self.ensure_server()?;
+        let mut loan = self.requests.loan(HEADER + len)?;
+        let request = self.calls.next;
+        wire::put_request(&mut loan.as_mut_slice()[..HEADER], self.id, request);
+        Ok(RequestLoan {
+            loan,
+            request,
+            calls: &mut self.calls,
+            counters: self.counters,
+        })
+    }
+
+    /// Sends `body` and waits up to `timeout` for its response. Responses to other pending
+    /// requests that arrive meanwhile are kept (copied) for later receives.
+    pub fn call(&mut self, body: &[u8], timeout: Duration) -> Result<Response<'_>, CallError> {
+        let deadline = Instant::now().checked_add(timeout);
+        let request = self.send_request(body)?;
+        let found = self.next(deadline, true, Some(request.0));
+        if let Ok(None) = found {
+            self.calls.pending.remove(&request.0);
+            self.counters.add(Counter::DroppedOrTimeouts, 1);
+            return Err(CallError::Timeout {
+                service: self.service.clone(),
+                request,
+                after: timeout,
+            });
+        }
+        let (side, id, status) = found?.expect("handled above");
+        self.response(side, id, status)
+    }
+
+    /// Waits up to `timeout` for the response to any pending request; `None` when the time ran
+    /// out. A request the server can no longer answer ends here as [`CallError::ServerGone`],
+    /// one error per request.
+    pub fn recv_response(&mut self, timeout: Duration) -> Result<Option<Response<'_>>, CallError> {
+        let deadline = Instant::now().checked_add(timeout);
+        match self.next(deadline, true, None)? {
+            Some((side, id, status)) => self.response(side, id, status).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The response to any pending request if one is there; never waits.
+    pub fn try_recv_response(&mut self) -> Result<Option<Response<'_>>, CallError> {
+        match self.next(None, false, None)? {
+            Some((side, id, status)) => self.response(side, id, status).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Makes a response of what `next` found, or the error its status says.
+    fn response(
+        &mut self,
+        side: Found,
+        request: u64,
+        status: Status,
+    ) -> Result<Response<'_>, CallError> {
+        let body = match side {
+            Found::Ring(side) => Body::Sample(self.responses.sample(side)),
+            Found::Stash(bytes) => Body::Owned(bytes),
+        };
+        let response = Response {
+            request: RequestId(request),
+            body,
+        };
+        match status {
+            Status::Answer => Ok(response),
+            Status::TooLarge => {
+                let (len, max) = wire::read_too_large(&response);
+                Err(CallError::TooLarge {
+                    service: self.service.clone(),
+                    request: RequestId(request),
+                    len,
+                    max,
+                })
+            }
+        }
+    }
+
+    /// Finds the next response (`want`: only that request's; others found meanwhile are
+    /// stashed), waiting until `deadline` when `block`. Watches the server meanwhile.
+    fn next(
+        &mut self,
+        deadline: Option<Instant>,
+        block: bool,
+        want: Option<u64>,
+    ) -> Result<Option<(Found, u64, Status)>, CallError> {
+        if let Some(found) = self.take_kept(want)? {
+            return Ok(Some(found));
+        }
+        loop {
+            let slice = match (block, deadline) {
+                (false, _) => None,
+                (true, None) => Some(WATCH_PERIOD),
+                (true, Some(d)) => Some(
+                    d.saturating_duration_since(Instant::now())
+                        .min(WATCH_PERIOD),
+                ),
+            };
+            if let Some(side) = self.responses.ready(slice, block)? {
+                let header = wire::read_response(self.responses.peek(&side));
+                match header {
+                    Some(h) if h.client == self.id && self.calls.pending.remove(&h.request) => {
+                        self.counters.add(Counter::Responses, 1);
+                        if want.map_or(true, |w| w == h.request) {
+                            return Ok(Some((Found::Ring(side), h.request, h.status)));
+                        }
+                        // Another request's response while `call` waits for its own: keep a
+                        // copy for a later receive.
+                        let sample = self.responses.sample(side);
+                        let bytes = sample.get(HEADER..).unwrap_or_default().to_vec();
+                        drop(sample);
+                        self.calls.stash.push_back((h.request, h.status, bytes));
+                    }
+                    _ => {
+                        // Malformed, for another client, or for no pending request (late,
+                        // after its call timed out): counted and dropped.
+                        drop(self.responses.sample(side));
+                        self.counters.add(Counter::Malformed, 1);
+                    }
+                }
+                continue;
+            }
+            self.watch_server()?;
+            if let Some(found) = self.take_kept(want)? {
+                return Ok(Some(found));
+            }
+            let now = Instant::now();
+            if !block || deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// A stashed response or an ended request, if one is kept (for `want` only, if given).
+    fn take_kept(&mut self, want: Option<u64>) -> Result<Option<(Found, u64, Status)>, CallError> {
+        let calls = &mut self.calls;
+        let ended = match want {
+            None => calls.ended.pop_front(),
+            Some(w) => calls
+                .ended
+                .iter()
+                .position(|&r| r == w)
+                .and_then(|i| calls.ended.remove(i)),
+        };
+        if let Some(request) = ended {
+            return Err(CallError::ServerGone {
+                service: self.service.clone(),
+                request: RequestId(request),
+            });
+        }
+        let stashed = match want {
+            None => calls.stash.pop_front(),
+            Some(w) => calls
+                .stash
+                .iter()
+                .position(|s| s.0 == w)
+                .and_then(|i| calls.stash.remove(i)),
+        };
+        Ok(stashed.map(|(request, status, bytes)| (Found::Stash(bytes), request, status)))
+    }
+
+    /// Every `WATCH_PERIOD`: whether the server still runs. When it does not, every pending
+    /// request ends (reported one by one as `ServerGone`).
+    fn watch_server(&mut self) -> Result<(), CallError> {
+        let now = Instant::now();
+        if now < self.next_watch {
+            return Ok(());
+        }
+        self.next_watch = now + WATCH_PERIOD;
+        if self.calls.pending.is_empty() && !self.server_ready {
+            return Ok(());
+        }
+        if self.requests.known_subscribers() > 0 && self.requests.ready_subscribers() > 0 {
+            return Ok(());
+        }
+        self.server_ready = false;
+        let mut ended: Vec<u64> = self.calls.pending.drain().collect();
+        ended.sort_unstable();
+        self.counters
+            .add(Counter::RefusedOrServerGone, ended.len() as u64);
+        self.calls.ended.extend(ended);
+        Ok(())
+    }
+
+    /// Before a send: a server must take this client's requests, or the request would go
+    /// nowhere. Cheap once one has (a flag); the watch clears it when the server goes.
+    fn ensure_server(&mut self) -> Result<(), CallError> {
+        if self.server_ready {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let appear_by = start.checked_add(self.wait_for_server);
+        let mut join_by: Option<Instant> = None;
+        loop {
+            let known = self.requests.known_subscribers();
+            if known > 1 {
+                return Err(CallError::ManyServers {
+                    service: self.service.clone(),
+                    count: known,
+                });
+            }
+            let now = Instant::now();
+            if known == 1 {
+                if self.requests.ready_subscribers() >= 1 {
+                    self.server_ready = true;
+                    self.next_watch = now + WATCH_PERIOD;
+                    return Ok(());
+                }
+                // Seen, not attached yet: it attaches when it next looks for requests.
+                let by = *join_by.get_or_insert(now + JOIN_TIMEOUT);
+                if now >= by && appear_by.is_some_and(|d| now >= d) {
+                    return Err(CallError::NoServer {
+                        service: self.service.clone(),
+                    });
+                }
+            } else if appear_by.is_some_and(|d| now >= d) {
+                return Err(CallError::NoServer {
+                    service: self.service.clone(),
+                });
+            }
+            // The response subscriber looks too, so that over UDP it answers the server's
+            // challenge and over shared memory it attaches to a response ring made meanwhile.
+            let _ = self.responses.publisher_count();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+/// Where `next` found a response.
+enum Found {
+    Ring(Side),
+    Stash(Vec<u8>),
+}
+
+/// Room for a request, written in place; `send` sends it and returns its id.
+pub struct RequestLoan<'a> {
+    loan: Loan<'a>,
+    request: u64,
+    calls: &'a mut Calls,
+    counters: Counters,
+}
+
+impl RequestLoan<'_> {
+    /// The request's bytes to fill in (they hold what was there before: write every byte).
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.loan.as_mut_slice()[HEADER..]
+    }
+
+    pub fn len(&self) -> usize {
+        self.loan.len() - HEADER
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sends the request.
+    pub fn send(self) -> Result<RequestId, CallError> {
+        self.loan.send()?;
+        self.calls.pending.insert(self.request);
+        self.calls.next += 1;
+        self.counters.add(Counter::Requests, 1);
+        Ok(RequestId(self.request))
+    }
+}
+
+impl std::fmt::Debug for RequestLoan<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestLoan")
+            .field("request", &self.request)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// A response: borrowed in place from the server's ring under shared memory (until dropped),
+/// or the reassembled message under UDP.
+pub struct Response<'a> {
+    request: RequestId,
+    body: Body<'a>,
+}
+
+enum Body<'a> {
+    Sample(Sample<'a>),
+    Owned(Vec<u8>),
+}
+
+impl Response<'_> {
+    /// The request this answers.
+    pub fn request(&self) -> RequestId {
+        self.request
+    }
+
+    /// Views the body as a slice of `T`.
+    pub fn as_slice<T: Pod>(&self) -> Result<&[T], PodError> {
+        pod::from_bytes(self)
+    }
+}
+
+impl std::ops::Deref for Response<'_> {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match &self.body {
+            Body::Sample(s) => s.get(HEADER..).unwrap_or_default(),
+            Body::Owned(v) => v,
+        }
+    }
+}
+
+impl std::fmt::Debug for Response<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Response")
+            .field("request", &self.request)
+            .field("len", &self.len())
+            .finish()
+    }
+}

@@ -1,0 +1,182 @@
+//! The header in front of every request and response body: I/O-free, checked field by field.
+//!
+//! A request and a response each travel as one message on a topic of ferry's own, behind 24
+//! bytes (a multiple of 8, so that a body viewed as `&[u64]` stays aligned):
+//!
+//! ```text
+//! 0      2         3      4          8               16               24
+//! | "FS" | version | kind | status   | client id     | request id     | body …
+//! ```
+//!
+//! `status` is 0 in a request; in a response it says whether the server answered (0) or refused
+//! the request (1: larger than it takes; the body then holds the request's length and the
+//! server's limit as little-endian u64s).
+//! Any other value, another magic, version or kind, or fewer than 24 bytes is malformed: counted
+//! and dropped by whoever reads it, never answered.
+
+pub const HEADER: usize = 24;
+
+const MAGIC: [u8; 2] = *b"FS";
+const VERSION: u8 = 1;
+const KIND_REQUEST: u8 = 1;
+const KIND_RESPONSE: u8 = 2;
+
+/// A response's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// The server's answer.
+    Answer,
+    /// The request was larger than the server takes; the body holds the limit.
+    TooLarge,
+}
+
+impl Status {
+    fn code(self) -> u32 {
+        match self {
+            Status::Answer => 0,
+            Status::TooLarge => 1,
+        }
+    }
+
+    fn from_code(code: u32) -> Option<Status> {
+        match code {
+            0 => Some(Status::Answer),
+            1 => Some(Status::TooLarge),
+            _ => None,
+        }
+    }
+}
+
+/// What a header says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub client: u64,
+    pub request: u64,
+    pub status: Status,
+}
+
+fn put(out: &mut [u8], kind: u8, status: Status, client: u64, request: u64) {
+    out[..2].copy_from_slice(&MAGIC);
+    out[2] = VERSION;
+    out[3] = kind;
+    out[4..8].copy_from_slice(&status.code().to_le_bytes());
+    out[8..16].copy_from_slice(&client.to_le_bytes());
+    out[16..24].copy_from_slice(&request.to_le_bytes());
+}
+
+/// Writes a request's header into the first `HEADER` bytes of `out`.
+pub fn put_request(out: &mut [u8], client: u64, request: u64) {
+    put(out, KIND_REQUEST, Status::Answer, client, request);
+}
+
+/// Writes a response's header into the first `HEADER` bytes of `out`.
+pub fn put_response(out: &mut [u8], client: u64, request: u64, status: Status) {
+    put(out, KIND_RESPONSE, status, client, request);
+}
+
+fn read(msg: &[u8], kind: u8) -> Option<Header> {
+    let h = msg.get(..HEADER)?;
+    if h[..2] != MAGIC || h[2] != VERSION || h[3] != kind {
+        return None;
+    }
+    let word = |r: std::ops::Range<usize>| -> Option<u64> {
+        Some(u64::from_le_bytes(h[r].try_into().ok()?))
+    };
+    let status = Status::from_code(u32::from_le_bytes(h[4..8].try_into().ok()?))?;
+    if kind == KIND_REQUEST && status != Status::Answer {
+        return None;
+    }
+    Some(Header {
+        client: word(8..16)?,
+        request: word(16..24)?,
+        status,
+    })
+}
+
+/// The body of a `TooLarge` response: the request's length and the server's limit.
+pub fn too_large_body(len: usize, max: usize) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&(len as u64).to_le_bytes());
+    b[8..].copy_from_slice(&(max as u64).to_le_bytes());
+    b
+}
+
+/// Reads `too_large_body` (zeroes where a lying server sent less).
+pub fn read_too_large(body: &[u8]) -> (usize, usize) {
+    let word = |r: std::ops::Range<usize>| {
+        body.get(r)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    };
+    let clamp = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    (clamp(word(0..8)), clamp(word(8..16)))
+}
+
+/// A request's header, or `None` when the message is not a well-formed request.
+pub fn read_request(msg: &[u8]) -> Option<Header> {
+    read(msg, KIND_REQUEST)
+}
+
+/// A response's header, or `None` when the message is not a well-formed response.
+pub fn read_response(msg: &[u8]) -> Option<Header> {
+    read(msg, KIND_RESPONSE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_request_and_a_response_read_back() {
+        let mut m = [0u8; 30];
+        put_request(&mut m, 7, 9);
+        assert_eq!(
+            read_request(&m),
+            Some(Header {
+                client: 7,
+                request: 9,
+                status: Status::Answer
+            })
+        );
+        assert_eq!(read_response(&m), None, "a request is no response");
+        put_response(&mut m, 7, 9, Status::TooLarge);
+        assert_eq!(read_response(&m).unwrap().status, Status::TooLarge);
+        assert_eq!(read_request(&m), None, "a response is no request");
+    }
+
+    #[test]
+    fn short_foreign_and_unknown_headers_are_malformed() {
+        let mut m = [0u8; HEADER];
+        put_request(&mut m, 1, 2);
+        assert_eq!(read_request(&m[..HEADER - 1]), None);
+        let mut other = m;
+        other[2] = VERSION + 1;
+        assert_eq!(read_request(&other), None, "another version");
+        let mut other = m;
+        other[0] = b'X';
+        assert_eq!(read_request(&other), None, "another magic");
+        let mut other = m;
+        other[4] = 1;
+        assert_eq!(read_request(&other), None, "a request carries no status");
+        put_response(&mut m, 1, 2, Status::Answer);
+        m[4] = 9;
+        assert_eq!(read_response(&m), None, "an unknown status");
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_read_without_panic_and_round_trip_when_well_formed(
+            bytes in proptest::collection::vec(any::<u8>(), 0..64),
+            client: u64,
+            request: u64,
+        ) {
+            let _ = read_request(&bytes);
+            let _ = read_response(&bytes);
+            let mut m = bytes.clone();
+            m.resize(m.len().max(HEADER), 0);
+            put_response(&mut m, client, request, Status::Answer);
+            let h = read_response(&m).unwrap();
+            prop_assert_eq!((h.client, h.request), (client, request));
+        }
+    }
+}
