@@ -1,5 +1,6 @@
 //! `ferry`: work with live topics (`pub`, `echo`, `record`, `play`, `hz`, `bw`, `topics`,
-//! `stats`, `clean`) and measure the transports on this machine (`lab`).
+//! `stats`, `clean`) and services (`serve`, `call`), and measure the transports on this machine
+//! (`lab`).
 
 mod cmd;
 mod lab;
@@ -28,6 +29,8 @@ use ferry_lab::error::note;
                   ferry record sensors/lidar -o lidar.mcap\n  \
                   ferry play lidar.mcap --rate 2\n  \
                   ferry hz sensors/lidar\n  \
+                  ferry serve map/tile --size 4K\n  \
+                  ferry call map/tile --count 100 --rate 10\n  \
                   ferry lab latency --json latency.json"
 )]
 struct Cli {
@@ -49,7 +52,11 @@ enum Command {
     Hz(cmd::rate::RateArgs),
     /// Show a topic's bandwidth (as ros2 topic bw)
     Bw(cmd::rate::RateArgs),
-    /// List live topics with their publishers and subscribers
+    /// Serve a service: answer its requests (a test server)
+    Serve(cmd::service::ServeArgs),
+    /// Call a service and print each response's round-trip time
+    Call(cmd::service::CallArgs),
+    /// List live topics and services with their ends
     Topics(cmd::topics::TopicsArgs),
     /// Show message counters per publisher and subscriber
     Stats(cmd::topics::StatsArgs),
@@ -74,6 +81,8 @@ impl Command {
             | Command::Play(_)
             | Command::Hz(_)
             | Command::Bw(_)
+            | Command::Serve(_)
+            | Command::Call(_)
             | Command::Lab(_) => true,
             Command::Topics(_) | Command::Stats(_) | Command::Clean(_) | Command::LabPeer(_) => {
                 false
@@ -97,6 +106,8 @@ fn main() -> ExitCode {
         Command::Play(args) => cmd::play::run(args),
         Command::Hz(args) => cmd::rate::run(args, cmd::rate::Measure::Hz),
         Command::Bw(args) => cmd::rate::run(args, cmd::rate::Measure::Bw),
+        Command::Serve(args) => cmd::service::serve(args),
+        Command::Call(args) => cmd::service::call(args),
         Command::Topics(args) => cmd::topics::run_topics(args),
         Command::Stats(args) => cmd::topics::run_stats(args),
         Command::Clean(args) => cmd::clean::run(args),

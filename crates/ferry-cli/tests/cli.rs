@@ -992,3 +992,116 @@ fn lab_throughput_refuses_bad_arguments() {
         );
     }
 }
+
+#[test]
+fn call_without_a_server_fails_at_once_with_a_clear_message() {
+    let d = domain("nosrv");
+    let started = Instant::now();
+    let out = run(&["call", "map/tile", "--domain", &d], LONG);
+    assert!(!out.status.success());
+    assert!(
+        out.stderr.contains("no server for service map/tile"),
+        "{}",
+        out.stderr
+    );
+    assert!(started.elapsed() < LONG);
+}
+
+#[test]
+fn serve_and_call_answer_and_show_in_topics_and_stats() {
+    let d = domain("srv");
+    let server = spawn(&["serve", "map/tile", "--size", "100", "--domain", &d]);
+    server.await_line(true, "serving", LONG);
+    let out = run(
+        &[
+            "call",
+            "map/tile",
+            "--count",
+            "5",
+            "--size",
+            "32",
+            "--wait-server",
+            "20",
+            "--domain",
+            &d,
+        ],
+        LONG,
+    );
+    assert!(out.status.success(), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 5, "{}", out.stdout);
+    assert!(
+        lines[4].starts_with("response 4 (100 bytes) in "),
+        "{}",
+        lines[4]
+    );
+    assert!(
+        out.stderr.contains("5 calls answered, round trip p50 "),
+        "{}",
+        out.stderr
+    );
+    // Text in, text back from an echo server.
+    let echo = spawn(&["serve", "echo/me", "--echo", "--quiet", "--domain", &d]);
+    echo.await_line(true, "serving", LONG);
+    let out = run(
+        &[
+            "call",
+            "echo/me",
+            "--data",
+            "hello",
+            "--wait-server",
+            "20",
+            "--domain",
+            &d,
+        ],
+        LONG,
+    );
+    assert!(out.status.success(), "{}", out.stderr);
+    assert!(
+        out.stdout.contains("(5 bytes)") && out.stdout.contains("\"hello\""),
+        "{}",
+        out.stdout
+    );
+
+    let topics = run_ok(&["topics", "--domain", &d]);
+    assert!(topics.contains("services:"), "{topics}");
+    assert!(
+        topics
+            .lines()
+            .any(|l| l.contains("map/tile") && l.contains("server") && l.contains("ferry-serve")),
+        "{topics}"
+    );
+    let stats = run_ok(&["stats", "--domain", &d]);
+    let server_row = stats
+        .lines()
+        .find(|l| l.contains("map/tile") && l.contains(" server "))
+        .unwrap_or_else(|| panic!("no server row in\n{stats}"));
+    let cells: Vec<&str> = server_row.split_whitespace().collect();
+    // DOMAIN SERVICE ROLE NODE PID STATE REQUESTS RESPONSES ...
+    assert_eq!(&cells[6..8], &["5", "5"], "{server_row}");
+}
+
+#[test]
+fn a_call_whose_server_is_killed_exits_non_zero_saying_so() {
+    let d = domain("srvkill");
+    // A server that answers after 30 s: the call is pending when the server is killed.
+    let server = spawn(&[
+        "serve", "slow", "--delay", "30", "--size", "8", "--domain", &d,
+    ]);
+    server.await_line(true, "serving", LONG);
+    let call = spawn(&[
+        "call",
+        "slow",
+        "--timeout",
+        "60",
+        "--wait-server",
+        "20",
+        "--domain",
+        &d,
+    ]);
+    server.await_line(false, "request 0", LONG);
+    server.signal(Signal::KILL);
+    let out = call.finish(LONG);
+    assert!(!out.status.success());
+    assert!(out.stderr.contains("went away"), "{}", out.stderr);
+}

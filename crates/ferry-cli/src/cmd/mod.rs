@@ -7,6 +7,7 @@ pub mod play;
 pub mod publish;
 pub mod rate;
 pub mod record;
+pub mod service;
 pub mod topics;
 
 use std::time::Duration;

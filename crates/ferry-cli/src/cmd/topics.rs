@@ -4,6 +4,7 @@ use clap::Args;
 use ferry::admin::{
     DiscoveryRefusals, PublisherInfo, Refusal, Refusals, SubscriberInfo, TopicSnapshot,
 };
+use ferry::service::{ServiceCounters, ServiceTopic};
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -115,6 +116,51 @@ struct SubscriberJson {
     replies_withheld: u64,
     sessions_evicted: u64,
     discovery_refused: BTreeMap<&'static str, u64>,
+    /// When the subscriber is a service's end (the server on `.srv/<service>/req`, a client on
+    /// `.srv/<service>/rsp/<id>`): its service counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service: Option<ServiceJson>,
+}
+
+/// A service end's counters (`ferry stats --json`).
+#[derive(Serialize)]
+struct ServiceJson {
+    role: &'static str,
+    service: String,
+    requests: u64,
+    responses: u64,
+    /// Server: answers dropped because their client had gone.
+    dropped: u64,
+    /// Server: requests refused as larger than it takes.
+    refused: u64,
+    /// Client: calls that got no answer in time.
+    timeouts: u64,
+    /// Client: requests ended because the server went away.
+    server_gone: u64,
+    /// Malformed requests (server); malformed, misdirected or late responses (client).
+    malformed: u64,
+}
+
+impl ServiceJson {
+    fn of(topic: &str, s: &SubscriberInfo) -> Option<ServiceJson> {
+        let (role, service) = match ServiceTopic::parse(topic)? {
+            ServiceTopic::Requests { service } => ("server", service),
+            ServiceTopic::Responses { service, .. } => ("client", service),
+            _ => return None,
+        };
+        let c = ServiceCounters::from_raw(role == "server", &s.service);
+        Some(ServiceJson {
+            role,
+            service,
+            requests: c.requests,
+            responses: c.responses,
+            dropped: c.dropped,
+            refused: c.refused,
+            timeouts: c.timeouts,
+            server_gone: c.server_gone,
+            malformed: c.malformed,
+        })
+    }
 }
 
 fn discovery_map(d: &DiscoveryRefusals) -> BTreeMap<&'static str, u64> {
@@ -163,7 +209,14 @@ impl From<&TopicSnapshot> for TopicJson {
             topic: t.topic.clone(),
             transport: transport_of(t),
             publishers: t.publishers.iter().map(PublisherJson::from).collect(),
-            subscribers: t.subscribers.iter().map(SubscriberJson::from).collect(),
+            subscribers: t
+                .subscribers
+                .iter()
+                .map(|s| SubscriberJson {
+                    service: ServiceJson::of(&t.topic, s),
+                    ..SubscriberJson::from(s)
+                })
+                .collect(),
         }
     }
 }
@@ -230,6 +283,7 @@ impl From<&SubscriberInfo> for SubscriberJson {
             replies_withheld: s.replies_withheld,
             sessions_evicted: s.sessions_evicted,
             discovery_refused: discovery_map(&s.discovery_refused),
+            service: None,
         }
     }
 }
@@ -246,6 +300,150 @@ fn snapshots(domain: Option<&str>) -> Result<Vec<TopicSnapshot>> {
     }
     topics.sort_by(|a, b| (&a.domain, &a.topic).cmp(&(&b.domain, &b.topic)));
     Ok(topics)
+}
+
+/// A service's server or client, from its subscriber slots (an `auto` end holds two).
+struct ServiceEnd {
+    domain: String,
+    service: String,
+    role: &'static str,
+    node: String,
+    pid: u32,
+    alive: bool,
+    transport: &'static str,
+    counters: ServiceCounters,
+}
+
+/// The ends of every service among `topics`: servers (the subscribers of a service's request
+/// topic) and clients (the subscribers of their response topics), servers first.
+fn service_ends(topics: &[TopicSnapshot]) -> Vec<ServiceEnd> {
+    let mut ends: Vec<ServiceEnd> = Vec::new();
+    for t in topics {
+        let (role, service) = match ServiceTopic::parse(&t.topic) {
+            Some(ServiceTopic::Requests { service }) => ("server", service),
+            Some(ServiceTopic::Responses { service, .. }) => ("client", service),
+            _ => continue,
+        };
+        for s in &t.subscribers {
+            let counters = ServiceCounters::from_raw(role == "server", &s.service);
+            let same = ends.iter_mut().find(|e| {
+                e.domain == t.domain && e.service == service && e.role == role && e.pid == s.pid
+            });
+            match same {
+                // The other slot of an `auto` end: one end, its counters summed.
+                Some(e) => {
+                    e.transport = "auto";
+                    let c = &mut e.counters;
+                    c.requests += counters.requests;
+                    c.responses += counters.responses;
+                    c.dropped += counters.dropped;
+                    c.refused += counters.refused;
+                    c.timeouts += counters.timeouts;
+                    c.server_gone += counters.server_gone;
+                    c.malformed += counters.malformed;
+                }
+                None => ends.push(ServiceEnd {
+                    domain: t.domain.clone(),
+                    service: service.clone(),
+                    role,
+                    node: s.node.clone(),
+                    pid: s.pid,
+                    alive: s.alive,
+                    transport: s.transport,
+                    counters,
+                }),
+            }
+        }
+    }
+    ends.sort_by(|a, b| {
+        (&a.domain, &a.service, a.role != "server", &a.node, a.pid).cmp(&(
+            &b.domain,
+            &b.service,
+            b.role != "server",
+            &b.node,
+            b.pid,
+        ))
+    });
+    ends
+}
+
+/// `ferry topics`' table of services: who serves and who calls.
+fn services_table(ends: &[ServiceEnd]) -> String {
+    let mut table = Table::new(&[
+        "DOMAIN",
+        "SERVICE",
+        "ROLE",
+        "NODE",
+        ">PID",
+        "STATE",
+        "TRANSPORT",
+    ]);
+    let mut last: Option<(&str, &str)> = None;
+    for e in ends {
+        let head = if last == Some((e.domain.as_str(), e.service.as_str())) {
+            [String::new(), String::new()]
+        } else {
+            [e.domain.clone(), e.service.clone()]
+        };
+        last = Some((&e.domain, &e.service));
+        let mut row = head.to_vec();
+        row.extend([
+            e.role.to_owned(),
+            e.node.clone(),
+            e.pid.to_string(),
+            liveness(e.alive).to_owned(),
+            e.transport.to_owned(),
+        ]);
+        table.row(row);
+    }
+    table.render()
+}
+
+/// `ferry stats`' table of services: requests, responses and what went wrong, per end.
+fn services_stats_table(ends: &[ServiceEnd]) -> String {
+    let mut table = Table::new(&[
+        "DOMAIN",
+        "SERVICE",
+        "ROLE",
+        "NODE",
+        ">PID",
+        "STATE",
+        ">REQUESTS",
+        ">RESPONSES",
+        ">TIMEOUTS",
+        ">SERVER GONE",
+        ">DROPPED",
+        ">REFUSED",
+        ">MALFORMED",
+    ]);
+    for e in ends {
+        let c = &e.counters;
+        let server = e.role == "server";
+        let only = |on: bool, v: u64| if on { v.to_string() } else { "-".to_owned() };
+        table.row(vec![
+            e.domain.clone(),
+            e.service.clone(),
+            e.role.to_owned(),
+            e.node.clone(),
+            e.pid.to_string(),
+            liveness(e.alive).to_owned(),
+            c.requests.to_string(),
+            c.responses.to_string(),
+            only(!server, c.timeouts),
+            only(!server, c.server_gone),
+            only(server, c.dropped),
+            only(server, c.refused),
+            c.malformed.to_string(),
+        ]);
+    }
+    table.render()
+}
+
+/// Splits application topics from the topics of ferry's own that carry services.
+fn split_services(topics: Vec<TopicSnapshot>) -> (Vec<TopicSnapshot>, Vec<TopicSnapshot>) {
+    topics
+        .into_iter()
+        .partition(|t| ServiceTopic::parse(&t.topic).is_none())
 }
 
 fn print_json(topics: &[TopicSnapshot]) -> Result<()> {
@@ -276,12 +474,18 @@ pub fn run_topics(args: TopicsArgs) -> Result<()> {
     if let Some(secs) = args.remote {
         check_remote(args.domain.as_deref(), secs)?;
     }
-    let topics = snapshots(args.domain.as_deref())?;
+    let all = snapshots(args.domain.as_deref())?;
     if args.json {
-        return print_json(&topics);
+        return print_json(&all);
     }
+    let (topics, service_topics) = split_services(all);
+    let services = service_ends(&service_topics);
+    let services_text = match services.is_empty() {
+        true => String::new(),
+        false => format!("\nservices:\n{}", services_table(&services)),
+    };
     if topics.is_empty() {
-        print_out(&nothing_found(args.domain.as_deref()))?;
+        print_out(&(nothing_found(args.domain.as_deref()) + &services_text))?;
         // Other hosts may announce topics this one has none of.
         if let Some(secs) = args.remote {
             print_remote(args.domain.as_deref(), secs)?;
@@ -359,7 +563,7 @@ pub fn run_topics(args: TopicsArgs) -> Result<()> {
             i += 1;
         }
     }
-    print_out(&(table.render() + dead_hint(&topics)))?;
+    print_out(&(table.render() + &services_text + dead_hint(&topics)))?;
     if let Some(secs) = args.remote {
         print_remote(args.domain.as_deref(), secs)?;
     }
@@ -434,6 +638,11 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
     if args.json {
         return print_json(&topics);
     }
+    let services = service_ends(&topics);
+    let services_text = match services.is_empty() {
+        true => String::new(),
+        false => format!("\nservices:\n{}", services_stats_table(&services)),
+    };
     if topics.is_empty() {
         print_out(&nothing_found(args.domain.as_deref()))?;
         return Ok(());
@@ -516,7 +725,7 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
             table.row(row);
         }
     }
-    print_out(&(table.render() + &refusal_notes(&topics) + dead_hint(&topics)))?;
+    print_out(&(table.render() + &services_text + &refusal_notes(&topics) + dead_hint(&topics)))?;
     Ok(())
 }
 
