@@ -54,8 +54,11 @@ crate::choice! {
         Shm = "shm",
         RawFutex = "raw-futex",
         ShmBlock = "shm-block",
+        ShmSpinRr = "shm-spin-rr",
+        ShmBlockRr = "shm-block-rr",
         RawUdp4 = "raw-udp4",
         Udp4 = "udp4",
+        Udp4Rr = "udp4-rr",
         Udp4Key = "udp4-key",
         Udp6 = "udp6",
         Iceoryx2 = "iceoryx2",
@@ -70,6 +73,9 @@ crate::choice! {
 enum Kind {
     /// ferry, with this QoS (see `Transport::ferry_qos`).
     Ferry,
+    /// A ferry service (request/response), with this QoS: the main process is its client, the
+    /// peer its server.
+    FerryService,
     /// A raw shared buffer; `futex`: the receiver sleeps instead of spinning.
     RawShm { futex: bool },
     /// Plain blocking UDP sockets on 127.0.0.1.
@@ -87,6 +93,11 @@ impl Transport {
             Transport::Udp4 | Transport::Udp6 => Some(Transport::RawUdp4),
             // What the domain key costs: against the same transport in the clear.
             Transport::Udp4Key => Some(Transport::Udp4),
+            // A service's request and response: against the ping-pong of two topics that waits
+            // the same way, so that the ratio is what a service adds to it.
+            Transport::ShmSpinRr => Some(Transport::ShmSpin),
+            Transport::ShmBlockRr => Some(Transport::ShmBlock),
+            Transport::Udp4Rr => Some(Transport::Udp4),
             // Another system: against ferry's spinning shared memory, so that the ratio says how
             // far it is from ferry.
             Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
@@ -125,6 +136,7 @@ impl Transport {
             | Transport::Udp4
             | Transport::Udp4Key
             | Transport::Udp6 => Kind::Ferry,
+            Transport::ShmSpinRr | Transport::ShmBlockRr | Transport::Udp4Rr => Kind::FerryService,
         }
     }
 
@@ -143,10 +155,10 @@ impl Transport {
             )
         };
         match self {
-            Transport::ShmSpin => shm(WaitStrategy::Spin),
+            Transport::ShmSpin | Transport::ShmSpinRr => shm(WaitStrategy::Spin),
             Transport::Shm => shm(WaitStrategy::Adaptive),
-            Transport::ShmBlock => shm(WaitStrategy::Block),
-            Transport::Udp4 | Transport::Udp4Key => udp(IpVersion::V4),
+            Transport::ShmBlock | Transport::ShmBlockRr => shm(WaitStrategy::Block),
+            Transport::Udp4 | Transport::Udp4Key | Transport::Udp4Rr => udp(IpVersion::V4),
             Transport::Udp6 => udp(IpVersion::V6),
             Transport::RawSpin
             | Transport::RawFutex
@@ -167,8 +179,17 @@ impl Transport {
     fn is_ferry_shm(self) -> bool {
         matches!(
             self,
-            Transport::ShmSpin | Transport::Shm | Transport::ShmBlock
+            Transport::ShmSpin
+                | Transport::Shm
+                | Transport::ShmBlock
+                | Transport::ShmSpinRr
+                | Transport::ShmBlockRr
         )
+    }
+
+    /// Whether it is a service (request/response) rather than a ping-pong of two topics.
+    fn is_service(self) -> bool {
+        self.kind() == Kind::FerryService
     }
 
     /// Why this transport cannot carry a `size`-byte message, if it cannot.
@@ -200,6 +221,9 @@ impl Transport {
             Transport::Udp4 => "ferry UDP over IPv4 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1472-byte datagrams by ferry)",
             Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AEGIS-128L), replays refused",
             Transport::Udp6 => "ferry UDP over IPv6 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1452-byte datagrams by ferry)",
+            Transport::ShmSpinRr => "a ferry service over shared memory, WaitStrategy::Spin: the main process calls (a request loaned and written in place, the response read in place), the peer serves (the request read in place, the response loaned and written in place); each behind ferry's 24-byte request/response header",
+            Transport::ShmBlockRr => "as shm-spin-rr, with WaitStrategy::Block on both ends",
+            Transport::Udp4Rr => "a ferry service over UDP on IPv4 loopback (as udp4: reliable, WaitStrategy::Block, MTU 1500); the main process calls, the peer serves",
             Transport::Iceoryx2 => "iceoryx2 0.10 publish/subscribe over shared memory (its defaults, no config file), two processes of crates/ferry-peers pinned as the lab's: a loan filled with memset, receive() polled in a spin loop, every byte checked in place",
             Transport::Iceoryx2Block => "as iceoryx2, but the receiver sleeps: each direction also has an iceoryx2 event service (event ids in a counting bit set in POSIX shared memory, the sleeper woken through a Unix datagram socket); the sender calls notify() on its notifier after every send, the receiver tries receive() and, finding nothing, sleeps in its listener's timed_wait until a notification comes",
             Transport::Zenoh => "Zenoh 1.10 publish/subscribe, two sessions in peer mode over TCP on 127.0.0.1 (no scouting), express publishers with Block congestion control as its z_ping; each message a fresh buffer filled with memset, the subscriber's channel polled with try_recv in a spin loop (the measuring threads pinned as the lab's, Zenoh's own threads not), every byte checked in place",
@@ -241,9 +265,11 @@ impl Default for Config {
             transports: vec![
                 Transport::RawSpin,
                 Transport::ShmSpin,
+                Transport::ShmSpinRr,
                 Transport::Shm,
                 Transport::RawFutex,
                 Transport::ShmBlock,
+                Transport::ShmBlockRr,
             ],
             sizes: vec![32, 1 << 10, 32 << 10, 1 << 20],
             samples: 10_000,
@@ -392,8 +418,13 @@ fn run(args: &Config) -> Result<Measured<Latency>> {
     let started = super::unix_time();
     let domain = format!("lab{}", std::process::id());
     let max_size = args.sizes.iter().copied().max().unwrap_or(1);
+    // A service's messages carry a header: its rings are sized for the largest message with it.
+    let header = match args.transports.iter().any(|t| t.is_service()) {
+        true => ferry::service::HEADER_BYTES,
+        false => 0,
+    };
     let ring_capacity = if args.transports.iter().any(|t| t.is_ferry_shm()) {
-        Some(ferry_ring_capacity(&domain, max_size)?)
+        Some(ferry_ring_capacity(&domain, max_size + header)?)
     } else {
         None
     };
@@ -665,6 +696,39 @@ fn run_transport(
             })?;
             samples
         }
+        Kind::FerryService => {
+            let (service, _) = topics(ctx.run_index);
+            let qos = transport
+                .ferry_qos(ctx.max_size)
+                .expect("a ferry transport has a QoS");
+            let node = super::lab_node_reaching(
+                "lab-main",
+                &ctx.domain,
+                false,
+                super::discovery_reaching(None),
+            )?;
+            let client = node.client(&service, &qos)?;
+            request.ferry = Some(FerryTopics {
+                domain: ctx.domain.clone(),
+                ping: service,
+                pong: String::new(),
+                main_host: None,
+            });
+            let mut peer = Peer::start::<Latency>(&request, &place)?;
+            let mut end = ClientEnd {
+                client,
+                out_dir: Dir::Ping,
+                in_dir: Dir::Pong,
+            };
+            // The server takes this client's requests once it has attached to them.
+            peer.wait_ready(START_TIMEOUT, || Ok(end.client.has_server()))?;
+            let samples = drive(&mut end, &mut peer, &sizes, &warmups, recorded)?;
+            // Over UDP the server's responses linger until this client said it has them all.
+            peer.finish_polling(START_TIMEOUT, || {
+                let _ = end.client.try_recv_response();
+            })?;
+            samples
+        }
         Kind::RawShm { futex } => {
             let name = format!("ferry-lab.{}.{}", std::process::id(), ctx.run_index);
             let mut chan = RawChannel::create(&name, ctx.max_size)?;
@@ -806,6 +870,62 @@ impl Endpoint for FerryEnd {
     }
 }
 
+/// A service's client as the main end of the round trip: a request out, its response in.
+struct ClientEnd {
+    client: ferry::Client,
+    out_dir: Dir,
+    in_dir: Dir,
+}
+
+impl Endpoint for ClientEnd {
+    fn send(&mut self, seq: u64, len: usize) -> Result<()> {
+        let mut loan = self.client.loan_request(len)?;
+        super::fill(loan.as_mut_slice(), super::pattern(seq, self.out_dir));
+        loan.send()?;
+        Ok(())
+    }
+
+    fn recv(&mut self, seq: u64, len: usize, slice: Duration) -> Result<bool> {
+        let Some(response) = self.client.recv_response(slice)? else {
+            return Ok(false);
+        };
+        verify(&response, seq, None, len, self.in_dir)?;
+        Ok(true)
+    }
+}
+
+/// A service's server as the peer's end: a request in (read in place, then let go), its
+/// response out (loaned and written in place).
+struct ServerEnd {
+    server: ferry::Server,
+    answer_to: Option<ferry::ReplyTo>,
+    out_dir: Dir,
+    in_dir: Dir,
+}
+
+impl Endpoint for ServerEnd {
+    fn send(&mut self, seq: u64, len: usize) -> Result<()> {
+        let Some(to) = self.answer_to.take() else {
+            bail!("response {seq} has no request to answer");
+        };
+        let Some(mut loan) = self.server.loan_response(to, len)? else {
+            bail!("the client of request {seq} has gone");
+        };
+        super::fill(loan.as_mut_slice(), super::pattern(seq, self.out_dir));
+        loan.send()?;
+        Ok(())
+    }
+
+    fn recv(&mut self, seq: u64, len: usize, slice: Duration) -> Result<bool> {
+        let Some(request) = self.server.recv_request(slice)? else {
+            return Ok(false);
+        };
+        verify(&request, seq, None, len, self.in_dir)?;
+        self.answer_to = Some(request.reply_to());
+        Ok(true)
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The peer
 
@@ -906,6 +1026,29 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
                 main_alive()?;
             }
             Ok(())
+        }
+        Kind::FerryService => {
+            let Some(FerryTopics { domain, ping, .. }) = &args.ferry else {
+                bail!("a ferry service needs its domain and name");
+            };
+            let qos = args
+                .transport
+                .ferry_qos(args.max_size)
+                .expect("a ferry transport has a QoS");
+            let node = super::lab_node_reaching(
+                "lab-peer",
+                domain,
+                false,
+                super::discovery_reaching(None),
+            )?;
+            let server = node.server(ping, &qos)?;
+            let mut end = ServerEnd {
+                server,
+                answer_to: None,
+                out_dir: Dir::Pong,
+                in_dir: Dir::Ping,
+            };
+            echo(&mut end, &args, &mut main_alive)
         }
         Kind::RawShm { futex } => {
             let Some(name) = &args.shm else {
@@ -1187,9 +1330,10 @@ impl Experiment for Latency {
                 caption: "Box: p50 (black line) to p90; whiskers: min and p99; dot: p99.9. One colour per transport; raw-* are the hardware floors measured in the same rounds.".to_owned(),
             }],
             sentence: format!(
-                "{} found both shared-memory streams faster than UDP IPv4/IPv6 at 32 B, 1 KB, 32 KB and 1 MB on an i7-9750H, the spinning one fastest; {} reports under 50 µs one-way below 1 KB across Gigabit Ethernet. Here, one-way p50 {phrase}.{}{}",
+                "{} found both shared-memory streams faster than UDP IPv4/IPv6 at 32 B, 1 KB, 32 KB and 1 MB on an i7-9750H, the spinning one fastest; {} reports under 50 µs one-way below 1 KB across Gigabit Ethernet. Here, one-way p50 {phrase}.{}{}{}",
                 cite_first(&SHM_STREAM),
                 cite(&VORTEX_LITE),
+                services_beside_ping_pong(&results.rows),
                 versus_peers(&results.rows),
                 match state_note(&results.rows) {
                     note if note.is_empty() => note,
@@ -1197,6 +1341,50 @@ impl Experiment for Latency {
                 }
             ),
         })
+    }
+}
+
+/// " ferry's services (request and response) beside its ping-pong of two topics …": for each
+/// service transport that ran, its p50 as a ratio to the ping-pong that waits the same way (the
+/// median over rounds) and the nanoseconds it adds at p50, per size; empty when none ran.
+fn services_beside_ping_pong(rows: &[Row]) -> String {
+    let mut parts = Vec::new();
+    for t in [
+        Transport::ShmSpinRr,
+        Transport::ShmBlockRr,
+        Transport::Udp4Rr,
+    ] {
+        let Some(base) = t.baseline() else { continue };
+        let sizes: Vec<String> = rows
+            .iter()
+            .filter(|r| r.transport == t)
+            .filter_map(|r| {
+                let ratio = r.p50_ratio?;
+                let own = r.summary.as_ref()?.p50_ns as f64;
+                let beside = r.baseline_beside.as_ref()?.p50_ns as f64;
+                Some(format!(
+                    "{ratio:.2} × at {} ({} {})",
+                    format_size(r.size_bytes),
+                    if own >= beside { "+" } else { "−" },
+                    format_ns((own - beside).abs())
+                ))
+            })
+            .collect();
+        if !sizes.is_empty() {
+            parts.push(format!(
+                "{} against {}: {}",
+                t.name(),
+                base.name(),
+                sizes.join(", ")
+            ));
+        }
+    }
+    match parts.is_empty() {
+        true => String::new(),
+        false => format!(
+            " ferry's services (one request and its response per round trip) beside its ping-pong of two topics that waits the same way, p50 as the median ratio over rounds (and the p50 difference): {}.",
+            parts.join("; ")
+        ),
     }
 }
 
@@ -1618,6 +1806,31 @@ mod tests {
              over ferry's): ahead at 32 B (3.00 × / 3.00 × / 3.00 ×); behind at p50 and ahead at \
              p99 at 1 MiB (0.57 × / 4.50 × / 4.50 ×)."
         );
+    }
+
+    #[test]
+    fn services_are_set_beside_the_ping_pong_that_waits_the_same_way() {
+        let rows = rows_of(
+            &[
+                Transport::ShmSpin,
+                Transport::ShmSpinRr,
+                Transport::ShmBlock,
+            ],
+            &[32],
+            vec![
+                vec![vec![vec![100; 4]]],
+                vec![vec![vec![110; 4]]],
+                vec![vec![vec![9000; 4]]],
+            ],
+        );
+        assert_eq!(
+            services_beside_ping_pong(&rows),
+            " ferry's services (one request and its response per round trip) beside its \
+             ping-pong of two topics that waits the same way, p50 as the median ratio over rounds \
+             (and the p50 difference): shm-spin-rr against shm-spin: 1.10 × at 32 B (+ 10 ns)."
+        );
+        // No service ran: nothing said.
+        assert_eq!(services_beside_ping_pong(&rows[..1]), "");
     }
 
     #[test]

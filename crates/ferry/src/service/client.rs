@@ -1,13 +1,13 @@
 //! A service's client: sends requests, any number in flight, and takes each response to the
 //! request that asked for it.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::wire::{self, Status, HEADER};
 use super::{
-    request_topic, response_topic, CallError, Counter, Counters, RequestId, JOIN_TIMEOUT,
-    WATCH_PERIOD,
+    request_topic, response_topic, CallError, Counter, Counters, RequestId, SlicedWait,
+    JOIN_TIMEOUT, WATCH_PERIOD,
 };
 use crate::node::Side;
 use crate::pod::{self, Pod};
@@ -44,7 +44,7 @@ pub struct Client {
 #[derive(Debug, Default)]
 struct Calls {
     next: u64,
-    pending: HashSet<u64>,
+    pending: Pending,
     /// Requests the server's departure ended, reported one per receive.
     ended: VecDeque<u64>,
     /// Responses `call` took while it waited for another, with their status, for later
@@ -128,7 +128,8 @@ impl Client {
         self.ensure_server()?;
         let mut loan = self.requests.loan(HEADER + len)?;
         let request = self.calls.next;
-        wire::put_request(&mut loan.as_mut_slice()[..HEADER], self.id, request);
+        // Ids travel as their low 32 bits (`wire`).
+        wire::put_request(&mut loan.as_mut_slice()[..HEADER], self.id, request as u32);
         Ok(RequestLoan {
             loan,
             request,
@@ -140,11 +141,10 @@ impl Client {
     /// Sends `body` and waits up to `timeout` for its response. Responses to other pending
     /// requests that arrive meanwhile are kept (copied) for later receives.
     pub fn call(&mut self, body: &[u8], timeout: Duration) -> Result<Response<'_>, CallError> {
-        let deadline = Instant::now().checked_add(timeout);
         let request = self.send_request(body)?;
-        let found = self.next(deadline, true, Some(request.0));
+        let found = self.next(Some(timeout), true, Some(request.0));
         if let Ok(None) = found {
-            self.calls.pending.remove(&request.0);
+            self.calls.pending.remove(request.0);
             self.counters.add(Counter::DroppedOrTimeouts, 1);
             return Err(CallError::Timeout {
                 service: self.service.clone(),
@@ -160,8 +160,7 @@ impl Client {
     /// out. A request the server can no longer answer ends here as [`CallError::ServerGone`],
     /// one error per request.
     pub fn recv_response(&mut self, timeout: Duration) -> Result<Option<Response<'_>>, CallError> {
-        let deadline = Instant::now().checked_add(timeout);
-        match self.next(deadline, true, None)? {
+        match self.next(Some(timeout), true, None)? {
             Some((side, id, status)) => self.response(side, id, status).map(Some),
             None => Ok(None),
         }
@@ -208,36 +207,33 @@ impl Client {
     /// stashed), waiting until `deadline` when `block`. Watches the server meanwhile.
     fn next(
         &mut self,
-        deadline: Option<Instant>,
+        timeout: Option<Duration>,
         block: bool,
         want: Option<u64>,
     ) -> Result<Option<(Found, u64, Status)>, CallError> {
         if let Some(found) = self.take_kept(want)? {
             return Ok(Some(found));
         }
+        let mut wait = SlicedWait::new(timeout, WATCH_PERIOD);
         loop {
-            let slice = match (block, deadline) {
-                (false, _) => None,
-                (true, None) => Some(WATCH_PERIOD),
-                (true, Some(d)) => Some(
-                    d.saturating_duration_since(Instant::now())
-                        .min(WATCH_PERIOD),
-                ),
-            };
+            let slice = block.then(|| wait.slice());
             if let Some(side) = self.responses.ready(slice, block)? {
                 let header = wire::read_response(self.responses.peek(&side));
-                match header {
-                    Some(h) if h.client == self.id && self.calls.pending.remove(&h.request) => {
+                let mine = header
+                    .filter(|h| h.client == self.id)
+                    .and_then(|h| Some((self.calls.pending.remove_wire(h.request)?, h.status)));
+                match mine {
+                    Some((request, status)) => {
                         self.counters.add(Counter::Responses, 1);
-                        if want.map_or(true, |w| w == h.request) {
-                            return Ok(Some((Found::Ring(side), h.request, h.status)));
+                        if want.map_or(true, |w| w == request) {
+                            return Ok(Some((Found::Ring(side), request, status)));
                         }
                         // Another request's response while `call` waits for its own: keep a
                         // copy for a later receive.
                         let sample = self.responses.sample(side);
                         let bytes = sample.get(HEADER..).unwrap_or_default().to_vec();
                         drop(sample);
-                        self.calls.stash.push_back((h.request, h.status, bytes));
+                        self.calls.stash.push_back((request, status, bytes));
                     }
                     _ => {
                         // Malformed, for another client, or for no pending request (late,
@@ -252,8 +248,7 @@ impl Client {
             if let Some(found) = self.take_kept(want)? {
                 return Ok(Some(found));
             }
-            let now = Instant::now();
-            if !block || deadline.is_some_and(|d| now >= d) {
+            if !block || wait.expired() {
                 return Ok(None);
             }
         }
@@ -302,8 +297,7 @@ impl Client {
             return Ok(());
         }
         self.server_ready = false;
-        let mut ended: Vec<u64> = self.calls.pending.drain().collect();
-        ended.sort_unstable();
+        let ended = self.calls.pending.drain();
         self.counters
             .add(Counter::RefusedOrServerGone, ended.len() as u64);
         self.calls.ended.extend(ended);
@@ -351,6 +345,75 @@ impl Client {
             let _ = self.responses.publisher_count();
             std::thread::sleep(Duration::from_micros(200));
         }
+    }
+}
+
+/// The requests in flight. Ids are given out in order, so they are flags in a window that starts
+/// at the oldest request still pending: no hashing per message.
+#[derive(Debug, Default)]
+struct Pending {
+    base: u64,
+    flags: VecDeque<bool>,
+    count: usize,
+}
+
+impl Pending {
+    /// `id` is the next id given out: one past the window's end.
+    fn insert(&mut self, id: u64) {
+        if self.flags.is_empty() {
+            self.base = id;
+        }
+        debug_assert_eq!(id, self.base + self.flags.len() as u64);
+        self.flags.push_back(true);
+        self.count += 1;
+    }
+
+    /// The pending request whose id's low 32 bits are `wire` (as a response carries it), now
+    /// no longer pending; `None` if none is.
+    fn remove_wire(&mut self, wire: u32) -> Option<u64> {
+        let i = wire.wrapping_sub(self.base as u32) as usize;
+        let id = self.base + i as u64;
+        (i < self.flags.len() && self.remove(id)).then_some(id)
+    }
+
+    /// True if `id` was pending (a response for it is expected).
+    fn remove(&mut self, id: u64) -> bool {
+        let Some(i) = id
+            .checked_sub(self.base)
+            .and_then(|i| usize::try_from(i).ok())
+        else {
+            return false;
+        };
+        match self.flags.get_mut(i) {
+            Some(flag) if *flag => *flag = false,
+            _ => return false,
+        }
+        self.count -= 1;
+        while self.flags.front() == Some(&false) {
+            self.flags.pop_front();
+            self.base += 1;
+        }
+        true
+    }
+
+    fn len(&self) -> usize {
+        self.count
+    }
+
+    fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Every pending id, oldest first; none is pending afterwards.
+    fn drain(&mut self) -> Vec<u64> {
+        let base = self.base;
+        let ids = (self.flags.iter().enumerate())
+            .filter(|(_, &f)| f)
+            .map(|(i, _)| base + i as u64)
+            .collect();
+        self.flags.clear();
+        self.count = 0;
+        ids
     }
 }
 
@@ -442,5 +505,29 @@ impl std::fmt::Debug for Response<'_> {
             .field("request", &self.request)
             .field("len", &self.len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pending;
+
+    #[test]
+    fn pending_requests_are_found_by_their_32_bits_across_a_wrap() {
+        let mut p = Pending::default();
+        let first = (1u64 << 32) - 2;
+        for id in first..first + 5 {
+            p.insert(id);
+        }
+        assert_eq!(p.len(), 5);
+        // Answered out of order, ids past 2^32 included.
+        assert_eq!(p.remove_wire(1), Some((1 << 32) + 1));
+        assert_eq!(p.remove_wire(u32::MAX - 1), Some(first));
+        assert_eq!(p.remove_wire(u32::MAX - 1), None, "answered once");
+        assert_eq!(p.remove_wire(7), None, "never sent");
+        assert_eq!(p.len(), 3);
+        assert_eq!(p.drain(), vec![first + 1, 1 << 32, (1 << 32) + 2]);
+        assert!(p.is_empty());
+        assert_eq!(p.remove_wire(0), None);
     }
 }

@@ -37,6 +37,10 @@ use crate::{Error, RecvError, SendError, Subscriber};
 /// id.
 pub const MAX_SERVICE_NAME: usize = 64;
 
+/// Bytes of the header ahead of every request's and response's body (a multiple of 8, so that
+/// bodies stay 8-byte aligned).
+pub const HEADER_BYTES: usize = wire::HEADER;
+
 /// How often a client with pending requests looks whether its server still runs, and a server
 /// whether its clients do.
 pub const WATCH_PERIOD: Duration = Duration::from_millis(10);
@@ -105,13 +109,19 @@ impl ServiceTopic {
     }
 }
 
-/// A request's id, unique within its client (counted from 0).
+/// A request's id, unique within its client (counted from 0). A server sees its low 32 bits,
+/// which is all the header carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RequestId(pub(crate) u64);
 
 impl RequestId {
     pub fn get(self) -> u64 {
         self.0
+    }
+
+    /// As the header carries it: the low 32 bits.
+    fn wire(self) -> u32 {
+        self.0 as u32
     }
 }
 
@@ -268,11 +278,15 @@ impl Counters {
         Counters(NonNull::from(&sub.slot().service))
     }
 
+    /// Adds `n`. Each end is the only writer of its slot's counters (a `Client` or `Server` is
+    /// used through `&mut self`), so a load and a store do, without a locked read-modify-write on
+    /// the message path; readers (`ferry stats`) see each value whole.
     fn add(&self, counter: Counter, n: u64) {
         // SAFETY: the pointer is into the directory mapping of a subscriber that the service end
         // holding these counters owns and drops after them (see `Client` and `Server`).
         let counters = unsafe { self.0.as_ref() };
-        counters[counter as usize].fetch_add(n, Ordering::Relaxed);
+        let c = &counters[counter as usize];
+        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
     }
 }
 
@@ -288,6 +302,45 @@ impl crate::Node {
     /// reliable whatever `qos` says.
     pub fn client(&self, service: &str, qos: &crate::Qos) -> Result<Client, Error> {
         Client::create(self, service, qos)
+    }
+}
+
+/// A wait of at most `timeout` (none: no end) in slices of at most `max_slice`, between which the
+/// caller looks after its peer. The clock is first read when the first slice has ended, so that
+/// a message already there, or one that comes during the first slice, costs no clock read; the
+/// wait may then run over its timeout by up to that slice.
+struct SlicedWait {
+    timeout: Option<Duration>,
+    max_slice: Duration,
+    /// When the wait (as far as it is counted) began, once the clock was read.
+    started: Option<std::time::Instant>,
+}
+
+impl SlicedWait {
+    fn new(timeout: Option<Duration>, max_slice: Duration) -> SlicedWait {
+        SlicedWait {
+            timeout,
+            max_slice,
+            started: None,
+        }
+    }
+
+    /// How long the next slice may wait.
+    fn slice(&self) -> Duration {
+        let left = match (self.started, self.timeout) {
+            (_, None) => return self.max_slice,
+            (None, Some(t)) => t,
+            (Some(s), Some(t)) => t.saturating_sub(s.elapsed()),
+        };
+        left.min(self.max_slice)
+    }
+
+    /// After a slice: true when the timeout has passed.
+    fn expired(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        let started = *self.started.get_or_insert(now);
+        self.timeout
+            .is_some_and(|t| now.saturating_duration_since(started) >= t)
     }
 }
 

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use super::wire::{self, Status, HEADER};
 use super::{
-    request_topic, response_topic, ClientId, Counter, Counters, ReplyTo, RequestId, JOIN_TIMEOUT,
+    request_topic, response_topic, ClientId, Counter, Counters, ReplyTo, RequestId, SlicedWait,
+    JOIN_TIMEOUT,
 };
 use crate::node::Side;
 use crate::pod::{self, Pod};
@@ -78,6 +79,9 @@ struct Responders {
     service: String,
     qos: Qos,
     clients: HashMap<u64, Publisher>,
+    /// The publisher used last, kept out of `clients`: a client that calls again and again is
+    /// answered without a look-up.
+    last: Option<(u64, Publisher)>,
     gone: HashSet<u64>,
     gone_order: VecDeque<u64>,
     next_prune: Instant,
@@ -87,7 +91,7 @@ struct Responders {
 impl std::fmt::Debug for Responders {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Responders")
-            .field("clients", &self.clients.len())
+            .field("clients", &self.len())
             .finish()
     }
 }
@@ -96,7 +100,7 @@ impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
             .field("service", &self.service)
-            .field("clients", &self.responders.clients.len())
+            .field("clients", &self.responders.len())
             .finish()
     }
 }
@@ -130,6 +134,7 @@ impl Server {
                 service: service.to_owned(),
                 qos: topic_qos,
                 clients: HashMap::new(),
+                last: None,
                 gone: HashSet::new(),
                 gone_order: VecDeque::new(),
                 next_prune: Instant::now() + PRUNE_PERIOD,
@@ -148,7 +153,7 @@ impl Server {
 
     /// Clients this server has answered and that are still there.
     pub fn client_count(&self) -> usize {
-        self.responders.clients.len()
+        self.responders.len()
     }
 
     /// Waits for the next request.
@@ -162,8 +167,9 @@ impl Server {
 
     /// Waits up to `timeout` for the next request; `None` when the time ran out.
     pub fn recv_request(&mut self, timeout: Duration) -> Result<Option<Request<'_>>, RecvError> {
-        let deadline = Instant::now().checked_add(timeout);
-        Ok(self.next(deadline, true)?.map(|found| self.request(found)))
+        Ok(self
+            .next(Some(timeout), true)?
+            .map(|found| self.request(found)))
     }
 
     /// The next request if one is waiting; never waits.
@@ -174,7 +180,7 @@ impl Server {
     /// Answers a request received earlier with a copy of `body`.
     pub fn respond(&mut self, to: ReplyTo, body: &[u8]) -> Result<Responded, ServeError> {
         self.responders
-            .send(to.client.0, to.request.0, Status::Answer, body)
+            .send(to.client.0, to.request.wire(), Status::Answer, body)
     }
 
     /// Lends room for a `len`-byte answer to a request received earlier; `None` when its
@@ -185,15 +191,15 @@ impl Server {
         len: usize,
     ) -> Result<Option<ResponseLoan<'_>>, ServeError> {
         self.responders
-            .loan(to.client.0, to.request.0, Status::Answer, len)
+            .loan(to.client.0, to.request.wire(), Status::Answer, len)
     }
 
-    fn request(&mut self, (side, client, request): (Side, u64, u64)) -> Request<'_> {
+    fn request(&mut self, (side, client, request): (Side, u64, u32)) -> Request<'_> {
         Request {
             sample: self.requests.sample(side),
             to: ReplyTo {
                 client: ClientId(client),
-                request: RequestId(request),
+                request: RequestId(request.into()),
             },
             responders: &mut self.responders,
         }
@@ -202,18 +208,12 @@ impl Server {
     /// Finds the next well-formed request, answering those too large with a refusal.
     fn next(
         &mut self,
-        deadline: Option<Instant>,
+        timeout: Option<Duration>,
         block: bool,
-    ) -> Result<Option<(Side, u64, u64)>, RecvError> {
+    ) -> Result<Option<(Side, u64, u32)>, RecvError> {
+        let mut wait = SlicedWait::new(timeout, PRUNE_PERIOD);
         loop {
-            let slice = match (block, deadline) {
-                (false, _) => None,
-                (true, None) => Some(PRUNE_PERIOD),
-                (true, Some(d)) => Some(
-                    d.saturating_duration_since(Instant::now())
-                        .min(PRUNE_PERIOD),
-                ),
-            };
+            let slice = block.then(|| wait.slice());
             if let Some(side) = self.requests.ready(slice, block)? {
                 let msg = self.requests.peek(&side);
                 let (header, len) = (wire::read_request(msg), msg.len().saturating_sub(HEADER));
@@ -239,7 +239,7 @@ impl Server {
                 continue;
             }
             self.responders.prune();
-            if !block || deadline.is_some_and(|d| Instant::now() >= d) {
+            if !block || wait.expired() {
                 return Ok(None);
             }
         }
@@ -250,46 +250,67 @@ impl Responders {
     /// The publisher of `client`'s responses, made (and waited for) at its first response;
     /// `None` when the client has gone, counted as a dropped response.
     fn publisher(&mut self, client: u64) -> Result<Option<&mut Publisher>, ServeError> {
-        if !self.clients.contains_key(&client) {
-            if self.gone.contains(&client) {
+        if self.last.as_ref().is_some_and(|(c, _)| *c == client) {
+            return Ok(self.last.as_mut().map(|(_, p)| p));
+        }
+        let publisher = match self.clients.remove(&client) {
+            Some(p) => p,
+            None => match self.open(client)? {
+                Some(p) => p,
+                None => return Ok(None),
+            },
+        };
+        if let Some((c, p)) = self.last.take() {
+            self.clients.insert(c, p);
+        }
+        self.last = Some((client, publisher));
+        Ok(self.last.as_mut().map(|(_, p)| p))
+    }
+
+    fn len(&self) -> usize {
+        self.clients.len() + usize::from(self.last.is_some())
+    }
+
+    /// Makes the publisher of a new client's responses and waits for the client to take them;
+    /// `None` when the client has gone (or is one too many), counted as a dropped response.
+    fn open(&mut self, client: u64) -> Result<Option<Publisher>, ServeError> {
+        if self.gone.contains(&client) {
+            self.counters.add(Counter::DroppedOrTimeouts, 1);
+            return Ok(None);
+        }
+        if self.len() >= MAX_CLIENTS {
+            self.next_prune = Instant::now();
+            self.prune();
+            if self.len() >= MAX_CLIENTS {
                 self.counters.add(Counter::DroppedOrTimeouts, 1);
                 return Ok(None);
             }
-            if self.clients.len() >= MAX_CLIENTS {
-                self.next_prune = Instant::now();
-                self.prune();
-                if self.clients.len() >= MAX_CLIENTS {
-                    self.counters.add(Counter::DroppedOrTimeouts, 1);
-                    return Ok(None);
-                }
-            }
-            let topic = response_topic(&self.service, client);
-            let publisher = self
-                .node
-                .open_publisher(&topic, &self.qos)
-                .map_err(|source| ServeError::Open {
-                    client: ClientId(client),
-                    source,
-                })?;
-            // The client's subscriber attaches when it next looks (it is woken for it).
-            let deadline = Instant::now() + JOIN_TIMEOUT;
-            while publisher.subscriber_count() == 0 {
-                if Instant::now() >= deadline {
-                    self.forget(client);
-                    self.counters.add(Counter::DroppedOrTimeouts, 1);
-                    return Ok(None);
-                }
-                std::thread::sleep(Duration::from_micros(50));
-            }
-            self.clients.insert(client, publisher);
         }
-        Ok(self.clients.get_mut(&client))
+        let topic = response_topic(&self.service, client);
+        let publisher = self
+            .node
+            .open_publisher(&topic, &self.qos)
+            .map_err(|source| ServeError::Open {
+                client: ClientId(client),
+                source,
+            })?;
+        // The client's subscriber attaches when it next looks (it is woken for it).
+        let deadline = Instant::now() + JOIN_TIMEOUT;
+        while publisher.subscriber_count() == 0 {
+            if Instant::now() >= deadline {
+                self.forget(client);
+                self.counters.add(Counter::DroppedOrTimeouts, 1);
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        Ok(Some(publisher))
     }
 
     fn loan(
         &mut self,
         client: u64,
-        request: u64,
+        request: u32,
         status: Status,
         len: usize,
     ) -> Result<Option<ResponseLoan<'_>>, ServeError> {
@@ -309,7 +330,7 @@ impl Responders {
     fn send(
         &mut self,
         client: u64,
-        request: u64,
+        request: u32,
         status: Status,
         body: &[u8],
     ) -> Result<Responded, ServeError> {
@@ -333,10 +354,14 @@ impl Responders {
         let gone: Vec<u64> = self
             .clients
             .iter()
+            .chain(self.last.as_ref().map(|(c, p)| (c, p)))
             .filter(|(_, p)| p.ready_subscribers() == 0)
             .map(|(&c, _)| c)
             .collect();
         for client in gone {
+            if self.last.as_ref().is_some_and(|(c, _)| *c == client) {
+                self.last = None;
+            }
             self.clients.remove(&client);
             self.forget(client);
         }
@@ -393,7 +418,7 @@ impl Request<'_> {
             responders,
         } = self;
         drop(sample);
-        responders.send(to.client.0, to.request.0, Status::Answer, body)
+        responders.send(to.client.0, to.request.wire(), Status::Answer, body)
     }
 
     /// Answers with `len` bytes that `write` fills in place, reading the request in place:
@@ -408,7 +433,8 @@ impl Request<'_> {
             to,
             responders,
         } = self;
-        let Some(mut loan) = responders.loan(to.client.0, to.request.0, Status::Answer, len)?
+        let Some(mut loan) =
+            responders.loan(to.client.0, to.request.wire(), Status::Answer, len)?
         else {
             return Ok(Responded::ClientGone);
         };

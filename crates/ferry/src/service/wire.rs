@@ -1,20 +1,24 @@
 //! The header in front of every request and response body: I/O-free, checked field by field.
 //!
-//! A request and a response each travel as one message on a topic of ferry's own, behind 24
-//! bytes (a multiple of 8, so that a body viewed as `&[u64]` stays aligned):
+//! A request and a response each travel as one message on a topic of ferry's own, behind 16
+//! bytes (a multiple of 8, so that a body viewed as `&[u64]` stays aligned; and no more, so that a
+//! 32-byte request and its ring record fill one 64-byte cache line):
 //!
 //! ```text
-//! 0      2         3      4          8               16               24
-//! | "FS" | version | kind | status   | client id     | request id     | body …
+//! 0      2         3                       4                  8                16
+//! | "FS" | version | kind (low 4 bits),    | request id       | client id      | body …
+//! |      |         | status (high 4 bits)  | (u32, wrapping)  | (u64)          |
 //! ```
 //!
+//! A request id is the low 32 bits of the client's count of requests: a client tells its
+//! requests apart as long as fewer than 2^31 are in flight.
 //! `status` is 0 in a request; in a response it says whether the server answered (0) or refused
 //! the request (1: larger than it takes; the body then holds the request's length and the
 //! server's limit as little-endian u64s).
 //! Any other value, another magic, version or kind, or fewer than 24 bytes is malformed: counted
 //! and dropped by whoever reads it, never answered.
 
-pub const HEADER: usize = 24;
+pub const HEADER: usize = 16;
 
 const MAGIC: [u8; 2] = *b"FS";
 const VERSION: u8 = 1;
@@ -31,14 +35,14 @@ pub enum Status {
 }
 
 impl Status {
-    fn code(self) -> u32 {
+    fn code(self) -> u8 {
         match self {
             Status::Answer => 0,
             Status::TooLarge => 1,
         }
     }
 
-    fn from_code(code: u32) -> Option<Status> {
+    fn from_code(code: u8) -> Option<Status> {
         match code {
             0 => Some(Status::Answer),
             1 => Some(Status::TooLarge),
@@ -51,44 +55,43 @@ impl Status {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
     pub client: u64,
-    pub request: u64,
+    pub request: u32,
     pub status: Status,
 }
 
-fn put(out: &mut [u8], kind: u8, status: Status, client: u64, request: u64) {
+fn put(out: &mut [u8], kind: u8, status: Status, client: u64, request: u32) {
     out[..2].copy_from_slice(&MAGIC);
     out[2] = VERSION;
-    out[3] = kind;
-    out[4..8].copy_from_slice(&status.code().to_le_bytes());
+    out[3] = kind | status.code() << 4;
+    out[4..8].copy_from_slice(&request.to_le_bytes());
     out[8..16].copy_from_slice(&client.to_le_bytes());
-    out[16..24].copy_from_slice(&request.to_le_bytes());
 }
 
 /// Writes a request's header into the first `HEADER` bytes of `out`.
-pub fn put_request(out: &mut [u8], client: u64, request: u64) {
+pub fn put_request(out: &mut [u8], client: u64, request: u32) {
     put(out, KIND_REQUEST, Status::Answer, client, request);
 }
 
 /// Writes a response's header into the first `HEADER` bytes of `out`.
-pub fn put_response(out: &mut [u8], client: u64, request: u64, status: Status) {
+pub fn put_response(out: &mut [u8], client: u64, request: u32, status: Status) {
     put(out, KIND_RESPONSE, status, client, request);
 }
 
 fn read(msg: &[u8], kind: u8) -> Option<Header> {
-    let h = msg.get(..HEADER)?;
-    if h[..2] != MAGIC || h[2] != VERSION || h[3] != kind {
+    let h: &[u8; HEADER] = msg.get(..HEADER)?.try_into().ok()?;
+    if h[..2] != MAGIC || h[2] != VERSION || h[3] & 0x0F != kind {
         return None;
     }
-    let word = |r: std::ops::Range<usize>| -> Option<u64> {
-        Some(u64::from_le_bytes(h[r].try_into().ok()?))
-    };
-    let status = Status::from_code(u32::from_le_bytes(h[4..8].try_into().ok()?))?;
+    let status = Status::from_code(h[3] >> 4)?;
     if kind == KIND_REQUEST && status != Status::Answer {
         return None;
     }
+    let [r0, r1, r2, r3, c @ ..] = [
+        h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11], h[12], h[13], h[14], h[15],
+    ];
     Some(Header {
-        client: word(8..16)?,
-        request: word(16..24)?,
+        client: u64::from_le_bytes(c),
+        request: u32::from_le_bytes([r0, r1, r2, r3]),
         status,
     })
 }
@@ -128,7 +131,7 @@ mod tests {
 
     #[test]
     fn a_request_and_a_response_read_back() {
-        let mut m = [0u8; 30];
+        let mut m = [0u8; 20];
         put_request(&mut m, 7, 9);
         assert_eq!(
             read_request(&m),
@@ -156,10 +159,10 @@ mod tests {
         other[0] = b'X';
         assert_eq!(read_request(&other), None, "another magic");
         let mut other = m;
-        other[4] = 1;
+        other[3] |= 0x10;
         assert_eq!(read_request(&other), None, "a request carries no status");
         put_response(&mut m, 1, 2, Status::Answer);
-        m[4] = 9;
+        m[3] |= 0x90;
         assert_eq!(read_response(&m), None, "an unknown status");
     }
 
@@ -168,7 +171,7 @@ mod tests {
         fn any_bytes_read_without_panic_and_round_trip_when_well_formed(
             bytes in proptest::collection::vec(any::<u8>(), 0..64),
             client: u64,
-            request: u64,
+            request: u32,
         ) {
             let _ = read_request(&bytes);
             let _ = read_response(&bytes);
