@@ -1105,3 +1105,90 @@ fn a_call_whose_server_is_killed_exits_non_zero_saying_so() {
     assert!(!out.status.success());
     assert!(out.stderr.contains("went away"), "{}", out.stderr);
 }
+
+#[test]
+fn pub_over_udp_fails_when_a_subscriber_would_refuse_its_messages_and_succeeds_when_it_takes_them()
+{
+    let d = domain("limit");
+    let echo = spawn(&[
+        "echo",
+        "big",
+        "--transport",
+        "udp",
+        "--count",
+        "2",
+        "--timeout",
+        "30",
+        "--domain",
+        &d,
+    ]);
+    let out = run(
+        &[
+            "pub",
+            "big",
+            "--transport",
+            "udp",
+            "--size",
+            "2M",
+            "--count",
+            "2",
+            "--wait-subscribers",
+            "1",
+            "--wait-timeout",
+            "30",
+            "--domain",
+            &d,
+        ],
+        LONG,
+    );
+    assert!(
+        !out.status.success(),
+        "a refused message was reported sent: {}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("exceeds the limit of 1048576 bytes of reliable subscriber \"ferry-echo\""),
+        "{}",
+        out.stderr
+    );
+    drop(echo);
+    // With the limit raised, both arrive, and pub says so only after they did.
+    let echo = spawn(&[
+        "echo",
+        "big",
+        "--transport",
+        "udp",
+        "--count",
+        "2",
+        "--timeout",
+        "30",
+        "--max-size",
+        "4M",
+        "--domain",
+        &d,
+    ]);
+    let out = run(
+        &[
+            "pub",
+            "big",
+            "--transport",
+            "udp",
+            "--size",
+            "2M",
+            "--count",
+            "2",
+            "--wait-subscribers",
+            "1",
+            "--wait-timeout",
+            "30",
+            "--domain",
+            &d,
+        ],
+        LONG,
+    );
+    assert!(out.status.success(), "{}", out.stderr);
+    let e = echo.finish(LONG);
+    assert!(e.status.success(), "{}", e.stderr);
+    assert_eq!(e.stdout.lines().count(), 2, "{}", e.stdout);
+}

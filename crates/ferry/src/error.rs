@@ -120,6 +120,25 @@ pub enum SendError {
     #[error("a {len}-byte message is not a whole number of {size}-byte elements")]
     NotWholeElements { len: usize, size: usize },
     #[error(
+        "a {len}-byte message exceeds the limit of {max} bytes of reliable subscriber {node:?} \
+         (its Qos::max_message_size), which would refuse it: raise that subscriber's limit, or \
+         send smaller messages"
+    )]
+    SubscriberLimit {
+        len: usize,
+        max: usize,
+        node: String,
+    },
+    #[error(
+        "{receivers} reliable subscriber(s) had not taken the last {bytes} bytes sent within \
+         {after:?}: slow, stalled or refusing them (`ferry stats` shows refusals and why)"
+    )]
+    Undelivered {
+        receivers: usize,
+        bytes: u64,
+        after: Duration,
+    },
+    #[error(
         "a loan holds elements of 1 byte or more aligned to at most 8 bytes (a payload's \
          alignment); this element type has {size} bytes aligned to {align}"
     )]

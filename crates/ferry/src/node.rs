@@ -246,6 +246,20 @@ impl Publisher {
         }
     }
 
+    /// Waits until every live reliable subscriber has taken everything sent so far, at most
+    /// `timeout`. Over UDP a message sent is still on its way (or being repaired) when `send`
+    /// returns: call this before the process exits so that nothing sent is lost unreported
+    /// (dropping a publisher lingers too, but only up to `Qos::send_timeout` and without a word).
+    /// `SendError::Undelivered` says how many subscribers had not taken everything. Over shared
+    /// memory there is nothing to wait for: the messages are in the ring, which subscribers read
+    /// after the publisher has gone.
+    pub fn flush(&mut self, timeout: Duration) -> Result<(), SendError> {
+        match &self.inner {
+            PubInner::Shm(_) => Ok(()),
+            PubInner::Udp(u) | PubInner::Auto(_, u) => u.flush(timeout),
+        }
+    }
+
     /// Sends a copy of `bytes`.
     pub fn send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
         if let PubInner::Udp(p) = &self.inner {

@@ -10,7 +10,7 @@ use super::{DeliveryArg, TransportOpt, WaitArg, POLL_SLICE};
 use ferry_lab::error::{bail, Result};
 use ferry_lab::signal;
 use ferry_lab::table::print_out;
-use ferry_lab::units::{parse_domain, parse_seconds};
+use ferry_lab::units::{parse_domain, parse_seconds, parse_size};
 
 #[derive(Debug, Args)]
 pub struct EchoArgs {
@@ -49,6 +49,11 @@ pub struct EchoArgs {
     #[arg(long, value_enum, default_value_t = WaitArg::Adaptive)]
     pub wait: WaitArg,
 
+    /// The largest message taken over UDP, in bytes (K or M suffix); a publisher of this host
+    /// is told, and refuses to send larger ones (shared memory takes what the ring holds)
+    #[arg(long, value_name = "BYTES", default_value = "1M", value_parser = parse_size)]
+    pub max_size: usize,
+
     /// Domain: only topics of one domain see each other [default: $FERRY_DOMAIN, else "default"]
     #[arg(long, value_name = "D", value_parser = parse_domain)]
     pub domain: Option<String>,
@@ -84,6 +89,7 @@ pub fn run(args: EchoArgs) -> Result<()> {
         args.transport,
         args.delivery,
         args.wait,
+        args.max_size,
     )?;
     for w in subscriber.warnings() {
         ferry_lab::error::note!("ferry: warning: {w}");

@@ -123,12 +123,14 @@ pub fn subscriber(
     transport: TransportOpt,
     delivery: DeliveryArg,
     wait: WaitArg,
+    max_size: usize,
 ) -> Result<(ferry::Node, ferry::Subscriber)> {
     let node = node(name, domain)?;
     let qos = ferry::Qos::default()
         .transport(transport.into())
         .delivery(delivery.into())
-        .wait(wait.into());
+        .wait(wait.into())
+        .max_message_size(max_size.max(1));
     let subscriber = node.subscriber(topic, &qos).context(format!(
         "cannot subscribe to topic {topic:?} in domain {}",
         node.domain()

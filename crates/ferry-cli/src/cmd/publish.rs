@@ -6,9 +6,9 @@ use clap::Args;
 use ferry::SendError;
 
 use super::PublishOpts;
-use ferry_lab::error::{note, Context, Result};
+use ferry_lab::error::{bail, note, Context, Result};
 use ferry_lab::signal;
-use ferry_lab::units::{format_size, parse_rate, parse_size};
+use ferry_lab::units::{format_size, parse_rate, parse_seconds, parse_size};
 
 #[derive(Debug, Args)]
 pub struct PubArgs {
@@ -29,6 +29,11 @@ pub struct PubArgs {
     /// Stop after N messages [default: until Ctrl-C]
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
+
+    /// Before exiting, wait up to S seconds for every reliable subscriber to take what was sent
+    /// (over UDP a message is still on its way when sent); exit non-zero if one has not
+    #[arg(long, value_name = "S", default_value = "30", value_parser = parse_seconds)]
+    pub flush_timeout: Duration,
 
     #[command(flatten)]
     pub publish: PublishOpts,
@@ -121,15 +126,55 @@ pub fn run(args: PubArgs) -> Result<()> {
     }
 
     let elapsed = start.elapsed().as_secs_f64();
-    note!(
-        "sent {sent} messages in {elapsed:.3} s{}",
-        if stalls > 0 {
-            format!("; stalled {stalls} times on slow subscribers")
-        } else {
-            String::new()
+    let stalled = if stalls > 0 {
+        format!("; stalled {stalls} times on slow subscribers")
+    } else {
+        String::new()
+    };
+    // What was sent must arrive before the process goes, or the exit status says it did not.
+    if !signal::interrupted() {
+        if let Err(e) = flush(&mut publisher, args.flush_timeout) {
+            bail!("sent {sent} messages in {elapsed:.3} s{stalled}, but not all arrived: {e}");
         }
-    );
+    }
+    note!("sent {sent} messages in {elapsed:.3} s{stalled}");
     Ok(())
+}
+
+/// Waits up to `limit` for every reliable subscriber to take what was sent, in slices that
+/// honour Ctrl-C, saying so when it takes a while.
+fn flush(publisher: &mut ferry::Publisher, limit: Duration) -> std::result::Result<(), SendError> {
+    let start = Instant::now();
+    let mut told = Duration::ZERO;
+    loop {
+        let left = limit.saturating_sub(start.elapsed());
+        match publisher.flush(SEND_TIMEOUT.min(left)) {
+            Ok(()) => return Ok(()),
+            Err(SendError::Undelivered {
+                receivers, bytes, ..
+            }) if !left.is_zero() && !signal::interrupted() => {
+                if start.elapsed() >= told + STALL_NOTE_EVERY {
+                    told = start.elapsed();
+                    note!(
+                        "ferry pub: waiting for {receivers} reliable subscriber(s) to take the last \
+                         {bytes} bytes ({:.1} s of {:.0} s)",
+                        told.as_secs_f64(),
+                        limit.as_secs_f64()
+                    );
+                }
+            }
+            Err(SendError::Undelivered {
+                receivers, bytes, ..
+            }) => {
+                return Err(SendError::Undelivered {
+                    receivers,
+                    bytes,
+                    after: start.elapsed(),
+                })
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Sleeps until `due`, waking regularly to honour Ctrl-C. False if interrupted.

@@ -85,6 +85,8 @@ pub fn run(args: RateArgs, measure: Measure) -> Result<()> {
         args.transport,
         args.delivery,
         args.wait,
+        // As every subscriber's default (a publisher of this host is told).
+        ferry::Qos::default().max_message_size,
     )?;
     let window = args.window.map(|w| w as usize);
     let mut hz = RateWindow::new(window.unwrap_or(HZ_WINDOW));

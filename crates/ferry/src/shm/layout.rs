@@ -208,6 +208,10 @@ pub struct SubscriberSlot {
     /// a server counts requests, responses, responses dropped and requests refused; a client
     /// counts requests, responses, timeouts and requests its server's departure ended.
     pub service: [AtomicU64; SERVICE_COUNTERS],
+    /// A UDP subscriber's largest message (`Qos::max_message_size`): a publisher of this host
+    /// refuses to send it more, with an error, rather than have it refused on arrival. 0: no
+    /// limit a publisher needs to know (shared memory: a subscriber reads what the ring holds).
+    pub max_message: AtomicU64,
 }
 
 /// One publisher's ring.

@@ -433,6 +433,10 @@ struct PubCore {
     validated: std::collections::HashSet<(u64, SocketAddr)>,
     next_challenge_round: u64,
     flush: Flush,
+    /// The smallest message limit of the reliable subscribers of this host it sends to, and
+    /// the node of that subscriber (from the directory): a larger message is refused with an
+    /// error instead of being refused on arrival.
+    subscriber_limit: Option<(usize, String)>,
 }
 
 /// Who sends the publisher's small messages: the application's thread, one send each, or the
@@ -614,6 +618,7 @@ impl PubShared {
             sender.pump_while_credit(now, &mut out);
         }
         let mut dests = Vec::new();
+        let mut limit: Option<(usize, String)> = None;
         let mut present = std::collections::HashSet::new();
         let here = crate::sys::host_id();
         for s in self.topic.block().subscribers.iter() {
@@ -627,6 +632,13 @@ impl PubShared {
                 continue;
             }
             if let Some(addr) = s.udp.load() {
+                let max = s.max_message.load(Ordering::Relaxed) as usize;
+                if s.reliable.load(Ordering::Relaxed) != 0
+                    && max > 0
+                    && limit.as_ref().map_or(true, |(m, _)| max < *m)
+                {
+                    limit = Some((max, s.owner.node()));
+                }
                 if !dests.contains(&addr) {
                     dests.push(addr);
                 }
@@ -683,6 +695,7 @@ impl PubShared {
             sender.heartbeat_now(now, &mut out);
         }
         core.expected = present;
+        core.subscriber_limit = limit;
         self.dest_count.store(dests.len(), Ordering::Relaxed);
         // One unicast destination: connect to it (sends skip the route lookup). The socket then
         // hears that subscriber only, which is every subscriber that can hear us; any change
@@ -1087,6 +1100,7 @@ impl UdpPublisher {
                 seal: sealer(key)?,
                 validated: Default::default(),
                 next_challenge_round: 0,
+                subscriber_limit: None,
                 challenges_withheld: 0,
                 flush: Flush::default(),
             }),
@@ -1172,6 +1186,42 @@ impl UdpPublisher {
         &self.shared.topic
     }
 
+    /// Waits until every live reliable subscriber has taken everything sent so far (what the
+    /// flusher holds leaves first), at most `timeout`; `Undelivered` says how many have not.
+    pub fn flush(&self, timeout: Duration) -> Result<(), SendError> {
+        let started = Instant::now();
+        let mut deadline = Some(started + timeout);
+        let mut core = self.shared.lock();
+        while core.flush.active {
+            core = self.wait_flusher(core, &mut deadline)?;
+        }
+        drop(core);
+        loop {
+            let (receivers, bytes) = {
+                let mut core = self.shared.lock();
+                let c = &mut *core;
+                self.shared.refresh_dests(c);
+                // Repairs and heartbeats go on meanwhile (the service thread), and so does
+                // what flow control held back.
+                let now = monotonic_ns();
+                let (sender, mut out) = c.out(&self.shared.socket, now);
+                sender.pump_while_credit(now, &mut out);
+                sender.unconsumed()
+            };
+            if !self.reliable || receivers == 0 {
+                return Ok(());
+            }
+            if started.elapsed() >= timeout {
+                return Err(SendError::Undelivered {
+                    receivers,
+                    bytes,
+                    after: timeout,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Subscribers of other hosts that discovery announces on this topic (an entry not heard
     /// for its expiry is gone).
     pub fn remote_subscriber_count(&self) -> usize {
@@ -1216,6 +1266,17 @@ impl UdpPublisher {
         self.check_size(len)?;
         let mut deadline = None;
         let mut core = self.shared.lock();
+        // A reliable subscriber of this host that would refuse the message says so now.
+        self.shared.refresh_dests(&mut core);
+        if let Some((max, node)) = &core.subscriber_limit {
+            if len > *max {
+                return Err(SendError::SubscriberLimit {
+                    len,
+                    max: *max,
+                    node: node.clone(),
+                });
+            }
+        }
         loop {
             // While the flusher owns the queue, any message joins it (a large one would
             // otherwise wait for a queue that other threads may keep filling).
@@ -1475,6 +1536,8 @@ impl UdpSubscriber {
             _ => TRANSPORT_UDP,
         };
         s.transport.store(bits, Ordering::Relaxed);
+        s.max_message
+            .store(qos.max_message_size as u64, Ordering::Relaxed);
         s.udp.store(Some(addr));
         s.udp_receiver.store(id, Ordering::Relaxed);
         topic.subscriber_ready(slot);

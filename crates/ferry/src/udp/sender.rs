@@ -1079,6 +1079,20 @@ impl Sender {
         self.tick(now, sink);
     }
 
+    /// Live reliable receivers that have not consumed everything sent, and the most bytes any
+    /// of them still has to take (a message still being sent counts as untaken).
+    pub fn unconsumed(&self) -> (usize, u64) {
+        let mut behind = 0;
+        let mut most = 0;
+        for r in self.receivers.values().filter(|r| r.reliable) {
+            if r.consumed_pos < self.stream_pos || self.current.is_some() {
+                behind += 1;
+                most = most.max(self.stream_pos.saturating_sub(r.consumed_pos));
+            }
+        }
+        (behind, most)
+    }
+
     /// True when every live reliable receiver has consumed everything sent.
     pub fn all_consumed(&self) -> bool {
         self.current.is_none()
