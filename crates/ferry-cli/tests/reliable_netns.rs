@@ -1,0 +1,134 @@
+//! Reliable to the last message across a slow link: `ferry pub --count N` over UDP to a `ferry
+//! echo` in another network namespace, through a 100 Mbit/s `tc tbf` link, with 1 MiB messages at
+//! 8 Hz (two thirds of the link). pub exits 0 only once every message arrived (before, the last
+//! one could still be on the link when pub reported success and exited). Needs root; CI runs it
+//! by name. Every wait is bounded.
+
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use ferry_lab::netns::{self, parse_link_rate, Pair, Spec};
+
+const LONG: Duration = Duration::from_secs(90);
+
+/// Starts `ferry ARGS` in namespace `side`; its output comes back on the returned channel when it
+/// ends (killed after `LONG`).
+fn start(
+    pair: &Pair,
+    side: usize,
+    args: &[&str],
+    peer: &str,
+) -> mpsc::Receiver<std::io::Result<std::process::Output>> {
+    let mut cmd = pair.command(side, env!("CARGO_BIN_EXE_ferry"));
+    cmd.args(args)
+        .env("FERRY_PEERS", peer)
+        .env_remove("FERRY_DOMAIN")
+        .env_remove("FERRY_KEY_FILE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().expect("spawn ferry");
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    // A watchdog: nothing outlives the test's bound.
+    std::thread::spawn(move || {
+        std::thread::sleep(LONG);
+        // SAFETY: kill(2) takes plain integers and has no memory effects; at worst the pid has
+        // already ended.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGKILL);
+        }
+    });
+    rx
+}
+
+#[test]
+#[ignore = "needs root"]
+fn pub_exits_0_only_when_every_message_crossed_a_slow_link() {
+    let missing = netns::missing(true);
+    assert!(
+        missing.is_empty(),
+        "two namespaces and a link rate need {missing:?}; CI runs this test as root"
+    );
+    let pair = Pair::create(&Spec {
+        prefix: "ferry-rel-test-",
+        device: "frl",
+        net: 207,
+        rate: Some(parse_link_rate("100mbit").unwrap()),
+    })
+    .expect("two network namespaces joined by a 100 Mbit/s link");
+    let (a, b) = (pair.addr[0].to_string(), pair.addr[1].to_string());
+    let domain = format!("relns{}", std::process::id());
+    let count = "24";
+    let echo = start(
+        &pair,
+        1,
+        &[
+            "echo",
+            "camera",
+            "--transport",
+            "udp",
+            "--count",
+            count,
+            "--timeout",
+            "60",
+            "--max-size",
+            "2M",
+            "--domain",
+            &domain,
+        ],
+        &a,
+    );
+    let publisher = start(
+        &pair,
+        0,
+        &[
+            "pub",
+            "camera",
+            "--transport",
+            "udp",
+            "--size",
+            "1M",
+            "--rate",
+            "8",
+            "--count",
+            count,
+            "--wait-subscribers",
+            "1",
+            "--wait-timeout",
+            "30",
+            "--domain",
+            &domain,
+        ],
+        &b,
+    );
+    let p = publisher
+        .recv_timeout(LONG)
+        .expect("pub ends")
+        .expect("pub's output");
+    let p_err = String::from_utf8_lossy(&p.stderr);
+    assert!(p.status.success(), "pub failed: {p_err}");
+    assert!(p_err.contains(&format!("sent {count} messages")), "{p_err}");
+    // pub exited 0: everything it sent has arrived, so echo has all of it now.
+    let e = echo
+        .recv_timeout(LONG)
+        .expect("echo ends")
+        .expect("echo's output");
+    let e_out = String::from_utf8_lossy(&e.stdout);
+    assert!(
+        e.status.success(),
+        "echo: {}\n{e_out}",
+        String::from_utf8_lossy(&e.stderr)
+    );
+    let seqs: Vec<&str> = e_out
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    let want: Vec<String> = (0..24).map(|i| i.to_string()).collect();
+    assert_eq!(seqs, want, "{e_out}");
+    drop(pair);
+}
