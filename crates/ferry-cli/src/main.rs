@@ -17,10 +17,10 @@ use ferry_lab::error::note;
 #[command(
     name = "ferry",
     version,
-    about = "Publish/subscribe over shared memory, and a lab that measures it",
+    about = "Publish/subscribe and request/response over shared memory and UDP, and a lab that measures them",
     after_help = "Topics of one domain see each other: pass --domain, or set FERRY_DOMAIN.\n\
-                  Ctrl-C or SIGTERM stops pub, echo, record, play, hz, bw and lab within a\n\
-                  second, cleanly (topics closed, a recording's file complete, child processes\n\
+                  Ctrl-C or SIGTERM stops pub, echo, record, play, hz, bw, serve, call and lab\n\
+                  within a second, cleanly (topics closed, a recording's file complete, child processes\n\
                   ended); the exit status is then 130 (SIGINT) or 143 (SIGTERM). A second\n\
                   Ctrl-C ends the command at once.\n\
                   Examples:\n  \

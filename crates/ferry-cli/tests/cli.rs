@@ -1192,3 +1192,73 @@ fn pub_over_udp_fails_when_a_subscriber_would_refuse_its_messages_and_succeeds_w
     assert!(e.status.success(), "{}", e.stderr);
     assert_eq!(e.stdout.lines().count(), 2, "{}", e.stdout);
 }
+
+/// Whether this machine caps a UDP socket's receive buffer below the 16 MiB ferry asks for.
+fn rmem_capped() -> bool {
+    std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .is_some_and(|max| max < 16 << 20)
+}
+
+#[test]
+fn echo_warns_about_the_udp_receive_buffer_only_when_udp_traffic_could_suffer() {
+    let d = domain("rmem");
+    let echo = spawn(&[
+        "echo",
+        "t",
+        "--count",
+        "1",
+        "--timeout",
+        "30",
+        "--domain",
+        &d,
+    ]);
+    let out = run(
+        &[
+            "pub",
+            "t",
+            "--transport",
+            "shm",
+            "--count",
+            "1",
+            "--wait-subscribers",
+            "1",
+            "--wait-timeout",
+            "30",
+            "--domain",
+            &d,
+        ],
+        LONG,
+    );
+    assert!(out.status.success(), "{}", out.stderr);
+    let e = echo.finish(LONG);
+    assert!(e.status.success(), "{}", e.stderr);
+    assert!(
+        !e.stderr.contains("receive buffer"),
+        "a subscriber that read shared memory only was warned about UDP: {}",
+        e.stderr
+    );
+    if rmem_capped() {
+        // Over UDP only, the warning is said, once.
+        let e = run(
+            &[
+                "echo",
+                "t",
+                "--transport",
+                "udp",
+                "--timeout",
+                "0.2",
+                "--domain",
+                &d,
+            ],
+            LONG,
+        );
+        assert_eq!(
+            e.stderr.matches("receive buffer").count(),
+            1,
+            "{}",
+            e.stderr
+        );
+    }
+}

@@ -59,6 +59,13 @@ pub struct EchoArgs {
     pub domain: Option<String>,
 }
 
+/// Prints `warnings` (and forgets them, so that each is said once).
+fn warn(warnings: &mut Vec<String>) {
+    for w in warnings.drain(..) {
+        ferry_lab::error::note!("ferry: warning: {w}");
+    }
+}
+
 /// Bytes shown of each message.
 const HEAD_BYTES: usize = 16;
 
@@ -91,8 +98,11 @@ pub fn run(args: EchoArgs) -> Result<()> {
         args.wait,
         args.max_size,
     )?;
-    for w in subscriber.warnings() {
-        ferry_lab::error::note!("ferry: warning: {w}");
+    // A capped UDP receive buffer matters only to what comes over UDP: said at once when UDP is
+    // all this subscriber reads, else with the first message that comes over UDP; once.
+    let mut udp_warnings = subscriber.warnings();
+    if args.transport.transport == super::TransportArg::Udp {
+        warn(&mut udp_warnings);
     }
 
     let style = Style {
@@ -112,6 +122,9 @@ pub fn run(args: EchoArgs) -> Result<()> {
         };
         let line = match subscriber.recv_timeout(slice)? {
             Some(sample) => {
+                if sample.publisher().transport() == ferry::Transport::Udp {
+                    warn(&mut udp_warnings);
+                }
                 let time = style.timestamps.then(ferry_record::format::now_ns);
                 format_line(sample.seq(), sample.skipped(), &sample, time, style)?
             }
