@@ -14,19 +14,31 @@ A subscriber lends one sample at a time and a publisher one loan at a time; a sa
 cannot be handed back while memoryviews or numpy arrays of it exist (ferry.BufferInUseError),
 and its memory used after that raises ferry.ReleasedError. `ferry.lab.load` reads the lab's
 results.json into pandas DataFrames.
+
+Services (request/response): `node.server("map/tile")` receives requests and answers each,
+`node.client("map/tile").call(b"tile 4 7", timeout=1.0)` sends one and returns its response
+(a copy, as bytes); ferry.NoServerError, ferry.ServerGoneError and ferry.TooLargeError say what
+went wrong.
 """
 
 from ._ferry import (
     BufferInUseError,
+    Client,
     FerryError,
     Loan,
+    NoServerError,
     Node,
     Publisher,
     Qos,
     ReleasedError,
+    ReplyTo,
+    Request,
     Sample,
+    Server,
+    ServerGoneError,
     Subscriber,
     TimeoutError,
+    TooLargeError,
     __version__,
     stats,
     topics,
@@ -35,15 +47,22 @@ from . import lab
 
 __all__ = [
     "BufferInUseError",
+    "Client",
     "FerryError",
     "Loan",
+    "NoServerError",
     "Node",
     "Publisher",
     "Qos",
     "ReleasedError",
+    "ReplyTo",
+    "Request",
     "Sample",
+    "Server",
+    "ServerGoneError",
     "Subscriber",
     "TimeoutError",
+    "TooLargeError",
     "__version__",
     "lab",
     "stats",

@@ -2,7 +2,7 @@
 
 import builtins
 from types import TracebackType
-from typing import Any, Dict, Iterator, List, Literal, Optional, Type
+from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple, Type, Union
 
 from typing_extensions import Buffer, Self
 
@@ -20,6 +20,29 @@ class BufferInUseError(FerryError, BufferError):
 
 class ReleasedError(FerryError, ValueError):
     """The memory of a released sample, or of a sent or discarded loan, was used."""
+
+class NoServerError(FerryError, ConnectionError):
+    """A service has no server to take a request (raised at once by a send without one; see
+    Client.wait_for_server)."""
+
+    service: str
+
+class ServerGoneError(FerryError, ConnectionError):
+    """A service's server went away (its process ended, or it was no longer heard from) before
+    it answered a request."""
+
+    service: str
+    request: int
+    """The id of the request it left unanswered."""
+
+class TooLargeError(FerryError, ValueError):
+    """A request or response is larger than its end takes (Qos.max_message_size): the client's
+    own limit (`request` is None), the server's (the server refused request `request`), or a
+    response larger than the server sends."""
+
+    len: int
+    max: int
+    request: Optional[int]
 
 Transport = Literal["auto", "shm", "udp"]
 Delivery = Literal["reliable", "latest"]
@@ -96,6 +119,13 @@ class Node:
     def keyed(self) -> bool: ...
     def publisher(self, topic: str, qos: Optional[Qos] = None) -> Publisher: ...
     def subscriber(self, topic: str, qos: Optional[Qos] = None) -> Subscriber: ...
+    def server(self, service: str, qos: Optional[Qos] = None) -> Server:
+        """The server of `service` (1 to 64 letters, digits and _ - . /). qos.max_message_size is
+        the largest request it takes and response it sends; delivery is always reliable. Raises
+        FerryError when the service has a server on this host already."""
+    def client(self, service: str, qos: Optional[Qos] = None) -> Client:
+        """A client of `service`. qos.max_message_size is the largest request it sends;
+        delivery is always reliable."""
 
 class Publisher:
     @property
@@ -188,6 +218,117 @@ class Sample(Buffer):
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> bool: ...
+
+class Client:
+    """Calls a service: sends requests (any number in flight) and receives their responses.
+    Requests are any C-contiguous buffer (bytes, bytearray, memoryview, numpy array), copied
+    into the ring; responses are copies (bytes), not lent in place. Waits release the GIL and
+    Ctrl-C interrupts them. One thread at a time (another raises FerryError)."""
+
+    @property
+    def service(self) -> str: ...
+    @property
+    def id(self) -> int:
+        """This client's id (64 random bits), as the server sees it (Request.client)."""
+    @property
+    def pending(self) -> int:
+        """Requests sent whose response (or error) has not been received yet."""
+    @property
+    def has_server(self) -> bool:
+        """Whether a server takes this client's requests now."""
+    @property
+    def closed(self) -> bool: ...
+    def wait_for_server(self, timeout: Optional[float] = None) -> bool:
+        """Waits until a server takes requests: True, or False when `timeout` s passed first."""
+    def send_request(self, data: Buffer) -> int:
+        """Sends a copy of `data` as a request; its id, as recv_response reports it. Raises
+        NoServerError at once without a server, TooLargeError above Qos.max_message_size."""
+    def call(self, data: Buffer, timeout: Optional[float] = None) -> bytes:
+        """Sends `data` and waits for its response (a copy). Raises TimeoutError when `timeout`
+        s pass first (a late response is dropped), NoServerError, ServerGoneError when the server
+        goes away first, TooLargeError. Responses to other requests that arrive meanwhile are
+        kept for recv_response."""
+    def call_array(self, data: Buffer, dtype: Any, timeout: Optional[float] = None) -> Any:
+        """As call, the response as a writable numpy.ndarray of dtype (over a copy)."""
+    def recv_response(self, timeout: Optional[float] = None) -> Tuple[int, bytes]:
+        """The response to any pending request: (request id, body). Raises TimeoutError when
+        `timeout` s pass first, ServerGoneError (its .request says which) for each request the
+        server can no longer answer, FerryError when none is pending."""
+    def try_recv_response(self) -> Optional[Tuple[int, bytes]]:
+        """As recv_response without waiting: None when no response is there."""
+    def close(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+class Server:
+    """Serves a service: receives requests and answers each, now or later, in any order. One
+    server per service on a host. One thread at a time (another raises FerryError): answer on
+    the thread that receives."""
+
+    @property
+    def service(self) -> str: ...
+    @property
+    def client_count(self) -> int:
+        """Clients this server has answered and that are still there."""
+    @property
+    def closed(self) -> bool: ...
+    def recv_request(self, timeout: Optional[float] = None) -> Request:
+        """Waits for the next request (a copy); raises TimeoutError when `timeout` s pass first."""
+    def try_recv_request(self) -> Optional[Request]: ...
+    def respond(self, to: Union[Request, ReplyTo], data: Buffer) -> bool:
+        """Answers a request (or its reply_to, kept to answer later) with a copy of `data`:
+        True when sent, False when its client had gone (the answer is dropped)."""
+    def close(self) -> None: ...
+    def __iter__(self) -> Iterator[Request]: ...
+    def __next__(self) -> Request: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+class Request:
+    """A request a server received: a copy of its body, who asked, and where the answer goes."""
+
+    @property
+    def data(self) -> bytes: ...
+    @property
+    def client(self) -> int:
+        """The id of the client that asked (Client.id)."""
+    @property
+    def id(self) -> int:
+        """The request's id: the low 32 bits of what Client.send_request returned."""
+    @property
+    def reply_to(self) -> ReplyTo: ...
+    @property
+    def answered(self) -> bool: ...
+    def respond(self, data: Buffer) -> bool:
+        """Answers with a copy of `data`: True when sent, False when the client had gone. A
+        request is answered once (again raises FerryError)."""
+    def array(self, dtype: Any = None) -> Any:
+        """A read-only numpy.ndarray of dtype over the body."""
+    def __bytes__(self) -> bytes: ...
+    def __len__(self) -> int: ...
+    def __bool__(self) -> bool:
+        """True, even for an empty body (`if r := server.try_recv_request():` sees every one)."""
+
+class ReplyTo:
+    """Where an answer goes (a client and one of its requests); hashable. Answer with
+    Server.respond(reply_to, data)."""
+
+    @property
+    def client(self) -> int: ...
+    @property
+    def request(self) -> int: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
 
 def topics(domain: Optional[str] = None) -> List[Dict[str, Any]]: ...
 def stats(topic: Optional[str] = None, domain: Optional[str] = None) -> List[Dict[str, Any]]: ...

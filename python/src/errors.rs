@@ -3,9 +3,12 @@
 //! `FerryError` is the base of them all. The others also derive from the built-in exception a
 //! Python programmer would catch for the same trouble: `ferry.TimeoutError` is a
 //! `TimeoutError`, `ferry.BufferInUseError` a `BufferError`, `ferry.ReleasedError` a
-//! `ValueError` (as a released memoryview raises).
+//! `ValueError` (as a released memoryview raises). A service's: `ferry.NoServerError` and
+//! `ferry.ServerGoneError` are `ConnectionError`s, `ferry.TooLargeError` a `ValueError`.
 
-use pyo3::exceptions::{PyBufferError, PyException, PyTimeoutError, PyValueError};
+use pyo3::exceptions::{
+    PyBufferError, PyConnectionError, PyException, PyTimeoutError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
@@ -20,6 +23,9 @@ pyo3::create_exception!(
 static TIMEOUT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static IN_USE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static RELEASED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static NO_SERVER: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static SERVER_GONE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static TOO_LARGE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// `class NAME(FerryError, builtin)` in module `ferry`.
 fn subclass<'py>(
@@ -72,6 +78,43 @@ fn released_type(py: Python<'_>) -> &Py<PyType> {
     })
 }
 
+fn no_server_type(py: Python<'_>) -> &Py<PyType> {
+    NO_SERVER.get_or_init(py, || {
+        subclass(
+            py,
+            "NoServerError",
+            py.get_type::<PyConnectionError>(),
+            "A service has no server to take a request.",
+        )
+        .expect("an exception class can be made")
+    })
+}
+
+fn server_gone_type(py: Python<'_>) -> &Py<PyType> {
+    SERVER_GONE.get_or_init(py, || {
+        subclass(
+            py,
+            "ServerGoneError",
+            py.get_type::<PyConnectionError>(),
+            "A service's server went away before it answered a request (its `request` attribute \
+             says which).",
+        )
+        .expect("an exception class can be made")
+    })
+}
+
+fn too_large_type(py: Python<'_>) -> &Py<PyType> {
+    TOO_LARGE.get_or_init(py, || {
+        subclass(
+            py,
+            "TooLargeError",
+            py.get_type::<PyValueError>(),
+            "A request or response is larger than its end takes (Qos.max_message_size).",
+        )
+        .expect("an exception class can be made")
+    })
+}
+
 /// Adds the exception classes to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -79,6 +122,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TimeoutError", timeout_type(py).bind(py))?;
     m.add("BufferInUseError", in_use_type(py).bind(py))?;
     m.add("ReleasedError", released_type(py).bind(py))?;
+    m.add("NoServerError", no_server_type(py).bind(py))?;
+    m.add("ServerGoneError", server_gone_type(py).bind(py))?;
+    m.add("TooLargeError", too_large_type(py).bind(py))?;
     Ok(())
 }
 
@@ -152,4 +198,105 @@ pub fn send(py: Python<'_>, e: ferry::SendError) -> PyErr {
 
 pub fn recv(e: ferry::RecvError) -> PyErr {
     FerryError::new_err(e.to_string())
+}
+
+/// An exception of class `ty` with message `msg` and the given attributes (a service's request
+/// id, the sizes of a message too large).
+fn with_attrs(py: Python<'_>, ty: &Py<PyType>, msg: String, attrs: &[(&str, Py<PyAny>)]) -> PyErr {
+    let err = PyErr::from_type(ty.bind(py).clone(), msg);
+    let value = err.value(py);
+    for (name, v) in attrs {
+        if let Err(e) = value.setattr(*name, v) {
+            return e;
+        }
+    }
+    err
+}
+
+fn int(py: Python<'_>, v: u64) -> Py<PyAny> {
+    match v.into_pyobject(py) {
+        Ok(o) => o.into_any().unbind(),
+        Err(never) => match never {},
+    }
+}
+
+/// A service's client error. Those of one request (`ServerGoneError`, `TimeoutError`,
+/// `TooLargeError` from the server) carry its id as `request`; a `TooLargeError` carries `len`
+/// and `max`; all carry `service`.
+pub fn call(py: Python<'_>, service: &str, e: ferry::CallError) -> PyErr {
+    use ferry::CallError as E;
+    let msg = e.to_string();
+    let service = || -> (&str, Py<PyAny>) {
+        let s = pyo3::types::PyString::new(py, service);
+        ("service", s.into_any().unbind())
+    };
+    match e {
+        E::NoServer { .. } => {
+            // Said as Python says it.
+            let msg = msg.replace(
+                "(Client::wait_for_server)",
+                "(Client.wait_for_server(timeout))",
+            );
+            with_attrs(py, no_server_type(py), msg, &[service()])
+        }
+        E::ServerGone { request, .. } => with_attrs(
+            py,
+            server_gone_type(py),
+            msg,
+            &[service(), ("request", int(py, request.get()))],
+        ),
+        E::Timeout { request, .. } => with_attrs(
+            py,
+            timeout_type(py),
+            msg,
+            &[service(), ("request", int(py, request.get()))],
+        ),
+        E::TooLarge {
+            request, len, max, ..
+        } => with_attrs(
+            py,
+            too_large_type(py),
+            msg,
+            &[
+                service(),
+                ("request", int(py, request.get())),
+                ("len", int(py, len as u64)),
+                ("max", int(py, max as u64)),
+            ],
+        ),
+        E::Send(ferry::SendError::TooLarge { len, max }) => with_attrs(
+            py,
+            too_large_type(py),
+            msg,
+            &[
+                service(),
+                ("request", py.None()),
+                ("len", int(py, len as u64)),
+                ("max", int(py, max as u64)),
+            ],
+        ),
+        E::Send(e) => send(py, e),
+        E::Recv(e) => recv(e),
+        e => FerryError::new_err(e.to_string()),
+    }
+}
+
+/// A service's server error while it answers.
+pub fn serve(py: Python<'_>, e: ferry::service::ServeError) -> PyErr {
+    match e {
+        ferry::service::ServeError::Send(ferry::SendError::TooLarge { len, max }) => {
+            let msg = format!(
+                "a response of {len} bytes exceeds this server's maximum of {max} bytes (raise \
+                 Qos.max_message_size of the server)"
+            );
+            with_attrs(
+                py,
+                too_large_type(py),
+                msg,
+                &[("len", int(py, len as u64)), ("max", int(py, max as u64))],
+            )
+        }
+        ferry::service::ServeError::Send(e) => send(py, e),
+        e => FerryError::new_err(e.to_string()),
+    }
 }

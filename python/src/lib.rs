@@ -4,6 +4,7 @@
 //! Zero copy both ways: a received `Sample` and a publisher's `Loan` are buffer objects over the
 //! ring itself (lend.rs says how their lifetimes stay sound). Waits release the GIL, in slices
 //! of at most 50 ms between which signals are looked at, so Ctrl-C interrupts a blocked `recv`.
+//! Services (service.rs) copy requests and responses out of the ring into bytes.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
@@ -14,6 +15,7 @@ mod errors;
 mod lend;
 mod node;
 mod publisher;
+mod service;
 mod subscriber;
 
 /// The GIL is kept (`gil_used`): the module is not tested on free-threaded Python.
@@ -26,6 +28,10 @@ fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<publisher::Loan>()?;
     m.add_class::<subscriber::Subscriber>()?;
     m.add_class::<subscriber::Sample>()?;
+    m.add_class::<service::Client>()?;
+    m.add_class::<service::Server>()?;
+    m.add_class::<service::Request>()?;
+    m.add_class::<service::ReplyTo>()?;
     m.add_function(wrap_pyfunction!(admin::topics, m)?)?;
     m.add_function(wrap_pyfunction!(admin::stats, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

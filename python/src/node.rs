@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 use crate::errors;
 use crate::publisher::Publisher;
+use crate::service::{Client, Server};
 use crate::subscriber::Subscriber;
 
 /// Seconds (a float) as a Duration, refusing what is negative or not a number.
@@ -51,8 +52,8 @@ fn name_of<T: PartialEq>(options: &[(&'static str, T)], v: &T) -> &'static str {
     options.iter().find(|(_, o)| o == v).map_or("?", |(n, _)| n)
 }
 
-/// The settings of a publisher or subscriber (ferry's `Qos`). Keyword arguments only; what is
-/// not given keeps ferry's default.
+/// The settings of a publisher, subscriber, server or client (ferry's `Qos`). Keyword arguments
+/// only; what is not given keeps ferry's default.
 #[pyclass(frozen, module = "ferry", name = "Qos")]
 pub struct Qos {
     pub inner: ferry::Qos,
@@ -277,6 +278,31 @@ impl Node {
             .detach(|| node.subscriber(topic, &qos))
             .map_err(errors::ferry)?;
         Ok(Subscriber::new(s, &qos))
+    }
+
+    /// The server of `service` (ferry's default QoS when `qos` is None; its max_message_size is
+    /// the largest request it takes, and response it sends). Delivery is reliable whatever
+    /// `qos` says. Raises ferry.FerryError when the service has a server on this host.
+    #[pyo3(signature = (service, qos=None))]
+    fn server(&self, py: Python<'_>, service: &str, qos: Option<&Qos>) -> PyResult<Server> {
+        let qos = qos.map_or_else(ferry::Qos::default, |q| q.inner.clone());
+        let node = &self.inner;
+        let s = py
+            .detach(|| node.server(service, &qos))
+            .map_err(errors::ferry)?;
+        Ok(Server::new(s, &qos))
+    }
+
+    /// A client of `service` (ferry's default QoS when `qos` is None; its max_message_size is
+    /// the largest request it sends). Delivery is reliable whatever `qos` says.
+    #[pyo3(signature = (service, qos=None))]
+    fn client(&self, py: Python<'_>, service: &str, qos: Option<&Qos>) -> PyResult<Client> {
+        let qos = qos.map_or_else(ferry::Qos::default, |q| q.inner.clone());
+        let node = &self.inner;
+        let c = py
+            .detach(|| node.client(service, &qos))
+            .map_err(errors::ferry)?;
+        Ok(Client::new(c, &qos))
     }
 
     fn __repr__(&self) -> String {

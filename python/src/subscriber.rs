@@ -92,7 +92,7 @@ impl Drop for SubState {
     }
 }
 
-fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {
+pub fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {
     // Never block on the lock while attached to Python: its holder may be waiting for the GIL.
     match m.try_lock() {
         Ok(g) => Ok(g),
@@ -148,7 +148,7 @@ fn wait(
     }
 }
 
-fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
+pub fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
     timeout.map(|t| seconds("timeout", t)).transpose()
 }
 

@@ -7,6 +7,12 @@
         receives COUNT messages (10 s each at most) and checks every byte; prints "ok N".
     peer.py block WAIT DOMAIN TOPIC
         prints "ready", then waits in recv() with no publisher, until a signal.
+    peer.py hold TRANSPORT DOMAIN SERVICE
+        serves SERVICE and prints "ready"; prints "holding" at the first request, and answers
+        none (until killed).
+    peer.py callblock DOMAIN SERVICE
+        serves SERVICE in a thread that answers nothing, prints "ready" once a call of its own
+        is under way, and exits with status 3 ("interrupted") when Ctrl-C ends the call.
 """
 
 import signal
@@ -72,10 +78,54 @@ def block(wait, domain, topic):
     sys.exit("recv returned with no publisher")
 
 
+def hold(transport, domain, service):
+    qos = ferry.Qos(transport=transport, wait="block", max_message_size=1 << 20)
+    server = ferry.Node("py-peer-hold", domain=domain).server(service, qos)
+    print("ready", flush=True)
+    server.recv_request(timeout=60)
+    print("holding", flush=True)
+    time.sleep(60)
+    sys.exit("held a request for 60 s without being killed")
+
+
+def callblock(domain, service):
+    import threading
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    node = ferry.Node("py-peer-callblock", domain=domain)
+    server = node.server(service, ferry.Qos(transport="shm"))
+    got = threading.Event()
+
+    def take_one():
+        server.recv_request(timeout=30)
+        got.set()
+
+    threading.Thread(target=take_one, daemon=True).start()
+    client = node.client(service, ferry.Qos(transport="shm"))
+    if not client.wait_for_server(20):
+        sys.exit("the server did not take requests within 20 s")
+    client.send_request(b"first")
+    if not got.wait(20):
+        sys.exit("the server did not receive within 20 s")
+    threading.Timer(0.2, lambda: print("ready", flush=True)).start()
+    try:
+        client.call(b"never answered")
+    except KeyboardInterrupt:
+        print(f"interrupted, pending {client.pending}", flush=True)
+        sys.exit(3)
+    sys.exit("call returned without an answer")
+
+
 def main(argv):
     role = argv[0]
     if role == "block":
         block(*argv[1:4])
+        return
+    if role == "hold":
+        hold(*argv[1:4])
+        return
+    if role == "callblock":
+        callblock(*argv[1:3])
         return
     transport, domain, topic, count, sizes = argv[1:6]
     sizes = [int(s) for s in sizes.split(",")]
