@@ -366,6 +366,42 @@ fn a_call_that_gets_no_answer_times_out_and_its_late_answer_is_counted() {
 }
 
 #[test]
+fn an_abandoned_request_is_pending_no_more_and_its_late_answer_is_dropped() {
+    let dom = domain("svc-abandon");
+    let node = Node::with_domain("svc", &dom).unwrap();
+    let qos = shm(WaitStrategy::Block);
+    let mut server = node.server("give-up", &qos).unwrap();
+    let mut client = node.client("give-up", &qos).unwrap();
+    first_exchange(&mut server, &mut client);
+    let given_up = client.send_request(b"slow").unwrap();
+    let kept = client.send_request(b"kept").unwrap();
+    assert!(client.abandon(given_up));
+    assert!(!client.abandon(given_up), "abandoned once");
+    assert_eq!(client.pending(), 1);
+    for _ in 0..2 {
+        let r = server.recv_request(LONG).unwrap().expect("a request");
+        let body = r.to_vec();
+        let _ = r.respond(&body).unwrap();
+    }
+    // Only the kept request's answer is received; the other is dropped and counted.
+    let r = client
+        .recv_response(LONG)
+        .unwrap()
+        .expect("the kept answer");
+    assert_eq!((r.request(), &r[..]), (kept, &b"kept"[..]));
+    drop(r);
+    assert!(client
+        .recv_response(Duration::from_millis(50))
+        .unwrap()
+        .is_none());
+    let snap = ferry::admin::topic(&dom, &format!(".srv/give-up/rsp/{}", client.id()))
+        .unwrap()
+        .unwrap();
+    let c = ServiceCounters::from_raw(false, &snap.subscribers[0].service);
+    assert_eq!((c.timeouts, c.malformed), (1, 1));
+}
+
+#[test]
 fn a_response_for_a_client_that_has_gone_is_dropped_and_counted() {
     let dom = domain("svc-gone");
     let node = Node::with_domain("svc", &dom).unwrap();

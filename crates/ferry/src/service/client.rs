@@ -138,14 +138,37 @@ impl Client {
         })
     }
 
+    /// Gives up on a pending request (whoever waited for it stopped): it is pending no more, its
+    /// response, should it still come, is dropped and counted, and it counts as a timeout in
+    /// `ferry stats`. False if it was not pending.
+    pub fn abandon(&mut self, request: RequestId) -> bool {
+        let calls = &mut self.calls;
+        let was = calls.pending.remove(request.0)
+            || calls
+                .ended
+                .iter()
+                .position(|&r| r == request.0)
+                .and_then(|i| calls.ended.remove(i))
+                .is_some()
+            || calls
+                .stash
+                .iter()
+                .position(|s| s.0 == request.0)
+                .and_then(|i| calls.stash.remove(i))
+                .is_some();
+        if was {
+            self.counters.add(Counter::DroppedOrTimeouts, 1);
+        }
+        was
+    }
+
     /// Sends `body` and waits up to `timeout` for its response. Responses to other pending
     /// requests that arrive meanwhile are kept (copied) for later receives.
     pub fn call(&mut self, body: &[u8], timeout: Duration) -> Result<Response<'_>, CallError> {
         let request = self.send_request(body)?;
         let found = self.next(Some(timeout), true, Some(request.0));
         if let Ok(None) = found {
-            self.calls.pending.remove(request.0);
-            self.counters.add(Counter::DroppedOrTimeouts, 1);
+            self.abandon(request);
             return Err(CallError::Timeout {
                 service: self.service.clone(),
                 request,
