@@ -437,8 +437,10 @@ fn read_stat(pid: u32) -> Option<(char, u64)> {
     Some((state, start))
 }
 
-/// This host as far as networking goes: the boot id and the network namespace, hashed. Two
-/// network namespaces of one machine are two hosts (their loopback addresses differ).
+/// This host as ferry sees it: the boot id, the network namespace and the /dev/shm, hashed. Two
+/// network namespaces of one machine are two hosts (their loopback addresses differ), and so are
+/// two /dev/shm on one network (a container with its own: no directory is shared, so they find
+/// each other through UDP discovery, e.g. `FERRY_PEERS=127.0.0.1` on both).
 pub fn host_id() -> u64 {
     static ID: OnceLock<u64> = OnceLock::new();
     *ID.get_or_init(|| {
@@ -446,8 +448,20 @@ pub fn host_id() -> u64 {
         let netns = rustix::fs::stat("/proc/self/ns/net")
             .map(|s| s.st_ino)
             .unwrap_or(0);
+        // Which /dev/shm: a container with a /dev/shm of its own on the host's network shares
+        // no directory with the host's processes, so it is another host to them (they find each
+        // other over UDP discovery instead of a directory they do not share).
+        let shm = rustix::fs::stat("/dev/shm")
+            .map(|s| (s.st_dev as u64, s.st_ino as u64))
+            .unwrap_or((0, 0));
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in boot.trim().bytes().chain(netns.to_le_bytes()) {
+        for b in boot
+            .trim()
+            .bytes()
+            .chain(netns.to_le_bytes())
+            .chain(shm.0.to_le_bytes())
+            .chain(shm.1.to_le_bytes())
+        {
             h ^= b as u64;
             h = h.wrapping_mul(0x0100_0000_01b3);
         }

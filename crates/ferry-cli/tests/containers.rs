@@ -1,0 +1,133 @@
+//! Containers: a process with a /dev/shm of its own (a mount namespace with a fresh tmpfs, as a
+//! container with a private IPC namespace on the host network has) and one of the host find
+//! each other over UDP with one setting (`FERRY_PEERS=127.0.0.1` on both), whichever starts
+//! first, and `auto` uses UDP between them. Needs root (`unshare --mount`); CI runs it by name.
+//! Every wait is bounded.
+
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// Runs `cmd` in the background; its output comes back on the channel (killed after `LONG`).
+fn start(mut cmd: Command) -> mpsc::Receiver<std::io::Result<Output>> {
+    cmd.env_remove("FERRY_DOMAIN")
+        .env_remove("FERRY_KEY_FILE")
+        .env("FERRY_PEERS", "127.0.0.1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().expect("spawn");
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    std::thread::spawn(move || {
+        std::thread::sleep(LONG);
+        // SAFETY: kill(2) takes plain integers and has no memory effects; at worst the pid has
+        // already ended.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGKILL);
+        }
+    });
+    rx
+}
+
+/// `ferry ARGS` in a mount namespace of its own whose /dev/shm is a fresh tmpfs.
+fn in_private_shm(args: &[&str]) -> Command {
+    let mut cmd = Command::new("unshare");
+    let script = format!(
+        "mount -t tmpfs -o size=64m tmpfs /dev/shm && exec {} \"$@\"",
+        env!("CARGO_BIN_EXE_ferry")
+    );
+    cmd.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+        "ferry",
+    ])
+    .args(args);
+    cmd
+}
+
+fn on_host(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    cmd.args(args);
+    cmd
+}
+
+fn finish(rx: mpsc::Receiver<std::io::Result<Output>>, what: &str) -> (bool, String, String) {
+    let out = rx
+        .recv_timeout(LONG + Duration::from_secs(5))
+        .unwrap_or_else(|_| panic!("{what} did not end"))
+        .expect("output");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn exchange(private_side_echoes: bool) {
+    let d = format!(
+        "ctr{}{}",
+        std::process::id(),
+        if private_side_echoes { "a" } else { "b" }
+    );
+    let echo_args = [
+        "echo",
+        "c",
+        "--count",
+        "5",
+        "--timeout",
+        "30",
+        "--domain",
+        &d,
+    ];
+    let pub_args = [
+        "pub",
+        "c",
+        "--count",
+        "5",
+        "--rate",
+        "20",
+        "--wait-subscribers",
+        "1",
+        "--wait-timeout",
+        "30",
+        "--domain",
+        &d,
+    ];
+    let (echo, publisher) = if private_side_echoes {
+        (in_private_shm(&echo_args), on_host(&pub_args))
+    } else {
+        (on_host(&echo_args), in_private_shm(&pub_args))
+    };
+    let echo = start(echo);
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, _, err) = finish(start(publisher), "pub");
+    assert!(ok, "pub: {err}");
+    let (ok, out, err) = finish(echo, "echo");
+    assert!(ok, "echo: {err}");
+    let seqs: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert_eq!(seqs, ["0", "1", "2", "3", "4"], "{out}");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_private_dev_shm_on_the_host_network_finds_the_host_over_udp() {
+    assert!(
+        Command::new("unshare").arg("--version").output().is_ok(),
+        "unshare (util-linux) is needed; CI installs it"
+    );
+    exchange(true);
+    exchange(false);
+}
