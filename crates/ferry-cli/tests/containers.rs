@@ -4,35 +4,21 @@
 //! first, and `auto` uses UDP between them. Needs root (`unshare --mount`); CI runs it by name.
 //! Every wait is bounded.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::mpsc;
 use std::time::Duration;
 
+mod common;
+
 const LONG: Duration = Duration::from_secs(60);
 
-/// Runs `cmd` in the background; its output comes back on the channel (killed after `LONG`).
+/// Runs `cmd` in the background, as a user of this host would (no domain or key from the
+/// environment, discovery over loopback); its output comes back on the channel.
 fn start(mut cmd: Command) -> mpsc::Receiver<std::io::Result<Output>> {
     cmd.env_remove("FERRY_DOMAIN")
         .env_remove("FERRY_KEY_FILE")
-        .env("FERRY_PEERS", "127.0.0.1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = cmd.spawn().expect("spawn");
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    std::thread::spawn(move || {
-        std::thread::sleep(LONG);
-        // SAFETY: kill(2) takes plain integers and has no memory effects; at worst the pid has
-        // already ended.
-        unsafe {
-            libc::kill(pid as i32, libc::SIGKILL);
-        }
-    });
-    rx
+        .env("FERRY_PEERS", "127.0.0.1");
+    common::start_bounded(cmd, LONG)
 }
 
 /// `ferry ARGS` in a mount namespace of its own whose /dev/shm is a fresh tmpfs.

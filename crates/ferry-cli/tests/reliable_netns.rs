@@ -4,16 +4,17 @@
 //! one could still be on the link when pub reported success and exited). Needs root; CI runs it
 //! by name. Every wait is bounded.
 
-use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use ferry_lab::netns::{self, parse_link_rate, Pair, Spec};
 
+mod common;
+
 const LONG: Duration = Duration::from_secs(90);
 
-/// Starts `ferry ARGS` in namespace `side`; its output comes back on the returned channel when it
-/// ends (killed after `LONG`).
+/// Starts `ferry ARGS` in namespace `side`, discovery reaching `peer`; its output comes back on
+/// the returned channel when it ends (killed after `LONG`).
 fn start(
     pair: &Pair,
     side: usize,
@@ -24,26 +25,8 @@ fn start(
     cmd.args(args)
         .env("FERRY_PEERS", peer)
         .env_remove("FERRY_DOMAIN")
-        .env_remove("FERRY_KEY_FILE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = cmd.spawn().expect("spawn ferry");
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    // A watchdog: nothing outlives the test's bound.
-    std::thread::spawn(move || {
-        std::thread::sleep(LONG);
-        // SAFETY: kill(2) takes plain integers and has no memory effects; at worst the pid has
-        // already ended.
-        unsafe {
-            libc::kill(pid as i32, libc::SIGKILL);
-        }
-    });
-    rx
+        .env_remove("FERRY_KEY_FILE");
+    common::start_bounded(cmd, LONG)
 }
 
 #[test]

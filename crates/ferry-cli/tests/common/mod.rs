@@ -1,4 +1,6 @@
-//! What the command's integration tests share: a `ferry lab agent` started for a test.
+//! What the command's integration tests share: a `ferry lab agent` started for a test, a child
+//! with a bounded life. Each test binary uses some of it.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -6,7 +8,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// A fresh path in the temporary directory, unique to this process and call.
-#[allow(dead_code)]
 pub fn tmp_path(name: &str) -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     // Relaxed: only uniqueness matters.
@@ -80,4 +81,30 @@ impl Drop for Agent {
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.log);
     }
+}
+
+/// Starts `cmd` with its output piped; the output comes back on the returned channel when it
+/// ends, and it is killed after `limit` whatever happens (nothing outlives a test's bound).
+pub fn start_bounded(
+    mut cmd: Command,
+    limit: Duration,
+) -> std::sync::mpsc::Receiver<std::io::Result<std::process::Output>> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().expect("spawn");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        // SAFETY: kill(2) takes plain integers and has no memory effects; at worst the pid has
+        // already ended.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGKILL);
+        }
+    });
+    rx
 }

@@ -452,7 +452,7 @@ pub fn host_id() -> u64 {
         // no directory with the host's processes, so it is another host to them (they find each
         // other over UDP discovery instead of a directory they do not share).
         let shm = rustix::fs::stat("/dev/shm")
-            .map(|s| (s.st_dev as u64, s.st_ino as u64))
+            .map(|s| (s.st_dev, s.st_ino))
             .unwrap_or((0, 0));
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in boot
