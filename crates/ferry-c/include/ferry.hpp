@@ -11,18 +11,29 @@
 //       ferry::bytes_view bytes = s->data();               // read in place, until *s is destroyed
 //   }
 //
+//   ferry::Server server = node.server("map/tile");       // a service: request and response
+//   if (std::optional<ferry::Request> r = server.recv(std::chrono::milliseconds(100))) {
+//       r->respond(r->data());                             // an echo
+//   }
+//   ferry::Client client = ferry::Node("planner").client("map/tile");
+//   client.wait_for_server(std::chrono::seconds(5));
+//   ferry::Response answer = client.call("tile 4 7", 8, std::chrono::seconds(1));
+//
 // Errors are exceptions (ferry::error, a std::runtime_error carrying the ferry_status): a
 // constructor cannot return a status, and RAII types that may exist half-made would push a
 // check onto every use. What is not a failure is not an exception: a receive that finds
 // nothing within its timeout returns std::nullopt. (A send that times out is a failure: the
-// message was not sent.)
+// message was not sent; so is a call that gets no response in time.) An answer whose client
+// has gone is not a failure either: respond() returns ferry::Responded::ClientGone.
 //
-// Types: Node, Publisher, Subscriber, Loan and Sample own their C handle and are move-only. A
-// Loan must be sent or destroyed (which discards it), and a Sample destroyed or released,
-// before its Publisher or Subscriber is: the C API refuses to free an endpoint while its loan
-// or sample is out, and a destructor cannot report that (the endpoint would be leaked). One
-// Loan per Publisher and one Sample per Subscriber at a time; a second is refused
-// (ferry::error with FERRY_INVALID_ARGUMENT). Use each object from one thread at a time.
+// Types: Node, Publisher, Subscriber, Loan, Sample, Server, Request, Client and Response own
+// their C handle and are move-only. A Loan must be sent or destroyed (which discards it), a
+// Sample, Request or Response destroyed or released (a Request may be answered instead),
+// before its Publisher, Subscriber, Server or Client is: the C API refuses to free an endpoint
+// while its loan, sample, request or response is out, and a destructor cannot report that (the
+// endpoint would be leaked). One Loan per Publisher, one Sample per Subscriber, one Request per
+// Server and one Response per Client at a time; a second is refused (ferry::error with
+// FERRY_INVALID_ARGUMENT). Use each object from one thread at a time.
 //
 // C++17 has no std::span, so bytes are shown as ferry::bytes_view {const uint8_t*, size_t}
 // and ferry::mutable_bytes_view {uint8_t*, size_t}: pointer and length, begin()/end(),
@@ -104,7 +115,8 @@ enum class Wait : int32_t {
     Block = FERRY_WAIT_BLOCK,
 };
 
-/// The settings of a publisher or subscriber: ferry_qos_default(), changed in a chain.
+/// The settings of a publisher, subscriber, server or client: ferry_qos_default(), changed in a
+/// chain.
 class Qos {
 public:
     Qos() noexcept : raw_(ferry_qos_default()) {}
@@ -294,7 +306,226 @@ private:
     ferry_subscriber *sub_;
 };
 
-/// One participant with a name. Its publishers and subscribers may outlive it.
+/// What became of an answer: sent, or dropped because its client had gone (not a failure).
+enum class Responded { Sent, ClientGone };
+
+namespace detail {
+inline Responded responded(ferry_status status) {
+    if (status == FERRY_CLIENT_GONE) return Responded::ClientGone;
+    check(status);
+    return Responded::Sent;
+}
+}  // namespace detail
+
+/// A request received by a Server, read in place until it is answered, released or destroyed.
+class Request {
+public:
+    Request(Request &&other) noexcept : request_(std::exchange(other.request_, nullptr)) {}
+    Request &operator=(Request &&other) noexcept {
+        if (this != &other) {
+            release();
+            request_ = std::exchange(other.request_, nullptr);
+        }
+        return *this;
+    }
+    Request(const Request &) = delete;
+    Request &operator=(const Request &) = delete;
+    ~Request() { release(); }
+
+    bytes_view data() const noexcept { return {ferry_request_data(request_), ferry_request_len(request_)}; }
+    std::size_t size() const noexcept { return ferry_request_len(request_); }
+    /// The client that asked (its 64-bit id).
+    uint64_t client() const noexcept { return ferry_request_client(request_); }
+    /// The request's id within its client (the low 32 bits of the id the client's send gave).
+    uint64_t id() const noexcept { return ferry_request_id(request_); }
+    /// Answers with a copy of the bytes (the request's own are allowed: an echo). The Request
+    /// is empty afterwards, whether or not it throws; after a failure (FERRY_TOO_LARGE,
+    /// FERRY_TIMEOUT) Server::respond(client, id, ...) may still answer it.
+    Responded respond(bytes_view bytes) { return respond(bytes.data(), bytes.size()); }
+    Responded respond(const void *data, std::size_t len) {
+        return detail::responded(ferry_request_respond(std::exchange(request_, nullptr), data, len));
+    }
+    /// Lets the request go unanswered, for an answer given later with Server::respond (keep
+    /// client() and id() first); what the destructor does.
+    void release() noexcept {
+        if (request_ != nullptr) (void)ferry_request_release(std::exchange(request_, nullptr));
+    }
+    ferry_request *get() const noexcept { return request_; }
+
+private:
+    friend class Server;
+    explicit Request(ferry_request *request) noexcept : request_(request) {}
+    ferry_request *request_;
+};
+
+/// The server of a service: receives requests and answers them, now or later.
+class Server {
+public:
+    Server(Server &&other) noexcept : server_(std::exchange(other.server_, nullptr)) {}
+    Server &operator=(Server &&other) noexcept {
+        if (this != &other) {
+            (void)ferry_server_free(server_);
+            server_ = std::exchange(other.server_, nullptr);
+        }
+        return *this;
+    }
+    Server(const Server &) = delete;
+    Server &operator=(const Server &) = delete;
+    ~Server() { (void)ferry_server_free(server_); }
+
+    /// Waits at most `timeout` for the next request (0: only looks); std::nullopt if none came.
+    std::optional<Request> recv(std::chrono::nanoseconds timeout) {
+        return receive(timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count()));
+    }
+    /// Waits until a request comes (loop over recv(timeout) to stop on a condition of your own).
+    Request recv() {
+        for (;;) {
+            if (std::optional<Request> request = receive(-1)) return std::move(*request);
+        }
+    }
+    std::optional<Request> try_recv() { return receive(0); }
+    /// Answers, with a copy of the bytes, a request received earlier and released unanswered.
+    Responded respond(uint64_t client, uint64_t request, bytes_view bytes) {
+        return respond(client, request, bytes.data(), bytes.size());
+    }
+    Responded respond(uint64_t client, uint64_t request, const void *data, std::size_t len) {
+        return detail::responded(ferry_server_respond(server_, client, request, data, len));
+    }
+    ferry_server *get() const noexcept { return server_; }
+
+private:
+    friend class Node;
+    explicit Server(ferry_server *server) noexcept : server_(server) {}
+    std::optional<Request> receive(int64_t timeout_ns) {
+        ferry_request *request = nullptr;
+        ferry_status status = ferry_server_recv(server_, timeout_ns, &request);
+        if (status == FERRY_TIMEOUT || status == FERRY_WOULD_BLOCK) return std::nullopt;
+        detail::check(status);
+        return Request(request);
+    }
+    ferry_server *server_;
+};
+
+/// A response received by a Client, read in place until it is destroyed or released.
+class Response {
+public:
+    Response(Response &&other) noexcept : response_(std::exchange(other.response_, nullptr)) {}
+    Response &operator=(Response &&other) noexcept {
+        if (this != &other) {
+            release();
+            response_ = std::exchange(other.response_, nullptr);
+        }
+        return *this;
+    }
+    Response(const Response &) = delete;
+    Response &operator=(const Response &) = delete;
+    ~Response() { release(); }
+
+    bytes_view data() const noexcept { return {ferry_response_data(response_), ferry_response_len(response_)}; }
+    std::size_t size() const noexcept { return ferry_response_len(response_); }
+    /// The id of the request this answers (as Client::send gave it).
+    uint64_t request_id() const noexcept { return ferry_response_request_id(response_); }
+    /// Lets the server reuse the bytes now (what the destructor does).
+    void release() noexcept {
+        if (response_ != nullptr) (void)ferry_response_release(std::exchange(response_, nullptr));
+    }
+    ferry_response *get() const noexcept { return response_; }
+
+private:
+    friend class Client;
+    explicit Response(ferry_response *response) noexcept : response_(response) {}
+    ferry_response *response_;
+};
+
+/// A client of a service: sends requests, any number in flight, and receives their responses.
+/// A request that will get no response throws ferry::error: FERRY_NO_SERVER,
+/// FERRY_SERVER_GONE, FERRY_TOO_LARGE, FERRY_TIMEOUT (a call) and FERRY_MANY_SERVERS.
+class Client {
+public:
+    Client(Client &&other) noexcept : client_(std::exchange(other.client_, nullptr)) {}
+    Client &operator=(Client &&other) noexcept {
+        if (this != &other) {
+            (void)ferry_client_free(client_);
+            client_ = std::exchange(other.client_, nullptr);
+        }
+        return *this;
+    }
+    Client(const Client &) = delete;
+    Client &operator=(const Client &) = delete;
+    ~Client() { (void)ferry_client_free(client_); }
+
+    /// From now on a send or call that finds no server waits up to `timeout` for one to appear
+    /// (0, the default: FERRY_NO_SERVER at once). Does not wait itself.
+    void wait_for_server(std::chrono::nanoseconds timeout) {
+        detail::check(ferry_client_wait_for_server(
+            client_, timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count())));
+    }
+    /// Whether a server takes this client's requests now (it looks: not per message).
+    bool has_server() {
+        bool has = false;
+        detail::check(ferry_client_has_server(client_, &has));
+        return has;
+    }
+    /// Requests sent and not yet answered (nor ended by an error).
+    std::size_t pending() {
+        std::size_t n = 0;
+        detail::check(ferry_client_pending(client_, &n));
+        return n;
+    }
+    /// Sends a copy of the bytes as a request; returns its id (its response's request_id()).
+    uint64_t send(bytes_view bytes) { return send(bytes.data(), bytes.size()); }
+    uint64_t send(const void *data, std::size_t len) {
+        uint64_t id = 0;
+        detail::check(ferry_client_send(client_, data, len, &id));
+        return id;
+    }
+    /// Waits at most `timeout` for the response to any pending request (0: only looks);
+    /// std::nullopt if none came.
+    std::optional<Response> recv(std::chrono::nanoseconds timeout) {
+        return receive(timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count()));
+    }
+    /// Waits until a response comes (or a pending request ends with an error).
+    Response recv() {
+        for (;;) {
+            if (std::optional<Response> response = receive(-1)) return std::move(*response);
+        }
+    }
+    std::optional<Response> try_recv() { return receive(0); }
+    /// Sends a copy of the bytes and waits at most `timeout` for the response (FERRY_TIMEOUT).
+    Response call(bytes_view bytes, std::chrono::nanoseconds timeout) {
+        return call(bytes.data(), bytes.size(), timeout);
+    }
+    Response call(const void *data, std::size_t len, std::chrono::nanoseconds timeout) {
+        ferry_response *response = nullptr;
+        detail::check(ferry_client_call(client_, data, len,
+                                        timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count()),
+                                        &response));
+        return Response(response);
+    }
+    /// The request the last FERRY_SERVER_GONE, FERRY_TOO_LARGE (refused by the server) or
+    /// FERRY_TIMEOUT (of a call) of recv() or call() was about; std::nullopt if none was.
+    std::optional<uint64_t> failed_request() const noexcept {
+        uint64_t id = 0;
+        if (ferry_client_failed_request(client_, &id) != FERRY_OK) return std::nullopt;
+        return id;
+    }
+    ferry_client *get() const noexcept { return client_; }
+
+private:
+    friend class Node;
+    explicit Client(ferry_client *client) noexcept : client_(client) {}
+    std::optional<Response> receive(int64_t timeout_ns) {
+        ferry_response *response = nullptr;
+        ferry_status status = ferry_client_recv(client_, timeout_ns, &response);
+        if (status == FERRY_TIMEOUT || status == FERRY_WOULD_BLOCK) return std::nullopt;
+        detail::check(status);
+        return Response(response);
+    }
+    ferry_client *client_;
+};
+
+/// One participant with a name. Its publishers, subscribers, servers and clients may outlive
+/// it.
 class Node {
 public:
     /// In the domain $FERRY_DOMAIN (else "default"), set up as the FERRY_* variables say.
@@ -324,6 +555,19 @@ public:
         ferry_subscriber *sub = nullptr;
         detail::check(ferry_subscriber_new(node_, topic.c_str(), &qos.raw(), &sub));
         return Subscriber(sub);
+    }
+    /// The server of `service` (FERRY_SERVICE_TAKEN when it has one on this host). Requests
+    /// larger than the QoS's max_message_size are refused (their clients see FERRY_TOO_LARGE).
+    Server server(const std::string &service, const Qos &qos = Qos()) const {
+        ferry_server *server = nullptr;
+        detail::check(ferry_server_new(node_, service.c_str(), &qos.raw(), &server));
+        return Server(server);
+    }
+    /// A client of `service`; its requests may be up to the QoS's max_message_size.
+    Client client(const std::string &service, const Qos &qos = Qos()) const {
+        ferry_client *client = nullptr;
+        detail::check(ferry_client_new(node_, service.c_str(), &qos.raw(), &client));
+        return Client(client);
     }
     ferry_node *get() const noexcept { return node_; }
 

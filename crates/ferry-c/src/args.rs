@@ -1,7 +1,7 @@
 //! Reading the arguments C passes: strings, handles, out-parameters. NULL is refused with
 //! `FERRY_INVALID_ARGUMENT` naming the parameter.
 
-use std::ffi::c_char;
+use std::ffi::{c_char, c_void};
 
 use crate::status::Failure;
 
@@ -57,4 +57,34 @@ pub(crate) unsafe fn put<T>(what: &str, out: *mut T, value: T) -> Result<(), Fai
     // SAFETY: not NULL, and the caller promises it is valid for a write.
     unsafe { out.write(value) };
     Ok(())
+}
+
+/// Reads the `len` bytes at `data` that C passes as a message body: NULL only when `len` is 0.
+/// A `len` above `max` is refused as too large before the bytes are looked at (and so is one
+/// past `isize::MAX`, which no slice may have).
+///
+/// # Safety
+/// `data` is NULL or valid for reads of `len` bytes that nothing writes during `'a`.
+pub(crate) unsafe fn bytes<'a>(
+    data: *const c_void,
+    len: usize,
+    max: usize,
+) -> Result<&'a [u8], Failure> {
+    if len > max {
+        return Err(ferry::SendError::TooLarge { len, max }.into());
+    }
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if data.is_null() {
+        return Err(Failure::invalid(format!("data is NULL and len is {len}")));
+    }
+    if len > isize::MAX as usize {
+        return Err(Failure::invalid(format!(
+            "len is {len}, more than any buffer"
+        )));
+    }
+    // SAFETY: not NULL; the caller promises `len` readable bytes that nothing writes during
+    // 'a; `len` is at most `isize::MAX`.
+    Ok(unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) })
 }

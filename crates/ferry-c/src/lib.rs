@@ -3,15 +3,19 @@
 //! header over it, `include/ferry.hpp`.
 //!
 //! It wraps ferry's public Rust API only (`Node`, `Publisher`, `Loan`, `Subscriber`, `Sample`,
-//! `Qos`), one call per Rust operation:
+//! `Qos`, and the services' `Server`, `Request`, `Client`, `Response`), one call per Rust
+//! operation:
 //!
-//! - Handles are opaque pointers: `ferry_node`, `ferry_publisher`, `ferry_subscriber` (made by
-//!   `*_new`, freed by `*_free`, where NULL does nothing), and `ferry_loan`, `ferry_sample`, which
-//!   live inside their publisher or subscriber (at most one each at a time, as Rust's borrows
-//!   allow) and end with `ferry_loan_send` / `ferry_loan_discard` / `ferry_sample_release`.
-//!   While a loan or sample is out, every other call on its endpoint, freeing included, is
-//!   refused with `FERRY_INVALID_ARGUMENT`; sending, discarding or releasing twice is refused
-//!   the same way. No allocation is made per message.
+//! - Handles are opaque pointers: `ferry_node`, `ferry_publisher`, `ferry_subscriber`,
+//!   `ferry_server`, `ferry_client` (made by `*_new`, freed by `*_free`, where NULL does
+//!   nothing), and `ferry_loan`, `ferry_sample`, `ferry_request`, `ferry_response`, which live
+//!   inside their endpoint (at most one each at a time, as Rust's borrows allow) and end with
+//!   `ferry_loan_send` / `ferry_loan_discard` / `ferry_sample_release` /
+//!   `ferry_request_respond` / `ferry_request_release` / `ferry_response_release`. While one is
+//!   out, every other call on its endpoint, freeing included, is refused with
+//!   `FERRY_INVALID_ARGUMENT`; ending it twice is refused the same way. No allocation is made
+//!   per message (a server that answers later keeps the requests it released unanswered in a
+//!   table: `server.rs`).
 //! - Every operation returns a `ferry_status`; a failure's message is kept per thread
 //!   (`ferry_last_error_message`). The accessors of a loan or sample (`ferry_loan_data`,
 //!   `ferry_sample_len`, ...) return their value, NULL or 0 for a NULL or ended handle.
@@ -36,8 +40,18 @@ mod publisher;
 
 mod subscriber;
 
+mod server;
+
+mod client;
+
 mod args;
 
+pub use client::{
+    ferry_client, ferry_client_call, ferry_client_failed_request, ferry_client_free,
+    ferry_client_has_server, ferry_client_new, ferry_client_pending, ferry_client_recv,
+    ferry_client_send, ferry_client_wait_for_server, ferry_response, ferry_response_data,
+    ferry_response_len, ferry_response_release, ferry_response_request_id,
+};
 pub use node::{ferry_node, ferry_node_free, ferry_node_new};
 pub use publisher::{
     ferry_loan, ferry_loan_data, ferry_loan_discard, ferry_loan_len, ferry_loan_send,
@@ -47,6 +61,11 @@ pub use publisher::{
 pub use qos::{
     ferry_delivery, ferry_ip_version, ferry_qos, ferry_qos_default, ferry_transport, ferry_wait,
 };
+pub use server::{
+    ferry_request, ferry_request_client, ferry_request_data, ferry_request_id, ferry_request_len,
+    ferry_request_release, ferry_request_respond, ferry_server, ferry_server_free,
+    ferry_server_new, ferry_server_recv, ferry_server_respond,
+};
 pub use status::{ferry_last_error_message, ferry_status, ferry_status_name};
 pub use subscriber::{
     ferry_sample, ferry_sample_data, ferry_sample_len, ferry_sample_release, ferry_sample_seq,
@@ -55,7 +74,7 @@ pub use subscriber::{
 };
 
 // What the header promises about threads: a node may be used from several threads at once, and
-// a publisher or subscriber may move to another thread (one thread at a time).
+// a publisher, subscriber, server or client may move to another thread (one thread at a time).
 const _: () = {
     const fn shared_across_threads<T: Send + Sync>() {}
     const fn movable_across_threads<T: Send>() {}
@@ -64,4 +83,8 @@ const _: () = {
     movable_across_threads::<ferry::Subscriber>();
     movable_across_threads::<ferry::Loan<'static>>();
     movable_across_threads::<ferry::Sample<'static>>();
+    movable_across_threads::<ferry::Server>();
+    movable_across_threads::<ferry::Request<'static>>();
+    movable_across_threads::<ferry::Client>();
+    movable_across_threads::<ferry::Response<'static>>();
 };

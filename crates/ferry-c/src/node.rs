@@ -7,8 +7,9 @@ use ferry::{Node, MAX_DOMAIN_NAME, MAX_NODE_NAME};
 use crate::args::{c_str, put};
 use crate::status::{ferry_status, guard};
 
-/// A node (opaque). Made by `ferry_node_new`, freed by `ferry_node_free`. Publishers and
-/// subscribers made from it do not borrow it: the node may be freed before them.
+/// A node (opaque). Made by `ferry_node_new`, freed by `ferry_node_free`. Publishers,
+/// subscribers, servers and clients made from it do not borrow it: the node may be freed before
+/// them.
 pub struct ferry_node {
     pub(crate) node: Node,
 }

@@ -56,8 +56,8 @@ pub enum ferry_ip_version {
     FERRY_IP_V6 = 1,
 }
 
-/// The settings of a publisher or subscriber. Start from `ferry_qos_default()` and change what
-/// you need; the fields mean what the fields of ferry's Rust `Qos` mean. The strings are read
+/// The settings of a publisher, subscriber, server or client. Start from `ferry_qos_default()`
+/// and change what you need; the fields mean what the fields of ferry's Rust `Qos` mean. The strings are read
 /// during the call that takes the QoS and not kept.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +70,8 @@ pub struct ferry_qos {
     pub wait: i32,
     /// One of `ferry_ip_version` (UDP).
     pub ip_version: i32,
-    /// The largest message a publisher sends, in bytes (1 MiB by default).
+    /// The largest message a publisher sends, in bytes (1 MiB by default); a client's largest
+    /// request, a server's largest request and answer.
     pub max_message_size: usize,
     /// Bytes of a publisher's ring: a power of two; 0 picks 2 × `max_message_size` rounded up,
     /// at least 64 KiB.

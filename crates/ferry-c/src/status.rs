@@ -12,16 +12,19 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 pub enum ferry_status {
     /// Done.
     FERRY_OK = 0,
-    /// Nothing arrived within the timeout (receive), or a reliable subscriber made no room
-    /// within the QoS's send timeout (send, loan: nothing was sent).
+    /// Nothing arrived within the timeout (receive), a reliable subscriber made no room
+    /// within the QoS's send timeout (send, loan: nothing was sent), or a service's call got no
+    /// response within its timeout.
     FERRY_TIMEOUT = 1,
     /// A receive with timeout 0 found no message waiting.
     FERRY_WOULD_BLOCK = 2,
     /// A NULL pointer, a bad enum value, a string that is not UTF-8, a handle used in a state
-    /// that does not allow the call (a loan or sample already sent or released, an endpoint
-    /// with a loan or sample outstanding), or a name or QoS ferry refuses.
+    /// that does not allow the call (a loan, sample, request or response already ended, an
+    /// endpoint with one outstanding), or a name or QoS ferry refuses.
     FERRY_INVALID_ARGUMENT = 3,
-    /// A message larger than the publisher's `max_message_size`.
+    /// A message larger than the publisher's `max_message_size`; a request larger than its
+    /// client's or its server's `max_message_size` (the server refused it), or a response larger
+    /// than its server's.
     FERRY_TOO_LARGE = 4,
     /// Anything else ferry reports: the system (shared memory, sockets), a damaged or foreign
     /// segment, a publisher that wrote a malformed record (that publisher is dropped).
@@ -30,6 +33,20 @@ pub enum ferry_status {
     /// left in any state; free it, unless the call that failed was that handle's own `_free`
     /// (the handle is then gone or half gone: freeing it again is undefined behaviour).
     FERRY_PANIC = 6,
+    /// A client's request found no server for its service (none started, or it has gone and
+    /// nothing was pending): start one, or let the client wait for one
+    /// (`ferry_client_wait_for_server`).
+    FERRY_NO_SERVER = 7,
+    /// The server of a service went away (its process ended, or it was freed) before it
+    /// answered a pending request; `ferry_client_failed_request` names the request.
+    FERRY_SERVER_GONE = 8,
+    /// A client sees servers of its service on several hosts, and calls none of them.
+    FERRY_MANY_SERVERS = 9,
+    /// A service already has a server on this host (`ferry_server_new`).
+    FERRY_SERVICE_TAKEN = 10,
+    /// Not a failure: a response found its client gone (its process ended, or it was freed);
+    /// the response was dropped. The last error message is left as it is.
+    FERRY_CLIENT_GONE = 11,
 }
 
 /// A failed call: its status and what to tell the user.
@@ -57,6 +74,7 @@ impl From<ferry::Error> for Failure {
             ferry::Error::InvalidName { .. }
             | ferry::Error::InvalidQos(_)
             | ferry::Error::InvalidConfig(_) => ferry_status::FERRY_INVALID_ARGUMENT,
+            ferry::Error::ServiceTaken { .. } => ferry_status::FERRY_SERVICE_TAKEN,
             _ => ferry_status::FERRY_ERROR,
         };
         Failure::new(status, e.to_string())
@@ -77,6 +95,32 @@ impl From<ferry::SendError> for Failure {
 impl From<ferry::RecvError> for Failure {
     fn from(e: ferry::RecvError) -> Failure {
         Failure::new(ferry_status::FERRY_ERROR, e.to_string())
+    }
+}
+
+impl From<ferry::CallError> for Failure {
+    fn from(e: ferry::CallError) -> Failure {
+        use ferry::CallError;
+        let status = match e {
+            CallError::NoServer { .. } => ferry_status::FERRY_NO_SERVER,
+            CallError::ServerGone { .. } => ferry_status::FERRY_SERVER_GONE,
+            CallError::ManyServers { .. } => ferry_status::FERRY_MANY_SERVERS,
+            CallError::Timeout { .. } => ferry_status::FERRY_TIMEOUT,
+            CallError::TooLarge { .. } => ferry_status::FERRY_TOO_LARGE,
+            CallError::Send(e) => return e.into(),
+            CallError::Recv(e) => return e.into(),
+            _ => ferry_status::FERRY_ERROR,
+        };
+        Failure::new(status, e.to_string())
+    }
+}
+
+impl From<ferry::service::ServeError> for Failure {
+    fn from(e: ferry::service::ServeError) -> Failure {
+        match e {
+            ferry::service::ServeError::Send(e) => e.into(),
+            e => Failure::new(ferry_status::FERRY_ERROR, e.to_string()),
+        }
     }
 }
 
@@ -172,6 +216,11 @@ pub extern "C" fn ferry_status_name(status: c_int) -> *const c_char {
         4 => c"FERRY_TOO_LARGE",
         5 => c"FERRY_ERROR",
         6 => c"FERRY_PANIC",
+        7 => c"FERRY_NO_SERVER",
+        8 => c"FERRY_SERVER_GONE",
+        9 => c"FERRY_MANY_SERVERS",
+        10 => c"FERRY_SERVICE_TAKEN",
+        11 => c"FERRY_CLIENT_GONE",
         _ => c"FERRY_UNKNOWN_STATUS",
     };
     name.as_ptr()

@@ -1,6 +1,7 @@
 //! The C API called from Rust as C would call it: NULL pointers, enum values that name nothing,
-//! loans and samples ended twice or outstanding when their endpoint is used, the messages of
-//! failures, and messages through shared memory.
+//! loans, samples, requests and responses ended twice or outstanding when their endpoint is used,
+//! the messages of failures, messages through shared memory, and services: a round trip, answers
+//! given later, no server, a server gone with calls pending, a client gone.
 
 use std::ffi::{c_char, CStr, CString};
 use std::ptr;
@@ -338,13 +339,19 @@ fn status_names_cover_every_status() {
         FERRY_TOO_LARGE,
         FERRY_ERROR,
         FERRY_PANIC,
+        FERRY_NO_SERVER,
+        FERRY_SERVER_GONE,
+        FERRY_MANY_SERVERS,
+        FERRY_SERVICE_TAKEN,
+        FERRY_CLIENT_GONE,
     ];
-    for status in all {
+    for (number, status) in all.into_iter().enumerate() {
+        assert_eq!(status as usize, number, "{status:?} keeps its number");
         // SAFETY: a static string.
         let name = unsafe { CStr::from_ptr(ferry_status_name(status as i32)) };
         assert_eq!(name.to_str().unwrap(), format!("{status:?}"));
     }
-    for other in [-1, 7, i32::MAX] {
+    for other in [-1, 12, i32::MAX] {
         // SAFETY: a static string.
         let name = unsafe { CStr::from_ptr(ferry_status_name(other)) };
         assert_eq!(name.to_str().unwrap(), "FERRY_UNKNOWN_STATUS");
@@ -741,4 +748,768 @@ fn a_multicast_group_in_the_c_qos_reaches_every_subscriber() {
     assert_eq!(ports, [Some(port), Some(port)]);
     // SAFETY: the subscriber made above, freed once.
     unsafe { ferry_subscriber_free(second) };
+}
+
+// Services.
+
+/// How long a test waits for what must happen (a request, a response, a thread).
+const LONG_NS: i64 = 20_000_000_000;
+const LONG: Duration = Duration::from_nanos(LONG_NS as u64);
+
+/// A handle handed to a thread of the test (one thread uses it at a time, as the C API asks).
+struct Moved<T>(*mut T);
+// SAFETY: the C API lets a server or client move between threads; the test uses each from one
+// thread at a time.
+unsafe impl<T> Send for Moved<T> {}
+
+/// A node in a domain of its own.
+fn service_node() -> *mut ferry_node {
+    let domain = domain();
+    let mut node = ptr::null_mut();
+    // SAFETY: valid strings and out-pointer; the caller frees the node.
+    let status = unsafe { ferry_node_new(c"svc".as_ptr(), domain.as_ptr(), &mut node) };
+    assert_eq!(status, FERRY_OK, "{}", last_error());
+    node
+}
+
+fn new_server(node: *mut ferry_node, service: &CStr) -> *mut ferry_server {
+    let mut server = ptr::null_mut();
+    // SAFETY: a live node, valid strings and out-pointer; the caller frees the server.
+    let status = unsafe { ferry_server_new(node, service.as_ptr(), &shm_qos(), &mut server) };
+    assert_eq!(status, FERRY_OK, "{}", last_error());
+    server
+}
+
+fn new_client(node: *mut ferry_node, service: &CStr) -> *mut ferry_client {
+    let mut client = ptr::null_mut();
+    // SAFETY: a live node, valid strings and out-pointer; the caller frees the client.
+    let status = unsafe { ferry_client_new(node, service.as_ptr(), &shm_qos(), &mut client) };
+    assert_eq!(status, FERRY_OK, "{}", last_error());
+    client
+}
+
+/// Receives a request, waiting at most LONG.
+fn recv_request(server: *mut ferry_server) -> *mut ferry_request {
+    let mut request = ptr::null_mut();
+    // SAFETY: a live server, a valid out-pointer.
+    let status = unsafe { ferry_server_recv(server, LONG_NS, &mut request) };
+    assert_eq!(status, FERRY_OK, "{}", last_error());
+    request
+}
+
+/// A held request's body.
+fn request_body(request: *const ferry_request) -> Vec<u8> {
+    // SAFETY: a held request; its bytes are valid until it ends, and copied at once.
+    unsafe { std::slice::from_raw_parts(ferry_request_data(request), ferry_request_len(request)) }
+        .to_vec()
+}
+
+/// A held response's body.
+fn response_body(response: *const ferry_response) -> Vec<u8> {
+    // SAFETY: a held response; its bytes are valid until it ends, and copied at once.
+    unsafe {
+        std::slice::from_raw_parts(ferry_response_data(response), ferry_response_len(response))
+    }
+    .to_vec()
+}
+
+fn call(
+    client: *mut ferry_client,
+    body: &[u8],
+    timeout_ns: i64,
+) -> (ferry_status, *mut ferry_response) {
+    let mut response = ptr::null_mut();
+    // SAFETY: a live client; `body` is readable for its length; a valid out-pointer.
+    let status = unsafe {
+        ferry_client_call(
+            client,
+            body.as_ptr().cast(),
+            body.len(),
+            timeout_ns,
+            &mut response,
+        )
+    };
+    (status, response)
+}
+
+fn failed_request(client: *mut ferry_client) -> Option<u64> {
+    let mut id = u64::MAX;
+    // SAFETY: a live client, a valid out-pointer.
+    let status = unsafe { ferry_client_failed_request(client, &mut id) };
+    (status == FERRY_OK).then_some(id)
+}
+
+#[test]
+fn service_calls_refuse_null_pointers_and_bad_names() {
+    let node = service_node();
+    // SAFETY: every pointer is NULL, valid or a live handle; NULL is what is tested.
+    unsafe {
+        let mut server = ptr::null_mut::<ferry_server>().wrapping_add(1);
+        assert_eq!(
+            ferry_server_new(ptr::null(), c"s".as_ptr(), ptr::null(), &mut server),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_server_new: node is NULL");
+        assert!(server.is_null(), "out is NULL after a failure");
+        assert_eq!(
+            ferry_server_new(node, ptr::null(), ptr::null(), &mut server),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_server_new: service is NULL");
+        assert_eq!(
+            ferry_server_new(node, c"s".as_ptr(), ptr::null(), ptr::null_mut()),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_server_new: out is NULL");
+        let mut client = ptr::null_mut::<ferry_client>().wrapping_add(1);
+        assert_eq!(
+            ferry_client_new(ptr::null(), c"s".as_ptr(), ptr::null(), &mut client),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_client_new: node is NULL");
+        assert!(client.is_null());
+        assert_eq!(
+            ferry_client_new(node, ptr::null(), ptr::null(), &mut client),
+            FERRY_INVALID_ARGUMENT
+        );
+
+        // Service names: ferry's own prefix, too long, not UTF-8, not a name; a bad QoS.
+        let long = CString::new("s".repeat(65)).unwrap();
+        for (name, says) in [
+            (c".hidden".as_ptr(), "not beginning with '.'"),
+            (long.as_ptr(), "service is longer than 64 bytes"),
+            (c"caf\xe9".as_ptr(), "service is not valid UTF-8"),
+            (c"with space".as_ptr(), "invalid service name"),
+        ] {
+            assert_eq!(
+                ferry_server_new(node, name, ptr::null(), &mut server),
+                FERRY_INVALID_ARGUMENT
+            );
+            assert!(last_error().contains(says), "{}", last_error());
+            assert_eq!(
+                ferry_client_new(node, name, ptr::null(), &mut client),
+                FERRY_INVALID_ARGUMENT
+            );
+            assert!(last_error().contains(says), "{}", last_error());
+        }
+        let mut qos = shm_qos();
+        qos.delivery = 9;
+        assert_eq!(
+            ferry_client_new(node, c"s".as_ptr(), &qos, &mut client),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert!(last_error().contains("delivery is 9"), "{}", last_error());
+
+        // Every call on a NULL server, request, client or response.
+        let mut request = ptr::null_mut();
+        assert_eq!(
+            ferry_server_recv(ptr::null_mut(), 0, &mut request),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_server_recv: server is NULL");
+        assert_eq!(
+            ferry_server_respond(ptr::null_mut(), 1, 2, ptr::null(), 0),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_server_respond: server is NULL");
+        assert_eq!(
+            ferry_request_respond(ptr::null_mut(), ptr::null(), 0),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_request_respond: request is NULL");
+        assert_eq!(
+            ferry_request_release(ptr::null_mut()),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_request_release: request is NULL");
+        let (mut id, mut n, mut has) = (0u64, 0usize, false);
+        assert_eq!(
+            ferry_client_send(ptr::null_mut(), ptr::null(), 0, &mut id),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_client_send: client is NULL");
+        let mut response = ptr::null_mut();
+        assert_eq!(
+            ferry_client_recv(ptr::null_mut(), 0, &mut response),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_client_recv: client is NULL");
+        assert_eq!(
+            ferry_client_call(ptr::null_mut(), ptr::null(), 0, 0, &mut response),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_client_call: client is NULL");
+        assert_eq!(
+            ferry_client_wait_for_server(ptr::null_mut(), 0),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            ferry_client_has_server(ptr::null_mut(), &mut has),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            ferry_client_pending(ptr::null_mut(), &mut n),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            ferry_client_failed_request(ptr::null(), &mut id),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            ferry_response_release(ptr::null_mut()),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_response_release: response is NULL");
+
+        // The accessors answer NULL or 0, and say why.
+        assert!(ferry_request_data(ptr::null()).is_null());
+        assert_eq!(last_error(), "ferry_request_data: request is NULL");
+        assert_eq!(ferry_request_len(ptr::null()), 0);
+        assert_eq!(ferry_request_client(ptr::null()), 0);
+        assert_eq!(ferry_request_id(ptr::null()), 0);
+        assert!(ferry_response_data(ptr::null()).is_null());
+        assert_eq!(ferry_response_len(ptr::null()), 0);
+        assert_eq!(ferry_response_request_id(ptr::null()), 0);
+        assert_eq!(last_error(), "ferry_response_request_id: response is NULL");
+
+        // NULL out-pointers and data of a live client and server.
+        let server = new_server(node, c"nulls");
+        let client = new_client(node, c"nulls");
+        assert_eq!(
+            ferry_server_recv(server, 0, ptr::null_mut()),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_server_recv: out is NULL");
+        assert_eq!(
+            ferry_client_recv(client, 0, ptr::null_mut()),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_client_recv: out is NULL");
+        assert_eq!(
+            ferry_client_call(client, ptr::null(), 0, 0, ptr::null_mut()),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            ferry_client_send(client, ptr::null(), 0, ptr::null_mut()),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_client_send: out is NULL");
+        assert_eq!(
+            ferry_client_send(client, ptr::null(), 3, &mut id),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(last_error(), "ferry_client_send: data is NULL and len is 3");
+        assert_eq!(
+            ferry_client_call(client, ptr::null(), 3, 0, &mut response),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            ferry_server_respond(server, 1, 2, ptr::null(), 3),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            ferry_client_has_server(client, ptr::null_mut()),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            ferry_client_pending(client, ptr::null_mut()),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            ferry_client_failed_request(client, ptr::null_mut()),
+            FERRY_INVALID_ARGUMENT
+        );
+        // Timeouts below -1.
+        assert_eq!(
+            ferry_server_recv(server, -2, &mut request),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert!(
+            last_error().contains("timeout_ns is -2"),
+            "{}",
+            last_error()
+        );
+        assert_eq!(
+            ferry_client_recv(client, -5, &mut response),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert!(
+            last_error().contains("timeout_ns is -5"),
+            "{}",
+            last_error()
+        );
+        assert_eq!(
+            ferry_client_wait_for_server(client, i64::MIN),
+            FERRY_INVALID_ARGUMENT
+        );
+        // Lengths past the largest message are refused before the bytes are looked at.
+        let dangling = ptr::NonNull::<u8>::dangling().as_ptr().cast();
+        assert_eq!(
+            ferry_client_send(client, dangling, usize::MAX, &mut id),
+            FERRY_TOO_LARGE
+        );
+        assert_eq!(
+            ferry_server_respond(server, 1, 2, dangling, usize::MAX),
+            FERRY_TOO_LARGE
+        );
+
+        // Freeing NULL does nothing.
+        assert_eq!(ferry_server_free(ptr::null_mut()), FERRY_OK);
+        assert_eq!(ferry_client_free(ptr::null_mut()), FERRY_OK);
+        assert_eq!(ferry_client_free(client), FERRY_OK);
+        assert_eq!(ferry_server_free(server), FERRY_OK);
+        assert_eq!(ferry_node_free(node), FERRY_OK);
+    }
+}
+
+#[test]
+fn a_client_without_a_server_gets_no_server() {
+    let node = service_node();
+    let client = new_client(node, c"nobody");
+    let body = b"anyone?";
+    // SAFETY: live handles; `body` readable for its length; valid out-pointers.
+    unsafe {
+        let mut id = u64::MAX;
+        let started = Instant::now();
+        assert_eq!(
+            ferry_client_send(client, body.as_ptr().cast(), body.len(), &mut id),
+            FERRY_NO_SERVER
+        );
+        assert_eq!(id, u64::MAX, "no id for a request not sent");
+        assert!(
+            last_error().starts_with("ferry_client_send: no server for service nobody"),
+            "{}",
+            last_error()
+        );
+        let (status, response) = call(client, body, LONG_NS);
+        assert_eq!(status, FERRY_NO_SERVER);
+        assert!(response.is_null());
+        assert!(started.elapsed() < LONG, "refused without waiting");
+        assert_eq!(failed_request(client), None, "no request was sent");
+        // Told to wait for a server, a send waits that long, then gives up the same way.
+        assert_eq!(ferry_client_wait_for_server(client, 50_000_000), FERRY_OK);
+        let started = Instant::now();
+        assert_eq!(call(client, body, LONG_NS).0, FERRY_NO_SERVER);
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        let mut has = true;
+        assert_eq!(ferry_client_has_server(client, &mut has), FERRY_OK);
+        assert!(!has);
+        let mut pending = usize::MAX;
+        assert_eq!(ferry_client_pending(client, &mut pending), FERRY_OK);
+        assert_eq!(pending, 0);
+        // Nothing pending: a receive finds nothing (and says so without a failure).
+        let mut response = ptr::null_mut::<ferry_response>().wrapping_add(1);
+        assert_eq!(
+            ferry_client_recv(client, 0, &mut response),
+            FERRY_WOULD_BLOCK
+        );
+        assert!(response.is_null());
+        assert_eq!(
+            ferry_client_recv(client, 1_000_000, &mut response),
+            FERRY_TIMEOUT
+        );
+        assert_eq!(ferry_client_free(client), FERRY_OK);
+        assert_eq!(ferry_node_free(node), FERRY_OK);
+    }
+}
+
+#[test]
+fn a_second_server_of_a_service_is_refused_as_taken() {
+    let node = service_node();
+    let first = new_server(node, c"one");
+    let mut second = ptr::null_mut::<ferry_server>().wrapping_add(1);
+    // SAFETY: live handles and valid out-pointers; each server freed once.
+    unsafe {
+        assert_eq!(
+            ferry_server_new(node, c"one".as_ptr(), &shm_qos(), &mut second),
+            FERRY_SERVICE_TAKEN
+        );
+        assert!(second.is_null());
+        assert!(
+            last_error().contains("svc"),
+            "names the holder: {}",
+            last_error()
+        );
+        assert_eq!(ferry_server_free(first), FERRY_OK);
+        // Free again once the first has gone.
+        assert_eq!(
+            ferry_server_new(node, c"one".as_ptr(), &shm_qos(), &mut second),
+            FERRY_OK,
+            "{}",
+            last_error()
+        );
+        assert_eq!(ferry_server_free(second), FERRY_OK);
+        assert_eq!(ferry_node_free(node), FERRY_OK);
+    }
+}
+
+/// A round trip, a request held while its server is used, an answer given later by client and
+/// request id, an answer too large then answered smaller, a call that times out and its late
+/// answer: the server on a thread, the client here, each step's handles checked.
+#[test]
+fn requests_and_responses_round_trip_and_are_released_once() {
+    let node = service_node();
+    let server = Moved(new_server(node, c"echo"));
+    let client = new_client(node, c"echo");
+    let (timed_out, told) = std::sync::mpsc::channel::<()>();
+    let serving = std::thread::spawn(move || {
+        let server = server;
+        let s = server.0;
+        // SAFETY: the server handle, used by this thread alone; each request read while held.
+        unsafe {
+            // 1. Answered at once with its own bytes (an echo).
+            let request = recv_request(s);
+            assert_eq!(request_body(request), b"ping");
+            assert_eq!(ferry_request_id(request), 0);
+            let asker = ferry_request_client(request);
+            assert_ne!(asker, 0);
+            // While the request is held, its server refuses everything else; a receive into the
+            // variable that holds the request leaves it as it was.
+            let mut same = request;
+            assert_eq!(ferry_server_recv(s, 0, &mut same), FERRY_INVALID_ARGUMENT);
+            assert_eq!(same, request);
+            assert!(
+                last_error().contains("release it (ferry_request_release) before calling"),
+                "{}",
+                last_error()
+            );
+            assert_eq!(ferry_server_free(s), FERRY_INVALID_ARGUMENT);
+            assert!(last_error().contains("was not freed"), "{}", last_error());
+            assert_eq!(
+                ferry_server_respond(s, asker, 0, ptr::null(), 0),
+                FERRY_INVALID_ARGUMENT
+            );
+            let (data, len) = (ferry_request_data(request), ferry_request_len(request));
+            assert_eq!(
+                ferry_request_respond(request, data.cast(), len),
+                FERRY_OK,
+                "{}",
+                last_error()
+            );
+            // Ended: answering or releasing again is refused, and the accessors say so.
+            assert_eq!(
+                ferry_request_respond(request, ptr::null(), 0),
+                FERRY_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                last_error(),
+                "ferry_request_respond: this request was already answered or released"
+            );
+            assert_eq!(ferry_request_release(request), FERRY_INVALID_ARGUMENT);
+            assert!(ferry_request_data(request).is_null());
+            assert_eq!(ferry_request_len(request), 0);
+            assert_eq!(ferry_request_client(request), 0);
+            // An answer to a request this server never received is refused.
+            assert_eq!(
+                ferry_server_respond(s, asker, 0, ptr::null(), 0),
+                FERRY_INVALID_ARGUMENT
+            );
+            assert!(
+                last_error().contains("has no request 0 that this server received"),
+                "{}",
+                last_error()
+            );
+
+            // 2. Released, then answered later by client and id.
+            let request = recv_request(s);
+            assert_eq!(request_body(request), b"second");
+            let (asker, id) = (ferry_request_client(request), ferry_request_id(request));
+            assert_eq!(id, 1);
+            assert_eq!(ferry_request_release(request), FERRY_OK);
+            assert_eq!(ferry_request_release(request), FERRY_INVALID_ARGUMENT);
+            assert_eq!(
+                last_error(),
+                "ferry_request_release: this request was already answered or released"
+            );
+            let later = b"later";
+            assert_eq!(
+                ferry_server_respond(s, asker, id, later.as_ptr().cast(), later.len()),
+                FERRY_OK,
+                "{}",
+                last_error()
+            );
+            assert_eq!(
+                ferry_server_respond(s, asker, id, later.as_ptr().cast(), later.len()),
+                FERRY_INVALID_ARGUMENT,
+                "answered once"
+            );
+
+            // 3. An answer larger than the server's limit: refused, the request kept for a
+            // smaller answer.
+            let request = recv_request(s);
+            let (asker, id) = (ferry_request_client(request), ferry_request_id(request));
+            let big = vec![1u8; 4097];
+            assert_eq!(
+                ferry_request_respond(request, big.as_ptr().cast(), big.len()),
+                FERRY_TOO_LARGE
+            );
+            assert!(ferry_request_data(request).is_null(), "the request ended");
+            let smaller = b"smaller";
+            assert_eq!(
+                ferry_server_respond(s, asker, id, smaller.as_ptr().cast(), smaller.len()),
+                FERRY_OK,
+                "{}",
+                last_error()
+            );
+
+            // 4. Left unanswered until the client's call timed out, then answered late.
+            let request = recv_request(s);
+            assert_eq!(request_body(request), b"slow");
+            let (asker, id) = (ferry_request_client(request), ferry_request_id(request));
+            assert_eq!(ferry_request_release(request), FERRY_OK);
+            told.recv_timeout(LONG)
+                .expect("the client's call timed out");
+            assert_eq!(
+                ferry_server_respond(s, asker, id, b"late".as_ptr().cast(), 4),
+                FERRY_OK
+            );
+
+            // 5. The next call is answered on time, with nothing of the late answer.
+            let request = recv_request(s);
+            assert_eq!(request_body(request), b"after");
+            assert_eq!(
+                ferry_request_respond(request, b"on time".as_ptr().cast(), 7),
+                FERRY_OK
+            );
+        }
+        server
+    });
+
+    // SAFETY: the client handle, used by this thread alone; each response read while held.
+    unsafe {
+        assert_eq!(ferry_client_wait_for_server(client, LONG_NS), FERRY_OK);
+        let (status, response) = call(client, b"ping", LONG_NS);
+        assert_eq!(status, FERRY_OK, "{}", last_error());
+        assert_eq!(response_body(response), b"ping");
+        assert_eq!(ferry_response_request_id(response), 0);
+        // While the response is held, its client refuses everything else but the last failure.
+        let mut same = response;
+        assert_eq!(
+            ferry_client_recv(client, 0, &mut same),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(same, response);
+        assert!(
+            last_error().contains("release it (ferry_response_release) before calling"),
+            "{}",
+            last_error()
+        );
+        let (status, again) = call(client, b"x", 0);
+        assert_eq!(status, FERRY_INVALID_ARGUMENT);
+        assert!(again.is_null(), "a fresh variable is cleared");
+        let mut same = response;
+        assert_eq!(
+            ferry_client_call(client, ptr::null(), 0, 0, &mut same),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(same, response, "the variable holding the response is kept");
+        let mut n = 0;
+        assert_eq!(ferry_client_pending(client, &mut n), FERRY_INVALID_ARGUMENT);
+        assert_eq!(ferry_client_free(client), FERRY_INVALID_ARGUMENT);
+        assert!(last_error().contains("was not freed"), "{}", last_error());
+        assert_eq!(failed_request(client), None);
+        assert_eq!(ferry_response_release(response), FERRY_OK);
+        assert_eq!(ferry_response_release(response), FERRY_INVALID_ARGUMENT);
+        assert_eq!(
+            last_error(),
+            "ferry_response_release: this response was already released"
+        );
+        assert!(ferry_response_data(response).is_null());
+        assert_eq!(ferry_response_len(response), 0);
+        assert_eq!(ferry_response_request_id(response), 0);
+
+        // A request sent, its answer received apart.
+        let mut id = u64::MAX;
+        assert_eq!(
+            ferry_client_send(client, b"second".as_ptr().cast(), 6, &mut id),
+            FERRY_OK
+        );
+        assert_eq!(id, 1);
+        assert_eq!(ferry_client_pending(client, &mut n), FERRY_OK);
+        assert_eq!(n, 1);
+        let mut response = ptr::null_mut();
+        assert_eq!(
+            ferry_client_recv(client, LONG_NS, &mut response),
+            FERRY_OK,
+            "{}",
+            last_error()
+        );
+        assert_eq!(response_body(response), b"later");
+        assert_eq!(ferry_response_request_id(response), 1);
+        assert_eq!(ferry_response_release(response), FERRY_OK);
+
+        let (status, response) = call(client, b"third", LONG_NS);
+        assert_eq!(status, FERRY_OK, "{}", last_error());
+        assert_eq!(response_body(response), b"smaller");
+        assert_eq!(ferry_response_request_id(response), 2);
+        assert_eq!(ferry_response_release(response), FERRY_OK);
+
+        let (status, response) = call(client, b"slow", 50_000_000);
+        assert_eq!(status, FERRY_TIMEOUT);
+        assert!(response.is_null());
+        assert!(
+            last_error().contains("request 3 of service echo got no response"),
+            "{}",
+            last_error()
+        );
+        assert_eq!(failed_request(client), Some(3));
+        timed_out.send(()).unwrap();
+        let (status, response) = call(client, b"after", LONG_NS);
+        assert_eq!(status, FERRY_OK, "{}", last_error());
+        assert_eq!(response_body(response), b"on time");
+        assert_eq!(ferry_response_request_id(response), 4);
+        assert_eq!(ferry_response_release(response), FERRY_OK);
+
+        // Larger than the client's limit: refused before it is sent.
+        let big = vec![0u8; 4097];
+        assert_eq!(call(client, &big, LONG_NS).0, FERRY_TOO_LARGE);
+        assert_eq!(failed_request(client), Some(3), "no request was sent");
+        assert_eq!(ferry_client_pending(client, &mut n), FERRY_OK);
+        assert_eq!(n, 0);
+        let mut has = false;
+        assert_eq!(ferry_client_has_server(client, &mut has), FERRY_OK);
+        assert!(has);
+    }
+    let server = serving.join().expect("the server's thread");
+    // SAFETY: the handles made above, freed once, the node last.
+    unsafe {
+        assert_eq!(ferry_client_free(client), FERRY_OK);
+        assert_eq!(ferry_server_free(server.0), FERRY_OK);
+        assert_eq!(ferry_node_free(node), FERRY_OK);
+    }
+}
+
+/// A server freed with requests pending: the pending call ends with FERRY_SERVER_GONE, and so
+/// does each request sent ahead, one per receive, each named by ferry_client_failed_request.
+#[test]
+fn a_server_freed_with_requests_pending_ends_them_with_server_gone() {
+    let node = service_node();
+    let client = new_client(node, c"leaving");
+    /// A server that takes `count` requests, releases them unanswered and is freed.
+    fn serve_and_leave(node: *mut ferry_node, count: usize) -> std::thread::JoinHandle<()> {
+        let server = Moved(new_server(node, c"leaving"));
+        std::thread::spawn(move || {
+            let server = server;
+            for _ in 0..count {
+                let request = recv_request(server.0);
+                // SAFETY: a held request, released once; then the server, freed once.
+                assert_eq!(unsafe { ferry_request_release(request) }, FERRY_OK);
+            }
+            // SAFETY: the server made above, holding no request, freed once.
+            assert_eq!(unsafe { ferry_server_free(server.0) }, FERRY_OK);
+        })
+    }
+    // SAFETY: the client handle, used by this thread alone.
+    unsafe {
+        assert_eq!(ferry_client_wait_for_server(client, LONG_NS), FERRY_OK);
+        let leaving = serve_and_leave(node, 1);
+        let started = Instant::now();
+        let (status, response) = call(client, b"are you there", LONG_NS);
+        assert_eq!(status, FERRY_SERVER_GONE, "{}", last_error());
+        assert!(
+            started.elapsed() < LONG,
+            "ended without waiting for the timeout"
+        );
+        assert!(response.is_null());
+        assert!(
+            last_error().contains("went away") && last_error().contains("request 0"),
+            "{}",
+            last_error()
+        );
+        assert_eq!(failed_request(client), Some(0));
+        leaving.join().expect("the first server's thread");
+
+        // Requests sent ahead end one per receive.
+        let leaving = serve_and_leave(node, 2);
+        let mut ids = [u64::MAX; 2];
+        for (body, id) in [b"one", b"two"].iter().zip(&mut ids) {
+            assert_eq!(
+                ferry_client_send(client, body.as_ptr().cast(), 3, id),
+                FERRY_OK,
+                "{}",
+                last_error()
+            );
+        }
+        assert_eq!(ids, [1, 2]);
+        leaving.join().expect("the second server's thread");
+        let mut ended = Vec::new();
+        for _ in 0..2 {
+            let mut response = ptr::null_mut();
+            assert_eq!(
+                ferry_client_recv(client, LONG_NS, &mut response),
+                FERRY_SERVER_GONE,
+                "{}",
+                last_error()
+            );
+            assert!(response.is_null());
+            ended.extend(failed_request(client));
+        }
+        ended.sort_unstable();
+        assert_eq!(ended, ids, "each pending request ended once");
+        let mut n = usize::MAX;
+        assert_eq!(ferry_client_pending(client, &mut n), FERRY_OK);
+        assert_eq!(n, 0);
+        // With nothing pending and no server, the next send is refused.
+        assert_eq!(ferry_client_wait_for_server(client, 0), FERRY_OK);
+        assert_eq!(call(client, b"again", LONG_NS).0, FERRY_NO_SERVER);
+        assert_eq!(ferry_client_free(client), FERRY_OK);
+        assert_eq!(ferry_node_free(node), FERRY_OK);
+    }
+}
+
+/// An answer to a client that has gone is dropped and said so (FERRY_CLIENT_GONE), which is not
+/// a failure: the last error message stays as it was.
+#[test]
+fn an_answer_to_a_client_that_has_gone_is_client_gone() {
+    let node = service_node();
+    let server = Moved(new_server(node, c"left"));
+    let client = Moved(new_client(node, c"left"));
+    let (sent, told) = std::sync::mpsc::channel::<()>();
+    let (gone, told_gone) = std::sync::mpsc::channel::<()>();
+    let calling = std::thread::spawn(move || {
+        let client = client;
+        // SAFETY: the client handle, used by this thread alone, freed once.
+        unsafe {
+            assert_eq!(ferry_client_wait_for_server(client.0, LONG_NS), FERRY_OK);
+            // Answered once, so that the server knows this client.
+            let (status, response) = call(client.0, b"hi", LONG_NS);
+            assert_eq!(status, FERRY_OK, "{}", last_error());
+            assert_eq!(ferry_response_release(response), FERRY_OK);
+            let mut id = 0;
+            assert_eq!(
+                ferry_client_send(client.0, b"bye".as_ptr().cast(), 3, &mut id),
+                FERRY_OK
+            );
+            sent.send(()).unwrap();
+            told_gone.recv_timeout(LONG).expect("the request received");
+            assert_eq!(ferry_client_free(client.0), FERRY_OK);
+        }
+    });
+    let s = server.0;
+    // SAFETY: the server handle, used by this thread alone; each request read while held.
+    unsafe {
+        let request = recv_request(s);
+        assert_eq!(ferry_request_respond(request, ptr::null(), 0), FERRY_OK);
+        told.recv_timeout(LONG).expect("the second request sent");
+        let request = recv_request(s);
+        let (asker, id) = (ferry_request_client(request), ferry_request_id(request));
+        assert_eq!(ferry_request_release(request), FERRY_OK);
+        gone.send(()).unwrap();
+        calling.join().expect("the client's thread");
+        // The server notices within its look at its clients (every 100 ms) while it waits.
+        let mut none = ptr::null_mut();
+        assert_eq!(ferry_server_recv(s, 300_000_000, &mut none), FERRY_TIMEOUT);
+        assert_eq!(
+            ferry_request_release(ptr::null_mut()),
+            FERRY_INVALID_ARGUMENT
+        );
+        let before = last_error();
+        assert_eq!(
+            ferry_server_respond(s, asker, id, b"too late".as_ptr().cast(), 8),
+            FERRY_CLIENT_GONE
+        );
+        assert_eq!(last_error(), before, "not a failure");
+        assert_eq!(ferry_server_free(s), FERRY_OK);
+        assert_eq!(ferry_node_free(node), FERRY_OK);
+    }
 }

@@ -1,6 +1,7 @@
 //! The C and C++ examples, compiled with the system's `cc` and `c++` against the library this
 //! test was built with, talking to each other and to the `ferry` command over shared memory and
-//! UDP, every byte checked. Each run is bounded by a timeout.
+//! UDP, every byte checked; and the library installed by `crates/ferry-c/install.sh`, found by
+//! `pkg-config` and by CMake's `find_package(ferry)`. Each run is bounded by a timeout.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -99,8 +100,9 @@ fn wait_within(what: &str, mut child: std::process::Child, timeout: Duration) ->
     out
 }
 
-/// The compiler `name` from PATH, or a failure that says what to install.
-fn compiler(name: &str) -> &str {
+/// The tool `name` from PATH, or a failure that says what to install (`package` on
+/// Debian/Ubuntu) and why.
+fn tool<'a>(name: &'a str, package: &str, why: &str) -> &'a str {
     let found = Command::new(name)
         .arg("--version")
         .stdout(Stdio::null())
@@ -109,19 +111,30 @@ fn compiler(name: &str) -> &str {
         .is_ok_and(|s| s.success());
     assert!(
         found,
-        "`{name}` is not on PATH: these tests compile the C and C++ examples against \
-         libferry_c; install a C and C++ compiler (Debian/Ubuntu: apt-get install build-essential \
-         g++)"
+        "`{name}` is not on PATH: {why}; install it (Debian/Ubuntu: apt-get install {package})"
     );
     name
 }
 
-/// The examples, compiled once: pub, sub (C) and pubsub (C++), linked to libferry_c.so, and
-/// pingpong (C; only compiled here: it pins threads to CPUs 0 and 1 and spins).
+/// The compiler `name` from PATH, or a failure that says what to install.
+fn compiler(name: &str) -> &str {
+    tool(
+        name,
+        "build-essential g++",
+        "these tests compile the C and C++ examples against libferry_c",
+    )
+}
+
+/// The examples, compiled once: pub, sub, service_server (C), pubsub and service_client (C++),
+/// linked to libferry_c.so, and pingpong (C; only compiled here: it pins threads to CPUs 0 and 1
+/// and spins); and tests/hpp_services.cpp, the C++ service classes' own test.
 struct Built {
     publisher: PathBuf,
     subscriber: PathBuf,
     pubsub: PathBuf,
+    service_server: PathBuf,
+    service_client: PathBuf,
+    hpp_services: PathBuf,
 }
 
 fn built() -> &'static Built {
@@ -165,6 +178,24 @@ fn built() -> &'static Built {
             publisher: compile("cc", "-std=c11", "examples/c/pub.c", "pub"),
             subscriber: compile("cc", "-std=c11", "examples/c/sub.c", "sub"),
             pubsub: compile("c++", "-std=c++17", "examples/cpp/pubsub.cpp", "pubsub"),
+            service_server: compile(
+                "cc",
+                "-std=c11",
+                "examples/c/service_server.c",
+                "service_server",
+            ),
+            service_client: compile(
+                "c++",
+                "-std=c++17",
+                "examples/cpp/service_client.cpp",
+                "service_client",
+            ),
+            hpp_services: compile(
+                "c++",
+                "-std=c++17",
+                "crates/ferry-c/tests/hpp_services.cpp",
+                "hpp_services",
+            ),
         };
         compile("cc", "-std=c11", "examples/c/pingpong.c", "pingpong");
         built
@@ -201,10 +232,14 @@ fn ferry_cli() -> &'static Path {
     })
 }
 
-/// A command run in `domain`, with none of the caller's other FERRY_* settings.
+/// A command run in `domain`, with none of the caller's other FERRY_* settings. A program finds
+/// libferry_c by its rpath alone (this build's, or the installed one): `cargo test` sets
+/// LD_LIBRARY_PATH, which the loader reads before an rpath, to directories that include
+/// target/<profile>, where a `cargo build -p ferry-c` leaves a copy that may be older.
 fn in_domain(program: &Path, domain: &str) -> Command {
     let mut cmd = Command::new(program);
-    cmd.env("FERRY_DOMAIN", domain);
+    cmd.env("FERRY_DOMAIN", domain)
+        .env_remove("LD_LIBRARY_PATH");
     for var in [
         "FERRY_KEY_FILE",
         "FERRY_PEERS",
@@ -344,6 +379,192 @@ fn the_cpp_example_talks_over_shm_and_udp() {
         let expected = format!("{transport}: 50 messages of 10000 bytes, every byte as sent");
         assert!(text.contains(&expected), "{text}");
     }
+}
+
+/// The C server of a service answers the C++ client: `count` requests of `size` bytes, half as
+/// calls, half sent ahead; a third of them answered later and out of order, a third echoed from
+/// the request's own bytes. Both check what they got.
+fn the_c_server_answers_the_cpp_client(server: &Path, client: &Path, transport: &str) {
+    let (count, size) = ("60", "3000");
+    let d = domain();
+    let service = format!("svc-{transport}");
+    let serving = start(
+        "the C service server",
+        in_domain(server, &d).args([&service, transport, count, "20"]),
+    );
+    let out = run(
+        "the C++ service client",
+        in_domain(client, &d).args([&service, transport, count, size]),
+    );
+    let expected = format!("{service}: 30 calls and 30 requests sent ahead (");
+    let text = stdout(&out);
+    assert!(text.starts_with(&expected), "{text}");
+    assert!(
+        text.contains(&format!("of {size} bytes, every answer as expected")),
+        "{text}"
+    );
+    let served = stdout(&wait("the C service server", serving));
+    assert!(
+        served.contains("answered 60 requests (20 later, out of order); 0 clients gone"),
+        "{served}"
+    );
+}
+
+#[test]
+fn the_c_service_server_answers_the_cpp_client_over_shm_and_udp() {
+    for transport in ["shm", "udp"] {
+        the_c_server_answers_the_cpp_client(
+            &built().service_server,
+            &built().service_client,
+            transport,
+        );
+    }
+}
+
+#[test]
+fn the_cpp_service_classes_answer_now_and_later_and_report_a_server_gone() {
+    let out = run(
+        "tests/hpp_services.cpp",
+        &mut in_domain(&built().hpp_services, &domain()),
+    );
+    assert!(
+        stdout(&out).contains("the C++ service classes work"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// `crates/ferry-c/install.sh` into a fresh prefix, with the libraries of this build
+/// (`FERRY_C_LIB_DIR`: a release build would take minutes here); then the C service server is
+/// compiled with `pkg-config --cflags --libs ferry`, the C++ client with CMake's
+/// `find_package(ferry)` and `ferry::ferry`, and a C program with `ferry::ferry_static`, and the
+/// two service ends talk. pkg-config and cmake are required, as the compilers are.
+#[test]
+fn the_installed_library_is_found_by_pkg_config_and_cmake() {
+    let pkg_config = tool(
+        "pkg-config",
+        "pkg-config",
+        "this test compiles an example with `pkg-config --cflags --libs ferry`",
+    );
+    let cmake = tool(
+        "cmake",
+        "cmake",
+        "this test builds examples with CMake's find_package(ferry)",
+    );
+    let prefix = scratch().join("prefix");
+    let installed = run(
+        "crates/ferry-c/install.sh",
+        Command::new("sh")
+            .arg(root().join("crates/ferry-c/install.sh"))
+            .arg(&prefix)
+            .env("FERRY_C_LIB_DIR", lib_dir()),
+    );
+    assert!(
+        stdout(&installed).contains("installed ferry"),
+        "{}",
+        stdout(&installed)
+    );
+    for file in [
+        "lib/libferry_c.so",
+        "lib/libferry_c.a",
+        "include/ferry.h",
+        "include/ferry.hpp",
+        "lib/pkgconfig/ferry.pc",
+        "lib/cmake/ferry/ferryConfig.cmake",
+        "lib/cmake/ferry/ferryConfigVersion.cmake",
+    ] {
+        assert!(prefix.join(file).is_file(), "install.sh wrote no {file}");
+    }
+
+    // pkg-config.
+    let pkg = |args: &[&str]| {
+        let out = run(
+            &format!("pkg-config {}", args.join(" ")),
+            Command::new(pkg_config)
+                .args(args)
+                .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig")),
+        );
+        stdout(&out).trim().to_owned()
+    };
+    assert_eq!(pkg(&["--modversion", "ferry"]), env!("CARGO_PKG_VERSION"));
+    let flags = pkg(&["--cflags", "--libs", "ferry"]);
+    assert!(
+        flags.contains(&format!("-I{}", prefix.join("include").display())),
+        "{flags}"
+    );
+    let server = scratch().join("service_server-pkg-config");
+    run(
+        "cc with pkg-config --cflags --libs ferry",
+        Command::new(compiler("cc"))
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
+            .arg(root().join("examples/c/service_server.c"))
+            .args(flags.split_whitespace())
+            .arg(format!("-Wl,-rpath,{}", prefix.join("lib").display()))
+            .arg("-o")
+            .arg(&server),
+    );
+
+    // CMake: the shared library's target and the static one's; a version this is not is refused.
+    let project = scratch().join("cmake-project");
+    let build = scratch().join("cmake-build");
+    std::fs::create_dir_all(&project).expect("a CMake project directory");
+    let version = env!("CARGO_PKG_VERSION");
+    let (major, minor) = {
+        let mut parts = version
+            .split('.')
+            .map(|p| p.parse::<u64>().expect("a number"));
+        (parts.next().unwrap(), parts.next().unwrap())
+    };
+    let examples = root().join("examples");
+    std::fs::write(
+        project.join("CMakeLists.txt"),
+        format!(
+            r#"cmake_minimum_required(VERSION 3.10)
+project(ferry_consumer LANGUAGES C CXX)
+find_package(ferry {major}.{next} QUIET)
+if(ferry_FOUND)
+  message(FATAL_ERROR "ferry {version} was taken for {major}.{next}")
+endif()
+find_package(ferry {major}.{minor} REQUIRED)
+add_executable(service_client "{examples}/cpp/service_client.cpp")
+set_target_properties(service_client PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+target_link_libraries(service_client PRIVATE ferry::ferry)
+add_executable(pub_static "{examples}/c/pub.c")
+set_target_properties(pub_static PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON)
+target_link_libraries(pub_static PRIVATE ferry::ferry_static)
+"#,
+            next = minor + 1,
+            examples = examples.display(),
+        ),
+    )
+    .expect("write CMakeLists.txt");
+    run(
+        "cmake (configure)",
+        Command::new(cmake)
+            .arg("-S")
+            .arg(&project)
+            .arg("-B")
+            .arg(&build)
+            .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display())),
+    );
+    // Linking the static library takes a while with a debug build's archive.
+    run_within(
+        "cmake --build",
+        Command::new(cmake).arg("--build").arg(&build),
+        Duration::from_secs(300),
+    );
+    // The static program links and runs: started with a bad argument, it answers its usage.
+    let out = Command::new(build.join("pub_static"))
+        .args(["t", "neither-shm-nor-udp"])
+        .output()
+        .expect("run the program linked with ferry::ferry_static");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage: pub"));
+
+    the_c_server_answers_the_cpp_client(&server, &build.join("service_client"), "shm");
+    // The libraries' copies are large (a debug build's); the rest of the scratch stays.
+    let _ = std::fs::remove_dir_all(&prefix);
+    let _ = std::fs::remove_dir_all(&build);
 }
 
 #[test]

@@ -1,0 +1,515 @@
+//! `ferry_client`, a service's client, and its `ferry_response`.
+//!
+//! Rust's `Response<'a>` borrows its `Client` mutably; as with a subscriber's sample
+//! (`subscriber.rs`), the one response a client may hold lives in a slot of the client's own
+//! heap block as `Response<'static>`, under the same three rules: no other reference to the
+//! client while the slot is full (every other call on it is refused), the block neither moves
+//! nor is freed while the slot is full, and the slot is emptied before the client is dropped.
+
+use std::cell::{Cell, UnsafeCell};
+use std::ffi::{c_char, c_void};
+use std::ptr;
+use std::time::Duration;
+
+use ferry::service::MAX_SERVICE_NAME;
+use ferry::{CallError, Client, Response};
+
+use crate::args::{bytes, c_str, handle, put};
+use crate::node::ferry_node;
+use crate::qos::{ferry_qos, ferry_qos_default};
+use crate::status::{ferry_status, guard, guard_value, Failure};
+
+/// A service's client (opaque). Made by `ferry_client_new`, freed by `ferry_client_free`. Use
+/// it from one thread at a time (it may move between threads).
+pub struct ferry_client {
+    /// Declared first, so that it would drop first (it is empty whenever the block is freed).
+    response: ferry_response,
+    /// Borrowed mutably by the response in `response.held` while there is one.
+    client: UnsafeCell<Client>,
+    /// The largest request: the client's `max_message_size`.
+    max_request: usize,
+    /// The request the last failed receive or call was about (`ferry_client_failed_request`).
+    failed: Cell<Option<u64>>,
+}
+
+/// A response received by a client (opaque). It lives inside its client: at most one per
+/// client at a time, valid until `ferry_response_release`. Under shared memory its bytes are the
+/// server's ring itself (or a copy, for a response that came while a call waited for another).
+/// Releasing it again is refused with `FERRY_INVALID_ARGUMENT` (until the client receives again:
+/// the handle is then the new response).
+pub struct ferry_response {
+    /// The response held, borrowing the client of the enclosing `ferry_client`.
+    held: UnsafeCell<Option<Response<'static>>>,
+    /// Read once when it arrived (NULL, 0, 0 when none is held).
+    data: Cell<*const u8>,
+    len: Cell<usize>,
+    request: Cell<u64>,
+}
+
+impl ferry_client {
+    fn holding(&self) -> bool {
+        // SAFETY: the slot is only touched by the calls of the one thread that uses this client,
+        // and none of them keeps a reference into it across calls.
+        unsafe { (*self.response.held.get()).is_some() }
+    }
+
+    /// The client, for a call that is not a response's; refused while a response is held.
+    ///
+    /// # Safety
+    /// The handle is used by one thread at a time, and no reference from an earlier call is
+    /// live (each call drops its reference before it returns, except a response's, checked
+    /// here).
+    // The content of an UnsafeCell, handed out under this function's contract.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn client(&self, function: &str) -> Result<&mut Client, Failure> {
+        if self.holding() {
+            return Err(Failure::invalid(format!(
+                "a response of this client is held; release it (ferry_response_release) before \
+                 calling {function}"
+            )));
+        }
+        // SAFETY: no response borrows the client (checked above), and the caller promises that
+        // no other reference to it is live.
+        Ok(unsafe { &mut *self.client.get() })
+    }
+
+    /// Notes the request a failed receive or call was about, if it names one.
+    fn note_failure(&self, e: &CallError) {
+        match e {
+            CallError::ServerGone { request, .. }
+            | CallError::Timeout { request, .. }
+            | CallError::TooLarge { request, .. } => self.failed.set(Some(request.get())),
+            _ => {}
+        }
+    }
+
+    /// Puts a response in the slot and `*out`.
+    ///
+    /// # Safety
+    /// `client` is the live block `self` is; the slot is empty; `out` is valid for a write.
+    unsafe fn hold(
+        &self,
+        client: *mut ferry_client,
+        response: Response<'static>,
+        out: *mut *mut ferry_response,
+    ) -> Result<(), Failure> {
+        let slot = self.response.held.get();
+        // SAFETY: the slot is empty and only this call touches it now (one thread per handle).
+        let held = unsafe { &mut *slot }.insert(response);
+        let h = &self.response;
+        h.data.set(held.as_ptr());
+        h.len.set(held.len());
+        h.request.set(held.request().get());
+        // SAFETY: `client` is a live block; the pointer to its slot is derived from the caller's
+        // pointer, so it stays valid for as long as the block lives.
+        let response_ptr = unsafe { ptr::addr_of_mut!((*client).response) };
+        // SAFETY: the caller promises it is valid for a write.
+        unsafe { put("out", out, response_ptr) }
+    }
+}
+
+/// Clears `*out` for a receive or a call, except when the client holds a response: `*out` may
+/// hold it, the caller's only way to release it (the call is then refused).
+///
+/// # Safety
+/// `client` is NULL or a live client; `out` is NULL or valid for a write.
+unsafe fn clear_out(
+    client: *const ferry_client,
+    out: *mut *mut ferry_response,
+) -> Result<(), Failure> {
+    if out.is_null() {
+        return Err(Failure::invalid("out is NULL"));
+    }
+    // SAFETY: the caller passes a live client or NULL.
+    if client.is_null() || !unsafe { &*client }.holding() {
+        // SAFETY: not NULL, and the caller promises it is valid for a write.
+        unsafe { out.write(ptr::null_mut()) };
+    }
+    Ok(())
+}
+
+/// A timeout in nanoseconds as C passes it: -1 none, 0 or more that long.
+fn duration(timeout_ns: i64, until: &str) -> Result<Duration, Failure> {
+    match timeout_ns {
+        -1 => Ok(Duration::MAX),
+        t if t >= 0 => Ok(Duration::from_nanos(t as u64)),
+        t => Err(Failure::invalid(format!(
+            "timeout_ns is {t}; use -1 (wait until {until}), 0 or a positive number of \
+             nanoseconds"
+        ))),
+    }
+}
+
+/// Makes a client of `service` (1 to 64 bytes of letters, digits and `_ - . /`, not beginning
+/// with `.`) with `qos` (NULL: `ferry_qos_default()`): its requests may be up to its
+/// `max_message_size`. Delivery is reliable whatever `qos` says. A send fails at once with
+/// `FERRY_NO_SERVER` while the service has no server, unless `ferry_client_wait_for_server` said
+/// to wait. On success `*out` holds it (free it with `ferry_client_free`); on failure, NULL.
+///
+/// # Safety
+/// `node` is a live node, `service` a NUL-terminated string, `qos` NULL or valid for a read,
+/// `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_client_new(
+    node: *const ferry_node,
+    service: *const c_char,
+    qos: *const ferry_qos,
+    out: *mut *mut ferry_client,
+) -> ferry_status {
+    guard("ferry_client_new", || {
+        // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
+        unsafe { put("out", out, ptr::null_mut()) }?;
+        // SAFETY: the caller passes a live node or NULL (refused).
+        let node = unsafe { handle("node", node) }?;
+        // SAFETY: the caller passes a C string or NULL (refused).
+        let service = unsafe { c_str("service", service, MAX_SERVICE_NAME) }?;
+        let qos = if qos.is_null() {
+            ferry_qos_default()
+        } else {
+            // SAFETY: not NULL; the caller promises it is valid for a read.
+            unsafe { qos.read() }
+        };
+        // SAFETY: the caller promises the QoS's strings are NULL or valid for the call.
+        let qos = unsafe { qos.to_qos() }?;
+        let client = node.node.client(service, &qos)?;
+        let handle = Box::into_raw(Box::new(ferry_client {
+            response: ferry_response {
+                held: UnsafeCell::new(None),
+                data: Cell::new(ptr::null()),
+                len: Cell::new(0),
+                request: Cell::new(0),
+            },
+            client: UnsafeCell::new(client),
+            max_request: qos.max_message_size,
+            failed: Cell::new(None),
+        }));
+        // SAFETY: checked above to be valid for a write.
+        unsafe { put("out", out, handle) }
+    })
+}
+
+/// Frees a client: its pending requests are forgotten (their late answers are dropped by the
+/// server). Refused (`FERRY_INVALID_ARGUMENT`, nothing freed) while it holds a response. NULL is
+/// allowed and does nothing.
+///
+/// # Safety
+/// `client` is NULL or a client not freed yet.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_client_free(client: *mut ferry_client) -> ferry_status {
+    guard("ferry_client_free", || {
+        if client.is_null() {
+            return Ok(());
+        }
+        // SAFETY: not NULL; the caller promises a live client.
+        if unsafe { &*client }.holding() {
+            return Err(Failure::invalid(
+                "a response of this client is held; release it first (the client was not freed)",
+            ));
+        }
+        // SAFETY: from Box::into_raw in ferry_client_new, given back once; no response borrows
+        // the client.
+        drop(unsafe { Box::from_raw(client) });
+        Ok(())
+    })
+}
+
+/// From now on a send (`ferry_client_send`, `ferry_client_call`) that finds no server waits up
+/// to `timeout_ns` for one to appear, instead of failing at once with `FERRY_NO_SERVER` (the
+/// default, `timeout_ns` 0); -1 waits without end. This call itself does not wait. Refused while
+/// the client holds a response.
+///
+/// # Safety
+/// `client` is a live client.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_client_wait_for_server(
+    client: *mut ferry_client,
+    timeout_ns: i64,
+) -> ferry_status {
+    const FUNCTION: &str = "ferry_client_wait_for_server";
+    guard(FUNCTION, || {
+        let timeout = duration(timeout_ns, "a server appears")?;
+        // SAFETY: the caller passes a live client or NULL (refused), used by this thread alone;
+        // no reference to it outlives a call.
+        let c = unsafe { handle("client", client)?.client(FUNCTION) }?;
+        c.wait_for_server(timeout);
+        Ok(())
+    })
+}
+
+/// Writes to `*out` whether a server takes this client's requests now (it looks: not a cheap
+/// call to make per message). Refused while the client holds a response.
+///
+/// # Safety
+/// `client` is a live client; `out` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_client_has_server(
+    client: *mut ferry_client,
+    out: *mut bool,
+) -> ferry_status {
+    const FUNCTION: &str = "ferry_client_has_server";
+    guard(FUNCTION, || {
+        if out.is_null() {
+            return Err(Failure::invalid("out is NULL"));
+        }
+        // SAFETY: the caller passes a live client or NULL (refused), used by this thread alone;
+        // no reference to it outlives a call.
+        let has = unsafe { handle("client", client)?.client(FUNCTION) }?.has_server();
+        // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
+        unsafe { put("out", out, has) }
+    })
+}
+
+/// Writes to `*out` the number of requests sent and not yet answered (nor ended by a failure).
+/// Refused while the client holds a response.
+///
+/// # Safety
+/// `client` is a live client; `out` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_client_pending(
+    client: *mut ferry_client,
+    out: *mut usize,
+) -> ferry_status {
+    const FUNCTION: &str = "ferry_client_pending";
+    guard(FUNCTION, || {
+        // SAFETY: the caller passes a live client or NULL (refused), used by this thread alone;
+        // no reference to it outlives a call.
+        let pending = unsafe { handle("client", client)?.client(FUNCTION) }?.pending();
+        // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
+        unsafe { put("out", out, pending) }
+    })
+}
+
+/// Sends a copy of `len` bytes at `data` (NULL only when `len` is 0) as a request, and writes
+/// its id to `*out` (ids count from 0 per client); its response comes through
+/// `ferry_client_recv`. `FERRY_NO_SERVER` when the service has no server (after waiting, if
+/// `ferry_client_wait_for_server` said to), `FERRY_MANY_SERVERS` when it has several (on several
+/// hosts), `FERRY_TOO_LARGE` above the client's `max_message_size`, `FERRY_TIMEOUT` when the
+/// server made no room within the send timeout: nothing was sent. Refused while the client holds
+/// a response.
+///
+/// # Safety
+/// `client` is a live client; `data` is valid for reads of `len` bytes; `out` is valid for a
+/// write.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_client_send(
+    client: *mut ferry_client,
+    data: *const c_void,
+    len: usize,
+    out: *mut u64,
+) -> ferry_status {
+    const FUNCTION: &str = "ferry_client_send";
+    guard(FUNCTION, || {
+        if out.is_null() {
+            return Err(Failure::invalid("out is NULL"));
+        }
+        // SAFETY: the caller passes a live client or NULL (refused), used by this thread alone;
+        // no reference to it outlives a call.
+        let h = unsafe { handle("client", client) }?;
+        // SAFETY: as above.
+        let c = unsafe { h.client(FUNCTION) }?;
+        // SAFETY: the caller promises `len` readable bytes at `data` (checked against the
+        // largest request first).
+        let body = unsafe { bytes(data, len, h.max_request) }?;
+        let id = c.send_request(body)?;
+        // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
+        unsafe { put("out", out, id.get()) }
+    })
+}
+
+/// Receives the response to any pending request into `*out` (NULL unless `FERRY_OK`, except
+/// when the call is refused because a response is held: `*out` is then left as it was, as it may
+/// hold that response). Read it with `ferry_response_data`, `ferry_response_len` and
+/// `ferry_response_request_id`; release it with `ferry_response_release`. `timeout_ns`: -1 waits
+/// until a response comes; 0 only looks (`FERRY_WOULD_BLOCK` if none is waiting); above 0 waits
+/// at most that long (`FERRY_TIMEOUT`). Neither is a failure: they leave the last error message
+/// as it is, and the requests stay pending. A pending request that will get no response ends
+/// here, one per receive: `FERRY_SERVER_GONE` when its server went away, `FERRY_TOO_LARGE` when
+/// the server refused it as larger than it takes; `ferry_client_failed_request` names it.
+/// Refused while the client holds a response.
+///
+/// # Safety
+/// `client` is a live client; `out` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_client_recv(
+    client: *mut ferry_client,
+    timeout_ns: i64,
+    out: *mut *mut ferry_response,
+) -> ferry_status {
+    const FUNCTION: &str = "ferry_client_recv";
+    let mut status = ferry_status::FERRY_OK;
+    let failed = guard(FUNCTION, || {
+        // SAFETY: the caller passes a live client or NULL, and `out` valid for a write or NULL.
+        unsafe { clear_out(client, out) }?;
+        // SAFETY: the caller passes a live client or NULL (refused).
+        let h = unsafe { handle("client", client) }?;
+        let timeout = duration(timeout_ns, "a response comes")?;
+        // SAFETY: no response is held (`client` checks), and no other reference to the client is
+        // live (one thread per handle, none kept across calls); the response then stays in this
+        // block's slot, the block neither moves nor is freed while it is there, and no other
+        // reference to the client is made until it leaves (the rules of this module), so
+        // extending the borrow to 'static never lets it outlive or alias the client.
+        let c: &'static mut Client = unsafe { h.client(FUNCTION) }?;
+        let received = if timeout.is_zero() {
+            c.try_recv_response()
+        } else {
+            c.recv_response(timeout)
+        };
+        let received = received.inspect_err(|e| h.note_failure(e))?;
+        let Some(response) = received else {
+            status = if timeout.is_zero() {
+                ferry_status::FERRY_WOULD_BLOCK
+            } else {
+                ferry_status::FERRY_TIMEOUT
+            };
+            return Ok(());
+        };
+        // SAFETY: `client` is the live block `h` is, its slot is empty (checked by `client`),
+        // and `out` was checked above.
+        unsafe { h.hold(client, response, out) }
+    });
+    if failed == ferry_status::FERRY_OK {
+        status
+    } else {
+        failed
+    }
+}
+
+/// Sends a copy of `len` bytes at `data` (NULL only when `len` is 0) as a request and waits up
+/// to `timeout_ns` (-1: without end) for its response, into `*out` as `ferry_client_recv` puts
+/// it. Fails as `ferry_client_send` does, and with `FERRY_TIMEOUT` when no response came in
+/// time (the request is then no longer pending: a late answer is dropped),
+/// `FERRY_SERVER_GONE` when the server went away first, `FERRY_TOO_LARGE` when the server
+/// refused the request as larger than it takes (`ferry_client_failed_request` names the request
+/// in these three cases). Responses to other pending requests that come meanwhile are kept (a
+/// copy) for later receives. Refused while the client holds a response.
+///
+/// # Safety
+/// `client` is a live client; `data` is valid for reads of `len` bytes; `out` is valid for a
+/// write.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_client_call(
+    client: *mut ferry_client,
+    data: *const c_void,
+    len: usize,
+    timeout_ns: i64,
+    out: *mut *mut ferry_response,
+) -> ferry_status {
+    const FUNCTION: &str = "ferry_client_call";
+    guard(FUNCTION, || {
+        // SAFETY: the caller passes a live client or NULL, and `out` valid for a write or NULL.
+        unsafe { clear_out(client, out) }?;
+        // SAFETY: the caller passes a live client or NULL (refused).
+        let h = unsafe { handle("client", client) }?;
+        let timeout = duration(timeout_ns, "the response comes")?;
+        // SAFETY: as in `ferry_client_recv`: the response stays in this block's slot under the
+        // rules of this module.
+        let c: &'static mut Client = unsafe { h.client(FUNCTION) }?;
+        // SAFETY: the caller promises `len` readable bytes at `data` (checked against the
+        // largest request first).
+        let body = unsafe { bytes(data, len, h.max_request) }?;
+        let response = c.call(body, timeout).inspect_err(|e| h.note_failure(e))?;
+        // SAFETY: `client` is the live block `h` is, its slot is empty (checked by `client`),
+        // and `out` was checked above.
+        unsafe { h.hold(client, response, out) }
+    })
+}
+
+/// Writes to `*out` the id of the request that the client's last `FERRY_SERVER_GONE`,
+/// `FERRY_TOO_LARGE` (refused by the server) or `FERRY_TIMEOUT` (of a call) from
+/// `ferry_client_recv` or `ferry_client_call` was about. `FERRY_INVALID_ARGUMENT` when none has
+/// been. Allowed while the client holds a response.
+///
+/// # Safety
+/// `client` is a live client; `out` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_client_failed_request(
+    client: *const ferry_client,
+    out: *mut u64,
+) -> ferry_status {
+    guard("ferry_client_failed_request", || {
+        // SAFETY: the caller passes a live client or NULL (refused).
+        let h = unsafe { handle("client", client) }?;
+        let request = h.failed.get().ok_or_else(|| {
+            Failure::invalid("no receive or call of this client has failed on a request yet")
+        })?;
+        // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
+        unsafe { put("out", out, request) }
+    })
+}
+
+/// Reads a field of a held response, or says why there is none.
+///
+/// # Safety
+/// `response` is NULL or a response handle whose client is live.
+unsafe fn held<'a>(response: *const ferry_response) -> Result<&'a ferry_response, Failure> {
+    // SAFETY: the caller passes a live response handle or NULL (refused).
+    let r = unsafe { handle("response", response) }?;
+    if r.data.get().is_null() {
+        return Err(Failure::invalid("this response was already released"));
+    }
+    Ok(r)
+}
+
+/// The first byte of the response's body, readable until it is released; NULL for a NULL
+/// response or one already released. (Never NULL for a held response, even of 0 bytes.)
+///
+/// # Safety
+/// `response` is NULL or a response handle whose client is live.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_response_data(response: *const ferry_response) -> *const u8 {
+    guard_value("ferry_response_data", ptr::null(), || {
+        // SAFETY: the caller passes a live response handle or NULL (refused).
+        Ok(unsafe { held(response) }?.data.get())
+    })
+}
+
+/// The length of the response's body in bytes; 0 for a NULL response or one already released.
+///
+/// # Safety
+/// `response` is NULL or a response handle whose client is live.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_response_len(response: *const ferry_response) -> usize {
+    guard_value("ferry_response_len", 0, || {
+        // SAFETY: the caller passes a live response handle or NULL (refused).
+        Ok(unsafe { held(response) }?.len.get())
+    })
+}
+
+/// The id of the request this answers (as `ferry_client_send` gave it); 0 for a NULL response
+/// or one already released.
+///
+/// # Safety
+/// `response` is NULL or a response handle whose client is live.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_response_request_id(response: *const ferry_response) -> u64 {
+    guard_value("ferry_response_request_id", 0, || {
+        // SAFETY: the caller passes a live response handle or NULL (refused).
+        Ok(unsafe { held(response) }?.request.get())
+    })
+}
+
+/// Releases the response: under shared memory the server may reuse its bytes. Releasing again
+/// is refused with `FERRY_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `response` is NULL or a response handle whose client is live.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_response_release(response: *mut ferry_response) -> ferry_status {
+    guard("ferry_response_release", || {
+        // SAFETY: the caller passes a live response handle or NULL (refused).
+        let r = unsafe { handle("response", response) }?;
+        // SAFETY: the slot is only touched by the calls of the one thread using this client,
+        // none keeping a reference into it across calls.
+        let taken = unsafe { &mut *r.held.get() }.take();
+        r.data.set(ptr::null());
+        r.len.set(0);
+        r.request.set(0);
+        match taken {
+            Some(response) => {
+                drop(response);
+                Ok(())
+            }
+            None => Err(Failure::invalid("this response was already released")),
+        }
+    })
+}
