@@ -21,6 +21,11 @@
 
 mod client;
 mod server;
+// The header codec is not an API; the `internals` feature opens it to the fuzz target.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod wire;
+#[cfg(not(feature = "internals"))]
 pub(crate) mod wire;
 
 use std::ptr::NonNull;
