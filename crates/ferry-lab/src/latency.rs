@@ -63,8 +63,10 @@ crate::choice! {
         Udp6 = "udp6",
         Iceoryx2 = "iceoryx2",
         Iceoryx2Block = "iceoryx2-block",
+        Iceoryx2Rr = "iceoryx2-rr",
         Zenoh = "zenoh",
         ZenohShm = "zenoh-shm",
+        ZenohRr = "zenoh-rr",
     }
 }
 
@@ -105,6 +107,8 @@ impl Transport {
             }
             // A receiver that sleeps: against ferry's sleeping shared memory.
             Transport::Iceoryx2Block => Some(Transport::ShmBlock),
+            // Another system's request/response: against ferry's spinning service.
+            Transport::Iceoryx2Rr | Transport::ZenohRr => Some(Transport::ShmSpinRr),
             Transport::RawSpin | Transport::RawFutex | Transport::RawUdp4 => None,
         }
     }
@@ -117,6 +121,7 @@ impl Transport {
                 Some(Transport::ShmSpin)
             }
             Transport::Iceoryx2Block => Some(Transport::ShmBlock),
+            Transport::Iceoryx2Rr | Transport::ZenohRr => Some(Transport::ShmSpinRr),
             _ => None,
         }
     }
@@ -128,8 +133,10 @@ impl Transport {
             Transport::RawUdp4 => Kind::RawUdp,
             Transport::Iceoryx2
             | Transport::Iceoryx2Block
+            | Transport::Iceoryx2Rr
             | Transport::Zenoh
-            | Transport::ZenohShm => Kind::Peer,
+            | Transport::ZenohShm
+            | Transport::ZenohRr => Kind::Peer,
             Transport::ShmSpin
             | Transport::Shm
             | Transport::ShmBlock
@@ -165,8 +172,10 @@ impl Transport {
             | Transport::RawUdp4
             | Transport::Iceoryx2
             | Transport::Iceoryx2Block
+            | Transport::Iceoryx2Rr
             | Transport::Zenoh
-            | Transport::ZenohShm => None,
+            | Transport::ZenohShm
+            | Transport::ZenohRr => None,
         }
     }
 
@@ -228,6 +237,8 @@ impl Transport {
             Transport::Iceoryx2Block => "as iceoryx2, but the receiver sleeps: each direction also has an iceoryx2 event service (event ids in a counting bit set in POSIX shared memory, the sleeper woken through a Unix datagram socket); the sender calls notify() on its notifier after every send, the receiver tries receive() and, finding nothing, sleeps in its listener's timed_wait until a notification comes",
             Transport::Zenoh => "Zenoh 1.10 publish/subscribe, two sessions in peer mode over TCP on 127.0.0.1 (no scouting), express publishers with Block congestion control as its z_ping; each message a fresh buffer filled with memset, the subscriber's channel polled with try_recv in a spin loop (the measuring threads pinned as the lab's, Zenoh's own threads not), every byte checked in place",
             Transport::ZenohShm => "as zenoh, with each message allocated from Zenoh's POSIX shared-memory provider and filled in place, so that it travels as a reference to the segment",
+            Transport::Iceoryx2Rr => "iceoryx2 0.10 request-response over shared memory (its defaults, no config file), two processes of crates/ferry-peers pinned as the lab's: the main process is the client (a request loaned with loan_slice_uninit and filled with memset, its pending response's receive() polled in a spin loop, every byte of the response checked in place), the peer the server (receive() polled in a spin loop, every byte of the request checked in place, answered with a loaned response of the same size filled with memset); set against shm-spin-rr",
+            Transport::ZenohRr => "Zenoh 1.10 request/response, the two sessions of zenoh (peer mode over TCP on 127.0.0.1, no scouting): the peer declares a queryable, the main process calls get with the request as its payload (a fresh buffer filled with memset; express, Block congestion control, consolidation None so that the reply is handed over as it comes) and polls the reply channel with try_recv in a spin loop; the queryable's channel is polled the same way, each query's payload checked in place and answered with a reply of the same size filled with memset (the measuring threads pinned as the lab's, Zenoh's own threads not); set against shm-spin-rr",
         }
     }
 }
@@ -1389,7 +1400,8 @@ fn services_beside_ping_pong(rows: &[Row]) -> String {
 }
 
 /// " ferry (shm-spin) against iceoryx2, ...": for each other system that ran, where ferry's
-/// shared memory that waits the same way (shm-spin; shm-block for iceoryx2-block) is ahead,
+/// shared memory that waits the same way (shm-spin; shm-block for iceoryx2-block; its spinning
+/// service shm-spin-rr for the request/response of iceoryx2-rr and zenoh-rr) is ahead,
 /// level or behind at p50 and p99 (each named where the two differ), with the p99.9 ratio beside
 /// them, from the rows; empty when none ran beside it.
 fn versus_peers(rows: &[Row]) -> String {
@@ -1806,6 +1818,52 @@ mod tests {
              over ferry's): ahead at 32 B (3.00 × / 3.00 × / 3.00 ×); behind at p50 and ahead at \
              p99 at 1 MiB (0.57 × / 4.50 × / 4.50 ×)."
         );
+    }
+
+    #[test]
+    fn other_systems_request_response_stands_against_ferrys_spinning_service() {
+        use Transport::*;
+        for peer in [Iceoryx2Rr, ZenohRr] {
+            assert_eq!(peer.kind(), Kind::Peer);
+            assert_eq!(peer.baseline(), Some(ShmSpinRr));
+            assert_eq!(peer.ferry_counterpart(), Some(ShmSpinRr));
+        }
+        // ferry's service runs before them, after its own baseline.
+        let given = [ZenohRr, Iceoryx2Rr, ShmSpinRr, ShmSpin];
+        let order: Vec<Transport> = run_order(&given).into_iter().map(|i| given[i]).collect();
+        assert_eq!(order, [ShmSpin, ShmSpinRr, ZenohRr, Iceoryx2Rr]);
+        // At 1 KiB zenoh-rr's p50 is 0.80 × ferry's service's and its p99 10 ×.
+        let rows = rows_of(
+            &[ShmSpin, ShmSpinRr, Iceoryx2Rr, ZenohRr],
+            &[32, 1024],
+            vec![
+                vec![vec![vec![100; 4]], vec![vec![200; 4]]],
+                vec![vec![vec![120; 4]], vec![vec![250; 4]]],
+                vec![vec![vec![300; 4]], vec![vec![250; 4]]],
+                vec![vec![vec![6000; 4]], vec![vec![200, 200, 200, 2500]]],
+            ],
+        );
+        let zenoh_rr = rows
+            .iter()
+            .find(|r| r.transport == ZenohRr && r.size_bytes == 1024)
+            .unwrap();
+        assert_eq!(zenoh_rr.baseline, Some(ShmSpinRr));
+        assert_eq!(zenoh_rr.p50_ratio, Some(0.8));
+        assert_eq!(
+            versus_peers(&rows),
+            " ferry (shm-spin-rr) against iceoryx2-rr in the same rounds (iceoryx2-rr p50 / p99 / \
+             p99.9 over ferry's): ahead at 32 B (2.50 × / 2.50 × / 2.50 ×); level at 1 KiB (1.00 × \
+             / 1.00 × / 1.00 ×). ferry (shm-spin-rr) against zenoh-rr in the same rounds (zenoh-rr \
+             p50 / p99 / p99.9 over ferry's): ahead at 32 B (50.00 × / 50.00 × / 50.00 ×); behind \
+             at p50 and ahead at p99 at 1 KiB (0.80 × / 10.00 × / 10.00 ×)."
+        );
+        // Without ferry's service beside them, nothing is said of them.
+        let alone = rows_of(
+            &[ShmSpin, Iceoryx2Rr],
+            &[32],
+            vec![vec![vec![vec![100; 4]]], vec![vec![vec![300; 4]]]],
+        );
+        assert_eq!(versus_peers(&alone), "");
     }
 
     #[test]

@@ -449,6 +449,12 @@ mod tests {
         assert_eq!(feature_of("zenoh-shm"), Some("zenoh"));
         assert_eq!(feature_of("iceoryx2"), None);
         assert_eq!(feature_of("zenoh-throughput"), Some("zenoh"));
+        assert_eq!(feature_of("zenoh-rr"), Some("zenoh"));
+        assert_eq!(feature_of("iceoryx2-rr"), None);
+        assert!(
+            !runs(&bin, "iceoryx2-rr") && !runs(&bin, "zenoh-rr"),
+            "an older build without request/response is rebuilt"
+        );
         assert!(
             !runs(&bin, "iceoryx2-throughput"),
             "an older build without throughput"

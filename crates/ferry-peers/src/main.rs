@@ -3,8 +3,10 @@
 //!
 //! `ferry-peers SYSTEM --sizes S,.. --counts N,.. --warmups W,.. --pin MAIN,PEER|none` (SYSTEM:
 //! `iceoryx2`, `iceoryx2-block` (the receiver sleeps on an iceoryx2 event instead of spinning),
-//! and with the `zenoh` feature `zenoh`, `zenoh-shm`) is the main side: it starts its
-//! echo (`ferry-peers SYSTEM-echo ...`, this binary again), makes
+//! `iceoryx2-rr` (iceoryx2's request-response: the main side is the client, the echo the
+//! server), and with the `zenoh` feature `zenoh`, `zenoh-shm`, `zenoh-rr` (a queryable answering
+//! `get`)) is the main side: it starts its echo (`ferry-peers SYSTEM-echo ...`, this binary
+//! again), makes
 //! `counts[i]` round trips of `sizes[i]` bytes, and prints `{"one_way_ns": [[..], ..]}` on
 //! stdout: the one-way latencies (round trip / 2, ns) of the round trips after the first
 //! `warmups[i]`, per size. Errors go to stderr with a non-zero exit status.
@@ -19,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use iceoryx2::prelude::*;
 
+mod iceoryx2_rr;
 mod throughput;
 #[cfg(feature = "zenoh")]
 mod zenoh_peer;
@@ -121,6 +124,17 @@ fn run(args: &[String]) -> Result<(), Error> {
             opts.done()?;
             iceoryx2_echo(&plan, &service, events)
         }
+        "iceoryx2-rr" => {
+            opts.done()?;
+            let rows = iceoryx2_rr::main_side(&plan)?;
+            println!("{}", json(&rows));
+            Ok(())
+        }
+        "iceoryx2-rr-echo" => {
+            let service = opts.take("--service")?;
+            opts.done()?;
+            iceoryx2_rr::echo_side(&plan, &service)
+        }
         #[cfg(feature = "zenoh")]
         "zenoh" | "zenoh-shm" => {
             opts.done()?;
@@ -136,6 +150,20 @@ fn run(args: &[String]) -> Result<(), Error> {
             opts.done()?;
             zenoh_peer::echo_side(&plan, &endpoint, &key, shm)
         }
+        #[cfg(feature = "zenoh")]
+        "zenoh-rr" => {
+            opts.done()?;
+            let rows = zenoh_peer::rr_main_side(&plan)?;
+            println!("{}", json(&rows));
+            Ok(())
+        }
+        #[cfg(feature = "zenoh")]
+        "zenoh-rr-echo" => {
+            let endpoint = opts.take("--endpoint")?;
+            let key = opts.take("--key")?;
+            opts.done()?;
+            zenoh_peer::rr_echo_side(&plan, &endpoint, &key)
+        }
         other => Err(unknown(other)),
     }
 }
@@ -150,8 +178,8 @@ fn unknown(cmd: &str) -> Error {
     format!("unknown command {cmd:?}; {USAGE}").into()
 }
 
-const USAGE: &str = "usage: ferry-peers iceoryx2|iceoryx2-block|zenoh|zenoh-shm --sizes S,.. \
-     --counts N,.. --warmups W,.. --pin MAIN,PEER|none; ferry-peers \
+const USAGE: &str = "usage: ferry-peers iceoryx2|iceoryx2-block|iceoryx2-rr|zenoh|zenoh-shm|\
+     zenoh-rr --sizes S,.. --counts N,.. --warmups W,.. --pin MAIN,PEER|none; ferry-peers \
      iceoryx2-throughput|zenoh-throughput|zenoh-shm-throughput --size S --duration-ms D \
      --delivery reliable|latest --pin MAIN,PEER|none; or ferry-peers systems";
 
@@ -160,14 +188,21 @@ const USAGE: &str = "usage: ferry-peers iceoryx2|iceoryx2-block|zenoh|zenoh-shm 
 const SYSTEMS: &[&str] = &[
     "iceoryx2",
     "iceoryx2-block",
+    "iceoryx2-rr",
     "zenoh",
     "zenoh-shm",
+    "zenoh-rr",
     "iceoryx2-throughput",
     "zenoh-throughput",
     "zenoh-shm-throughput",
 ];
 #[cfg(not(feature = "zenoh"))]
-const SYSTEMS: &[&str] = &["iceoryx2", "iceoryx2-block", "iceoryx2-throughput"];
+const SYSTEMS: &[&str] = &[
+    "iceoryx2",
+    "iceoryx2-block",
+    "iceoryx2-rr",
+    "iceoryx2-throughput",
+];
 
 /// `--name value` pairs, each given once.
 pub(crate) struct Options(Vec<(String, String)>);

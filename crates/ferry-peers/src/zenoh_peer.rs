@@ -12,10 +12,17 @@
 //! Publishers are `express` with `Block` congestion control, as Zenoh's own latency example
 //! (`z_ping`) is. The receiver checks every byte in place (`to_bytes` borrows a contiguous
 //! payload, a shared-memory one included).
+//!
+//! A third system, `zenoh-rr`, is Zenoh's request/response over the same pair of sessions: the
+//! echo declares a queryable, the main side sends each request as the payload of a `get` and
+//! spins on its reply channel; the queryable answers with a reply of the same size.
 
+use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
+use zenoh::key_expr::KeyExpr;
 use zenoh::qos::{CongestionControl, Reliability};
+use zenoh::query::ConsolidationMode;
 use zenoh::shm::{
     BlockOn, GarbageCollect, PosixShmProviderBackend, ShmProviderBuilder, ZAllocError,
     ZLayoutAllocError,
@@ -364,4 +371,164 @@ pub fn throughput_sink(
         }
         None => Ok(false),
     })
+}
+
+/// The reply channel of one `get`.
+type Replies = zenoh::handlers::FifoChannelHandler<zenoh::query::Reply>;
+
+/// The main side of `zenoh-rr`: a session in peer mode listening on loopback, as `zenoh`'s; each
+/// round trip a `get` on the echo's queryable with the request as its payload (a fresh buffer
+/// filled with memset), express with `Block` congestion control as the `zenoh` publishers, and
+/// consolidation `None`, so that the reply is handed over as it comes rather than held until the
+/// query's end; its reply channel polled with `try_recv` in a spin loop.
+pub fn rr_main_side(plan: &Plan) -> Result<Vec<Vec<u64>>, Error> {
+    let endpoint = loopback_endpoint()?;
+    let key = KeyExpr::try_from(format!("{}/rr", crate::run_name())).map_err(ze)?;
+    let session = session(&endpoint, true, false)?;
+    let mut kid = Kid(crate::echo_command("zenoh-rr-echo", plan)
+        .args(["--endpoint", &endpoint, "--key", key.as_str()])
+        .spawn()?);
+    // Only this thread: Zenoh's own threads, started with the session, stay unpinned.
+    if let Some((main, _)) = plan.pin {
+        pin_to(main)?;
+    }
+    let get = |payload: Vec<u8>| -> Result<Replies, Error> {
+        session
+            .get(&key)
+            .payload(payload)
+            .consolidation(ConsolidationMode::None)
+            .congestion_control(CongestionControl::Block)
+            .express(true)
+            .wait()
+            .map_err(ze)
+    };
+    // Probes until the queryable answers one: before it is known here, a query ends at once
+    // without a reply.
+    let start = Instant::now();
+    loop {
+        if start.elapsed() > MEET_TIMEOUT {
+            return Err("the two Zenoh sessions did not meet within 10 s".into());
+        }
+        let replies = get(vec![PROBE])?;
+        match replies.recv_timeout(Duration::from_millis(10)) {
+            Ok(Some(reply)) => {
+                let sample = reply
+                    .result()
+                    .map_err(|e| format!("the queryable answered a probe with an error: {e:?}"))?;
+                if sample.payload().to_bytes().as_ref() == [PROBE] {
+                    break;
+                }
+            }
+            // No reply yet, or the query ended without one.
+            Ok(None) | Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    let pending: RefCell<Option<Replies>> = RefCell::new(None);
+    let rows = crate::round_trips(
+        plan,
+        |size, value| {
+            *pending.borrow_mut() = Some(get(vec![value; size])?);
+            Ok(())
+        },
+        |size, value| {
+            let replies = pending
+                .borrow_mut()
+                .take()
+                .ok_or("no query awaits a reply")?;
+            let start = Instant::now();
+            let mut spins = 0u32;
+            loop {
+                let reply = replies
+                    .try_recv()
+                    .map_err(|_| "a query ended without a reply")?;
+                if let Some(reply) = reply {
+                    let sample = reply
+                        .result()
+                        .map_err(|e| format!("the queryable answered with an error: {e:?}"))?;
+                    let payload = sample.payload().to_bytes();
+                    if payload.len() != size || !all_equal(&payload, value) {
+                        return Err(format!(
+                            "a reply of {} bytes is not {size} bytes of {value}",
+                            payload.len()
+                        )
+                        .into());
+                    }
+                    return Ok(());
+                }
+                spins = spins.wrapping_add(1);
+                if spins.is_multiple_of(4096) && start.elapsed() > TIMEOUT {
+                    return Err("no reply within 30 s".into());
+                }
+                std::hint::spin_loop();
+            }
+        },
+    )?;
+    crate::wait_for(&mut kid)?;
+    drop(session);
+    Ok(rows)
+}
+
+/// The echo side of `zenoh-rr`: a session connecting to the main side's, a queryable on `key`
+/// whose channel is polled with `try_recv` in a spin loop; every query's payload checked in
+/// place and answered with a reply of the same size (a fresh buffer filled with memset). Probes
+/// are answered with a probe.
+pub fn rr_echo_side(plan: &Plan, endpoint: &str, key: &str) -> Result<(), Error> {
+    let session = session(endpoint, false, false)?;
+    let key = KeyExpr::try_from(key.to_owned()).map_err(ze)?;
+    let queryable = session.declare_queryable(&key).wait().map_err(ze)?;
+    if let Some((_, peer)) = plan.pin {
+        pin_to(peer)?;
+    }
+    // The query being answered: dropped once answered, which ends it.
+    let active: RefCell<Option<zenoh::query::Query>> = RefCell::new(None);
+    let mut first = true;
+    crate::echo_round_trips(
+        plan,
+        |size, value| {
+            let start = Instant::now();
+            let mut spins = 0u32;
+            loop {
+                if let Some(query) = queryable.try_recv().map_err(ze)? {
+                    // Checked in place (`to_bytes` borrows a contiguous payload).
+                    let (probe, len, equal) = {
+                        let payload = query.payload().map(|p| p.to_bytes());
+                        let payload = payload.as_deref().unwrap_or(&[]);
+                        (payload == [PROBE], payload.len(), all_equal(payload, value))
+                    };
+                    if probe {
+                        query.reply(&key, vec![PROBE]).wait().map_err(ze)?;
+                        continue;
+                    }
+                    if len != size || !equal {
+                        return Err(format!(
+                            "a query of {len} bytes is not {size} bytes of {value}"
+                        )
+                        .into());
+                    }
+                    *active.borrow_mut() = Some(query);
+                    first = false;
+                    return Ok(());
+                }
+                spins = spins.wrapping_add(1);
+                // The main side probes for up to 10 s before its first query.
+                let limit = if first {
+                    MEET_TIMEOUT + TIMEOUT
+                } else {
+                    TIMEOUT
+                };
+                if spins.is_multiple_of(4096) && start.elapsed() > limit {
+                    return Err("no query within 30 s".into());
+                }
+                std::hint::spin_loop();
+            }
+        },
+        |size, value| {
+            let query = active.borrow_mut().take().ok_or("no query to answer")?;
+            query.reply(&key, vec![value; size]).wait().map_err(ze)?;
+            Ok(())
+        },
+    )?;
+    // Let the last reply leave before the session closes.
+    std::thread::sleep(Duration::from_millis(100));
+    Ok(())
 }

@@ -15,7 +15,8 @@ pub struct LatencyArgs {
     /// shm-block, shm (ferry, adaptive wait), udp4, udp6 (ferry over UDP, blocking wait),
     /// udp4-key (udp4 with a domain key: authenticated and encrypted),
     /// raw-spin, raw-futex, raw-udp4 (baselines), iceoryx2, iceoryx2-block (its receiver
-    /// sleeps), zenoh, zenoh-shm (other systems, built on first use)
+    /// sleeps), zenoh, zenoh-shm (other systems, built on first use), iceoryx2-rr, zenoh-rr
+    /// (their request/response, set against ferry's service shm-spin-rr)
     /// [default: raw-spin,shm-spin,shm,raw-futex,shm-block]
     #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Transport>)]
     pub transports: Option<Vec<Transport>>,
