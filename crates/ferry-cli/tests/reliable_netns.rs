@@ -115,3 +115,83 @@ fn pub_exits_0_only_when_every_message_crossed_a_slow_link() {
     assert_eq!(seqs, want, "{e_out}");
     drop(pair);
 }
+
+#[test]
+#[ignore = "needs root"]
+fn pub_larger_than_a_remote_subscriber_takes_fails_naming_it() {
+    let missing = netns::missing(false);
+    assert!(
+        missing.is_empty(),
+        "two namespaces need {missing:?}; CI runs this test as root"
+    );
+    let pair = Pair::create(&Spec {
+        prefix: "ferry-lim-test-",
+        device: "flm",
+        net: 208,
+        rate: None,
+    })
+    .expect("two network namespaces joined by a link");
+    let (a, b) = (pair.addr[0].to_string(), pair.addr[1].to_string());
+    let domain = format!("limns{}", std::process::id());
+    // The subscriber takes at most 1 MiB (echo's default); the publisher sends 2 MiB.
+    let echo = start(
+        &pair,
+        1,
+        &[
+            "echo",
+            "camera",
+            "--transport",
+            "udp",
+            "--count",
+            "1",
+            "--timeout",
+            "20",
+            "--domain",
+            &domain,
+        ],
+        &a,
+    );
+    let publisher = start(
+        &pair,
+        0,
+        &[
+            "pub",
+            "camera",
+            "--transport",
+            "udp",
+            "--size",
+            "2M",
+            "--count",
+            "3",
+            "--wait-subscribers",
+            "1",
+            "--wait-timeout",
+            "30",
+            "--domain",
+            &domain,
+        ],
+        &b,
+    );
+    let p = publisher
+        .recv_timeout(LONG)
+        .expect("pub ends")
+        .expect("pub's output");
+    let p_err = String::from_utf8_lossy(&p.stderr);
+    assert!(!p.status.success(), "pub reported success: {p_err}");
+    assert!(
+        p_err.contains("exceeds the limit of 1048576 bytes")
+            && p_err.contains(&format!("a subscriber at {}", pair.addr[1])),
+        "the error names the remote subscriber and its limit: {p_err}"
+    );
+    // Nothing arrived: echo times out without a message.
+    let e = echo
+        .recv_timeout(LONG)
+        .expect("echo ends")
+        .expect("echo's output");
+    assert!(
+        e.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&e.stdout)
+    );
+    drop(pair);
+}

@@ -120,14 +120,15 @@ pub enum SendError {
     #[error("a {len}-byte message is not a whole number of {size}-byte elements")]
     NotWholeElements { len: usize, size: usize },
     #[error(
-        "a {len}-byte message exceeds the limit of {max} bytes of reliable subscriber {node:?} \
-         (its Qos::max_message_size), which would refuse it: raise that subscriber's limit, or \
-         send smaller messages"
+        "a {len}-byte message exceeds the limit of {max} bytes of a reliable subscriber \
+         ({subscriber}; its Qos::max_message_size), which would refuse it: raise that \
+         subscriber's limit, or send smaller messages"
     )]
     SubscriberLimit {
         len: usize,
         max: usize,
-        node: String,
+        /// Which: its node on this host, or its address on another.
+        subscriber: String,
     },
     #[error(
         "{receivers} reliable subscriber(s) had not taken the last {bytes} bytes sent within \

@@ -46,7 +46,7 @@ fn a_message_above_a_reliable_udp_subscribers_limit_is_an_error_naming_it() {
         SendError::SubscriberLimit {
             len: (64 << 10) + 1,
             max: 64 << 10,
-            node: "small-reader".into()
+            subscriber: "node \"small-reader\" of this host".into()
         }
     );
     assert!(err.to_string().contains("small-reader"), "{err}");

@@ -466,6 +466,7 @@ fn a_forged_announcement_cannot_aim_the_data_stream_at_a_stranger() {
             port: victim.local_addr().unwrap().port(),
             id: 0x51_7E,
             reliable: false,
+            max_message: 0,
         }],
     })
     .encode();

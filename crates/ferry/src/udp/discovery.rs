@@ -40,6 +40,7 @@
 //! 0 u16 magic 0x4446 ("FD")  2 u8 version  3 u8 kind (1 announce, 2 register, 3 relay)
 //! announce: 4 u32 entries  8 u64 host id  16 u16 domain length, domain
 //!   entry: u8 role (1 publisher, 2 subscriber)  u8 flags (1 reliable)  u16 port  u64 id
+//!          u32 largest message a subscriber takes (0: a publisher, or no limit said)
 //!          u16 topic length, topic
 //! register: nothing more
 //! relay: 4 u8[16] source IPv6 (IPv4-mapped)  20 u16 source port  22 the announcement
@@ -62,7 +63,8 @@ use crate::sys::udp::{Multicast, MulticastInterface, RecvBatch, SocketOptions, U
 use crate::sys::{host_id, monotonic_ns};
 
 const MAGIC: u16 = 0x4446;
-const VERSION: u8 = 1;
+/// 2: entries say a subscriber's largest message.
+const VERSION: u8 = 2;
 const KIND_ANNOUNCE: u8 = 1;
 const KIND_REGISTER: u8 = 2;
 const KIND_RELAY: u8 = 3;
@@ -71,7 +73,7 @@ const HEADER: usize = 4;
 /// A relay message's bytes before the announcement it carries.
 const RELAY_HEADER: usize = 22;
 /// An entry's bytes besides its topic.
-const ENTRY_FIXED: usize = 14;
+const ENTRY_FIXED: usize = 18;
 /// The smallest entry: a one-byte topic.
 const MIN_ENTRY: usize = ENTRY_FIXED + 1;
 /// The largest discovery datagram received; longer ones arrive cut short.
@@ -104,6 +106,8 @@ pub struct Entry {
     pub port: u16,
     pub id: u64,
     pub reliable: bool,
+    /// A subscriber's largest message in bytes (a larger one is refused); 0 for a publisher.
+    pub max_message: u32,
 }
 
 /// The UDP endpoints of one process in one domain.
@@ -206,6 +210,8 @@ pub struct Remote {
     pub addr: SocketAddr,
     pub id: u64,
     pub reliable: bool,
+    /// A subscriber's largest message (0: not said).
+    pub max_message: u32,
     pub host: u64,
     /// Bytes of the announcements that named this endpoint (each its share of its datagram):
     /// what its address sent to learn it. An unverified address is sent at most three times
@@ -283,7 +289,11 @@ impl Remotes {
         let ip = r.addr.ip();
         let mut moved = false;
         if let Some(old) = self.map.get_mut(&key) {
-            if old.addr == r.addr && old.topic == r.topic && old.reliable == r.reliable {
+            if old.addr == r.addr
+                && old.topic == r.topic
+                && old.reliable == r.reliable
+                && old.max_message == r.max_message
+            {
                 old.seen_ns = r.seen_ns;
                 old.heard_bytes = old.heard_bytes.saturating_add(r.heard_bytes);
                 return Taken::Refreshed;
@@ -858,8 +868,17 @@ impl Agent {
         }
     }
 
-    /// Announces an endpoint until the returned key is given to `withdraw`.
-    pub fn announce(&self, role: Role, topic: &str, port: u16, id: u64, reliable: bool) -> u64 {
+    /// Announces an endpoint until the returned key is given to `withdraw`; `max_message` is a
+    /// subscriber's largest message (0 for a publisher).
+    pub fn announce(
+        &self,
+        role: Role,
+        topic: &str,
+        port: u16,
+        id: u64,
+        reliable: bool,
+        max_message: u32,
+    ) -> u64 {
         let mut st = self.lock();
         let key = st.next_key;
         st.next_key += 1;
@@ -871,6 +890,7 @@ impl Agent {
                 port,
                 id,
                 reliable,
+                max_message,
             },
         ));
         // Release pairs with the Acquire swap in `run`: the agent announces at once.
@@ -969,6 +989,7 @@ impl Agent {
                 addr: SocketAddr::new(ip, e.port),
                 id: e.id,
                 reliable: e.reliable,
+                max_message: e.max_message,
                 host: a.host,
                 heard_bytes: share,
                 seen_ns: now,
@@ -1088,6 +1109,7 @@ fn decode_announcement(bytes: &[u8]) -> Result<Announcement, DiscoveryError> {
             return Err(DiscoveryError::ZeroPort);
         }
         let id = r.u64("entry")?;
+        let max_message = r.u32("entry")?;
         let topic = r.name("topic", |t| crate::shm::topic::validate_topic(t).is_ok())?;
         entries.push(Entry {
             role,
@@ -1095,6 +1117,7 @@ fn decode_announcement(bytes: &[u8]) -> Result<Announcement, DiscoveryError> {
             port,
             id,
             reliable,
+            max_message,
         });
     }
     if entries.len() != count {
@@ -1197,6 +1220,7 @@ fn encode_announcement(host: u64, domain: &str, entries: &[Entry]) -> Vec<u8> {
         b.push(e.reliable as u8);
         b.extend_from_slice(&e.port.to_le_bytes());
         b.extend_from_slice(&e.id.to_le_bytes());
+        b.extend_from_slice(&e.max_message.to_le_bytes());
         b.extend_from_slice(&(e.topic.len() as u16).to_le_bytes());
         b.extend_from_slice(e.topic.as_bytes());
     }
@@ -1310,6 +1334,7 @@ mod tests {
             port,
             id,
             reliable: role == Role::Subscriber,
+            max_message: if role == Role::Subscriber { 1 << 20 } else { 0 },
         }
     }
 
@@ -1324,6 +1349,7 @@ mod tests {
             b.extend_from_slice(&[*role, 1]);
             b.extend_from_slice(&port.to_le_bytes());
             b.extend_from_slice(&9u64.to_le_bytes());
+            b.extend_from_slice(&0u32.to_le_bytes());
             b.extend_from_slice(&(topic.len() as u16).to_le_bytes());
             b.extend_from_slice(topic);
         }
@@ -1361,18 +1387,22 @@ mod tests {
             1u16..,
             any::<u64>(),
             any::<bool>(),
+            any::<u32>(),
         )
-            .prop_map(|(publisher, topic, port, id, reliable)| Entry {
-                role: if publisher {
-                    Role::Publisher
-                } else {
-                    Role::Subscriber
+            .prop_map(
+                |(publisher, topic, port, id, reliable, max_message)| Entry {
+                    role: if publisher {
+                        Role::Publisher
+                    } else {
+                        Role::Subscriber
+                    },
+                    topic,
+                    port,
+                    id,
+                    reliable,
+                    max_message,
                 },
-                topic,
-                port,
-                id,
-                reliable,
-            })
+            )
     }
 
     /// A valid message: an announcement (of at most 20 entries of at most 54 bytes, so within
@@ -1477,6 +1507,25 @@ mod tests {
     }
 
     #[test]
+    fn the_fuzzers_seeds_are_valid_messages() {
+        // Fuzzing starts from these: they must speak today's version, or it explores refusals.
+        let seeds: [&[u8]; 5] = [
+            include_bytes!("../../../../fuzz/corpus/discovery/seed-announce"),
+            include_bytes!("../../../../fuzz/corpus/discovery/seed-announce-empty"),
+            include_bytes!("../../../../fuzz/corpus/discovery/seed-register"),
+            include_bytes!("../../../../fuzz/corpus/discovery/seed-relay-v4"),
+            include_bytes!("../../../../fuzz/corpus/discovery/seed-relay-v6"),
+        ];
+        for (i, seed) in seeds.iter().enumerate() {
+            assert!(
+                decode_message(seed).is_ok(),
+                "seed {i}: {:?}",
+                decode_message(seed)
+            );
+        }
+    }
+
+    #[test]
     fn announcements_round_trip_and_garbage_is_refused() {
         let a = Agent::with("dtest", DiscoveryConfig::default());
         let entries = vec![
@@ -1514,7 +1563,7 @@ mod tests {
             Err(DiscoveryError::Truncated("entries")),
             "a count the bytes cannot hold is refused before any entry is read"
         );
-        assert_eq!(count(1), Err(DiscoveryError::Trailing(15)));
+        assert_eq!(count(1), Err(DiscoveryError::Trailing(19)));
         let mut lying = b.clone();
         lying[4..8].copy_from_slice(&3u32.to_le_bytes());
         let second = b.len() - ENTRY_FIXED - 1;
@@ -1539,8 +1588,13 @@ mod tests {
         );
         assert_eq!(decode_message(b"FERRY"), Err(DiscoveryError::NotDiscovery));
         assert_eq!(
-            decode_message(&[0x46, 0x44, 2, 1]),
-            Err(DiscoveryError::Version(2))
+            decode_message(&[0x46, 0x44, 1, 1]),
+            Err(DiscoveryError::Version(1)),
+            "the version before subscribers said their limit"
+        );
+        assert_eq!(
+            decode_message(&[0x46, 0x44, 3, 1]),
+            Err(DiscoveryError::Version(3))
         );
         assert_eq!(
             decode_message(&[0x46, 0x44, VERSION, 9]),
@@ -1941,6 +1995,7 @@ mod tests {
                     addr: SocketAddr::new(Ipv4Addr::new(10, 0, 0, src).into(), port),
                     id,
                     reliable: false,
+                    max_message: 0,
                     host,
                     heard_bytes: 1,
                     seen_ns: now as u64,
@@ -1982,7 +2037,7 @@ mod tests {
         let remote = start(remote);
         assert!(a.port_socket().is_some(), "the first agent is the relay");
         assert!(b.port_socket().is_none() && remote.port_socket().is_none());
-        remote.announce(Role::Subscriber, "t", 4000, 7, true);
+        remote.announce(Role::Subscriber, "t", 4000, 7, true, 1 << 20);
         let deadline = Instant::now() + Duration::from_secs(10);
         let heard = |x: &Agent| x.remote_subscribers("t").len() == 1;
         while !(heard(&a) && heard(&b)) && Instant::now() < deadline {

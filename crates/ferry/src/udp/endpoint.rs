@@ -637,7 +637,7 @@ impl PubShared {
                     && max > 0
                     && limit.as_ref().map_or(true, |(m, _)| max < *m)
                 {
-                    limit = Some((max, s.owner.node()));
+                    limit = Some((max, format!("node {:?} of this host", s.owner.node())));
                 }
                 if !dests.contains(&addr) {
                     dests.push(addr);
@@ -671,6 +671,10 @@ impl PubShared {
                 }
                 if !dests.contains(&r.addr) {
                     dests.push(r.addr);
+                }
+                let max = r.max_message as usize;
+                if r.reliable && max > 0 && limit.as_ref().map_or(true, |(m, _)| max < *m) {
+                    limit = Some((max, format!("a subscriber at {}", r.addr)));
                 }
                 core.receivers.insert(r.id, r.addr);
                 core.sender.expect_receiver(r.id, r.reliable, now);
@@ -1073,7 +1077,14 @@ impl UdpPublisher {
         let sender = Sender::new(frame::topic_id(domain, topic_name), session, cfg);
         let discovery = (qos.ip_version == IpVersion::V4).then(|| {
             let agent = discovery::agent(domain, key, config.discovery());
-            let entry = agent.announce(Role::Publisher, topic_name, addr.port(), session, reliable);
+            let entry = agent.announce(
+                Role::Publisher,
+                topic_name,
+                addr.port(),
+                session,
+                reliable,
+                0,
+            );
             (agent, entry)
         });
         let shared = Arc::new(PubShared {
@@ -1273,7 +1284,7 @@ impl UdpPublisher {
                 return Err(SendError::SubscriberLimit {
                     len,
                     max: *max,
-                    node: node.clone(),
+                    subscriber: node.clone(),
                 });
             }
         }
@@ -1544,7 +1555,10 @@ impl UdpSubscriber {
         let batch = RecvBatch::for_socket(&socket);
         let discovery = (qos.ip_version == IpVersion::V4).then(|| {
             let agent = discovery::agent(domain, key, config.discovery());
-            let entry = agent.announce(Role::Subscriber, topic_name, addr.port(), id, reliable);
+            // The limit said is what fits the wire's u32 (a larger one is no limit a message meets).
+            let max = u32::try_from(qos.max_message_size).unwrap_or(u32::MAX);
+            let entry =
+                agent.announce(Role::Subscriber, topic_name, addr.port(), id, reliable, max);
             (agent, entry)
         });
         Ok(UdpSubscriber {
