@@ -201,6 +201,38 @@ fn throughput_link(level: Level) -> Option<TypedRun> {
     Some(typed::<Throughput>(config))
 }
 
+/// Periodic large messages across the link (a camera's 1 MiB at 8 Hz, two thirds of 100 Mbit/s),
+/// ferry beside the lab's TCP stream sending the same messages on the same schedule: goodput,
+/// packets and drops on the link, and each message's latency beside its time on the link. Root
+/// only, as the step before.
+fn throughput_periodic(level: Level) -> Option<TypedRun> {
+    use crate::netns::parse_link_rate;
+    use crate::throughput::{Config, Throughput, PERIOD_TRANSPORTS};
+    let rate = |r: &str| parse_link_rate(r).expect("a valid rate");
+    let periodic = Config {
+        transports: PERIOD_TRANSPORTS.to_vec(),
+        sizes: vec![1 << 20],
+        hosts: 2,
+        period: Some(0.125),
+        ..Config::default()
+    };
+    let config = match level {
+        Level::Smoke => return None,
+        Level::Quick => Config {
+            duration: 2.0,
+            rounds: 1,
+            link_rates: vec![rate("100mbit")],
+            ..periodic
+        },
+        Level::Full => Config {
+            duration: 5.0,
+            link_rates: vec![rate("1gbit"), rate("100mbit")],
+            ..periodic
+        },
+    };
+    Some(typed::<Throughput>(config))
+}
+
 fn udp_rate(level: Level) -> Option<TypedRun> {
     use crate::udprate::{Config, UdpRate};
     let config = match level {
@@ -397,6 +429,11 @@ const STEPS: &[Step] = &[
         name: "throughput",
         file: "throughput-link",
         plan: throughput_link,
+    },
+    Step {
+        name: "throughput",
+        file: "throughput-periodic",
+        plan: throughput_periodic,
     },
     Step {
         name: "idle",

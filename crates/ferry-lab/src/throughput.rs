@@ -36,7 +36,8 @@
 //! packets the run put on the link, set against the fewest its delivered messages need.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -69,6 +70,7 @@ crate::choice! {
         RawUdp4 = "raw-udp4",
         Iperf3 = "iperf3",
         Iperf3Tcp = "iperf3-tcp",
+        Tcp = "tcp",
         Sockperf = "sockperf",
         Iceoryx2 = "iceoryx2",
         Zenoh = "zenoh",
@@ -99,6 +101,7 @@ impl Transport {
             Transport::RawUdp4 => "plain blocking std::net::UdpSocket on 127.0.0.1: a send_to loop against a recv loop, one datagram per message (at most 65507 bytes), default socket buffers, no flow control or repair",
             Transport::Iperf3 => "iperf3 -s -1 / iperf3 -c 127.0.0.1 -u -b 0 -l min(size, 1472) -t S -J (on a link: -c B's address, -b the link rate); the receiver's counts",
             Transport::Iperf3Tcp => "iperf3 -s -1 / iperf3 -c 127.0.0.1 -l min(size, 1 MiB) -t S -J (on a link: -c B's address): TCP, written size bytes at a time; bytes and seconds of the receiver, retransmitted segments of the sender",
+            Transport::Tcp => "the lab's own TCP stream (--hosts 2 only): one connection from A to B, TCP_NODELAY, Linux's default congestion control (Cubic), each message written whole (write_all) back to back or on --period's schedule, the receiver reading whole messages",
             Transport::Sockperf => "sockperf server / sockperf throughput -m min(size, 1472) -t S; sent by the client's count, delivered by the server's",
             Transport::Iceoryx2 => "iceoryx2 0.10 publish/subscribe over shared memory (its defaults, no config file), two processes of crates/ferry-peers pinned as the lab's: each message written into a loan, the subscriber's receive() polled in a spin loop; its buffer holds as many messages as ferry's shm ring (2 × size, at least 64 KiB; at least 2); reliable: safe overflow off and the publisher's backpressure RetryUntilDelivered (it waits for room), latest: safe overflow on (the oldest message in a full buffer is overwritten)",
             Transport::Zenoh => "Zenoh 1.10 publish/subscribe, two sessions in peer mode over TCP on 127.0.0.1 (no scouting), run by crates/ferry-peers: each message a fresh buffer, put by a publisher without express (Zenoh batches), the subscriber's channel polled with try_recv in a spin loop (the measuring threads pinned as the lab's, Zenoh's own threads not); reliable: reliability Reliable and CongestionControl::Block, latest: CongestionControl::Drop",
@@ -142,6 +145,7 @@ impl Transport {
             Transport::Iperf3 | Transport::Iperf3Tcp | Transport::Sockperf => {
                 Some("the lab starts this tool's server on this machine only")
             }
+            Transport::Tcp => Some("the lab's TCP stream runs across the link of --hosts 2 only"),
             Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
                 Some("ferry-peers runs both of its processes on this machine")
             }
@@ -166,7 +170,8 @@ impl Transport {
             | Transport::Iceoryx2
             | Transport::Zenoh
             | Transport::ZenohShm
-            | Transport::Iperf3Tcp => None,
+            | Transport::Iperf3Tcp
+            | Transport::Tcp => None,
             Transport::Udp4 => ferry(UDP_MTU - 28),
             Transport::Udp4Key => {
                 let sealed = ferry::UDP_SEAL_OVERHEAD;
@@ -202,6 +207,7 @@ impl Transport {
                 Transport::Iperf3,
                 Transport::Sockperf,
                 Transport::Iperf3Tcp,
+                Transport::Tcp,
             ]
         } else if self.is_peer() {
             &[Transport::Shm]
@@ -222,7 +228,8 @@ impl Transport {
             | Transport::Udp4Key
             | Transport::RawUdp4
             | Transport::Iperf3
-            | Transport::Iperf3Tcp => None,
+            | Transport::Iperf3Tcp
+            | Transport::Tcp => None,
             Transport::Shm => Some("shared memory cannot join two hosts"),
             Transport::Udp6 => Some("the link's namespaces have IPv4 addresses only"),
             Transport::Sockperf => Some("the lab runs sockperf on 127.0.0.1 only"),
@@ -263,7 +270,7 @@ impl Transport {
             }
             Transport::RawUdp4 => Some(delivered? * (size as u64 + 8).div_ceil(ip_payload as u64)),
             Transport::Iperf3 => delivered,
-            Transport::Iperf3Tcp => Some(bytes?.div_ceil(TCP_MSS)),
+            Transport::Iperf3Tcp | Transport::Tcp => Some(bytes?.div_ceil(TCP_MSS)),
             _ => None,
         }
     }
@@ -334,6 +341,11 @@ pub struct Config {
     #[serde(with = "rate_list")]
     #[schemars(with = "Vec<String>")]
     pub link_rates: Vec<LinkRate>,
+    /// With `hosts` 2: seconds between messages, sent on an absolute schedule (message k at
+    /// k × period from the first), as a camera or a lidar sends; each message carries its send
+    /// time and the subscriber takes its latency. `None`: back to back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub period: Option<f64>,
 }
 
 /// Link rates in a configuration: their names (`100mbit`).
@@ -358,6 +370,13 @@ mod rate_list {
             .collect()
     }
 }
+
+/// The transports of `--hosts 2 --period` when none are given: ferry and TCP sending the same
+/// messages on the same schedule.
+pub const PERIOD_TRANSPORTS: [Transport; 2] = [Transport::Udp4, Transport::Tcp];
+
+/// The shortest `--period`, in seconds.
+const MIN_PERIOD_S: f64 = 0.001;
 
 /// The transports of `--hosts 2` when none are given: ferry and the floors on the link.
 pub const LINK_TRANSPORTS: [Transport; 4] = [
@@ -390,6 +409,7 @@ impl Default for Config {
             remote: None,
             hosts: 1,
             link_rates: Vec::new(),
+            period: None,
         }
     }
 }
@@ -441,13 +461,36 @@ fn validate(args: &Config) -> Result<()> {
         for &t in &args.transports {
             if let Some(why) = t.link_refusal() {
                 bail!(
-                    "--hosts 2: {} cannot run across the link ({why}); use udp4, udp4-key, raw-udp4, iperf3 or iperf3-tcp",
+                    "--hosts 2: {} cannot run across the link ({why}); use udp4, udp4-key, raw-udp4, tcp, iperf3 or iperf3-tcp",
                     t.name()
                 );
             }
         }
+        if let Some(period) = args.period {
+            if !(period.is_finite() && (MIN_PERIOD_S..=args.duration).contains(&period)) {
+                bail!(
+                    "--period must be from 1 ms to --duration ({} s)",
+                    args.duration
+                );
+            }
+            if let Some(&s) = args.sizes.iter().find(|&&s| s < STAMPED_MIN) {
+                bail!("--period: {s} bytes is too small (at least {STAMPED_MIN}: the first 16 bytes carry the sequence number and the send time)");
+            }
+            for &t in &args.transports {
+                if matches!(t, Transport::Iperf3 | Transport::Iperf3Tcp) {
+                    bail!(
+                        "--period: {} cannot send on a schedule; use udp4, udp4-key, raw-udp4 or tcp",
+                        t.name()
+                    );
+                }
+            }
+        }
     } else if !args.link_rates.is_empty() {
         bail!("--link-rate limits the link between two hosts: it needs --hosts 2");
+    } else if args.period.is_some() {
+        bail!("--period sends periodic messages across the link of --hosts 2: it needs --hosts 2");
+    } else if args.transports.contains(&Transport::Tcp) {
+        bail!("tcp (the lab's own TCP stream) runs across the link of --hosts 2 only; on one host, use iperf3-tcp");
     }
     if let Some(agent) = &args.remote {
         for &t in &args.transports {
@@ -472,6 +515,27 @@ fn write_message(buf: &mut [u8], seq: u64) {
     buf[8..].fill(pattern(seq, Dir::Ping));
 }
 
+/// The smallest message that carries its send time.
+const STAMPED_MIN: usize = 16;
+
+/// Writes message `seq` stamped with its send time (`--period`): its number in bytes 0..8, the
+/// time (CLOCK_MONOTONIC, ns: the same clock in every namespace of this host) in 8..16, its
+/// pattern byte in the rest.
+fn write_stamped(buf: &mut [u8], seq: u64) {
+    buf[..8].copy_from_slice(&seq.to_le_bytes());
+    buf[16..].fill(pattern(seq, Dir::Ping));
+    buf[8..16].copy_from_slice(&monotonic_ns().to_le_bytes());
+}
+
+/// A message's writer: stamped under `--period`.
+fn writer(period: Option<Duration>) -> fn(&mut [u8], u64) {
+    if period.is_some() {
+        write_stamped
+    } else {
+        write_message
+    }
+}
+
 /// What the subscriber counts.
 #[derive(Debug, Default)]
 struct Tally {
@@ -486,6 +550,18 @@ struct Tally {
     out_of_order: u64,
     /// Messages of which every byte was checked.
     checked: u64,
+    /// Messages carry their send time (`--period`): bytes 8..16.
+    stamped: bool,
+    /// Each delivered message's latency (stamped messages), ns.
+    latencies: Vec<u64>,
+}
+
+/// Per-message latency, from the publisher's send call to the subscriber's receipt, ns.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+struct Latency {
+    p50_ns: u64,
+    p99_ns: u64,
+    max_ns: u64,
 }
 
 impl Tally {
@@ -494,6 +570,29 @@ impl Tally {
             size,
             ..Tally::default()
         }
+    }
+
+    /// A tally of messages stamped with their send time (see `write_stamped`).
+    fn stamped(size: usize) -> Tally {
+        Tally {
+            size,
+            stamped: true,
+            ..Tally::default()
+        }
+    }
+
+    fn latency(&self) -> Option<Latency> {
+        if self.latencies.is_empty() {
+            return None;
+        }
+        let mut l = self.latencies.clone();
+        l.sort_unstable();
+        let at = |q: f64| l[((l.len() - 1) as f64 * q).round() as usize];
+        Some(Latency {
+            p50_ns: at(0.5),
+            p99_ns: at(0.99),
+            max_ns: l[l.len() - 1],
+        })
     }
 
     /// Takes one message; an error if it is damaged (wrong length or content, or a sequence
@@ -525,11 +624,17 @@ impl Tally {
             self.bytes += payload.len() as u64;
             self.last_seq = Some(seq);
             self.last_ns = now;
+            if self.stamped {
+                num.copy_from_slice(&payload[8..16]);
+                self.latencies
+                    .push(now.saturating_sub(u64::from_le_bytes(num)));
+            }
         }
+        let body = if self.stamped { 16 } else { 8 };
         if seq % CHECK_EVERY == 0 {
             let byte = pattern(seq, Dir::Ping);
-            if !super::check(&payload[8..], byte) {
-                let at = 8 + payload[8..].iter().position(|&b| b != byte).unwrap_or(0);
+            if !super::check(&payload[body..], byte) {
+                let at = body + payload[body..].iter().position(|&b| b != byte).unwrap_or(0);
                 bail!(
                     "message {seq} is corrupt: byte {at} is {:#04x}, expected {byte:#04x}",
                     payload[at]
@@ -553,6 +658,7 @@ impl Tally {
             kernel_drops: None,
             ferry_lost: None,
             ferry_skipped: None,
+            latency: self.latency(),
         }
     }
 }
@@ -663,6 +769,9 @@ struct Counts {
     kernel_drops: Option<u64>,
     ferry_lost: Option<u64>,
     ferry_skipped: Option<u64>,
+    /// Stamped messages (`--period`): their latency.
+    #[serde(default)]
+    latency: Option<Latency>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -691,6 +800,8 @@ struct Measurement {
     close_seconds: Option<f64>,
     /// Across a link: what the tbf on the sender's end passed on and dropped during the run.
     link: Option<netns::QdiscCounts>,
+    /// `--period`: per-message latency.
+    latency: Option<Latency>,
     note: Option<String>,
 }
 
@@ -759,6 +870,7 @@ impl Ctx<'_> {
             bind: None,
             dest: None,
             duration_s: None,
+            period_s: None,
         }
     }
 }
@@ -1026,6 +1138,9 @@ fn run_row(
     if let Some(rate) = rate {
         row.link_rate = Some(rate.name());
         row.link_rate_bps = Some(rate.bps);
+        if args.period.is_some() && rate.bps > 0 {
+            row.serialization_ms = Some(size as f64 * 8.0 / rate.bps as f64 * 1e3);
+        }
     }
     note!(
         "  {:<9} {:>9}  {}  ({:.1} s){beside}",
@@ -1056,6 +1171,7 @@ fn measure_one(
             measure_ferry(ctx, transport, size)
         }
         Transport::RawUdp4 => measure_raw(ctx, size),
+        Transport::Tcp => bail!("tcp runs across the link of --hosts 2 only"),
         Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
             measure_peer(ctx, transport, size, main_cpu.zip(peer_cpu))
         }
@@ -1144,7 +1260,7 @@ fn measure_link(
                 Ok(tool_measurement(transport, size, r))
             })
         }
-        Transport::Udp4 | Transport::Udp4Key | Transport::RawUdp4 => {
+        Transport::Udp4 | Transport::Udp4Key | Transport::RawUdp4 | Transport::Tcp => {
             measure_link_peers(ctx, pair, transport, size, main_cpu)
         }
         _ => bail!("{} cannot run across the link", transport.name()),
@@ -1186,6 +1302,8 @@ fn measure_link_peers(
     publish.role = Role::Publish;
     publish.cpu = main_cpu;
     publish.duration_s = Some(ctx.args.duration);
+    publish.period_s = ctx.args.period;
+    subscribe.period_s = ctx.args.period;
     if transport.is_ferry_udp() {
         subscribe.ferry = Some(ferry_topic(pair.addr[0]));
         publish.ferry = Some(ferry_topic(pair.addr[1]));
@@ -1348,6 +1466,7 @@ fn read_report(c: &Counts, m: &mut Measurement, start_ns: u64, same_clock: bool)
     m.kernel_drops = c.kernel_drops;
     m.ferry_lost = c.ferry_lost;
     m.ferry_skipped = c.ferry_skipped;
+    m.latency = c.latency;
     let from = if same_clock { start_ns } else { c.first_ns };
     m.seconds = if c.delivered > 0 && c.last_ns > from {
         (c.last_ns - from) as f64 / 1e9
@@ -1357,13 +1476,35 @@ fn read_report(c: &Counts, m: &mut Measurement, start_ns: u64, same_clock: bool)
     m.lost = m.messages_sent.map(|s| s.saturating_sub(c.delivered));
 }
 
-/// Sends back to back until `duration` has passed; `send(seq)` sends message `seq`. Returns the
-/// count and the first send's time (ns).
+/// Sends back to back until `duration` has passed, or with `period` one message per period on
+/// an absolute schedule (message k due k periods after the first: a late send does not move the
+/// ones after it); `send(seq)` sends message `seq`. Returns the count and the first send's time
+/// (ns).
 fn send_for(
     duration: Duration,
     size: usize,
+    period: Option<Duration>,
     mut send: impl FnMut(u64) -> Result<()>,
 ) -> Result<(u64, u64, f64)> {
+    if let Some(period) = period {
+        let start_ns = monotonic_ns();
+        let start = Instant::now();
+        let mut seq = 0u64;
+        loop {
+            let due = start + period.saturating_mul(u32::try_from(seq).unwrap_or(u32::MAX));
+            if due.duration_since(start) >= duration {
+                break;
+            }
+            // Sleeps in slices, so that Ctrl-C is heard.
+            while let Some(left) = due.checked_duration_since(Instant::now()) {
+                signal::check()?;
+                std::thread::sleep(left.min(Duration::from_millis(50)));
+            }
+            send(seq)?;
+            seq += 1;
+        }
+        return Ok((seq, start_ns, start.elapsed().as_secs_f64()));
+    }
     // Reading the clock after every message would cost small messages a good share of their
     // time; every 16th is within a few microseconds.
     let every = if size >= 4096 { 1 } else { 16 };
@@ -1426,7 +1567,7 @@ fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Mea
     await_ready(&mut peer)?;
     peer.wait_ready(START_TIMEOUT, || Ok(publisher.subscriber_count() >= 1))?;
 
-    let (sent, start_ns, send_seconds) = send_for(ctx.duration, size, |seq| {
+    let (sent, start_ns, send_seconds) = send_for(ctx.duration, size, None, |seq| {
         let mut loan = publisher.loan(size)?;
         write_message(loan.as_mut_slice(), seq);
         loan.send()?;
@@ -1500,6 +1641,7 @@ fn measure_peer(
         kernel_drops: None,
         ferry_lost: None,
         ferry_skipped: None,
+        latency: None,
     };
     read_report(&counts, &mut m, out.first_send_ns, true);
     Ok(m)
@@ -1529,7 +1671,7 @@ fn measure_raw(ctx: &Ctx<'_>, size: usize) -> Result<Measurement> {
     };
     let mut buf = vec![0u8; size];
     let mut enobufs = 0u64;
-    let (sent, start_ns, send_seconds) = send_for(ctx.duration, size, |seq| {
+    let (sent, start_ns, send_seconds) = send_for(ctx.duration, size, None, |seq| {
         write_message(&mut buf, seq);
         send_datagram(&socket, &buf, dst, &mut enobufs)
     })?;
@@ -1580,6 +1722,10 @@ pub struct PeerRequest {
     /// A publisher: how long it sends, in seconds.
     #[serde(default)]
     duration_s: Option<f64>,
+    /// `--period`: seconds between messages (the publisher's schedule; messages carry their send
+    /// time, which the subscriber reads).
+    #[serde(default)]
+    period_s: Option<f64>,
 }
 
 /// The side a peer runs.
@@ -1640,7 +1786,14 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
     if args.role == Role::Publish {
         return run_publisher(&args, link);
     }
-    let mut tally = Tally::new(args.size);
+    if args.period_s.is_some() && args.size < STAMPED_MIN {
+        bail!("a periodic message has at least {STAMPED_MIN} bytes");
+    }
+    let mut tally = if args.period_s.is_some() {
+        Tally::stamped(args.size)
+    } else {
+        Tally::new(args.size)
+    };
     // Plain UDP and latest delivery lose what they lose: a short silence ends the count. A
     // reliable subscriber may still be repairing: it gets longer.
     let reliable = args.delivery == Delivery::Reliable;
@@ -1760,6 +1913,75 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
             counts.kernel_drops = super::rawudp::kernel_drops(port, false);
             link.report(&PeerReport::Counts(counts))
         }
+        Transport::Tcp => {
+            let Some(ip) = args.bind else {
+                bail!("the lab's TCP stream needs the address its subscriber listens on");
+            };
+            let listener =
+                TcpListener::bind((ip, 0)).context(format!("cannot listen for TCP on {ip}"))?;
+            let port = listener.local_addr()?.port();
+            link.report(&PeerReport::Ready { port: Some(port) })?;
+            listener.set_nonblocking(true)?;
+            let deadline = Instant::now() + START_TIMEOUT * 2;
+            let mut stream = loop {
+                match listener.accept() {
+                    Ok((stream, _)) => break stream,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e).context("TCP accept"),
+                }
+                signal::check()?;
+                link.check_main()?;
+                if Instant::now() >= deadline {
+                    bail!(
+                        "the TCP publisher did not connect within {:?}",
+                        START_TIMEOUT * 2
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            };
+            stream.set_nonblocking(false)?;
+            stream
+                .set_read_timeout(Some(Duration::from_millis(10)))
+                .context("cannot set a TCP receive timeout")?;
+            // Whole messages out of the byte stream: a read that times out keeps what it had.
+            let mut buf = vec![0u8; args.size];
+            let mut filled = 0;
+            let mut ending = Ending::new(Duration::from_secs(2));
+            let mut since_check = 0u32;
+            let mut open = true;
+            loop {
+                let got = if open {
+                    match stream.read(&mut buf[filled..]) {
+                        Ok(0) => {
+                            open = false;
+                            false
+                        }
+                        Ok(n) => {
+                            filled += n;
+                            if filled == buf.len() {
+                                tally.take(&buf, None)?;
+                                filled = 0;
+                            }
+                            true
+                        }
+                        Err(e) if timed_out(&e) => false,
+                        Err(e) => return Err(e).context("TCP receive"),
+                    }
+                } else {
+                    std::thread::sleep(Duration::from_millis(10));
+                    false
+                };
+                since_check += 1;
+                if !got || since_check >= 256 {
+                    since_check = 0;
+                    ending.take_commands(link)?;
+                    if ending.finished(&tally) {
+                        break;
+                    }
+                }
+            }
+            link.report(&PeerReport::Counts(tally.counts()))
+        }
         Transport::Iperf3
         | Transport::Iperf3Tcp
         | Transport::Sockperf
@@ -1797,6 +2019,17 @@ fn run_publisher(args: &PeerRequest, link: &mut PeerLink) -> Result<()> {
         _ => bail!("a publisher peer needs a duration from 0 to {MAX_DURATION_S} s"),
     };
     let size = args.size;
+    let period = match args.period_s {
+        None => None,
+        Some(s) if s.is_finite() && (MIN_PERIOD_S..=MAX_DURATION_S).contains(&s) => {
+            Some(Duration::from_secs_f64(s))
+        }
+        Some(s) => bail!("a publisher peer's period of {s} s is out of range"),
+    };
+    if period.is_some() && size < STAMPED_MIN {
+        bail!("a periodic message has at least {STAMPED_MIN} bytes");
+    }
+    let write = writer(period);
     let go = |link: &mut PeerLink| match await_command(link, "go", START_TIMEOUT * 2)? {
         Command::Go => Ok(()),
         other => bail!("the main side sent {other:?} before go"),
@@ -1835,9 +2068,9 @@ fn run_publisher(args: &PeerRequest, link: &mut PeerLink) -> Result<()> {
             }
             link.report(&PeerReport::Ready { port: None })?;
             go(link)?;
-            let (sent, start_ns, send_s) = send_for(duration, size, |seq| {
+            let (sent, start_ns, send_s) = send_for(duration, size, period, |seq| {
                 let mut loan = publisher.loan(size)?;
-                write_message(loan.as_mut_slice(), seq);
+                write(loan.as_mut_slice(), seq);
                 loan.send()?;
                 Ok(())
             })?;
@@ -1871,8 +2104,8 @@ fn run_publisher(args: &PeerRequest, link: &mut PeerLink) -> Result<()> {
             go(link)?;
             let mut buf = vec![0u8; size];
             let mut enobufs = 0u64;
-            let (sent, start_ns, send_s) = send_for(duration, size, |seq| {
-                write_message(&mut buf, seq);
+            let (sent, start_ns, send_s) = send_for(duration, size, period, |seq| {
+                write(&mut buf, seq);
                 send_datagram(&socket, &buf, dest, &mut enobufs)
             })?;
             link.report(&PeerReport::Sent {
@@ -1886,6 +2119,38 @@ fn run_publisher(args: &PeerRequest, link: &mut PeerLink) -> Result<()> {
                 kernel_drops: None,
                 close_ns: None,
                 enobufs,
+            })
+        }
+        Transport::Tcp => {
+            let Some(dest) = args.dest else {
+                bail!("the lab's TCP stream needs the subscriber's address");
+            };
+            let mut stream = TcpStream::connect_timeout(&dest, START_TIMEOUT)
+                .context(format!("cannot connect over TCP to {dest}"))?;
+            stream.set_nodelay(true)?;
+            link.report(&PeerReport::Ready { port: None })?;
+            go(link)?;
+            let mut buf = vec![0u8; size];
+            let (sent, start_ns, send_s) = send_for(duration, size, period, |seq| {
+                write(&mut buf, seq);
+                stream.write_all(&buf).context("TCP send")
+            })?;
+            link.report(&PeerReport::Sent {
+                sent,
+                start_ns,
+                send_ns: (send_s * 1e9) as u64,
+            })?;
+            // Closing lets the rest go (the kernel delivers it): the subscriber reads to the end.
+            let closing = Instant::now();
+            stream
+                .shutdown(std::net::Shutdown::Write)
+                .context("TCP shutdown")?;
+            release(link)?;
+            link.report(&PeerReport::Closed {
+                retransmitted: None,
+                kernel_drops: None,
+                close_ns: Some(closing.elapsed().as_nanos() as u64),
+                enobufs: 0,
             })
         }
         t => bail!("{} has no publisher peer", t.name()),
@@ -2085,6 +2350,22 @@ pub struct Row {
     /// link_packets over min_link_packets, in percent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra_link_packets_percent: Option<f64>,
+    /// `--period`: seconds between messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_s: Option<f64>,
+    /// `--period`: the median, 99th percentile and largest per-message latency, from the
+    /// publisher's send call to the subscriber's receipt of the whole message, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_p99_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_max_ms: Option<f64>,
+    /// `--period`: the time a message's payload takes on the link at its rate (size × 8 / rate),
+    /// ms (the tbf lets its burst through at once, so a message that finds the link idle can
+    /// arrive that much sooner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serialization_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -2145,6 +2426,11 @@ impl Row {
             link_drops: None,
             min_link_packets: None,
             extra_link_packets_percent: None,
+            period_s: None,
+            latency_p50_ms: None,
+            latency_p99_ms: None,
+            latency_max_ms: None,
+            serialization_ms: None,
             skipped,
             note: None,
         };
@@ -2167,6 +2453,12 @@ impl Row {
         row.out_of_order = m.out_of_order;
         row.checked_messages = m.checked_messages;
         row.publisher_close_s = m.close_seconds;
+        if let Some(l) = m.latency {
+            row.period_s = args.period;
+            row.latency_p50_ms = Some(l.p50_ns as f64 / 1e6);
+            row.latency_p99_ms = Some(l.p99_ns as f64 / 1e6);
+            row.latency_max_ms = Some(l.max_ns as f64 / 1e6);
+        }
         if let Some(c) = m.link {
             row.link_packets = Some(c.packets);
             row.link_drops = Some(c.drops);
@@ -2186,8 +2478,12 @@ impl Row {
         if let Some(s) = &self.skipped {
             return s.clone();
         }
+        let latency = match (self.latency_p50_ms, self.latency_p99_ms) {
+            (Some(p50), Some(p99)) => format!(", latency p50 {p50:.1} ms p99 {p99:.1} ms"),
+            _ => String::new(),
+        };
         format!(
-            "{} Gbit/s, {} msg/s, delivered {}",
+            "{} Gbit/s, {} msg/s, delivered {}{latency}",
             fmt_opt(self.delivered_gbps, 2),
             fmt_rate(self.messages_per_s),
             delivered_share(self)
@@ -2659,14 +2955,23 @@ impl<'a> LinkCell<'a> {
         )
     }
 
-    /// The median over the rounds of the ratio to TCP measured in the same round.
+    /// The median over the rounds of the ratio to TCP measured in the same round (iperf3's, or
+    /// the lab's own stream where iperf3 did not run).
     fn to_tcp(&self) -> Option<f64> {
-        median(
-            self.rows
-                .iter()
-                .filter_map(|r| r.ratios.get(&Transport::Iperf3Tcp).copied())
-                .collect(),
-        )
+        let of = |t: Transport| {
+            median(
+                self.rows
+                    .iter()
+                    .filter_map(|r| r.ratios.get(&t).copied())
+                    .collect(),
+            )
+        };
+        of(Transport::Iperf3Tcp).or_else(|| of(Transport::Tcp))
+    }
+
+    /// The median over the rounds of a row's value.
+    fn median_of(&self, f: fn(&Row) -> Option<f64>) -> Option<f64> {
+        median(self.rows.iter().filter_map(|r| f(r)).collect())
     }
 
     /// The sum over the rounds; `None` if a round lacks it.
@@ -2706,12 +3011,17 @@ fn row_name(t: Transport, rows: &[&Row]) -> String {
 }
 
 fn render_link_table(args: &Config, setup: &Setup, rows: &[Row]) -> String {
-    let mut table = Table::new(&[
+    let periodic = rows.iter().any(|r| r.period_s.is_some());
+    let mut header = vec![
         "link",
         "transport",
         ">size",
         ">Gbit/s",
-        ">× iperf3-tcp",
+        if periodic {
+            ">× tcp"
+        } else {
+            ">× iperf3-tcp"
+        },
         ">delivered",
         ">lost",
         ">repairs",
@@ -2719,7 +3029,11 @@ fn render_link_table(args: &Config, setup: &Setup, rows: &[Row]) -> String {
         ">minimum",
         ">extra",
         ">tbf drops",
-    ]);
+    ];
+    if periodic {
+        header.extend([">p50 ms", ">p99 ms", ">on link ms"]);
+    }
+    let mut table = Table::new(&header);
     for (bps, name) in links_of(rows) {
         for &t in &args.transports {
             for &size in &args.sizes {
@@ -2752,6 +3066,13 @@ fn render_link_table(args: &Config, setup: &Setup, rows: &[Row]) -> String {
                         .map_or_else(|| "-".to_owned(), |e| format!("{e:+.1} %")),
                     fmt_count(cell.sum(|r| r.link_drops)),
                 ]);
+                if periodic {
+                    cells.extend([
+                        fmt_opt(cell.median_of(|r| r.latency_p50_ms), 1),
+                        fmt_opt(cell.median_of(|r| r.latency_p99_ms), 1),
+                        fmt_opt(cell.median_of(|r| r.serialization_ms), 1),
+                    ]);
+                }
                 table.row(cells);
             }
         }
@@ -2768,8 +3089,20 @@ fn render_link_table(args: &Config, setup: &Setup, rows: &[Row]) -> String {
             .collect::<Vec<_>>()
             .join("; ")
     });
+    let schedule = match args.period {
+        Some(p) => format!(
+            ", one message every {} ms on a fixed schedule",
+            fmt_opt(Some(p * 1e3), 1)
+        ),
+        None => String::new(),
+    };
+    let latency = if periodic {
+        "\np50, p99 ms: a message's latency from its send call to the whole message's arrival (median of rounds); on link ms: its payload's time on the link at the link's rate (size × 8 / rate; the tbf lets its burst through at once, so a message can arrive sooner)."
+    } else {
+        ""
+    };
     format!(
-        "\nThroughput across a link (two network namespaces, a veth pair, tc tbf on both ends; {tbf}), {:.1} s per run, {} interleaved rounds (Gbit/s and × iperf3-tcp: median of rounds; counts: all rounds); {}.\nlink pkts: sent on by the tbf of the publisher's end; minimum: what the delivered messages need (ferry: ceil(size / 1424) datagrams each; TCP: bytes / 1448).\n\n{}",
+        "\nThroughput across a link (two network namespaces, a veth pair, tc tbf on both ends; {tbf}), {:.1} s per run{schedule}, {} interleaved rounds (Gbit/s and × TCP: median of rounds; counts: all rounds); {}.\nlink pkts: sent on by the tbf of the publisher's end; minimum: what the delivered messages need (ferry: ceil(size / 1424) datagrams each; TCP: bytes / 1448).{latency}\n\n{}",
         args.duration,
         args.rounds,
         setup.pinning.describe(),
@@ -2782,7 +3115,11 @@ fn link_section(rows: &[Row], setup: Option<&LinkSetup>) -> Result<Section> {
     let (transports, sizes) = transports_and_sizes(rows);
     let links = links_of(rows);
     let mut plots = Vec::new();
-    for &size in &sizes {
+    let periodic = rows.iter().any(|r| r.period_s.is_some());
+    for &size in sizes.iter().filter(|_| periodic) {
+        plots.extend(latency_plot(rows, &transports, &links, size)?);
+    }
+    for &size in sizes.iter().filter(|_| !periodic) {
         let series: Vec<crate::report::XySeries> = transports
             .iter()
             .map(|&t| {
@@ -2836,17 +3173,48 @@ fn link_section(rows: &[Row], setup: Option<&LinkSetup>) -> Result<Section> {
             .filter_map(|&size| {
                 let cell = LinkCell::of(rows, *bps, ferry, size);
                 let g = cell.gbps()?;
-                let tcp = LinkCell::of(rows, *bps, Transport::Iperf3Tcp, size).gbps();
+                let tcp_name = if LinkCell::of(rows, *bps, Transport::Iperf3Tcp, size)
+                    .rows
+                    .is_empty()
+                {
+                    Transport::Tcp
+                } else {
+                    Transport::Iperf3Tcp
+                };
+                let tcp_cell = LinkCell::of(rows, *bps, tcp_name, size);
+                let tcp = tcp_cell.gbps();
                 let ratio = cell.to_tcp().map_or_else(
                     || "TCP did not run beside it".to_owned(),
-                    |r| format!("{r:.2} × iperf3-tcp's {:.3} Gbit/s", tcp.unwrap_or(0.0)),
+                    |r| {
+                        format!(
+                            "{r:.2} × {}'s {:.3} Gbit/s",
+                            tcp_name.name(),
+                            tcp.unwrap_or(0.0)
+                        )
+                    },
                 );
+                let latency = match (
+                    cell.median_of(|r| r.latency_p50_ms),
+                    cell.median_of(|r| r.latency_p99_ms),
+                    cell.median_of(|r| r.serialization_ms),
+                ) {
+                    (Some(p50), Some(p99), Some(wire)) if wire > 0.0 => format!(
+                        ", a message's latency p50 {p50:.1} ms and p99 {p99:.1} ms against its {wire:.1} ms on the link ({:.2} ×){}",
+                        p99 / wire,
+                        tcp_cell
+                            .median_of(|r| r.latency_p99_ms)
+                            .map_or_else(String::new, |t| format!(
+                                " (TCP's p99 {t:.1} ms)"
+                            ))
+                    ),
+                    _ => String::new(),
+                };
                 let extra = cell.extra_percent().map_or_else(
                     || "packets on the link unknown".to_owned(),
                     |e| format!("{e:+.1} % packets on the link over the minimum its messages need"),
                 );
                 Some(format!(
-                    "{} {:.3} Gbit/s at {}, {ratio}, {extra}",
+                    "{} {:.3} Gbit/s at {}, {ratio}, {extra}{latency}",
                     row_name(ferry, &cell.rows),
                     g,
                     format_size(size)
@@ -2872,15 +3240,71 @@ fn link_section(rows: &[Row], setup: Option<&LinkSetup>) -> Result<Section> {
             each.join(", ")
         )
     });
+    let beside = match rows.iter().find_map(|r| r.period_s) {
+        Some(p) => format!(
+            "Messages go one every {:.0} ms on a fixed schedule, as a camera or a lidar sends them, and the lab's own TCP stream sends the same messages on the same schedule in the same rounds.",
+            p * 1e3
+        ),
+        None => "iperf3 over TCP and over UDP run in the same rounds.".to_owned(),
+    };
     Ok(Section {
         plots,
         sentence: format!(
-            "This follows {}, \"{}\": UDP in 1472-byte datagrams (a 1500-byte MTU) across a real link, as the base of a reliable transport that must stand beside TCP. Here the link is a veth pair between two network namespaces limited by tc tbf{tbf}, and iperf3 over TCP and over UDP run in the same rounds. {}",
+            "This follows {}, \"{}\": UDP in 1472-byte datagrams (a 1500-byte MTU) across a real link, as the base of a reliable transport that must stand beside TCP. Here the link is a veth pair between two network namespaces limited by tc tbf{tbf}. {beside} {}",
             cite_first(&PACED_UDP),
             PACED_UDP.title,
             said.join(" ")
         ),
     })
+}
+
+/// `--period`: each transport's message latency against the link rate (the point its median
+/// p50, the bar up to its p99), beside the message's time on the link.
+fn latency_plot(
+    rows: &[Row],
+    transports: &[Transport],
+    links: &[(u64, String)],
+    size: usize,
+) -> Result<Option<Plot>> {
+    let mut series: Vec<crate::report::XySeries> = transports
+        .iter()
+        .map(|&t| {
+            let mut pts: Vec<_> = links
+                .iter()
+                .filter_map(|&(bps, _)| {
+                    let cell = LinkCell::of(rows, bps, t, size);
+                    let p50 = cell.median_of(|r| r.latency_p50_ms)?;
+                    let p99 = cell.median_of(|r| r.latency_p99_ms)?;
+                    Some((bps as f64 / 1e6, p50, Some((p50, p99))))
+                })
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (t.name().to_owned(), pts)
+        })
+        .filter(|(_, p)| !p.is_empty())
+        .collect();
+    if series.is_empty() {
+        return Ok(None);
+    }
+    let mut wire: Vec<_> = links
+        .iter()
+        .map(|&(bps, _)| (bps as f64 / 1e6, size as f64 * 8.0 / bps as f64 * 1e3, None))
+        .collect();
+    wire.sort_by(|a, b| a.0.total_cmp(&b.0));
+    series.push(("time on the link".to_owned(), wire));
+    Ok(Some(Plot {
+        file: format!("throughput-latency-{}.svg", format_size(size).replace(' ', "")),
+        svg: crate::report::xy_chart(
+            &format!("Latency of periodic {} messages across a link", format_size(size)),
+            "link rate (Mbit/s, tc tbf)",
+            "ms from send to arrival (log)",
+            &series,
+            true,
+            false,
+            None,
+        )?,
+        caption: "Each message sent on a fixed schedule; the point is the median over the rounds of its p50 latency, the bar reaches the p99; \"time on the link\" is the message's payload at the link's rate, what it takes at the least (less the tbf's burst, which passes at once).".to_owned(),
+    }))
 }
 
 /// Per link: ferry's goodput beside TCP's and plain UDP's, at the largest size measured.
@@ -3021,7 +3445,7 @@ mod tests {
             assert_eq!(t.name().parse(), Ok(t));
             assert_eq!(serde_json::to_value(t).unwrap(), t.name());
         }
-        assert!("tcp".parse::<Transport>().unwrap_err().contains("iperf3"));
+        assert!("udp".parse::<Transport>().unwrap_err().contains("udp4"));
         assert_eq!(parse_loss("5"), Ok(5.0));
         assert_eq!(parse_loss("0.5%"), Ok(0.5));
         for bad in ["-1", "100", "x", ""] {
@@ -3483,6 +3907,69 @@ mod tests {
     }
 
     #[test]
+    fn a_period_needs_the_link_a_schedule_and_room_for_the_send_time() {
+        let periodic = |transports: Vec<Transport>, period: f64, sizes: Vec<usize>| Config {
+            transports,
+            sizes,
+            hosts: 2,
+            link_rates: vec![netns::parse_link_rate("100mbit").unwrap()],
+            period: Some(period),
+            ..Config::default()
+        };
+        assert!(validate(&periodic(PERIOD_TRANSPORTS.to_vec(), 0.125, vec![1 << 20])).is_ok());
+        let err = |c: Config| validate(&c).unwrap_err().to_string();
+        assert!(
+            err(periodic(vec![Transport::Iperf3Tcp], 0.125, vec![1 << 20]))
+                .contains("cannot send on a schedule")
+        );
+        assert!(err(periodic(vec![Transport::Udp4], 0.0001, vec![1 << 20])).contains("1 ms"));
+        assert!(err(periodic(vec![Transport::Udp4], 5.0, vec![1 << 20])).contains("--duration"));
+        assert!(err(periodic(vec![Transport::Udp4], f64::NAN, vec![1 << 20])).contains("1 ms"));
+        assert!(err(periodic(vec![Transport::Udp4], 0.125, vec![8])).contains("16"));
+        let one_host = Config {
+            period: Some(0.125),
+            ..Config::default()
+        };
+        assert!(err(one_host).contains("--hosts 2"));
+        let tcp_here = Config {
+            transports: vec![Transport::Tcp],
+            ..Config::default()
+        };
+        assert!(err(tcp_here).contains("--hosts 2"));
+    }
+
+    #[test]
+    fn stamped_messages_give_their_latency_and_are_checked_past_the_stamp() {
+        let mut tally = Tally::stamped(64);
+        let mut buf = vec![0u8; 64];
+        for seq in 0..100 {
+            write_stamped(&mut buf, seq);
+            tally.take(&buf, Some(seq)).unwrap();
+        }
+        let l = tally
+            .counts()
+            .latency
+            .expect("stamped messages have a latency");
+        assert!(l.p50_ns <= l.p99_ns && l.p99_ns <= l.max_ns, "{l:?}");
+        // A stamp from the future (another clock) is 0, not a wrap.
+        buf[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        buf[..8].copy_from_slice(&100u64.to_le_bytes());
+        buf[16..].fill(pattern(100, Dir::Ping));
+        tally.take(&buf, None).unwrap();
+        assert_eq!(tally.latencies.last(), Some(&0));
+        // The pattern is checked past the stamp (message 128 is a checked one).
+        write_stamped(&mut buf, 128);
+        buf[40] ^= 1;
+        let e = tally.take(&buf, None).unwrap_err().to_string();
+        assert!(e.contains("byte 40"), "{e}");
+        // Unstamped tallies have none.
+        let mut plain = Tally::new(64);
+        write_message(&mut buf, 0);
+        plain.take(&buf, None).unwrap();
+        assert_eq!(plain.counts().latency, None);
+    }
+
+    #[test]
     fn remote_runs_take_ipv4_udp_only() {
         let remote = |t: Transport| Config {
             transports: vec![t],
@@ -3515,6 +4002,7 @@ mod tests {
             kernel_drops: None,
             ferry_lost: None,
             ferry_skipped: None,
+            latency: None,
         };
         let mut m = Measurement {
             messages_sent: Some(12),

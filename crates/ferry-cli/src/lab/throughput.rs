@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use ferry_lab::args::parse_choice;
 use ferry_lab::netns::{parse_link_rate, LinkRate};
-use ferry_lab::throughput::{parse_loss, Config, Transport, LINK_TRANSPORTS};
+use ferry_lab::throughput::{parse_loss, Config, Transport, LINK_TRANSPORTS, PERIOD_TRANSPORTS};
 use ferry_lab::units::{parse_seconds, parse_size};
 use ferry_lab::Pin;
 
@@ -16,6 +16,7 @@ pub struct ThroughputArgs {
     /// Transports, comma-separated, run in this order at each size except that a baseline runs
     /// before the rows compared with it: shm, udp4, udp4-key,
     /// udp6 (ferry), raw-udp4 (plain sockets), iperf3, iperf3-tcp, sockperf (when installed),
+    /// tcp (the lab's own TCP stream, --hosts 2 only),
     /// iceoryx2, zenoh, zenoh-shm (other systems, built on first use) [default:
     /// shm,udp4,raw-udp4,iperf3,sockperf; with --hosts 2: udp4,raw-udp4,iperf3-tcp,iperf3]
     #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Transport>)]
@@ -71,6 +72,12 @@ pub struct ThroughputArgs {
     #[arg(long = "link-rate", value_name = "LIST", value_delimiter = ',', value_parser = parse_link_rate)]
     pub link_rate: Option<Vec<LinkRate>>,
 
+    /// With --hosts 2: send one message per PERIOD (e.g. 125ms) on an absolute schedule instead
+    /// of back to back, as a camera or a lidar does; rows then give each message's latency
+    /// (p50, p99) beside its time on the link [default transports: udp4,tcp]
+    #[arg(long, value_name = "PERIOD", value_parser = parse_seconds)]
+    pub period: Option<std::time::Duration>,
+
     /// Write the results as JSON to PATH
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -82,6 +89,7 @@ impl ThroughputArgs {
         let hosts = self.hosts.unwrap_or(d.hosts);
         let transports = match self.transports {
             Some(t) => t,
+            None if hosts == 2 && self.period.is_some() => PERIOD_TRANSPORTS.to_vec(),
             None if hosts == 2 => LINK_TRANSPORTS.to_vec(),
             None => d.transports,
         };
@@ -97,6 +105,7 @@ impl ThroughputArgs {
             remote: self.remote.or(d.remote),
             hosts,
             link_rates: self.link_rate.unwrap_or(d.link_rates),
+            period: self.period.map(|p| p.as_secs_f64()).or(d.period),
         }
     }
 }
