@@ -711,6 +711,89 @@ fn a_subscriber_in_another_pid_namespace_is_not_swept_as_dead() {
     assert_eq!(result_of(&out), (5, 0, 4));
 }
 
+/// This domain's entries in /dev/shm.
+fn shm_entries(dom: &str) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains(dom))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+#[ignore = "needs root (and util-linux unshare)"]
+fn a_crashed_publisher_of_another_pid_namespace_is_swept_with_its_segment() {
+    // Docker's `--ipc=host` (or a shared /dev/shm volume) without `--pid=host`: the publisher's
+    // pid means nothing here. Killed with SIGKILL, it could not free its slot; its lock in the
+    // control segment went with it, which is how this namespace knows it ended.
+    let dom = domain("pidnsgone");
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_entry",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, "publisher")
+        .env("FERRY_TEST_DOMAIN", &dom)
+        .env("FERRY_TEST_TOPIC", "data")
+        .env("FERRY_TEST_QOS", "block,reliable,max=1024")
+        .env("FERRY_TEST_PACE_US", "100000")
+        .stdout(std::process::Stdio::null());
+    let mut child = cmd.spawn().expect("util-linux unshare");
+    let publishers = |alive: bool| {
+        ferry::admin::topic(&dom, "data")
+            .ok()
+            .flatten()
+            .map_or(0, |t| {
+                t.publishers
+                    .iter()
+                    .filter(|p| p.alive == alive && p.other_pid_namespace)
+                    .count()
+            })
+    };
+    let joined = wait_until(Duration::from_secs(30), || publishers(true) == 1);
+    if !joined {
+        kill9(&mut child);
+        panic!("the publisher of the other PID namespace did not appear");
+    }
+    // Alive, it is never swept: opening the topic (a subscriber here) sweeps, and keeps it.
+    let node = Node::with_domain("n", &dom).unwrap();
+    let sub = node
+        .subscriber("data", &parse_qos("block,reliable,max=1024"))
+        .unwrap();
+    assert_eq!(ferry::admin::clean(Some(&dom)).unwrap().freed_slots, 0);
+    assert_eq!(
+        publishers(true),
+        1,
+        "a live publisher of another namespace is kept"
+    );
+    let before = shm_entries(&dom);
+    assert!(
+        before.len() >= 2,
+        "its control and data segments: {before:?}"
+    );
+    kill9(&mut child);
+    assert!(
+        wait_until(Duration::from_secs(10), || publishers(false) == 1),
+        "once its process is gone, its slot shows it dead"
+    );
+    drop(sub);
+    let report = ferry::admin::clean(Some(&dom)).unwrap();
+    assert_eq!(report.freed_slots, 1, "{report:?}");
+    assert_eq!(
+        shm_entries(&dom),
+        Vec::<String>::new(),
+        "its data segment and the then unused control segment are gone"
+    );
+}
+
 #[test]
 fn try_loan_never_waits_and_lends_again_once_the_subscriber_makes_room() {
     let dom = domain("tryloan");

@@ -13,7 +13,7 @@ pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
 /// "FERRYDAT" little-endian: one publisher's data segment.
 pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
 /// Bumped on any change of the layouts in this file.
-pub const LAYOUT_VERSION: u32 = 11;
+pub const LAYOUT_VERSION: u32 = 12;
 
 pub const MAX_PUBLISHERS: usize = 32;
 pub const MAX_NAME: usize = 128;
@@ -69,6 +69,11 @@ pub struct Owner {
     /// processes of the same namespace. Stored first after the token is claimed.
     pub pid_ns: AtomicU64,
     pub node: [AtomicU64; MAX_NODE_NAME / 8],
+    /// 1 while the participant holds its slot's lock in the control segment (see
+    /// `Topic::publisher_state`): a process of another PID namespace, whose pid means nothing
+    /// here, is known to have ended when its lock is gone. Stored before `ready`.
+    pub held: AtomicU32,
+    pub _pad: AtomicU32,
 }
 
 /// A UDP endpoint's address as other processes of this host reach it.

@@ -299,7 +299,7 @@ impl ShmPublisher {
             return false;
         }
         let token = owner >> 1;
-        let (live, ctl_token) = self.topic.subscriber(i).owner.liveness();
+        let (live, ctl_token) = self.topic.subscriber_state(i);
         // A reader of another PID namespace (`Unknown`) is waited for like a live one.
         let stale = ctl_token != token || matches!(live, Liveness::Dead | Liveness::Free);
         // AcqRel pairs with the reader's SeqCst owner store in `Reader::join`: only the exact

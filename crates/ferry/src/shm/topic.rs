@@ -101,14 +101,38 @@ pub struct Topic {
     pub domain: String,
 }
 
+/// Whether a slot's owner lives in another PID namespace than this process.
+fn other_namespace(owner: &Owner) -> bool {
+    let ns = owner.pid_ns.load(Ordering::Relaxed);
+    ns != 0 && ns != sys::pid_namespace()
+}
+
+/// Which table a slot is in.
+#[derive(Clone, Copy)]
+enum Side {
+    Publisher,
+    Subscriber,
+}
+
+/// Where in the control segment a slot's lock lies: past its end (a lock needs no data), one
+/// byte per slot.
+fn lock_at(side: Side, slot: usize) -> u64 {
+    const LOCKS: u64 = 1 << 40;
+    match side {
+        Side::Publisher => LOCKS + slot as u64,
+        Side::Subscriber => LOCKS + super::layout::MAX_PUBLISHERS as u64 + slot as u64,
+    }
+}
+
 /// A participant's liveness as recorded in its slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Liveness {
     Free,
     Alive,
     Dead,
-    /// In another PID namespace: treated as alive, never swept by liveness (`clean_forced` frees
-    /// it; so does any process of its own namespace once it has ended).
+    /// In another PID namespace and holding its slot's lock (or not saying): treated as alive,
+    /// never swept by liveness (`clean_forced` frees it; so does any process of its own
+    /// namespace once it has ended). One whose lock is gone is `Dead` (`Topic::publisher_state`).
     Unknown,
 }
 
@@ -142,6 +166,7 @@ impl Owner {
     /// Frees the slot if `token` still owns it.
     fn release_owner(&self, token: u64) -> bool {
         self.ready.store(0, Ordering::Relaxed);
+        self.held.store(0, Ordering::Relaxed);
         // Release pairs with the AcqRel claim of the next owner.
         self.token
             .compare_exchange(token, 0, Ordering::Release, Ordering::Relaxed)
@@ -346,11 +371,16 @@ impl Topic {
 
     /// Makes a claimed publisher visible to subscribers and rings them so they attach at once.
     pub fn publisher_ready(&self, slot: usize) {
+        self.hold(&self.publisher(slot).owner, lock_at(Side::Publisher, slot));
         self.publisher(slot).owner.set_ready();
         self.bump_epoch();
     }
 
     pub fn subscriber_ready(&self, slot: usize) {
+        self.hold(
+            &self.subscriber(slot).owner,
+            lock_at(Side::Subscriber, slot),
+        );
         self.subscriber(slot).owner.set_ready();
         // Release pairs with the Acquire load in `sub_epoch`.
         self.block().sub_epoch.fetch_add(1, Ordering::Release);
@@ -383,6 +413,8 @@ impl Topic {
         if self.publisher(slot).owner.release_owner(token) {
             self.bump_epoch();
         }
+        // After the slot is free: a lock gone while the slot is taken means its owner ended.
+        let _ = self.seg.obj.unlock_byte(lock_at(Side::Publisher, slot));
     }
 
     pub fn release_subscriber(&self, slot: usize, token: u64) {
@@ -390,6 +422,46 @@ impl Topic {
             // Release pairs with the Acquire load in `sub_epoch`.
             self.block().sub_epoch.fetch_add(1, Ordering::Release);
         }
+        let _ = self.seg.obj.unlock_byte(lock_at(Side::Subscriber, slot));
+    }
+
+    /// Takes the lock of a slot being made ready (through this open of the control segment,
+    /// which its participant keeps until it leaves) and says so in the slot. Where the lock
+    /// cannot be taken the slot says nothing, and other PID namespaces keep judging it unknown.
+    fn hold(&self, owner: &Owner, at: u64) {
+        if self.seg.obj.lock_byte(at).is_ok() {
+            owner.held.store(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A publisher slot's liveness and token: as `Owner::liveness` tells, except that an owner of
+    /// another PID namespace whose lock is gone has ended (the kernel let go of the lock when
+    /// its process ended, `kill -9` included) and is `Dead`.
+    pub fn publisher_state(&self, slot: usize) -> (Liveness, u64) {
+        self.state(&self.publisher(slot).owner, lock_at(Side::Publisher, slot))
+    }
+
+    /// As `publisher_state`, for a subscriber slot.
+    pub fn subscriber_state(&self, slot: usize) -> (Liveness, u64) {
+        self.state(
+            &self.subscriber(slot).owner,
+            lock_at(Side::Subscriber, slot),
+        )
+    }
+
+    fn state(&self, owner: &Owner, at: u64) -> (Liveness, u64) {
+        let (live, token) = owner.liveness();
+        // Acquire pairs with `set_ready`, which follows the store of `held`.
+        if live == Liveness::Unknown
+            && owner.ready.load(Ordering::Acquire) == 1
+            && owner.held.load(Ordering::Relaxed) == 1
+            && self.seg.obj.byte_locked(at).ok() == Some(false)
+            // Acquire pairs with the AcqRel claim: still the same owner after the look.
+            && owner.token.load(Ordering::Acquire) == token
+        {
+            return (Liveness::Dead, token);
+        }
+        (live, token)
     }
 
     /// Processes with a subscriber on this topic that runs (or cannot be looked at: another PID
@@ -400,10 +472,13 @@ impl Topic {
     pub fn live_subscriber_processes(&self, transports: u32, this_host_only: bool) -> usize {
         let here = sys::host_id();
         let mut seen: Vec<(u32, u64, u64)> = Vec::new();
-        for s in self.block().subscribers.iter() {
+        for (i, s) in self.block().subscribers.iter().enumerate() {
             if s.transport.load(Ordering::Relaxed) & transports == 0
                 || (this_host_only && s.owner.host.load(Ordering::Relaxed) != here)
-                || !matches!(s.owner.liveness().0, Liveness::Alive | Liveness::Unknown)
+                || !matches!(
+                    self.subscriber_state(i).0,
+                    Liveness::Alive | Liveness::Unknown
+                )
             {
                 continue;
             }
@@ -421,10 +496,17 @@ impl Topic {
 
     /// The node name and pid of the first live subscriber (a service's server), if any.
     pub fn first_live_subscriber(&self) -> Option<(String, u32)> {
-        self.block().subscribers.iter().find_map(|s| {
-            matches!(s.owner.liveness().0, Liveness::Alive | Liveness::Unknown)
+        self.block()
+            .subscribers
+            .iter()
+            .enumerate()
+            .find_map(|(i, s)| {
+                matches!(
+                    self.subscriber_state(i).0,
+                    Liveness::Alive | Liveness::Unknown
+                )
                 .then(|| (s.owner.node(), s.owner.pid()))
-        })
+            })
     }
 
     /// Frees the slots of dead publishers (removing their data segments) and dead subscribers.
@@ -438,8 +520,8 @@ impl Topic {
     pub fn sweep_report(&self, removed: &mut Vec<String>, force: bool) -> usize {
         let swept = |live| live == Liveness::Dead || (force && live == Liveness::Unknown);
         let mut freed = 0;
-        for p in self.block().publishers.iter() {
-            let (live, token) = p.owner.liveness();
+        for (i, p) in self.block().publishers.iter().enumerate() {
+            let (live, token) = self.publisher_state(i);
             if swept(live) && p.owner.release_owner(token) {
                 let name = data_name(self.name(), token);
                 if sys::shm_unlink(&name).is_ok() {
@@ -449,8 +531,8 @@ impl Topic {
                 self.bump_epoch();
             }
         }
-        for s in self.block().subscribers.iter() {
-            let (live, token) = s.owner.liveness();
+        for (i, s) in self.block().subscribers.iter().enumerate() {
+            let (live, token) = self.subscriber_state(i);
             if swept(live) && s.owner.release_owner(token) {
                 freed += 1;
             }
@@ -461,13 +543,13 @@ impl Topic {
     /// Frees one subscriber slot if its owner (holding `token`) is dead.
     pub fn evict_subscriber_if_dead(&self, slot: usize, token: u64) -> bool {
         let s = self.subscriber(slot);
-        matches!(s.owner.liveness(), (Liveness::Dead, t) if t == token)
+        matches!(self.subscriber_state(slot), (Liveness::Dead, t) if t == token)
             && s.owner.release_owner(token)
     }
 
     /// Whether the publisher in `slot` with `token` is still there and alive.
     pub fn publisher_liveness(&self, slot: usize, token: u64) -> Liveness {
-        match self.publisher(slot).owner.liveness() {
+        match self.publisher_state(slot) {
             (l, t) if t == token => l,
             _ => Liveness::Free,
         }
@@ -507,14 +589,14 @@ impl Topic {
             .iter()
             .enumerate()
             .filter_map(|(i, p)| {
-                let (live, token) = p.owner.liveness();
+                let (live, token) = self.publisher_state(i);
                 (live != Liveness::Free).then(|| PublisherInfo {
                     slot: i,
                     token,
                     node: p.owner.node(),
                     pid: p.owner.pid(),
                     alive: live != Liveness::Dead,
-                    other_pid_namespace: live == Liveness::Unknown,
+                    other_pid_namespace: other_namespace(&p.owner),
                     reliable: p.reliable.load(Ordering::Relaxed) != 0,
                     transport: transport_name(p.transport.load(Ordering::Relaxed)),
                     udp: p.udp.load(),
@@ -555,14 +637,14 @@ impl Topic {
             .iter()
             .enumerate()
             .filter_map(|(i, s)| {
-                let (live, token) = s.owner.liveness();
+                let (live, token) = self.subscriber_state(i);
                 (live != Liveness::Free).then(|| SubscriberInfo {
                     slot: i,
                     token,
                     node: s.owner.node(),
                     pid: s.owner.pid(),
                     alive: live != Liveness::Dead,
-                    other_pid_namespace: live == Liveness::Unknown,
+                    other_pid_namespace: other_namespace(&s.owner),
                     reliable: s.reliable.load(Ordering::Relaxed) != 0,
                     transport: transport_name(s.transport.load(Ordering::Relaxed)),
                     udp: s.udp.load(),
@@ -689,9 +771,10 @@ pub struct PublisherInfo {
     pub pid: u32,
     /// Running, or of another PID namespace (then `other_pid_namespace`).
     pub alive: bool,
-    /// The participant runs in another PID namespace (a container sharing /dev/shm): its
-    /// liveness cannot be checked from here, so it counts as alive and is never swept;
-    /// `clean_forced` removes it.
+    /// The participant runs in another PID namespace (a container sharing /dev/shm): its pid
+    /// cannot be looked up here; it counts as alive while it holds its slot's lock in the
+    /// control segment, which the kernel releases when its process ends (it is then dead and
+    /// swept like any other); `clean_forced` removes it either way.
     pub other_pid_namespace: bool,
     pub reliable: bool,
     pub capacity: u64,
@@ -873,6 +956,13 @@ mod tests {
         o.pid.store(NO_SUCH_PID, Ordering::Relaxed);
         o.pid_ns.store(pid_ns, Ordering::Relaxed);
         t.publisher_ready(slot);
+        // Without the lock this open took for it (its own lock would not count against it):
+        // a slot that says nothing of a lock.
+        o.held.store(0, Ordering::Relaxed);
+        t.seg
+            .obj
+            .unlock_byte(lock_at(Side::Publisher, slot))
+            .unwrap();
         token
     }
 
@@ -926,6 +1016,47 @@ mod tests {
         let token = forge_publisher(&t, sys::pid_namespace());
         assert_eq!(t.publisher_liveness(0, token), Liveness::Dead);
         assert_eq!(t.sweep(), 1);
+        assert!(t.remove_if_unused());
+    }
+
+    #[test]
+    fn another_namespaces_participant_is_dead_once_its_lock_is_gone() {
+        let dom = domain("pidnslock");
+        let t = Topic::open(&dom, "data", 0o600).unwrap();
+        // The participant's own open of the control segment, holding its slot's lock.
+        let theirs = Topic::open(&dom, "data", 0o600).unwrap();
+        let token = forge_publisher(&t, sys::pid_namespace() ^ 0x5555);
+        theirs.hold(&theirs.publisher(0).owner, lock_at(Side::Publisher, 0));
+        assert_eq!(t.publisher(0).owner.held.load(Ordering::Relaxed), 1);
+        assert_eq!(t.publisher_liveness(0, token), Liveness::Unknown);
+        assert_eq!(t.sweep(), 0, "its lock is held: it runs");
+        // Its process ends: the kernel closes its open, and the lock goes with it.
+        drop(theirs);
+        assert_eq!(t.publisher_liveness(0, token), Liveness::Dead);
+        let snap = t.snapshot();
+        assert!(!snap.publishers[0].alive && snap.publishers[0].other_pid_namespace);
+        assert_eq!(t.sweep(), 1);
+        assert_eq!(t.publisher(0).owner.held.load(Ordering::Relaxed), 0);
+        // A slot that never said it holds a lock (a process that could not take one) stays
+        // unknown: never swept on a lock it never had.
+        let token = forge_publisher(&t, sys::pid_namespace() ^ 0x5555);
+        assert_eq!(t.publisher_liveness(0, token), Liveness::Unknown);
+        assert_eq!(clean_forced(Some(&dom)).unwrap().freed_slots, 1);
+    }
+
+    #[test]
+    fn a_participants_own_lock_is_released_when_it_leaves() {
+        let dom = domain("lockleave");
+        let t = Topic::open(&dom, "data", 0o600).unwrap();
+        let other = Topic::open(&dom, "data", 0o600).unwrap();
+        let (slot, token) = t.claim_subscriber("me").unwrap();
+        t.subscriber_ready(slot);
+        let at = lock_at(Side::Subscriber, slot);
+        assert!(other.seg.obj.byte_locked(at).unwrap());
+        t.release_subscriber(slot, token);
+        assert!(!other.seg.obj.byte_locked(at).unwrap());
+        assert_eq!(t.subscriber(slot).owner.held.load(Ordering::Relaxed), 0);
+        drop(other);
         assert!(t.remove_if_unused());
     }
 

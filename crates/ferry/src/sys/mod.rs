@@ -116,6 +116,48 @@ impl ShmObject {
         &self.fd
     }
 
+    /// Holds a shared lock on byte `at` of the object (an open-file-description lock, which
+    /// needs no data there: `at` may lie past its end) until `unlock_byte` or until this object
+    /// is closed, which the kernel does when its process ends however it ends. Whether another
+    /// open holds one is seen by `byte_locked` from any process that opens the object, whatever
+    /// its PID namespace.
+    pub fn lock_byte(&self, at: u64) -> io::Result<()> {
+        self.byte_lock(libc::F_OFD_SETLK, libc::F_RDLCK, at)
+            .map(drop)
+    }
+
+    /// Lets go of the lock `lock_byte` took.
+    pub fn unlock_byte(&self, at: u64) -> io::Result<()> {
+        self.byte_lock(libc::F_OFD_SETLK, libc::F_UNLCK, at)
+            .map(drop)
+    }
+
+    /// Whether another open of the object holds a lock on byte `at` (this open's own locks do
+    /// not count).
+    pub fn byte_locked(&self, at: u64) -> io::Result<bool> {
+        let fl = self.byte_lock(libc::F_OFD_GETLK, libc::F_WRLCK, at)?;
+        Ok(i32::from(fl.l_type) != libc::F_UNLCK)
+    }
+
+    fn byte_lock(&self, cmd: i32, kind: i32, at: u64) -> io::Result<libc::flock> {
+        use std::os::fd::AsRawFd;
+        let start = i64::try_from(at).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: `flock` is plain data, for which all-zero is a valid value (l_pid must be 0 for
+        // OFD locks).
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = kind as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        fl.l_start = start;
+        fl.l_len = 1;
+        // SAFETY: the descriptor is open for as long as `self`, and `fl` is a valid `flock` that
+        // fcntl reads (and, for GETLK, writes) within this call.
+        let r = unsafe { libc::fcntl(self.fd.as_raw_fd(), cmd, &mut fl) };
+        if r == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(fl)
+    }
+
     /// Takes an exclusive advisory lock on the object without waiting: `Ok(false)` when another
     /// open of it holds one. The kernel lets go when this object is closed or its process ends
     /// (a `kill -9` included), so a lock never outlives its holder.
