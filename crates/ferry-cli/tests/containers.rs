@@ -117,3 +117,82 @@ fn a_private_dev_shm_on_the_host_network_finds_the_host_over_udp() {
     exchange(true);
     exchange(false);
 }
+
+/// Two network namespaces sharing this /dev/shm (Docker's `--ipc=host` on bridge networks): a
+/// `ferry pub` started after its `ferry echo`, without `--wait-subscribers`, delivers from its
+/// first message. The shared directory shows it the subscriber of the other namespace, which it
+/// cannot reach by the directory's loopback address; its first sends wait (bounded) until
+/// discovery announced it (before, it sent 1024 messages to nobody and exited 0).
+#[test]
+#[ignore = "needs root"]
+fn two_network_namespaces_sharing_dev_shm_deliver_from_the_first_message() {
+    use ferry_lab::netns::{self, Pair, Spec};
+    let missing = netns::missing(false);
+    assert!(
+        missing.is_empty(),
+        "two namespaces need {missing:?}; CI runs this test as root"
+    );
+    let pair = Pair::create(&Spec {
+        prefix: "ferry-ctr-test-",
+        device: "fct",
+        net: 209,
+        rate: None,
+    })
+    .expect("two network namespaces joined by a link");
+    let domain = format!("ctrns{}", std::process::id());
+    let run = |side: usize, peer: std::net::Ipv4Addr, args: &[&str]| {
+        let mut cmd = pair.command(side, env!("CARGO_BIN_EXE_ferry"));
+        cmd.args(args)
+            .args(["--domain", &domain])
+            .env("FERRY_PEERS", peer.to_string())
+            .env_remove("FERRY_DOMAIN")
+            .env_remove("FERRY_KEY_FILE");
+        common::start_bounded(cmd, LONG)
+    };
+    let echo = run(
+        1,
+        pair.addr[0],
+        &[
+            "echo",
+            "ctr",
+            "--transport",
+            "udp",
+            "--count",
+            "1024",
+            "--timeout",
+            "20",
+        ],
+    );
+    // The subscriber is in the shared directory before the publisher starts.
+    let listed = || {
+        ferry::admin::topic(&domain, "ctr")
+            .ok()
+            .flatten()
+            .is_some_and(|t| t.subscribers.iter().any(|s| s.alive))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !listed() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(listed(), "echo's subscriber is in the shared directory");
+    let publisher = run(
+        0,
+        pair.addr[1],
+        &[
+            "pub",
+            "ctr",
+            "--transport",
+            "udp",
+            "--rate",
+            "0",
+            "--count",
+            "1024",
+        ],
+    );
+    let (ok, _, p_err) = finish(publisher, "pub");
+    assert!(ok, "pub: {p_err}");
+    let (ok, out, e_err) = finish(echo, "echo");
+    assert!(ok, "echo: {e_err}\n{out}");
+    assert_eq!(out.lines().count(), 1024, "{e_err}");
+    drop(pair);
+}

@@ -437,7 +437,17 @@ struct PubCore {
     /// the node of that subscriber (from the directory): a larger message is refused with an
     /// error instead of being refused on arrival.
     subscriber_limit: Option<(usize, String)>,
+    /// Reliable UDP subscribers that the shared topic directory showed in another network
+    /// namespace when this publisher was made (containers sharing /dev/shm on networks of their
+    /// own), by receiver id: discovery has yet to announce them, and the first sends wait for
+    /// them (until `awaited_until`, ns) as they would not for one that is not there yet.
+    awaited: Vec<u64>,
+    awaited_until: u64,
 }
+
+/// How long a new publisher's first sends wait for the reliable subscribers that the shared
+/// directory shows in another network namespace: four discovery periods and a challenge.
+const AWAIT_DIRECTORY_NS: u64 = 2_500_000_000;
 
 /// Who sends the publisher's small messages: the application's thread, one send each, or the
 /// flusher thread, batched.
@@ -602,6 +612,25 @@ impl PubShared {
 
     /// Follows the subscriber table (this host) and discovery (other hosts): the UDP
     /// subscribers' addresses.
+    /// Receiver ids of the ready, reliable UDP subscribers in the topic's directory whose host
+    /// (network namespace) is not this one's.
+    fn subscribers_elsewhere(&self) -> Vec<u64> {
+        let here = crate::sys::host_id();
+        self.topic
+            .block()
+            .subscribers
+            .iter()
+            .filter(|s| {
+                // Acquire pairs with the Release in `Owner::set_ready`.
+                s.owner.ready.load(Ordering::Acquire) != 0
+                    && s.transport.load(Ordering::Relaxed) & TRANSPORT_UDP != 0
+                    && s.reliable.load(Ordering::Relaxed) != 0
+                    && s.owner.host.load(Ordering::Relaxed) != here
+            })
+            .map(|s| s.udp_receiver.load(Ordering::Relaxed))
+            .collect()
+    }
+
     fn refresh_dests(&self, core: &mut PubCore) {
         let generation = self.discovery.as_ref().map_or(0, |(a, _)| a.generation());
         let epoch = self.topic.sub_epoch() ^ generation.rotate_left(32);
@@ -1114,6 +1143,8 @@ impl UdpPublisher {
                 subscriber_limit: None,
                 challenges_withheld: 0,
                 flush: Flush::default(),
+                awaited: Vec::new(),
+                awaited_until: 0,
             }),
             progress: Condvar::new(),
             flush_wake: Condvar::new(),
@@ -1122,6 +1153,10 @@ impl UdpPublisher {
         });
         {
             let mut core = shared.lock();
+            if reliable && shared.discovery.is_some() {
+                core.awaited = shared.subscribers_elsewhere();
+                core.awaited_until = monotonic_ns().saturating_add(AWAIT_DIRECTORY_NS);
+            }
             shared.refresh_dests(&mut core);
             // Announce the session at once, so subscribers join it from its first message.
             let now = monotonic_ns();
@@ -1158,6 +1193,26 @@ impl UdpPublisher {
             send_timeout: qos.send_wait(),
             reliable,
         })
+    }
+
+    /// Waits (bounded) until discovery has announced, and each has proved its address, the
+    /// reliable subscribers that the shared directory showed in other network namespaces when
+    /// this publisher was made, so that its first messages reach them as they would reach
+    /// subscribers of this host. Those still missing at the deadline are not waited for again.
+    fn await_directory<'a>(&'a self, mut core: MutexGuard<'a, PubCore>) -> MutexGuard<'a, PubCore> {
+        loop {
+            self.shared.refresh_dests(&mut core);
+            let c = &mut *core;
+            let receivers = &c.receivers;
+            c.awaited.retain(|id| !receivers.contains_key(id));
+            if c.awaited.is_empty() || monotonic_ns() >= c.awaited_until {
+                c.awaited.clear();
+                return core;
+            }
+            drop(core);
+            std::thread::sleep(Duration::from_millis(2));
+            core = self.shared.lock();
+        }
     }
 
     /// `TooLarge` for a message longer than this publisher's largest.
@@ -1277,6 +1332,9 @@ impl UdpPublisher {
         self.check_size(len)?;
         let mut deadline = None;
         let mut core = self.shared.lock();
+        if !core.awaited.is_empty() {
+            core = self.await_directory(core);
+        }
         // A reliable subscriber of this host that would refuse the message says so now.
         self.shared.refresh_dests(&mut core);
         if let Some((max, node)) = &core.subscriber_limit {
