@@ -966,8 +966,16 @@ fn lab_throughput_writes_contract_json() {
 fn lab_throughput_refuses_bad_arguments() {
     let cases: &[(&[&str], &str)] = &[
         (
-            &["lab", "throughput", "--transport", "tcp"],
+            &["lab", "throughput", "--transport", "tcp4"],
             "valid transports",
+        ),
+        (
+            &["lab", "throughput", "--transport", "tcp"],
+            "--hosts 2 only",
+        ),
+        (
+            &["lab", "throughput", "--period", "100ms"],
+            "needs --hosts 2",
         ),
         (&["lab", "throughput", "--sizes", "4"], "out of range"),
         (&["lab", "throughput", "--loss", "100"], "invalid loss"),
@@ -1148,7 +1156,7 @@ fn pub_over_udp_fails_when_a_subscriber_would_refuse_its_messages_and_succeeds_w
     );
     assert!(
         out.stderr
-            .contains("exceeds the limit of 1048576 bytes of reliable subscriber \"ferry-echo\""),
+            .contains("exceeds the limit of 1048576 bytes of a reliable subscriber (node \"ferry-echo\" of this host"),
         "{}",
         out.stderr
     );

@@ -8,12 +8,15 @@
 //! submodule; `raw` and `rawudp` hold the baseline channels (shared memory, plain UDP sockets),
 //! `tools` runs the third-party baselines (iperf3, sockperf).
 
+// What the everyday commands share with the lab lives below both (`ferry-cmd`); the lab's
+// modules name it as their own.
+pub use ferry_cmd::{bail, error, note, signal, stats, table, units};
+
 pub mod agent;
 pub mod args;
 pub mod baseline;
 pub mod cgroup;
 pub mod cycle;
-pub mod error;
 pub mod experiment;
 pub mod footprint;
 pub mod hubs;
@@ -29,15 +32,11 @@ pub mod rawudp;
 pub mod report;
 pub mod results;
 pub mod sendtime;
-pub mod signal;
-pub mod stats;
 pub mod studies;
 pub mod suite;
-pub mod table;
 pub mod throughput;
 pub mod tools;
 pub mod udprate;
-pub mod units;
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};

@@ -2,9 +2,9 @@
 
 use clap::Args;
 
-use ferry_lab::error::Result;
-use ferry_lab::table::print_out;
-use ferry_lab::units::parse_domain;
+use ferry_cmd::error::Result;
+use ferry_cmd::table::print_out;
+use ferry_cmd::units::parse_domain;
 
 #[derive(Debug, Args)]
 pub struct CleanArgs {

@@ -7,10 +7,10 @@ use clap::Args;
 use serde::Serialize;
 
 use super::{DeliveryArg, TransportOpt, WaitArg, POLL_SLICE};
-use ferry_lab::error::{bail, Result};
-use ferry_lab::signal;
-use ferry_lab::table::print_out;
-use ferry_lab::units::{parse_domain, parse_seconds, parse_size};
+use ferry_cmd::error::{bail, Result};
+use ferry_cmd::signal;
+use ferry_cmd::table::print_out;
+use ferry_cmd::units::{parse_domain, parse_seconds, parse_size};
 
 #[derive(Debug, Args)]
 pub struct EchoArgs {
@@ -62,7 +62,7 @@ pub struct EchoArgs {
 /// Prints `warnings` (and forgets them, so that each is said once).
 fn warn(warnings: &mut Vec<String>) {
     for w in warnings.drain(..) {
-        ferry_lab::error::note!("ferry: warning: {w}");
+        ferry_cmd::error::note!("ferry: warning: {w}");
     }
 }
 

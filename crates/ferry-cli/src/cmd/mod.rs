@@ -14,11 +14,11 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use ferry_lab::error::{Context, Result};
-use ferry_lab::units::{parse_domain, parse_seconds};
+use ferry_cmd::error::{Context, Result};
+use ferry_cmd::units::{parse_domain, parse_seconds};
 
 /// How long a blocking call waits before a command looks at Ctrl-C and its own deadlines again.
-pub const POLL_SLICE: Duration = ferry_lab::signal::POLL;
+pub const POLL_SLICE: Duration = ferry_cmd::signal::POLL;
 
 /// `--transport`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -64,18 +64,12 @@ pub enum DeliveryArg {
     Latest,
 }
 
-impl From<DeliveryArg> for ferry_lab::args::Delivery {
-    fn from(d: DeliveryArg) -> ferry_lab::args::Delivery {
-        match d {
-            DeliveryArg::Reliable => ferry_lab::args::Delivery::Reliable,
-            DeliveryArg::Latest => ferry_lab::args::Delivery::Latest,
-        }
-    }
-}
-
 impl From<DeliveryArg> for ferry::Delivery {
     fn from(d: DeliveryArg) -> ferry::Delivery {
-        ferry_lab::args::Delivery::from(d).into()
+        match d {
+            DeliveryArg::Reliable => ferry::Delivery::Reliable,
+            DeliveryArg::Latest => ferry::Delivery::Latest,
+        }
     }
 }
 
@@ -90,19 +84,13 @@ pub enum WaitArg {
     Adaptive,
 }
 
-impl From<WaitArg> for ferry_lab::args::Wait {
-    fn from(w: WaitArg) -> ferry_lab::args::Wait {
-        match w {
-            WaitArg::Spin => ferry_lab::args::Wait::Spin,
-            WaitArg::Block => ferry_lab::args::Wait::Block,
-            WaitArg::Adaptive => ferry_lab::args::Wait::Adaptive,
-        }
-    }
-}
-
 impl From<WaitArg> for ferry::WaitStrategy {
     fn from(w: WaitArg) -> ferry::WaitStrategy {
-        ferry_lab::args::Wait::from(w).into()
+        match w {
+            WaitArg::Spin => ferry::WaitStrategy::Spin,
+            WaitArg::Block => ferry::WaitStrategy::Block,
+            WaitArg::Adaptive => ferry::WaitStrategy::Adaptive,
+        }
     }
 }
 
@@ -192,11 +180,11 @@ impl PublishOpts {
             if now >= self.wait_subscribers {
                 return Ok(true);
             }
-            if ferry_lab::signal::interrupted() {
+            if ferry_cmd::signal::interrupted() {
                 return Ok(false);
             }
             if std::time::Instant::now() >= deadline {
-                ferry_lab::error::bail!(
+                ferry_cmd::error::bail!(
                     "{} within {:?} (--wait-subscribers {})",
                     what(now),
                     self.wait_timeout,

@@ -7,8 +7,8 @@ use clap::Args;
 use ferry_record::{PlayOptions, Player, Rate};
 
 use super::PublishOpts;
-use ferry_lab::error::{note, Context, Result};
-use ferry_lab::signal;
+use ferry_cmd::error::{note, Context, Result};
+use ferry_cmd::signal;
 
 #[derive(Debug, Args)]
 pub struct PlayArgs {

@@ -6,9 +6,9 @@ use clap::Args;
 use ferry::SendError;
 
 use super::PublishOpts;
-use ferry_lab::error::{bail, note, Context, Result};
-use ferry_lab::signal;
-use ferry_lab::units::{format_size, parse_rate, parse_seconds, parse_size};
+use ferry_cmd::error::{bail, note, Context, Result};
+use ferry_cmd::signal;
+use ferry_cmd::units::{format_size, parse_rate, parse_seconds, parse_size};
 
 #[derive(Debug, Args)]
 pub struct PubArgs {

@@ -8,10 +8,10 @@ use ferry_record::window::{BandwidthWindow, RateWindow, BW_WINDOW, HZ_WINDOW};
 use serde::Serialize;
 
 use super::{DeliveryArg, TransportOpt, WaitArg, POLL_SLICE};
-use ferry_lab::error::{bail, Result};
-use ferry_lab::signal;
-use ferry_lab::table::print_out;
-use ferry_lab::units::{parse_domain, parse_seconds};
+use ferry_cmd::error::{bail, Result};
+use ferry_cmd::signal;
+use ferry_cmd::table::print_out;
+use ferry_cmd::units::{parse_domain, parse_seconds};
 
 #[derive(Debug, Args)]
 pub struct RateArgs {

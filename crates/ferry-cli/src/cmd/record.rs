@@ -8,9 +8,9 @@ use ferry::Qos;
 use ferry_record::{Compression, PayloadType, RecordOptions, Recorder};
 
 use super::{DeliveryArg, TransportOpt, WaitArg, POLL_SLICE};
-use ferry_lab::error::{note, Context, Result};
-use ferry_lab::signal;
-use ferry_lab::units::{format_size, parse_domain, parse_seconds, parse_size};
+use ferry_cmd::error::{note, Context, Result};
+use ferry_cmd::signal;
+use ferry_cmd::units::{format_size, parse_domain, parse_seconds, parse_size};
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {

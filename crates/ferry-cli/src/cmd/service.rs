@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 use clap::Args;
 
 use super::{TransportOpt, WaitArg, POLL_SLICE};
-use ferry_lab::error::{bail, note, Context, Result};
-use ferry_lab::signal;
-use ferry_lab::stats::Summary;
-use ferry_lab::units::{
+use ferry_cmd::error::{bail, note, Context, Result};
+use ferry_cmd::signal;
+use ferry_cmd::stats::Summary;
+use ferry_cmd::units::{
     format_ns, format_size, parse_domain, parse_rate, parse_seconds, parse_size,
 };
 
@@ -237,7 +237,7 @@ pub fn call(args: CallArgs) -> Result<()> {
         }
         let t0 = Instant::now();
         let response = client.call(&body, args.timeout).map_err(|e| {
-            ferry_lab::error::Error::msg(format!(
+            ferry_cmd::error::Error::msg(format!(
                 "call {} of {}: {e} ({})",
                 i + 1,
                 args.count,

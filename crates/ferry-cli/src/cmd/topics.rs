@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use ferry_lab::error::{bail, note, Result};
-use ferry_lab::table::{print_out, Table};
-use ferry_lab::units::{format_size, parse_domain};
+use ferry_cmd::error::{bail, note, Result};
+use ferry_cmd::table::{print_out, Table};
+use ferry_cmd::units::{format_size, parse_domain};
 
 #[derive(Debug, Args)]
 pub struct TopicsArgs {

@@ -18,6 +18,26 @@ use clap::{Args, Subcommand};
 use ferry_lab::error::{Context, Result};
 use ferry_lab::experiment::run_and_print;
 
+// The everyday commands' --delivery and --wait, as the lab's configurations take them.
+impl From<crate::cmd::DeliveryArg> for ferry_lab::args::Delivery {
+    fn from(d: crate::cmd::DeliveryArg) -> ferry_lab::args::Delivery {
+        match d {
+            crate::cmd::DeliveryArg::Reliable => ferry_lab::args::Delivery::Reliable,
+            crate::cmd::DeliveryArg::Latest => ferry_lab::args::Delivery::Latest,
+        }
+    }
+}
+
+impl From<crate::cmd::WaitArg> for ferry_lab::args::Wait {
+    fn from(w: crate::cmd::WaitArg) -> ferry_lab::args::Wait {
+        match w {
+            crate::cmd::WaitArg::Spin => ferry_lab::args::Wait::Spin,
+            crate::cmd::WaitArg::Block => ferry_lab::args::Wait::Block,
+            crate::cmd::WaitArg::Adaptive => ferry_lab::args::Wait::Adaptive,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, after_long_help = ferry_lab::studies::help())]
 pub struct LabArgs {
@@ -211,4 +231,29 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
 
 pub fn run_peer(args: PeerArgs) -> Result<()> {
     ferry_lab::peer::serve_stdio(args.for_agent).context("lab peer")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lab_help_names_the_studies_by_title_and_authors() {
+        use clap::CommandFactory;
+        use ferry_lab::studies::{cite, reference, ALL};
+        let mut cli = crate::Cli::command();
+        cli.build();
+        let lab = cli
+            .find_subcommand_mut("lab")
+            .expect("ferry lab")
+            .render_long_help()
+            .to_string();
+        for study in ALL {
+            // An experiment's line cites it; the list at the end gives authors and title.
+            for name in [cite(study), reference(study)] {
+                assert!(
+                    lab.contains(&name),
+                    "`ferry lab --help` lacks {name:?}:\n{lab}"
+                );
+            }
+        }
+    }
 }
