@@ -2,6 +2,9 @@
 
 use std::fmt;
 
+/// The message of the error that `signal::check` returns when Ctrl-C or SIGTERM came.
+pub const INTERRUPTED: &str = "interrupted (Ctrl-C or SIGTERM)";
+
 /// An error to print as `ferry: error: <message>`.
 pub struct Error(String);
 
@@ -15,7 +18,7 @@ impl Error {
     /// Whether this is `signal::check`'s error (possibly with context before it): the command
     /// stopped because Ctrl-C or SIGTERM asked it to.
     pub fn is_interruption(&self) -> bool {
-        self.0.ends_with(crate::signal::INTERRUPTED)
+        self.0.ends_with(INTERRUPTED)
     }
 }
 

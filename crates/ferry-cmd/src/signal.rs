@@ -24,7 +24,7 @@ static SIGNAL: AtomicI32 = AtomicI32::new(0);
 pub const POLL: Duration = Duration::from_millis(100);
 
 /// The message of the error that `check` returns.
-pub const INTERRUPTED: &str = "interrupted (Ctrl-C or SIGTERM)";
+pub use crate::error::INTERRUPTED;
 
 extern "C" fn on_signal(signal: libc::c_int) {
     // Relaxed: the flag carries no data; pollers only need to see it eventually. The first

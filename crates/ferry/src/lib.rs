@@ -27,7 +27,9 @@ pub mod cycle;
 mod error;
 mod node;
 pub mod pod;
+mod names;
 mod qos;
+pub(crate) mod refusal;
 pub mod service;
 mod sync;
 

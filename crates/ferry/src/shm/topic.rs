@@ -10,8 +10,7 @@ use super::layout::{
 };
 use super::segment::{self, open_checked, publish_header, Segment};
 use crate::sys::{self, Mapping, Presence, ProcessId, ShmObject};
-use crate::udp::discovery::DiscoveryRefusals;
-use crate::udp::refusal::{Refusals, REASONS};
+use crate::refusal::{DiscoveryRefusals, Refusals, REASONS};
 use crate::Error;
 
 /// Bits of `PublisherSlot::transport` and `SubscriberSlot::transport`.
@@ -31,48 +30,7 @@ pub fn transport_name(bits: u32) -> &'static str {
 /// Prefix of every shared-memory object ferry makes.
 pub const PREFIX: &str = "ferry.";
 
-/// The longest topic name (bytes).
-pub const MAX_TOPIC: usize = 100;
-/// The longest domain name (bytes).
-pub const MAX_DOMAIN: usize = 32;
-
-/// Checks a topic name: 1–100 characters of `A-Z a-z 0-9 _ - . /`.
-pub fn validate_topic(topic: &str) -> Result<(), Error> {
-    let bad = |reason| {
-        Err(Error::InvalidName {
-            what: "topic",
-            name: topic.to_owned(),
-            reason,
-        })
-    };
-    if topic.is_empty() || topic.len() > MAX_TOPIC {
-        return bad("must be 1 to 100 characters");
-    }
-    if !topic
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"_-./".contains(&b))
-    {
-        return bad("may hold only letters, digits and _ - . /");
-    }
-    Ok(())
-}
-
-/// Checks a domain name: 1–32 characters of `A-Z a-z 0-9 _ -`.
-pub fn validate_domain(domain: &str) -> Result<(), Error> {
-    if domain.is_empty()
-        || domain.len() > MAX_DOMAIN
-        || !domain
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    {
-        return Err(Error::InvalidName {
-            what: "domain",
-            name: domain.to_owned(),
-            reason: "must be 1 to 32 characters of letters, digits, _ and -",
-        });
-    }
-    Ok(())
-}
+pub use crate::names::{validate_domain, validate_topic, MAX_DOMAIN, MAX_TOPIC};
 
 /// The name of a topic's control segment: `ferry.<domain>.<topic with / as +>`.
 pub fn control_name(domain: &str, topic: &str) -> String {

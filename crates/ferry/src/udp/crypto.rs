@@ -280,7 +280,7 @@ impl Sealer {
             let _ = key;
             return Err(no_cipher());
         }
-        let id = super::endpoint::new_id()?;
+        let id = super::ids::new_id()?;
         Ok(Sealer {
             id,
             domain: key.clone(),

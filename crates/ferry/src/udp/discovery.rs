@@ -381,36 +381,7 @@ pub struct Agent {
     refused: Counters,
 }
 
-/// Discovery datagrams an agent refused, by reason (an agent's `refusals()`; `ferry stats` shows
-/// them per endpoint).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DiscoveryRefusals {
-    /// Datagrams that do not decode (see `DiscoveryError`): another program, another ferry
-    /// release, damage on the way, or a forger.
-    pub malformed: u64,
-    /// Datagrams from a source discovery does not listen to: with `FERRY_PEERS` set, an
-    /// announcement from an address not in it (list each peer by the address it sends from);
-    /// a relay message not from this host's relay; a registration not from this host, or while
-    /// this host does not relay.
-    pub not_allowed: u64,
-    /// Datagrams over a bound: an announcement longer than `MAX_ANNOUNCE` (2026) bytes or with
-    /// more than `MAX_ENTRIES` (128) entries; one whose entries made room for themselves or were refused
-    /// because a table was full ([`DiscoveryLimits`]: raise the bound if a genuine host has
-    /// that many endpoints); a registration while the relay serves as many agents as it may.
-    pub over_limit: u64,
-    /// With a domain key: datagrams not sealed with it, or replayed.
-    pub unauthenticated: u64,
-}
-
-impl DiscoveryRefusals {
-    /// Every refused datagram.
-    pub fn total(&self) -> u64 {
-        self.malformed
-            .saturating_add(self.not_allowed)
-            .saturating_add(self.over_limit)
-            .saturating_add(self.unauthenticated)
-    }
-}
+pub use crate::refusal::DiscoveryRefusals;
 
 /// The counters behind [`DiscoveryRefusals`].
 #[derive(Default)]
@@ -1083,7 +1054,7 @@ fn decode_announcement(bytes: &[u8]) -> Result<Announcement, DiscoveryError> {
     let mut r = Reader(bytes.get(HEADER..).unwrap_or_default());
     let count = r.u32("entry count")?;
     let host = r.u64("host id")?;
-    let domain = r.name("domain", |d| crate::shm::topic::validate_domain(d).is_ok())?;
+    let domain = r.name("domain", |d| crate::names::validate_domain(d).is_ok())?;
     // The count is checked against the bound and the bytes present before anything else: the
     // loop below runs on the bytes, never on the count.
     if count > MAX_ENTRIES as u32 {
@@ -1110,7 +1081,7 @@ fn decode_announcement(bytes: &[u8]) -> Result<Announcement, DiscoveryError> {
         }
         let id = r.u64("entry")?;
         let max_message = r.u32("entry")?;
-        let topic = r.name("topic", |t| crate::shm::topic::validate_topic(t).is_ok())?;
+        let topic = r.name("topic", |t| crate::names::validate_topic(t).is_ok())?;
         entries.push(Entry {
             role,
             topic,
@@ -1371,12 +1342,12 @@ mod tests {
                 announcement
             }
         };
-        assert!(crate::shm::topic::validate_domain(&a.domain).is_ok());
+        assert!(crate::names::validate_domain(&a.domain).is_ok());
         assert!(a.entries.len() <= MAX_ENTRIES);
         for e in &a.entries {
             assert_ne!(e.port, 0);
             assert!(!e.topic.is_empty() && e.topic.len() <= MAX_NAME);
-            assert!(crate::shm::topic::validate_topic(&e.topic).is_ok());
+            assert!(crate::names::validate_topic(&e.topic).is_ok());
         }
     }
 

@@ -15,7 +15,7 @@
 //!   which each registers its address. The node's impairment (`NodeConfig::with_impairment`,
 //!   `FERRY_IMPAIR`; see `impair`) applies on send, receive, or both.
 
-use super::ids::{id_map, IdMap};
+use super::ids::{id_map, new_id, IdMap};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,14 +34,8 @@ use crate::shm::topic::{
     store_discovery, store_refusals, Liveness, Topic, TRANSPORT_SHM, TRANSPORT_UDP,
 };
 use crate::sys::udp::{Multicast, RecvBatch, SocketOptions, UdpSocket};
-use crate::sys::{self, monotonic_ns};
+use crate::sys::monotonic_ns;
 use crate::{Delivery, Error, IpVersion, NodeConfig, Qos, RecvError, SendError, WaitStrategy};
-
-/// A 64-bit id for sessions and receivers from the OS's random source: an off-path sender
-/// cannot guess it, so it cannot forge the control frames that carry it.
-pub(crate) fn new_id() -> Result<u64, Error> {
-    sys::random_u64().map_err(|e| Error::io("read the OS's random source", e))
-}
 
 /// Whether UDP endpoints must be reachable from other hosts: the node's discovery is configured
 /// to reach them (peers, multicast discovery) or the QoS names a multicast group. Otherwise an

@@ -7,6 +7,13 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::OnceLock;
 
+/// A 64-bit id for sessions and receivers (and a sealer's nonce prefix) from the OS's random
+/// source: an off-path sender cannot guess it, so it cannot forge the control frames that carry
+/// it.
+pub(crate) fn new_id() -> Result<u64, crate::Error> {
+    crate::sys::random_u64().map_err(|e| crate::Error::io("read the OS's random source", e))
+}
+
 /// A `HashMap` keyed by a 64-bit id.
 pub(crate) type IdMap<V> = HashMap<u64, V, IdHash>;
 

@@ -11,7 +11,7 @@ pub mod frame;
 mod ids;
 pub mod impair;
 pub mod receiver;
-pub mod refusal;
+pub(crate) use crate::refusal;
 pub mod sender;
 
 pub mod discovery;

@@ -1,5 +1,9 @@
 //! Why a datagram (or the state it asked for) was refused. Every refusal is counted by reason, so
 //! that `ferry stats` can say what was turned away and why; nothing is dropped silently.
+//!
+//! The counters' types live here, apart from the UDP endpoints and discovery that count them:
+//! the topic directory in shared memory (`shm`) keeps them for `ferry stats` without depending
+//! on UDP.
 
 /// The reasons, in the order their counters are kept (and stored in the topic directory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,5 +91,36 @@ impl Refusals {
             .map(|r| format!("{} {}", r.name(), self.get(*r)))
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// Discovery datagrams an agent refused, by reason (an agent's `refusals()`; `ferry stats` shows
+/// them per endpoint).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiscoveryRefusals {
+    /// Datagrams that do not decode (see `DiscoveryError`): another program, another ferry
+    /// release, damage on the way, or a forger.
+    pub malformed: u64,
+    /// Datagrams from a source discovery does not listen to: with `FERRY_PEERS` set, an
+    /// announcement from an address not in it (list each peer by the address it sends from);
+    /// a relay message not from this host's relay; a registration not from this host, or while
+    /// this host does not relay.
+    pub not_allowed: u64,
+    /// Datagrams over a bound: an announcement longer than `MAX_ANNOUNCE` (2026) bytes or with
+    /// more than `MAX_ENTRIES` (128) entries; one whose entries made room for themselves or were refused
+    /// because a table was full (`DiscoveryLimits`: raise the bound if a genuine host has
+    /// that many endpoints); a registration while the relay serves as many agents as it may.
+    pub over_limit: u64,
+    /// With a domain key: datagrams not sealed with it, or replayed.
+    pub unauthenticated: u64,
+}
+
+impl DiscoveryRefusals {
+    /// Every refused datagram.
+    pub fn total(&self) -> u64 {
+        self.malformed
+            .saturating_add(self.not_allowed)
+            .saturating_add(self.over_limit)
+            .saturating_add(self.unauthenticated)
     }
 }
