@@ -11,6 +11,7 @@
 use pyo3::prelude::*;
 
 mod admin;
+mod args;
 mod errors;
 mod lend;
 mod node;
@@ -35,6 +36,6 @@ fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(admin::topics, m)?)?;
     m.add_function(wrap_pyfunction!(admin::stats, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("WAIT_SLICE_S", subscriber::WAIT_SLICE.as_secs_f64())?;
+    m.add("WAIT_SLICE_S", args::WAIT_SLICE.as_secs_f64())?;
     Ok(())
 }

@@ -1,21 +1,13 @@
 //! `ferry.Node` and `ferry.Qos`.
 
-use std::time::Duration;
-
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+use crate::args::seconds;
 use crate::errors;
 use crate::publisher::Publisher;
 use crate::service::{Client, Server};
 use crate::subscriber::Subscriber;
-
-/// Seconds (a float) as a Duration, refusing what is negative or not a number.
-pub fn seconds(what: &str, s: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(s).map_err(|_| {
-        PyValueError::new_err(format!("{what} must be a number of seconds >= 0, not {s}"))
-    })
-}
 
 fn choice<T: Copy>(what: &str, given: &str, options: &[(&str, T)]) -> PyResult<T> {
     options

@@ -5,14 +5,14 @@
 //! publisher first discards a pending loan, which [`Lend`] refuses while views of it exist.
 
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, TryLockError};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
 
+use crate::args::{frombuffer, lock};
 use crate::errors;
 use crate::lend::{fill_view, with_bytes, Lend, Region};
-use crate::subscriber::frombuffer;
 
 /// Writes messages to a topic. Made by `Node.publisher`.
 #[pyclass(frozen, module = "ferry", name = "Publisher")]
@@ -96,15 +96,6 @@ fn loan(
     let again: &'static mut ferry::Publisher = unsafe { &mut *p };
     py.detach(move || again.loan(len))
         .map_err(|e| errors::send(py, e))
-}
-
-fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {
-    // Never block on the lock while attached to Python: its holder may be waiting for the GIL.
-    match m.try_lock() {
-        Ok(g) => Ok(g),
-        Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
-        Err(TryLockError::WouldBlock) => Err(errors::busy(what)),
-    }
 }
 
 impl Publisher {

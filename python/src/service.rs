@@ -23,9 +23,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes};
 
+use crate::args::{frombuffer, lock, timeout_arg, WAIT_SLICE};
 use crate::errors;
 use crate::lend::with_bytes;
-use crate::subscriber::{frombuffer, lock, timeout_arg, WAIT_SLICE};
 
 /// How often `Client.wait_for_server` looks for a server (with the GIL released).
 const SERVER_POLL: Duration = Duration::from_micros(500);

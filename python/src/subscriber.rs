@@ -6,19 +6,16 @@
 //! current sample back, which [`Lend`] refuses while a memoryview or array of it exists.
 
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::args::{frombuffer, lock, timeout_arg, WAIT_SLICE};
 use crate::errors;
 use crate::lend::{fill_view, Lend, Region};
-use crate::node::seconds;
-
-/// The longest a wait runs without looking at signals (Ctrl-C) again.
-pub const WAIT_SLICE: Duration = Duration::from_millis(50);
 
 /// How long a spinning (or adaptive) shared-memory subscriber polls with the GIL held before it
 /// lets go of it to wait: long enough for a prompt reply (letting go and taking the GIL back
@@ -92,15 +89,6 @@ impl Drop for SubState {
     }
 }
 
-pub fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {
-    // Never block on the lock while attached to Python: its holder may be waiting for the GIL.
-    match m.try_lock() {
-        Ok(g) => Ok(g),
-        Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
-        Err(TryLockError::WouldBlock) => Err(errors::busy(what)),
-    }
-}
-
 /// Polls (for `gil_spin` at most, with the GIL held), then waits up to `timeout` (forever if
 /// None) in slices, waiting with the GIL released and looking at signals between them.
 fn wait(
@@ -146,10 +134,6 @@ fn wait(
         }
         py.check_signals()?;
     }
-}
-
-pub fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
-    timeout.map(|t| seconds("timeout", t)).transpose()
 }
 
 impl Subscriber {
@@ -477,34 +461,5 @@ impl Drop for Sample {
         if self.lend.hand_back() == Ok(true) {
             self.drop_in_subscriber();
         }
-    }
-}
-
-/// `numpy.frombuffer(obj, dtype)`: numpy is needed only here, and imported when first used.
-/// numpy before 1.23 let go of the buffer view as soon as the array was made, so the count of
-/// views that keeps lent memory from being handed back (`lend.rs`) could not see its arrays: it
-/// is refused.
-pub fn frombuffer<'py>(
-    obj: &Bound<'py, PyAny>,
-    dtype: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let py = obj.py();
-    let np = py.import("numpy").map_err(|e| {
-        pyo3::exceptions::PyImportError::new_err(format!(
-            "arrays need numpy (pip install numpy): {e}"
-        ))
-    })?;
-    let version: String = np.getattr("__version__")?.extract()?;
-    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    if (major, minor) < (1, 23) {
-        return Err(pyo3::exceptions::PyImportError::new_err(format!(
-            "arrays over lent memory need numpy 1.23 or later (this is {version}): older \
-             versions do not keep the buffer view their arrays read through"
-        )));
-    }
-    match dtype {
-        Some(d) => np.call_method1("frombuffer", (obj, d)),
-        None => np.call_method1("frombuffer", (obj, np.getattr("uint8")?)),
     }
 }

@@ -3120,31 +3120,13 @@ fn link_section(rows: &[Row], setup: Option<&LinkSetup>) -> Result<Section> {
         plots.extend(latency_plot(rows, &transports, &links, size)?);
     }
     for &size in sizes.iter().filter(|_| !periodic) {
-        let series: Vec<crate::report::XySeries> = transports
-            .iter()
-            .map(|&t| {
-                let mut pts: Vec<_> = links
-                    .iter()
-                    .filter_map(|&(bps, _)| {
-                        let cell = LinkCell::of(rows, bps, t, size);
-                        let g: Vec<f64> =
-                            cell.rows.iter().filter_map(|r| r.delivered_gbps).collect();
-                        let lo = g.iter().copied().fold(f64::INFINITY, f64::min);
-                        let hi = g.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                        cell.gbps().map(|m| {
-                            (
-                                bps as f64 / 1e6,
-                                m * 1e3,
-                                (g.len() > 1).then_some((lo * 1e3, hi * 1e3)),
-                            )
-                        })
-                    })
-                    .collect();
-                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                (t.name().to_owned(), pts)
-            })
-            .filter(|(_, p)| !p.is_empty())
-            .collect();
+        let series = link_series(rows, &transports, &links, size, |cell| {
+            let g: Vec<f64> = cell.rows.iter().filter_map(|r| r.delivered_gbps).collect();
+            let lo = g.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = g.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            cell.gbps()
+                .map(|m| (m * 1e3, (g.len() > 1).then_some((lo * 1e3, hi * 1e3))))
+        });
         if series.is_empty() {
             continue;
         }
@@ -3258,6 +3240,32 @@ fn link_section(rows: &[Row], setup: Option<&LinkSetup>) -> Result<Section> {
     })
 }
 
+/// One series per transport at `size`: against the link rate in Mbit/s, the value `point` gives
+/// for the transport's cell on each link (and its spread), links without one left out.
+fn link_series(
+    rows: &[Row],
+    transports: &[Transport],
+    links: &[(u64, String)],
+    size: usize,
+    point: impl Fn(&LinkCell<'_>) -> Option<(f64, Option<(f64, f64)>)>,
+) -> Vec<crate::report::XySeries> {
+    transports
+        .iter()
+        .map(|&t| {
+            let mut pts: Vec<_> = links
+                .iter()
+                .filter_map(|&(bps, _)| {
+                    let (y, spread) = point(&LinkCell::of(rows, bps, t, size))?;
+                    Some((bps as f64 / 1e6, y, spread))
+                })
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (t.name().to_owned(), pts)
+        })
+        .filter(|(_, p)| !p.is_empty())
+        .collect()
+}
+
 /// `--period`: each transport's message latency against the link rate (the point its median
 /// p50, the bar up to its p99), beside the message's time on the link.
 fn latency_plot(
@@ -3266,23 +3274,11 @@ fn latency_plot(
     links: &[(u64, String)],
     size: usize,
 ) -> Result<Option<Plot>> {
-    let mut series: Vec<crate::report::XySeries> = transports
-        .iter()
-        .map(|&t| {
-            let mut pts: Vec<_> = links
-                .iter()
-                .filter_map(|&(bps, _)| {
-                    let cell = LinkCell::of(rows, bps, t, size);
-                    let p50 = cell.median_of(|r| r.latency_p50_ms)?;
-                    let p99 = cell.median_of(|r| r.latency_p99_ms)?;
-                    Some((bps as f64 / 1e6, p50, Some((p50, p99))))
-                })
-                .collect();
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            (t.name().to_owned(), pts)
-        })
-        .filter(|(_, p)| !p.is_empty())
-        .collect();
+    let mut series = link_series(rows, transports, links, size, |cell| {
+        let p50 = cell.median_of(|r| r.latency_p50_ms)?;
+        let p99 = cell.median_of(|r| r.latency_p99_ms)?;
+        Some((p50, Some((p50, p99))))
+    });
     if series.is_empty() {
         return Ok(None);
     }

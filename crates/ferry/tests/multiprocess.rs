@@ -652,12 +652,9 @@ fn a_full_dev_shm_is_an_error_when_the_publisher_is_made() {
     );
 }
 
-#[test]
-#[ignore = "needs root (and util-linux unshare)"]
-fn a_subscriber_in_another_pid_namespace_is_not_swept_as_dead() {
-    let dom = domain("pidns");
-    // The subscriber runs as pid 1 of a PID namespace of its own, with its own /proc: in ours,
-    // pid 1 is another process, with another start time.
+/// This test binary's child in `role`, as pid 1 of a PID namespace of its own with its own
+/// /proc (util-linux `unshare`; killed with the unshare process).
+fn child_in_own_pid_namespace(role: &str) -> std::process::Command {
     let mut cmd = std::process::Command::new("unshare");
     cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
         .arg(std::env::current_exe().unwrap())
@@ -668,8 +665,18 @@ fn a_subscriber_in_another_pid_namespace_is_not_swept_as_dead() {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(ROLE, "subscriber")
-        .env("FERRY_TEST_DOMAIN", &dom)
+        .env(ROLE, role);
+    cmd
+}
+
+#[test]
+#[ignore = "needs root (and util-linux unshare)"]
+fn a_subscriber_in_another_pid_namespace_is_not_swept_as_dead() {
+    let dom = domain("pidns");
+    // The subscriber runs as pid 1 of a PID namespace of its own, with its own /proc: in ours,
+    // pid 1 is another process, with another start time.
+    let mut cmd = child_in_own_pid_namespace("subscriber");
+    cmd.env("FERRY_TEST_DOMAIN", &dom)
         .env("FERRY_TEST_TOPIC", "data")
         .env("FERRY_TEST_QOS", "block,reliable")
         .env("FERRY_TEST_COUNT", "5")
@@ -730,18 +737,8 @@ fn a_crashed_publisher_of_another_pid_namespace_is_swept_with_its_segment() {
     // pid means nothing here. Killed with SIGKILL, it could not free its slot; its lock in the
     // control segment went with it, which is how this namespace knows it ended.
     let dom = domain("pidnsgone");
-    let mut cmd = std::process::Command::new("unshare");
-    cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_entry",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE, "publisher")
-        .env("FERRY_TEST_DOMAIN", &dom)
+    let mut cmd = child_in_own_pid_namespace("publisher");
+    cmd.env("FERRY_TEST_DOMAIN", &dom)
         .env("FERRY_TEST_TOPIC", "data")
         .env("FERRY_TEST_QOS", "block,reliable,max=1024")
         .env("FERRY_TEST_PACE_US", "100000")

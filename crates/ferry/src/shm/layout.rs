@@ -5,8 +5,8 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::ring::{RingHeader, MAX_READERS};
-use crate::sync::Padded;
 use crate::refusal::REASONS;
+use crate::sync::Padded;
 
 /// "FERRYCTL" little-endian: a topic's control segment.
 pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");

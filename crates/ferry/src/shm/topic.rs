@@ -9,8 +9,8 @@ use super::layout::{
     SubscriberSlot, MAGIC_CONTROL, MAGIC_DATA,
 };
 use super::segment::{self, open_checked, publish_header, Segment};
-use crate::sys::{self, Mapping, Presence, ProcessId, ShmObject};
 use crate::refusal::{DiscoveryRefusals, Refusals, REASONS};
+use crate::sys::{self, Mapping, Presence, ProcessId, ShmObject};
 use crate::Error;
 
 /// Bits of `PublisherSlot::transport` and `SubscriberSlot::transport`.

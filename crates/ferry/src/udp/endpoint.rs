@@ -33,8 +33,8 @@ use super::sender::{Dest, Sender, SenderConfig, Sink};
 use crate::shm::topic::{
     store_discovery, store_refusals, Liveness, Topic, TRANSPORT_SHM, TRANSPORT_UDP,
 };
-use crate::sys::udp::{Multicast, RecvBatch, SocketOptions, UdpSocket};
 use crate::sys::monotonic_ns;
+use crate::sys::udp::{Multicast, RecvBatch, SocketOptions, UdpSocket};
 use crate::{Delivery, Error, IpVersion, NodeConfig, Qos, RecvError, SendError, WaitStrategy};
 
 /// Whether UDP endpoints must be reachable from other hosts: the node's discovery is configured
