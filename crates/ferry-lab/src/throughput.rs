@@ -3331,14 +3331,40 @@ fn link_summary(rows: &[Row]) -> Vec<SummaryLine> {
             if let Some(e) = cell.extra_percent() {
                 ferry_says.push_str(&format!(", {e:+.1} % packets over the minimum"));
             }
-            Some(SummaryLine {
-                what: format!(
+            // Periodic messages: each one's latency beside its time on the link.
+            let p99 =
+                |t: Transport| LinkCell::of(rows, bps, t, size).median_of(|r| r.latency_p99_ms);
+            let wire = cell.median_of(|r| r.serialization_ms);
+            if let (Some(p), Some(w)) = (p99(ferry), wire) {
+                ferry_says.push_str(&format!(
+                    "; a message's p99 latency {p:.1} ms against its {w:.1} ms on the link"
+                ));
+            }
+            let tcp_periodic = p99(Transport::Tcp).map(|p| {
+                let g = LinkCell::of(rows, bps, Transport::Tcp, size).gbps();
+                format!(
+                    "tcp (same schedule): {} Gbit/s, p99 latency {p:.1} ms",
+                    fmt_opt(g, 3)
+                )
+            });
+            let what = if wire.is_some() {
+                format!(
+                    "periodic {} messages across a {name} link: goodput and latency",
+                    format_size(size)
+                )
+            } else {
+                format!(
                     "goodput across a {name} link, {} messages",
                     format_size(size)
-                ),
+                )
+            };
+            Some(SummaryLine {
+                what,
                 ferry: ferry_says,
                 floor: say(bps, Transport::RawUdp4),
-                best_peer: say(bps, Transport::Iperf3Tcp).or_else(|| say(bps, Transport::Iperf3)),
+                best_peer: tcp_periodic
+                    .or_else(|| say(bps, Transport::Iperf3Tcp))
+                    .or_else(|| say(bps, Transport::Iperf3)),
                 study: Some(format!(
                     "1472-byte UDP datagrams across a 10 Gbit/s link ({})",
                     cite(&PACED_UDP)
@@ -3873,6 +3899,62 @@ mod tests {
         assert!(summary[0].ferry.contains("0.50 × TCP"), "{:?}", summary[0]);
         let back = Results::<Throughput>::from_value(serde_json::to_value(&results).unwrap());
         assert_eq!(back.unwrap().request.link_rates.len(), 2);
+    }
+
+    #[test]
+    fn periodic_link_rows_report_latency_beside_the_time_on_the_link() {
+        let mut results = link_example();
+        results.request.period = Some(0.125);
+        for r in &mut results.rows {
+            if r.transport == Transport::Iperf3Tcp {
+                r.transport = Transport::Tcp;
+            }
+            r.period_s = Some(0.125);
+            r.latency_p50_ms = Some(5.5);
+            r.latency_p99_ms = Some(if r.transport == Transport::Tcp {
+                6.5
+            } else {
+                6.0
+            });
+            r.latency_max_ms = Some(7.0);
+            r.serialization_ms = Some(5.2);
+        }
+        let table = Throughput::table(&results);
+        assert!(
+            table.contains("p99 ms") && table.contains("on link ms") && table.contains("× tcp"),
+            "{table}"
+        );
+        assert!(table.contains("one message every 125.0 ms"), "{table}");
+        let section = Throughput::section(&results).unwrap();
+        assert!(
+            section.plots.iter().all(|p| p.file.contains("latency")),
+            "periodic runs plot latency"
+        );
+        assert!(
+            section
+                .sentence
+                .contains("p99 6.0 ms against its 5.2 ms on the link")
+                && section.sentence.contains("TCP's p99 6.5 ms"),
+            "{}",
+            section.sentence
+        );
+        let summary = Throughput::summary(&results);
+        assert!(summary[0].what.contains("periodic"), "{:?}", summary[0]);
+        assert!(
+            summary[0]
+                .ferry
+                .contains("p99 latency 6.0 ms against its 5.2 ms"),
+            "{:?}",
+            summary[0]
+        );
+        assert!(
+            summary[0]
+                .best_peer
+                .as_deref()
+                .is_some_and(|b| b.contains("tcp (same schedule)") && b.contains("6.5 ms")),
+            "{:?}",
+            summary[0]
+        );
     }
 
     #[test]
