@@ -607,7 +607,8 @@ impl PubShared {
     /// Follows the subscriber table (this host) and discovery (other hosts): the UDP
     /// subscribers' addresses.
     /// Receiver ids of the ready, reliable UDP subscribers in the topic's directory whose host
-    /// (network namespace) is not this one's.
+    /// (network namespace) is not this one's, less those an `auto` publisher reaches over shared
+    /// memory (as `refresh_dests` leaves them out).
     fn subscribers_elsewhere(&self) -> Vec<u64> {
         let here = crate::sys::host_id();
         self.topic
@@ -620,6 +621,8 @@ impl PubShared {
                     && s.transport.load(Ordering::Relaxed) & TRANSPORT_UDP != 0
                     && s.reliable.load(Ordering::Relaxed) != 0
                     && s.owner.host.load(Ordering::Relaxed) != here
+                    && !(self.skip_shm_readers
+                        && s.transport.load(Ordering::Relaxed) & TRANSPORT_SHM != 0)
             })
             .map(|s| s.udp_receiver.load(Ordering::Relaxed))
             .collect()
@@ -1147,7 +1150,9 @@ impl UdpPublisher {
         });
         {
             let mut core = shared.lock();
-            if reliable && shared.discovery.is_some() {
+            // Only where discovery can find them: without peers or multicast it never would,
+            // and the first sends would wait for nothing.
+            if reliable && shared.discovery.is_some() && config.discovery().reaches_other_hosts() {
                 core.awaited = shared.subscribers_elsewhere();
                 core.awaited_until = monotonic_ns().saturating_add(AWAIT_DIRECTORY_NS);
             }
