@@ -73,6 +73,7 @@ fn publisher<'py>(py: Python<'py>, p: &PublisherInfo) -> PyResult<Bound<'py, PyD
     d.set_item("datagrams", c.datagrams)?;
     d.set_item("batches", c.batches)?;
     d.set_item("batched_messages", c.batched_messages)?;
+    d.set_item("left_out", c.left_out)?;
     Ok(d)
 }
 

@@ -146,8 +146,10 @@ fn latest_udp_counts_what_it_loses() {
 
 #[test]
 fn kernel_drops_on_a_subscribers_socket_show_in_its_stats() {
-    // A latest publisher floods a subscriber that does not read: the socket's receive queue
-    // (at most net.core.rmem_max) overflows and the kernel drops datagrams. They must show.
+    // A latest publisher floods a subscriber that does not read: the publisher leaves it out
+    // once its budget is in flight (its socket is not overrun by ferry itself), and counts it.
+    // Then a stranger floods the same socket: its receive queue (at most net.core.rmem_max)
+    // overflows and the kernel drops datagrams. Both must show.
     let dom = domain("kdrops");
     let node = Node::with_domain("n", &dom).unwrap();
     let qos = udp()
@@ -162,6 +164,15 @@ fn kernel_drops_on_a_subscribers_socket_show_in_its_stats() {
     // 512 MiB: far beyond any receive buffer this machine grants.
     for _ in 0..8192 {
         publ.send(&msg).unwrap();
+    }
+    let snap = ferry::admin::topic(&dom, "t").unwrap().expect("topic");
+    let left_out = snap.publishers[0].congestion.left_out;
+    assert!(left_out > 0, "{:?}", snap.publishers[0]);
+    let addr = snap.subscribers[0].udp.expect("a UDP subscriber");
+    // 7 MiB of datagrams from a stranger, more than the socket may queue.
+    let stranger = StdUdp::bind("127.0.0.1:0").unwrap();
+    for _ in 0..5000 {
+        let _ = stranger.send_to(&[0u8; 1472], addr);
     }
     let mut received = 0u64;
     while sub
@@ -178,6 +189,8 @@ fn kernel_drops_on_a_subscribers_socket_show_in_its_stats() {
     assert!(received < 8192, "everything arrived: {s:?}");
     // What did not arrive is counted as lost or skipped (latest delivery never repairs).
     assert!(s.lost + s.skipped > 0, "{s:?}");
+    // The stranger's datagrams that the kernel queued were refused, and counted.
+    assert!(s.refused.total() > 0, "{s:?}");
 }
 
 #[test]

@@ -93,6 +93,9 @@ struct PublisherJson {
     datagrams: u64,
     batches: u64,
     batched_messages: u64,
+    /// UDP: messages a latest subscriber was left out of, one per message and subscriber (it
+    /// read slower than the others, or sat behind a slower path).
+    left_out: u64,
 }
 
 #[derive(Serialize)]
@@ -258,6 +261,7 @@ impl From<&PublisherInfo> for PublisherJson {
             datagrams: p.congestion.datagrams,
             batches: p.congestion.batches,
             batched_messages: p.congestion.batched_messages,
+            left_out: p.congestion.left_out,
         }
     }
 }
@@ -689,7 +693,8 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
                 p.waits.to_string(),
                 p.timeouts.to_string(),
                 p.evictions.to_string(),
-                "-".to_owned(),
+                // Messages a latest subscriber was left out of (it fell behind).
+                p.congestion.left_out.to_string(),
                 "-".to_owned(),
                 p.retransmitted.to_string(),
                 p.kernel_drops.to_string(),

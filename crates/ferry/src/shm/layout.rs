@@ -13,7 +13,7 @@ pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
 /// "FERRYDAT" little-endian: one publisher's data segment.
 pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
 /// Bumped on any change of the layouts in this file.
-pub const LAYOUT_VERSION: u32 = 12;
+pub const LAYOUT_VERSION: u32 = 13;
 
 pub const MAX_PUBLISHERS: usize = 32;
 pub const MAX_NAME: usize = 128;
@@ -174,6 +174,9 @@ pub struct PublisherSlot {
     pub datagrams: AtomicU64,
     pub batches: AtomicU64,
     pub batched_messages: AtomicU64,
+    /// UDP: messages not sent to a latest subscriber that had its budget in flight (one per
+    /// message and subscriber): it reads slower than the others, or sits behind a slower path.
+    pub left_out: AtomicU64,
 }
 
 #[repr(C)]

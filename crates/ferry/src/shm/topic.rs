@@ -579,6 +579,7 @@ impl Topic {
                         datagrams: p.datagrams.load(Ordering::Relaxed),
                         batches: p.batches.load(Ordering::Relaxed),
                         batched_messages: p.batched_messages.load(Ordering::Relaxed),
+                        left_out: p.left_out.load(Ordering::Relaxed),
                     },
                     capacity: p.capacity.load(Ordering::Relaxed),
                     max_message: p.max_message.load(Ordering::Relaxed),
@@ -698,6 +699,9 @@ pub struct CongestionInfo {
     pub datagrams: u64,
     pub batches: u64,
     pub batched_messages: u64,
+    /// Messages a latest subscriber was left out of (one per message and subscriber): it had
+    /// its budget in flight, so that it skips instead of slowing the others.
+    pub left_out: u64,
 }
 
 #[derive(Debug, Clone)]

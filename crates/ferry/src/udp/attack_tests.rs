@@ -25,7 +25,7 @@ struct Counter {
 }
 
 impl Sink for Counter {
-    fn send(&mut self, dest: Dest, data: &mut [u8], segment: usize) {
+    fn send(&mut self, dest: Dest<'_>, data: &mut [u8], segment: usize) {
         self.datagrams += data.len().div_ceil(segment.max(1)) as u64;
         match dest {
             Dest::Session(id) => *self.to_sessions.entry(id).or_default() += data.len() as u64,

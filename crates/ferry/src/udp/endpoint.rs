@@ -203,28 +203,12 @@ impl Sink for Out<'_> {
         seal_room(self.seal.is_some())
     }
 
-    fn send(&mut self, dest: Dest, data: &mut [u8], segment: usize) {
+    fn send(&mut self, dest: Dest<'_>, data: &mut [u8], segment: usize) {
         // Sealed once, where they lie, whatever the number of destinations.
         if let Some(s) = self.seal.as_deref_mut() {
             s.seal_segments(data, segment);
         }
-        let one;
-        let group;
-        let targets: &[SocketAddr] = match (dest, self.group) {
-            (Dest::All | Dest::Receiver(_), Some(g)) => {
-                group = [g];
-                &group
-            }
-            (Dest::All, None) => self.all,
-            (Dest::Receiver(id) | Dest::Session(id), _) => match self.by_id.get(&id) {
-                Some(a) => {
-                    one = [*a];
-                    &one
-                }
-                None => &[],
-            },
-        };
-        for &addr in targets {
+        for addr in targets(dest, self.group, self.all, self.by_id) {
             send_to(
                 self.socket,
                 addr,
@@ -237,6 +221,25 @@ impl Sink for Out<'_> {
             );
         }
     }
+}
+
+/// The addresses `dest` names: the multicast group for data, else each subscriber's address
+/// (`all`) but those left out, or one receiver's or publisher's address (`by_id`).
+fn targets<'a>(
+    dest: Dest<'a>,
+    group: Option<SocketAddr>,
+    all: &'a [SocketAddr],
+    by_id: &'a IdMap<SocketAddr>,
+) -> impl Iterator<Item = SocketAddr> + 'a {
+    let (list, one, left_out): (&[SocketAddr], Option<SocketAddr>, &[u64]) = match (dest, group) {
+        (Dest::All | Dest::AllExcept(_) | Dest::Receiver(_), Some(g)) => (&[], Some(g), &[]),
+        (Dest::All, None) => (all, None, &[]),
+        (Dest::AllExcept(ids), None) => (all, None, ids),
+        (Dest::Receiver(id) | Dest::Session(id), _) => (&[], by_id.get(&id).copied(), &[]),
+    };
+    let skip = move |a: &SocketAddr| left_out.iter().any(|id| by_id.get(id) == Some(a));
+    one.into_iter()
+        .chain(list.iter().copied().filter(move |a| !skip(a)))
 }
 
 /// Sends `data` (datagrams of `segment` bytes, sealed already if the endpoint has a key) to
@@ -353,14 +356,8 @@ impl Sink for Collect<'_> {
         self.room
     }
 
-    fn send(&mut self, dest: Dest, data: &mut [u8], segment: usize) {
-        let targets: Vec<SocketAddr> = match (dest, self.group) {
-            (Dest::All | Dest::Receiver(_), Some(g)) => vec![g],
-            (Dest::All, None) => self.all.to_vec(),
-            (Dest::Receiver(id) | Dest::Session(id), _) => {
-                self.by_id.get(&id).copied().into_iter().collect()
-            }
-        };
+    fn send(&mut self, dest: Dest<'_>, data: &mut [u8], segment: usize) {
+        let targets: Vec<SocketAddr> = targets(dest, self.group, self.all, self.by_id).collect();
         if targets.is_empty() {
             return;
         }
@@ -847,6 +844,7 @@ impl PubShared {
             (&p.datagrams, s.frames),
             (&p.batches, s.batches),
             (&p.batched_messages, s.batched_messages),
+            (&p.left_out, s.left_out),
         ] {
             slot.store(value, Ordering::Relaxed);
         }
@@ -1097,6 +1095,7 @@ impl UdpPublisher {
             window_bytes: window,
             max_receivers: qos.max_receivers,
             rate_cap: qos.max_rate.map_or(u64::MAX, |bits| bits / 8),
+            fan_out: qos.multicast.is_none(),
             ..SenderConfig::default()
         };
         let session = new_id()?;

@@ -99,7 +99,7 @@ struct PipeSink<'a> {
 }
 
 impl Sink for PipeSink<'_> {
-    fn send(&mut self, _dest: Dest, data: &mut [u8], segment: usize) {
+    fn send(&mut self, _dest: Dest<'_>, data: &mut [u8], segment: usize) {
         for d in data.chunks(segment) {
             assert!(d.len() <= 1472, "never more than one MTU");
             self.pipe.push(self.now, self.flow, d);

@@ -23,20 +23,32 @@ use super::refusal::{Refusal, Refusals};
 
 /// Where the socket layer should send a batch of frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dest {
+pub enum Dest<'a> {
     /// Every subscriber of the topic (the multicast group, or each known unicast address).
     All,
+    /// Every subscriber but these receivers (by id): latest receivers that fell behind and
+    /// skip this message. With multicast, the group (everyone).
+    AllExcept(&'a [u64]),
     /// One receiver, by the id it reports in its STATUS and NAK frames.
     Receiver(u64),
     /// The publisher of a session (receiver to publisher).
     Session(u64),
 }
 
+/// Every subscriber, or every one but `left_out`.
+fn dest_of(left_out: &[u64]) -> Dest<'_> {
+    if left_out.is_empty() {
+        Dest::All
+    } else {
+        Dest::AllExcept(left_out)
+    }
+}
+
 /// The socket layer, as the protocol sees it. `data` holds datagrams of `segment` bytes back to
 /// back (the last one may be shorter), each with the sink's `room` around it; the sink may
 /// change them in place (seal them).
 pub trait Sink {
-    fn send(&mut self, dest: Dest, data: &mut [u8], segment: usize);
+    fn send(&mut self, dest: Dest<'_>, data: &mut [u8], segment: usize);
 
     /// Bytes the sink wants free before and after every datagram (a domain key writes its
     /// header and tag there, sealing in place).
@@ -81,6 +93,11 @@ pub const MAX_REPAIR_FRAMES_PER_NAK: usize = 1024;
 /// for it) until it reports progress again.
 pub const LATEST_STALL_NS: u64 = 20_000_000;
 
+/// A latest receiver left out of the fan-out (it has its budget in flight) that reported no
+/// progress for this long is sent the next message all the same: a probe, so that a receiver
+/// whose reports or last datagrams were lost is not left out for good.
+pub const LATEST_PROBE_NS: u64 = 50_000_000;
+
 /// A receiver's repair budget refills to its advertised window every this many nanoseconds
 /// (repairs to one receiver are capped per round trip, whatever its NAKs ask).
 pub const REPAIR_REFILL_NS: u64 = 1_000_000;
@@ -107,6 +124,10 @@ pub struct SenderConfig {
     /// Bytes of messages that may wait to be sent behind the one in progress (`offer` refuses
     /// more); what waits leaves batched.
     pub queue_bytes: u64,
+    /// Each receiver is sent its own copy (unicast): a latest receiver that falls behind is
+    /// left out of messages until it catches up, instead of slowing the others. False under
+    /// multicast (one copy reaches everyone).
+    pub fan_out: bool,
 }
 
 impl Default for SenderConfig {
@@ -122,6 +143,7 @@ impl Default for SenderConfig {
             congestion: true,
             rate_cap: u64::MAX,
             queue_bytes: 128 << 10,
+            fan_out: true,
         }
     }
 }
@@ -154,6 +176,9 @@ pub struct SenderStats {
     /// BATCH frames sent, and the messages they carried (`frames` counts them too).
     pub batches: u64,
     pub batched_messages: u64,
+    /// Messages not sent to a latest receiver because it had its budget in flight (one per
+    /// message and receiver left out): it reads slower than the others, or its path is slower.
+    pub left_out: u64,
     /// The congestion controller's state and waits.
     pub congestion: CongestionStats,
 }
@@ -180,6 +205,11 @@ struct ReceiverState {
     /// When `arrived_pos` last advanced; a latest receiver silent since then is `stalled`.
     progress_ns: u64,
     stalled: bool,
+    /// The stream position after the last message sent to it (latest receivers can be left
+    /// out of messages: what lies between it and `arrived_pos` is in flight to it), and when
+    /// it was last sent one as a probe.
+    sent_to: u64,
+    probe_ns: u64,
     /// Repair bytes this receiver may still be sent (refilled to `window` per
     /// [`REPAIR_REFILL_NS`]), and when it was last refilled.
     repair_budget: u64,
@@ -198,6 +228,8 @@ impl ReceiverState {
             last_seen_ns: now,
             progress_ns: now,
             stalled: false,
+            sent_to: consumed_pos,
+            probe_ns: 0,
             repair_budget: window,
             repair_refilled_ns: now,
         }
@@ -253,6 +285,10 @@ pub struct Sender {
     /// pacer or the in-flight window.
     pacer_wait: bool,
     cc_wait: bool,
+    /// The latest receivers the message in progress leaves out (see `leave_out`).
+    left_out: Vec<u64>,
+    /// The receiver whose reports pace a latest publisher (see `pacing_receiver`).
+    pace_source: Option<u64>,
 }
 
 impl Sender {
@@ -274,6 +310,8 @@ impl Sender {
             cc,
             pacer_wait: false,
             cc_wait: false,
+            left_out: Vec::new(),
+            pace_source: None,
             common: Common {
                 kind: Kind::Data,
                 flags,
@@ -345,9 +383,15 @@ impl Sender {
     /// Marks the latest receivers that reported no progress for [`LATEST_STALL_NS`] while data
     /// beyond what they reported was sent, as stalled.
     fn find_stalled(&mut self, now: u64, sent_pos: u64) {
+        let fan_out = self.cfg.fan_out;
         for r in self.receivers.values_mut().filter(|r| !r.reliable) {
-            r.stalled =
-                r.arrived_pos < sent_pos && now.saturating_sub(r.progress_ns) > LATEST_STALL_NS;
+            // Sent its own copy: only what was sent to it is on its way.
+            let sent = if fan_out {
+                r.sent_to.min(sent_pos)
+            } else {
+                sent_pos
+            };
+            r.stalled = r.arrived_pos < sent && now.saturating_sub(r.progress_ns) > LATEST_STALL_NS;
         }
     }
 
@@ -361,16 +405,74 @@ impl Sender {
         }
     }
 
-    /// The slowest pacing receiver's arrived position (what the controller counts as
-    /// delivered: holes are lost, not in flight, and repaired apart).
-    fn slowest(&self) -> Option<u64> {
-        self.slowest_receiver().map(|(_, r)| r.arrived_pos)
+    /// The arrived position of the receiver that paces this publisher (what the controller
+    /// counts as delivered: holes are lost, not in flight, and repaired apart).
+    fn pacing_pos(&mut self) -> Option<u64> {
+        self.pacing_receiver().map(|(_, r)| r.arrived_pos)
     }
 
-    fn slowest_receiver(&self) -> Option<(u64, ReceiverState)> {
-        self.pacers()
-            .min_by_key(|(id, r)| (r.arrived_pos, **id))
-            .map(|(id, r)| (*id, *r))
+    /// The receiver whose reports drive the controller. With reliable receivers, or one copy
+    /// for all (multicast): the slowest pacer, since each of them gets every datagram. Latest
+    /// receivers each sent their own copy: the one furthest ahead that keeps reporting; the
+    /// others are left out of what they cannot take (see `leave_out`) instead of slowing it.
+    /// That choice sticks until another pacer is half a window further (two receivers of one
+    /// speed must not take turns: each change of source restarts the controller's samples).
+    fn pacing_receiver(&mut self) -> Option<(u64, ReceiverState)> {
+        let reliable = self.cfg.reliable && self.receivers.values().any(|r| r.reliable);
+        if reliable || !self.cfg.fan_out {
+            return self
+                .pacers()
+                .min_by_key(|(id, r)| (r.arrived_pos, **id))
+                .map(|(id, r)| (*id, *r));
+        }
+        let ahead = self
+            .pacers()
+            .max_by_key(|(id, r)| (r.arrived_pos, std::cmp::Reverse(**id)))
+            .map(|(id, r)| (*id, *r))?;
+        let current = self
+            .pace_source
+            .and_then(|id| self.receivers.get(&id).map(|r| (id, *r)))
+            .filter(|(_, r)| !r.stalled && !r.reliable);
+        let slack = (self.cc.window() / 2).max(self.cfg.max_datagram as u64);
+        let chosen = match current {
+            Some(c) if c.1.arrived_pos.saturating_add(slack) >= ahead.1.arrived_pos => c,
+            _ => ahead,
+        };
+        self.pace_source = Some(chosen.0);
+        Some(chosen)
+    }
+
+    /// Decides which latest receivers the messages from stream position `pos` to `end` leave
+    /// out (into `left_out`): each sent its own copy, one that has its budget in flight (what
+    /// was sent to it beyond what it reported arrived) skips them — latest delivery lets it —
+    /// unless it reported nothing for [`LATEST_PROBE_NS`] (then they go as a probe). The
+    /// budget is its advertised window, at most twice the controller's window while the
+    /// controller paces: a receiver that reads slower than the publisher sends, or sits behind
+    /// a slower path, gets what it takes at its own pace and holds no one back.
+    fn leave_out(&mut self, now: u64, end: u64, messages: u64, left_out: &mut Vec<u64>) {
+        left_out.clear();
+        if !self.cfg.fan_out {
+            return;
+        }
+        let dg = self.cfg.max_datagram as u64;
+        let cap = if self.windowed() {
+            self.cc.window().saturating_mul(2).max(dg)
+        } else {
+            u64::MAX
+        };
+        for (&id, r) in self.receivers.iter_mut().filter(|(_, r)| !r.reliable) {
+            let budget = r.window.min(cap);
+            let behind = r.sent_to.saturating_sub(r.arrived_pos) >= budget;
+            if behind && now.saturating_sub(r.progress_ns.max(r.probe_ns)) < LATEST_PROBE_NS {
+                left_out.push(id);
+                continue;
+            }
+            if behind {
+                r.probe_ns = now;
+            }
+            r.sent_to = end;
+        }
+        self.stats.left_out += messages * left_out.len() as u64;
     }
 
     pub fn next_seq(&self) -> u64 {
@@ -407,7 +509,8 @@ impl Sender {
     pub fn forget_receiver(&mut self, id: u64) {
         if self.receivers.remove(&id).is_some() {
             self.trim_window();
-            self.cc.skip_to(self.slowest().unwrap_or(self.stream_pos));
+            let pos = self.pacing_pos().unwrap_or(self.stream_pos);
+            self.cc.skip_to(pos);
         }
     }
 
@@ -594,45 +697,83 @@ impl Sender {
         let mut batch_messages = (0u64, 0u64);
         // GSO needs every datagram of a send but the last to be `segment` bytes: before another
         // datagram, a short BATCH is padded with zeros and a short DATA ends the send.
-        let mut next_datagram = |out: &mut Vec<u8>, short_batch: bool, sink: &mut dyn Sink| {
+        let next_datagram = |out: &mut Vec<u8>,
+                             short_batch: bool,
+                             sink: &mut dyn Sink,
+                             dest: Dest<'_>,
+                             flushed: &mut u64| {
             if out.len() % segment != 0 {
                 if short_batch {
                     out.resize(out.len().next_multiple_of(segment), 0);
                 } else {
-                    sink.send(Dest::All, out, segment);
-                    flushed += out.len() as u64;
+                    sink.send(dest, out, segment);
+                    *flushed += out.len() as u64;
                     out.clear();
                 }
             }
         };
+        // Who the datagrams in `out` leave out: the message in progress's choice, until the
+        // next message starts.
+        let mut left_out = std::mem::take(&mut self.left_out);
+        let fan_out = self.cfg.fan_out && self.receivers.values().any(|r| !r.reliable);
+        if !fan_out {
+            left_out.clear();
+        }
         while seq < self.next_seq && seq < seq_limit && frames < MAX_FRAMES_PER_PUMP {
             if frames > 0 && bytes + wire > budget {
                 break;
             }
-            let (msg, _) = self.message(seq).expect("unsent messages are kept");
-            let len = msg.len();
-            if sent == 0 {
-                let (n, end) = self.batch_at(seq, pos, wire, limit, seq_limit);
-                if n >= 2 {
-                    next_datagram(&mut out, short_batch, sink);
-                    let at = out.len();
-                    out.resize(at + room.0, 0);
-                    frame::put_batch_header(&mut out, &batch_c, seq, n, pos);
-                    let first = self.window.front().expect("kept").seq;
-                    for r in self.window.range((seq - first) as usize..).take(n as usize) {
-                        frame::put_batched(&mut out, &r.data);
+            let len = self.message(seq).expect("unsent messages are kept").0.len();
+            let batch = if sent == 0 {
+                self.batch_at(seq, pos, wire, limit, seq_limit)
+            } else {
+                (0, pos)
+            };
+            if sent == 0 && fan_out {
+                let (messages, end) = if batch.0 >= 2 {
+                    (batch.0 as u64, batch.1)
+                } else {
+                    (1, pos + len as u64)
+                };
+                let mut next = Vec::new();
+                self.leave_out(now, end, messages, &mut next);
+                if next != left_out {
+                    // Datagrams for one set of receivers go out before those for another.
+                    if !out.is_empty() {
+                        sink.send(dest_of(&left_out), &mut out, segment);
+                        flushed += out.len() as u64;
+                        out.clear();
                     }
-                    bytes += out.len() - at - room.0;
-                    out.resize(out.len() + room.1, 0);
-                    short_batch = true;
-                    frames += 1;
-                    batch_messages.0 += 1;
-                    batch_messages.1 += n as u64;
-                    self.queued_bytes -= end - pos;
-                    seq += n as u64;
-                    pos = end;
-                    continue;
+                    short_batch = false;
+                    left_out = next;
                 }
+            }
+            let (n, end) = batch;
+            if n >= 2 {
+                next_datagram(
+                    &mut out,
+                    short_batch,
+                    sink,
+                    dest_of(&left_out),
+                    &mut flushed,
+                );
+                let at = out.len();
+                out.resize(at + room.0, 0);
+                frame::put_batch_header(&mut out, &batch_c, seq, n, pos);
+                let first = self.window.front().expect("kept").seq;
+                for r in self.window.range((seq - first) as usize..).take(n as usize) {
+                    frame::put_batched(&mut out, &r.data);
+                }
+                bytes += out.len() - at - room.0;
+                out.resize(out.len() + room.1, 0);
+                short_batch = true;
+                frames += 1;
+                batch_messages.0 += 1;
+                batch_messages.1 += n as u64;
+                self.queued_bytes -= end - pos;
+                seq += n as u64;
+                pos = end;
+                continue;
             }
             // Fragments of one message, each within every reliable receiver's window (windows
             // are at least a datagram, so this makes progress once receivers consume).
@@ -655,8 +796,15 @@ impl Sender {
             if n == 0 {
                 break;
             }
-            next_datagram(&mut out, short_batch, sink);
+            next_datagram(
+                &mut out,
+                short_batch,
+                sink,
+                dest_of(&left_out),
+                &mut flushed,
+            );
             short_batch = false;
+            let (msg, _) = self.message(seq).expect("unsent messages are kept");
             if empty {
                 put_fragment(&mut out, room, &c, seq, msg, pos, 0..0);
             }
@@ -677,8 +825,9 @@ impl Sender {
             sent = 0;
         }
         if !out.is_empty() {
-            sink.send(Dest::All, &mut out, segment);
+            sink.send(dest_of(&left_out), &mut out, segment);
         }
+        self.left_out = left_out;
         let on_wire = flushed + out.len() as u64;
         self.out = out;
         if on_wire > 0 {
@@ -811,7 +960,7 @@ impl Sender {
                 r.window = window;
                 r.last_seen_ns = now;
                 self.trim_window();
-                if let Some((id, r)) = self.slowest_receiver() {
+                if let Some((id, r)) = self.pacing_receiver() {
                     self.cc
                         .on_delivered(now, id, r.arrived_pos, r.received_bytes);
                 }
@@ -994,7 +1143,8 @@ impl Sender {
         if self.receivers.len() != before {
             self.stats.receivers_timed_out += (before - self.receivers.len()) as u64;
             self.trim_window();
-            self.cc.skip_to(self.slowest().unwrap_or(self.stream_pos));
+            let pos = self.pacing_pos().unwrap_or(self.stream_pos);
+            self.cc.skip_to(pos);
         }
         self.cc.tick(now);
         if now >= self.next_heartbeat_ns && self.current.is_some() && self.cc_wait {
@@ -1134,5 +1284,120 @@ mod tests {
         // `buffer` (for a copy appended to it) still starts empty.
         tx.pool.push(longer);
         assert!(tx.buffer().is_empty());
+    }
+
+    /// Records which receivers each send leaves out.
+    #[derive(Default)]
+    struct Sends(Vec<Vec<u64>>);
+
+    impl Sink for Sends {
+        fn send(&mut self, dest: Dest<'_>, _data: &mut [u8], _segment: usize) {
+            match dest {
+                Dest::All => self.0.push(Vec::new()),
+                Dest::AllExcept(ids) => self.0.push(ids.to_vec()),
+                _ => {}
+            }
+        }
+    }
+
+    /// A latest receiver's STATUS: everything up to `arrived` arrived.
+    fn status(tx: &mut Sender, now: u64, receiver: u64, arrived: u64, window: u64) {
+        let c = Common {
+            kind: Kind::Status,
+            flags: 0,
+            topic: tx.topic(),
+            session: tx.session(),
+        };
+        let mut b = Vec::new();
+        frame::put_status(
+            &mut b, &c, receiver, arrived, window, 0, 0, arrived, arrived,
+        );
+        let f = frame::decode(&b).expect("a valid STATUS");
+        tx.handle(now, &f, &mut Sends::default());
+    }
+
+    #[test]
+    fn a_latest_receiver_that_falls_behind_is_left_out_and_probed_while_the_others_get_everything()
+    {
+        const FAST: u64 = 1;
+        const SLOW: u64 = 2;
+        const LEN: u64 = 8 << 10;
+        let cfg = SenderConfig {
+            reliable: false,
+            congestion: false,
+            ..SenderConfig::default()
+        };
+        let mut tx = Sender::new(7, 9, cfg);
+        let window = 64 << 10;
+        status(&mut tx, 0, FAST, 0, window);
+        status(&mut tx, 0, SLOW, 0, window);
+        let msg = vec![5u8; LEN as usize];
+        let mut now = 0;
+        let mut sends = Sends::default();
+        // The slow receiver reports nothing: once its window is in flight it is left out,
+        // message by message, while the fast one (reporting everything) gets each of them.
+        for k in 0..20u64 {
+            now += 1_000_000;
+            tx.offer(&msg).unwrap();
+            assert!(tx.pump(now, &mut sends), "message {k} waits for nobody");
+            status(&mut tx, now, FAST, (k + 1) * LEN, window);
+        }
+        let left: Vec<bool> = sends.0.iter().map(|ids| ids == &[SLOW]).collect();
+        assert!(sends.0.iter().all(|ids| !ids.contains(&FAST)));
+        // 64 KiB in flight: the first eight messages reach it, the rest leave it out.
+        assert_eq!(left.iter().filter(|l| !**l).count(), 8, "{:?}", sends.0);
+        assert!(left[8..].iter().all(|l| *l));
+        assert_eq!(tx.stats().left_out, 12);
+        // Silent for the probe interval since its last progress: the next message reaches it.
+        now += LATEST_PROBE_NS;
+        sends.0.clear();
+        tx.offer(&msg).unwrap();
+        assert!(tx.pump(now, &mut sends));
+        assert!(sends.0.iter().all(|ids| ids.is_empty()), "{:?}", sends.0);
+        // ... and only that one, until it reports.
+        now += 1_000_000;
+        sends.0.clear();
+        tx.offer(&msg).unwrap();
+        assert!(tx.pump(now, &mut sends));
+        assert!(sends.0.iter().all(|ids| ids == &[SLOW]), "{:?}", sends.0);
+        // It reports everything it was sent (its application read it all): it is sent again.
+        status(&mut tx, now, SLOW, 21 * LEN, window);
+        now += 1_000_000;
+        sends.0.clear();
+        tx.offer(&msg).unwrap();
+        assert!(tx.pump(now, &mut sends));
+        assert!(sends.0.iter().all(|ids| ids.is_empty()), "{:?}", sends.0);
+        assert_eq!(tx.stats().left_out, 13);
+    }
+
+    #[test]
+    fn reliable_receivers_and_multicast_are_never_left_out() {
+        for (reliable, fan_out) in [(true, true), (false, false)] {
+            let cfg = SenderConfig {
+                reliable,
+                congestion: false,
+                fan_out,
+                ..SenderConfig::default()
+            };
+            let mut tx = Sender::new(7, 9, cfg);
+            let c = Common {
+                kind: Kind::Status,
+                flags: if reliable { FLAG_RELIABLE } else { 0 },
+                topic: 7,
+                session: 9,
+            };
+            // A receiver that reports a small window and never any progress.
+            let mut b = Vec::new();
+            frame::put_status(&mut b, &c, 3, 0, 8 << 10, 0, 0, 0, 0);
+            tx.handle(0, &frame::decode(&b).unwrap(), &mut Sends::default());
+            let mut sends = Sends::default();
+            for k in 0..4u64 {
+                tx.offer(&[1u8; 4 << 10]).unwrap();
+                // Reliable: its window holds the sender back (flow control), never leaves it out.
+                tx.pump(k * 1_000_000, &mut sends);
+            }
+            assert!(sends.0.iter().all(|ids| ids.is_empty()), "{:?}", sends.0);
+            assert_eq!(tx.stats().left_out, 0);
+        }
     }
 }

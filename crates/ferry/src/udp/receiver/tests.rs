@@ -44,7 +44,7 @@ struct Net {
 }
 
 impl Sink for Net {
-    fn send(&mut self, dest: Dest, data: &mut [u8], segment: usize) {
+    fn send(&mut self, dest: Dest<'_>, data: &mut [u8], segment: usize) {
         let to_receiver = !matches!(dest, Dest::Session(_));
         assert_eq!(to_receiver, self.to_receiver, "frames go the right way");
         for d in data.chunks(segment) {
