@@ -279,6 +279,7 @@ registry![
     crate::sendtime::SendTime,
     crate::throughput::Throughput,
     crate::idle::Idle,
+    crate::fanout::Fanout,
     crate::footprint::Footprint,
     crate::hubs::Hubs,
     crate::udprate::UdpRate,

@@ -18,6 +18,7 @@ pub mod baseline;
 pub mod cgroup;
 pub mod cycle;
 pub mod experiment;
+pub mod fanout;
 pub mod footprint;
 pub mod hubs;
 pub mod idle;

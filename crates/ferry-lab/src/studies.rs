@@ -162,6 +162,10 @@ mod tests {
                 serde_json::to_value(crate::idle::example()).unwrap(),
             ),
             (
+                "fanout",
+                serde_json::to_value(crate::fanout::example()).unwrap(),
+            ),
+            (
                 "footprint",
                 serde_json::to_value(crate::footprint::example()).unwrap(),
             ),

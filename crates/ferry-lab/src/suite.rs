@@ -327,6 +327,30 @@ fn idle(level: Level) -> Option<TypedRun> {
     Some(typed::<Idle>(config))
 }
 
+/// One slow latest subscriber beside the others of a UDP publisher: what they get with it, set
+/// against what they get alone.
+fn fanout(level: Level) -> Option<TypedRun> {
+    use crate::fanout::{Config, Fanout};
+    let config = match level {
+        Level::Smoke => Config {
+            seconds: 0.3,
+            rate: 500.0,
+            rounds: 1,
+            ..Config::default()
+        },
+        Level::Quick => Config {
+            seconds: 1.0,
+            rounds: 3,
+            ..Config::default()
+        },
+        Level::Full => Config {
+            rounds: 5,
+            ..Config::default()
+        },
+    };
+    Some(typed::<Fanout>(config))
+}
+
 fn footprint(level: Level) -> Option<TypedRun> {
     use crate::footprint::{Config, Footprint};
     let config = match level {
@@ -439,6 +463,11 @@ const STEPS: &[Step] = &[
         name: "idle",
         file: "idle",
         plan: idle,
+    },
+    Step {
+        name: "fanout",
+        file: "fanout",
+        plan: fanout,
     },
     Step {
         name: "footprint",

@@ -3,6 +3,7 @@
 //! runs; the defaults live with the configuration, not here.
 
 mod cycle;
+mod fanout;
 mod footprint;
 mod hubs;
 mod idle;
@@ -80,6 +81,9 @@ pub enum Experiment {
     Throughput(throughput::ThroughputArgs),
     /// CPU used by an idle subscriber for each wait strategy (spin, block, adaptive)
     Idle(idle::IdleArgs),
+    /// What the other subscribers of a latest UDP publisher get beside one slow subscriber,
+    /// against what they get alone
+    Fanout(fanout::FanoutArgs),
     /// Binary size, private memory and threads of a minimal publisher and subscriber, against
     /// Vortex Lite's footprint in the Vortex Lite performance whitepaper (ADLINK)
     Footprint(footprint::FootprintArgs),
@@ -181,6 +185,10 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
         Experiment::Idle(a) => {
             let json = a.json.clone();
             run_and_print::<ferry_lab::idle::Idle>(a.into_config(), json.as_deref())
+        }
+        Experiment::Fanout(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::fanout::Fanout>(a.into_config(), json.as_deref())
         }
         Experiment::Footprint(a) => {
             let json = a.json.clone();
