@@ -36,8 +36,8 @@ mod sync;
 // The OS layer, the shared-memory ring and the UDP protocol's internals are not part of the
 // API. The `internals` feature opens them to ferry's own tests and fuzz targets (the ring's
 // reader and writer, frame and discovery decoders, the protocol cores, impairment); nothing else
-// should enable it. Without it, what only those use is
-// dead code here, as it went unchecked while these modules were public.
+// should enable it. Without it, what only those use is compiled out
+// (`cfg(any(test, feature = "internals"))`), and the dead-code lint checks the rest.
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod shm;
@@ -47,13 +47,11 @@ mod shm;
 #[doc(hidden)]
 pub mod sys;
 #[cfg(not(feature = "internals"))]
-#[allow(dead_code)]
 mod sys;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod udp;
 #[cfg(not(feature = "internals"))]
-#[allow(dead_code)]
 mod udp;
 
 pub use config::{Impairment, NodeConfig};

@@ -343,10 +343,12 @@ impl Mapping {
         self.ptr.as_ptr()
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn len(&self) -> usize {
         self.len
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -440,6 +442,7 @@ impl ProcessId {
 
     /// True while this very process runs, as far as this process can see: one of another PID
     /// namespace counts as running (`Presence::Unknown`).
+    #[cfg(any(test, feature = "internals"))]
     pub fn is_alive(&self) -> bool {
         self.presence() != Presence::Gone
     }

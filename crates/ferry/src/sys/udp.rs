@@ -87,6 +87,7 @@ pub const MAX_GSO_SEGMENTS: usize = 64;
 /// Largest UDP payload over IPv4 (65535 − 20 − 8).
 pub const MAX_PAYLOAD_V4: usize = 65_507;
 /// Largest UDP payload over IPv6 without jumbograms (65535 − 8).
+#[cfg(any(test, feature = "internals"))]
 pub const MAX_PAYLOAD_V6: usize = 65_527;
 /// Bytes one GSO send may carry (the IPv4 limit, kept for both families).
 const MAX_GSO_BYTES: usize = MAX_PAYLOAD_V4;
@@ -151,6 +152,7 @@ impl Default for SocketOptions {
 }
 
 /// What this socket can do, as found at bind (GSO may be turned off later, at run time).
+#[cfg(any(test, feature = "internals"))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Capabilities {
     pub gso: bool,
@@ -178,6 +180,7 @@ pub struct BufferReport {
 
 impl BufferReport {
     /// True when a buffer is smaller than asked for.
+    #[cfg(any(test, feature = "internals"))]
     pub fn is_capped(&self) -> bool {
         !self.warnings.is_empty()
     }
@@ -187,12 +190,14 @@ impl BufferReport {
 #[derive(Debug)]
 pub struct UdpSocket {
     sock: Socket,
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
     v6: bool,
     /// Bound to a port the caller chose (not 0): dissolving a connection keeps it then.
     port_fixed: bool,
     gso: AtomicBool,
     gso_disabled_errno: AtomicI32,
     gro: bool,
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
     rxq_ovfl: bool,
     /// The socket's drop counter, extended past the kernel's 32 bits.
     drops: AtomicU64,
@@ -319,6 +324,7 @@ impl UdpSocket {
             .ok_or_else(|| io::Error::other("socket has a non-IP local address"))
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn capabilities(&self) -> Capabilities {
         let gso = self.gso.load(Ordering::Relaxed);
         let errno = self.gso_disabled_errno.load(Ordering::Relaxed);
@@ -336,6 +342,7 @@ impl UdpSocket {
     }
 
     /// True for an IPv6 socket.
+    #[cfg(any(test, feature = "internals"))]
     pub fn is_ipv6(&self) -> bool {
         self.v6
     }
@@ -424,6 +431,7 @@ impl UdpSocket {
 
     /// Sends separate datagrams, each to its own destination, with `sendmmsg`. Returns how many
     /// went out (a prefix of `msgs`); errors only when none did.
+    #[cfg(any(test, feature = "internals"))]
     pub fn send_many(&self, msgs: &[(SocketAddr, &[u8])]) -> io::Result<usize> {
         let mut sent = 0;
         for chunk in msgs.chunks(SEND_BATCH) {
@@ -736,6 +744,7 @@ impl UdpSocket {
     }
 
     /// Waits until the socket is readable, at most `timeout`; false on timeout (or a signal).
+    #[cfg(any(test, feature = "internals"))]
     pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
         self.poll(libc::POLLIN, timeout)
     }
@@ -788,11 +797,13 @@ impl UdpSocket {
     }
 
     /// Datagrams dropped because they did not fit a receive slot.
+    #[cfg(any(test, feature = "internals"))]
     pub fn truncated(&self) -> u64 {
         self.truncated.load(Ordering::Relaxed)
     }
 
     /// Received buffers that GRO had coalesced from several datagrams (each was split again).
+    #[cfg(any(test, feature = "internals"))]
     pub fn gro_coalesced(&self) -> u64 {
         self.gro_coalesced.load(Ordering::Relaxed)
     }
@@ -810,6 +821,7 @@ impl UdpSocket {
 }
 
 /// What this kernel offers, found with a throwaway socket on 127.0.0.1 (GSO and GRO asked for).
+#[cfg(any(test, feature = "internals"))]
 pub fn kernel_capabilities() -> io::Result<Capabilities> {
     let sock = UdpSocket::bind(
         SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
@@ -976,14 +988,17 @@ impl RecvBatch {
     }
 
     /// Datagrams received by the last call.
+    #[cfg(any(test, feature = "internals"))]
     pub fn len(&self) -> usize {
         self.datagrams.len()
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn is_empty(&self) -> bool {
         self.datagrams.is_empty()
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn get(&self, i: usize) -> Option<(SocketAddr, &[u8])> {
         let &(addr, off, len) = self.datagrams.get(i)?;
         Some((addr, &self.buf[off as usize..off as usize + len as usize]))
@@ -1004,10 +1019,12 @@ impl RecvBatch {
             .map(|&(addr, off, len)| (addr, &self.buf[off as usize..off as usize + len as usize]))
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn slots(&self) -> usize {
         self.slots
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn slot_size(&self) -> usize {
         self.slot_size
     }

@@ -93,6 +93,7 @@ pub enum Phase {
 }
 
 impl Phase {
+    #[cfg(any(test, feature = "internals"))]
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Startup => "startup",
@@ -287,6 +288,7 @@ impl Controller {
         self.stats
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn phase(&self) -> Phase {
         self.phase
     }

@@ -413,6 +413,7 @@ impl Opener {
     }
 
     /// Senders remembered (at most [`MAX_SENDERS`]).
+    #[cfg(any(test, feature = "internals"))]
     pub fn senders(&self) -> usize {
         self.senders.len()
     }

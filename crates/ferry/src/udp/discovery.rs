@@ -1156,6 +1156,7 @@ impl<'a> Reader<'a> {
 impl Message {
     /// The datagram of this message. Its names must be valid ferry names and an
     /// announcement must hold at most [`MAX_ENTRIES`] entries, or it will not decode.
+    #[cfg(any(test, feature = "internals"))]
     pub fn encode(&self) -> Vec<u8> {
         match self {
             Message::Announce(a) => encode_announcement(a.host, &a.domain, &a.entries),

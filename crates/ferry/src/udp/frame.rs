@@ -152,6 +152,7 @@ impl<'a> NakEntries<'a> {
         self.0.len() / NAK_ENTRY
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -176,10 +177,12 @@ pub struct BatchMessages<'a> {
 impl<'a> BatchMessages<'a> {
     /// How many messages the batch carries (at least 1; each took at least 4 bytes of the
     /// datagram, so this is bounded by its length).
+    #[cfg(any(test, feature = "internals"))]
     pub fn len(&self) -> usize {
         self.count as usize
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }

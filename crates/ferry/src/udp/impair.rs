@@ -482,6 +482,7 @@ impl Rng {
     }
 
     /// True with probability `p` (always consumes one number).
+    #[cfg(any(test, feature = "internals"))]
     pub fn chance(&mut self, p: f64) -> bool {
         self.next_f64() < p
     }
@@ -548,6 +549,7 @@ impl Impairer {
         }
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn config(&self) -> &ImpairConfig {
         &self.cfg
     }
@@ -617,6 +619,7 @@ impl Impairer {
         Verdict::Deliver { copies, at_ns }
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn stats(&self) -> ImpairStats {
         self.stats
     }
@@ -747,20 +750,24 @@ impl DelayQueue {
         }
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn len(&self) -> usize {
         self.heap.len()
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn is_empty(&self) -> bool {
         self.heap.is_empty()
     }
 
     /// Payload bytes held.
+    #[cfg(any(test, feature = "internals"))]
     pub fn bytes(&self) -> usize {
         self.bytes
     }
 
     /// Datagrams refused because a bound was reached.
+    #[cfg(any(test, feature = "internals"))]
     pub fn overflow_drops(&self) -> u64 {
         self.overflow_drops
     }

@@ -131,6 +131,7 @@ pub struct ReceiverStats {
 
 impl ReceiverStats {
     /// Every refusal, whatever the reason.
+    #[cfg(any(test, feature = "internals"))]
     pub fn refused(&self) -> u64 {
         self.refusals.total()
     }
@@ -544,6 +545,7 @@ impl Receiver {
     }
 
     /// Bytes charged for what the receiver holds (never more than `buffer_bytes`).
+    #[cfg(any(test, feature = "internals"))]
     pub fn buffered(&self) -> u64 {
         self.buffered
     }

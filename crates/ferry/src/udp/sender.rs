@@ -356,6 +356,7 @@ impl Sender {
     }
 
     /// The congestion controller's phase.
+    #[cfg(any(test, feature = "internals"))]
     pub fn congestion_phase(&self) -> super::congestion::Phase {
         self.cc.phase()
     }
@@ -475,6 +476,7 @@ impl Sender {
         self.stats.left_out += messages * left_out.len() as u64;
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn next_seq(&self) -> u64 {
         self.next_seq
     }
@@ -533,6 +535,7 @@ impl Sender {
 
     /// Takes a message to send; `pump` sends it, after those queued before it. Fails when the
     /// queue is full (see [`Sender::can_take`]).
+    #[cfg(any(test, feature = "internals"))]
     pub fn offer(&mut self, msg: &[u8]) -> Result<u64, Busy> {
         if !self.can_take(msg.len()) {
             return Err(Busy);
