@@ -2,7 +2,7 @@
 //! print, as Python lists of dicts (the same keys).
 
 use ferry::admin::{
-    DiscoveryRefusals, PublisherInfo, Refusal, Refusals, SubscriberInfo, TopicSnapshot,
+    DiscoveryRefusals, PublisherStats, Refusal, Refusals, SubscriberStats, TopicSnapshot,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -36,7 +36,7 @@ fn discovery<'py>(py: Python<'py>, r: &DiscoveryRefusals) -> PyResult<Bound<'py,
     Ok(d)
 }
 
-fn publisher<'py>(py: Python<'py>, p: &PublisherInfo) -> PyResult<Bound<'py, PyDict>> {
+fn publisher<'py>(py: Python<'py>, p: &PublisherStats) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("slot", p.slot)?;
     d.set_item("node", &p.node)?;
@@ -77,7 +77,7 @@ fn publisher<'py>(py: Python<'py>, p: &PublisherInfo) -> PyResult<Bound<'py, PyD
     Ok(d)
 }
 
-fn subscriber<'py>(py: Python<'py>, s: &SubscriberInfo) -> PyResult<Bound<'py, PyDict>> {
+fn subscriber<'py>(py: Python<'py>, s: &SubscriberStats) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("slot", s.slot)?;
     d.set_item("node", &s.node)?;

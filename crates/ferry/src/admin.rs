@@ -2,7 +2,7 @@
 
 pub use crate::shm::topic::{
     clean, clean_forced, list_topics, validate_domain, validate_topic, CleanReport, CongestionInfo,
-    PublisherInfo, SubscriberInfo, TopicEntry, TopicSnapshot,
+    PublisherStats, SubscriberStats, TopicEntry, TopicSnapshot,
 };
 pub use crate::udp::discovery::DiscoveryRefusals;
 pub use crate::udp::refusal::{Refusal, Refusals, REASONS};
@@ -25,27 +25,37 @@ pub struct RemoteEndpoint {
 }
 
 /// Listens to discovery in the domain of `config`, with its key and discovery settings, for
-/// `listen` and returns what other hosts announced. Needs discovery switched on
-/// (`FERRY_DISCOVERY=multicast` or `FERRY_PEERS`, or the same in `config`); otherwise returns
-/// the reason it is off.
-pub fn remote_endpoints(
-    config: &crate::NodeConfig,
-    listen: std::time::Duration,
-) -> Result<Vec<RemoteEndpoint>, String> {
-    let config = config.clone().validated().map_err(|e| e.to_string())?;
+/// what other hosts announce: [`RemoteListener::endpoints`] lists what arrived so far (hosts
+/// announce every second or so; the caller decides how long to wait). Needs discovery switched
+/// on (`FERRY_DISCOVERY=multicast` or `FERRY_PEERS`, or the same in `config`); otherwise
+/// [`Error::DiscoveryOff`](crate::Error::DiscoveryOff) says why it is off.
+pub fn listen_remote(config: &crate::NodeConfig) -> Result<RemoteListener, crate::Error> {
+    let config = config.clone().validated()?;
     let agent = crate::udp::discovery::agent(config.domain(), config.key(), config.discovery());
-    if let (Some(why), false) = (&agent.multicast_error, !agent.config().peers.is_empty()) {
-        return Err(format!("remote topics are not listed: discovery is {why}"));
+    if let (Some(why), true) = (&agent.multicast_error, agent.config().peers.is_empty()) {
+        return Err(crate::Error::DiscoveryOff(why.clone()));
     }
-    std::thread::sleep(listen);
-    Ok(agent
-        .remotes()
-        .into_iter()
-        .map(|r| RemoteEndpoint {
-            publisher: r.role == crate::udp::discovery::Role::Publisher,
-            topic: r.topic,
-            addr: r.addr,
-            reliable: r.reliable,
-        })
-        .collect())
+    Ok(RemoteListener { agent })
+}
+
+/// Discovery listening in one domain (see [`listen_remote`]); it stops when dropped (unless
+/// this process's nodes use the same discovery).
+pub struct RemoteListener {
+    agent: std::sync::Arc<crate::udp::discovery::Agent>,
+}
+
+impl RemoteListener {
+    /// The endpoints other hosts announced so far (and not withdrawn or expired).
+    pub fn endpoints(&self) -> Vec<RemoteEndpoint> {
+        self.agent
+            .remotes()
+            .into_iter()
+            .map(|r| RemoteEndpoint {
+                publisher: r.role == crate::udp::discovery::Role::Publisher,
+                topic: r.topic,
+                addr: r.addr,
+                reliable: r.reliable,
+            })
+            .collect()
+    }
 }

@@ -87,6 +87,12 @@ pub enum Error {
          server (stop that one first)"
     )]
     ServiceTaken { service: String, holder: String },
+    /// Discovery reaches no other host (neither `FERRY_PEERS` nor multicast discovery).
+    #[error(
+        "remote topics are not listed: discovery is {0} (set FERRY_PEERS, or \
+         FERRY_DISCOVERY=multicast where the network carries multicast)"
+    )]
+    DiscoveryOff(String),
     #[error("transport {0} is not available in this build of ferry")]
     Unsupported(&'static str),
     #[error("{context}: {source}")]

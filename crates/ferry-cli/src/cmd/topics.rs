@@ -2,7 +2,7 @@
 
 use clap::Args;
 use ferry::admin::{
-    DiscoveryRefusals, PublisherInfo, Refusal, Refusals, SubscriberInfo, TopicSnapshot,
+    DiscoveryRefusals, PublisherStats, Refusal, Refusals, SubscriberStats, TopicSnapshot,
 };
 use ferry::service::{ServiceCounters, ServiceTopic};
 use std::collections::BTreeMap;
@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use ferry_cmd::error::{bail, note, Result};
+use ferry_cmd::signal;
 use ferry_cmd::table::{print_out, Table};
 use ferry_cmd::units::{format_size, parse_domain};
 
@@ -145,7 +146,7 @@ struct ServiceJson {
 }
 
 impl ServiceJson {
-    fn of(topic: &str, s: &SubscriberInfo) -> Option<ServiceJson> {
+    fn of(topic: &str, s: &SubscriberStats) -> Option<ServiceJson> {
         let (role, service) = match ServiceTopic::parse(topic)? {
             ServiceTopic::Requests { service } => ("server", service),
             ServiceTopic::Responses { service, .. } => ("client", service),
@@ -224,8 +225,8 @@ impl From<&TopicSnapshot> for TopicJson {
     }
 }
 
-impl From<&PublisherInfo> for PublisherJson {
-    fn from(p: &PublisherInfo) -> PublisherJson {
+impl From<&PublisherStats> for PublisherJson {
+    fn from(p: &PublisherStats) -> PublisherJson {
         PublisherJson {
             slot: p.slot,
             node: p.node.clone(),
@@ -266,8 +267,8 @@ impl From<&PublisherInfo> for PublisherJson {
     }
 }
 
-impl From<&SubscriberInfo> for SubscriberJson {
-    fn from(s: &SubscriberInfo) -> SubscriberJson {
+impl From<&SubscriberStats> for SubscriberJson {
+    fn from(s: &SubscriberStats) -> SubscriberJson {
         SubscriberJson {
             slot: s.slot,
             node: s.node.clone(),
@@ -592,9 +593,15 @@ fn print_remote(domain: Option<&str>, secs: f64) -> Result<()> {
         bail!("--remote needs --domain (discovery runs per domain)")
     };
     let listen = std::time::Duration::from_secs_f64(secs);
-    let remote = ferry::NodeConfig::from_env()
-        .map_err(|e| e.to_string())
-        .and_then(|c| ferry::admin::remote_endpoints(&c.with_domain(domain), listen));
+    let remote = match ferry::NodeConfig::from_env()
+        .and_then(|c| ferry::admin::listen_remote(&c.with_domain(domain)))
+    {
+        Ok(listener) => {
+            signal::sleep(listen)?;
+            Ok(listener.endpoints())
+        }
+        Err(e) => Err(e),
+    };
     match remote {
         Err(why) => {
             note!("{why}");

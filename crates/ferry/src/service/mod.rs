@@ -202,7 +202,7 @@ pub enum CallError {
 }
 
 /// The counters of a service's end, kept in its subscriber's slot of the topic's directory so
-/// that `ferry stats` reads them from outside. Indices of `SubscriberInfo::service`.
+/// that `ferry stats` reads them from outside. Indices of `SubscriberStats::service`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Counter {
     /// Server: requests received; client: requests sent.

@@ -548,7 +548,7 @@ impl Topic {
             .enumerate()
             .filter_map(|(i, p)| {
                 let (live, token) = self.publisher_state(i);
-                (live != Liveness::Free).then(|| PublisherInfo {
+                (live != Liveness::Free).then(|| PublisherStats {
                     slot: i,
                     token,
                     node: p.owner.node(),
@@ -597,7 +597,7 @@ impl Topic {
             .enumerate()
             .filter_map(|(i, s)| {
                 let (live, token) = self.subscriber_state(i);
-                (live != Liveness::Free).then(|| SubscriberInfo {
+                (live != Liveness::Free).then(|| SubscriberStats {
                     slot: i,
                     token,
                     node: s.owner.node(),
@@ -674,8 +674,8 @@ pub fn ring_doorbell(word: &AtomicU32) {
 pub struct TopicSnapshot {
     pub domain: String,
     pub topic: String,
-    pub publishers: Vec<PublisherInfo>,
-    pub subscribers: Vec<SubscriberInfo>,
+    pub publishers: Vec<PublisherStats>,
+    pub subscribers: Vec<SubscriberStats>,
 }
 
 /// A UDP publisher's datagrams, batching, repairs and congestion control, as `ferry stats`
@@ -705,7 +705,7 @@ pub struct CongestionInfo {
 }
 
 #[derive(Debug, Clone)]
-pub struct PublisherInfo {
+pub struct PublisherStats {
     pub slot: usize,
     /// The transport the publisher writes with: shm, udp or auto (both).
     pub transport: &'static str,
@@ -749,7 +749,7 @@ pub struct PublisherInfo {
 }
 
 #[derive(Debug, Clone)]
-pub struct SubscriberInfo {
+pub struct SubscriberStats {
     pub slot: usize,
     pub transport: &'static str,
     pub udp: Option<std::net::SocketAddr>,
@@ -773,7 +773,7 @@ pub struct SubscriberInfo {
     pub pid: u32,
     /// Running, or of another PID namespace (then `other_pid_namespace`).
     pub alive: bool,
-    /// As `PublisherInfo::other_pid_namespace`.
+    /// As `PublisherStats::other_pid_namespace`.
     pub other_pid_namespace: bool,
     pub reliable: bool,
     pub received: u64,
