@@ -43,9 +43,8 @@ fn p50(program: &Path, size: usize, samples: u64) -> u64 {
         .unwrap_or_else(|| panic!("no p50 in {text:?}"))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn median(v: Vec<f64>) -> f64 {
+    ferry_cmd::stats::median(v).expect("at least one round")
 }
 
 #[test]
