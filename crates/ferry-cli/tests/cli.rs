@@ -317,6 +317,60 @@ fn pub_and_echo_exchange_messages() {
 }
 
 #[test]
+fn echo_events_names_the_publisher_that_appears_and_the_one_that_closes() {
+    let d = domain("ev");
+    // Six messages from two publishers in turn: the first one's close is seen before the
+    // second one's messages are all read.
+    let echo = spawn(&[
+        "echo",
+        "ev/x",
+        "--events",
+        "--count",
+        "6",
+        "--timeout",
+        "30",
+        "--domain",
+        &d,
+    ]);
+    for _ in 0..2 {
+        let publisher = spawn(&[
+            "pub",
+            "ev/x",
+            "--count",
+            "3",
+            "--rate",
+            "100",
+            "--wait-subscribers",
+            "1",
+            "--wait-timeout",
+            "30",
+            "--domain",
+            &d,
+        ]);
+        let p = publisher.finish(LONG);
+        assert!(p.status.success(), "pub failed: {}", p.stderr);
+        // Time for the echo to see this publisher leave before the next one comes.
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let e = echo.finish(LONG);
+    assert!(e.status.success(), "echo failed: {}", e.stderr);
+    let lines: Vec<&str> = e.stdout.lines().collect();
+    let appeared: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.starts_with("publisher shm:") && l.contains(" appeared (node \"ferry-pub"))
+        .collect();
+    assert_eq!(appeared.len(), 2, "{}", e.stdout);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("publisher shm:") && l.ends_with(" gone: closed")),
+        "{}",
+        e.stdout
+    );
+    assert_eq!(lines.iter().filter(|l| l.starts_with("seq ")).count(), 6);
+}
+
+#[test]
 fn pub_and_echo_exchange_messages_over_udp() {
     let d = domain("udp");
     let echo = spawn_in(

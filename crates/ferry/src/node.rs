@@ -12,7 +12,9 @@ use crate::pod::{self, Pod};
 use crate::shm::ring::Reservation;
 use crate::shm::{ShmPublisher, ShmSubscriber};
 use crate::udp::{UdpPublisher, UdpSubscriber};
-use crate::{DomainKey, Error, NodeConfig, PodError, Qos, RecvError, SendError, Transport};
+#[cfg(doc)]
+use crate::Gone;
+use crate::{DomainKey, Error, Event, NodeConfig, PodError, Qos, RecvError, SendError, Transport};
 use std::sync::Arc;
 
 /// Every loaned payload starts at a multiple of this: ring records are 8-byte aligned with a
@@ -526,6 +528,29 @@ impl Subscriber {
         }
     }
 
+    /// The next thing this subscriber learned of its publishers, if any: that one appeared (a
+    /// ring attached, a first message over UDP) or is gone, and why ([`Gone`]: closed, died,
+    /// silent past the session timeout, evicted). Events are found while the subscriber
+    /// receives, waits or counts its publishers; a blocked subscriber sees a publisher of this
+    /// host die within 50 ms. At most 256 wait to be taken (older ones are dropped and
+    /// counted, [`Subscriber::events_dropped`]).
+    pub fn try_event(&mut self) -> Option<Event> {
+        match &mut self.inner {
+            SubInner::Shm(s) => s.pop_event(),
+            SubInner::Udp(u) => u.pop_event(),
+            SubInner::Auto(s, u) => s.pop_event().or_else(|| u.pop_event()),
+        }
+    }
+
+    /// Publisher events dropped because nobody took them (see [`Subscriber::try_event`]).
+    pub fn events_dropped(&self) -> u64 {
+        match &self.inner {
+            SubInner::Shm(s) => s.events_dropped(),
+            SubInner::Udp(u) => u.events_dropped(),
+            SubInner::Auto(s, u) => s.events_dropped() + u.events_dropped(),
+        }
+    }
+
     /// Warnings a user should see: a UDP receive buffer the kernel capped below what ferry asked
     /// for (raise `net.core.rmem_max`; until then fast publishers are held back by a smaller
     /// window, and bursts may be dropped by the kernel, counted as kernel drops).
@@ -709,6 +734,20 @@ impl PublisherId {
     /// The token or session id.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    pub(crate) fn shm(token: u64) -> PublisherId {
+        PublisherId {
+            udp: false,
+            id: token,
+        }
+    }
+
+    pub(crate) fn udp(session: u64) -> PublisherId {
+        PublisherId {
+            udp: true,
+            id: session,
+        }
     }
 }
 

@@ -34,6 +34,10 @@ pub struct EchoArgs {
     #[arg(long)]
     pub timestamps: bool,
 
+    /// Also print a line when a publisher appears or is gone (closed, died, silent past the
+    /// session timeout over UDP), as `publisher ID appeared` / `publisher ID gone: died`
+    #[arg(long)]
+    pub events: bool,
     /// Fail when no message arrives for S seconds [default: wait forever]
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     pub timeout: Option<Duration>,
@@ -120,13 +124,31 @@ pub fn run(args: EchoArgs) -> Result<()> {
             Some(t) => t.saturating_sub(last.elapsed()).min(POLL_SLICE),
             None => POLL_SLICE,
         };
-        let line = match subscriber.recv_timeout(slice)? {
-            Some(sample) => {
-                if sample.publisher().transport() == ferry::Transport::Udp {
+        let received_one = subscriber.recv_timeout(slice)?.map(|sample| {
+            let udp = sample.publisher().transport() == ferry::Transport::Udp;
+            let time = style.timestamps.then(ferry_record::format::now_ns);
+            (
+                udp,
+                format_line(sample.seq(), sample.skipped(), &sample, time, style),
+            )
+        });
+        if args.events {
+            while let Some(e) = subscriber.try_event() {
+                let node = match e {
+                    ferry::Event::Appeared(id) => subscriber.publisher_info(id).node,
+                    _ => None,
+                };
+                if !print_out(&event_line(&e, node.as_deref(), style)?)? {
+                    return Ok(());
+                }
+            }
+        }
+        let line = match received_one {
+            Some((udp, line)) => {
+                if udp {
                     warn(&mut udp_warnings);
                 }
-                let time = style.timestamps.then(ferry_record::format::now_ns);
-                format_line(sample.seq(), sample.skipped(), &sample, time, style)?
+                line?
             }
             None => {
                 if let Some(t) = args.timeout {
@@ -149,6 +171,44 @@ pub fn run(args: EchoArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[derive(Serialize)]
+struct EventJson<'a> {
+    event: &'a str,
+    publisher: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<&'a str>,
+}
+
+/// The line of a publisher event (with its newline).
+fn event_line(e: &ferry::Event, node: Option<&str>, style: Style) -> Result<String> {
+    let (event, id, why) = match e {
+        ferry::Event::Appeared(id) => ("appeared", id, None),
+        ferry::Event::Gone(id, why) => ("gone", id, Some(why.as_str())),
+        _ => return Ok(String::new()),
+    };
+    let mut line = if style.json {
+        serde_json::to_string(&EventJson {
+            event,
+            publisher: id.to_string(),
+            node,
+            why,
+        })?
+    } else {
+        let mut text = format!("publisher {id} {event}");
+        if let Some(n) = node {
+            let _ = write!(text, " (node {n:?})");
+        }
+        if let Some(w) = why {
+            let _ = write!(text, ": {w}");
+        }
+        text
+    };
+    line.push('\n');
+    Ok(line)
 }
 
 /// One output line (with its newline).

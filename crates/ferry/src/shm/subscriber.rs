@@ -8,12 +8,14 @@ use super::ring::{self, Reader, Record, Step};
 use super::segment::{open_checked, Segment};
 use super::topic::{data_name, ring_doorbell, Liveness, Topic};
 use super::ShmBytes;
+use crate::event::{Event, Events, Gone};
 use crate::sync::spin_hint;
 use crate::sys::{self, Mapping};
-use crate::{Delivery, Error, Qos, RecvError, WaitStrategy};
+use crate::{Delivery, Error, PublisherId, Qos, RecvError, WaitStrategy};
 
-/// How often an idle subscriber checks that its publishers still run.
-const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
+/// How often an idle subscriber checks that its publishers still run (a publisher killed is
+/// seen dead within it).
+const LIVENESS_PERIOD: Duration = Duration::from_millis(50);
 
 /// One publisher this subscriber reads.
 struct Source {
@@ -68,6 +70,8 @@ pub struct ShmSubscriber {
     same_host_only: bool,
     /// The largest ring this subscriber maps (`Qos::max_ring_capacity`).
     max_ring: u64,
+    /// Publishers that appeared and went, until taken.
+    events: Events,
 }
 
 impl ShmSubscriber {
@@ -103,6 +107,7 @@ impl ShmSubscriber {
             refused: Vec::new(),
             same_host_only: qos.transport == crate::Transport::Auto,
             max_ring: qos.max_ring_capacity as u64,
+            events: Events::default(),
         };
         sub.rescan();
         Ok(sub)
@@ -117,6 +122,16 @@ impl ShmSubscriber {
     /// Its slot in the topic's directory (where its counters live).
     pub fn slot(&self) -> &super::layout::SubscriberSlot {
         self.topic.subscriber(self.slot)
+    }
+
+    /// The next publisher event, if any.
+    pub fn pop_event(&mut self) -> Option<Event> {
+        self.events.pop()
+    }
+
+    /// Publisher events dropped because nobody took them.
+    pub fn events_dropped(&self) -> u64 {
+        self.events.dropped()
     }
 
     /// Segments refused while attaching, with the reason.
@@ -162,14 +177,19 @@ impl ShmSubscriber {
             }
             let pub_reliable = p.reliable.load(Ordering::Relaxed) != 0;
             match self.attach(i, token, pub_reliable) {
-                Ok(Some(src)) => self.sources.push(src),
+                Ok(Some(src)) => {
+                    self.events.push(Event::Appeared(PublisherId::shm(token)));
+                    self.sources.push(src);
+                }
                 Ok(None) => {}
                 Err(e) => self.refused.push((i, token, e.to_string())),
             }
         }
         for s in self.sources.iter_mut() {
-            if !present.contains(&(s.pub_slot, s.pub_token)) {
+            if !s.departed && !present.contains(&(s.pub_slot, s.pub_token)) {
                 s.departed = true;
+                self.events
+                    .push(Event::Gone(PublisherId::shm(s.pub_token), Gone::Closed));
             }
         }
     }
@@ -252,10 +272,16 @@ impl ShmSubscriber {
             match self.topic.publisher_liveness(s.pub_slot, s.pub_token) {
                 // One of another PID namespace departs when it frees its slot.
                 Liveness::Alive | Liveness::Unknown => {}
-                Liveness::Free => s.departed = true,
+                Liveness::Free => {
+                    s.departed = true;
+                    self.events
+                        .push(Event::Gone(PublisherId::shm(s.pub_token), Gone::Closed));
+                }
                 Liveness::Dead => {
                     s.departed = true;
                     swept = true;
+                    self.events
+                        .push(Event::Gone(PublisherId::shm(s.pub_token), Gone::Died));
                 }
             }
         }

@@ -1903,6 +1903,16 @@ impl UdpSubscriber {
     /// same-host UDP publisher announces itself with a heartbeat as soon as it sees us), or one
     /// another host announced. A same-host `auto` publisher reaches an `auto` subscriber through
     /// shared memory and is not counted, so an idle `auto` subscriber sleeps on its futex.
+    /// The next publisher event, if any (see [`crate::Event`]).
+    pub fn pop_event(&mut self) -> Option<crate::Event> {
+        self.rx.pop_event()
+    }
+
+    /// Publisher events dropped because nobody took them.
+    pub fn events_dropped(&self) -> u64 {
+        self.rx.events_dropped()
+    }
+
     pub fn has_sources(&mut self) -> bool {
         self.rx.sessions() > 0
             || self.discovery.as_ref().is_some_and(|(a, _)| {

@@ -16,6 +16,8 @@ use super::frame::{
 };
 use super::refusal::{Refusal, Refusals};
 use super::sender::{Dest, Sink};
+use crate::event::{Event, Events, Gone};
+use crate::PublisherId;
 
 /// Bytes every held message is charged beyond its payload (its bookkeeping), so that empty
 /// messages cannot fill memory for free.
@@ -465,18 +467,34 @@ fn confirm_losses(stats: &mut ReceiverStats, s: &mut Session) {
         .saturating_add(std::mem::take(&mut s.lost_unconfirmed));
 }
 
+/// A session delivered a message: its publisher has appeared (once).
+fn prove(s: &mut Session, session: u64, events: &mut Events) {
+    if !s.proven {
+        s.proven = true;
+        events.push(Event::Appeared(PublisherId::udp(session)));
+    }
+}
+
+/// A session is forgotten: if its publisher had appeared, it is gone.
+fn forget(s: &Session, session: u64, why: Gone, events: &mut Events) {
+    if s.proven {
+        events.push(Event::Gone(PublisherId::udp(session), why));
+    }
+}
+
 /// Hands the next message in line (`s.next_deliver`, reliable) to the delivery queue.
 fn deliver_next(
     s: &mut Session,
     session: u64,
     stats: &mut ReceiverStats,
     ready: &mut VecDeque<Delivered>,
+    events: &mut Events,
     data: Vec<u8>,
     stream_end: u64,
 ) {
     let seq = s.next_deliver;
     s.next_deliver += 1;
-    s.proven = true;
+    prove(s, session, events);
     stats.messages += 1;
     stats.bytes += data.len() as u64;
     let lost_before = std::mem::take(&mut s.lost_pending);
@@ -506,6 +524,8 @@ pub struct Receiver {
     /// Final STATUS frames to send at the next tick.
     acks_due: Vec<(u64, u64, u64)>,
     ready: VecDeque<Delivered>,
+    /// Publishers that appeared (delivered a first message) and went, until taken.
+    events: Events,
     /// Bytes charged for everything held: reassembly and the delivery queue.
     buffered: u64,
     pool: Pool,
@@ -525,6 +545,7 @@ impl Receiver {
             ended: VecDeque::new(),
             acks_due: Vec::new(),
             ready: VecDeque::new(),
+            events: Events::default(),
             buffered: 0,
             pool: Pool {
                 bufs: Vec::new(),
@@ -534,6 +555,16 @@ impl Receiver {
             out: Vec::new(),
             stats: ReceiverStats::default(),
         }
+    }
+
+    /// The next publisher event, if any.
+    pub fn pop_event(&mut self) -> Option<Event> {
+        self.events.pop()
+    }
+
+    /// Publisher events dropped because nobody took them.
+    pub fn events_dropped(&self) -> u64 {
+        self.events.dropped()
     }
 
     pub fn stats(&self) -> ReceiverStats {
@@ -709,6 +740,7 @@ impl Receiver {
                 return false;
             };
             let s = self.sessions.remove(&victim).expect("found above");
+            forget(&s, victim, Gone::Evicted, &mut self.events);
             self.release(s);
             self.stats.sessions_evicted += 1;
         }
@@ -881,7 +913,15 @@ impl Receiver {
             if seq == s.next_deliver {
                 // Next in line: straight to the delivery queue.
                 s.held -= charge(len);
-                deliver_next(s, session, &mut self.stats, &mut self.ready, data, end);
+                deliver_next(
+                    s,
+                    session,
+                    &mut self.stats,
+                    &mut self.ready,
+                    &mut self.events,
+                    data,
+                    end,
+                );
             } else {
                 s.complete.insert(seq, (data, end));
             }
@@ -897,7 +937,7 @@ impl Receiver {
             s.missing = s.missing.split_off(&(seq + 1));
             let lost = seq - s.next_deliver;
             s.next_deliver = seq + 1;
-            s.proven = true;
+            prove(s, session, &mut self.events);
             count_lost(&mut self.stats, s, lost);
             let lost_before = std::mem::take(&mut s.lost_pending);
             s.queued += 1;
@@ -1022,7 +1062,15 @@ impl Receiver {
             count_lost(&mut self.stats, s, lost);
             s.next_deliver = seq;
             s.held -= charge(data.len());
-            deliver_next(s, session, &mut self.stats, &mut self.ready, data, end);
+            deliver_next(
+                s,
+                session,
+                &mut self.stats,
+                &mut self.ready,
+                &mut self.events,
+                data,
+                end,
+            );
         }
         // A genuine publisher is never more than a message window ahead: a claim beyond it is
         // not counted as that many losses.
@@ -1069,6 +1117,7 @@ impl Receiver {
                 session,
                 &mut self.stats,
                 &mut self.ready,
+                &mut self.events,
                 data,
                 stream_end,
             );
@@ -1195,6 +1244,8 @@ impl Receiver {
         });
         if finished || now.saturating_sub(s.last_heard_ns) > cfg.session_timeout_ns {
             let s = self.sessions.remove(&id).expect("a live session");
+            let why = if finished { Gone::Closed } else { Gone::Silent };
+            forget(&s, id, why, &mut self.events);
             if finished && s.reliable {
                 // The final STATUS: everything taken. The publisher stops lingering on it.
                 self.acks_due.push((id, s.consumed_pos, s.consumed_seq));

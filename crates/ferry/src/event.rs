@@ -1,0 +1,95 @@
+//! What a subscriber learns of its publishers besides their messages: that one appeared, that
+//! one is gone and why. Found while the subscriber receives (or counts its publishers), taken
+//! with [`Subscriber::try_event`](crate::Subscriber::try_event).
+
+use std::collections::VecDeque;
+
+use crate::PublisherId;
+
+/// Why a publisher is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Gone {
+    /// It closed: it freed its slot in the topic's directory, or said goodbye over UDP.
+    Closed,
+    /// Its process died without closing (shared memory, this host: `kill -9` included). Seen
+    /// within the subscriber's liveness period (50 ms) while it waits for messages.
+    Died,
+    /// Over UDP: not heard from for the session timeout (3 s): it crashed, its host or the
+    /// path to it went away.
+    Silent,
+    /// Over UDP: its session was dropped to make room for another (the subscriber's limit of
+    /// sessions).
+    Evicted,
+}
+
+impl Gone {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Gone::Closed => "closed",
+            Gone::Died => "died",
+            Gone::Silent => "silent",
+            Gone::Evicted => "evicted",
+        }
+    }
+}
+
+/// Something a subscriber learned of one of its publishers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A publisher began to reach this subscriber: over shared memory when its ring was
+    /// attached, over UDP with its first message.
+    Appeared(PublisherId),
+    /// A publisher that had appeared is gone.
+    Gone(PublisherId, Gone),
+}
+
+/// Events a subscriber holds until they are taken. Bounded: beyond [`MAX_EVENTS`] the oldest
+/// is dropped, and counted.
+pub(crate) const MAX_EVENTS: usize = 256;
+
+#[derive(Debug, Default)]
+pub(crate) struct Events {
+    queue: VecDeque<Event>,
+    dropped: u64,
+}
+
+impl Events {
+    pub(crate) fn push(&mut self, e: Event) {
+        if self.queue.len() >= MAX_EVENTS {
+            self.queue.pop_front();
+            self.dropped += 1;
+        }
+        self.queue.push_back(e);
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<Event> {
+        self.queue.pop_front()
+    }
+
+    /// Events dropped because nobody took them in time.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_keeps_the_newest_and_counts_what_it_dropped() {
+        let mut e = Events::default();
+        for i in 0..(MAX_EVENTS as u64 + 10) {
+            e.push(Event::Appeared(PublisherId::shm(i)));
+        }
+        assert_eq!(e.dropped(), 10);
+        assert_eq!(e.pop(), Some(Event::Appeared(PublisherId::shm(10))));
+        let mut n = 1;
+        while e.pop().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, MAX_EVENTS);
+    }
+}

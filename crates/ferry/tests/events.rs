@@ -1,0 +1,136 @@
+//! Publisher events: a subscriber learns that a publisher appeared, and that it is gone and
+//! why — closed, or killed (`kill -9`) — over shared memory and over UDP. Every wait has a
+//! deadline; the kill test prints how long each death took to be seen, and asserts only that
+//! it was seen.
+
+use std::time::{Duration, Instant};
+
+use ferry::{Event, Gone, Node, Qos, Transport, WaitStrategy};
+
+mod common;
+use common::*;
+
+/// The children. Not a test of its own: the tests below start it with a role.
+#[test]
+#[ignore = "entry point of child processes started by the other tests"]
+fn child_entry() {
+    run_child();
+}
+
+/// Receives (draining messages) until an event matching `want` arrives or `timeout` passes;
+/// returns it, with the events seen before it.
+fn until_event(
+    sub: &mut ferry::Subscriber,
+    timeout: Duration,
+    want: impl Fn(&Event) -> bool,
+) -> (Option<Event>, Vec<Event>) {
+    let deadline = Instant::now() + timeout;
+    let mut before = Vec::new();
+    while Instant::now() < deadline {
+        while let Some(e) = sub.try_event() {
+            if want(&e) {
+                return (Some(e), before);
+            }
+            before.push(e);
+        }
+        let _ = sub.recv_timeout(Duration::from_millis(20)).unwrap();
+    }
+    (None, before)
+}
+
+#[test]
+fn a_shared_memory_publisher_appears_and_closes() {
+    let dom = domain("evclose");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let qos = Qos::default().transport(Transport::Shm);
+    let mut sub = node.subscriber("t", &qos).unwrap();
+    assert_eq!(sub.try_event(), None, "no publisher yet");
+    let mut publ = node.publisher("t", &qos).unwrap();
+    publ.send(b"hello").unwrap();
+    let (appeared, _) = until_event(&mut sub, Duration::from_secs(10), |e| {
+        matches!(e, Event::Appeared(_))
+    });
+    let Some(Event::Appeared(id)) = appeared else {
+        panic!("no appeared event");
+    };
+    assert_eq!(id.transport(), Transport::Shm);
+    drop(publ);
+    let (gone, before) = until_event(&mut sub, Duration::from_secs(10), |e| {
+        matches!(e, Event::Gone(..))
+    });
+    assert_eq!(gone, Some(Event::Gone(id, Gone::Closed)), "{before:?}");
+    assert_eq!(sub.events_dropped(), 0);
+}
+
+#[test]
+fn a_killed_publisher_is_seen_dead_every_time() {
+    let dom = domain("evkill");
+    let node = Node::with_domain("reader", &dom).unwrap();
+    let qos = "block,latest,max=1024";
+    let mut sub = node.subscriber("t", &parse_qos(qos)).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        let mut publ = spawn(
+            "publisher",
+            &[
+                ("DOMAIN", dom.clone()),
+                ("TOPIC", "t".into()),
+                ("QOS", qos.into()),
+                ("PACE_US", "2000".into()),
+                ("WAIT_SUBS", "1".into()),
+            ],
+        );
+        let (appeared, _) = until_event(&mut sub, Duration::from_secs(20), |e| {
+            matches!(e, Event::Appeared(_))
+        });
+        let Some(Event::Appeared(id)) = appeared else {
+            panic!("the publisher never appeared");
+        };
+        // A message from it, so that it runs, then the kill; the subscriber waits for messages
+        // (blocked, as an application does) and learns of the death.
+        assert!(sub.recv_timeout(Duration::from_secs(20)).unwrap().is_some());
+        let killed = Instant::now();
+        kill9(&mut publ);
+        let (gone, before) = until_event(&mut sub, Duration::from_secs(10), |e| {
+            matches!(e, Event::Gone(..))
+        });
+        let took = killed.elapsed();
+        assert_eq!(gone, Some(Event::Gone(id, Gone::Died)), "{before:?}");
+        seen.push(took);
+    }
+    seen.sort();
+    println!(
+        "kill -9 of a publisher seen by its blocked subscriber: median {:.1} ms, max {:.1} ms \
+         over {} kills",
+        seen[seen.len() / 2].as_secs_f64() * 1e3,
+        seen[seen.len() - 1].as_secs_f64() * 1e3,
+        seen.len()
+    );
+}
+
+#[test]
+fn a_udp_publisher_appears_with_its_first_message_and_closes_with_its_goodbye() {
+    let dom = domain("evudp");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let qos = Qos::default()
+        .transport(Transport::Udp)
+        .wait(WaitStrategy::Block);
+    let mut sub = node.subscriber("t", &qos).unwrap();
+    let mut publ = node.publisher("t", &qos).unwrap();
+    assert!(wait_until(Duration::from_secs(30), || publ
+        .subscriber_count()
+        == 1));
+    publ.send(b"first").unwrap();
+    let (appeared, _) = until_event(&mut sub, Duration::from_secs(10), |e| {
+        matches!(e, Event::Appeared(_))
+    });
+    let Some(Event::Appeared(id)) = appeared else {
+        panic!("no appeared event");
+    };
+    assert_eq!(id.transport(), Transport::Udp);
+    drop(publ);
+    let (gone, before) = until_event(&mut sub, Duration::from_secs(10), |e| {
+        matches!(e, Event::Gone(..))
+    });
+    assert_eq!(gone, Some(Event::Gone(id, Gone::Closed)), "{before:?}");
+}
