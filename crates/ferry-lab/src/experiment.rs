@@ -278,6 +278,7 @@ registry![
     crate::latency::Latency,
     crate::sendtime::SendTime,
     crate::throughput::Throughput,
+    crate::share::Share,
     crate::idle::Idle,
     crate::fanout::Fanout,
     crate::footprint::Footprint,

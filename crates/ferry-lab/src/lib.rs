@@ -33,6 +33,7 @@ pub mod rawudp;
 pub mod report;
 pub mod results;
 pub mod sendtime;
+pub mod share;
 pub mod studies;
 pub mod suite;
 pub mod throughput;

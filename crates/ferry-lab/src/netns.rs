@@ -59,6 +59,30 @@ impl std::str::FromStr for LinkRate {
     }
 }
 
+/// Link rates in a configuration, as their names (`100mbit`): `#[serde(with = "netns::rate_list")]`
+/// on a `Vec<LinkRate>` (with `#[schemars(with = "Vec<String>")]`).
+pub mod rate_list {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{parse_link_rate, LinkRate};
+
+    pub fn serialize<S: Serializer>(rates: &[LinkRate], s: S) -> Result<S::Ok, S::Error> {
+        rates
+            .iter()
+            .map(|r| r.name())
+            .collect::<Vec<_>>()
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<LinkRate>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|text| parse_link_rate(text).map_err(D::Error::custom))
+            .collect()
+    }
+}
+
 /// The queue a tbf may hold before it drops, as tc's `latency`.
 pub const TBF_LATENCY_MS: u64 = 50;
 
@@ -358,6 +382,50 @@ impl Pair {
         }
         parse_qdisc_counts(&out.stdout)
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A /dev/shm of its own
+
+/// The mount namespace of this process: the inode of `/proc/self/ns/mnt`.
+pub fn mount_namespace() -> Result<u64> {
+    rustix::fs::stat("/proc/self/ns/mnt")
+        .map(|s| s.st_ino)
+        .context("cannot read /proc/self/ns/mnt")
+}
+
+/// Gives this process a /dev/shm of its own, a fresh tmpfs, as a host of its own has: the
+/// ferry processes of one side then share no shared-memory directory with those of the other
+/// side, and meet only over the link. Only in a mount namespace other than `lab` (the lab's
+/// main process's, from [`mount_namespace`]): `ip netns exec` starts every process in one of
+/// its own (whose mounts do not reach the machine's), and the tmpfs goes with it when the
+/// process ends. In the lab's own namespace this would hide the machine's /dev/shm: refused.
+pub fn private_dev_shm(lab: u64) -> Result<()> {
+    let mine = mount_namespace()?;
+    if mine == lab {
+        bail!(
+            "this process shares the lab's mount namespace (it was not started with ip netns \
+             exec): it will not mount a /dev/shm of its own over the machine's"
+        );
+    }
+    let c = |s: &str| std::ffi::CString::new(s).expect("no NUL in a constant");
+    let (source, target, kind, options) = (c("tmpfs"), c("/dev/shm"), c("tmpfs"), c("mode=1777"));
+    // SAFETY: mount(2) with four NUL-terminated strings that live until it returns, and flags
+    // that are plain bits; it touches no memory of this process besides reading them.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            kind.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            options.as_ptr().cast(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error())
+            .context("cannot mount a tmpfs of this process's own on /dev/shm (needs root)");
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -178,6 +178,10 @@ mod tests {
                 serde_json::to_value(crate::throughput::example()).unwrap(),
             ),
             (
+                "share",
+                serde_json::to_value(crate::share::example()).unwrap(),
+            ),
+            (
                 "udp-rate",
                 serde_json::to_value(crate::udprate::example()).unwrap(),
             ),

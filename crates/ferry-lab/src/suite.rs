@@ -233,6 +233,25 @@ fn throughput_periodic(level: Level) -> Option<TypedRun> {
     Some(typed::<Throughput>(config))
 }
 
+/// How a ferry flow shares the link with one TCP flow (iperf3) and with a second ferry flow:
+/// each flow's goodput over the same interval and ferry's share. Root only, as the steps
+/// before.
+fn share(level: Level) -> Option<TypedRun> {
+    use crate::netns::parse_link_rate;
+    use crate::share::{Competitor, Config, Share};
+    let config = match level {
+        Level::Smoke => return None,
+        Level::Quick => Config {
+            competitors: vec![Competitor::Tcp, Competitor::Ferry],
+            link_rates: vec![parse_link_rate("100mbit").expect("a valid rate")],
+            seconds: 5.0,
+            ..Config::default()
+        },
+        Level::Full => Config::default(),
+    };
+    Some(typed::<Share>(config))
+}
+
 fn udp_rate(level: Level) -> Option<TypedRun> {
     use crate::udprate::{Config, UdpRate};
     let config = match level {
@@ -458,6 +477,12 @@ const STEPS: &[Step] = &[
         name: "throughput",
         file: "throughput-periodic",
         plan: throughput_periodic,
+    },
+    // How a ferry flow shares that link with TCP and with a second ferry flow (root only).
+    Step {
+        name: "share",
+        file: "share",
+        plan: share,
     },
     Step {
         name: "idle",

@@ -338,7 +338,7 @@ pub struct Config {
     pub hosts: u8,
     /// With `hosts` 2: the rates of the links (`100mbit`, `1gbit`), a `tc tbf` on both ends of
     /// each; every round runs every link.
-    #[serde(with = "rate_list")]
+    #[serde(with = "netns::rate_list")]
     #[schemars(with = "Vec<String>")]
     pub link_rates: Vec<LinkRate>,
     /// With `hosts` 2: seconds between messages, sent on an absolute schedule (message k at
@@ -346,29 +346,6 @@ pub struct Config {
     /// time and the subscriber takes its latency. `None`: back to back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub period: Option<f64>,
-}
-
-/// Link rates in a configuration: their names (`100mbit`).
-mod rate_list {
-    use serde::de::Error as _;
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    use crate::netns::{parse_link_rate, LinkRate};
-
-    pub fn serialize<S: Serializer>(rates: &[LinkRate], s: S) -> Result<S::Ok, S::Error> {
-        rates
-            .iter()
-            .map(|r| r.name())
-            .collect::<Vec<_>>()
-            .serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<LinkRate>, D::Error> {
-        Vec::<String>::deserialize(d)?
-            .iter()
-            .map(|text| parse_link_rate(text).map_err(D::Error::custom))
-            .collect()
-    }
 }
 
 /// The transports of `--hosts 2 --period` when none are given: ferry and TCP sending the same
@@ -1182,7 +1159,10 @@ fn measure_one(
                 Transport::Iperf3 => tools::iperf3(program, len, ctx.duration, main_cpu, peer_cpu)?,
                 Transport::Iperf3Tcp => tools::iperf3_run(
                     program,
-                    tools::Iperf3Mode::Tcp { len: size },
+                    tools::Iperf3Mode::Tcp {
+                        len: size,
+                        congestion: None,
+                    },
                     ctx.duration,
                     main_cpu,
                     peer_cpu,
@@ -1252,7 +1232,10 @@ fn measure_link(
                     len: transport.datagram_bytes(size).unwrap_or(size),
                     bitrate: pair.rate.map_or(0, |r| r.bps),
                 },
-                _ => tools::Iperf3Mode::Tcp { len: size },
+                _ => tools::Iperf3Mode::Tcp {
+                    len: size,
+                    congestion: None,
+                },
             };
             counting_link(pair, || {
                 let r =
@@ -2231,32 +2214,34 @@ pub struct Link {
     pub tbf: crate::hubs::Tbf,
 }
 
+impl Link {
+    /// The link of `pair`, if it has a rate.
+    pub(crate) fn of(pair: &Pair) -> Option<Link> {
+        let sides = |v: [String; 2]| crate::hubs::Sides {
+            a: v[0].clone(),
+            b: v[1].clone(),
+        };
+        let rate = pair.rate?;
+        Some(Link {
+            link_rate: rate.name(),
+            link_rate_bps: rate.bps,
+            namespaces: sides(pair.ns.clone()),
+            veth: sides(pair.dev.clone()),
+            addresses: sides(pair.addr.map(|a| a.to_string())),
+            tbf: crate::hubs::Tbf {
+                burst_bytes: rate.burst_bytes(),
+                latency_ms: netns::TBF_LATENCY_MS,
+                on: "both veth ends (egress of each)".to_owned(),
+                commands: pair.tc.clone(),
+            },
+        })
+    }
+}
+
 fn link_setup(pairs: &[Pair]) -> LinkSetup {
-    let sides = |v: [String; 2]| crate::hubs::Sides {
-        a: v[0].clone(),
-        b: v[1].clone(),
-    };
     LinkSetup {
         hosts: 2,
-        links: pairs
-            .iter()
-            .filter_map(|p| {
-                let rate = p.rate?;
-                Some(Link {
-                    link_rate: rate.name(),
-                    link_rate_bps: rate.bps,
-                    namespaces: sides(p.ns.clone()),
-                    veth: sides(p.dev.clone()),
-                    addresses: sides(p.addr.map(|a| a.to_string())),
-                    tbf: crate::hubs::Tbf {
-                        burst_bytes: rate.burst_bytes(),
-                        latency_ms: netns::TBF_LATENCY_MS,
-                        on: "both veth ends (egress of each)".to_owned(),
-                        commands: p.tc.clone(),
-                    },
-                })
-            })
-            .collect(),
+        links: pairs.iter().filter_map(Link::of).collect(),
         placement: "the publisher (a peer process) in namespace A, the subscriber (another) in B, both started with ip netns exec; iperf3's client in A, its server in B".to_owned(),
         discovery: format!("ferry: a static peer list: each side's discovery names the other's address (port {})", super::TWO_HOST_DISCOVERY_PORT),
         link_packets: "the counters of the tbf on A's veth end (tc -s -j qdisc show, packets sent on and dropped; a GSO packet counts as its segments), read just before the publisher starts and after it has closed (iperf3: before its server starts and after its client ended); they include what else A sent meanwhile (ferry's discovery and heartbeats, ARP, iperf3's control connection)".to_owned(),

@@ -264,8 +264,12 @@ pub fn whole_seconds(d: Duration) -> u64 {
 pub enum Iperf3Mode {
     /// UDP datagrams of `len` bytes at `bitrate` bits per second (`-b`; 0: as fast as it can).
     Udp { len: usize, bitrate: u64 },
-    /// TCP, written `len` bytes at a time (`-l`).
-    Tcp { len: usize },
+    /// TCP, written `len` bytes at a time (`-l`), under the congestion control `congestion`
+    /// (`-C`, e.g. `cubic`; `None`: the machine's default, `net.ipv4.tcp_congestion_control`).
+    Tcp {
+        len: usize,
+        congestion: Option<&'static str>,
+    },
 }
 
 /// The largest write iperf3 takes (`-l`, its MAX_BLOCKSIZE).
@@ -302,6 +306,30 @@ pub fn iperf3_run(
     server_cpu: Option<usize>,
     pair: Option<&crate::netns::Pair>,
 ) -> Result<ToolResult> {
+    iperf3_run_omitting(
+        program,
+        mode,
+        0,
+        duration,
+        (client_cpu, server_cpu),
+        pair,
+        &mut || Ok(()),
+    )
+}
+
+/// As [`iperf3_run`], leaving the first `omit_s` seconds of the test out of the counts (`-O`:
+/// the counts are then of the `duration` after them), and calling `started` once its server
+/// listens, just before its client starts (its test starts right after: within the time a
+/// connection takes).
+pub fn iperf3_run_omitting(
+    program: &PathBuf,
+    mode: Iperf3Mode,
+    omit_s: u64,
+    duration: Duration,
+    (client_cpu, server_cpu): (Option<usize>, Option<usize>),
+    pair: Option<&crate::netns::Pair>,
+    started: &mut dyn FnMut() -> Result<()>,
+) -> Result<ToolResult> {
     let port = free_port()?.to_string();
     let secs = whole_seconds(duration);
     let server_addr = pair.map_or_else(|| "127.0.0.1".to_owned(), |p| p.addr[1].to_string());
@@ -329,14 +357,21 @@ pub fn iperf3_run(
             args.extend(["-u".to_owned(), "-b".to_owned(), bitrate.to_string()]);
             args.extend(["-l".to_owned(), len.to_string()]);
         }
-        Iperf3Mode::Tcp { len } => {
+        Iperf3Mode::Tcp { len, congestion } => {
             args.extend(["-l".to_owned(), len.min(IPERF3_MAX_LEN).to_string()]);
+            if let Some(c) = congestion {
+                args.extend(["-C".to_owned(), c.to_owned()]);
+            }
         }
     }
     args.extend(["-t".to_owned(), secs.to_string(), "-J".to_owned()]);
+    if omit_s > 0 {
+        args.extend(["-O".to_owned(), omit_s.to_string()]);
+    }
     let (cmd, what) = command(0, &args);
+    started()?;
     let client = Proc::spawn_command(cmd, what, client_cpu)?;
-    let (_, out, err) = client.finish(Duration::from_secs(secs + 20))?;
+    let (_, out, err) = client.finish(Duration::from_secs(omit_s + secs + 20))?;
     let _ = server.finish(Duration::from_secs(5));
     let parsed = match mode {
         Iperf3Mode::Udp { .. } => parse_iperf3(&out),

@@ -10,6 +10,7 @@ mod idle;
 mod latency;
 mod limits;
 mod sendtime;
+mod share;
 mod throughput;
 mod udprate;
 
@@ -79,6 +80,8 @@ pub enum Experiment {
     /// Messages and bits per second from a publisher sending back to back to a subscriber in
     /// another process, against plain UDP, iperf3 and sockperf measured in the same run
     Throughput(throughput::ThroughputArgs),
+    /// How a ferry flow shares a rate-limited link with one TCP flow or a second ferry flow
+    Share(share::ShareArgs),
     /// CPU used by an idle subscriber for each wait strategy (spin, block, adaptive)
     Idle(idle::IdleArgs),
     /// What the other subscribers of a latest UDP publisher get beside one slow subscriber,
@@ -181,6 +184,10 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
         Experiment::Throughput(a) => {
             let json = a.json.clone();
             run_and_print::<ferry_lab::throughput::Throughput>(a.into_config(), json.as_deref())
+        }
+        Experiment::Share(a) => {
+            let json = a.json.clone();
+            run_and_print::<ferry_lab::share::Share>(a.into_config(), json.as_deref())
         }
         Experiment::Idle(a) => {
             let json = a.json.clone();
