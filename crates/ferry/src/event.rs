@@ -43,6 +43,8 @@ pub enum Event {
     Appeared(PublisherId),
     /// A publisher that had appeared is gone.
     Gone(PublisherId, Gone),
+    /// `Qos::deadline`: a period (or several) passed without a message; the count so far.
+    DeadlineMissed(u64),
 }
 
 /// Events a subscriber holds until they are taken. Bounded: beyond [`MAX_EVENTS`] the oldest

@@ -23,6 +23,7 @@
 
 pub mod admin;
 mod config;
+mod deadline;
 pub mod cycle;
 mod error;
 pub mod event;

@@ -17,6 +17,9 @@ use crate::Gone;
 use crate::{DomainKey, Error, Event, NodeConfig, PodError, Qos, RecvError, SendError, Transport};
 use std::sync::Arc;
 
+use crate::deadline::Deadline;
+use crate::event::Events;
+
 /// Every loaned payload starts at a multiple of this: ring records are 8-byte aligned with a
 /// 16-byte header, and UDP buffers are heap allocations (16-byte aligned).
 const PAYLOAD_ALIGN: usize = 8;
@@ -98,6 +101,7 @@ impl Node {
     /// A publisher on any topic, ferry's own included (a service's request and response
     /// topics).
     pub(crate) fn open_publisher(&self, topic: &str, qos: &Qos) -> Result<Publisher, Error> {
+        let deadline = qos.checked_deadline()?;
         let (c, n) = (&*self.config, &self.name);
         let (d, m) = (c.domain(), c.shm_mode());
         let inner = match qos.transport {
@@ -111,6 +115,7 @@ impl Node {
         Ok(Publisher {
             inner,
             topic: topic.to_owned(),
+            deadline: deadline.map(|d| Deadline::new(d, Instant::now())),
         })
     }
 
@@ -122,6 +127,7 @@ impl Node {
 
     /// A subscriber on any topic, ferry's own included.
     pub(crate) fn open_subscriber(&self, topic: &str, qos: &Qos) -> Result<Subscriber, Error> {
+        let deadline = qos.checked_deadline()?;
         let (c, n) = (&*self.config, &self.name);
         let (d, m) = (c.domain(), c.shm_mode());
         let inner = match qos.transport {
@@ -135,6 +141,8 @@ impl Node {
         Ok(Subscriber {
             inner,
             topic: topic.to_owned(),
+            deadline: deadline.map(|d| Deadline::new(d, Instant::now())),
+            events: Events::default(),
         })
     }
 }
@@ -158,6 +166,8 @@ fn refuse_reserved(topic: &str) -> Result<(), Error> {
 pub struct Publisher {
     inner: PubInner,
     topic: String,
+    /// `Qos::deadline`: the periods it let pass without sending.
+    deadline: Option<Deadline>,
 }
 
 // The shared-memory publisher is the latency-critical path: kept inline, not boxed.
@@ -250,21 +260,29 @@ impl Publisher {
 
     /// Waits until every live reliable subscriber has taken everything sent so far, at most
     /// `timeout`. Over UDP a message sent is still on its way (or being repaired) when `send`
-    /// returns: call this before the process exits so that nothing sent is lost unreported
-    /// (dropping a publisher lingers too, but only up to `Qos::send_timeout` and without a word).
-    /// `SendError::Undelivered` says how many subscribers had not taken everything. Over shared
-    /// memory there is nothing to wait for: the messages are in the ring, which subscribers read
-    /// after the publisher has gone.
+    /// returns; over shared memory it is in the ring, where a subscriber that has not attached
+    /// the ring yet (it was there before this publisher, but has not looked since) has not read
+    /// it. Call this before the process exits so that nothing sent is lost unreported (dropping
+    /// a publisher lingers too, but only up to `Qos::send_timeout` and without a word).
+    /// `SendError::Undelivered` says how many subscribers had not taken everything.
     pub fn flush(&mut self, timeout: Duration) -> Result<(), SendError> {
         match &self.inner {
-            PubInner::Shm(_) => Ok(()),
-            PubInner::Udp(u) | PubInner::Auto(_, u) => u.flush(timeout),
+            PubInner::Shm(p) => p.flush(timeout),
+            PubInner::Udp(u) => u.flush(timeout),
+            PubInner::Auto(p, u) => {
+                let start = Instant::now();
+                p.flush(timeout)?;
+                u.flush(timeout.saturating_sub(start.elapsed()))
+            }
         }
     }
 
     /// Sends a copy of `bytes`.
     pub fn send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
         if let PubInner::Udp(p) = &self.inner {
+            if let Some(d) = &mut self.deadline {
+                note_send(d, p.slot());
+            }
             return p.send(bytes);
         }
         let mut loan = self.loan(bytes.len())?;
@@ -298,6 +316,13 @@ impl Publisher {
 
     #[inline]
     fn lend(&mut self, len: usize, wait: bool) -> Result<Option<Loan<'_>>, SendError> {
+        if let Some(d) = &mut self.deadline {
+            let slot = match &self.inner {
+                PubInner::Shm(p) | PubInner::Auto(p, _) => p.slot(),
+                PubInner::Udp(p) => p.slot(),
+            };
+            note_send(d, slot);
+        }
         let inner = match &mut self.inner {
             PubInner::Shm(p) => {
                 let Some(r) = p.reserve(len, wait)? else {
@@ -357,6 +382,18 @@ impl Publisher {
             _t: PhantomData,
         })
     }
+}
+
+/// A send under `Qos::deadline`: counts the periods that passed without one (into the
+/// publisher's slot, for `ferry stats`), and starts a new one.
+#[cold]
+fn note_send(d: &mut Deadline, slot: &crate::shm::layout::PublisherSlot) {
+    let now = Instant::now();
+    if d.check(now) > 0 {
+        slot.deadline_missed
+            .store(d.missed(), std::sync::atomic::Ordering::Relaxed);
+    }
+    d.met(now);
 }
 
 /// Room lent for one message: ring space under shared memory (written in place, no copy), a
@@ -496,6 +533,10 @@ impl<T: Pod> LoanSlice<'_, T> {
 pub struct Subscriber {
     inner: SubInner,
     topic: String,
+    /// `Qos::deadline`: the periods that passed without a message.
+    deadline: Option<Deadline>,
+    /// Its own events (deadlines missed), before its transports'.
+    events: Events,
 }
 
 // The shared-memory subscriber is the latency-critical path: kept inline; the UDP one is large.
@@ -535,6 +576,9 @@ impl Subscriber {
     /// host die within 50 ms. At most 256 wait to be taken (older ones are dropped and
     /// counted, [`Subscriber::events_dropped`]).
     pub fn try_event(&mut self) -> Option<Event> {
+        if let Some(e) = self.events.pop() {
+            return Some(e);
+        }
         match &mut self.inner {
             SubInner::Shm(s) => s.pop_event(),
             SubInner::Udp(u) => u.pop_event(),
@@ -544,11 +588,17 @@ impl Subscriber {
 
     /// Publisher events dropped because nobody took them (see [`Subscriber::try_event`]).
     pub fn events_dropped(&self) -> u64 {
-        match &self.inner {
-            SubInner::Shm(s) => s.events_dropped(),
-            SubInner::Udp(u) => u.events_dropped(),
-            SubInner::Auto(s, u) => s.events_dropped() + u.events_dropped(),
-        }
+        self.events.dropped()
+            + match &self.inner {
+                SubInner::Shm(s) => s.events_dropped(),
+                SubInner::Udp(u) => u.events_dropped(),
+                SubInner::Auto(s, u) => s.events_dropped() + u.events_dropped(),
+            }
+    }
+
+    /// `Qos::deadline`: the periods that passed without a message so far (0 without a deadline).
+    pub fn deadline_missed(&self) -> u64 {
+        self.deadline.as_ref().map_or(0, Deadline::missed)
     }
 
     /// Warnings a user should see: a UDP receive buffer the kernel capped below what ferry asked
@@ -588,9 +638,64 @@ impl Subscriber {
     }
 
     /// Polls (`block` false) or waits up to `timeout` (forever if `None`); says which side has
-    /// a message ready.
+    /// a message ready. Under `Qos::deadline` it also counts the periods that pass without one.
     #[inline]
     pub(crate) fn ready(
+        &mut self,
+        timeout: Option<Duration>,
+        block: bool,
+    ) -> Result<Option<Side>, RecvError> {
+        if self.deadline.is_none() {
+            return self.ready_now(timeout, block);
+        }
+        self.ready_with_deadline(timeout, block)
+    }
+
+    /// `ready` under a deadline: waits in slices that end with each period, counting those
+    /// that end without a message.
+    #[cold]
+    fn ready_with_deadline(
+        &mut self,
+        timeout: Option<Duration>,
+        block: bool,
+    ) -> Result<Option<Side>, RecvError> {
+        let end = timeout.and_then(|t| Instant::now().checked_add(t));
+        loop {
+            let now = Instant::now();
+            self.count_deadline(now);
+            let next = self.deadline.as_ref().map_or(now, |d| d.next());
+            let until = end.map_or(next, |e| e.min(next));
+            let found = self.ready_now(Some(until.saturating_duration_since(now)), block)?;
+            let now = Instant::now();
+            if found.is_some() {
+                if let Some(d) = &mut self.deadline {
+                    d.check(now);
+                    d.met(now);
+                }
+                self.count_deadline(now);
+                return Ok(found);
+            }
+            if !block || end.is_some_and(|e| now >= e) {
+                self.count_deadline(now);
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Counts the deadline periods that ended by `now` without a message.
+    fn count_deadline(&mut self, now: Instant) {
+        let Some(d) = &mut self.deadline else { return };
+        if d.check(now) > 0 {
+            let missed = d.missed();
+            self.events.push(Event::DeadlineMissed(missed));
+            self.slot()
+                .deadline_missed
+                .store(missed, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    fn ready_now(
         &mut self,
         timeout: Option<Duration>,
         block: bool,

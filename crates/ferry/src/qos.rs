@@ -156,6 +156,11 @@ pub struct Qos {
     /// delivery finds the path's rate by itself (congestion control), latest delivery does not
     /// and sends as fast as the application publishes unless capped here.
     pub max_rate: Option<u64>,
+    /// The period within which a publisher means to send, and a subscriber expects a message
+    /// (`None`: no deadline). A subscriber counts each period that passed without a message
+    /// (`Event::DeadlineMissed`, `ferry stats`), a publisher each period it let pass without
+    /// sending. From 1 ms to an hour.
+    pub deadline: Option<Duration>,
 }
 
 impl Default for Qos {
@@ -175,6 +180,7 @@ impl Default for Qos {
             ip_version: IpVersion::V4,
             multicast: None,
             max_rate: None,
+            deadline: None,
         }
     }
 }
@@ -212,6 +218,11 @@ impl Qos {
         self.max_ring_capacity = bytes;
         self
     }
+    /// See [`Qos::deadline`](struct.Qos.html#structfield.deadline).
+    pub fn deadline(mut self, period: Duration) -> Qos {
+        self.deadline = Some(period);
+        self
+    }
     pub fn send_timeout(mut self, t: Duration) -> Qos {
         self.send_timeout = t;
         self
@@ -243,6 +254,17 @@ impl Qos {
     pub(crate) fn send_wait(&self) -> Duration {
         const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
         self.send_timeout.min(CENTURY)
+    }
+
+    /// The deadline, checked.
+    pub(crate) fn checked_deadline(&self) -> Result<Option<Duration>, Error> {
+        use crate::deadline::{MAX_DEADLINE, MIN_DEADLINE};
+        match self.deadline {
+            Some(d) if !(MIN_DEADLINE..=MAX_DEADLINE).contains(&d) => Err(Error::InvalidQos(
+                format!("deadline {d:?} must be between {MIN_DEADLINE:?} and {MAX_DEADLINE:?}"),
+            )),
+            d => Ok(d),
+        }
     }
 
     /// UDP payload bytes per datagram for this MTU and IP version (checked).

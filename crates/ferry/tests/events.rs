@@ -134,3 +134,53 @@ fn a_udp_publisher_appears_with_its_first_message_and_closes_with_its_goodbye() 
     });
     assert_eq!(gone, Some(Event::Gone(id, Gone::Closed)), "{before:?}");
 }
+
+#[test]
+fn a_subscriber_counts_the_periods_without_a_message_and_a_publisher_those_without_a_send() {
+    let dom = domain("evdeadline");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let period = Duration::from_millis(10);
+    let qos = Qos::default()
+        .transport(Transport::Shm)
+        .wait(WaitStrategy::Block)
+        .deadline(period);
+    let mut sub = node.subscriber("t", &qos).unwrap();
+    let mut publ = node.publisher("t", &qos).unwrap();
+    // On time: nothing missed.
+    publ.send(b"a").unwrap();
+    assert!(sub.recv_timeout(Duration::from_secs(5)).unwrap().is_some());
+    // Then 35 ms without a send: periods ended at 10, 20 and 30 ms at least.
+    let quiet = Instant::now();
+    std::thread::sleep(Duration::from_millis(35));
+    publ.send(b"b").unwrap();
+    let gap = quiet.elapsed();
+    let most = (gap.as_millis() / period.as_millis() + 1) as u64;
+    let snap = ferry::admin::topic(&dom, "t").unwrap().expect("topic");
+    let p = snap.publishers[0].deadline_missed;
+    assert!((3..=most).contains(&p), "publisher: {p} missed in {gap:?}");
+    // The subscriber waits 100 ms with nothing more coming: it counts, and says so.
+    let waited = Instant::now();
+    let mut got = 0;
+    while sub
+        .recv_timeout(Duration::from_millis(100))
+        .unwrap()
+        .is_some()
+    {
+        got += 1;
+    }
+    assert_eq!(got, 1, "the second message");
+    let missed = sub.deadline_missed();
+    let bound = (waited.elapsed().as_millis() / period.as_millis() + 4) as u64;
+    assert!((5..=bound).contains(&missed), "subscriber: {missed}");
+    let events: Vec<Event> = std::iter::from_fn(|| sub.try_event()).collect();
+    assert!(
+        events.contains(&Event::DeadlineMissed(missed)),
+        "{events:?}"
+    );
+    let snap = ferry::admin::topic(&dom, "t").unwrap().expect("topic");
+    assert_eq!(snap.subscribers[0].deadline_missed, missed);
+    // A deadline outside 1 ms to an hour is refused by name.
+    let bad = qos.clone().deadline(Duration::ZERO);
+    let e = node.subscriber("t", &bad).unwrap_err().to_string();
+    assert!(e.contains("deadline"), "{e}");
+}

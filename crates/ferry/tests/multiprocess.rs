@@ -839,3 +839,36 @@ fn try_loan_never_waits_and_lends_again_once_the_subscriber_makes_room() {
         Err(ferry::SendError::TooLarge { .. })
     ));
 }
+
+/// A reliable subscriber that was there first gets a publisher's first message, however soon
+/// after starting the publisher sends it and exits (the publisher's ring counts it as a reader
+/// before any message is written).
+#[test]
+fn a_subscriber_there_first_gets_a_new_publishers_first_message() {
+    let dom = domain("firstmsg");
+    let node = Node::with_domain("reader", &dom).unwrap();
+    let qos = "block,reliable,max=1024";
+    let mut sub = node.subscriber("t", &parse_qos(qos)).unwrap();
+    for round in 0..10u64 {
+        let publ = spawn(
+            "publisher",
+            &[
+                ("DOMAIN", dom.clone()),
+                ("TOPIC", "t".into()),
+                ("QOS", qos.into()),
+                ("COUNT", "1".into()),
+            ],
+        );
+        // The subscriber waits, as `ferry echo` does, and attaches the new ring only when it
+        // notices the publisher: by then the message may be written and its writer gone.
+        let s = sub
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap()
+            .unwrap_or_else(|| panic!("round {round}: the first message did not arrive"));
+        assert_eq!(s.seq(), 0);
+        assert!(check(0, &s));
+        drop(s);
+        let (ok, _) = finish(publ, Duration::from_secs(20));
+        assert!(ok, "publisher {round} failed");
+    }
+}

@@ -177,6 +177,8 @@ pub struct PublisherSlot {
     /// UDP: messages not sent to a latest subscriber that had its budget in flight (one per
     /// message and subscriber): it reads slower than the others, or sits behind a slower path.
     pub left_out: AtomicU64,
+    /// `Qos::deadline`: periods that passed without a send.
+    pub deadline_missed: AtomicU64,
 }
 
 #[repr(C)]
@@ -220,6 +222,8 @@ pub struct SubscriberSlot {
     /// refuses to send it more, with an error, rather than have it refused on arrival. 0: no
     /// limit a publisher needs to know (shared memory: a subscriber reads what the ring holds).
     pub max_message: AtomicU64,
+    /// `Qos::deadline`: periods that passed without a message.
+    pub deadline_missed: AtomicU64,
 }
 
 /// One publisher's ring.
@@ -247,7 +251,7 @@ const _: () = {
     assert!(std::mem::align_of::<ControlBlock>() == 128);
     assert!(std::mem::size_of::<ControlBlock>() <= 64 * 1024);
     assert!(std::mem::size_of::<DataBlock>() <= 16 * 1024);
-    assert!(std::mem::size_of::<PublisherSlot>() <= 416);
+    assert!(std::mem::size_of::<PublisherSlot>() <= 424);
 };
 
 /// Header bytes of a segment holding `T`, rounded up to whole pages.

@@ -34,6 +34,35 @@ pub struct ShmPublisher {
     hold_since: Option<(u64, Instant)>,
 }
 
+/// A reliable publisher's new ring counts the reliable subscribers already on the topic as
+/// readers from its first record, before any of them can see the ring: each adopts its place
+/// when it attaches (`Reader::join`), so that a subscriber that was there first gets the
+/// publisher's first messages, however soon they are sent. Left out: subscribers not yet ready,
+/// dead, latest, or of another host (network namespace): an `auto` one there takes this
+/// publisher over UDP and never attaches its ring (a shared-memory one there joins as before,
+/// from the moment it attaches). One that never attaches holds the publisher back as an attached one
+/// would, until it is found dead or the send times out.
+fn expect_subscribers(topic: &Topic, ring: &ring::RingHeader) {
+    for i in 0..ring::MAX_READERS {
+        let (live, token) = topic.subscriber_state(i);
+        if live != super::topic::Liveness::Alive || token == 0 {
+            continue;
+        }
+        let s = topic.subscriber(i);
+        // Acquire pairs with the Release in `Owner::set_ready`.
+        let ready = s.owner.ready.load(Ordering::Acquire) == 1;
+        let reliable = s.reliable.load(Ordering::Relaxed) != 0;
+        // A ring reader's slot says shared memory alone (the UDP half of an `auto` subscriber
+        // has a slot of its own); one of another host (network namespace) may be an `auto`
+        // subscriber's, which reads only its own host's rings, so it is not expected.
+        let ring_reader = s.transport.load(Ordering::Relaxed) == super::topic::TRANSPORT_SHM;
+        let same_host = s.owner.host.load(Ordering::Relaxed) == sys::host_id();
+        if ready && reliable && ring_reader && same_host {
+            ring::expect_reader(ring, i, token);
+        }
+    }
+}
+
 impl ShmPublisher {
     pub fn create(
         domain: &str,
@@ -58,6 +87,9 @@ impl ShmPublisher {
                     .store(qos.max_message_size as u64, Ordering::Relaxed);
                 let block = data.block();
                 let writer = Writer::new(&block.ring, capacity, reliable);
+                if reliable {
+                    expect_subscribers(&topic, &block.ring);
+                }
                 // SAFETY: map_ring mapped 2 * capacity bytes after the header; `data` owns the
                 // mapping and outlives `bytes` (field order).
                 let bytes =
@@ -164,6 +196,11 @@ impl ShmPublisher {
     /// The topic's directory.
     pub fn topic(&self) -> &Topic {
         &self.topic
+    }
+
+    /// Its slot in the topic's directory (where its counters live).
+    pub fn slot(&self) -> &super::layout::PublisherSlot {
+        self.topic.publisher(self.slot)
     }
 
     /// Reserves room for `len` payload bytes. Where reliable subscribers leave no room, waits
@@ -360,8 +397,45 @@ impl ShmPublisher {
     }
 }
 
+impl ShmPublisher {
+    /// Waits until every reliable subscriber counted in the ring (attached, or expected since
+    /// the ring was made) has read everything written, at most `timeout`; subscribers found dead
+    /// meanwhile are let go. `Undelivered` says how many had not, and how many bytes.
+    pub fn flush(&self, timeout: Duration) -> Result<(), SendError> {
+        let start = Instant::now();
+        let deadline = start.checked_add(timeout);
+        let ring = &self.data.block().ring;
+        let mut next_liveness = start;
+        loop {
+            let (behind, bytes) = self.writer.unread(ring);
+            if behind == 0 {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(SendError::Undelivered {
+                    receivers: behind,
+                    bytes,
+                    after: timeout,
+                });
+            }
+            if now >= next_liveness {
+                self.evict_dead_laggards(0);
+                next_liveness = now + LIVENESS_PERIOD;
+            }
+            // Readers ring the space bell only for a writer that announced a wait for room; a
+            // close looks again every millisecond instead.
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
 impl Drop for ShmPublisher {
     fn drop(&mut self) {
+        // A reliable publisher that goes lingers, up to its send timeout, for its reliable
+        // subscribers to read what it wrote (one that has not attached its ring yet included:
+        // the segment and the slot stay until then).
+        let _ = self.flush(self.send_timeout);
         let b = self.data.block();
         b.closed.store(1, Ordering::Release);
         let _ = sys::shm_unlink(self.data.name());

@@ -672,6 +672,25 @@ impl Writer {
         min
     }
 
+    /// Reliable readers and the bytes of everything written that the slowest of them has not
+    /// read yet (0 when they read all of it, or there is none).
+    pub fn unread(&self, hdr: &RingHeader) -> (usize, u64) {
+        if !self.reliable {
+            return (0, 0);
+        }
+        let behind = hdr
+            .readers
+            .iter()
+            .filter(|slot| {
+                // Acquire pairs with the Release owner stores of `Reader::join`/`expect_reader`.
+                slot.owner.load(Ordering::Acquire) & 1 == 1
+                    // Acquire pairs with the Release cursor stores of `Reader::release`/`join`.
+                    && slot.cursor.load(Ordering::Acquire) < self.head
+            })
+            .count();
+        (behind, self.head - self.min_cursor(hdr))
+    }
+
     /// Reliable readers whose cursor keeps a record of `payload_len` bytes out.
     pub fn laggards(&self, hdr: &RingHeader, payload_len: u64) -> u64 {
         let end = self.head + record_len(payload_len) + COMMIT_WORD;
@@ -822,9 +841,23 @@ pub struct Reader {
     hold: u64,
 }
 
+/// The writer of a ring no reader has seen yet counts the reliable subscriber of topic slot
+/// `slot` (its token `token`) as a reader from the ring's start; the subscriber adopts that place
+/// when it joins. Called before the ring is published to subscribers.
+pub fn expect_reader(hdr: &RingHeader, slot: usize, token: u64) {
+    let s = &hdr.readers[slot];
+    // Relaxed: published by the Release owner store below.
+    s.cursor
+        .store(hdr.head.end.load(Ordering::Relaxed), Ordering::Relaxed);
+    // Release pairs with the Acquire owner loads in `min_cursor` and in `Reader::join`.
+    s.owner.store(token << 1 | 1, Ordering::Release);
+}
+
 impl Reader {
     /// Takes slot `slot` (which the caller owns through the topic's subscriber table) and starts
-    /// reading from now: the next record the writer reserves.
+    /// reading from now: the next record the writer reserves — or, when the writer counted this
+    /// reliable subscriber as a reader before it published the ring (`expect_reader`), from
+    /// the place it kept for it.
     pub fn join(
         hdr: &RingHeader,
         capacity: u64,
@@ -834,6 +867,22 @@ impl Reader {
         reliable: bool,
     ) -> Reader {
         let s = &hdr.readers[slot];
+        // Acquire pairs with the Release in `expect_reader`: the cursor it stored is visible.
+        if reliable && s.owner.load(Ordering::Acquire) == token << 1 | 1 {
+            let pos = s.cursor.load(Ordering::Relaxed);
+            let head = hdr.head.end.load(Ordering::Acquire);
+            return Reader {
+                slot,
+                capacity,
+                max_len,
+                pos,
+                head,
+                at_mark: false,
+                next_seq: None,
+                reliable,
+                hold: 0,
+            };
+        }
         // A hold naming this slot was left by the slot's previous reader (one that ended without
         // letting go, such as a process that died): it is let go, so it neither keeps the writer
         // stepping over that record nor keeps every reader copying. Relaxed: nobody reads what

@@ -588,6 +588,7 @@ impl Topic {
                     waits: p.waits.load(Ordering::Relaxed),
                     timeouts: p.timeouts.load(Ordering::Relaxed),
                     evictions: p.evictions.load(Ordering::Relaxed),
+                    deadline_missed: p.deadline_missed.load(Ordering::Relaxed),
                 })
             })
             .collect();
@@ -619,6 +620,7 @@ impl Topic {
                     skipped: s.skipped.load(Ordering::Relaxed),
                     waits: s.waits.load(Ordering::Relaxed),
                     service: std::array::from_fn(|i| s.service[i].load(Ordering::Relaxed)),
+                    deadline_missed: s.deadline_missed.load(Ordering::Relaxed),
                 })
             })
             .collect();
@@ -746,6 +748,8 @@ pub struct PublisherStats {
     pub waits: u64,
     pub timeouts: u64,
     pub evictions: u64,
+    /// `Qos::deadline`: periods that passed without a send.
+    pub deadline_missed: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -783,6 +787,8 @@ pub struct SubscriberStats {
     /// A service's counters when this subscriber is a service's end: see
     /// [`crate::ServiceCounters`].
     pub service: [u64; super::layout::SERVICE_COUNTERS],
+    /// `Qos::deadline`: periods that passed without a message.
+    pub deadline_missed: u64,
 }
 
 /// What `clean` did.

@@ -1250,6 +1250,11 @@ impl UdpPublisher {
         &self.shared.topic
     }
 
+    /// Its slot in the topic's directory (where its counters live).
+    pub fn slot(&self) -> &crate::shm::layout::PublisherSlot {
+        self.shared.topic.publisher(self.shared.slot)
+    }
+
     /// Waits until every live reliable subscriber has taken everything sent so far (what the
     /// flusher holds leaves first), at most `timeout`; `Undelivered` says how many have not.
     pub fn flush(&self, timeout: Duration) -> Result<(), SendError> {

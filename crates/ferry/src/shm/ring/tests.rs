@@ -1057,3 +1057,39 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_expected_reader_adopts_its_place_and_holds_the_writer_until_it_reads() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, true);
+    // Slot 2's subscriber (token 7) is expected before anything is written.
+    expect_reader(&hdr, 2, 7);
+    assert_eq!(w.unread(&hdr), (0, 0));
+    write_msg(&mut w, &hdr, &mem, 0, 16).unwrap();
+    write_msg(&mut w, &hdr, &mem, 1, 16).unwrap();
+    let (behind, bytes) = w.unread(&hdr);
+    assert_eq!(behind, 1);
+    assert!(bytes >= 32, "{bytes}");
+    // Until it reads, the writer cannot lap it: the ring fills up.
+    let mut n = 2;
+    while write_msg(&mut w, &hdr, &mem, n, 16).is_ok() {
+        n += 1;
+        assert!(n < 64, "the writer lapped an expected reader");
+    }
+    // Another subscriber in another slot joins from now; the expected one reads from the first
+    // record, and once it read everything the writer has nothing unread.
+    let mut other = Reader::join(&hdr, CAP, max_payload(CAP), 3, 9, true);
+    assert!(read_reliable(&mut other, &hdr, &mem).is_none());
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 2, 7, true);
+    for seq in 0..n {
+        let (got, bytes) = read_reliable(&mut r, &hdr, &mem).expect("a record");
+        assert_eq!((got, bytes), (seq, pattern(seq, 16)));
+    }
+    assert!(read_reliable(&mut r, &hdr, &mem).is_none());
+    assert_eq!(w.unread(&hdr), (0, 0));
+    // A slot expected for one token and joined by another starts from now.
+    expect_reader(&hdr, 4, 11);
+    let mut stranger = Reader::join(&hdr, CAP, max_payload(CAP), 4, 12, true);
+    assert!(read_reliable(&mut stranger, &hdr, &mem).is_none());
+}
