@@ -2,8 +2,13 @@
 //! placements, ... are declared once with [`choice!`](crate::choice), which gives each its
 //! name (the same string on the command line, in a configuration and in the results), its
 //! aliases, its list of values and its parser, [`parse_choice`]. The values ferry's QoS takes
-//! ([`Delivery`], [`Wait`]) are here; the command line's `pub` and `echo` have their own clap
-//! enums and convert them.
+//! (`ferry::Delivery`, `ferry::WaitStrategy`) are the library's own types, with the library's
+//! words (`Display`, `FromStr`, serde through its `serde` feature); they are choices here too,
+//! and [`DeliverySchema`] and [`WaitSchema`] give their JSON schemas.
+
+use std::borrow::Cow;
+
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 
 /// A value named by a string, of an enum declared with [`choice!`](crate::choice).
 pub trait Choice: Copy + Eq + 'static {
@@ -139,51 +144,90 @@ macro_rules! choice {
     };
 }
 
-crate::choice! {
-    /// ferry's delivery, as the lab's configurations and results name it.
-    pub enum Delivery: "delivery" / "deliveries" {
-        /// Nothing is lost: a publisher waits for slow reliable subscribers.
-        Reliable = "reliable",
-        /// The publisher never waits; slow subscribers skip ahead and count what they skipped.
-        Latest = "latest",
+/// ferry's own vocabularies as choices: their values and names are the library's.
+macro_rules! library_choice {
+    ($($ty:ty: $what:literal / $whats:literal),+ $(,)?) => {
+        $(impl Choice for $ty {
+            const WHAT: &'static str = $what;
+            const WHATS: &'static str = $whats;
+            const ALL: &'static [Self] = <$ty>::ALL;
+
+            fn name(self) -> &'static str {
+                <$ty>::name(self)
+            }
+        })+
+    };
+}
+
+library_choice! {
+    ferry::Delivery: "delivery" / "deliveries",
+    ferry::WaitStrategy: "wait strategy" / "wait strategies",
+}
+
+/// The JSON schema of a choice whose type is not the lab's (ferry's vocabularies), as `choice!`
+/// derives it for the lab's own: a string, one of the names, each described.
+fn choice_schema<T: Choice>(description: &str, describe: fn(T) -> &'static str) -> Schema {
+    let one_of: Vec<serde_json::Value> = T::ALL
+        .iter()
+        .map(|&c| {
+            serde_json::json!({
+                "type": "string",
+                "const": c.name(),
+                "description": describe(c),
+            })
+        })
+        .collect();
+    json_schema!({
+        "description": description,
+        "oneOf": one_of,
+    })
+}
+
+/// The JSON schema of `ferry::Delivery` in the lab's configurations and results (a field holding
+/// one takes `#[schemars(with = "crate::args::DeliverySchema")]`).
+pub struct DeliverySchema;
+
+impl JsonSchema for DeliverySchema {
+    fn schema_name() -> Cow<'static, str> {
+        "Delivery".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        choice_schema(
+            "ferry's delivery, as the lab's configurations and results name it.",
+            |d| match d {
+                ferry::Delivery::Reliable => {
+                    "Nothing is lost: a publisher waits for slow reliable subscribers."
+                }
+                ferry::Delivery::Latest => {
+                    "The publisher never waits; slow subscribers skip ahead and count what they \
+                     skipped."
+                }
+            },
+        )
     }
 }
 
-impl From<Delivery> for ferry::Delivery {
-    fn from(d: Delivery) -> ferry::Delivery {
-        match d {
-            Delivery::Reliable => ferry::Delivery::Reliable,
-            Delivery::Latest => ferry::Delivery::Latest,
-        }
-    }
-}
+/// The JSON schema of `ferry::WaitStrategy` in the lab's configurations and results (a field
+/// holding one takes `#[schemars(with = "crate::args::WaitSchema")]`).
+pub struct WaitSchema;
 
-crate::choice! {
-    /// ferry's wait strategy, as the lab's configurations and results name it.
-    pub enum Wait: "wait strategy" / "wait strategies" {
-        /// Busy loop: lowest latency, one CPU kept busy while waiting.
-        Spin = "spin",
-        /// Sleep on a futex: no busy loop.
-        Block = "block",
-        /// Spin for a short while, then sleep.
-        Adaptive = "adaptive",
+impl JsonSchema for WaitSchema {
+    fn schema_name() -> Cow<'static, str> {
+        "Wait".into()
     }
-}
 
-impl Wait {
-    /// ferry's wait strategy.
-    pub fn strategy(self) -> ferry::WaitStrategy {
-        match self {
-            Wait::Spin => ferry::WaitStrategy::Spin,
-            Wait::Block => ferry::WaitStrategy::Block,
-            Wait::Adaptive => ferry::WaitStrategy::Adaptive,
-        }
-    }
-}
-
-impl From<Wait> for ferry::WaitStrategy {
-    fn from(w: Wait) -> ferry::WaitStrategy {
-        w.strategy()
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        choice_schema(
+            "ferry's wait strategy, as the lab's configurations and results name it.",
+            |w| match w {
+                ferry::WaitStrategy::Spin => {
+                    "Busy loop: lowest latency, one CPU kept busy while waiting."
+                }
+                ferry::WaitStrategy::Block => "Sleep on a futex: no busy loop.",
+                ferry::WaitStrategy::Adaptive => "Spin for a short while, then sleep.",
+            },
+        )
     }
 }
 
@@ -238,11 +282,11 @@ mod tests {
             Err("unknown colour \"purple\"; valid colours: red, green, blue".to_owned())
         );
         assert_eq!(
-            parse_choice::<Delivery>("maybe").unwrap_err(),
+            parse_choice::<ferry::Delivery>("maybe").unwrap_err(),
             "unknown delivery \"maybe\"; valid deliveries: reliable, latest"
         );
         assert_eq!(
-            "sleep".parse::<Wait>().unwrap_err(),
+            parse_choice::<ferry::WaitStrategy>(" sleep").unwrap_err(),
             "unknown wait strategy \"sleep\"; valid wait strategies: spin, block, adaptive"
         );
         assert!(parse_choice::<Colour>("").unwrap_err().contains("\"\""));
@@ -282,8 +326,8 @@ mod tests {
     #[test]
     fn every_choice_has_distinct_names_that_round_trip_through_json() {
         check::<Colour>();
-        check::<Delivery>();
-        check::<Wait>();
+        check::<ferry::Delivery>();
+        check::<ferry::WaitStrategy>();
         check::<crate::cycle::Transport>();
         check::<crate::cycle::Placement>();
         check::<crate::cycle::DeliveryChoice>();
@@ -305,11 +349,44 @@ mod tests {
     }
 
     #[test]
-    fn wait_is_ferrys_wait_strategy() {
-        for &w in Wait::ALL {
-            let s: ferry::WaitStrategy = w.into();
-            assert_eq!(s, w.strategy());
-            assert_eq!(format!("{s:?}").to_lowercase(), w.name());
+    fn ferrys_vocabularies_read_as_the_library_reads_them() {
+        // White space aside (the lab's parser ignores it), the same values and messages.
+        for &w in ferry::WaitStrategy::ALL {
+            assert_eq!(parse_choice(w.name()), Ok(w));
+            assert_eq!(w.name().parse(), Ok(w));
         }
+        for &d in ferry::Delivery::ALL {
+            assert_eq!(parse_choice(d.name()), Ok(d));
+            assert_eq!(d.name().parse(), Ok(d));
+        }
+        assert_eq!(
+            parse_choice::<ferry::WaitStrategy>("sleep").unwrap_err(),
+            "sleep"
+                .parse::<ferry::WaitStrategy>()
+                .unwrap_err()
+                .to_string()
+        );
+        assert_eq!(
+            parse_choice::<ferry::Delivery>("maybe").unwrap_err(),
+            "maybe".parse::<ferry::Delivery>().unwrap_err().to_string()
+        );
+    }
+
+    #[test]
+    fn the_schemas_of_ferrys_vocabularies_list_their_names() {
+        fn names<T: JsonSchema>() -> Vec<String> {
+            let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap();
+            schema["oneOf"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| {
+                    assert!(v["description"].as_str().is_some_and(|d| !d.is_empty()));
+                    v["const"].as_str().unwrap().to_owned()
+                })
+                .collect()
+        }
+        assert_eq!(names::<DeliverySchema>(), ["reliable", "latest"]);
+        assert_eq!(names::<WaitSchema>(), ["spin", "block", "adaptive"]);
     }
 }

@@ -46,11 +46,10 @@ use std::fmt::Write as _;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
-use ferry::{CycleStats, Node, Qos, WaitStrategy};
+use ferry::{CycleStats, Delivery, Node, Qos, WaitStrategy};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::args::Delivery;
 use crate::cgroup::{self, CpuGroup};
 use crate::error::{bail, note, Context, Error, Result};
 use crate::experiment::{Experiment, Measured, Results};
@@ -348,6 +347,7 @@ pub struct Setup {
     overload_rule: String,
     deadline_miss: String,
     /// Per transport.
+    #[schemars(with = "PerTransport<crate::args::DeliverySchema>")]
     delivery: PerTransport<Delivery>,
     /// How each transport carries one cycle's array.
     unit: PerTransport<String>,
@@ -1136,7 +1136,7 @@ fn qos(args: &PeerRequest) -> Qos {
     let q = Qos::default()
         .wait(wait)
         .spin_window(Duration::from_nanos(args.spin_ns))
-        .delivery(args.delivery.into())
+        .delivery(args.delivery)
         .max_message_size((args.multiplicity() * 4).max(4))
         .send_timeout(Duration::from_secs(2));
     match args.transport {

@@ -52,7 +52,6 @@ use serde::{Deserialize, Serialize};
 
 use super::cgroup::{self, CpuGroup};
 use super::Dir;
-use crate::args::Wait;
 use crate::error::{bail, note, Context, Error, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::netns::{self, LinkRate};
@@ -171,7 +170,8 @@ pub struct Config {
     /// A CPU quota (in CPUs) over every hub process together; `None`: no quota.
     pub cpu: Option<f64>,
     /// How every process waits for a message.
-    pub wait: Wait,
+    #[schemars(with = "crate::args::WaitSchema")]
+    pub wait: WaitStrategy,
     /// Where the processes run: spread over the CPUs this process may use, or not pinned.
     pub pin: PinMode,
     /// With `hosts` 2: the `ferry lab agent` (`HOST[:PORT]`) whose machine runs the odd hubs,
@@ -194,7 +194,7 @@ impl Default for Config {
             hosts: 1,
             link_rate: None,
             cpu: None,
-            wait: Wait::Block,
+            wait: WaitStrategy::Block,
             pin: PinMode::Spread,
             remote: None,
             fault_hub_exit_after: None,
@@ -470,7 +470,8 @@ pub struct Setup {
     pub transport_descriptions: BTreeMap<String, String>,
     pub topology: String,
     pub delivery: String,
-    pub wait: Wait,
+    #[schemars(with = "crate::args::WaitSchema")]
+    pub wait: WaitStrategy,
     pub wait_note: String,
     pub roundtrip: String,
     pub flood: String,
@@ -684,7 +685,8 @@ pub struct Row {
     pub throttled_periods: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throttled_ms: Option<f64>,
-    pub wait: Wait,
+    #[schemars(with = "crate::args::WaitSchema")]
+    pub wait: WaitStrategy,
     pub probes: Option<u64>,
     pub edges: Vec<EdgeRow>,
     pub processes: Vec<ProcInfo>,
@@ -1933,7 +1935,7 @@ pub struct PeerRequest {
     size: usize,
     messages: u64,
     warmup: u64,
-    wait: Wait,
+    wait: WaitStrategy,
     host: Host,
     cpu: Option<usize>,
     exit_after: Option<u64>,
@@ -2042,7 +2044,7 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
         false,
         discovery_config(args.discovery.as_ref()),
     )?;
-    let qos = args.transport.qos(args.size, args.wait.strategy());
+    let qos = args.transport.qos(args.size, args.wait);
     let mut input = node.subscriber(&edge_topic((i + n - 1) % n), &qos)?;
     let output = node.publisher(&edge_topic(i), &qos)?;
     let deadline = Instant::now() + START_TIMEOUT;
@@ -2782,7 +2784,7 @@ mod tests {
             size: 256,
             messages: 1000,
             warmup: 100,
-            wait: Wait::Block,
+            wait: WaitStrategy::Block,
             host: Host::B,
             cpu: None,
             exit_after: None,
@@ -2847,7 +2849,7 @@ mod tests {
         assert_eq!("udp4".parse(), Ok(Transport::Udp));
         assert_eq!("auto".parse(), Ok(Transport::Auto));
         assert!("udp6".parse::<Transport>().is_err());
-        assert_eq!("block".parse(), Ok(Wait::Block));
+        assert_eq!("block".parse(), Ok(WaitStrategy::Block));
         assert_eq!("none".parse(), Ok(PinMode::None));
     }
 }

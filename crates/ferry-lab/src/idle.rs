@@ -7,11 +7,10 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use ferry::{Node, Qos};
+use ferry::{Node, Qos, WaitStrategy};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::args::Wait;
 use crate::error::{bail, note, Context, Error, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
@@ -44,7 +43,8 @@ impl Transport {
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Wait strategies of the idle subscriber, in the order they run.
-    pub wait: Vec<Wait>,
+    #[schemars(with = "Vec<crate::args::WaitSchema>")]
+    pub wait: Vec<WaitStrategy>,
     /// Transport of the idle pair.
     pub transport: Transport,
     /// Seconds of idleness measured per strategy (after a settling pause of 0.5 s).
@@ -54,7 +54,11 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            wait: vec![Wait::Block, Wait::Adaptive, Wait::Spin],
+            wait: vec![
+                WaitStrategy::Block,
+                WaitStrategy::Adaptive,
+                WaitStrategy::Spin,
+            ],
             transport: Transport::Shm,
             seconds: 2.0,
         }
@@ -74,7 +78,8 @@ pub struct Setup {
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Row {
     pub transport: Transport,
-    pub wait: Wait,
+    #[schemars(with = "crate::args::WaitSchema")]
+    pub wait: WaitStrategy,
     /// How long the subscriber was idle.
     pub seconds: f64,
     /// The CPU time it used meanwhile (user and system).
@@ -85,7 +90,13 @@ pub struct Row {
 
 impl Row {
     /// The row of a subscriber that used `cpu_ticks` clock ticks while idle for `seconds`.
-    fn of(transport: Transport, wait: Wait, seconds: f64, cpu_ticks: u64, ticks_per_s: u64) -> Row {
+    fn of(
+        transport: Transport,
+        wait: WaitStrategy,
+        seconds: f64,
+        cpu_ticks: u64,
+        ticks_per_s: u64,
+    ) -> Row {
         let cpu_seconds = cpu_ticks as f64 / ticks_per_s.max(1) as f64;
         Row {
             transport,
@@ -195,7 +206,7 @@ fn cpu_ticks(pid: u32) -> Result<u64> {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct PeerRequest {
     domain: String,
-    wait: Wait,
+    wait: WaitStrategy,
     transport: Transport,
 }
 
@@ -205,7 +216,7 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
         TOPIC,
         &Qos::default()
             .transport(args.transport.ferry())
-            .wait(args.wait.strategy()),
+            .wait(args.wait),
     )?;
     let mut main_alive = link.watch();
     loop {
@@ -261,7 +272,7 @@ impl Experiment for Idle {
     fn section(results: &Results<Self>) -> Result<Section> {
         let rs = &results.rows;
         // One bar per wait strategy (its first row).
-        let mut waits: Vec<Wait> = Vec::new();
+        let mut waits: Vec<WaitStrategy> = Vec::new();
         for r in rs {
             if !waits.contains(&r.wait) {
                 waits.push(r.wait);
@@ -320,15 +331,15 @@ fn summary(rows: &[Row]) -> Vec<SummaryLine> {
             floor: None,
             best_peer: None,
             study: match r.wait {
-                Wait::Spin => Some(format!(
+                WaitStrategy::Spin => Some(format!(
                     "the wait-free stream's busy loop loads a CPU, no figure given ({})",
                     cite(&SHM_STREAM)
                 )),
-                Wait::Block => Some(format!(
+                WaitStrategy::Block => Some(format!(
                     "the blocking stream waits without a busy loop, no figure given ({})",
                     cite(&SHM_STREAM)
                 )),
-                Wait::Adaptive => None,
+                WaitStrategy::Adaptive => None,
             },
         })
         .collect()
@@ -342,9 +353,9 @@ pub(crate) fn example() -> Results<Idle> {
         ..Config::default()
     };
     let rows = vec![
-        Row::of(Transport::Shm, Wait::Block, 1.0, 0, 100),
-        Row::of(Transport::Shm, Wait::Adaptive, 1.0, 1, 100),
-        Row::of(Transport::Shm, Wait::Spin, 1.0, 99, 100),
+        Row::of(Transport::Shm, WaitStrategy::Block, 1.0, 0, 100),
+        Row::of(Transport::Shm, WaitStrategy::Adaptive, 1.0, 1, 100),
+        Row::of(Transport::Shm, WaitStrategy::Spin, 1.0, 99, 100),
     ];
     let setup = Setup {
         seconds: config.seconds,
@@ -411,17 +422,18 @@ mod tests {
             ..Config::default()
         })
         .is_err());
-        assert_eq!("adaptive".parse(), Ok(Wait::Adaptive));
+        assert_eq!("adaptive".parse(), Ok(WaitStrategy::Adaptive));
         assert!("sleep"
-            .parse::<Wait>()
+            .parse::<WaitStrategy>()
             .unwrap_err()
+            .to_string()
             .contains("valid wait strategies: spin, block, adaptive"));
         assert_eq!("auto".parse(), Ok(Transport::Auto));
         assert!("tcp".parse::<Transport>().is_err());
         let back: Config = serde_json::from_str("{\"wait\": [\"spin\"]}").unwrap();
         assert_eq!(
             (back.wait, back.transport),
-            (vec![Wait::Spin], Transport::Shm)
+            (vec![WaitStrategy::Spin], Transport::Shm)
         );
     }
 }

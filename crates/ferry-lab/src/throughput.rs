@@ -42,12 +42,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::os::monotonic_ns;
-use ferry::{IpVersion, Qos};
+use ferry::{Delivery, IpVersion, Qos, WaitStrategy};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{pattern, tools, Dir, Pin, Pinning};
-use crate::args::{Delivery, Wait};
 use crate::baseline::{baselines_first, BASELINE_GAP};
 use crate::error::{bail, note, Context, Result};
 use crate::experiment::{Experiment, Measured, Results};
@@ -316,6 +315,7 @@ pub struct Config {
     /// Message sizes in bytes (at least 8: the first 8 carry the sequence number).
     pub sizes: Vec<usize>,
     /// Delivery of ferry's transports and of the other systems (iceoryx2, Zenoh).
+    #[schemars(with = "crate::args::DeliverySchema")]
     pub delivery: Delivery,
     /// Loss injected by ferry on the publisher's datagrams (ferry's UDP transports only), in
     /// percent.
@@ -326,7 +326,8 @@ pub struct Config {
     /// Interleaved rounds: every round runs every transport in turn.
     pub rounds: usize,
     /// How ferry's subscriber (and a reliable publisher) waits.
-    pub wait: Wait,
+    #[schemars(with = "crate::args::WaitSchema")]
+    pub wait: WaitStrategy,
     /// CPUs of the main process (publisher) and of the peer (subscriber); `None`: the first two
     /// this process may use.
     pub pin: Option<Pin>,
@@ -381,7 +382,7 @@ impl Default for Config {
             loss: None,
             duration: 2.0,
             rounds: 3,
-            wait: Wait::Adaptive,
+            wait: WaitStrategy::Adaptive,
             pin: None,
             remote: None,
             hosts: 1,
@@ -1385,10 +1386,10 @@ fn measure_link_peers(
     Ok(m)
 }
 
-fn ferry_qos(transport: Transport, size: usize, delivery: Delivery, wait: Wait) -> Qos {
+fn ferry_qos(transport: Transport, size: usize, delivery: Delivery, wait: WaitStrategy) -> Qos {
     let qos = Qos::default()
-        .delivery(delivery.into())
-        .wait(wait.into())
+        .delivery(delivery)
+        .wait(wait)
         .max_message_size(size);
     match transport {
         Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => qos
@@ -1685,7 +1686,7 @@ pub struct PeerRequest {
     transport: Transport,
     size: usize,
     delivery: Delivery,
-    wait: Wait,
+    wait: WaitStrategy,
     cpu: Option<usize>,
     /// ferry's transports: the domain and topic.
     ferry: Option<FerryTopic>,
@@ -2162,6 +2163,7 @@ pub struct Setup {
     transports: Vec<Transport>,
     transport_descriptions: BTreeMap<String, String>,
     sizes: Vec<usize>,
+    #[schemars(with = "crate::args::DeliverySchema")]
     delivery: Delivery,
     loss_percent: f64,
     /// The impairment of the publisher's node, for ferry's UDP transports (as FERRY_IMPAIR
@@ -2172,7 +2174,8 @@ pub struct Setup {
     /// iperf3 and sockperf run whole seconds.
     tool_duration_s: u64,
     rounds: usize,
-    wait: Wait,
+    #[schemars(with = "crate::args::WaitSchema")]
+    wait: WaitStrategy,
     pinning: Pinning,
     udp_mtu: usize,
     payload: String,
@@ -3644,7 +3647,7 @@ mod tests {
             delivery: Delivery::Latest,
             duration: 1.0,
             rounds: 2,
-            wait: Wait::Block,
+            wait: WaitStrategy::Block,
             ..Config::default()
         };
         let m = |bytes: u64| Measurement {

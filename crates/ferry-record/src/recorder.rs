@@ -345,7 +345,7 @@ impl Recorder {
             md.insert(channel::PUBLISHER.to_owned(), m.publisher.to_string());
             md.insert(
                 channel::TRANSPORT.to_owned(),
-                transport_name(m.publisher.transport()).to_owned(),
+                m.publisher.transport().name().to_owned(),
             );
             md.insert(channel::FIRST_SEQ.to_owned(), m.seq.to_string());
             if let Some(node) = info.node {
@@ -514,8 +514,8 @@ impl Recorder {
         put("sequence", meta::SEQUENCE.to_owned());
         put("topics", self.topics.join(","));
         put("type", self.options.payload.name().to_owned());
-        put("delivery", delivery_name(self.delivery).to_owned());
-        put("transport", transport_name(self.transport).to_owned());
+        put("delivery", self.delivery.name().to_owned());
+        put("transport", self.transport.name().to_owned());
         put("compression", self.options.compression.name().to_owned());
         put("file_index", (self.next_index - 1).to_string());
         put("started_ns", file.started_ns.to_string());
@@ -598,22 +598,6 @@ impl OpenFile {
     fn writer_len(&self) -> u64 {
         // Relaxed: written and read by this thread only (shared for lack of a getter).
         self.end.load(Ordering::Relaxed)
-    }
-}
-
-fn transport_name(t: ferry::Transport) -> &'static str {
-    match t {
-        ferry::Transport::Shm => "shm",
-        ferry::Transport::Udp => "udp",
-        ferry::Transport::Auto => "auto",
-        _ => "other",
-    }
-}
-
-fn delivery_name(d: Delivery) -> &'static str {
-    match d {
-        Delivery::Reliable => "reliable",
-        Delivery::Latest => "latest",
     }
 }
 

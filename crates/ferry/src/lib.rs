@@ -23,8 +23,8 @@
 
 pub mod admin;
 mod config;
-mod deadline;
 pub mod cycle;
+mod deadline;
 mod error;
 pub mod event;
 mod names;
@@ -34,6 +34,7 @@ mod qos;
 pub(crate) mod refusal;
 pub mod service;
 mod sync;
+mod vocabulary;
 
 // The OS layer, the shared-memory ring and the UDP protocol's internals are not part of the
 // API. The `internals` feature opens them to ferry's own tests and fuzz targets (the ring's
@@ -67,6 +68,7 @@ pub use service::{CallError, Client, ReplyTo, Request, RequestId, Response, Serv
 pub use sys::udp::MulticastInterface;
 pub use udp::crypto::DomainKey;
 pub use udp::discovery::{DiscoveryConfig, DiscoveryLimits};
+pub use vocabulary::ParseNameError;
 
 /// The longest node name (bytes).
 pub const MAX_NODE_NAME: usize = shm::layout::MAX_NODE_NAME;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde::Serialize;
 
-use super::{DeliveryArg, TransportOpt, WaitArg, POLL_SLICE};
+use super::{delivery_words, wait_words, TransportOpt, POLL_SLICE};
 use ferry_cmd::error::{bail, Result};
 use ferry_cmd::signal;
 use ferry_cmd::table::print_out;
@@ -46,12 +46,12 @@ pub struct EchoArgs {
     pub transport: TransportOpt,
 
     /// Delivery: reliable holds a reliable publisher back until the message is read
-    #[arg(long, value_enum, default_value_t = DeliveryArg::Reliable)]
-    pub delivery: DeliveryArg,
+    #[arg(long, value_parser = delivery_words(), default_value_t = ferry::Delivery::Reliable)]
+    pub delivery: ferry::Delivery,
 
     /// How to wait for messages
-    #[arg(long, value_enum, default_value_t = WaitArg::Adaptive)]
-    pub wait: WaitArg,
+    #[arg(long, value_parser = wait_words(), default_value_t = ferry::WaitStrategy::Adaptive)]
+    pub wait: ferry::WaitStrategy,
 
     /// The largest message taken over UDP, in bytes (K or M suffix); a publisher of this host
     /// is told, and refuses to send larger ones (shared memory takes what the ring holds)
@@ -105,7 +105,7 @@ pub fn run(args: EchoArgs) -> Result<()> {
     // A capped UDP receive buffer matters only to what comes over UDP: said at once when UDP is
     // all this subscriber reads, else with the first message that comes over UDP; once.
     let mut udp_warnings = subscriber.warnings();
-    if args.transport.transport == super::TransportArg::Udp {
+    if args.transport.transport == ferry::Transport::Udp {
         warn(&mut udp_warnings);
     }
 

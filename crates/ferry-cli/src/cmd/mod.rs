@@ -10,9 +10,11 @@ pub mod record;
 pub mod service;
 pub mod topics;
 
+use std::str::FromStr;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::Args;
 
 use ferry_cmd::error::{Context, Result};
 use ferry_cmd::units::{parse_domain, parse_seconds};
@@ -20,77 +22,80 @@ use ferry_cmd::units::{parse_domain, parse_seconds};
 /// How long a blocking call waits before a command looks at Ctrl-C and its own deadlines again.
 pub const POLL_SLICE: Duration = ferry_cmd::signal::POLL;
 
-/// `--transport`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TransportArg {
-    /// Shared memory (same host)
-    Shm,
-    /// UDP (any host)
-    Udp,
-    /// Shared memory where both ends share a host, UDP otherwise
-    Auto,
+/// A clap value parser of one of ferry's vocabularies (`ferry::Transport`, `ferry::Delivery`,
+/// `ferry::WaitStrategy`): the library's words, each with the help `--help` gives it, checked
+/// as clap checks a value enum (a mistake lists the possible values), then read with `FromStr`.
+fn words<T>(help: fn(T) -> &'static str) -> impl TypedValueParser<Value = T>
+where
+    T: Word,
+{
+    PossibleValuesParser::new(
+        T::ALL
+            .iter()
+            .map(|&v| PossibleValue::new(v.word()).help(help(v))),
+    )
+    .try_map(|word| word.parse::<T>())
 }
 
-impl From<TransportArg> for ferry::Transport {
-    fn from(t: TransportArg) -> ferry::Transport {
-        match t {
-            TransportArg::Shm => ferry::Transport::Shm,
-            TransportArg::Udp => ferry::Transport::Udp,
-            TransportArg::Auto => ferry::Transport::Auto,
+/// A value of one of ferry's vocabularies: its values and words are the library's.
+pub trait Word: Copy + Send + Sync + FromStr<Err = ferry::ParseNameError> + 'static {
+    const ALL: &'static [Self];
+    fn word(self) -> &'static str;
+}
+
+macro_rules! word {
+    ($($ty:ty),+) => {
+        $(impl Word for $ty {
+            const ALL: &'static [Self] = <$ty>::ALL;
+            fn word(self) -> &'static str {
+                self.name()
+            }
+        })+
+    };
+}
+word!(ferry::Transport, ferry::Delivery, ferry::WaitStrategy);
+
+/// `--transport`: its values and their help.
+pub fn transport_words() -> impl TypedValueParser<Value = ferry::Transport> {
+    words(|t| match t {
+        ferry::Transport::Shm => "Shared memory (same host)",
+        ferry::Transport::Udp => "UDP (any host)",
+        _ => "Shared memory where both ends share a host, UDP otherwise",
+    })
+}
+
+/// `--delivery`: its values and their help.
+pub fn delivery_words() -> impl TypedValueParser<Value = ferry::Delivery> {
+    words(|d| match d {
+        ferry::Delivery::Reliable => {
+            "Nothing is lost: a publisher waits for slow reliable subscribers"
         }
-    }
+        ferry::Delivery::Latest => {
+            "The publisher never waits; slow subscribers skip ahead and count what they skipped"
+        }
+    })
+}
+
+/// `--wait`: its values and their help.
+pub fn wait_words() -> impl TypedValueParser<Value = ferry::WaitStrategy> {
+    words(|w| match w {
+        ferry::WaitStrategy::Spin => "Busy loop: lowest latency, one CPU kept busy while waiting",
+        ferry::WaitStrategy::Block => "Sleep on a futex: no busy loop",
+        ferry::WaitStrategy::Adaptive => "Spin for a short while, then sleep",
+    })
 }
 
 /// The `--transport` option, one definition for `pub` and `echo` (same values, default and help).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Args)]
 pub struct TransportOpt {
     /// How messages travel between this process and the topic's other ends
-    #[arg(long, value_enum, default_value_t = TransportArg::Auto)]
-    pub transport: TransportArg,
+    #[arg(long, value_parser = transport_words(), default_value_t = ferry::Transport::Auto)]
+    pub transport: ferry::Transport,
 }
 
 impl From<TransportOpt> for ferry::Transport {
     fn from(t: TransportOpt) -> ferry::Transport {
-        t.transport.into()
-    }
-}
-
-/// `--delivery`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DeliveryArg {
-    /// Nothing is lost: a publisher waits for slow reliable subscribers
-    Reliable,
-    /// The publisher never waits; slow subscribers skip ahead and count what they skipped
-    Latest,
-}
-
-impl From<DeliveryArg> for ferry::Delivery {
-    fn from(d: DeliveryArg) -> ferry::Delivery {
-        match d {
-            DeliveryArg::Reliable => ferry::Delivery::Reliable,
-            DeliveryArg::Latest => ferry::Delivery::Latest,
-        }
-    }
-}
-
-/// `--wait`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum WaitArg {
-    /// Busy loop: lowest latency, one CPU kept busy while waiting
-    Spin,
-    /// Sleep on a futex: no busy loop
-    Block,
-    /// Spin for a short while, then sleep
-    Adaptive,
-}
-
-impl From<WaitArg> for ferry::WaitStrategy {
-    fn from(w: WaitArg) -> ferry::WaitStrategy {
-        match w {
-            WaitArg::Spin => ferry::WaitStrategy::Spin,
-            WaitArg::Block => ferry::WaitStrategy::Block,
-            WaitArg::Adaptive => ferry::WaitStrategy::Adaptive,
-        }
+        t.transport
     }
 }
 
@@ -109,15 +114,15 @@ pub fn subscriber(
     domain: Option<&str>,
     topic: &str,
     transport: TransportOpt,
-    delivery: DeliveryArg,
-    wait: WaitArg,
+    delivery: ferry::Delivery,
+    wait: ferry::WaitStrategy,
     max_size: usize,
 ) -> Result<(ferry::Node, ferry::Subscriber)> {
     let node = node(name, domain)?;
     let qos = ferry::Qos::default()
         .transport(transport.into())
-        .delivery(delivery.into())
-        .wait(wait.into())
+        .delivery(delivery)
+        .wait(wait)
         .max_message_size(max_size.max(1));
     let subscriber = node.subscriber(topic, &qos).context(format!(
         "cannot subscribe to topic {topic:?} in domain {}",
@@ -133,12 +138,12 @@ pub struct PublishOpts {
     pub transport: TransportOpt,
 
     /// What happens when a subscriber is slower than the messages sent
-    #[arg(long, value_enum, default_value_t = DeliveryArg::Reliable)]
-    pub delivery: DeliveryArg,
+    #[arg(long, value_parser = delivery_words(), default_value_t = ferry::Delivery::Reliable)]
+    pub delivery: ferry::Delivery,
 
     /// How to wait for room when reliable subscribers hold the ring back
-    #[arg(long, value_enum, default_value_t = WaitArg::Adaptive)]
-    pub wait: WaitArg,
+    #[arg(long, value_parser = wait_words(), default_value_t = ferry::WaitStrategy::Adaptive)]
+    pub wait: ferry::WaitStrategy,
 
     /// Before the first message, wait until N subscribers are attached (to every topic)
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -159,8 +164,8 @@ impl PublishOpts {
         let node = node(name, self.domain.as_deref())?;
         let qos = ferry::Qos::default()
             .transport(self.transport.into())
-            .delivery(self.delivery.into())
-            .wait(self.wait.into());
+            .delivery(self.delivery)
+            .wait(self.wait);
         Ok((node, qos))
     }
 

@@ -7,7 +7,7 @@ use clap::Args;
 use ferry_record::window::{BandwidthWindow, RateWindow, BW_WINDOW, HZ_WINDOW};
 use serde::Serialize;
 
-use super::{DeliveryArg, TransportOpt, WaitArg, POLL_SLICE};
+use super::{delivery_words, wait_words, TransportOpt, POLL_SLICE};
 use ferry_cmd::error::{bail, Result};
 use ferry_cmd::signal;
 use ferry_cmd::table::print_out;
@@ -38,12 +38,12 @@ pub struct RateArgs {
     pub transport: TransportOpt,
 
     /// latest never holds a publisher back; reliable may
-    #[arg(long, value_enum, default_value_t = DeliveryArg::Latest)]
-    pub delivery: DeliveryArg,
+    #[arg(long, value_parser = delivery_words(), default_value_t = ferry::Delivery::Latest)]
+    pub delivery: ferry::Delivery,
 
     /// How to wait for messages
-    #[arg(long, value_enum, default_value_t = WaitArg::Block)]
-    pub wait: WaitArg,
+    #[arg(long, value_parser = wait_words(), default_value_t = ferry::WaitStrategy::Block)]
+    pub wait: ferry::WaitStrategy,
 
     /// Domain: only topics of one domain see each other [default: $FERRY_DOMAIN, else "default"]
     #[arg(long, value_name = "D", value_parser = parse_domain)]

@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 use ferry::Qos;
 use ferry_record::{Compression, PayloadType, RecordOptions, Recorder};
 
-use super::{DeliveryArg, TransportOpt, WaitArg, POLL_SLICE};
+use super::{delivery_words, wait_words, TransportOpt, POLL_SLICE};
 use ferry_cmd::error::{note, Context, Result};
 use ferry_cmd::signal;
 use ferry_cmd::units::{format_size, parse_domain, parse_seconds, parse_size};
@@ -34,15 +34,15 @@ pub struct RecordArgs {
 
     /// latest never holds a publisher back (what the recorder misses is counted as skipped);
     /// reliable records everything, holding reliable publishers back while it is behind
-    #[arg(long, value_enum, default_value_t = DeliveryArg::Latest)]
-    pub delivery: DeliveryArg,
+    #[arg(long, value_parser = delivery_words(), default_value_t = ferry::Delivery::Latest)]
+    pub delivery: ferry::Delivery,
 
     #[command(flatten)]
     pub transport: TransportOpt,
 
     /// How to wait for messages
-    #[arg(long, value_enum, default_value_t = WaitArg::Block)]
-    pub wait: WaitArg,
+    #[arg(long, value_parser = wait_words(), default_value_t = ferry::WaitStrategy::Block)]
+    pub wait: ferry::WaitStrategy,
 
     /// Start a new file once this one holds this many bytes (K, M, G suffixes)
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
@@ -88,8 +88,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let node = super::node("ferry-record", args.domain.as_deref())?;
     let qos = Qos::default()
         .transport(args.transport.into())
-        .delivery(args.delivery.into())
-        .wait(args.wait.into());
+        .delivery(args.delivery)
+        .wait(args.wait);
     let options = RecordOptions {
         payload: match args.payload {
             TypeArg::Bytes => PayloadType::Bytes,

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use super::{TransportOpt, WaitArg, POLL_SLICE};
+use super::{wait_words, TransportOpt, POLL_SLICE};
 use ferry_cmd::error::{bail, note, Context, Result};
 use ferry_cmd::signal;
 use ferry_cmd::stats::Summary;
@@ -20,8 +20,8 @@ pub struct ServiceOpts {
     pub transport: TransportOpt,
 
     /// How to wait for requests (serve) or responses (call)
-    #[arg(long, value_enum, default_value_t = WaitArg::Adaptive)]
-    pub wait: WaitArg,
+    #[arg(long, value_parser = wait_words(), default_value_t = ferry::WaitStrategy::Adaptive)]
+    pub wait: ferry::WaitStrategy,
 
     /// The largest request (and, for serve, response) in bytes, with an optional K or M suffix
     #[arg(long, value_name = "BYTES", default_value = "1M", value_parser = parse_size)]
@@ -38,7 +38,7 @@ impl ServiceOpts {
         let node = super::node(name, self.domain.as_deref())?;
         let qos = ferry::Qos::default()
             .transport(self.transport.into())
-            .wait(self.wait.into())
+            .wait(self.wait)
             .max_message_size(self.max_size.max(1))
             .send_timeout(SEND_TIMEOUT);
         Ok((node, qos))

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_lab::args::{parse_choice, Wait};
+use ferry::WaitStrategy;
+use ferry_lab::args::parse_choice;
 use ferry_lab::hubs::{parse_link_rate, Config, Mode, PinMode, Transport};
 use ferry_lab::netns::LinkRate;
 
@@ -70,8 +71,8 @@ pub struct HubsArgs {
     /// How every process waits for a message: block (the default here: the processes outnumber
     /// the CPUs, and a waiter that spins holds a CPU the next hub needs), adaptive (ferry's
     /// default: spins 100 µs, then blocks) or spin [default: block]
-    #[arg(long, value_name = "W", value_parser = parse_choice::<Wait>)]
-    pub wait: Option<Wait>,
+    #[arg(long, value_name = "W", value_parser = parse_choice::<WaitStrategy>)]
+    pub wait: Option<WaitStrategy>,
 
     /// spread: process i runs on the i-th CPU this process may use (round robin); none: the
     /// scheduler places them [default: spread]

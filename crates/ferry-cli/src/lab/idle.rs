@@ -3,15 +3,16 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_lab::args::{parse_choice, Wait};
+use ferry::WaitStrategy;
+use ferry_lab::args::parse_choice;
 use ferry_lab::idle::{Config, Transport};
 
 #[derive(Debug, Args)]
 pub struct IdleArgs {
     /// Wait strategies of the idle subscriber, comma-separated: spin, block, adaptive [default:
     /// block,adaptive,spin]
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Wait>)]
-    pub wait: Option<Vec<Wait>>,
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<WaitStrategy>)]
+    pub wait: Option<Vec<WaitStrategy>>,
 
     /// Transport of the idle pair: shm, or auto (the default of applications: shared memory
     /// here, UDP to other hosts) [default: shm]

@@ -20,26 +20,6 @@ use clap::{Args, Subcommand};
 use ferry_lab::error::{Context, Result};
 use ferry_lab::experiment::run_and_print;
 
-// The everyday commands' --delivery and --wait, as the lab's configurations take them.
-impl From<crate::cmd::DeliveryArg> for ferry_lab::args::Delivery {
-    fn from(d: crate::cmd::DeliveryArg) -> ferry_lab::args::Delivery {
-        match d {
-            crate::cmd::DeliveryArg::Reliable => ferry_lab::args::Delivery::Reliable,
-            crate::cmd::DeliveryArg::Latest => ferry_lab::args::Delivery::Latest,
-        }
-    }
-}
-
-impl From<crate::cmd::WaitArg> for ferry_lab::args::Wait {
-    fn from(w: crate::cmd::WaitArg) -> ferry_lab::args::Wait {
-        match w {
-            crate::cmd::WaitArg::Spin => ferry_lab::args::Wait::Spin,
-            crate::cmd::WaitArg::Block => ferry_lab::args::Wait::Block,
-            crate::cmd::WaitArg::Adaptive => ferry_lab::args::Wait::Adaptive,
-        }
-    }
-}
-
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, after_long_help = ferry_lab::studies::help())]
 pub struct LabArgs {

@@ -9,7 +9,7 @@ use ferry_lab::throughput::{parse_loss, Config, Transport, LINK_TRANSPORTS, PERI
 use ferry_lab::units::{parse_seconds, parse_size};
 use ferry_lab::Pin;
 
-use crate::cmd::{DeliveryArg, WaitArg};
+use crate::cmd::{delivery_words, wait_words};
 
 #[derive(Debug, Args)]
 pub struct ThroughputArgs {
@@ -29,8 +29,8 @@ pub struct ThroughputArgs {
 
     /// Delivery of ferry's transports and of the other systems: reliable (nothing lost:
     /// back-pressure, retransmission) or latest (the publisher never waits) [default: reliable]
-    #[arg(long, value_enum)]
-    pub delivery: Option<DeliveryArg>,
+    #[arg(long, value_parser = delivery_words())]
+    pub delivery: Option<ferry::Delivery>,
 
     /// Loss injected by ferry on the publisher's datagrams (ferry's UDP transports only, as
     /// FERRY_IMPAIR=loss=P% with the same random pattern in every run), in percent
@@ -47,8 +47,8 @@ pub struct ThroughputArgs {
     pub rounds: Option<usize>,
 
     /// How ferry's subscriber (and a reliable publisher) waits [default: adaptive]
-    #[arg(long, value_enum)]
-    pub wait: Option<WaitArg>,
+    #[arg(long, value_parser = wait_words())]
+    pub wait: Option<ferry::WaitStrategy>,
 
     /// CPUs of the main process (publisher) and of the peer (subscriber), as A,B, or "none"
     /// [default: the first two CPUs this process may use]
@@ -96,11 +96,11 @@ impl ThroughputArgs {
         Config {
             transports,
             sizes: self.sizes.unwrap_or(d.sizes),
-            delivery: self.delivery.map_or(d.delivery, Into::into),
+            delivery: self.delivery.unwrap_or(d.delivery),
             loss: self.loss.or(d.loss),
             duration: self.duration.map_or(d.duration, |t| t.as_secs_f64()),
             rounds: self.rounds.unwrap_or(d.rounds),
-            wait: self.wait.map_or(d.wait, Into::into),
+            wait: self.wait.unwrap_or(d.wait),
             pin: self.pin.or(d.pin),
             remote: self.remote.or(d.remote),
             hosts,
