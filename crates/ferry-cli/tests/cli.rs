@@ -371,6 +371,35 @@ fn echo_events_names_the_publisher_that_appears_and_the_one_that_closes() {
 }
 
 #[test]
+fn echo_counts_the_deadline_periods_without_a_message() {
+    let d = domain("dl");
+    // Nobody publishes: every 50 ms period passes without a message until the echo gives up.
+    let e = spawn(&[
+        "echo",
+        "dl/x",
+        "--events",
+        "--deadline",
+        "0.05",
+        "--timeout",
+        "0.5",
+        "--domain",
+        &d,
+    ])
+    .finish(LONG);
+    assert!(!e.status.success(), "no message: the echo times out");
+    let missed: Vec<u64> = e
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("deadline missed ("))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert!(!missed.is_empty(), "{}", e.stdout);
+    // Counted in order, one line per check, at most one period per 50 ms waited.
+    assert!(missed.windows(2).all(|w| w[0] < w[1]), "{missed:?}");
+    assert!(*missed.last().unwrap() <= 11, "{missed:?}");
+}
+
+#[test]
 fn pub_and_echo_exchange_messages_over_udp() {
     let d = domain("udp");
     let echo = spawn_in(

@@ -35,7 +35,8 @@ pub struct EchoArgs {
     pub timestamps: bool,
 
     /// Also print a line when a publisher appears or is gone (closed, died, silent past the
-    /// session timeout over UDP), as `publisher ID appeared` / `publisher ID gone: died`
+    /// session timeout over UDP), as `publisher ID appeared` / `publisher ID gone: died`, and
+    /// with --deadline when a period passes without a message
     #[arg(long)]
     pub events: bool,
     /// Fail when no message arrives for S seconds [default: wait forever]
@@ -57,6 +58,11 @@ pub struct EchoArgs {
     /// is told, and refuses to send larger ones (shared memory takes what the ring holds)
     #[arg(long, value_name = "BYTES", default_value = "1M", value_parser = parse_size)]
     pub max_size: usize,
+
+    /// A deadline: count each period of S seconds that passes without a message (`ferry
+    /// stats`; with --events, a line for each)
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    pub deadline: Option<Duration>,
 
     /// Domain: only topics of one domain see each other [default: $FERRY_DOMAIN, else "default"]
     #[arg(long, value_name = "D", value_parser = parse_domain)]
@@ -93,15 +99,13 @@ struct Style {
 }
 
 pub fn run(args: EchoArgs) -> Result<()> {
-    let (node, mut subscriber) = super::subscriber(
-        "ferry-echo",
-        args.domain.as_deref(),
-        &args.topic,
-        args.transport,
-        args.delivery,
-        args.wait,
-        args.max_size,
-    )?;
+    let (node, mut subscriber) =
+        super::subscriber("ferry-echo", args.domain.as_deref(), &args.topic, &{
+            let mut qos =
+                super::subscriber_qos(args.transport, args.delivery, args.wait, args.max_size);
+            qos.deadline = args.deadline;
+            qos
+        })?;
     // A capped UDP receive buffer matters only to what comes over UDP: said at once when UDP is
     // all this subscriber reads, else with the first message that comes over UDP; once.
     let mut udp_warnings = subscriber.warnings();
@@ -188,6 +192,18 @@ fn event_line(e: &ferry::Event, node: Option<&str>, style: Style) -> Result<Stri
     let (event, id, why) = match e {
         ferry::Event::Appeared(id) => ("appeared", id, None),
         ferry::Event::Gone(id, why) => ("gone", id, Some(why.as_str())),
+        ferry::Event::DeadlineMissed(missed) => {
+            let mut line = if style.json {
+                serde_json::to_string(&serde_json::json!({
+                    "event": "deadline-missed",
+                    "missed": missed,
+                }))?
+            } else {
+                format!("deadline missed ({missed} so far)")
+            };
+            line.push('\n');
+            return Ok(line);
+        }
         _ => return Ok(String::new()),
     };
     let mut line = if style.json {

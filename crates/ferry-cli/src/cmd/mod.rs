@@ -107,24 +107,30 @@ pub fn node(name: &str, domain: Option<&str>) -> Result<ferry::Node> {
     }
 }
 
-/// A node (`name`, in `domain` as [`node`] takes it) and its subscriber of `topic`, with the
-/// command line's transport, delivery and wait strategy.
-pub fn subscriber(
-    name: &str,
-    domain: Option<&str>,
-    topic: &str,
+/// The QoS of a command's subscriber: the command line's transport, delivery, wait strategy
+/// and largest message.
+pub fn subscriber_qos(
     transport: TransportOpt,
     delivery: ferry::Delivery,
     wait: ferry::WaitStrategy,
     max_size: usize,
-) -> Result<(ferry::Node, ferry::Subscriber)> {
-    let node = node(name, domain)?;
-    let qos = ferry::Qos::default()
+) -> ferry::Qos {
+    ferry::Qos::default()
         .transport(transport.into())
         .delivery(delivery)
         .wait(wait)
-        .max_message_size(max_size.max(1));
-    let subscriber = node.subscriber(topic, &qos).context(format!(
+        .max_message_size(max_size.max(1))
+}
+
+/// A node (`name`, in `domain` as [`node`] takes it) and its subscriber of `topic` with `qos`.
+pub fn subscriber(
+    name: &str,
+    domain: Option<&str>,
+    topic: &str,
+    qos: &ferry::Qos,
+) -> Result<(ferry::Node, ferry::Subscriber)> {
+    let node = node(name, domain)?;
+    let subscriber = node.subscriber(topic, qos).context(format!(
         "cannot subscribe to topic {topic:?} in domain {}",
         node.domain()
     ))?;
@@ -145,6 +151,10 @@ pub struct PublishOpts {
     #[arg(long, value_parser = wait_words(), default_value_t = ferry::WaitStrategy::Adaptive)]
     pub wait: ferry::WaitStrategy,
 
+    /// A deadline: count each period of S seconds that passes without a send (`ferry stats`)
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    pub deadline: Option<Duration>,
+
     /// Before the first message, wait until N subscribers are attached (to every topic)
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub wait_subscribers: usize,
@@ -162,10 +172,11 @@ impl PublishOpts {
     /// The node (`name`) and the QoS these options ask for.
     pub fn node_and_qos(&self, name: &str) -> Result<(ferry::Node, ferry::Qos)> {
         let node = node(name, self.domain.as_deref())?;
-        let qos = ferry::Qos::default()
+        let mut qos = ferry::Qos::default()
             .transport(self.transport.into())
             .delivery(self.delivery)
             .wait(self.wait);
+        qos.deadline = self.deadline;
         Ok((node, qos))
     }
 

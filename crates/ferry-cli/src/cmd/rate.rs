@@ -82,11 +82,13 @@ pub fn run(args: RateArgs, measure: Measure) -> Result<()> {
         "ferry-rate",
         args.domain.as_deref(),
         &args.topic,
-        args.transport,
-        args.delivery,
-        args.wait,
-        // As every subscriber's default (a publisher of this host is told).
-        ferry::Qos::default().max_message_size,
+        // The largest message as every subscriber's default (a publisher of this host is told).
+        &super::subscriber_qos(
+            args.transport,
+            args.delivery,
+            args.wait,
+            ferry::Qos::default().max_message_size,
+        ),
     )?;
     let window = args.window.map(|w| w as usize);
     let mut hz = RateWindow::new(window.unwrap_or(HZ_WINDOW));

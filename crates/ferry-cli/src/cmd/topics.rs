@@ -97,6 +97,8 @@ struct PublisherJson {
     /// UDP: messages a latest subscriber was left out of, one per message and subscriber (it
     /// read slower than the others, or sat behind a slower path).
     left_out: u64,
+    /// `--deadline`: periods that passed without a send.
+    deadline_missed: u64,
 }
 
 #[derive(Serialize)]
@@ -120,6 +122,8 @@ struct SubscriberJson {
     replies_withheld: u64,
     sessions_evicted: u64,
     discovery_refused: BTreeMap<&'static str, u64>,
+    /// `--deadline`: periods that passed without a message.
+    deadline_missed: u64,
     /// When the subscriber is a service's end (the server on `.srv/<service>/req`, a client on
     /// `.srv/<service>/rsp/<id>`): its service counters.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -263,6 +267,7 @@ impl From<&PublisherStats> for PublisherJson {
             batches: p.congestion.batches,
             batched_messages: p.congestion.batched_messages,
             left_out: p.congestion.left_out,
+            deadline_missed: p.deadline_missed,
         }
     }
 }
@@ -288,6 +293,7 @@ impl From<&SubscriberStats> for SubscriberJson {
             replies_withheld: s.replies_withheld,
             sessions_evicted: s.sessions_evicted,
             discovery_refused: discovery_map(&s.discovery_refused),
+            deadline_missed: s.deadline_missed,
             service: None,
         }
     }
@@ -737,7 +743,13 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
             table.row(row);
         }
     }
-    print_out(&(table.render() + &services_text + &refusal_notes(&topics) + dead_hint(&topics)))?;
+    print_out(
+        &(table.render()
+            + &services_text
+            + &refusal_notes(&topics)
+            + &deadline_notes(&topics)
+            + dead_hint(&topics)),
+    )?;
     Ok(())
 }
 
@@ -797,6 +809,33 @@ fn discovery_note(d: &DiscoveryRefusals) -> String {
         d.over_limit,
         d.unauthenticated
     )
+}
+
+/// The periods each participant with `Qos::deadline` let pass without a message (subscriber)
+/// or a send (publisher), one line each where there are any.
+fn deadline_notes(topics: &[TopicSnapshot]) -> String {
+    let mut out = String::new();
+    for t in topics {
+        let publishers = t
+            .publishers
+            .iter()
+            .map(|p| ("publisher", &p.node, p.pid, p.deadline_missed));
+        let subscribers = t
+            .subscribers
+            .iter()
+            .map(|s| ("subscriber", &s.node, s.pid, s.deadline_missed));
+        for (role, node, pid, missed) in publishers.chain(subscribers) {
+            if missed > 0 {
+                let why = vec![format!("{missed} deadline periods missed")];
+                note_line(&mut out, &t.topic, role, node, pid, why);
+            }
+        }
+    }
+    if out.is_empty() {
+        out
+    } else {
+        format!("\ndeadlines:\n{out}")
+    }
 }
 
 fn note_line(out: &mut String, topic: &str, role: &str, node: &str, pid: u32, why: Vec<String>) {
