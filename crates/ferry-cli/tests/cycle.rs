@@ -2,51 +2,12 @@
 //! root with a cgroup CPU controller) a run under a real CPU quota works and removes its cgroup.
 //! Every wait is bounded; a child that overruns is killed.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
 
-fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "ferry-cycle-test-{}-{name}.json",
-        std::process::id()
-    ))
-}
-
-/// Runs `ferry lab cycle ARGS --json PATH`, killed after `limit`.
-fn lab_cycle(args: &[&str], json: &Path, limit: Duration) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .env_remove("FERRY_DOMAIN")
-        .args(["lab", "cycle"])
-        .args(args)
-        .arg("--json")
-        .arg(json)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ferry");
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("reap");
-            panic!(
-                "ferry lab cycle {args:?} ran past {limit:?}\nstdout: {}\nstderr: {}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("reap")
-}
-
-fn read_json(path: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).expect("results JSON written");
-    let _ = std::fs::remove_file(path);
-    serde_json::from_str(&text).expect("valid JSON")
-}
+mod common;
+use common::{read_json, tmp_path};
 
 fn check_success(out: &Output, what: &str) {
     assert!(
@@ -58,9 +19,17 @@ fn check_success(out: &Output, what: &str) {
     );
 }
 
+/// Runs `ferry lab cycle ARGS --json PATH`, killed after `limit`.
+fn lab_cycle(args: &[&str], json: &Path, limit: Duration) -> Output {
+    let json = json.to_str().expect("a UTF-8 path");
+    let mut all = args.to_vec();
+    all.extend(["--json", json]);
+    common::lab("cycle", &all, limit)
+}
+
 #[test]
 fn tiny_run_writes_contract_json() {
-    let json = tmp("tiny");
+    let json = tmp_path("tiny");
     let out = lab_cycle(
         &[
             "--transport",
@@ -141,7 +110,7 @@ fn cpu_quota_run_removes_its_cgroup() {
         root && (v1 || v2),
         "needs root and a cgroup CPU controller (root {root}, v1 {v1}, v2 {v2}); CI has both"
     );
-    let json = tmp("quota");
+    let json = tmp_path("quota");
     let out = lab_cycle(
         &[
             "--transport",

@@ -3,54 +3,16 @@
 //! table; bad options are refused naming the option. No timing is asserted; every run is bounded
 //! and killed if it overruns.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "ferry-fanout-test-{}-{name}.json",
-        std::process::id()
-    ))
-}
-
-/// Runs `ferry lab fanout ARGS`, killed after `limit`.
-fn lab_fanout(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .env_remove("FERRY_DOMAIN")
-        .args(["lab", "fanout"])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ferry");
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("reap");
-            panic!(
-                "ferry lab fanout {args:?} ran past {limit:?}\nstdout: {}\nstderr: {}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("reap")
-}
-
-fn read_json(path: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).expect("results JSON written");
-    let _ = std::fs::remove_file(path);
-    serde_json::from_str(&text).expect("valid JSON")
-}
+mod common;
+use common::{lab, read_json, tmp_path};
 
 #[test]
 fn a_tiny_run_writes_rows_whose_counts_add_up() {
-    let json = tmp("tiny");
-    let out = lab_fanout(
+    let json = tmp_path("tiny");
+    let out = lab(
+        "fanout",
         &[
             "--seconds",
             "0.3",
@@ -125,7 +87,7 @@ fn bad_options_are_refused_naming_the_option() {
         (&["--rounds", "0"][..], "--rounds must be between"),
         (&["--size", "8Q"][..], "invalid size"),
     ] {
-        let out = lab_fanout(args, Duration::from_secs(30));
+        let out = lab("fanout", args, Duration::from_secs(30));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} should be refused");
         assert!(stderr.contains(says), "{args:?}: {stderr}");

@@ -4,37 +4,12 @@
 //! for speed or fairness; every run is bounded and killed if it overruns.
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
+use common::lab;
 
 use ferry_lab::netns::{self, find_tool};
-
-/// Runs `ferry lab share ARGS`, killed after `limit`.
-fn lab_share(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .env_remove("FERRY_DOMAIN")
-        .args(["lab", "share"])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ferry");
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("reap");
-            panic!(
-                "ferry lab share {args:?} ran past {limit:?}\nstdout: {}\nstderr: {}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("reap")
-}
 
 #[test]
 #[ignore = "needs root"]
@@ -48,7 +23,8 @@ fn two_ferry_flows_both_get_through_a_rate_limited_link() {
     };
     let json: PathBuf =
         std::env::temp_dir().join(format!("ferry-share-test-{}.json", std::process::id()));
-    let out = lab_share(
+    let out = lab(
+        "share",
         &[
             "--competitor",
             "ferry",
@@ -131,7 +107,7 @@ fn bad_options_are_refused_naming_the_option() {
         (&["--competitor", "udp"][..], "unknown competitor \"udp\""),
         (&["--link-rate", "fast"][..], "invalid link rate \"fast\""),
     ] {
-        let out = lab_share(args, Duration::from_secs(30));
+        let out = lab("share", args, Duration::from_secs(30));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} should be refused");
         assert!(stderr.contains(says), "{args:?}: {stderr}");

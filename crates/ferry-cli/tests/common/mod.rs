@@ -2,8 +2,8 @@
 //! with a bounded life. Each test binary uses some of it.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -107,4 +107,39 @@ pub fn start_bounded(
         }
     });
     rx
+}
+
+/// Runs `ferry lab EXPERIMENT ARGS`, killed (and the test failed, with what it printed) after
+/// `limit`.
+pub fn lab(experiment: &str, args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .env_remove("FERRY_DOMAIN")
+        .args(["lab", experiment])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ferry");
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("reap");
+            panic!(
+                "ferry lab {experiment} {args:?} ran past {limit:?}\nstdout: {}\nstderr: {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("reap")
+}
+
+/// The results JSON a lab run wrote at `path` (the file is removed).
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).expect("results JSON written");
+    let _ = std::fs::remove_file(path);
+    serde_json::from_str(&text).expect("valid JSON")
 }
