@@ -68,6 +68,7 @@ class Qos:
         multicast: Optional[str] = None,
         multicast_interface: Optional[str] = None,
         multicast_ttl: int = 1,
+        deadline: Optional[float] = None,
     ) -> None: ...
     @property
     def transport(self) -> Transport: ...
@@ -108,6 +109,10 @@ class Qos:
     def max_rate(self) -> Optional[int]:
         """UDP publisher: the most bits per second it puts on the wire (its frames, repairs
         included), or None for no cap. A cap below 8000 is refused when the publisher is made."""
+    @property
+    def deadline(self) -> Optional[float]:
+        """The period (seconds, 0.001 to 3600) within which a subscriber expects a message and a
+        publisher means to send; each period that passes without one is counted. None: none."""
 
 class Node:
     def __init__(self, name: str, domain: Optional[str] = None) -> None: ...
@@ -178,6 +183,14 @@ class Subscriber:
     def warnings(self) -> List[str]: ...
     @property
     def refused_publishers(self) -> List[str]: ...
+    @property
+    def events_dropped(self) -> int: ...
+    @property
+    def deadline_missed(self) -> int:
+        """With a deadline: the periods that passed without a message so far."""
+    def try_event(self) -> Optional[Tuple[Any, ...]]:
+        """The next publisher event, or None: ("appeared", publisher), ("gone", publisher, why)
+        with why "closed", "died", "silent" or "evicted", or ("deadline-missed", count)."""
     @property
     def closed(self) -> bool: ...
     def recv(self, timeout: Optional[float] = None) -> Sample: ...

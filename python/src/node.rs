@@ -57,7 +57,8 @@ impl Qos {
     #[pyo3(signature = (*, transport="auto", delivery="reliable", wait="adaptive",
         max_message_size=None, ring_capacity=None, max_ring_capacity=None, send_timeout=None,
         spin_window=None, mtu=None, ip_version="v4", max_sessions=None, max_receivers=None,
-        max_rate=None, multicast=None, multicast_interface=None, multicast_ttl=1))]
+        max_rate=None, multicast=None, multicast_interface=None, multicast_ttl=1,
+        deadline=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         transport: &str,
@@ -76,6 +77,7 @@ impl Qos {
         multicast: Option<&str>,
         multicast_interface: Option<&str>,
         multicast_ttl: u32,
+        deadline: Option<f64>,
     ) -> PyResult<Qos> {
         let mut q = ferry::Qos::default()
             .transport(choice("transport", transport, TRANSPORTS)?)
@@ -108,6 +110,9 @@ impl Qos {
         }
         if let Some(v) = max_rate {
             q = q.max_rate(v);
+        }
+        if let Some(v) = deadline {
+            q = q.deadline(seconds("deadline", v)?);
         }
         match multicast {
             Some(group) => {
@@ -152,6 +157,11 @@ impl Qos {
     #[getter]
     fn send_timeout(&self) -> f64 {
         self.inner.send_timeout.as_secs_f64()
+    }
+    /// The deadline period in seconds, or None.
+    #[getter]
+    fn deadline(&self) -> Option<f64> {
+        self.inner.deadline.map(|d| d.as_secs_f64())
     }
     #[getter]
     fn spin_window(&self) -> f64 {

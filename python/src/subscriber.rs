@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyTuple};
 
 use crate::args::{frombuffer, lock, timeout_arg, WAIT_SLICE};
 use crate::errors;
@@ -261,6 +261,42 @@ impl Subscriber {
     fn publisher_count(&self, py: Python<'_>) -> PyResult<usize> {
         let mut st = lock(&self.state, "subscriber")?;
         Ok(st.subscriber(py, "count publishers")?.publisher_count())
+    }
+
+    /// The next thing this subscriber learned of its publishers, or None: a tuple
+    /// `("appeared", publisher)`, `("gone", publisher, why)` (why: "closed", "died", "silent",
+    /// "evicted") or `("deadline-missed", count)`; `publisher` is its id as text
+    /// (`shm:…`/`udp:…`). Events are found while the subscriber
+    /// receives; 256 wait at most (older ones are dropped and counted, `events_dropped`).
+    fn try_event<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let mut st = lock(&self.state, "subscriber")?;
+        let event = st.subscriber(py, "take an event")?.try_event();
+        let Some(event) = event else {
+            return Ok(None);
+        };
+        let tuple = match event {
+            ferry::Event::Appeared(id) => ("appeared", id.to_string()).into_pyobject(py)?,
+            ferry::Event::Gone(id, why) => {
+                ("gone", id.to_string(), why.as_str()).into_pyobject(py)?
+            }
+            ferry::Event::DeadlineMissed(n) => ("deadline-missed", n).into_pyobject(py)?,
+            _ => return Ok(None),
+        };
+        Ok(Some(tuple))
+    }
+
+    /// Publisher events dropped because nobody took them.
+    #[getter]
+    fn events_dropped(&self, py: Python<'_>) -> PyResult<u64> {
+        let mut st = lock(&self.state, "subscriber")?;
+        Ok(st.subscriber(py, "count dropped events")?.events_dropped())
+    }
+
+    /// With a deadline: the periods that passed without a message so far.
+    #[getter]
+    fn deadline_missed(&self, py: Python<'_>) -> PyResult<u64> {
+        let mut st = lock(&self.state, "subscriber")?;
+        Ok(st.subscriber(py, "count missed deadlines")?.deadline_missed())
     }
 
     /// Warnings a user should see (e.g. a UDP receive buffer capped by the kernel).

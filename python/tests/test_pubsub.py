@@ -340,3 +340,39 @@ def test_bad_multicast_settings_are_value_errors():
     ]:
         with pytest.raises(ValueError, match=says):
             ferry.Qos(**kwargs)
+
+
+def test_publisher_events_and_a_deadline(domain):
+    qos = ferry.Qos(transport="shm", wait="block", deadline=0.01)
+    assert qos.deadline == pytest.approx(0.01)
+    node = ferry.Node("py-events", domain=domain)
+    sub = node.subscriber("ev", qos)
+    pub = node.publisher("ev", qos)
+    wait_for(lambda: sub.publisher_count >= 1, "the subscriber attaches")
+    pub.send(b"x")
+    assert sub.recv_bytes(timeout=5) == b"x"
+    pub.close()
+    # The subscriber learns the publisher left, and counts the periods without a message.
+    events = []
+    deadline = time.monotonic() + 10
+    while not any(e[0] == "gone" for e in events):
+        assert time.monotonic() < deadline, f"no gone event: {events}"
+        sub.try_recv()
+        time.sleep(0.02)
+        while (e := sub.try_event()) is not None:
+            events.append(e)
+    appeared = [e for e in events if e[0] == "appeared"]
+    gone = [e for e in events if e[0] == "gone"]
+    assert len(appeared) == 1 and appeared[0][1].startswith("shm:")
+    assert gone == [("gone", appeared[0][1], "closed")]
+    assert sub.try_recv() is None
+    with pytest.raises(ferry.TimeoutError):
+        sub.recv(timeout=0.1)
+    missed = sub.deadline_missed
+    assert missed > 0
+    while (e := sub.try_event()) is not None:
+        events.append(e)
+    assert ("deadline-missed", missed) in events
+    assert sub.events_dropped == 0
+    with pytest.raises(ferry.FerryError, match="deadline"):
+        node.subscriber("ev2", ferry.Qos(deadline=0.0))

@@ -398,9 +398,10 @@ impl ShmPublisher {
 }
 
 impl ShmPublisher {
-    /// Waits until every reliable subscriber counted in the ring (attached, or expected since
-    /// the ring was made) has read everything written, at most `timeout`; subscribers found dead
-    /// meanwhile are let go. `Undelivered` says how many had not, and how many bytes.
+    /// Waits until every reliable subscriber the ring expected since it was made (one there
+    /// before this publisher) has attached it, at most `timeout` — one attached reads what was
+    /// written even after the publisher has gone; subscribers found dead meanwhile are let go.
+    /// `Undelivered` says how many had not, and the bytes written since.
     pub fn flush(&self, timeout: Duration) -> Result<(), SendError> {
         let start = Instant::now();
         let deadline = start.checked_add(timeout);
@@ -432,9 +433,9 @@ impl ShmPublisher {
 
 impl Drop for ShmPublisher {
     fn drop(&mut self) {
-        // A reliable publisher that goes lingers, up to its send timeout, for its reliable
-        // subscribers to read what it wrote (one that has not attached its ring yet included:
-        // the segment and the slot stay until then).
+        // A reliable publisher that goes lingers, up to its send timeout, for the reliable
+        // subscribers that were there before it to attach its ring (the segment and the slot
+        // stay until then): those attached read what it wrote after it has gone.
         let _ = self.flush(self.send_timeout);
         let b = self.data.block();
         b.closed.store(1, Ordering::Release);

@@ -169,6 +169,9 @@ pub struct ReaderSlot {
     pub owner: AtomicU64,
     /// Everything below this position is released by this reader.
     pub cursor: AtomicU64,
+    /// 1 while the writer counts this reader as expected (`expect_reader`) and it has not
+    /// joined yet: the writer's close waits for it, since it has not mapped the ring.
+    pub expected: AtomicU64,
 }
 
 impl RingHeader {
@@ -194,6 +197,7 @@ impl RingHeader {
                 Padded(ReaderSlot {
                     owner: AtomicU64::new(0),
                     cursor: AtomicU64::new(0),
+                    expected: AtomicU64::new(0),
                 })
             }),
         }
@@ -672,23 +676,28 @@ impl Writer {
         min
     }
 
-    /// Reliable readers and the bytes of everything written that the slowest of them has not
-    /// read yet (0 when they read all of it, or there is none).
+    /// Expected reliable readers (`expect_reader`) that have not joined yet while something is
+    /// written, and the bytes written since the first of their places: what only they have
+    /// not mapped. (A reader that joined reads what was written after the writer has gone.)
     pub fn unread(&self, hdr: &RingHeader) -> (usize, u64) {
         if !self.reliable {
             return (0, 0);
         }
-        let behind = hdr
-            .readers
-            .iter()
-            .filter(|slot| {
-                // Acquire pairs with the Release owner stores of `Reader::join`/`expect_reader`.
-                slot.owner.load(Ordering::Acquire) & 1 == 1
-                    // Acquire pairs with the Release cursor stores of `Reader::release`/`join`.
-                    && slot.cursor.load(Ordering::Acquire) < self.head
-            })
-            .count();
-        (behind, self.head - self.min_cursor(hdr))
+        let mut behind = 0;
+        let mut from = self.head;
+        for slot in hdr.readers.iter() {
+            // Acquire pairs with the Release in `Reader::join`'s adoption.
+            let expected = slot.expected.load(Ordering::Acquire) == 1;
+            // Acquire pairs with the Release owner store of `expect_reader`.
+            if expected && slot.owner.load(Ordering::Acquire) & 1 == 1 {
+                let cursor = slot.cursor.load(Ordering::Relaxed);
+                if cursor < self.head {
+                    behind += 1;
+                    from = from.min(cursor);
+                }
+            }
+        }
+        (behind, self.head - from)
     }
 
     /// Reliable readers whose cursor keeps a record of `payload_len` bytes out.
@@ -849,6 +858,7 @@ pub fn expect_reader(hdr: &RingHeader, slot: usize, token: u64) {
     // Relaxed: published by the Release owner store below.
     s.cursor
         .store(hdr.head.end.load(Ordering::Relaxed), Ordering::Relaxed);
+    s.expected.store(1, Ordering::Relaxed);
     // Release pairs with the Acquire owner loads in `min_cursor` and in `Reader::join`.
     s.owner.store(token << 1 | 1, Ordering::Release);
 }
@@ -870,6 +880,9 @@ impl Reader {
         // Acquire pairs with the Release in `expect_reader`: the cursor it stored is visible.
         if reliable && s.owner.load(Ordering::Acquire) == token << 1 | 1 {
             let pos = s.cursor.load(Ordering::Relaxed);
+            // Release pairs with the Acquire load in `Writer::unread`: mapped, it reads what
+            // is written even after the writer has gone.
+            s.expected.store(0, Ordering::Release);
             let head = hdr.head.end.load(Ordering::Acquire);
             return Reader {
                 slot,
@@ -894,6 +907,9 @@ impl Reader {
                     .hold
                     .compare_exchange(stale, 0, Ordering::Relaxed, Ordering::Relaxed);
         }
+        // Another subscriber of this slot was expected: this one is not, and maps the ring now.
+        // Relaxed: the writer's close only waits less.
+        s.expected.store(0, Ordering::Relaxed);
         // A first guess below any future reservation, so a writer that sees us early waits for us
         // rather than overrunning us. Acquire pairs with the writer's Release head store.
         let head = hdr.head.end.load(Ordering::Acquire);
