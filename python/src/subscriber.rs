@@ -296,7 +296,9 @@ impl Subscriber {
     #[getter]
     fn deadline_missed(&self, py: Python<'_>) -> PyResult<u64> {
         let mut st = lock(&self.state, "subscriber")?;
-        Ok(st.subscriber(py, "count missed deadlines")?.deadline_missed())
+        Ok(st
+            .subscriber(py, "count missed deadlines")?
+            .deadline_missed())
     }
 
     /// Warnings a user should see (e.g. a UDP receive buffer capped by the kernel).
