@@ -17,7 +17,7 @@ struct Checked {
 }
 
 impl Sink for Checked {
-    fn send(&mut self, dest: Dest, data: &mut [u8], segment: usize) {
+    fn send(&mut self, dest: Dest<'_>, data: &mut [u8], segment: usize) {
         assert!(
             segment > 0 && segment <= self.max_datagram,
             "segment {segment}"

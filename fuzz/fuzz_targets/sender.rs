@@ -19,7 +19,26 @@ struct Checked {
     messages: Vec<(Vec<u8>, u64)>,
     /// Bytes sent and their destinations since the last `clear`.
     sent: u64,
-    dests: Vec<Dest>,
+    dests: Vec<To>,
+}
+
+/// Where a send went, owned: to every subscriber (all of them, or all but latest ones left out
+/// of new data), or to one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum To {
+    Everyone,
+    Receiver(u64),
+    Session(u64),
+}
+
+impl From<Dest<'_>> for To {
+    fn from(dest: Dest<'_>) -> To {
+        match dest {
+            Dest::All | Dest::AllExcept(_) => To::Everyone,
+            Dest::Receiver(id) => To::Receiver(id),
+            Dest::Session(id) => To::Session(id),
+        }
+    }
 }
 
 impl Checked {
@@ -30,7 +49,7 @@ impl Checked {
 }
 
 impl Sink for Checked {
-    fn send(&mut self, dest: Dest, data: &mut [u8], segment: usize) {
+    fn send(&mut self, dest: Dest<'_>, data: &mut [u8], segment: usize) {
         assert!(
             segment > 0 && segment <= self.max_datagram,
             "segment {segment}"
@@ -71,8 +90,9 @@ impl Sink for Checked {
                     messages,
                     ..
                 } => {
-                    // Whole messages, new data to everyone, each where the stream has it.
-                    assert_eq!(dest, Dest::All);
+                    // Whole messages, new data to everyone (latest receivers that fell behind
+                    // left out), each where the stream has it.
+                    assert_eq!(To::from(dest), To::Everyone);
                     assert_eq!(c.flags & FLAG_RETRANSMIT, 0);
                     assert!(messages.len() >= 2, "a batch of one");
                     for (i, at, bytes) in messages.iter() {
@@ -89,7 +109,7 @@ impl Sink for Checked {
             }
         }
         self.sent += data.len() as u64;
-        self.dests.push(dest);
+        self.dests.push(dest.into());
     }
 }
 
@@ -208,7 +228,7 @@ fuzz_target!(|data: &[u8]| {
                     sink.sent
                 );
                 if let Frame::Nak { receiver, .. } = f {
-                    assert!(sink.dests.iter().all(|d| *d == Dest::Receiver(receiver)));
+                    assert!(sink.dests.iter().all(|d| *d == To::Receiver(receiver)));
                 } else {
                     assert_eq!(sink.sent, 0, "only NAKs are answered");
                 }
