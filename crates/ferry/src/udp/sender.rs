@@ -461,7 +461,19 @@ impl Sender {
         } else {
             u64::MAX
         };
+        // The receiver that paces the publisher is never left out: what the controller counts
+        // in flight must go to it (bytes sent to nobody would never be delivered, and a window
+        // full of them would hold the publisher until the receiver timed out).
+        let source = if self.windowed() {
+            self.pace_source
+        } else {
+            None
+        };
         for (&id, r) in self.receivers.iter_mut().filter(|(_, r)| !r.reliable) {
+            if Some(id) == source {
+                r.sent_to = end;
+                continue;
+            }
             let budget = r.window.min(cap);
             let behind = r.sent_to.saturating_sub(r.arrived_pos) >= budget;
             if behind && now.saturating_sub(r.progress_ns.max(r.probe_ns)) < LATEST_PROBE_NS {
