@@ -197,14 +197,8 @@ impl Publisher {
     /// or two for an `auto` publisher (its shared-memory token and its UDP session). A bridge
     /// that subscribes to the topics it publishes into tells its own messages apart with them.
     pub fn ids(&self) -> Vec<PublisherId> {
-        let shm = |p: &ShmPublisher| PublisherId {
-            udp: false,
-            id: p.token(),
-        };
-        let udp = |p: &UdpPublisher| PublisherId {
-            udp: true,
-            id: p.session(),
-        };
+        let shm = |p: &ShmPublisher| PublisherId::shm(p.token());
+        let udp = |p: &UdpPublisher| PublisherId::udp(p.session());
         match &self.inner {
             PubInner::Shm(p) => vec![shm(p)],
             PubInner::Udp(u) => vec![udp(u)],
@@ -668,11 +662,11 @@ impl Subscriber {
             let found = self.ready_now(Some(until.saturating_duration_since(now)), block)?;
             let now = Instant::now();
             if found.is_some() {
+                // Periods that ended before it came are counted (and told) first.
+                self.count_deadline(now);
                 if let Some(d) = &mut self.deadline {
-                    d.check(now);
                     d.met(now);
                 }
-                self.count_deadline(now);
                 return Ok(found);
             }
             if !block || end.is_some_and(|e| now >= e) {
@@ -913,14 +907,8 @@ impl Sample<'_> {
     /// to [`Subscriber::publisher_info`] for the publisher's node name and address.
     pub fn publisher(&self) -> PublisherId {
         match &self.inner {
-            SampleInner::Shm { sub } => PublisherId {
-                udp: false,
-                id: sub.last_source_token(),
-            },
-            SampleInner::Udp { sub } => PublisherId {
-                udp: true,
-                id: sub.current().map_or(0, |d| d.session),
-            },
+            SampleInner::Shm { sub } => PublisherId::shm(sub.last_source_token()),
+            SampleInner::Udp { sub } => PublisherId::udp(sub.current().map_or(0, |d| d.session)),
         }
     }
 
