@@ -69,6 +69,7 @@ class Qos:
         multicast_interface: Optional[str] = None,
         multicast_ttl: int = 1,
         deadline: Optional[float] = None,
+        history: int = 0,
     ) -> None: ...
     @property
     def transport(self) -> Transport: ...
@@ -113,6 +114,11 @@ class Qos:
     def deadline(self) -> Optional[float]:
         """The period (seconds, 0.001 to 3600) within which a subscriber expects a message and a
         publisher means to send; each period that passes without one is counted. None: none."""
+    @property
+    def history(self) -> int:
+        """A publisher keeps its last `history` messages (shared memory: as many as its ring
+        holds); a subscriber that starts later takes the last `history` of them first, then the
+        live ones, with no gap. 0: none. Over UDP alone it is refused."""
 
 class Node:
     def __init__(self, name: str, domain: Optional[str] = None) -> None: ...

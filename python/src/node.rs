@@ -58,7 +58,7 @@ impl Qos {
         max_message_size=None, ring_capacity=None, max_ring_capacity=None, send_timeout=None,
         spin_window=None, mtu=None, ip_version="v4", max_sessions=None, max_receivers=None,
         max_rate=None, multicast=None, multicast_interface=None, multicast_ttl=1,
-        deadline=None))]
+        deadline=None, history=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         transport: &str,
@@ -78,6 +78,7 @@ impl Qos {
         multicast_interface: Option<&str>,
         multicast_ttl: u32,
         deadline: Option<f64>,
+        history: usize,
     ) -> PyResult<Qos> {
         let mut q = ferry::Qos::default()
             .transport(choice("transport", transport, TRANSPORTS)?)
@@ -114,6 +115,7 @@ impl Qos {
         if let Some(v) = deadline {
             q = q.deadline(seconds("deadline", v)?);
         }
+        q = q.history(history);
         match multicast {
             Some(group) => {
                 let m = ferry::MulticastGroup::parse(group, multicast_interface, multicast_ttl)
@@ -157,6 +159,12 @@ impl Qos {
     #[getter]
     fn send_timeout(&self) -> f64 {
         self.inner.send_timeout.as_secs_f64()
+    }
+    /// Messages a publisher keeps for subscribers that start later; for a subscriber, how many
+    /// of them it takes first (shared memory).
+    #[getter]
+    fn history(&self) -> usize {
+        self.inner.history
     }
     /// The deadline period in seconds, or None.
     #[getter]

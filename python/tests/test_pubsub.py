@@ -376,3 +376,20 @@ def test_publisher_events_and_a_deadline(domain):
     assert sub.events_dropped == 0
     with pytest.raises(ferry.FerryError, match="deadline"):
         node.subscriber("ev2", ferry.Qos(deadline=0.0))
+
+
+def test_a_subscriber_that_starts_late_gets_the_history_then_live_ones(domain):
+    keep = ferry.Qos(transport="shm", history=5, max_message_size=64)
+    assert keep.history == 5
+    node = ferry.Node("py-history", domain=domain)
+    pub = node.publisher("hist", keep)
+    for i in range(100):
+        pub.send(i.to_bytes(8, "little"))
+    sub = node.subscriber("hist", ferry.Qos(transport="shm", history=3, max_message_size=64))
+    got = [int.from_bytes(sub.recv_bytes(timeout=5), "little") for _ in range(3)]
+    assert got == [97, 98, 99]
+    assert sub.try_recv() is None
+    pub.send((100).to_bytes(8, "little"))
+    assert int.from_bytes(sub.recv_bytes(timeout=5), "little") == 100
+    with pytest.raises(ferry.FerryError, match="over UDP"):
+        node.publisher("hist-udp", ferry.Qos(transport="udp", history=1))

@@ -317,6 +317,63 @@ fn pub_and_echo_exchange_messages() {
 }
 
 #[test]
+fn echo_that_starts_late_gets_what_pub_kept_then_the_live_ones() {
+    let d = domain("hist");
+    // Twenty messages at once, kept five, then quiet for a while.
+    let publisher = spawn_in(
+        &d,
+        &[
+            "pub",
+            "cfg",
+            "--size",
+            "16",
+            "--rate",
+            "0",
+            "--count",
+            "20",
+            "--history",
+            "5",
+            "--keep-alive",
+            "30",
+        ],
+    );
+    publisher.await_line(true, "staying", LONG);
+    let out = run(
+        &[
+            "echo",
+            "cfg",
+            "--history",
+            "3",
+            "--count",
+            "3",
+            "--json",
+            "--timeout",
+            "20",
+            "--domain",
+            &d,
+        ],
+        LONG,
+    );
+    assert!(out.status.success(), "echo failed: {}", out.stderr);
+    let seqs: Vec<u64> = out
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        seqs,
+        vec![17, 18, 19],
+        "the last three kept: {}",
+        out.stdout
+    );
+    publisher.stop_with(Signal::INT);
+}
+
+#[test]
 fn echo_events_names_the_publisher_that_appears_and_the_one_that_closes() {
     let d = domain("ev");
     // Six messages from two publishers in turn: the first one's close is seen before the

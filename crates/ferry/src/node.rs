@@ -102,6 +102,7 @@ impl Node {
     /// topics).
     pub(crate) fn open_publisher(&self, topic: &str, qos: &Qos) -> Result<Publisher, Error> {
         let deadline = qos.checked_deadline()?;
+        qos.checked_history()?;
         let (c, n) = (&*self.config, &self.name);
         let (d, m) = (c.domain(), c.shm_mode());
         let inner = match qos.transport {
@@ -128,6 +129,7 @@ impl Node {
     /// A subscriber on any topic, ferry's own included.
     pub(crate) fn open_subscriber(&self, topic: &str, qos: &Qos) -> Result<Subscriber, Error> {
         let deadline = qos.checked_deadline()?;
+        qos.checked_history()?;
         let (c, n) = (&*self.config, &self.name);
         let (d, m) = (c.domain(), c.shm_mode());
         let inner = match qos.transport {

@@ -161,7 +161,18 @@ pub struct Qos {
     /// (`Event::DeadlineMissed`, `ferry stats`), a publisher each period it let pass without
     /// sending. From 1 ms to an hour.
     pub deadline: Option<Duration>,
+    /// History for subscribers that join later, over shared memory. A publisher keeps its last
+    /// `history` messages in its ring (as many of them as the ring holds: size it with
+    /// `ring_capacity`); a subscriber that joins a publisher already running gets the last
+    /// `history` of those it kept, oldest first, then the live ones, with no gap and no
+    /// duplicate. 0 (the default): none kept, none asked for. At most 65536. UDP does not carry
+    /// history yet: a `Transport::Udp` end asking for it is refused, and under `Transport::Auto`
+    /// only subscribers of the publisher's host get it.
+    pub history: usize,
 }
+
+/// The most messages `Qos::history` keeps or asks for.
+pub const MAX_HISTORY: usize = 1 << 16;
 
 impl Default for Qos {
     fn default() -> Qos {
@@ -181,6 +192,7 @@ impl Default for Qos {
             multicast: None,
             max_rate: None,
             deadline: None,
+            history: 0,
         }
     }
 }
@@ -216,6 +228,11 @@ impl Qos {
     }
     pub fn max_ring_capacity(mut self, bytes: usize) -> Qos {
         self.max_ring_capacity = bytes;
+        self
+    }
+    /// See [`Qos::history`](struct.Qos.html#structfield.history).
+    pub fn history(mut self, messages: usize) -> Qos {
+        self.history = messages;
         self
     }
     /// See [`Qos::deadline`](struct.Qos.html#structfield.deadline).
@@ -265,6 +282,23 @@ impl Qos {
             )),
             d => Ok(d),
         }
+    }
+
+    /// The history, checked.
+    pub(crate) fn checked_history(&self) -> Result<usize, Error> {
+        if self.history > MAX_HISTORY {
+            return Err(Error::InvalidQos(format!(
+                "history {} is above the {MAX_HISTORY} messages a publisher keeps at most",
+                self.history
+            )));
+        }
+        if self.history > 0 && self.transport == Transport::Udp {
+            return Err(Error::InvalidQos(format!(
+                "history {} over UDP: ferry keeps history for subscribers of the same host                  (shared memory) only so far; use Transport::Shm or Transport::Auto",
+                self.history
+            )));
+        }
+        Ok(self.history)
     }
 
     /// UDP payload bytes per datagram for this MTU and IP version (checked).

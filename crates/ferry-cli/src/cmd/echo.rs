@@ -64,6 +64,11 @@ pub struct EchoArgs {
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     pub deadline: Option<Duration>,
 
+    /// First take the last K messages of each publisher already running, as far as it keeps
+    /// them (`ferry pub --history N`), then the live ones
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub history: usize,
+
     /// Domain: only topics of one domain see each other [default: $FERRY_DOMAIN, else "default"]
     #[arg(long, value_name = "D", value_parser = parse_domain)]
     pub domain: Option<String>,
@@ -104,6 +109,7 @@ pub fn run(args: EchoArgs) -> Result<()> {
             let mut qos =
                 super::subscriber_qos(args.transport, args.delivery, args.wait, args.max_size);
             qos.deadline = args.deadline;
+            qos.history = args.history;
             qos
         })?;
     // A capped UDP receive buffer matters only to what comes over UDP: said at once when UDP is

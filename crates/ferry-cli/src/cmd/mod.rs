@@ -155,6 +155,11 @@ pub struct PublishOpts {
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     pub deadline: Option<Duration>,
 
+    /// Keep the last N messages for subscribers that start later (shared memory: as many as
+    /// the ring holds); they get them first, then the live ones
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub history: usize,
+
     /// Before the first message, wait until N subscribers are attached (to every topic)
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub wait_subscribers: usize,
@@ -177,6 +182,7 @@ impl PublishOpts {
             .delivery(self.delivery)
             .wait(self.wait);
         qos.deadline = self.deadline;
+        qos.history = self.history;
         Ok((node, qos))
     }
 

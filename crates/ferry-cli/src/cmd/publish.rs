@@ -35,6 +35,11 @@ pub struct PubArgs {
     #[arg(long, value_name = "S", default_value = "30", value_parser = parse_seconds)]
     pub flush_timeout: Duration,
 
+    /// After the last message, stay S seconds (until Ctrl-C), so that subscribers that start
+    /// meanwhile get what --history kept
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    pub keep_alive: Option<Duration>,
+
     #[command(flatten)]
     pub publish: PublishOpts,
 }
@@ -138,6 +143,15 @@ pub fn run(args: PubArgs) -> Result<()> {
         }
     }
     note!("sent {sent} messages in {elapsed:.3} s{stalled}");
+    if let Some(keep_alive) = args.keep_alive.filter(|_| !signal::interrupted()) {
+        note!("staying {keep_alive:?} for subscribers that start later");
+        let until = Instant::now() + keep_alive;
+        while Instant::now() < until && !signal::interrupted() {
+            std::thread::sleep(
+                Duration::from_millis(20).min(until.saturating_duration_since(Instant::now())),
+            );
+        }
+    }
     Ok(())
 }
 

@@ -64,6 +64,10 @@ pub struct RecordArgs {
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
 
+    /// Start each topic with the last K messages its publishers kept (`ferry pub --history N`)
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub history: usize,
+
     /// Domain: only topics of one domain see each other [default: $FERRY_DOMAIN, else "default"]
     #[arg(long, value_name = "D", value_parser = parse_domain)]
     pub domain: Option<String>,
@@ -89,7 +93,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let qos = Qos::default()
         .transport(args.transport.into())
         .delivery(args.delivery)
-        .wait(args.wait);
+        .wait(args.wait)
+        .history(args.history);
     let options = RecordOptions {
         payload: match args.payload {
             TypeArg::Bytes => PayloadType::Bytes,

@@ -13,7 +13,7 @@ pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
 /// "FERRYDAT" little-endian: one publisher's data segment.
 pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
 /// Bumped on any change of the layouts in this file.
-pub const LAYOUT_VERSION: u32 = 14;
+pub const LAYOUT_VERSION: u32 = 15;
 
 pub const MAX_PUBLISHERS: usize = 32;
 pub const MAX_NAME: usize = 128;

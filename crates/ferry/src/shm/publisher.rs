@@ -86,7 +86,10 @@ impl ShmPublisher {
                 p.max_message
                     .store(qos.max_message_size as u64, Ordering::Relaxed);
                 let block = data.block();
-                let writer = Writer::new(&block.ring, capacity, reliable);
+                let mut writer = Writer::new(&block.ring, capacity, reliable);
+                if qos.history > 0 {
+                    writer = writer.with_history(&block.ring, qos.history);
+                }
                 if reliable {
                     expect_subscribers(&topic, &block.ring);
                 }

@@ -68,6 +68,15 @@
 //!   the writer; the writer checks a hold's record against the header it wrote itself and
 //!   ignores a hold that is not one of its records, or whose reader's slot is free.
 //!
+//! - History (`Writer::with_history`): the writer keeps the positions of its last messages and
+//!   publishes the oldest's in `head.history`. Before it stores a `reserve` that reaches over a
+//!   kept record it forgets that record and stores the new `history` first; the `reserve` store
+//!   is Release, so a reader that loads `reserve` (Acquire) and then `history` gets a start that
+//!   was intact at that `reserve`. A joining reader copies the records from there to where it
+//!   joined (`history`), checking `reserve` after each header as a latest reader does after a
+//!   copy, and keeps only copies that no reservation reached; nothing of the writer waits for it,
+//!   so history costs a writer without it one branch per message.
+//!
 //! Readers trust nothing they read from the ring: a record header or a position that the
 //! protocol rules out (a length past `head` or above the maximum, an unknown tag, a reliable
 //! reader more than a ring behind `head`, a `last` more than a ring behind it) is `Corrupt`, and
@@ -145,6 +154,9 @@ pub struct HeadLine {
     pub last: AtomicU64,
     /// The sequence number the next message will carry (a joining reader expects it).
     pub next_seq: AtomicU64,
+    /// The start of the oldest message the writer keeps for readers that join later
+    /// (`Writer::with_history`), plus one; 0: none kept.
+    pub history: AtomicU64,
 }
 
 /// The writer's reservation line: read by latest readers and joiners.
@@ -185,6 +197,7 @@ impl RingHeader {
                 end: AtomicU64::new(0),
                 last: AtomicU64::new(0),
                 next_seq: AtomicU64::new(0),
+                history: AtomicU64::new(0),
             }),
             reserve: Padded(ReserveLine {
                 end: AtomicU64::new(0),
@@ -255,6 +268,26 @@ pub struct Writer {
     /// Sleepers to wake found while committing padding in `try_reserve`, handed out by the next
     /// `commit`.
     wake_later: u64,
+    /// The messages kept for readers that join later.
+    history: Kept,
+}
+
+/// The last messages a writer keeps in its ring for readers that join later (see "History"
+/// above): where their records start. Nothing is copied; a record stays until the writer
+/// reserves over it or it is no longer among the last `keep`.
+#[derive(Debug, Default)]
+struct Kept {
+    /// How many (0: none).
+    keep: usize,
+    /// Their record positions, oldest first.
+    starts: std::collections::VecDeque<u64>,
+}
+
+impl Kept {
+    /// The `history` word for these: the oldest start plus one, or 0.
+    fn word(&self) -> u64 {
+        self.starts.front().map_or(0, |&p| p + 1)
+    }
 }
 
 /// A reserved, not yet committed record.
@@ -305,6 +338,41 @@ impl Writer {
             held: (0, None),
             frontier,
             wake_later: 0,
+            history: Kept::default(),
+        }
+    }
+
+    /// Keeps the last `keep` messages in the ring for readers that join later (as far as the
+    /// ring holds them). The window is off then: it would keep small records in one place.
+    pub fn with_history(mut self, hdr: &RingHeader, keep: usize) -> Writer {
+        self.history.keep = keep;
+        if keep > 0 {
+            self.window = 0;
+        }
+        // A ring taken over holds no history of this writer's. Relaxed: published by the next
+        // Release reserve store.
+        hdr.head.history.store(0, Ordering::Relaxed);
+        self
+    }
+
+    /// Before a reservation that may write below `touched`: forgets kept messages whose bytes
+    /// it writes over (positions a lap below it), so that the `history` word the reservation
+    /// publishes (Release) never names a record being overwritten.
+    #[inline(always)]
+    fn forget_overwritten(&mut self, hdr: &RingHeader, touched: u64) {
+        if self.history.keep == 0 {
+            return;
+        }
+        let gone_below = touched.saturating_sub(self.capacity);
+        let before = self.history.starts.len();
+        while self.history.starts.front().is_some_and(|&p| p < gone_below) {
+            self.history.starts.pop_front();
+        }
+        if self.history.starts.len() != before {
+            // Relaxed: published by the Release store of `reserve` that follows.
+            hdr.head
+                .history
+                .store(self.history.word(), Ordering::Relaxed);
         }
     }
 
@@ -433,7 +501,9 @@ impl Writer {
     /// sleeping readers to wake, as `commit` does.
     fn pad_to<M: RingBytes>(&mut self, hdr: &RingHeader, mem: &M, next: u64) -> u64 {
         // Reserved as `reserve_here` does: the padding record and the mark at `next`.
-        hdr.reserve.end.store(next + COMMIT_WORD, Ordering::Relaxed);
+        self.forget_overwritten(hdr, next + COMMIT_WORD);
+        // Release: as in `reserve_here`.
+        hdr.reserve.end.store(next + COMMIT_WORD, Ordering::Release);
         fence(Ordering::Release);
         let r = Reservation {
             pos: self.head,
@@ -642,10 +712,13 @@ impl Writer {
         if !self.room_up_to(hdr, touched) {
             return Err(Full);
         }
-        // Relaxed store, then a Release fence: the payload writes that follow cannot be seen
-        // before the new `reserve` (pairs with the Acquire fence in `Reader::read_latest`). The
-        // joiner handshake orders it through the SeqCst fence in `min_cursor`.
-        hdr.reserve.end.store(touched, Ordering::Relaxed);
+        self.forget_overwritten(hdr, touched);
+        // A Release store: a reader that sees it sees the `history` word stored before it (pairs
+        // with the Acquire load in `history`). Then a Release fence: the payload writes that
+        // follow cannot be seen before the new `reserve` (pairs with the Acquire fence in
+        // `Reader::read_latest`). The joiner handshake orders it through the SeqCst fence in
+        // `min_cursor`.
+        hdr.reserve.end.store(touched, Ordering::Release);
         fence(Ordering::Release);
         Ok(Reservation {
             pos: self.head,
@@ -776,6 +849,9 @@ impl Writer {
         mem.store_word(r.pos & mask, self.seq, Ordering::Release);
         if kind == KIND_MESSAGE {
             self.seq += 1;
+            if self.history.keep != 0 {
+                self.keep(hdr, r.pos);
+            }
         }
         self.head = r.end;
         // Relaxed: published by the head store below, on the same line.
@@ -792,6 +868,21 @@ impl Writer {
         }
         // Relaxed: the fence above already ordered this after the head store.
         hdr.sleepers.swap(0, Ordering::Relaxed)
+    }
+}
+
+impl Writer {
+    /// Keeps the message just committed at `pos` among the last `keep`.
+    #[cold]
+    fn keep(&mut self, hdr: &RingHeader, pos: u64) {
+        self.history.starts.push_back(pos);
+        if self.history.starts.len() > self.history.keep {
+            self.history.starts.pop_front();
+        }
+        // Relaxed: published by the Release head store that follows in `finish`.
+        hdr.head
+            .history
+            .store(self.history.word(), Ordering::Relaxed);
     }
 }
 
@@ -1275,6 +1366,136 @@ impl Reader {
     pub fn cancel_sleep(&self, hdr: &RingHeader) {
         // Relaxed: a stale bit only costs the writer one needless wake.
         hdr.sleepers.fetch_and(!(1 << self.slot), Ordering::Relaxed);
+    }
+}
+
+impl Reader {
+    /// Where this reader starts (or has got to): the live messages it reads begin here.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+}
+
+/// A message a writer kept (`Writer::with_history`), copied out for a reader that joined later.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Past {
+    pub seq: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// How long a joiner waits for a record that was being written when it joined, so that the
+/// history reaches the first record it reads live (a writer that died writing never commits it).
+#[cfg(not(loom))]
+const IN_PROGRESS_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The last `want` of the messages the writer keeps (see "History" above) that lie before
+/// `until` (where a reader joined: `Reader::position`), oldest first, copied out. With the live
+/// messages read from `until` on there is no gap and no duplicate. Fewer come back when the
+/// writer keeps fewer, when it writes over them while they are copied, or when the ring lies
+/// (then what was read up to the lie). Bounded: at most a ring's worth of records is looked at
+/// and at most `want` copies of at most `max_len` bytes are held at once.
+pub fn history<M: RingBytes>(
+    hdr: &RingHeader,
+    mem: &M,
+    capacity: u64,
+    max_len: u64,
+    until: u64,
+    want: usize,
+) -> Vec<Past> {
+    if want == 0 {
+        return Vec::new();
+    }
+    // A joiner behind a reservation in progress starts after it: that record is history too,
+    // once committed.
+    let head = wait_for_head(hdr, until);
+    let end = until.min(head);
+    // Acquire pairs with the Release `reserve` stores of `Writer::reserve_here` and `pad_to`: the
+    // `history` word loaded next is at least the one stored before this reservation.
+    let reserve = hdr.reserve.end.load(Ordering::Acquire);
+    // Relaxed: ordered after the Acquire load above.
+    let Some(start) = hdr.head.history.load(Ordering::Relaxed).checked_sub(1) else {
+        return Vec::new();
+    };
+    let plausible = start < end
+        && end - start <= capacity
+        && start % RECORD_ALIGN == 0
+        && start.saturating_add(capacity) >= reserve;
+    if !plausible {
+        return Vec::new();
+    }
+    let mask = capacity - 1;
+    let mut kept: std::collections::VecDeque<(u64, Past)> = std::collections::VecDeque::new();
+    let mut pos = start;
+    let mut next_seq: Option<u64> = None;
+    for _ in 0..capacity / RECORD_HEADER + 1 {
+        if pos >= end {
+            break;
+        }
+        let header = mem.read_header(pos & mask);
+        // Acquire fence, then the reserve load: a header overwritten while it was read shows in
+        // `reserve` (pairs with the Release fence in `Writer::reserve_here`), as for a copy in
+        // `Reader::read_latest`.
+        fence(Ordering::Acquire);
+        if hdr.reserve.end.load(Ordering::Relaxed) > pos.saturating_add(capacity) {
+            break;
+        }
+        let seq = u64::from_le_bytes(header[..8].try_into().unwrap());
+        let len = u32::from_le_bytes(header[8..12].try_into().unwrap()) as u64;
+        let tag = u32::from_le_bytes(header[12..].try_into().unwrap());
+        let max = match tag {
+            t if t == TAG_MARK | KIND_MESSAGE => max_len,
+            t if t == TAG_MARK | KIND_PADDING => capacity - RECORD_HEADER - COMMIT_WORD,
+            _ => break,
+        };
+        let rec_end = pos.saturating_add(record_len(len.min(capacity)));
+        if len > max || rec_end > end {
+            break;
+        }
+        if tag == TAG_MARK | KIND_MESSAGE {
+            // A writer numbers its messages one after another.
+            if next_seq.is_some_and(|n| n != seq) {
+                break;
+            }
+            next_seq = seq.checked_add(1);
+            let mut bytes = if kept.len() == want {
+                kept.pop_front().map(|(_, p)| p.bytes).unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            bytes.resize(len as usize, 0);
+            mem.read((pos + RECORD_HEADER) & mask, &mut bytes);
+            kept.push_back((pos, Past { seq, bytes }));
+        }
+        pos = rec_end;
+    }
+    // The copies whose bytes no reservation reached are intact (pairs as above).
+    fence(Ordering::Acquire);
+    let reserve = hdr.reserve.end.load(Ordering::Relaxed);
+    kept.into_iter()
+        .filter(|(pos, _)| pos.saturating_add(capacity) >= reserve)
+        .map(|(_, past)| past)
+        .collect()
+}
+
+/// `head`, once it has reached `until` or a short while has passed.
+fn wait_for_head(hdr: &RingHeader, until: u64) -> u64 {
+    #[cfg(not(loom))]
+    let started = std::time::Instant::now();
+    loop {
+        // Acquire pairs with the Release head store in `Writer::finish`.
+        let head = hdr.head.end.load(Ordering::Acquire);
+        if head >= until {
+            return head;
+        }
+        // Models have writers that always commit: they wait as long as it takes.
+        #[cfg(not(loom))]
+        if started.elapsed() >= IN_PROGRESS_WAIT {
+            return head;
+        }
+        #[cfg(not(loom))]
+        std::thread::yield_now();
+        #[cfg(loom)]
+        loom::thread::yield_now();
     }
 }
 

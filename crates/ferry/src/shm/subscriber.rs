@@ -72,6 +72,11 @@ pub struct ShmSubscriber {
     max_ring: u64,
     /// Publishers that appeared and went, until taken.
     events: Events,
+    /// `Qos::history`: how many of a publisher's kept messages to take when attaching its ring.
+    history: usize,
+    /// Kept messages taken when attaching, with their publisher's token: handed out before
+    /// anything else.
+    backlog: std::collections::VecDeque<(u64, ring::Past)>,
 }
 
 impl ShmSubscriber {
@@ -108,6 +113,8 @@ impl ShmSubscriber {
             same_host_only: qos.transport == crate::Transport::Auto,
             max_ring: qos.max_ring_capacity as u64,
             events: Events::default(),
+            history: qos.history,
+            backlog: std::collections::VecDeque::new(),
         };
         sub.rescan();
         Ok(sub)
@@ -177,9 +184,10 @@ impl ShmSubscriber {
             }
             let pub_reliable = p.reliable.load(Ordering::Relaxed) != 0;
             match self.attach(i, token, pub_reliable) {
-                Ok(Some(src)) => {
+                Ok(Some((src, past))) => {
                     self.events.push(Event::Appeared(PublisherId::shm(token)));
                     self.sources.push(src);
+                    self.backlog.extend(past.into_iter().map(|p| (token, p)));
                 }
                 Ok(None) => {}
                 Err(e) => self.refused.push((i, token, e.to_string())),
@@ -199,7 +207,7 @@ impl ShmSubscriber {
         pub_slot: usize,
         token: u64,
         pub_reliable: bool,
-    ) -> Result<Option<Source>, Error> {
+    ) -> Result<Option<(Source, Vec<ring::Past>)>, Error> {
         let hb = header_bytes::<DataBlock>(sys::page_size());
         let name = data_name(self.topic.name(), token);
         let Some((obj, total)) = open_checked(&name, MAGIC_DATA, hb)? else {
@@ -254,7 +262,17 @@ impl ShmSubscriber {
         // SAFETY: map_ring mapped 2 * capacity bytes after the header; `data` owns the mapping
         // and is stored beside `bytes` in the same Source, dropped after it.
         let bytes = unsafe { ShmBytes::new(data.map.as_ptr().add(hb), capacity) };
-        Ok(Some(Source {
+        // The messages the publisher kept from before this reader's place: read now, so that
+        // the ring's live messages follow them with nothing between.
+        let past = ring::history(
+            &data.block().ring,
+            &bytes,
+            capacity,
+            max_message,
+            reader.position(),
+            self.history,
+        );
+        let source = Source {
             reader,
             bytes,
             data,
@@ -262,7 +280,8 @@ impl ShmSubscriber {
             pub_token: token,
             reliable,
             departed: false,
-        }))
+        };
+        Ok(Some((source, past)))
     }
 
     /// Checks that attached publishers still run; frees what dead ones left.
@@ -307,6 +326,7 @@ impl ShmSubscriber {
     #[inline(always)]
     fn poll_one(&mut self) -> Option<bool> {
         if self.sources.len() != 1
+            || !self.backlog.is_empty()
             || matches!(self.current, Some(Ready::Held { .. }))
             || self.topic.epoch() != self.epoch
         {
@@ -355,6 +375,10 @@ impl ShmSubscriber {
         }
         self.current = None;
         self.refresh();
+        if let Some((token, past)) = self.backlog.pop_front() {
+            self.hand_out_past(token, past);
+            return Ok(true);
+        }
         let n = self.sources.len();
         let mut i = if self.round_robin < n {
             self.round_robin
@@ -414,6 +438,29 @@ impl ShmSubscriber {
             });
         }
         Ok(false)
+    }
+
+    /// Makes a kept message taken at attach time the current one, as a copy.
+    #[cold]
+    fn hand_out_past(&mut self, token: u64, past: ring::Past) {
+        let record = Record {
+            pos: 0,
+            offset: 0,
+            len: past.bytes.len() as u64,
+            seq: past.seq,
+            end: 0,
+            skipped: 0,
+            held: false,
+        };
+        self.scratch = past.bytes;
+        // `last_source_token` names its publisher.
+        self.round_robin = self
+            .sources
+            .iter()
+            .position(|s| s.pub_token == token)
+            .map_or(0, |i| i + 1);
+        self.count(&record);
+        self.current = Some(Ready::Copied { record });
     }
 
     /// The current message's record (set by `poll`, until `release`).

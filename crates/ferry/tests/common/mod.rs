@@ -94,6 +94,7 @@ pub fn parse_qos(s: &str) -> Qos {
             }
             ("max", v) => qos = qos.max_message_size(v.parse().unwrap()),
             ("ring", v) => qos = qos.ring_capacity(v.parse().unwrap()),
+            ("history", v) => qos = qos.history(v.parse().unwrap()),
             ("timeout", v) => qos = qos.send_timeout(Duration::from_millis(v.parse().unwrap())),
             ("", _) => {}
             (other, _) => panic!("unknown qos part {other}"),
@@ -133,6 +134,27 @@ pub fn var(k: &str) -> String {
 
 pub fn var_u64(k: &str, default: u64) -> u64 {
     var(k).parse().unwrap_or(default)
+}
+
+/// Reads the child's stdout until a line starting with `prefix` (panics after `timeout` or at
+/// its end).
+pub fn wait_for_line(child: &mut Child, prefix: &str, timeout: Duration) {
+    let out = child.stdout.take().expect("stdout piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.starts_with(prefix) => return,
+            Ok(_) => {}
+            Err(_) => panic!("the child did not say {prefix:?} within {timeout:?}"),
+        }
+    }
 }
 
 /// Waits for a child to exit, killing it after `timeout`. Returns its stdout lines.
@@ -232,6 +254,8 @@ pub fn run_child() {
                 }
             }
             println!("SENT {count}");
+            // Stay, quiet, for subscribers that join afterwards (history).
+            std::thread::sleep(Duration::from_millis(var_u64("LINGER_MS", 0)));
         }
         "subscriber" => {
             let mut s = node.subscriber(&topic, &qos).unwrap();

@@ -332,3 +332,46 @@ fn loom_a_held_record_is_never_written_over_by_padding_to_a_half_lap() {
     // the reader looks, the second goes where the newest record was when it looked.
     held_record_model(Some(32), 2, 4);
 }
+
+/// History: a latest writer that keeps its last two messages laps them while a reader joins and
+/// copies them. Whatever history the reader gets is intact, consecutive, and ends right before
+/// the first message it reads live.
+#[test]
+fn loom_history_copied_while_the_writer_laps_it() {
+    loom::model(|| {
+        let (hdr, mem) = setup();
+        let lens = [8usize, 16, 8, 16];
+        let mut w = Writer::new(&hdr, CAP, false).with_history(&hdr, 2);
+        // Two messages before the reader comes: the history it may get.
+        for (seq, &len) in lens[..2].iter().enumerate() {
+            write_blocking(&mut w, &hdr, &mem, seq as u64, len);
+        }
+        let (h2, m2) = (hdr.clone(), mem.clone());
+        let reader = thread::spawn(move || {
+            let mut r = Reader::join(&h2, CAP, max_payload(CAP), 0, 1, false);
+            let joined = r.position();
+            let past = history(&*h2, &*m2, CAP, max_payload(CAP), joined, 2);
+            for pair in past.windows(2) {
+                assert_eq!(pair[1].seq, pair[0].seq + 1);
+            }
+            for p in &past {
+                assert_eq!(
+                    p.bytes,
+                    pattern(p.seq, lens[p.seq as usize]),
+                    "torn history"
+                );
+            }
+            // The live message where the reader joined, if it reads it, follows the history.
+            let mut buf = Vec::new();
+            if let (Some(last), Ok(Some(rec))) = (past.last(), r.read_latest(&h2, &*m2, &mut buf)) {
+                if rec.pos == joined {
+                    assert_eq!(rec.seq, last.seq + 1, "a gap or a duplicate after history");
+                }
+            }
+        });
+        for (seq, &len) in lens.iter().enumerate().skip(2) {
+            write_blocking(&mut w, &hdr, &mem, seq as u64, len);
+        }
+        reader.join().unwrap();
+    });
+}

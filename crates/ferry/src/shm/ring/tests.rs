@@ -1093,3 +1093,165 @@ fn an_expected_reader_adopts_its_place_and_holds_the_writer_until_it_reads() {
     let mut stranger = Reader::join(&hdr, CAP, max_payload(CAP), 4, 12, true);
     assert!(read_reliable(&mut stranger, &hdr, &mem).is_none());
 }
+
+// ---------------------------------------------------------------------------------------------
+// History
+
+/// Writes `n` messages of `len` bytes, seq `from..from + n`, with `reader` (reliable) keeping up.
+fn write_read(
+    w: &mut Writer,
+    hdr: &RingHeader,
+    mem: &AtomicBytes,
+    reader: Option<&mut Reader>,
+    from: u64,
+    n: u64,
+    len: usize,
+) {
+    let mut reader = reader;
+    for seq in from..from + n {
+        write_msg(w, hdr, mem, seq, len).expect("room");
+        if let Some(r) = reader.as_deref_mut() {
+            assert_eq!(read_reliable(r, hdr, mem).map(|m| m.0), Some(seq));
+        }
+    }
+}
+
+#[test]
+fn a_joiner_gets_the_last_messages_kept_then_the_live_ones_with_no_gap() {
+    for reliable in [true, false] {
+        let hdr = RingHeader::new();
+        let mem = AtomicBytes::new(CAP);
+        let mut w = Writer::new(&hdr, CAP, reliable).with_history(&hdr, 3);
+        let mut early = Reader::join(&hdr, CAP, max_payload(CAP), 0, 7, true);
+        // 24-byte messages (40-byte records): many laps of a 256-byte ring.
+        write_read(&mut w, &hdr, &mem, Some(&mut early), 0, 100, 24);
+        let mut late = Reader::join(&hdr, CAP, max_payload(CAP), 1, 9, true);
+        for want in [1, 2, 3, 10] {
+            let past = history(&hdr, &mem, CAP, max_payload(CAP), late.position(), want);
+            let seqs: Vec<u64> = past.iter().map(|p| p.seq).collect();
+            let expect: Vec<u64> = (100 - want.min(3) as u64..100).collect();
+            assert_eq!(seqs, expect, "reliable {reliable}, want {want}");
+            for p in &past {
+                assert_eq!(p.bytes, pattern(p.seq, 24));
+            }
+        }
+        write_read(&mut w, &hdr, &mem, Some(&mut early), 100, 1, 24);
+        assert_eq!(read_reliable(&mut late, &hdr, &mem).map(|m| m.0), Some(100));
+    }
+}
+
+#[test]
+fn history_is_only_what_the_ring_still_holds() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    // Asks to keep 50, but a 256-byte ring holds six 40-byte records (with the next one's mark).
+    let mut w = Writer::new(&hdr, CAP, false).with_history(&hdr, 50);
+    write_read(&mut w, &hdr, &mem, None, 0, 40, 24);
+    let late = Reader::join(&hdr, CAP, max_payload(CAP), 1, 9, true);
+    let past = history(&hdr, &mem, CAP, max_payload(CAP), late.position(), 50);
+    assert_eq!(past.len(), 6);
+    let last = past.last().unwrap().seq;
+    assert_eq!(last, 39);
+    for (i, p) in past.iter().enumerate() {
+        assert_eq!(p.seq, last + 1 + i as u64 - past.len() as u64);
+        assert_eq!(p.bytes, pattern(p.seq, 24));
+    }
+}
+
+#[test]
+fn a_writer_without_history_keeps_none_and_a_reader_asking_none_gets_none() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, false);
+    write_read(&mut w, &hdr, &mem, None, 0, 10, 24);
+    let late = Reader::join(&hdr, CAP, max_payload(CAP), 1, 9, true);
+    assert!(history(&hdr, &mem, CAP, max_payload(CAP), late.position(), 5).is_empty());
+    let hdr = RingHeader::new();
+    let mut w = Writer::new(&hdr, CAP, false).with_history(&hdr, 5);
+    write_read(&mut w, &hdr, &mem, None, 0, 10, 24);
+    assert!(history(&hdr, &mem, CAP, max_payload(CAP), w.head, 0).is_empty());
+}
+
+#[test]
+fn a_forged_history_word_costs_bounded_work_and_gives_no_panic() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, false).with_history(&hdr, 4);
+    write_read(&mut w, &hdr, &mem, None, 0, 12, 24);
+    let until = w.head;
+    for word in [
+        1,
+        2,
+        u64::MAX,
+        until + 1,
+        until + 9,
+        until.saturating_sub(CAP) + 1,
+        until - 7,
+    ] {
+        hdr.head.history.store(word, Ordering::Relaxed);
+        let past = history(&hdr, &mem, CAP, max_payload(CAP), until, 100);
+        for p in &past {
+            assert!(p.bytes.len() <= max_payload(CAP) as usize);
+        }
+    }
+    // A ring of garbage bytes under a plausible word: nothing past the first lie is taken.
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    mem.write(0, &[0xAB; CAP as usize]);
+    hdr.head.end.store(CAP - 8, Ordering::Relaxed);
+    hdr.head.history.store(1, Ordering::Relaxed);
+    hdr.reserve.end.store(CAP, Ordering::Relaxed);
+    assert!(history(&hdr, &mem, CAP, max_payload(CAP), CAP - 8, 100).is_empty());
+}
+
+#[test]
+fn threads_history_read_while_the_writer_laps_it_is_intact_or_left_out() {
+    // A writer that never waits laps the history while a joiner copies it: every copy that comes
+    // back is whole and in order. Two ring sizes: one lapped all the time, one now and then.
+    for cap in [CAP, 4096] {
+        history_against_a_lapping_writer(cap);
+    }
+}
+
+fn history_against_a_lapping_writer(cap: u64) {
+    let hdr = Arc::new(RingHeader::new());
+    let mem = Arc::new(AtomicBytes::new(cap));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let len = |seq: u64| 8 + (seq % 17) as usize;
+    let writer = {
+        let (hdr, mem, stop) = (hdr.clone(), mem.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut w = Writer::new(&hdr, cap, false).with_history(&hdr, 4);
+            let mut seq = 0;
+            while seq < 1000 || (!stop.load(Ordering::Relaxed) && seq < 2_000_000) {
+                let r = w.try_reserve(&hdr, &*mem, len(seq) as u64).unwrap();
+                mem.write(r.payload_offset(cap), &pattern(seq, len(seq)));
+                w.commit(&hdr, &*mem, r);
+                seq += 1;
+            }
+        })
+    };
+    let join_and_check = |slot: usize| {
+        let r = Reader::join(&hdr, cap, max_payload(cap), slot % MAX_READERS, 1, false);
+        let past = history(&hdr, &*mem, cap, max_payload(cap), r.position(), 4);
+        for pair in past.windows(2) {
+            assert_eq!(pair[1].seq, pair[0].seq + 1);
+        }
+        for p in &past {
+            assert_eq!(p.bytes, pattern(p.seq, len(p.seq)), "seq {}", p.seq);
+        }
+        past
+    };
+    for slot in 0..2000 {
+        join_and_check(slot);
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    // Once the writer rests, a joiner gets the whole history, up to the last message.
+    let past = join_and_check(0);
+    let next = hdr.head.next_seq.load(Ordering::Relaxed);
+    assert_eq!(
+        past.iter().map(|p| p.seq).collect::<Vec<_>>(),
+        (next - 4..next).collect::<Vec<_>>()
+    );
+}
