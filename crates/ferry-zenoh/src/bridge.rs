@@ -59,6 +59,11 @@ pub struct Options {
     pub max_topics: usize,
     /// How often the domain's topics are listed for new ones.
     pub scan: Duration,
+    /// To Zenoh: how many of the messages a ferry publisher kept (`Qos::history`) the bridge
+    /// forwards when it finds the publisher already running, so that what was published before
+    /// the bridge saw the topic still reaches Zenoh. Over shared memory only (the bridge's own
+    /// host); 0 under `Transport::Udp`.
+    pub history: usize,
 }
 
 /// Counts of one direction of one topic.
@@ -406,6 +411,16 @@ impl Shared {
             .max_message_size(self.options.max_message)
     }
 
+    /// The QoS of the bridge's ferry subscribers: as `qos`, asking for history where ferry
+    /// keeps it.
+    fn subscriber_qos(&self) -> Qos {
+        let history = match self.options.transport {
+            Transport::Udp => 0,
+            _ => self.options.history,
+        };
+        self.qos().history(history)
+    }
+
     /// The ferry publisher of a topic that comes from Zenoh: made on its first message or
     /// announcement, up to `max_topics`.
     fn publisher<'i>(
@@ -460,7 +475,7 @@ impl Shared {
             return;
         };
         let flow = flow(&self.counts.to_zenoh, topic);
-        let mut sub = match self.node.subscriber(topic, &self.qos()) {
+        let mut sub = match self.node.subscriber(topic, &self.subscriber_qos()) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("ferry-zenoh: cannot subscribe to {topic}: {e}");

@@ -66,6 +66,12 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 256)]
     max_topics: usize,
 
+    /// Forward up to K of the messages a ferry publisher kept (`ferry pub --history N`) when
+    /// the bridge finds it already running, so that what it published before the bridge saw
+    /// its topic reaches Zenoh too (shared memory, this host's publishers)
+    #[arg(long, value_name = "K", default_value_t = 64)]
+    history: usize,
+
     /// How often the domain's topics are looked at for new ones, in seconds
     #[arg(long, value_name = "S", default_value_t = 0.5, value_parser = parse_seconds)]
     scan_interval: f64,
@@ -226,6 +232,7 @@ fn run(args: Args) -> Result<(), String> {
         max_message: args.max_message_size,
         max_topics: args.max_topics,
         scan: Duration::from_secs_f64(args.scan_interval),
+        history: args.history,
     };
     let session = zenoh::open(zenoh_config(&args)?)
         .wait()
