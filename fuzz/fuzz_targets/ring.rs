@@ -1,7 +1,8 @@
 //! A shared-memory ring whose every shared word and byte is the fuzzer's (the input format is
 //! `ferry_fuzz::RingOp`): between the operations of a reader and of the writer it rewrites the
 //! record bytes and the header's words (head, last, next sequence number, reserve, hold,
-//! frontier, sleepers, the readers' cursors and owners), as any process that maps a ring could.
+//! frontier, sleepers, the readers' cursors and owners, the history word), as any process that
+//! maps a ring could.
 //! Whatever they say, no call panics or runs without bound, a record handed out lies inside the
 //! ring's double mapping and within the maximum message, and a latest reader's copy is as long
 //! as its record says. The ring is a real one: a POSIX shared-memory object mapped twice in a
@@ -72,7 +73,11 @@ fuzz_target!(|data: &[u8]| {
         // else in this process touches the ring now.
         unsafe { std::ptr::write_bytes(mem.ptr(0), 0, cap as usize) };
         let hdr = Box::new(RingHeader::new());
+        // Half the inputs (odd maximum messages) have a writer that keeps history.
         let mut writer = Writer::new(&hdr, cap, setup.reliable);
+        if max_len % 2 == 1 {
+            writer = writer.with_history(&hdr, 3);
+        }
         let mut reader = Reader::join(&hdr, cap, max_len, 0, 1, setup.reliable);
         let mut copy = Vec::new();
         while let Some(op) = RingOp::read(&mut input) {
@@ -92,7 +97,8 @@ fuzz_target!(|data: &[u8]| {
                         7 => &hdr.readers[0].cursor,
                         8 => &hdr.readers[0].owner,
                         9 => &hdr.readers[1].cursor,
-                        _ => &hdr.readers[1].owner,
+                        10 => &hdr.readers[1].owner,
+                        _ => &hdr.head.history,
                     };
                     w.store(value, Ordering::Release);
                 }
@@ -173,6 +179,16 @@ fuzz_target!(|data: &[u8]| {
                 RingOp::Rejoin { slot } => {
                     reader.leave(&hdr);
                     reader = Reader::join(&hdr, cap, max_len, slot, 1, setup.reliable);
+                    // What a joiner copies of the history: bounded, each copy within the
+                    // maximum message, in sequence.
+                    let past = ring::history(&hdr, mem, cap, max_len, reader.position(), 4);
+                    assert!(past.len() <= 4);
+                    for p in &past {
+                        assert!(p.bytes.len() as u64 <= max_len);
+                    }
+                    for pair in past.windows(2) {
+                        assert_eq!(pair[1].seq, pair[0].seq.wrapping_add(1));
+                    }
                 }
             }
         }

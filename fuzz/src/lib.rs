@@ -349,7 +349,8 @@ pub enum RingOp {
     /// Store `value` into the ring's word `word` (taken modulo the ring's words).
     Scribble { word: u64, value: u64 },
     /// Store `value` into a header word: 0 head, 1 last, 2 next sequence number, 3 reserve,
-    /// 4 hold, 5 frontier, 6 sleepers, 7 and 8 reader 0's cursor and owner, 9 and 10 reader 1's.
+    /// 4 hold, 5 frontier, 6 sleepers, 7 and 8 reader 0's cursor and owner, 9 and 10 reader 1's,
+    /// 11 the oldest kept message (history).
     Header { which: u8, value: u64 },
     /// The reader looks for the next record (`peek`, or `read_latest`) and releases it.
     Read,
@@ -375,7 +376,7 @@ impl RingOp {
                 value: b.u64()?,
             },
             1 => RingOp::Header {
-                which: b.u8()? % 11,
+                which: b.u8()? % 12,
                 value: b.u64()?,
             },
             2 => RingOp::Read,

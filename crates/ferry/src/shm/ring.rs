@@ -1456,7 +1456,11 @@ pub fn history<M: RingBytes>(
             if next_seq.is_some_and(|n| n != seq) {
                 break;
             }
-            next_seq = seq.checked_add(1);
+            // (u64::MAX is `NOT_COMMITTED`, no message's number.)
+            let Some(after) = seq.checked_add(1) else {
+                break;
+            };
+            next_seq = Some(after);
             let mut bytes = if kept.len() == want {
                 kept.pop_front().map(|(_, p)| p.bytes).unwrap_or_default()
             } else {
