@@ -317,6 +317,71 @@ fn pub_and_echo_exchange_messages() {
 }
 
 #[test]
+fn one_echo_reads_several_topics_each_line_naming_its_topic() {
+    let d = domain("many");
+    let echo = spawn_in(
+        &d,
+        &[
+            "echo",
+            "a",
+            "b",
+            "c",
+            "--count",
+            "6",
+            "--json",
+            "--timeout",
+            "30",
+        ],
+    );
+    let pubs: Vec<Running> = ["a", "b", "c"]
+        .iter()
+        .map(|t| {
+            spawn_in(
+                &d,
+                &[
+                    "pub",
+                    t,
+                    "--size",
+                    "16",
+                    "--rate",
+                    "100",
+                    "--count",
+                    "2",
+                    "--wait-subscribers",
+                    "1",
+                    "--wait-timeout",
+                    "30",
+                ],
+            )
+        })
+        .collect();
+    for p in pubs {
+        let out = p.finish(LONG);
+        assert!(out.status.success(), "pub failed: {}", out.stderr);
+    }
+    let out = echo.finish(LONG);
+    assert!(out.status.success(), "echo failed: {}", out.stderr);
+    let mut per_topic = std::collections::BTreeMap::<String, Vec<u64>>::new();
+    for line in out.stdout.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        per_topic
+            .entry(
+                v["topic"]
+                    .as_str()
+                    .expect("a topic on each line")
+                    .to_owned(),
+            )
+            .or_default()
+            .push(v["seq"].as_u64().unwrap());
+    }
+    let want: std::collections::BTreeMap<String, Vec<u64>> = ["a", "b", "c"]
+        .iter()
+        .map(|t| (t.to_string(), vec![0, 1]))
+        .collect();
+    assert_eq!(per_topic, want, "{}", out.stdout);
+}
+
+#[test]
 fn echo_that_starts_late_gets_what_pub_kept_then_the_live_ones() {
     let d = domain("hist");
     // Twenty messages at once, kept five, then quiet for a while.

@@ -71,6 +71,10 @@ impl Events {
     }
 
     /// Events dropped because nobody took them in time.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
     pub(crate) fn dropped(&self) -> u64 {
         self.dropped
     }

@@ -35,6 +35,7 @@ pub(crate) mod refusal;
 pub mod service;
 mod sync;
 mod vocabulary;
+mod waitset;
 
 // The OS layer, the shared-memory ring and the UDP protocol's internals are not part of the
 // API. The `internals` feature opens them to ferry's own tests and fuzz targets (the ring's
@@ -69,6 +70,7 @@ pub use sys::udp::MulticastInterface;
 pub use udp::crypto::DomainKey;
 pub use udp::discovery::{DiscoveryConfig, DiscoveryLimits};
 pub use vocabulary::ParseNameError;
+pub use waitset::{Timer, WaitSet, Waitable};
 
 /// The longest node name (bytes).
 pub const MAX_NODE_NAME: usize = shm::layout::MAX_NODE_NAME;

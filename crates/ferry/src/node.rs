@@ -678,6 +678,61 @@ impl Subscriber {
         }
     }
 
+    /// For a wait set: whether a message or (with `events`) an event waits (nothing is taken);
+    /// counts the deadline periods that ended.
+    pub(crate) fn look(&mut self, now: Instant, events: bool) -> bool {
+        self.count_deadline(now);
+        let inner = match &mut self.inner {
+            SubInner::Shm(s) => s.look(now, events),
+            SubInner::Udp(u) => u.look(events),
+            SubInner::Auto(s, u) => s.look(now, events) | u.look(events),
+        };
+        inner || (events && !self.events.is_empty())
+    }
+
+    /// For a wait set, before it sleeps: what wakes this subscriber, and when it must be looked
+    /// at whatever happens. False when a message came meanwhile.
+    pub(crate) fn arm(&mut self, sleep: &mut crate::waitset::Sleep) -> bool {
+        if let Some(d) = &self.deadline {
+            sleep.due(d.next());
+        }
+        let udp = |u: &UdpSubscriber, sleep: &mut crate::waitset::Sleep| {
+            let (fd, next_ns) = u.wait_on();
+            sleep.fds.push(fd);
+            let left = next_ns.saturating_sub(crate::sys::monotonic_ns());
+            sleep.due(Instant::now() + Duration::from_nanos(left.min(3_600_000_000_000)));
+        };
+        let shm = |s: &mut ShmSubscriber, sleep: &mut crate::waitset::Sleep| {
+            let (bell, liveness) = s.arm();
+            sleep.due(liveness);
+            match bell {
+                Some(b) => {
+                    sleep.bells.push(b);
+                    true
+                }
+                None => false,
+            }
+        };
+        match &mut self.inner {
+            SubInner::Shm(s) => shm(s, sleep),
+            SubInner::Udp(u) => {
+                udp(u, sleep);
+                true
+            }
+            SubInner::Auto(s, u) => {
+                udp(u, sleep);
+                shm(s, sleep)
+            }
+        }
+    }
+
+    /// After a wait set's sleep.
+    pub(crate) fn disarm(&mut self) {
+        if let SubInner::Shm(s) | SubInner::Auto(s, _) = &mut self.inner {
+            s.disarm();
+        }
+    }
+
     /// Counts the deadline periods that ended by `now` without a message.
     fn count_deadline(&mut self, now: Instant) {
         let Some(d) = &mut self.deadline else { return };

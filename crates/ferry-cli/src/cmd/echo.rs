@@ -1,4 +1,5 @@
-//! `ferry echo`: prints the messages of a topic as they arrive.
+//! `ferry echo`: prints the messages of one topic, or of several read in one thread through a
+//! wait set, as they arrive.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -7,15 +8,17 @@ use clap::Args;
 use serde::Serialize;
 
 use super::{delivery_words, wait_words, TransportOpt, POLL_SLICE};
-use ferry_cmd::error::{bail, Result};
+use ferry_cmd::error::{bail, Context, Result};
 use ferry_cmd::signal;
 use ferry_cmd::table::print_out;
 use ferry_cmd::units::{parse_domain, parse_seconds, parse_size};
 
 #[derive(Debug, Args)]
 pub struct EchoArgs {
-    /// Topic to read (1 to 100 letters, digits and _ - . /)
-    pub topic: String,
+    /// Topics to read (1 to 100 letters, digits and _ - . /); with several, one thread reads
+    /// them all, each line naming its topic
+    #[arg(required = true, value_name = "TOPIC")]
+    pub topics: Vec<String>,
 
     /// Exit after N messages [default: until Ctrl-C]
     #[arg(long, value_name = "N")]
@@ -86,6 +89,8 @@ const HEAD_BYTES: usize = 16;
 
 #[derive(Serialize)]
 struct Line<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    topic: Option<&'a str>,
     seq: u64,
     size: usize,
     skipped: u64,
@@ -104,26 +109,34 @@ struct Style {
 }
 
 pub fn run(args: EchoArgs) -> Result<()> {
-    let (node, mut subscriber) =
-        super::subscriber("ferry-echo", args.domain.as_deref(), &args.topic, &{
-            let mut qos =
-                super::subscriber_qos(args.transport, args.delivery, args.wait, args.max_size);
-            qos.deadline = args.deadline;
-            qos.history = args.history;
-            qos
-        })?;
+    let qos = {
+        let mut qos =
+            super::subscriber_qos(args.transport, args.delivery, args.wait, args.max_size);
+        qos.deadline = args.deadline;
+        qos.history = args.history;
+        qos
+    };
+    let node = super::node("ferry-echo", args.domain.as_deref())?;
+    let mut subscribers = Vec::with_capacity(args.topics.len());
+    for topic in &args.topics {
+        subscribers.push(node.subscriber(topic, &qos).context(format!(
+            "cannot subscribe to topic {topic:?} in domain {}",
+            node.domain()
+        ))?);
+    }
     // A capped UDP receive buffer matters only to what comes over UDP: said at once when UDP is
-    // all this subscriber reads, else with the first message that comes over UDP; once.
-    let mut udp_warnings = subscriber.warnings();
+    // all these subscribers read, else with the first message that comes over UDP; once.
+    let mut udp_warnings = subscribers[0].warnings();
     if args.transport.transport == ferry::Transport::Udp {
         warn(&mut udp_warnings);
     }
-
     let style = Style {
         json: args.json,
         full: args.full,
         timestamps: args.timestamps,
     };
+    let several = subscribers.len() > 1;
+    let mut set = ferry::WaitSet::new();
     let mut received = 0u64;
     let mut last = Instant::now();
     while args.count.map_or(true, |c| received < c) {
@@ -134,50 +147,79 @@ pub fn run(args: EchoArgs) -> Result<()> {
             Some(t) => t.saturating_sub(last.elapsed()).min(POLL_SLICE),
             None => POLL_SLICE,
         };
-        let received_one = subscriber.recv_timeout(slice)?.map(|sample| {
-            let udp = sample.publisher().transport() == ferry::Transport::Udp;
-            let time = style.timestamps.then(ferry_record::format::now_ns);
-            (
-                udp,
-                format_line(sample.seq(), sample.skipped(), &sample, time, style),
-            )
-        });
-        if args.events {
-            while let Some(e) = subscriber.try_event() {
-                let node = match e {
-                    ferry::Event::Appeared(id) => subscriber.publisher_info(id).node,
-                    _ => None,
+        // One topic: its subscriber's own receive, which waits as --wait says. Several: a wait
+        // set, which sleeps until any of them has something.
+        let (ready, mut first_wait) = if several {
+            let mut items: Vec<&mut dyn ferry::Waitable> = subscribers
+                .iter_mut()
+                .map(|s| s as &mut dyn ferry::Waitable)
+                .collect();
+            (set.wait(&mut items, Some(slice))?.to_vec(), None)
+        } else {
+            (vec![0], Some(slice))
+        };
+        let mut got = 0;
+        for i in ready {
+            let (sub, topic) = (
+                &mut subscribers[i],
+                several.then_some(args.topics[i].as_str()),
+            );
+            loop {
+                let line = if args.count.is_some_and(|c| received >= c) {
+                    None
+                } else {
+                    let sample = match first_wait.take() {
+                        Some(wait) => sub.recv_timeout(wait)?,
+                        None => sub.try_recv()?,
+                    };
+                    match sample {
+                        Some(sample) => {
+                            if sample.publisher().transport() == ferry::Transport::Udp {
+                                warn(&mut udp_warnings);
+                            }
+                            let time = style.timestamps.then(ferry_record::format::now_ns);
+                            let (seq, skipped) = (sample.seq(), sample.skipped());
+                            Some(format_line(topic, seq, skipped, &sample, time, style)?)
+                        }
+                        None => None,
+                    }
                 };
-                if !print_out(&event_line(&e, node.as_deref(), style)?)? {
-                    return Ok(());
+                // Events before the message they came with; taken whether shown or not (one
+                // not taken keeps its topic ready).
+                while let Some(e) = sub.try_event() {
+                    if !args.events {
+                        continue;
+                    }
+                    let node = match e {
+                        ferry::Event::Appeared(id) => sub.publisher_info(id).node,
+                        _ => None,
+                    };
+                    if !print_out(&event_line(&e, node.as_deref(), topic, style)?)? {
+                        return Ok(());
+                    }
+                }
+                let Some(line) = line else { break };
+                received += 1;
+                got += 1;
+                if !print_out(&line)? {
+                    return Ok(()); // the reader of our output went away
                 }
             }
         }
-        let line = match received_one {
-            Some((udp, line)) => {
-                if udp {
-                    warn(&mut udp_warnings);
-                }
-                line?
+        if got > 0 {
+            last = Instant::now();
+        } else if let Some(t) = args.timeout {
+            if last.elapsed() >= t {
+                bail!(
+                    "no message on {} (domain {}) for {t:?}; received {received}{}",
+                    match args.topics.as_slice() {
+                        [one] => format!("topic {one:?}"),
+                        many => format!("topics {many:?}"),
+                    },
+                    node.domain(),
+                    args.count.map_or(String::new(), |c| format!(" of {c}"))
+                );
             }
-            None => {
-                if let Some(t) = args.timeout {
-                    if last.elapsed() >= t {
-                        bail!(
-                            "no message on topic {:?} (domain {}) for {t:?}; received {received}{}",
-                            args.topic,
-                            node.domain(),
-                            args.count.map_or(String::new(), |c| format!(" of {c}"))
-                        );
-                    }
-                }
-                continue;
-            }
-        };
-        received += 1;
-        last = Instant::now();
-        if !print_out(&line)? {
-            return Ok(()); // the reader of our output went away
         }
     }
     Ok(())
@@ -185,6 +227,8 @@ pub fn run(args: EchoArgs) -> Result<()> {
 
 #[derive(Serialize)]
 struct EventJson<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    topic: Option<&'a str>,
     event: &'a str,
     publisher: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -193,19 +237,28 @@ struct EventJson<'a> {
     why: Option<&'a str>,
 }
 
-/// The line of a publisher event (with its newline).
-fn event_line(e: &ferry::Event, node: Option<&str>, style: Style) -> Result<String> {
+/// The line of a publisher event (with its newline), naming its topic when given.
+fn event_line(
+    e: &ferry::Event,
+    node: Option<&str>,
+    topic: Option<&str>,
+    style: Style,
+) -> Result<String> {
     let (event, id, why) = match e {
         ferry::Event::Appeared(id) => ("appeared", id, None),
         ferry::Event::Gone(id, why) => ("gone", id, Some(why.as_str())),
         ferry::Event::DeadlineMissed(missed) => {
             let mut line = if style.json {
-                serde_json::to_string(&serde_json::json!({
+                let mut j = serde_json::json!({
                     "event": "deadline-missed",
                     "missed": missed,
-                }))?
+                });
+                if let Some(t) = topic {
+                    j["topic"] = t.into();
+                }
+                serde_json::to_string(&j)?
             } else {
-                format!("deadline missed ({missed} so far)")
+                format!("{}deadline missed ({missed} so far)", prefix(topic))
             };
             line.push('\n');
             return Ok(line);
@@ -214,13 +267,14 @@ fn event_line(e: &ferry::Event, node: Option<&str>, style: Style) -> Result<Stri
     };
     let mut line = if style.json {
         serde_json::to_string(&EventJson {
+            topic,
             event,
             publisher: id.to_string(),
             node,
             why,
         })?
     } else {
-        let mut text = format!("publisher {id} {event}");
+        let mut text = format!("{}publisher {id} {event}", prefix(topic));
         if let Some(n) = node {
             let _ = write!(text, " (node {n:?})");
         }
@@ -233,8 +287,14 @@ fn event_line(e: &ferry::Event, node: Option<&str>, style: Style) -> Result<Stri
     Ok(line)
 }
 
-/// One output line (with its newline).
+/// What a line of several topics starts with: its topic.
+fn prefix(topic: Option<&str>) -> String {
+    topic.map_or(String::new(), |t| format!("{t}  "))
+}
+
+/// One output line (with its newline), naming its topic when given.
 fn format_line(
+    topic: Option<&str>,
     seq: u64,
     skipped: u64,
     payload: &[u8],
@@ -253,6 +313,7 @@ fn format_line(
     }
     let mut line = if json {
         serde_json::to_string(&Line {
+            topic,
             seq,
             size: payload.len(),
             skipped,
@@ -272,6 +333,7 @@ fn format_line(
             Some(t) => format!("{}.{:09}  ", t / 1_000_000_000, t % 1_000_000_000),
             None => String::new(),
         };
+        text.push_str(&prefix(topic));
         let _ = write!(text, "seq {seq}  size {}  {head}{more}", payload.len());
         if skipped > 0 {
             let _ = write!(text, "  (skipped {skipped})");
@@ -295,19 +357,19 @@ mod tests {
         };
         let payload: Vec<u8> = (0..20).collect();
         assert_eq!(
-            format_line(3, 0, &payload, None, text).unwrap(),
+            format_line(None, 3, 0, &payload, None, text).unwrap(),
             "seq 3  size 20  00010203 04050607 08090a0b 0c0d0e0f …\n"
         );
         assert_eq!(
-            format_line(3, 2, &payload[..2], None, text).unwrap(),
+            format_line(None, 3, 2, &payload[..2], None, text).unwrap(),
             "seq 3  size 2  0001  (skipped 2)\n"
         );
         assert_eq!(
-            format_line(5, 0, &[], None, text).unwrap(),
+            format_line(None, 5, 0, &[], None, text).unwrap(),
             "seq 5  size 0  (empty)\n"
         );
         assert_eq!(
-            format_line(4, 0, &[0xab], None, json).unwrap(),
+            format_line(None, 4, 0, &[0xab], None, json).unwrap(),
             "{\"seq\":4,\"size\":1,\"skipped\":0,\"head\":\"ab\"}\n"
         );
         let full = Style {
@@ -316,7 +378,7 @@ mod tests {
             ..json
         };
         assert_eq!(
-            format_line(4, 0, &payload[..18], Some(7), full).unwrap(),
+            format_line(None, 4, 0, &payload[..18], Some(7), full).unwrap(),
             "{\"seq\":4,\"size\":18,\"skipped\":0,\
              \"head\":\"000102030405060708090a0b0c0d0e0f1011\",\"time_ns\":7}\n"
         );
@@ -326,7 +388,7 @@ mod tests {
             ..text
         };
         assert_eq!(
-            format_line(4, 0, &payload[..5], Some(1_500_000_000), full_text).unwrap(),
+            format_line(None, 4, 0, &payload[..5], Some(1_500_000_000), full_text).unwrap(),
             "1.500000000  seq 4  size 5  00010203 04\n"
         );
     }

@@ -277,6 +277,29 @@ impl Client {
         }
     }
 
+    /// For a wait set: whether a response (or the end of a pending request) waits; looks
+    /// whether the server still runs when that is due.
+    pub(crate) fn look(&mut self, now: Instant) -> bool {
+        if now >= self.next_watch {
+            // An error here is a request ended, which the next receive reports.
+            let _ = self.watch_server();
+        }
+        !self.calls.ended.is_empty()
+            || !self.calls.stash.is_empty()
+            || self.responses.look(now, false)
+    }
+
+    pub(crate) fn arm(&mut self, sleep: &mut crate::waitset::Sleep) -> bool {
+        if !self.calls.pending.is_empty() || self.server_ready {
+            sleep.due(self.next_watch);
+        }
+        self.responses.arm(sleep)
+    }
+
+    pub(crate) fn disarm(&mut self) {
+        self.responses.disarm()
+    }
+
     /// A stashed response or an ended request, if one is kept (for `want` only, if given).
     fn take_kept(&mut self, want: Option<u64>) -> Result<Option<(Found, u64, Status)>, CallError> {
         let calls = &mut self.calls;

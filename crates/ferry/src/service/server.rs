@@ -205,6 +205,24 @@ impl Server {
         }
     }
 
+    /// For a wait set: whether a request waits; lets go of departed clients when that is due.
+    pub(crate) fn look(&mut self, now: Instant) -> bool {
+        if now >= self.responders.next_prune {
+            self.responders.prune();
+        }
+        // The request topic's publisher events are not the server user's.
+        self.requests.look(now, false)
+    }
+
+    pub(crate) fn arm(&mut self, sleep: &mut crate::waitset::Sleep) -> bool {
+        sleep.due(self.responders.next_prune);
+        self.requests.arm(sleep)
+    }
+
+    pub(crate) fn disarm(&mut self) {
+        self.requests.disarm()
+    }
+
     /// Finds the next well-formed request, answering those too large with a refusal.
     fn next(
         &mut self,

@@ -581,6 +581,51 @@ impl ShmSubscriber {
 
     /// Sleeps on this subscriber's doorbell until a publisher rings it (or a bounded time, so
     /// that dead publishers are noticed).
+    /// For a wait set: whether a message (or, with `events`, a publisher event) is waiting,
+    /// without taking it; looks at the publishers' liveness when that is due.
+    pub fn look(&mut self, now: Instant, events: bool) -> bool {
+        // A look due within the slack is taken now: the subscribers of one wait set come to
+        // share their wake-ups instead of each waking the thread on its own schedule.
+        if now + crate::waitset::SLACK >= self.next_liveness {
+            self.check_liveness();
+            self.next_liveness = now + LIVENESS_PERIOD;
+        }
+        self.refresh();
+        !self.backlog.is_empty()
+            || (events && !self.events.is_empty())
+            || self
+                .sources
+                .iter_mut()
+                .any(|s| s.reader.has_data(&s.data.block().ring))
+    }
+
+    /// For a wait set, before it sleeps: the futex word a publisher rings for this subscriber
+    /// and the value it holds now, with this subscriber announced as a sleeper on every ring
+    /// (then `disarm`); `None` when a message came meanwhile (disarm all the same). Also when
+    /// the next liveness look is due.
+    pub fn arm(&mut self) -> (Option<(*const std::sync::atomic::AtomicU32, u32)>, Instant) {
+        let me = self.topic.subscriber(self.slot);
+        // SeqCst: as in `sleep`, the bell is read before the look for work.
+        let bell = me.doorbell.load(Ordering::SeqCst);
+        let mut ready = false;
+        for s in self.sources.iter_mut() {
+            ready |= s.reader.announce_sleep(&s.data.block().ring);
+        }
+        if ready || self.topic.epoch() != self.epoch {
+            return (None, self.next_liveness);
+        }
+        me.waits.fetch_add(1, Ordering::Relaxed);
+        let word: *const std::sync::atomic::AtomicU32 = &*me.doorbell;
+        (Some((word, bell)), self.next_liveness)
+    }
+
+    /// After a wait set's sleep: no longer announced as a sleeper.
+    pub fn disarm(&mut self) {
+        for s in self.sources.iter() {
+            s.reader.cancel_sleep(&s.data.block().ring);
+        }
+    }
+
     fn sleep(&mut self, deadline: Option<Instant>) {
         let me = self.topic.subscriber(self.slot);
         // SeqCst: read the bell before looking for work, so a ring after the look changes it.

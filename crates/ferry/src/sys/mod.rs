@@ -379,6 +379,76 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
     );
 }
 
+/// Sleeps until one of `words` no longer holds the value given beside it (or was rung), or
+/// `timeout` passes, or a signal comes; the caller looks again in every case. `Err` when the
+/// kernel has no `futex_waitv` (before Linux 5.16).
+pub(crate) fn futex_waitv(
+    words: &[(*const AtomicU32, u32)],
+    timeout: Option<Duration>,
+) -> Result<(), crate::waitset::Missing> {
+    use rustix::thread::futex::{Wait, WaitFlags, WaitPtr, WaitvFlags};
+    let mut waits = [Wait::new(); 129];
+    let n = words.len().min(waits.len());
+    for (w, &(word, value)) in waits.iter_mut().zip(words) {
+        w.val = u64::from(value);
+        w.uaddr = WaitPtr::new(word as *mut std::ffi::c_void);
+        w.flags = WaitFlags::SIZE_U32;
+    }
+    // An absolute time on the monotonic clock.
+    let at = timeout.map(|d| {
+        let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        let ns = now.tv_nsec as u64 + u64::from(d.subsec_nanos());
+        rustix::time::Timespec {
+            tv_sec: now
+                .tv_sec
+                .saturating_add(d.as_secs().min(i64::MAX as u64 / 2) as i64)
+                .saturating_add((ns / 1_000_000_000) as i64),
+            tv_nsec: (ns % 1_000_000_000) as _,
+        }
+    });
+    match rustix::thread::futex::waitv(
+        &waits[..n],
+        WaitvFlags::empty(),
+        at.as_ref(),
+        rustix::time::ClockId::Monotonic,
+    ) {
+        Err(e) if e == rustix::io::Errno::NOSYS => Err(crate::waitset::Missing),
+        // Woken, a value that differed already (EAGAIN), the time up, a signal: look again.
+        _ => Ok(()),
+    }
+}
+
+/// Sleeps until one of `fds` (or `extra`) is readable, or `timeout` passes, or a signal comes.
+pub(crate) fn poll_readable(
+    fds: &[std::os::fd::RawFd],
+    extra: Option<std::os::fd::RawFd>,
+    timeout: Option<Duration>,
+) {
+    let mut polls: Vec<libc::pollfd> = fds
+        .iter()
+        .chain(extra.iter())
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ts = timeout.map(|d| libc::timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as _,
+    });
+    // SAFETY: `polls` is a valid array of `polls.len()` pollfd; the timespec, when given, lives
+    // on this stack frame; no signal mask is passed.
+    unsafe {
+        libc::ppoll(
+            polls.as_mut_ptr(),
+            polls.len() as libc::nfds_t,
+            ts.as_ref().map_or(std::ptr::null(), |t| t as *const _),
+            std::ptr::null(),
+        );
+    }
+}
+
 /// Wakes every thread sleeping on `word`, in any process.
 pub fn futex_wake(word: &AtomicU32) {
     let _ =

@@ -1852,6 +1852,26 @@ impl UdpSubscriber {
         }
     }
 
+    /// For a wait set: takes in what the socket holds and runs the protocol's timers, and says
+    /// whether a message (or, with `events`, a publisher event) is waiting, without taking it.
+    pub fn look(&mut self, events: bool) -> bool {
+        if self.rx.ready() == 0 {
+            let now = self.receive(None);
+            // Timers due within the slack run now (see `ShmSubscriber::look`).
+            if now.saturating_add(crate::waitset::SLACK.as_nanos() as u64) >= self.next_tick {
+                self.tick(now);
+            }
+        }
+        self.rx.ready() > 0 || (events && self.rx.has_events())
+    }
+
+    /// For a wait set: the socket to wait on, and when (`monotonic_ns`) the protocol next needs
+    /// a look whatever arrives.
+    pub fn wait_on(&self) -> (std::os::fd::RawFd, u64) {
+        use std::os::fd::AsRawFd;
+        (self.socket.as_raw_fd(), self.next_tick)
+    }
+
     /// The next message if one is there, without waiting.
     pub fn poll(&mut self) -> Result<bool, RecvError> {
         let now = if self.rx.ready() == 0 {

@@ -567,6 +567,11 @@ impl Receiver {
         self.events.dropped()
     }
 
+    /// Whether a publisher event waits to be taken.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     pub fn stats(&self) -> ReceiverStats {
         self.stats
     }

@@ -1,0 +1,246 @@
+//! One thread waiting on many: a wait set over shared-memory and UDP subscribers, a service's
+//! server and client, and timers says which are ready, wakes on the first message of any, and
+//! loses no wake-up (a randomised stress over both transports). Every wait has a timeout.
+
+use std::time::{Duration, Instant};
+
+use ferry::{Node, Qos, Timer, Transport, WaitSet, WaitStrategy};
+
+mod common;
+use common::*;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn qos(t: Transport) -> Qos {
+    Qos::default()
+        .transport(t)
+        .wait(WaitStrategy::Block)
+        .max_message_size(1024)
+}
+
+/// A subscriber and a publisher of `topic` that see each other.
+fn pair(node: &Node, topic: &str, t: Transport) -> (ferry::Subscriber, ferry::Publisher) {
+    let mut sub = node.subscriber(topic, &qos(t)).unwrap();
+    let publ = node.publisher(topic, &qos(t)).unwrap();
+    assert!(
+        meet(&mut sub, &publ, WAIT),
+        "{topic} over {t:?} did not meet"
+    );
+    // The publisher's appearance is an event, which makes the subscriber ready: taken here.
+    while sub.try_event().is_some() {}
+    (sub, publ)
+}
+
+#[test]
+fn a_wait_set_says_which_subscriber_has_a_message() {
+    for t in [Transport::Shm, Transport::Udp] {
+        let dom = domain("ws");
+        let node = Node::with_domain("n", &dom).unwrap();
+        let (mut a, _pa) = pair(&node, "a", t);
+        let (mut b, mut pb) = pair(&node, "b", t);
+        let mut set = WaitSet::new();
+        assert!(
+            set.wait(&mut [&mut a, &mut b], Some(Duration::from_millis(20)))
+                .unwrap()
+                .is_empty(),
+            "nothing sent yet"
+        );
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            pb.send(b"to b").unwrap();
+            pb
+        });
+        let ready = set
+            .wait(&mut [&mut a, &mut b], Some(WAIT))
+            .unwrap()
+            .to_vec();
+        assert_eq!(ready, vec![1], "{t:?}");
+        assert_eq!(&*b.try_recv().unwrap().expect("b's message"), b"to b");
+        assert!(a.try_recv().unwrap().is_none());
+        let _pb = sender.join().unwrap();
+        // Over UDP a publisher is announced with its first message: an event to take too.
+        while b.try_event().is_some() {}
+        // Taken: nothing is ready any more.
+        assert!(set
+            .wait(&mut [&mut a, &mut b], Some(Duration::from_millis(20)))
+            .unwrap()
+            .is_empty());
+    }
+}
+
+#[test]
+fn one_wait_set_covers_shared_memory_and_udp_together() {
+    let dom = domain("wsmix");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let (mut s, mut ps) = pair(&node, "s", Transport::Shm);
+    let (mut u, mut pu) = pair(&node, "u", Transport::Udp);
+    let mut set = WaitSet::new();
+    for round in 0..20 {
+        let over_udp = round % 2 == 0;
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(5));
+            if over_udp {
+                pu.send(b"udp").unwrap();
+            } else {
+                ps.send(b"shm").unwrap();
+            }
+            (ps, pu)
+        });
+        let ready = set
+            .wait(&mut [&mut s, &mut u], Some(WAIT))
+            .unwrap()
+            .to_vec();
+        (ps, pu) = sender.join().unwrap();
+        let want = if over_udp { 1 } else { 0 };
+        assert_eq!(ready, vec![want], "round {round}");
+        let sub = if over_udp { &mut u } else { &mut s };
+        assert!(sub.try_recv().unwrap().is_some(), "round {round}");
+        while sub.try_event().is_some() {}
+    }
+}
+
+#[test]
+fn a_timer_is_ready_when_due_until_taken() {
+    let mut tick = Timer::new(Duration::from_millis(20));
+    let mut set = WaitSet::new();
+    let start = Instant::now();
+    let ready = set.wait(&mut [&mut tick], Some(WAIT)).unwrap().to_vec();
+    assert_eq!(ready, vec![0]);
+    assert!(start.elapsed() >= Duration::from_millis(20));
+    assert!(tick.take() >= 1);
+    assert!(!tick.is_due());
+    assert_eq!(tick.take(), 0);
+}
+
+#[test]
+fn a_wait_set_times_out_with_nothing_ready() {
+    let dom = domain("wsto");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let mut sub = node.subscriber("quiet", &qos(Transport::Auto)).unwrap();
+    let mut set = WaitSet::new();
+    let start = Instant::now();
+    assert!(set
+        .wait(&mut [&mut sub], Some(Duration::from_millis(50)))
+        .unwrap()
+        .is_empty());
+    assert!(start.elapsed() >= Duration::from_millis(50));
+}
+
+#[test]
+fn a_wait_set_wakes_a_server_on_a_request_and_a_client_on_its_response() {
+    let dom = domain("wssrv");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let q = qos(Transport::Shm);
+    let mut server = node.server("svc", &q).unwrap();
+    let mut tick = Timer::new(Duration::from_secs(3600));
+    let client_node = node.clone();
+    let caller = std::thread::spawn(move || {
+        let mut client = client_node.client("svc", &q).unwrap();
+        client.wait_for_server(WAIT);
+        client.send_request(b"ping").unwrap();
+        let mut set = WaitSet::new();
+        let ready = set.wait(&mut [&mut client], Some(WAIT)).unwrap().to_vec();
+        assert_eq!(ready, vec![0], "the client is woken by its response");
+        let r = client.try_recv_response().unwrap().expect("the response");
+        assert_eq!(&*r, b"pong");
+    });
+    let mut set = WaitSet::new();
+    let ready = set
+        .wait(&mut [&mut tick, &mut server], Some(WAIT))
+        .unwrap()
+        .to_vec();
+    assert_eq!(ready, vec![1], "the server is woken by the request");
+    let request = server.try_recv_request().unwrap().expect("the request");
+    assert_eq!(&*request, b"ping");
+    let _ = request.respond(b"pong").unwrap();
+    caller.join().unwrap();
+}
+
+#[test]
+fn a_publisher_that_goes_makes_its_subscriber_ready_with_an_event() {
+    let dom = domain("wsgone");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let (mut sub, publ) = pair(&node, "g", Transport::Shm);
+    drop(publ);
+    let mut set = WaitSet::new();
+    let ready = set.wait(&mut [&mut sub], Some(WAIT)).unwrap().to_vec();
+    assert_eq!(ready, vec![0]);
+    assert!(matches!(sub.try_event(), Some(ferry::Event::Gone(..))));
+}
+
+/// Randomised: a thread sends 1 500 messages over four topics (two of each transport) in bursts
+/// and trickles with random pauses; one thread waits on all four and must take every message
+/// with no wait running out (a wait that ran out while a message was there is a lost wake-up).
+#[test]
+fn no_wake_up_is_lost_under_random_bursts_over_both_transports() {
+    let dom = domain("wsstress");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let kinds = [
+        Transport::Shm,
+        Transport::Udp,
+        Transport::Shm,
+        Transport::Udp,
+    ];
+    let (mut subs, pubs): (Vec<_>, Vec<_>) = kinds
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| pair(&node, &format!("s{i}"), t))
+        .unzip();
+    const N: usize = 1500;
+    let sender = std::thread::spawn(move || {
+        let mut pubs = pubs;
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut rand = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut i = 0;
+        while i < N {
+            let burst = 1 + (rand() % 8) as usize;
+            for _ in 0..burst.min(N - i) {
+                let topic = (rand() % 4) as usize;
+                pubs[topic].send(&(i as u64).to_le_bytes()).unwrap();
+                i += 1;
+            }
+            match rand() % 4 {
+                0 => {}
+                1 => std::thread::yield_now(),
+                _ => std::thread::sleep(Duration::from_micros(rand() % 300)),
+            }
+        }
+        pubs
+    });
+    let mut set = WaitSet::new();
+    let mut got = vec![false; N];
+    let mut taken = 0;
+    let started = Instant::now();
+    while taken < N {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "took {taken} of {N}"
+        );
+        let mut items: Vec<&mut dyn ferry::Waitable> = subs
+            .iter_mut()
+            .map(|s| s as &mut dyn ferry::Waitable)
+            .collect();
+        let ready = set.wait(&mut items, Some(WAIT)).unwrap().to_vec();
+        assert!(
+            !ready.is_empty(),
+            "a wait ran out with {taken} of {N} taken"
+        );
+        for i in ready {
+            // Events (a UDP publisher is announced with its first message) keep a subscriber
+            // ready until taken: taken, so that the waits sleep.
+            while subs[i].try_event().is_some() {}
+            while let Some(s) = subs[i].try_recv().unwrap() {
+                let k = u64::from_le_bytes(s[..8].try_into().unwrap()) as usize;
+                assert!(!got[k], "message {k} twice");
+                got[k] = true;
+                taken += 1;
+            }
+        }
+    }
+    let _pubs = sender.join().unwrap();
+}
