@@ -126,13 +126,12 @@ impl Client {
             .into());
         }
         self.ensure_server()?;
-        let mut loan = self.requests.loan(HEADER + len)?;
+        let loan = self.requests.loan(HEADER + len)?;
         let request = self.calls.next;
-        // Ids travel as their low 32 bits (`wire`).
-        wire::put_request(&mut loan.as_mut_slice()[..HEADER], self.id, request as u32);
         Ok(RequestLoan {
             loan,
             request,
+            client: self.id,
             calls: &mut self.calls,
             counters: self.counters,
         })
@@ -234,8 +233,10 @@ impl Client {
         block: bool,
         want: Option<u64>,
     ) -> Result<Option<(Found, u64, Status)>, CallError> {
-        if let Some(found) = self.take_kept(want)? {
-            return Ok(Some(found));
+        if !self.calls.ended.is_empty() || !self.calls.stash.is_empty() {
+            if let Some(found) = self.take_kept(want)? {
+                return Ok(Some(found));
+            }
         }
         let mut wait = SlicedWait::new(timeout, WATCH_PERIOD);
         loop {
@@ -473,6 +474,8 @@ enum Found {
 pub struct RequestLoan<'a> {
     loan: Loan<'a>,
     request: u64,
+    /// This client's id, for the header written at `send`.
+    client: u64,
     calls: &'a mut Calls,
     counters: Counters,
 }
@@ -492,7 +495,14 @@ impl RequestLoan<'_> {
     }
 
     /// Sends the request.
-    pub fn send(self) -> Result<RequestId, CallError> {
+    pub fn send(mut self) -> Result<RequestId, CallError> {
+        // The header goes in with the commit (see `ResponseLoan::send`). Ids travel as their
+        // low 32 bits (`wire`).
+        wire::put_request(
+            &mut self.loan.as_mut_slice()[..HEADER],
+            self.client,
+            self.request as u32,
+        );
         self.loan.send()?;
         self.calls.pending.insert(self.request);
         self.calls.next += 1;
