@@ -680,12 +680,14 @@ impl Subscriber {
 
     /// For a wait set: whether a message or (with `events`) an event waits (nothing is taken);
     /// counts the deadline periods that ended.
-    pub(crate) fn look(&mut self, now: Instant, events: bool) -> bool {
+    /// `sockets`: whether a UDP socket may hold something (else it is read only when its
+    /// protocol's timers are due).
+    pub(crate) fn look(&mut self, now: Instant, events: bool, sockets: bool) -> bool {
         self.count_deadline(now);
         let inner = match &mut self.inner {
             SubInner::Shm(s) => s.look(now, events),
-            SubInner::Udp(u) => u.look(events),
-            SubInner::Auto(s, u) => s.look(now, events) | u.look(events),
+            SubInner::Udp(u) => u.look(events, sockets),
+            SubInner::Auto(s, u) => s.look(now, events) | u.look(events, sockets),
         };
         inner || (events && !self.events.is_empty())
     }

@@ -49,8 +49,10 @@ pub(crate) mod private {
     /// What a wait set needs of an item.
     pub trait Sealed {
         /// Whether the item has something now (a message, an event, a request, a response, a
-        /// due timer), without taking it; does what its own timers ask.
-        fn look(&mut self, now: Instant) -> bool;
+        /// due timer), without taking it; does what its own timers ask. `sockets`: whether its
+        /// sockets may hold something (false when the last sleep found them empty, so that a
+        /// look costs no system call per idle UDP subscriber).
+        fn look(&mut self, now: Instant, sockets: bool) -> bool;
         /// Gets ready to sleep: adds what wakes it to `sleep`; false when it has something
         /// after all (then `disarm` and look again).
         fn arm(&mut self, sleep: &mut Sleep) -> bool;
@@ -63,8 +65,9 @@ pub(crate) mod private {
 pub struct Sleep {
     /// Futex words and the values read from them.
     pub(crate) bells: Vec<(*const AtomicU32, u32)>,
-    /// Sockets.
+    /// Sockets, and the item each belongs to.
     pub(crate) fds: Vec<RawFd>,
+    owners: Vec<usize>,
     /// The earliest time an item must be looked at whatever happens.
     pub(crate) until: Option<Instant>,
 }
@@ -114,7 +117,7 @@ impl Timer {
 }
 
 impl private::Sealed for Timer {
-    fn look(&mut self, now: Instant) -> bool {
+    fn look(&mut self, now: Instant, _sockets: bool) -> bool {
         now >= self.next
     }
     fn arm(&mut self, sleep: &mut Sleep) -> bool {
@@ -154,6 +157,8 @@ impl private::Sealed for Timer {
 #[derive(Default)]
 pub struct WaitSet {
     ready: Vec<usize>,
+    /// Per item: whether its sockets may hold something (see `Sealed::look`).
+    readable: Vec<bool>,
     sleep: Sleep,
     helper: Option<Helper>,
     /// `futex_waitv` is missing (a kernel before 5.16): sleep in slices instead.
@@ -185,11 +190,14 @@ impl WaitSet {
         timeout: Option<Duration>,
     ) -> Result<&[usize], Error> {
         let end = timeout.and_then(|t| Instant::now().checked_add(t));
+        // The first look reads every socket; later ones only those the sleep found readable.
+        self.readable.clear();
+        self.readable.resize(items.len(), true);
         loop {
             let now = Instant::now();
             self.ready.clear();
             for (i, item) in items.iter_mut().enumerate() {
-                if item.look(now) {
+                if item.look(now, self.readable[i]) {
                     self.ready.push(i);
                 }
             }
@@ -198,18 +206,26 @@ impl WaitSet {
             }
             self.sleep.bells.clear();
             self.sleep.fds.clear();
+            self.sleep.owners.clear();
             self.sleep.until = end;
             let mut armed = 0;
             let mut all_armed = true;
-            for item in items.iter_mut() {
+            for (i, item) in items.iter_mut().enumerate() {
                 armed += 1;
-                if !item.arm(&mut self.sleep) {
+                let ok = item.arm(&mut self.sleep);
+                let owners = &mut self.sleep.owners;
+                owners.resize(self.sleep.fds.len(), i);
+                if !ok {
                     all_armed = false;
                     break;
                 }
             }
+            self.readable.iter_mut().for_each(|r| *r = !all_armed);
             if all_armed {
-                self.sleep_once()?;
+                let mut readable = std::mem::take(&mut self.readable);
+                let result = self.sleep_once(&mut readable);
+                self.readable = readable;
+                result?;
             }
             for item in items.iter_mut().take(armed) {
                 item.disarm();
@@ -217,8 +233,9 @@ impl WaitSet {
         }
     }
 
-    /// One sleep until a word changes, a socket is readable, or `sleep.until`.
-    fn sleep_once(&mut self) -> Result<(), Error> {
+    /// One sleep until a word changes, a socket is readable, or `sleep.until`; marks the
+    /// items whose sockets it found readable in `readable`.
+    fn sleep_once(&mut self, readable: &mut [bool]) -> Result<(), Error> {
         let timeout = self
             .sleep
             .until
@@ -226,12 +243,14 @@ impl WaitSet {
         if timeout.is_some_and(|t| t.is_zero()) {
             return Ok(());
         }
-        let (bells, fds) = (&self.sleep.bells, &self.sleep.fds);
+        let (bells, fds, owners) = (&self.sleep.bells, &self.sleep.fds, &self.sleep.owners);
+        let mut mark = |i: usize| readable[owners[i]] = true;
         if bells.is_empty() {
-            crate::sys::poll_readable(fds, None, timeout);
+            crate::sys::poll_readable(fds, None, timeout, &mut mark);
             return Ok(());
         }
         if bells.len() > MAX_WAITV || self.no_waitv {
+            readable.iter_mut().for_each(|r| *r = true);
             return self.sleep_in_slices(timeout);
         }
         if fds.is_empty() {
@@ -249,7 +268,7 @@ impl WaitSet {
         }
         let helper = self.helper.as_ref().expect("started above");
         helper.watch(bells);
-        crate::sys::poll_readable(fds, Some(helper.event.as_raw_fd()), timeout);
+        crate::sys::poll_readable(fds, Some(helper.event.as_raw_fd()), timeout, &mut mark);
         helper.stop_watching();
         if helper.shared.missing.load(Ordering::Relaxed) {
             self.no_waitv = true;
@@ -266,7 +285,7 @@ impl WaitSet {
             // caller lends for the whole call.
             crate::sys::futex_wait(unsafe { &*word }, value, Some(slice));
         } else {
-            crate::sys::poll_readable(&self.sleep.fds, None, Some(slice));
+            crate::sys::poll_readable(&self.sleep.fds, None, Some(slice), &mut |_| {});
         }
         Ok(())
     }
@@ -409,8 +428,8 @@ fn signal(event: RawFd) {
 }
 
 impl private::Sealed for Subscriber {
-    fn look(&mut self, now: Instant) -> bool {
-        self.look(now, true)
+    fn look(&mut self, now: Instant, sockets: bool) -> bool {
+        self.look(now, true, sockets)
     }
     fn arm(&mut self, sleep: &mut Sleep) -> bool {
         self.arm(sleep)
@@ -421,8 +440,8 @@ impl private::Sealed for Subscriber {
 }
 
 impl private::Sealed for Server {
-    fn look(&mut self, now: Instant) -> bool {
-        self.look(now)
+    fn look(&mut self, now: Instant, sockets: bool) -> bool {
+        self.look(now, sockets)
     }
     fn arm(&mut self, sleep: &mut Sleep) -> bool {
         self.arm(sleep)
@@ -433,8 +452,8 @@ impl private::Sealed for Server {
 }
 
 impl private::Sealed for Client {
-    fn look(&mut self, now: Instant) -> bool {
-        self.look(now)
+    fn look(&mut self, now: Instant, sockets: bool) -> bool {
+        self.look(now, sockets)
     }
     fn arm(&mut self, sleep: &mut Sleep) -> bool {
         self.arm(sleep)

@@ -280,14 +280,14 @@ impl Client {
 
     /// For a wait set: whether a response (or the end of a pending request) waits; looks
     /// whether the server still runs when that is due.
-    pub(crate) fn look(&mut self, now: Instant) -> bool {
+    pub(crate) fn look(&mut self, now: Instant, sockets: bool) -> bool {
         if now >= self.next_watch {
             // An error here is a request ended, which the next receive reports.
             let _ = self.watch_server();
         }
         !self.calls.ended.is_empty()
             || !self.calls.stash.is_empty()
-            || self.responses.look(now, false)
+            || self.responses.look(now, false, sockets)
     }
 
     pub(crate) fn arm(&mut self, sleep: &mut crate::waitset::Sleep) -> bool {

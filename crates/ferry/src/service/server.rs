@@ -206,12 +206,12 @@ impl Server {
     }
 
     /// For a wait set: whether a request waits; lets go of departed clients when that is due.
-    pub(crate) fn look(&mut self, now: Instant) -> bool {
+    pub(crate) fn look(&mut self, now: Instant, sockets: bool) -> bool {
         if now >= self.responders.next_prune {
             self.responders.prune();
         }
         // The request topic's publisher events are not the server user's.
-        self.requests.look(now, false)
+        self.requests.look(now, false, sockets)
     }
 
     pub(crate) fn arm(&mut self, sleep: &mut crate::waitset::Sleep) -> bool {

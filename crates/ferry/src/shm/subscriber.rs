@@ -17,6 +17,9 @@ use crate::{Delivery, Error, PublisherId, Qos, RecvError, WaitStrategy};
 /// seen dead within it).
 const LIVENESS_PERIOD: Duration = Duration::from_millis(50);
 
+/// How long a wait set may leave a subscriber without publishers unlooked at.
+const IDLE_LOOK: Duration = Duration::from_millis(500);
+
 /// One publisher this subscriber reads.
 struct Source {
     reader: Reader,
@@ -616,7 +619,14 @@ impl ShmSubscriber {
         }
         me.waits.fetch_add(1, Ordering::Relaxed);
         let word: *const std::sync::atomic::AtomicU32 = &*me.doorbell;
-        (Some((word, bell)), self.next_liveness)
+        // With no publisher there is no liveness to look at: a publisher that comes rings the
+        // doorbell.
+        let due = if self.sources.is_empty() {
+            Instant::now() + IDLE_LOOK
+        } else {
+            self.next_liveness
+        };
+        (Some((word, bell)), due)
     }
 
     /// After a wait set's sleep: no longer announced as a sleeper.

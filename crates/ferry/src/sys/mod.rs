@@ -418,11 +418,13 @@ pub(crate) fn futex_waitv(
     }
 }
 
-/// Sleeps until one of `fds` (or `extra`) is readable, or `timeout` passes, or a signal comes.
+/// Sleeps until one of `fds` (or `extra`) is readable, or `timeout` passes, or a signal comes;
+/// calls `readable` with the index of each of `fds` found readable.
 pub(crate) fn poll_readable(
     fds: &[std::os::fd::RawFd],
     extra: Option<std::os::fd::RawFd>,
     timeout: Option<Duration>,
+    readable: &mut dyn FnMut(usize),
 ) {
     let mut polls: Vec<libc::pollfd> = fds
         .iter()
@@ -439,13 +441,20 @@ pub(crate) fn poll_readable(
     });
     // SAFETY: `polls` is a valid array of `polls.len()` pollfd; the timespec, when given, lives
     // on this stack frame; no signal mask is passed.
-    unsafe {
+    let n = unsafe {
         libc::ppoll(
             polls.as_mut_ptr(),
             polls.len() as libc::nfds_t,
             ts.as_ref().map_or(std::ptr::null(), |t| t as *const _),
             std::ptr::null(),
-        );
+        )
+    };
+    if n > 0 {
+        for (i, p) in polls.iter().take(fds.len()).enumerate() {
+            if p.revents != 0 {
+                readable(i);
+            }
+        }
     }
 }
 

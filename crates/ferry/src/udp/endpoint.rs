@@ -1801,7 +1801,15 @@ impl UdpSubscriber {
             now,
             send_failures: &mut self.send_failures,
         };
-        self.next_tick = self.rx.tick(now, &mut out).min(now + 50_000_000);
+        // Every 50 ms while a publisher's session is open; an idle subscriber (no session)
+        // only refreshes its counters, every 500 ms, so that idle subscribers cost next to
+        // nothing however many a process holds.
+        let idle = if self.rx.sessions() == 0 {
+            500_000_000
+        } else {
+            50_000_000
+        };
+        self.next_tick = self.rx.tick(now, &mut out).min(now + idle);
         if let Some(imp) = self.impair.as_ref() {
             if let Some(d) = imp.queue.next_due() {
                 self.next_tick = self.next_tick.min(d);
@@ -1852,10 +1860,13 @@ impl UdpSubscriber {
         }
     }
 
-    /// For a wait set: takes in what the socket holds and runs the protocol's timers, and says
-    /// whether a message (or, with `events`, a publisher event) is waiting, without taking it.
-    pub fn look(&mut self, events: bool) -> bool {
-        if self.rx.ready() == 0 {
+    /// For a wait set: takes in what the socket holds (when `socket` says it may hold
+    /// something, or the protocol's timers are due) and runs those timers, and says whether a
+    /// message (or, with `events`, a publisher event) is waiting, without taking it.
+    pub fn look(&mut self, events: bool, socket: bool) -> bool {
+        let slack = crate::waitset::SLACK.as_nanos() as u64;
+        let due = || monotonic_ns().saturating_add(slack) >= self.next_tick;
+        if self.rx.ready() == 0 && (socket || due()) {
             let now = self.receive(None);
             // Timers due within the slack run now (see `ShmSubscriber::look`).
             if now.saturating_add(crate::waitset::SLACK.as_nanos() as u64) >= self.next_tick {
