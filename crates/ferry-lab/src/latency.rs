@@ -54,6 +54,7 @@ crate::choice! {
         Shm = "shm",
         RawFutex = "raw-futex",
         ShmBlock = "shm-block",
+        ShmBlockWaitSet = "shm-block-waitset",
         ShmSpinRr = "shm-spin-rr",
         ShmBlockRr = "shm-block-rr",
         RawUdp4 = "raw-udp4",
@@ -92,6 +93,8 @@ impl Transport {
         match self {
             Transport::ShmSpin | Transport::Shm => Some(Transport::RawSpin),
             Transport::ShmBlock => Some(Transport::RawFutex),
+            // Waiting on many: against one subscriber's own blocking receive.
+            Transport::ShmBlockWaitSet => Some(Transport::ShmBlock),
             Transport::Udp4 | Transport::Udp6 => Some(Transport::RawUdp4),
             // What the domain key costs: against the same transport in the clear.
             Transport::Udp4Key => Some(Transport::Udp4),
@@ -140,6 +143,7 @@ impl Transport {
             Transport::ShmSpin
             | Transport::Shm
             | Transport::ShmBlock
+            | Transport::ShmBlockWaitSet
             | Transport::Udp4
             | Transport::Udp4Key
             | Transport::Udp6 => Kind::Ferry,
@@ -164,7 +168,9 @@ impl Transport {
         match self {
             Transport::ShmSpin | Transport::ShmSpinRr => shm(WaitStrategy::Spin),
             Transport::Shm => shm(WaitStrategy::Adaptive),
-            Transport::ShmBlock | Transport::ShmBlockRr => shm(WaitStrategy::Block),
+            Transport::ShmBlock | Transport::ShmBlockRr | Transport::ShmBlockWaitSet => {
+                shm(WaitStrategy::Block)
+            }
             Transport::Udp4 | Transport::Udp4Key | Transport::Udp4Rr => udp(IpVersion::V4),
             Transport::Udp6 => udp(IpVersion::V6),
             Transport::RawSpin
@@ -191,6 +197,7 @@ impl Transport {
             Transport::ShmSpin
                 | Transport::Shm
                 | Transport::ShmBlock
+                | Transport::ShmBlockWaitSet
                 | Transport::ShmSpinRr
                 | Transport::ShmBlockRr
         )
@@ -226,6 +233,7 @@ impl Transport {
             Transport::Shm => "ferry shared memory, reliable, WaitStrategy::Adaptive",
             Transport::RawFutex => "as raw-spin, but the receiver sleeps in futex_wait and the sender calls futex_wake after every message",
             Transport::ShmBlock => "ferry shared memory, reliable, WaitStrategy::Block",
+            Transport::ShmBlockWaitSet => "as shm-block, but the main process waits for each reply in a WaitSet over its subscriber and 7 idle subscribers of other topics (one futex_waitv on their 8 doorbells), then takes the reply with try_recv; set against shm-block",
             Transport::RawUdp4 => "two processes with plain blocking std::net::UdpSockets on 127.0.0.1, connected, one send and one recv per message (one datagram per message: at most 65507 bytes)",
             Transport::Udp4 => "ferry UDP over IPv4 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1472-byte datagrams by ferry)",
             Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AEGIS-128L), replays refused",
@@ -280,6 +288,7 @@ impl Default for Config {
                 Transport::Shm,
                 Transport::RawFutex,
                 Transport::ShmBlock,
+                Transport::ShmBlockWaitSet,
                 Transport::ShmBlockRr,
             ],
             sizes: vec![32, 1 << 10, 32 << 10, 1 << 20],
@@ -679,6 +688,15 @@ fn run_transport(
             )?;
             let out = node.publisher(&ping, &qos)?;
             let inp = node.subscriber(&pong, &qos)?;
+            let waiting = match transport {
+                Transport::ShmBlockWaitSet => Some(WaitSetRecv {
+                    set: ferry::WaitSet::new(),
+                    idle: (0..IDLE_BESIDE)
+                        .map(|k| node.subscriber(&format!("{pong}-idle{k}"), &qos))
+                        .collect::<std::result::Result<_, _>>()?,
+                }),
+                _ => None,
+            };
             request.ferry = Some(FerryTopics {
                 domain: ctx.domain.clone(),
                 ping,
@@ -691,6 +709,7 @@ fn run_transport(
                 inp,
                 out_dir: Dir::Ping,
                 in_dir: Dir::Pong,
+                waiting,
             };
             peer.wait_ready(START_TIMEOUT, || {
                 Ok(end.out.subscriber_count() >= 1 && end.inp.publisher_count() >= 1)
@@ -862,7 +881,18 @@ struct FerryEnd {
     inp: Subscriber,
     out_dir: Dir,
     in_dir: Dir,
+    /// shm-block-waitset: the replies are waited for in a wait set, beside idle subscribers.
+    waiting: Option<WaitSetRecv>,
 }
+
+/// A wait set and the idle subscribers it waits on beside the reply's (`IDLE_BESIDE` of them).
+struct WaitSetRecv {
+    set: ferry::WaitSet,
+    idle: Vec<Subscriber>,
+}
+
+/// Idle subscribers in shm-block-waitset's wait set, beside the one that gets the replies.
+const IDLE_BESIDE: usize = 7;
 
 impl Endpoint for FerryEnd {
     fn send(&mut self, seq: u64, len: usize) -> Result<()> {
@@ -873,7 +903,21 @@ impl Endpoint for FerryEnd {
     }
 
     fn recv(&mut self, seq: u64, len: usize, slice: Duration) -> Result<bool> {
-        let Some(sample) = self.inp.recv_timeout(slice)? else {
+        let sample = match &mut self.waiting {
+            None => self.inp.recv_timeout(slice)?,
+            Some(w) => {
+                let [a, b, c, d, e, f, g] = &mut w.idle[..] else {
+                    unreachable!("made with {IDLE_BESIDE} idle subscribers")
+                };
+                let mut items: [&mut dyn ferry::Waitable; IDLE_BESIDE + 1] =
+                    [&mut self.inp, a, b, c, d, e, f, g];
+                if !w.set.wait(&mut items, Some(slice))?.contains(&0) {
+                    return Ok(false);
+                }
+                self.inp.try_recv()?
+            }
+        };
+        let Some(sample) = sample else {
             return Ok(false);
         };
         verify(&sample, seq, Some(sample.seq()), len, self.in_dir)?;
@@ -1015,6 +1059,7 @@ fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
                 inp,
                 out_dir: Dir::Pong,
                 in_dir: Dir::Ping,
+                waiting: None,
             };
             // Answer only once the pong publisher serves the main process's subscriber: on
             // another machine that takes a challenge round trip, and a reliable publisher keeps

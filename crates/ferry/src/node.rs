@@ -145,6 +145,7 @@ impl Node {
             topic: topic.to_owned(),
             deadline: deadline.map(|d| Deadline::new(d, Instant::now())),
             events: Events::default(),
+            event_wakeups: false,
         })
     }
 }
@@ -533,6 +534,8 @@ pub struct Subscriber {
     deadline: Option<Deadline>,
     /// Its own events (deadlines missed), before its transports'.
     events: Events,
+    /// In a wait set, publisher events make it ready too (`Subscriber::wake_on_events`).
+    event_wakeups: bool,
 }
 
 // The shared-memory subscriber is the latency-critical path: kept inline; the UDP one is large.
@@ -678,16 +681,28 @@ impl Subscriber {
         }
     }
 
-    /// For a wait set: whether a message or (with `events`) an event waits (nothing is taken);
-    /// counts the deadline periods that ended.
+    /// In a [`crate::WaitSet`], whether a publisher event (appeared, gone) makes this subscriber
+    /// ready, as a message does; off by default. Take the events with [`Subscriber::try_event`]:
+    /// one not taken keeps it ready. (A deadline missed, `Qos::deadline`, always makes it
+    /// ready.)
+    pub fn wake_on_events(&mut self, on: bool) {
+        self.event_wakeups = on;
+    }
+
+    /// For a wait set: whether a message or (with `events`, and when it wakes on events) a
+    /// publisher event or a deadline missed waits (nothing is taken); counts the deadline
+    /// periods that ended.
     /// `sockets`: whether a UDP socket may hold something (else it is read only when its
     /// protocol's timers are due).
     pub(crate) fn look(&mut self, now: Instant, events: bool, sockets: bool) -> bool {
         self.count_deadline(now);
+        let publisher_events = events && self.event_wakeups;
         let inner = match &mut self.inner {
-            SubInner::Shm(s) => s.look(now, events),
-            SubInner::Udp(u) => u.look(events, sockets),
-            SubInner::Auto(s, u) => s.look(now, events) | u.look(events, sockets),
+            SubInner::Shm(s) => s.look(now, publisher_events),
+            SubInner::Udp(u) => u.look(publisher_events, sockets),
+            SubInner::Auto(s, u) => {
+                s.look(now, publisher_events) | u.look(publisher_events, sockets)
+            }
         };
         inner || (events && !self.events.is_empty())
     }

@@ -180,10 +180,11 @@ impl WaitSet {
 
     /// Waits up to `timeout` (`None`: as long as it takes) until at least one of `items` is
     /// ready, and returns the indices of those ready, in order; empty when the time ran out. A
-    /// subscriber is ready when a message or a publisher event (a deadline missed included)
-    /// waits, a server when a request does, a client when a response (or the end of a pending
-    /// request) does, a timer when it is due. Ready items stay ready until what they hold is
-    /// taken (`try_recv`, `try_event`, `try_recv_request`, `try_recv_response`, `Timer::take`).
+    /// subscriber is ready when a message waits, or a deadline missed (`Qos::deadline`), or a
+    /// publisher event if it asked for those ([`Subscriber::wake_on_events`]); a server when a
+    /// request does, a client when a response (or the end of a pending request) does, a timer
+    /// when it is due. Ready items stay ready until what they hold is taken (`try_recv`,
+    /// `try_event`, `try_recv_request`, `try_recv_response`, `Timer::take`).
     pub fn wait(
         &mut self,
         items: &mut [&mut dyn Waitable],

@@ -157,10 +157,32 @@ fn a_wait_set_wakes_a_server_on_a_request_and_a_client_on_its_response() {
 }
 
 #[test]
-fn a_publisher_that_goes_makes_its_subscriber_ready_with_an_event() {
+fn publisher_events_wake_only_a_subscriber_that_asked_for_them() {
+    let dom = domain("wsquiet");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let mut sub = node.subscriber("q", &qos(Transport::Shm)).unwrap();
+    let publ = node.publisher("q", &qos(Transport::Shm)).unwrap();
+    assert!(wait_until(WAIT, || sub.publisher_count() >= 1));
+    drop(publ);
+    let mut set = WaitSet::new();
+    // Appeared and gone are queued, but a subscriber that did not ask is not made ready by
+    // them: a loop that reads only messages sleeps.
+    assert!(set
+        .wait(&mut [&mut sub], Some(Duration::from_millis(100)))
+        .unwrap()
+        .is_empty());
+    assert!(
+        sub.try_event().is_some(),
+        "the events are there all the same"
+    );
+}
+
+#[test]
+fn a_publisher_that_goes_makes_its_subscriber_ready_with_an_event_when_asked() {
     let dom = domain("wsgone");
     let node = Node::with_domain("n", &dom).unwrap();
     let (mut sub, publ) = pair(&node, "g", Transport::Shm);
+    sub.wake_on_events(true);
     drop(publ);
     let mut set = WaitSet::new();
     let ready = set.wait(&mut [&mut sub], Some(WAIT)).unwrap().to_vec();

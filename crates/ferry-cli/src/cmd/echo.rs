@@ -136,6 +136,11 @@ pub fn run(args: EchoArgs) -> Result<()> {
         timestamps: args.timestamps,
     };
     let several = subscribers.len() > 1;
+    if args.events {
+        for s in &mut subscribers {
+            s.wake_on_events(true);
+        }
+    }
     let mut set = ferry::WaitSet::new();
     let mut received = 0u64;
     let mut last = Instant::now();
