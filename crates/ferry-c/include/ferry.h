@@ -317,6 +317,18 @@ typedef struct ferry_qos {
      * UDP: the TTL or hop limit of multicast data (1 by default: the local network only).
      */
     uint32_t multicast_ttl;
+    /**
+     * The period within which a publisher means to send and a subscriber expects a message,
+     * in nanoseconds (1 ms to an hour); each period that passes without one is counted
+     * (`ferry stats`). 0 (the default): none.
+     */
+    uint64_t deadline_ns;
+    /**
+     * History for subscribers that start later (shared memory): a publisher keeps its last
+     * `history` messages, a subscriber that starts later takes the last `history` of them
+     * first, then the live ones. 0 (the default): none. At most 65536; refused over UDP alone.
+     */
+    size_t history;
 } ferry_qos;
 
 #ifdef __cplusplus

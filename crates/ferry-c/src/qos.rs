@@ -103,6 +103,14 @@ pub struct ferry_qos {
     pub multicast_interface: *const c_char,
     /// UDP: the TTL or hop limit of multicast data (1 by default: the local network only).
     pub multicast_ttl: u32,
+    /// The period within which a publisher means to send and a subscriber expects a message,
+    /// in nanoseconds (1 ms to an hour); each period that passes without one is counted
+    /// (`ferry stats`). 0 (the default): none.
+    pub deadline_ns: u64,
+    /// History for subscribers that start later (shared memory): a publisher keeps its last
+    /// `history` messages, a subscriber that starts later takes the last `history` of them
+    /// first, then the live ones. 0 (the default): none. At most 65536; refused over UDP alone.
+    pub history: usize,
 }
 
 /// ferry's default QoS: auto transport, reliable delivery, adaptive waiting, 1 MiB messages.
@@ -126,6 +134,8 @@ pub extern "C" fn ferry_qos_default() -> ferry_qos {
         multicast: std::ptr::null(),
         multicast_interface: std::ptr::null(),
         multicast_ttl: 1,
+        deadline_ns: 0,
+        history: 0,
     }
 }
 
@@ -189,6 +199,10 @@ impl ferry_qos {
         if self.max_rate_bps != 0 {
             qos = qos.max_rate(self.max_rate_bps);
         }
+        if self.deadline_ns != 0 {
+            qos = qos.deadline(Duration::from_nanos(self.deadline_ns));
+        }
+        qos = qos.history(self.history);
         if !self.multicast.is_null() {
             // SAFETY: not NULL; the caller promises NUL-terminated strings valid for the call.
             let group = unsafe { c_str("ferry_qos.multicast", self.multicast, MAX_ADDRESS_TEXT) }?;

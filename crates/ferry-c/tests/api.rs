@@ -128,6 +128,65 @@ impl Drop for Pair {
 }
 
 #[test]
+fn a_subscriber_that_starts_late_gets_the_history_the_c_qos_asks_for() {
+    let domain = domain();
+    let mut qos = shm_qos();
+    qos.history = 3;
+    let (mut node, mut publisher, mut subscriber) =
+        (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+    // SAFETY: valid strings, out-pointers and buffers; every handle is freed below.
+    unsafe {
+        assert_eq!(
+            ferry_node_new(c"api".as_ptr(), domain.as_ptr(), &mut node),
+            FERRY_OK
+        );
+        assert_eq!(
+            ferry_publisher_new(node, c"h".as_ptr(), &qos, &mut publisher),
+            FERRY_OK,
+            "{}",
+            last_error()
+        );
+        for i in 0u64..10 {
+            let bytes = i.to_le_bytes();
+            assert_eq!(
+                ferry_publisher_send(publisher, bytes.as_ptr().cast(), bytes.len()),
+                FERRY_OK
+            );
+        }
+        qos.history = 2;
+        assert_eq!(
+            ferry_subscriber_new(node, c"h".as_ptr(), &qos, &mut subscriber),
+            FERRY_OK,
+            "{}",
+            last_error()
+        );
+        for want in [8u64, 9] {
+            let mut sample = ptr::null_mut();
+            assert_eq!(
+                ferry_subscriber_recv(subscriber, 5_000_000_000, &mut sample),
+                FERRY_OK
+            );
+            let data =
+                std::slice::from_raw_parts(ferry_sample_data(sample), ferry_sample_len(sample));
+            assert_eq!(data, want.to_le_bytes(), "the last two kept, oldest first");
+            assert_eq!(ferry_sample_seq(sample), want);
+            assert_eq!(ferry_sample_release(sample), FERRY_OK);
+        }
+        // Over UDP alone it is refused, with a message that says so.
+        qos.transport = ferry_transport::FERRY_TRANSPORT_UDP as i32;
+        let mut refused = ptr::null_mut();
+        assert_ne!(
+            ferry_publisher_new(node, c"h2".as_ptr(), &qos, &mut refused),
+            FERRY_OK
+        );
+        assert!(last_error().contains("over UDP"), "{}", last_error());
+        ferry_subscriber_free(subscriber);
+        ferry_publisher_free(publisher);
+        ferry_node_free(node);
+    }
+}
+
+#[test]
 fn null_pointers_are_invalid_arguments_with_a_message() {
     let mut node = ptr::null_mut();
     // SAFETY: every pointer is NULL or valid; NULL is what is tested.
