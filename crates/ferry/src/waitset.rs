@@ -440,26 +440,22 @@ impl private::Sealed for Subscriber {
     }
 }
 
-impl private::Sealed for Server {
-    fn look(&mut self, now: Instant, sockets: bool) -> bool {
-        self.look(now, sockets)
-    }
-    fn arm(&mut self, sleep: &mut Sleep) -> bool {
-        self.arm(sleep)
-    }
-    fn disarm(&mut self) {
-        self.disarm()
-    }
+/// A service's end waits as the subscriber it reads through does.
+macro_rules! service_end {
+    ($end:ty) => {
+        impl private::Sealed for $end {
+            fn look(&mut self, now: Instant, sockets: bool) -> bool {
+                self.look(now, sockets)
+            }
+            fn arm(&mut self, sleep: &mut Sleep) -> bool {
+                self.arm(sleep)
+            }
+            fn disarm(&mut self) {
+                self.disarm()
+            }
+        }
+    };
 }
 
-impl private::Sealed for Client {
-    fn look(&mut self, now: Instant, sockets: bool) -> bool {
-        self.look(now, sockets)
-    }
-    fn arm(&mut self, sleep: &mut Sleep) -> bool {
-        self.arm(sleep)
-    }
-    fn disarm(&mut self) {
-        self.disarm()
-    }
-}
+service_end!(Server);
+service_end!(Client);
