@@ -42,7 +42,7 @@ struct Cli {
 enum Command {
     /// Publish messages on a topic
     Pub(cmd::publish::PubArgs),
-    /// Print the messages of a topic as they arrive
+    /// Print the messages of one topic, or of several in one thread, as they arrive
     Echo(cmd::echo::EchoArgs),
     /// Record topics to an MCAP file (readable by Foxglove and the mcap tools)
     Record(cmd::record::RecordArgs),

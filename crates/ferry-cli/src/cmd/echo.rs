@@ -53,7 +53,7 @@ pub struct EchoArgs {
     #[arg(long, value_parser = delivery_words(), default_value_t = ferry::Delivery::Reliable)]
     pub delivery: ferry::Delivery,
 
-    /// How to wait for messages
+    /// How to wait for messages (one topic; several are read through a wait set, which sleeps)
     #[arg(long, value_parser = wait_words(), default_value_t = ferry::WaitStrategy::Adaptive)]
     pub wait: ferry::WaitStrategy,
 
