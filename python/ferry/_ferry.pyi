@@ -2,7 +2,7 @@
 
 import builtins
 from types import TracebackType
-from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple, Type, Union
+from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Type, Union
 
 from typing_extensions import Buffer, Self
 
@@ -348,6 +348,19 @@ class ReplyTo:
     def request(self) -> int: ...
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
+
+class WaitSet:
+    """One thread waiting on many subscribers, servers and clients: wait(items, timeout)
+    returns the indices of the items ready (a message, a request, a response waiting), in order,
+    or [] when `timeout` seconds passed first. Ready items stay ready until what they hold is
+    taken (try_recv, try_recv_request, try_recv_response). Ctrl-C interrupts the wait."""
+
+    def __init__(self) -> None: ...
+    def wait(
+        self,
+        items: Sequence[Union[Subscriber, Server, Client]],
+        timeout: Optional[float] = None,
+    ) -> List[int]: ...
 
 def topics(domain: Optional[str] = None) -> List[Dict[str, Any]]: ...
 def stats(topic: Optional[str] = None, domain: Optional[str] = None) -> List[Dict[str, Any]]: ...

@@ -18,6 +18,7 @@ mod node;
 mod publisher;
 mod service;
 mod subscriber;
+mod waitset;
 
 /// The GIL is kept (`gil_used`): the module is not tested on free-threaded Python.
 #[pymodule(gil_used = true)]
@@ -33,6 +34,7 @@ fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<service::Server>()?;
     m.add_class::<service::Request>()?;
     m.add_class::<service::ReplyTo>()?;
+    m.add_class::<waitset::WaitSet>()?;
     m.add_function(wrap_pyfunction!(admin::topics, m)?)?;
     m.add_function(wrap_pyfunction!(admin::stats, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

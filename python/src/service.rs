@@ -67,7 +67,7 @@ fn request_of(e: &ferry::CallError) -> Option<u64> {
 /// C-contiguous buffer (bytes, bytearray, memoryview, numpy array), copied into the ring.
 #[pyclass(frozen, module = "ferry", name = "Client")]
 pub struct Client {
-    state: Mutex<ClientState>,
+    pub(crate) state: Mutex<ClientState>,
     service: String,
     id: u64,
     /// Sending never waits (shared memory: a commit): no need to let go of the GIL for it.
@@ -75,16 +75,16 @@ pub struct Client {
 }
 
 /// What became of a request whose response was taken while a call waited for another.
-enum Outcome {
+pub(crate) enum Outcome {
     Answer(Vec<u8>),
     Failed(ferry::CallError),
 }
 
-struct ClientState {
+pub(crate) struct ClientState {
     /// The client; None once closed.
     client: Option<ferry::Client>,
     /// Outcomes of other requests taken while a call waited for its own, oldest first.
-    kept: VecDeque<(u64, Outcome)>,
+    pub(crate) kept: VecDeque<(u64, Outcome)>,
     /// Requests whose call gave up: their outcome is dropped when it comes.
     abandoned: HashSet<u64>,
 }
@@ -103,7 +103,7 @@ impl Drop for ClientState {
 type Taken<'py> = (u64, Result<Bound<'py, PyAny>, ferry::CallError>);
 
 impl ClientState {
-    fn client(&mut self) -> PyResult<&mut ferry::Client> {
+    pub(crate) fn client(&mut self) -> PyResult<&mut ferry::Client> {
         self.client.as_mut().ok_or_else(|| errors::closed("client"))
     }
 
@@ -464,14 +464,14 @@ impl Client {
 /// on the thread that receives (hand work done elsewhere back to it).
 #[pyclass(frozen, module = "ferry", name = "Server")]
 pub struct Server {
-    state: Mutex<ServerState>,
+    pub(crate) state: Mutex<ServerState>,
     service: String,
     /// Sending never waits (shared memory: a commit): no need to let go of the GIL for it.
     send_never_waits: bool,
 }
 
 /// The server; None once closed.
-struct ServerState(Option<ferry::Server>);
+pub(crate) struct ServerState(Option<ferry::Server>);
 
 impl Drop for ServerState {
     fn drop(&mut self) {
@@ -483,7 +483,7 @@ impl Drop for ServerState {
 }
 
 impl ServerState {
-    fn server(&mut self) -> PyResult<&mut ferry::Server> {
+    pub(crate) fn server(&mut self) -> PyResult<&mut ferry::Server> {
         self.0.as_mut().ok_or_else(|| errors::closed("server"))
     }
 }

@@ -25,13 +25,13 @@ const GIL_SPIN: Duration = Duration::from_micros(10);
 /// Reads messages of a topic from every publisher on it. Made by `Node.subscriber`.
 #[pyclass(frozen, module = "ferry", name = "Subscriber")]
 pub struct Subscriber {
-    state: Mutex<SubState>,
+    pub(crate) state: Mutex<SubState>,
     topic: String,
     /// How long `recv` polls with the GIL held before it lets go to wait (see `GIL_SPIN`).
     gil_spin: Duration,
 }
 
-struct SubState {
+pub(crate) struct SubState {
     /// The sample lent to Python. Dropped before `sub`, which it borrows.
     current: Option<Current>,
     /// The subscriber (a leaked Box, freed in Drop); None once closed.
@@ -65,7 +65,7 @@ impl SubState {
     ///
     /// The reference's lifetime is unbounded: the caller uses it only while it holds the lock,
     /// and stores a sample made from it in `current`, which is dropped before the subscriber.
-    fn subscriber(
+    pub(crate) fn subscriber(
         &mut self,
         py: Python<'_>,
         doing: &str,

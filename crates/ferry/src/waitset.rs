@@ -165,6 +165,11 @@ pub struct WaitSet {
     no_waitv: bool,
 }
 
+// SAFETY: the only fields that are not Send are the futex-word pointers in `sleep`, which
+// `wait` sets and uses within one call, while the items they point into are lent to it; between
+// calls they are stale values that nothing reads (each arm clears them first).
+unsafe impl Send for WaitSet {}
+
 impl std::fmt::Debug for WaitSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WaitSet")
