@@ -238,7 +238,7 @@ impl Transport {
             Transport::Udp4 => "ferry UDP over IPv4 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1472-byte datagrams by ferry)",
             Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AEGIS-128L), replays refused",
             Transport::Udp6 => "ferry UDP over IPv6 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1452-byte datagrams by ferry)",
-            Transport::ShmSpinRr => "a ferry service over shared memory, WaitStrategy::Spin: the main process calls (a request loaned and written in place, the response read in place), the peer serves (the request read in place, the response loaned and written in place); each behind ferry's 24-byte request/response header",
+            Transport::ShmSpinRr => "a ferry service over shared memory, WaitStrategy::Spin: the main process calls (a request loaned and written in place, the response read in place), the peer serves (the request read in place, the response loaned and written in place); each behind ferry's 16-byte request/response header, written with the commit",
             Transport::ShmBlockRr => "as shm-spin-rr, with WaitStrategy::Block on both ends",
             Transport::Udp4Rr => "a ferry service over UDP on IPv4 loopback (as udp4: reliable, WaitStrategy::Block, MTU 1500); the main process calls, the peer serves",
             Transport::Iceoryx2 => "iceoryx2 0.10 publish/subscribe over shared memory (its defaults, no config file), two processes of crates/ferry-peers pinned as the lab's: a loan filled with memset, receive() polled in a spin loop, every byte checked in place",

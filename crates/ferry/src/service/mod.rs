@@ -8,7 +8,7 @@
 //! - `.srv/<service>/rsp/<client id>`: the server publishes that client's responses there, the
 //!   client subscribes. A client id is 64 random bits, drawn when the client is made.
 //!
-//! Each request and response carries a 24-byte header ([`wire`]): the client's id and the
+//! Each request and response carries a 16-byte header (`wire.rs`): the client's id and the
 //! request's id, so that a response reaches the request that asked for it and no other.
 //! Delivery is always reliable (back-pressure on shared memory, retransmission on UDP).
 //!

@@ -785,7 +785,7 @@ pub struct SubscriberStats {
     pub skipped: u64,
     pub waits: u64,
     /// A service's counters when this subscriber is a service's end: see
-    /// [`crate::ServiceCounters`].
+    /// [`crate::service::ServiceCounters`].
     pub service: [u64; super::layout::SERVICE_COUNTERS],
     /// `Qos::deadline`: periods that passed without a message.
     pub deadline_missed: u64,
