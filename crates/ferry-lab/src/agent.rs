@@ -7,7 +7,7 @@
 //! What it accepts: connections from the `--allow` addresses only (loopback when none is
 //! given); with a domain key (`FERRY_KEY_FILE`, or `--key-file`), only a connection that
 //! answers a fresh random challenge with a tag made with that key; lines of at most
-//! [`MAX_LINE`] bytes; at most [`MAX_JOBS`] connections at once; and every wait for the other
+//! `MAX_LINE` bytes; at most [`MAX_JOBS`] connections at once; and every wait for the other
 //! side is bounded. Whatever it refuses is counted and logged, never run.
 
 use std::io::{BufRead, BufReader, Write};

@@ -114,7 +114,7 @@ impl CpuGroup {
         self.write("cgroup.procs", &pid.to_string())
     }
 
-    /// Whether process `pid` is in this group (from /proc/<pid>/cgroup).
+    /// Whether process `pid` is in this group (from `/proc/<pid>/cgroup`).
     pub fn contains(&self, pid: u32) -> bool {
         let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
             return false;

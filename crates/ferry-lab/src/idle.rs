@@ -1,6 +1,6 @@
 //! `ferry lab idle`: the CPU an idle subscriber burns, per wait strategy. After one message the
 //! subscriber process (the experiment's peer, see [`crate::peer`]) waits for the next one that
-//! does not come; its CPU time is read from /proc/<pid>/stat over the idle period. `spin` shows
+//! does not come; its CPU time is read from `/proc/<pid>/stat` over the idle period. `spin` shows
 //! the cost of busy waiting; `block` and `adaptive` (once its spin window has passed) should be
 //! close to nothing.
 

@@ -9,7 +9,7 @@
 //!   an absolute schedule, reporting how late they went out.
 //! - [`window`] holds the rate and bandwidth statistics.
 //!
-//! [`format`] says what a recording holds and why.
+//! [`format`](mod@format) says what a recording holds and why.
 
 pub mod format;
 pub mod player;

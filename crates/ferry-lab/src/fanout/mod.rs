@@ -6,8 +6,8 @@
 //! Each round makes two runs, one after the other: `alone` (the fast subscribers only) and
 //! `with-slow` (the same plus one subscriber that sleeps `slowdown` × the publisher's period after
 //! each message, so that it reads at `rate / slowdown`). The publisher, in the lab's main process
-//! ([`run`]), sends `size`-byte messages on a fixed schedule for `seconds`; the subscribers, one
-//! thread each, run in the experiment's peer process ([`subscribers`]) and report how many
+//! (`run`), sends `size`-byte messages on a fixed schedule for `seconds`; the subscribers, one
+//! thread each, run in the experiment's peer process (`subscribers`) and report how many
 //! messages each received. Every run has a domain of its own, so runs never see each other. The
 //! goal: beside the slow subscriber, the others get at least 0.9 × what they get alone.
 

@@ -7,10 +7,10 @@
 //! two network namespaces joined by a veth pair with a `tc tbf` of the link rate on both ends
 //! ([`crate::netns::Pair`]), one pair per rate. A ferry flow is reliable UDP, 64 KiB messages
 //! published back to back, on a topic of its own: its publisher runs in a peer process in
-//! namespace A, its subscriber in another in namespace B ([`flows`]). Every one of these
+//! namespace A, its subscriber in another in namespace B (`flows`). Every one of these
 //! processes mounts a /dev/shm of its own, so that the flows meet only on the link.
 //!
-//! A run ([`run`]): the first ferry flow starts; `delay` seconds later the other flow starts (the
+//! A run (`run`): the first ferry flow starts; `delay` seconds later the other flow starts (the
 //! second ferry flow, or iperf3's TCP client in A sending to its server in B); once the other
 //! flow has run [`WARMUP`], both are measured over the same `seconds`. A ferry flow's goodput is
 //! the messages its subscriber received within that interval (each message's receive time taken
