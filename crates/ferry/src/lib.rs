@@ -35,6 +35,7 @@ pub(crate) mod refusal;
 pub mod service;
 mod sync;
 mod vocabulary;
+mod waiting;
 mod waitset;
 
 // The OS layer, the shared-memory ring and the UDP protocol's internals are not part of the

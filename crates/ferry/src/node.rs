@@ -709,17 +709,17 @@ impl Subscriber {
 
     /// For a wait set, before it sleeps: what wakes this subscriber, and when it must be looked
     /// at whatever happens. False when a message came meanwhile.
-    pub(crate) fn arm(&mut self, sleep: &mut crate::waitset::Sleep) -> bool {
+    pub(crate) fn arm(&mut self, sleep: &mut crate::waiting::Sleep) -> bool {
         if let Some(d) = &self.deadline {
             sleep.due(d.next());
         }
-        let udp = |u: &UdpSubscriber, sleep: &mut crate::waitset::Sleep| {
+        let udp = |u: &UdpSubscriber, sleep: &mut crate::waiting::Sleep| {
             let (fd, next_ns) = u.wait_on();
             sleep.fds.push(fd);
             let left = next_ns.saturating_sub(crate::sys::monotonic_ns());
             sleep.due(Instant::now() + Duration::from_nanos(left.min(3_600_000_000_000)));
         };
-        let shm = |s: &mut ShmSubscriber, sleep: &mut crate::waitset::Sleep| {
+        let shm = |s: &mut ShmSubscriber, sleep: &mut crate::waiting::Sleep| {
             let (bell, liveness) = s.arm();
             sleep.due(liveness);
             match bell {

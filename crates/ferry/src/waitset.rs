@@ -20,14 +20,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::waiting::Sleep;
 use crate::{Client, Error, Server, Subscriber};
 
 /// The most futex words one `futex_waitv` takes: the kernel takes 128, the helper adds one.
 const MAX_WAITV: usize = 127;
-
-/// How early an item's own timer (a publisher's liveness, a UDP session's timers) may run when
-/// the wait set is awake anyway: the items of one set come to share their wake-ups.
-pub(crate) const SLACK: Duration = Duration::from_millis(10);
 
 /// How long one sleep of the fallback (more than 128 shared-memory subscribers, or a kernel
 /// before 5.16) lasts before it looks at every item again.
@@ -43,7 +40,7 @@ impl Waitable for Client {}
 impl Waitable for Timer {}
 
 pub(crate) mod private {
-    use super::Sleep;
+    use crate::waiting::Sleep;
     use std::time::Instant;
 
     /// What a wait set needs of an item.
@@ -57,24 +54,6 @@ pub(crate) mod private {
         /// after all (then `disarm` and look again).
         fn arm(&mut self, sleep: &mut Sleep) -> bool;
         fn disarm(&mut self);
-    }
-}
-
-/// What one sleep waits for.
-#[derive(Default)]
-pub struct Sleep {
-    /// Futex words and the values read from them.
-    pub(crate) bells: Vec<(*const AtomicU32, u32)>,
-    /// Sockets, and the item each belongs to.
-    pub(crate) fds: Vec<RawFd>,
-    owners: Vec<usize>,
-    /// The earliest time an item must be looked at whatever happens.
-    pub(crate) until: Option<Instant>,
-}
-
-impl Sleep {
-    pub(crate) fn due(&mut self, at: Instant) {
-        self.until = Some(self.until.map_or(at, |u| u.min(at)));
     }
 }
 
@@ -260,7 +239,7 @@ impl WaitSet {
             return self.sleep_in_slices(timeout);
         }
         if fds.is_empty() {
-            if let Err(Missing) = crate::sys::futex_waitv(bells, timeout) {
+            if let Err(crate::sys::NoWaitv) = crate::sys::futex_waitv(bells, timeout) {
                 self.no_waitv = true;
             }
             return Ok(());
@@ -296,9 +275,6 @@ impl WaitSet {
         Ok(())
     }
 }
-
-/// `futex_waitv` is not in this kernel.
-pub(crate) struct Missing;
 
 /// A thread that sleeps on the futex words of a mixed wait set and writes to an eventfd when one
 /// changes.
@@ -410,7 +386,7 @@ fn helper_loop(shared: &Shared, event: RawFd) {
         // The control word last: a new job (or a stop) ends this wait.
         bells.push((&shared.control as *const AtomicU32, control));
         match crate::sys::futex_waitv(&bells, None) {
-            Err(Missing) => {
+            Err(crate::sys::NoWaitv) => {
                 shared.missing.store(true, Ordering::Relaxed);
                 signal(event);
                 crate::sys::futex_wait(&shared.control, control, None);

@@ -290,7 +290,7 @@ impl Client {
             || self.responses.look(now, false, sockets)
     }
 
-    pub(crate) fn arm(&mut self, sleep: &mut crate::waitset::Sleep) -> bool {
+    pub(crate) fn arm(&mut self, sleep: &mut crate::waiting::Sleep) -> bool {
         if !self.calls.pending.is_empty() || self.server_ready {
             sleep.due(self.next_watch);
         }

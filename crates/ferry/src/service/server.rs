@@ -214,7 +214,7 @@ impl Server {
         self.requests.look(now, false, sockets)
     }
 
-    pub(crate) fn arm(&mut self, sleep: &mut crate::waitset::Sleep) -> bool {
+    pub(crate) fn arm(&mut self, sleep: &mut crate::waiting::Sleep) -> bool {
         sleep.due(self.responders.next_prune);
         self.requests.arm(sleep)
     }

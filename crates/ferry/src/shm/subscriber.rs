@@ -582,14 +582,12 @@ impl ShmSubscriber {
         }
     }
 
-    /// Sleeps on this subscriber's doorbell until a publisher rings it (or a bounded time, so
-    /// that dead publishers are noticed).
     /// For a wait set: whether a message (or, with `events`, a publisher event) is waiting,
     /// without taking it; looks at the publishers' liveness when that is due.
     pub fn look(&mut self, now: Instant, events: bool) -> bool {
         // A look due within the slack is taken now: the subscribers of one wait set come to
         // share their wake-ups instead of each waking the thread on its own schedule.
-        if now + crate::waitset::SLACK >= self.next_liveness {
+        if now + crate::waiting::SLACK >= self.next_liveness {
             self.check_liveness();
             self.next_liveness = now + LIVENESS_PERIOD;
         }
@@ -636,6 +634,8 @@ impl ShmSubscriber {
         }
     }
 
+    /// Sleeps on this subscriber's doorbell until a publisher rings it (or a bounded time, so
+    /// that dead publishers are noticed).
     fn sleep(&mut self, deadline: Option<Instant>) {
         let me = self.topic.subscriber(self.slot);
         // SeqCst: read the bell before looking for work, so a ring after the look changes it.

@@ -379,13 +379,16 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
     );
 }
 
+/// `futex_waitv` is not in this kernel (before Linux 5.16).
+pub(crate) struct NoWaitv;
+
 /// Sleeps until one of `words` no longer holds the value given beside it (or was rung), or
 /// `timeout` passes, or a signal comes; the caller looks again in every case. `Err` when the
 /// kernel has no `futex_waitv` (before Linux 5.16).
 pub(crate) fn futex_waitv(
     words: &[(*const AtomicU32, u32)],
     timeout: Option<Duration>,
-) -> Result<(), crate::waitset::Missing> {
+) -> Result<(), NoWaitv> {
     use rustix::thread::futex::{Wait, WaitFlags, WaitPtr, WaitvFlags};
     let mut waits = [Wait::new(); 129];
     let n = words.len().min(waits.len());
@@ -412,7 +415,7 @@ pub(crate) fn futex_waitv(
         at.as_ref(),
         rustix::time::ClockId::Monotonic,
     ) {
-        Err(e) if e == rustix::io::Errno::NOSYS => Err(crate::waitset::Missing),
+        Err(e) if e == rustix::io::Errno::NOSYS => Err(NoWaitv),
         // Woken, a value that differed already (EAGAIN), the time up, a signal: look again.
         _ => Ok(()),
     }

@@ -1864,12 +1864,12 @@ impl UdpSubscriber {
     /// something, or the protocol's timers are due) and runs those timers, and says whether a
     /// message (or, with `events`, a publisher event) is waiting, without taking it.
     pub fn look(&mut self, events: bool, socket: bool) -> bool {
-        let slack = crate::waitset::SLACK.as_nanos() as u64;
+        let slack = crate::waiting::SLACK.as_nanos() as u64;
         let due = || monotonic_ns().saturating_add(slack) >= self.next_tick;
         if self.rx.ready() == 0 && (socket || due()) {
             let now = self.receive(None);
             // Timers due within the slack run now (see `ShmSubscriber::look`).
-            if now.saturating_add(crate::waitset::SLACK.as_nanos() as u64) >= self.next_tick {
+            if now.saturating_add(slack) >= self.next_tick {
                 self.tick(now);
             }
         }
