@@ -10,7 +10,7 @@
 //! `MAX_LINE` bytes; at most [`MAX_JOBS`] connections at once; and every wait for the other
 //! side is bounded. Whatever it refuses is counted and logged, never run.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -18,22 +18,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry::DomainKey;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::error::{Context, Error, Result};
-use crate::peer::{read_line, Hello, Reply};
+use crate::experiment::Registry;
+use crate::peer::wire::{
+    hex, read_line, unhex, Greeting, Hello, Proof, Reply, HANDSHAKE_TIMEOUT, TAG_PURPOSE, VERSION,
+};
 
 /// Connections served at once; more are refused.
 pub const MAX_JOBS: usize = 16;
-/// How long the agent gives a connection's whole handshake (a connection still in it then is
-/// shut), and how long either side waits for one line of it.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(if cfg!(test) { 2 } else { 10 });
 /// How long a write to the main side may wait for it to take the bytes.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
-/// What the tags of the challenge are made for (a key derived for this use alone).
-const TAG_PURPOSE: &str = "ferry lab agent v1";
-/// The version of the agent's handshake.
-const VERSION: u32 = 1;
 
 /// How the agent runs.
 #[derive(Debug, Clone)]
@@ -43,21 +39,8 @@ pub struct AgentConfig {
     pub allow: Vec<IpAddr>,
     /// With a key, a connection must prove that it has it.
     pub key: Option<DomainKey>,
-}
-
-/// The agent's first line.
-#[derive(Debug, Serialize, Deserialize)]
-struct Greeting {
-    agent: String,
-    version: u32,
-    /// 32 hexadecimal digits to tag, when the agent has a key.
-    challenge: Option<String>,
-}
-
-/// The answer to a challenge.
-#[derive(Debug, Serialize, Deserialize)]
-struct Proof {
-    tag: String,
+    /// The experiments it serves (those of them whose peer may run on another machine).
+    pub experiments: &'static Registry,
 }
 
 /// What the agent refused, for its log and its last words.
@@ -83,20 +66,6 @@ impl Counters {
             get(&self.refused_request)
         )
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 || text.len() > 128 {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 fn send_line(stream: &mut TcpStream, value: &impl Serialize) -> Result<()> {
@@ -256,12 +225,12 @@ fn job(mut stream: TcpStream, config: &AgentConfig, counters: &Counters) -> Resu
             return Err(Error::msg(format!("refused an unreadable request: {e}")));
         }
     };
-    let refusal = match crate::experiment::find(&hello.experiment) {
+    let refusal = match config.experiments.find(&hello.experiment) {
         Err(e) => Some(e.to_string()),
         Ok(e) if !e.across_machines() => Some(format!(
             "the {} experiment runs on one machine; this agent serves {}",
             e.name(),
-            crate::experiment::across_machines().join(", ")
+            config.experiments.across_machines().join(", ")
         )),
         Ok(_) => None,
     };
@@ -337,46 +306,6 @@ fn job(mut stream: TcpStream, config: &AgentConfig, counters: &Counters) -> Resu
     Ok(())
 }
 
-/// The main side's half of the handshake, on a fresh connection to an agent: reads its
-/// greeting and, if it asks, proves the domain key (`FERRY_KEY_FILE`).
-pub(crate) fn client_handshake(
-    reader: &mut impl BufRead,
-    stream: &TcpStream,
-    address: &str,
-) -> Result<()> {
-    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
-    let line = read_line(reader)?
-        .ok_or_else(|| Error::msg(format!("the lab agent at {address} closed the connection")))?;
-    if let Ok(Reply::Error(e)) = serde_json::from_str::<Reply>(&line) {
-        return Err(Error::msg(format!("the lab agent at {address}: {e}")));
-    }
-    let greeting: Greeting = serde_json::from_str(&line)
-        .map_err(|_| Error::msg(format!("{address} is not a ferry lab agent")))?;
-    if greeting.version != VERSION {
-        return Err(Error::msg(format!(
-            "the lab agent at {address} speaks version {} of the handshake, this lab {VERSION}: run the same ferry on both machines",
-            greeting.version
-        )));
-    }
-    if let Some(challenge) = greeting.challenge {
-        let challenge = unhex(&challenge).ok_or_else(|| {
-            Error::msg(format!("the lab agent at {address} sent a bad challenge"))
-        })?;
-        let key = ferry::NodeConfig::from_env()?.key().cloned().ok_or_else(|| {
-            Error::msg(format!(
-                "the lab agent at {address} asks for the domain key: set FERRY_KEY_FILE to the key file it was given"
-            ))
-        })?;
-        let tag = key.tag(TAG_PURPOSE, &challenge)?;
-        let mut s = stream;
-        let mut line = serde_json::to_string(&Proof { tag: hex(&tag) })?;
-        line.push('\n');
-        s.write_all(line.as_bytes())?;
-    }
-    stream.set_read_timeout(None)?;
-    Ok(())
-}
-
 /// Reads `--allow`'s addresses.
 pub fn parse_allow(list: &[String]) -> Result<Vec<IpAddr>> {
     list.iter()
@@ -424,6 +353,7 @@ mod tests {
             listen: addr,
             allow: Vec::new(),
             key: None,
+            experiments: &Registry(&[]),
         };
         let start = std::time::Instant::now();
         let _ = job(server, &config, &Counters::default());

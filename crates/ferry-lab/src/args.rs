@@ -232,7 +232,7 @@ impl JsonSchema for WaitSchema {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::HashSet;
     use std::fmt::Debug;
 
@@ -302,7 +302,7 @@ mod tests {
 
     /// Every name and alias of `T` is distinct, and every value is written to JSON as its name
     /// and read back from its name and from each alias.
-    fn check<T: Choice + Debug + Serialize + DeserializeOwned>() {
+    pub(crate) fn check<T: Choice + Debug + Serialize + DeserializeOwned>() {
         assert!(!T::ALL.is_empty(), "{}", T::WHAT);
         let mut seen = HashSet::new();
         for &c in T::ALL {
@@ -328,24 +328,6 @@ mod tests {
         check::<Colour>();
         check::<ferry::Delivery>();
         check::<ferry::WaitStrategy>();
-        check::<crate::cycle::Transport>();
-        check::<crate::cycle::Placement>();
-        check::<crate::cycle::DeliveryChoice>();
-        check::<crate::cycle::Role>();
-        check::<crate::footprint::Transport>();
-        check::<crate::footprint::App>();
-        check::<crate::hubs::Mode>();
-        check::<crate::hubs::Transport>();
-        check::<crate::hubs::PinMode>();
-        check::<crate::idle::Transport>();
-        check::<crate::latency::Transport>();
-        check::<crate::limits::Kind>();
-        check::<crate::sendtime::Transport>();
-        check::<crate::suite::Level>();
-        check::<crate::throughput::Transport>();
-        check::<crate::throughput::RowDelivery>();
-        check::<crate::udprate::Pacing>();
-        check::<crate::udprate::ThreadsMode>();
     }
 
     #[test]

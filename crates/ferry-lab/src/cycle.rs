@@ -51,10 +51,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::cgroup::{self, CpuGroup};
+use crate::chart::{bar_svg, color, format_thousands, xy_chart, Bars, Plot, Section, SummaryLine};
 use crate::error::{bail, note, Context, Error, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
-use crate::report::{bar_svg, color, format_thousands, xy_chart, Bars, Plot, Section, SummaryLine};
 use crate::signal;
 use crate::stats::median;
 use crate::studies::{cite, cite_first, DOMINION};
@@ -1488,7 +1488,7 @@ fn section(rs: &[Row]) -> Result<Section> {
     );
     // Median against cycle time, one line per transport, budget and placement, the spread over
     // the repeats as a bar.
-    let mut series: Vec<crate::report::XySeries> = Vec::new();
+    let mut series: Vec<crate::chart::XySeries> = Vec::new();
     for (key, values) in &groups {
         let median = median_of(values);
         let spread = (values.len() > 1).then(|| range_of(values));

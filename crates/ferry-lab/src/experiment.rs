@@ -1,5 +1,5 @@
-//! The one shape every experiment has, and the registry that the command line, the suite, the
-//! peer processes, the agent and the report share.
+//! The one shape every experiment has, and its type-erased form that the command line, the
+//! suite, the peer processes, the agent and the report share.
 //!
 //! An experiment is a type implementing [`Experiment`]: a typed configuration (what the user
 //! asks for; serde, so the suite keeps it as a value and the results record it), a typed setup
@@ -9,8 +9,9 @@
 //! report reads rows as the same Rust types the experiment wrote, so a renamed field fails to
 //! compile instead of emptying a chart.
 //!
-//! [`REGISTRY`] erases the types behind [`Registered`], for what is chosen by name at run time:
-//! a peer process told which experiment to serve, and a results file read back for a report.
+//! [`Registered`] erases the types, for what is chosen by name at run time: a peer process told
+//! which experiment to serve, and a results file read back for a report. The list of every
+//! experiment is on the floor above them all ([`crate::registry`]).
 
 use std::fmt::Debug;
 use std::marker::PhantomData;
@@ -21,9 +22,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::chart::{Section, SummaryLine};
 use crate::error::{bail, Context, Error, Result};
-use crate::peer::PeerLink;
-use crate::report::{Section, SummaryLine};
+use crate::peer::link::PeerLink;
 use crate::Machine;
 
 /// One experiment of the lab.
@@ -230,7 +231,12 @@ pub trait Registered: Sync {
     fn schema(&self) -> schemars::Schema;
 }
 
-struct Entry<E>(PhantomData<fn() -> E>);
+/// An experiment type as a [`Registered`] value: `&Entry::<Latency>::NEW`.
+pub struct Entry<E>(PhantomData<fn() -> E>);
+
+impl<E: Experiment> Entry<E> {
+    pub const NEW: Entry<E> = Entry(PhantomData);
+}
 
 impl<E: Experiment> Registered for Entry<E> {
     fn name(&self) -> &'static str {
@@ -264,56 +270,45 @@ impl<E: Experiment> Registered for Entry<E> {
     }
 }
 
-/// Builds [`REGISTRY`] from the experiment types.
-macro_rules! registry {
-    ($($experiment:ty),* $(,)?) => {
-        /// Every experiment, in the order the suite runs them and the report shows them.
-        pub static REGISTRY: &[&dyn Registered] = &[$(&Entry::<$experiment>(PhantomData)),*];
-    };
+/// A list of experiments, for what picks one by name at run time: a peer process told which
+/// experiment to serve, an agent asked for one, a results file read back for a report. The lab's
+/// own list is [`crate::registry::EXPERIMENTS`]; the parts that serve experiments receive it.
+#[derive(Clone, Copy)]
+pub struct Registry(pub &'static [&'static dyn Registered]);
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.iter().map(|e| e.name()))
+            .finish()
+    }
 }
 
-registry![
-    // One line per experiment, in the suite's order.
-    crate::limits::Limits,
-    crate::latency::Latency,
-    crate::sendtime::SendTime,
-    crate::throughput::Throughput,
-    crate::share::Share,
-    crate::idle::Idle,
-    crate::fanout::Fanout,
-    crate::footprint::Footprint,
-    crate::hubs::Hubs,
-    crate::udprate::UdpRate,
-    crate::cycle::Cycle,
-];
+impl Registry {
+    /// Every experiment, in the order the suite runs them and the report shows them.
+    pub fn iter(&self) -> impl Iterator<Item = &'static dyn Registered> + '_ {
+        self.0.iter().copied()
+    }
 
-/// The experiments whose peer may run on another machine.
-pub fn across_machines() -> Vec<&'static str> {
-    REGISTRY
-        .iter()
-        .filter(|e| e.across_machines())
-        .map(|e| e.name())
-        .collect()
-}
+    /// The experiments whose peer may run on another machine.
+    pub fn across_machines(&self) -> Vec<&'static str> {
+        self.iter()
+            .filter(|e| e.across_machines())
+            .map(|e| e.name())
+            .collect()
+    }
 
-/// The experiment named `name`.
-pub fn find(name: &str) -> Result<&'static dyn Registered> {
-    REGISTRY
-        .iter()
-        .copied()
-        .find(|e| e.name() == name)
-        .ok_or_else(|| {
+    /// The experiment named `name`.
+    pub fn find(&self, name: &str) -> Result<&'static dyn Registered> {
+        self.iter().find(|e| e.name() == name).ok_or_else(|| {
             // The name may come from another machine: echoed no longer than any experiment's.
             let name: String = name.chars().take(40).collect();
             Error::msg(format!(
                 "no experiment is named {name:?}; the lab has: {}",
-                REGISTRY
-                    .iter()
-                    .map(|e| e.name())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                self.iter().map(|e| e.name()).collect::<Vec<_>>().join(", ")
             ))
         })
+    }
 }
 
 #[cfg(test)]

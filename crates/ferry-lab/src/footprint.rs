@@ -19,9 +19,9 @@ use rustix::process::{kill_process_group, Pid, Signal};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::chart::{bar_svg, color, Bars, Plot, Section, SummaryLine, GREY};
 use crate::error::{bail, note, Context, Result};
 use crate::experiment::{Experiment, Measured, NoPeer, Results};
-use crate::report::{bar_svg, color, Bars, Plot, Section, SummaryLine, GREY};
 use crate::signal;
 use crate::studies::{cite, VORTEX_LITE};
 use crate::table::Table;

@@ -52,11 +52,11 @@ use serde::{Deserialize, Serialize};
 
 use super::cgroup::{self, CpuGroup};
 use super::Dir;
+use crate::chart::{bar_svg, color, Bars, Plot, Section, SummaryLine};
 use crate::error::{bail, note, Context, Error, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::netns::{self, LinkRate};
 use crate::peer::{Peer, PeerLink, Place, MAIN_GONE};
-use crate::report::{bar_svg, color, Bars, Plot, Section, SummaryLine};
 use crate::signal;
 use crate::stats::median;
 use crate::studies::{cite, cite_first, DDS_HUBS};
@@ -2636,8 +2636,9 @@ mod tests {
             (Transport::Udp, Mode::Flood, 0, 0, Some(12_000_000)),
         ]);
         // The suite names the second run's files after its step.
-        let v = serde_json::to_value(&results).unwrap();
-        let sec = crate::report::section(&v, "hubs-2hosts").unwrap();
+        let sec = Hubs::section(&results)
+            .unwrap()
+            .named_after(Hubs::NAME, "hubs-2hosts");
         assert_eq!(sec.plots.len(), 1);
         assert_eq!(sec.plots[0].file, "hubs-2hosts.svg");
         for label in [

@@ -11,10 +11,10 @@ use ferry::{Node, Qos, WaitStrategy};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::chart::{bar_svg, color, Bars, Plot, Section, SummaryLine, W};
 use crate::error::{bail, note, Context, Error, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
-use crate::report::{bar_svg, color, Bars, Plot, Section, SummaryLine, W};
 use crate::signal;
 use crate::studies::{cite, SHM_STREAM};
 

@@ -18,9 +18,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::Summary;
+use crate::chart::{bar_svg, color, line_chart, Bars, Plot, Section, W};
 use crate::error::{bail, note, Context, Result};
 use crate::experiment::{Experiment, Measured, NoPeer, Results};
-use crate::report::{bar_svg, color, line_chart, Bars, Plot, Section, W};
 use crate::table::Table;
 use crate::units::{format_ns, format_size};
 

@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::error::{Context, Error, Result};
-use crate::experiment::{REGISTRY, SCHEMA_VERSION};
+use crate::experiment::SCHEMA_VERSION;
+use crate::registry::EXPERIMENTS;
 use crate::Machine;
 
 /// The file name of the document in a report directory.
@@ -186,7 +187,7 @@ impl SuiteResults {
 pub fn schema() -> Value {
     let mut root =
         serde_json::to_value(schemars::schema_for!(SuiteResults)).expect("a schema is JSON");
-    let experiments: Vec<Value> = REGISTRY
+    let experiments: Vec<Value> = EXPERIMENTS
         .iter()
         .map(|e| {
             let mut s = serde_json::to_value(e.schema()).expect("a schema is JSON");
@@ -300,7 +301,7 @@ mod tests {
             .iter()
             .map(|e| e["title"].as_str().unwrap())
             .collect();
-        for e in REGISTRY {
+        for e in EXPERIMENTS.iter() {
             assert!(titles.contains(&format!("Results of {}", e.name()).as_str()));
         }
         assert!(s["properties"]["runs"].is_object());

@@ -16,10 +16,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{fill, pattern, verify, Dir, Pinning, Summary};
+use crate::chart::{size_boxes, Glyph, Plot, Section, SummaryLine};
 use crate::error::{bail, note, Context, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
-use crate::report::{size_boxes, Glyph, Plot, Section, SummaryLine};
 use crate::signal;
 use crate::studies::{cite, cite_first, SHM_STREAM};
 use crate::table::Table;

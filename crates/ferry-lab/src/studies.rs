@@ -90,14 +90,13 @@ pub fn help() -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use serde_json::Value;
 
     /// Words of the project's own bookkeeping that no user has heard of.
     const INTERNAL_WORDS: [&str; 5] = ["seed", "brief", "study-00", "study 00", "lab contract"];
 
-    fn assert_clean(what: &str, text: &str) {
+    pub(crate) fn assert_clean(what: &str, text: &str) {
         // ASCII lowercase keeps byte offsets, so the excerpt lines up.
         let lower = text.to_ascii_lowercase();
         for word in INTERNAL_WORDS {
@@ -123,6 +122,7 @@ mod tests {
     #[test]
     fn report_and_study_sources_use_no_internal_words() {
         assert_clean("report.rs", before_tests(include_str!("report.rs")));
+        assert_clean("chart.rs", before_tests(include_str!("chart.rs")));
         assert_clean("studies.rs", before_tests(include_str!("studies.rs")));
     }
 
@@ -143,111 +143,6 @@ mod tests {
                 "README lacks {:?}",
                 study.authors
             );
-        }
-    }
-
-    /// A small, made-up result of every experiment the report draws.
-    fn fake_results() -> Vec<(&'static str, Value)> {
-        vec![
-            (
-                "latency",
-                serde_json::to_value(crate::latency::example()).unwrap(),
-            ),
-            (
-                "send-time",
-                serde_json::to_value(crate::sendtime::example()).unwrap(),
-            ),
-            (
-                "idle",
-                serde_json::to_value(crate::idle::example()).unwrap(),
-            ),
-            (
-                "fanout",
-                serde_json::to_value(crate::fanout::example()).unwrap(),
-            ),
-            (
-                "footprint",
-                serde_json::to_value(crate::footprint::example()).unwrap(),
-            ),
-            (
-                "limits",
-                serde_json::to_value(crate::limits::example()).unwrap(),
-            ),
-            (
-                "throughput",
-                serde_json::to_value(crate::throughput::example()).unwrap(),
-            ),
-            (
-                "share",
-                serde_json::to_value(crate::share::example()).unwrap(),
-            ),
-            (
-                "udp-rate",
-                serde_json::to_value(crate::udprate::example()).unwrap(),
-            ),
-            (
-                "cycle",
-                serde_json::to_value(crate::cycle::example()).unwrap(),
-            ),
-            (
-                "hubs",
-                serde_json::to_value(crate::hubs::example()).unwrap(),
-            ),
-        ]
-    }
-
-    #[test]
-    fn the_report_cites_every_study_and_uses_no_internal_words() {
-        let runs: Vec<crate::results::Run> = fake_results()
-            .into_iter()
-            .map(|(name, v)| crate::results::Run {
-                step: name.to_owned(),
-                experiment: name.to_owned(),
-                status: crate::results::Status::Ok,
-                note: None,
-                seconds: 1.0,
-                results: Some(v),
-            })
-            .collect();
-        let dir = std::env::temp_dir().join(format!("ferry-studies-report-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let doc = crate::results::SuiteResults::new(
-            crate::results::Suite {
-                level: "quick".into(),
-                command: "ferry lab".into(),
-                seconds: 9.0,
-                started_unix_s: 0,
-            },
-            runs,
-        );
-        crate::report::write(&dir, std::slice::from_ref(&doc)).unwrap();
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        files.sort();
-        let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
-        let svgs = files
-            .iter()
-            .filter(|f| f.extension().is_some_and(|e| e == "svg"))
-            .count();
-        for f in &files {
-            let text = std::fs::read_to_string(f).unwrap();
-            assert_clean(&f.display().to_string(), &text);
-        }
-        let _ = std::fs::remove_dir_all(&dir);
-        assert!(svgs >= 9, "only {svgs} plots drawn");
-        // No experiment fell back to an error instead of its sentence.
-        assert!(!html.contains("could not be drawn"), "{html}");
-        for study in ALL {
-            // Its sentence cites it, and the list at the end gives authors and title.
-            assert!(
-                html.contains(&cite(study)) || html.contains(&cite_first(study)),
-                "the report never cites {:?}",
-                study.key
-            );
-            assert!(html.contains(study.title) && html.contains(study.authors));
         }
     }
 

@@ -11,7 +11,7 @@
 //! suite goes on.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -669,6 +669,10 @@ pub fn run(args: Options) -> Result<()> {
     crate::signal::check()
 }
 
-pub fn write(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).context(format!("cannot write {}", path.display()))
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn levels_have_distinct_names_that_round_trip_through_json() {
+        crate::args::tests::check::<super::Level>();
+    }
 }

@@ -48,11 +48,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{pattern, tools, Dir, Pin, Pinning};
 use crate::baseline::{baselines_first, BASELINE_GAP};
+use crate::chart::{line_chart, Plot, Section, SummaryLine};
 use crate::error::{bail, note, Context, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::netns::{self, LinkRate, Pair};
 use crate::peer::{Peer, PeerLink, Place};
-use crate::report::{line_chart, Plot, Section, SummaryLine};
 use crate::signal;
 use crate::stats::median;
 use crate::studies::{cite, cite_first, PACED_UDP, VORTEX_LITE};
@@ -3120,7 +3120,7 @@ fn link_section(rows: &[Row], setup: Option<&LinkSetup>) -> Result<Section> {
         }
         plots.push(Plot {
             file: format!("throughput-goodput-{}.svg", format_size(size).replace(' ', "")),
-            svg: crate::report::xy_chart(
+            svg: crate::chart::xy_chart(
                 &format!("Goodput across a link, {} messages", format_size(size)),
                 "link rate (Mbit/s, tc tbf)",
                 "delivered Mbit/s (median of rounds)",
@@ -3236,7 +3236,7 @@ fn link_series(
     links: &[(u64, String)],
     size: usize,
     point: impl Fn(&LinkCell<'_>) -> Option<(f64, Option<(f64, f64)>)>,
-) -> Vec<crate::report::XySeries> {
+) -> Vec<crate::chart::XySeries> {
     transports
         .iter()
         .map(|&t| {
@@ -3278,7 +3278,7 @@ fn latency_plot(
     series.push(("time on the link".to_owned(), wire));
     Ok(Some(Plot {
         file: format!("throughput-latency-{}.svg", format_size(size).replace(' ', "")),
-        svg: crate::report::xy_chart(
+        svg: crate::chart::xy_chart(
             &format!("Latency of periodic {} messages across a link", format_size(size)),
             "link rate (Mbit/s, tc tbf)",
             "ms from send to arrival (log)",

@@ -30,10 +30,10 @@ pub mod pacing;
 pub mod pool;
 mod socket;
 
+use crate::chart::{timeline_chart, xy_chart, Plot, Section, SummaryLine, XySeries};
 use crate::error::{bail, note, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
-use crate::report::{timeline_chart, xy_chart, Plot, Section, SummaryLine, XySeries};
 use crate::stats::median;
 use crate::studies::{cite, cite_first, PACED_UDP};
 
@@ -1092,8 +1092,10 @@ mod tests {
     }
 
     fn svgs_of(v: &serde_json::Value, stem: &str) -> Vec<(String, String)> {
-        crate::report::section(v, stem)
+        let results = Results::<UdpRate>::from_value(v.clone()).unwrap();
+        UdpRate::section(&results)
             .unwrap()
+            .named_after(UdpRate::NAME, stem)
             .plots
             .into_iter()
             .map(|p| (p.file, p.svg))

@@ -219,13 +219,15 @@ pub fn run_experiment(experiment: Experiment) -> Result<()> {
                 listen: a.listen,
                 allow: ferry_lab::agent::parse_allow(&a.allow)?,
                 key,
+                experiments: &ferry_lab::registry::EXPERIMENTS,
             })
         }
     }
 }
 
 pub fn run_peer(args: PeerArgs) -> Result<()> {
-    ferry_lab::peer::serve_stdio(args.for_agent).context("lab peer")
+    ferry_lab::peer::serve_stdio(args.for_agent, &ferry_lab::registry::EXPERIMENTS)
+        .context("lab peer")
 }
 
 #[cfg(test)]

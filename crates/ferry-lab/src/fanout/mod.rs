@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::chart::{bar_svg, color, Bars, Plot, Section, SummaryLine, W};
 use crate::error::{bail, note, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::peer::PeerLink;
-use crate::report::{bar_svg, color, Bars, Plot, Section, SummaryLine, W};
 use crate::table::Table;
 use figures::{format_ratio, median_ratio, over_rounds, pace, rounds, GOAL};
 

@@ -29,11 +29,11 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::chart::{bar_svg, color, Bars, Plot, Section, SummaryLine, W};
 use crate::error::{bail, note, Result};
 use crate::experiment::{Experiment, Measured, Results};
 use crate::netns::{self, parse_link_rate, LinkRate, Pair};
 use crate::peer::PeerLink;
-use crate::report::{bar_svg, color, Bars, Plot, Section, SummaryLine, W};
 use crate::table::Table;
 use figures::{cases, format_share, goal, Case, FERRY_GOAL, TCP_GOAL};
 

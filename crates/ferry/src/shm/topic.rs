@@ -934,36 +934,6 @@ mod tests {
         token
     }
 
-    /// Looking at, listing or cleaning by a name ferry would never make is refused, rather than
-    /// matched against other names (a domain `x.y` once found domain `x`'s topic `y.t`).
-    #[test]
-    fn the_admin_calls_refuse_names_ferry_refuses() {
-        for (d, t) in [
-            ("", "t"),
-            ("x.y", "t"),
-            ("a/b", "t"),
-            ("x", ""),
-            ("x", "a b"),
-        ] {
-            let e = crate::admin::topic(d, t).unwrap_err();
-            assert!(matches!(e, Error::InvalidName { .. }), "{d:?} {t:?}: {e}");
-        }
-        let long = "d".repeat(300);
-        for d in ["", "x.y", long.as_str()] {
-            assert!(
-                matches!(list_topics(Some(d)), Err(Error::InvalidName { .. })),
-                "{d:?}"
-            );
-            assert!(
-                matches!(clean(Some(d)), Err(Error::InvalidName { .. })),
-                "{d:?}"
-            );
-        }
-        assert!(crate::admin::topic(&domain("admin"), "t")
-            .unwrap()
-            .is_none());
-    }
-
     #[test]
     fn a_participant_of_another_pid_namespace_is_never_swept_by_liveness() {
         let dom = domain("pidns");

@@ -1278,6 +1278,92 @@ impl Drop for Agent {
     }
 }
 
+/// The discovery settings the variables `var` gives (`None`: unset or empty); what cannot be
+/// understood is described in `problems`, and its setting left at the default.
+pub(crate) fn config_from_vars(
+    var: &dyn Fn(&str) -> Option<String>,
+    problems: &mut Vec<String>,
+) -> DiscoveryConfig {
+    let mut c = DiscoveryConfig::default();
+    if let Some(v) = var("FERRY_DISCOVERY_PORT") {
+        match v.parse::<u16>() {
+            Ok(p) if p != 0 => c.port = p,
+            _ => problems.push(format!(
+                "FERRY_DISCOVERY_PORT='{v}' is not a port number (1 to 65535); set it to the \
+                 port every host's discovery uses, or unset it for {DEFAULT_PORT}"
+            )),
+        }
+    }
+    match var("FERRY_DISCOVERY").as_deref() {
+        None => {}
+        Some("multicast") => c.multicast = true,
+        Some(v) => problems.push(format!(
+            "FERRY_DISCOVERY='{v}' is not understood; set it to multicast to find other hosts \
+             by multicast, or unset it"
+        )),
+    }
+    if let Some(v) = var("FERRY_DISCOVERY_GROUP") {
+        match v.parse::<Ipv4Addr>() {
+            Ok(g) if g.is_multicast() => c.group = g,
+            _ => problems.push(format!(
+                "FERRY_DISCOVERY_GROUP='{v}' is not an IPv4 multicast address; give an address \
+                 of 224.0.0.0/4 (239.0.0.0/8 stays within your organisation), or unset it for \
+                 {DEFAULT_GROUP}"
+            )),
+        }
+    }
+    if let Some(v) = var("FERRY_DISCOVERY_IFACE") {
+        match v.parse::<Ipv4Addr>() {
+            Ok(i) => c.interface = i,
+            Err(_) => problems.push(format!(
+                "FERRY_DISCOVERY_IFACE='{v}' is not an IPv4 address; give the IPv4 address of \
+                 the interface multicast should use, or unset it to let the kernel pick"
+            )),
+        }
+    }
+    let defaults = DiscoveryLimits::default();
+    for (name, limit, default) in [
+        (
+            "FERRY_DISCOVERY_MAX_REMOTES",
+            &mut c.limits.max_remotes,
+            defaults.max_remotes,
+        ),
+        (
+            "FERRY_DISCOVERY_MAX_PER_SOURCE",
+            &mut c.limits.max_per_source,
+            defaults.max_per_source,
+        ),
+        (
+            "FERRY_DISCOVERY_MAX_AGENTS",
+            &mut c.limits.max_agents,
+            defaults.max_agents,
+        ),
+    ] {
+        if let Some(v) = var(name) {
+            match v.parse::<usize>() {
+                Ok(n) if n > 0 => *limit = n,
+                _ => problems.push(format!(
+                    "{name}='{v}' is not a positive whole number; set it to the most entries to \
+                     keep, or unset it for {default}"
+                )),
+            }
+        }
+    }
+    if let Some(v) = var("FERRY_PEERS") {
+        for item in v.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            match parse_peer(item, c.port) {
+                Ok(a) if !c.peers.contains(&a) => c.peers.push(a),
+                Ok(_) => {}
+                Err(why) => problems.push(format!(
+                    "FERRY_PEERS: '{item}': {why}; write FERRY_PEERS as ip[:port],… (for \
+                     example 10.0.0.2,10.0.0.3:7650)"
+                )),
+            }
+        }
+    }
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1287,7 +1373,7 @@ mod tests {
     /// the parsing).
     fn config(vars: &[(&str, &str)]) -> DiscoveryConfig {
         let mut problems = Vec::new();
-        let c = crate::config::discovery_from_vars(
+        let c = config_from_vars(
             &|name| {
                 vars.iter()
                     .find(|(n, _)| *n == name)

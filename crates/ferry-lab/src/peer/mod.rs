@@ -12,101 +12,24 @@
 //! Readiness and the measurement itself go over the transport under test, not over this
 //! channel, so that its latency never enters a figure.
 
-use std::io::{BufRead, BufReader, Read, Write};
+pub mod link;
+pub mod wire;
+
+use std::io::{BufReader, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
+pub use self::link::{PeerLink, MAIN_GONE};
+pub use self::wire::AGENT_PORT;
+use self::wire::{reader_thread, to_line, Hello, Reply, LINES_AHEAD, MAX_QUEUED_REPORTS};
 use crate::error::{Context, Error, Result};
-use crate::experiment::Experiment;
-
-/// The longest line either side accepts: a peer request or report is a few kilobytes; anything
-/// longer is refused rather than buffered.
-pub const MAX_LINE: usize = 1 << 20;
-/// Lines read ahead of the lab (the reader then waits, and so does the sender behind it).
-const LINES_AHEAD: usize = 256;
-/// Reports the lab holds before it reads them: more is a peer that floods, an error.
-const MAX_QUEUED_REPORTS: usize = 1 << 16;
-
-/// The TCP port `ferry lab agent` listens on by default.
-pub const AGENT_PORT: u16 = 7447;
-
-/// The main side's first line.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Hello {
-    pub experiment: String,
-    pub request: Value,
-}
-
-/// A line from the peer.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Reply {
-    Report(Value),
-    Done(()),
-    Error(String),
-}
-
-/// Reads one line of at most [`MAX_LINE`] bytes (without its newline); `None` at the end.
-pub fn read_line(input: &mut impl BufRead) -> Result<Option<String>> {
-    let mut buf = Vec::new();
-    let n = input
-        .take(MAX_LINE as u64 + 1)
-        .read_until(b'\n', &mut buf)?;
-    if n == 0 {
-        return Ok(None);
-    }
-    if buf.last() == Some(&b'\n') {
-        buf.pop();
-    } else if buf.len() > MAX_LINE {
-        return Err(Error::msg(format!(
-            "a control line longer than {MAX_LINE} bytes was refused"
-        )));
-    }
-    String::from_utf8(buf)
-        .map(Some)
-        .map_err(|_| Error::msg("a control line that is not UTF-8 was refused"))
-}
-
-/// Reads lines into a channel from a thread, until the end or an error (sent as `Err`).
-fn reader_thread(input: impl Read + Send + 'static) -> Receiver<Result<String>> {
-    // Bounded: a sender faster than the lab reads is held back, not buffered without end.
-    let (tx, rx) = mpsc::sync_channel(LINES_AHEAD);
-    std::thread::Builder::new()
-        .name("lab-lines".to_owned())
-        .spawn(move || {
-            let mut input = BufReader::new(input);
-            loop {
-                match read_line(&mut input) {
-                    Ok(Some(line)) => {
-                        if tx.send(Ok(line)).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) => return,
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                        return;
-                    }
-                }
-            }
-        })
-        .expect("a thread for the control lines");
-    rx
-}
-
-fn to_line(value: &impl Serialize) -> Result<String> {
-    let mut line = serde_json::to_string(value)?;
-    line.push('\n');
-    Ok(line)
-}
+use crate::experiment::{Experiment, Registry};
 
 // ---------------------------------------------------------------------------------------------
 // The main side
@@ -215,7 +138,7 @@ impl Peer {
             ))?;
         stream.set_nodelay(true)?;
         let mut reader = BufReader::new(stream.try_clone()?);
-        crate::agent::client_handshake(&mut reader, &stream, &address)?;
+        wire::client_handshake(&mut reader, &stream, &address)?;
         Ok(Peer {
             lines: reader_thread(reader),
             link: Link::Remote {
@@ -481,114 +404,20 @@ pub fn with_default_port(agent: &str) -> String {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// The peer side
-
-/// The peer's end of the control channel: the main side's commands in, reports out.
-pub struct PeerLink {
-    /// Started by `ferry lab agent` for a lab on another machine.
-    for_agent: bool,
-    input: Receiver<Result<String>>,
-    /// Set once the main side's input ended.
-    main_gone: Arc<AtomicBool>,
-    out: Box<dyn Write + Send>,
-}
-
-impl PeerLink {
-    fn new(
-        input: Receiver<Result<String>>,
-        out: Box<dyn Write + Send>,
-        for_agent: bool,
-    ) -> PeerLink {
-        PeerLink {
-            for_agent,
-            input,
-            main_gone: Arc::new(AtomicBool::new(false)),
-            out,
-        }
-    }
-
-    /// Whether this peer serves a lab on another machine (started by `ferry lab agent`): it
-    /// then refuses what only makes sense on one machine (shared memory, local names).
-    pub fn for_agent(&self) -> bool {
-        self.for_agent
-    }
-
-    /// Sends the main side a report.
-    pub fn report(&mut self, message: &impl Serialize) -> Result<()> {
-        let line = to_line(&Reply::Report(serde_json::to_value(message)?))?;
-        self.write(&line)
-    }
-
-    fn write(&mut self, line: &str) -> Result<()> {
-        self.out
-            .write_all(line.as_bytes())
-            .and_then(|()| self.out.flush())
-            .map_err(|e| Error::msg(format!("cannot talk to the lab's main side: {e}")))
-    }
-
-    /// Waits at most `timeout` for the main side's next command; `None` if none came. An error
-    /// once the main side went away.
-    pub fn recv<T: DeserializeOwned>(&mut self, timeout: Duration) -> Result<Option<T>> {
-        match self.input.recv_timeout(timeout) {
-            Ok(line) => {
-                let line = line?;
-                serde_json::from_str(&line)
-                    .map(Some)
-                    .map_err(|e| Error::msg(format!("a command the peer cannot read: {e}")))
-            }
-            Err(RecvTimeoutError::Timeout) => Ok(None),
-            Err(RecvTimeoutError::Disconnected) => {
-                // Relaxed: a flag read by this thread only.
-                self.main_gone.store(true, Ordering::Relaxed);
-                Err(Error::msg(MAIN_GONE))
-            }
-        }
-    }
-
-    /// An error once the main side went away (its input ended). Cheap: call it between waits.
-    pub fn check_main(&mut self) -> Result<()> {
-        // Relaxed: see `recv`.
-        if self.main_gone.load(Ordering::Relaxed) {
-            return Err(Error::msg(MAIN_GONE));
-        }
-        match self.input.try_recv() {
-            Err(mpsc::TryRecvError::Disconnected) => {
-                self.main_gone.store(true, Ordering::Relaxed);
-                Err(Error::msg(MAIN_GONE))
-            }
-            // A command that the experiment does not wait for is not expected: say so.
-            Ok(Ok(line)) => Err(Error::msg(format!(
-                "the main side sent an unexpected command: {}",
-                line.chars().take(80).collect::<String>()
-            ))),
-            Ok(Err(e)) => Err(e),
-            Err(mpsc::TryRecvError::Empty) => Ok(()),
-        }
-    }
-
-    /// A closure for the peers' wait loops: `check_main` as `FnMut() -> Result<()>`.
-    pub fn watch(&mut self) -> impl FnMut() -> Result<()> + '_ {
-        move || self.check_main()
-    }
-}
-
-/// The error a peer stops with when its main side went away.
-pub const MAIN_GONE: &str = "the lab's main side went away";
-
 /// `ferry lab-peer`: serves one peer request from standard input, answering on standard
 /// output. The exit status says whether it succeeded; the last line says why not.
 /// `for_agent`: started by `ferry lab agent` for a lab on another machine.
-pub fn serve_stdio(for_agent: bool) -> Result<()> {
+pub fn serve_stdio(for_agent: bool, experiments: &Registry) -> Result<()> {
     let input = reader_thread(std::io::stdin());
     let out: Box<dyn Write + Send> = Box::new(std::io::stdout());
-    serve(input, out, for_agent)
+    serve(input, out, for_agent, experiments)
 }
 
 fn serve(
     input: Receiver<Result<String>>,
     out: Box<dyn Write + Send>,
     for_agent: bool,
+    experiments: &Registry,
 ) -> Result<()> {
     let first = match input.recv_timeout(Duration::from_secs(30)) {
         Ok(line) => line?,
@@ -598,12 +427,12 @@ fn serve(
     let outcome = (|| {
         let hello: Hello =
             serde_json::from_str(&first).context("the peer request cannot be read")?;
-        let experiment = crate::experiment::find(&hello.experiment)?;
+        let experiment = experiments.find(&hello.experiment)?;
         if for_agent && !experiment.across_machines() {
             return Err(Error::msg(format!(
                 "the {} experiment runs on one machine; an agent serves {}",
                 experiment.name(),
-                crate::experiment::across_machines().join(", ")
+                experiments.across_machines().join(", ")
             )));
         }
         experiment.serve_peer(hello.request, &mut link)
@@ -618,6 +447,9 @@ fn serve(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{mpsc, Arc};
+
+    use super::wire::{read_line, MAX_LINE};
     use super::*;
 
     /// Whatever answers at `--remote` may flood the main side with reports: each look at the
@@ -724,7 +556,7 @@ mod tests {
                 Ok(())
             }
         }
-        let err = serve(rx, Box::new(Shared(out.clone())), false).unwrap_err();
+        let err = serve(rx, Box::new(Shared(out.clone())), false, &Registry(&[])).unwrap_err();
         assert!(err.to_string().contains("no experiment is named"), "{err}");
         let written = String::from_utf8(out.lock().unwrap().clone()).unwrap();
         let last: Reply = serde_json::from_str(written.trim_end()).unwrap();
