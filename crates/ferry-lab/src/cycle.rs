@@ -241,55 +241,6 @@ impl Config {
     }
 }
 
-fn validate(config: &Config) -> Result<()> {
-    crate::distinct_list("--transport", &config.transport, |t| t.name().to_owned())?;
-    crate::distinct_list("--placement", &config.placement, |p| p.name().to_owned())?;
-    let cycle_ms = config.cycle_times();
-    crate::distinct_list("--cycle-ms", &cycle_ms, |c| c.to_string())?;
-    if cycle_ms
-        .iter()
-        .any(|&c| !(MIN_CYCLE_MS..=MAX_CYCLE_MS).contains(&c))
-    {
-        bail!("--cycle-ms: cycle times must be between 0.05 and 10000 ms");
-    }
-    crate::distinct_list("--cpu", &config.budgets(), |b| {
-        b.map_or("none".to_owned(), |c| c.to_string())
-    })?;
-    if let Some(c) = config
-        .budgets()
-        .into_iter()
-        .flatten()
-        .find(|c| !(0.01..=1024.0).contains(c))
-    {
-        bail!("--cpu: invalid CPU budget {c}: a number of CPUs from 0.01 (such as 0.3 or 1.5), or none");
-    }
-    if !(1..=MAX_CYCLES).contains(&config.cycles) {
-        bail!("--cycles must be between 1 and 10 000 000");
-    }
-    if !(config.success > 0.0 && config.success <= 100.0) {
-        bail!("--success must be a percentage above 0");
-    }
-    if !(1..=MAX_MULTIPLICITY).contains(&config.max()) {
-        bail!("--max-multiplicity must be between 1 and 268435456 (1 GiB)");
-    }
-    if !(0.0..=50.0).contains(&config.resolution_percent()) {
-        bail!("--resolution must be between 0 and 50 (percent)");
-    }
-    if !(0.0..=1000.0).contains(&config.tolerance_pct) {
-        bail!("--tolerance-pct must be between 0 and 1000");
-    }
-    if config.repeat == 0 {
-        bail!("--repeat must be at least 1");
-    }
-    if !(0.0..=1e6).contains(&config.steal_retry_ms) {
-        bail!("--steal-retry-ms must be between 0 and 1000000");
-    }
-    if config.spin_us > MAX_SPIN_US {
-        bail!("--spin-us must be at most 1000000 (1 s)");
-    }
-    Ok(())
-}
-
 /// The experiment (see the module's documentation).
 pub struct Cycle;
 
@@ -302,27 +253,449 @@ impl Experiment for Cycle {
     type PeerRequest = PeerRequest;
 
     fn validate(config: &Config) -> Result<()> {
-        validate(config)
+        crate::distinct_list("--transport", &config.transport, |t| t.name().to_owned())?;
+        crate::distinct_list("--placement", &config.placement, |p| p.name().to_owned())?;
+        let cycle_ms = config.cycle_times();
+        crate::distinct_list("--cycle-ms", &cycle_ms, |c| c.to_string())?;
+        if cycle_ms
+            .iter()
+            .any(|&c| !(MIN_CYCLE_MS..=MAX_CYCLE_MS).contains(&c))
+        {
+            bail!("--cycle-ms: cycle times must be between 0.05 and 10000 ms");
+        }
+        crate::distinct_list("--cpu", &config.budgets(), |b| {
+            b.map_or("none".to_owned(), |c| c.to_string())
+        })?;
+        if let Some(c) = config
+            .budgets()
+            .into_iter()
+            .flatten()
+            .find(|c| !(0.01..=1024.0).contains(c))
+        {
+            bail!("--cpu: invalid CPU budget {c}: a number of CPUs from 0.01 (such as 0.3 or 1.5), or none");
+        }
+        if !(1..=MAX_CYCLES).contains(&config.cycles) {
+            bail!("--cycles must be between 1 and 10 000 000");
+        }
+        if !(config.success > 0.0 && config.success <= 100.0) {
+            bail!("--success must be a percentage above 0");
+        }
+        if !(1..=MAX_MULTIPLICITY).contains(&config.max()) {
+            bail!("--max-multiplicity must be between 1 and 268435456 (1 GiB)");
+        }
+        if !(0.0..=50.0).contains(&config.resolution_percent()) {
+            bail!("--resolution must be between 0 and 50 (percent)");
+        }
+        if !(0.0..=1000.0).contains(&config.tolerance_pct) {
+            bail!("--tolerance-pct must be between 0 and 1000");
+        }
+        if config.repeat == 0 {
+            bail!("--repeat must be at least 1");
+        }
+        if !(0.0..=1e6).contains(&config.steal_retry_ms) {
+            bail!("--steal-retry-ms must be between 0 and 1000000");
+        }
+        if config.spin_us > MAX_SPIN_US {
+            bail!("--spin-us must be at most 1000000 (1 s)");
+        }
+        Ok(())
     }
 
     fn run(config: &Config) -> Result<Measured<Self>> {
-        run(config)
+        let setup = setup_of(config)?;
+        let allowed = crate::allowed_cpus();
+        let placements = config
+            .placement
+            .iter()
+            .map(|&p| Ok((p, p.cpus(&allowed)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let mut rows = Vec::new();
+        let domain = format!("labcyc{}", std::process::id());
+        let mut run_index = 0u64;
+        note!(
+        "cycle: {} cycles per run, success at {} %, multiplicity up to {}, delivery shm {}, udp {}",
+        setup.cycles,
+        setup.success_percent,
+        setup.max_multiplicity,
+        setup.delivery.shm.name(),
+        setup.delivery.udp.name(),
+    );
+        // Repeats outermost and transports innermost: the transports alternate (A B A B ...).
+        for repeat in 0..setup.repeat {
+            for &cycle_ms in &setup.cycle_ms {
+                for &cpu in &setup.cpu {
+                    for &(placement, cpus) in &placements {
+                        for &transport in &config.transport {
+                            let point = Point {
+                                transport,
+                                cycle_ms,
+                                cpu,
+                                placement,
+                                cpus,
+                            };
+                            let row =
+                                bisection(config, &setup, &domain, &mut run_index, point, repeat)?;
+                            note!(
+                                "{}: largest multiplicity {} u32 ({} bytes, {:.0} Mbit/s){}",
+                                point.describe(),
+                                row.max_multiplicity,
+                                row.bytes_per_cycle,
+                                row.mbit_per_s,
+                                if row.reached_limit {
+                                    " = the limit"
+                                } else {
+                                    ""
+                                }
+                            );
+                            rows.push(row);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Measured { setup, rows })
     }
 
     fn run_peer(request: PeerRequest, link: &mut PeerLink) -> Result<()> {
-        run_peer(request, link)
+        request.check()?;
+        if let Some(cpu) = request.pin_cpu {
+            // Before the node exists: any thread it starts inherits the CPU.
+            crate::pin_to(cpu)?;
+        }
+        // Wait for the main side to have moved this process into its cgroup.
+        match link.recv::<Command>(GO_TIMEOUT)? {
+            Some(Command::Go) => {}
+            Some(other) => bail!(
+                "the {} expected the start, not {other:?}",
+                request.role.name()
+            ),
+            None => bail!(
+                "the {} was not told to start within {GO_TIMEOUT:?}",
+                request.role.name()
+            ),
+        }
+        match request.role {
+            Role::Writer => {
+                let report = writer(&request)?;
+                link.report(&report)?;
+                // Keep the publisher's messages readable until the reader is done (the main side
+                // says stop), but not past the main side nor past the longest a run may take.
+                let deadline = Instant::now() + request.run_limit() + FINISH_TIMEOUT;
+                loop {
+                    match link.recv::<Command>(Duration::from_millis(100))? {
+                        Some(Command::Stop) => return Ok(()),
+                        Some(Command::Go) => bail!("the writer was told to start twice"),
+                        None if Instant::now() >= deadline => {
+                            bail!("the writer was not told to stop within the run's time")
+                        }
+                        None => {}
+                    }
+                }
+            }
+            Role::Reader => {
+                let report = reader(&request, link)?;
+                link.report(&report)
+            }
+        }
     }
 
     fn table(results: &Results<Self>) -> String {
-        render_table(&results.config, &results.rows)
+        let setup: &Setup = &results.config;
+        let rows: &[Row] = &results.rows;
+        let mut table = Table::new(&[
+            "transport",
+            ">cycle",
+            ">CPU",
+            "placement",
+            ">repeat",
+            ">largest u32",
+            ">bytes/cycle",
+            ">Mbit/s",
+            ">misses w/r",
+            ">runs",
+            "note",
+        ]);
+        for row in rows {
+            let misses = match (row.writer_misses, row.reader_misses) {
+                (Some(w), Some(r)) => format!("{w}/{r}"),
+                _ => "-".to_owned(),
+            };
+            let voids = row.trials.iter().filter(|t| t.void).count();
+            let mut note = Vec::new();
+            if row.reached_limit {
+                note.push("= the limit".to_owned());
+            }
+            if row.max_multiplicity == 0 {
+                note.push("none passed".to_owned());
+            }
+            if voids > 0 {
+                note.push(format!("{voids} void (host steal)"));
+            }
+            table.row(vec![
+                row.transport.name().to_owned(),
+                format!("{} ms", row.cycle_ms),
+                row.cpu.map_or("none".to_owned(), |c| c.to_string()),
+                row.placement.name().to_owned(),
+                row.repeat.to_string(),
+                row.max_multiplicity.to_string(),
+                row.bytes_per_cycle.to_string(),
+                format!("{:.0}", row.mbit_per_s),
+                misses,
+                row.trials.len().to_string(),
+                note.join("; "),
+            ]);
+        }
+        format!(
+        "\nLargest multiplicity (u32 elements per cycle) with at least {} % of {} cycles complete and no overload, up to {}; delivery shm {}, udp {}.\n\n{}",
+        setup.success_percent,
+        setup.cycles,
+        setup.max_multiplicity,
+        setup.delivery.shm.name(),
+        setup.delivery.udp.name(),
+        table.render()
+    )
     }
 
     fn section(results: &Results<Self>) -> Result<Section> {
-        section(&results.rows)
+        let rs: &[Row] = &results.rows;
+        // Medians over the repeats per (transport, CPU budget, placement, cycle time).
+        let groups = groups(rs);
+        let mut parts = Vec::new();
+        for (key, values) in &groups {
+            if key.transport != Transport::Shm {
+                continue;
+            }
+            let shm = median_of(values);
+            let mut part = format!(
+                "shm at {} ms, {}{}: {} u32",
+                key.cycle_ms,
+                cpu_label(key.cpu),
+                key.placement_label(),
+                format_thousands(shm)
+            );
+            if key.cycle_ms == 1.0 && key.cpu == Some(0.3) {
+                let _ = write!(part, " ({:.2} × the study's 200 000)", shm / STUDY_SHM_U32);
+            }
+            let udp = groups.iter().find(|(k, _)| {
+                *k == Key {
+                    transport: Transport::Udp,
+                    ..*key
+                }
+            });
+            if let Some((_, u)) = udp {
+                let udp = median_of(u);
+                let _ = write!(part, ", udp {} u32", format_thousands(udp));
+                if udp > 0.0 {
+                    let _ = write!(part, ", shm/udp {:.1}", shm / udp);
+                }
+            }
+            if values.len() > 1 {
+                let _ = write!(part, " (medians of {} repeats)", values.len());
+            }
+            parts.push(part);
+        }
+        let sentence = format!(
+        "{} finds the largest multiplicity (u32 elements per cycle) that arrives in 99.95 % of the cycles under a CPU budget (over 200 000 u32 at 1 ms and 0.3 CPU over shared memory). Here: {}.",
+        cite_first(&DOMINION),
+        parts.join("; ")
+    );
+        // Median against cycle time, one line per transport, budget and placement, the spread over
+        // the repeats as a bar.
+        let mut series: Vec<crate::chart::XySeries> = Vec::new();
+        for (key, values) in &groups {
+            let median = median_of(values);
+            let spread = (values.len() > 1).then(|| range_of(values));
+            let label = format!(
+                "{}, {}{}",
+                key.transport.name(),
+                cpu_label(key.cpu),
+                key.placement_label()
+            );
+            let point = (key.cycle_ms, median.max(1.0), spread);
+            match series.iter_mut().find(|s| s.0 == label) {
+                Some(s) => s.1.push(point),
+                None => series.push((label, vec![point])),
+            }
+        }
+        let mut limited: Vec<String> = rs
+            .iter()
+            .filter(|r| r.reached_limit)
+            .map(|r| {
+                format!(
+                    "{} at {} ms ({})",
+                    r.transport.name(),
+                    r.cycle_ms,
+                    r.placement.name()
+                )
+            })
+            .collect();
+        limited.sort();
+        limited.dedup();
+        // Runs made void by the host's steal (failed while the hypervisor held the CPU).
+        let voids = rs.iter().flat_map(|r| &r.trials).filter(|t| t.void).count();
+        let void_note = if voids > 0 {
+            format!(" {voids} Cycle::run(s) failed while the host stole CPU time from this machine and were run again (kept in the JSON with \"void\": true).")
+        } else {
+            String::new()
+        };
+        let mut cycle_times: Vec<f64> = groups.iter().map(|g| g.0.cycle_ms).collect();
+        cycle_times.sort_by(f64::total_cmp);
+        cycle_times.dedup();
+        let mut plots = Vec::new();
+        if let [ms] = cycle_times[..] {
+            // One cycle time: bars per transport and budget, one per placement.
+            let mut categories: Vec<(Transport, Option<f64>)> = Vec::new();
+            let mut placements: Vec<Placement> = Vec::new();
+            for (key, _) in &groups {
+                if !categories.contains(&(key.transport, key.cpu)) {
+                    categories.push((key.transport, key.cpu));
+                }
+                if !placements.contains(&key.placement) {
+                    placements.push(key.placement);
+                }
+            }
+            let bar_series = placements
+                .iter()
+                .enumerate()
+                .map(|(i, &place)| {
+                    let values = categories
+                        .iter()
+                        .map(|&(transport, cpu)| {
+                            groups
+                                .iter()
+                                .find(|(k, _)| {
+                                    k.placement == place && k.transport == transport && k.cpu == cpu
+                                })
+                                .map(|(_, v)| median_of(v))
+                        })
+                        .collect();
+                    (place.label().to_owned(), color(i), values)
+                })
+                .collect();
+            let title = format!(
+                "Largest multiplicity at {ms} ms (u32 elements per cycle), median over repeats"
+            );
+            let panel = Bars {
+                title: &title,
+                y_desc: "u32 elements per cycle",
+                categories: categories
+                    .iter()
+                    .map(|&(transport, cpu)| format!("{}, {}", transport.name(), cpu_label(cpu)))
+                    .collect(),
+                series: bar_series,
+                reference: (ms == 1.0).then(|| {
+                    (
+                        format!("{}: shm, 1 ms, 0.3 CPU", DOMINION.short),
+                        STUDY_SHM_U32,
+                    )
+                }),
+                log_y: false,
+            };
+            let svg = bar_svg(&[panel], 960)?;
+            let spreads: Vec<String> = groups
+                .iter()
+                .filter(|(_, v)| v.len() > 1)
+                .map(|(k, v)| {
+                    let (lo, hi) = range_of(v);
+                    format!(
+                        "{}{} {}–{}",
+                        k.transport.name(),
+                        k.placement_label(),
+                        format_thousands(lo),
+                        format_thousands(hi)
+                    )
+                })
+                .collect();
+            let mut caption = format!("Median over the repeats of the largest multiplicity that passed (≥ 99.95 % complete cycles, no overload), per placement of the two apps. The point of {}: over 200 000 u32 over shared memory at 1 ms and 0.3 CPU.", cite(&DOMINION));
+            if !spreads.is_empty() {
+                let _ = write!(caption, " Spread over the repeats: {}.", spreads.join("; "));
+            }
+            if !limited.is_empty() {
+                let _ = write!(
+                    caption,
+                    " Reached the largest multiplicity tried (the true maximum is higher): {}.",
+                    limited.join(", ")
+                );
+            }
+            caption.push_str(&void_note);
+            plots.push(Plot {
+                file: "cycle.svg".to_owned(),
+                svg,
+                caption,
+            });
+        } else if !series.is_empty() {
+            series.push((
+                format!("{}: shm, 1 ms, 0.3 CPU", DOMINION.short),
+                vec![(1.0, STUDY_SHM_U32, None)],
+            ));
+            let svg = xy_chart(
+                "Largest multiplicity per cycle (u32 elements), median over repeats",
+                "cycle time (ms)",
+                "u32 elements per cycle (log scale)",
+                &series,
+                true,
+                false,
+                None,
+            )?;
+            let mut caption = format!("Median over the repeats of the largest multiplicity that passed (≥ 99.95 % complete cycles, no overload); the bar spans the repeats. The point of {}: over 200 000 u32 over shared memory at 1 ms and 0.3 CPU.", cite(&DOMINION));
+            if !limited.is_empty() {
+                let _ = write!(
+                    caption,
+                    " Reached the largest multiplicity tried (the true maximum is higher): {}.",
+                    limited.join(", ")
+                );
+            }
+            caption.push_str(&void_note);
+            plots.push(Plot {
+                file: "cycle.svg".to_owned(),
+                svg,
+                caption,
+            });
+        }
+        Ok(Section { plots, sentence })
     }
 
+    /// The study's figures at 1 ms: over 200 000 u32 over shared memory and under 200 000 over UDP
+    /// at 0.3 CPU (its figure 3), and over shared memory at 1.5 CPU more than twice its figure at
+    /// 0.3 CPU (its figure 5). One line per placement measured.
     fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
-        summary(&results.rows)
+        let rs: &[Row] = &results.rows;
+        let mut lines = Vec::new();
+        for (key, values) in &groups(rs) {
+            if key.cycle_ms != 1.0 {
+                continue;
+            }
+            let study = if key.cpu == Some(0.3) {
+                match key.transport {
+                    Transport::Shm => "over 200 000 u32",
+                    Transport::Udp => "under 200 000 u32",
+                }
+            } else if key.cpu == Some(1.5) && key.transport == Transport::Shm {
+                "more than twice its figure at 0.3 CPU"
+            } else {
+                continue;
+            };
+            let transport = match key.transport {
+                Transport::Shm => "shared memory",
+                Transport::Udp => "UDP",
+            };
+            let mut ferry = format!("{} u32", format_thousands(median_of(values)));
+            if values.len() > 1 {
+                let _ = write!(ferry, " (median of {} repeats)", values.len());
+            }
+            lines.push(SummaryLine {
+                what: format!(
+                    "largest u32 array per 1 ms cycle, {transport}, {}{}",
+                    cpu_label(key.cpu),
+                    key.placement_label()
+                ),
+                ferry,
+                floor: None,
+                best_peer: None,
+                study: Some(format!("{study} ({})", cite(&DOMINION))),
+            });
+        }
+        lines
     }
 }
 
@@ -569,61 +942,6 @@ impl Point {
             self.placement.name()
         )
     }
-}
-
-fn run(config: &Config) -> Result<Measured<Cycle>> {
-    let setup = setup_of(config)?;
-    let allowed = crate::allowed_cpus();
-    let placements = config
-        .placement
-        .iter()
-        .map(|&p| Ok((p, p.cpus(&allowed)?)))
-        .collect::<Result<Vec<_>>>()?;
-    let mut rows = Vec::new();
-    let domain = format!("labcyc{}", std::process::id());
-    let mut run_index = 0u64;
-    note!(
-        "cycle: {} cycles per run, success at {} %, multiplicity up to {}, delivery shm {}, udp {}",
-        setup.cycles,
-        setup.success_percent,
-        setup.max_multiplicity,
-        setup.delivery.shm.name(),
-        setup.delivery.udp.name(),
-    );
-    // Repeats outermost and transports innermost: the transports alternate (A B A B ...).
-    for repeat in 0..setup.repeat {
-        for &cycle_ms in &setup.cycle_ms {
-            for &cpu in &setup.cpu {
-                for &(placement, cpus) in &placements {
-                    for &transport in &config.transport {
-                        let point = Point {
-                            transport,
-                            cycle_ms,
-                            cpu,
-                            placement,
-                            cpus,
-                        };
-                        let row =
-                            bisection(config, &setup, &domain, &mut run_index, point, repeat)?;
-                        note!(
-                            "{}: largest multiplicity {} u32 ({} bytes, {:.0} Mbit/s){}",
-                            point.describe(),
-                            row.max_multiplicity,
-                            row.bytes_per_cycle,
-                            row.mbit_per_s,
-                            if row.reached_limit {
-                                " = the limit"
-                            } else {
-                                ""
-                            }
-                        );
-                        rows.push(row);
-                    }
-                }
-            }
-        }
-    }
-    Ok(Measured { setup, rows })
 }
 
 /// Finds the largest multiplicity that passes at `point`.
@@ -1081,49 +1399,6 @@ fn wait_report(
 // ---------------------------------------------------------------------------------------------
 // The apps
 
-fn run_peer(request: PeerRequest, link: &mut PeerLink) -> Result<()> {
-    request.check()?;
-    if let Some(cpu) = request.pin_cpu {
-        // Before the node exists: any thread it starts inherits the CPU.
-        crate::pin_to(cpu)?;
-    }
-    // Wait for the main side to have moved this process into its cgroup.
-    match link.recv::<Command>(GO_TIMEOUT)? {
-        Some(Command::Go) => {}
-        Some(other) => bail!(
-            "the {} expected the start, not {other:?}",
-            request.role.name()
-        ),
-        None => bail!(
-            "the {} was not told to start within {GO_TIMEOUT:?}",
-            request.role.name()
-        ),
-    }
-    match request.role {
-        Role::Writer => {
-            let report = writer(&request)?;
-            link.report(&report)?;
-            // Keep the publisher's messages readable until the reader is done (the main side
-            // says stop), but not past the main side nor past the longest a run may take.
-            let deadline = Instant::now() + request.run_limit() + FINISH_TIMEOUT;
-            loop {
-                match link.recv::<Command>(Duration::from_millis(100))? {
-                    Some(Command::Stop) => return Ok(()),
-                    Some(Command::Go) => bail!("the writer was told to start twice"),
-                    None if Instant::now() >= deadline => {
-                        bail!("the writer was not told to stop within the run's time")
-                    }
-                    None => {}
-                }
-            }
-        }
-        Role::Reader => {
-            let report = reader(&request, link)?;
-            link.report(&report)
-        }
-    }
-}
-
 fn qos(args: &PeerRequest) -> Qos {
     // A writer that finds the ring full (its reader is behind, say after a throttled quota
     // period) waits as it sleeps to its deadlines: without spinning, which the budget would pay
@@ -1340,61 +1615,6 @@ fn reader(args: &PeerRequest, link: &mut PeerLink) -> Result<Report> {
 // ---------------------------------------------------------------------------------------------
 // The table, the report's section and its summary
 
-fn render_table(setup: &Setup, rows: &[Row]) -> String {
-    let mut table = Table::new(&[
-        "transport",
-        ">cycle",
-        ">CPU",
-        "placement",
-        ">repeat",
-        ">largest u32",
-        ">bytes/cycle",
-        ">Mbit/s",
-        ">misses w/r",
-        ">runs",
-        "note",
-    ]);
-    for row in rows {
-        let misses = match (row.writer_misses, row.reader_misses) {
-            (Some(w), Some(r)) => format!("{w}/{r}"),
-            _ => "-".to_owned(),
-        };
-        let voids = row.trials.iter().filter(|t| t.void).count();
-        let mut note = Vec::new();
-        if row.reached_limit {
-            note.push("= the limit".to_owned());
-        }
-        if row.max_multiplicity == 0 {
-            note.push("none passed".to_owned());
-        }
-        if voids > 0 {
-            note.push(format!("{voids} void (host steal)"));
-        }
-        table.row(vec![
-            row.transport.name().to_owned(),
-            format!("{} ms", row.cycle_ms),
-            row.cpu.map_or("none".to_owned(), |c| c.to_string()),
-            row.placement.name().to_owned(),
-            row.repeat.to_string(),
-            row.max_multiplicity.to_string(),
-            row.bytes_per_cycle.to_string(),
-            format!("{:.0}", row.mbit_per_s),
-            misses,
-            row.trials.len().to_string(),
-            note.join("; "),
-        ]);
-    }
-    format!(
-        "\nLargest multiplicity (u32 elements per cycle) with at least {} % of {} cycles complete and no overload, up to {}; delivery shm {}, udp {}.\n\n{}",
-        setup.success_percent,
-        setup.cycles,
-        setup.max_multiplicity,
-        setup.delivery.shm.name(),
-        setup.delivery.udp.name(),
-        table.render()
-    )
-}
-
 /// One line of the cycle plot: transport, CPU budget (None: unlimited), placement, cycle time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Key {
@@ -1442,246 +1662,6 @@ fn median_of(values: &[f64]) -> f64 {
 fn range_of(values: &[f64]) -> (f64, f64) {
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
     (lo, values.iter().copied().fold(lo, f64::max))
-}
-
-fn section(rs: &[Row]) -> Result<Section> {
-    // Medians over the repeats per (transport, CPU budget, placement, cycle time).
-    let groups = groups(rs);
-    let mut parts = Vec::new();
-    for (key, values) in &groups {
-        if key.transport != Transport::Shm {
-            continue;
-        }
-        let shm = median_of(values);
-        let mut part = format!(
-            "shm at {} ms, {}{}: {} u32",
-            key.cycle_ms,
-            cpu_label(key.cpu),
-            key.placement_label(),
-            format_thousands(shm)
-        );
-        if key.cycle_ms == 1.0 && key.cpu == Some(0.3) {
-            let _ = write!(part, " ({:.2} × the study's 200 000)", shm / STUDY_SHM_U32);
-        }
-        let udp = groups.iter().find(|(k, _)| {
-            *k == Key {
-                transport: Transport::Udp,
-                ..*key
-            }
-        });
-        if let Some((_, u)) = udp {
-            let udp = median_of(u);
-            let _ = write!(part, ", udp {} u32", format_thousands(udp));
-            if udp > 0.0 {
-                let _ = write!(part, ", shm/udp {:.1}", shm / udp);
-            }
-        }
-        if values.len() > 1 {
-            let _ = write!(part, " (medians of {} repeats)", values.len());
-        }
-        parts.push(part);
-    }
-    let sentence = format!(
-        "{} finds the largest multiplicity (u32 elements per cycle) that arrives in 99.95 % of the cycles under a CPU budget (over 200 000 u32 at 1 ms and 0.3 CPU over shared memory). Here: {}.",
-        cite_first(&DOMINION),
-        parts.join("; ")
-    );
-    // Median against cycle time, one line per transport, budget and placement, the spread over
-    // the repeats as a bar.
-    let mut series: Vec<crate::chart::XySeries> = Vec::new();
-    for (key, values) in &groups {
-        let median = median_of(values);
-        let spread = (values.len() > 1).then(|| range_of(values));
-        let label = format!(
-            "{}, {}{}",
-            key.transport.name(),
-            cpu_label(key.cpu),
-            key.placement_label()
-        );
-        let point = (key.cycle_ms, median.max(1.0), spread);
-        match series.iter_mut().find(|s| s.0 == label) {
-            Some(s) => s.1.push(point),
-            None => series.push((label, vec![point])),
-        }
-    }
-    let mut limited: Vec<String> = rs
-        .iter()
-        .filter(|r| r.reached_limit)
-        .map(|r| {
-            format!(
-                "{} at {} ms ({})",
-                r.transport.name(),
-                r.cycle_ms,
-                r.placement.name()
-            )
-        })
-        .collect();
-    limited.sort();
-    limited.dedup();
-    // Runs made void by the host's steal (failed while the hypervisor held the CPU).
-    let voids = rs.iter().flat_map(|r| &r.trials).filter(|t| t.void).count();
-    let void_note = if voids > 0 {
-        format!(" {voids} run(s) failed while the host stole CPU time from this machine and were run again (kept in the JSON with \"void\": true).")
-    } else {
-        String::new()
-    };
-    let mut cycle_times: Vec<f64> = groups.iter().map(|g| g.0.cycle_ms).collect();
-    cycle_times.sort_by(f64::total_cmp);
-    cycle_times.dedup();
-    let mut plots = Vec::new();
-    if let [ms] = cycle_times[..] {
-        // One cycle time: bars per transport and budget, one per placement.
-        let mut categories: Vec<(Transport, Option<f64>)> = Vec::new();
-        let mut placements: Vec<Placement> = Vec::new();
-        for (key, _) in &groups {
-            if !categories.contains(&(key.transport, key.cpu)) {
-                categories.push((key.transport, key.cpu));
-            }
-            if !placements.contains(&key.placement) {
-                placements.push(key.placement);
-            }
-        }
-        let bar_series = placements
-            .iter()
-            .enumerate()
-            .map(|(i, &place)| {
-                let values = categories
-                    .iter()
-                    .map(|&(transport, cpu)| {
-                        groups
-                            .iter()
-                            .find(|(k, _)| {
-                                k.placement == place && k.transport == transport && k.cpu == cpu
-                            })
-                            .map(|(_, v)| median_of(v))
-                    })
-                    .collect();
-                (place.label().to_owned(), color(i), values)
-            })
-            .collect();
-        let title = format!(
-            "Largest multiplicity at {ms} ms (u32 elements per cycle), median over repeats"
-        );
-        let panel = Bars {
-            title: &title,
-            y_desc: "u32 elements per cycle",
-            categories: categories
-                .iter()
-                .map(|&(transport, cpu)| format!("{}, {}", transport.name(), cpu_label(cpu)))
-                .collect(),
-            series: bar_series,
-            reference: (ms == 1.0).then(|| {
-                (
-                    format!("{}: shm, 1 ms, 0.3 CPU", DOMINION.short),
-                    STUDY_SHM_U32,
-                )
-            }),
-            log_y: false,
-        };
-        let svg = bar_svg(&[panel], 960)?;
-        let spreads: Vec<String> = groups
-            .iter()
-            .filter(|(_, v)| v.len() > 1)
-            .map(|(k, v)| {
-                let (lo, hi) = range_of(v);
-                format!(
-                    "{}{} {}–{}",
-                    k.transport.name(),
-                    k.placement_label(),
-                    format_thousands(lo),
-                    format_thousands(hi)
-                )
-            })
-            .collect();
-        let mut caption = format!("Median over the repeats of the largest multiplicity that passed (≥ 99.95 % complete cycles, no overload), per placement of the two apps. The point of {}: over 200 000 u32 over shared memory at 1 ms and 0.3 CPU.", cite(&DOMINION));
-        if !spreads.is_empty() {
-            let _ = write!(caption, " Spread over the repeats: {}.", spreads.join("; "));
-        }
-        if !limited.is_empty() {
-            let _ = write!(
-                caption,
-                " Reached the largest multiplicity tried (the true maximum is higher): {}.",
-                limited.join(", ")
-            );
-        }
-        caption.push_str(&void_note);
-        plots.push(Plot {
-            file: "cycle.svg".to_owned(),
-            svg,
-            caption,
-        });
-    } else if !series.is_empty() {
-        series.push((
-            format!("{}: shm, 1 ms, 0.3 CPU", DOMINION.short),
-            vec![(1.0, STUDY_SHM_U32, None)],
-        ));
-        let svg = xy_chart(
-            "Largest multiplicity per cycle (u32 elements), median over repeats",
-            "cycle time (ms)",
-            "u32 elements per cycle (log scale)",
-            &series,
-            true,
-            false,
-            None,
-        )?;
-        let mut caption = format!("Median over the repeats of the largest multiplicity that passed (≥ 99.95 % complete cycles, no overload); the bar spans the repeats. The point of {}: over 200 000 u32 over shared memory at 1 ms and 0.3 CPU.", cite(&DOMINION));
-        if !limited.is_empty() {
-            let _ = write!(
-                caption,
-                " Reached the largest multiplicity tried (the true maximum is higher): {}.",
-                limited.join(", ")
-            );
-        }
-        caption.push_str(&void_note);
-        plots.push(Plot {
-            file: "cycle.svg".to_owned(),
-            svg,
-            caption,
-        });
-    }
-    Ok(Section { plots, sentence })
-}
-
-/// The study's figures at 1 ms: over 200 000 u32 over shared memory and under 200 000 over UDP
-/// at 0.3 CPU (its figure 3), and over shared memory at 1.5 CPU more than twice its figure at
-/// 0.3 CPU (its figure 5). One line per placement measured.
-fn summary(rs: &[Row]) -> Vec<SummaryLine> {
-    let mut lines = Vec::new();
-    for (key, values) in &groups(rs) {
-        if key.cycle_ms != 1.0 {
-            continue;
-        }
-        let study = if key.cpu == Some(0.3) {
-            match key.transport {
-                Transport::Shm => "over 200 000 u32",
-                Transport::Udp => "under 200 000 u32",
-            }
-        } else if key.cpu == Some(1.5) && key.transport == Transport::Shm {
-            "more than twice its figure at 0.3 CPU"
-        } else {
-            continue;
-        };
-        let transport = match key.transport {
-            Transport::Shm => "shared memory",
-            Transport::Udp => "UDP",
-        };
-        let mut ferry = format!("{} u32", format_thousands(median_of(values)));
-        if values.len() > 1 {
-            let _ = write!(ferry, " (median of {} repeats)", values.len());
-        }
-        lines.push(SummaryLine {
-            what: format!(
-                "largest u32 array per 1 ms cycle, {transport}, {}{}",
-                cpu_label(key.cpu),
-                key.placement_label()
-            ),
-            ferry,
-            floor: None,
-            best_peer: None,
-            study: Some(format!("{study} ({})", cite(&DOMINION))),
-        });
-    }
-    lines
 }
 
 /// A made-up point and its row, for the tests: `m` passed, `m + 2` failed.
@@ -1868,18 +1848,18 @@ mod tests {
         assert_eq!(study.cycle_times().len(), 10);
         assert_eq!(study.budgets(), [None]);
         assert_eq!((study.max(), study.resolution_percent()), (STUDY_MAX, 0.0));
-        validate(&plain).unwrap();
+        Cycle::validate(&plain).unwrap();
         let twice = Config {
             transport: vec![Transport::Shm, Transport::Shm],
             ..Config::default()
         };
-        let err = validate(&twice).unwrap_err().to_string();
+        let err = Cycle::validate(&twice).unwrap_err().to_string();
         assert!(err.contains("--transport: shm is listed twice"), "{err}");
         let slow = Config {
             cycle_ms: Some(vec![20_000.0]),
             ..Config::default()
         };
-        assert!(validate(&slow)
+        assert!(Cycle::validate(&slow)
             .unwrap_err()
             .to_string()
             .contains("--cycle-ms"));
@@ -1887,7 +1867,7 @@ mod tests {
             cycle_ms: Some(vec![1.0, 1.0]),
             ..Config::default()
         };
-        let err = validate(&cycle_twice).unwrap_err().to_string();
+        let err = Cycle::validate(&cycle_twice).unwrap_err().to_string();
         assert!(err.contains("--cycle-ms: 1 is listed twice"), "{err}");
         // The JSON names are the options'; values as the command line writes them.
         let v: Config = serde_json::from_value(serde_json::json!({
@@ -2009,7 +1989,7 @@ mod tests {
             row(Udp, Scheduler, 1.0, 0, 80_000),
             row(Shm, OneCpu, 10.0, 0, 900_000),
         ];
-        let sec = section(&rows).unwrap();
+        let sec = Cycle::section(&example_results(rows)).unwrap();
         assert_eq!(sec.plots.len(), 1);
         assert_eq!(sec.plots[0].file, "cycle.svg");
         for label in [
@@ -2060,7 +2040,7 @@ mod tests {
             row(Shm, Scheduler, 1, 380_000),
             row(Udp, Scheduler, 1, 70_000),
         ];
-        let sec = section(&rows).unwrap();
+        let sec = Cycle::section(&example_results(rows)).unwrap();
         assert_eq!(sec.plots.len(), 1);
         let svg = &sec.plots[0].svg;
         for label in [
@@ -2078,7 +2058,7 @@ mod tests {
         for part in [
             "shm, both apps on one CPU 500 000–560 000",
             "udp, placed by the kernel 70 000–80 000",
-            "1 run(s) failed while the host stole CPU time",
+            "1 Cycle::run(s) failed while the host stole CPU time",
         ] {
             assert!(caption.contains(part), "{part:?} missing from {caption}");
         }

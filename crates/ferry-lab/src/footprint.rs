@@ -242,32 +242,40 @@ impl Drop for Kid {
     }
 }
 
-fn validate(args: &Config) -> Result<()> {
-    if !(args.seconds >= 0.3 && args.seconds <= 600.0) {
-        bail!("--seconds must be between 0.3 and 600");
-    }
-    if args.transports.is_empty() {
-        bail!("--transport: give at least one");
-    }
-    Ok(())
-}
+impl Experiment for Footprint {
+    const NAME: &'static str = "footprint";
+    const TITLE: &'static str = "Footprint of a minimal publisher and subscriber";
+    type Config = Config;
+    type Setup = Setup;
+    type Row = Row;
+    type PeerRequest = NoPeer;
 
-fn run(args: &Config) -> Result<Measured<Footprint>> {
-    let mut dir = locate(args.bin_dir.as_deref());
-    if dir.is_none() && args.build && try_build()? {
-        dir = locate(args.bin_dir.as_deref());
+    fn validate(args: &Config) -> Result<()> {
+        if !(args.seconds >= 0.3 && args.seconds <= 600.0) {
+            bail!("--seconds must be between 0.3 and 600");
+        }
+        if args.transports.is_empty() {
+            bail!("--transport: give at least one");
+        }
+        Ok(())
     }
-    let Some(dir) = dir else {
-        bail!(
-            "the minimal apps min-pub and min-sub were not found (in target/min-size, \
+
+    fn run(args: &Config) -> Result<Measured<Self>> {
+        let mut dir = locate(args.bin_dir.as_deref());
+        if dir.is_none() && args.build && try_build()? {
+            dir = locate(args.bin_dir.as_deref());
+        }
+        let Some(dir) = dir else {
+            bail!(
+                "the minimal apps min-pub and min-sub were not found (in target/min-size, \
              FERRY_MIN_DIR or --bin-dir); build them first: {BUILD_COMMAND}"
-        );
-    };
-    let mut rows = Vec::new();
-    for &transport in &args.transports {
-        rows.extend(measure_pair(&dir, transport, args.seconds)?);
-    }
-    let setup = Setup {
+            );
+        };
+        let mut rows = Vec::new();
+        for &transport in &args.transports {
+            rows.extend(measure_pair(&dir, transport, args.seconds)?);
+        }
+        let setup = Setup {
         seconds: args.seconds,
         bin_dir: dir.display().to_string(),
         profile: "min-size (opt-level s, lto fat, panic abort, strip), ferry without its domain-key feature (no cipher linked)".to_owned(),
@@ -291,154 +299,127 @@ fn run(args: &Config) -> Result<Measured<Footprint>> {
         },
         verdict: verdict(&rows),
     };
-    Ok(Measured { setup, rows })
-}
-
-impl Experiment for Footprint {
-    const NAME: &'static str = "footprint";
-    const TITLE: &'static str = "Footprint of a minimal publisher and subscriber";
-    type Config = Config;
-    type Setup = Setup;
-    type Row = Row;
-    type PeerRequest = NoPeer;
-
-    fn validate(config: &Config) -> Result<()> {
-        validate(config)
+        Ok(Measured { setup, rows })
     }
 
-    fn run(config: &Config) -> Result<Measured<Self>> {
-        run(config)
-    }
-
+    /// The table, then the verdict on the goals.
     fn table(results: &Results<Self>) -> String {
-        render_table(&results.rows)
+        let rows: &[Row] = &results.rows;
+        let mut table = Table::new(&[
+            "app",
+            "transport",
+            "binary",
+            "private RSS",
+            "ring (RssShmem)",
+            "VmRSS",
+            "threads",
+        ]);
+        for r in rows {
+            table.row(vec![
+                r.app.name().to_owned(),
+                r.transport.name().to_owned(),
+                format!("{} KB", r.binary_bytes.div_ceil(1024)),
+                format!("{} KB", r.rss_private_kb),
+                format!("{} KB", r.rss_shmem_kb),
+                format!("{} KB", r.vm_rss_kb),
+                r.threads.to_string(),
+            ]);
+        }
+        let mut out = table.render();
+        for v in verdict(rows) {
+            let _ = writeln!(out, "{v}");
+        }
+        out
     }
 
     fn section(results: &Results<Self>) -> Result<Section> {
-        section(&results.rows)
-    }
-
-    fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
-        summary(&results.rows)
-    }
-}
-
-/// The table, then the verdict on the goals.
-fn render_table(rows: &[Row]) -> String {
-    let mut table = Table::new(&[
-        "app",
-        "transport",
-        "binary",
-        "private RSS",
-        "ring (RssShmem)",
-        "VmRSS",
-        "threads",
-    ]);
-    for r in rows {
-        table.row(vec![
-            r.app.name().to_owned(),
-            r.transport.name().to_owned(),
-            format!("{} KB", r.binary_bytes.div_ceil(1024)),
-            format!("{} KB", r.rss_private_kb),
-            format!("{} KB", r.rss_shmem_kb),
-            format!("{} KB", r.vm_rss_kb),
-            r.threads.to_string(),
-        ]);
-    }
-    let mut out = table.render();
-    for v in verdict(rows) {
-        let _ = writeln!(out, "{v}");
-    }
-    out
-}
-
-fn section(rs: &[Row]) -> Result<Section> {
-    let cats: Vec<String> = rs
-        .iter()
-        .map(|r| {
-            format!(
-                "{} {}",
-                r.app.name().trim_start_matches("min-"),
-                r.transport.name()
-            )
-        })
-        .chain(std::iter::once("Vortex Lite".to_owned()))
-        .collect();
-    let col = |f: fn(&Row) -> u64, div: f64| -> Vec<Option<f64>> {
-        rs.iter()
-            .map(|r| Some(f(r) as f64 / div))
-            .chain(std::iter::once(None))
-            .collect()
-    };
-    let vortex = |x: f64| -> Vec<Option<f64>> {
-        rs.iter()
-            .map(|_| None)
-            .chain(std::iter::once(Some(x)))
-            .collect()
-    };
-    let panels = [
-        Bars {
-            title: "Stripped binary",
-            y_desc: "size (KB)",
-            categories: cats.clone(),
-            series: vec![
-                ("ferry".into(), color(0), col(|r| r.binary_bytes, 1024.0)),
-                (
-                    "Vortex Lite".into(),
-                    GREY,
-                    vortex(VORTEX_BINARY_BYTES as f64 / 1024.0),
-                ),
-            ],
-            reference: Some((
+        let rs: &[Row] = &results.rows;
+        let cats: Vec<String> = rs
+            .iter()
+            .map(|r| {
                 format!(
-                    "goal: Vortex Lite, {:.0} KB",
-                    GOAL_BINARY_BYTES as f64 / 1024.0
-                ),
-                GOAL_BINARY_BYTES as f64 / 1024.0,
-            )),
-            log_y: false,
-        },
-        Bars {
-            title: "Resident memory",
-            y_desc: "KB",
-            categories: cats.clone(),
-            series: vec![
-                (
-                    "private RSS".into(),
-                    color(0),
-                    col(|r| r.rss_private_kb, 1.0),
-                ),
-                ("VmRSS".into(), color(1), col(|r| r.vm_rss_kb, 1.0)),
-                (
-                    "ring (RssShmem)".into(),
-                    color(2),
-                    col(|r| r.rss_shmem_kb, 1.0),
-                ),
-                (
-                    "Vortex Lite VmRSS".into(),
-                    GREY,
-                    vortex(VORTEX_VMRSS_KB as f64),
-                ),
-            ],
-            reference: Some(("goal 1.5 MB private".into(), 1536.0)),
-            log_y: false,
-        },
-        Bars {
-            title: "Threads",
-            y_desc: "threads",
-            categories: cats.clone(),
-            series: vec![
-                ("ferry".into(), color(0), col(|r| r.threads, 1.0)),
-                ("Vortex Lite".into(), GREY, vortex(VORTEX_THREADS as f64)),
-            ],
-            reference: Some(("goal 2 threads".into(), 2.0)),
-            log_y: false,
-        },
-    ];
-    let svg = bar_svg(&panels, 1500)?;
-    let describe = |app: App, t: Transport| -> Option<String> {
-        let r = rs.iter().find(|r| r.app == app && r.transport == t)?;
-        Some(format!(
+                    "{} {}",
+                    r.app.name().trim_start_matches("min-"),
+                    r.transport.name()
+                )
+            })
+            .chain(std::iter::once("Vortex Lite".to_owned()))
+            .collect();
+        let col = |f: fn(&Row) -> u64, div: f64| -> Vec<Option<f64>> {
+            rs.iter()
+                .map(|r| Some(f(r) as f64 / div))
+                .chain(std::iter::once(None))
+                .collect()
+        };
+        let vortex = |x: f64| -> Vec<Option<f64>> {
+            rs.iter()
+                .map(|_| None)
+                .chain(std::iter::once(Some(x)))
+                .collect()
+        };
+        let panels = [
+            Bars {
+                title: "Stripped binary",
+                y_desc: "size (KB)",
+                categories: cats.clone(),
+                series: vec![
+                    ("ferry".into(), color(0), col(|r| r.binary_bytes, 1024.0)),
+                    (
+                        "Vortex Lite".into(),
+                        GREY,
+                        vortex(VORTEX_BINARY_BYTES as f64 / 1024.0),
+                    ),
+                ],
+                reference: Some((
+                    format!(
+                        "goal: Vortex Lite, {:.0} KB",
+                        GOAL_BINARY_BYTES as f64 / 1024.0
+                    ),
+                    GOAL_BINARY_BYTES as f64 / 1024.0,
+                )),
+                log_y: false,
+            },
+            Bars {
+                title: "Resident memory",
+                y_desc: "KB",
+                categories: cats.clone(),
+                series: vec![
+                    (
+                        "private RSS".into(),
+                        color(0),
+                        col(|r| r.rss_private_kb, 1.0),
+                    ),
+                    ("VmRSS".into(), color(1), col(|r| r.vm_rss_kb, 1.0)),
+                    (
+                        "ring (RssShmem)".into(),
+                        color(2),
+                        col(|r| r.rss_shmem_kb, 1.0),
+                    ),
+                    (
+                        "Vortex Lite VmRSS".into(),
+                        GREY,
+                        vortex(VORTEX_VMRSS_KB as f64),
+                    ),
+                ],
+                reference: Some(("goal 1.5 MB private".into(), 1536.0)),
+                log_y: false,
+            },
+            Bars {
+                title: "Threads",
+                y_desc: "threads",
+                categories: cats.clone(),
+                series: vec![
+                    ("ferry".into(), color(0), col(|r| r.threads, 1.0)),
+                    ("Vortex Lite".into(), GREY, vortex(VORTEX_THREADS as f64)),
+                ],
+                reference: Some(("goal 2 threads".into(), 2.0)),
+                log_y: false,
+            },
+        ];
+        let svg = bar_svg(&panels, 1500)?;
+        let describe = |app: App, t: Transport| -> Option<String> {
+            let r = rs.iter().find(|r| r.app == app && r.transport == t)?;
+            Some(format!(
             "ferry {} over {}: {:.0} KB / {:.0} KB private RSS (VmRSS {:.0} KB, ring {:.0} KB) / {:.0} thread(s)",
             app.name(),
             t.name(),
@@ -448,17 +429,17 @@ fn section(rs: &[Row]) -> Result<Section> {
             r.rss_shmem_kb,
             r.threads
         ))
-    };
-    let ours: Vec<String> = [
-        (App::MinPub, Transport::Shm),
-        (App::MinSub, Transport::Shm),
-        (App::MinPub, Transport::Udp),
-        (App::MinSub, Transport::Udp),
-    ]
-    .iter()
-    .filter_map(|&(a, t)| describe(a, t))
-    .collect();
-    Ok(Section {
+        };
+        let ours: Vec<String> = [
+            (App::MinPub, Transport::Shm),
+            (App::MinSub, Transport::Shm),
+            (App::MinPub, Transport::Udp),
+            (App::MinSub, Transport::Udp),
+        ]
+        .iter()
+        .filter_map(|&(a, t)| describe(a, t))
+        .collect();
+        Ok(Section {
         plots: vec![Plot {
             file: "footprint.svg".to_owned(),
             svg,
@@ -470,69 +451,71 @@ fn section(rs: &[Row]) -> Result<Section> {
             ours.join("; ")
         ),
     })
-}
+    }
 
-/// The study's three figures (x86, static library) beside ferry's: the publisher's image, the
-/// subscriber's VmRSS, the threads of each app.
-fn summary(rs: &[Row]) -> Vec<SummaryLine> {
-    let find = |app: App, t: Transport| rs.iter().find(|r| r.app == app && r.transport == t);
-    let transports: Vec<Transport> = [Transport::Shm, Transport::Udp]
-        .into_iter()
-        .filter(|&t| rs.iter().any(|r| r.transport == t))
-        .collect();
-    let per_transport = |app: App, f: &dyn Fn(&Row) -> String| -> String {
-        transports
-            .iter()
-            .filter_map(|&t| Some(format!("{} {}", t.name(), f(find(app, t)?))))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let mut lines = Vec::new();
-    // The same binary whatever the transport.
-    if let Some(p) = rs.iter().find(|r| r.app == App::MinPub) {
-        lines.push(SummaryLine {
-            what: "publisher binary (stripped)".to_owned(),
-            ferry: format!("{} bytes (min-pub)", p.binary_bytes),
-            floor: None,
-            best_peer: None,
-            study: Some(format!(
-                "{VORTEX_BINARY_BYTES} bytes publisher image, x86, static library ({})",
-                cite(&VORTEX_LITE)
-            )),
-        });
+    /// The study's three figures (x86, static library) beside ferry's: the publisher's image, the
+    /// subscriber's VmRSS, the threads of each app.
+    fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
+        let rs: &[Row] = &results.rows;
+        let find = |app: App, t: Transport| rs.iter().find(|r| r.app == app && r.transport == t);
+        let transports: Vec<Transport> = [Transport::Shm, Transport::Udp]
+            .into_iter()
+            .filter(|&t| rs.iter().any(|r| r.transport == t))
+            .collect();
+        let per_transport = |app: App, f: &dyn Fn(&Row) -> String| -> String {
+            transports
+                .iter()
+                .filter_map(|&t| Some(format!("{} {}", t.name(), f(find(app, t)?))))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut lines = Vec::new();
+        // The same binary whatever the transport.
+        if let Some(p) = rs.iter().find(|r| r.app == App::MinPub) {
+            lines.push(SummaryLine {
+                what: "publisher binary (stripped)".to_owned(),
+                ferry: format!("{} bytes (min-pub)", p.binary_bytes),
+                floor: None,
+                best_peer: None,
+                study: Some(format!(
+                    "{VORTEX_BINARY_BYTES} bytes publisher image, x86, static library ({})",
+                    cite(&VORTEX_LITE)
+                )),
+            });
+        }
+        if rs.iter().any(|r| r.app == App::MinSub) {
+            lines.push(SummaryLine {
+                what: "subscriber VmRSS".to_owned(),
+                ferry: per_transport(App::MinSub, &|r| {
+                    format!("{} KB ({} KB private)", r.vm_rss_kb, r.rss_private_kb)
+                }),
+                floor: None,
+                best_peer: None,
+                study: Some(format!(
+                    "{VORTEX_VMRSS_KB} KB, x86 ({})",
+                    cite(&VORTEX_LITE)
+                )),
+            });
+        }
+        if !rs.is_empty() {
+            let threads = |app: App| per_transport(app, &|r| r.threads.to_string());
+            lines.push(SummaryLine {
+                what: "threads per app".to_owned(),
+                ferry: format!(
+                    "min-pub: {}; min-sub: {}",
+                    threads(App::MinPub),
+                    threads(App::MinSub)
+                ),
+                floor: None,
+                best_peer: None,
+                study: Some(format!(
+                    "{VORTEX_THREADS} threads in each app ({})",
+                    cite(&VORTEX_LITE)
+                )),
+            });
+        }
+        lines
     }
-    if rs.iter().any(|r| r.app == App::MinSub) {
-        lines.push(SummaryLine {
-            what: "subscriber VmRSS".to_owned(),
-            ferry: per_transport(App::MinSub, &|r| {
-                format!("{} KB ({} KB private)", r.vm_rss_kb, r.rss_private_kb)
-            }),
-            floor: None,
-            best_peer: None,
-            study: Some(format!(
-                "{VORTEX_VMRSS_KB} KB, x86 ({})",
-                cite(&VORTEX_LITE)
-            )),
-        });
-    }
-    if !rs.is_empty() {
-        let threads = |app: App| per_transport(app, &|r| r.threads.to_string());
-        lines.push(SummaryLine {
-            what: "threads per app".to_owned(),
-            ferry: format!(
-                "min-pub: {}; min-sub: {}",
-                threads(App::MinPub),
-                threads(App::MinSub)
-            ),
-            floor: None,
-            best_peer: None,
-            study: Some(format!(
-                "{VORTEX_THREADS} threads in each app ({})",
-                cite(&VORTEX_LITE)
-            )),
-        });
-    }
-    lines
 }
 
 /// One line per goal for the shared-memory publisher.
@@ -826,8 +809,8 @@ mod tests {
 
     #[test]
     fn configurations_are_checked() {
-        assert!(validate(&Config::default()).is_ok());
-        let e = validate(&Config {
+        assert!(Footprint::validate(&Config::default()).is_ok());
+        let e = Footprint::validate(&Config {
             seconds: 0.1,
             ..Config::default()
         })

@@ -919,70 +919,6 @@ fn skip_reason(config: &Config, t: Transport) -> Option<String> {
     })
 }
 
-fn validate(args: &Config) -> Result<()> {
-    super::distinct_list("--mode", &args.mode, |m| m.name().to_owned())?;
-    super::distinct_list("--transport", &args.transport, |t| t.name().to_owned())?;
-    if !(2..=MAX_HUBS).contains(&args.hubs) {
-        bail!("--hubs must be between 2 and {MAX_HUBS} (the master included)");
-    }
-    if !(1..=MAX_MESSAGES).contains(&args.messages) {
-        bail!("--messages must be between 1 and {MAX_MESSAGES}");
-    }
-    if args.warmup > MAX_MESSAGES {
-        bail!("--warmup must be at most {MAX_MESSAGES}");
-    }
-    if !(HEADER..=MAX_SIZE).contains(&args.size) {
-        bail!(
-            "--size must be between {HEADER} bytes (the sequence header) and {}",
-            format_size(MAX_SIZE)
-        );
-    }
-    if args.rounds == 0 {
-        bail!("--rounds must be at least 1");
-    }
-    if !(1..=2).contains(&args.hosts) {
-        bail!("--hosts must be 1 or 2");
-    }
-    if let Some(agent) = &args.remote {
-        if args.hosts != 2 {
-            bail!("--remote {agent} runs the odd hubs on the agent's machine: it needs --hosts 2");
-        }
-        if args.link_rate.is_some() {
-            bail!(
-                "--link-rate limits the veth link between two network namespaces; with --remote \
-                 {agent} the hubs talk over the network between the machines: leave it out"
-            );
-        }
-        if args.cpu.is_some() {
-            bail!(
-                "--cpu puts every hub process in one cgroup of this machine; with --remote \
-                 {agent} the odd hubs run on another machine: use --cpu none"
-            );
-        }
-    }
-    if args.link_rate.is_some() && args.hosts != 2 {
-        bail!("--link-rate limits the link between two hosts: it needs --hosts 2");
-    }
-    if let Some(c) = args.cpu {
-        if !(c.is_finite() && c > 0.0) {
-            bail!("--cpu must be a positive number of CPUs, or none");
-        }
-        let parent = match cgroup::detect() {
-            Some(cgroup::Version::V1) => "/sys/fs/cgroup/cpu",
-            Some(cgroup::Version::V2) => "/sys/fs/cgroup",
-            None => bail!(
-                "--cpu: this machine has no cgroup CPU controller under /sys/fs/cgroup; use --cpu none"
-            ),
-        };
-        if rustix::fs::access(parent, rustix::fs::Access::WRITE_OK).is_err() {
-            bail!(
-                "--cpu needs root (write access to {parent}) to create a cgroup with a CPU quota; use --cpu none"
-            );
-        }
-    }
-    Ok(())
-}
-
 fn placement(args: &Config) -> Vec<Placement> {
     let allowed = super::allowed_cpus();
     (0..args.hubs)
@@ -1055,123 +991,6 @@ fn make_pair(rate: Option<LinkRate>) -> Result<netns::Pair> {
         net: 203,
         rate,
     })
-}
-
-fn run(args: &Config) -> Result<Measured<Hubs>> {
-    let started = super::unix_time();
-    let placement = placement(args);
-    let remote = args.remote.as_deref().map(Remote::resolve).transpose()?;
-    // Created before any process and dropped after all of them (also on error and Ctrl-C).
-    let pair = match (args.hosts, &remote) {
-        (2, None) => Some(make_pair(args.link_rate)?),
-        _ => None,
-    };
-    let ctx = Ctx {
-        config: args,
-        pair: pair.as_ref(),
-        remote: remote.as_ref(),
-        placement,
-    };
-    note!(
-        "ferry lab hubs: {} × {} in {} rounds; {} processes in a ring; {} messages of {}; {}{}{}",
-        args.mode
-            .iter()
-            .map(|m| m.name())
-            .collect::<Vec<_>>()
-            .join(","),
-        args.transport
-            .iter()
-            .map(|t| t.name())
-            .collect::<Vec<_>>()
-            .join(","),
-        args.rounds,
-        args.hubs,
-        args.messages,
-        format_size(args.size),
-        describe_placement(&ctx.placement),
-        match (&pair, &remote) {
-            (Some(h), _) => format!(
-                "; two hosts: namespaces {} (A, {}) and {} (B, {})",
-                h.ns[0], h.addr[0], h.ns[1], h.addr[1]
-            ),
-            (None, Some(r)) => format!(
-                "; two hosts: this machine (A, {}) and the lab agent at {} (B, {})",
-                r.here, r.agent, r.there
-            ),
-            (None, None) => String::new(),
-        },
-        match args.cpu {
-            Some(c) => format!("; CPU quota {c} CPU over all of them"),
-            None => String::new(),
-        }
-    );
-
-    let mut rows = Vec::new();
-    let mut skipped = Vec::new();
-    for &t in &args.transport {
-        if let Some(reason) = skip_reason(args, t) {
-            note!("  {}: {reason}", t.name());
-            for &mode in &args.mode {
-                let mut row = Row::empty(args, t, mode);
-                row.skipped = Some(reason.clone());
-                rows.push(row);
-            }
-            skipped.push(Skipped {
-                transport: t,
-                reason,
-            });
-        }
-    }
-    let mut problems = Vec::new();
-    let mut run_index = 0usize;
-    for round in 0..args.rounds {
-        for &mode in &args.mode {
-            for &transport in &args.transport {
-                if skip_reason(args, transport).is_some() {
-                    continue;
-                }
-                signal::check()?;
-                let row = trial(&ctx, transport, mode, round, run_index).context(format!(
-                    "{} {} (round {})",
-                    transport.name(),
-                    mode.name(),
-                    round + 1
-                ))?;
-                run_index += 1;
-                note!("  round {}/{}: {}", round + 1, args.rounds, summarize(&row));
-                if row.lost != Some(0)
-                    || row.corrupt != Some(0)
-                    || row.out_of_order != Some(0)
-                    || row.duplicates != Some(0)
-                    || row.error.is_some()
-                {
-                    problems.push(format!(
-                        "{} {} round {}: {} lost, {} corrupt, {} out of order, {} duplicated{}",
-                        row.transport.name(),
-                        row.mode.name(),
-                        round + 1,
-                        row.lost.unwrap_or(0),
-                        row.corrupt.unwrap_or(0),
-                        row.out_of_order.unwrap_or(0),
-                        row.duplicates.unwrap_or(0),
-                        row.error
-                            .as_ref()
-                            .map_or(String::new(), |e| format!(" ({e})"))
-                    ));
-                }
-                rows.push(row);
-            }
-        }
-    }
-    let setup = make_setup(&ctx, skipped, started);
-    drop(pair);
-    if !problems.is_empty() {
-        bail!(
-            "messages went missing or arrived damaged (reliable delivery promises none): {}",
-            problems.join("; ")
-        );
-    }
-    Ok(Measured { setup, rows })
 }
 
 fn summarize(row: &Row) -> String {
@@ -1581,140 +1400,6 @@ fn median_over_rounds(
     )
 }
 
-fn render(setup: &Setup, rows: &[Row]) -> String {
-    let mut out = String::new();
-    let hosts = hosts_text(setup);
-    let cpu = setup
-        .cpu
-        .map_or("no CPU quota".to_owned(), |c| format!("CPU quota {c} CPU"));
-    for &mode in &setup.modes {
-        let mine: Vec<&Row> = rows.iter().filter(|r| r.mode == mode).collect();
-        match mode {
-            Mode::Roundtrip => {
-                let mut t = Table::new(&[
-                    "transport",
-                    ">round",
-                    ">lap p50",
-                    ">p90",
-                    ">p99",
-                    ">max",
-                    ">mean",
-                    ">hop p50",
-                    ">total",
-                    ">lost",
-                    "edges",
-                ]);
-                for r in &mine {
-                    if r.skipped.is_some() {
-                        continue;
-                    }
-                    t.row(vec![
-                        r.transport.name().to_owned(),
-                        r.round.map_or(String::new(), |x| (x + 1).to_string()),
-                        format_ns(r.lap_p50_ns.unwrap_or(0) as f64),
-                        format_ns(r.lap_p90_ns.unwrap_or(0) as f64),
-                        format_ns(r.lap_p99_ns.unwrap_or(0) as f64),
-                        format_ns(r.lap_max_ns.unwrap_or(0) as f64),
-                        format_ns(r.lap_mean_ns.unwrap_or(0.0)),
-                        format_ns(r.hop_p50_ns.unwrap_or(0.0)),
-                        format!("{:.3} s", r.total_s.unwrap_or(0.0)),
-                        r.lost.unwrap_or(0).to_string(),
-                        paths(r),
-                    ]);
-                }
-                out.push_str(&format!(
-                    "\nRoundtrip: one message around a ring of {} processes, {} laps of {} per row; {hosts}; {cpu}; wait {}.\n{}.\n\n{}",
-                    setup.hubs,
-                    setup.messages,
-                    format_size(setup.size_bytes),
-                    setup.wait.name(),
-                    setup.pinning.summary,
-                    t.render()
-                ));
-            }
-            Mode::Flood => {
-                let mut t = Table::new(&[
-                    "transport",
-                    ">round",
-                    ">completion",
-                    ">messages/s",
-                    ">payload",
-                    ">lost",
-                    ">corrupt",
-                    ">out of order",
-                    "edges",
-                ]);
-                for r in &mine {
-                    if r.skipped.is_some() {
-                        continue;
-                    }
-                    t.row(vec![
-                        r.transport.name().to_owned(),
-                        r.round.map_or(String::new(), |x| (x + 1).to_string()),
-                        r.completion_s
-                            .map_or("-".to_owned(), |c| format_ns(c * 1e9)),
-                        r.messages_per_s
-                            .map_or("-".to_owned(), |m| format!("{m:.0}")),
-                        r.payload_mbit_per_s
-                            .map_or("-".to_owned(), |m| format!("{m:.1} Mbit/s")),
-                        r.lost.unwrap_or(0).to_string(),
-                        r.corrupt.unwrap_or(0).to_string(),
-                        r.out_of_order.unwrap_or(0).to_string(),
-                        paths(r),
-                    ]);
-                }
-                out.push_str(&format!(
-                    "\nFlood: {} messages of {} pushed into a ring of {} processes back to back, timed until all are back; {hosts}; {cpu}; wait {}.\n{}.\n\n{}",
-                    setup.messages,
-                    format_size(setup.size_bytes),
-                    setup.hubs,
-                    setup.wait.name(),
-                    setup.pinning.summary,
-                    t.render()
-                ));
-            }
-        }
-        for r in mine.iter().filter(|r| r.skipped.is_some()) {
-            out.push_str(&format!(
-                "{}: {}\n",
-                r.transport.name(),
-                r.skipped.as_deref().unwrap_or_default()
-            ));
-        }
-        // The median over the rounds, per transport.
-        let mut s = Table::new(&["transport", ">rounds", "median over the rounds"]);
-        for &tr in &setup.transports {
-            let of = mine
-                .iter()
-                .filter(|r| r.transport == tr && r.skipped.is_none())
-                .count();
-            if of == 0 {
-                continue;
-            }
-            let text = match mode {
-                Mode::Roundtrip => {
-                    median_over_rounds(rows, mode, tr, |r| r.lap_p50_ns.map(|v| v as f64))
-                        .map_or("-".to_owned(), |m| format!("lap p50 {}", format_ns(m)))
-                }
-                Mode::Flood => {
-                    let c = median_over_rounds(rows, mode, tr, |r| r.completion_s);
-                    let m = median_over_rounds(rows, mode, tr, |r| r.messages_per_s);
-                    match (c, m) {
-                        (Some(c), Some(m)) => {
-                            format!("completion {} ({m:.0} messages/s)", format_ns(c * 1e9))
-                        }
-                        _ => "-".to_owned(),
-                    }
-                }
-            };
-            s.row(vec![tr.name().to_owned(), of.to_string(), text]);
-        }
-        out.push('\n');
-        out.push_str(&s.render());
-    }
-    out
-}
-
 /// The transports of the rows, in order of first appearance (skipped ones included: their
 /// place in a chart stays empty).
 fn transports_of(rows: &[Row]) -> Vec<Transport> {
@@ -1727,127 +1412,507 @@ fn transports_of(rows: &[Row]) -> Vec<Transport> {
     out
 }
 
-fn section(results: &Results<Hubs>) -> Result<Section> {
-    let rs = &results.rows;
-    let setup = &results.config;
-    let transports = transports_of(rs);
-    let hubs = setup.hubs;
-    let hosts = setup.hosts;
-    let link = setup
-        .link_rate
-        .as_ref()
-        .map_or(String::new(), |l| format!(", link {l}"));
-    let per_t = |mode: Mode, figure: fn(&Row) -> Option<f64>, scale: f64| -> Vec<Option<f64>> {
-        transports
-            .iter()
-            .map(|&t| median_over_rounds(rs, mode, t, figure).map(|v| v / scale))
-            .collect()
-    };
-    let mut panels = Vec::new();
-    let (mut lap, mut flood) = (Vec::new(), Vec::new());
-    let roundtrip_title = format!("Roundtrip: one lap through {hubs} processes");
-    if rs.iter().any(|r| r.mode == Mode::Roundtrip) {
-        panels.push(Bars {
-            title: &roundtrip_title,
-            y_desc: "lap time (µs)",
-            categories: transports.iter().map(|t| t.name().to_owned()).collect(),
-            series: vec![
-                (
-                    "p50".into(),
-                    color(0),
-                    per_t(Mode::Roundtrip, |r| r.lap_p50_ns.map(|v| v as f64), 1e3),
-                ),
-                (
-                    "p90".into(),
-                    color(1),
-                    per_t(Mode::Roundtrip, |r| r.lap_p90_ns.map(|v| v as f64), 1e3),
-                ),
-                (
-                    "p99".into(),
-                    color(2),
-                    per_t(Mode::Roundtrip, |r| r.lap_p99_ns.map(|v| v as f64), 1e3),
-                ),
-            ],
-            reference: None,
-            log_y: false,
-        });
-        for &t in &transports {
-            if let Some(v) =
-                median_over_rounds(rs, Mode::Roundtrip, t, |r| r.lap_p50_ns.map(|v| v as f64))
-            {
-                lap.push(format!("{} {}", t.name(), format_ns(v)));
+impl Experiment for Hubs {
+    const NAME: &'static str = "hubs";
+    const TITLE: &'static str = "Roundtrip and Flood over a ring of hubs";
+    const ACROSS_MACHINES: bool = true;
+    type Config = Config;
+    type Setup = Setup;
+    type Row = Row;
+    type PeerRequest = PeerRequest;
+
+    fn validate(args: &Config) -> Result<()> {
+        super::distinct_list("--mode", &args.mode, |m| m.name().to_owned())?;
+        super::distinct_list("--transport", &args.transport, |t| t.name().to_owned())?;
+        if !(2..=MAX_HUBS).contains(&args.hubs) {
+            bail!("--hubs must be between 2 and {MAX_HUBS} (the master included)");
+        }
+        if !(1..=MAX_MESSAGES).contains(&args.messages) {
+            bail!("--messages must be between 1 and {MAX_MESSAGES}");
+        }
+        if args.warmup > MAX_MESSAGES {
+            bail!("--warmup must be at most {MAX_MESSAGES}");
+        }
+        if !(HEADER..=MAX_SIZE).contains(&args.size) {
+            bail!(
+                "--size must be between {HEADER} bytes (the sequence header) and {}",
+                format_size(MAX_SIZE)
+            );
+        }
+        if args.rounds == 0 {
+            bail!("--rounds must be at least 1");
+        }
+        if !(1..=2).contains(&args.hosts) {
+            bail!("--hosts must be 1 or 2");
+        }
+        if let Some(agent) = &args.remote {
+            if args.hosts != 2 {
+                bail!(
+                    "--remote {agent} runs the odd hubs on the agent's machine: it needs --hosts 2"
+                );
+            }
+            if args.link_rate.is_some() {
+                bail!(
+                "--link-rate limits the veth link between two network namespaces; with --remote \
+                 {agent} the hubs talk over the network between the machines: leave it out"
+            );
+            }
+            if args.cpu.is_some() {
+                bail!(
+                    "--cpu puts every hub process in one cgroup of this machine; with --remote \
+                 {agent} the odd hubs run on another machine: use --cpu none"
+                );
             }
         }
-    }
-    let flood_title = format!("Flood: {} messages through every hub", setup.messages);
-    if rs.iter().any(|r| r.mode == Mode::Flood) {
-        let completions = |t: Transport| {
-            rs.iter()
-                .filter(move |r| r.mode == Mode::Flood && r.transport == t)
-                .filter_map(|r| r.completion_s)
+        if args.link_rate.is_some() && args.hosts != 2 {
+            bail!("--link-rate limits the link between two hosts: it needs --hosts 2");
+        }
+        if let Some(c) = args.cpu {
+            if !(c.is_finite() && c > 0.0) {
+                bail!("--cpu must be a positive number of CPUs, or none");
+            }
+            let parent = match cgroup::detect() {
+            Some(cgroup::Version::V1) => "/sys/fs/cgroup/cpu",
+            Some(cgroup::Version::V2) => "/sys/fs/cgroup",
+            None => bail!(
+                "--cpu: this machine has no cgroup CPU controller under /sys/fs/cgroup; use --cpu none"
+            ),
         };
-        let ext = |max: bool| -> Vec<Option<f64>> {
+            if rustix::fs::access(parent, rustix::fs::Access::WRITE_OK).is_err() {
+                bail!(
+                "--cpu needs root (write access to {parent}) to create a cgroup with a CPU quota; use --cpu none"
+            );
+            }
+        }
+        Ok(())
+    }
+
+    fn run(args: &Config) -> Result<Measured<Self>> {
+        let started = super::unix_time();
+        let placement = placement(args);
+        let remote = args.remote.as_deref().map(Remote::resolve).transpose()?;
+        // Created before any process and dropped after all of them (also on error and Ctrl-C).
+        let pair = match (args.hosts, &remote) {
+            (2, None) => Some(make_pair(args.link_rate)?),
+            _ => None,
+        };
+        let ctx = Ctx {
+            config: args,
+            pair: pair.as_ref(),
+            remote: remote.as_ref(),
+            placement,
+        };
+        note!(
+        "ferry lab hubs: {} × {} in {} rounds; {} processes in a ring; {} messages of {}; {}{}{}",
+        args.mode
+            .iter()
+            .map(|m| m.name())
+            .collect::<Vec<_>>()
+            .join(","),
+        args.transport
+            .iter()
+            .map(|t| t.name())
+            .collect::<Vec<_>>()
+            .join(","),
+        args.rounds,
+        args.hubs,
+        args.messages,
+        format_size(args.size),
+        describe_placement(&ctx.placement),
+        match (&pair, &remote) {
+            (Some(h), _) => format!(
+                "; two hosts: namespaces {} (A, {}) and {} (B, {})",
+                h.ns[0], h.addr[0], h.ns[1], h.addr[1]
+            ),
+            (None, Some(r)) => format!(
+                "; two hosts: this machine (A, {}) and the lab agent at {} (B, {})",
+                r.here, r.agent, r.there
+            ),
+            (None, None) => String::new(),
+        },
+        match args.cpu {
+            Some(c) => format!("; CPU quota {c} CPU over all of them"),
+            None => String::new(),
+        }
+    );
+
+        let mut rows = Vec::new();
+        let mut skipped = Vec::new();
+        for &t in &args.transport {
+            if let Some(reason) = skip_reason(args, t) {
+                note!("  {}: {reason}", t.name());
+                for &mode in &args.mode {
+                    let mut row = Row::empty(args, t, mode);
+                    row.skipped = Some(reason.clone());
+                    rows.push(row);
+                }
+                skipped.push(Skipped {
+                    transport: t,
+                    reason,
+                });
+            }
+        }
+        let mut problems = Vec::new();
+        let mut run_index = 0usize;
+        for round in 0..args.rounds {
+            for &mode in &args.mode {
+                for &transport in &args.transport {
+                    if skip_reason(args, transport).is_some() {
+                        continue;
+                    }
+                    signal::check()?;
+                    let row = trial(&ctx, transport, mode, round, run_index).context(format!(
+                        "{} {} (round {})",
+                        transport.name(),
+                        mode.name(),
+                        round + 1
+                    ))?;
+                    run_index += 1;
+                    note!("  round {}/{}: {}", round + 1, args.rounds, summarize(&row));
+                    if row.lost != Some(0)
+                        || row.corrupt != Some(0)
+                        || row.out_of_order != Some(0)
+                        || row.duplicates != Some(0)
+                        || row.error.is_some()
+                    {
+                        problems.push(format!(
+                            "{} {} round {}: {} lost, {} corrupt, {} out of order, {} duplicated{}",
+                            row.transport.name(),
+                            row.mode.name(),
+                            round + 1,
+                            row.lost.unwrap_or(0),
+                            row.corrupt.unwrap_or(0),
+                            row.out_of_order.unwrap_or(0),
+                            row.duplicates.unwrap_or(0),
+                            row.error
+                                .as_ref()
+                                .map_or(String::new(), |e| format!(" ({e})"))
+                        ));
+                    }
+                    rows.push(row);
+                }
+            }
+        }
+        let setup = make_setup(&ctx, skipped, started);
+        drop(pair);
+        if !problems.is_empty() {
+            bail!(
+                "messages went missing or arrived damaged (reliable delivery promises none): {}",
+                problems.join("; ")
+            );
+        }
+        Ok(Measured { setup, rows })
+    }
+
+    fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
+        args.check()?;
+        if let Some(cpu) = args.cpu {
+            super::pin_to(cpu)?;
+        }
+        // The main process first moves this process into its cgroup, if any.
+        expect(link, Command::Go, START_TIMEOUT, || {})?;
+        let n = args.hubs;
+        let i = args.index;
+        // In the clear whatever FERRY_KEY_FILE says here, so that both hosts agree.
+        let node = super::lab_node_reaching(
+            &format!("hub{i}"),
+            &args.domain,
+            false,
+            discovery_config(args.discovery.as_ref()),
+        )?;
+        let qos = args.transport.qos(args.size, args.wait);
+        let mut input = node.subscriber(&edge_topic((i + n - 1) % n), &qos)?;
+        let output = node.publisher(&edge_topic(i), &qos)?;
+        let deadline = Instant::now() + START_TIMEOUT;
+        // A subscriber attaches to new publishers when it looks at its topic: keep looking, so that
+        // the previous process's publisher sees it.
+        while {
+            input.publisher_count();
+            output.subscriber_count() == 0
+        } {
+            link.check_main()?;
+            if Instant::now() >= deadline {
+                bail!(
+                "{}: nobody subscribed to {} within {START_TIMEOUT:?} (is {} running and reachable?)",
+                role_name(i),
+                edge_topic(i),
+                role_name((i + 1) % n)
+            );
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        link.report(&Report::Ready)?;
+        let mut ends = Ends {
+            input,
+            output,
+            size: args.size,
+        };
+        if i == 0 {
+            master(&args, link, &mut ends)?;
+        } else {
+            hub(&args, link, &mut ends)?;
+        }
+        close(ends);
+        Ok(())
+    }
+
+    fn table(results: &Results<Self>) -> String {
+        let setup: &Setup = &results.config;
+        let rows: &[Row] = &results.rows;
+        let mut out = String::new();
+        let hosts = hosts_text(setup);
+        let cpu = setup
+            .cpu
+            .map_or("no CPU quota".to_owned(), |c| format!("CPU quota {c} CPU"));
+        for &mode in &setup.modes {
+            let mine: Vec<&Row> = rows.iter().filter(|r| r.mode == mode).collect();
+            match mode {
+                Mode::Roundtrip => {
+                    let mut t = Table::new(&[
+                        "transport",
+                        ">round",
+                        ">lap p50",
+                        ">p90",
+                        ">p99",
+                        ">max",
+                        ">mean",
+                        ">hop p50",
+                        ">total",
+                        ">lost",
+                        "edges",
+                    ]);
+                    for r in &mine {
+                        if r.skipped.is_some() {
+                            continue;
+                        }
+                        t.row(vec![
+                            r.transport.name().to_owned(),
+                            r.round.map_or(String::new(), |x| (x + 1).to_string()),
+                            format_ns(r.lap_p50_ns.unwrap_or(0) as f64),
+                            format_ns(r.lap_p90_ns.unwrap_or(0) as f64),
+                            format_ns(r.lap_p99_ns.unwrap_or(0) as f64),
+                            format_ns(r.lap_max_ns.unwrap_or(0) as f64),
+                            format_ns(r.lap_mean_ns.unwrap_or(0.0)),
+                            format_ns(r.hop_p50_ns.unwrap_or(0.0)),
+                            format!("{:.3} s", r.total_s.unwrap_or(0.0)),
+                            r.lost.unwrap_or(0).to_string(),
+                            paths(r),
+                        ]);
+                    }
+                    out.push_str(&format!(
+                    "\nRoundtrip: one message around a ring of {} processes, {} laps of {} per row; {hosts}; {cpu}; wait {}.\n{}.\n\n{}",
+                    setup.hubs,
+                    setup.messages,
+                    format_size(setup.size_bytes),
+                    setup.wait.name(),
+                    setup.pinning.summary,
+                    t.render()
+                ));
+                }
+                Mode::Flood => {
+                    let mut t = Table::new(&[
+                        "transport",
+                        ">round",
+                        ">completion",
+                        ">messages/s",
+                        ">payload",
+                        ">lost",
+                        ">corrupt",
+                        ">out of order",
+                        "edges",
+                    ]);
+                    for r in &mine {
+                        if r.skipped.is_some() {
+                            continue;
+                        }
+                        t.row(vec![
+                            r.transport.name().to_owned(),
+                            r.round.map_or(String::new(), |x| (x + 1).to_string()),
+                            r.completion_s
+                                .map_or("-".to_owned(), |c| format_ns(c * 1e9)),
+                            r.messages_per_s
+                                .map_or("-".to_owned(), |m| format!("{m:.0}")),
+                            r.payload_mbit_per_s
+                                .map_or("-".to_owned(), |m| format!("{m:.1} Mbit/s")),
+                            r.lost.unwrap_or(0).to_string(),
+                            r.corrupt.unwrap_or(0).to_string(),
+                            r.out_of_order.unwrap_or(0).to_string(),
+                            paths(r),
+                        ]);
+                    }
+                    out.push_str(&format!(
+                    "\nFlood: {} messages of {} pushed into a ring of {} processes back to back, timed until all are back; {hosts}; {cpu}; wait {}.\n{}.\n\n{}",
+                    setup.messages,
+                    format_size(setup.size_bytes),
+                    setup.hubs,
+                    setup.wait.name(),
+                    setup.pinning.summary,
+                    t.render()
+                ));
+                }
+            }
+            for r in mine.iter().filter(|r| r.skipped.is_some()) {
+                out.push_str(&format!(
+                    "{}: {}\n",
+                    r.transport.name(),
+                    r.skipped.as_deref().unwrap_or_default()
+                ));
+            }
+            // The median over the rounds, per transport.
+            let mut s = Table::new(&["transport", ">rounds", "median over the rounds"]);
+            for &tr in &setup.transports {
+                let of = mine
+                    .iter()
+                    .filter(|r| r.transport == tr && r.skipped.is_none())
+                    .count();
+                if of == 0 {
+                    continue;
+                }
+                let text = match mode {
+                    Mode::Roundtrip => {
+                        median_over_rounds(rows, mode, tr, |r| r.lap_p50_ns.map(|v| v as f64))
+                            .map_or("-".to_owned(), |m| format!("lap p50 {}", format_ns(m)))
+                    }
+                    Mode::Flood => {
+                        let c = median_over_rounds(rows, mode, tr, |r| r.completion_s);
+                        let m = median_over_rounds(rows, mode, tr, |r| r.messages_per_s);
+                        match (c, m) {
+                            (Some(c), Some(m)) => {
+                                format!("completion {} ({m:.0} messages/s)", format_ns(c * 1e9))
+                            }
+                            _ => "-".to_owned(),
+                        }
+                    }
+                };
+                s.row(vec![tr.name().to_owned(), of.to_string(), text]);
+            }
+            out.push('\n');
+            out.push_str(&s.render());
+        }
+        out
+    }
+
+    fn section(results: &Results<Hubs>) -> Result<Section> {
+        let rs = &results.rows;
+        let setup = &results.config;
+        let transports = transports_of(rs);
+        let hubs = setup.hubs;
+        let hosts = setup.hosts;
+        let link = setup
+            .link_rate
+            .as_ref()
+            .map_or(String::new(), |l| format!(", link {l}"));
+        let per_t = |mode: Mode, figure: fn(&Row) -> Option<f64>, scale: f64| -> Vec<Option<f64>> {
             transports
                 .iter()
-                .map(|&t| {
-                    completions(t)
-                        .reduce(if max { f64::max } else { f64::min })
-                        .map(|v| v * 1e3)
-                })
+                .map(|&t| median_over_rounds(rs, mode, t, figure).map(|v| v / scale))
                 .collect()
         };
-        panels.push(Bars {
-            title: &flood_title,
-            y_desc: "completion (ms)",
-            categories: transports.iter().map(|t| t.name().to_owned()).collect(),
-            series: vec![
-                ("fastest round".into(), color(3), ext(false)),
-                (
-                    "median".into(),
-                    color(0),
-                    per_t(Mode::Flood, |r| r.completion_s, 1e-3),
-                ),
-                ("slowest round".into(), color(1), ext(true)),
-            ],
-            reference: None,
-            log_y: false,
-        });
-        for &t in &transports {
-            if let Some(v) = median_over_rounds(rs, Mode::Flood, t, |r| r.completion_s) {
-                flood.push(format!("{} {:.2} ms", t.name(), v * 1e3));
+        let mut panels = Vec::new();
+        let (mut lap, mut flood) = (Vec::new(), Vec::new());
+        let roundtrip_title = format!("Roundtrip: one lap through {hubs} processes");
+        if rs.iter().any(|r| r.mode == Mode::Roundtrip) {
+            panels.push(Bars {
+                title: &roundtrip_title,
+                y_desc: "lap time (µs)",
+                categories: transports.iter().map(|t| t.name().to_owned()).collect(),
+                series: vec![
+                    (
+                        "p50".into(),
+                        color(0),
+                        per_t(Mode::Roundtrip, |r| r.lap_p50_ns.map(|v| v as f64), 1e3),
+                    ),
+                    (
+                        "p90".into(),
+                        color(1),
+                        per_t(Mode::Roundtrip, |r| r.lap_p90_ns.map(|v| v as f64), 1e3),
+                    ),
+                    (
+                        "p99".into(),
+                        color(2),
+                        per_t(Mode::Roundtrip, |r| r.lap_p99_ns.map(|v| v as f64), 1e3),
+                    ),
+                ],
+                reference: None,
+                log_y: false,
+            });
+            for &t in &transports {
+                if let Some(v) =
+                    median_over_rounds(rs, Mode::Roundtrip, t, |r| r.lap_p50_ns.map(|v| v as f64))
+                {
+                    lap.push(format!("{} {}", t.name(), format_ns(v)));
+                }
             }
         }
-    }
-    let mut plots = Vec::new();
-    if !panels.is_empty() {
-        plots.push(Plot {
+        let flood_title = format!("Flood: {} messages through every hub", setup.messages);
+        if rs.iter().any(|r| r.mode == Mode::Flood) {
+            let completions = |t: Transport| {
+                rs.iter()
+                    .filter(move |r| r.mode == Mode::Flood && r.transport == t)
+                    .filter_map(|r| r.completion_s)
+            };
+            let ext = |max: bool| -> Vec<Option<f64>> {
+                transports
+                    .iter()
+                    .map(|&t| {
+                        completions(t)
+                            .reduce(if max { f64::max } else { f64::min })
+                            .map(|v| v * 1e3)
+                    })
+                    .collect()
+            };
+            panels.push(Bars {
+                title: &flood_title,
+                y_desc: "completion (ms)",
+                categories: transports.iter().map(|t| t.name().to_owned()).collect(),
+                series: vec![
+                    ("fastest round".into(), color(3), ext(false)),
+                    (
+                        "median".into(),
+                        color(0),
+                        per_t(Mode::Flood, |r| r.completion_s, 1e-3),
+                    ),
+                    ("slowest round".into(), color(1), ext(true)),
+                ],
+                reference: None,
+                log_y: false,
+            });
+            for &t in &transports {
+                if let Some(v) = median_over_rounds(rs, Mode::Flood, t, |r| r.completion_s) {
+                    flood.push(format!("{} {:.2} ms", t.name(), v * 1e3));
+                }
+            }
+        }
+        let mut plots = Vec::new();
+        if !panels.is_empty() {
+            plots.push(Plot {
             file: "hubs.svg".to_owned(),
             svg: bar_svg(&panels, 1500)?,
             caption: format!(
                 "{hubs} processes in a ring on {hosts} host(s){link}; median over the rounds (roundtrip: lap percentiles; flood: time until every message came back to the master)."
             ),
         });
-    }
-    let sentence = format!(
+        }
+        let sentence = format!(
         "{} passes a message around a master and 3 hubs (Roundtrip) and pushes 1000 messages through every hub (Flood), on one node and on two over Ethernet and WiFi; its Flood over Ethernet saturates the network. Here, on {hosts} host(s){link}: roundtrip lap p50 {}; flood completion {}.",
         cite_first(&DDS_HUBS),
         if lap.is_empty() { "not run".to_owned() } else { lap.join(", ") },
         if flood.is_empty() { "not run".to_owned() } else { flood.join(", ") },
     );
-    Ok(Section { plots, sentence })
-}
+        Ok(Section { plots, sentence })
+    }
 
-/// The study's headline figures are its Roundtrip time and its Flood completion time, on one
-/// node and on two: one line per mode and transport measured. The study plots its times without
-/// giving a figure in its text, and no other system is measured here, so those stay empty.
-fn summary(results: &Results<Hubs>) -> Vec<SummaryLine> {
-    let setup = &results.config;
-    let rs = &results.rows;
-    let hosts = hosts_text(setup);
-    let mut lines = Vec::new();
-    for &mode in &setup.modes {
-        for &t in &setup.transports {
-            let line = match mode {
+    /// The study's headline figures are its Roundtrip time and its Flood completion time, on one
+    /// node and on two: one line per mode and transport measured. The study plots its times without
+    /// giving a figure in its text, and no other system is measured here, so those stay empty.
+    fn summary(results: &Results<Hubs>) -> Vec<SummaryLine> {
+        let setup = &results.config;
+        let rs = &results.rows;
+        let hosts = hosts_text(setup);
+        let mut lines = Vec::new();
+        for &mode in &setup.modes {
+            for &t in &setup.transports {
+                let line = match mode {
                 Mode::Roundtrip => median_over_rounds(rs, mode, t, |r| {
                     r.lap_p50_ns.map(|v| v as f64)
                 })
@@ -1881,43 +1946,10 @@ fn summary(results: &Results<Hubs>) -> Vec<SummaryLine> {
                     }
                 }),
             };
-            lines.extend(line);
+                lines.extend(line);
+            }
         }
-    }
-    lines
-}
-
-impl Experiment for Hubs {
-    const NAME: &'static str = "hubs";
-    const TITLE: &'static str = "Roundtrip and Flood over a ring of hubs";
-    const ACROSS_MACHINES: bool = true;
-    type Config = Config;
-    type Setup = Setup;
-    type Row = Row;
-    type PeerRequest = PeerRequest;
-
-    fn validate(config: &Config) -> Result<()> {
-        validate(config)
-    }
-
-    fn run(config: &Config) -> Result<Measured<Self>> {
-        run(config)
-    }
-
-    fn run_peer(request: PeerRequest, link: &mut PeerLink) -> Result<()> {
-        run_peer(request, link)
-    }
-
-    fn table(results: &Results<Self>) -> String {
-        render(&results.config, &results.rows)
-    }
-
-    fn section(results: &Results<Self>) -> Result<Section> {
-        section(results)
-    }
-
-    fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
-        summary(results)
+        lines
     }
 }
 
@@ -2026,58 +2058,6 @@ fn wait_closed(link: &mut PeerLink, timeout: Duration) {
             return;
         }
     }
-}
-
-fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
-    args.check()?;
-    if let Some(cpu) = args.cpu {
-        super::pin_to(cpu)?;
-    }
-    // The main process first moves this process into its cgroup, if any.
-    expect(link, Command::Go, START_TIMEOUT, || {})?;
-    let n = args.hubs;
-    let i = args.index;
-    // In the clear whatever FERRY_KEY_FILE says here, so that both hosts agree.
-    let node = super::lab_node_reaching(
-        &format!("hub{i}"),
-        &args.domain,
-        false,
-        discovery_config(args.discovery.as_ref()),
-    )?;
-    let qos = args.transport.qos(args.size, args.wait);
-    let mut input = node.subscriber(&edge_topic((i + n - 1) % n), &qos)?;
-    let output = node.publisher(&edge_topic(i), &qos)?;
-    let deadline = Instant::now() + START_TIMEOUT;
-    // A subscriber attaches to new publishers when it looks at its topic: keep looking, so that
-    // the previous process's publisher sees it.
-    while {
-        input.publisher_count();
-        output.subscriber_count() == 0
-    } {
-        link.check_main()?;
-        if Instant::now() >= deadline {
-            bail!(
-                "{}: nobody subscribed to {} within {START_TIMEOUT:?} (is {} running and reachable?)",
-                role_name(i),
-                edge_topic(i),
-                role_name((i + 1) % n)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    link.report(&Report::Ready)?;
-    let mut ends = Ends {
-        input,
-        output,
-        size: args.size,
-    };
-    if i == 0 {
-        master(&args, link, &mut ends)?;
-    } else {
-        hub(&args, link, &mut ends)?;
-    }
-    close(ends);
-    Ok(())
 }
 
 /// Closes a process's two ends so that neither neighbour waits: the publisher is dropped (it
@@ -2683,13 +2663,13 @@ mod tests {
             remote: Some("10.0.0.2".to_owned()),
             ..c
         };
-        let err = |c: Config| validate(&c).unwrap_err().to_string();
+        let err = |c: Config| Hubs::validate(&c).unwrap_err().to_string();
         assert!(err(remote(Config::default())).contains("--hosts 2"));
         let two = Config {
             hosts: 2,
             ..Config::default()
         };
-        assert!(validate(&remote(Config { ..two.clone() })).is_ok());
+        assert!(Hubs::validate(&remote(Config { ..two.clone() })).is_ok());
         let e = err(remote(Config {
             link_rate: Some(parse_link_rate("1gbit").unwrap()),
             ..two.clone()

@@ -116,33 +116,6 @@ const SETTLE: Duration = Duration::from_millis(500);
 /// How long the peer may take to subscribe, and to finish at the end.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn validate(args: &Config) -> Result<()> {
-    if args.wait.is_empty() {
-        bail!("--wait: give at least one");
-    }
-    if !(0.01..=600.0).contains(&args.seconds) {
-        bail!("--seconds must be between 0.01 and 600");
-    }
-    Ok(())
-}
-
-fn run(args: &Config) -> Result<Measured<Idle>> {
-    let ticks = rustix::param::clock_ticks_per_second();
-    let domain = format!("labidle{}", std::process::id());
-    let mut rows = Vec::new();
-    let outcome = measure(args, &domain, ticks, &mut rows);
-    // Whatever an interrupted or failed run left in its own domain (a killed peer's subscriber).
-    let _ = ferry::admin::clean(Some(&domain));
-    outcome?;
-    let setup = Setup {
-        seconds: args.seconds,
-        settle_seconds: SETTLE.as_secs_f64(),
-        spin_window_us: u64::try_from(Qos::default().spin_window.as_micros()).unwrap_or(u64::MAX),
-        clock_ticks_per_second: ticks,
-    };
-    Ok(Measured { setup, rows })
-}
-
 /// One row per wait strategy, each with a fresh peer.
 fn measure(args: &Config, domain: &str, ticks: u64, rows: &mut Vec<Row>) -> Result<()> {
     for &wait in &args.wait {
@@ -210,26 +183,6 @@ pub struct PeerRequest {
     transport: Transport,
 }
 
-fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
-    let node = Node::with_domain("lab-idle-peer", &args.domain)?;
-    let mut sub = node.subscriber(
-        TOPIC,
-        &Qos::default()
-            .transport(args.transport.ferry())
-            .wait(args.wait),
-    )?;
-    let mut main_alive = link.watch();
-    loop {
-        main_alive()?;
-        // The timeout only bounds how long a vanished main side goes unnoticed.
-        if let Some(s) = sub.recv_timeout(Duration::from_secs(1))? {
-            if s.first() == Some(&0) {
-                return Ok(());
-            }
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Results
 
@@ -241,16 +194,52 @@ impl Experiment for Idle {
     type Row = Row;
     type PeerRequest = PeerRequest;
 
-    fn validate(config: &Config) -> Result<()> {
-        validate(config)
+    fn validate(args: &Config) -> Result<()> {
+        if args.wait.is_empty() {
+            bail!("--wait: give at least one");
+        }
+        if !(0.01..=600.0).contains(&args.seconds) {
+            bail!("--seconds must be between 0.01 and 600");
+        }
+        Ok(())
     }
 
-    fn run(config: &Config) -> Result<Measured<Self>> {
-        run(config)
+    fn run(args: &Config) -> Result<Measured<Self>> {
+        let ticks = rustix::param::clock_ticks_per_second();
+        let domain = format!("labidle{}", std::process::id());
+        let mut rows = Vec::new();
+        let outcome = measure(args, &domain, ticks, &mut rows);
+        // Whatever an interrupted or failed run left in its own domain (a killed peer's subscriber).
+        let _ = ferry::admin::clean(Some(&domain));
+        outcome?;
+        let setup = Setup {
+            seconds: args.seconds,
+            settle_seconds: SETTLE.as_secs_f64(),
+            spin_window_us: u64::try_from(Qos::default().spin_window.as_micros())
+                .unwrap_or(u64::MAX),
+            clock_ticks_per_second: ticks,
+        };
+        Ok(Measured { setup, rows })
     }
 
-    fn run_peer(request: PeerRequest, link: &mut PeerLink) -> Result<()> {
-        run_peer(request, link)
+    fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
+        let node = Node::with_domain("lab-idle-peer", &args.domain)?;
+        let mut sub = node.subscriber(
+            TOPIC,
+            &Qos::default()
+                .transport(args.transport.ferry())
+                .wait(args.wait),
+        )?;
+        let mut main_alive = link.watch();
+        loop {
+            main_alive()?;
+            // The timeout only bounds how long a vanished main side goes unnoticed.
+            if let Some(s) = sub.recv_timeout(Duration::from_secs(1))? {
+                if s.first() == Some(&0) {
+                    return Ok(());
+                }
+            }
+        }
     }
 
     fn table(results: &Results<Self>) -> String {
@@ -312,37 +301,34 @@ impl Experiment for Idle {
         })
     }
 
+    /// One line per wait strategy measured. The study says what a spinning and a blocking wait
+    /// cost, without figures.
     fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
-        summary(&results.rows)
+        let rows: &[Row] = &results.rows;
+        rows.iter()
+            .map(|r| SummaryLine {
+                what: format!(
+                    "CPU of an idle subscriber, {} wait, {}",
+                    r.wait.name(),
+                    r.transport.name()
+                ),
+                ferry: format!("{:.2} % of one CPU", r.cpu_percent),
+                floor: None,
+                best_peer: None,
+                study: match r.wait {
+                    WaitStrategy::Spin => Some(format!(
+                        "the wait-free stream's busy loop loads a CPU, no figure given ({})",
+                        cite(&SHM_STREAM)
+                    )),
+                    WaitStrategy::Block => Some(format!(
+                        "the blocking stream waits without a busy loop, no figure given ({})",
+                        cite(&SHM_STREAM)
+                    )),
+                    WaitStrategy::Adaptive => None,
+                },
+            })
+            .collect()
     }
-}
-
-/// One line per wait strategy measured. The study says what a spinning and a blocking wait
-/// cost, without figures.
-fn summary(rows: &[Row]) -> Vec<SummaryLine> {
-    rows.iter()
-        .map(|r| SummaryLine {
-            what: format!(
-                "CPU of an idle subscriber, {} wait, {}",
-                r.wait.name(),
-                r.transport.name()
-            ),
-            ferry: format!("{:.2} % of one CPU", r.cpu_percent),
-            floor: None,
-            best_peer: None,
-            study: match r.wait {
-                WaitStrategy::Spin => Some(format!(
-                    "the wait-free stream's busy loop loads a CPU, no figure given ({})",
-                    cite(&SHM_STREAM)
-                )),
-                WaitStrategy::Block => Some(format!(
-                    "the blocking stream waits without a busy loop, no figure given ({})",
-                    cite(&SHM_STREAM)
-                )),
-                WaitStrategy::Adaptive => None,
-            },
-        })
-        .collect()
 }
 
 /// Results of a small made-up run, for the report's tests.
@@ -410,14 +396,14 @@ mod tests {
 
     #[test]
     fn configurations_are_checked() {
-        assert!(validate(&Config::default()).is_ok());
-        let e = validate(&Config {
+        assert!(Idle::validate(&Config::default()).is_ok());
+        let e = Idle::validate(&Config {
             seconds: 0.0,
             ..Config::default()
         })
         .unwrap_err();
         assert!(e.to_string().contains("--seconds"), "{e}");
-        assert!(validate(&Config {
+        assert!(Idle::validate(&Config {
             wait: vec![],
             ..Config::default()
         })

@@ -98,21 +98,6 @@ pub struct Setup {
 /// The experiment (see the module's documentation).
 pub struct Limits;
 
-fn validate(args: &Config) -> Result<()> {
-    if args.samples == 0 {
-        bail!("--samples must be at least 1");
-    }
-    if !(args.memcpy_seconds > 0.0 && args.memcpy_seconds <= 60.0) {
-        bail!("--memcpy-seconds must be between 0 and 60");
-    }
-    if !(4096..=1 << 30).contains(&args.memcpy_max) {
-        bail!(
-            "--memcpy-max must be between 4K and 1G (it copies between two buffers of that size)"
-        );
-    }
-    crate::experiment::check_counts(args.samples, 0)
-}
-
 /// The memcpy sizes: 4 KiB, then four times larger each, up to `max`.
 fn memcpy_sizes(max: usize) -> Vec<usize> {
     let mut sizes = Vec::new();
@@ -122,35 +107,6 @@ fn memcpy_sizes(max: usize) -> Vec<usize> {
         size *= 4;
     }
     sizes
-}
-
-fn run(args: &Config) -> Result<Measured<Limits>> {
-    let allowed = super::allowed_cpus();
-    // Two different CPUs when there are two; otherwise both threads share the one there is.
-    let cpus: Option<(usize, usize)> = match allowed.as_slice() {
-        [a, b, ..] => Some((*a, *b)),
-        [a] => Some((*a, *a)),
-        [] => None,
-    };
-    let sizes = memcpy_sizes(args.memcpy_max);
-    let outcome = measure(args, cpus, &sizes);
-    // Back to every allowed CPU (the suite runs more experiments in this process).
-    restore_affinity(&allowed);
-    let rows = outcome?;
-    let setup = Setup {
-        samples: args.samples,
-        memcpy_seconds: args.memcpy_seconds,
-        memcpy_sizes: sizes,
-        one_way: "round trip / 2, timed with CLOCK_MONOTONIC around each round trip".to_owned(),
-        kinds: vec![
-            (Kind::Cacheline, "two threads on two CPUs ping-pong one AtomicU64 (spinning)".to_owned()),
-            (Kind::Futex, "two threads ping-pong an AtomicU32; the waiter sleeps in futex_wait, the writer calls futex_wake".to_owned()),
-            (Kind::UdpLoopback, "two threads, blocking std::net::UdpSockets on 127.0.0.1, one datagram each way".to_owned()),
-            (Kind::Memcpy, "copy_from_slice between two buffers of the size, repeated; GB = 10^9 bytes".to_owned()),
-        ],
-        pinned: cpus.is_some(),
-    };
-    Ok(Measured { setup, rows })
 }
 
 fn measure(args: &Config, cpus: Option<(usize, usize)>, sizes: &[usize]) -> Result<Vec<Row>> {
@@ -189,69 +145,99 @@ impl Experiment for Limits {
     type Row = Row;
     type PeerRequest = NoPeer;
 
-    fn validate(config: &Config) -> Result<()> {
-        validate(config)
+    fn validate(args: &Config) -> Result<()> {
+        if args.samples == 0 {
+            bail!("--samples must be at least 1");
+        }
+        if !(args.memcpy_seconds > 0.0 && args.memcpy_seconds <= 60.0) {
+            bail!("--memcpy-seconds must be between 0 and 60");
+        }
+        if !(4096..=1 << 30).contains(&args.memcpy_max) {
+            bail!(
+            "--memcpy-max must be between 4K and 1G (it copies between two buffers of that size)"
+        );
+        }
+        crate::experiment::check_counts(args.samples, 0)
     }
 
-    fn run(config: &Config) -> Result<Measured<Self>> {
-        run(config)
+    fn run(args: &Config) -> Result<Measured<Self>> {
+        let allowed = super::allowed_cpus();
+        // Two different CPUs when there are two; otherwise both threads share the one there is.
+        let cpus: Option<(usize, usize)> = match allowed.as_slice() {
+            [a, b, ..] => Some((*a, *b)),
+            [a] => Some((*a, *a)),
+            [] => None,
+        };
+        let sizes = memcpy_sizes(args.memcpy_max);
+        let outcome = measure(args, cpus, &sizes);
+        // Back to every allowed CPU (the suite runs more experiments in this process).
+        restore_affinity(&allowed);
+        let rows = outcome?;
+        let setup = Setup {
+        samples: args.samples,
+        memcpy_seconds: args.memcpy_seconds,
+        memcpy_sizes: sizes,
+        one_way: "round trip / 2, timed with CLOCK_MONOTONIC around each round trip".to_owned(),
+        kinds: vec![
+            (Kind::Cacheline, "two threads on two CPUs ping-pong one AtomicU64 (spinning)".to_owned()),
+            (Kind::Futex, "two threads ping-pong an AtomicU32; the waiter sleeps in futex_wait, the writer calls futex_wake".to_owned()),
+            (Kind::UdpLoopback, "two threads, blocking std::net::UdpSockets on 127.0.0.1, one datagram each way".to_owned()),
+            (Kind::Memcpy, "copy_from_slice between two buffers of the size, repeated; GB = 10^9 bytes".to_owned()),
+        ],
+        pinned: cpus.is_some(),
+    };
+        Ok(Measured { setup, rows })
     }
 
     fn table(results: &Results<Self>) -> String {
-        render_table(&results.rows)
+        let rows: &[Row] = &results.rows;
+        let mut table = Table::new(&["kind", "size", "p50 one-way", "p99 one-way", "GB/s"]);
+        for r in rows {
+            table.row(vec![
+                r.kind.name().to_owned(),
+                format_size(r.size_bytes),
+                r.p50_ns.map_or("-".into(), |v| format_ns(v as f64)),
+                r.p99_ns.map_or("-".into(), |v| format_ns(v as f64)),
+                r.gbytes_per_s.map_or("-".into(), |v| format!("{v:.1}")),
+            ]);
+        }
+        table.render()
     }
 
     fn section(results: &Results<Self>) -> Result<Section> {
-        section(&results.rows)
-    }
-}
-
-fn render_table(rows: &[Row]) -> String {
-    let mut table = Table::new(&["kind", "size", "p50 one-way", "p99 one-way", "GB/s"]);
-    for r in rows {
-        table.row(vec![
-            r.kind.name().to_owned(),
-            format_size(r.size_bytes),
-            r.p50_ns.map_or("-".into(), |v| format_ns(v as f64)),
-            r.p99_ns.map_or("-".into(), |v| format_ns(v as f64)),
-            r.gbytes_per_s.map_or("-".into(), |v| format!("{v:.1}")),
-        ]);
-    }
-    table.render()
-}
-
-fn section(rs: &[Row]) -> Result<Section> {
-    let mut plots = Vec::new();
-    let mem: Vec<(f64, f64)> = rs
-        .iter()
-        .filter(|r| r.kind == Kind::Memcpy)
-        .filter_map(|r| Some((r.size_bytes as f64, r.gbytes_per_s?)))
-        .collect();
-    if !mem.is_empty() {
-        plots.push(Plot {
-            file: "limits-memcpy.svg".to_owned(),
-            svg: line_chart(
-                "memcpy bandwidth by size",
-                "copy size",
-                "GB/s (10^9 bytes per second)",
-                &[("memcpy (median of trials)".into(), mem.clone())],
-                &|y| format!("{y:.1}"),
-            )?,
-            caption: "One thread copies a buffer of the size again and again; log axes.".to_owned(),
-        });
-    }
-    let lat: Vec<&Row> = rs.iter().filter(|r| r.p50_ns.is_some()).collect();
-    if !lat.is_empty() {
-        let cats: Vec<String> = lat
+        let rs: &[Row] = &results.rows;
+        let mut plots = Vec::new();
+        let mem: Vec<(f64, f64)> = rs
             .iter()
-            .map(|r| format!("{} {}", r.kind.name(), format_size(r.size_bytes)))
+            .filter(|r| r.kind == Kind::Memcpy)
+            .filter_map(|r| Some((r.size_bytes as f64, r.gbytes_per_s?)))
             .collect();
-        let us = |f: fn(&Row) -> Option<u64>| {
-            lat.iter()
-                .map(|r| f(r).map(|v| v as f64 / 1000.0))
-                .collect::<Vec<_>>()
-        };
-        plots.push(Plot {
+        if !mem.is_empty() {
+            plots.push(Plot {
+                file: "limits-memcpy.svg".to_owned(),
+                svg: line_chart(
+                    "memcpy bandwidth by size",
+                    "copy size",
+                    "GB/s (10^9 bytes per second)",
+                    &[("memcpy (median of trials)".into(), mem.clone())],
+                    &|y| format!("{y:.1}"),
+                )?,
+                caption: "One thread copies a buffer of the size again and again; log axes."
+                    .to_owned(),
+            });
+        }
+        let lat: Vec<&Row> = rs.iter().filter(|r| r.p50_ns.is_some()).collect();
+        if !lat.is_empty() {
+            let cats: Vec<String> = lat
+                .iter()
+                .map(|r| format!("{} {}", r.kind.name(), format_size(r.size_bytes)))
+                .collect();
+            let us = |f: fn(&Row) -> Option<u64>| {
+                lat.iter()
+                    .map(|r| f(r).map(|v| v as f64 / 1000.0))
+                    .collect::<Vec<_>>()
+            };
+            plots.push(Plot {
             file: "limits-latency.svg".to_owned(),
             svg: bar_svg(
                 &[Bars {
@@ -269,39 +255,40 @@ fn section(rs: &[Row]) -> Result<Section> {
             )?,
             caption: "Two threads pinned to two CPUs: an atomic cache line, a futex wake, blocking UDP on loopback. One-way = round trip / 2.".to_owned(),
         });
-    }
-    let p50 = |kind: Kind| {
-        rs.iter()
-            .find(|r| r.kind == kind)
-            .and_then(|r| r.p50_ns)
-            .map(|v| v as f64)
-    };
-    let mut parts = Vec::new();
-    if let Some(v) = p50(Kind::Cacheline) {
-        parts.push(format!("cache line {}", format_ns(v)));
-    }
-    if let Some(v) = p50(Kind::Futex) {
-        parts.push(format!("futex wake {}", format_ns(v)));
-    }
-    if let Some(v) = p50(Kind::UdpLoopback) {
-        parts.push(format!("UDP loopback {}", format_ns(v)));
-    }
-    if let (Some(a), Some(b)) = (mem.iter().find(|p| p.0 >= 65536.0), mem.last()) {
-        parts.push(format!(
-            "memcpy {:.1} GB/s at {} and {:.1} GB/s at {}",
-            a.1,
-            format_size(a.0 as usize),
-            b.1,
-            format_size(b.0 as usize)
-        ));
-    }
-    Ok(Section {
+        }
+        let p50 = |kind: Kind| {
+            rs.iter()
+                .find(|r| r.kind == kind)
+                .and_then(|r| r.p50_ns)
+                .map(|v| v as f64)
+        };
+        let mut parts = Vec::new();
+        if let Some(v) = p50(Kind::Cacheline) {
+            parts.push(format!("cache line {}", format_ns(v)));
+        }
+        if let Some(v) = p50(Kind::Futex) {
+            parts.push(format!("futex wake {}", format_ns(v)));
+        }
+        if let Some(v) = p50(Kind::UdpLoopback) {
+            parts.push(format!("UDP loopback {}", format_ns(v)));
+        }
+        if let (Some(a), Some(b)) = (mem.iter().find(|p| p.0 >= 65536.0), mem.last()) {
+            parts.push(format!(
+                "memcpy {:.1} GB/s at {} and {:.1} GB/s at {}",
+                a.1,
+                format_size(a.0 as usize),
+                b.1,
+                format_size(b.0 as usize)
+            ));
+        }
+        Ok(Section {
         plots,
         sentence: format!(
             "ferry's development machines (2 vCPU EPYC, KVM) measured: cache line 50–170 ns, futex wake ~28 µs, blocking UDP ~35 µs across CPUs (one-way), memcpy ~40 GB/s up to 1 MiB and ~10 GB/s beyond. Here (one-way p50): {}.",
             parts.join(", ")
         ),
     })
+    }
 }
 
 /// Lets the calling thread run on every CPU in `cpus` again.
@@ -648,9 +635,9 @@ mod tests {
 
     #[test]
     fn configurations_are_checked() {
-        assert!(validate(&Config::default()).is_ok());
+        assert!(Limits::validate(&Config::default()).is_ok());
         let bad = |c: Config, message: &str| {
-            let e = validate(&c).unwrap_err().to_string();
+            let e = Limits::validate(&c).unwrap_err().to_string();
             assert!(e.contains(message), "{e}");
         };
         bad(

@@ -137,18 +137,6 @@ impl Row {
 /// The experiment (see the module's documentation).
 pub struct SendTime;
 
-fn validate(args: &Config) -> Result<()> {
-    if args.transports.is_empty() || args.sizes.is_empty() || args.samples == 0 {
-        bail!("give at least one transport, one size and one sample");
-    }
-    if args.sizes.iter().any(|&s| s == 0 || s > MAX_SIZE) {
-        bail!("--sizes: 1 byte to 64M");
-    }
-    super::distinct_list("--transport", &args.transports, |t| t.name().to_owned())?;
-    super::distinct_list("--sizes", &args.sizes, |s| s.to_string())?;
-    crate::experiment::check_counts(args.samples, args.warmup)
-}
-
 fn qos(transport: Transport, max_size: usize) -> Qos {
     let q = Qos::default()
         .delivery(Delivery::Reliable)
@@ -158,53 +146,6 @@ fn qos(transport: Transport, max_size: usize) -> Qos {
     } else {
         q.transport(ferry::Transport::Shm).wait(WaitStrategy::Spin)
     }
-}
-
-fn run(args: &Config) -> Result<Measured<SendTime>> {
-    let allowed = super::allowed_cpus();
-    let pinning = Pinning::resolve(None)?;
-    if let Pinning::Pinned { main_cpu, .. } = pinning {
-        super::pin_to(main_cpu)?;
-    }
-    let max_size = args.sizes.iter().copied().max().unwrap_or(1);
-    let mut rows = Vec::new();
-    let outcome = (|| -> Result<()> {
-        for (ti, &t) in args.transports.iter().enumerate() {
-            note!("send-time: {}", t.name());
-            let carried: Vec<usize> = args
-                .sizes
-                .iter()
-                .copied()
-                .filter(|&s| t.carries(s))
-                .collect();
-            let mut per_size = if carried.is_empty() {
-                Vec::new()
-            } else {
-                measure(t, ti, &carried, max_size, args, &pinning)
-                    .context(format!("send-time {}", t.name()))?
-            };
-            for &size in &args.sizes {
-                let times = carried
-                    .iter()
-                    .position(|&s| s == size)
-                    .and_then(|i| per_size.get_mut(i));
-                rows.push(Row::of(t, size, times));
-            }
-        }
-        Ok(())
-    })();
-    super::limits::restore_affinity(&allowed);
-    outcome?;
-    let setup = Setup {
-        transports: args.transports.clone(),
-        sizes: args.sizes.clone(),
-        samples: args.samples,
-        warmup: args.warmup,
-        timed: "shm and udp4: Publisher::loan + filling every byte + Loan::send; raw-udp4: filling the buffer + UdpSocket::send_to".to_owned(),
-        pacing: "the next message is sent only after the subscriber process acknowledged the last one (over a separate UDP socket), so the ring never fills".to_owned(),
-        pinning,
-    };
-    Ok(Measured { setup, rows })
 }
 
 fn measure(
@@ -354,61 +295,6 @@ impl PeerRequest {
     }
 }
 
-fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
-    args.check()?;
-    if let Some(cpu) = args.cpu {
-        super::pin_to(cpu)?;
-    }
-    let mut main_alive = link.watch();
-    let ack_to = SocketAddr::from((Ipv4Addr::LOCALHOST, args.ack_port));
-    let ack = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
-    let mut seq = 0u64;
-    if args.transport == Transport::RawUdp4 {
-        let data = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
-        data.set_read_timeout(Some(Duration::from_millis(50)))?;
-        data.send_to(b"hello", ack_to)?;
-        let mut buf = vec![0u8; args.max_size.min(MAX_DATAGRAM) + 1];
-        for &size in &args.sizes {
-            for _ in 0..args.count {
-                let n = loop {
-                    match data.recv(&mut buf) {
-                        Ok(n) => break n,
-                        Err(_) => main_alive()?,
-                    }
-                };
-                verify(&buf[..n], seq, None, size, Dir::Ping)?;
-                ack.send_to(&seq.to_le_bytes(), ack_to)?;
-                seq += 1;
-            }
-        }
-        return Ok(());
-    }
-    let node = Node::with_domain("lab-send-peer", &args.domain)?;
-    let mut sub = node.subscriber(&args.topic, &qos(args.transport, args.max_size))?;
-    ack.send_to(b"hello", ack_to)?;
-    for &size in &args.sizes {
-        for _ in 0..args.count {
-            loop {
-                if let Some(s) = sub.recv_timeout(Duration::from_millis(50))? {
-                    verify(&s, seq, None, size, Dir::Ping)?;
-                    break;
-                }
-                main_alive()?;
-            }
-            ack.send_to(&seq.to_le_bytes(), ack_to)?;
-            seq += 1;
-        }
-    }
-    // Keep polling until the publisher is gone (a reliable UDP publisher lingers until its
-    // subscribers confirmed everything).
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while sub.publisher_count() > 0 && Instant::now() < deadline {
-        let _ = sub.recv_timeout(Duration::from_millis(1))?;
-        main_alive()?;
-    }
-    Ok(())
-}
-
 // ---------------------------------------------------------------------------------------------
 // Results
 
@@ -420,20 +306,138 @@ impl Experiment for SendTime {
     type Row = Row;
     type PeerRequest = PeerRequest;
 
-    fn validate(config: &Config) -> Result<()> {
-        validate(config)
+    fn validate(args: &Config) -> Result<()> {
+        if args.transports.is_empty() || args.sizes.is_empty() || args.samples == 0 {
+            bail!("give at least one transport, one size and one sample");
+        }
+        if args.sizes.iter().any(|&s| s == 0 || s > MAX_SIZE) {
+            bail!("--sizes: 1 byte to 64M");
+        }
+        super::distinct_list("--transport", &args.transports, |t| t.name().to_owned())?;
+        super::distinct_list("--sizes", &args.sizes, |s| s.to_string())?;
+        crate::experiment::check_counts(args.samples, args.warmup)
     }
 
-    fn run(config: &Config) -> Result<Measured<Self>> {
-        run(config)
+    fn run(args: &Config) -> Result<Measured<Self>> {
+        let allowed = super::allowed_cpus();
+        let pinning = Pinning::resolve(None)?;
+        if let Pinning::Pinned { main_cpu, .. } = pinning {
+            super::pin_to(main_cpu)?;
+        }
+        let max_size = args.sizes.iter().copied().max().unwrap_or(1);
+        let mut rows = Vec::new();
+        let outcome = (|| -> Result<()> {
+            for (ti, &t) in args.transports.iter().enumerate() {
+                note!("send-time: {}", t.name());
+                let carried: Vec<usize> = args
+                    .sizes
+                    .iter()
+                    .copied()
+                    .filter(|&s| t.carries(s))
+                    .collect();
+                let mut per_size = if carried.is_empty() {
+                    Vec::new()
+                } else {
+                    measure(t, ti, &carried, max_size, args, &pinning)
+                        .context(format!("send-time {}", t.name()))?
+                };
+                for &size in &args.sizes {
+                    let times = carried
+                        .iter()
+                        .position(|&s| s == size)
+                        .and_then(|i| per_size.get_mut(i));
+                    rows.push(Row::of(t, size, times));
+                }
+            }
+            Ok(())
+        })();
+        super::limits::restore_affinity(&allowed);
+        outcome?;
+        let setup = Setup {
+        transports: args.transports.clone(),
+        sizes: args.sizes.clone(),
+        samples: args.samples,
+        warmup: args.warmup,
+        timed: "shm and udp4: Publisher::loan + filling every byte + Loan::send; raw-udp4: filling the buffer + UdpSocket::send_to".to_owned(),
+        pacing: "the next message is sent only after the subscriber process acknowledged the last one (over a separate UDP socket), so the ring never fills".to_owned(),
+        pinning,
+    };
+        Ok(Measured { setup, rows })
     }
 
-    fn run_peer(request: PeerRequest, link: &mut PeerLink) -> Result<()> {
-        run_peer(request, link)
+    fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
+        args.check()?;
+        if let Some(cpu) = args.cpu {
+            super::pin_to(cpu)?;
+        }
+        let mut main_alive = link.watch();
+        let ack_to = SocketAddr::from((Ipv4Addr::LOCALHOST, args.ack_port));
+        let ack = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let mut seq = 0u64;
+        if args.transport == Transport::RawUdp4 {
+            let data = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+            data.set_read_timeout(Some(Duration::from_millis(50)))?;
+            data.send_to(b"hello", ack_to)?;
+            let mut buf = vec![0u8; args.max_size.min(MAX_DATAGRAM) + 1];
+            for &size in &args.sizes {
+                for _ in 0..args.count {
+                    let n = loop {
+                        match data.recv(&mut buf) {
+                            Ok(n) => break n,
+                            Err(_) => main_alive()?,
+                        }
+                    };
+                    verify(&buf[..n], seq, None, size, Dir::Ping)?;
+                    ack.send_to(&seq.to_le_bytes(), ack_to)?;
+                    seq += 1;
+                }
+            }
+            return Ok(());
+        }
+        let node = Node::with_domain("lab-send-peer", &args.domain)?;
+        let mut sub = node.subscriber(&args.topic, &qos(args.transport, args.max_size))?;
+        ack.send_to(b"hello", ack_to)?;
+        for &size in &args.sizes {
+            for _ in 0..args.count {
+                loop {
+                    if let Some(s) = sub.recv_timeout(Duration::from_millis(50))? {
+                        verify(&s, seq, None, size, Dir::Ping)?;
+                        break;
+                    }
+                    main_alive()?;
+                }
+                ack.send_to(&seq.to_le_bytes(), ack_to)?;
+                seq += 1;
+            }
+        }
+        // Keep polling until the publisher is gone (a reliable UDP publisher lingers until its
+        // subscribers confirmed everything).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while sub.publisher_count() > 0 && Instant::now() < deadline {
+            let _ = sub.recv_timeout(Duration::from_millis(1))?;
+            main_alive()?;
+        }
+        Ok(())
     }
 
     fn table(results: &Results<Self>) -> String {
-        render_table(&results.rows)
+        let rows: &[Row] = &results.rows;
+        let mut table = Table::new(&["transport", "size", "p50 send", "p99 send", "max"]);
+        for r in rows {
+            let cell = |f: fn(&Summary) -> u64| {
+                r.summary
+                    .as_ref()
+                    .map_or("-".into(), |s| format_ns(f(s) as f64))
+            };
+            table.row(vec![
+                r.transport.name().to_owned(),
+                format_size(r.size_bytes),
+                cell(|s| s.p50_ns),
+                cell(|s| s.p99_ns),
+                cell(|s| s.max_ns),
+            ]);
+        }
+        table.render()
     }
 
     fn section(results: &Results<Self>) -> Result<Section> {
@@ -468,22 +472,19 @@ impl Experiment for SendTime {
         })
     }
 
+    /// One line per size: ferry's publish call over shared memory and over UDP, against the plain
+    /// UDP `send_to` of the same run. The study plots its send times without giving figures: its
+    /// finding is the comparison.
     fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
-        summary(&results.config, &results.rows)
-    }
-}
-
-/// One line per size: ferry's publish call over shared memory and over UDP, against the plain
-/// UDP `send_to` of the same run. The study plots its send times without giving figures: its
-/// finding is the comparison.
-fn summary(setup: &Setup, rows: &[Row]) -> Vec<SummaryLine> {
-    let p50 = |t: Transport, size: usize| {
-        rows.iter()
-            .find(|r| r.transport == t && r.size_bytes == size)
-            .and_then(|r| r.summary.as_ref())
-            .map(|s| format_ns(s.p50_ns as f64))
-    };
-    setup
+        let setup: &Setup = &results.config;
+        let rows: &[Row] = &results.rows;
+        let p50 = |t: Transport, size: usize| {
+            rows.iter()
+                .find(|r| r.transport == t && r.size_bytes == size)
+                .and_then(|r| r.summary.as_ref())
+                .map(|s| format_ns(s.p50_ns as f64))
+        };
+        setup
         .sizes
         .iter()
         .filter_map(|&size| {
@@ -506,25 +507,7 @@ fn summary(setup: &Setup, rows: &[Row]) -> Vec<SummaryLine> {
             })
         })
         .collect()
-}
-
-fn render_table(rows: &[Row]) -> String {
-    let mut table = Table::new(&["transport", "size", "p50 send", "p99 send", "max"]);
-    for r in rows {
-        let cell = |f: fn(&Summary) -> u64| {
-            r.summary
-                .as_ref()
-                .map_or("-".into(), |s| format_ns(f(s) as f64))
-        };
-        table.row(vec![
-            r.transport.name().to_owned(),
-            format_size(r.size_bytes),
-            cell(|s| s.p50_ns),
-            cell(|s| s.p99_ns),
-            cell(|s| s.max_ns),
-        ]);
     }
-    table.render()
 }
 
 /// Results of a small made-up run, for the report's tests.
@@ -626,7 +609,7 @@ mod tests {
 
     #[test]
     fn configurations_and_requests_are_checked() {
-        assert!(validate(&Config::default()).is_ok());
+        assert!(SendTime::validate(&Config::default()).is_ok());
         for (config, message) in [
             (
                 Config {
@@ -643,7 +626,7 @@ mod tests {
                 "--sizes: 1 byte to 64M",
             ),
         ] {
-            let e = validate(&config).unwrap_err().to_string();
+            let e = SendTime::validate(&config).unwrap_err().to_string();
             assert!(e.contains(message), "{e}");
         }
         assert_eq!("raw-udp4".parse(), Ok(Transport::RawUdp4));

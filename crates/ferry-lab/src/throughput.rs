@@ -395,94 +395,6 @@ impl Default for Config {
 /// The experiment (see the module's documentation).
 pub struct Throughput;
 
-fn validate(args: &Config) -> Result<()> {
-    super::distinct_list("--transport", &args.transports, |t| t.name().to_owned())?;
-    if args.sizes.is_empty() {
-        bail!("--sizes: give at least one size");
-    }
-    for (i, &s) in args.sizes.iter().enumerate() {
-        if !(8..=MAX_SIZE).contains(&s) {
-            bail!("--sizes: {s} bytes is out of range (8 bytes to 64M: the first 8 bytes carry the sequence number)");
-        }
-        if args.sizes[..i].contains(&s) {
-            bail!("--sizes: {s} is listed twice");
-        }
-    }
-    if let Some(loss) = args.loss {
-        if !(0.0..100.0).contains(&loss) {
-            bail!("--loss: invalid loss {loss}: expected a percentage from 0 to below 100");
-        }
-    }
-    if args.rounds == 0 {
-        bail!("--rounds must be at least 1");
-    }
-    if !(args.duration.is_finite() && args.duration > 0.0) {
-        bail!("--duration must be greater than 0");
-    }
-    if args.duration > MAX_DURATION_S {
-        bail!("--duration must be at most 600 s");
-    }
-    if !(1..=2).contains(&args.hosts) {
-        bail!("--hosts must be 1 or 2");
-    }
-    if args.hosts == 2 {
-        if args.link_rates.is_empty() {
-            bail!("--hosts 2 needs --link-rate (e.g. 100mbit,1gbit): the packets on the link are counted by its tbf");
-        }
-        super::distinct_list("--link-rate", &args.link_rates, |r| r.name())?;
-        if let Some(agent) = &args.remote {
-            bail!("--hosts 2 runs both sides in network namespaces on this machine; --remote {agent} runs the subscriber on another machine: give one of them");
-        }
-        if args.loss.is_some() {
-            bail!("--loss is not applied across the link of --hosts 2; leave it out");
-        }
-        for &t in &args.transports {
-            if let Some(why) = t.link_refusal() {
-                bail!(
-                    "--hosts 2: {} cannot run across the link ({why}); use udp4, udp4-key, raw-udp4, tcp, iperf3 or iperf3-tcp",
-                    t.name()
-                );
-            }
-        }
-        if let Some(period) = args.period {
-            if !(period.is_finite() && (MIN_PERIOD_S..=args.duration).contains(&period)) {
-                bail!(
-                    "--period must be from 1 ms to --duration ({} s)",
-                    args.duration
-                );
-            }
-            if let Some(&s) = args.sizes.iter().find(|&&s| s < STAMPED_MIN) {
-                bail!("--period: {s} bytes is too small (at least {STAMPED_MIN}: the first 16 bytes carry the sequence number and the send time)");
-            }
-            for &t in &args.transports {
-                if matches!(t, Transport::Iperf3 | Transport::Iperf3Tcp) {
-                    bail!(
-                        "--period: {} cannot send on a schedule; use udp4, udp4-key, raw-udp4 or tcp",
-                        t.name()
-                    );
-                }
-            }
-        }
-    } else if !args.link_rates.is_empty() {
-        bail!("--link-rate limits the link between two hosts: it needs --hosts 2");
-    } else if args.period.is_some() {
-        bail!("--period sends periodic messages across the link of --hosts 2: it needs --hosts 2");
-    } else if args.transports.contains(&Transport::Tcp) {
-        bail!("tcp (the lab's own TCP stream) runs across the link of --hosts 2 only; on one host, use iperf3-tcp");
-    }
-    if let Some(agent) = &args.remote {
-        for &t in &args.transports {
-            if let Some(why) = t.remote_refusal() {
-                bail!(
-                    "--remote {agent}: {} cannot run with its subscriber on another machine ({why}); with --remote, use udp4, udp4-key or raw-udp4",
-                    t.name()
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
 // ---------------------------------------------------------------------------------------------
 // Payload
 
@@ -875,117 +787,6 @@ fn make_pairs(rates: &[LinkRate]) -> Result<Vec<Pair>> {
             })
         })
         .collect()
-}
-
-fn run(args: &Config) -> Result<Measured<Throughput>> {
-    let pinning = Pinning::resolve_for(args.pin, args.remote.is_some())?;
-    if let Some(main_cpu) = pinning.main_cpu() {
-        super::pin_to(main_cpu)?;
-    }
-    let remote = args.remote.as_deref().map(Remote::resolve).transpose()?;
-    // Made before any process and dropped after all of them (also on an error and Ctrl-C).
-    let pairs = if args.hosts == 2 {
-        make_pairs(&args.link_rates)?
-    } else {
-        Vec::new()
-    };
-    let started = super::unix_time();
-    let mut programs = BTreeMap::new();
-    let mut tool_versions = BTreeMap::new();
-    for t in &args.transports {
-        if let Some(p) = t.program() {
-            match tools::find(p) {
-                Some(path) => {
-                    tool_versions.insert(p.to_owned(), tools::version(&path));
-                    programs.insert(p, path);
-                }
-                None => note!(
-                    "ferry lab throughput: {p} is not installed, so its rows are skipped; install it with `{}`",
-                    tools::INSTALL_HINT
-                ),
-            }
-        }
-    }
-    let mut ctx = Ctx {
-        args,
-        duration: Duration::from_secs_f64(args.duration),
-        domain: format!("lab{}", std::process::id()),
-        pinning: &pinning,
-        programs,
-        remote,
-        run_index: 0,
-        pairs,
-    };
-    note!(
-        "ferry lab throughput: {} transports × {} sizes × {} rounds of {:.1} s, {} delivery{}; {}{}",
-        args.transports.len(),
-        args.sizes.len(),
-        args.rounds,
-        args.duration,
-        args.delivery.name(),
-        args.loss
-            .map(|l| format!(", {l} % loss on ferry UDP"))
-            .unwrap_or_default(),
-        pinning.describe(),
-        ctx.pairs
-            .iter()
-            .map(|p| format!(
-                "; a {} link: namespaces {} (A, {}) and {} (B, {})",
-                p.rate.map_or_else(|| "not limited".to_owned(), LinkRate::name),
-                p.ns[0],
-                p.addr[0],
-                p.ns[1],
-                p.addr[1]
-            ))
-            .collect::<String>()
-    );
-    let mut rows = Vec::new();
-    let outcome = measure(&mut ctx, &mut rows);
-    let _ = ferry::admin::clean(Some(&ctx.domain));
-    outcome?;
-    add_ratios(&mut rows);
-
-    let setup = Setup {
-        transports: args.transports.clone(),
-        transport_descriptions: args
-            .transports
-            .iter()
-            .map(|t| (t.name().to_owned(), t.describe().to_owned()))
-            .collect(),
-        sizes: args.sizes.clone(),
-        delivery: args.delivery,
-        loss_percent: args.loss.unwrap_or(0.0),
-        impair: impair_spec(args.loss),
-        impair_applies_to: "the publisher process of ferry's UDP transports (udp4, udp6); raw-udp4, iperf3 and sockperf run without injected loss".to_owned(),
-        duration_s: args.duration,
-        tool_duration_s: tools::whole_seconds(ctx.duration),
-        rounds: args.rounds,
-        wait: args.wait,
-        pinning: pinning.clone(),
-        udp_mtu: UDP_MTU,
-        payload: "the publisher writes every message: its sequence number (u64 LE) in bytes 0..8 and a pattern byte in all others; the subscriber checks every sequence number (against ferry's own where there is one) and every byte of each message whose number is a multiple of 64".to_owned(),
-        rate_interval: match &args.remote {
-            None if args.hosts == 2 => "from the publisher's first send to the subscriber's last delivery (CLOCK_MONOTONIC: the two namespaces share this host's clock); iperf3 and iperf3-tcp: the receiver's test interval".to_owned(),
-            None => "from the publisher's first send to the subscriber's last delivery (CLOCK_MONOTONIC, same host); iperf3 and sockperf: the tool's own test interval".to_owned(),
-            Some(_) => "from the subscriber's first delivery to its last (the subscriber's CLOCK_MONOTONIC: the two machines' clocks are not compared)".to_owned(),
-        },
-        lost: "messages_sent − messages_delivered: messages the subscriber never got (gaps, skipped, dropped)".to_owned(),
-        processes: match &args.remote {
-            None if args.hosts == 2 => "the main process coordinates; a peer process (ferry lab-peer) publishes in namespace A on the main CPU, another subscribes in namespace B on the peer CPU, both started with ip netns exec; iperf3: client in A on the main CPU, server in B on the peer CPU".to_owned(),
-            None => "main process publishes; a peer process (ferry lab-peer) subscribes; iperf3/sockperf: client on the main CPU, server on the peer CPU; iceoryx2 and Zenoh: ferry-peers publishes on the main CPU and its subscriber process runs on the peer CPU".to_owned(),
-            Some(agent) => format!("main process publishes here; a peer process subscribes on the machine of the lab agent at {agent}"),
-        },
-        socket_buffers: SocketBuffers {
-            rmem_default: read_number("/proc/sys/net/core/rmem_default"),
-            rmem_max: read_number("/proc/sys/net/core/rmem_max"),
-            wmem_default: read_number("/proc/sys/net/core/wmem_default"),
-            wmem_max: read_number("/proc/sys/net/core/wmem_max"),
-        },
-        tools: tool_versions,
-        link: (!ctx.pairs.is_empty()).then(|| link_setup(&ctx.pairs)),
-        started_unix_s: started,
-    };
-    Ok(Measured { setup, rows })
 }
 
 fn read_number(path: &str) -> Option<u64> {
@@ -1752,231 +1553,6 @@ fn timed_out(e: &std::io::Error) -> bool {
     )
 }
 
-fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
-    if link.for_agent() {
-        if let Some(why) = args.transport.remote_refusal() {
-            bail!(
-                "{} cannot serve another machine: {why}",
-                args.transport.name()
-            );
-        }
-    }
-    if let Some(cpu) = args.cpu {
-        super::pin_to(cpu)?;
-    }
-    if !(8..=MAX_SIZE).contains(&args.size) {
-        bail!("the peer request's size {} is out of range", args.size);
-    }
-    if args.role == Role::Publish {
-        return run_publisher(&args, link);
-    }
-    if args.period_s.is_some() && args.size < STAMPED_MIN {
-        bail!("a periodic message has at least {STAMPED_MIN} bytes");
-    }
-    let mut tally = if args.period_s.is_some() {
-        Tally::stamped(args.size)
-    } else {
-        Tally::new(args.size)
-    };
-    // Plain UDP and latest delivery lose what they lose: a short silence ends the count. A
-    // reliable subscriber may still be repairing: it gets longer.
-    let reliable = args.delivery == Delivery::Reliable;
-    match args.transport {
-        Transport::Shm | Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => {
-            let FerryTopic {
-                domain,
-                topic,
-                main_host,
-            } = args.ferry_topic()?;
-            let qos = ferry_qos(args.transport, args.size, args.delivery, args.wait);
-            let keyed = args.transport == Transport::Udp4Key;
-            let node = super::lab_node_reaching(
-                "lab-peer",
-                domain,
-                keyed,
-                super::discovery_reaching(*main_host),
-            )?;
-            let mut sub = node.subscriber(topic, &qos)?;
-            link.report(&PeerReport::Ready { port: None })?;
-            let mut ending = Ending::new(if reliable {
-                Duration::from_secs(2)
-            } else {
-                Duration::from_millis(200)
-            });
-            let mut since_check = 0u32;
-            loop {
-                let got = match sub.recv_timeout(Duration::from_millis(10))? {
-                    Some(sample) => {
-                        tally.take(&sample, Some(sample.seq()))?;
-                        true
-                    }
-                    None => false,
-                };
-                since_check += 1;
-                if !got || since_check >= 256 {
-                    since_check = 0;
-                    ending.take_commands(link)?;
-                    if ending.finished(&tally) {
-                        break;
-                    }
-                }
-            }
-            let mut counts = tally.counts();
-            // ferry's own counters, and the kernel's drops on our socket.
-            let me = std::process::id();
-            let info = ferry::admin::topic(domain, topic)?
-                .and_then(|t| t.subscribers.into_iter().find(|s| s.pid == me));
-            if let Some(s) = info {
-                counts.ferry_lost = Some(s.lost);
-                counts.ferry_skipped = Some(s.skipped);
-                if args.transport != Transport::Shm {
-                    counts.kernel_drops = s
-                        .udp
-                        .and_then(|a| super::rawudp::kernel_drops(a.port(), a.is_ipv6()));
-                }
-            }
-            link.report(&PeerReport::Counts(counts))?;
-            // Keep answering until the publisher has gone (bounded).
-            let deadline = Instant::now() + START_TIMEOUT;
-            while Instant::now() < deadline {
-                let _ = sub.recv_timeout(Duration::from_millis(1))?;
-                match link.recv::<Command>(Duration::ZERO)? {
-                    Some(Command::Release) => break,
-                    Some(Command::Done { .. }) => {
-                        bail!("the main side said twice that it had finished")
-                    }
-                    Some(Command::Go) => bail!("the main side told a subscriber to send"),
-                    None => {}
-                }
-            }
-            Ok(())
-        }
-        Transport::RawUdp4 => {
-            let socket = match args.main {
-                None => match args.bind {
-                    None => super::rawudp::bind_loopback()?,
-                    Some(ip) => UdpSocket::bind((ip, 0))
-                        .context(format!("cannot bind a UDP socket on {ip}"))?,
-                },
-                Some(main) => {
-                    let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
-                        .context("cannot bind a UDP socket")?;
-                    socket
-                        .connect(main)
-                        .context(format!("cannot connect the UDP socket to {main}"))?;
-                    socket
-                }
-            };
-            let port = socket.local_addr()?.port();
-            socket
-                .set_read_timeout(Some(Duration::from_millis(10)))
-                .context("cannot set a UDP receive timeout")?;
-            link.report(&PeerReport::Ready { port: Some(port) })?;
-            let mut buf = vec![0u8; args.size.min(super::rawudp::MAX_DATAGRAM_V4) + 1];
-            let mut ending = Ending::new(Duration::from_millis(200));
-            let mut since_check = 0u32;
-            loop {
-                let got = match socket.recv(&mut buf) {
-                    Ok(n) => {
-                        tally.take(&buf[..n], None)?;
-                        true
-                    }
-                    Err(e) if timed_out(&e) => false,
-                    Err(e) => return Err(e).context("UDP receive"),
-                };
-                since_check += 1;
-                if !got || since_check >= 256 {
-                    since_check = 0;
-                    ending.take_commands(link)?;
-                    if ending.finished(&tally) {
-                        break;
-                    }
-                }
-            }
-            let mut counts = tally.counts();
-            counts.kernel_drops = super::rawudp::kernel_drops(port, false);
-            link.report(&PeerReport::Counts(counts))
-        }
-        Transport::Tcp => {
-            let Some(ip) = args.bind else {
-                bail!("the lab's TCP stream needs the address its subscriber listens on");
-            };
-            let listener =
-                TcpListener::bind((ip, 0)).context(format!("cannot listen for TCP on {ip}"))?;
-            let port = listener.local_addr()?.port();
-            link.report(&PeerReport::Ready { port: Some(port) })?;
-            listener.set_nonblocking(true)?;
-            let deadline = Instant::now() + START_TIMEOUT * 2;
-            let mut stream = loop {
-                match listener.accept() {
-                    Ok((stream, _)) => break stream,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(e).context("TCP accept"),
-                }
-                signal::check()?;
-                link.check_main()?;
-                if Instant::now() >= deadline {
-                    bail!(
-                        "the TCP publisher did not connect within {:?}",
-                        START_TIMEOUT * 2
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            };
-            stream.set_nonblocking(false)?;
-            stream
-                .set_read_timeout(Some(Duration::from_millis(10)))
-                .context("cannot set a TCP receive timeout")?;
-            // Whole messages out of the byte stream: a read that times out keeps what it had.
-            let mut buf = vec![0u8; args.size];
-            let mut filled = 0;
-            let mut ending = Ending::new(Duration::from_secs(2));
-            let mut since_check = 0u32;
-            let mut open = true;
-            loop {
-                let got = if open {
-                    match stream.read(&mut buf[filled..]) {
-                        Ok(0) => {
-                            open = false;
-                            false
-                        }
-                        Ok(n) => {
-                            filled += n;
-                            if filled == buf.len() {
-                                tally.take(&buf, None)?;
-                                filled = 0;
-                            }
-                            true
-                        }
-                        Err(e) if timed_out(&e) => false,
-                        Err(e) => return Err(e).context("TCP receive"),
-                    }
-                } else {
-                    std::thread::sleep(Duration::from_millis(10));
-                    false
-                };
-                since_check += 1;
-                if !got || since_check >= 256 {
-                    since_check = 0;
-                    ending.take_commands(link)?;
-                    if ending.finished(&tally) {
-                        break;
-                    }
-                }
-            }
-            link.report(&PeerReport::Counts(tally.counts()))
-        }
-        Transport::Iperf3
-        | Transport::Iperf3Tcp
-        | Transport::Sockperf
-        | Transport::Iceoryx2
-        | Transport::Zenoh
-        | Transport::ZenohShm => {
-            bail!("{} has no lab peer", args.transport.name())
-        }
-    }
-}
-
 /// Waits for the main side's `want` (`Go` or `Release`), at most `timeout`.
 fn await_command(link: &mut PeerLink, want: &str, timeout: Duration) -> Result<Command> {
     let deadline = Instant::now() + timeout;
@@ -2677,16 +2253,430 @@ impl Experiment for Throughput {
     type Row = Row;
     type PeerRequest = PeerRequest;
 
-    fn validate(config: &Config) -> Result<()> {
-        validate(config)
+    fn validate(args: &Config) -> Result<()> {
+        super::distinct_list("--transport", &args.transports, |t| t.name().to_owned())?;
+        if args.sizes.is_empty() {
+            bail!("--sizes: give at least one size");
+        }
+        for (i, &s) in args.sizes.iter().enumerate() {
+            if !(8..=MAX_SIZE).contains(&s) {
+                bail!("--sizes: {s} bytes is out of range (8 bytes to 64M: the first 8 bytes carry the sequence number)");
+            }
+            if args.sizes[..i].contains(&s) {
+                bail!("--sizes: {s} is listed twice");
+            }
+        }
+        if let Some(loss) = args.loss {
+            if !(0.0..100.0).contains(&loss) {
+                bail!("--loss: invalid loss {loss}: expected a percentage from 0 to below 100");
+            }
+        }
+        if args.rounds == 0 {
+            bail!("--rounds must be at least 1");
+        }
+        if !(args.duration.is_finite() && args.duration > 0.0) {
+            bail!("--duration must be greater than 0");
+        }
+        if args.duration > MAX_DURATION_S {
+            bail!("--duration must be at most 600 s");
+        }
+        if !(1..=2).contains(&args.hosts) {
+            bail!("--hosts must be 1 or 2");
+        }
+        if args.hosts == 2 {
+            if args.link_rates.is_empty() {
+                bail!("--hosts 2 needs --link-rate (e.g. 100mbit,1gbit): the packets on the link are counted by its tbf");
+            }
+            super::distinct_list("--link-rate", &args.link_rates, |r| r.name())?;
+            if let Some(agent) = &args.remote {
+                bail!("--hosts 2 runs both sides in network namespaces on this machine; --remote {agent} runs the subscriber on another machine: give one of them");
+            }
+            if args.loss.is_some() {
+                bail!("--loss is not applied across the link of --hosts 2; leave it out");
+            }
+            for &t in &args.transports {
+                if let Some(why) = t.link_refusal() {
+                    bail!(
+                    "--hosts 2: {} cannot run across the link ({why}); use udp4, udp4-key, raw-udp4, tcp, iperf3 or iperf3-tcp",
+                    t.name()
+                );
+                }
+            }
+            if let Some(period) = args.period {
+                if !(period.is_finite() && (MIN_PERIOD_S..=args.duration).contains(&period)) {
+                    bail!(
+                        "--period must be from 1 ms to --duration ({} s)",
+                        args.duration
+                    );
+                }
+                if let Some(&s) = args.sizes.iter().find(|&&s| s < STAMPED_MIN) {
+                    bail!("--period: {s} bytes is too small (at least {STAMPED_MIN}: the first 16 bytes carry the sequence number and the send time)");
+                }
+                for &t in &args.transports {
+                    if matches!(t, Transport::Iperf3 | Transport::Iperf3Tcp) {
+                        bail!(
+                        "--period: {} cannot send on a schedule; use udp4, udp4-key, raw-udp4 or tcp",
+                        t.name()
+                    );
+                    }
+                }
+            }
+        } else if !args.link_rates.is_empty() {
+            bail!("--link-rate limits the link between two hosts: it needs --hosts 2");
+        } else if args.period.is_some() {
+            bail!(
+                "--period sends periodic messages across the link of --hosts 2: it needs --hosts 2"
+            );
+        } else if args.transports.contains(&Transport::Tcp) {
+            bail!("tcp (the lab's own TCP stream) runs across the link of --hosts 2 only; on one host, use iperf3-tcp");
+        }
+        if let Some(agent) = &args.remote {
+            for &t in &args.transports {
+                if let Some(why) = t.remote_refusal() {
+                    bail!(
+                    "--remote {agent}: {} cannot run with its subscriber on another machine ({why}); with --remote, use udp4, udp4-key or raw-udp4",
+                    t.name()
+                );
+                }
+            }
+        }
+        Ok(())
     }
 
-    fn run(config: &Config) -> Result<Measured<Self>> {
-        run(config)
+    fn run(args: &Config) -> Result<Measured<Self>> {
+        let pinning = Pinning::resolve_for(args.pin, args.remote.is_some())?;
+        if let Some(main_cpu) = pinning.main_cpu() {
+            super::pin_to(main_cpu)?;
+        }
+        let remote = args.remote.as_deref().map(Remote::resolve).transpose()?;
+        // Made before any process and dropped after all of them (also on an error and Ctrl-C).
+        let pairs = if args.hosts == 2 {
+            make_pairs(&args.link_rates)?
+        } else {
+            Vec::new()
+        };
+        let started = super::unix_time();
+        let mut programs = BTreeMap::new();
+        let mut tool_versions = BTreeMap::new();
+        for t in &args.transports {
+            if let Some(p) = t.program() {
+                match tools::find(p) {
+                Some(path) => {
+                    tool_versions.insert(p.to_owned(), tools::version(&path));
+                    programs.insert(p, path);
+                }
+                None => note!(
+                    "ferry lab throughput: {p} is not installed, so its rows are skipped; install it with `{}`",
+                    tools::INSTALL_HINT
+                ),
+            }
+            }
+        }
+        let mut ctx = Ctx {
+            args,
+            duration: Duration::from_secs_f64(args.duration),
+            domain: format!("lab{}", std::process::id()),
+            pinning: &pinning,
+            programs,
+            remote,
+            run_index: 0,
+            pairs,
+        };
+        note!(
+        "ferry lab throughput: {} transports × {} sizes × {} rounds of {:.1} s, {} delivery{}; {}{}",
+        args.transports.len(),
+        args.sizes.len(),
+        args.rounds,
+        args.duration,
+        args.delivery.name(),
+        args.loss
+            .map(|l| format!(", {l} % loss on ferry UDP"))
+            .unwrap_or_default(),
+        pinning.describe(),
+        ctx.pairs
+            .iter()
+            .map(|p| format!(
+                "; a {} link: namespaces {} (A, {}) and {} (B, {})",
+                p.rate.map_or_else(|| "not limited".to_owned(), LinkRate::name),
+                p.ns[0],
+                p.addr[0],
+                p.ns[1],
+                p.addr[1]
+            ))
+            .collect::<String>()
+    );
+        let mut rows = Vec::new();
+        let outcome = measure(&mut ctx, &mut rows);
+        let _ = ferry::admin::clean(Some(&ctx.domain));
+        outcome?;
+        add_ratios(&mut rows);
+
+        let setup = Setup {
+        transports: args.transports.clone(),
+        transport_descriptions: args
+            .transports
+            .iter()
+            .map(|t| (t.name().to_owned(), t.describe().to_owned()))
+            .collect(),
+        sizes: args.sizes.clone(),
+        delivery: args.delivery,
+        loss_percent: args.loss.unwrap_or(0.0),
+        impair: impair_spec(args.loss),
+        impair_applies_to: "the publisher process of ferry's UDP transports (udp4, udp6); raw-udp4, iperf3 and sockperf run without injected loss".to_owned(),
+        duration_s: args.duration,
+        tool_duration_s: tools::whole_seconds(ctx.duration),
+        rounds: args.rounds,
+        wait: args.wait,
+        pinning: pinning.clone(),
+        udp_mtu: UDP_MTU,
+        payload: "the publisher writes every message: its sequence number (u64 LE) in bytes 0..8 and a pattern byte in all others; the subscriber checks every sequence number (against ferry's own where there is one) and every byte of each message whose number is a multiple of 64".to_owned(),
+        rate_interval: match &args.remote {
+            None if args.hosts == 2 => "from the publisher's first send to the subscriber's last delivery (CLOCK_MONOTONIC: the two namespaces share this host's clock); iperf3 and iperf3-tcp: the receiver's test interval".to_owned(),
+            None => "from the publisher's first send to the subscriber's last delivery (CLOCK_MONOTONIC, same host); iperf3 and sockperf: the tool's own test interval".to_owned(),
+            Some(_) => "from the subscriber's first delivery to its last (the subscriber's CLOCK_MONOTONIC: the two machines' clocks are not compared)".to_owned(),
+        },
+        lost: "messages_sent − messages_delivered: messages the subscriber never got (gaps, skipped, dropped)".to_owned(),
+        processes: match &args.remote {
+            None if args.hosts == 2 => "the main process coordinates; a peer process (ferry lab-peer) publishes in namespace A on the main CPU, another subscribes in namespace B on the peer CPU, both started with ip netns exec; iperf3: client in A on the main CPU, server in B on the peer CPU".to_owned(),
+            None => "main process publishes; a peer process (ferry lab-peer) subscribes; iperf3/sockperf: client on the main CPU, server on the peer CPU; iceoryx2 and Zenoh: ferry-peers publishes on the main CPU and its subscriber process runs on the peer CPU".to_owned(),
+            Some(agent) => format!("main process publishes here; a peer process subscribes on the machine of the lab agent at {agent}"),
+        },
+        socket_buffers: SocketBuffers {
+            rmem_default: read_number("/proc/sys/net/core/rmem_default"),
+            rmem_max: read_number("/proc/sys/net/core/rmem_max"),
+            wmem_default: read_number("/proc/sys/net/core/wmem_default"),
+            wmem_max: read_number("/proc/sys/net/core/wmem_max"),
+        },
+        tools: tool_versions,
+        link: (!ctx.pairs.is_empty()).then(|| link_setup(&ctx.pairs)),
+        started_unix_s: started,
+    };
+        Ok(Measured { setup, rows })
     }
 
-    fn run_peer(request: PeerRequest, link: &mut PeerLink) -> Result<()> {
-        run_peer(request, link)
+    fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
+        if link.for_agent() {
+            if let Some(why) = args.transport.remote_refusal() {
+                bail!(
+                    "{} cannot serve another machine: {why}",
+                    args.transport.name()
+                );
+            }
+        }
+        if let Some(cpu) = args.cpu {
+            super::pin_to(cpu)?;
+        }
+        if !(8..=MAX_SIZE).contains(&args.size) {
+            bail!("the peer request's size {} is out of range", args.size);
+        }
+        if args.role == Role::Publish {
+            return run_publisher(&args, link);
+        }
+        if args.period_s.is_some() && args.size < STAMPED_MIN {
+            bail!("a periodic message has at least {STAMPED_MIN} bytes");
+        }
+        let mut tally = if args.period_s.is_some() {
+            Tally::stamped(args.size)
+        } else {
+            Tally::new(args.size)
+        };
+        // Plain UDP and latest delivery lose what they lose: a short silence ends the count. A
+        // reliable subscriber may still be repairing: it gets longer.
+        let reliable = args.delivery == Delivery::Reliable;
+        match args.transport {
+            Transport::Shm | Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => {
+                let FerryTopic {
+                    domain,
+                    topic,
+                    main_host,
+                } = args.ferry_topic()?;
+                let qos = ferry_qos(args.transport, args.size, args.delivery, args.wait);
+                let keyed = args.transport == Transport::Udp4Key;
+                let node = super::lab_node_reaching(
+                    "lab-peer",
+                    domain,
+                    keyed,
+                    super::discovery_reaching(*main_host),
+                )?;
+                let mut sub = node.subscriber(topic, &qos)?;
+                link.report(&PeerReport::Ready { port: None })?;
+                let mut ending = Ending::new(if reliable {
+                    Duration::from_secs(2)
+                } else {
+                    Duration::from_millis(200)
+                });
+                let mut since_check = 0u32;
+                loop {
+                    let got = match sub.recv_timeout(Duration::from_millis(10))? {
+                        Some(sample) => {
+                            tally.take(&sample, Some(sample.seq()))?;
+                            true
+                        }
+                        None => false,
+                    };
+                    since_check += 1;
+                    if !got || since_check >= 256 {
+                        since_check = 0;
+                        ending.take_commands(link)?;
+                        if ending.finished(&tally) {
+                            break;
+                        }
+                    }
+                }
+                let mut counts = tally.counts();
+                // ferry's own counters, and the kernel's drops on our socket.
+                let me = std::process::id();
+                let info = ferry::admin::topic(domain, topic)?
+                    .and_then(|t| t.subscribers.into_iter().find(|s| s.pid == me));
+                if let Some(s) = info {
+                    counts.ferry_lost = Some(s.lost);
+                    counts.ferry_skipped = Some(s.skipped);
+                    if args.transport != Transport::Shm {
+                        counts.kernel_drops = s
+                            .udp
+                            .and_then(|a| super::rawudp::kernel_drops(a.port(), a.is_ipv6()));
+                    }
+                }
+                link.report(&PeerReport::Counts(counts))?;
+                // Keep answering until the publisher has gone (bounded).
+                let deadline = Instant::now() + START_TIMEOUT;
+                while Instant::now() < deadline {
+                    let _ = sub.recv_timeout(Duration::from_millis(1))?;
+                    match link.recv::<Command>(Duration::ZERO)? {
+                        Some(Command::Release) => break,
+                        Some(Command::Done { .. }) => {
+                            bail!("the main side said twice that it had finished")
+                        }
+                        Some(Command::Go) => bail!("the main side told a subscriber to send"),
+                        None => {}
+                    }
+                }
+                Ok(())
+            }
+            Transport::RawUdp4 => {
+                let socket = match args.main {
+                    None => match args.bind {
+                        None => super::rawudp::bind_loopback()?,
+                        Some(ip) => UdpSocket::bind((ip, 0))
+                            .context(format!("cannot bind a UDP socket on {ip}"))?,
+                    },
+                    Some(main) => {
+                        let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
+                            .context("cannot bind a UDP socket")?;
+                        socket
+                            .connect(main)
+                            .context(format!("cannot connect the UDP socket to {main}"))?;
+                        socket
+                    }
+                };
+                let port = socket.local_addr()?.port();
+                socket
+                    .set_read_timeout(Some(Duration::from_millis(10)))
+                    .context("cannot set a UDP receive timeout")?;
+                link.report(&PeerReport::Ready { port: Some(port) })?;
+                let mut buf = vec![0u8; args.size.min(super::rawudp::MAX_DATAGRAM_V4) + 1];
+                let mut ending = Ending::new(Duration::from_millis(200));
+                let mut since_check = 0u32;
+                loop {
+                    let got = match socket.recv(&mut buf) {
+                        Ok(n) => {
+                            tally.take(&buf[..n], None)?;
+                            true
+                        }
+                        Err(e) if timed_out(&e) => false,
+                        Err(e) => return Err(e).context("UDP receive"),
+                    };
+                    since_check += 1;
+                    if !got || since_check >= 256 {
+                        since_check = 0;
+                        ending.take_commands(link)?;
+                        if ending.finished(&tally) {
+                            break;
+                        }
+                    }
+                }
+                let mut counts = tally.counts();
+                counts.kernel_drops = super::rawudp::kernel_drops(port, false);
+                link.report(&PeerReport::Counts(counts))
+            }
+            Transport::Tcp => {
+                let Some(ip) = args.bind else {
+                    bail!("the lab's TCP stream needs the address its subscriber listens on");
+                };
+                let listener =
+                    TcpListener::bind((ip, 0)).context(format!("cannot listen for TCP on {ip}"))?;
+                let port = listener.local_addr()?.port();
+                link.report(&PeerReport::Ready { port: Some(port) })?;
+                listener.set_nonblocking(true)?;
+                let deadline = Instant::now() + START_TIMEOUT * 2;
+                let mut stream = loop {
+                    match listener.accept() {
+                        Ok((stream, _)) => break stream,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(e) => return Err(e).context("TCP accept"),
+                    }
+                    signal::check()?;
+                    link.check_main()?;
+                    if Instant::now() >= deadline {
+                        bail!(
+                            "the TCP publisher did not connect within {:?}",
+                            START_TIMEOUT * 2
+                        );
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                };
+                stream.set_nonblocking(false)?;
+                stream
+                    .set_read_timeout(Some(Duration::from_millis(10)))
+                    .context("cannot set a TCP receive timeout")?;
+                // Whole messages out of the byte stream: a read that times out keeps what it had.
+                let mut buf = vec![0u8; args.size];
+                let mut filled = 0;
+                let mut ending = Ending::new(Duration::from_secs(2));
+                let mut since_check = 0u32;
+                let mut open = true;
+                loop {
+                    let got = if open {
+                        match stream.read(&mut buf[filled..]) {
+                            Ok(0) => {
+                                open = false;
+                                false
+                            }
+                            Ok(n) => {
+                                filled += n;
+                                if filled == buf.len() {
+                                    tally.take(&buf, None)?;
+                                    filled = 0;
+                                }
+                                true
+                            }
+                            Err(e) if timed_out(&e) => false,
+                            Err(e) => return Err(e).context("TCP receive"),
+                        }
+                    } else {
+                        std::thread::sleep(Duration::from_millis(10));
+                        false
+                    };
+                    since_check += 1;
+                    if !got || since_check >= 256 {
+                        since_check = 0;
+                        ending.take_commands(link)?;
+                        if ending.finished(&tally) {
+                            break;
+                        }
+                    }
+                }
+                link.report(&PeerReport::Counts(tally.counts()))
+            }
+            Transport::Iperf3
+            | Transport::Iperf3Tcp
+            | Transport::Sockperf
+            | Transport::Iceoryx2
+            | Transport::Zenoh
+            | Transport::ZenohShm => {
+                bail!("{} has no lab peer", args.transport.name())
+            }
+        }
     }
 
     fn table(results: &Results<Self>) -> String {
@@ -3956,8 +3946,10 @@ mod tests {
                 .collect(),
             ..Config::default()
         };
-        assert!(validate(&link(LINK_TRANSPORTS.to_vec(), &["1gbit", "100mbit"])).is_ok());
-        let err = |c: Config| validate(&c).unwrap_err().to_string();
+        assert!(
+            Throughput::validate(&link(LINK_TRANSPORTS.to_vec(), &["1gbit", "100mbit"])).is_ok()
+        );
+        let err = |c: Config| Throughput::validate(&c).unwrap_err().to_string();
         assert!(err(link(LINK_TRANSPORTS.to_vec(), &[])).contains("--link-rate"));
         assert!(err(link(vec![Transport::Shm], &["1gbit"])).contains("shm"));
         assert!(err(link(vec![Transport::Udp4], &["1gbit", "1G"])).contains("twice"));
@@ -3982,8 +3974,11 @@ mod tests {
             period: Some(period),
             ..Config::default()
         };
-        assert!(validate(&periodic(PERIOD_TRANSPORTS.to_vec(), 0.125, vec![1 << 20])).is_ok());
-        let err = |c: Config| validate(&c).unwrap_err().to_string();
+        assert!(
+            Throughput::validate(&periodic(PERIOD_TRANSPORTS.to_vec(), 0.125, vec![1 << 20]))
+                .is_ok()
+        );
+        let err = |c: Config| Throughput::validate(&c).unwrap_err().to_string();
         assert!(
             err(periodic(vec![Transport::Iperf3Tcp], 0.125, vec![1 << 20]))
                 .contains("cannot send on a schedule")
@@ -4043,12 +4038,14 @@ mod tests {
             ..Config::default()
         };
         for t in [Transport::RawUdp4, Transport::Udp4, Transport::Udp4Key] {
-            assert!(validate(&remote(t)).is_ok(), "{}", t.name());
+            assert!(Throughput::validate(&remote(t)).is_ok(), "{}", t.name());
         }
-        let e = validate(&remote(Transport::Udp6)).unwrap_err().to_string();
+        let e = Throughput::validate(&remote(Transport::Udp6))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("over IPv4") && e.contains("raw-udp4"), "{e}");
         for t in [Transport::Shm, Transport::Iperf3, Transport::Sockperf] {
-            let e = validate(&remote(t)).unwrap_err().to_string();
+            let e = Throughput::validate(&remote(t)).unwrap_err().to_string();
             assert!(
                 e.starts_with("--remote 10.0.0.2: ") && e.contains(t.name()),
                 "{e}"

@@ -209,38 +209,6 @@ impl Default for Config {
 /// The experiment (see the module's documentation).
 pub struct UdpRate;
 
-fn validate(args: &Config) -> Result<()> {
-    if !(0.01..=3600.0).contains(&args.duration) {
-        bail!("--duration must be between 0.01 and 3600 seconds");
-    }
-    if !(args.interval >= 0.05 && args.interval <= 10.0) {
-        bail!("--interval must be between 0.05 and 10 seconds");
-    }
-    if args.rate.is_empty() {
-        bail!("--rate: give at least one rate");
-    }
-    for &r in args.rate.iter().chain(&args.rate_change) {
-        if r == 0 || r > MAX_RATE {
-            bail!("rate {r} must be above 0 and at most 10T bit/s");
-        }
-    }
-    if args.mss.is_empty() {
-        bail!("--mss: give at least one size");
-    }
-    for &m in &args.mss {
-        if m == 0 || m > 65_507 {
-            bail!("--mss {m}: a UDP datagram carries 1 to 65507 bytes");
-        }
-    }
-    if args.stress > MAX_STRESS {
-        bail!(
-            "--stress {}: at most {MAX_STRESS} busy threads",
-            args.stress
-        );
-    }
-    args.threads.check()
-}
-
 /// The windows the delivered rate is counted in: one second, or the manager interval for runs
 /// shorter than 3 s.
 fn window_s(args: &Config) -> f64 {
@@ -398,55 +366,6 @@ struct Remote {
     ip: IpAddr,
     /// This machine's address on the way there.
     here: IpAddr,
-}
-
-fn run(args: &Config) -> Result<Measured<UdpRate>> {
-    let settings = args.threads.settings();
-    let window = window_s(args);
-    let remote = match &args.remote {
-        None => None,
-        Some(agent) => Some(Remote {
-            agent: agent.clone(),
-            ip: crate::peer::agent_address(agent)?.ip(),
-            here: crate::peer::local_address_towards(agent)?,
-        }),
-    };
-    let mut rows = Vec::new();
-    for &rate in &args.rate {
-        for &mss in &args.mss {
-            for &threads in &settings {
-                let row = run_one(args, remote.as_ref(), rate, mss, threads, window)?;
-                note!(
-                    "  MSS {:>5}, {} thread(s){}: {:.3} of {:.3} Gbit/s delivered, {:.3} sent, {} lost",
-                    row.mss,
-                    row.threads,
-                    if row.threads_mode == ThreadsMode::Auto { " (auto)" } else { "" },
-                    row.achieved_bps / 1e9,
-                    row.requested_bps as f64 / 1e9,
-                    row.sent_bps / 1e9,
-                    row.lost
-                );
-                rows.push(row);
-            }
-        }
-    }
-    let setup = Setup {
-        rates_bps: args.rate.clone(),
-        mss: args.mss.clone(),
-        threads: args.threads.to_string(),
-        pacing: args.pacing,
-        duration_s: args.duration,
-        interval_s: args.interval,
-        stress_cpus: args.stress,
-        rate_change_bps: args.rate_change,
-        window_s: window,
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        path: match &args.remote {
-            None => "loopback 127.0.0.1: SenderPool (one socket per thread) -> ReceiverPool (SO_REUSEPORT)".to_owned(),
-            Some(agent) => format!("SenderPool (one socket per thread) on this machine -> ReceiverPool (SO_REUSEPORT) in a peer process on the machine of the lab agent at {agent}, which counts the datagrams and times the windows on its own clock"),
-        },
-    };
-    Ok(Measured { setup, rows })
 }
 
 /// Where the datagrams go and who counts them.
@@ -674,69 +593,6 @@ fn next_command(link: &mut PeerLink, timeout: Duration, what: &str) -> Result<Co
     }
 }
 
-fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
-    let in_range = (0.05..=10.0).contains(&args.interval_s)
-        && args.window_s >= 0.01
-        && args.window_s <= 10.0
-        && args.duration_s > 0.0
-        && args.duration_s <= 3600.0;
-    if !in_range {
-        bail!("the peer request's interval, window or duration is out of range");
-    }
-    let any: SocketAddr = match args.main {
-        IpAddr::V4(_) => ([0, 0, 0, 0], 0).into(),
-        IpAddr::V6(_) => ([0u16; 8], 0).into(),
-    };
-    let rx = ReceiverPool::start(
-        any,
-        Threads::Auto { min: 1, max: 4 },
-        Duration::from_secs_f64(args.interval_s),
-    )?;
-    link.report(&PeerReport::Ready {
-        port: rx.local_addr().port(),
-    })?;
-    match next_command(link, START_TIMEOUT, "that the senders started")? {
-        Command::Start => {}
-        other => bail!("the main side said {other:?} before the start"),
-    }
-    let window = args.window_s;
-    // The run, and time for the main side to stop it.
-    let deadline = Instant::now() + Duration::from_secs_f64(args.duration_s) + START_TIMEOUT;
-    let mut windows = Vec::new();
-    let mut last = (Instant::now(), rx.totals().bytes);
-    loop {
-        match link.recv::<Command>(Duration::from_millis(10))? {
-            Some(Command::Stop) => break,
-            Some(other) => bail!("the main side said {other:?} during the run"),
-            None => {}
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            bail!("the main side did not end the run in time");
-        }
-        if now.duration_since(last.0).as_secs_f64() >= window {
-            let bytes = rx.totals().bytes;
-            windows.push(
-                bytes.saturating_sub(last.1) as f64 * 8.0
-                    / now.duration_since(last.0).as_secs_f64(),
-            );
-            last = (now, bytes);
-        }
-    }
-    match next_command(link, START_TIMEOUT, "that the senders stopped")? {
-        Command::Count => {}
-        other => bail!("the main side said {other:?} instead of asking for the counts"),
-    }
-    // Let the last datagrams land before counting.
-    std::thread::sleep(LAND);
-    let totals = rx.totals();
-    link.report(&PeerReport::Counts(Counts {
-        datagrams: totals.datagrams,
-        kernel_drops: totals.kernel_drops,
-        windows_bps: windows,
-    }))
-}
-
 // ---------------------------------------------------------------------------------------------
 // Results
 
@@ -749,126 +605,247 @@ impl Experiment for UdpRate {
     type Row = Row;
     type PeerRequest = PeerRequest;
 
-    fn validate(config: &Config) -> Result<()> {
-        validate(config)
+    fn validate(args: &Config) -> Result<()> {
+        if !(0.01..=3600.0).contains(&args.duration) {
+            bail!("--duration must be between 0.01 and 3600 seconds");
+        }
+        if !(args.interval >= 0.05 && args.interval <= 10.0) {
+            bail!("--interval must be between 0.05 and 10 seconds");
+        }
+        if args.rate.is_empty() {
+            bail!("--rate: give at least one rate");
+        }
+        for &r in args.rate.iter().chain(&args.rate_change) {
+            if r == 0 || r > MAX_RATE {
+                bail!("rate {r} must be above 0 and at most 10T bit/s");
+            }
+        }
+        if args.mss.is_empty() {
+            bail!("--mss: give at least one size");
+        }
+        for &m in &args.mss {
+            if m == 0 || m > 65_507 {
+                bail!("--mss {m}: a UDP datagram carries 1 to 65507 bytes");
+            }
+        }
+        if args.stress > MAX_STRESS {
+            bail!(
+                "--stress {}: at most {MAX_STRESS} busy threads",
+                args.stress
+            );
+        }
+        args.threads.check()
     }
 
-    fn run(config: &Config) -> Result<Measured<Self>> {
-        run(config)
+    fn run(args: &Config) -> Result<Measured<Self>> {
+        let settings = args.threads.settings();
+        let window = window_s(args);
+        let remote = match &args.remote {
+            None => None,
+            Some(agent) => Some(Remote {
+                agent: agent.clone(),
+                ip: crate::peer::agent_address(agent)?.ip(),
+                here: crate::peer::local_address_towards(agent)?,
+            }),
+        };
+        let mut rows = Vec::new();
+        for &rate in &args.rate {
+            for &mss in &args.mss {
+                for &threads in &settings {
+                    let row = run_one(args, remote.as_ref(), rate, mss, threads, window)?;
+                    note!(
+                    "  MSS {:>5}, {} thread(s){}: {:.3} of {:.3} Gbit/s delivered, {:.3} sent, {} lost",
+                    row.mss,
+                    row.threads,
+                    if row.threads_mode == ThreadsMode::Auto { " (auto)" } else { "" },
+                    row.achieved_bps / 1e9,
+                    row.requested_bps as f64 / 1e9,
+                    row.sent_bps / 1e9,
+                    row.lost
+                );
+                    rows.push(row);
+                }
+            }
+        }
+        let setup = Setup {
+        rates_bps: args.rate.clone(),
+        mss: args.mss.clone(),
+        threads: args.threads.to_string(),
+        pacing: args.pacing,
+        duration_s: args.duration,
+        interval_s: args.interval,
+        stress_cpus: args.stress,
+        rate_change_bps: args.rate_change,
+        window_s: window,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        path: match &args.remote {
+            None => "loopback 127.0.0.1: SenderPool (one socket per thread) -> ReceiverPool (SO_REUSEPORT)".to_owned(),
+            Some(agent) => format!("SenderPool (one socket per thread) on this machine -> ReceiverPool (SO_REUSEPORT) in a peer process on the machine of the lab agent at {agent}, which counts the datagrams and times the windows on its own clock"),
+        },
+    };
+        Ok(Measured { setup, rows })
     }
 
-    fn run_peer(request: PeerRequest, link: &mut PeerLink) -> Result<()> {
-        run_peer(request, link)
+    fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
+        let in_range = (0.05..=10.0).contains(&args.interval_s)
+            && args.window_s >= 0.01
+            && args.window_s <= 10.0
+            && args.duration_s > 0.0
+            && args.duration_s <= 3600.0;
+        if !in_range {
+            bail!("the peer request's interval, window or duration is out of range");
+        }
+        let any: SocketAddr = match args.main {
+            IpAddr::V4(_) => ([0, 0, 0, 0], 0).into(),
+            IpAddr::V6(_) => ([0u16; 8], 0).into(),
+        };
+        let rx = ReceiverPool::start(
+            any,
+            Threads::Auto { min: 1, max: 4 },
+            Duration::from_secs_f64(args.interval_s),
+        )?;
+        link.report(&PeerReport::Ready {
+            port: rx.local_addr().port(),
+        })?;
+        match next_command(link, START_TIMEOUT, "that the senders started")? {
+            Command::Start => {}
+            other => bail!("the main side said {other:?} before the start"),
+        }
+        let window = args.window_s;
+        // The run, and time for the main side to stop it.
+        let deadline = Instant::now() + Duration::from_secs_f64(args.duration_s) + START_TIMEOUT;
+        let mut windows = Vec::new();
+        let mut last = (Instant::now(), rx.totals().bytes);
+        loop {
+            match link.recv::<Command>(Duration::from_millis(10))? {
+                Some(Command::Stop) => break,
+                Some(other) => bail!("the main side said {other:?} during the run"),
+                None => {}
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                bail!("the main side did not end the run in time");
+            }
+            if now.duration_since(last.0).as_secs_f64() >= window {
+                let bytes = rx.totals().bytes;
+                windows.push(
+                    bytes.saturating_sub(last.1) as f64 * 8.0
+                        / now.duration_since(last.0).as_secs_f64(),
+                );
+                last = (now, bytes);
+            }
+        }
+        match next_command(link, START_TIMEOUT, "that the senders stopped")? {
+            Command::Count => {}
+            other => bail!("the main side said {other:?} instead of asking for the counts"),
+        }
+        // Let the last datagrams land before counting.
+        std::thread::sleep(LAND);
+        let totals = rx.totals();
+        link.report(&PeerReport::Counts(Counts {
+            datagrams: totals.datagrams,
+            kernel_drops: totals.kernel_drops,
+            windows_bps: windows,
+        }))
     }
 
     fn table(results: &Results<Self>) -> String {
-        render_table(&results.rows)
+        let rows: &[Row] = &results.rows;
+        let mut out = format!(
+            "{:>6} {:>8} {:>9} {:>12} {:>12} {:>12} {:>8}\n",
+            "MSS", "THREADS", "PACING", "REQUESTED", "DELIVERED", "SENT", "LOST"
+        );
+        for row in rows {
+            out.push_str(&format!(
+                "{:>6} {:>8} {:>9} {:>10.3}G {:>10.3}G {:>10.3}G {:>8}{}\n",
+                row.mss,
+                format!(
+                    "{}{}",
+                    row.threads,
+                    if row.threads_mode == ThreadsMode::Auto {
+                        " (auto)"
+                    } else {
+                        ""
+                    }
+                ),
+                row.pacing.name(),
+                row.requested_bps as f64 / 1e9,
+                row.achieved_bps / 1e9,
+                row.sent_bps / 1e9,
+                row.lost,
+                match (row.unreachable, row.threads_mode) {
+                    (false, _) => "",
+                    // A fixed pool may not add a thread: it says it stayed behind.
+                    (true, ThreadsMode::Fixed) => "  behind schedule with this many threads",
+                    (true, ThreadsMode::Auto) => "  rate not reachable on this machine",
+                },
+            ));
+        }
+        out
     }
 
     fn section(results: &Results<Self>) -> Result<Section> {
-        section(&results.rows)
-    }
-
-    fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
-        summary(&results.rows)
-    }
-}
-
-fn render_table(rows: &[Row]) -> String {
-    let mut out = format!(
-        "{:>6} {:>8} {:>9} {:>12} {:>12} {:>12} {:>8}\n",
-        "MSS", "THREADS", "PACING", "REQUESTED", "DELIVERED", "SENT", "LOST"
-    );
-    for row in rows {
-        out.push_str(&format!(
-            "{:>6} {:>8} {:>9} {:>10.3}G {:>10.3}G {:>10.3}G {:>8}{}\n",
-            row.mss,
-            format!(
-                "{}{}",
-                row.threads,
-                if row.threads_mode == ThreadsMode::Auto {
-                    " (auto)"
-                } else {
-                    ""
-                }
-            ),
-            row.pacing.name(),
-            row.requested_bps as f64 / 1e9,
-            row.achieved_bps / 1e9,
-            row.sent_bps / 1e9,
-            row.lost,
-            match (row.unreachable, row.threads_mode) {
-                (false, _) => "",
-                // A fixed pool may not add a thread: it says it stayed behind.
-                (true, ThreadsMode::Fixed) => "  behind schedule with this many threads",
-                (true, ThreadsMode::Auto) => "  rate not reachable on this machine",
-            },
-        ));
-    }
-    out
-}
-
-fn section(rows: &[Row]) -> Result<Section> {
-    let parts: Vec<String> = rows
-        .iter()
-        .map(|r| {
-            format!(
-                "{:.2} of {:.2} Gbit/s (MSS {}, {} thread(s))",
-                r.achieved_bps / 1e9,
-                r.requested_bps as f64 / 1e9,
-                r.mss,
-                r.threads
-            )
-        })
-        .collect();
-    let sentence = format!(
+        let rows: &[Row] = &results.rows;
+        let parts: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{:.2} of {:.2} Gbit/s (MSS {}, {} thread(s))",
+                    r.achieved_bps / 1e9,
+                    r.requested_bps as f64 / 1e9,
+                    r.mss,
+                    r.threads
+                )
+            })
+            .collect();
+        let sentence = format!(
         "{} paces each UDP sender thread at T = MSS·8·N/R and adds threads from the accumulated lag. Here: {}.",
         cite_first(&PACED_UDP),
         parts.join("; ")
     );
-    let mut plots = Vec::new();
-    // The paced UDP study's figures 2-4: achieved rate against the number of sender threads, one
-    // line per MSS (and requested rate, and pacing when several were run).
-    let mut rates: Vec<u64> = rows.iter().map(|r| r.requested_bps).collect();
-    rates.sort_unstable();
-    rates.dedup();
-    let mut pacings: Vec<Pacing> = Vec::new();
-    for r in rows {
-        if !pacings.contains(&r.pacing) {
-            pacings.push(r.pacing);
+        let mut plots = Vec::new();
+        // The paced UDP study's figures 2-4: achieved rate against the number of sender threads, one
+        // line per MSS (and requested rate, and pacing when several were run).
+        let mut rates: Vec<u64> = rows.iter().map(|r| r.requested_bps).collect();
+        rates.sort_unstable();
+        rates.dedup();
+        let mut pacings: Vec<Pacing> = Vec::new();
+        for r in rows {
+            if !pacings.contains(&r.pacing) {
+                pacings.push(r.pacing);
+            }
         }
-    }
-    let mut series: Vec<XySeries> = Vec::new();
-    for r in rows.iter().filter(|r| r.threads_mode != ThreadsMode::Auto) {
-        let mut key = format!("MSS {} B", r.mss);
-        if rates.len() > 1 {
-            key.push_str(&format!(
-                ", {:.2} Gbit/s asked",
-                r.requested_bps as f64 / 1e9
-            ));
+        let mut series: Vec<XySeries> = Vec::new();
+        for r in rows.iter().filter(|r| r.threads_mode != ThreadsMode::Auto) {
+            let mut key = format!("MSS {} B", r.mss);
+            if rates.len() > 1 {
+                key.push_str(&format!(
+                    ", {:.2} Gbit/s asked",
+                    r.requested_bps as f64 / 1e9
+                ));
+            }
+            if pacings.len() > 1 {
+                key.push_str(&format!(", {}", r.pacing.name()));
+            }
+            // The spread of the 1-second windows.
+            let w = &r.windows_bps;
+            let spread = (w.len() > 1).then(|| {
+                let lo = w.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = w.iter().copied().fold(0.0f64, f64::max);
+                (lo / 1e9, hi / 1e9)
+            });
+            let point = (r.threads as f64, r.achieved_bps / 1e9, spread);
+            match series.iter_mut().find(|s| s.0 == key) {
+                Some(s) => s.1.push(point),
+                None => series.push((key, vec![point])),
+            }
         }
-        if pacings.len() > 1 {
-            key.push_str(&format!(", {}", r.pacing.name()));
-        }
-        // The spread of the 1-second windows.
-        let w = &r.windows_bps;
-        let spread = (w.len() > 1).then(|| {
-            let lo = w.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = w.iter().copied().fold(0.0f64, f64::max);
-            (lo / 1e9, hi / 1e9)
-        });
-        let point = (r.threads as f64, r.achieved_bps / 1e9, spread);
-        match series.iter_mut().find(|s| s.0 == key) {
-            Some(s) => s.1.push(point),
-            None => series.push((key, vec![point])),
-        }
-    }
-    let reference = (rates.len() == 1)
-        .then(|| rows.first().map(|r| r.requested_bps as f64 / 1e9))
-        .flatten();
-    let ref_label = reference.map(|r| format!("requested {r:.2} Gbit/s"));
-    if !series.is_empty() {
-        plots.push(Plot {
+        let reference = (rates.len() == 1)
+            .then(|| rows.first().map(|r| r.requested_bps as f64 / 1e9))
+            .flatten();
+        let ref_label = reference.map(|r| format!("requested {r:.2} Gbit/s"));
+        if !series.is_empty() {
+            plots.push(Plot {
             file: "udp-rate.svg".to_owned(),
             svg: xy_chart(
                 "Achieved UDP rate against sender threads",
@@ -881,21 +858,21 @@ fn section(rows: &[Row]) -> Result<Section> {
             )?,
             caption: "Median of the 1-second windows of the delivered rate, per MSS; the bar spans the windows. Dashed: the requested rate.".to_owned(),
         });
-    }
-    // Timelines: runs whose thread count or requested rate changed along the way.
-    for (i, r) in rows.iter().enumerate() {
-        let at: Vec<f64> = r.timeline.iter().map(|p| p.at_s).collect();
-        let req: Vec<f64> = r.timeline.iter().map(|p| p.requested_bps as f64).collect();
-        let sent: Vec<f64> = r.timeline.iter().map(|p| p.sent_bps).collect();
-        let threads: Vec<f64> = r.timeline.iter().map(|p| p.threads as f64).collect();
-        let changes = |v: &[f64]| v.windows(2).any(|w| w[0] != w[1]);
-        if at.len() < 2
-            || !(changes(&req) || changes(&threads) || r.threads_mode == ThreadsMode::Auto)
-        {
-            continue;
         }
-        let gb = |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|x| x / 1e9).collect() };
-        plots.push(Plot {
+        // Timelines: runs whose thread count or requested rate changed along the way.
+        for (i, r) in rows.iter().enumerate() {
+            let at: Vec<f64> = r.timeline.iter().map(|p| p.at_s).collect();
+            let req: Vec<f64> = r.timeline.iter().map(|p| p.requested_bps as f64).collect();
+            let sent: Vec<f64> = r.timeline.iter().map(|p| p.sent_bps).collect();
+            let threads: Vec<f64> = r.timeline.iter().map(|p| p.threads as f64).collect();
+            let changes = |v: &[f64]| v.windows(2).any(|w| w[0] != w[1]);
+            if at.len() < 2
+                || !(changes(&req) || changes(&threads) || r.threads_mode == ThreadsMode::Auto)
+            {
+                continue;
+            }
+            let gb = |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|x| x / 1e9).collect() };
+            plots.push(Plot {
             file: format!("udp-rate-timeline-{i}.svg"),
             svg: timeline_chart(
                 &format!(
@@ -911,81 +888,83 @@ fn section(rows: &[Row]) -> Result<Section> {
             )?,
             caption: "Per manager interval: the requested rate (dashed), the rate the senders put out, and the number of sender threads the manager ran.".to_owned(),
         });
+        }
+        Ok(Section { plots, sentence })
     }
-    Ok(Section { plots, sentence })
-}
 
-/// The paced UDP study's figures beside ferry's pools: what one sender thread reaches at MTU
-/// 1500, what several reach, and how the automatic pool follows a change. The study measured
-/// no other system, so there is no floor or peer.
-fn summary(rows: &[Row]) -> Vec<SummaryLine> {
-    let gbps = |v: f64| format!("{:.2} Gbit/s", v / 1e9);
-    let fixed_1472 = || {
-        rows.iter()
-            .filter(|r| r.threads_mode == ThreadsMode::Fixed && r.mss == 1472)
-    };
-    let mut lines = Vec::new();
-    if let Some(one) = fixed_1472()
-        .filter(|r| r.threads == 1)
-        .max_by(|a, b| a.achieved_bps.total_cmp(&b.achieved_bps))
-    {
-        lines.push(SummaryLine {
-            what: "one paced sender thread, MSS 1472 (MTU 1500)".to_owned(),
-            ferry: format!(
-                "{} delivered of {} asked",
-                gbps(one.achieved_bps),
-                gbps(one.requested_bps as f64)
-            ),
-            floor: None,
-            best_peer: None,
-            study: Some(format!(
-                "one sender: 3.2 Gbit/s on a 2.3 GHz Xeon, 3.9 Gbit/s on a 2.47 GHz one ({})",
-                cite(&PACED_UDP)
-            )),
-        });
-    }
-    if let Some(best) = fixed_1472()
-        .filter(|r| r.threads > 1)
-        .max_by(|a, b| a.achieved_bps.total_cmp(&b.achieved_bps))
-    {
-        lines.push(SummaryLine {
-            what: "several paced sender threads, MSS 1472 (MTU 1500)".to_owned(),
-            ferry: format!(
-                "{} delivered of {} asked, with {} threads",
-                gbps(best.achieved_bps),
-                gbps(best.requested_bps as f64),
-                best.threads
-            ),
-            floor: None,
-            best_peer: None,
-            study: Some(format!(
-                "10 Gbit/s, which one sender does not reach ({})",
-                cite(&PACED_UDP)
-            )),
-        });
-    }
-    if let Some(auto) = rows.iter().find(|r| r.threads_mode == ThreadsMode::Auto) {
-        let asked = auto
-            .timeline
-            .last()
-            .map_or(auto.requested_bps, |p| p.requested_bps);
-        lines.push(SummaryLine {
-            what: format!("automatic pool, MSS {}", auto.mss),
-            ferry: format!(
-                "{} thread(s) at the end, {} delivered of {} asked",
-                auto.threads,
-                gbps(auto.achieved_bps),
-                gbps(asked as f64)
-            ),
-            floor: None,
-            best_peer: None,
-            study: Some(format!(
+    /// The paced UDP study's figures beside ferry's pools: what one sender thread reaches at MTU
+    /// 1500, what several reach, and how the automatic pool follows a change. The study measured
+    /// no other system, so there is no floor or peer.
+    fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
+        let rows: &[Row] = &results.rows;
+        let gbps = |v: f64| format!("{:.2} Gbit/s", v / 1e9);
+        let fixed_1472 = || {
+            rows.iter()
+                .filter(|r| r.threads_mode == ThreadsMode::Fixed && r.mss == 1472)
+        };
+        let mut lines = Vec::new();
+        if let Some(one) = fixed_1472()
+            .filter(|r| r.threads == 1)
+            .max_by(|a, b| a.achieved_bps.total_cmp(&b.achieved_bps))
+        {
+            lines.push(SummaryLine {
+                what: "one paced sender thread, MSS 1472 (MTU 1500)".to_owned(),
+                ferry: format!(
+                    "{} delivered of {} asked",
+                    gbps(one.achieved_bps),
+                    gbps(one.requested_bps as f64)
+                ),
+                floor: None,
+                best_peer: None,
+                study: Some(format!(
+                    "one sender: 3.2 Gbit/s on a 2.3 GHz Xeon, 3.9 Gbit/s on a 2.47 GHz one ({})",
+                    cite(&PACED_UDP)
+                )),
+            });
+        }
+        if let Some(best) = fixed_1472()
+            .filter(|r| r.threads > 1)
+            .max_by(|a, b| a.achieved_bps.total_cmp(&b.achieved_bps))
+        {
+            lines.push(SummaryLine {
+                what: "several paced sender threads, MSS 1472 (MTU 1500)".to_owned(),
+                ferry: format!(
+                    "{} delivered of {} asked, with {} threads",
+                    gbps(best.achieved_bps),
+                    gbps(best.requested_bps as f64),
+                    best.threads
+                ),
+                floor: None,
+                best_peer: None,
+                study: Some(format!(
+                    "10 Gbit/s, which one sender does not reach ({})",
+                    cite(&PACED_UDP)
+                )),
+            });
+        }
+        if let Some(auto) = rows.iter().find(|r| r.threads_mode == ThreadsMode::Auto) {
+            let asked = auto
+                .timeline
+                .last()
+                .map_or(auto.requested_bps, |p| p.requested_bps);
+            lines.push(SummaryLine {
+                what: format!("automatic pool, MSS {}", auto.mss),
+                ferry: format!(
+                    "{} thread(s) at the end, {} delivered of {} asked",
+                    auto.threads,
+                    gbps(auto.achieved_bps),
+                    gbps(asked as f64)
+                ),
+                floor: None,
+                best_peer: None,
+                study: Some(format!(
                 "one thread added per 0.5 s interval: 1 s to reach 10 Gbit/s from one sender ({})",
                 cite(&PACED_UDP)
             )),
-        });
+            });
+        }
+        lines
     }
-    lines
 }
 
 /// Results of a small made-up run, for the report's tests: three fixed pools whose timelines
@@ -1169,9 +1148,9 @@ mod tests {
 
     #[test]
     fn options_are_checked() {
-        assert!(validate(&Config::default()).is_ok());
+        assert!(UdpRate::validate(&Config::default()).is_ok());
         let bad = |c: Config, expected: &str| {
-            let e = validate(&c).unwrap_err().to_string();
+            let e = UdpRate::validate(&c).unwrap_err().to_string();
             assert!(e.contains(expected), "{e}");
         };
         bad(
