@@ -210,13 +210,13 @@ fn one_host_roundtrip_and_flood_lose_nothing() {
         assert_eq!(row["hosts"], 1);
         assert!(row["link_rate"].is_null() && row["cpu"].is_null());
         let want = match row["transport"].as_str().unwrap() {
-            "udp" => "udp",
+            "udp4" => "udp",
             _ => "shm",
         };
         assert!(paths(row).iter().all(|p| p == want), "{row}");
     }
     // Interleaved rounds: both rounds of every transport and mode are kept.
-    for t in ["shm", "udp", "auto"] {
+    for t in ["shm", "udp4", "auto"] {
         for m in ["roundtrip", "flood"] {
             let mut rounds: Vec<u64> = rows
                 .iter()
@@ -401,7 +401,7 @@ fn the_odd_hubs_run_through_a_lab_agent() {
     let rows = v["rows"].as_array().unwrap();
     let skipped: Vec<&Value> = rows.iter().filter(|r| r["transport"] == "shm").collect();
     assert_eq!(skipped.len(), 2, "one skipped shm row per mode");
-    let measured: Vec<&Value> = rows.iter().filter(|r| r["transport"] == "udp").collect();
+    let measured: Vec<&Value> = rows.iter().filter(|r| r["transport"] == "udp4").collect();
     assert_eq!(measured.len(), 2);
     for row in measured {
         check_row(row, 20, 3);
@@ -472,7 +472,7 @@ fn two_hosts_over_namespaces_with_a_link_rate() {
         assert_eq!(row["hosts"], 2);
         assert_eq!(row["link_rate"], "100mbit");
         check_two_host_row(row);
-        let want = if row["transport"] == "udp" {
+        let want = if row["transport"] == "udp4" {
             ["udp", "udp", "udp"]
         } else {
             // auto: UDP across the namespaces, shared memory within one.
@@ -550,7 +550,7 @@ fn two_hosts_through_a_lab_agent_across_namespaces() {
     for row in rows {
         check_row(row, 30, 3);
         check_two_host_row(row);
-        let want = if row["transport"] == "udp" {
+        let want = if row["transport"] == "udp4" {
             ["udp", "udp", "udp"]
         } else {
             // auto: UDP across the machines, shared memory within one.

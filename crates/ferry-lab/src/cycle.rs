@@ -58,14 +58,11 @@ use crate::peer::{Peer, PeerLink, Place};
 use crate::signal;
 use crate::stats::median;
 use crate::studies::{cite, cite_first, DOMINION};
+use crate::subject::{Subject, Subjects};
 use crate::table::Table;
 
-crate::choice! {
-    pub enum Transport: "transport" {
-        Shm = "shm",
-        Udp = "udp" | "udp4",
-    }
-}
+/// What this experiment measures, in the order its help lists them.
+pub const SUBJECTS: Subjects = Subjects(&[Subject::Shm, Subject::Udp4]);
 
 crate::choice! {
     /// Where the two apps run. The budget is the same; what changes is whether the array crosses
@@ -128,12 +125,13 @@ crate::choice! {
 }
 
 impl DeliveryChoice {
-    fn for_transport(self, t: Transport) -> Delivery {
+    fn for_transport(self, t: Subject) -> Delivery {
         match (self, t) {
             (DeliveryChoice::Latest, _) => Delivery::Latest,
             (DeliveryChoice::Reliable, _) => Delivery::Reliable,
-            (DeliveryChoice::Study, Transport::Shm) => Delivery::Reliable,
-            (DeliveryChoice::Study, Transport::Udp) => Delivery::Latest,
+            // The study's: reliable over shared memory, latest over UDP.
+            (DeliveryChoice::Study, t) if t.is_ferry_shm() => Delivery::Reliable,
+            (DeliveryChoice::Study, _) => Delivery::Latest,
         }
     }
 }
@@ -159,7 +157,7 @@ const MAX_SPIN_US: u64 = 1_000_000;
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Transports; the transports alternate within a repeat.
-    pub transport: Vec<Transport>,
+    pub transport: Vec<Subject>,
     /// Cycle times in milliseconds; `None`: 1 and 10 (with `study`: 1, 2, ..., 10).
     pub cycle_ms: Option<Vec<f64>>,
     /// CPU budgets over both processes (a cgroup CPU quota), `null` for unlimited; `None`: 0.3
@@ -194,7 +192,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            transport: vec![Transport::Shm, Transport::Udp],
+            transport: vec![Subject::Shm, Subject::Udp4],
             cycle_ms: None,
             cpu: None,
             placement: vec![Placement::OneCpu, Placement::Scheduler],
@@ -254,6 +252,7 @@ impl Experiment for Cycle {
 
     fn validate(config: &Config) -> Result<()> {
         crate::distinct_list("--transport", &config.transport, |t| t.name().to_owned())?;
+        SUBJECTS.check("--transport", &config.transport)?;
         crate::distinct_list("--placement", &config.placement, |p| p.name().to_owned())?;
         let cycle_ms = config.cycle_times();
         crate::distinct_list("--cycle-ms", &cycle_ms, |c| c.to_string())?;
@@ -462,7 +461,7 @@ impl Experiment for Cycle {
         let groups = groups(rs);
         let mut parts = Vec::new();
         for (key, values) in &groups {
-            if key.transport != Transport::Shm {
+            if key.transport != Subject::Shm {
                 continue;
             }
             let shm = median_of(values);
@@ -478,7 +477,7 @@ impl Experiment for Cycle {
             }
             let udp = groups.iter().find(|(k, _)| {
                 *k == Key {
-                    transport: Transport::Udp,
+                    transport: Subject::Udp4,
                     ..*key
                 }
             });
@@ -534,7 +533,7 @@ impl Experiment for Cycle {
         // Runs made void by the host's steal (failed while the hypervisor held the CPU).
         let voids = rs.iter().flat_map(|r| &r.trials).filter(|t| t.void).count();
         let void_note = if voids > 0 {
-            format!(" {voids} Cycle::run(s) failed while the host stole CPU time from this machine and were run again (kept in the JSON with \"void\": true).")
+            format!(" {voids} run(s) failed while the host stole CPU time from this machine and were run again (kept in the JSON with \"void\": true).")
         } else {
             String::new()
         };
@@ -544,7 +543,7 @@ impl Experiment for Cycle {
         let mut plots = Vec::new();
         if let [ms] = cycle_times[..] {
             // One cycle time: bars per transport and budget, one per placement.
-            let mut categories: Vec<(Transport, Option<f64>)> = Vec::new();
+            let mut categories: Vec<(Subject, Option<f64>)> = Vec::new();
             let mut placements: Vec<Placement> = Vec::new();
             for (key, _) in &groups {
                 if !categories.contains(&(key.transport, key.cpu)) {
@@ -667,17 +666,17 @@ impl Experiment for Cycle {
             }
             let study = if key.cpu == Some(0.3) {
                 match key.transport {
-                    Transport::Shm => "over 200 000 u32",
-                    Transport::Udp => "under 200 000 u32",
+                    Subject::Shm => "over 200 000 u32",
+                    _ => "under 200 000 u32",
                 }
-            } else if key.cpu == Some(1.5) && key.transport == Transport::Shm {
+            } else if key.cpu == Some(1.5) && key.transport == Subject::Shm {
                 "more than twice its figure at 0.3 CPU"
             } else {
                 continue;
             };
             let transport = match key.transport {
-                Transport::Shm => "shared memory",
-                Transport::Udp => "UDP",
+                Subject::Shm => "shared memory",
+                _ => "UDP",
             };
             let mut ferry = format!("{} u32", format_thousands(median_of(values)));
             if values.len() > 1 {
@@ -705,7 +704,7 @@ impl Experiment for Cycle {
 /// How a cycle run was made: the settings after `--study` and the defaults, and the rules.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Setup {
-    transports: Vec<Transport>,
+    transports: Vec<Subject>,
     cycle_ms: Vec<f64>,
     /// null: unlimited.
     cpu: Vec<Option<f64>>,
@@ -772,7 +771,7 @@ impl From<cgroup::Version> for CgroupVersion {
 /// One bisection's result.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Row {
-    pub transport: Transport,
+    pub transport: Subject,
     pub cycle_ms: f64,
     /// CPUs (null: unlimited).
     pub cpu: Option<f64>,
@@ -919,7 +918,7 @@ const FINISH_TIMEOUT: Duration = Duration::from_secs(10);
 /// One bisection's fixed parameters.
 #[derive(Debug, Clone, Copy)]
 struct Point {
-    transport: Transport,
+    transport: Subject,
     cycle_ms: f64,
     cpu: Option<f64>,
     placement: Placement,
@@ -1068,8 +1067,8 @@ fn describe(config: &Config, cgroup: CgroupSetup) -> Setup {
         overload_rule: "the study's timer rule: a counting semaphore raised once per period and lowered once per cycle run (the backlog of due cycles); passing 100 raises an overload and resets it to 10 (the other due cycles are given up); the writer stops at its first overload".to_owned(),
         deadline_miss: format!("a cycle that began more than {} % of the period after its absolute deadline", config.tolerance_pct),
         delivery: PerTransport {
-            shm: delivery(Transport::Shm),
-            udp: delivery(Transport::Udp),
+            shm: delivery(Subject::Shm),
+            udp: delivery(Subject::Udp4),
         },
         unit: PerTransport {
             shm: "one ferry message per cycle (one ring record, written in place through a loan)".to_owned(),
@@ -1155,7 +1154,7 @@ enum Command {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PeerRequest {
     role: Role,
-    transport: Transport,
+    transport: Subject,
     domain: String,
     topic: String,
     period_ns: u64,
@@ -1172,6 +1171,7 @@ impl PeerRequest {
     /// Refuses a request out of the bounds a configuration has (it may come from another
     /// machine, through an agent).
     fn check(&self) -> Result<()> {
+        SUBJECTS.check("transport", &[self.transport])?;
         let min_ns = (MIN_CYCLE_MS * 1e6) as u64;
         let max_ns = (MAX_CYCLE_MS * 1e6) as u64;
         if !(min_ns..=max_ns).contains(&self.period_ns) {
@@ -1399,7 +1399,7 @@ fn wait_report(
 // ---------------------------------------------------------------------------------------------
 // The apps
 
-fn qos(args: &PeerRequest) -> Qos {
+fn qos(args: &PeerRequest) -> Result<Qos> {
     // A writer that finds the ring full (its reader is behind, say after a throttled quota
     // period) waits as it sleeps to its deadlines: without spinning, which the budget would pay
     // for, unless the apps spin (`--spin-us`), and then as long.
@@ -1408,16 +1408,19 @@ fn qos(args: &PeerRequest) -> Qos {
     } else {
         WaitStrategy::Adaptive
     };
-    let q = Qos::default()
-        .wait(wait)
+    let Some(q) = args.transport.qos(wait) else {
+        bail!("cycle: {} is not a ferry transport", args.transport.name());
+    };
+    let q = q
         .spin_window(Duration::from_nanos(args.spin_ns))
         .delivery(args.delivery)
         .max_message_size((args.multiplicity() * 4).max(4))
         .send_timeout(Duration::from_secs(2));
-    match args.transport {
-        Transport::Shm => q.transport(ferry::Transport::Shm),
-        Transport::Udp => q.transport(ferry::Transport::Udp).mtu(1500),
-    }
+    Ok(if args.transport.is_ferry_udp() {
+        q.mtu(1500)
+    } else {
+        q
+    })
 }
 
 fn cycle_of(args: &PeerRequest) -> ferry::Cycle {
@@ -1447,7 +1450,7 @@ fn check(values: &[u32]) -> Option<u32> {
 
 fn writer(args: &PeerRequest) -> Result<Report> {
     let node = Node::with_domain("lab-cycle-writer", &args.domain)?;
-    let mut publisher = node.publisher(&args.topic, &qos(args))?;
+    let mut publisher = node.publisher(&args.topic, &qos(args)?)?;
     let deadline = Instant::now() + START_TIMEOUT;
     while publisher.subscriber_count() == 0 {
         signal::check()?;
@@ -1551,7 +1554,7 @@ impl Tally {
 
 fn reader(args: &PeerRequest, link: &mut PeerLink) -> Result<Report> {
     let node = Node::with_domain("lab-cycle-reader", &args.domain)?;
-    let mut sub = node.subscriber(&args.topic, &qos(args))?;
+    let mut sub = node.subscriber(&args.topic, &qos(args)?)?;
     let m = args.multiplicity();
     let mut tally = Tally {
         // Checked: at most MAX_CYCLES.
@@ -1618,7 +1621,7 @@ fn reader(args: &PeerRequest, link: &mut PeerLink) -> Result<Report> {
 /// One line of the cycle plot: transport, CPU budget (None: unlimited), placement, cycle time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Key {
-    transport: Transport,
+    transport: Subject,
     cpu: Option<f64>,
     placement: Placement,
     cycle_ms: f64,
@@ -1667,7 +1670,7 @@ fn range_of(values: &[f64]) -> (f64, f64) {
 /// A made-up point and its row, for the tests: `m` passed, `m + 2` failed.
 #[cfg(test)]
 fn example_row(
-    transport: Transport,
+    transport: Subject,
     placement: Placement,
     cycle_ms: f64,
     repeat: u32,
@@ -1722,8 +1725,8 @@ fn example_results(rows: Vec<Row>) -> Results<Cycle> {
 #[cfg(test)]
 pub(crate) fn example() -> Results<Cycle> {
     example_results(vec![
-        example_row(Transport::Shm, Placement::OneCpu, 1.0, 0, 500_000),
-        example_row(Transport::Udp, Placement::OneCpu, 1.0, 0, 100_000),
+        example_row(Subject::Shm, Placement::OneCpu, 1.0, 0, 500_000),
+        example_row(Subject::Udp4, Placement::OneCpu, 1.0, 0, 100_000),
     ])
 }
 
@@ -1850,7 +1853,7 @@ mod tests {
         assert_eq!((study.max(), study.resolution_percent()), (STUDY_MAX, 0.0));
         Cycle::validate(&plain).unwrap();
         let twice = Config {
-            transport: vec![Transport::Shm, Transport::Shm],
+            transport: vec![Subject::Shm, Subject::Shm],
             ..Config::default()
         };
         let err = Cycle::validate(&twice).unwrap_err().to_string();
@@ -1875,10 +1878,10 @@ mod tests {
             "delivery": "reliable", "max_multiplicity": 4096
         }))
         .unwrap();
-        assert_eq!(v.transport, [Transport::Udp]);
+        assert_eq!(v.transport, [Subject::Udp4]);
         assert_eq!(v.budgets(), [Some(0.5), None]);
         assert_eq!(v.placement, [Placement::TwoCpus]);
-        assert_eq!(v.delivery.for_transport(Transport::Shm), Delivery::Reliable);
+        assert_eq!(v.delivery.for_transport(Subject::Shm), Delivery::Reliable);
         assert!(
             serde_json::from_value::<Config>(serde_json::json!({"transports": ["shm"]})).is_err()
         );
@@ -1888,7 +1891,7 @@ mod tests {
     fn a_peer_request_out_of_bounds_is_refused() {
         let ok = PeerRequest {
             role: Role::Reader,
-            transport: Transport::Shm,
+            transport: Subject::Shm,
             domain: "d".to_owned(),
             topic: "t".to_owned(),
             period_ns: 1_000_000,
@@ -1942,7 +1945,7 @@ mod tests {
         assert_eq!(value["rows"][0]["deadline_misses"], 0);
         let back = Results::<Cycle>::from_value(value).unwrap();
         assert_eq!(back.rows.len(), 2);
-        assert_eq!(back.rows[1].transport, Transport::Udp);
+        assert_eq!(back.rows[1].transport, Subject::Udp4);
         assert_eq!(back.rows[1].bytes_per_cycle, 400_000);
         let section = Cycle::section(&back).unwrap();
         assert_eq!(section.plots.len(), 1);
@@ -1979,7 +1982,7 @@ mod tests {
     fn cycle_plots_the_median_over_repeats_beside_the_study() {
         let row = |t, place, ms, repeat, m| example_row(t, place, ms, repeat, m);
         use Placement::{OneCpu, Scheduler};
-        use Transport::{Shm, Udp};
+        use Subject::{Shm, Udp4 as Udp};
         let rows = vec![
             row(Shm, OneCpu, 1.0, 0, 500_000),
             row(Shm, OneCpu, 1.0, 1, 600_000),
@@ -1994,7 +1997,7 @@ mod tests {
         assert_eq!(sec.plots[0].file, "cycle.svg");
         for label in [
             "shm, 0.3 CPU, both apps on one CPU",
-            "udp, 0.3 CPU, placed by the kernel",
+            "udp4, 0.3 CPU, placed by the kernel",
             &format!("{}: shm, 1 ms, 0.3 CPU", DOMINION.short),
             "cycle time (ms)",
         ] {
@@ -2014,7 +2017,7 @@ mod tests {
     fn cycle_at_one_cycle_time_is_a_bar_per_placement() {
         let row = |t, place, repeat, m| example_row(t, place, 1.0, repeat, m);
         use Placement::{OneCpu, Scheduler};
-        use Transport::{Shm, Udp};
+        use Subject::{Shm, Udp4 as Udp};
         let mut first = row(Shm, OneCpu, 0, 500_000);
         first.trials = vec![
             Trial {
@@ -2048,7 +2051,7 @@ mod tests {
             "both apps on one CPU",
             "placed by the kernel",
             "shm, 0.3 CPU",
-            "udp, 0.3 CPU",
+            "udp4, 0.3 CPU",
             &format!("{}: shm, 1 ms, 0.3 CPU", DOMINION.short),
             "530000",
         ] {
@@ -2057,8 +2060,8 @@ mod tests {
         let caption = &sec.plots[0].caption;
         for part in [
             "shm, both apps on one CPU 500 000–560 000",
-            "udp, placed by the kernel 70 000–80 000",
-            "1 Cycle::run(s) failed while the host stole CPU time",
+            "udp4, placed by the kernel 70 000–80 000",
+            "1 run(s) failed while the host stole CPU time",
         ] {
             assert!(caption.contains(part), "{part:?} missing from {caption}");
         }

@@ -24,6 +24,7 @@ use crate::error::{bail, note, Context, Result};
 use crate::experiment::{Experiment, Measured, NoPeer, Results};
 use crate::signal;
 use crate::studies::{cite, VORTEX_LITE};
+use crate::subject::{Subject, Subjects};
 use crate::table::Table;
 
 /// Vortex Lite's figures (x86, static library): publisher image 531 320 bytes, subscriber VmRSS
@@ -41,13 +42,8 @@ pub const GOAL_THREADS: u64 = 2;
 /// The command that builds the apps.
 pub const BUILD_COMMAND: &str = "cargo build --profile min-size -p ferry-min";
 
-crate::choice! {
-    /// The transports the pair runs on.
-    pub enum Transport: "transport" {
-        Shm = "shm",
-        Udp = "udp",
-    }
-}
+/// What this experiment measures, in the order its help lists them.
+pub const SUBJECTS: Subjects = Subjects(&[Subject::Shm, Subject::Udp4]);
 
 crate::choice! {
     /// The two minimal apps.
@@ -62,7 +58,7 @@ crate::choice! {
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Transports to run the pair on, in turn.
-    pub transports: Vec<Transport>,
+    pub transports: Vec<Subject>,
     /// Seconds each pair runs (memory is read near the end).
     pub seconds: f64,
     /// Where min-pub and min-sub are; `None`: the min-size profile's directory.
@@ -74,7 +70,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            transports: vec![Transport::Shm, Transport::Udp],
+            transports: vec![Subject::Shm, Subject::Udp4],
             seconds: 2.0,
             bin_dir: None,
             build: false,
@@ -86,7 +82,7 @@ impl Default for Config {
 #[derive(Debug, Serialize, Deserialize, JsonSchema, Clone)]
 pub struct Row {
     pub app: App,
-    pub transport: Transport,
+    pub transport: Subject,
     pub binary_bytes: u64,
     pub rss_private_kb: u64,
     pub rss_shmem_kb: u64,
@@ -105,7 +101,7 @@ pub struct Row {
 impl Row {
     fn of(
         app: App,
-        transport: Transport,
+        transport: Subject,
         binary_bytes: u64,
         r: &Reading,
         received: Option<u64>,
@@ -251,6 +247,7 @@ impl Experiment for Footprint {
     type PeerRequest = NoPeer;
 
     fn validate(args: &Config) -> Result<()> {
+        SUBJECTS.check("--transport", &args.transports)?;
         if !(args.seconds >= 0.3 && args.seconds <= 600.0) {
             bail!("--seconds must be between 0.3 and 600");
         }
@@ -417,7 +414,7 @@ impl Experiment for Footprint {
             },
         ];
         let svg = bar_svg(&panels, 1500)?;
-        let describe = |app: App, t: Transport| -> Option<String> {
+        let describe = |app: App, t: Subject| -> Option<String> {
             let r = rs.iter().find(|r| r.app == app && r.transport == t)?;
             Some(format!(
             "ferry {} over {}: {:.0} KB / {:.0} KB private RSS (VmRSS {:.0} KB, ring {:.0} KB) / {:.0} thread(s)",
@@ -431,10 +428,10 @@ impl Experiment for Footprint {
         ))
         };
         let ours: Vec<String> = [
-            (App::MinPub, Transport::Shm),
-            (App::MinSub, Transport::Shm),
-            (App::MinPub, Transport::Udp),
-            (App::MinSub, Transport::Udp),
+            (App::MinPub, Subject::Shm),
+            (App::MinSub, Subject::Shm),
+            (App::MinPub, Subject::Udp4),
+            (App::MinSub, Subject::Udp4),
         ]
         .iter()
         .filter_map(|&(a, t)| describe(a, t))
@@ -457,8 +454,8 @@ impl Experiment for Footprint {
     /// subscriber's VmRSS, the threads of each app.
     fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
         let rs: &[Row] = &results.rows;
-        let find = |app: App, t: Transport| rs.iter().find(|r| r.app == app && r.transport == t);
-        let transports: Vec<Transport> = [Transport::Shm, Transport::Udp]
+        let find = |app: App, t: Subject| rs.iter().find(|r| r.app == app && r.transport == t);
+        let transports: Vec<Subject> = [Subject::Shm, Subject::Udp4]
             .into_iter()
             .filter(|&t| rs.iter().any(|r| r.transport == t))
             .collect();
@@ -522,7 +519,7 @@ impl Experiment for Footprint {
 fn verdict(rows: &[Row]) -> Vec<String> {
     let Some(p) = rows
         .iter()
-        .find(|r| r.app == App::MinPub && r.transport == Transport::Shm)
+        .find(|r| r.app == App::MinPub && r.transport == Subject::Shm)
     else {
         return Vec::new();
     };
@@ -549,7 +546,7 @@ fn verdict(rows: &[Row]) -> Vec<String> {
     ]
 }
 
-fn measure_pair(dir: &Path, transport: Transport, seconds: f64) -> Result<Vec<Row>> {
+fn measure_pair(dir: &Path, transport: Subject, seconds: f64) -> Result<Vec<Row>> {
     let domain = format!("labfp{}{}", std::process::id(), transport.name());
     let outcome = run_pair(dir, transport, seconds, &domain);
     // The apps are gone (reaped, or killed and reaped): remove what they left, also after an
@@ -578,15 +575,14 @@ fn measure_pair(dir: &Path, transport: Transport, seconds: f64) -> Result<Vec<Ro
 /// min-sub says it received.
 fn run_pair(
     dir: &Path,
-    transport: Transport,
+    transport: Subject,
     seconds: f64,
     domain: &str,
 ) -> Result<([Option<Reading>; 2], Option<u64>)> {
-    let transport = transport.name();
     let spawn = |app: &str, run_for: f64| -> Result<Kid> {
         let mut cmd = Command::new(dir.join(app));
         cmd.args(["--domain", domain, "--seconds", &format!("{run_for}")]);
-        if transport == "udp" {
+        if transport.is_ferry_udp() {
             cmd.arg("--udp");
         }
         let child = super::spawn_child(
@@ -699,18 +695,18 @@ pub(crate) fn example() -> Results<Footprint> {
         threads,
     };
     let rows = vec![
-        Row::of(App::MinPub, Transport::Shm, 533_504, &reading(300, 1), None),
+        Row::of(App::MinPub, Subject::Shm, 533_504, &reading(300, 1), None),
         Row::of(
             App::MinSub,
-            Transport::Shm,
+            Subject::Shm,
             520_000,
             &reading(280, 1),
             Some(200),
         ),
-        Row::of(App::MinPub, Transport::Udp, 533_504, &reading(400, 2), None),
+        Row::of(App::MinPub, Subject::Udp4, 533_504, &reading(400, 2), None),
         Row::of(
             App::MinSub,
-            Transport::Udp,
+            Subject::Udp4,
             520_000,
             &reading(390, 2),
             Some(199),
@@ -750,7 +746,7 @@ mod tests {
         let value = serde_json::to_value(&results).unwrap();
         // The rows' JSON is as before: apps and transports by name, `received` only for min-sub.
         assert_eq!(value["rows"][0]["app"], "min-pub");
-        assert_eq!(value["rows"][2]["transport"], "udp");
+        assert_eq!(value["rows"][2]["transport"], "udp4");
         assert!(value["rows"][0].get("received").is_none());
         assert_eq!(value["rows"][1]["received"], 200);
         assert_eq!(value["config"]["vortex_lite"]["threads"], 7);
@@ -794,11 +790,11 @@ mod tests {
             .starts_with("531320 bytes"));
         assert_eq!(
             summary[1].ferry,
-            "shm 1780 KB (280 KB private), udp 1890 KB (390 KB private)"
+            "shm 1780 KB (280 KB private), udp4 1890 KB (390 KB private)"
         );
         assert_eq!(
             summary[2].ferry,
-            "min-pub: shm 1, udp 2; min-sub: shm 1, udp 2"
+            "min-pub: shm 1, udp4 2; min-sub: shm 1, udp4 2"
         );
         assert!(summary[2]
             .study
@@ -820,13 +816,16 @@ mod tests {
                 .contains("--seconds must be between 0.3 and 600"),
             "{e}"
         );
-        assert!("tcp"
-            .parse::<Transport>()
+        assert!(SUBJECTS
+            .parse("tcp")
             .unwrap_err()
-            .contains("valid transports: shm, udp"));
+            .contains("valid transports: shm, udp4"));
+        let mut tcp = Config::default();
+        tcp.transports.push(Subject::Tcp);
+        assert!(Footprint::validate(&tcp).is_err());
         let back: Config = serde_json::from_str("{\"build\": true}").unwrap();
         assert!(back.build && back.bin_dir.is_none());
-        assert_eq!(back.transports, [Transport::Shm, Transport::Udp]);
+        assert_eq!(back.transports, [Subject::Shm, Subject::Udp4]);
     }
 
     #[test]

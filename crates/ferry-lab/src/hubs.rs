@@ -46,7 +46,7 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use ferry::{Delivery, IpVersion, Publisher, Qos, Subscriber, WaitStrategy};
+use ferry::{Delivery, Publisher, Qos, Subscriber, WaitStrategy};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +60,7 @@ use crate::peer::{Peer, PeerLink, Place, MAIN_GONE};
 use crate::signal;
 use crate::stats::median;
 use crate::studies::{cite, cite_first, DDS_HUBS};
+use crate::subject::{Subject, Subjects};
 use crate::table::Table;
 use crate::units::{format_ns, format_size};
 
@@ -75,44 +76,35 @@ crate::choice! {
     }
 }
 
-crate::choice! {
-    pub enum Transport: "transport" {
-        Shm = "shm",
-        Udp = "udp" | "udp4",
-        Auto = "auto",
+/// What this experiment measures, in the order its help lists them.
+pub const SUBJECTS: Subjects = Subjects(&[Subject::Shm, Subject::Udp4, Subject::Auto]);
+
+/// How a ring's edges carry messages, for the report.
+fn describe(transport: Subject) -> &'static str {
+    match transport {
+        Subject::Shm => "ferry shared memory on every edge",
+        Subject::Udp4 => "ferry UDP over IPv4 on every edge (MTU 1500: 1472-byte datagrams)",
+        Subject::Auto => {
+            "ferry auto: shared memory where both ends of an edge share a host (network \
+             namespace), UDP where they do not"
+        }
+        _ => "not one of this experiment's transports",
     }
 }
 
-impl Transport {
-    fn describe(self) -> &'static str {
-        match self {
-            Transport::Shm => "ferry shared memory on every edge",
-            Transport::Udp => "ferry UDP over IPv4 on every edge (MTU 1500: 1472-byte datagrams)",
-            Transport::Auto => {
-                "ferry auto: shared memory where both ends of an edge share a host (network \
-                 namespace), UDP where they do not"
-            }
-        }
-    }
-
-    fn qos(self, size: usize, wait: WaitStrategy) -> Qos {
-        let q = Qos::default()
-            .delivery(Delivery::Reliable)
-            .wait(wait)
-            .max_message_size(size)
-            .send_timeout(SEND_TIMEOUT);
-        match self {
-            Transport::Shm => q.transport(ferry::Transport::Shm),
-            Transport::Udp => q
-                .transport(ferry::Transport::Udp)
-                .ip_version(IpVersion::V4)
-                .mtu(UDP_MTU),
-            Transport::Auto => q
-                .transport(ferry::Transport::Auto)
-                .ip_version(IpVersion::V4)
-                .mtu(UDP_MTU),
-        }
-    }
+/// ferry's QoS on every edge: reliable, the run's wait, loans of `size` bytes; UDP at MTU 1500.
+fn qos(transport: Subject, size: usize, wait: WaitStrategy) -> Result<Qos> {
+    let Some(q) = transport.qos(wait) else {
+        bail!("hubs: {transport} is not a ferry transport");
+    };
+    let q = q
+        .delivery(Delivery::Reliable)
+        .max_message_size(size)
+        .send_timeout(SEND_TIMEOUT);
+    Ok(match transport.transport() {
+        Some(ferry::Transport::Shm) => q,
+        _ => q.mtu(UDP_MTU),
+    })
 }
 
 crate::choice! {
@@ -155,7 +147,7 @@ pub struct Config {
     /// Message size in bytes.
     pub size: usize,
     /// Transports, in the order each round runs them.
-    pub transport: Vec<Transport>,
+    pub transport: Vec<Subject>,
     /// Interleaved rounds: every round runs every mode and transport once, each a fresh ring.
     pub rounds: usize,
     /// Unrecorded laps (roundtrip) or messages of an unrecorded flood before each measurement.
@@ -188,7 +180,7 @@ impl Default for Config {
             hubs: 4,
             messages: 1000,
             size: 256,
-            transport: vec![Transport::Shm, Transport::Udp],
+            transport: vec![Subject::Shm, Subject::Udp4],
             rounds: 3,
             warmup: 100,
             hosts: 1,
@@ -466,7 +458,7 @@ pub struct Setup {
     pub size_note: String,
     pub warmup: u64,
     pub rounds: usize,
-    pub transports: Vec<Transport>,
+    pub transports: Vec<Subject>,
     pub transport_descriptions: BTreeMap<String, String>,
     pub topology: String,
     pub delivery: String,
@@ -598,7 +590,7 @@ pub struct Placement {
 /// A transport that was not measured, and why.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Skipped {
-    pub transport: Transport,
+    pub transport: Subject,
     pub reason: String,
 }
 
@@ -637,7 +629,7 @@ pub struct EdgeRow {
 /// One run: a mode and a transport in one round (or a transport that was skipped).
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Row {
-    pub transport: Transport,
+    pub transport: Subject,
     pub mode: Mode,
     pub hubs: usize,
     pub hosts: u8,
@@ -694,7 +686,7 @@ pub struct Row {
 }
 
 impl Row {
-    fn empty(config: &Config, transport: Transport, mode: Mode) -> Row {
+    fn empty(config: &Config, transport: Subject, mode: Mode) -> Row {
         Row {
             transport,
             mode,
@@ -907,8 +899,8 @@ impl Ctx<'_> {
 }
 
 /// Why transport `t` is not measured under `config`, if it is not.
-fn skip_reason(config: &Config, t: Transport) -> Option<String> {
-    (config.hosts == 2 && t == Transport::Shm).then(|| {
+fn skip_reason(config: &Config, t: Subject) -> Option<String> {
+    (config.hosts == 2 && t == Subject::Shm).then(|| {
         format!(
             "skipped: shared memory cannot join processes on two hosts ({}); use udp or auto",
             match config.remote {
@@ -1101,7 +1093,7 @@ fn make_setup(ctx: &Ctx<'_>, skipped: Vec<Skipped>, started: u64) -> Setup {
         transport_descriptions: args
             .transport
             .iter()
-            .map(|t| (t.name().to_owned(), t.describe().to_owned()))
+            .map(|t| (t.name().to_owned(), describe(*t).to_owned()))
             .collect(),
         topology: format!(
             "ring: {}; one topic per edge, hubs/edge0 … hubs/edge{} (edge i: process i → process i+1)",
@@ -1148,7 +1140,7 @@ fn make_setup(ctx: &Ctx<'_>, skipped: Vec<Skipped>, started: u64) -> Setup {
 /// One run: a fresh ring of processes for one transport and mode.
 fn trial(
     ctx: &Ctx<'_>,
-    transport: Transport,
+    transport: Subject,
     mode: Mode,
     round: usize,
     run_index: usize,
@@ -1162,7 +1154,7 @@ fn trial(
 
 fn trial_in(
     ctx: &Ctx<'_>,
-    transport: Transport,
+    transport: Subject,
     mode: Mode,
     round: usize,
     run_index: usize,
@@ -1268,7 +1260,7 @@ struct Ring {
 }
 
 impl Ring {
-    fn start(ctx: &Ctx<'_>, transport: Transport, mode: Mode, domain: &str) -> Result<Ring> {
+    fn start(ctx: &Ctx<'_>, transport: Subject, mode: Mode, domain: &str) -> Result<Ring> {
         let args = ctx.config;
         let mut members = Vec::with_capacity(args.hubs);
         for (i, place) in ctx.placement.iter().enumerate() {
@@ -1389,7 +1381,7 @@ fn paths(row: &Row) -> String {
 fn median_over_rounds(
     rows: &[Row],
     mode: Mode,
-    transport: Transport,
+    transport: Subject,
     figure: impl Fn(&Row) -> Option<f64>,
 ) -> Option<f64> {
     median(
@@ -1402,8 +1394,8 @@ fn median_over_rounds(
 
 /// The transports of the rows, in order of first appearance (skipped ones included: their
 /// place in a chart stays empty).
-fn transports_of(rows: &[Row]) -> Vec<Transport> {
-    let mut out: Vec<Transport> = Vec::new();
+fn transports_of(rows: &[Row]) -> Vec<Subject> {
+    let mut out: Vec<Subject> = Vec::new();
     for r in rows {
         if !out.contains(&r.transport) {
             out.push(r.transport);
@@ -1424,6 +1416,7 @@ impl Experiment for Hubs {
     fn validate(args: &Config) -> Result<()> {
         super::distinct_list("--mode", &args.mode, |m| m.name().to_owned())?;
         super::distinct_list("--transport", &args.transport, |t| t.name().to_owned())?;
+        SUBJECTS.check("--transport", &args.transport)?;
         if !(2..=MAX_HUBS).contains(&args.hubs) {
             bail!("--hubs must be between 2 and {MAX_HUBS} (the master included)");
         }
@@ -1620,7 +1613,7 @@ impl Experiment for Hubs {
             false,
             discovery_config(args.discovery.as_ref()),
         )?;
-        let qos = args.transport.qos(args.size, args.wait);
+        let qos = qos(args.transport, args.size, args.wait)?;
         let mut input = node.subscriber(&edge_topic((i + n - 1) % n), &qos)?;
         let output = node.publisher(&edge_topic(i), &qos)?;
         let deadline = Instant::now() + START_TIMEOUT;
@@ -1846,7 +1839,7 @@ impl Experiment for Hubs {
         }
         let flood_title = format!("Flood: {} messages through every hub", setup.messages);
         if rs.iter().any(|r| r.mode == Mode::Flood) {
-            let completions = |t: Transport| {
+            let completions = |t: Subject| {
                 rs.iter()
                     .filter(move |r| r.mode == Mode::Flood && r.transport == t)
                     .filter_map(|r| r.completion_s)
@@ -1962,7 +1955,7 @@ pub struct PeerRequest {
     index: usize,
     hubs: usize,
     mode: Mode,
-    transport: Transport,
+    transport: Subject,
     domain: String,
     size: usize,
     messages: u64,
@@ -1979,6 +1972,7 @@ impl PeerRequest {
     /// Refuses a request that no main process of this lab sends (every figure in it bounds an
     /// allocation or a loop).
     fn check(&self) -> Result<()> {
+        SUBJECTS.check("transport", &[self.transport])?;
         if !(2..=MAX_HUBS).contains(&self.hubs) || self.index >= self.hubs {
             bail!(
                 "invalid hub request: index {} of {} hubs",
@@ -2459,21 +2453,21 @@ fn receive_flood(
 #[cfg(test)]
 pub(crate) fn example() -> Results<Hubs> {
     example_with(vec![
-        (Transport::Shm, Mode::Roundtrip, 0, 30_000, None),
-        (Transport::Udp, Mode::Roundtrip, 0, 60_000, None),
-        (Transport::Shm, Mode::Flood, 0, 0, Some(10_000_000)),
-        (Transport::Udp, Mode::Flood, 0, 0, Some(20_000_000)),
-        (Transport::Shm, Mode::Roundtrip, 1, 32_000, None),
-        (Transport::Udp, Mode::Roundtrip, 1, 64_000, None),
-        (Transport::Shm, Mode::Flood, 1, 0, Some(12_000_000)),
-        (Transport::Udp, Mode::Flood, 1, 0, Some(22_000_000)),
+        (Subject::Shm, Mode::Roundtrip, 0, 30_000, None),
+        (Subject::Udp4, Mode::Roundtrip, 0, 60_000, None),
+        (Subject::Shm, Mode::Flood, 0, 0, Some(10_000_000)),
+        (Subject::Udp4, Mode::Flood, 0, 0, Some(20_000_000)),
+        (Subject::Shm, Mode::Roundtrip, 1, 32_000, None),
+        (Subject::Udp4, Mode::Roundtrip, 1, 64_000, None),
+        (Subject::Shm, Mode::Flood, 1, 0, Some(12_000_000)),
+        (Subject::Udp4, Mode::Flood, 1, 0, Some(22_000_000)),
     ])
 }
 
 /// Results of made-up runs: (transport, mode, round, lap p50 in ns, flood completion in ns),
 /// built as a run builds them, from the master's result and the hubs' reports.
 #[cfg(test)]
-fn example_with(runs: Vec<(Transport, Mode, usize, u64, Option<u64>)>) -> Results<Hubs> {
+fn example_with(runs: Vec<(Subject, Mode, usize, u64, Option<u64>)>) -> Results<Hubs> {
     let mut modes = Vec::new();
     let mut transports = Vec::new();
     let mut rounds = 0;
@@ -2507,7 +2501,7 @@ fn example_with(runs: Vec<(Transport, Mode, usize, u64, Option<u64>)>) -> Result
         .into_iter()
         .map(|(transport, mode, round, lap, completion_ns)| {
             let edge = match transport {
-                Transport::Udp => EdgeCounts {
+                Subject::Udp4 => EdgeCounts {
                     shm_received: 0,
                     udp_received: config.messages + config.warmup + 1,
                 },
@@ -2608,12 +2602,12 @@ mod tests {
     #[test]
     fn hubs_plot_laps_and_flood_completion_per_transport() {
         let results = example_with(vec![
-            (Transport::Shm, Mode::Roundtrip, 0, 30_000, None),
-            (Transport::Shm, Mode::Roundtrip, 1, 32_000, None),
-            (Transport::Shm, Mode::Roundtrip, 2, 34_000, None),
-            (Transport::Udp, Mode::Roundtrip, 0, 50_000, None),
-            (Transport::Shm, Mode::Flood, 0, 0, Some(1_000_000)),
-            (Transport::Udp, Mode::Flood, 0, 0, Some(12_000_000)),
+            (Subject::Shm, Mode::Roundtrip, 0, 30_000, None),
+            (Subject::Shm, Mode::Roundtrip, 1, 32_000, None),
+            (Subject::Shm, Mode::Roundtrip, 2, 34_000, None),
+            (Subject::Udp4, Mode::Roundtrip, 0, 50_000, None),
+            (Subject::Shm, Mode::Flood, 0, 0, Some(1_000_000)),
+            (Subject::Udp4, Mode::Flood, 0, 0, Some(12_000_000)),
         ]);
         // The suite names the second run's files after its step.
         let sec = Hubs::section(&results)
@@ -2625,7 +2619,7 @@ mod tests {
             "Roundtrip: one lap through 4 processes",
             "Flood: 1000 messages",
             "shm",
-            "udp",
+            "udp4",
             "p99",
         ] {
             assert!(sec.plots[0].svg.contains(label), "{label} missing");
@@ -2636,7 +2630,7 @@ mod tests {
             "{}",
             sec.sentence
         );
-        assert!(sec.sentence.contains("udp 12.00 ms"), "{}", sec.sentence);
+        assert!(sec.sentence.contains("udp4 12.00 ms"), "{}", sec.sentence);
     }
 
     #[test]
@@ -2648,7 +2642,7 @@ mod tests {
         };
         let v = serde_json::to_value(&config).unwrap();
         assert_eq!(v["link_rate"], "100mbit");
-        assert_eq!(v["transport"], serde_json::json!(["shm", "udp"]));
+        assert_eq!(v["transport"], serde_json::json!(["shm", "udp4"]));
         let back: Config = serde_json::from_value(v).unwrap();
         assert_eq!(back.link_rate.map(|r| r.bps), Some(100_000_000));
         let bad = serde_json::json!({"link_rate": "100mbps"});
@@ -2686,7 +2680,7 @@ mod tests {
         })
         .contains("--hosts"));
         // The shm rows of two machines say why they were skipped.
-        let reason = skip_reason(&remote(two), Transport::Shm).unwrap();
+        let reason = skip_reason(&remote(two), Subject::Shm).unwrap();
         assert!(
             reason.contains("two hosts") && reason.contains("agent"),
             "{reason}"
@@ -2760,7 +2754,7 @@ mod tests {
             index: 1,
             hubs: 4,
             mode: Mode::Flood,
-            transport: Transport::Udp,
+            transport: Subject::Udp4,
             domain: "d".to_owned(),
             size: 256,
             messages: 1000,
@@ -2827,9 +2821,9 @@ mod tests {
     fn parsers() {
         assert_eq!("flood".parse(), Ok(Mode::Flood));
         assert!("ping".parse::<Mode>().is_err());
-        assert_eq!("udp4".parse(), Ok(Transport::Udp));
-        assert_eq!("auto".parse(), Ok(Transport::Auto));
-        assert!("udp6".parse::<Transport>().is_err());
+        assert_eq!("udp4".parse(), Ok(Subject::Udp4));
+        assert_eq!("auto".parse(), Ok(Subject::Auto));
+        assert!(SUBJECTS.parse("udp6").is_err());
         assert_eq!("block".parse(), Ok(WaitStrategy::Block));
         assert_eq!("none".parse(), Ok(PinMode::None));
     }

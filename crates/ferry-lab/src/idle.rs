@@ -17,26 +17,10 @@ use crate::experiment::{Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
 use crate::signal;
 use crate::studies::{cite, SHM_STREAM};
+use crate::subject::{Subject, Subjects};
 
-crate::choice! {
-    /// The transport of the idle pair.
-    pub enum Transport: "transport" {
-        Shm = "shm",
-        /// The default of applications: shared memory here, UDP to other hosts.
-        Auto = "auto",
-        Udp = "udp",
-    }
-}
-
-impl Transport {
-    fn ferry(self) -> ferry::Transport {
-        match self {
-            Transport::Shm => ferry::Transport::Shm,
-            Transport::Auto => ferry::Transport::Auto,
-            Transport::Udp => ferry::Transport::Udp,
-        }
-    }
-}
+/// What the idle pair may run over.
+pub const SUBJECTS: Subjects = Subjects(&[Subject::Shm, Subject::Auto, Subject::Udp4]);
 
 /// What `ferry lab idle` is asked to measure.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -45,8 +29,8 @@ pub struct Config {
     /// Wait strategies of the idle subscriber, in the order they run.
     #[schemars(with = "Vec<crate::args::WaitSchema>")]
     pub wait: Vec<WaitStrategy>,
-    /// Transport of the idle pair.
-    pub transport: Transport,
+    /// Subject of the idle pair.
+    pub transport: Subject,
     /// Seconds of idleness measured per strategy (after a settling pause of 0.5 s).
     pub seconds: f64,
 }
@@ -59,7 +43,7 @@ impl Default for Config {
                 WaitStrategy::Adaptive,
                 WaitStrategy::Spin,
             ],
-            transport: Transport::Shm,
+            transport: Subject::Shm,
             seconds: 2.0,
         }
     }
@@ -77,7 +61,7 @@ pub struct Setup {
 /// One wait strategy.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Row {
-    pub transport: Transport,
+    pub transport: Subject,
     #[schemars(with = "crate::args::WaitSchema")]
     pub wait: WaitStrategy,
     /// How long the subscriber was idle.
@@ -91,7 +75,7 @@ pub struct Row {
 impl Row {
     /// The row of a subscriber that used `cpu_ticks` clock ticks while idle for `seconds`.
     fn of(
-        transport: Transport,
+        transport: Subject,
         wait: WaitStrategy,
         seconds: f64,
         cpu_ticks: u64,
@@ -124,7 +108,11 @@ fn measure(args: &Config, domain: &str, ticks: u64, rows: &mut Vec<Row>) -> Resu
         let mut publisher = node.publisher(
             TOPIC,
             &Qos::default()
-                .transport(args.transport.ferry())
+                .transport(
+                    args.transport
+                        .transport()
+                        .ok_or_else(|| Error::msg("idle: not a ferry transport"))?,
+                )
                 .max_message_size(64),
         )?;
         let request = PeerRequest {
@@ -180,7 +168,7 @@ fn cpu_ticks(pid: u32) -> Result<u64> {
 pub struct PeerRequest {
     domain: String,
     wait: WaitStrategy,
-    transport: Transport,
+    transport: Subject,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -195,6 +183,7 @@ impl Experiment for Idle {
     type PeerRequest = PeerRequest;
 
     fn validate(args: &Config) -> Result<()> {
+        SUBJECTS.check("--transport", &[args.transport])?;
         if args.wait.is_empty() {
             bail!("--wait: give at least one");
         }
@@ -223,11 +212,16 @@ impl Experiment for Idle {
     }
 
     fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
+        SUBJECTS.check("transport", &[args.transport])?;
         let node = Node::with_domain("lab-idle-peer", &args.domain)?;
         let mut sub = node.subscriber(
             TOPIC,
             &Qos::default()
-                .transport(args.transport.ferry())
+                .transport(
+                    args.transport
+                        .transport()
+                        .ok_or_else(|| Error::msg("idle: not a ferry transport"))?,
+                )
                 .wait(args.wait),
         )?;
         let mut main_alive = link.watch();
@@ -339,9 +333,9 @@ pub(crate) fn example() -> Results<Idle> {
         ..Config::default()
     };
     let rows = vec![
-        Row::of(Transport::Shm, WaitStrategy::Block, 1.0, 0, 100),
-        Row::of(Transport::Shm, WaitStrategy::Adaptive, 1.0, 1, 100),
-        Row::of(Transport::Shm, WaitStrategy::Spin, 1.0, 99, 100),
+        Row::of(Subject::Shm, WaitStrategy::Block, 1.0, 0, 100),
+        Row::of(Subject::Shm, WaitStrategy::Adaptive, 1.0, 1, 100),
+        Row::of(Subject::Shm, WaitStrategy::Spin, 1.0, 99, 100),
     ];
     let setup = Setup {
         seconds: config.seconds,
@@ -414,12 +408,12 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("valid wait strategies: spin, block, adaptive"));
-        assert_eq!("auto".parse(), Ok(Transport::Auto));
-        assert!("tcp".parse::<Transport>().is_err());
+        assert_eq!("auto".parse(), Ok(Subject::Auto));
+        assert!(SUBJECTS.parse("tcp").is_err());
         let back: Config = serde_json::from_str("{\"wait\": [\"spin\"]}").unwrap();
         assert_eq!(
             (back.wait, back.transport),
-            (vec![WaitStrategy::Spin], Transport::Shm)
+            (vec![WaitStrategy::Spin], Subject::Shm)
         );
     }
 }

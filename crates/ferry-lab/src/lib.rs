@@ -37,6 +37,7 @@ pub mod results;
 pub mod sendtime;
 pub mod share;
 pub mod studies;
+pub mod subject;
 pub mod suite;
 pub mod throughput;
 pub mod tools;

@@ -27,19 +27,14 @@ mod tests {
     /// trip through JSON.
     #[test]
     fn every_experiments_choices_have_distinct_names_that_round_trip_through_json() {
-        check::<crate::cycle::Transport>();
         check::<crate::cycle::Placement>();
         check::<crate::cycle::DeliveryChoice>();
         check::<crate::cycle::Role>();
-        check::<crate::footprint::Transport>();
         check::<crate::footprint::App>();
         check::<crate::hubs::Mode>();
-        check::<crate::hubs::Transport>();
         check::<crate::hubs::PinMode>();
-        check::<crate::idle::Transport>();
         check::<crate::latency::Transport>();
         check::<crate::limits::Kind>();
-        check::<crate::sendtime::Transport>();
         check::<crate::throughput::Transport>();
         check::<crate::throughput::RowDelivery>();
         check::<crate::udprate::Pacing>();

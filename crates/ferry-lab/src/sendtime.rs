@@ -22,6 +22,7 @@ use crate::experiment::{Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
 use crate::signal;
 use crate::studies::{cite, cite_first, SHM_STREAM};
+use crate::subject::{Subject, Subjects};
 use crate::table::Table;
 use crate::units::{format_ns, format_size};
 
@@ -33,23 +34,12 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the peer may take to say hello, and to finish at the end.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-crate::choice! {
-    /// The transports this experiment knows.
-    pub enum Transport: "transport" {
-        /// ferry over shared memory.
-        Shm = "shm",
-        /// ferry over UDP (IPv4).
-        Udp4 = "udp4",
-        /// A plain UDP socket: one `send_to` per message.
-        RawUdp4 = "raw-udp4",
-    }
-}
+/// What this experiment measures, in the order its help lists them.
+pub const SUBJECTS: Subjects = Subjects(&[Subject::Shm, Subject::Udp4, Subject::RawUdp4]);
 
-impl Transport {
-    /// Whether it can carry a `size`-byte message (raw-udp4: one datagram).
-    fn carries(self, size: usize) -> bool {
-        self != Transport::RawUdp4 || size <= MAX_DATAGRAM
-    }
+/// Whether `subject` can carry a `size`-byte message (raw-udp4: one datagram).
+fn carries(subject: Subject, size: usize) -> bool {
+    subject != Subject::RawUdp4 || size <= MAX_DATAGRAM
 }
 
 /// What `ferry lab send-time` is asked to measure.
@@ -57,7 +47,7 @@ impl Transport {
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Transports, in the order they run.
-    pub transports: Vec<Transport>,
+    pub transports: Vec<Subject>,
     /// Message sizes in bytes.
     pub sizes: Vec<usize>,
     /// Timed sends per transport and size.
@@ -69,7 +59,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            transports: Transport::ALL.to_vec(),
+            transports: SUBJECTS.0.to_vec(),
             sizes: vec![32, 1 << 10, 32 << 10, 1 << 20],
             samples: 10_000,
             warmup: 100,
@@ -80,7 +70,7 @@ impl Default for Config {
 /// How a send-time run was made.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Setup {
-    transports: Vec<Transport>,
+    transports: Vec<Subject>,
     sizes: Vec<usize>,
     samples: usize,
     warmup: usize,
@@ -92,7 +82,7 @@ pub struct Setup {
 /// One transport at one size.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Row {
-    pub transport: Transport,
+    pub transport: Subject,
     pub size_bytes: usize,
     /// Absent when the transport cannot carry this size (see `skipped`).
     #[serde(flatten)]
@@ -106,7 +96,7 @@ pub struct Row {
 
 impl Row {
     /// The row of `transport` at `size` from its send times (ns), or a skipped row without them.
-    fn of(transport: Transport, size: usize, times: Option<&mut Vec<u64>>) -> Row {
+    fn of(transport: Subject, size: usize, times: Option<&mut Vec<u64>>) -> Row {
         match times {
             Some(v) if !v.is_empty() => {
                 let summary = Summary::of(v);
@@ -137,19 +127,21 @@ impl Row {
 /// The experiment (see the module's documentation).
 pub struct SendTime;
 
-fn qos(transport: Transport, max_size: usize) -> Qos {
-    let q = Qos::default()
+fn qos(transport: Subject, max_size: usize) -> Qos {
+    // The publisher's send is timed: shared memory's subscriber spins, UDP's sleeps.
+    let wait = match transport.is_ferry_udp() {
+        true => WaitStrategy::Block,
+        false => WaitStrategy::Spin,
+    };
+    transport
+        .qos(wait)
+        .unwrap_or_default()
         .delivery(Delivery::Reliable)
-        .max_message_size(max_size);
-    if transport == Transport::Udp4 {
-        q.transport(ferry::Transport::Udp).wait(WaitStrategy::Block)
-    } else {
-        q.transport(ferry::Transport::Shm).wait(WaitStrategy::Spin)
-    }
+        .max_message_size(max_size)
 }
 
 fn measure(
-    transport: Transport,
+    transport: Subject,
     index: usize,
     sizes: &[usize],
     max_size: usize,
@@ -164,7 +156,7 @@ fn measure(
 }
 
 fn measure_in(
-    transport: Transport,
+    transport: Subject,
     index: usize,
     sizes: &[usize],
     max_size: usize,
@@ -186,7 +178,7 @@ fn measure_in(
         ack_port: ack.local_addr()?.port(),
         cpu: pinning.peer_cpu(),
     };
-    let ferry_pub = if transport == Transport::RawUdp4 {
+    let ferry_pub = if transport == Subject::RawUdp4 {
         None
     } else {
         let node = Node::with_domain("lab-send", domain)?;
@@ -270,7 +262,7 @@ fn measure_in(
 /// `sizes` bytes, in turn, over `transport`.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct PeerRequest {
-    transport: Transport,
+    transport: Subject,
     sizes: Vec<usize>,
     count: usize,
     max_size: usize,
@@ -285,6 +277,7 @@ pub struct PeerRequest {
 impl PeerRequest {
     /// Refuses a request that no main side of this experiment makes.
     fn check(&self) -> Result<()> {
+        SUBJECTS.check("transport", &[self.transport])?;
         if self.max_size == 0 || self.max_size > MAX_SIZE {
             bail!("the peer request's largest size is out of range");
         }
@@ -310,6 +303,7 @@ impl Experiment for SendTime {
         if args.transports.is_empty() || args.sizes.is_empty() || args.samples == 0 {
             bail!("give at least one transport, one size and one sample");
         }
+        SUBJECTS.check("--transport", &args.transports)?;
         if args.sizes.iter().any(|&s| s == 0 || s > MAX_SIZE) {
             bail!("--sizes: 1 byte to 64M");
         }
@@ -333,7 +327,7 @@ impl Experiment for SendTime {
                     .sizes
                     .iter()
                     .copied()
-                    .filter(|&s| t.carries(s))
+                    .filter(|&s| carries(t, s))
                     .collect();
                 let mut per_size = if carried.is_empty() {
                     Vec::new()
@@ -374,7 +368,7 @@ impl Experiment for SendTime {
         let ack_to = SocketAddr::from((Ipv4Addr::LOCALHOST, args.ack_port));
         let ack = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
         let mut seq = 0u64;
-        if args.transport == Transport::RawUdp4 {
+        if args.transport == Subject::RawUdp4 {
             let data = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
             data.set_read_timeout(Some(Duration::from_millis(50)))?;
             data.send_to(b"hello", ack_to)?;
@@ -478,7 +472,7 @@ impl Experiment for SendTime {
     fn summary(results: &Results<Self>) -> Vec<SummaryLine> {
         let setup: &Setup = &results.config;
         let rows: &[Row] = &results.rows;
-        let p50 = |t: Transport, size: usize| {
+        let p50 = |t: Subject, size: usize| {
             rows.iter()
                 .find(|r| r.transport == t && r.size_bytes == size)
                 .and_then(|r| r.summary.as_ref())
@@ -488,7 +482,7 @@ impl Experiment for SendTime {
         .sizes
         .iter()
         .filter_map(|&size| {
-            let ferry: Vec<String> = [Transport::Shm, Transport::Udp4]
+            let ferry: Vec<String> = [Subject::Shm, Subject::Udp4]
                 .into_iter()
                 .filter_map(|t| Some(format!("{} {}", t.name(), p50(t, size)?)))
                 .collect();
@@ -498,7 +492,7 @@ impl Experiment for SendTime {
             Some(SummaryLine {
                 what: format!("publish call p50, {}", format_size(size)),
                 ferry: ferry.join(", "),
-                floor: p50(Transport::RawUdp4, size).map(|v| format!("raw-udp4 send_to {v}")),
+                floor: p50(Subject::RawUdp4, size).map(|v| format!("raw-udp4 send_to {v}")),
                 best_peer: None,
                 study: Some(format!(
                     "shared memory's sends shorter than UDP's at 32 B, 1 KB, 32 KB and 1 MB, in box plots without figures ({})",
@@ -521,12 +515,12 @@ pub(crate) fn example() -> Results<SendTime> {
     };
     let times = |base: u64| vec![base, base * 2, base + base / 2, base * 3];
     let rows = vec![
-        Row::of(Transport::Shm, 32, Some(&mut times(200))),
-        Row::of(Transport::Shm, 1 << 20, Some(&mut times(90_000))),
-        Row::of(Transport::Udp4, 32, Some(&mut times(2_000))),
-        Row::of(Transport::Udp4, 1 << 20, Some(&mut times(900_000))),
-        Row::of(Transport::RawUdp4, 32, Some(&mut times(3_000))),
-        Row::of(Transport::RawUdp4, 1 << 20, None),
+        Row::of(Subject::Shm, 32, Some(&mut times(200))),
+        Row::of(Subject::Shm, 1 << 20, Some(&mut times(90_000))),
+        Row::of(Subject::Udp4, 32, Some(&mut times(2_000))),
+        Row::of(Subject::Udp4, 1 << 20, Some(&mut times(900_000))),
+        Row::of(Subject::RawUdp4, 32, Some(&mut times(3_000))),
+        Row::of(Subject::RawUdp4, 1 << 20, None),
     ];
     let setup = Setup {
         transports: config.transports.clone(),
@@ -629,13 +623,13 @@ mod tests {
             let e = SendTime::validate(&config).unwrap_err().to_string();
             assert!(e.contains(message), "{e}");
         }
-        assert_eq!("raw-udp4".parse(), Ok(Transport::RawUdp4));
-        assert!("udp6"
-            .parse::<Transport>()
+        assert_eq!("raw-udp4".parse(), Ok(Subject::RawUdp4));
+        assert!(SUBJECTS
+            .parse("udp6")
             .unwrap_err()
             .contains("valid transports: shm, udp4, raw-udp4"));
         let request = |max_size: usize, sizes: Vec<usize>| PeerRequest {
-            transport: Transport::Shm,
+            transport: Subject::Shm,
             sizes,
             count: 1,
             max_size,

@@ -415,11 +415,12 @@ fn hubs(level: Level) -> Option<TypedRun> {
 }
 
 fn hubs_2hosts(level: Level) -> Option<TypedRun> {
-    use crate::hubs::{parse_link_rate, Config, Hubs, Mode, Transport};
+    use crate::hubs::{parse_link_rate, Config, Hubs, Mode};
+    use crate::subject::Subject;
     let config = Config {
         mode: vec![Mode::Roundtrip, Mode::Flood],
         hosts: 2,
-        transport: vec![Transport::Udp],
+        transport: vec![Subject::Udp4],
         link_rate: Some(parse_link_rate("100mbit").expect("a valid rate")),
         ..Config::default()
     };

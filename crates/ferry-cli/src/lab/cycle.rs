@@ -4,13 +4,14 @@ use std::path::PathBuf;
 
 use clap::Args;
 use ferry_lab::args::parse_choice;
-use ferry_lab::cycle::{parse_budget, Budget, Config, DeliveryChoice, Placement, Transport};
+use ferry_lab::cycle::{parse_budget, Budget, Config, DeliveryChoice, Placement, SUBJECTS};
+use ferry_lab::subject::Subject;
 
 #[derive(Debug, Args)]
 pub struct CycleArgs {
     /// Transports, comma-separated: shm, udp [default: shm,udp]
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Transport>)]
-    pub transport: Option<Vec<Transport>>,
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
+    pub transport: Option<Vec<Subject>>,
 
     /// Cycle times in milliseconds, comma-separated [default: 1,10; --study: 1,2,...,10]
     #[arg(long = "cycle-ms", value_name = "LIST", value_delimiter = ',')]

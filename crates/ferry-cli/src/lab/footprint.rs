@@ -3,14 +3,14 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_lab::args::parse_choice;
-use ferry_lab::footprint::{Config, Transport};
+use ferry_lab::footprint::{Config, SUBJECTS};
+use ferry_lab::subject::Subject;
 
 #[derive(Debug, Args)]
 pub struct FootprintArgs {
     /// Transports to run the pair on, comma-separated: shm, udp [default: shm,udp]
-    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Transport>)]
-    pub transports: Option<Vec<Transport>>,
+    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
+    pub transports: Option<Vec<Subject>>,
 
     /// Seconds each pair runs (memory is read near the end) [default: 2]
     #[arg(long, value_name = "S")]

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use clap::Args;
 use ferry::WaitStrategy;
 use ferry_lab::args::parse_choice;
-use ferry_lab::hubs::{parse_link_rate, Config, Mode, PinMode, Transport};
+use ferry_lab::hubs::{parse_link_rate, Config, Mode, PinMode, SUBJECTS};
 use ferry_lab::netns::LinkRate;
+use ferry_lab::subject::Subject;
 
 /// A CPU budget over every hub process: a number of CPUs, or none.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -40,8 +41,8 @@ pub struct HubsArgs {
 
     /// Transports, comma-separated, in the order each round runs them: shm, udp (udp4), auto
     /// [default: shm,udp]
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Transport>)]
-    pub transport: Option<Vec<Transport>>,
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
+    pub transport: Option<Vec<Subject>>,
 
     /// Interleaved rounds: every round runs every mode and transport once, each a fresh ring
     /// [default: 3]

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use clap::Args;
 use ferry::WaitStrategy;
 use ferry_lab::args::parse_choice;
-use ferry_lab::idle::{Config, Transport};
+use ferry_lab::idle::{Config, SUBJECTS};
+use ferry_lab::subject::Subject;
 
 #[derive(Debug, Args)]
 pub struct IdleArgs {
@@ -16,8 +17,8 @@ pub struct IdleArgs {
 
     /// Transport of the idle pair: shm, or auto (the default of applications: shared memory
     /// here, UDP to other hosts) [default: shm]
-    #[arg(long, value_name = "T", value_parser = parse_choice::<Transport>)]
-    pub transport: Option<Transport>,
+    #[arg(long, value_name = "T", value_parser = |s: &str| SUBJECTS.parse(s))]
+    pub transport: Option<Subject>,
 
     /// Seconds of idleness measured per strategy (after a settling pause of 0.5 s) [default: 2]
     #[arg(long, value_name = "S")]

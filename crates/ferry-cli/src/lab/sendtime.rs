@@ -3,16 +3,16 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_lab::args::parse_choice;
-use ferry_lab::sendtime::{Config, Transport};
+use ferry_lab::sendtime::{Config, SUBJECTS};
+use ferry_lab::subject::Subject;
 use ferry_lab::units::parse_size;
 
 #[derive(Debug, Args)]
 pub struct SendTimeArgs {
     /// Transports, comma-separated: shm (ferry shared memory), udp4 (ferry UDP), raw-udp4
     /// [default: shm,udp4,raw-udp4]
-    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Transport>)]
-    pub transports: Option<Vec<Transport>>,
+    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
+    pub transports: Option<Vec<Subject>>,
 
     /// Message sizes, comma-separated, with optional K or M suffixes [default: 32,1K,32K,1M]
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_size)]
