@@ -49,20 +49,20 @@ pub fn parse_choice<T: Choice>(text: &str) -> Result<T, String> {
 ///
 /// ```
 /// ferry_lab::choice! {
-///     /// The transports this experiment knows.
-///     pub enum Transport: "transport" {
-///         /// ferry over shared memory.
-///         Shm = "shm",
-///         Udp = "udp" | "udp4",
+///     /// How a run ends.
+///     pub enum Ending: "ending" {
+///         /// After a number of messages.
+///         Count = "count",
+///         Time = "time" | "seconds",
 ///     }
 /// }
-/// assert_eq!(Transport::ALL, [Transport::Shm, Transport::Udp]);
-/// assert_eq!("udp4".parse(), Ok(Transport::Udp));
-/// assert_eq!(Transport::Udp.name(), "udp");
-/// assert_eq!(serde_json::to_value(Transport::Udp).unwrap(), "udp");
+/// assert_eq!(Ending::ALL, [Ending::Count, Ending::Time]);
+/// assert_eq!("seconds".parse(), Ok(Ending::Time));
+/// assert_eq!(Ending::Time.name(), "time");
+/// assert_eq!(serde_json::to_value(Ending::Time).unwrap(), "time");
 /// ```
 ///
-/// The plural of `"transport"` in messages is `"transports"`; another is given after a slash:
+/// The plural of `"ending"` in messages is `"endings"`; another is given after a slash:
 /// `pub enum Delivery: "delivery" / "deliveries"`. The enum derives `Debug`, `Clone`, `Copy`,
 /// `PartialEq`, `Eq`, `Hash`, serde's `Serialize` and `Deserialize` (as the names, reading the
 /// aliases too) and schemars' `JsonSchema` (the crate that uses it depends on serde and

@@ -43,38 +43,37 @@ use crate::peer::{Peer, PeerLink, Place};
 use crate::signal;
 use crate::stats::{median, ratio};
 use crate::studies::{cite, cite_first, SHM_STREAM, VORTEX_LITE};
+use crate::subject::{Family, Subject, Subjects};
 use crate::table::Table;
 use crate::units::{format_ns, format_size};
 
-crate::choice! {
-    /// The transports this experiment knows.
-    pub enum Transport: "transport" {
-        RawSpin = "raw-spin",
-        ShmSpin = "shm-spin",
-        Shm = "shm",
-        RawFutex = "raw-futex",
-        ShmBlock = "shm-block",
-        ShmBlockWaitSet = "shm-block-waitset",
-        ShmSpinRr = "shm-spin-rr",
-        ShmBlockRr = "shm-block-rr",
-        RawUdp4 = "raw-udp4",
-        Udp4 = "udp4",
-        Udp4Rr = "udp4-rr",
-        Udp4Key = "udp4-key",
-        Udp6 = "udp6",
-        Iceoryx2 = "iceoryx2",
-        Iceoryx2Block = "iceoryx2-block",
-        Iceoryx2Rr = "iceoryx2-rr",
-        Zenoh = "zenoh",
-        ZenohShm = "zenoh-shm",
-        ZenohRr = "zenoh-rr",
-    }
-}
+/// What this experiment measures, in the order its help lists them.
+pub const SUBJECTS: Subjects = Subjects(&[
+    Subject::RawSpin,
+    Subject::ShmSpin,
+    Subject::Shm,
+    Subject::RawFutex,
+    Subject::ShmBlock,
+    Subject::ShmBlockWaitSet,
+    Subject::ShmSpinRr,
+    Subject::ShmBlockRr,
+    Subject::RawUdp4,
+    Subject::Udp4,
+    Subject::Udp4Rr,
+    Subject::Udp4Key,
+    Subject::Udp6,
+    Subject::Iceoryx2,
+    Subject::Iceoryx2Block,
+    Subject::Iceoryx2Rr,
+    Subject::Zenoh,
+    Subject::ZenohShm,
+    Subject::ZenohRr,
+]);
 
 /// How a transport moves its messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// ferry, with this QoS (see `Transport::ferry_qos`).
+    /// ferry, with this QoS (see `Subject::ferry_qos`).
     Ferry,
     /// A ferry service (request/response), with this QoS: the main process is its client, the
     /// peer its server.
@@ -87,67 +86,75 @@ enum Kind {
     Peer,
 }
 
-impl Transport {
+/// What latency knows of a subject: its baseline, how it moves messages, ferry's QoS for it.
+trait LatencySubject: Copy {
+    /// The baseline a row is set against in the same rounds.
+    fn baseline(self) -> Option<Subject>;
+    /// For another system, the ferry transport that waits the same way (the one the report
+    /// sets it against).
+    fn ferry_counterpart(self) -> Option<Subject>;
+    fn kind(self) -> Kind;
+    /// ferry's QoS for a ferry transport: reliable, loans of up to `max_size` bytes.
+    fn ferry_qos(self, max_size: usize) -> Option<Qos>;
+    /// Why this transport cannot carry a `size`-byte message, if it cannot.
+    fn cannot_carry(self, size: usize) -> Option<String>;
+    /// Whether it can reach a peer on another machine (`--remote`).
+    fn crosses_hosts(self) -> bool;
+    fn describe(self) -> &'static str;
+}
+
+impl LatencySubject for Subject {
     /// The raw baseline a ferry transport is compared with.
-    pub fn baseline(self) -> Option<Transport> {
+    fn baseline(self) -> Option<Subject> {
         match self {
-            Transport::ShmSpin | Transport::Shm => Some(Transport::RawSpin),
-            Transport::ShmBlock => Some(Transport::RawFutex),
+            Subject::ShmSpin | Subject::Shm => Some(Subject::RawSpin),
+            Subject::ShmBlock => Some(Subject::RawFutex),
             // Waiting on many: against one subscriber's own blocking receive.
-            Transport::ShmBlockWaitSet => Some(Transport::ShmBlock),
-            Transport::Udp4 | Transport::Udp6 => Some(Transport::RawUdp4),
+            Subject::ShmBlockWaitSet => Some(Subject::ShmBlock),
+            Subject::Udp4 | Subject::Udp6 => Some(Subject::RawUdp4),
             // What the domain key costs: against the same transport in the clear.
-            Transport::Udp4Key => Some(Transport::Udp4),
+            Subject::Udp4Key => Some(Subject::Udp4),
             // A service's request and response: against the ping-pong of two topics that waits
             // the same way, so that the ratio is what a service adds to it.
-            Transport::ShmSpinRr => Some(Transport::ShmSpin),
-            Transport::ShmBlockRr => Some(Transport::ShmBlock),
-            Transport::Udp4Rr => Some(Transport::Udp4),
+            Subject::ShmSpinRr => Some(Subject::ShmSpin),
+            Subject::ShmBlockRr => Some(Subject::ShmBlock),
+            Subject::Udp4Rr => Some(Subject::Udp4),
             // Another system: against ferry's spinning shared memory, so that the ratio says how
             // far it is from ferry.
-            Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
-                Some(Transport::ShmSpin)
-            }
+            Subject::Iceoryx2 | Subject::Zenoh | Subject::ZenohShm => Some(Subject::ShmSpin),
             // A receiver that sleeps: against ferry's sleeping shared memory.
-            Transport::Iceoryx2Block => Some(Transport::ShmBlock),
+            Subject::Iceoryx2Block => Some(Subject::ShmBlock),
             // Another system's request/response: against ferry's spinning service.
-            Transport::Iceoryx2Rr | Transport::ZenohRr => Some(Transport::ShmSpinRr),
-            Transport::RawSpin | Transport::RawFutex | Transport::RawUdp4 => None,
+            Subject::Iceoryx2Rr | Subject::ZenohRr => Some(Subject::ShmSpinRr),
+            // Not this experiment's (refused before anything runs).
+            Subject::RawSpin | Subject::RawFutex | Subject::RawUdp4 | Subject::Auto => None,
+            Subject::Iperf3 | Subject::Iperf3Tcp | Subject::Tcp | Subject::Sockperf => None,
         }
     }
 
     /// For another system, the ferry transport that waits the same way (the one the report
     /// sets it against).
-    fn ferry_counterpart(self) -> Option<Transport> {
+    fn ferry_counterpart(self) -> Option<Subject> {
         match self {
-            Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
-                Some(Transport::ShmSpin)
-            }
-            Transport::Iceoryx2Block => Some(Transport::ShmBlock),
-            Transport::Iceoryx2Rr | Transport::ZenohRr => Some(Transport::ShmSpinRr),
+            Subject::Iceoryx2 | Subject::Zenoh | Subject::ZenohShm => Some(Subject::ShmSpin),
+            Subject::Iceoryx2Block => Some(Subject::ShmBlock),
+            Subject::Iceoryx2Rr | Subject::ZenohRr => Some(Subject::ShmSpinRr),
             _ => None,
         }
     }
 
     fn kind(self) -> Kind {
         match self {
-            Transport::RawSpin => Kind::RawShm { futex: false },
-            Transport::RawFutex => Kind::RawShm { futex: true },
-            Transport::RawUdp4 => Kind::RawUdp,
-            Transport::Iceoryx2
-            | Transport::Iceoryx2Block
-            | Transport::Iceoryx2Rr
-            | Transport::Zenoh
-            | Transport::ZenohShm
-            | Transport::ZenohRr => Kind::Peer,
-            Transport::ShmSpin
-            | Transport::Shm
-            | Transport::ShmBlock
-            | Transport::ShmBlockWaitSet
-            | Transport::Udp4
-            | Transport::Udp4Key
-            | Transport::Udp6 => Kind::Ferry,
-            Transport::ShmSpinRr | Transport::ShmBlockRr | Transport::Udp4Rr => Kind::FerryService,
+            Subject::RawSpin => Kind::RawShm { futex: false },
+            Subject::RawFutex => Kind::RawShm { futex: true },
+            Subject::RawUdp4 => Kind::RawUdp,
+            s => match s.family() {
+                Family::Ferry => Kind::Ferry,
+                Family::FerryService => Kind::FerryService,
+                // The lab's tools are no subject of this experiment: refused before anything
+                // runs (`SUBJECTS`).
+                Family::Raw | Family::Peer | Family::Tool => Kind::Peer,
+            },
         }
     }
 
@@ -166,51 +173,33 @@ impl Transport {
             )
         };
         match self {
-            Transport::ShmSpin | Transport::ShmSpinRr => shm(WaitStrategy::Spin),
-            Transport::Shm => shm(WaitStrategy::Adaptive),
-            Transport::ShmBlock | Transport::ShmBlockRr | Transport::ShmBlockWaitSet => {
+            Subject::ShmSpin | Subject::ShmSpinRr => shm(WaitStrategy::Spin),
+            Subject::Shm => shm(WaitStrategy::Adaptive),
+            Subject::ShmBlock | Subject::ShmBlockRr | Subject::ShmBlockWaitSet => {
                 shm(WaitStrategy::Block)
             }
-            Transport::Udp4 | Transport::Udp4Key | Transport::Udp4Rr => udp(IpVersion::V4),
-            Transport::Udp6 => udp(IpVersion::V6),
-            Transport::RawSpin
-            | Transport::RawFutex
-            | Transport::RawUdp4
-            | Transport::Iceoryx2
-            | Transport::Iceoryx2Block
-            | Transport::Iceoryx2Rr
-            | Transport::Zenoh
-            | Transport::ZenohShm
-            | Transport::ZenohRr => None,
+            Subject::Udp4 | Subject::Udp4Key | Subject::Udp4Rr => udp(IpVersion::V4),
+            Subject::Udp6 => udp(IpVersion::V6),
+            Subject::RawSpin
+            | Subject::RawFutex
+            | Subject::RawUdp4
+            | Subject::Iceoryx2
+            | Subject::Iceoryx2Block
+            | Subject::Iceoryx2Rr
+            | Subject::Zenoh
+            | Subject::ZenohShm
+            | Subject::ZenohRr
+            | Subject::Auto
+            | Subject::Iperf3
+            | Subject::Iperf3Tcp
+            | Subject::Tcp
+            | Subject::Sockperf => None,
         }
-    }
-
-    /// Whether its UDP datagrams are sealed with a domain key.
-    fn keyed(self) -> bool {
-        self == Transport::Udp4Key
-    }
-
-    /// Whether this is one of ferry's shared-memory transports (they have rings to warm).
-    fn is_ferry_shm(self) -> bool {
-        matches!(
-            self,
-            Transport::ShmSpin
-                | Transport::Shm
-                | Transport::ShmBlock
-                | Transport::ShmBlockWaitSet
-                | Transport::ShmSpinRr
-                | Transport::ShmBlockRr
-        )
-    }
-
-    /// Whether it is a service (request/response) rather than a ping-pong of two topics.
-    fn is_service(self) -> bool {
-        self.kind() == Kind::FerryService
     }
 
     /// Why this transport cannot carry a `size`-byte message, if it cannot.
     fn cannot_carry(self, size: usize) -> Option<String> {
-        (self == Transport::RawUdp4 && size > rawudp::MAX_DATAGRAM_V4).then(|| {
+        (self == Subject::RawUdp4 && size > rawudp::MAX_DATAGRAM_V4).then(|| {
             format!(
                 "skipped: one UDP datagram holds at most {} bytes, and raw-udp4 sends one datagram per message",
                 rawudp::MAX_DATAGRAM_V4
@@ -220,33 +209,31 @@ impl Transport {
 
     /// Whether it can reach a peer on another machine (`--remote`).
     fn crosses_hosts(self) -> bool {
-        matches!(
-            self,
-            Transport::Udp4 | Transport::Udp4Key | Transport::RawUdp4
-        )
+        matches!(self, Subject::Udp4 | Subject::Udp4Key | Subject::RawUdp4)
     }
 
     fn describe(self) -> &'static str {
         match self {
-            Transport::RawSpin => "two processes share one buffer per direction; the receiver spins on a flag",
-            Transport::ShmSpin => "ferry shared memory, reliable, WaitStrategy::Spin",
-            Transport::Shm => "ferry shared memory, reliable, WaitStrategy::Adaptive",
-            Transport::RawFutex => "as raw-spin, but the receiver sleeps in futex_wait and the sender calls futex_wake after every message",
-            Transport::ShmBlock => "ferry shared memory, reliable, WaitStrategy::Block",
-            Transport::ShmBlockWaitSet => "as shm-block, but the main process waits for each reply in a WaitSet over its subscriber and 7 idle subscribers of other topics (one futex_waitv on their 8 doorbells), then takes the reply with try_recv; set against shm-block",
-            Transport::RawUdp4 => "two processes with plain blocking std::net::UdpSockets on 127.0.0.1, connected, one send and one recv per message (one datagram per message: at most 65507 bytes)",
-            Transport::Udp4 => "ferry UDP over IPv4 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1472-byte datagrams by ferry)",
-            Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AEGIS-128L), replays refused",
-            Transport::Udp6 => "ferry UDP over IPv6 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1452-byte datagrams by ferry)",
-            Transport::ShmSpinRr => "a ferry service over shared memory, WaitStrategy::Spin: the main process calls (a request loaned and written in place, the response read in place), the peer serves (the request read in place, the response loaned and written in place); each behind ferry's 16-byte request/response header, written with the commit",
-            Transport::ShmBlockRr => "as shm-spin-rr, with WaitStrategy::Block on both ends",
-            Transport::Udp4Rr => "a ferry service over UDP on IPv4 loopback (as udp4: reliable, WaitStrategy::Block, MTU 1500); the main process calls, the peer serves",
-            Transport::Iceoryx2 => "iceoryx2 0.10 publish/subscribe over shared memory (its defaults, no config file), two processes of crates/ferry-peers pinned as the lab's: a loan filled with memset, receive() polled in a spin loop, every byte checked in place",
-            Transport::Iceoryx2Block => "as iceoryx2, but the receiver sleeps: each direction also has an iceoryx2 event service (event ids in a counting bit set in POSIX shared memory, the sleeper woken through a Unix datagram socket); the sender calls notify() on its notifier after every send, the receiver tries receive() and, finding nothing, sleeps in its listener's timed_wait until a notification comes",
-            Transport::Zenoh => "Zenoh 1.10 publish/subscribe, two sessions in peer mode over TCP on 127.0.0.1 (no scouting), express publishers with Block congestion control as its z_ping; each message a fresh buffer filled with memset, the subscriber's channel polled with try_recv in a spin loop (the measuring threads pinned as the lab's, Zenoh's own threads not), every byte checked in place",
-            Transport::ZenohShm => "as zenoh, with each message allocated from Zenoh's POSIX shared-memory provider and filled in place, so that it travels as a reference to the segment",
-            Transport::Iceoryx2Rr => "iceoryx2 0.10 request-response over shared memory (its defaults, no config file), two processes of crates/ferry-peers pinned as the lab's: the main process is the client (a request loaned with loan_slice_uninit and filled with memset, its pending response's receive() polled in a spin loop, every byte of the response checked in place), the peer the server (receive() polled in a spin loop, every byte of the request checked in place, answered with a loaned response of the same size filled with memset); set against shm-spin-rr",
-            Transport::ZenohRr => "Zenoh 1.10 request/response, the two sessions of zenoh (peer mode over TCP on 127.0.0.1, no scouting): the peer declares a queryable, the main process calls get with the request as its payload (a fresh buffer filled with memset; express, Block congestion control, consolidation None so that the reply is handed over as it comes) and polls the reply channel with try_recv in a spin loop; the queryable's channel is polled the same way, each query's payload checked in place and answered with a reply of the same size filled with memset (the measuring threads pinned as the lab's, Zenoh's own threads not); set against shm-spin-rr",
+            Subject::RawSpin => "two processes share one buffer per direction; the receiver spins on a flag",
+            Subject::ShmSpin => "ferry shared memory, reliable, WaitStrategy::Spin",
+            Subject::Shm => "ferry shared memory, reliable, WaitStrategy::Adaptive",
+            Subject::RawFutex => "as raw-spin, but the receiver sleeps in futex_wait and the sender calls futex_wake after every message",
+            Subject::ShmBlock => "ferry shared memory, reliable, WaitStrategy::Block",
+            Subject::ShmBlockWaitSet => "as shm-block, but the main process waits for each reply in a WaitSet over its subscriber and 7 idle subscribers of other topics (one futex_waitv on their 8 doorbells), then takes the reply with try_recv; set against shm-block",
+            Subject::RawUdp4 => "two processes with plain blocking std::net::UdpSockets on 127.0.0.1, connected, one send and one recv per message (one datagram per message: at most 65507 bytes)",
+            Subject::Udp4 => "ferry UDP over IPv4 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1472-byte datagrams by ferry)",
+            Subject::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AEGIS-128L), replays refused",
+            Subject::Udp6 => "ferry UDP over IPv6 loopback, reliable, WaitStrategy::Block, MTU 1500 (messages cut into 1452-byte datagrams by ferry)",
+            Subject::ShmSpinRr => "a ferry service over shared memory, WaitStrategy::Spin: the main process calls (a request loaned and written in place, the response read in place), the peer serves (the request read in place, the response loaned and written in place); each behind ferry's 16-byte request/response header, written with the commit",
+            Subject::ShmBlockRr => "as shm-spin-rr, with WaitStrategy::Block on both ends",
+            Subject::Udp4Rr => "a ferry service over UDP on IPv4 loopback (as udp4: reliable, WaitStrategy::Block, MTU 1500); the main process calls, the peer serves",
+            Subject::Iceoryx2 => "iceoryx2 0.10 publish/subscribe over shared memory (its defaults, no config file), two processes of crates/ferry-peers pinned as the lab's: a loan filled with memset, receive() polled in a spin loop, every byte checked in place",
+            Subject::Iceoryx2Block => "as iceoryx2, but the receiver sleeps: each direction also has an iceoryx2 event service (event ids in a counting bit set in POSIX shared memory, the sleeper woken through a Unix datagram socket); the sender calls notify() on its notifier after every send, the receiver tries receive() and, finding nothing, sleeps in its listener's timed_wait until a notification comes",
+            Subject::Zenoh => "Zenoh 1.10 publish/subscribe, two sessions in peer mode over TCP on 127.0.0.1 (no scouting), express publishers with Block congestion control as its z_ping; each message a fresh buffer filled with memset, the subscriber's channel polled with try_recv in a spin loop (the measuring threads pinned as the lab's, Zenoh's own threads not), every byte checked in place",
+            Subject::ZenohShm => "as zenoh, with each message allocated from Zenoh's POSIX shared-memory provider and filled in place, so that it travels as a reference to the segment",
+            Subject::Iceoryx2Rr => "iceoryx2 0.10 request-response over shared memory (its defaults, no config file), two processes of crates/ferry-peers pinned as the lab's: the main process is the client (a request loaned with loan_slice_uninit and filled with memset, its pending response's receive() polled in a spin loop, every byte of the response checked in place), the peer the server (receive() polled in a spin loop, every byte of the request checked in place, answered with a loaned response of the same size filled with memset); set against shm-spin-rr",
+            Subject::ZenohRr => "Zenoh 1.10 request/response, the two sessions of zenoh (peer mode over TCP on 127.0.0.1, no scouting): the peer declares a queryable, the main process calls get with the request as its payload (a fresh buffer filled with memset; express, Block congestion control, consolidation None so that the reply is handed over as it comes) and polls the reply channel with try_recv in a spin loop; the queryable's channel is polled the same way, each query's payload checked in place and answered with a reply of the same size filled with memset (the measuring threads pinned as the lab's, Zenoh's own threads not); set against shm-spin-rr",
+            _ => "not measured by this experiment",
         }
     }
 }
@@ -260,7 +247,7 @@ const UDP_MTU: usize = 1500;
 pub struct Config {
     /// Transports, in the order each round runs them, except that a baseline runs before the
     /// rows compared with it.
-    pub transports: Vec<Transport>,
+    pub transports: Vec<Subject>,
     /// Message sizes in bytes.
     pub sizes: Vec<usize>,
     /// Round trips recorded per transport and size, split evenly across the rounds.
@@ -282,14 +269,14 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             transports: vec![
-                Transport::RawSpin,
-                Transport::ShmSpin,
-                Transport::ShmSpinRr,
-                Transport::Shm,
-                Transport::RawFutex,
-                Transport::ShmBlock,
-                Transport::ShmBlockWaitSet,
-                Transport::ShmBlockRr,
+                Subject::RawSpin,
+                Subject::ShmSpin,
+                Subject::ShmSpinRr,
+                Subject::Shm,
+                Subject::RawFutex,
+                Subject::ShmBlock,
+                Subject::ShmBlockWaitSet,
+                Subject::ShmBlockRr,
             ],
             sizes: vec![32, 1 << 10, 32 << 10, 1 << 20],
             samples: 10_000,
@@ -366,7 +353,7 @@ const WARMUP_TIME: Duration = Duration::from_secs(2);
 /// `min`), after a run whose median round trips (ns) were `last_rtt` (none before its first run,
 /// which gets the full counts).
 fn warmups_for(
-    transport: Transport,
+    transport: Subject,
     full: &[usize],
     min: usize,
     last_rtt: &[Option<u64>],
@@ -388,7 +375,7 @@ fn warmups_for(
 
 /// The order transports run in within a round: every baseline before the rows compared with it
 /// (floors, then ferry, then other systems), otherwise as given.
-fn run_order(transports: &[Transport]) -> Vec<usize> {
+fn run_order(transports: &[Subject]) -> Vec<usize> {
     baselines_first(transports, |t| t.baseline().into_iter().collect())
 }
 
@@ -403,7 +390,7 @@ fn measure(
 ) -> Result<()> {
     let args = ctx.args;
     let order = run_order(&args.transports);
-    let index = |t: Transport| args.transports.iter().position(|&x| x == t);
+    let index = |t: Subject| args.transports.iter().position(|&x| x == t);
     // Each transport's median round trip per size in its latest run (see `WARMUP_TIME`).
     let mut last_rtt: Vec<Vec<Option<u64>>> =
         vec![vec![None; args.sizes.len()]; args.transports.len()];
@@ -453,7 +440,7 @@ fn measure(
 /// One run of `transport` in `round`, noted with its time.
 fn run_one(
     ctx: &mut Ctx<'_>,
-    transport: Transport,
+    transport: Subject,
     warmups: &[usize],
     recorded: usize,
     round: usize,
@@ -490,7 +477,7 @@ fn run_one(
 /// trips at size `i`. Sizes the transport cannot carry get no samples.
 fn run_transport(
     ctx: &Ctx<'_>,
-    transport: Transport,
+    transport: Subject,
     warmups: &[usize],
     recorded: usize,
 ) -> Result<Vec<Vec<u64>>> {
@@ -537,7 +524,7 @@ fn run_transport(
             let out = node.publisher(&ping, &qos)?;
             let inp = node.subscriber(&pong, &qos)?;
             let waiting = match transport {
-                Transport::ShmBlockWaitSet => Some(WaitSetRecv {
+                Subject::ShmBlockWaitSet => Some(WaitSetRecv {
                     set: ferry::WaitSet::new(),
                     idle: (0..IDLE_BESIDE)
                         .map(|k| node.subscriber(&format!("{pong}-idle{k}"), &qos))
@@ -836,7 +823,7 @@ impl Endpoint for ServerEnd {
 /// over the transport named, at the place named.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct PeerRequest {
-    transport: Transport,
+    transport: Subject,
     sizes: Vec<usize>,
     counts: Vec<usize>,
     cpu: Option<usize>,
@@ -881,7 +868,7 @@ fn echo<E: Endpoint>(
 /// How a latency run was made.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Setup {
-    transports: Vec<Transport>,
+    transports: Vec<Subject>,
     transport_descriptions: std::collections::BTreeMap<String, String>,
     sizes: Vec<usize>,
     samples_per_size: usize,
@@ -892,14 +879,14 @@ pub struct Setup {
     clock: String,
     processes: String,
     ferry: FerryConfig,
-    /// Transport and size pairs that were not measured, and why.
+    /// Subject and size pairs that were not measured, and why.
     skipped: Vec<Skipped>,
     started_unix_s: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 struct Skipped {
-    transport: Transport,
+    transport: Subject,
     size_bytes: usize,
     reason: String,
 }
@@ -926,7 +913,7 @@ struct FerryConfig {
 /// One transport at one size.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Row {
-    pub transport: Transport,
+    pub transport: Subject,
     pub size_bytes: usize,
     /// Absent when the transport cannot carry this size (see `skipped`).
     #[serde(flatten)]
@@ -935,7 +922,7 @@ pub struct Row {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
     /// The raw baseline of the same family, if it ran.
-    pub baseline: Option<Transport>,
+    pub baseline: Option<Subject>,
     /// The median over the rounds of p50 / the baseline's p50 in the same round.
     pub p50_ratio: Option<f64>,
     /// p50 / the baseline's p50 with all rounds pooled.
@@ -990,7 +977,7 @@ fn build_rows(
         overall.push(o);
         per_round.push(r);
     }
-    let index = |t: Transport| args.transports.iter().position(|&x| x == t);
+    let index = |t: Subject| args.transports.iter().position(|&x| x == t);
     let mut rows = Vec::new();
     for (ti, &transport) in args.transports.iter().enumerate() {
         let base = transport
@@ -1078,6 +1065,7 @@ impl Experiment for Latency {
 
     fn validate(args: &Config) -> Result<()> {
         super::distinct_list("--transport", &args.transports, |t| t.name().to_owned())?;
+        SUBJECTS.check("--transport", &args.transports)?;
         if args.sizes.is_empty() {
             bail!("--sizes: give at least one size");
         }
@@ -1234,6 +1222,7 @@ impl Experiment for Latency {
     }
 
     fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
+        SUBJECTS.check("transport", &[args.transport])?;
         if link.for_agent() && !args.transport.crosses_hosts() {
             bail!(
                 "{} cannot reach another machine; an agent serves udp4, udp4-key and raw-udp4",
@@ -1424,7 +1413,7 @@ impl Experiment for Latency {
         let at_size = || results.rows.iter().filter(move |r| r.size_bytes == size);
         let p50 = |r: &Row| r.summary.as_ref().map(|s| s.p50_ns);
         // The fastest measured row among `family`.
-        let best = |family: &dyn Fn(Transport) -> bool| {
+        let best = |family: &dyn Fn(Subject) -> bool| {
             at_size()
                 .filter(|r| family(r.transport))
                 .filter_map(|r| Some((p50(r)?, r)))
@@ -1434,15 +1423,15 @@ impl Experiment for Latency {
         /// A family's name, its ferry transports, its floors, and the study's figure.
         type Family = (
             &'static str,
-            fn(Transport) -> bool,
-            fn(Transport) -> bool,
+            fn(Subject) -> bool,
+            fn(Subject) -> bool,
             Option<String>,
         );
         let families: [Family; 2] = [
         (
             "shared memory",
             |t| t.is_ferry_shm(),
-            |t| matches!(t, Transport::RawSpin | Transport::RawFutex),
+            |t| matches!(t, Subject::RawSpin | Subject::RawFutex),
             Some(format!(
                 "shared memory faster than UDP at every size, 32 B to 1 MB (no figures in the text): {}",
                 cite(&SHM_STREAM)
@@ -1450,8 +1439,8 @@ impl Experiment for Latency {
         ),
         (
             "UDP",
-            |t| matches!(t, Transport::Udp4 | Transport::Udp6),
-            |t| t == Transport::RawUdp4,
+            |t| matches!(t, Subject::Udp4 | Subject::Udp6),
+            |t| t == Subject::RawUdp4,
             Some(format!(
                 "under 50 µs below 1 KB, DDS over Gigabit Ethernet between two machines: {}",
                 cite(&VORTEX_LITE)
@@ -1524,11 +1513,7 @@ impl Experiment for Latency {
 /// median over rounds) and the nanoseconds it adds at p50, per size; empty when none ran.
 fn services_beside_ping_pong(rows: &[Row]) -> String {
     let mut parts = Vec::new();
-    for t in [
-        Transport::ShmSpinRr,
-        Transport::ShmBlockRr,
-        Transport::Udp4Rr,
-    ] {
+    for t in [Subject::ShmSpinRr, Subject::ShmBlockRr, Subject::Udp4Rr] {
         let Some(base) = t.baseline() else { continue };
         let sizes: Vec<String> = rows
             .iter()
@@ -1569,13 +1554,13 @@ fn services_beside_ping_pong(rows: &[Row]) -> String {
 /// level or behind at p50 and p99 (each named where the two differ), with the p99.9 ratio beside
 /// them, from the rows; empty when none ran beside it.
 fn versus_peers(rows: &[Row]) -> String {
-    let find = |t: Transport, size: usize| {
+    let find = |t: Subject, size: usize| {
         rows.iter()
             .find(|r| r.transport == t && r.size_bytes == size)
             .and_then(|r| r.summary.as_ref())
     };
     let mut out = String::new();
-    let mut peers: Vec<Transport> = rows
+    let mut peers: Vec<Subject> = rows
         .iter()
         .map(|r| r.transport)
         .filter(|t| t.kind() == Kind::Peer)
@@ -1705,7 +1690,7 @@ pub(crate) fn example() -> Results<Latency> {
 /// The rows of a made-up run of `transports` at `sizes`: one-way times (ns) as
 /// `samples[transport][size][round]`, the rounds and the samples per size taken from them.
 #[cfg(test)]
-fn rows_of(transports: &[Transport], sizes: &[usize], mut samples: Samples) -> Vec<Row> {
+fn rows_of(transports: &[Subject], sizes: &[usize], mut samples: Samples) -> Vec<Row> {
     let config = Config {
         transports: transports.to_vec(),
         sizes: sizes.to_vec(),
@@ -1721,7 +1706,7 @@ fn rows_of(transports: &[Transport], sizes: &[usize], mut samples: Samples) -> V
 #[cfg(test)]
 fn example_with(ns: [[[[u64; 2]; 2]; 2]; 2]) -> Results<Latency> {
     let config = Config {
-        transports: vec![Transport::RawSpin, Transport::Shm],
+        transports: vec![Subject::RawSpin, Subject::Shm],
         sizes: vec![32, 1024],
         samples: 4,
         rounds: 2,
@@ -1808,7 +1793,7 @@ mod tests {
     #[test]
     fn the_section_says_where_ferry_is_ahead_of_another_system_level_or_behind() {
         let rows = rows_of(
-            &[Transport::ShmSpin, Transport::Iceoryx2],
+            &[Subject::ShmSpin, Subject::Iceoryx2],
             &[32, 1024, 1 << 20],
             vec![
                 vec![vec![vec![100; 3]], vec![vec![200; 3]], vec![vec![1000; 3]]],
@@ -1817,9 +1802,9 @@ mod tests {
         );
         let iceoryx2 = rows
             .iter()
-            .find(|r| r.transport == Transport::Iceoryx2)
+            .find(|r| r.transport == Subject::Iceoryx2)
             .unwrap();
-        assert_eq!(iceoryx2.baseline, Some(Transport::ShmSpin));
+        assert_eq!(iceoryx2.baseline, Some(Subject::ShmSpin));
         assert_eq!(
             versus_peers(&rows),
             " ferry (shm-spin) against iceoryx2 in the same rounds (iceoryx2 p50 / p99 / p99.9 \
@@ -1833,7 +1818,7 @@ mod tests {
     fn a_peer_faster_at_p50_and_slower_at_p99_is_neither_ahead_nor_level() {
         // At 1 MiB the peer's p50 is 0.57 × ferry's and its p99 4.5 ×; at 32 B it takes 3 × both.
         let rows = rows_of(
-            &[Transport::ShmSpin, Transport::ZenohShm],
+            &[Subject::ShmSpin, Subject::ZenohShm],
             &[32, 1 << 20],
             vec![
                 vec![vec![vec![100; 4]], vec![vec![1000, 1000, 1000, 2000]]],
@@ -1842,7 +1827,7 @@ mod tests {
         );
         let peer = |size: usize| {
             rows.iter()
-                .find(|r| r.transport == Transport::ZenohShm && r.size_bytes == size)
+                .find(|r| r.transport == Subject::ZenohShm && r.size_bytes == size)
                 .and_then(|r| r.summary.as_ref())
                 .unwrap()
         };
@@ -1857,7 +1842,7 @@ mod tests {
 
     #[test]
     fn other_systems_request_response_stands_against_ferrys_spinning_service() {
-        use Transport::*;
+        use Subject::*;
         for peer in [Iceoryx2Rr, ZenohRr] {
             assert_eq!(peer.kind(), Kind::Peer);
             assert_eq!(peer.baseline(), Some(ShmSpinRr));
@@ -1865,7 +1850,7 @@ mod tests {
         }
         // ferry's service runs before them, after its own baseline.
         let given = [ZenohRr, Iceoryx2Rr, ShmSpinRr, ShmSpin];
-        let order: Vec<Transport> = run_order(&given).into_iter().map(|i| given[i]).collect();
+        let order: Vec<Subject> = run_order(&given).into_iter().map(|i| given[i]).collect();
         assert_eq!(order, [ShmSpin, ShmSpinRr, ZenohRr, Iceoryx2Rr]);
         // At 1 KiB zenoh-rr's p50 is 0.80 × ferry's service's and its p99 10 ×.
         let rows = rows_of(
@@ -1904,11 +1889,7 @@ mod tests {
     #[test]
     fn services_are_set_beside_the_ping_pong_that_waits_the_same_way() {
         let rows = rows_of(
-            &[
-                Transport::ShmSpin,
-                Transport::ShmSpinRr,
-                Transport::ShmBlock,
-            ],
+            &[Subject::ShmSpin, Subject::ShmSpinRr, Subject::ShmBlock],
             &[32],
             vec![
                 vec![vec![vec![100; 4]]],
@@ -1931,7 +1912,7 @@ mod tests {
         // Per round the peer takes 1.1, 0.9 and 2.5 × ferry's p50: 1.1 × over the rounds. All
         // rounds pooled, its p50 (180) is below ferry's (200).
         let rows = rows_of(
-            &[Transport::ShmSpin, Transport::Iceoryx2],
+            &[Subject::ShmSpin, Subject::Iceoryx2],
             &[32],
             vec![
                 vec![vec![vec![100; 4], vec![200; 4], vec![400; 4]]],
@@ -1949,16 +1930,13 @@ mod tests {
     #[test]
     fn iceoryx2_block_stands_against_ferrys_blocking_shm() {
         let rows = rows_of(
-            &[Transport::ShmBlock, Transport::Iceoryx2Block],
+            &[Subject::ShmBlock, Subject::Iceoryx2Block],
             &[32],
             vec![vec![vec![vec![100; 3]]], vec![vec![vec![300; 3]]]],
         );
-        assert_eq!(
-            Transport::Iceoryx2Block.baseline(),
-            Some(Transport::ShmBlock)
-        );
+        assert_eq!(Subject::Iceoryx2Block.baseline(), Some(Subject::ShmBlock));
         assert_eq!(rows[1].p50_ratio, Some(3.0));
-        assert_eq!(Transport::Iceoryx2Block.kind(), Kind::Peer);
+        assert_eq!(Subject::Iceoryx2Block.kind(), Kind::Peer);
         assert_eq!(
             versus_peers(&rows),
             " ferry (shm-block) against iceoryx2-block in the same rounds (iceoryx2-block p50 / \
@@ -1968,7 +1946,7 @@ mod tests {
 
     #[test]
     fn baselines_run_first_in_a_round() {
-        use Transport::*;
+        use Subject::*;
         let given = [
             Zenoh,
             ShmSpin,
@@ -1978,7 +1956,7 @@ mod tests {
             Udp4Key,
             Udp4,
         ];
-        let order: Vec<Transport> = run_order(&given).into_iter().map(|i| given[i]).collect();
+        let order: Vec<Subject> = run_order(&given).into_iter().map(|i| given[i]).collect();
         // raw-futex and raw-udp4 do not run: shm-block and udp4 go first, with raw-spin.
         assert_eq!(
             order,
@@ -1998,7 +1976,7 @@ mod tests {
     fn a_warm_up_after_the_first_run_lasts_about_two_seconds_at_most() {
         let full = [131_072, 4_096, 200];
         // Before its first run a transport gets the full counts.
-        let zenoh = |rtt: &[Option<u64>]| warmups_for(Transport::Zenoh, &full, 200, rtt);
+        let zenoh = |rtt: &[Option<u64>]| warmups_for(Subject::Zenoh, &full, 200, rtt);
         assert_eq!(zenoh(&[None; 3]), full);
         // Round trips of 200 ns and 500 ns fit far more than the counts in 2 s.
         assert_eq!(zenoh(&[Some(200), Some(500), Some(100_000)]), full);
@@ -2011,16 +1989,16 @@ mod tests {
         // ferry's shared memory keeps the whole lap of its ring, even asleep (45 µs round trips);
         // its floor does not write a ring and is cut like any other.
         let slow = [Some(45_000), Some(45_000), Some(45_000)];
-        assert_eq!(warmups_for(Transport::ShmBlock, &full, 200, &slow), full);
+        assert_eq!(warmups_for(Subject::ShmBlock, &full, 200, &slow), full);
         assert_eq!(
-            warmups_for(Transport::RawFutex, &full, 200, &slow),
+            warmups_for(Subject::RawFutex, &full, 200, &slow),
             [44_444, 4_096, 200]
         );
         assert_eq!(rtt_of(&[30, 10, 20]), Some(40));
         assert_eq!(rtt_of(&[]), None);
         // Each round's count travels with its row.
         let config = Config {
-            transports: vec![Transport::Zenoh],
+            transports: vec![Subject::Zenoh],
             sizes: vec![32],
             samples: 4,
             rounds: 2,
@@ -2043,7 +2021,7 @@ mod tests {
     #[test]
     fn a_row_is_compared_with_the_baseline_run_beside_it() {
         let config = Config {
-            transports: vec![Transport::ShmSpin, Transport::Zenoh],
+            transports: vec![Subject::ShmSpin, Subject::Zenoh],
             sizes: vec![32],
             samples: 6,
             rounds: 2,
@@ -2089,8 +2067,8 @@ mod tests {
         let back = Results::<Latency>::from_value(value).unwrap();
         assert_eq!(back.rows.len(), 4);
         let shm = &back.rows[2];
-        assert_eq!((shm.transport, shm.size_bytes), (Transport::Shm, 32));
-        assert_eq!(shm.baseline, Some(Transport::RawSpin));
+        assert_eq!((shm.transport, shm.size_bytes), (Subject::Shm, 32));
+        assert_eq!(shm.baseline, Some(Subject::RawSpin));
         assert!(shm.p50_ratio.is_some_and(|r| r > 1.0));
         let section = Latency::section(&back).unwrap();
         assert_eq!(section.plots.len(), 1);
@@ -2112,10 +2090,10 @@ mod tests {
 
     #[test]
     fn transports_parse() {
-        for &t in Transport::ALL {
+        for &t in Subject::ALL {
             assert_eq!(t.name().parse(), Ok(t));
         }
-        let err = "udp5".parse::<Transport>().unwrap_err();
+        let err = "udp5".parse::<Subject>().unwrap_err();
         assert!(
             err.contains("raw-udp4") && err.contains("raw-futex"),
             "{err}"
@@ -2124,16 +2102,16 @@ mod tests {
 
     #[test]
     fn udp_transports() {
-        assert_eq!(Transport::Udp4.baseline(), Some(Transport::RawUdp4));
-        assert_eq!(Transport::Udp6.baseline(), Some(Transport::RawUdp4));
-        assert!(Transport::RawUdp4.cannot_carry(65_507).is_none());
-        assert!(Transport::RawUdp4.cannot_carry(65_508).is_some());
-        assert!(Transport::Udp4.cannot_carry(1 << 20).is_none());
-        let qos = Transport::Udp6.ferry_qos(100).unwrap();
+        assert_eq!(Subject::Udp4.baseline(), Some(Subject::RawUdp4));
+        assert_eq!(Subject::Udp6.baseline(), Some(Subject::RawUdp4));
+        assert!(Subject::RawUdp4.cannot_carry(65_507).is_none());
+        assert!(Subject::RawUdp4.cannot_carry(65_508).is_some());
+        assert!(Subject::Udp4.cannot_carry(1 << 20).is_none());
+        let qos = Subject::Udp6.ferry_qos(100).unwrap();
         assert_eq!(qos.transport, ferry::Transport::Udp);
         assert_eq!(qos.ip_version, IpVersion::V6);
         assert_eq!(qos.wait, WaitStrategy::Block);
-        assert!(Transport::RawUdp4.ferry_qos(100).is_none());
+        assert!(Subject::RawUdp4.ferry_qos(100).is_none());
     }
 
     #[test]

@@ -33,9 +33,7 @@ mod tests {
         check::<crate::footprint::App>();
         check::<crate::hubs::Mode>();
         check::<crate::hubs::PinMode>();
-        check::<crate::latency::Transport>();
         check::<crate::limits::Kind>();
-        check::<crate::throughput::Transport>();
         check::<crate::throughput::RowDelivery>();
         check::<crate::udprate::Pacing>();
         check::<crate::udprate::ThreadsMode>();

@@ -106,11 +106,12 @@ fn latency(level: Level) -> Option<TypedRun> {
 /// suite, a longer build), built on first use (crates/ferry-peers); not in the smoke suite. Without the build (no cargo or no source tree here) the step fails and names
 /// the command.
 fn latency_peers(level: Level) -> Option<TypedRun> {
-    use crate::latency::{Config, Latency, Transport};
+    use crate::latency::{Config, Latency};
+    use crate::subject::Subject;
     let config = match level {
         Level::Smoke => return None,
         Level::Quick => Config {
-            transports: vec![Transport::ShmSpin, Transport::Iceoryx2],
+            transports: vec![Subject::ShmSpin, Subject::Iceoryx2],
             sizes: vec![32, 1 << 10],
             samples: 2000,
             rounds: 2,
@@ -118,14 +119,14 @@ fn latency_peers(level: Level) -> Option<TypedRun> {
         },
         Level::Full => Config {
             transports: vec![
-                Transport::RawSpin,
-                Transport::ShmSpin,
-                Transport::Iceoryx2,
-                Transport::Zenoh,
-                Transport::ZenohShm,
-                Transport::RawFutex,
-                Transport::ShmBlock,
-                Transport::Iceoryx2Block,
+                Subject::RawSpin,
+                Subject::ShmSpin,
+                Subject::Iceoryx2,
+                Subject::Zenoh,
+                Subject::ZenohShm,
+                Subject::RawFutex,
+                Subject::ShmBlock,
+                Subject::Iceoryx2Block,
             ],
             ..Config::default()
         },
@@ -136,15 +137,16 @@ fn latency_peers(level: Level) -> Option<TypedRun> {
 /// ferry's shared memory beside the other systems' delivered rates (full suite only: Zenoh's
 /// build takes minutes), at the sizes of the comparison: 64 B, 1 KiB, 64 KiB.
 fn throughput_peers(level: Level) -> Option<TypedRun> {
-    use crate::throughput::{Config, Throughput, Transport};
+    use crate::subject::Subject;
+    use crate::throughput::{Config, Throughput};
     let config = match level {
         Level::Smoke | Level::Quick => return None,
         Level::Full => Config {
             transports: vec![
-                Transport::Shm,
-                Transport::Iceoryx2,
-                Transport::Zenoh,
-                Transport::ZenohShm,
+                Subject::Shm,
+                Subject::Iceoryx2,
+                Subject::Zenoh,
+                Subject::ZenohShm,
             ],
             sizes: vec![64, 1 << 10, 64 << 10],
             ..Config::default()
@@ -177,12 +179,13 @@ fn throughput(level: Level) -> Option<TypedRun> {
 /// Root only: without it the step fails and says why, as the two-host hubs step does.
 fn throughput_link(level: Level) -> Option<TypedRun> {
     use crate::netns::parse_link_rate;
-    use crate::throughput::{Config, Throughput, Transport, LINK_TRANSPORTS};
+    use crate::subject::Subject;
+    use crate::throughput::{Config, Throughput, LINK_TRANSPORTS};
     let rate = |r: &str| parse_link_rate(r).expect("a valid rate");
     let config = match level {
         Level::Smoke => return None,
         Level::Quick => Config {
-            transports: vec![Transport::Udp4, Transport::Iperf3Tcp],
+            transports: vec![Subject::Udp4, Subject::Iperf3Tcp],
             sizes: vec![64 << 10],
             duration: 2.0,
             rounds: 1,

@@ -56,64 +56,82 @@ use crate::peer::{Peer, PeerLink, Place};
 use crate::signal;
 use crate::stats::median;
 use crate::studies::{cite, cite_first, PACED_UDP, VORTEX_LITE};
+use crate::subject::{Subject, Subjects};
 use crate::table::Table;
 use crate::units::format_size;
 
-crate::choice! {
-    /// The transports this experiment knows.
-    pub enum Transport: "transport" {
-        Shm = "shm",
-        Udp4 = "udp4",
-        Udp4Key = "udp4-key",
-        Udp6 = "udp6",
-        RawUdp4 = "raw-udp4",
-        Iperf3 = "iperf3",
-        Iperf3Tcp = "iperf3-tcp",
-        Tcp = "tcp",
-        Sockperf = "sockperf",
-        Iceoryx2 = "iceoryx2",
-        Zenoh = "zenoh",
-        ZenohShm = "zenoh-shm",
-    }
-}
+/// What this experiment measures, in the order its help lists them.
+pub const SUBJECTS: Subjects = Subjects(&[
+    Subject::Shm,
+    Subject::Udp4,
+    Subject::Udp4Key,
+    Subject::Udp6,
+    Subject::RawUdp4,
+    Subject::Iperf3,
+    Subject::Iperf3Tcp,
+    Subject::Tcp,
+    Subject::Sockperf,
+    Subject::Iceoryx2,
+    Subject::Zenoh,
+    Subject::ZenohShm,
+]);
 
 /// By name, so that maps keyed by transport (a row's `ratios`) list them alphabetically.
-impl Ord for Transport {
-    fn cmp(&self, other: &Transport) -> std::cmp::Ordering {
+impl Ord for Subject {
+    fn cmp(&self, other: &Subject) -> std::cmp::Ordering {
         self.name().cmp(other.name())
     }
 }
 
-impl PartialOrd for Transport {
-    fn partial_cmp(&self, other: &Transport) -> Option<std::cmp::Ordering> {
+impl PartialOrd for Subject {
+    fn partial_cmp(&self, other: &Subject) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl Transport {
+/// What throughput knows of a subject: how it runs, what it is set against, what it puts on
+/// the link.
+trait ThroughputSubject: Copy {
+    fn describe(self) -> &'static str;
+    /// Whether the run's `--delivery` applies (ferry's transports and the other systems).
+    fn honours_delivery(self) -> bool;
+    /// Why this transport cannot run with its subscriber on another machine (`--remote`), if
+    /// it cannot.
+    fn remote_refusal(self) -> Option<&'static str>;
+    /// UDP payload bytes of the largest datagram a `size`-byte message travels in, if UDP.
+    fn datagram_bytes(self, size: usize) -> Option<usize>;
+    /// Why this transport cannot run `size`, if it cannot.
+    fn cannot_run(self, size: usize) -> Option<String>;
+    /// The baselines a row is compared with (same size, same round, same link).
+    fn baselines(self) -> &'static [Subject];
+    /// Why this transport cannot run across the link of `--hosts 2`, if it cannot.
+    fn link_refusal(self) -> Option<&'static str>;
+    /// The fewest packets the link must carry for what this transport delivered.
+    fn min_link_packets(
+        self,
+        size: usize,
+        delivered: Option<u64>,
+        bytes: Option<u64>,
+    ) -> Option<u64>;
+}
+
+impl ThroughputSubject for Subject {
     fn describe(self) -> &'static str {
         match self {
-            Transport::Shm => "ferry shared memory (loans, ring of 2 × size, at least 64 KiB)",
-            Transport::Udp4 => "ferry UDP over IPv4 loopback, MTU 1500: 1472-byte datagrams, sent with GSO and received with GRO where the kernel has them; small messages published faster than the socket takes them share datagrams (the datagram column is the one a message travels in alone)",
-            Transport::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AEGIS-128L, 36 bytes more per datagram), replays refused",
-            Transport::Udp6 => "ferry UDP over IPv6 loopback, MTU 1500: 1452-byte datagrams, GSO/GRO where available",
-            Transport::RawUdp4 => "plain blocking std::net::UdpSocket on 127.0.0.1: a send_to loop against a recv loop, one datagram per message (at most 65507 bytes), default socket buffers, no flow control or repair",
-            Transport::Iperf3 => "iperf3 -s -1 / iperf3 -c 127.0.0.1 -u -b 0 -l min(size, 1472) -t S -J (on a link: -c B's address, -b the link rate); the receiver's counts",
-            Transport::Iperf3Tcp => "iperf3 -s -1 / iperf3 -c 127.0.0.1 -l min(size, 1 MiB) -t S -J (on a link: -c B's address): TCP, written size bytes at a time; bytes and seconds of the receiver, retransmitted segments of the sender",
-            Transport::Tcp => "the lab's own TCP stream (--hosts 2 only): one connection from A to B, TCP_NODELAY, Linux's default congestion control (Cubic), each message written whole (write_all) back to back or on --period's schedule, the receiver reading whole messages",
-            Transport::Sockperf => "sockperf server / sockperf throughput -m min(size, 1472) -t S; sent by the client's count, delivered by the server's",
-            Transport::Iceoryx2 => "iceoryx2 0.10 publish/subscribe over shared memory (its defaults, no config file), two processes of crates/ferry-peers pinned as the lab's: each message written into a loan, the subscriber's receive() polled in a spin loop; its buffer holds as many messages as ferry's shm ring (2 × size, at least 64 KiB; at least 2); reliable: safe overflow off and the publisher's backpressure RetryUntilDelivered (it waits for room), latest: safe overflow on (the oldest message in a full buffer is overwritten)",
-            Transport::Zenoh => "Zenoh 1.10 publish/subscribe, two sessions in peer mode over TCP on 127.0.0.1 (no scouting), run by crates/ferry-peers: each message a fresh buffer, put by a publisher without express (Zenoh batches), the subscriber's channel polled with try_recv in a spin loop (the measuring threads pinned as the lab's, Zenoh's own threads not); reliable: reliability Reliable and CongestionControl::Block, latest: CongestionControl::Drop",
-            Transport::ZenohShm => "as zenoh, with each message allocated from Zenoh's POSIX shared-memory provider (256 × size, 4 MiB to 256 MiB) and written in place, so that it travels as a reference to the segment; when the provider is full, reliable waits for a buffer the subscriber let go (1 ms sleeps, as Zenoh's BlockOn policy), latest drops the message (counted as sent, not delivered)",
+            Subject::Shm => "ferry shared memory (loans, ring of 2 × size, at least 64 KiB)",
+            Subject::Udp4 => "ferry UDP over IPv4 loopback, MTU 1500: 1472-byte datagrams, sent with GSO and received with GRO where the kernel has them; small messages published faster than the socket takes them share datagrams (the datagram column is the one a message travels in alone)",
+            Subject::Udp4Key => "as udp4, with a domain key: every datagram authenticated and encrypted (AEGIS-128L, 36 bytes more per datagram), replays refused",
+            Subject::Udp6 => "ferry UDP over IPv6 loopback, MTU 1500: 1452-byte datagrams, GSO/GRO where available",
+            Subject::RawUdp4 => "plain blocking std::net::UdpSocket on 127.0.0.1: a send_to loop against a recv loop, one datagram per message (at most 65507 bytes), default socket buffers, no flow control or repair",
+            Subject::Iperf3 => "iperf3 -s -1 / iperf3 -c 127.0.0.1 -u -b 0 -l min(size, 1472) -t S -J (on a link: -c B's address, -b the link rate); the receiver's counts",
+            Subject::Iperf3Tcp => "iperf3 -s -1 / iperf3 -c 127.0.0.1 -l min(size, 1 MiB) -t S -J (on a link: -c B's address): TCP, written size bytes at a time; bytes and seconds of the receiver, retransmitted segments of the sender",
+            Subject::Tcp => "the lab's own TCP stream (--hosts 2 only): one connection from A to B, TCP_NODELAY, Linux's default congestion control (Cubic), each message written whole (write_all) back to back or on --period's schedule, the receiver reading whole messages",
+            Subject::Sockperf => "sockperf server / sockperf throughput -m min(size, 1472) -t S; sent by the client's count, delivered by the server's",
+            Subject::Iceoryx2 => "iceoryx2 0.10 publish/subscribe over shared memory (its defaults, no config file), two processes of crates/ferry-peers pinned as the lab's: each message written into a loan, the subscriber's receive() polled in a spin loop; its buffer holds as many messages as ferry's shm ring (2 × size, at least 64 KiB; at least 2); reliable: safe overflow off and the publisher's backpressure RetryUntilDelivered (it waits for room), latest: safe overflow on (the oldest message in a full buffer is overwritten)",
+            Subject::Zenoh => "Zenoh 1.10 publish/subscribe, two sessions in peer mode over TCP on 127.0.0.1 (no scouting), run by crates/ferry-peers: each message a fresh buffer, put by a publisher without express (Zenoh batches), the subscriber's channel polled with try_recv in a spin loop (the measuring threads pinned as the lab's, Zenoh's own threads not); reliable: reliability Reliable and CongestionControl::Block, latest: CongestionControl::Drop",
+            Subject::ZenohShm => "as zenoh, with each message allocated from Zenoh's POSIX shared-memory provider (256 × size, 4 MiB to 256 MiB) and written in place, so that it travels as a reference to the segment; when the provider is full, reliable waits for a buffer the subscriber let go (1 ms sleeps, as Zenoh's BlockOn policy), latest drops the message (counted as sent, not delivered)",
+            _ => "not measured by this experiment",
         }
-    }
-
-    /// Another system, run by the `ferry-peers` binary (see `peers`).
-    fn is_peer(self) -> bool {
-        matches!(
-            self,
-            Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm
-        )
     }
 
     /// Whether the run's `--delivery` applies (ferry's transports and the other systems).
@@ -121,42 +139,23 @@ impl Transport {
         self.is_ferry() || self.is_peer()
     }
 
-    fn is_ferry(self) -> bool {
-        matches!(
-            self,
-            Transport::Shm | Transport::Udp4 | Transport::Udp4Key | Transport::Udp6
-        )
-    }
-
-    fn is_ferry_udp(self) -> bool {
-        matches!(self, Transport::Udp4 | Transport::Udp4Key | Transport::Udp6)
-    }
-
     /// Why this transport cannot run with its subscriber on another machine (`--remote`), if
     /// it cannot.
     fn remote_refusal(self) -> Option<&'static str> {
         match self {
-            Transport::RawUdp4 | Transport::Udp4 | Transport::Udp4Key => None,
-            Transport::Shm => Some("shared memory cannot reach another machine"),
-            Transport::Udp6 => Some(
+            Subject::RawUdp4 | Subject::Udp4 | Subject::Udp4Key => None,
+            Subject::Shm => Some("shared memory cannot reach another machine"),
+            Subject::Udp6 => Some(
                 "ferry's discovery finds other machines over IPv4, so udp6 runs on one machine",
             ),
-            Transport::Iperf3 | Transport::Iperf3Tcp | Transport::Sockperf => {
+            Subject::Iperf3 | Subject::Iperf3Tcp | Subject::Sockperf => {
                 Some("the lab starts this tool's server on this machine only")
             }
-            Transport::Tcp => Some("the lab's TCP stream runs across the link of --hosts 2 only"),
-            Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
+            Subject::Tcp => Some("the lab's TCP stream runs across the link of --hosts 2 only"),
+            Subject::Iceoryx2 | Subject::Zenoh | Subject::ZenohShm => {
                 Some("ferry-peers runs both of its processes on this machine")
             }
-        }
-    }
-
-    /// The third-party program behind a transport.
-    fn program(self) -> Option<&'static str> {
-        match self {
-            Transport::Iperf3 | Transport::Iperf3Tcp => Some("iperf3"),
-            Transport::Sockperf => Some("sockperf"),
-            _ => None,
+            _ => Some("not measured by this experiment"),
         }
     }
 
@@ -165,31 +164,32 @@ impl Transport {
     fn datagram_bytes(self, size: usize) -> Option<usize> {
         let ferry = |max: usize| Some((size + ferry::UDP_DATA_HEADER).min(max));
         match self {
-            Transport::Shm
-            | Transport::Iceoryx2
-            | Transport::Zenoh
-            | Transport::ZenohShm
-            | Transport::Iperf3Tcp
-            | Transport::Tcp => None,
-            Transport::Udp4 => ferry(UDP_MTU - 28),
-            Transport::Udp4Key => {
+            Subject::Shm
+            | Subject::Iceoryx2
+            | Subject::Zenoh
+            | Subject::ZenohShm
+            | Subject::Iperf3Tcp
+            | Subject::Tcp => None,
+            Subject::Udp4 => ferry(UDP_MTU - 28),
+            Subject::Udp4Key => {
                 let sealed = ferry::UDP_SEAL_OVERHEAD;
                 Some((size + ferry::UDP_DATA_HEADER + sealed).min(UDP_MTU - 28))
             }
-            Transport::Udp6 => ferry(UDP_MTU - 48),
-            Transport::RawUdp4 => Some(size),
-            Transport::Iperf3 | Transport::Sockperf => Some(size.min(UDP_MTU - 28)),
+            Subject::Udp6 => ferry(UDP_MTU - 48),
+            Subject::RawUdp4 => Some(size),
+            Subject::Iperf3 | Subject::Sockperf => Some(size.min(UDP_MTU - 28)),
+            _ => None,
         }
     }
 
     /// Why this transport cannot run `size`, if it cannot.
     fn cannot_run(self, size: usize) -> Option<String> {
         match self {
-            Transport::RawUdp4 if size > super::rawudp::MAX_DATAGRAM_V4 => Some(format!(
+            Subject::RawUdp4 if size > super::rawudp::MAX_DATAGRAM_V4 => Some(format!(
                 "skipped: one UDP datagram holds at most {} bytes, and raw-udp4 sends one datagram per message",
                 super::rawudp::MAX_DATAGRAM_V4
             )),
-            Transport::Sockperf if size < SOCKPERF_MIN => Some(format!(
+            Subject::Sockperf if size < SOCKPERF_MIN => Some(format!(
                 "skipped: sockperf sends messages of at least {SOCKPERF_MIN} bytes"
             )),
             _ => None,
@@ -199,22 +199,19 @@ impl Transport {
     /// The baselines a row is compared with (same size, same round, same link): the floors of
     /// a ferry UDP row and TCP; TCP for plain UDP and the UDP tools; for another system,
     /// ferry's shared memory, so that the ratio says how far it is from ferry.
-    fn baselines(self) -> &'static [Transport] {
+    fn baselines(self) -> &'static [Subject] {
         if self.is_ferry_udp() {
             &[
-                Transport::RawUdp4,
-                Transport::Iperf3,
-                Transport::Sockperf,
-                Transport::Iperf3Tcp,
-                Transport::Tcp,
+                Subject::RawUdp4,
+                Subject::Iperf3,
+                Subject::Sockperf,
+                Subject::Iperf3Tcp,
+                Subject::Tcp,
             ]
         } else if self.is_peer() {
-            &[Transport::Shm]
-        } else if matches!(
-            self,
-            Transport::RawUdp4 | Transport::Iperf3 | Transport::Sockperf
-        ) {
-            &[Transport::Iperf3Tcp]
+            &[Subject::Shm]
+        } else if matches!(self, Subject::RawUdp4 | Subject::Iperf3 | Subject::Sockperf) {
+            &[Subject::Iperf3Tcp]
         } else {
             &[]
         }
@@ -223,18 +220,19 @@ impl Transport {
     /// Why this transport cannot run across the link of `--hosts 2`, if it cannot.
     fn link_refusal(self) -> Option<&'static str> {
         match self {
-            Transport::Udp4
-            | Transport::Udp4Key
-            | Transport::RawUdp4
-            | Transport::Iperf3
-            | Transport::Iperf3Tcp
-            | Transport::Tcp => None,
-            Transport::Shm => Some("shared memory cannot join two hosts"),
-            Transport::Udp6 => Some("the link's namespaces have IPv4 addresses only"),
-            Transport::Sockperf => Some("the lab runs sockperf on 127.0.0.1 only"),
-            Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
+            Subject::Udp4
+            | Subject::Udp4Key
+            | Subject::RawUdp4
+            | Subject::Iperf3
+            | Subject::Iperf3Tcp
+            | Subject::Tcp => None,
+            Subject::Shm => Some("shared memory cannot join two hosts"),
+            Subject::Udp6 => Some("the link's namespaces have IPv4 addresses only"),
+            Subject::Sockperf => Some("the lab runs sockperf on 127.0.0.1 only"),
+            Subject::Iceoryx2 | Subject::Zenoh | Subject::ZenohShm => {
                 Some("ferry-peers runs both of its processes in one place")
             }
+            _ => Some("not measured by this experiment"),
         }
     }
 
@@ -263,13 +261,13 @@ impl Transport {
             })
         };
         match self {
-            Transport::Udp4 => ferry(UDP_MTU - 28 - ferry::UDP_DATA_HEADER),
-            Transport::Udp4Key => {
+            Subject::Udp4 => ferry(UDP_MTU - 28 - ferry::UDP_DATA_HEADER),
+            Subject::Udp4Key => {
                 ferry(UDP_MTU - 28 - ferry::UDP_DATA_HEADER - ferry::UDP_SEAL_OVERHEAD)
             }
-            Transport::RawUdp4 => Some(delivered? * (size as u64 + 8).div_ceil(ip_payload as u64)),
-            Transport::Iperf3 => delivered,
-            Transport::Iperf3Tcp | Transport::Tcp => Some(bytes?.div_ceil(TCP_MSS)),
+            Subject::RawUdp4 => Some(delivered? * (size as u64 + 8).div_ceil(ip_payload as u64)),
+            Subject::Iperf3 => delivered,
+            Subject::Iperf3Tcp | Subject::Tcp => Some(bytes?.div_ceil(TCP_MSS)),
             _ => None,
         }
     }
@@ -311,7 +309,7 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(20);
 pub struct Config {
     /// Transports, in the order they run at each size, except that a baseline runs before the
     /// rows compared with it.
-    pub transports: Vec<Transport>,
+    pub transports: Vec<Subject>,
     /// Message sizes in bytes (at least 8: the first 8 carry the sequence number).
     pub sizes: Vec<usize>,
     /// Delivery of ferry's transports and of the other systems (iceoryx2, Zenoh).
@@ -351,17 +349,17 @@ pub struct Config {
 
 /// The transports of `--hosts 2 --period` when none are given: ferry and TCP sending the same
 /// messages on the same schedule.
-pub const PERIOD_TRANSPORTS: [Transport; 2] = [Transport::Udp4, Transport::Tcp];
+pub const PERIOD_TRANSPORTS: [Subject; 2] = [Subject::Udp4, Subject::Tcp];
 
 /// The shortest `--period`, in seconds.
 const MIN_PERIOD_S: f64 = 0.001;
 
 /// The transports of `--hosts 2` when none are given: ferry and the floors on the link.
-pub const LINK_TRANSPORTS: [Transport; 4] = [
-    Transport::Udp4,
-    Transport::RawUdp4,
-    Transport::Iperf3Tcp,
-    Transport::Iperf3,
+pub const LINK_TRANSPORTS: [Subject; 4] = [
+    Subject::Udp4,
+    Subject::RawUdp4,
+    Subject::Iperf3Tcp,
+    Subject::Iperf3,
 ];
 
 /// The namespaces of `--hosts 2` are named after this (and the process id).
@@ -371,11 +369,11 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             transports: vec![
-                Transport::Shm,
-                Transport::Udp4,
-                Transport::RawUdp4,
-                Transport::Iperf3,
-                Transport::Sockperf,
+                Subject::Shm,
+                Subject::Udp4,
+                Subject::RawUdp4,
+                Subject::Iperf3,
+                Subject::Sockperf,
             ],
             sizes: vec![64, 1 << 10, 64 << 10],
             delivery: Delivery::Reliable,
@@ -746,7 +744,7 @@ impl Ctx<'_> {
         Place::remote(self.remote.as_ref().map(|r| r.agent.as_str()))
     }
 
-    fn request(&self, transport: Transport, size: usize) -> PeerRequest {
+    fn request(&self, transport: Subject, size: usize) -> PeerRequest {
         PeerRequest {
             transport,
             size,
@@ -801,7 +799,7 @@ fn impair_spec(loss: Option<f64>) -> Option<String> {
 /// The order transports run in at each size: every baseline before the rows compared with it
 /// (TCP, then the UDP floors and ferry's shared memory, then ferry's UDP and the other
 /// systems), otherwise as given.
-fn run_order(transports: &[Transport]) -> Vec<Transport> {
+fn run_order(transports: &[Subject]) -> Vec<Subject> {
     baselines_first(transports, |t| t.baselines().to_vec())
         .into_iter()
         .map(|i| transports[i])
@@ -833,7 +831,7 @@ fn measure(ctx: &mut Ctx<'_>, rows: &mut Vec<Row>) -> Result<()> {
             }
             for &size in &args.sizes {
                 // When each transport's last run at this size (its row's or a reference's) ended.
-                let mut ended: BTreeMap<Transport, Instant> = BTreeMap::new();
+                let mut ended: BTreeMap<Subject, Instant> = BTreeMap::new();
                 for &transport in &order {
                     let mut row = run_row(ctx, link, transport, size, round, "")?;
                     if row.skipped.is_some() {
@@ -870,7 +868,7 @@ fn measure(ctx: &mut Ctx<'_>, rows: &mut Vec<Row>) -> Result<()> {
         }
     }
     // Back in the order of the arguments.
-    let at = |list: &[Transport], t: Transport| list.iter().position(|&x| x == t);
+    let at = |list: &[Subject], t: Subject| list.iter().position(|&x| x == t);
     let link_at = |bps: Option<u64>| ctx.pairs.iter().position(|p| p.rate.map(|r| r.bps) == bps);
     rows[start..].sort_by_key(|r| {
         (
@@ -887,7 +885,7 @@ fn measure(ctx: &mut Ctx<'_>, rows: &mut Vec<Row>) -> Result<()> {
 fn run_row(
     ctx: &mut Ctx<'_>,
     link: Option<usize>,
-    transport: Transport,
+    transport: Subject,
     size: usize,
     round: usize,
     beside: &str,
@@ -934,7 +932,7 @@ fn run_row(
 fn measure_one(
     ctx: &Ctx<'_>,
     link: Option<usize>,
-    transport: Transport,
+    transport: Subject,
     size: usize,
 ) -> Result<Measurement> {
     let (main_cpu, peer_cpu) = match ctx.pinning {
@@ -946,20 +944,20 @@ fn measure_one(
         return measure_link(ctx, pair, transport, size, (main_cpu, peer_cpu));
     }
     match transport {
-        Transport::Shm | Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => {
+        Subject::Shm | Subject::Udp4 | Subject::Udp4Key | Subject::Udp6 => {
             measure_ferry(ctx, transport, size)
         }
-        Transport::RawUdp4 => measure_raw(ctx, size),
-        Transport::Tcp => bail!("tcp runs across the link of --hosts 2 only"),
-        Transport::Iceoryx2 | Transport::Zenoh | Transport::ZenohShm => {
+        Subject::RawUdp4 => measure_raw(ctx, size),
+        Subject::Tcp => bail!("tcp runs across the link of --hosts 2 only"),
+        Subject::Iceoryx2 | Subject::Zenoh | Subject::ZenohShm => {
             measure_peer(ctx, transport, size, main_cpu.zip(peer_cpu))
         }
-        Transport::Iperf3 | Transport::Iperf3Tcp | Transport::Sockperf => {
+        Subject::Iperf3 | Subject::Iperf3Tcp | Subject::Sockperf => {
             let program = &ctx.programs[transport.program().unwrap_or_default()];
             let len = transport.datagram_bytes(size).unwrap_or(size);
             let r = match transport {
-                Transport::Iperf3 => tools::iperf3(program, len, ctx.duration, main_cpu, peer_cpu)?,
-                Transport::Iperf3Tcp => tools::iperf3_run(
+                Subject::Iperf3 => tools::iperf3(program, len, ctx.duration, main_cpu, peer_cpu)?,
+                Subject::Iperf3Tcp => tools::iperf3_run(
                     program,
                     tools::Iperf3Mode::Tcp {
                         len: size,
@@ -974,17 +972,18 @@ fn measure_one(
             };
             Ok(tool_measurement(transport, size, r))
         }
+        other => bail!("throughput does not measure {other}"),
     }
 }
 
 /// A third-party tool's counts as a measurement.
-fn tool_measurement(transport: Transport, size: usize, r: tools::ToolResult) -> Measurement {
+fn tool_measurement(transport: Subject, size: usize, r: tools::ToolResult) -> Measurement {
     let mut note = r.note;
     match transport.datagram_bytes(size) {
         Some(len) if len != size => {
             note = format!("datagrams of {len} bytes (min(size, 1472)); {note}");
         }
-        _ if transport == Transport::Iperf3Tcp && size > tools::IPERF3_MAX_LEN => {
+        _ if transport == Subject::Iperf3Tcp && size > tools::IPERF3_MAX_LEN => {
             note = format!(
                 "written {} at a time (iperf3's largest); {note}",
                 format_size(tools::IPERF3_MAX_LEN)
@@ -1022,15 +1021,15 @@ fn counting_link(pair: &Pair, run: impl FnOnce() -> Result<Measurement>) -> Resu
 fn measure_link(
     ctx: &Ctx<'_>,
     pair: &Pair,
-    transport: Transport,
+    transport: Subject,
     size: usize,
     (main_cpu, peer_cpu): (Option<usize>, Option<usize>),
 ) -> Result<Measurement> {
     match transport {
-        Transport::Iperf3 | Transport::Iperf3Tcp => {
+        Subject::Iperf3 | Subject::Iperf3Tcp => {
             let program = &ctx.programs["iperf3"];
             let mode = match transport {
-                Transport::Iperf3 => tools::Iperf3Mode::Udp {
+                Subject::Iperf3 => tools::Iperf3Mode::Udp {
                     len: transport.datagram_bytes(size).unwrap_or(size),
                     bitrate: pair.rate.map_or(0, |r| r.bps),
                 },
@@ -1045,7 +1044,7 @@ fn measure_link(
                 Ok(tool_measurement(transport, size, r))
             })
         }
-        Transport::Udp4 | Transport::Udp4Key | Transport::RawUdp4 | Transport::Tcp => {
+        Subject::Udp4 | Subject::Udp4Key | Subject::RawUdp4 | Subject::Tcp => {
             measure_link_peers(ctx, pair, transport, size, main_cpu)
         }
         _ => bail!("{} cannot run across the link", transport.name()),
@@ -1072,7 +1071,7 @@ fn await_publisher<T>(
 fn measure_link_peers(
     ctx: &Ctx<'_>,
     pair: &Pair,
-    transport: Transport,
+    transport: Subject,
     size: usize,
     main_cpu: Option<usize>,
 ) -> Result<Measurement> {
@@ -1187,15 +1186,15 @@ fn measure_link_peers(
     Ok(m)
 }
 
-fn ferry_qos(transport: Transport, size: usize, delivery: Delivery, wait: WaitStrategy) -> Qos {
+fn ferry_qos(transport: Subject, size: usize, delivery: Delivery, wait: WaitStrategy) -> Qos {
     let qos = Qos::default()
         .delivery(delivery)
         .wait(wait)
         .max_message_size(size);
     match transport {
-        Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => qos
+        Subject::Udp4 | Subject::Udp4Key | Subject::Udp6 => qos
             .transport(ferry::Transport::Udp)
-            .ip_version(if transport == Transport::Udp6 {
+            .ip_version(if transport == Subject::Udp6 {
                 IpVersion::V6
             } else {
                 IpVersion::V4
@@ -1312,7 +1311,7 @@ fn send_for(
     Ok((seq, start_ns, start.elapsed().as_secs_f64()))
 }
 
-fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Measurement> {
+fn measure_ferry(ctx: &Ctx<'_>, transport: Subject, size: usize) -> Result<Measurement> {
     let args = ctx.args;
     let topic = format!("tp{}", ctx.run_index);
     let qos = ferry_qos(transport, size, args.delivery, args.wait);
@@ -1327,7 +1326,7 @@ fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Mea
     let mut node = super::lab_node_reaching(
         "lab-main",
         &ctx.domain,
-        transport == Transport::Udp4Key,
+        transport == Subject::Udp4Key,
         super::discovery_reaching(there),
     )?;
     // The loss is injected by the publisher's node alone (a setting of that node: the peer
@@ -1397,7 +1396,7 @@ fn measure_ferry(ctx: &Ctx<'_>, transport: Transport, size: usize) -> Result<Mea
 /// payload work as ferry's; the rate is taken over the same interval (same host, same clock).
 fn measure_peer(
     ctx: &Ctx<'_>,
-    transport: Transport,
+    transport: Subject,
     size: usize,
     pin: Option<(usize, usize)>,
 ) -> Result<Measurement> {
@@ -1433,7 +1432,7 @@ fn measure_peer(
 }
 
 fn measure_raw(ctx: &Ctx<'_>, size: usize) -> Result<Measurement> {
-    let mut request = ctx.request(Transport::RawUdp4, size);
+    let mut request = ctx.request(Subject::RawUdp4, size);
     let socket = match &ctx.remote {
         None => UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("cannot bind a UDP socket")?,
         Some(r) => {
@@ -1484,7 +1483,7 @@ fn measure_raw(ctx: &Ctx<'_>, size: usize) -> Result<Measurement> {
 /// count them, and report.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct PeerRequest {
-    transport: Transport,
+    transport: Subject,
     size: usize,
     delivery: Delivery,
     wait: WaitStrategy,
@@ -1603,7 +1602,7 @@ fn run_publisher(args: &PeerRequest, link: &mut PeerLink) -> Result<()> {
         other => bail!("the main side sent {other:?} before release"),
     };
     match args.transport {
-        Transport::Udp4 | Transport::Udp4Key => {
+        Subject::Udp4 | Subject::Udp4Key => {
             let FerryTopic {
                 domain,
                 topic,
@@ -1613,7 +1612,7 @@ fn run_publisher(args: &PeerRequest, link: &mut PeerLink) -> Result<()> {
             let node = super::lab_node_reaching(
                 "lab-pub",
                 domain,
-                args.transport == Transport::Udp4Key,
+                args.transport == Subject::Udp4Key,
                 super::discovery_reaching(*main_host),
             )?;
             let mut publisher = node.publisher(topic, &qos)?;
@@ -1653,7 +1652,7 @@ fn run_publisher(args: &PeerRequest, link: &mut PeerLink) -> Result<()> {
                 enobufs: 0,
             })
         }
-        Transport::RawUdp4 => {
+        Subject::RawUdp4 => {
             let Some(dest) = args.dest else {
                 bail!("a raw-udp4 publisher needs the subscriber's address");
             };
@@ -1681,7 +1680,7 @@ fn run_publisher(args: &PeerRequest, link: &mut PeerLink) -> Result<()> {
                 enobufs,
             })
         }
-        Transport::Tcp => {
+        Subject::Tcp => {
             let Some(dest) = args.dest else {
                 bail!("the lab's TCP stream needs the subscriber's address");
             };
@@ -1736,7 +1735,7 @@ fn send_datagram(socket: &UdpSocket, buf: &[u8], dst: SocketAddr, enobufs: &mut 
 /// How a throughput run was made.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Setup {
-    transports: Vec<Transport>,
+    transports: Vec<Subject>,
     transport_descriptions: BTreeMap<String, String>,
     sizes: Vec<usize>,
     #[schemars(with = "crate::args::DeliverySchema")]
@@ -1858,7 +1857,7 @@ impl From<Delivery> for RowDelivery {
 /// One transport at one size in one round.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Row {
-    pub transport: Transport,
+    pub transport: Subject,
     pub size_bytes: usize,
     /// UDP payload bytes per datagram (null for shared memory).
     pub datagram_bytes: Option<usize>,
@@ -1887,7 +1886,7 @@ pub struct Row {
     /// delivered_gbps over each baseline's, at the same size, in the same round (and on the same
     /// link), from the baseline's run that ended nearest in time to this one: its own row, or a
     /// run made beside a row (`references`).
-    pub ratios: BTreeMap<Transport, f64>,
+    pub ratios: BTreeMap<Subject, f64>,
     /// When this run ended, in seconds from the start of the experiment's first run (null for a
     /// skipped row, and in results written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1895,7 +1894,7 @@ pub struct Row {
     /// Baselines run again right after this row, because their run at this size in this round
     /// ended more than 10 s before this one's (the machine's speed changes within minutes).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub references: BTreeMap<Transport, Reference>,
+    pub references: BTreeMap<Subject, Reference>,
     /// `--hosts 2`: the link's rate (`100mbit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_rate: Option<String>,
@@ -1948,7 +1947,7 @@ pub struct Reference {
 impl Row {
     fn new(
         args: &Config,
-        transport: Transport,
+        transport: Subject,
         size: usize,
         round: usize,
         m: Option<Measurement>,
@@ -2081,11 +2080,11 @@ fn delivered_share(row: &Row) -> String {
 /// beside a row (`Row::references`). Rows without times (older results) have only the baseline's
 /// own row to go by.
 fn add_ratios(rows: &mut [Row]) {
-    type Key = (Option<u64>, Transport, usize, usize);
+    type Key = (Option<u64>, Subject, usize, usize);
     // Every run of each transport with a rate: when it ended, and what it delivered.
     let mut runs: BTreeMap<Key, Vec<(Option<f64>, f64)>> = BTreeMap::new();
     for r in rows.iter() {
-        let key = |t: Transport| (r.link_rate_bps, t, r.size_bytes, r.round);
+        let key = |t: Subject| (r.link_rate_bps, t, r.size_bytes, r.round);
         if let Some(g) = r.delivered_gbps.filter(|&g| g > 0.0) {
             runs.entry(key(r.transport))
                 .or_default()
@@ -2126,7 +2125,7 @@ fn add_ratios(rows: &mut [Row]) {
 /// above zero.
 fn median_of(
     rows: &[Row],
-    transport: Transport,
+    transport: Subject,
     size: usize,
     field: fn(&Row) -> Option<f64>,
 ) -> Option<f64> {
@@ -2255,6 +2254,7 @@ impl Experiment for Throughput {
 
     fn validate(args: &Config) -> Result<()> {
         super::distinct_list("--transport", &args.transports, |t| t.name().to_owned())?;
+        SUBJECTS.check("--transport", &args.transports)?;
         if args.sizes.is_empty() {
             bail!("--sizes: give at least one size");
         }
@@ -2313,7 +2313,7 @@ impl Experiment for Throughput {
                     bail!("--period: {s} bytes is too small (at least {STAMPED_MIN}: the first 16 bytes carry the sequence number and the send time)");
                 }
                 for &t in &args.transports {
-                    if matches!(t, Transport::Iperf3 | Transport::Iperf3Tcp) {
+                    if matches!(t, Subject::Iperf3 | Subject::Iperf3Tcp) {
                         bail!(
                         "--period: {} cannot send on a schedule; use udp4, udp4-key, raw-udp4 or tcp",
                         t.name()
@@ -2327,7 +2327,7 @@ impl Experiment for Throughput {
             bail!(
                 "--period sends periodic messages across the link of --hosts 2: it needs --hosts 2"
             );
-        } else if args.transports.contains(&Transport::Tcp) {
+        } else if args.transports.contains(&Subject::Tcp) {
             bail!("tcp (the lab's own TCP stream) runs across the link of --hosts 2 only; on one host, use iperf3-tcp");
         }
         if let Some(agent) = &args.remote {
@@ -2455,6 +2455,7 @@ impl Experiment for Throughput {
     }
 
     fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
+        SUBJECTS.check("transport", &[args.transport])?;
         if link.for_agent() {
             if let Some(why) = args.transport.remote_refusal() {
                 bail!(
@@ -2484,14 +2485,14 @@ impl Experiment for Throughput {
         // reliable subscriber may still be repairing: it gets longer.
         let reliable = args.delivery == Delivery::Reliable;
         match args.transport {
-            Transport::Shm | Transport::Udp4 | Transport::Udp4Key | Transport::Udp6 => {
+            Subject::Shm | Subject::Udp4 | Subject::Udp4Key | Subject::Udp6 => {
                 let FerryTopic {
                     domain,
                     topic,
                     main_host,
                 } = args.ferry_topic()?;
                 let qos = ferry_qos(args.transport, args.size, args.delivery, args.wait);
-                let keyed = args.transport == Transport::Udp4Key;
+                let keyed = args.transport == Subject::Udp4Key;
                 let node = super::lab_node_reaching(
                     "lab-peer",
                     domain,
@@ -2531,7 +2532,7 @@ impl Experiment for Throughput {
                 if let Some(s) = info {
                     counts.ferry_lost = Some(s.lost);
                     counts.ferry_skipped = Some(s.skipped);
-                    if args.transport != Transport::Shm {
+                    if args.transport != Subject::Shm {
                         counts.kernel_drops = s
                             .udp
                             .and_then(|a| super::rawudp::kernel_drops(a.port(), a.is_ipv6()));
@@ -2553,7 +2554,7 @@ impl Experiment for Throughput {
                 }
                 Ok(())
             }
-            Transport::RawUdp4 => {
+            Subject::RawUdp4 => {
                 let socket = match args.main {
                     None => match args.bind {
                         None => super::rawudp::bind_loopback()?,
@@ -2599,7 +2600,7 @@ impl Experiment for Throughput {
                 counts.kernel_drops = super::rawudp::kernel_drops(port, false);
                 link.report(&PeerReport::Counts(counts))
             }
-            Transport::Tcp => {
+            Subject::Tcp => {
                 let Some(ip) = args.bind else {
                     bail!("the lab's TCP stream needs the address its subscriber listens on");
                 };
@@ -2668,14 +2669,15 @@ impl Experiment for Throughput {
                 }
                 link.report(&PeerReport::Counts(tally.counts()))
             }
-            Transport::Iperf3
-            | Transport::Iperf3Tcp
-            | Transport::Sockperf
-            | Transport::Iceoryx2
-            | Transport::Zenoh
-            | Transport::ZenohShm => {
+            Subject::Iperf3
+            | Subject::Iperf3Tcp
+            | Subject::Sockperf
+            | Subject::Iceoryx2
+            | Subject::Zenoh
+            | Subject::ZenohShm => {
                 bail!("{} has no lab peer", args.transport.name())
             }
+            other => bail!("throughput does not measure {other}"),
         }
     }
 
@@ -2727,8 +2729,8 @@ impl Experiment for Throughput {
 }
 
 /// The transports of `rows` in the order they first appear, and their sizes in ascending order.
-fn transports_and_sizes(rows: &[Row]) -> (Vec<Transport>, Vec<usize>) {
-    let mut transports: Vec<Transport> = Vec::new();
+fn transports_and_sizes(rows: &[Row]) -> (Vec<Subject>, Vec<usize>) {
+    let mut transports: Vec<Subject> = Vec::new();
     for r in rows {
         if !transports.contains(&r.transport) {
             transports.push(r.transport);
@@ -2800,7 +2802,7 @@ fn versus_peers(rows: &[Row]) -> String {
                 let per_round: Vec<f64> = rows
                     .iter()
                     .filter(|r| r.transport == peer && r.size_bytes == size)
-                    .filter_map(|r| r.ratios.get(&Transport::Shm))
+                    .filter_map(|r| r.ratios.get(&Subject::Shm))
                     .filter(|&&r| r > 0.0)
                     .map(|r| 1.0 / r)
                     .collect();
@@ -2824,27 +2826,27 @@ fn versus_peers(rows: &[Row]) -> String {
 /// 2 KB.
 fn summary(rows: &[Row]) -> Vec<SummaryLine> {
     let (transports, sizes) = transports_and_sizes(rows);
-    let measured = |t: Transport| {
+    let measured = |t: Subject| {
         rows.iter()
             .any(|r| r.transport == t && r.delivered_gbps.is_some())
     };
-    let Some(ferry) = [Transport::Udp4, Transport::Udp6, Transport::Udp4Key]
+    let Some(ferry) = [Subject::Udp4, Subject::Udp6, Subject::Udp4Key]
         .into_iter()
         .find(|&t| transports.contains(&t) && measured(t))
     else {
         return Vec::new();
     };
-    let tools = [Transport::Iperf3, Transport::Sockperf];
+    let tools = [Subject::Iperf3, Subject::Sockperf];
     let mut lines = Vec::new();
 
     // Messages per second at 1 KB.
-    let rate_at = |t: Transport| median_of(rows, t, 1024, |r| r.messages_per_s);
-    let say_rate = |t: Transport, v: f64| format!("{}: {} msg/s", t.name(), fmt_rate(Some(v)));
+    let rate_at = |t: Subject| median_of(rows, t, 1024, |r| r.messages_per_s);
+    let say_rate = |t: Subject, v: f64| format!("{}: {} msg/s", t.name(), fmt_rate(Some(v)));
     if let Some(mine) = rate_at(ferry) {
         lines.push(SummaryLine {
             what: format!("messages per second, 1 KB messages, {}", ferry.name()),
             ferry: say_rate(ferry, mine),
-            floor: rate_at(Transport::RawUdp4).map(|v| say_rate(Transport::RawUdp4, v)),
+            floor: rate_at(Subject::RawUdp4).map(|v| say_rate(Subject::RawUdp4, v)),
             best_peer: tools
                 .iter()
                 .filter_map(|&t| rate_at(t).map(|v| (t, v)))
@@ -2858,21 +2860,21 @@ fn summary(rows: &[Row]) -> Vec<SummaryLine> {
     }
 
     // The best delivered rate below 2 KB.
-    let best_below_2k = |t: Transport| {
+    let best_below_2k = |t: Subject| {
         sizes
             .iter()
             .filter(|&&s| s < 2048)
             .filter_map(|&s| median_of(rows, t, s, |r| r.delivered_gbps).map(|g| (s, g)))
             .max_by(|a, b| a.1.total_cmp(&b.1))
     };
-    let say_gbps = |t: Transport, (s, g): (usize, f64)| {
+    let say_gbps = |t: Subject, (s, g): (usize, f64)| {
         format!("{}: {g:.2} Gbit/s at {}", t.name(), format_size(s))
     };
     if let Some(mine) = best_below_2k(ferry) {
         lines.push(SummaryLine {
             what: format!("best delivered rate below 2 KB, {}", ferry.name()),
             ferry: say_gbps(ferry, mine),
-            floor: best_below_2k(Transport::RawUdp4).map(|b| say_gbps(Transport::RawUdp4, b)),
+            floor: best_below_2k(Subject::RawUdp4).map(|b| say_gbps(Subject::RawUdp4, b)),
             best_peer: tools
                 .iter()
                 .filter_map(|&t| best_below_2k(t).map(|b| (t, b)))
@@ -2912,7 +2914,7 @@ struct LinkCell<'a> {
 }
 
 impl<'a> LinkCell<'a> {
-    fn of(rows: &'a [Row], bps: u64, t: Transport, size: usize) -> LinkCell<'a> {
+    fn of(rows: &'a [Row], bps: u64, t: Subject, size: usize) -> LinkCell<'a> {
         LinkCell {
             rows: rows
                 .iter()
@@ -2936,7 +2938,7 @@ impl<'a> LinkCell<'a> {
     /// The median over the rounds of the ratio to TCP measured in the same round (iperf3's, or
     /// the lab's own stream where iperf3 did not run).
     fn to_tcp(&self) -> Option<f64> {
-        let of = |t: Transport| {
+        let of = |t: Subject| {
             median(
                 self.rows
                     .iter()
@@ -2944,7 +2946,7 @@ impl<'a> LinkCell<'a> {
                     .collect(),
             )
         };
-        of(Transport::Iperf3Tcp).or_else(|| of(Transport::Tcp))
+        of(Subject::Iperf3Tcp).or_else(|| of(Subject::Tcp))
     }
 
     /// The median over the rounds of a row's value.
@@ -2979,7 +2981,7 @@ fn fmt_count(v: Option<u64>) -> String {
 }
 
 /// "udp4 (reliable)" for ferry's rows, the name for the others.
-fn row_name(t: Transport, rows: &[&Row]) -> String {
+fn row_name(t: Subject, rows: &[&Row]) -> String {
     match rows.first().map(|r| r.delivery) {
         Some(d @ (RowDelivery::Reliable | RowDelivery::Latest)) => {
             format!("{} ({})", t.name(), d.name())
@@ -3028,7 +3030,7 @@ fn render_link_table(args: &Config, setup: &Setup, rows: &[Row]) -> String {
                 }
                 let repairs = match cell.sum(|r| r.retransmitted) {
                     Some(n) => n.to_string(),
-                    None if t.is_ferry_udp() || t == Transport::Iperf3Tcp => "unknown".to_owned(),
+                    None if t.is_ferry_udp() || t == Subject::Iperf3Tcp => "unknown".to_owned(),
                     None => "-".to_owned(),
                 };
                 cells.extend([
@@ -3123,7 +3125,7 @@ fn link_section(rows: &[Row], setup: Option<&LinkSetup>) -> Result<Section> {
         });
     }
     let mut said = Vec::new();
-    let ferry = [Transport::Udp4, Transport::Udp4Key]
+    let ferry = [Subject::Udp4, Subject::Udp4Key]
         .into_iter()
         .find(|t| transports.contains(t));
     for (bps, name) in &links {
@@ -3133,13 +3135,13 @@ fn link_section(rows: &[Row], setup: Option<&LinkSetup>) -> Result<Section> {
             .filter_map(|&size| {
                 let cell = LinkCell::of(rows, *bps, ferry, size);
                 let g = cell.gbps()?;
-                let tcp_name = if LinkCell::of(rows, *bps, Transport::Iperf3Tcp, size)
+                let tcp_name = if LinkCell::of(rows, *bps, Subject::Iperf3Tcp, size)
                     .rows
                     .is_empty()
                 {
-                    Transport::Tcp
+                    Subject::Tcp
                 } else {
-                    Transport::Iperf3Tcp
+                    Subject::Iperf3Tcp
                 };
                 let tcp_cell = LinkCell::of(rows, *bps, tcp_name, size);
                 let tcp = tcp_cell.gbps();
@@ -3222,7 +3224,7 @@ fn link_section(rows: &[Row], setup: Option<&LinkSetup>) -> Result<Section> {
 /// for the transport's cell on each link (and its spread), links without one left out.
 fn link_series(
     rows: &[Row],
-    transports: &[Transport],
+    transports: &[Subject],
     links: &[(u64, String)],
     size: usize,
     point: impl Fn(&LinkCell<'_>) -> Option<(f64, Option<(f64, f64)>)>,
@@ -3248,7 +3250,7 @@ fn link_series(
 /// p50, the bar up to its p99), beside the message's time on the link.
 fn latency_plot(
     rows: &[Row],
-    transports: &[Transport],
+    transports: &[Subject],
     links: &[(u64, String)],
     size: usize,
 ) -> Result<Option<Plot>> {
@@ -3284,7 +3286,7 @@ fn latency_plot(
 /// Per link: ferry's goodput beside TCP's and plain UDP's, at the largest size measured.
 fn link_summary(rows: &[Row]) -> Vec<SummaryLine> {
     let (transports, sizes) = transports_and_sizes(rows);
-    let Some(ferry) = [Transport::Udp4, Transport::Udp4Key]
+    let Some(ferry) = [Subject::Udp4, Subject::Udp4Key]
         .into_iter()
         .find(|t| transports.contains(t))
     else {
@@ -3293,7 +3295,7 @@ fn link_summary(rows: &[Row]) -> Vec<SummaryLine> {
     let Some(&size) = sizes.last() else {
         return Vec::new();
     };
-    let say = |bps: u64, t: Transport| {
+    let say = |bps: u64, t: Subject| {
         let cell = LinkCell::of(rows, bps, t, size);
         cell.gbps().map(|g| format!("{}: {g:.3} Gbit/s", t.name()))
     };
@@ -3310,16 +3312,15 @@ fn link_summary(rows: &[Row]) -> Vec<SummaryLine> {
                 ferry_says.push_str(&format!(", {e:+.1} % packets over the minimum"));
             }
             // Periodic messages: each one's latency beside its time on the link.
-            let p99 =
-                |t: Transport| LinkCell::of(rows, bps, t, size).median_of(|r| r.latency_p99_ms);
+            let p99 = |t: Subject| LinkCell::of(rows, bps, t, size).median_of(|r| r.latency_p99_ms);
             let wire = cell.median_of(|r| r.serialization_ms);
             if let (Some(p), Some(w)) = (p99(ferry), wire) {
                 ferry_says.push_str(&format!(
                     "; a message's p99 latency {p:.1} ms against its {w:.1} ms on the link"
                 ));
             }
-            let tcp_periodic = p99(Transport::Tcp).map(|p| {
-                let g = LinkCell::of(rows, bps, Transport::Tcp, size).gbps();
+            let tcp_periodic = p99(Subject::Tcp).map(|p| {
+                let g = LinkCell::of(rows, bps, Subject::Tcp, size).gbps();
                 format!(
                     "tcp (same schedule): {} Gbit/s, p99 latency {p:.1} ms",
                     fmt_opt(g, 3)
@@ -3339,10 +3340,10 @@ fn link_summary(rows: &[Row]) -> Vec<SummaryLine> {
             Some(SummaryLine {
                 what,
                 ferry: ferry_says,
-                floor: say(bps, Transport::RawUdp4),
+                floor: say(bps, Subject::RawUdp4),
                 best_peer: tcp_periodic
-                    .or_else(|| say(bps, Transport::Iperf3Tcp))
-                    .or_else(|| say(bps, Transport::Iperf3)),
+                    .or_else(|| say(bps, Subject::Iperf3Tcp))
+                    .or_else(|| say(bps, Subject::Iperf3)),
                 study: Some(format!(
                     "1472-byte UDP datagrams across a 10 Gbit/s link ({})",
                     cite(&PACED_UDP)
@@ -3356,7 +3357,7 @@ fn link_summary(rows: &[Row]) -> Vec<SummaryLine> {
 #[cfg(test)]
 pub(crate) fn example() -> Results<Throughput> {
     let config = Config {
-        transports: vec![Transport::Udp4, Transport::RawUdp4, Transport::Iperf3],
+        transports: vec![Subject::Udp4, Subject::RawUdp4, Subject::Iperf3],
         sizes: vec![64, 1024],
         rounds: 2,
         duration: 1.0,
@@ -3374,9 +3375,9 @@ pub(crate) fn example() -> Results<Throughput> {
     let mut rows = Vec::new();
     for round in 0..config.rounds {
         for (t, factor) in [
-            (Transport::Udp4, 4),
-            (Transport::RawUdp4, 3),
-            (Transport::Iperf3, 2),
+            (Subject::Udp4, 4),
+            (Subject::RawUdp4, 3),
+            (Subject::Iperf3, 2),
         ] {
             for &size in &config.sizes {
                 let delivered = 100_000 * factor + 1000 * round as u64;
@@ -3431,7 +3432,7 @@ mod tests {
 
     #[test]
     fn the_fewest_link_packets_count_batches_for_small_messages() {
-        let udp4 = |size, n| Transport::Udp4.min_link_packets(size, Some(n), None);
+        let udp4 = |size, n| Subject::Udp4.min_link_packets(size, Some(n), None);
         // 64-byte messages share datagrams: 68 bytes each in 1424.
         assert_eq!(udp4(64, 1000), Some((1000 * 68u64).div_ceil(1424)));
         // Too large to share: a datagram each, 47 for 64 KiB.
@@ -3441,11 +3442,13 @@ mod tests {
 
     #[test]
     fn transports_and_loss_parse() {
-        for &t in Transport::ALL {
-            assert_eq!(t.name().parse(), Ok(t));
+        for &t in SUBJECTS.0 {
+            assert_eq!(SUBJECTS.parse(t.name()), Ok(t));
             assert_eq!(serde_json::to_value(t).unwrap(), t.name());
         }
-        assert!("udp".parse::<Transport>().unwrap_err().contains("udp4"));
+        // ferry over UDP is udp4 in every experiment; "udp" reads as it.
+        assert_eq!(SUBJECTS.parse("udp"), Ok(Subject::Udp4));
+        assert!(SUBJECTS.parse("shm-spin").unwrap_err().contains("udp4"));
         assert_eq!(parse_loss("5"), Ok(5.0));
         assert_eq!(parse_loss("0.5%"), Ok(0.5));
         for bad in ["-1", "100", "x", ""] {
@@ -3459,17 +3462,17 @@ mod tests {
 
     #[test]
     fn frame_sizes() {
-        assert_eq!(Transport::Udp4.datagram_bytes(65_536), Some(1472));
-        assert_eq!(Transport::Udp6.datagram_bytes(65_536), Some(1452));
+        assert_eq!(Subject::Udp4.datagram_bytes(65_536), Some(1472));
+        assert_eq!(Subject::Udp6.datagram_bytes(65_536), Some(1452));
         assert_eq!(
-            Transport::Udp4.datagram_bytes(64),
+            Subject::Udp4.datagram_bytes(64),
             Some(64 + ferry::UDP_DATA_HEADER)
         );
-        assert_eq!(Transport::Iperf3.datagram_bytes(64), Some(64));
-        assert_eq!(Transport::Iperf3.datagram_bytes(65_536), Some(1472));
-        assert_eq!(Transport::Shm.datagram_bytes(64), None);
-        assert!(Transport::RawUdp4.cannot_run(65_536).is_some());
-        assert!(Transport::RawUdp4.cannot_run(65_507).is_none());
+        assert_eq!(Subject::Iperf3.datagram_bytes(64), Some(64));
+        assert_eq!(Subject::Iperf3.datagram_bytes(65_536), Some(1472));
+        assert_eq!(Subject::Shm.datagram_bytes(64), None);
+        assert!(Subject::RawUdp4.cannot_run(65_536).is_some());
+        assert!(Subject::RawUdp4.cannot_run(65_507).is_none());
     }
 
     #[test]
@@ -3512,7 +3515,7 @@ mod tests {
     #[test]
     fn another_system_is_set_against_ferrys_shared_memory() {
         let config = Config {
-            transports: vec![Transport::Shm, Transport::Iceoryx2],
+            transports: vec![Subject::Shm, Subject::Iceoryx2],
             sizes: vec![64, 1024],
             rounds: 2,
             delivery: Delivery::Latest,
@@ -3527,7 +3530,7 @@ mod tests {
         };
         let mut rows = Vec::new();
         for round in 0..2 {
-            for (t, delivered) in [(Transport::Shm, 4000), (Transport::Iceoryx2, 1000)] {
+            for (t, delivered) in [(Subject::Shm, 4000), (Subject::Iceoryx2, 1000)] {
                 rows.push(Row::new(&config, t, 64, round, Some(m(delivered)), None));
             }
         }
@@ -3539,7 +3542,7 @@ mod tests {
             "the run's delivery applies"
         );
         assert_eq!(peer.datagram_bytes, None);
-        assert_eq!(peer.ratios[&Transport::Shm], 0.25);
+        assert_eq!(peer.ratios[&Subject::Shm], 0.25);
         assert!(rows[0].ratios.is_empty());
         assert_eq!(
             versus_peers(&rows),
@@ -3547,12 +3550,12 @@ mod tests {
              iceoryx2's): 4.00 × at 64 B."
         );
         assert_eq!(versus_peers(&example().rows), "", "no other system ran");
-        assert!(Transport::Iceoryx2.remote_refusal().is_some());
+        assert!(Subject::Iceoryx2.remote_refusal().is_some());
     }
 
     #[test]
     fn baselines_run_first_at_each_size() {
-        use Transport::*;
+        use Subject::*;
         assert_eq!(
             run_order(&[Udp4, Iperf3, Iperf3Tcp, Shm, Zenoh]),
             [Iperf3Tcp, Shm, Iperf3, Zenoh, Udp4],
@@ -3568,12 +3571,12 @@ mod tests {
     #[test]
     fn a_row_is_compared_with_the_baseline_run_nearest_in_time() {
         let config = Config {
-            transports: vec![Transport::Shm, Transport::Iceoryx2, Transport::Zenoh],
+            transports: vec![Subject::Shm, Subject::Iceoryx2, Subject::Zenoh],
             sizes: vec![64],
             rounds: 1,
             ..Config::default()
         };
-        let row = |t: Transport, gbps: u64, ended_s: f64| {
+        let row = |t: Subject, gbps: u64, ended_s: f64| {
             let m = Measurement {
                 messages_sent: Some(1),
                 messages_delivered: Some(1),
@@ -3586,14 +3589,14 @@ mod tests {
             r
         };
         let mut rows = vec![
-            row(Transport::Shm, 40, 1.0),
-            row(Transport::Iceoryx2, 8, 12.0),
-            row(Transport::Zenoh, 10, 25.0),
-            row(Transport::ZenohShm, 4, 30.0),
+            row(Subject::Shm, 40, 1.0),
+            row(Subject::Iceoryx2, 8, 12.0),
+            row(Subject::Zenoh, 10, 25.0),
+            row(Subject::ZenohShm, 4, 30.0),
         ];
         // shm ran again right after zenoh, whose own shm run had ended 24 s before.
         rows[2].references.insert(
-            Transport::Shm,
+            Subject::Shm,
             Reference {
                 delivered_gbps: 20.0,
                 ended_s: 27.0,
@@ -3601,13 +3604,13 @@ mod tests {
         );
         add_ratios(&mut rows);
         assert_eq!(
-            rows[1].ratios[&Transport::Shm],
+            rows[1].ratios[&Subject::Shm],
             0.2,
             "its round's shm row, 11 s away"
         );
-        assert_eq!(rows[2].ratios[&Transport::Shm], 0.5, "the run beside it");
+        assert_eq!(rows[2].ratios[&Subject::Shm], 0.5, "the run beside it");
         assert_eq!(
-            rows[3].ratios[&Transport::Shm],
+            rows[3].ratios[&Subject::Shm],
             0.2,
             "the run beside zenoh, 3 s away"
         );
@@ -3617,7 +3620,7 @@ mod tests {
             r.ratios.clear();
         }
         add_ratios(&mut rows);
-        assert_eq!(rows[2].ratios[&Transport::Shm], 0.25);
+        assert_eq!(rows[2].ratios[&Subject::Shm], 0.25);
         // The references travel with the results, and are left out where there are none.
         let json = serde_json::to_value(&rows[2]).unwrap();
         assert_eq!(json["references"]["shm"]["delivered_gbps"], 20.0);
@@ -3626,13 +3629,13 @@ mod tests {
             .get("references")
             .is_none());
         let back: Row = serde_json::from_value(json).unwrap();
-        assert_eq!(back.references[&Transport::Shm].ended_s, 27.0);
+        assert_eq!(back.references[&Subject::Shm].ended_s, 27.0);
     }
 
     #[test]
     fn ratios_pair_rounds() {
         let args = Config {
-            transports: vec![Transport::Udp4, Transport::Iperf3],
+            transports: vec![Subject::Udp4, Subject::Iperf3],
             sizes: vec![1024],
             delivery: Delivery::Latest,
             duration: 1.0,
@@ -3648,42 +3651,14 @@ mod tests {
             ..Measurement::default()
         };
         let mut rows = vec![
-            Row::new(
-                &args,
-                Transport::Udp4,
-                1024,
-                0,
-                Some(m(1_000_000_000)),
-                None,
-            ),
-            Row::new(
-                &args,
-                Transport::Iperf3,
-                1024,
-                0,
-                Some(m(500_000_000)),
-                None,
-            ),
-            Row::new(
-                &args,
-                Transport::Udp4,
-                1024,
-                1,
-                Some(m(1_000_000_000)),
-                None,
-            ),
-            Row::new(
-                &args,
-                Transport::Iperf3,
-                1024,
-                1,
-                Some(m(250_000_000)),
-                None,
-            ),
+            Row::new(&args, Subject::Udp4, 1024, 0, Some(m(1_000_000_000)), None),
+            Row::new(&args, Subject::Iperf3, 1024, 0, Some(m(500_000_000)), None),
+            Row::new(&args, Subject::Udp4, 1024, 1, Some(m(1_000_000_000)), None),
+            Row::new(&args, Subject::Iperf3, 1024, 1, Some(m(250_000_000)), None),
         ];
         add_ratios(&mut rows);
-        assert_eq!(rows[0].ratios[&Transport::Iperf3], 2.0);
-        assert_eq!(rows[2].ratios[&Transport::Iperf3], 4.0);
+        assert_eq!(rows[0].ratios[&Subject::Iperf3], 2.0);
+        assert_eq!(rows[2].ratios[&Subject::Iperf3], 4.0);
         assert!(rows[1].ratios.is_empty());
         assert_eq!(rows[0].delivered_gbps, Some(8.0));
         assert_eq!(rows[0].delivery, RowDelivery::Latest);
@@ -3772,7 +3747,7 @@ mod tests {
     /// Rows of a made-up run across two links (udp4 and iperf3-tcp, 64 KiB, two rounds).
     fn link_example() -> Results<Throughput> {
         let config = Config {
-            transports: vec![Transport::Udp4, Transport::Iperf3Tcp],
+            transports: vec![Subject::Udp4, Subject::Iperf3Tcp],
             sizes: vec![64 << 10],
             rounds: 2,
             hosts: 2,
@@ -3788,13 +3763,13 @@ mod tests {
                 let scale = rate.bps / 100_000_000;
                 for (t, delivered, bytes, packets) in [
                     (
-                        Transport::Udp4,
+                        Subject::Udp4,
                         Some(100 * scale),
                         100 * scale * 65_536,
                         5_000 * scale,
                     ),
                     (
-                        Transport::Iperf3Tcp,
+                        Subject::Iperf3Tcp,
                         None,
                         200 * scale * 65_536,
                         9_100 * scale,
@@ -3805,7 +3780,7 @@ mod tests {
                         messages_delivered: delivered,
                         bytes_delivered: Some(bytes),
                         seconds: 1.0,
-                        retransmitted: (t == Transport::Iperf3Tcp).then_some(0),
+                        retransmitted: (t == Subject::Iperf3Tcp).then_some(0),
                         link: Some(netns::QdiscCounts {
                             packets,
                             bytes: packets * 1500,
@@ -3838,7 +3813,7 @@ mod tests {
         let extra = udp.extra_link_packets_percent.unwrap();
         assert!((extra - 6.383).abs() < 0.01, "{extra}");
         assert_eq!(
-            udp.ratios[&Transport::Iperf3Tcp],
+            udp.ratios[&Subject::Iperf3Tcp],
             0.5,
             "the same link and round"
         );
@@ -3884,12 +3859,12 @@ mod tests {
         let mut results = link_example();
         results.request.period = Some(0.125);
         for r in &mut results.rows {
-            if r.transport == Transport::Iperf3Tcp {
-                r.transport = Transport::Tcp;
+            if r.transport == Subject::Iperf3Tcp {
+                r.transport = Subject::Tcp;
             }
             r.period_s = Some(0.125);
             r.latency_p50_ms = Some(5.5);
-            r.latency_p99_ms = Some(if r.transport == Transport::Tcp {
+            r.latency_p99_ms = Some(if r.transport == Subject::Tcp {
                 6.5
             } else {
                 6.0
@@ -3937,7 +3912,7 @@ mod tests {
 
     #[test]
     fn two_hosts_take_link_rates_and_link_transports() {
-        let link = |transports: Vec<Transport>, rates: &[&str]| Config {
+        let link = |transports: Vec<Subject>, rates: &[&str]| Config {
             transports,
             hosts: 2,
             link_rates: rates
@@ -3951,14 +3926,14 @@ mod tests {
         );
         let err = |c: Config| Throughput::validate(&c).unwrap_err().to_string();
         assert!(err(link(LINK_TRANSPORTS.to_vec(), &[])).contains("--link-rate"));
-        assert!(err(link(vec![Transport::Shm], &["1gbit"])).contains("shm"));
-        assert!(err(link(vec![Transport::Udp4], &["1gbit", "1G"])).contains("twice"));
+        assert!(err(link(vec![Subject::Shm], &["1gbit"])).contains("shm"));
+        assert!(err(link(vec![Subject::Udp4], &["1gbit", "1G"])).contains("twice"));
         let one_host = Config {
             link_rates: vec![netns::parse_link_rate("1gbit").unwrap()],
             ..Config::default()
         };
         assert!(err(one_host).contains("--hosts 2"));
-        let config = serde_json::to_value(link(vec![Transport::Udp4], &["100mbit"])).unwrap();
+        let config = serde_json::to_value(link(vec![Subject::Udp4], &["100mbit"])).unwrap();
         assert_eq!(config["link_rates"], serde_json::json!(["100mbit"]));
         let bad = serde_json::json!({"hosts": 2, "link_rates": ["100mbps"]});
         assert!(serde_json::from_value::<Config>(bad).is_err());
@@ -3966,7 +3941,7 @@ mod tests {
 
     #[test]
     fn a_period_needs_the_link_a_schedule_and_room_for_the_send_time() {
-        let periodic = |transports: Vec<Transport>, period: f64, sizes: Vec<usize>| Config {
+        let periodic = |transports: Vec<Subject>, period: f64, sizes: Vec<usize>| Config {
             transports,
             sizes,
             hosts: 2,
@@ -3980,20 +3955,20 @@ mod tests {
         );
         let err = |c: Config| Throughput::validate(&c).unwrap_err().to_string();
         assert!(
-            err(periodic(vec![Transport::Iperf3Tcp], 0.125, vec![1 << 20]))
+            err(periodic(vec![Subject::Iperf3Tcp], 0.125, vec![1 << 20]))
                 .contains("cannot send on a schedule")
         );
-        assert!(err(periodic(vec![Transport::Udp4], 0.0001, vec![1 << 20])).contains("1 ms"));
-        assert!(err(periodic(vec![Transport::Udp4], 5.0, vec![1 << 20])).contains("--duration"));
-        assert!(err(periodic(vec![Transport::Udp4], f64::NAN, vec![1 << 20])).contains("1 ms"));
-        assert!(err(periodic(vec![Transport::Udp4], 0.125, vec![8])).contains("16"));
+        assert!(err(periodic(vec![Subject::Udp4], 0.0001, vec![1 << 20])).contains("1 ms"));
+        assert!(err(periodic(vec![Subject::Udp4], 5.0, vec![1 << 20])).contains("--duration"));
+        assert!(err(periodic(vec![Subject::Udp4], f64::NAN, vec![1 << 20])).contains("1 ms"));
+        assert!(err(periodic(vec![Subject::Udp4], 0.125, vec![8])).contains("16"));
         let one_host = Config {
             period: Some(0.125),
             ..Config::default()
         };
         assert!(err(one_host).contains("--hosts 2"));
         let tcp_here = Config {
-            transports: vec![Transport::Tcp],
+            transports: vec![Subject::Tcp],
             ..Config::default()
         };
         assert!(err(tcp_here).contains("--hosts 2"));
@@ -4032,19 +4007,19 @@ mod tests {
 
     #[test]
     fn remote_runs_take_ipv4_udp_only() {
-        let remote = |t: Transport| Config {
+        let remote = |t: Subject| Config {
             transports: vec![t],
             remote: Some("10.0.0.2".to_owned()),
             ..Config::default()
         };
-        for t in [Transport::RawUdp4, Transport::Udp4, Transport::Udp4Key] {
+        for t in [Subject::RawUdp4, Subject::Udp4, Subject::Udp4Key] {
             assert!(Throughput::validate(&remote(t)).is_ok(), "{}", t.name());
         }
-        let e = Throughput::validate(&remote(Transport::Udp6))
+        let e = Throughput::validate(&remote(Subject::Udp6))
             .unwrap_err()
             .to_string();
         assert!(e.contains("over IPv4") && e.contains("raw-udp4"), "{e}");
-        for t in [Transport::Shm, Transport::Iperf3, Transport::Sockperf] {
+        for t in [Subject::Shm, Subject::Iperf3, Subject::Sockperf] {
             let e = Throughput::validate(&remote(t)).unwrap_err().to_string();
             assert!(
                 e.starts_with("--remote 10.0.0.2: ") && e.contains(t.name()),

@@ -50,13 +50,13 @@ struct Args {
 
     /// How the bridge reads ferry topics: latest never holds a publisher back (a slow Zenoh
     /// link skips messages, counted as lost); reliable holds it back instead
-    #[arg(long, value_enum, default_value_t = DeliveryArg::Latest)]
-    delivery: DeliveryArg,
+    #[arg(long, value_name = "latest|reliable", default_value = "latest")]
+    delivery: ferry::Delivery,
 
     /// Which ferry ends the bridge joins: shm, this host's (one bridge per host, never a loop);
     /// auto, also the hosts its UDP reaches (run one bridge per such group of hosts)
-    #[arg(long, value_enum, default_value_t = TransportArg::Shm)]
-    transport: TransportArg,
+    #[arg(long, value_name = "shm|udp|auto", default_value = "shm")]
+    transport: ferry::Transport,
 
     /// The largest message carried either way (K, M suffixes); larger ones are refused, counted
     #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_size)]
@@ -90,19 +90,6 @@ enum Mode {
     Peer,
     Client,
     Router,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum DeliveryArg {
-    Latest,
-    Reliable,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum TransportArg {
-    Shm,
-    Udp,
-    Auto,
 }
 
 impl Args {
@@ -220,15 +207,8 @@ fn run(args: Args) -> Result<(), String> {
     let options = Options {
         domain: domain.clone(),
         patterns: args.topics.clone(),
-        delivery: match args.delivery {
-            DeliveryArg::Latest => ferry::Delivery::Latest,
-            DeliveryArg::Reliable => ferry::Delivery::Reliable,
-        },
-        transport: match args.transport {
-            TransportArg::Shm => ferry::Transport::Shm,
-            TransportArg::Udp => ferry::Transport::Udp,
-            TransportArg::Auto => ferry::Transport::Auto,
-        },
+        delivery: args.delivery,
+        transport: args.transport,
         max_message: args.max_message_size,
         max_topics: args.max_topics,
         scan: Duration::from_secs_f64(args.scan_interval),

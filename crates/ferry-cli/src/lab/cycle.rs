@@ -9,7 +9,8 @@ use ferry_lab::subject::Subject;
 
 #[derive(Debug, Args)]
 pub struct CycleArgs {
-    /// Transports, comma-separated: shm, udp [default: shm,udp]
+    /// Transports, comma-separated: shm, udp4 (ferry over UDP; udp is read as udp4) [default:
+    /// shm,udp4]
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
     pub transport: Option<Vec<Subject>>,
 

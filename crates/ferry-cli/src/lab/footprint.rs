@@ -8,7 +8,8 @@ use ferry_lab::subject::Subject;
 
 #[derive(Debug, Args)]
 pub struct FootprintArgs {
-    /// Transports to run the pair on, comma-separated: shm, udp [default: shm,udp]
+    /// Transports to run the pair on, comma-separated: shm, udp4 (ferry over UDP; udp is read as
+    /// udp4) [default: shm,udp4]
     #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
     pub transports: Option<Vec<Subject>>,
 

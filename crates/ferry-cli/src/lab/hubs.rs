@@ -39,8 +39,9 @@ pub struct HubsArgs {
     #[arg(long, value_name = "BYTES", value_parser = ferry_lab::units::parse_size)]
     pub size: Option<usize>,
 
-    /// Transports, comma-separated, in the order each round runs them: shm, udp (udp4), auto
-    /// [default: shm,udp]
+    /// Transports, comma-separated, in the order each round runs them: shm, udp4 (udp is read as
+    /// udp4), auto
+    /// [default: shm,udp4]
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
     pub transport: Option<Vec<Subject>>,
 

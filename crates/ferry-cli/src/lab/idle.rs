@@ -15,7 +15,7 @@ pub struct IdleArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<WaitStrategy>)]
     pub wait: Option<Vec<WaitStrategy>>,
 
-    /// Transport of the idle pair: shm, or auto (the default of applications: shared memory
+    /// Transport of the idle pair: shm, udp4, or auto (the default of applications: shared memory
     /// here, UDP to other hosts) [default: shm]
     #[arg(long, value_name = "T", value_parser = |s: &str| SUBJECTS.parse(s))]
     pub transport: Option<Subject>,

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_lab::args::parse_choice;
-use ferry_lab::latency::{Config, Transport};
+use ferry_lab::latency::{Config, SUBJECTS};
+use ferry_lab::subject::Subject;
 use ferry_lab::units::parse_size;
 use ferry_lab::Pin;
 
@@ -18,8 +18,8 @@ pub struct LatencyArgs {
     /// sleeps), zenoh, zenoh-shm (other systems, built on first use), iceoryx2-rr, zenoh-rr
     /// (their request/response, set against ferry's service shm-spin-rr)
     /// [default: raw-spin,shm-spin,shm,raw-futex,shm-block]
-    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Transport>)]
-    pub transports: Option<Vec<Transport>>,
+    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
+    pub transports: Option<Vec<Subject>>,
 
     /// Message sizes, comma-separated, with optional K or M suffixes (1K = 1024) [default:
     /// 32,1K,32K,1M]

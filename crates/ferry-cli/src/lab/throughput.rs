@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_lab::args::parse_choice;
 use ferry_lab::netns::{parse_link_rate, LinkRate};
-use ferry_lab::throughput::{parse_loss, Config, Transport, LINK_TRANSPORTS, PERIOD_TRANSPORTS};
+use ferry_lab::subject::Subject;
+use ferry_lab::throughput::{parse_loss, Config, LINK_TRANSPORTS, PERIOD_TRANSPORTS, SUBJECTS};
 use ferry_lab::units::{parse_seconds, parse_size};
 use ferry_lab::Pin;
 
@@ -19,8 +19,8 @@ pub struct ThroughputArgs {
     /// tcp (the lab's own TCP stream, --hosts 2 only),
     /// iceoryx2, zenoh, zenoh-shm (other systems, built on first use) [default:
     /// shm,udp4,raw-udp4,iperf3,sockperf; with --hosts 2: udp4,raw-udp4,iperf3-tcp,iperf3]
-    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Transport>)]
-    pub transports: Option<Vec<Transport>>,
+    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
+    pub transports: Option<Vec<Subject>>,
 
     /// Message sizes, comma-separated, with optional K or M suffixes (1K = 1024; at least 8
     /// bytes: the first 8 carry the sequence number) [default: 64,1K,64K]
