@@ -251,7 +251,6 @@ impl Experiment for Cycle {
     type PeerRequest = PeerRequest;
 
     fn validate(config: &Config) -> Result<()> {
-        crate::distinct_list("--transport", &config.transport, |t| t.name().to_owned())?;
         SUBJECTS.check("--transport", &config.transport)?;
         crate::distinct_list("--placement", &config.placement, |p| p.name().to_owned())?;
         let cycle_ms = config.cycle_times();

@@ -1415,7 +1415,6 @@ impl Experiment for Hubs {
 
     fn validate(args: &Config) -> Result<()> {
         super::distinct_list("--mode", &args.mode, |m| m.name().to_owned())?;
-        super::distinct_list("--transport", &args.transport, |t| t.name().to_owned())?;
         SUBJECTS.check("--transport", &args.transport)?;
         if !(2..=MAX_HUBS).contains(&args.hubs) {
             bail!("--hubs must be between 2 and {MAX_HUBS} (the master included)");

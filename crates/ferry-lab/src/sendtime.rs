@@ -307,7 +307,6 @@ impl Experiment for SendTime {
         if args.sizes.iter().any(|&s| s == 0 || s > MAX_SIZE) {
             bail!("--sizes: 1 byte to 64M");
         }
-        super::distinct_list("--transport", &args.transports, |t| t.name().to_owned())?;
         super::distinct_list("--sizes", &args.sizes, |s| s.to_string())?;
         crate::experiment::check_counts(args.samples, args.warmup)
     }

@@ -219,9 +219,10 @@ impl Subjects {
         }
     }
 
-    /// Refuses a list (a configuration's, or a peer request's one) with a subject not among
-    /// these.
+    /// Refuses a list (a configuration's, or a peer request's one) that is empty, names a
+    /// subject twice, or names one not among these.
     pub fn check(&self, option: &str, list: &[Subject]) -> Result<()> {
+        crate::distinct_list(option, list, |s| s.name().to_owned())?;
         if let Some(s) = list.iter().find(|s| !self.contains(**s)) {
             bail!(
                 "{option}: this experiment does not measure {}; valid transports: {}",
@@ -289,5 +290,10 @@ mod tests {
             .check("--transport", &[Subject::Shm, Subject::Zenoh])
             .unwrap_err();
         assert!(e.to_string().contains("does not measure zenoh"), "{e}");
+        let e = these
+            .check("--transport", &[Subject::Shm, Subject::Shm])
+            .unwrap_err();
+        assert_eq!(e.to_string(), "--transport: shm is listed twice");
+        assert!(these.check("--transport", &[]).is_err());
     }
 }

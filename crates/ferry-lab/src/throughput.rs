@@ -2253,7 +2253,6 @@ impl Experiment for Throughput {
     type PeerRequest = PeerRequest;
 
     fn validate(args: &Config) -> Result<()> {
-        super::distinct_list("--transport", &args.transports, |t| t.name().to_owned())?;
         SUBJECTS.check("--transport", &args.transports)?;
         if args.sizes.is_empty() {
             bail!("--sizes: give at least one size");
