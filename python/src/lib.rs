@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 
 mod admin;
 mod args;
+mod closable;
 mod errors;
 mod lend;
 mod node;

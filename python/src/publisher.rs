@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex, TryLockError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::args::{frombuffer, lock};
+use crate::args::lock;
+use crate::closable::closable_pymethods;
 use crate::errors;
 use crate::lend::{fill_view, with_bytes, Lend, Region};
 
@@ -135,8 +136,9 @@ impl Publisher {
     }
 }
 
-#[pymethods]
-impl Publisher {
+closable_pymethods! {
+    impl Publisher, closed_by: close;
+
     #[getter]
     fn topic(&self) -> &str {
         &self.topic
@@ -212,21 +214,6 @@ impl Publisher {
         Ok(lock(&self.state, "publisher")?.publisher.is_none())
     }
 
-    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        slf
-    }
-
-    #[pyo3(signature = (_exc_type=None, _exc=None, _traceback=None))]
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        _exc_type: Option<&Bound<'_, PyAny>>,
-        _exc: Option<&Bound<'_, PyAny>>,
-        _traceback: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
-    }
 
     fn __repr__(&self) -> String {
         format!("ferry.Publisher(topic={:?})", self.topic)
@@ -264,8 +251,9 @@ impl Loan {
     }
 }
 
-#[pymethods]
-impl Loan {
+closable_pymethods! {
+    impl Loan, closed_by: discard, array: " A writable numpy array of `dtype` (uint8 when None) over the loan, no copy. Write through a temporary (`loan.array(np.float32)[:] = x`), or `del` the array before `send`.";
+
     fn __len__(&self) -> usize {
         self.region.len()
     }
@@ -311,30 +299,14 @@ impl Loan {
         Ok(())
     }
 
-    /// A writable numpy array of `dtype` (uint8 when None) over the loan, no copy. Write
-    /// through a temporary (`loan.array(np.float32)[:] = x`), or `del` the array before `send`.
-    #[pyo3(signature = (dtype=None))]
-    fn array<'py>(
-        slf: &Bound<'py, Self>,
-        dtype: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        frombuffer(slf.as_any(), dtype)
-    }
 
-    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        slf
-    }
-
-    #[pyo3(signature = (_exc_type=None, _exc=None, _traceback=None))]
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        _exc_type: Option<&Bound<'_, PyAny>>,
-        _exc: Option<&Bound<'_, PyAny>>,
-        _traceback: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        self.discard(py)?;
-        Ok(false)
+    fn __repr__(&self) -> String {
+        let state = if self.lend.handed_back() {
+            ", done"
+        } else {
+            ""
+        };
+        format!("ferry.Loan(len={}{state})", self.region.len())
     }
 
     /// # Safety
@@ -358,15 +330,6 @@ impl Loan {
     /// Called by CPython once per view filled by `__getbuffer__`.
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
         self.lend.unexport();
-    }
-
-    fn __repr__(&self) -> String {
-        let state = if self.lend.handed_back() {
-            ", done"
-        } else {
-            ""
-        };
-        format!("ferry.Loan(len={}{state})", self.region.len())
     }
 }
 

@@ -24,6 +24,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes};
 
 use crate::args::{frombuffer, lock, timeout_arg, WAIT_SLICE};
+use crate::closable::closable_pymethods;
 use crate::errors;
 use crate::lend::with_bytes;
 
@@ -270,8 +271,9 @@ impl Client {
     }
 }
 
-#[pymethods]
-impl Client {
+closable_pymethods! {
+    impl Client, closed_by: close;
+
     #[getter]
     fn service(&self) -> &str {
         &self.service
@@ -435,21 +437,6 @@ impl Client {
         Ok(lock(&self.state, "client")?.client.is_none())
     }
 
-    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        slf
-    }
-
-    #[pyo3(signature = (_exc_type=None, _exc=None, _traceback=None))]
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        _exc_type: Option<&Bound<'_, PyAny>>,
-        _exc: Option<&Bound<'_, PyAny>>,
-        _traceback: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
-    }
 
     fn __repr__(&self) -> String {
         format!(
@@ -575,8 +562,9 @@ impl Server {
     }
 }
 
-#[pymethods]
-impl Server {
+closable_pymethods! {
+    impl Server, closed_by: close;
+
     #[getter]
     fn service(&self) -> &str {
         &self.service
@@ -651,21 +639,6 @@ impl Server {
         Ok(lock(&self.state, "server")?.0.is_none())
     }
 
-    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        slf
-    }
-
-    #[pyo3(signature = (_exc_type=None, _exc=None, _traceback=None))]
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        _exc_type: Option<&Bound<'_, PyAny>>,
-        _exc: Option<&Bound<'_, PyAny>>,
-        _traceback: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
-    }
 
     fn __repr__(&self) -> String {
         format!("ferry.Server(service={:?})", self.service)

@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
 use crate::args::{frombuffer, lock, timeout_arg, WAIT_SLICE};
+use crate::closable::closable_pymethods;
 use crate::errors;
 use crate::lend::{fill_view, Lend, Region};
 
@@ -196,8 +197,9 @@ impl Subscriber {
     }
 }
 
-#[pymethods]
-impl Subscriber {
+closable_pymethods! {
+    impl Subscriber, closed_by: close;
+
     #[getter]
     fn topic(&self) -> &str {
         &self.topic
@@ -334,21 +336,6 @@ impl Subscriber {
         Ok(lock(&self.state, "subscriber")?.sub.is_none())
     }
 
-    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        slf
-    }
-
-    #[pyo3(signature = (_exc_type=None, _exc=None, _traceback=None))]
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        _exc_type: Option<&Bound<'_, PyAny>>,
-        _exc: Option<&Bound<'_, PyAny>>,
-        _traceback: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
-    }
 
     fn __repr__(&self) -> String {
         format!("ferry.Subscriber(topic={:?})", self.topic)
@@ -390,8 +377,9 @@ impl Sample {
     }
 }
 
-#[pymethods]
-impl Sample {
+closable_pymethods! {
+    impl Sample, closed_by: release, array: " A numpy array of `dtype` (uint8 when None) viewing the sample, read-only, no copy.";
+
     /// The publisher's sequence number of this message (from 0 per publisher).
     #[getter]
     fn seq(&self) -> u64 {
@@ -430,29 +418,18 @@ impl Sample {
         Ok(())
     }
 
-    /// A numpy array of `dtype` (uint8 when None) viewing the sample, read-only, no copy.
-    #[pyo3(signature = (dtype=None))]
-    fn array<'py>(
-        slf: &Bound<'py, Self>,
-        dtype: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        frombuffer(slf.as_any(), dtype)
-    }
 
-    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        slf
-    }
-
-    #[pyo3(signature = (_exc_type=None, _exc=None, _traceback=None))]
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        _exc_type: Option<&Bound<'_, PyAny>>,
-        _exc: Option<&Bound<'_, PyAny>>,
-        _traceback: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        self.release(py)?;
-        Ok(false)
+    fn __repr__(&self) -> String {
+        let state = if self.lend.handed_back() {
+            ", released"
+        } else {
+            ""
+        };
+        format!(
+            "ferry.Sample(seq={}, len={}{state})",
+            self.seq,
+            self.region.len()
+        )
     }
 
     /// # Safety
@@ -476,19 +453,6 @@ impl Sample {
     /// Called by CPython once per view filled by `__getbuffer__`.
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
         self.lend.unexport();
-    }
-
-    fn __repr__(&self) -> String {
-        let state = if self.lend.handed_back() {
-            ", released"
-        } else {
-            ""
-        };
-        format!(
-            "ferry.Sample(seq={}, len={}{state})",
-            self.seq,
-            self.region.len()
-        )
     }
 }
 
