@@ -6,6 +6,9 @@ of the same rounds), which do not move with the machine.
 """
 import json, glob, sys, statistics, collections
 out = sys.argv[1]
+# Names that changed for the same row: ferry over UDP is "udp4" in every experiment since the lab
+# has one vocabulary of subjects (hubs, cycle, idle and footprint wrote "udp" before).
+ALIASES = {"udp": "udp4"}
 KEYS = ["kind", "transport", "size_bytes", "wait", "mode", "mss", "threads", "placement", "cycle_ms", "cpu"]
 METRICS = {
     "limits": ["p50_ns", "gbytes_per_s"],
@@ -24,7 +27,7 @@ def load(step, build):
     for f in sorted(glob.glob(f"{out}/{step}-{build}-*.json")):
         d = json.load(open(f))
         for r in d["rows"]:
-            key = tuple((k, r.get(k)) for k in KEYS if r.get(k) is not None)
+            key = tuple((k, ALIASES.get(r.get(k), r.get(k))) for k in KEYS if r.get(k) is not None)
             for m in METRICS[step]:
                 v = r.get(m)
                 if isinstance(v, (int, float)) and v:
