@@ -743,10 +743,10 @@ impl Subscriber {
         }
     }
 
-    /// After a wait set's sleep.
-    pub(crate) fn disarm(&mut self) {
+    /// After a wait set's sleep (`slept`), or its look that found an item ready before it.
+    pub(crate) fn disarm(&mut self, slept: bool) {
         if let SubInner::Shm(s) | SubInner::Auto(s, _) = &mut self.inner {
-            s.disarm();
+            s.disarm(slept);
         }
     }
 

@@ -53,7 +53,9 @@ pub(crate) mod private {
         /// Gets ready to sleep: adds what wakes it to `sleep`; false when it has something
         /// after all (then `disarm` and look again).
         fn arm(&mut self, sleep: &mut Sleep) -> bool;
-        fn disarm(&mut self);
+        /// `slept`: whether the thread slept between `arm` and this (a subscriber counts its
+        /// waits only then).
+        fn disarm(&mut self, slept: bool);
     }
 }
 
@@ -103,7 +105,7 @@ impl private::Sealed for Timer {
         sleep.due(self.next);
         true
     }
-    fn disarm(&mut self) {}
+    fn disarm(&mut self, _slept: bool) {}
 }
 
 /// Blocks one thread on any number of subscribers, servers, clients and timers, and says which
@@ -213,7 +215,7 @@ impl WaitSet {
                 result?;
             }
             for item in items.iter_mut().take(armed) {
-                item.disarm();
+                item.disarm(all_armed);
             }
         }
     }
@@ -416,8 +418,8 @@ impl private::Sealed for Subscriber {
     fn arm(&mut self, sleep: &mut Sleep) -> bool {
         self.arm(sleep)
     }
-    fn disarm(&mut self) {
-        self.disarm()
+    fn disarm(&mut self, slept: bool) {
+        self.disarm(slept)
     }
 }
 
@@ -431,8 +433,8 @@ macro_rules! service_end {
             fn arm(&mut self, sleep: &mut Sleep) -> bool {
                 self.arm(sleep)
             }
-            fn disarm(&mut self) {
-                self.disarm()
+            fn disarm(&mut self, slept: bool) {
+                self.disarm(slept)
             }
         }
     };

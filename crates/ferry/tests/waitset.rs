@@ -266,3 +266,44 @@ fn no_wake_up_is_lost_under_random_bursts_over_both_transports() {
     }
     let _pubs = sender.join().unwrap();
 }
+
+/// A subscriber's `waits` (what `ferry stats` shows) counts the sleeps it took part in: one per
+/// wait of a set that slept (counted when the set takes it out of the sleep, so that a set that
+/// armed it but found another item ready first counts none), none for a wait that returned at
+/// its first look.
+#[test]
+fn a_subscriber_counts_only_the_waits_that_slept() {
+    let dom = domain("wscount");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let (mut a, _pa) = pair(&node, "a", Transport::Shm);
+    let (mut b, mut pb) = pair(&node, "b", Transport::Shm);
+    let waits = |topic: &str| {
+        ferry::admin::topic(&dom, topic)
+            .unwrap()
+            .expect("the topic")
+            .subscribers[0]
+            .waits
+    };
+    let (a0, b0) = (waits("a"), waits("b"));
+    let mut set = WaitSet::new();
+    // b has a message: the set finds it ready on its first look, and does not sleep.
+    pb.send(b"ready").unwrap();
+    let mut timer = Timer::new(Duration::from_secs(3600));
+    let ready = set
+        .wait(&mut [&mut a, &mut timer, &mut b], Some(WAIT))
+        .unwrap()
+        .to_vec();
+    assert_eq!(ready, vec![2]);
+    assert_eq!(
+        (waits("a"), waits("b")),
+        (a0, b0),
+        "no sleep, no wait counted"
+    );
+    assert!(b.try_recv().unwrap().is_some());
+    // Nothing to read: the set sleeps until its timeout, one wait for each.
+    assert!(set
+        .wait(&mut [&mut a, &mut b], Some(Duration::from_millis(20)))
+        .unwrap()
+        .is_empty());
+    assert_eq!((waits("a"), waits("b")), (a0 + 1, b0 + 1));
+}

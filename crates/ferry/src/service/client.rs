@@ -297,8 +297,8 @@ impl Client {
         self.responses.arm(sleep)
     }
 
-    pub(crate) fn disarm(&mut self) {
-        self.responses.disarm()
+    pub(crate) fn disarm(&mut self, slept: bool) {
+        self.responses.disarm(slept)
     }
 
     /// A stashed response or an ended request, if one is kept (for `want` only, if given).

@@ -219,8 +219,8 @@ impl Server {
         self.requests.arm(sleep)
     }
 
-    pub(crate) fn disarm(&mut self) {
-        self.requests.disarm()
+    pub(crate) fn disarm(&mut self, slept: bool) {
+        self.requests.disarm(slept)
     }
 
     /// Finds the next well-formed request, answering those too large with a refusal.

@@ -615,7 +615,6 @@ impl ShmSubscriber {
         if ready || self.topic.epoch() != self.epoch {
             return (None, self.next_liveness);
         }
-        me.waits.fetch_add(1, Ordering::Relaxed);
         let word: *const std::sync::atomic::AtomicU32 = &*me.doorbell;
         // With no publisher there is no liveness to look at: a publisher that comes rings the
         // doorbell.
@@ -627,10 +626,18 @@ impl ShmSubscriber {
         (Some((word, bell)), due)
     }
 
-    /// After a wait set's sleep: no longer announced as a sleeper.
-    pub fn disarm(&mut self) {
+    /// After a wait set's sleep (`slept`: it slept, counted as one of this subscriber's
+    /// waits), or the look that found another item ready first: no longer announced as a
+    /// sleeper.
+    pub fn disarm(&mut self, slept: bool) {
         for s in self.sources.iter() {
             s.reader.cancel_sleep(&s.data.block().ring);
+        }
+        if slept {
+            self.topic
+                .subscriber(self.slot)
+                .waits
+                .fetch_add(1, Ordering::Relaxed);
         }
     }
 
