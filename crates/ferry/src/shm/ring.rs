@@ -1391,9 +1391,11 @@ const IN_PROGRESS_WAIT: std::time::Duration = std::time::Duration::from_millis(1
 /// The last `want` of the messages the writer keeps (see "History" above) that lie before
 /// `until` (where a reader joined: `Reader::position`), oldest first, copied out. With the live
 /// messages read from `until` on there is no gap and no duplicate. Fewer come back when the
-/// writer keeps fewer, when it writes over them while they are copied, or when the ring lies
-/// (then what was read up to the lie). Bounded: at most a ring's worth of records is looked at
-/// and at most `want` copies of at most `max_len` bytes are held at once.
+/// writer keeps fewer, when it writes over them while they are copied (the walk then starts
+/// again from the writer's new oldest record, [`HISTORY_WALKS`] times at most, and keeps what is
+/// intact), or when the ring lies (then what was read up to the lie). Bounded: at most a ring's
+/// worth of records is looked at per walk and at most `want` copies of at most `max_len` bytes
+/// are held at once.
 pub fn history<M: RingBytes>(
     hdr: &RingHeader,
     mem: &M,
@@ -1409,24 +1411,57 @@ pub fn history<M: RingBytes>(
     // once committed.
     let head = wait_for_head(hdr, until);
     let end = until.min(head);
+    // A writer that laps the oldest kept record while it is copied has forgotten it, and
+    // published a newer oldest: the walk starts again from there, a few times at most.
+    let mut last = Vec::new();
+    for _ in 0..HISTORY_WALKS {
+        match walk_history(hdr, mem, capacity, max_len, end, want) {
+            Walk::Whole(past) => return past,
+            Walk::Torn(past) => last = past,
+        }
+    }
+    last
+}
+
+/// Walks of the history [`history`] makes when a writer laps the records it copies.
+const HISTORY_WALKS: usize = 3;
+
+/// What one walk of the history found.
+enum Walk {
+    /// Every record from the oldest kept one up to `end`.
+    Whole(Vec<Past>),
+    /// A record was written over while it was read: the intact copies of the records before it.
+    Torn(Vec<Past>),
+}
+
+/// One walk of [`history`] from the oldest record the writer keeps now up to `end`.
+fn walk_history<M: RingBytes>(
+    hdr: &RingHeader,
+    mem: &M,
+    capacity: u64,
+    max_len: u64,
+    end: u64,
+    want: usize,
+) -> Walk {
     // Acquire pairs with the Release `reserve` stores of `Writer::reserve_here` and `pad_to`: the
     // `history` word loaded next is at least the one stored before this reservation.
     let reserve = hdr.reserve.end.load(Ordering::Acquire);
     // Relaxed: ordered after the Acquire load above.
     let Some(start) = hdr.head.history.load(Ordering::Relaxed).checked_sub(1) else {
-        return Vec::new();
+        return Walk::Whole(Vec::new());
     };
     let plausible = start < end
         && end - start <= capacity
         && start % RECORD_ALIGN == 0
         && start.saturating_add(capacity) >= reserve;
     if !plausible {
-        return Vec::new();
+        return Walk::Whole(Vec::new());
     }
     let mask = capacity - 1;
     let mut kept: std::collections::VecDeque<(u64, Past)> = std::collections::VecDeque::new();
     let mut pos = start;
     let mut next_seq: Option<u64> = None;
+    let mut torn = false;
     for _ in 0..capacity / RECORD_HEADER + 1 {
         if pos >= end {
             break;
@@ -1437,6 +1472,7 @@ pub fn history<M: RingBytes>(
         // `Reader::read_latest`.
         fence(Ordering::Acquire);
         if hdr.reserve.end.load(Ordering::Relaxed) > pos.saturating_add(capacity) {
+            torn = true;
             break;
         }
         let seq = u64::from_le_bytes(header[..8].try_into().unwrap());
@@ -1475,10 +1511,16 @@ pub fn history<M: RingBytes>(
     // The copies whose bytes no reservation reached are intact (pairs as above).
     fence(Ordering::Acquire);
     let reserve = hdr.reserve.end.load(Ordering::Relaxed);
-    kept.into_iter()
+    let intact = kept
+        .into_iter()
         .filter(|(pos, _)| pos.saturating_add(capacity) >= reserve)
         .map(|(_, past)| past)
-        .collect()
+        .collect();
+    if torn {
+        Walk::Torn(intact)
+    } else {
+        Walk::Whole(intact)
+    }
 }
 
 /// `head`, once it has reached `until` or a short while has passed.

@@ -1158,6 +1158,62 @@ fn history_is_only_what_the_ring_still_holds() {
     }
 }
 
+/// A ring whose first record header read lets a writer go on: a writer that laps the oldest
+/// kept record while a joiner copies the history.
+struct LappedWhileRead<'a> {
+    mem: &'a AtomicBytes,
+    on_first_read: std::cell::RefCell<Option<Box<dyn FnOnce() + 'a>>>,
+}
+
+impl RingBytes for LappedWhileRead<'_> {
+    fn write(&self, offset: u64, src: &[u8]) {
+        self.mem.write(offset, src)
+    }
+    fn read(&self, offset: u64, dst: &mut [u8]) {
+        self.mem.read(offset, dst)
+    }
+    fn read_header(&self, offset: u64) -> [u8; RECORD_HEADER as usize] {
+        let header = self.mem.read_header(offset);
+        let go_on = self.on_first_read.borrow_mut().take();
+        if let Some(go_on) = go_on {
+            go_on();
+        }
+        header
+    }
+    fn load_word(&self, offset: u64) -> u64 {
+        self.mem.load_word(offset)
+    }
+    fn store_word(&self, offset: u64, value: u64, order: Ordering) {
+        self.mem.store_word(offset, value, order)
+    }
+}
+
+/// A writer that writes over the oldest kept record while a joiner copies it: the joiner walks
+/// again from the writer's new oldest and gets the records still intact, not nothing.
+#[test]
+fn a_history_lapped_while_copied_is_walked_again_from_the_new_oldest() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    // A 256-byte ring keeps six 40-byte records: 34 to 39.
+    let mut w = Writer::new(&hdr, CAP, false).with_history(&hdr, 50);
+    write_read(&mut w, &hdr, &mem, None, 0, 40, 24);
+    let late = Reader::join(&hdr, CAP, max_payload(CAP), 1, 9, true);
+    let until = late.position();
+    let lapped = LappedWhileRead {
+        mem: &mem,
+        // Message 40 takes the room of 34, the oldest, as its header is being read.
+        on_first_read: std::cell::RefCell::new(Some(Box::new(|| {
+            write_read(&mut w, &hdr, &mem, None, 40, 1, 24)
+        }))),
+    };
+    let past = history(&hdr, &lapped, CAP, max_payload(CAP), until, 50);
+    let seqs: Vec<u64> = past.iter().map(|p| p.seq).collect();
+    assert_eq!(seqs, (35..40).collect::<Vec<u64>>());
+    for p in &past {
+        assert_eq!(p.bytes, pattern(p.seq, 24));
+    }
+}
+
 #[test]
 fn a_writer_without_history_keeps_none_and_a_reader_asking_none_gets_none() {
     let hdr = RingHeader::new();
