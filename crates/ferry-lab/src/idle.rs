@@ -101,19 +101,20 @@ const SETTLE: Duration = Duration::from_millis(500);
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One row per wait strategy, each with a fresh peer.
+/// ferry's QoS for the idle pair's `transport`, waiting `wait`.
+fn qos(transport: Subject, wait: WaitStrategy) -> Result<Qos> {
+    transport
+        .qos(wait)
+        .ok_or_else(|| Error::msg(format!("idle: {transport} is not a ferry transport")))
+}
+
 fn measure(args: &Config, domain: &str, ticks: u64, rows: &mut Vec<Row>) -> Result<()> {
     for &wait in &args.wait {
         note!("idle: {} {}", args.transport.name(), wait.name());
         let node = Node::with_domain("lab-idle", domain)?;
         let mut publisher = node.publisher(
             TOPIC,
-            &Qos::default()
-                .transport(
-                    args.transport
-                        .transport()
-                        .ok_or_else(|| Error::msg("idle: not a ferry transport"))?,
-                )
-                .max_message_size(64),
+            &qos(args.transport, Qos::default().wait)?.max_message_size(64),
         )?;
         let request = PeerRequest {
             domain: domain.to_owned(),
@@ -214,16 +215,7 @@ impl Experiment for Idle {
     fn run_peer(args: PeerRequest, link: &mut PeerLink) -> Result<()> {
         SUBJECTS.check("transport", &[args.transport])?;
         let node = Node::with_domain("lab-idle-peer", &args.domain)?;
-        let mut sub = node.subscriber(
-            TOPIC,
-            &Qos::default()
-                .transport(
-                    args.transport
-                        .transport()
-                        .ok_or_else(|| Error::msg("idle: not a ferry transport"))?,
-                )
-                .wait(args.wait),
-        )?;
+        let mut sub = node.subscriber(TOPIC, &qos(args.transport, args.wait)?)?;
         let mut main_alive = link.watch();
         loop {
             main_alive()?;
