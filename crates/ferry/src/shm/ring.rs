@@ -1392,7 +1392,7 @@ const IN_PROGRESS_WAIT: std::time::Duration = std::time::Duration::from_millis(1
 /// `until` (where a reader joined: `Reader::position`), oldest first, copied out. With the live
 /// messages read from `until` on there is no gap and no duplicate. Fewer come back when the
 /// writer keeps fewer, when it writes over them while they are copied (the walk then starts
-/// again from the writer's new oldest record, [`HISTORY_WALKS`] times at most, and keeps what is
+/// again from the writer's new oldest record, `HISTORY_WALKS` times at most, and keeps what is
 /// intact), or when the ring lies (then what was read up to the lie). Bounded: at most a ring's
 /// worth of records is looked at per walk and at most `want` copies of at most `max_len` bytes
 /// are held at once.

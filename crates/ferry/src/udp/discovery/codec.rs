@@ -118,7 +118,8 @@ pub enum DiscoveryError {
     BadSource(SocketAddr),
 }
 
-/// Why a discovery datagram was refused: the counters of [`DiscoveryRefusals`].
+/// Why a discovery datagram was refused: the counters of
+/// [`DiscoveryRefusals`](crate::refusal::DiscoveryRefusals).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
     /// It does not decode (see [`DiscoveryError`]).

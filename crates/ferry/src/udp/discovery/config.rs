@@ -31,7 +31,8 @@ pub struct DiscoveryConfig {
 }
 
 /// The bounds of an agent's tables. Over a bound, discovery makes room or refuses, and counts it
-/// ([`DiscoveryRefusals::over_limit`]); it never waits.
+/// ([`DiscoveryRefusals::over_limit`](crate::refusal::DiscoveryRefusals::over_limit)); it never
+/// waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DiscoveryLimits {
