@@ -73,7 +73,8 @@ impl From<ferry::Error> for Failure {
         let status = match e {
             ferry::Error::InvalidName { .. }
             | ferry::Error::InvalidQos(_)
-            | ferry::Error::InvalidConfig(_) => ferry_status::FERRY_INVALID_ARGUMENT,
+            | ferry::Error::InvalidConfig(_)
+            | ferry::Error::InvalidType(_) => ferry_status::FERRY_INVALID_ARGUMENT,
             ferry::Error::ServiceTaken { .. } => ferry_status::FERRY_SERVICE_TAKEN,
             _ => ferry_status::FERRY_ERROR,
         };

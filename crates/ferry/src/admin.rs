@@ -15,6 +15,17 @@ pub fn topic(domain: &str, topic: &str) -> Result<Option<TopicSnapshot>, crate::
     Ok(crate::shm::topic::Topic::open_existing(domain, topic)?.map(|t| t.snapshot()))
 }
 
+/// A topic's type, if an end of this host declared one (`Qos::topic_type`); `None` also when
+/// the topic does not exist. A damaged type record is an error.
+pub fn topic_type(domain: &str, topic: &str) -> Result<Option<crate::TopicType>, crate::Error> {
+    validate_domain(domain)?;
+    validate_topic(topic)?;
+    match crate::shm::topic::Topic::open_existing(domain, topic)? {
+        Some(t) => t.topic_type(),
+        None => Ok(None),
+    }
+}
+
 /// A UDP endpoint announced by another host.
 #[derive(Debug, Clone)]
 pub struct RemoteEndpoint {

@@ -17,6 +17,20 @@ pub enum Error {
     /// A node's configuration (`NodeConfig`, or the `FERRY_*` variables it is read from).
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
+    /// A topic type that cannot be declared (`TopicType::new`).
+    #[error("invalid topic type: {0}")]
+    InvalidType(String),
+    /// The topic already has another type than the one this end declares.
+    #[error(
+        "topic {topic} carries type {found}, but this {role} declares {declared}; declare the \
+         same type (or none, to take the bytes as they are), or use another topic"
+    )]
+    TypeMismatch {
+        topic: String,
+        role: &'static str,
+        found: String,
+        declared: String,
+    },
     #[error(
         "shared-memory segment {segment} is not a ferry segment (foreign magic {found:#018x}); \
          remove it if nothing else uses it, or pick another domain or topic"

@@ -555,6 +555,16 @@ pub(crate) enum Side {
 }
 
 impl Subscriber {
+    /// The topic's type, if an end of this host declared one (`Qos::topic_type`): read from
+    /// the topic's directory each call (once per publisher is plenty). An error says the
+    /// directory's type record is damaged.
+    pub fn topic_type(&self) -> Result<Option<crate::TopicType>, Error> {
+        match &self.inner {
+            SubInner::Shm(s) | SubInner::Auto(s, _) => s.topic().topic_type(),
+            SubInner::Udp(u) => u.topic().topic_type(),
+        }
+    }
+
     pub fn topic(&self) -> &str {
         &self.topic
     }

@@ -169,6 +169,11 @@ pub struct Qos {
     /// history yet: a `Transport::Udp` end asking for it is refused, and under `Transport::Auto`
     /// only subscribers of the publisher's host get it.
     pub history: usize,
+    /// What the topic's messages are (`None`: bytes whose meaning only the applications know).
+    /// The first end that declares a type gives the topic its type for as long as the topic
+    /// exists; an end that declares another one is refused (`Error::TypeMismatch`, naming both),
+    /// an end that declares none takes the topic as it is. Checked once, when the end is made.
+    pub topic_type: Option<crate::TopicType>,
 }
 
 /// The most messages `Qos::history` keeps or asks for.
@@ -193,11 +198,17 @@ impl Default for Qos {
             max_rate: None,
             deadline: None,
             history: 0,
+            topic_type: None,
         }
     }
 }
 
 impl Qos {
+    /// Declares the topic's type (see the `topic_type` field).
+    pub fn topic_type(mut self, t: crate::TopicType) -> Qos {
+        self.topic_type = Some(t);
+        self
+    }
     pub fn transport(mut self, t: Transport) -> Qos {
         self.transport = t;
         self

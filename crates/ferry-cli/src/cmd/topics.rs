@@ -50,8 +50,45 @@ struct TopicJson {
     domain: String,
     topic: String,
     transport: &'static str,
+    /// The topic's type, when an end declared one.
+    #[serde(rename = "type")]
+    topic_type: Option<TypeJson>,
+    /// Why the type cannot be read (a damaged record), when it cannot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    type_error: Option<String>,
     publishers: Vec<PublisherJson>,
     subscribers: Vec<SubscriberJson>,
+}
+
+#[derive(Serialize)]
+struct TypeJson {
+    name: String,
+    encoding: &'static str,
+    schema_encoding: &'static str,
+    schema_bytes: usize,
+    /// The type's hash (16 hex digits), which ends compare.
+    hash: String,
+}
+
+impl From<&ferry::TopicType> for TypeJson {
+    fn from(t: &ferry::TopicType) -> TypeJson {
+        TypeJson {
+            name: t.name().to_owned(),
+            encoding: t.encoding().name(),
+            schema_encoding: t.encoding().schema_encoding(),
+            schema_bytes: t.schema().len(),
+            hash: format!("{:016x}", t.hash()),
+        }
+    }
+}
+
+/// A topic's type as the table shows it.
+fn type_cell(t: &TopicSnapshot) -> String {
+    match &t.topic_type {
+        Ok(Some(ty)) => format!("{} ({})", ty.name(), ty.encoding()),
+        Ok(None) => "-".to_owned(),
+        Err(_) => "(damaged)".to_owned(),
+    }
 }
 
 #[derive(Serialize)]
@@ -216,6 +253,13 @@ impl From<&TopicSnapshot> for TopicJson {
             domain: t.domain.clone(),
             topic: t.topic.clone(),
             transport: transport_of(t),
+            topic_type: t
+                .topic_type
+                .as_ref()
+                .ok()
+                .and_then(Option::as_ref)
+                .map(TypeJson::from),
+            type_error: t.topic_type.as_ref().err().cloned(),
             publishers: t.publishers.iter().map(PublisherJson::from).collect(),
             subscribers: t
                 .subscribers
@@ -506,6 +550,7 @@ pub fn run_topics(args: TopicsArgs) -> Result<()> {
     let mut table = Table::new(&[
         "DOMAIN",
         "TOPIC",
+        "TYPE",
         "TRANSPORT",
         "ROLE",
         "NODE",
@@ -520,6 +565,7 @@ pub fn run_topics(args: TopicsArgs) -> Result<()> {
                 [
                     t.domain.clone(),
                     t.topic.clone(),
+                    type_cell(t),
                     transport_of(t).to_owned(),
                 ]
             } else {

@@ -13,7 +13,7 @@ pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
 /// "FERRYDAT" little-endian: one publisher's data segment.
 pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
 /// Bumped on any change of the layouts in this file.
-pub const LAYOUT_VERSION: u32 = 15;
+pub const LAYOUT_VERSION: u32 = 16;
 
 pub const MAX_PUBLISHERS: usize = 32;
 pub const MAX_NAME: usize = 128;
@@ -51,6 +51,27 @@ pub struct ControlBlock {
     pub next_token: AtomicU64,
     pub publishers: [Padded<PublisherSlot>; MAX_PUBLISHERS],
     pub subscribers: [Padded<SubscriberSlot>; MAX_READERS],
+    /// The topic's type, once an end declares one (last: its schema's pages are touched only
+    /// on a typed topic).
+    pub topic_type: TypeBlock,
+}
+
+/// A topic's type (`crate::TopicType`), written once by the first end that declares one and
+/// never changed while the segment lives. Readers treat every field as hostile: the lengths
+/// are bounded before use and the schema is only ever parsed with bounded work.
+#[repr(C)]
+pub struct TypeBlock {
+    /// 0 while free; the writer's token while it writes (claimed with a compare-exchange).
+    pub writer: AtomicU64,
+    /// Stored (Release) once the rest is written; a reader that sees it (Acquire) sees the rest.
+    pub ready: AtomicU32,
+    /// `MessageEncoding::code`.
+    pub encoding: AtomicU32,
+    pub hash: AtomicU64,
+    pub schema_len: AtomicU64,
+    /// The type name, UTF-8, zero-padded.
+    pub name: [AtomicU64; crate::topic_type::MAX_TYPE_NAME / 8],
+    pub schema: [AtomicU64; crate::topic_type::MAX_SCHEMA / 8],
 }
 
 /// Identity and liveness of a participant. `owner` is `0` when free, else the token
@@ -249,7 +270,7 @@ pub struct DataBlock {
 const _: () = {
     assert!(std::mem::size_of::<SegmentHeader>() == 32);
     assert!(std::mem::align_of::<ControlBlock>() == 128);
-    assert!(std::mem::size_of::<ControlBlock>() <= 64 * 1024);
+    assert!(std::mem::size_of::<ControlBlock>() - std::mem::size_of::<TypeBlock>() <= 64 * 1024);
     assert!(std::mem::size_of::<DataBlock>() <= 16 * 1024);
     assert!(std::mem::size_of::<PublisherSlot>() <= 424);
 };

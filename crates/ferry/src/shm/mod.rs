@@ -4,6 +4,7 @@ pub mod layout;
 pub mod ring;
 pub mod segment;
 pub mod topic;
+mod typed;
 
 mod publisher;
 mod subscriber;

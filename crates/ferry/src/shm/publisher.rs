@@ -74,7 +74,7 @@ impl ShmPublisher {
         let page = sys::page_size();
         let capacity = qos.effective_capacity(page)?;
         let topic = Topic::open(domain, topic_name, mode)?;
-        let (slot, token) = topic.claim_publisher(node)?;
+        let (slot, token) = topic.claim_publisher(node, qos.topic_type.as_ref())?;
         match Self::make_ring(&topic, token, capacity, qos, mode) {
             Ok(data) => {
                 let reliable = qos.delivery == Delivery::Reliable;

@@ -91,7 +91,7 @@ impl ShmSubscriber {
         mode: u32,
     ) -> Result<ShmSubscriber, Error> {
         let topic = Topic::open(domain, topic_name, mode)?;
-        let (slot, token) = topic.claim_subscriber(node)?;
+        let (slot, token) = topic.claim_subscriber(node, qos.topic_type.as_ref())?;
         let reliable = qos.delivery == Delivery::Reliable;
         let s = topic.subscriber(slot);
         s.reliable.store(reliable as u32, Ordering::Relaxed);
@@ -130,6 +130,11 @@ impl ShmSubscriber {
     }
 
     /// Its slot in the topic's directory (where its counters live).
+    /// The topic's directory.
+    pub fn topic(&self) -> &Topic {
+        &self.topic
+    }
+
     pub fn slot(&self) -> &super::layout::SubscriberSlot {
         self.topic.subscriber(self.slot)
     }

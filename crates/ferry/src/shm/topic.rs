@@ -11,7 +11,7 @@ use super::layout::{
 use super::segment::{self, open_checked, publish_header, Segment};
 use crate::refusal::{DiscoveryRefusals, Refusals, REASONS};
 use crate::sys::{self, Mapping, Presence, ProcessId, ShmObject};
-use crate::Error;
+use crate::{Error, TopicType};
 
 /// Bits of `PublisherSlot::transport` and `SubscriberSlot::transport`.
 pub const TRANSPORT_SHM: u32 = 1;
@@ -259,20 +259,41 @@ impl Topic {
         self.seg.name()
     }
 
-    fn new_token(&self) -> u64 {
+    pub(super) fn new_token(&self) -> u64 {
         let n = self.block().next_token.fetch_add(1, Ordering::Relaxed) + 1;
         (n << 32) | std::process::id() as u64
     }
 
-    /// Claims a publisher slot. The caller fills in the rest and calls `publisher_ready`.
-    pub fn claim_publisher(&self, node: &str) -> Result<(usize, u64), Error> {
+    /// Claims a publisher slot, and gives the topic the type `declared` or checks it against
+    /// the topic's (`declare_type`; the slot is released when that fails). The caller fills in
+    /// the rest and calls `publisher_ready`.
+    pub fn claim_publisher(
+        &self,
+        node: &str,
+        declared: Option<&TopicType>,
+    ) -> Result<(usize, u64), Error> {
         let slots: Vec<&Owner> = self.block().publishers.iter().map(|p| &p.owner).collect();
-        self.claim(&slots, node, "publisher")
+        let (slot, token) = self.claim(&slots, node, "publisher")?;
+        if let Err(e) = declared.map_or(Ok(()), |t| self.declare_type(t, "publisher")) {
+            self.release_publisher(slot, token);
+            return Err(e);
+        }
+        Ok((slot, token))
     }
 
-    pub fn claim_subscriber(&self, node: &str) -> Result<(usize, u64), Error> {
+    /// As `claim_publisher`, for a subscriber.
+    pub fn claim_subscriber(
+        &self,
+        node: &str,
+        declared: Option<&TopicType>,
+    ) -> Result<(usize, u64), Error> {
         let slots: Vec<&Owner> = self.block().subscribers.iter().map(|s| &s.owner).collect();
-        self.claim(&slots, node, "subscriber")
+        let (slot, token) = self.claim(&slots, node, "subscriber")?;
+        if let Err(e) = declared.map_or(Ok(()), |t| self.declare_type(t, "subscriber")) {
+            self.release_subscriber(slot, token);
+            return Err(e);
+        }
+        Ok((slot, token))
     }
 
     fn claim(
@@ -629,6 +650,7 @@ impl Topic {
             topic: self.topic.clone(),
             publishers,
             subscribers,
+            topic_type: self.topic_type().map_err(|e| e.to_string()),
         }
     }
 }
@@ -678,6 +700,9 @@ pub struct TopicSnapshot {
     pub topic: String,
     pub publishers: Vec<PublisherStats>,
     pub subscribers: Vec<SubscriberStats>,
+    /// The topic's type, if an end declared one; why it cannot be read, if its record is
+    /// damaged.
+    pub topic_type: Result<Option<TopicType>, String>,
 }
 
 /// A UDP publisher's datagrams, batching, repairs and congestion control, as `ferry stats`
@@ -919,7 +944,7 @@ mod tests {
 
     /// Makes publisher slot 0 look owned by a process that ended, as seen from `pid_ns`.
     fn forge_publisher(t: &Topic, pid_ns: u64) -> u64 {
-        let (slot, token) = t.claim_publisher("forged").unwrap();
+        let (slot, token) = t.claim_publisher("forged", None).unwrap();
         let o = &t.publisher(slot).owner;
         o.pid.store(NO_SUCH_PID, Ordering::Relaxed);
         o.pid_ns.store(pid_ns, Ordering::Relaxed);
@@ -987,7 +1012,7 @@ mod tests {
         let dom = domain("lockleave");
         let t = Topic::open(&dom, "data", 0o600).unwrap();
         let other = Topic::open(&dom, "data", 0o600).unwrap();
-        let (slot, token) = t.claim_subscriber("me").unwrap();
+        let (slot, token) = t.claim_subscriber("me", None).unwrap();
         t.subscriber_ready(slot);
         let at = lock_at(Side::Subscriber, slot);
         assert!(other.seg.obj.byte_locked(at).unwrap());

@@ -1081,7 +1081,7 @@ impl UdpPublisher {
         });
         let (socket, addr) = bind_udp(qos, config.discovery(), Some(4 << 20), false)?;
         let topic = Topic::open(domain, topic_name, config.shm_mode())?;
-        let (slot, token) = topic.claim_publisher(node)?;
+        let (slot, token) = topic.claim_publisher(node, qos.topic_type.as_ref())?;
         let p = topic.publisher(slot);
         p.reliable.store(reliable as u32, Ordering::Relaxed);
         p.transport.store(TRANSPORT_UDP, Ordering::Relaxed);
@@ -1556,6 +1556,11 @@ pub struct UdpSubscriber {
 }
 
 impl UdpSubscriber {
+    /// The topic's directory (this host's endpoints).
+    pub fn topic(&self) -> &Topic {
+        &self.topic
+    }
+
     pub fn create(
         config: &NodeConfig,
         topic_name: &str,
@@ -1597,7 +1602,7 @@ impl UdpSubscriber {
         };
         let rx = Receiver::new(id, frame::topic_id(domain, topic_name), cfg);
         let topic = Topic::open(domain, topic_name, config.shm_mode())?;
-        let (slot, token) = topic.claim_subscriber(node)?;
+        let (slot, token) = topic.claim_subscriber(node, qos.topic_type.as_ref())?;
         let s = topic.subscriber(slot);
         s.reliable.store(reliable as u32, Ordering::Relaxed);
         s.wait.store(qos.wait as u32, Ordering::Relaxed);
