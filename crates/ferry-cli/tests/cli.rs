@@ -316,6 +316,158 @@ fn pub_and_echo_exchange_messages() {
     );
 }
 
+/// The ROS 2 IMU definition the typed tests declare.
+const IMU_SCHEMA: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../ferry-types/tests/data/Imu.msg"
+);
+
+#[test]
+fn a_typed_topic_is_echoed_by_field_name_and_a_subscriber_of_another_type_is_refused() {
+    let d = domain("typed");
+    let json_echo = spawn(&[
+        "echo",
+        "imu",
+        "--count",
+        "3",
+        "--json",
+        "--timeout",
+        "30",
+        "--domain",
+        &d,
+    ]);
+    let text_echo = spawn(&[
+        "echo",
+        "imu",
+        "--count",
+        "3",
+        "--timeout",
+        "30",
+        "--domain",
+        &d,
+    ]);
+    let raw_echo = spawn(&[
+        "echo",
+        "imu",
+        "--count",
+        "3",
+        "--raw",
+        "--timeout",
+        "30",
+        "--domain",
+        &d,
+    ]);
+    let publisher = spawn(&[
+        "pub",
+        "imu",
+        "--type",
+        "sensor_msgs/msg/Imu",
+        "--schema",
+        IMU_SCHEMA,
+        "--yaml",
+        "{header: {stamp: {sec: 12, nanosec: 34}, frame_id: imu_link}, orientation: {w: 1.0}, \
+         angular_velocity: {y: -1.25}, linear_acceleration_covariance: [1, 2, 3, 4, 5, 6, 7, 8, 9]}",
+        "--rate",
+        "100",
+        "--count",
+        "3",
+        "--wait-subscribers",
+        "3",
+        "--wait-timeout",
+        "30",
+        "--keep-alive",
+        "30",
+        "--domain",
+        &d,
+    ]);
+    let j = json_echo.finish(LONG);
+    assert!(j.status.success(), "echo --json failed: {}", j.stderr);
+    let lines: Vec<&str> = j.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", j.stdout);
+    for (i, line) in lines.iter().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["seq"], i as u64);
+        let m = &v["message"];
+        assert_eq!(m["header"]["frame_id"], "imu_link", "{line}");
+        assert_eq!(m["header"]["stamp"]["nanosec"], 34, "{line}");
+        assert_eq!(m["orientation"]["w"], 1.0, "{line}");
+        assert_eq!(m["angular_velocity"]["y"], -1.25, "{line}");
+        assert_eq!(m["linear_acceleration_covariance"][8], 9.0, "{line}");
+    }
+    let t = text_echo.finish(LONG);
+    assert!(t.status.success(), "echo failed: {}", t.stderr);
+    assert!(
+        t.stdout
+            .starts_with("seq 0  size 324\nheader:\n  stamp:\n    sec: 12\n"),
+        "{}",
+        t.stdout
+    );
+    assert!(
+        t.stdout.contains("\n  frame_id: \"imu_link\"\n"),
+        "{}",
+        t.stdout
+    );
+    assert_eq!(t.stdout.matches("---\n").count(), 3, "{}", t.stdout);
+    let r = raw_echo.finish(LONG);
+    assert!(r.status.success(), "echo --raw failed: {}", r.stderr);
+    assert!(
+        r.stdout.starts_with("seq 0  size 324  00010000 0c000000"),
+        "{}",
+        r.stdout
+    );
+
+    // The topic shows its type; a subscriber declaring another is refused, naming both.
+    let listed = run_ok(&["topics", "--domain", &d]);
+    assert!(listed.contains("sensor_msgs/msg/Imu (cdr)"), "{listed}");
+    let v3 = std::env::temp_dir().join(format!("ferry-vector3-{}.msg", std::process::id()));
+    std::fs::write(&v3, "float64 x\nfloat64 y\nfloat64 z\n").unwrap();
+    let refused = run(
+        &[
+            "echo",
+            "imu",
+            "--type",
+            "geometry_msgs/msg/Vector3",
+            "--schema",
+            v3.to_str().unwrap(),
+            "--timeout",
+            "5",
+            "--domain",
+            &d,
+        ],
+        LONG,
+    );
+    let _ = std::fs::remove_file(&v3);
+    assert!(!refused.status.success());
+    assert!(
+        refused.stderr.contains("carries type sensor_msgs/msg/Imu")
+            && refused
+                .stderr
+                .contains("declares geometry_msgs/msg/Vector3"),
+        "{}",
+        refused.stderr
+    );
+    drop(publisher);
+
+    // Text that does not fit the type is refused by field, before anything is published.
+    let bad = run(
+        &[
+            "pub",
+            "imu2",
+            "--type",
+            "sensor_msgs/msg/Imu",
+            "--schema",
+            IMU_SCHEMA,
+            "--yaml",
+            "{header: {stamp: {sec: soon}}}",
+            "--domain",
+            &d,
+        ],
+        LONG,
+    );
+    assert!(!bad.status.success());
+    assert!(bad.stderr.contains("header.stamp.sec"), "{}", bad.stderr);
+}
+
 #[test]
 fn one_echo_reads_several_topics_each_line_naming_its_topic() {
     let d = domain("many");

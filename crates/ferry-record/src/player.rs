@@ -53,6 +53,8 @@ pub struct TopicScan {
     pub topic: String,
     pub messages: u64,
     pub max_size: usize,
+    /// The type it was recorded with (of its first channel), declared again when played.
+    pub topic_type: Option<ferry::TopicType>,
 }
 
 /// What the first pass found (of the topics played).
@@ -109,7 +111,8 @@ pub fn scan(path: &Path, limits: ReadLimits, only: Option<&[String]>) -> Result<
     let (mut first, mut last, mut messages) = (u64::MAX, 0u64, 0u64);
     while let Some(ev) = reader.next_event() {
         let Event::Message(m) = ev? else { continue };
-        let topic = &reader.channels()[&m.channel].topic;
+        let channel = &reader.channels()[&m.channel];
+        let topic = &channel.topic;
         if !all.contains(topic) {
             all.push(topic.clone());
         }
@@ -123,6 +126,7 @@ pub fn scan(path: &Path, limits: ReadLimits, only: Option<&[String]>) -> Result<
                     topic: topic.clone(),
                     messages: 0,
                     max_size: 0,
+                    topic_type: channel.topic_type.clone(),
                 });
                 topics.last_mut().expect("pushed")
             }
@@ -171,7 +175,10 @@ impl Player {
         let scan = scan(path, options.limits, options.topics.as_deref())?;
         let mut publishers = HashMap::new();
         for t in &scan.topics {
-            let q = qos.clone().max_message_size(t.max_size.max(1));
+            let mut q = qos.clone().max_message_size(t.max_size.max(1));
+            if q.topic_type.is_none() {
+                q.topic_type = t.topic_type.clone();
+            }
             let p = node
                 .publisher(&t.topic, &q)
                 .map_err(|e| Error::Publish(t.topic.clone(), e))?;

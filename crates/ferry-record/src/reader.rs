@@ -67,6 +67,10 @@ pub struct ChannelInfo {
     pub message_encoding: String,
     pub schema_name: String,
     pub decoding: Decoding,
+    /// The type a typed topic was recorded with (its schema and encoding are a ROS 2
+    /// definition with CDR, a protobuf descriptor set, or a JSON Schema with JSON), which `ferry
+    /// play` declares again; `None` for ferry's own framings and anything else.
+    pub topic_type: Option<ferry::TopicType>,
 }
 
 /// One message: its channel, its header fields and its payload.
@@ -101,7 +105,7 @@ pub struct McapReader<R: Read> {
     input: R,
     reader: LinearReader,
     limits: ReadLimits,
-    schemas: HashMap<u16, (String, String)>,
+    schemas: HashMap<u16, (String, String, Vec<u8>)>,
     channels: HashMap<u16, ChannelInfo>,
     records: u64,
     done: bool,
@@ -329,13 +333,19 @@ impl<R: Read> McapReader<R> {
     fn take(&mut self, record: mcap::records::Record<'_>) -> Result<Option<Event>, Error> {
         use mcap::records::Record;
         match record {
-            Record::Schema { header, .. } => {
+            Record::Schema { header, data } => {
                 if header.id == 0 {
                     return Err(self.malformed("schema id 0 (reserved for none)"));
                 }
                 let entry = (
                     bounded(&header.name, "schema name").map_err(|d| self.malformed(d))?,
                     bounded(&header.encoding, "schema encoding").map_err(|d| self.malformed(d))?,
+                    // A schema larger than a type may have is kept out: its channel plays as bytes.
+                    if data.len() <= ferry::MAX_SCHEMA {
+                        data.into_owned()
+                    } else {
+                        Vec::new()
+                    },
                 );
                 match self.schemas.get(&header.id) {
                     Some(known) if *known != entry => {
@@ -354,8 +364,8 @@ impl<R: Read> McapReader<R> {
                 }
             }
             Record::Channel(c) => {
-                let (schema_name, schema_encoding) = if c.schema_id == 0 {
-                    (String::new(), String::new())
+                let (schema_name, schema_encoding, schema_data) = if c.schema_id == 0 {
+                    (String::new(), String::new(), Vec::new())
                 } else {
                     self.schemas.get(&c.schema_id).cloned().ok_or_else(|| {
                         self.malformed(format!(
@@ -373,6 +383,15 @@ impl<R: Read> McapReader<R> {
                     topic: bounded(&c.topic, "topic").map_err(|d| self.malformed(d))?,
                     message_encoding: bounded(&c.message_encoding, "message encoding")
                         .map_err(|d| self.malformed(d))?,
+                    topic_type: match ferry_kind {
+                        Some(_) => None,
+                        None => recorded_type(
+                            &schema_name,
+                            &schema_encoding,
+                            &c.message_encoding,
+                            schema_data,
+                        ),
+                    },
                     schema_name,
                     decoding: ferry_kind.map_or(Decoding::Raw, Decoding::Ferry),
                 };
@@ -479,4 +498,20 @@ impl Contents {
                 .collect()
         })
     }
+}
+
+/// The ferry type of a channel whose message and schema encodings are one of the pairs MCAP
+/// names (`cdr` with `ros2msg`, `protobuf` with `protobuf`, `json` with `jsonschema`), if its
+/// name and schema make one.
+fn recorded_type(
+    name: &str,
+    schema_encoding: &str,
+    message_encoding: &str,
+    schema: Vec<u8>,
+) -> Option<ferry::TopicType> {
+    let encoding: ferry::MessageEncoding = message_encoding.parse().ok()?;
+    if encoding == ferry::MessageEncoding::Raw || encoding.schema_encoding() != schema_encoding {
+        return None;
+    }
+    ferry::TopicType::new(name, encoding, schema).ok()
 }

@@ -18,7 +18,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ferry::{Delivery, Node, PublisherId, PublisherInfo, Qos, Subscriber};
+use ferry::{
+    Delivery, MessageEncoding, Node, PublisherId, PublisherInfo, Qos, Subscriber, TopicType,
+};
 
 use crate::format::{self, channel, meta, PayloadType};
 use crate::queue::Queue;
@@ -122,6 +124,8 @@ struct Received {
     publisher: PublisherId,
     /// Set on a publisher's first message.
     info: Option<PublisherInfo>,
+    /// The topic's type, looked at on a publisher's first message.
+    topic_type: Option<TopicType>,
     seq: u64,
     skipped: u64,
     log_time: u64,
@@ -158,6 +162,8 @@ pub struct Recorder {
     next_index: usize,
     totals: Vec<Counts>,
     publishers: HashMap<PublisherId, PublisherInfo>,
+    /// The type of each typed publisher's topic, as it was when it first sent.
+    types: HashMap<PublisherId, TopicType>,
 }
 
 struct OpenFile {
@@ -169,6 +175,8 @@ struct OpenFile {
     /// How far the file reaches (what `Counting` wrote).
     end: Arc<AtomicU64>,
     schema: u16,
+    /// The schemas of typed topics written so far, by type hash.
+    typed_schemas: HashMap<u64, u16>,
     channels: HashMap<(usize, PublisherId), ChannelState>,
     counts: Vec<Counts>,
 }
@@ -226,6 +234,7 @@ impl Recorder {
             next_index: 0,
             totals: vec![Counts::default(); topics.len()],
             publishers: HashMap::new(),
+            types: HashMap::new(),
         };
         rec.open_next()?;
         for (i, sub) in subscribers.into_iter().enumerate() {
@@ -325,13 +334,27 @@ impl Recorder {
         if let Some(info) = m.info.clone() {
             self.publishers.insert(m.publisher, info);
         }
+        // A typed topic's messages are stored as they are, under the type's own schema and
+        // encoding; a raw-typed or untyped one's framed as `--type` says.
+        if let Some(t) = m.topic_type.clone() {
+            if t.encoding() != MessageEncoding::Raw {
+                self.types.insert(m.publisher, t);
+            }
+        }
+        let typed = self.types.get(&m.publisher).cloned();
         let kind = self.options.payload;
         let file = self.file.as_mut().expect("a file is open while recording");
         let counts = &mut file.counts[m.topic];
         counts.skipped += m.skipped;
-        let Some(prefix) = format::prefix(kind, m.data.len()) else {
-            counts.refused += 1;
-            return Ok(());
+        let prefix = match &typed {
+            Some(_) => None,
+            None => match format::prefix(kind, m.data.len()) {
+                Some(p) => Some(p),
+                None => {
+                    counts.refused += 1;
+                    return Ok(());
+                }
+            },
         };
         let key = (m.topic, m.publisher);
         if !file.channels.contains_key(&key) {
@@ -341,7 +364,8 @@ impl Recorder {
                 .cloned()
                 .unwrap_or_default();
             let mut md = BTreeMap::new();
-            md.insert(channel::TYPE.to_owned(), kind.name().to_owned());
+            let type_name = typed.as_ref().map_or(kind.name(), |t| t.name());
+            md.insert(channel::TYPE.to_owned(), type_name.to_owned());
             md.insert(channel::PUBLISHER.to_owned(), m.publisher.to_string());
             md.insert(
                 channel::TRANSPORT.to_owned(),
@@ -355,13 +379,32 @@ impl Recorder {
                 md.insert(channel::ADDRESS.to_owned(), addr.to_string());
             }
             let topic = &self.topics[m.topic];
+            let mcap_err = |e| Error::Mcap {
+                path: file.path.clone(),
+                source: e,
+            };
+            let (schema, encoding) = match &typed {
+                None => (file.schema, format::MESSAGE_ENCODING),
+                Some(t) => {
+                    let id = match file.typed_schemas.get(&t.hash()) {
+                        Some(id) => *id,
+                        None => {
+                            let enc = t.encoding().schema_encoding();
+                            let id = file
+                                .writer
+                                .add_schema(t.name(), enc, t.schema())
+                                .map_err(mcap_err)?;
+                            file.typed_schemas.insert(t.hash(), id);
+                            id
+                        }
+                    };
+                    (id, t.encoding().name())
+                }
+            };
             let id = file
                 .writer
-                .add_channel(file.schema, topic, format::MESSAGE_ENCODING, &md)
-                .map_err(|e| Error::Mcap {
-                    path: file.path.clone(),
-                    source: e,
-                })?;
+                .add_channel(schema, topic, encoding, &md)
+                .map_err(mcap_err)?;
             file.channels.insert(
                 key,
                 ChannelState {
@@ -381,7 +424,7 @@ impl Recorder {
             publish_time: m.log_time,
         };
         let mut data = Vec::with_capacity(format::PREFIX + m.data.len());
-        data.extend_from_slice(&prefix);
+        data.extend_from_slice(prefix.as_ref().map_or(&[][..], |p| &p[..]));
         data.extend_from_slice(&m.data);
         file.writer
             .write_to_known_channel(&header, &data)
@@ -487,6 +530,7 @@ impl Recorder {
             last_flush: Instant::now(),
             end,
             schema,
+            typed_schemas: HashMap::new(),
             channels: HashMap::new(),
             counts: vec![Counts::default(); self.topics.len()],
         });
@@ -633,15 +677,23 @@ fn receive(topic: usize, mut sub: Subscriber, queue: &Queue<Item>, stop: &Atomic
         let Some((publisher, seq, skipped, log_time, data)) = got else {
             continue;
         };
-        let info = (!known.contains(&publisher)).then(|| {
+        let first = !known.contains(&publisher);
+        let info = first.then(|| {
             known.push(publisher);
             sub.publisher_info(publisher)
         });
+        // A damaged type record in the directory leaves the topic recorded as bytes.
+        let topic_type = if first {
+            sub.topic_type().ok().flatten()
+        } else {
+            None
+        };
         let bytes = data.len();
         let mut item = Item::Message(Received {
             topic,
             publisher,
             info,
+            topic_type,
             seq,
             skipped,
             log_time,

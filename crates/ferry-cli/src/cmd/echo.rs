@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde::Serialize;
 
+use super::typed::{Decoder, TypeArgs};
 use super::{delivery_words, wait_words, TransportOpt, POLL_SLICE};
 use ferry_cmd::error::{bail, Context, Result};
 use ferry_cmd::signal;
@@ -75,6 +76,13 @@ pub struct EchoArgs {
     /// Domain: only topics of one domain see each other [default: $FERRY_DOMAIN, else "default"]
     #[arg(long, value_name = "D", value_parser = parse_domain)]
     pub domain: Option<String>,
+
+    /// Show a typed topic's messages as bytes too, not decoded by field
+    #[arg(long)]
+    pub raw: bool,
+
+    #[command(flatten)]
+    pub typed: TypeArgs,
 }
 
 /// Prints `warnings` (and forgets them, so that each is said once).
@@ -114,6 +122,7 @@ pub fn run(args: EchoArgs) -> Result<()> {
             super::subscriber_qos(args.transport, args.delivery, args.wait, args.max_size);
         qos.deadline = args.deadline;
         qos.history = args.history;
+        qos.topic_type = args.typed.topic_type()?;
         qos
     };
     let node = super::node("ferry-echo", args.domain.as_deref())?;
@@ -136,6 +145,11 @@ pub fn run(args: EchoArgs) -> Result<()> {
         timestamps: args.timestamps,
     };
     let several = subscribers.len() > 1;
+    let mut decoders: Vec<Decoder> = args
+        .topics
+        .iter()
+        .map(|t| Decoder::new(node.domain(), t))
+        .collect();
     if args.events {
         for s in &mut subscribers {
             s.wake_on_events(true);
@@ -184,7 +198,35 @@ pub fn run(args: EchoArgs) -> Result<()> {
                             }
                             let time = style.timestamps.then(ferry_record::format::now_ns);
                             let (seq, skipped) = (sample.seq(), sample.skipped());
-                            Some(format_line(topic, seq, skipped, &sample, time, style)?)
+                            let decoded = if args.raw {
+                                None
+                            } else {
+                                decoders[i].decode(sample.publisher(), &sample)
+                            };
+                            match decoded {
+                                Some(Ok(v)) => {
+                                    let head = Head {
+                                        topic,
+                                        seq,
+                                        skipped,
+                                        size: sample.len(),
+                                        time_ns: time,
+                                    };
+                                    Some(format_message(&head, &v, style)?)
+                                }
+                                Some(Err(why)) => {
+                                    let mut line =
+                                        format_line(topic, seq, skipped, &sample, time, style)?;
+                                    line.insert_str(
+                                        line.len() - 1,
+                                        &format!("  (cannot decode: {why})"),
+                                    );
+                                    Some(line)
+                                }
+                                None => {
+                                    Some(format_line(topic, seq, skipped, &sample, time, style)?)
+                                }
+                            }
                         }
                         None => None,
                     }
@@ -290,6 +332,49 @@ fn event_line(
     };
     line.push('\n');
     Ok(line)
+}
+
+/// What is said of a message besides its content.
+struct Head<'a> {
+    topic: Option<&'a str>,
+    seq: u64,
+    skipped: u64,
+    size: usize,
+    time_ns: Option<u64>,
+}
+
+/// A decoded message: a JSON object per line (`message` holding its fields), or its fields as
+/// YAML-like text under a line that says which message it is, then `---`.
+fn format_message(h: &Head<'_>, v: &ferry_types::Value, style: Style) -> Result<String> {
+    if style.json {
+        let mut line = String::from("{");
+        if let Some(t) = h.topic {
+            let _ = write!(line, "\"topic\":{},", serde_json::to_string(t)?);
+        }
+        let _ = write!(
+            line,
+            "\"seq\":{},\"size\":{},\"skipped\":{}",
+            h.seq, h.size, h.skipped
+        );
+        if let Some(t) = h.time_ns {
+            let _ = write!(line, ",\"time_ns\":{t}");
+        }
+        let _ = writeln!(line, ",\"message\":{}}}", v.to_json());
+        return Ok(line);
+    }
+    let mut text = match h.time_ns {
+        Some(t) => format!("{}.{:09}  ", t / 1_000_000_000, t % 1_000_000_000),
+        None => String::new(),
+    };
+    text.push_str(&prefix(h.topic));
+    let _ = write!(text, "seq {}  size {}", h.seq, h.size);
+    if h.skipped > 0 {
+        let _ = write!(text, "  (skipped {})", h.skipped);
+    }
+    text.push('\n');
+    text.push_str(&v.to_yaml());
+    text.push_str("---\n");
+    Ok(text)
 }
 
 /// What a line of several topics starts with: its topic.

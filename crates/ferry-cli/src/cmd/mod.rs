@@ -9,6 +9,7 @@ pub mod rate;
 pub mod record;
 pub mod service;
 pub mod topics;
+pub mod typed;
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use ferry::SendError;
 
+use super::typed::TypeArgs;
 use super::PublishOpts;
 use ferry_cmd::error::{bail, note, Context, Result};
 use ferry_cmd::signal;
@@ -42,6 +43,51 @@ pub struct PubArgs {
 
     #[command(flatten)]
     pub publish: PublishOpts,
+
+    #[command(flatten)]
+    pub typed: TypeArgs,
+
+    /// Publish this message, written as YAML (e.g. '{header: {frame_id: imu}}'; a field not
+    /// given is zero), encoded by the topic's type (--type and --schema, or the type the topic
+    /// has); replaces --size
+    #[arg(long, value_name = "TEXT", conflicts_with = "json")]
+    pub yaml: Option<String>,
+
+    /// As --yaml, written as JSON
+    #[arg(long, value_name = "TEXT")]
+    pub json: Option<String>,
+}
+
+/// The message of `--yaml` or `--json`, encoded by the declared type, or else by the type the
+/// topic has; `None` without either option (then messages are `--size` bytes of a pattern).
+fn encoded_message(
+    args: &PubArgs,
+    node: &ferry::Node,
+    declared: Option<&ferry::TopicType>,
+) -> Result<Option<Vec<u8>>> {
+    let value = match (&args.yaml, &args.json) {
+        (Some(y), _) => ferry_types::text::parse_yaml(y)?,
+        (None, Some(j)) => ferry_types::text::parse_json(j)?,
+        (None, None) => return Ok(None),
+    };
+    let found;
+    let t = match declared {
+        Some(t) => t,
+        None => {
+            found = ferry::admin::topic(node.domain(), &args.topic)?
+                .and_then(|s| s.topic_type.ok().flatten());
+            match &found {
+                Some(t) => t,
+                None => bail!(
+                    "topic {:?} has no type to encode --yaml or --json by: declare one with \
+                     --type NAME --schema FILE",
+                    args.topic
+                ),
+            }
+        }
+    };
+    let codec = ferry_types::Codec::new(t).context(format!("the type {t}"))?;
+    Ok(Some(codec.encode(&value)?))
 }
 
 /// How long one reliable send may wait before the command looks at Ctrl-C and tries again. It
@@ -53,10 +99,11 @@ const SEND_TIMEOUT: Duration = Duration::from_millis(250);
 const STALL_NOTE_EVERY: Duration = Duration::from_secs(1);
 
 pub fn run(args: PubArgs) -> Result<()> {
-    let (node, qos) = args.publish.node_and_qos("ferry-pub")?;
-    let qos = qos
-        .max_message_size(args.size.max(1))
-        .send_timeout(SEND_TIMEOUT);
+    let (node, mut qos) = args.publish.node_and_qos("ferry-pub")?;
+    qos.topic_type = args.typed.topic_type()?;
+    let message = encoded_message(&args, &node, qos.topic_type.as_ref())?;
+    let size = message.as_ref().map_or(args.size, Vec::len);
+    let qos = qos.max_message_size(size.max(1)).send_timeout(SEND_TIMEOUT);
     let mut publisher = node.publisher(&args.topic, &qos).context(format!(
         "cannot publish on topic {:?} in domain {}",
         args.topic,
@@ -78,7 +125,7 @@ pub fn run(args: PubArgs) -> Result<()> {
     };
     note!(
         "publishing {} messages on {:?} (domain {}) {pace}{}",
-        format_size(args.size),
+        format_size(size),
         args.topic,
         node.domain(),
         args.count
@@ -102,8 +149,11 @@ pub fn run(args: PubArgs) -> Result<()> {
         // Under shared memory a reliable subscriber that is behind holds the loan back; under
         // UDP it holds the send back, but a send that times out still goes out, in order, as
         // the subscriber makes room: it counts as sent.
-        let outcome = publisher.loan(args.size).and_then(|mut loan| {
-            write_payload(loan.as_mut_slice(), sent);
+        let outcome = publisher.loan(size).and_then(|mut loan| {
+            match &message {
+                Some(m) => loan.as_mut_slice().copy_from_slice(m),
+                None => write_payload(loan.as_mut_slice(), sent),
+            }
             sent += 1;
             loan.send()
         });
