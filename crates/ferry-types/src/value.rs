@@ -135,6 +135,9 @@ fn float_text(f: f64) -> String {
         if f > 0.0 { "inf" } else { "-inf" }.to_owned()
     } else if f == f.trunc() && f.abs() < 1e15 {
         format!("{f:.1}")
+    } else if f.abs() >= 1e15 || f.abs() < 1e-5 {
+        // Shortest round-trip digits with an exponent (plain digits would run to 300 places).
+        format!("{f:e}")
     } else {
         format!("{f}")
     }
@@ -180,5 +183,11 @@ mod tests {
         );
         let parsed: serde_json::Value = serde_json::from_str(&v.to_json()).unwrap();
         assert_eq!(parsed["points"][0]["u"], 7);
+        // Extremes stay JSON numbers that read back the same.
+        for f in [f64::MAX, f64::MIN_POSITIVE, -1e300, 1.5e-7, 0.1] {
+            let text = Value::Float(f).to_json();
+            let back: f64 = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, f, "{text}");
+        }
     }
 }

@@ -46,8 +46,9 @@ impl TypeArgs {
         }
         let schema = std::fs::read(path).context(format!("cannot read {}", path.display()))?;
         let t = TopicType::new(name, encoding, schema)?;
-        // Parsed now, so that a schema ferry cannot read is refused before anything is sent.
-        if encoding != MessageEncoding::Raw {
+        // A ROS 2 definition is parsed now, so that one ferry cannot read is refused before
+        // anything is sent (protobuf and JSON Schema are carried as they are).
+        if encoding == MessageEncoding::Cdr {
             Codec::new(&t).context(format!("the schema {}", path.display()))?;
         }
         Ok(Some(t))
