@@ -102,6 +102,16 @@ fn subscriber<'py>(py: Python<'py>, s: &SubscriberStats) -> PyResult<Bound<'py, 
     Ok(d)
 }
 
+fn type_dict<'py>(py: Python<'py>, t: &ferry::TopicType) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", t.name())?;
+    d.set_item("encoding", t.encoding().name())?;
+    d.set_item("schema_encoding", t.encoding().schema_encoding())?;
+    d.set_item("schema_bytes", t.schema().len())?;
+    d.set_item("hash", format!("{:016x}", t.hash()))?;
+    Ok(d)
+}
+
 fn topic<'py>(py: Python<'py>, t: &TopicSnapshot) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("domain", &t.domain)?;
@@ -111,6 +121,15 @@ fn topic<'py>(py: Python<'py>, t: &TopicSnapshot) -> PyResult<Bound<'py, PyDict>
         "transport",
         t.publishers.first().map_or("shm", |p| p.transport),
     )?;
+    // The topic's type, as `ferry topics --json` gives it (and why it cannot be read, only when
+    // it cannot).
+    match &t.topic_type {
+        Ok(ty) => d.set_item("type", ty.as_ref().map(|ty| type_dict(py, ty)).transpose()?)?,
+        Err(why) => {
+            d.set_item("type", py.None())?;
+            d.set_item("type_error", why)?;
+        }
+    }
     let pubs = t
         .publishers
         .iter()
