@@ -469,6 +469,63 @@ fn a_typed_topic_is_echoed_by_field_name_and_a_subscriber_of_another_type_is_ref
 }
 
 #[test]
+fn a_protobuf_topic_is_echoed_by_field_name() {
+    let d = domain("proto");
+    let schema = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../ferry-types/tests/data/reading.pb"
+    );
+    let echo = spawn(&[
+        "echo",
+        "reading",
+        "--count",
+        "2",
+        "--json",
+        "--timeout",
+        "30",
+        "--domain",
+        &d,
+    ]);
+    let publisher = spawn(&[
+        "pub",
+        "reading",
+        "--type",
+        "ferry.test.Reading",
+        "--encoding",
+        "protobuf",
+        "--schema",
+        schema,
+        "--yaml",
+        "{frame_id: imu, stamp_ns: 7, values: [0.5, 1.5], kind: KIND_FAST, inner: {label: a}}",
+        "--count",
+        "2",
+        "--rate",
+        "100",
+        "--wait-subscribers",
+        "1",
+        "--wait-timeout",
+        "30",
+        "--domain",
+        &d,
+    ]);
+    let p = publisher.finish(LONG);
+    assert!(p.status.success(), "pub failed: {}", p.stderr);
+    let e = echo.finish(LONG);
+    assert!(e.status.success(), "echo failed: {}", e.stderr);
+    for line in e.stdout.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let m = &v["message"];
+        assert_eq!(m["frame_id"], "imu", "{line}");
+        assert_eq!(m["stamp_ns"], 7, "{line}");
+        assert_eq!(m["values"][1], 1.5, "{line}");
+        assert_eq!(m["kind"], "KIND_FAST", "{line}");
+        assert_eq!(m["inner"]["label"], "a", "{line}");
+        assert_eq!(m["inner"]["next"], serde_json::Value::Null, "{line}");
+    }
+    assert_eq!(e.stdout.lines().count(), 2, "{}", e.stdout);
+}
+
+#[test]
 fn one_echo_reads_several_topics_each_line_naming_its_topic() {
     let d = domain("many");
     let echo = spawn_in(

@@ -5,12 +5,14 @@
 //!
 //! - `cdr` with a ROS 2 message definition (`ros2msg`): [`ros2msg`] parses it, [`cdr`] decodes
 //!   and encodes messages by it;
+//! - `protobuf` with a `FileDescriptorSet`: [`protobuf`] decodes and encodes by it;
 //! - `json` (any JSON; the JSON Schema is carried, not enforced);
 //! - `raw`: bytes, shown as hex.
 //!
 //! Schemas and messages are hostile input: see each module for its bounds.
 
 pub mod cdr;
+pub mod protobuf;
 pub mod ros2msg;
 pub mod text;
 pub mod value;
@@ -29,8 +31,6 @@ pub enum TypeError {
     Decode(String),
     #[error("cannot encode the message: {0}")]
     Encode(String),
-    #[error("{0}")]
-    Unsupported(String),
 }
 
 /// Decodes and encodes the messages of one type.
@@ -43,6 +43,7 @@ pub struct Codec {
 #[derive(Debug, Clone)]
 enum Kind {
     Cdr(ros2msg::MessageSet),
+    Protobuf(protobuf::Protobuf),
     Json,
     Raw,
 }
@@ -59,11 +60,14 @@ impl Codec {
                     .map_err(|_| TypeError::Schema("a ROS 2 definition is UTF-8 text".into()))?;
                 Kind::Cdr(ros2msg::MessageSet::parse(t.name(), text)?)
             }
+            MessageEncoding::Protobuf => {
+                Kind::Protobuf(protobuf::Protobuf::new(t.name(), t.schema())?)
+            }
             MessageEncoding::Json => Kind::Json,
             MessageEncoding::Raw => Kind::Raw,
             other => {
-                return Err(TypeError::Unsupported(format!(
-                    "ferry does not decode {other} messages yet ({})",
+                return Err(TypeError::Schema(format!(
+                    "{} is encoded as {other}, which this ferry does not know",
                     t.name()
                 )))
             }
@@ -82,6 +86,7 @@ impl Codec {
     pub fn decode(&self, bytes: &[u8]) -> Result<Value, TypeError> {
         match &self.kind {
             Kind::Cdr(set) => cdr::decode(set, bytes),
+            Kind::Protobuf(p) => p.decode(bytes),
             Kind::Json => {
                 let v: serde_json::Value = serde_json::from_slice(bytes)
                     .map_err(|e| TypeError::Decode(format!("not JSON: {e}")))?;
@@ -96,6 +101,7 @@ impl Codec {
     pub fn encode(&self, value: &serde_json::Value) -> Result<Vec<u8>, TypeError> {
         match &self.kind {
             Kind::Cdr(set) => cdr::encode(set, value),
+            Kind::Protobuf(p) => p.encode(value),
             Kind::Json => serde_json::to_vec(value).map_err(|e| TypeError::Encode(e.to_string())),
             Kind::Raw => Err(TypeError::Encode(format!(
                 "{} is raw: its bytes have no fields to fill in",

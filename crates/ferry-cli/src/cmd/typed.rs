@@ -46,9 +46,9 @@ impl TypeArgs {
         }
         let schema = std::fs::read(path).context(format!("cannot read {}", path.display()))?;
         let t = TopicType::new(name, encoding, schema)?;
-        // A ROS 2 definition is parsed now, so that one ferry cannot read is refused before
-        // anything is sent (protobuf and JSON Schema are carried as they are).
-        if encoding == MessageEncoding::Cdr {
+        // A ROS 2 definition or a descriptor set is read now, so that one ferry cannot use is
+        // refused before anything is sent (a JSON Schema is carried as it is).
+        if matches!(encoding, MessageEncoding::Cdr | MessageEncoding::Protobuf) {
             Codec::new(&t).context(format!("the schema {}", path.display()))?;
         }
         Ok(Some(t))
