@@ -15,6 +15,11 @@ cannot be handed back while memoryviews or numpy arrays of it exist (ferry.Buffe
 and its memory used after that raises ferry.ReleasedError. `ferry.lab.load` reads the lab's
 results.json into pandas DataFrames.
 
+Typed topics: `ferry.Qos(topic_type=ferry.TopicType("sensor_msgs/msg/Imu", "cdr", schema))`
+declares what a topic's bytes are (a ROS 2 definition with CDR, a protobuf FileDescriptorSet, JSON);
+`pub.send_message(dict)` encodes a message, `sub.recv_message()` decodes one into a dict, beside
+the raw bytes; an end of another type is refused, naming both.
+
 Services (request/response): `node.server("map/tile")` receives requests and answers each,
 `node.client("map/tile").call(b"tile 4 7", timeout=1.0)` sends one and returns its response
 (a copy, as bytes); ferry.NoServerError, ferry.ServerGoneError and ferry.TooLargeError say what
@@ -38,6 +43,7 @@ from ._ferry import (
     ServerGoneError,
     Subscriber,
     TimeoutError,
+    TopicType,
     TooLargeError,
     WaitSet,
     __version__,
@@ -64,6 +70,7 @@ __all__ = [
     "Subscriber",
     "TimeoutError",
     "TooLargeError",
+    "TopicType",
     "WaitSet",
     "__version__",
     "lab",

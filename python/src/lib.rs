@@ -19,6 +19,7 @@ mod node;
 mod publisher;
 mod service;
 mod subscriber;
+mod typed;
 mod waitset;
 
 /// The GIL is kept (`gil_used`): the module is not tested on free-threaded Python.
@@ -27,6 +28,7 @@ fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<node::Node>()?;
     m.add_class::<node::Qos>()?;
+    m.add_class::<typed::TopicType>()?;
     m.add_class::<publisher::Publisher>()?;
     m.add_class::<publisher::Loan>()?;
     m.add_class::<subscriber::Subscriber>()?;

@@ -58,7 +58,7 @@ impl Qos {
         max_message_size=None, ring_capacity=None, max_ring_capacity=None, send_timeout=None,
         spin_window=None, mtu=None, ip_version="v4", max_sessions=None, max_receivers=None,
         max_rate=None, multicast=None, multicast_interface=None, multicast_ttl=1,
-        deadline=None, history=0))]
+        deadline=None, history=0, topic_type=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         transport: &str,
@@ -79,6 +79,7 @@ impl Qos {
         multicast_ttl: u32,
         deadline: Option<f64>,
         history: usize,
+        topic_type: Option<PyRef<'_, crate::typed::TopicType>>,
     ) -> PyResult<Qos> {
         let mut q = ferry::Qos::default()
             .transport(choice("transport", transport, TRANSPORTS)?)
@@ -116,6 +117,7 @@ impl Qos {
             q = q.deadline(seconds("deadline", v)?);
         }
         q = q.history(history);
+        q.topic_type = topic_type.map(|t| t.inner.clone());
         match multicast {
             Some(group) => {
                 let m = ferry::MulticastGroup::parse(group, multicast_interface, multicast_ttl)
@@ -130,6 +132,15 @@ impl Qos {
             None => {}
         }
         Ok(Qos { inner: q })
+    }
+
+    /// The type this end declares (None: it takes the topic as it is).
+    #[getter]
+    fn topic_type(&self) -> Option<crate::typed::TopicType> {
+        self.inner
+            .topic_type
+            .clone()
+            .map(|inner| crate::typed::TopicType { inner })
     }
 
     #[getter]

@@ -23,6 +23,8 @@ pub struct Publisher {
     max_message_size: usize,
     /// Sending never waits (shared memory: a commit): no need to let go of the GIL for it.
     send_never_waits: bool,
+    /// The codec of the type this publisher declares, for `send_message`.
+    codec: Option<ferry_types::Codec>,
 }
 
 struct PubState {
@@ -111,6 +113,12 @@ impl Publisher {
             topic,
             max_message_size,
             send_never_waits: qos.transport == ferry::Transport::Shm,
+            // `TopicType` checked its schema when it was made: a codec is at hand for any type
+            // but a raw one.
+            codec: qos
+                .topic_type
+                .as_ref()
+                .and_then(|t| ferry_types::Codec::new(t).ok()),
         }
     }
 
@@ -153,6 +161,24 @@ closable_pymethods! {
     /// Sends a copy of `data`: bytes, bytearray, memoryview or any C-contiguous buffer.
     fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
         self.send_buffer(py, data)
+    }
+
+    /// Encodes `message` (a dict of the type's fields, as `json.dumps` takes it; a field left
+    /// out is zero or empty) by the type this publisher declares (`Qos(topic_type=...)`) and
+    /// sends it. Raises ValueError when it does not fit the type, naming the field.
+    fn send_message(&self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<()> {
+        let codec = self.codec.as_ref().ok_or_else(|| {
+            crate::errors::FerryError::new_err(format!(
+                "the publisher of {} declares no type ferry encodes: give \
+                 Qos(topic_type=ferry.TopicType(...)) a cdr, protobuf or json type",
+                self.topic
+            ))
+        })?;
+        let value = crate::typed::from_python(message)?;
+        let bytes = codec
+            .encode(&value)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        self.send_buffer(py, pyo3::types::PyBytes::new(py, &bytes).as_any())
     }
 
     /// Sends a C-contiguous numpy array (any numeric dtype) as its raw bytes: one copy, into the

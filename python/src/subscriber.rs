@@ -37,6 +37,8 @@ pub(crate) struct SubState {
     current: Option<Current>,
     /// The subscriber (a leaked Box, freed in Drop); None once closed.
     sub: Option<NonNull<ferry::Subscriber>>,
+    /// The codec of the topic's type, once it has one (`recv_message`).
+    codec: Option<ferry_types::Codec>,
 }
 
 struct Current {
@@ -149,6 +151,7 @@ impl Subscriber {
             state: Mutex::new(SubState {
                 current: None,
                 sub: Some(NonNull::from(Box::leak(Box::new(inner)))),
+                codec: None,
             }),
             topic,
             gil_spin,
@@ -231,6 +234,64 @@ closable_pymethods! {
             Some(sample) => Ok(PyBytes::new(py, &sample)),
             None => Err(this.timed_out(py, timeout)),
         }
+    }
+
+    /// Waits for the next message (forever if `timeout` is None) and returns it decoded by the
+    /// topic's type, as a dict of its fields in their declared order; raises
+    /// ferry.TimeoutError when `timeout` seconds pass first, and ferry.FerryError when the
+    /// topic has no type ferry decodes or the message does not decode (saying why). The message
+    /// goes back to the ring at once. Ctrl-C interrupts the wait.
+    #[pyo3(signature = (timeout=None))]
+    fn recv_message(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let this = slf.get();
+        let t = timeout_arg(timeout)?;
+        let mut st = lock(&this.state, "subscriber")?;
+        if st.codec.is_none() {
+            let sub = st.subscriber(py, "receive the next message")?;
+            let found = sub.topic_type().map_err(errors::ferry)?;
+            st.codec = match found {
+                Some(ty) => crate::typed::codec_of(&ty)?,
+                None => None,
+            };
+        }
+        // Taken out while the subscriber is borrowed, and put back (a move, not a copy).
+        let Some(codec) = st.codec.take() else {
+            return Err(errors::FerryError::new_err(format!(
+                "topic {} has no type ferry decodes (a publisher declares one with \
+                 Qos(topic_type=...)); recv() gives its bytes",
+                this.topic
+            )));
+        };
+        let sub = st.subscriber(py, "receive the next message");
+        let got = match sub {
+            Ok(sub) => wait(py, sub, t, this.gil_spin).map(|sample| {
+                sample.map(|sample| {
+                    let seq = sample.seq();
+                    codec.decode(&sample).map_err(|e| {
+                        errors::FerryError::new_err(format!("message {seq}: {e}"))
+                    })
+                })
+            }),
+            Err(e) => Err(e),
+        };
+        st.codec = Some(codec);
+        match got? {
+            Some(decoded) => crate::typed::to_python(py, &decoded?),
+            None => Err(this.timed_out(py, timeout)),
+        }
+    }
+
+    /// The topic's type, if an end of this host declared one.
+    #[getter]
+    fn topic_type(slf: &Bound<'_, Self>) -> PyResult<Option<crate::typed::TopicType>> {
+        let py = slf.py();
+        let mut st = lock(&slf.get().state, "subscriber")?;
+        let sub = st.subscriber(py, "look at the topic's type")?;
+        Ok(sub
+            .topic_type()
+            .map_err(errors::ferry)?
+            .map(|inner| crate::typed::TopicType { inner }))
     }
 
     /// The next message if one is waiting, else None (never waits).
