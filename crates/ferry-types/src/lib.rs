@@ -9,9 +9,13 @@
 //! - `json` (any JSON; the JSON Schema is carried, not enforced);
 //! - `raw`: bytes, shown as hex.
 //!
+//! Rust types as typed topics: [`native`] (serde types as ROS 2 CDR with the `serde-cdr`
+//! feature, prost messages as protobuf).
+//!
 //! Schemas and messages are hostile input: see each module for its bounds.
 
 pub mod cdr;
+pub mod native;
 pub mod protobuf;
 pub mod ros2msg;
 pub mod text;
