@@ -53,6 +53,7 @@ fn publisher<'py>(py: Python<'py>, p: &PublisherStats) -> PyResult<Bound<'py, Py
     d.set_item("timeouts", p.timeouts)?;
     d.set_item("evictions", p.evictions)?;
     d.set_item("deadline_missed", p.deadline_missed)?;
+    d.set_item("other_type", p.other_type)?;
     d.set_item("retransmitted", p.retransmitted)?;
     d.set_item("kernel_drops", p.kernel_drops)?;
     d.set_item("send_errors", p.send_errors)?;
@@ -91,6 +92,7 @@ fn subscriber<'py>(py: Python<'py>, s: &SubscriberStats) -> PyResult<Bound<'py, 
     d.set_item("bytes", s.bytes)?;
     d.set_item("skipped", s.skipped)?;
     d.set_item("deadline_missed", s.deadline_missed)?;
+    d.set_item("other_type", s.other_type)?;
     d.set_item("waits", s.waits)?;
     d.set_item("lost", s.lost)?;
     d.set_item("refused", refusals(py, &s.refused)?)?;

@@ -27,10 +27,12 @@ pub enum Refusal {
     Stale = 6,
     /// Failed authentication (domain key).
     Unauthenticated = 7,
+    /// From a publisher that declares another type for the topic than this subscriber does.
+    OtherType = 8,
 }
 
 /// Number of reasons.
-pub const REASONS: usize = 8;
+pub const REASONS: usize = 9;
 
 impl Refusal {
     pub const ALL: [Refusal; REASONS] = [
@@ -42,6 +44,7 @@ impl Refusal {
         Refusal::Unknown,
         Refusal::Stale,
         Refusal::Unauthenticated,
+        Refusal::OtherType,
     ];
 
     /// The word `ferry stats` prints.
@@ -55,6 +58,7 @@ impl Refusal {
             Refusal::Unknown => "unknown-source",
             Refusal::Stale => "stale",
             Refusal::Unauthenticated => "unauthenticated",
+            Refusal::OtherType => "other-type",
         }
     }
 }

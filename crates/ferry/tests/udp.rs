@@ -480,6 +480,7 @@ fn a_forged_announcement_cannot_aim_the_data_stream_at_a_stranger() {
             id: 0x51_7E,
             reliable: false,
             max_message: 0,
+            type_hash: 0,
         }],
     })
     .encode();
@@ -511,6 +512,136 @@ fn a_forged_announcement_cannot_aim_the_data_stream_at_a_stranger() {
     assert!(
         received <= 3 * announced,
         "{received} bytes sent to a stranger for {announced} bytes of forged announcements"
+    );
+}
+
+/// Types across hosts: a typed publisher learns, through discovery, a subscriber on another
+/// host of another type and one of its own type. It challenges the second (it becomes a
+/// destination) and never sends the first anything, counting it once; a typed subscriber counts a
+/// publisher another host announces with another type and refuses its session.
+#[test]
+fn ends_on_other_hosts_of_another_type_are_left_out_and_counted() {
+    use ferry::udp::discovery::{Announcement, Entry, Message, Role};
+    let dom = domain("types");
+    let discovery_port = StdUdp::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let env = [
+        ("FERRY_PEERS", "127.0.0.1".to_owned()),
+        ("FERRY_DISCOVERY_PORT", discovery_port.to_string()),
+    ];
+    let mut publ = spawn_with_env(
+        "publisher",
+        &[
+            ("DOMAIN", dom.clone()),
+            ("TOPIC", "t".into()),
+            ("QOS", "udp,latest,type=imu".into()),
+            ("COUNT", "1000000".into()),
+            ("MAXSIZE", "1024".into()),
+            ("SIZES", "max".into()),
+            ("PACE_US", "2000".into()),
+        ],
+        &env,
+    );
+    let mut sub = spawn_with_env(
+        "subscriber",
+        &[
+            ("DOMAIN", dom.clone()),
+            ("TOPIC", "u".into()),
+            ("QOS", "udp,latest,type=imu".into()),
+            ("COUNT", "1".into()),
+            ("MAXSIZE", "1024".into()),
+        ],
+        &env,
+    );
+    let (same, other) = (raw_type("imu").hash(), raw_type("vector3").hash());
+    let other_kind = StdUdp::bind("127.0.0.1:0").unwrap();
+    let same_kind = StdUdp::bind("127.0.0.1:0").unwrap();
+    for s in [&other_kind, &same_kind] {
+        s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    }
+    let entry = |role, topic: &str, port: u16, id: u64, type_hash: u64| Entry {
+        role,
+        topic: topic.into(),
+        port,
+        id,
+        reliable: false,
+        max_message: 0,
+        type_hash,
+    };
+    let forged = Message::Announce(Announcement {
+        host: 0x7E_57_7E_57,
+        domain: dom.clone(),
+        entries: vec![
+            entry(
+                Role::Subscriber,
+                "t",
+                other_kind.local_addr().unwrap().port(),
+                0xA,
+                other,
+            ),
+            entry(
+                Role::Subscriber,
+                "t",
+                same_kind.local_addr().unwrap().port(),
+                0xB,
+                same,
+            ),
+            // A publisher of another type on the subscriber's topic.
+            entry(Role::Publisher, "u", 9, 0xC, other),
+        ],
+    })
+    .encode();
+    let forger = StdUdp::bind("127.0.0.1:0").unwrap();
+    let (mut to_other, mut to_same) = (0u64, 0u64);
+    let mut counted = (0u64, 0u64);
+    let mut buf = vec![0u8; 65_536];
+    let start = std::time::Instant::now();
+    let mut next_announce = start;
+    while start.elapsed() < Duration::from_secs(20) {
+        if std::time::Instant::now() >= next_announce {
+            forger
+                .send_to(&forged, ("127.0.0.1", discovery_port))
+                .unwrap();
+            next_announce += Duration::from_millis(300);
+        }
+        if let Ok(n) = other_kind.recv(&mut buf) {
+            to_other += n as u64;
+        }
+        if let Ok(n) = same_kind.recv(&mut buf) {
+            to_same += n as u64;
+        }
+        let of = |topic: &str, publisher: bool| {
+            ferry::admin::topic(&dom, topic)
+                .ok()
+                .flatten()
+                .map_or(0, |t| {
+                    if publisher {
+                        t.publishers.iter().map(|p| p.other_type).sum()
+                    } else {
+                        t.subscribers.iter().map(|s| s.other_type).sum()
+                    }
+                })
+        };
+        counted = (of("t", true), of("u", false));
+        if to_same > 0 && counted == (1, 1) && start.elapsed() > Duration::from_secs(2) {
+            break;
+        }
+    }
+    kill9(&mut publ);
+    kill9(&mut sub);
+    let _ = ferry::admin::clean(Some(&dom));
+    assert!(
+        to_same > 0,
+        "the subscriber of the same type was never challenged (nothing was tested)"
+    );
+    assert_eq!(to_other, 0, "bytes sent to a subscriber of another type");
+    assert_eq!(
+        counted,
+        (1, 1),
+        "(subscribers left out by the publisher, publishers refused by the subscriber)"
     );
 }
 

@@ -136,6 +136,8 @@ struct PublisherJson {
     left_out: u64,
     /// `--deadline`: periods that passed without a send.
     deadline_missed: u64,
+    /// UDP: subscribers on other hosts left out for declaring another type.
+    other_type: u64,
 }
 
 #[derive(Serialize)]
@@ -161,6 +163,8 @@ struct SubscriberJson {
     discovery_refused: BTreeMap<&'static str, u64>,
     /// `--deadline`: periods that passed without a message.
     deadline_missed: u64,
+    /// UDP: publishers on other hosts refused for declaring another type.
+    other_type: u64,
     /// When the subscriber is a service's end (the server on `.srv/<service>/req`, a client on
     /// `.srv/<service>/rsp/<id>`): its service counters.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -312,6 +316,7 @@ impl From<&PublisherStats> for PublisherJson {
             batched_messages: p.congestion.batched_messages,
             left_out: p.congestion.left_out,
             deadline_missed: p.deadline_missed,
+            other_type: p.other_type,
         }
     }
 }
@@ -338,6 +343,7 @@ impl From<&SubscriberStats> for SubscriberJson {
             sessions_evicted: s.sessions_evicted,
             discovery_refused: discovery_map(&s.discovery_refused),
             deadline_missed: s.deadline_missed,
+            other_type: s.other_type,
             service: None,
         }
     }
@@ -815,6 +821,12 @@ fn refusal_notes(topics: &[TopicSnapshot]) -> String {
                     p.challenges_withheld
                 ));
             }
+            if p.other_type > 0 {
+                why.push(format!(
+                    "subscribers of another type left out {}",
+                    p.other_type
+                ));
+            }
             why.push(discovery_note(&p.discovery_refused));
             note_line(&mut out, &t.topic, "publisher", &p.node, p.pid, why);
         }
@@ -823,6 +835,7 @@ fn refusal_notes(topics: &[TopicSnapshot]) -> String {
             for (n, what) in [
                 (s.evicted, "incomplete messages evicted"),
                 (s.sessions_evicted, "sessions evicted"),
+                (s.other_type, "publishers of another type refused"),
                 (
                     s.replies_withheld,
                     "replies withheld from unverified addresses",

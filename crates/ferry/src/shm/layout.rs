@@ -13,7 +13,7 @@ pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
 /// "FERRYDAT" little-endian: one publisher's data segment.
 pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
 /// Bumped on any change of the layouts in this file.
-pub const LAYOUT_VERSION: u32 = 16;
+pub const LAYOUT_VERSION: u32 = 17;
 
 pub const MAX_PUBLISHERS: usize = 32;
 pub const MAX_NAME: usize = 128;
@@ -200,6 +200,9 @@ pub struct PublisherSlot {
     pub left_out: AtomicU64,
     /// `Qos::deadline`: periods that passed without a send.
     pub deadline_missed: AtomicU64,
+    /// UDP: subscribers on other hosts left out because they declare another type for the
+    /// topic (each counted once).
+    pub other_type: AtomicU64,
 }
 
 #[repr(C)]
@@ -245,6 +248,9 @@ pub struct SubscriberSlot {
     pub max_message: AtomicU64,
     /// `Qos::deadline`: periods that passed without a message.
     pub deadline_missed: AtomicU64,
+    /// UDP: publishers on other hosts refused because they declare another type for the
+    /// topic (each counted once; their datagrams count as refused, `other-type`).
+    pub other_type: AtomicU64,
 }
 
 /// One publisher's ring.
@@ -272,7 +278,8 @@ const _: () = {
     assert!(std::mem::align_of::<ControlBlock>() == 128);
     assert!(std::mem::size_of::<ControlBlock>() - std::mem::size_of::<TypeBlock>() <= 64 * 1024);
     assert!(std::mem::size_of::<DataBlock>() <= 16 * 1024);
-    assert!(std::mem::size_of::<PublisherSlot>() <= 424);
+    // Four 128-byte lines in its `Padded` slot.
+    assert!(std::mem::size_of::<PublisherSlot>() <= 512);
 };
 
 /// Header bytes of a segment holding `T`, rounded up to whole pages.

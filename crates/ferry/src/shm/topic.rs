@@ -610,6 +610,7 @@ impl Topic {
                     timeouts: p.timeouts.load(Ordering::Relaxed),
                     evictions: p.evictions.load(Ordering::Relaxed),
                     deadline_missed: p.deadline_missed.load(Ordering::Relaxed),
+                    other_type: p.other_type.load(Ordering::Relaxed),
                 })
             })
             .collect();
@@ -642,6 +643,7 @@ impl Topic {
                     waits: s.waits.load(Ordering::Relaxed),
                     service: std::array::from_fn(|i| s.service[i].load(Ordering::Relaxed)),
                     deadline_missed: s.deadline_missed.load(Ordering::Relaxed),
+                    other_type: s.other_type.load(Ordering::Relaxed),
                 })
             })
             .collect();
@@ -775,6 +777,8 @@ pub struct PublisherStats {
     pub evictions: u64,
     /// `Qos::deadline`: periods that passed without a send.
     pub deadline_missed: u64,
+    /// UDP: subscribers on other hosts left out for declaring another type.
+    pub other_type: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -814,6 +818,8 @@ pub struct SubscriberStats {
     pub service: [u64; super::layout::SERVICE_COUNTERS],
     /// `Qos::deadline`: periods that passed without a message.
     pub deadline_missed: u64,
+    /// UDP: publishers on other hosts refused for declaring another type.
+    pub other_type: u64,
 }
 
 /// What `clean` did.

@@ -24,7 +24,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::crypto::{self, DomainKey, Opener, Sealer, SEAL_HEADER, SEAL_OVERHEAD, SEAL_TAG};
-use super::discovery::{self, Agent, DiscoveryConfig, Role};
+use super::discovery::{self, Agent, DiscoveryConfig, Entry, Role};
 use super::frame::{self, Frame};
 use super::impair::{DelayQueue, ImpairConfig, Impairer};
 use super::receiver::{Delivered, Receiver, ReceiverConfig};
@@ -422,6 +422,9 @@ struct PubCore {
     challenges_withheld: u64,
     /// Subscribers of other hosts that echoed their challenge, with the address they proved.
     validated: std::collections::HashSet<(u64, SocketAddr)>,
+    /// Subscribers discovery announced with another type than this publisher's: left out,
+    /// each counted once (`PublisherSlot::other_type`).
+    other_type: std::collections::HashSet<u64>,
     next_challenge_round: u64,
     flush: Flush,
     /// The smallest message limit of the reliable subscribers of this host it sends to, and
@@ -512,6 +515,12 @@ impl PubCore {
     }
 }
 
+/// Whether two ends' type hashes (0: none declared) are of different types: an end that
+/// declares none takes any.
+fn other_type(mine: u64, theirs: u64) -> bool {
+    mine != 0 && theirs != 0 && mine != theirs
+}
+
 struct PubShared {
     socket: UdpSocket,
     topic: Topic,
@@ -521,6 +530,8 @@ struct PubShared {
     discovery: Option<(Arc<Agent>, u64)>,
     /// Under `auto`: subscribers of this host that read shared memory get it there, not here.
     skip_shm_readers: bool,
+    /// The hash of the type this publisher declares (0: none).
+    type_hash: u64,
     /// Destinations known now (read without the lock on the send path).
     dest_count: std::sync::atomic::AtomicUsize,
     core: Mutex<PubCore>,
@@ -676,6 +687,16 @@ impl PubShared {
         if let Some((agent, _)) = &self.discovery {
             for r in agent.remote_subscribers(&self.topic_name) {
                 announced.insert(r.id);
+                if other_type(self.type_hash, r.type_hash) {
+                    // A subscriber of another type: never a destination (not even challenged).
+                    if core.other_type.insert(r.id) {
+                        self.topic
+                            .publisher(self.slot)
+                            .other_type
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    continue;
+                }
                 if !core.validated.contains(&(r.id, r.addr)) {
                     // Not proven to receive there: challenge it first.
                     let p = core.pending.entry(r.id).or_insert(Pending {
@@ -705,6 +726,7 @@ impl PubShared {
             }
         }
         core.pending.retain(|id, _| announced.contains(id));
+        core.other_type.retain(|id| announced.contains(id));
         core.validated.retain(|(id, _)| announced.contains(id));
         for gone in core
             .expected
@@ -1102,14 +1124,15 @@ impl UdpPublisher {
         let sender = Sender::new(frame::topic_id(domain, topic_name), session, cfg);
         let discovery = (qos.ip_version == IpVersion::V4).then(|| {
             let agent = discovery::agent(domain, key, config.discovery());
-            let entry = agent.announce(
-                Role::Publisher,
-                topic_name,
-                addr.port(),
-                session,
+            let entry = agent.announce(Entry {
+                role: Role::Publisher,
+                topic: topic_name.to_owned(),
+                port: addr.port(),
+                id: session,
                 reliable,
-                0,
-            );
+                max_message: 0,
+                type_hash: qos.topic_type.as_ref().map_or(0, |t| t.hash()),
+            });
             (agent, entry)
         });
         let shared = Arc::new(PubShared {
@@ -1118,6 +1141,7 @@ impl UdpPublisher {
             topic_name: topic_name.to_owned(),
             discovery,
             skip_shm_readers: qos.transport == crate::Transport::Auto,
+            type_hash: qos.topic_type.as_ref().map_or(0, |t| t.hash()),
             dest_count: std::sync::atomic::AtomicUsize::new(0),
             slot,
             core: Mutex::new(PubCore {
@@ -1135,6 +1159,7 @@ impl UdpPublisher {
                 pending: id_map(),
                 seal: sealer(key)?,
                 validated: Default::default(),
+                other_type: Default::default(),
                 next_challenge_round: 0,
                 subscriber_limit: None,
                 challenges_withheld: 0,
@@ -1549,6 +1574,12 @@ pub struct UdpSubscriber {
     /// check again the ones still unverified.
     unverified: bool,
     next_verify_ns: u64,
+    /// The hash of the type this subscriber declares (0: none), the publishers on other hosts
+    /// found to declare another (each counted once, their sessions refused), and the discovery
+    /// generation they were last looked for in.
+    type_hash: u64,
+    other_type: std::collections::HashSet<u64>,
+    types_generation: u64,
     seal: Option<Sealer>,
     open: Option<Opener>,
     /// The largest number of publisher addresses kept (sessions, live or recently ended).
@@ -1623,8 +1654,15 @@ impl UdpSubscriber {
             let agent = discovery::agent(domain, key, config.discovery());
             // The limit said is what fits the wire's u32 (a larger one is no limit a message meets).
             let max = u32::try_from(qos.max_message_size).unwrap_or(u32::MAX);
-            let entry =
-                agent.announce(Role::Subscriber, topic_name, addr.port(), id, reliable, max);
+            let entry = agent.announce(Entry {
+                role: Role::Subscriber,
+                topic: topic_name.to_owned(),
+                port: addr.port(),
+                id,
+                reliable,
+                max_message: max,
+                type_hash: qos.topic_type.as_ref().map_or(0, |t| t.hash()),
+            });
             (agent, entry)
         });
         Ok(UdpSubscriber {
@@ -1647,6 +1685,9 @@ impl UdpSubscriber {
             next_drops_check: 0,
             unverified: false,
             next_verify_ns: u64::MAX,
+            type_hash: qos.topic_type.as_ref().map_or(0, |t| t.hash()),
+            other_type: Default::default(),
+            types_generation: 0,
             seal: sealer(key)?,
             open: key.map(Opener::new).transpose()?,
             max_publishers: max_sessions + 64,
@@ -1744,6 +1785,38 @@ impl UdpSubscriber {
     /// discovery (with this session id) may be answered freely; until then the receiver keeps
     /// its replies within 3× what the address sent. Forgets the addresses of sessions the
     /// receiver no longer knows.
+    /// Refuses the publishers that other hosts announce on this topic with another type than
+    /// this subscriber's, whenever discovery learned something new: each is counted once
+    /// (`SubscriberSlot::other_type`) and its session's frames are refused (`other-type`).
+    fn refuse_other_types(&mut self) {
+        let Some((agent, _)) = &self.discovery else {
+            return;
+        };
+        let generation = agent.generation();
+        if self.type_hash == 0 || generation == self.types_generation {
+            return;
+        }
+        self.types_generation = generation;
+        let announced: Vec<u64> = agent
+            .remotes()
+            .into_iter()
+            .filter(|r| r.role == Role::Publisher && r.topic == self.topic.topic)
+            .filter(|r| other_type(self.type_hash, r.type_hash))
+            .map(|r| r.id)
+            .collect();
+        for id in &announced {
+            if self.other_type.insert(*id) {
+                self.rx.shun(*id);
+                self.topic
+                    .subscriber(self.slot)
+                    .other_type
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        // Bounded by what discovery holds now.
+        self.other_type.retain(|id| announced.contains(id));
+    }
+
     fn verify_publishers(&mut self, now: u64) {
         if self.publishers.len() > self.max_publishers {
             let rx = &self.rx;
@@ -1794,6 +1867,7 @@ impl UdpSubscriber {
     }
 
     fn tick(&mut self, now: u64) {
+        self.refuse_other_types();
         self.verify_publishers(now);
         let mut out = Out {
             socket: &self.socket,

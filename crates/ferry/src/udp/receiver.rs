@@ -29,6 +29,8 @@ pub const NAK_WALK: u64 = 1024;
 /// Replies to a session whose publisher is not verified (registered in the topic directory or
 /// announced by discovery) are limited to this many times the bytes received from it.
 pub const UNVERIFIED_REPLY_FACTOR: u64 = 3;
+/// The most sessions of publishers of another type a receiver refuses by id at once.
+const SHUNNED: usize = 64;
 
 fn charge(len: usize) -> u64 {
     len as u64 + MESSAGE_OVERHEAD
@@ -521,6 +523,9 @@ pub struct Receiver {
     /// they confirm: their late frames are refused as stale, and a late BYE is answered with that
     /// STATUS.
     ended: VecDeque<(u64, u64, u64, bool)>,
+    /// Sessions whose publisher declares another type than this subscriber (`shun`): their
+    /// frames are refused. At most `SHUNNED` kept, the oldest forgotten first.
+    shunned: VecDeque<u64>,
     /// Final STATUS frames to send at the next tick.
     acks_due: Vec<(u64, u64, u64)>,
     ready: VecDeque<Delivered>,
@@ -543,6 +548,7 @@ impl Receiver {
             cfg,
             sessions: id_map(),
             ended: VecDeque::new(),
+            shunned: VecDeque::new(),
             acks_due: Vec::new(),
             ready: VecDeque::new(),
             events: Events::default(),
@@ -621,6 +627,19 @@ impl Receiver {
         }
     }
 
+    /// Refuses the frames of `session` from now on (its publisher declares another type than
+    /// this subscriber), ending it if it is live. Each later frame counts as `OtherType`.
+    pub fn shun(&mut self, session: u64) {
+        if self.shunned.contains(&session) {
+            return;
+        }
+        if self.shunned.len() >= SHUNNED {
+            self.shunned.pop_front();
+        }
+        self.shunned.push_back(session);
+        self.sessions.remove(&session);
+    }
+
     /// Counts a datagram the socket layer refused before it reached the protocol.
     pub fn refuse(&mut self, why: Refusal) {
         self.stats.refusals.count(why);
@@ -631,6 +650,10 @@ impl Receiver {
         self.now = self.now.max(now);
         let c = *f.common();
         if c.topic != self.topic {
+            return;
+        }
+        if !self.shunned.is_empty() && self.shunned.contains(&c.session) {
+            self.stats.refusals.count(Refusal::OtherType);
             return;
         }
         if let Some(&(id, pos, seq, reliable)) = self.ended.iter().find(|e| e.0 == c.session) {

@@ -74,6 +74,11 @@ pub fn log_size(seq: u64, max: usize) -> usize {
 }
 
 /// A QoS from `spin,reliable,max=…` words; shared memory unless `udp`, `udp6` or `auto` is named.
+/// A raw type named `name`, with no schema.
+pub fn raw_type(name: &str) -> ferry::TopicType {
+    ferry::TopicType::new(name, ferry::MessageEncoding::Raw, "").unwrap()
+}
+
 pub fn parse_qos(s: &str) -> Qos {
     let mut qos = Qos::default().transport(Transport::Shm);
     for part in s.split(',') {
@@ -95,6 +100,8 @@ pub fn parse_qos(s: &str) -> Qos {
             ("max", v) => qos = qos.max_message_size(v.parse().unwrap()),
             ("ring", v) => qos = qos.ring_capacity(v.parse().unwrap()),
             ("history", v) => qos = qos.history(v.parse().unwrap()),
+            // A type by name alone (raw, no schema): what ends compare is its hash.
+            ("type", v) => qos = qos.topic_type(raw_type(v)),
             ("timeout", v) => qos = qos.send_timeout(Duration::from_millis(v.parse().unwrap())),
             ("", _) => {}
             (other, _) => panic!("unknown qos part {other}"),

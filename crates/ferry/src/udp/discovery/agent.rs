@@ -396,31 +396,12 @@ impl Agent {
         }
     }
 
-    /// Announces an endpoint until the returned key is given to `withdraw`; `max_message` is a
-    /// subscriber's largest message (0 for a publisher).
-    pub fn announce(
-        &self,
-        role: Role,
-        topic: &str,
-        port: u16,
-        id: u64,
-        reliable: bool,
-        max_message: u32,
-    ) -> u64 {
+    /// Announces an endpoint until the returned key is given to `withdraw`.
+    pub fn announce(&self, entry: Entry) -> u64 {
         let mut st = self.lock();
         let key = st.next_key;
         st.next_key += 1;
-        st.locals.push((
-            key,
-            Entry {
-                role,
-                topic: topic.to_owned(),
-                port,
-                id,
-                reliable,
-                max_message,
-            },
-        ));
+        st.locals.push((key, entry));
         // Release pairs with the Acquire swap in `run`: the agent announces at once.
         self.wake.store(true, Ordering::Release);
         key
@@ -518,6 +499,7 @@ impl Agent {
                 id: e.id,
                 reliable: e.reliable,
                 max_message: e.max_message,
+                type_hash: e.type_hash,
                 host: a.host,
                 heard_bytes: share,
                 seen_ns: now,

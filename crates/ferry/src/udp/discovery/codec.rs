@@ -4,8 +4,9 @@
 use std::net::{IpAddr, SocketAddr};
 
 pub(super) const MAGIC: u16 = 0x4446;
-/// 2: entries say a subscriber's largest message.
-pub(super) const VERSION: u8 = 2;
+/// 2: entries say a subscriber's largest message. 3: and the hash of the type the endpoint
+/// declares.
+pub(super) const VERSION: u8 = 3;
 pub(super) const KIND_ANNOUNCE: u8 = 1;
 pub(super) const KIND_REGISTER: u8 = 2;
 pub(super) const KIND_RELAY: u8 = 3;
@@ -14,7 +15,7 @@ pub(super) const HEADER: usize = 4;
 /// A relay message's bytes before the announcement it carries.
 pub(super) const RELAY_HEADER: usize = 22;
 /// An entry's bytes besides its topic.
-pub(super) const ENTRY_FIXED: usize = 18;
+pub(super) const ENTRY_FIXED: usize = 26;
 /// The smallest entry: a one-byte topic.
 pub(super) const MIN_ENTRY: usize = ENTRY_FIXED + 1;
 /// The largest discovery datagram received; longer ones arrive cut short.
@@ -47,6 +48,8 @@ pub struct Entry {
     pub reliable: bool,
     /// A subscriber's largest message in bytes (a larger one is refused); 0 for a publisher.
     pub max_message: u32,
+    /// The hash of the type the endpoint declares (`TopicType::hash`); 0: none.
+    pub type_hash: u64,
 }
 
 /// The UDP endpoints of one process in one domain.
@@ -232,6 +235,7 @@ pub(super) fn decode_announcement(bytes: &[u8]) -> Result<Announcement, Discover
         }
         let id = r.u64("entry")?;
         let max_message = r.u32("entry")?;
+        let type_hash = r.u64("entry")?;
         let topic = r.name("topic", |t| crate::names::validate_topic(t).is_ok())?;
         entries.push(Entry {
             role,
@@ -240,6 +244,7 @@ pub(super) fn decode_announcement(bytes: &[u8]) -> Result<Announcement, Discover
             id,
             reliable,
             max_message,
+            type_hash,
         });
     }
     if entries.len() != count {
@@ -344,6 +349,7 @@ pub(super) fn encode_announcement(host: u64, domain: &str, entries: &[Entry]) ->
         b.extend_from_slice(&e.port.to_le_bytes());
         b.extend_from_slice(&e.id.to_le_bytes());
         b.extend_from_slice(&e.max_message.to_le_bytes());
+        b.extend_from_slice(&e.type_hash.to_le_bytes());
         b.extend_from_slice(&(e.topic.len() as u16).to_le_bytes());
         b.extend_from_slice(e.topic.as_bytes());
     }

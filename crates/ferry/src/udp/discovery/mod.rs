@@ -58,15 +58,15 @@ mod config;
 mod remotes;
 
 pub use self::agent::{agent, Agent, DiscoveryRefusals};
-pub use self::codec::Role;
+pub use self::codec::{Entry, Role};
 pub(crate) use self::config::{check_peer, config_from_vars};
 pub use self::config::{DiscoveryConfig, DiscoveryLimits};
 // What ferry's own tests and fuzz targets reach (the `internals` feature).
 #[cfg(any(test, feature = "internals"))]
 pub use self::{
     codec::{
-        decode_message, Announcement, DiscoveryError, Entry, Message, Refusal, MAX_ANNOUNCE,
-        MAX_ENTRIES, MAX_NAME,
+        decode_message, Announcement, DiscoveryError, Message, Refusal, MAX_ANNOUNCE, MAX_ENTRIES,
+        MAX_NAME,
     },
     config::{DEFAULT_GROUP, DEFAULT_PORT},
     remotes::Remote,
@@ -110,6 +110,11 @@ mod tests {
             id,
             reliable: role == Role::Subscriber,
             max_message: if role == Role::Subscriber { 1 << 20 } else { 0 },
+            type_hash: if role == Role::Subscriber {
+                0
+            } else {
+                0x1234_5678_9abc_def0
+            },
         }
     }
 
@@ -125,6 +130,7 @@ mod tests {
             b.extend_from_slice(&port.to_le_bytes());
             b.extend_from_slice(&9u64.to_le_bytes());
             b.extend_from_slice(&0u32.to_le_bytes());
+            b.extend_from_slice(&0u64.to_le_bytes());
             b.extend_from_slice(&(topic.len() as u16).to_le_bytes());
             b.extend_from_slice(topic);
         }
@@ -163,9 +169,10 @@ mod tests {
             any::<u64>(),
             any::<bool>(),
             any::<u32>(),
+            any::<u64>(),
         )
             .prop_map(
-                |(publisher, topic, port, id, reliable, max_message)| Entry {
+                |(publisher, topic, port, id, reliable, max_message, type_hash)| Entry {
                     role: if publisher {
                         Role::Publisher
                     } else {
@@ -176,6 +183,7 @@ mod tests {
                     id,
                     reliable,
                     max_message,
+                    type_hash,
                 },
             )
     }
@@ -338,7 +346,7 @@ mod tests {
             Err(DiscoveryError::Truncated("entries")),
             "a count the bytes cannot hold is refused before any entry is read"
         );
-        assert_eq!(count(1), Err(DiscoveryError::Trailing(19)));
+        assert_eq!(count(1), Err(DiscoveryError::Trailing(ENTRY_FIXED + 1)));
         let mut lying = b.clone();
         lying[4..8].copy_from_slice(&3u32.to_le_bytes());
         let second = b.len() - ENTRY_FIXED - 1;
@@ -368,8 +376,13 @@ mod tests {
             "the version before subscribers said their limit"
         );
         assert_eq!(
-            decode_message(&[0x46, 0x44, 3, 1]),
-            Err(DiscoveryError::Version(3))
+            decode_message(&[0x46, 0x44, 2, 1]),
+            Err(DiscoveryError::Version(2)),
+            "the version before entries carried their type"
+        );
+        assert_eq!(
+            decode_message(&[0x46, 0x44, 4, 1]),
+            Err(DiscoveryError::Version(4))
         );
         assert_eq!(
             decode_message(&[0x46, 0x44, VERSION, 9]),
@@ -771,6 +784,7 @@ mod tests {
                     id,
                     reliable: false,
                     max_message: 0,
+                    type_hash: 0,
                     host,
                     heard_bytes: 1,
                     seen_ns: now as u64,
@@ -812,7 +826,7 @@ mod tests {
         let remote = start(remote);
         assert!(a.port_socket().is_some(), "the first agent is the relay");
         assert!(b.port_socket().is_none() && remote.port_socket().is_none());
-        remote.announce(Role::Subscriber, "t", 4000, 7, true, 1 << 20);
+        remote.announce(entry(Role::Subscriber, "t", 4000, 7));
         let deadline = Instant::now() + Duration::from_secs(10);
         let heard = |x: &Agent| x.remote_subscribers("t").len() == 1;
         while !(heard(&a) && heard(&b)) && Instant::now() < deadline {

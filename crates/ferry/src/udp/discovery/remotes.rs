@@ -21,6 +21,8 @@ pub struct Remote {
     pub reliable: bool,
     /// A subscriber's largest message (0: not said).
     pub max_message: u32,
+    /// The hash of the type the endpoint declares (0: none).
+    pub type_hash: u64,
     pub host: u64,
     /// Bytes of the announcements that named this endpoint (each its share of its datagram):
     /// what its address sent to learn it. An unverified address is sent at most three times

@@ -824,3 +824,44 @@ proptest! {
         prop_assert_eq!(o.delivered.len() as u64 + o.lost, sizes.len() as u64);
     }
 }
+
+#[test]
+fn a_shunned_session_delivers_nothing_and_its_frames_are_counted() {
+    let mut tx = Sender::new(
+        42,
+        1001,
+        SenderConfig {
+            reliable: false,
+            ..SenderConfig::default()
+        },
+    );
+    let mut net = Net::clean(3);
+    tx.offer(&payload(0, 3000)).unwrap();
+    tx.pump(0, &mut net);
+    assert!(net.flight.len() >= 3, "a message of several fragments");
+    let cfg = ReceiverConfig {
+        reliable: false,
+        max_message: 1 << 20,
+        ..ReceiverConfig::default()
+    };
+    let (mut shunning, mut taking) = (
+        Receiver::new(9, 42, cfg.clone()),
+        Receiver::new(10, 42, cfg),
+    );
+    shunning.shun(1001);
+    for (_, _, d) in &net.flight {
+        let f = decode(d).unwrap();
+        shunning.on_frame(60_000, &f);
+        taking.on_frame(60_000, &f);
+    }
+    assert!(
+        taking.take(60_000).is_some(),
+        "the same frames deliver elsewhere"
+    );
+    assert!(shunning.take(60_000).is_none());
+    assert_eq!(shunning.sessions(), 0);
+    assert_eq!(
+        shunning.stats().refusals.get(Refusal::OtherType),
+        net.flight.len() as u64
+    );
+}
