@@ -691,9 +691,15 @@ fn a_subscriber_in_another_pid_namespace_is_not_swept_as_dead() {
         }
     }
     let mut child = Guard(Some(cmd.spawn().expect("util-linux unshare")));
+    // Joined, and its slot names its PID namespace (a slot being claimed says so a moment
+    // after its token).
     assert!(
-        wait_until(Duration::from_secs(30), || subscriber_count(&dom, "data")
-            == 1),
+        wait_until(Duration::from_secs(30), || {
+            ferry::admin::topic(&dom, "data")
+                .ok()
+                .flatten()
+                .is_some_and(|t| t.subscribers.len() == 1 && t.subscribers[0].other_pid_namespace)
+        }),
         "the subscriber joined"
     );
     // Making a publisher opens the topic, which sweeps dead slots.

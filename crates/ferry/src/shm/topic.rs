@@ -96,6 +96,9 @@ pub enum Liveness {
 
 impl Owner {
     fn claim(&self, token: u64, node: &str) -> bool {
+        // Looked up before the claim (it reads /proc), so that the window in which a claimed
+        // slot does not yet name its PID namespace is a few stores long.
+        let me = ProcessId::current();
         // AcqRel pairs with the Release stores of `release_owner`: the new owner sees the slot
         // as the last owner left it.
         if self
@@ -105,7 +108,6 @@ impl Owner {
         {
             return false;
         }
-        let me = ProcessId::current();
         // First, so that the window in which another namespace's half-claimed slot is judged by
         // its pid in ours (see `liveness`) is as short as can be.
         self.pid_ns.store(me.pid_ns, Ordering::Relaxed);
