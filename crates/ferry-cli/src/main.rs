@@ -62,6 +62,8 @@ enum Command {
     Stats(cmd::topics::StatsArgs),
     /// Remove shared memory left by processes that ended without closing
     Clean(cmd::clean::CleanArgs),
+    /// Watch the running system in a browser: topics, processes, rates, losses
+    Monitor(cmd::monitor::MonitorArgs),
     /// Measure the transports on this machine
     Lab(lab::LabArgs),
     /// The second process of a lab experiment (started by `ferry lab`)
@@ -83,6 +85,7 @@ impl Command {
             | Command::Bw(_)
             | Command::Serve(_)
             | Command::Call(_)
+            | Command::Monitor(_)
             | Command::Lab(_) => true,
             Command::Topics(_) | Command::Stats(_) | Command::Clean(_) | Command::LabPeer(_) => {
                 false
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
         Command::Topics(args) => cmd::topics::run_topics(args),
         Command::Stats(args) => cmd::topics::run_stats(args),
         Command::Clean(args) => cmd::clean::run(args),
+        Command::Monitor(args) => cmd::monitor::run(args),
         Command::Lab(args) => lab::run(args),
         Command::LabPeer(args) => lab::run_peer(args),
     };

@@ -1,8 +1,9 @@
 //! The commands that work with live topics: `pub`, `echo`, `record`, `play`, `hz`, `bw`,
-//! `topics`, `stats`, `clean`.
+//! `topics`, `stats`, `clean`, `monitor`.
 
 pub mod clean;
 pub mod echo;
+pub mod monitor;
 pub mod play;
 pub mod publish;
 pub mod rate;
