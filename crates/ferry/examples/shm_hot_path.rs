@@ -49,6 +49,9 @@
 //! `ROUNDS` (default 15) rounds that alternate which goes first, at 32 B and 1 KiB: the median over
 //! rounds of each one-way p50, of typed / untyped and of their difference in ns, with quartiles.
 //!
+//! `... -- p50 [N]`: one line, `p50 32 A 1024 B`: the one-way p50 (ns) at 32 B and 1 KiB with
+//! the ring ferry picks, for scripts that alternate conditions around runs.
+//!
 //! Every mode pins its two threads to CPUs 0 and 1, or to the two that `PIN=A,B` names.
 //!
 //! Timings depend on the machine and its load; compare runs made one after another.
@@ -678,6 +681,11 @@ fn main() {
                     );
                 }
             }
+        }
+        "p50" => {
+            // One line, for scripts that alternate conditions around it (tools/monitor-cost).
+            let (small, large) = (pingpong(n, 32, 0), pingpong(n, 1024, 0));
+            println!("p50 32 {small} 1024 {large}");
         }
         "pingpong" => {
             for round in 1..=3 {

@@ -89,21 +89,23 @@ pub struct Site {
     pub stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// Serves `site` on `listener` until `site.stop` is set.
+/// Serves `site` on `listener` until `site.stop` is set and a connection arrives (`stop` makes
+/// one): the accept blocks, so an idle monitor wakes for nothing.
 pub fn serve(listener: TcpListener, site: Arc<Site>) -> std::io::Result<()> {
-    listener.set_nonblocking(true)?;
     let active = Arc::new(AtomicUsize::new(0));
     let streams = Arc::new(AtomicUsize::new(0));
     while !site.stop.load(Ordering::Relaxed) {
         let (mut conn, _) = match listener.accept() {
             Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20));
+            Err(_) => {
+                // Out of descriptors, say: a moment before the next.
+                std::thread::sleep(Duration::from_millis(50));
                 continue;
             }
-            Err(_) => continue,
         };
-        let _ = conn.set_nonblocking(false);
+        if site.stop.load(Ordering::Relaxed) {
+            break;
+        }
         if active.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
             let _ = respond(
                 &mut conn,
@@ -386,9 +388,28 @@ fn respond_with(
     conn.flush()
 }
 
-/// The address the server listens on, as the user gave it.
+/// Whether a listener on `addr` reaches this host only.
 pub fn is_loopback(addr: &SocketAddr) -> bool {
     addr.ip().is_loopback()
+}
+
+/// Stops a server listening on `addr`: sets `stop`, then connects once so that its accept
+/// returns and sees it.
+pub fn stop(site: &Site, addr: SocketAddr) {
+    site.stop.store(true, Ordering::Relaxed);
+    let to = if addr.ip().is_unspecified() {
+        SocketAddr::new(
+            if addr.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            },
+            addr.port(),
+        )
+    } else {
+        addr
+    };
+    let _ = TcpStream::connect_timeout(&to, Duration::from_secs(1));
 }
 
 #[cfg(test)]
@@ -434,7 +455,7 @@ mod tests {
         assert_eq!(status(&ask(addr, with_cookie)), "200");
         let bearer = "GET /api/state HTTP/1.1\r\nAuthorization: Bearer 5ec7e7\r\n\r\n";
         assert_eq!(status(&ask(addr, bearer)), "200");
-        site.stop.store(true, Ordering::Relaxed);
+        stop(&site, addr);
         server.join().unwrap().unwrap();
     }
 }

@@ -65,7 +65,8 @@ pub fn run(args: MonitorArgs) -> Result<()> {
                 while !stop.load(Ordering::Relaxed) {
                     let now = Instant::now();
                     if now < next {
-                        std::thread::sleep((next - now).min(Duration::from_millis(50)));
+                        // Few wake-ups: the watched processes may be spinning on every CPU.
+                        std::thread::sleep((next - now).min(Duration::from_millis(250)));
                         continue;
                     }
                     next += period;
@@ -104,9 +105,10 @@ pub fn run(args: MonitorArgs) -> Result<()> {
             .context("cannot start the server")?
     };
     while !signal::interrupted() && !server.is_finished() {
-        std::thread::sleep(ferry_cmd::signal::POLL);
+        std::thread::sleep(Duration::from_millis(250));
     }
     stop.store(true, Ordering::Relaxed);
+    http::stop(&site, addr);
     let served = server.join();
     let _ = sampler.join();
     match served {
