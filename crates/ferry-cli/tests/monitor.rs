@@ -40,6 +40,11 @@ fn domain(tag: &str) -> String {
 
 /// `ferry monitor` on a free loopback port, and the address it printed.
 fn monitor(dom: &str) -> (Running, String) {
+    monitor_with(dom, &[])
+}
+
+/// As `monitor`, with these environment variables.
+fn monitor_with(dom: &str, env: &[(&str, String)]) -> (Running, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
         .args([
             "monitor",
@@ -50,6 +55,9 @@ fn monitor(dom: &str) -> (Running, String) {
             "--period",
             "0.25",
         ])
+        .env_remove("FERRY_PEERS")
+        .env_remove("FERRY_DISCOVERY")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -178,6 +186,65 @@ fn the_state_shows_the_topic_its_ends_and_the_rate_and_the_stream_follows() {
     // The page and its script come from the binary.
     assert!(get(&addr, "/").contains("<title>ferry monitor</title>"));
     assert!(get(&addr, "/monitor.js").contains("api/state"));
+}
+
+/// A discovery announcement (version 3) from another host: one entry per (role, topic, port),
+/// untyped, reliable.
+fn announcement(dom: &str, entries: &[(u8, &str, u16)]) -> Vec<u8> {
+    let mut b = vec![0x46, 0x44, 3, 1];
+    b.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    b.extend_from_slice(&0x0A11_0CA7_u64.to_le_bytes());
+    b.extend_from_slice(&(dom.len() as u16).to_le_bytes());
+    b.extend_from_slice(dom.as_bytes());
+    for (i, (role, topic, port)) in entries.iter().enumerate() {
+        b.extend_from_slice(&[*role, 1]);
+        b.extend_from_slice(&port.to_le_bytes());
+        b.extend_from_slice(&(0x100 + i as u64).to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&0u64.to_le_bytes());
+        b.extend_from_slice(&(topic.len() as u16).to_le_bytes());
+        b.extend_from_slice(topic.as_bytes());
+    }
+    b
+}
+
+#[test]
+fn endpoints_other_hosts_announce_are_shown() {
+    let dom = domain("remote");
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (_mon, addr) = monitor_with(
+        &dom,
+        &[
+            ("FERRY_PEERS", "127.0.0.1".to_owned()),
+            ("FERRY_DISCOVERY_PORT", port.to_string()),
+        ],
+    );
+    let forger = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let datagram = announcement(&dom, &[(1, "far/away", 7001), (2, "far/away", 7002)]);
+    let shown = wait_until(Duration::from_secs(20), || {
+        let _ = forger.send_to(&datagram, ("127.0.0.1", port));
+        let s = state(&addr);
+        let remote = s["remote"].as_array().cloned().unwrap_or_default();
+        remote.len() == 2
+            && remote.iter().any(|r| {
+                r["role"] == "publisher"
+                    && r["topic"] == "far/away"
+                    && r["address"] == "127.0.0.1:7001"
+            })
+    });
+    assert!(shown, "{}", state(&addr));
+    // Without discovery the state says why no other host is shown.
+    let (_alone, alone) = monitor(&domain("alone"));
+    let s = state(&alone);
+    assert!(s["remote"].as_array().unwrap().is_empty());
+    assert!(
+        s["remote_note"].as_str().unwrap().contains("discovery"),
+        "{s}"
+    );
 }
 
 #[test]

@@ -222,15 +222,15 @@ fn discovery_map(d: &DiscoveryRefusals) -> BTreeMap<&'static str, u64> {
     ])
 }
 
-/// Refusal counters by reason, with their total, for the JSON output.
-fn refusal_map(r: &Refusals) -> BTreeMap<&'static str, u64> {
+/// Refusal counters by reason, with their total, for the JSON output (and the monitor's).
+pub(super) fn refusal_map(r: &Refusals) -> BTreeMap<&'static str, u64> {
     let mut m: BTreeMap<&'static str, u64> =
         Refusal::ALL.iter().map(|w| (w.name(), r.get(*w))).collect();
     m.insert("total", r.total());
     m
 }
 
-fn delivery(reliable: bool) -> &'static str {
+pub(super) fn delivery(reliable: bool) -> &'static str {
     if reliable {
         "reliable"
     } else {

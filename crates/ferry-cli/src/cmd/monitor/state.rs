@@ -6,7 +6,9 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use ferry::admin::{PublisherStats, Refusal, Refusals, SubscriberStats, TopicSnapshot};
+use ferry::admin::{PublisherStats, SubscriberStats, TopicSnapshot};
+
+use super::super::topics::{delivery, refusal_map};
 use serde::Serialize;
 
 /// How many samples each endpoint's history keeps (5 minutes at the default period).
@@ -28,6 +30,8 @@ struct Track {
 /// Samples the directories and keeps what the page plots.
 pub struct Sampler {
     domain: Option<String>,
+    /// Discovery of the domain, when it can be listened to (or why not).
+    remote: Result<ferry::admin::RemoteListener, String>,
     tracks: HashMap<String, Track>,
     samples: u64,
     period: Duration,
@@ -46,6 +50,19 @@ pub struct State {
     pub topics: Vec<TopicState>,
     /// Directories that could not be read, with why.
     pub unreadable: Vec<String>,
+    /// UDP endpoints other hosts announce in the domain (discovery), and why there are none to
+    /// show when discovery cannot be listened to.
+    pub remote: Vec<RemoteState>,
+    pub remote_note: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct RemoteState {
+    pub topic: String,
+    pub role: &'static str,
+    /// Where the endpoint receives (subscriber) or sends from (publisher).
+    pub address: String,
+    pub delivery: &'static str,
 }
 
 #[derive(Serialize)]
@@ -108,24 +125,6 @@ pub struct History {
     pub bandwidth: Vec<f32>,
 }
 
-fn refusals(r: &Refusals) -> BTreeMap<&'static str, u64> {
-    let mut m: BTreeMap<&'static str, u64> = Refusal::ALL
-        .iter()
-        .filter(|w| r.get(**w) > 0)
-        .map(|w| (w.name(), r.get(*w)))
-        .collect();
-    m.insert("total", r.total());
-    m
-}
-
-fn delivery(reliable: bool) -> &'static str {
-    if reliable {
-        "reliable"
-    } else {
-        "latest"
-    }
-}
-
 /// An endpoint before its rates: its identity and counters.
 struct Raw {
     id: String,
@@ -155,7 +154,7 @@ fn publisher(t: &TopicSnapshot, p: &PublisherStats) -> Raw {
             skipped: 0,
             lost: 0,
             retransmitted: p.retransmitted,
-            refused: refusals(&p.refused),
+            refused: refusal_map(&p.refused),
             kernel_drops: p.kernel_drops,
             waits: p.waits,
             timeouts: p.timeouts,
@@ -187,7 +186,7 @@ fn subscriber(t: &TopicSnapshot, s: &SubscriberStats) -> Raw {
             skipped: s.skipped,
             lost: s.lost,
             retransmitted: 0,
-            refused: refusals(&s.refused),
+            refused: refusal_map(&s.refused),
             kernel_drops: s.kernel_drops,
             waits: s.waits,
             timeouts: 0,
@@ -212,7 +211,15 @@ impl State {
 
 impl Sampler {
     pub fn new(domain: Option<String>, period: Duration) -> Sampler {
+        // Other hosts' endpoints, through discovery (which runs per domain): listened to only.
+        let remote = match &domain {
+            None => Err("other hosts are shown with --domain (discovery runs per domain)".into()),
+            Some(d) => ferry::NodeConfig::from_env()
+                .and_then(|c| ferry::admin::listen_remote(&c.with_domain(d)))
+                .map_err(|e| e.to_string()),
+        };
         Sampler {
+            remote,
             domain,
             tracks: HashMap::new(),
             samples: 0,
@@ -280,7 +287,32 @@ impl Sampler {
         }
         let samples = self.samples;
         self.tracks.retain(|_, tr| tr.seen == samples);
+        let (remote, remote_note) = match &self.remote {
+            Ok(listener) => {
+                let mut r: Vec<RemoteState> = listener
+                    .endpoints()
+                    .into_iter()
+                    .map(|e| RemoteState {
+                        topic: e.topic,
+                        role: if e.publisher {
+                            "publisher"
+                        } else {
+                            "subscriber"
+                        },
+                        address: e.addr.to_string(),
+                        delivery: delivery(e.reliable),
+                    })
+                    .collect();
+                r.sort_by(|a, b| {
+                    (&a.topic, a.role, &a.address).cmp(&(&b.topic, b.role, &b.address))
+                });
+                (r, None)
+            }
+            Err(why) => (Vec::new(), Some(why.clone())),
+        };
         State {
+            remote,
+            remote_note,
             time_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),

@@ -62,7 +62,13 @@ function topicHref(t) {
 // --- The graph: publishing processes, topics, subscribing processes, in three columns. -----
 
 function renderGraph() {
-  const topics = state.topics;
+  // This host's topics, and the topics only other hosts announce.
+  const topics = state.topics.slice();
+  for (const r of state.remote) {
+    if (!topics.some((t) => t.topic === r.topic)) {
+      topics.push({ domain: state.domain, topic: r.topic, type: null, endpoints: [], remoteOnly: true });
+    }
+  }
   const proc = (e) => e.node + " (" + e.pid + ")";
   const pubs = new Map();
   const subs = new Map();
@@ -74,6 +80,12 @@ function renderGraph() {
       seen.alive = seen.alive || e.alive;
       side.set(k, seen);
     }
+  }
+  // Another host's endpoint is a box of its own: its address.
+  const hostKey = (r) => r.address + " (another host)";
+  for (const r of state.remote) {
+    const side = r.role === "publisher" ? pubs : subs;
+    side.set(hostKey(r), { name: hostKey(r), alive: true, remote: true });
   }
   const row = 30;
   const rows = Math.max(topics.length, pubs.size, subs.size, 1);
@@ -109,6 +121,19 @@ function renderGraph() {
         (e.alive ? "" : " (gone)"))));
     }
   }
+  for (const r of state.remote) {
+    const at = topicAt.get(state.domain + "/" + r.topic);
+    const p = (r.role === "publisher" ? pubs : subs).get(hostKey(r));
+    if (!at || !p) continue;
+    const [x1, y1, x2, y2] = r.role === "publisher"
+      ? [p.x + 270, p.y + 11, at.x, at.y + 11]
+      : [at.x + 280, at.y + 11, p.x, p.y + 11];
+    const mid = (x1 + x2) / 2;
+    g.append(svg("path", {
+      d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`, fill: "none",
+      stroke: COLORS.udp, "stroke-width": 1.6, "stroke-dasharray": "1 3", "data-remote": r.address,
+    }, svg("title", {}, `${r.role} at ${r.address} on ${r.topic} over UDP (another host)`)));
+  }
   const box = (x, y, w, label, cls) => {
     const b = svg("g", {});
     b.append(svg("rect", { x, y, width: w, height: 22, rx: 4, class: cls }));
@@ -116,13 +141,16 @@ function renderGraph() {
     return b;
   };
   for (const side of [pubs, subs]) {
-    for (const v of side.values()) g.append(box(v.x, v.y, 270, v.name, v.alive ? "box" : "deadbox"));
+    for (const v of side.values()) {
+      g.append(box(v.x, v.y, 270, v.name, v.remote ? "hostbox" : v.alive ? "box" : "deadbox"));
+    }
   }
   for (const t of topics) {
     const at = topicAt.get(t.domain + "/" + t.topic);
     const pubRate = t.endpoints.filter((e) => e.role === "publisher" && e.alive)
       .reduce((s, e) => s + (e.rate || 0), 0);
-    const label = `${t.topic}${state.domain ? "" : " [" + t.domain + "]"}  ${fmtRate(pubRate)}/s` +
+    const rate = t.remoteOnly ? "  (other hosts only)" : `  ${fmtRate(pubRate)}/s`;
+    const label = `${t.topic}${state.domain ? "" : " [" + t.domain + "]"}${rate}` +
       (t.type ? "  " + t.type.name : "");
     const a = svg("a", { href: topicHref(t), "data-topic": t.topic });
     a.append(box(at.x, at.y, 280, label, "topicbox"));
@@ -226,7 +254,17 @@ function renderTable() {
       .join(" ").toLowerCase();
     return words.every((w) => hay.includes(w));
   });
-  document.getElementById("table").replaceChildren(table(rows, true));
+  const parts = [table(rows, true)];
+  if (state.remote.length) {
+    const head = el("tr", {}, ...["topic", "role", "address", "delivery"].map((h) => el("th", { class: "text" }, h)));
+    const body = el("tbody", {}, ...state.remote.map((r) => el("tr", { "data-remote-row": r.topic },
+      el("td", { class: "text" }, r.topic), el("td", { class: "text" }, r.role),
+      el("td", { class: "text" }, r.address), el("td", { class: "text" }, r.delivery))));
+    parts.push(el("h2", {}, "On other hosts (UDP discovery)"), el("table", {}, el("thead", {}, head), body));
+  } else if (state.remote_note) {
+    parts.push(el("p", { class: "note" }, "Other hosts: " + state.remote_note));
+  }
+  document.getElementById("table").replaceChildren(...parts);
 }
 
 // --- A topic's page. -----------------------------------------------------------------------
