@@ -287,25 +287,39 @@ pub fn header_bytes<T>(page: usize) -> usize {
     std::mem::size_of::<T>().div_ceil(page) * page
 }
 
+/// Writes `bytes` (truncated to `dst`) into the first words of `dst`, the last one
+/// zero-padded, and leaves the words after them untouched; returns how many it wrote.
+pub fn store_bytes(dst: &[AtomicU64], bytes: &[u8]) -> usize {
+    let bytes = &bytes[..bytes.len().min(dst.len() * 8)];
+    for (word, chunk) in dst.iter().zip(bytes.chunks(8)) {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        word.store(u64::from_le_bytes(w), Ordering::Relaxed);
+    }
+    bytes.len().div_ceil(8)
+}
+
+/// The first `len` bytes (at most the field's) of words written by `store_bytes`.
+pub fn load_bytes(src: &[AtomicU64], len: usize) -> Vec<u8> {
+    let mut bytes: Vec<u8> = src[..len.div_ceil(8).min(src.len())]
+        .iter()
+        .flat_map(|w| w.load(Ordering::Relaxed).to_le_bytes())
+        .collect();
+    bytes.truncate(len);
+    bytes
+}
+
 /// Writes `s` (truncated to the field) into a zero-padded array of words.
 pub fn store_str(dst: &[AtomicU64], s: &str) {
-    let mut bytes = vec![0u8; dst.len() * 8];
-    let n = s.len().min(bytes.len());
-    bytes[..n].copy_from_slice(&s.as_bytes()[..n]);
-    for (word, chunk) in dst.iter().zip(bytes.chunks_exact(8)) {
-        word.store(
-            u64::from_le_bytes(chunk.try_into().unwrap()),
-            Ordering::Relaxed,
-        );
+    let written = store_bytes(dst, s.as_bytes());
+    for word in &dst[written..] {
+        word.store(0, Ordering::Relaxed);
     }
 }
 
 /// Reads a string stored by `store_str`; invalid UTF-8 is replaced, never trusted.
 pub fn load_str(src: &[AtomicU64]) -> String {
-    let mut bytes: Vec<u8> = src
-        .iter()
-        .flat_map(|w| w.load(Ordering::Relaxed).to_le_bytes())
-        .collect();
+    let mut bytes = load_bytes(src, src.len() * 8);
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     bytes.truncate(end);
     String::from_utf8_lossy(&bytes).into_owned()

@@ -1,10 +1,10 @@
 //! A topic's type in its control segment (`layout::TypeBlock`): given by the first end that
 //! declares one, checked against every later one, read by tools. Written once, never per message.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::layout::{load_str, store_str, TypeBlock};
+use super::layout::{load_bytes, load_str, store_bytes, store_str, TypeBlock};
 use super::topic::Topic;
 use crate::topic_type::{type_hash, MessageEncoding, TopicType, MAX_SCHEMA};
 use crate::Error;
@@ -80,8 +80,7 @@ impl Topic {
         if len > MAX_SCHEMA as u64 {
             return Err(damaged(format!("a schema of {len} bytes")));
         }
-        let mut schema = load_words(&block.schema[..(len as usize).div_ceil(8)]);
-        schema.truncate(len as usize);
+        let schema = load_bytes(&block.schema, len as usize);
         let name = load_str(&block.name);
         let stored = block.hash.load(Ordering::Relaxed);
         if stored != type_hash(&name, encoding, &schema) {
@@ -109,20 +108,10 @@ fn store_type(block: &TypeBlock, t: &TopicType) {
     block
         .schema_len
         .store(t.schema().len() as u64, Ordering::Relaxed);
-    for (word, chunk) in block.schema.iter().zip(t.schema().chunks(8)) {
-        let mut bytes = [0u8; 8];
-        bytes[..chunk.len()].copy_from_slice(chunk);
-        word.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
-    }
+    // Only the words the schema takes: the rest of the block's pages stay untouched.
+    store_bytes(&block.schema, t.schema());
     // Release pairs with the Acquire load in `topic_type`.
     block.ready.store(1, Ordering::Release);
-}
-
-fn load_words(words: &[AtomicU64]) -> Vec<u8> {
-    words
-        .iter()
-        .flat_map(|w| w.load(Ordering::Relaxed).to_le_bytes())
-        .collect()
 }
 
 #[cfg(test)]
