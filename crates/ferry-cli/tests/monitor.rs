@@ -63,17 +63,25 @@ fn monitor_with(dom: &str, env: &[(&str, String)]) -> (Running, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start ferry monitor");
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().expect("stderr"))
-        .read_line(&mut line)
-        .expect("the monitor's first line");
+    // Its first line says where it listens: read by a thread, waited for at most 20 s.
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stderr).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let child = Running(child);
+    let line = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the monitor said where it listens within 20 s");
     let addr = line
         .split("http://")
         .nth(1)
         .and_then(|r| r.split('/').next())
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_owned();
-    (Running(child), addr)
+    (child, addr)
 }
 
 /// One request (`head` as sent), and the whole response.
