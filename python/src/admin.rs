@@ -44,6 +44,7 @@ fn publisher<'py>(py: Python<'py>, p: &PublisherStats) -> PyResult<Bound<'py, Py
     d.set_item("alive", p.alive)?;
     d.set_item("delivery", delivery(p.reliable))?;
     d.set_item("transport", p.transport)?;
+    d.set_item("multicast", p.multicast)?;
     d.set_item("udp", p.udp.map(|a| a.to_string()))?;
     d.set_item("ring_bytes", p.capacity)?;
     d.set_item("max_message_bytes", p.max_message)?;
@@ -87,6 +88,7 @@ fn subscriber<'py>(py: Python<'py>, s: &SubscriberStats) -> PyResult<Bound<'py, 
     d.set_item("alive", s.alive)?;
     d.set_item("delivery", delivery(s.reliable))?;
     d.set_item("transport", s.transport)?;
+    d.set_item("multicast", s.multicast)?;
     d.set_item("udp", s.udp.map(|a| a.to_string()))?;
     d.set_item("received", s.received)?;
     d.set_item("bytes", s.bytes)?;

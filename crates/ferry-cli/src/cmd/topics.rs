@@ -99,6 +99,8 @@ struct PublisherJson {
     alive: bool,
     delivery: &'static str,
     transport: &'static str,
+    /// UDP through a multicast group.
+    multicast: bool,
     udp: Option<String>,
     ring_bytes: u64,
     max_message_bytes: u64,
@@ -148,6 +150,8 @@ struct SubscriberJson {
     alive: bool,
     delivery: &'static str,
     transport: &'static str,
+    /// UDP through a multicast group.
+    multicast: bool,
     udp: Option<String>,
     received: u64,
     bytes: u64,
@@ -286,6 +290,7 @@ impl From<&PublisherStats> for PublisherJson {
             alive: p.alive,
             delivery: delivery(p.reliable),
             transport: p.transport,
+            multicast: p.multicast,
             udp: p.udp.map(|a| a.to_string()),
             ring_bytes: p.capacity,
             max_message_bytes: p.max_message,
@@ -330,6 +335,7 @@ impl From<&SubscriberStats> for SubscriberJson {
             alive: s.alive,
             delivery: delivery(s.reliable),
             transport: s.transport,
+            multicast: s.multicast,
             udp: s.udp.map(|a| a.to_string()),
             received: s.received,
             bytes: s.bytes,
@@ -594,8 +600,9 @@ pub fn run_topics(args: TopicsArgs) -> Result<()> {
                 delivery(p.reliable).to_owned(),
                 match p.udp {
                     Some(addr) if p.capacity == 0 => format!(
-                        "{} at {addr}, max message {}",
+                        "{}{} at {addr}, max message {}",
                         p.transport,
+                        if p.multicast { " multicast" } else { "" },
                         format_size(p.max_message as usize)
                     ),
                     _ => format!(
@@ -618,7 +625,11 @@ pub fn run_topics(args: TopicsArgs) -> Result<()> {
                 liveness(s.alive).to_owned(),
                 delivery(s.reliable).to_owned(),
                 match s.udp {
-                    Some(addr) => format!("{} at {addr}", s.transport),
+                    Some(addr) => format!(
+                        "{}{} at {addr}",
+                        s.transport,
+                        if s.multicast { " multicast" } else { "" }
+                    ),
                     None => s.transport.to_owned(),
                 },
             ]);

@@ -13,7 +13,7 @@ pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
 /// "FERRYDAT" little-endian: one publisher's data segment.
 pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
 /// Bumped on any change of the layouts in this file.
-pub const LAYOUT_VERSION: u32 = 17;
+pub const LAYOUT_VERSION: u32 = 18;
 
 pub const MAX_PUBLISHERS: usize = 32;
 pub const MAX_NAME: usize = 128;
@@ -203,6 +203,8 @@ pub struct PublisherSlot {
     /// UDP: subscribers on other hosts left out because they declare another type for the
     /// topic (each counted once).
     pub other_type: AtomicU64,
+    /// 1: a UDP publisher that sends its data to a multicast group (`Qos::multicast`).
+    pub multicast: AtomicU32,
 }
 
 #[repr(C)]
@@ -212,7 +214,8 @@ pub struct SubscriberSlot {
     pub wait: AtomicU32,
     /// `TRANSPORT_SHM`, `TRANSPORT_UDP` or both (auto).
     pub transport: AtomicU32,
-    pub _pad: AtomicU32,
+    /// 1: a UDP subscriber that receives through a multicast group (`Qos::multicast`).
+    pub multicast: AtomicU32,
     /// A UDP subscriber's receive address and its receiver id.
     pub udp: UdpAddr,
     pub udp_receiver: AtomicU64,
@@ -251,6 +254,91 @@ pub struct SubscriberSlot {
     /// UDP: publishers on other hosts refused because they declare another type for the
     /// topic (each counted once; their datagrams count as refused, `other-type`).
     pub other_type: AtomicU64,
+}
+
+/// Zeroes every word of `words` (Relaxed: a slot is reset before it is made ready, and the
+/// `ready` store that follows is Release).
+fn zero(words: &[AtomicU64]) {
+    for w in words {
+        w.store(0, Ordering::Relaxed);
+    }
+}
+
+impl PublisherSlot {
+    /// Clears everything a previous owner of this slot left, all but the owner itself: a
+    /// publisher's counters start at 0, and no address or flag of another transport stays. The
+    /// new owner calls it right after claiming the slot.
+    pub fn reset(&self) {
+        for w in [&self.reliable, &self.transport, &self.multicast] {
+            w.store(0, Ordering::Relaxed);
+        }
+        self.udp.store(None);
+        zero(&self.refused);
+        zero(&self.discovery_refused);
+        for w in [
+            &self.capacity,
+            &self.max_message,
+            &self.sent,
+            &self.bytes,
+            &self.waits,
+            &self.timeouts,
+            &self.evictions,
+            &self.retransmitted,
+            &self.kernel_drops,
+            &self.send_errors,
+            &self.repairs_deferred,
+            &self.challenges_withheld,
+            &self.repair_bytes,
+            &self.repairs_suppressed,
+            &self.pacing_rate,
+            &self.bottleneck_rate,
+            &self.min_rtt_ns,
+            &self.paced_waits,
+            &self.window_waits,
+            &self.congestion_events,
+            &self.noise_loss_events,
+            &self.queue_events,
+            &self.datagrams,
+            &self.batches,
+            &self.batched_messages,
+            &self.left_out,
+            &self.deadline_missed,
+            &self.other_type,
+        ] {
+            w.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+impl SubscriberSlot {
+    /// As `PublisherSlot::reset`; the doorbell keeps its value (a futex word only ever changes
+    /// to wake its sleeper).
+    pub fn reset(&self) {
+        for w in [&self.reliable, &self.wait, &self.transport, &self.multicast] {
+            w.store(0, Ordering::Relaxed);
+        }
+        self.udp.store(None);
+        zero(&self.refused);
+        zero(&self.discovery_refused);
+        zero(&self.service);
+        for w in [
+            &self.udp_receiver,
+            &self.lost,
+            &self.evicted,
+            &self.replies_withheld,
+            &self.sessions_evicted,
+            &self.kernel_drops,
+            &self.received,
+            &self.bytes,
+            &self.skipped,
+            &self.waits,
+            &self.max_message,
+            &self.deadline_missed,
+            &self.other_type,
+        ] {
+            w.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 /// One publisher's ring.
@@ -323,4 +411,65 @@ pub fn load_str(src: &[AtomicU64]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     bytes.truncate(end);
     String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    /// A slot of all ones (what any earlier owner may have left), reset: the bytes from each
+    /// `(start, end)` that are not zero.
+    fn reset_bytes<T>(reset: impl Fn(&T), ranges: &[(usize, usize)]) -> Vec<(usize, u8)> {
+        let mut raw = Box::new(std::mem::MaybeUninit::<T>::uninit());
+        // SAFETY: every field of the slots is an atomic integer (or an array or `Padded` of
+        // them), for which all-ones bytes are a valid value; the padding is never read as a
+        // field. `MaybeUninit<T>` has `T`'s layout, so the box's allocation fits a `Box<T>`.
+        let slot: Box<T> = unsafe {
+            std::ptr::write_bytes(raw.as_mut_ptr().cast::<u8>(), 0xFF, size_of::<T>());
+            Box::from_raw(Box::into_raw(raw).cast::<T>())
+        };
+        reset(&slot);
+        // SAFETY: the box holds `size_of::<T>()` initialised bytes, read while nothing writes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts((&*slot as *const T).cast::<u8>(), size_of::<T>())
+        };
+        ranges
+            .iter()
+            .flat_map(|&(start, end)| start..end)
+            .filter(|&i| bytes[i] != 0)
+            .map(|i| (i, bytes[i]))
+            .collect()
+    }
+
+    /// Every field after the owner is cleared (the subscriber's doorbell and the alignment
+    /// padding before it apart): a field added and not reset fails here.
+    #[test]
+    fn a_reset_slot_keeps_nothing_of_its_last_owner() {
+        let publisher = reset_bytes(
+            PublisherSlot::reset,
+            &[(
+                offset_of!(PublisherSlot, reliable),
+                offset_of!(PublisherSlot, multicast) + size_of::<AtomicU32>(),
+            )],
+        );
+        assert_eq!(publisher, vec![], "publisher bytes left");
+        let subscriber = reset_bytes(
+            SubscriberSlot::reset,
+            &[
+                (
+                    offset_of!(SubscriberSlot, reliable),
+                    offset_of!(SubscriberSlot, kernel_drops) + size_of::<AtomicU64>(),
+                ),
+                (
+                    offset_of!(SubscriberSlot, received),
+                    offset_of!(SubscriberSlot, other_type) + size_of::<AtomicU64>(),
+                ),
+            ],
+        );
+        assert_eq!(subscriber, vec![], "subscriber bytes left");
+        // The ranges reach each struct's last field.
+        assert!(size_of::<PublisherSlot>() - offset_of!(PublisherSlot, multicast) < 16);
+        assert!(size_of::<SubscriberSlot>() - offset_of!(SubscriberSlot, other_type) < 136);
+    }
 }

@@ -276,6 +276,7 @@ impl Topic {
     ) -> Result<(usize, u64), Error> {
         let slots: Vec<&Owner> = self.block().publishers.iter().map(|p| &p.owner).collect();
         let (slot, token) = self.claim(&slots, node, "publisher")?;
+        self.publisher(slot).reset();
         if let Err(e) = declared.map_or(Ok(()), |t| self.declare_type(t, "publisher")) {
             self.release_publisher(slot, token);
             return Err(e);
@@ -291,6 +292,7 @@ impl Topic {
     ) -> Result<(usize, u64), Error> {
         let slots: Vec<&Owner> = self.block().subscribers.iter().map(|s| &s.owner).collect();
         let (slot, token) = self.claim(&slots, node, "subscriber")?;
+        self.subscriber(slot).reset();
         if let Err(e) = declared.map_or(Ok(()), |t| self.declare_type(t, "subscriber")) {
             self.release_subscriber(slot, token);
             return Err(e);
@@ -580,6 +582,7 @@ impl Topic {
                     other_pid_namespace: other_namespace(&p.owner),
                     reliable: p.reliable.load(Ordering::Relaxed) != 0,
                     transport: transport_name(p.transport.load(Ordering::Relaxed)),
+                    multicast: p.multicast.load(Ordering::Relaxed) != 0,
                     udp: p.udp.load(),
                     retransmitted: p.retransmitted.load(Ordering::Relaxed),
                     kernel_drops: p.kernel_drops.load(Ordering::Relaxed),
@@ -631,6 +634,7 @@ impl Topic {
                     other_pid_namespace: other_namespace(&s.owner),
                     reliable: s.reliable.load(Ordering::Relaxed) != 0,
                     transport: transport_name(s.transport.load(Ordering::Relaxed)),
+                    multicast: s.multicast.load(Ordering::Relaxed) != 0,
                     udp: s.udp.load(),
                     lost: s.lost.load(Ordering::Relaxed),
                     refused: load_refusals(&s.refused),
@@ -740,6 +744,8 @@ pub struct PublisherStats {
     pub slot: usize,
     /// The transport the publisher writes with: shm, udp or auto (both).
     pub transport: &'static str,
+    /// UDP: its data goes to a multicast group.
+    pub multicast: bool,
     /// Its UDP address, for a UDP publisher.
     pub udp: Option<std::net::SocketAddr>,
     /// UDP frames sent again on a NAK.
@@ -787,6 +793,8 @@ pub struct PublisherStats {
 pub struct SubscriberStats {
     pub slot: usize,
     pub transport: &'static str,
+    /// UDP: it receives through a multicast group.
+    pub multicast: bool,
     pub udp: Option<std::net::SocketAddr>,
     /// Messages that will never arrive (UDP losses not repaired), counted.
     pub lost: u64,

@@ -1107,6 +1107,8 @@ impl UdpPublisher {
         let p = topic.publisher(slot);
         p.reliable.store(reliable as u32, Ordering::Relaxed);
         p.transport.store(TRANSPORT_UDP, Ordering::Relaxed);
+        p.multicast
+            .store(qos.multicast.is_some() as u32, Ordering::Relaxed);
         p.max_message
             .store(qos.max_message_size as u64, Ordering::Relaxed);
         p.udp.store(Some(addr));
@@ -1644,6 +1646,8 @@ impl UdpSubscriber {
             _ => TRANSPORT_UDP,
         };
         s.transport.store(bits, Ordering::Relaxed);
+        s.multicast
+            .store(qos.multicast.is_some() as u32, Ordering::Relaxed);
         s.max_message
             .store(qos.max_message_size as u64, Ordering::Relaxed);
         s.udp.store(Some(addr));
