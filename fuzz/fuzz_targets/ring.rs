@@ -189,6 +189,10 @@ fuzz_target!(|data: &[u8]| {
                     for pair in past.windows(2) {
                         assert_eq!(pair[1].seq, pair[0].seq.wrapping_add(1));
                     }
+                    // A tool's look at the newest message: bounded by the limit it asks.
+                    if let Some(n) = ring::newest(&hdr, mem, cap, max_len, 40) {
+                        assert!(n.bytes.len() <= 40 && n.len <= max_len);
+                    }
                 }
             }
         }

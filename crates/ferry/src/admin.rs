@@ -26,6 +26,35 @@ pub fn topic_type(domain: &str, topic: &str) -> Result<Option<crate::TopicType>,
     }
 }
 
+pub use crate::shm::data::LastMessage;
+
+/// The node name of the Zenoh bridge (`ferry-zenoh`): its publishers and subscribers carry a
+/// topic to and from Zenoh, and tools show them as such.
+pub const ZENOH_BRIDGE_NODE: &str = "ferry-zenoh";
+
+/// The newest message of each shared-memory publisher of a topic on this host, the first
+/// `limit` bytes of each (`LastMessage::len` says how long it is), read without subscribing:
+/// neither the publishers nor their subscribers see the look (no reader joins the ring, nothing
+/// is written to it, no one waits for it). Publishers with nothing readable now are left out,
+/// and so are UDP-only publishers (they keep no ring); a publisher's segment that fails its
+/// checks is an error in its place. Rings larger than `max_ring` bytes are not looked at.
+#[allow(clippy::type_complexity)]
+pub fn last_messages(
+    domain: &str,
+    topic: &str,
+    limit: usize,
+    max_ring: u64,
+) -> Result<Vec<Result<LastMessage, crate::Error>>, crate::Error> {
+    validate_domain(domain)?;
+    validate_topic(topic)?;
+    Ok(
+        match crate::shm::topic::Topic::open_existing(domain, topic)? {
+            Some(t) => t.last_messages(limit, max_ring),
+            None => Vec::new(),
+        },
+    )
+}
+
 /// A UDP endpoint announced by another host.
 #[derive(Debug, Clone)]
 pub struct RemoteEndpoint {

@@ -1,5 +1,6 @@
 //! The shared-memory transport: one ring per publisher, a control segment per topic.
 
+pub mod data;
 pub mod layout;
 pub mod ring;
 pub mod segment;

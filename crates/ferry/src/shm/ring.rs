@@ -716,7 +716,7 @@ impl Writer {
         // A Release store: a reader that sees it sees the `history` word stored before it (pairs
         // with the Acquire load in `history`). Then a Release fence: the payload writes that
         // follow cannot be seen before the new `reserve` (pairs with the Acquire fence in
-        // `Reader::read_latest`). The joiner handshake orders it through the SeqCst fence in
+        // `Reader::read_latest`, `walk_history` and `newest`). The joiner handshake orders it through the SeqCst fence in
         // `min_cursor`.
         hdr.reserve.end.store(touched, Ordering::Release);
         fence(Ordering::Release);
@@ -1543,6 +1543,73 @@ fn wait_for_head(hdr: &RingHeader, until: u64) -> u64 {
         #[cfg(loom)]
         loom::thread::yield_now();
     }
+}
+
+/// The newest message of a ring, as [`newest`] copies it out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Newest {
+    pub seq: u64,
+    /// The message's length; `bytes` holds at most its first `limit` bytes.
+    pub len: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// Copies of the newest record [`newest`] makes when the writer laps the one before.
+const NEWEST_TRIES: usize = 3;
+
+/// The newest message the writer committed, its first `limit` bytes copied out, without
+/// joining the ring: a look that stores nothing in the ring's memory and that the writer never
+/// waits for or wakes (for tools that watch a topic, `admin::last_messages`). The copy is
+/// checked as a latest reader's is (a seqlock over positions) and thrown away when the writer
+/// reserved over it meanwhile. `None` when nothing is committed yet, when the newest record is
+/// padding (a reservation given back, a lap's end), when the writer lapped each of a few copies,
+/// or when the ring lies; never more than `limit` bytes, whatever the ring says.
+pub fn newest<M: RingBytes>(
+    hdr: &RingHeader,
+    mem: &M,
+    capacity: u64,
+    max_len: u64,
+    limit: usize,
+) -> Option<Newest> {
+    let mask = capacity - 1;
+    for _ in 0..NEWEST_TRIES {
+        // Acquire pairs with the Release head store in `Writer::finish`; `last` is stored before
+        // it (see `Reader::jump_to_newest`): below `head`, it starts the record ending there.
+        let head = hdr.head.end.load(Ordering::Acquire);
+        let last = hdr.head.last.load(Ordering::Relaxed);
+        if last >= head {
+            // Nothing committed yet, or a newer record committed between the two loads.
+            if head == 0 {
+                return None;
+            }
+            continue;
+        }
+        if head - last > capacity || last % RECORD_ALIGN != 0 {
+            return None;
+        }
+        let header = mem.read_header(last & mask);
+        let seq = u64::from_le_bytes(header[..8].try_into().unwrap());
+        let len = u32::from_le_bytes(header[8..12].try_into().unwrap()) as u64;
+        let tag = u32::from_le_bytes(header[12..].try_into().unwrap());
+        let message = tag == TAG_MARK | KIND_MESSAGE
+            && len <= max_len
+            && last.saturating_add(record_len(len)) <= head
+            && seq != NOT_COMMITTED;
+        let mut bytes = Vec::new();
+        if message {
+            bytes.resize(len.min(limit as u64) as usize, 0);
+            mem.read((last + RECORD_HEADER) & mask, &mut bytes);
+        }
+        // Acquire fence, then the reserve load: a header or a byte copied above that the writer
+        // rewrote shows in `reserve` (pairs with the Release fence in `Writer::reserve_here`),
+        // as for a latest reader's copy in `Reader::read_latest`.
+        fence(Ordering::Acquire);
+        if hdr.reserve.end.load(Ordering::Relaxed) > last.saturating_add(capacity) {
+            continue;
+        }
+        return message.then_some(Newest { seq, len, bytes });
+    }
+    None
 }
 
 /// A record header as a writer writes it (`padding`: a reservation given back), for tests that

@@ -3,14 +3,15 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::layout::{header_bytes, DataBlock, MAGIC_DATA};
+use super::data::{open_ring, Mapped, OpenRing};
+use super::layout::DataBlock;
 use super::ring::{self, Reader, Record, Step};
-use super::segment::{open_checked, Segment};
-use super::topic::{data_name, ring_doorbell, Liveness, Topic};
+use super::segment::Segment;
+use super::topic::{ring_doorbell, Liveness, Topic};
 use super::ShmBytes;
 use crate::event::{Event, Events, Gone};
 use crate::sync::spin_hint;
-use crate::sys::{self, Mapping};
+use crate::sys;
 use crate::{Delivery, Error, PublisherId, Qos, RecvError, WaitStrategy};
 
 /// How often an idle subscriber checks that its publishers still run (a publisher killed is
@@ -216,48 +217,15 @@ impl ShmSubscriber {
         token: u64,
         pub_reliable: bool,
     ) -> Result<Option<(Source, Vec<ring::Past>)>, Error> {
-        let hb = header_bytes::<DataBlock>(sys::page_size());
-        let name = data_name(self.topic.name(), token);
-        let Some((obj, total)) = open_checked(&name, MAGIC_DATA, hb)? else {
+        let Some(OpenRing {
+            data,
+            hb,
+            capacity,
+            max_message,
+        }) = open_ring(self.topic.name(), token, self.max_ring, Mapped::ToRead)?
+        else {
             return Ok(None);
         };
-        let head = Mapping::map(&obj, 0, hb).map_err(|e| Error::io(format!("mmap {name}"), e))?;
-        let probe: Segment<DataBlock> = Segment::from_parts(obj, head, hb);
-        let b = probe.block();
-        let capacity = b.capacity.load(Ordering::Relaxed);
-        let max_message = b.max_message.load(Ordering::Relaxed);
-        let layout_err = |detail: String| Error::Layout {
-            segment: name.clone(),
-            detail,
-        };
-        if b.publisher_token.load(Ordering::Relaxed) != token {
-            return Err(layout_err("it belongs to another publisher".into()));
-        }
-        if !capacity.is_power_of_two()
-            || capacity < sys::page_size() as u64
-            || hb as u64 + capacity != total
-        {
-            return Err(layout_err(format!(
-                "ring capacity {capacity} does not match segment size {total}"
-            )));
-        }
-        if max_message == 0 || max_message > ring::max_payload(capacity) {
-            return Err(layout_err(format!(
-                "maximum message {max_message} does not fit its ring"
-            )));
-        }
-        // Checked before the ring is mapped: mapping populates every page of it, twice.
-        if capacity > self.max_ring {
-            return Err(Error::RingTooLarge {
-                segment: name.clone(),
-                capacity,
-                max: self.max_ring,
-            });
-        }
-        let Segment { obj, .. } = probe;
-        let map = Mapping::map_ring(&obj, hb, capacity as usize)
-            .map_err(|e| Error::io(format!("map ring {name}"), e))?;
-        let data: Segment<DataBlock> = Segment::from_parts(obj, map, hb);
         let reliable = pub_reliable && self.reliable;
         let reader = Reader::join(
             &data.block().ring,

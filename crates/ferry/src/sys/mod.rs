@@ -269,7 +269,7 @@ fn shm_path(name: &str) -> io::Result<CString> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in shared-memory name"))
 }
 
-/// A shared read-write mapping, unmapped on drop.
+/// A shared mapping (read-write, or read-only for a look), unmapped on drop.
 pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
@@ -305,6 +305,36 @@ impl Mapping {
     /// row, so that any record of up to `ring_len` bytes is contiguous in this address space.
     /// Both lengths must be multiples of the page size.
     pub fn map_ring(obj: &ShmObject, header_len: usize, ring_len: usize) -> io::Result<Mapping> {
+        // POPULATE: fault every page in now rather than on the ring's first lap, so the first
+        // messages do not pay page faults in the writer and in every reader.
+        let flags = MapFlags::SHARED | MapFlags::FIXED | MapFlags::POPULATE;
+        Mapping::map_ring_with(
+            obj,
+            header_len,
+            ring_len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            flags,
+        )
+    }
+
+    /// As [`Mapping::map_ring`], read-only and with no page faulted in ahead: for a look at a
+    /// few records of a ring this process never writes or joins (`admin::last_messages`).
+    pub fn map_ring_to_look(
+        obj: &ShmObject,
+        header_len: usize,
+        ring_len: usize,
+    ) -> io::Result<Mapping> {
+        let flags = MapFlags::SHARED | MapFlags::FIXED;
+        Mapping::map_ring_with(obj, header_len, ring_len, ProtFlags::READ, flags)
+    }
+
+    fn map_ring_with(
+        obj: &ShmObject,
+        header_len: usize,
+        ring_len: usize,
+        prot: ProtFlags,
+        flags: MapFlags,
+    ) -> io::Result<Mapping> {
         let total = header_len + 2 * ring_len;
         // SAFETY: reserving fresh address space aliases nothing.
         let base = unsafe {
@@ -319,18 +349,14 @@ impl Mapping {
             ptr: NonNull::new(base.cast()).expect("mmap returned null"),
             len: total,
         };
-        let rw = ProtFlags::READ | ProtFlags::WRITE;
-        // POPULATE: fault every page in now rather than on the ring's first lap, so the first
-        // messages do not pay page faults in the writer and in every reader.
-        let flags = MapFlags::SHARED | MapFlags::FIXED | MapFlags::POPULATE;
         // SAFETY: both fixed mappings replace pages inside the reservation made above, which this
         // function owns; nothing else can refer to them yet.
         unsafe {
-            rustix::mm::mmap(base, header_len + ring_len, rw, flags, obj.fd(), 0)?;
+            rustix::mm::mmap(base, header_len + ring_len, prot, flags, obj.fd(), 0)?;
             rustix::mm::mmap(
                 base.cast::<u8>().add(header_len + ring_len).cast(),
                 ring_len,
-                rw,
+                prot,
                 flags,
                 obj.fd(),
                 header_len as u64,

@@ -1311,3 +1311,99 @@ fn history_against_a_lapping_writer(cap: u64) {
         (next - 4..next).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn newest_is_the_last_committed_message_and_the_look_writes_nothing() {
+    let hdr = RingHeader::new();
+    let mem = Counting {
+        mem: AtomicBytes::new(CAP),
+        reads: std::sync::atomic::AtomicU64::new(0),
+    };
+    assert_eq!(newest(&hdr, &mem, CAP, max_payload(CAP), 64), None);
+    let mut w = Writer::new(&hdr, CAP, false);
+    // Many laps, so the newest record wraps around the ring's end now and then.
+    for seq in 0..37 {
+        let len = 8 + (seq as usize * 5) % 40;
+        let r = w.try_reserve(&hdr, &mem, len as u64).unwrap();
+        mem.write(
+            r.payload_offset(CAP),
+            &pattern(seq, len.next_multiple_of(8)),
+        );
+        w.commit(&hdr, &mem, r);
+        let before = (
+            hdr.head.end.load(Ordering::Relaxed),
+            hdr.reserve.end.load(Ordering::Relaxed),
+            hdr.sleepers.load(Ordering::Relaxed),
+        );
+        let n = newest(&hdr, &mem, CAP, max_payload(CAP), 64).expect("a message");
+        assert_eq!((n.seq, n.len), (seq, len as u64));
+        assert_eq!(n.bytes, pattern(seq, len));
+        // Only the first `limit` bytes, however long the message.
+        let cut = newest(&hdr, &mem, CAP, max_payload(CAP), 10).unwrap();
+        assert_eq!(cut.bytes, pattern(seq, len.min(10)));
+        assert_eq!(cut.len, len as u64);
+        let after = (
+            hdr.head.end.load(Ordering::Relaxed),
+            hdr.reserve.end.load(Ordering::Relaxed),
+            hdr.sleepers.load(Ordering::Relaxed),
+        );
+        assert_eq!(before, after);
+    }
+}
+
+#[test]
+fn newest_gives_nothing_for_padding_a_lying_last_or_a_copy_the_writer_laps() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let max = max_payload(CAP);
+    // The newest record is padding (a reservation given back).
+    let mut w = Writer::new(&hdr, CAP, false);
+    write_msg(&mut w, &hdr, &mem, 0, 24).unwrap();
+    let r = w.try_reserve(&hdr, &mem, 16).unwrap();
+    w.abandon(&hdr, &mem, r);
+    assert_eq!(newest(&hdr, &mem, CAP, max, 64), None);
+    // `last` more than a ring behind `head`, unaligned, or at `head`.
+    for (head, last) in [(CAP * 4, 0), (64, 3), (64, 64), (64, 80)] {
+        let hdr = RingHeader::new();
+        mem.write(0, &header(0, 8, KIND_MESSAGE));
+        publish(&hdr, head, last);
+        assert_eq!(newest(&hdr, &mem, CAP, max, 64), None, "{head} {last}");
+    }
+    // A header that claims more than the ring holds, or to end past `head`.
+    for len in [u32::MAX, (max + 1) as u32, 200] {
+        let hdr = RingHeader::new();
+        mem.write(0, &header(0, len, KIND_MESSAGE));
+        publish(&hdr, 64, 0);
+        assert_eq!(newest(&hdr, &mem, CAP, max, 64), None, "{len}");
+    }
+    // A writer that has reserved a lap past the record since: the copy may be torn.
+    let hdr = RingHeader::new();
+    mem.write(0, &header(5, 8, KIND_MESSAGE));
+    publish(&hdr, 24, 0);
+    assert_eq!(newest(&hdr, &mem, CAP, max, 64).map(|n| n.seq), Some(5));
+    hdr.reserve.end.store(CAP + 8, Ordering::Relaxed);
+    assert_eq!(newest(&hdr, &mem, CAP, max, 64), None);
+}
+
+proptest! {
+    /// Whatever the head line, the reservation and the bytes say, a look returns promptly with
+    /// at most `limit` bytes.
+    #[test]
+    fn newest_of_a_forged_ring_is_bounded(
+        head in any::<u64>(), last in any::<u64>(), reserve in any::<u64>(),
+        words in proptest::collection::vec(any::<u64>(), (CAP / 8) as usize),
+        limit in 0usize..100,
+    ) {
+        let hdr = RingHeader::new();
+        let mem = AtomicBytes::new(CAP);
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        mem.write(0, &bytes);
+        hdr.head.last.store(last, Ordering::Relaxed);
+        hdr.head.end.store(head, Ordering::Relaxed);
+        hdr.reserve.end.store(reserve, Ordering::Relaxed);
+        if let Some(n) = newest(&hdr, &mem, CAP, max_payload(CAP), limit) {
+            prop_assert!(n.bytes.len() <= limit);
+            prop_assert!(n.len <= max_payload(CAP));
+        }
+    }
+}
