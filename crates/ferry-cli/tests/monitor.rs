@@ -196,6 +196,120 @@ fn the_state_shows_the_topic_its_ends_and_the_rate_and_the_stream_follows() {
     assert!(get(&addr, "/monitor.js").contains("api/state"));
 }
 
+/// The topic page's last message: read from the publisher's ring without subscribing, decoded
+/// by the topic's type when it has one, hex otherwise; a bad request gets an error.
+#[test]
+fn the_last_message_is_shown_decoded_when_the_topic_has_a_type_and_as_hex_otherwise() {
+    let dom = domain("last");
+    let schema = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../ferry-types/tests/data/Imu.msg"
+    );
+    let _typed = ferry(&[
+        "pub",
+        "imu",
+        "--rate",
+        "20",
+        "--type",
+        "sensor_msgs/msg/Imu",
+        "--schema",
+        schema,
+        "--yaml",
+        "{header: {frame_id: base}, linear_acceleration: {z: 9.5}}",
+        "--domain",
+        &dom,
+    ]);
+    let _raw = ferry(&[
+        "pub", "raw", "--rate", "20", "--size", "300", "--domain", &dom,
+    ]);
+    let (_mon, addr) = monitor(&dom);
+    let last = |topic: &str| -> serde_json::Value {
+        let body = get(&addr, &format!("/api/last?domain={dom}&topic={topic}"));
+        serde_json::from_str(body.split("\r\n\r\n").nth(1).unwrap_or("null")).unwrap_or_default()
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            last("imu")["messages"]
+                .as_array()
+                .is_some_and(|m| !m.is_empty())
+                && last("raw")["messages"]
+                    .as_array()
+                    .is_some_and(|m| !m.is_empty())
+        }),
+        "both publishers' newest messages: {} {}",
+        last("imu"),
+        last("raw")
+    );
+    let imu = &last("imu")["messages"][0];
+    assert_eq!(imu["node"], "ferry-pub");
+    let decoded: serde_json::Value =
+        serde_json::from_str(imu["decoded"].as_str().expect("decoded")).unwrap();
+    assert_eq!(decoded["header"]["frame_id"], "base");
+    assert_eq!(decoded["linear_acceleration"]["z"], 9.5);
+    let raw = &last("raw")["messages"][0];
+    assert!(raw["decoded"].is_null(), "{raw}");
+    assert_eq!(raw["len"], 300);
+    // `ferry pub --size` sends its sequence number, then that number's low byte over and over.
+    let hex = raw["hex"].as_str().unwrap();
+    assert_eq!(hex.len(), 2 * 256, "the first 256 bytes as hex");
+    let seq = raw["seq"].as_u64().unwrap();
+    assert!(hex.ends_with(&format!("{:02x}", seq as u8)), "{hex}");
+    // Sequence numbers move on as the publishers send.
+    assert!(wait_until(Duration::from_secs(10), || {
+        last("raw")["messages"][0]["seq"].as_u64() > Some(seq)
+    }));
+    // Bad requests: a name ferry refuses, a missing topic.
+    let bad = get(&addr, &format!("/api/last?domain={dom}&topic=a%20b"));
+    assert!(
+        bad.starts_with("HTTP/1.1 400") && bad.contains("invalid topic name"),
+        "{bad}"
+    );
+    let missing = get(&addr, &format!("/api/last?domain={dom}"));
+    assert!(missing.starts_with("HTTP/1.1 400"), "{missing}");
+    let none = last("absent");
+    assert_eq!(none["messages"].as_array().map(Vec::len), Some(0), "{none}");
+}
+
+/// Links are told apart: a multicast publisher and subscriber, and the Zenoh bridge's ends
+/// (its node's name).
+#[test]
+fn multicast_links_and_the_zenoh_bridges_ends_are_told_apart() {
+    use ferry::{Node, Qos, Transport};
+    let dom = domain("links");
+    let port = 30_000 + (std::process::id() % 20_000) as u16;
+    let group = ferry::MulticastGroup::parse(&format!("239.255.78.1:{port}"), None, 0).unwrap();
+    let node = Node::with_domain("mcast", &dom).unwrap();
+    let q = Qos::default().transport(Transport::Udp).multicast(group);
+    let _mp = node.publisher("m", &q).unwrap();
+    let _ms = node.subscriber("m", &q).unwrap();
+    let bridge = Node::with_domain(ferry::admin::ZENOH_BRIDGE_NODE, &dom).unwrap();
+    let _bp = bridge
+        .publisher("z", &Qos::default().transport(Transport::Shm))
+        .unwrap();
+    let (_mon, addr) = monitor(&dom);
+    let s = state(&addr);
+    let topic = |name: &str| {
+        s["topics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["topic"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} in {s}"))
+    };
+    let m = topic("m");
+    let ends = m["endpoints"].as_array().unwrap();
+    assert_eq!(ends.len(), 2, "{m}");
+    assert!(
+        ends.iter()
+            .all(|e| e["multicast"] == true && e["transport"] == "udp"),
+        "{m}"
+    );
+    let z = topic("z");
+    assert_eq!(z["endpoints"][0]["bridge"], "zenoh", "{z}");
+    assert_eq!(z["endpoints"][0]["multicast"], false, "{z}");
+}
+
 /// A discovery announcement (version 3) from another host: one entry per (role, topic, port),
 /// untyped, reliable.
 fn announcement(dom: &str, entries: &[(u8, &str, u16)]) -> Vec<u8> {
@@ -412,6 +526,13 @@ fn the_page_in_chromium_shows_the_topic_its_ends_and_the_rate_then_the_publisher
         &format!("{url}#/topic/{dom}/demo"),
         &shots.join("monitor-topic.png"),
         900,
+    );
+
+    // The topic's page shows its last message.
+    let topic_page = chromium_dom(&format!("{url}#/topic/{dom}/demo"), 3000);
+    assert!(
+        topic_page.contains("data-last-seq=\""),
+        "the topic's page shows the last message: {topic_page}"
     );
 
     // Killed, the publisher is shown gone.

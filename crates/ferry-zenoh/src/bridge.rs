@@ -34,7 +34,7 @@ use crate::keys;
 
 /// The node name of every bridge: a bridge never forwards to Zenoh what a node of this name
 /// published (another bridge's messages came from Zenoh already).
-pub const BRIDGE_NODE: &str = "ferry-zenoh";
+pub const BRIDGE_NODE: &str = ferry::admin::ZENOH_BRIDGE_NODE;
 
 /// How long a thread waits before it looks at the stop flag again.
 const POLL: Duration = Duration::from_millis(100);

@@ -261,6 +261,29 @@ fn handle(mut conn: TcpStream, site: &Site, streams: &AtomicUsize) {
                 head_only,
             )
         }
+        "/api/last" => {
+            let (domain, topic) = (param(query, "domain"), param(query, "topic"));
+            let (status, body) = match (domain, topic) {
+                (Some(d), Some(t)) => match super::last::last(&d, &t) {
+                    Ok(last) => (200, serde_json::to_string(&last).unwrap_or_default()),
+                    Err(e) => (
+                        400,
+                        serde_json::json!({ "error": e.to_string() }).to_string(),
+                    ),
+                },
+                _ => (
+                    400,
+                    r#"{"error":"/api/last needs ?domain=D&topic=T"}"#.to_owned(),
+                ),
+            };
+            respond(
+                &mut conn,
+                status,
+                "application/json",
+                body.as_bytes(),
+                head_only,
+            )
+        }
         "/api/events" => {
             if streams.fetch_add(1, Ordering::Relaxed) >= MAX_STREAMS {
                 streams.fetch_sub(1, Ordering::Relaxed);
@@ -280,6 +303,28 @@ fn handle(mut conn: TcpStream, site: &Site, streams: &AtomicUsize) {
         p if p.starts_with("/lab/") => serve_lab(&mut conn, &site.lab, &p[5..], head_only),
         _ => respond(&mut conn, 404, "text/plain", b"not found\n", false),
     };
+}
+
+/// The value of `key` in a query string, percent-decoded; `None` when it is absent or does not
+/// decode to UTF-8.
+fn param(query: &str, key: &str) -> Option<String> {
+    let raw = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))?;
+    let mut out = Vec::with_capacity(raw.len());
+    let mut bytes = raw.bytes();
+    while let Some(b) = bytes.next() {
+        out.push(match b {
+            b'+' => b' ',
+            b'%' => {
+                let hi = (bytes.next()? as char).to_digit(16)?;
+                let lo = (bytes.next()? as char).to_digit(16)?;
+                (hi * 16 + lo) as u8
+            }
+            b => b,
+        });
+    }
+    String::from_utf8(out).ok()
 }
 
 /// Compares without stopping at the first difference.

@@ -5,6 +5,7 @@
 //! (`/api/events`, server-sent events) and the latest lab report (`/lab/`).
 
 mod http;
+mod last;
 mod state;
 
 use std::net::{SocketAddr, TcpListener};

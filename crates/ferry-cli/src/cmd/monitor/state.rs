@@ -60,7 +60,9 @@ pub struct State {
 pub struct RemoteState {
     pub topic: String,
     pub role: &'static str,
-    /// Where the endpoint receives (subscriber) or sends from (publisher).
+    /// The host (its address) and where the endpoint receives (subscriber) or sends from
+    /// (publisher).
+    pub host: String,
     pub address: String,
     pub delivery: &'static str,
 }
@@ -95,6 +97,11 @@ pub struct Endpoint {
     /// Running (false: its process ended without closing; `ferry clean` removes it).
     pub alive: bool,
     pub transport: &'static str,
+    /// UDP through a multicast group.
+    pub multicast: bool,
+    /// The bridge this end belongs to (`zenoh`: the topic goes on to Zenoh or comes from it),
+    /// or `null`.
+    pub bridge: Option<&'static str>,
     pub delivery: &'static str,
     /// Messages and bytes per second over the last seconds (sent by a publisher, received by a
     /// subscriber); `null` until two samples saw it.
@@ -133,6 +140,11 @@ struct Raw {
     endpoint: Endpoint,
 }
 
+/// `zenoh` for an end of the Zenoh bridge (known by its node's name).
+fn bridge(node: &str) -> Option<&'static str> {
+    (node == ferry::admin::ZENOH_BRIDGE_NODE).then_some("zenoh")
+}
+
 fn publisher(t: &TopicSnapshot, p: &PublisherStats) -> Raw {
     let id = format!("{}/{}/p{}/{:x}", t.domain, t.topic, p.slot, p.token);
     Raw {
@@ -146,6 +158,8 @@ fn publisher(t: &TopicSnapshot, p: &PublisherStats) -> Raw {
             pid: p.pid,
             alive: p.alive,
             transport: p.transport,
+            multicast: p.multicast,
+            bridge: bridge(&p.node),
             delivery: delivery(p.reliable),
             rate: None,
             bandwidth: None,
@@ -178,6 +192,8 @@ fn subscriber(t: &TopicSnapshot, s: &SubscriberStats) -> Raw {
             pid: s.pid,
             alive: s.alive,
             transport: s.transport,
+            multicast: s.multicast,
+            bridge: bridge(&s.node),
             delivery: delivery(s.reliable),
             rate: None,
             bandwidth: None,
@@ -299,6 +315,7 @@ impl Sampler {
                         } else {
                             "subscriber"
                         },
+                        host: e.addr.ip().to_string(),
                         address: e.addr.to_string(),
                         delivery: delivery(e.reliable),
                     })

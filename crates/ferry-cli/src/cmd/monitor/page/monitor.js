@@ -9,7 +9,11 @@ const token = params.get("token");
 // streams back, and for headless browsers that wait for the page to stop loading).
 const polling = params.has("poll") || !window.EventSource;
 const withToken = (path) => (token ? path + "?token=" + encodeURIComponent(token) : path);
-const COLORS = { shm: "#2f6fde", udp: "#e07b12", auto: "#8a4fd1" };
+const COLORS = { shm: "#2f6fde", udp: "#e07b12", auto: "#8a4fd1", multicast: "#c2185b", zenoh: "#1b9e77" };
+const LINK_WORDS = { shm: "shared memory", udp: "UDP", auto: "auto", multicast: "UDP multicast",
+  zenoh: "the Zenoh bridge" };
+// How an endpoint's messages travel: its transport, or the multicast group or bridge it uses.
+const linkOf = (e) => (e.bridge ? e.bridge : e.multicast ? "multicast" : e.transport);
 let state = null;
 // Each endpoint's rate and bandwidth history: from /api/state at first, then one sample more
 // with each event (which carries no history).
@@ -81,11 +85,15 @@ function renderGraph() {
       side.set(k, seen);
     }
   }
-  // Another host's endpoint is a box of its own: its address.
-  const hostKey = (r) => r.address + " (another host)";
+  // Another host is one box per side, named by its address, however many endpoints it has.
+  const hostKey = (r) => "host " + r.host;
   for (const r of state.remote) {
     const side = r.role === "publisher" ? pubs : subs;
-    side.set(hostKey(r), { name: hostKey(r), alive: true, remote: true });
+    const k = hostKey(r);
+    const seen = side.get(k) || { name: k, alive: true, remote: true, count: 0 };
+    seen.count++;
+    seen.name = `${k} (${seen.count} ${r.role}${seen.count > 1 ? "s" : ""})`;
+    side.set(k, seen);
   }
   const row = 30;
   const rows = Math.max(topics.length, pubs.size, subs.size, 1);
@@ -115,9 +123,10 @@ function renderGraph() {
       const mid = (x1 + x2) / 2;
       g.append(svg("path", {
         d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`,
-        fill: "none", stroke: COLORS[e.transport] || "#888", "stroke-width": 1.6,
+        fill: "none", stroke: COLORS[linkOf(e)] || "#888", "stroke-width": 1.6,
         "stroke-dasharray": e.alive ? "" : "4 3", "data-edge": e.id,
-      }, svg("title", {}, `${e.role} ${proc(e)} on ${t.topic} over ${e.transport}` +
+        "data-link": linkOf(e),
+      }, svg("title", {}, `${e.role} ${proc(e)} on ${t.topic} over ${LINK_WORDS[linkOf(e)] || e.transport}` +
         (e.alive ? "" : " (gone)"))));
     }
   }
@@ -132,6 +141,7 @@ function renderGraph() {
     g.append(svg("path", {
       d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`, fill: "none",
       stroke: COLORS.udp, "stroke-width": 1.6, "stroke-dasharray": "1 3", "data-remote": r.address,
+      "data-host": r.host,
     }, svg("title", {}, `${r.role} at ${r.address} on ${r.topic} over UDP (another host)`)));
   }
   const box = (x, y, w, label, cls) => {
@@ -157,8 +167,8 @@ function renderGraph() {
     g.append(a);
   }
   const div = document.getElementById("graph");
-  div.replaceChildren(topics.length ? g : el("p", { class: "note" },
-    "No topics yet" + (state.domain ? " in domain " + state.domain : "") + "."));
+  div.replaceChildren(...(topics.length ? [g] : [el("p", { class: "note" },
+    "No topics yet" + (state.domain ? " in domain " + state.domain : "") + ".")]));
 }
 
 // --- Sparklines and charts. ----------------------------------------------------------------
@@ -201,6 +211,7 @@ const COLUMNS = [
 function value(e, key) {
   if (key === "state") return e.alive ? "alive" : "gone";
   if (key === "refused") return e.refused.total || 0;
+  if (key === "transport") return linkOf(e) === e.transport ? e.transport : e.transport + " (" + linkOf(e) + ")";
   return e[key];
 }
 
@@ -250,15 +261,16 @@ function table(rows, withTopic) {
 function renderTable() {
   const words = filter.toLowerCase().split(/\s+/).filter(Boolean);
   const rows = endpoints().filter((e) => {
-    const hay = [e.topic, e.role, e.node, e.transport, e.delivery, e.alive ? "alive" : "gone"]
+    const hay = [e.topic, e.role, e.node, value(e, "transport"), e.delivery, e.alive ? "alive" : "gone"]
       .join(" ").toLowerCase();
     return words.every((w) => hay.includes(w));
   });
   const parts = [table(rows, true)];
   if (state.remote.length) {
-    const head = el("tr", {}, ...["topic", "role", "address", "delivery"].map((h) => el("th", { class: "text" }, h)));
-    const body = el("tbody", {}, ...state.remote.map((r) => el("tr", { "data-remote-row": r.topic },
-      el("td", { class: "text" }, r.topic), el("td", { class: "text" }, r.role),
+    const head = el("tr", {}, ...["host", "topic", "role", "address", "delivery"].map((h) => el("th", { class: "text" }, h)));
+    const remote = state.remote.slice().sort((a, b) => (a.host + a.topic < b.host + b.topic ? -1 : 1));
+    const body = el("tbody", {}, ...remote.map((r) => el("tr", { "data-remote-row": r.topic },
+      el("td", { class: "text" }, r.host), el("td", { class: "text" }, r.topic), el("td", { class: "text" }, r.role),
       el("td", { class: "text" }, r.address), el("td", { class: "text" }, r.delivery))));
     parts.push(el("h2", {}, "On other hosts (UDP discovery)"), el("table", {}, el("thead", {}, head), body));
   } else if (state.remote_note) {
@@ -268,6 +280,53 @@ function renderTable() {
 }
 
 // --- A topic's page. -----------------------------------------------------------------------
+
+// The newest message of each shared-memory publisher of the topic shown (/api/last), asked for
+// at most once a second while its page is open.
+let last = { key: null, at: 0, body: null };
+
+function askLast(domain, name) {
+  const key = domain + "/" + name;
+  const now = Date.now();
+  if (last.key === key && now - last.at < 1000) return;
+  last = { key, at: now, body: last.key === key ? last.body : null };
+  const q = "domain=" + encodeURIComponent(domain) + "&topic=" + encodeURIComponent(name);
+  fetch(withToken("/api/last") + (token ? "&" : "?") + q).then((r) => r.json()).then((body) => {
+    if (last.key === key) { last.body = body; render(); }
+  }).catch(() => {});
+}
+
+function lastSection(t) {
+  const parts = [el("h2", {}, "Last message")];
+  const b = last.body;
+  if (!b) return parts.concat(el("p", { class: "note" }, "Reading…"));
+  if (b.error) return parts.concat(el("p", { class: "note" }, b.error));
+  if (b.type_problem) parts.push(el("p", { class: "note" }, "Not decoded: " + b.type_problem));
+  for (const m of b.messages) {
+    const box = el("div", { class: "lastmsg", "data-last-seq": String(m.seq) });
+    box.append(el("p", {}, `From ${m.node}: message ${m.seq}, ${m.len} bytes` +
+      (m.len * 2 > m.hex.length ? ` (the first ${m.hex.length / 2} as hex)` : "") + "."));
+    if (m.decoded !== null) {
+      // Indented by field; a list of numbers or strings on one line.
+      const text = JSON.stringify(JSON.parse(m.decoded), null, 2)
+        .replace(/\[\s+([^\[\]{}]*?)\s+\]/g, (_, inner) => "[" + inner.replace(/\s+/g, " ") + "]");
+      box.append(el("pre", { class: "decoded" }, text));
+    }
+    else if (m.decode_error) box.append(el("p", { class: "note" }, "Not decoded: " + m.decode_error));
+    box.append(el("pre", { class: "hex" }, (m.hex.match(/.{1,64}/g) || [""]).join("\n")));
+    parts.push(box);
+  }
+  for (const u of b.unreadable) parts.push(el("p", { class: "note" }, "Not readable: " + u));
+  if (!b.messages.length) {
+    parts.push(el("p", { class: "note" }, "None to show: nothing sent yet, or every publisher " +
+      "here sends over UDP only (the monitor reads a publisher's shared-memory ring, never " +
+      "subscribes). ", el("code", {}, `ferry echo ${t.topic} --domain ${t.domain}`), " prints " +
+      "what arrives."));
+  }
+  parts.push(el("p", { class: "note" }, "Read in place from each publisher's ring without " +
+    "subscribing: neither the publishers nor their subscribers see the look."));
+  return parts;
+}
 
 function renderTopic(domain, name) {
   const sec = document.getElementById("topic");
@@ -294,12 +353,11 @@ function renderTopic(domain, name) {
       ` in domain ${t.domain}`),
     type,
     table(rows, false),
+    ...lastSection(t),
     el("h2", {}, "Over the last minutes"),
     charts,
-    el("p", { class: "note" }, "The monitor reads the counters the processes keep; it does not " +
-      "subscribe, so it shows no message. ", el("code", {}, `ferry echo ${t.topic} --domain ${t.domain}`),
-      " prints them, by field when the topic has a type."),
   );
+  askLast(domain, name);
 }
 
 // --- Everything. ---------------------------------------------------------------------------
