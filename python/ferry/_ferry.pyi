@@ -88,6 +88,7 @@ class Qos:
         multicast_ttl: int = 1,
         deadline: Optional[float] = None,
         history: int = 0,
+        lease: Optional[float] = None,
         topic_type: Optional[TopicType] = None,
     ) -> None: ...
     @property
@@ -131,6 +132,10 @@ class Qos:
     def max_rate(self) -> Optional[int]:
         """UDP publisher: the most bits per second it puts on the wire (its frames, repairs
         included), or None for no cap. A cap below 8000 is refused when the publisher is made."""
+    @property
+    def lease(self) -> float:
+        """UDP subscriber: a publisher not heard from for this many seconds (0.3 to 3600; 3 by
+        default) is gone ("silent"). Idle publishers send a heartbeat at least every 0.1 s."""
     @property
     def deadline(self) -> Optional[float]:
         """The period (seconds, 0.001 to 3600) within which a subscriber expects a message and a

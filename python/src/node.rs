@@ -58,7 +58,7 @@ impl Qos {
         max_message_size=None, ring_capacity=None, max_ring_capacity=None, send_timeout=None,
         spin_window=None, mtu=None, ip_version="v4", max_sessions=None, max_receivers=None,
         max_rate=None, multicast=None, multicast_interface=None, multicast_ttl=1,
-        deadline=None, history=0, topic_type=None))]
+        deadline=None, history=0, lease=None, topic_type=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         transport: &str,
@@ -79,6 +79,7 @@ impl Qos {
         multicast_ttl: u32,
         deadline: Option<f64>,
         history: usize,
+        lease: Option<f64>,
         topic_type: Option<PyRef<'_, crate::typed::TopicType>>,
     ) -> PyResult<Qos> {
         let mut q = ferry::Qos::default()
@@ -115,6 +116,9 @@ impl Qos {
         }
         if let Some(v) = deadline {
             q = q.deadline(seconds("deadline", v)?);
+        }
+        if let Some(v) = lease {
+            q = q.lease(seconds("lease", v)?);
         }
         q = q.history(history);
         q.topic_type = topic_type.map(|t| t.inner.clone());
@@ -176,6 +180,11 @@ impl Qos {
     #[getter]
     fn history(&self) -> usize {
         self.inner.history
+    }
+    /// UDP subscriber: seconds without a word from a publisher after which it is gone.
+    #[getter]
+    fn lease(&self) -> f64 {
+        self.inner.lease.as_secs_f64()
     }
     /// The deadline period in seconds, or None.
     #[getter]

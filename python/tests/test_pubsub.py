@@ -1,6 +1,8 @@
 """Publishing and receiving: in one process, and between two Python processes over shared
 memory and UDP, every byte checked."""
 
+import signal
+import subprocess
 import threading
 import time
 
@@ -376,6 +378,36 @@ def test_publisher_events_and_a_deadline(domain):
     assert sub.events_dropped == 0
     with pytest.raises(ferry.FerryError, match="deadline"):
         node.subscriber("ev2", ferry.Qos(deadline=0.0))
+
+
+def test_a_udp_publisher_killed_is_gone_after_the_lease(domain, ferry_bin):
+    assert ferry.Qos().lease == pytest.approx(3.0)
+    qos = ferry.Qos(transport="udp", wait="block", lease=0.5)
+    assert qos.lease == pytest.approx(0.5)
+    node = ferry.Node("py-lease", domain=domain)
+    sub = node.subscriber("lease", qos)
+    pub = subprocess.Popen(
+        [str(ferry_bin), "pub", "lease", "--transport", "udp", "--rate", "50", "--domain", domain],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert sub.recv_bytes(timeout=20) is not None
+    finally:
+        pub.send_signal(signal.SIGKILL)
+        pub.wait(timeout=10)
+    # Killed: no goodbye comes, and after the lease without a word it is gone, silent.
+    events = []
+    deadline = time.monotonic() + 10
+    while not any(e[0] == "gone" for e in events):
+        assert time.monotonic() < deadline, f"no gone event: {events}"
+        sub.try_recv()
+        time.sleep(0.02)
+        while (e := sub.try_event()) is not None:
+            events.append(e)
+    gone = [e for e in events if e[0] == "gone"]
+    assert gone[0][2] == "silent", events
+    with pytest.raises(ferry.FerryError, match="lease"):
+        node.subscriber("lease2", ferry.Qos(transport="udp", lease=0.1))
 
 
 def test_a_subscriber_that_starts_late_gets_the_history_then_live_ones(domain):

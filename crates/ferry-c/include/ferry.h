@@ -329,6 +329,12 @@ typedef struct ferry_qos {
      * first, then the live ones. 0 (the default): none. At most 65536; refused over UDP alone.
      */
     size_t history;
+    /**
+     * UDP subscriber: a publisher not heard from for this long, in nanoseconds, is gone
+     * (silent): 300 ms to an hour, 3 s by default. Idle publishers send a heartbeat at least
+     * every 100 ms.
+     */
+    uint64_t lease_ns;
 } ferry_qos;
 
 #ifdef __cplusplus

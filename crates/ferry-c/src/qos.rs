@@ -111,6 +111,10 @@ pub struct ferry_qos {
     /// `history` messages, a subscriber that starts later takes the last `history` of them
     /// first, then the live ones. 0 (the default): none. At most 65536; refused over UDP alone.
     pub history: usize,
+    /// UDP subscriber: a publisher not heard from for this long, in nanoseconds, is gone
+    /// (silent): 300 ms to an hour, 3 s by default. Idle publishers send a heartbeat at least
+    /// every 100 ms.
+    pub lease_ns: u64,
 }
 
 /// ferry's default QoS: auto transport, reliable delivery, adaptive waiting, 1 MiB messages.
@@ -136,6 +140,7 @@ pub extern "C" fn ferry_qos_default() -> ferry_qos {
         multicast_ttl: 1,
         deadline_ns: 0,
         history: 0,
+        lease_ns: nanos(q.lease),
     }
 }
 
@@ -202,7 +207,9 @@ impl ferry_qos {
         if self.deadline_ns != 0 {
             qos = qos.deadline(Duration::from_nanos(self.deadline_ns));
         }
-        qos = qos.history(self.history);
+        qos = qos
+            .history(self.history)
+            .lease(Duration::from_nanos(self.lease_ns));
         if !self.multicast.is_null() {
             // SAFETY: not NULL; the caller promises NUL-terminated strings valid for the call.
             let group = unsafe { c_str("ferry_qos.multicast", self.multicast, MAX_ADDRESS_TEXT) }?;

@@ -66,7 +66,10 @@ pub use error::{Error, PodError, RecvError, SendError};
 pub use event::{Event, Gone};
 pub use node::{Loan, LoanSlice, Node, Publisher, PublisherId, PublisherInfo, Sample, Subscriber};
 pub use pod::Pod;
-pub use qos::{Delivery, IpVersion, MulticastGroup, Qos, Transport, WaitStrategy};
+pub use qos::{
+    Delivery, IpVersion, MulticastGroup, Qos, Transport, WaitStrategy, DEFAULT_LEASE, MAX_LEASE,
+    MIN_LEASE,
+};
 pub use service::{CallError, Client, ReplyTo, Request, RequestId, Response, Server};
 pub use sys::udp::MulticastInterface;
 pub use topic_type::{MessageEncoding, TopicType, MAX_SCHEMA, MAX_TYPE_NAME};

@@ -130,6 +130,7 @@ impl Node {
     pub(crate) fn open_subscriber(&self, topic: &str, qos: &Qos) -> Result<Subscriber, Error> {
         let deadline = qos.checked_deadline()?;
         qos.checked_history()?;
+        qos.checked_lease()?;
         let (c, n) = (&*self.config, &self.name);
         let (d, m) = (c.domain(), c.shm_mode());
         let inner = match qos.transport {

@@ -169,12 +169,26 @@ pub struct Qos {
     /// history yet: a `Transport::Udp` end asking for it is refused, and under `Transport::Auto`
     /// only subscribers of the publisher's host get it.
     pub history: usize,
+    /// UDP subscriber: a publisher not heard from for this long is gone (`Event::Gone` with
+    /// `Gone::Silent`): killed, cut off, or its host down. An idle publisher sends a heartbeat
+    /// at least every 100 ms, so a lease of a few heartbeats rides out a few lost ones. From
+    /// 300 ms to an hour; 3 s by default (`DEFAULT_LEASE`): thirty heartbeats, so that a
+    /// congested path or a process paused for a moment is not taken for a death. A shared-memory
+    /// publisher's death is seen by its process's end (within 100 ms), whatever the lease.
+    pub lease: Duration,
     /// What the topic's messages are (`None`: bytes whose meaning only the applications know).
     /// The first end that declares a type gives the topic its type for as long as the topic
     /// exists; an end that declares another one is refused (`Error::TypeMismatch`, naming both),
     /// an end that declares none takes the topic as it is. Checked once, when the end is made.
     pub topic_type: Option<crate::TopicType>,
 }
+
+/// `Qos::lease` by default.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(3);
+/// The shortest and longest `Qos::lease`: a few of an idle publisher's 100 ms heartbeats, and
+/// an hour.
+pub const MIN_LEASE: Duration = Duration::from_millis(300);
+pub const MAX_LEASE: Duration = Duration::from_secs(3600);
 
 /// The most messages `Qos::history` keeps or asks for.
 pub const MAX_HISTORY: usize = 1 << 16;
@@ -198,6 +212,7 @@ impl Default for Qos {
             max_rate: None,
             deadline: None,
             history: 0,
+            lease: DEFAULT_LEASE,
             topic_type: None,
         }
     }
@@ -244,6 +259,11 @@ impl Qos {
     /// See [`Qos::history`](struct.Qos.html#structfield.history).
     pub fn history(mut self, messages: usize) -> Qos {
         self.history = messages;
+        self
+    }
+    /// See [`Qos::lease`](struct.Qos.html#structfield.lease).
+    pub fn lease(mut self, lease: Duration) -> Qos {
+        self.lease = lease;
         self
     }
     /// See [`Qos::deadline`](struct.Qos.html#structfield.deadline).
@@ -295,6 +315,17 @@ impl Qos {
         }
     }
 
+    /// The lease, checked.
+    pub(crate) fn checked_lease(&self) -> Result<Duration, Error> {
+        if !(MIN_LEASE..=MAX_LEASE).contains(&self.lease) {
+            return Err(Error::InvalidQos(format!(
+                "lease {:?} must be between {MIN_LEASE:?} and {MAX_LEASE:?}",
+                self.lease
+            )));
+        }
+        Ok(self.lease)
+    }
+
     /// The history, checked.
     pub(crate) fn checked_history(&self) -> Result<usize, Error> {
         if self.history > MAX_HISTORY {
@@ -305,7 +336,8 @@ impl Qos {
         }
         if self.history > 0 && self.transport == Transport::Udp {
             return Err(Error::InvalidQos(format!(
-                "history {} over UDP: ferry keeps history for subscribers of the same host                  (shared memory) only so far; use Transport::Shm or Transport::Auto",
+                "history {} over UDP: ferry keeps history for subscribers of the same host \
+                 (shared memory) only so far; use Transport::Shm or Transport::Auto",
                 self.history
             )));
         }

@@ -108,6 +108,68 @@ fn a_killed_publisher_is_seen_dead_every_time() {
     );
 }
 
+/// Across hosts a death is a silence: a UDP publisher killed is gone (`Silent`) once it has
+/// not been heard from for the subscriber's lease, here 500 ms instead of the default 3 s.
+/// Prints how long each took; asserts only that each came (never a time).
+#[test]
+fn a_killed_udp_publisher_is_gone_after_the_lease_the_subscriber_set() {
+    let dom = domain("evlease");
+    let node = Node::with_domain("reader", &dom).unwrap();
+    let qos = "udp,block,latest,max=1024";
+    let lease = Duration::from_millis(500);
+    let mut sub = node.subscriber("t", &parse_qos(qos).lease(lease)).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        let mut publ = spawn(
+            "publisher",
+            &[
+                ("DOMAIN", dom.clone()),
+                ("TOPIC", "t".into()),
+                ("QOS", qos.into()),
+                ("PACE_US", "2000".into()),
+                ("WAIT_SUBS", "1".into()),
+            ],
+        );
+        let (appeared, _) = until_event(&mut sub, Duration::from_secs(20), |e| {
+            matches!(e, Event::Appeared(_))
+        });
+        let Some(Event::Appeared(id)) = appeared else {
+            panic!("the publisher never appeared");
+        };
+        assert!(sub.recv_timeout(Duration::from_secs(20)).unwrap().is_some());
+        kill9(&mut publ);
+        let killed = Instant::now();
+        let (gone, before) = until_event(&mut sub, Duration::from_secs(10), |e| {
+            matches!(e, Event::Gone(..))
+        });
+        let took = killed.elapsed();
+        assert_eq!(gone, Some(Event::Gone(id, Gone::Silent)), "{before:?}");
+        seen.push(took);
+    }
+    seen.sort();
+    println!(
+        "kill -9 of a UDP publisher seen by its subscriber with a 500 ms lease: median {:.0} ms, \
+         max {:.0} ms over {} kills",
+        seen[seen.len() / 2].as_secs_f64() * 1e3,
+        seen[seen.len() - 1].as_secs_f64() * 1e3,
+        seen.len()
+    );
+}
+
+#[test]
+fn a_lease_outside_its_bounds_is_refused() {
+    let node = Node::with_domain("n", &domain("evleasebad")).unwrap();
+    for lease in [Duration::from_millis(299), Duration::from_secs(3601)] {
+        let e = node
+            .subscriber("t", &Qos::default().transport(Transport::Udp).lease(lease))
+            .unwrap_err();
+        assert!(
+            matches!(e, ferry::Error::InvalidQos(ref m) if m.contains("lease")),
+            "{e}"
+        );
+    }
+}
+
 #[test]
 fn a_udp_publisher_appears_with_its_first_message_and_closes_with_its_goodbye() {
     let dom = domain("evudp");

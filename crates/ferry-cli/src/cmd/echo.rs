@@ -39,7 +39,7 @@ pub struct EchoArgs {
     pub timestamps: bool,
 
     /// Also print a line when a publisher appears or is gone (closed, died, silent past the
-    /// session timeout over UDP), as `publisher ID appeared` / `publisher ID gone: died`, and
+    /// lease over UDP), as `publisher ID appeared` / `publisher ID gone: died`, and
     /// with --deadline when a period passes without a message
     #[arg(long)]
     pub events: bool,
@@ -62,6 +62,10 @@ pub struct EchoArgs {
     /// is told, and refuses to send larger ones (shared memory takes what the ring holds)
     #[arg(long, value_name = "BYTES", default_value = "1M", value_parser = parse_size)]
     pub max_size: usize,
+
+    /// UDP: a publisher not heard from for S seconds is gone (silent), 0.3 to 3600
+    #[arg(long, value_name = "S", default_value = "3", value_parser = parse_seconds)]
+    pub lease: Duration,
 
     /// A deadline: count each period of S seconds that passes without a message (`ferry
     /// stats`; with --events, a line for each)
@@ -121,6 +125,7 @@ pub fn run(args: EchoArgs) -> Result<()> {
         let mut qos =
             super::subscriber_qos(args.transport, args.delivery, args.wait, args.max_size);
         qos.deadline = args.deadline;
+        qos.lease = args.lease;
         qos.history = args.history;
         qos.topic_type = args.typed.topic_type()?;
         qos

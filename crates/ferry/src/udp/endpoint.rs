@@ -1631,6 +1631,7 @@ impl UdpSubscriber {
             window,
             max_datagram,
             max_sessions,
+            session_timeout_ns: qos.lease.as_nanos().min(u64::MAX as u128) as u64,
             ..ReceiverConfig::default()
         };
         let rx = Receiver::new(id, frame::topic_id(domain, topic_name), cfg);
