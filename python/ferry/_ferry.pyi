@@ -89,6 +89,7 @@ class Qos:
         deadline: Optional[float] = None,
         history: int = 0,
         lease: Optional[float] = None,
+        max_held: Optional[int] = None,
         topic_type: Optional[TopicType] = None,
     ) -> None: ...
     @property
@@ -132,6 +133,11 @@ class Qos:
     def max_rate(self) -> Optional[int]:
         """UDP publisher: the most bits per second it puts on the wire (its frames, repairs
         included), or None for no cap. A cap below 8000 is refused when the publisher is made."""
+    @property
+    def max_held(self) -> int:
+        """Subscriber: samples it holds at once while memoryviews or arrays of them exist, the
+        latest included (1 to 1024; 2 by default, so that `b = np.frombuffer(sub.recv())` in a
+        loop works). A sample is given back once its views are gone, at the next call."""
     @property
     def lease(self) -> float:
         """UDP subscriber: a publisher not heard from for this many seconds (0.3 to 3600; 3 by

@@ -146,9 +146,10 @@ pub fn in_use(py: Python<'_>, what: &str, views: usize, doing: &str) -> PyErr {
              temporary (`loan.array(dtype)[:] = data`)"
         }
         _ => {
-            "a subscriber lends one sample at a time, and the view still reads it in place: \
-             let the view go first (`del arr`, `view.release()`), or keep a copy \
-             (`arr.copy()`, `bytes(sample)`)"
+            "a subscriber holds at most Qos(max_held=...) samples with views at once (2 by \
+             default), and the views read them in place: let a view go first (`del arr`, \
+             `view.release()`), keep a copy (`arr.copy()`, `bytes(sample)`), or hold more \
+             with a larger max_held"
         }
     };
     PyErr::from_type(

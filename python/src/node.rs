@@ -58,7 +58,7 @@ impl Qos {
         max_message_size=None, ring_capacity=None, max_ring_capacity=None, send_timeout=None,
         spin_window=None, mtu=None, ip_version="v4", max_sessions=None, max_receivers=None,
         max_rate=None, multicast=None, multicast_interface=None, multicast_ttl=1,
-        deadline=None, history=0, lease=None, topic_type=None))]
+        deadline=None, history=0, lease=None, max_held=None, topic_type=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         transport: &str,
@@ -80,6 +80,7 @@ impl Qos {
         deadline: Option<f64>,
         history: usize,
         lease: Option<f64>,
+        max_held: Option<usize>,
         topic_type: Option<PyRef<'_, crate::typed::TopicType>>,
     ) -> PyResult<Qos> {
         let mut q = ferry::Qos::default()
@@ -119,6 +120,9 @@ impl Qos {
         }
         if let Some(v) = lease {
             q = q.lease(seconds("lease", v)?);
+        }
+        if let Some(v) = max_held {
+            q = q.max_held(v);
         }
         q = q.history(history);
         q.topic_type = topic_type.map(|t| t.inner.clone());
@@ -180,6 +184,11 @@ impl Qos {
     #[getter]
     fn history(&self) -> usize {
         self.inner.history
+    }
+    /// Subscriber: samples held at once while views of them exist (the latest included).
+    #[getter]
+    fn max_held(&self) -> usize {
+        self.inner.max_held
     }
     /// UDP subscriber: seconds without a word from a publisher after which it is gone.
     #[getter]
@@ -303,9 +312,13 @@ impl Node {
     #[pyo3(signature = (topic, qos=None))]
     fn subscriber(&self, py: Python<'_>, topic: &str, qos: Option<&Qos>) -> PyResult<Subscriber> {
         let qos = qos.map_or_else(ferry::Qos::default, |q| q.inner.clone());
+        let held = crate::subscriber::checked_max_held(qos.max_held)?;
+        // Samples given back in a call are let go after the one it keeps is kept (nothing may
+        // borrow the subscriber while it lets go): ferry's own count runs up to twice this.
+        let inner_qos = qos.clone().max_held(2 * held);
         let node = &self.inner;
         let s = py
-            .detach(|| node.subscriber(topic, &qos))
+            .detach(|| node.subscriber(topic, &inner_qos))
             .map_err(errors::ferry)?;
         Ok(Subscriber::new(s, &qos))
     }

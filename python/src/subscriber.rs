@@ -3,7 +3,10 @@
 //! ferry's `Sample<'a>` borrows its subscriber mutably: a subscriber lends one sample at a
 //! time. Here the subscriber lives behind a pointer of its own (`SubState::sub`) and the sample
 //! it lent sits beside it (`SubState::current`); every call on the subscriber first hands the
-//! current sample back, which [`Lend`] refuses while a memoryview or array of it exists.
+//! current sample back, which [`Lend`] refuses while a memoryview or array of it exists. Such
+//! a sample is then kept (`ferry::Sample::keep`, up to `Qos(max_held=)` samples held, 2 by
+//! default), so that `b = np.frombuffer(sub.recv())` in a loop works: the kept ones are given
+//! back once their views are gone, at a later call.
 
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, TryLockError};
@@ -35,6 +38,11 @@ pub struct Subscriber {
 pub(crate) struct SubState {
     /// The sample lent to Python. Dropped before `sub`, which it borrows.
     current: Option<Current>,
+    /// Samples lent to Python that still had views when the next was received: kept in the
+    /// subscriber (`ferry::Sample::keep`) until their views are gone.
+    kept: Vec<(ferry::Kept, Arc<Lend>)>,
+    /// `Qos(max_held=)`: samples with views held at once, the current one included.
+    max_held: usize,
     /// The subscriber (a leaked Box, freed in Drop); None once closed.
     sub: Option<NonNull<ferry::Subscriber>>,
     /// The codec of the topic's type, once it has one (`recv_message`).
@@ -53,14 +61,63 @@ struct Current {
 unsafe impl Send for SubState {}
 
 impl SubState {
-    /// Hands the lent sample back to the ring, unless views of it exist.
+    /// Hands the lent sample back to the ring or, while views of it exist, keeps it (as far as
+    /// `max_held` allows; past it, an error); then gives back the kept samples whose views are
+    /// gone.
     fn hand_back(&mut self, py: Python<'_>, doing: &str) -> PyResult<()> {
-        if let Some(c) = &self.current {
+        self.hand_back_keeping(py, doing, true)
+    }
+
+    /// As `hand_back`; without `keep`, a sample with views is an error (closing).
+    fn hand_back_keeping(&mut self, py: Python<'_>, doing: &str, keep: bool) -> PyResult<()> {
+        // Kept samples whose views are gone are handed back now (no view can be made of them
+        // after), and let go below, once no sample borrows the subscriber.
+        let live = self
+            .kept
+            .iter()
+            .filter(|(_, lend)| lend.hand_back().is_err())
+            .count();
+        if let Some(c) = self.current.take() {
             if let Err(views) = c.lend.hand_back() {
-                return Err(errors::in_use(py, "sample", views, doing));
+                let kept = match keep && live + 1 < self.max_held {
+                    true => c.sample.keep(),
+                    false => Err(c.sample),
+                };
+                match kept {
+                    Ok(kept) => self.kept.push((kept, c.lend)),
+                    Err(sample) => {
+                        self.current = Some(Current {
+                            sample,
+                            lend: c.lend,
+                        });
+                        return Err(errors::in_use(py, "sample", views, doing));
+                    }
+                }
             }
         }
-        self.current = None;
+        if self.kept.is_empty() {
+            return Ok(());
+        }
+        let Some(ptr) = self.sub else {
+            return Ok(());
+        };
+        // SAFETY: no sample borrows the subscriber now (`current` is None), and the lock this
+        // state is behind gives one thread at a time access.
+        let sub = unsafe { &mut *ptr.as_ptr() };
+        let mut i = 0;
+        while i < self.kept.len() {
+            if self.kept[i].1.handed_back() {
+                let (kept, _) = self.kept.swap_remove(i);
+                sub.let_go(kept);
+            } else {
+                i += 1;
+            }
+        }
+        if !keep {
+            if let Some((_, lend)) = self.kept.first() {
+                return Err(errors::in_use(py, "sample", lend.views(), doing));
+            }
+        }
         Ok(())
     }
 
@@ -85,6 +142,9 @@ impl SubState {
 impl Drop for SubState {
     fn drop(&mut self) {
         self.current = None;
+        // Every view of a kept sample holds its Sample, which holds the subscriber: none is left
+        // when this runs.
+        self.kept.clear();
         if let Some(ptr) = self.sub.take() {
             // SAFETY: `sub` came from Box::into_raw and is freed once (taken here).
             drop(unsafe { Box::from_raw(ptr.as_ptr()) });
@@ -139,6 +199,19 @@ fn wait(
     }
 }
 
+/// The most samples `Qos(max_held=)` lets a Python subscriber hold (half ferry's own limit).
+const MAX_HELD: usize = ferry::MAX_HELD / 2;
+
+/// `Qos(max_held=)`, checked.
+pub fn checked_max_held(n: usize) -> PyResult<usize> {
+    if !(1..=MAX_HELD).contains(&n) {
+        return Err(errors::FerryError::new_err(format!(
+            "invalid quality of service: max_held {n} must be between 1 and {MAX_HELD}"
+        )));
+    }
+    Ok(n)
+}
+
 impl Subscriber {
     pub fn new(inner: ferry::Subscriber, qos: &ferry::Qos) -> Subscriber {
         let topic = inner.topic().to_owned();
@@ -150,6 +223,8 @@ impl Subscriber {
         Subscriber {
             state: Mutex::new(SubState {
                 current: None,
+                kept: Vec::new(),
+                max_held: qos.max_held,
                 sub: Some(NonNull::from(Box::leak(Box::new(inner)))),
                 codec: None,
             }),
@@ -383,7 +458,7 @@ closable_pymethods! {
     /// Releases the lent sample and leaves the topic. Later calls raise ferry.FerryError.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let mut st = lock(&self.state, "subscriber")?;
-        st.hand_back(py, "close the subscriber")?;
+        st.hand_back_keeping(py, "close the subscriber", false)?;
         if let Some(ptr) = st.sub.take() {
             // SAFETY: from Box::into_raw; taken, so freed once; no sample borrows it (handed back).
             let boxed = unsafe { Box::from_raw(ptr.as_ptr()) };

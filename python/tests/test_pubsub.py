@@ -89,7 +89,7 @@ def test_a_timeout_past_what_the_clock_counts_waits_for_the_message(domain, tran
 
 
 def test_recv_bytes_is_refused_while_a_view_of_the_last_sample_lives(domain):
-    qos = ferry.Qos(transport="shm")
+    qos = ferry.Qos(transport="shm", max_held=1)
     node = ferry.Node("py-test", domain=domain)
     sub = node.subscriber("data", qos)
     pub = node.publisher("data", qos)

@@ -64,11 +64,13 @@ pub use config::{Impairment, NodeConfig};
 pub use cycle::{Cycle, CycleStats, Schedule, Tick};
 pub use error::{Error, PodError, RecvError, SendError};
 pub use event::{Event, Gone};
-pub use node::{Loan, LoanSlice, Node, Publisher, PublisherId, PublisherInfo, Sample, Subscriber};
+pub use node::{
+    Kept, Loan, LoanSlice, Node, Publisher, PublisherId, PublisherInfo, Sample, Subscriber,
+};
 pub use pod::Pod;
 pub use qos::{
-    Delivery, IpVersion, MulticastGroup, Qos, Transport, WaitStrategy, DEFAULT_LEASE, MAX_LEASE,
-    MIN_LEASE,
+    Delivery, IpVersion, MulticastGroup, Qos, Transport, WaitStrategy, DEFAULT_LEASE, MAX_HELD,
+    MAX_LEASE, MIN_LEASE,
 };
 pub use service::{CallError, Client, ReplyTo, Request, RequestId, Response, Server};
 pub use sys::udp::MulticastInterface;

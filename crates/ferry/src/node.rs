@@ -131,6 +131,7 @@ impl Node {
         let deadline = qos.checked_deadline()?;
         qos.checked_history()?;
         qos.checked_lease()?;
+        let max_held = qos.checked_max_held()?;
         let (c, n) = (&*self.config, &self.name);
         let (d, m) = (c.domain(), c.shm_mode());
         let inner = match qos.transport {
@@ -147,6 +148,11 @@ impl Node {
             deadline: deadline.map(|d| Deadline::new(d, Instant::now())),
             events: Events::default(),
             event_wakeups: false,
+            keeping: Keeping {
+                owner: SUBSCRIBERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
+                max_held,
+                kept: 0,
+            },
         })
     }
 }
@@ -537,6 +543,33 @@ pub struct Subscriber {
     events: Events,
     /// In a wait set, publisher events make it ready too (`Subscriber::wake_on_events`).
     event_wakeups: bool,
+    /// Messages kept past their receive (`Sample::keep`).
+    keeping: Keeping,
+}
+
+/// What a subscriber knows of the messages it keeps (`Sample::keep`).
+#[derive(Debug)]
+struct Keeping {
+    /// This subscriber, among all of the process's (a `Kept` names the one that made it).
+    owner: u64,
+    /// `Qos::max_held`: messages held at once, the one just received included.
+    max_held: usize,
+    kept: usize,
+}
+
+/// Subscribers made so far in this process (each `Keeping::owner` is one more).
+static SUBSCRIBERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A received message kept past the next receive ([`Sample::keep`]): read it with
+/// [`Subscriber::kept`], give it back with [`Subscriber::let_go`]. Until then a reliable
+/// shared-memory publisher cannot write over it (its ring fills up to it), so give it back
+/// soon; dropped without `let_go` it stays kept until its subscriber is dropped.
+#[derive(Debug, PartialEq, Eq, Hash)]
+#[must_use = "a kept message stays held until Subscriber::let_go"]
+pub struct Kept {
+    owner: u64,
+    udp: bool,
+    id: u64,
 }
 
 // The shared-memory subscriber is the latency-critical path: kept inline; the UDP one is large.
@@ -818,7 +851,54 @@ impl Subscriber {
             (SubInner::Udp(u) | SubInner::Auto(_, u), Side::Udp) => SampleInner::Udp { sub: u },
             _ => unreachable!("a side comes from this subscriber's own transports"),
         };
-        Sample { inner }
+        Sample {
+            inner,
+            keeping: &mut self.keeping,
+        }
+    }
+
+    /// The bytes of a message this subscriber keeps ([`Sample::keep`]); `None` for one it
+    /// let go or another subscriber keeps.
+    pub fn kept(&self, kept: &Kept) -> Option<&[u8]> {
+        if kept.owner != self.keeping.owner {
+            return None;
+        }
+        match (&self.inner, kept.udp) {
+            (SubInner::Shm(s) | SubInner::Auto(s, _), false) => s.kept_payload(kept.id),
+            (SubInner::Udp(u) | SubInner::Auto(_, u), true) => u.kept_payload(kept.id),
+            _ => None,
+        }
+    }
+
+    /// Gives a kept message back: its publisher may write over it again (shared memory), its
+    /// memory is reused (UDP). One another subscriber keeps changes nothing here.
+    pub fn let_go(&mut self, kept: Kept) {
+        if kept.owner != self.keeping.owner {
+            return;
+        }
+        let before = self.kept_count();
+        match (&mut self.inner, kept.udp) {
+            (SubInner::Shm(s) | SubInner::Auto(s, _), false) => s.let_go(kept.id),
+            (SubInner::Udp(u) | SubInner::Auto(_, u), true) => u.let_go(kept.id),
+            _ => {}
+        }
+        if self.kept_count() < before {
+            self.keeping.kept -= 1;
+        }
+    }
+
+    /// Messages this subscriber keeps now ([`Sample::keep`]).
+    pub fn kept_count(&self) -> usize {
+        match &self.inner {
+            SubInner::Shm(s) => s.kept_count(),
+            SubInner::Udp(u) => u.kept_count(),
+            SubInner::Auto(s, u) => s.kept_count() + u.kept_count(),
+        }
+    }
+
+    /// `Qos::max_held`: the messages it may hold at once, the one just received included.
+    pub fn max_held(&self) -> usize {
+        self.keeping.max_held
     }
 
     /// The next message if one is waiting.
@@ -961,6 +1041,7 @@ pub struct PublisherInfo {
 /// reassembled message.
 pub struct Sample<'a> {
     inner: SampleInner<'a>,
+    keeping: &'a mut Keeping,
 }
 
 enum SampleInner<'a> {
@@ -968,7 +1049,34 @@ enum SampleInner<'a> {
     Udp { sub: &'a mut UdpSubscriber },
 }
 
-impl Sample<'_> {
+impl<'a> Sample<'a> {
+    /// Keeps this message past the next receive, until [`Subscriber::let_go`]: for a loop that
+    /// still uses the last message while it takes the next, or to hold a few. A subscriber
+    /// holds at most `Qos::max_held` messages at once (2 by default), this one and the next
+    /// included: past that the sample comes back as `Err`, unkept. Zero-copy messages stay in
+    /// place (a reliable publisher's ring fills up to the oldest kept one).
+    pub fn keep(self) -> Result<Kept, Sample<'a>> {
+        if self.keeping.kept + 1 >= self.keeping.max_held {
+            return Err(self);
+        }
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `me` is never dropped or used again, so each field is read out once and
+        // moved; they are references, valid for 'a.
+        let (inner, keeping) = unsafe { (std::ptr::read(&me.inner), std::ptr::read(&me.keeping)) };
+        let (udp, id) = match inner {
+            SampleInner::Shm { sub } => (false, sub.keep()),
+            SampleInner::Udp { sub } => (true, sub.keep()),
+        };
+        // (A sample exists only while its subscriber has a current message.)
+        let id = id.unwrap_or(0);
+        keeping.kept += 1;
+        Ok(Kept {
+            owner: keeping.owner,
+            udp,
+            id,
+        })
+    }
+
     /// The publisher's sequence number of this message (from 0 per publisher).
     #[inline]
     pub fn seq(&self) -> u64 {

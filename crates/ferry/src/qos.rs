@@ -176,6 +176,11 @@ pub struct Qos {
     /// congested path or a process paused for a moment is not taken for a death. A shared-memory
     /// publisher's death is seen by its process's end (within 100 ms), whatever the lease.
     pub lease: Duration,
+    /// Subscriber: the messages it may hold at once — the one just received, and those kept
+    /// past later receives with `Sample::keep` (the Python and C fronts keep a sample that
+    /// still has views when the next is received). 2 by default, so that a loop that still
+    /// looks at the last message while it takes the next works; 1 to 1024.
+    pub max_held: usize,
     /// What the topic's messages are (`None`: bytes whose meaning only the applications know).
     /// The first end that declares a type gives the topic its type for as long as the topic
     /// exists; an end that declares another one is refused (`Error::TypeMismatch`, naming both),
@@ -189,6 +194,9 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(3);
 /// an hour.
 pub const MIN_LEASE: Duration = Duration::from_millis(300);
 pub const MAX_LEASE: Duration = Duration::from_secs(3600);
+
+/// The most messages `Qos::max_held` lets a subscriber hold.
+pub const MAX_HELD: usize = 1024;
 
 /// The most messages `Qos::history` keeps or asks for.
 pub const MAX_HISTORY: usize = 1 << 16;
@@ -213,6 +221,7 @@ impl Default for Qos {
             deadline: None,
             history: 0,
             lease: DEFAULT_LEASE,
+            max_held: 2,
             topic_type: None,
         }
     }
@@ -259,6 +268,11 @@ impl Qos {
     /// See [`Qos::history`](struct.Qos.html#structfield.history).
     pub fn history(mut self, messages: usize) -> Qos {
         self.history = messages;
+        self
+    }
+    /// See [`Qos::max_held`](struct.Qos.html#structfield.max_held).
+    pub fn max_held(mut self, n: usize) -> Qos {
+        self.max_held = n;
         self
     }
     /// See [`Qos::lease`](struct.Qos.html#structfield.lease).
@@ -313,6 +327,17 @@ impl Qos {
             )),
             d => Ok(d),
         }
+    }
+
+    /// `max_held`, checked.
+    pub(crate) fn checked_max_held(&self) -> Result<usize, Error> {
+        if !(1..=MAX_HELD).contains(&self.max_held) {
+            return Err(Error::InvalidQos(format!(
+                "max_held {} must be between 1 and {MAX_HELD}",
+                self.max_held
+            )));
+        }
+        Ok(self.max_held)
     }
 
     /// The lease, checked.

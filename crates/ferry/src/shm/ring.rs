@@ -939,6 +939,11 @@ pub struct Reader {
     reliable: bool,
     /// The `hold` word of the record this reader holds, or 0.
     hold: u64,
+    /// Reliable delivery: the starts of the records read and kept (`keep`), oldest first, and
+    /// the oldest of them (`u64::MAX`: none). The cursor never passes it: the writer cannot
+    /// reuse a kept record.
+    kept: Vec<u64>,
+    floor: u64,
 }
 
 /// The writer of a ring no reader has seen yet counts the reliable subscriber of topic slot
@@ -985,6 +990,8 @@ impl Reader {
                 next_seq: None,
                 reliable,
                 hold: 0,
+                kept: Vec::new(),
+                floor: u64::MAX,
             };
         }
         // A hold naming this slot was left by the slot's previous reader (one that ended without
@@ -1039,6 +1046,8 @@ impl Reader {
             next_seq,
             reliable,
             hold: 0,
+            kept: Vec::new(),
+            floor: u64::MAX,
         }
     }
 
@@ -1186,15 +1195,44 @@ impl Reader {
 
     /// Releases everything below `end` (the end of the record just read). Returns true when the
     /// writer waits for space and must be woken.
+    /// Records kept (`keep`) stay out of it: the cursor stops at the oldest of them.
     #[inline]
     pub fn release(&mut self, hdr: &RingHeader, end: u64) -> bool {
         self.pos = end;
+        self.store_cursor(hdr, end.min(self.floor))
+    }
+
+    #[inline]
+    fn store_cursor(&self, hdr: &RingHeader, cursor: u64) -> bool {
         // Release: the writer that sees this cursor (Acquire in `min_cursor`) may reuse the bytes
         // we read. Then the space handshake: store cursor, fence, load writer_waiting; pairs with
         // the fence in `min_cursor` called from `Writer::announce_wait`.
-        hdr.readers[self.slot].cursor.store(end, Ordering::Release);
+        hdr.readers[self.slot]
+            .cursor
+            .store(cursor, Ordering::Release);
         fence(Ordering::SeqCst);
         hdr.writer_waiting.load(Ordering::Relaxed) != 0
+    }
+
+    /// Reliable delivery: goes on past the message `record` (just read) while its reader keeps
+    /// it: the cursor stays at or below its start, so the writer cannot reuse it, until `let_go`.
+    pub fn keep(&mut self, record: &Record) {
+        debug_assert!(self.reliable && record.pos == self.pos);
+        self.pos = record.end;
+        self.kept.push(record.pos);
+        self.floor = self.kept[0];
+    }
+
+    /// Lets go of the kept record that starts at `start`: the cursor moves up to the oldest
+    /// record still kept (or to where this reader has read). Returns true when the writer waits
+    /// for space and must be woken. A start that is not kept changes nothing.
+    pub fn let_go(&mut self, hdr: &RingHeader, start: u64) -> bool {
+        let Some(i) = self.kept.iter().position(|&k| k == start) else {
+            return false;
+        };
+        self.kept.remove(i);
+        self.floor = self.kept.first().copied().unwrap_or(u64::MAX);
+        self.store_cursor(hdr, self.pos.min(self.floor))
     }
 
     /// Latest delivery: the next intact record, held in place when it may be (`Record::held`,

@@ -31,6 +31,35 @@ struct Source {
     reliable: bool,
     /// The publisher is gone: read what it left, then detach.
     departed: bool,
+    /// Messages of it kept past their receive (`keep`): it stays mapped while any is.
+    kept: usize,
+    /// A corrupt record was found while messages of it were kept: it is read no more, and
+    /// detached once they are let go.
+    broken: bool,
+}
+
+/// A message kept past its receive (`ShmSubscriber::keep`), until `let_go`.
+struct Kept {
+    id: u64,
+    /// Its publisher's token (sources are found by it: their order changes).
+    token: u64,
+    what: KeptWhat,
+    /// Its bytes: in the ring (which the writer does not reuse while it is kept), or in `what`.
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: `ptr` points into a ring mapping owned by the same subscriber (a source with kept
+// records stays attached) or into the entry's own copy; it moves with the subscriber.
+unsafe impl Send for Kept {}
+
+enum KeptWhat {
+    /// Reliable, read in place: the record's start.
+    Ring { start: u64 },
+    /// Latest, held in place (one per ring at a time).
+    Held,
+    /// Copied out.
+    Copy(#[allow(dead_code)] Vec<u8>),
 }
 
 /// The message `poll` found, held by the subscriber until it is released.
@@ -81,6 +110,9 @@ pub struct ShmSubscriber {
     /// Kept messages taken when attaching, with their publisher's token: handed out before
     /// anything else.
     backlog: std::collections::VecDeque<(u64, ring::Past)>,
+    /// Messages kept past their receive, and the next one's id.
+    kept: Vec<Kept>,
+    next_kept: u64,
 }
 
 impl ShmSubscriber {
@@ -119,6 +151,8 @@ impl ShmSubscriber {
             events: Events::default(),
             history: qos.history,
             backlog: std::collections::VecDeque::new(),
+            kept: Vec::new(),
+            next_kept: 1,
         };
         sub.rescan();
         Ok(sub)
@@ -256,6 +290,8 @@ impl ShmSubscriber {
             pub_token: token,
             reliable,
             departed: false,
+            kept: 0,
+            broken: false,
         };
         Ok(Some((source, past)))
     }
@@ -363,6 +399,10 @@ impl ShmSubscriber {
         };
         for _ in 0..n {
             let src = &mut self.sources[i];
+            if src.broken {
+                i = if i + 1 == n { 0 } else { i + 1 };
+                continue;
+            }
             let ring_hdr = &src.data.block().ring;
             let got = if src.reliable {
                 src.reader
@@ -387,13 +427,22 @@ impl ShmSubscriber {
                 }
                 Ok(None) => {}
                 Err(c) => {
-                    let mut src = self.sources.remove(i);
-                    src.reader.leave(&src.data.block().ring);
+                    let src = &mut self.sources[i];
                     self.refused.push((
                         src.pub_slot,
                         src.pub_token,
                         format!("corrupt record at {}", c.pos),
                     ));
+                    // Messages of it that are kept keep it mapped, and its writer off them,
+                    // until they are let go.
+                    if src.kept > 0 {
+                        // (Departed too: the short path of `poll_one` passes it by.)
+                        src.broken = true;
+                        src.departed = true;
+                    } else {
+                        let mut src = self.sources.remove(i);
+                        src.reader.leave(&src.data.block().ring);
+                    }
                     return Err(RecvError::Corrupt {
                         topic: self.topic.topic.clone(),
                         pos: c.pos,
@@ -405,12 +454,13 @@ impl ShmSubscriber {
         // Every source was just read and had nothing readable: a departed publisher never will
         // have (a reader can be left before `head` only by a record the publisher died writing),
         // so detach it.
-        if self.sources.iter().any(|s| s.departed) {
+        if self.sources.iter().any(|s| s.departed || s.broken) {
             self.sources.retain_mut(|s| {
-                if s.departed {
+                let detach = (s.departed || s.broken) && s.kept == 0;
+                if detach {
                     s.reader.leave(&s.data.block().ring);
                 }
-                !s.departed
+                !detach
             });
         }
         Ok(false)
@@ -495,6 +545,87 @@ impl ShmSubscriber {
                 src.reader.unhold(&src.data.block().ring);
             }
             Some(Ready::Copied { .. }) | None => {}
+        }
+    }
+
+    /// Keeps the current message past the next `poll`, until `let_go(id)`: a reliable one stays
+    /// in the ring (its publisher cannot write over it: the ring fills up to it), a large latest
+    /// one held in place stays held (the publisher steps over it), any other keeps its copy.
+    /// Returns its id; `None` when there is no current message.
+    pub fn keep(&mut self) -> Option<u64> {
+        let ready = self.current.take()?;
+        let id = self.next_kept;
+        self.next_kept += 1;
+        let record = *ready.record();
+        let (token, what, ptr) = match ready {
+            Ready::InPlace { source, record } | Ready::Held { source, record } => {
+                let src = &mut self.sources[source];
+                src.kept += 1;
+                let what = if matches!(ready, Ready::Held { .. }) {
+                    KeptWhat::Held
+                } else {
+                    src.reader.keep(&record);
+                    KeptWhat::Ring { start: record.pos }
+                };
+                (
+                    src.pub_token,
+                    what,
+                    src.bytes.ptr(record.offset).cast_const(),
+                )
+            }
+            Ready::Copied { .. } => {
+                let copy = std::mem::take(&mut self.scratch);
+                let ptr = copy.as_ptr();
+                (self.last_source_token(), KeptWhat::Copy(copy), ptr)
+            }
+        };
+        self.kept.push(Kept {
+            id,
+            token,
+            what,
+            ptr,
+            len: record.len as usize,
+        });
+        Some(id)
+    }
+
+    /// The bytes of the kept message `id`, if it is kept.
+    pub fn kept_payload(&self, id: u64) -> Option<&[u8]> {
+        let k = self.kept.iter().find(|k| k.id == id)?;
+        // SAFETY: a kept record stays where it is until `let_go`: in the ring, whose mapping
+        // its source keeps (a source with kept records is not detached) and whose writer does
+        // not write over it (reliable: the cursor stays below it; held: the writer steps over
+        // it), or in its own copy, owned by the entry.
+        Some(unsafe { std::slice::from_raw_parts(k.ptr, k.len) })
+    }
+
+    /// Messages kept now.
+    pub fn kept_count(&self) -> usize {
+        self.kept.len()
+    }
+
+    /// Lets go of the kept message `id` (nothing when it is not kept).
+    pub fn let_go(&mut self, id: u64) {
+        let Some(i) = self.kept.iter().position(|k| k.id == id) else {
+            return;
+        };
+        let k = self.kept.remove(i);
+        let Some(src) = self.sources.iter_mut().find(|s| s.pub_token == k.token) else {
+            return; // a copy whose source has gone
+        };
+        match k.what {
+            KeptWhat::Ring { .. } | KeptWhat::Held => src.kept -= 1,
+            KeptWhat::Copy(_) => return,
+        }
+        let block = src.data.block();
+        match k.what {
+            KeptWhat::Ring { start } => {
+                if src.reader.let_go(&block.ring, start) {
+                    wake_writer(block);
+                }
+            }
+            KeptWhat::Held => src.reader.unhold(&block.ring),
+            KeptWhat::Copy(_) => {}
         }
     }
 

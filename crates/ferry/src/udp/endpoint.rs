@@ -1566,6 +1566,9 @@ pub struct UdpSubscriber {
     impair: Option<Impair>,
     held: Vec<(SocketAddr, Vec<u8>)>,
     current: Option<Delivered>,
+    /// Messages kept past their receive (`keep`), with their ids, and the next id.
+    kept: Vec<(u64, Delivered)>,
+    next_kept: u64,
     next_tick: u64,
     wait: WaitStrategy,
     spin_window: Duration,
@@ -1683,6 +1686,8 @@ impl UdpSubscriber {
             impair,
             held: Vec::new(),
             current: None,
+            kept: Vec::new(),
+            next_kept: 1,
             next_tick: 0,
             wait: qos.wait,
             spin_window: qos.spin_window,
@@ -2069,6 +2074,36 @@ impl UdpSubscriber {
     /// The message taken by the last successful `poll`/`wait`.
     pub fn current(&self) -> Option<&Delivered> {
         self.current.as_ref()
+    }
+
+    /// Keeps the current message past the next `poll`, until `let_go(id)` (it is the
+    /// subscriber's own copy: nothing waits for it). `None` without a current message.
+    pub fn keep(&mut self) -> Option<u64> {
+        let d = self.current.take()?;
+        let id = self.next_kept;
+        self.next_kept += 1;
+        self.kept.push((id, d));
+        Some(id)
+    }
+
+    /// The bytes of the kept message `id`, if it is kept.
+    pub fn kept_payload(&self, id: u64) -> Option<&[u8]> {
+        self.kept
+            .iter()
+            .find(|(k, _)| *k == id)
+            .map(|(_, d)| &d.data[..])
+    }
+
+    pub fn kept_count(&self) -> usize {
+        self.kept.len()
+    }
+
+    /// Lets go of the kept message `id` (nothing when it is not kept).
+    pub fn let_go(&mut self, id: u64) {
+        if let Some(i) = self.kept.iter().position(|(k, _)| *k == id) {
+            let (_, d) = self.kept.swap_remove(i);
+            self.rx.recycle(d.data);
+        }
     }
 }
 

@@ -1407,3 +1407,42 @@ proptest! {
         }
     }
 }
+
+/// A reliable reader that keeps records reads on past them, yet the writer never reaches a kept
+/// one: its cursor stops at the oldest kept record, whatever order they are let go in.
+#[test]
+fn kept_records_hold_the_writer_back_until_each_is_let_go() {
+    let hdr = RingHeader::new();
+    let mem = AtomicBytes::new(CAP);
+    let mut w = Writer::new(&hdr, CAP, true);
+    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    let mut kept = Vec::new();
+    for seq in 0..3 {
+        write_msg(&mut w, &hdr, &mem, seq, 24).unwrap();
+        let rec = r.peek(&hdr, &mem).unwrap().unwrap();
+        assert_eq!(rec.seq, seq);
+        r.keep(&rec);
+        kept.push(rec);
+    }
+    // Read on without releasing: the ring fills up to the first kept record.
+    let mut seq = 3;
+    while write_msg(&mut w, &hdr, &mem, seq, 24).is_ok() {
+        let (s, _) = read_reliable(&mut r, &hdr, &mem).unwrap();
+        assert_eq!(s, seq);
+        seq += 1;
+        assert!(seq < 100, "the writer went over a kept record");
+    }
+    for k in &kept {
+        let mut buf = vec![0; 24];
+        mem.read(k.offset, &mut buf);
+        assert_eq!(buf, pattern(k.seq, 24), "kept record {} intact", k.seq);
+    }
+    // Letting go of a newer one first frees nothing; the oldest frees up to the next kept.
+    r.let_go(&hdr, kept[1].pos);
+    assert!(write_msg(&mut w, &hdr, &mem, seq, 24).is_err());
+    r.let_go(&hdr, kept[0].pos);
+    r.let_go(&hdr, kept[0].pos); // again: nothing
+    assert_eq!(hdr.readers[0].cursor.load(Ordering::Relaxed), kept[2].pos);
+    r.let_go(&hdr, kept[2].pos);
+    write_msg(&mut w, &hdr, &mem, seq, 24).expect("room once every kept record is let go");
+}
