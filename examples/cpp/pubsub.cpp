@@ -1,7 +1,8 @@
 /*
  * pubsub.cpp: a publisher and a subscriber talking over shared memory, then over UDP, through
  * ferry's C++17 header. The publisher writes each message in place (a loan); the subscriber
- * reads it in place and checks every byte.
+ * reads it in place and checks every byte, and keeps it (Subscriber::keep) until the next one
+ * has come, when it checks it again beside it.
  *
  * Build (from the repository root, after `cargo build --release -p ferry-c`):
  *   c++ -std=c++17 -O2 -Icrates/ferry-c/include examples/cpp/pubsub.cpp \
@@ -44,6 +45,14 @@ bool exchange(ferry::Transport transport, const char *name, uint64_t count, std:
         std::this_thread::sleep_for(1ms);
     }
 
+    // The message before, kept past the next receive (at most ferry_qos.max_held, 2 by
+    // default, are held at once: it and the one just received).
+    std::optional<ferry::Kept> previous;
+    auto intact = [size](ferry::bytes_view in, uint64_t seq) {
+        bool ok = in.size() == size;
+        for (std::size_t i = 0; ok && i < in.size(); i++) ok = in[i] == pattern(seq, i);
+        return ok;
+    };
     for (uint64_t seq = 0; seq < count; seq++) {
         ferry::Loan loan = pub.loan(size);
         ferry::mutable_bytes_view out = loan.data();
@@ -57,16 +66,22 @@ bool exchange(ferry::Transport transport, const char *name, uint64_t count, std:
             return false;
         }
         ferry::bytes_view in = sample->data();
-        bool intact = sample->seq() == seq && in.size() == size;
-        for (std::size_t i = 0; intact && i < in.size(); i++) intact = in[i] == pattern(seq, i);
-        if (!intact) {
+        if (sample->seq() != seq || !intact(in, seq)) {
             std::fprintf(stderr, "%s: message %llu arrived damaged (seq %llu, %zu bytes)\n", name,
                          static_cast<unsigned long long>(seq),
                          static_cast<unsigned long long>(sample->seq()), in.size());
             return false;
         }
+        if (previous && (previous->seq() != seq - 1 || !intact(previous->data(), seq - 1))) {
+            std::fprintf(stderr, "%s: message %llu changed while it was kept\n", name,
+                         static_cast<unsigned long long>(seq - 1));
+            return false;
+        }
+        previous.reset();  // let go of it, then keep this one
+        previous = sub.keep(*sample);
     }
-    std::printf("%s: %llu messages of %zu bytes, every byte as sent\n", name,
+    previous.reset();
+    std::printf("%s: %llu messages of %zu bytes, every byte as sent, and as kept\n", name,
                 static_cast<unsigned long long>(count), size);
     return true;
 }

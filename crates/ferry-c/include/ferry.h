@@ -179,6 +179,13 @@ typedef enum ferry_ip_version {
 typedef struct ferry_client ferry_client;
 
 /**
+ * A message kept past the next receive (opaque): made by `ferry_subscriber_keep`, read with
+ * `ferry_kept_data`, `ferry_kept_len` and `ferry_kept_seq`, given back (and freed) by
+ * `ferry_subscriber_let_go`.
+ */
+typedef struct ferry_kept ferry_kept;
+
+/**
  * Room lent by a publisher for one message, written in place (opaque). It lives inside its
  * publisher: at most one per publisher at a time, valid until `ferry_loan_send` or
  * `ferry_loan_discard`. Sending or discarding it again is refused with
@@ -335,6 +342,11 @@ typedef struct ferry_qos {
      * every 100 ms.
      */
     uint64_t lease_ns;
+    /**
+     * Subscriber: the messages it may hold at once, the one just received and those kept
+     * (`ferry_subscriber_keep`): 1 to 1024, 2 by default.
+     */
+    size_t max_held;
 } ferry_qos;
 
 #ifdef __cplusplus
@@ -579,6 +591,55 @@ uint64_t ferry_sample_skipped(const struct ferry_sample *sample);
  * `sample` is NULL or a sample handle whose subscriber is live.
  */
 enum ferry_status ferry_sample_release(struct ferry_sample *sample);
+
+/**
+ * Keeps the sample the subscriber holds past the next receive: on `FERRY_OK`, `*out` is a kept
+ * message (its bytes stay where they are and as they were: under reliable shared memory the
+ * publisher's ring fills up to it), and the sample handle is empty, so the subscriber may
+ * receive again. A subscriber holds at most `ferry_qos.max_held` messages at once (2 by
+ * default), the one it holds now included: past that, `FERRY_INVALID_ARGUMENT` and the sample
+ * stays held. Refused too when no sample is held.
+ *
+ * # Safety
+ * `subscriber` is a live subscriber; `out` is valid for a write.
+ */
+enum ferry_status ferry_subscriber_keep(struct ferry_subscriber *subscriber,
+                                        struct ferry_kept **out);
+
+/**
+ * Gives a kept message back and frees `kept`: its bytes must not be read after. While the
+ * subscriber holds a sample, the message is let go at its next call (its publisher's room
+ * comes back then). NULL `kept` is allowed and does nothing.
+ *
+ * # Safety
+ * `subscriber` is a live subscriber; `kept` is NULL or a kept message of it, not given back yet.
+ */
+enum ferry_status ferry_subscriber_let_go(struct ferry_subscriber *subscriber,
+                                          struct ferry_kept *kept);
+
+/**
+ * The first byte of a kept message, readable until it is given back; NULL for NULL.
+ *
+ * # Safety
+ * `kept` is NULL or a kept message not given back yet, of a live subscriber.
+ */
+const uint8_t *ferry_kept_data(const struct ferry_kept *kept);
+
+/**
+ * A kept message's length in bytes; 0 for NULL.
+ *
+ * # Safety
+ * As `ferry_kept_data`.
+ */
+size_t ferry_kept_len(const struct ferry_kept *kept);
+
+/**
+ * A kept message's sequence number (from its publisher); 0 for NULL.
+ *
+ * # Safety
+ * As `ferry_kept_data`.
+ */
+uint64_t ferry_kept_seq(const struct ferry_kept *kept);
 
 /**
  * Makes the server of `service` (1 to 64 bytes of letters, digits and `_ - . /`, not beginning

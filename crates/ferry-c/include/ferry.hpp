@@ -256,8 +256,42 @@ public:
 
 private:
     friend class Subscriber;
+    friend class Kept;
     explicit Sample(ferry_sample *sample) noexcept : sample_(sample) {}
     ferry_sample *sample_;
+};
+
+/// A message kept past the next receive (Subscriber::keep), readable until it is destroyed
+/// or let go. Destroy it before its subscriber.
+class Kept {
+public:
+    Kept(Kept &&other) noexcept
+        : sub_(other.sub_), kept_(std::exchange(other.kept_, nullptr)) {}
+    Kept &operator=(Kept &&other) noexcept {
+        if (this != &other) {
+            let_go();
+            sub_ = other.sub_;
+            kept_ = std::exchange(other.kept_, nullptr);
+        }
+        return *this;
+    }
+    Kept(const Kept &) = delete;
+    Kept &operator=(const Kept &) = delete;
+    ~Kept() { let_go(); }
+
+    bytes_view data() const noexcept { return {ferry_kept_data(kept_), ferry_kept_len(kept_)}; }
+    std::size_t size() const noexcept { return ferry_kept_len(kept_); }
+    uint64_t seq() const noexcept { return ferry_kept_seq(kept_); }
+    /// Gives it back now (what the destructor does).
+    void let_go() noexcept {
+        if (kept_ != nullptr) (void)ferry_subscriber_let_go(sub_, std::exchange(kept_, nullptr));
+    }
+
+private:
+    friend class Subscriber;
+    Kept(ferry_subscriber *sub, ferry_kept *kept) noexcept : sub_(sub), kept_(kept) {}
+    ferry_subscriber *sub_;
+    ferry_kept *kept_;
 };
 
 class Subscriber {
@@ -286,6 +320,14 @@ public:
         }
     }
     std::optional<Sample> try_recv() { return receive(0); }
+    /// Keeps `sample` (received from this subscriber) past the next receive: at most
+    /// ferry_qos.max_held messages at once (2 by default), else an Error and the sample stays.
+    Kept keep(Sample &sample) {
+        ferry_kept *kept = nullptr;
+        detail::check(ferry_subscriber_keep(sub_, &kept));
+        sample.sample_ = nullptr;  // its handle is empty now
+        return Kept(sub_, kept);
+    }
     std::size_t publisher_count() {
         std::size_t n = 0;
         detail::check(ferry_subscriber_publisher_count(sub_, &n));

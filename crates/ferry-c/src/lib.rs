@@ -68,9 +68,10 @@ pub use server::{
 };
 pub use status::{ferry_last_error_message, ferry_status, ferry_status_name};
 pub use subscriber::{
-    ferry_sample, ferry_sample_data, ferry_sample_len, ferry_sample_release, ferry_sample_seq,
-    ferry_sample_skipped, ferry_subscriber, ferry_subscriber_free, ferry_subscriber_new,
-    ferry_subscriber_publisher_count, ferry_subscriber_recv,
+    ferry_kept, ferry_kept_data, ferry_kept_len, ferry_kept_seq, ferry_sample, ferry_sample_data,
+    ferry_sample_len, ferry_sample_release, ferry_sample_seq, ferry_sample_skipped,
+    ferry_subscriber, ferry_subscriber_free, ferry_subscriber_keep, ferry_subscriber_let_go,
+    ferry_subscriber_new, ferry_subscriber_publisher_count, ferry_subscriber_recv,
 };
 
 // What the header promises about threads: a node may be used from several threads at once, and

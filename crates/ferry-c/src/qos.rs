@@ -115,6 +115,9 @@ pub struct ferry_qos {
     /// (silent): 300 ms to an hour, 3 s by default. Idle publishers send a heartbeat at least
     /// every 100 ms.
     pub lease_ns: u64,
+    /// Subscriber: the messages it may hold at once, the one just received and those kept
+    /// (`ferry_subscriber_keep`): 1 to 1024, 2 by default.
+    pub max_held: usize,
 }
 
 /// ferry's default QoS: auto transport, reliable delivery, adaptive waiting, 1 MiB messages.
@@ -141,6 +144,7 @@ pub extern "C" fn ferry_qos_default() -> ferry_qos {
         deadline_ns: 0,
         history: 0,
         lease_ns: nanos(q.lease),
+        max_held: q.max_held,
     }
 }
 
@@ -209,7 +213,8 @@ impl ferry_qos {
         }
         qos = qos
             .history(self.history)
-            .lease(Duration::from_nanos(self.lease_ns));
+            .lease(Duration::from_nanos(self.lease_ns))
+            .max_held(self.max_held);
         if !self.multicast.is_null() {
             // SAFETY: not NULL; the caller promises NUL-terminated strings valid for the call.
             let group = unsafe { c_str("ferry_qos.multicast", self.multicast, MAX_ADDRESS_TEXT) }?;

@@ -27,6 +27,27 @@ pub struct ferry_subscriber {
     sample: ferry_sample,
     /// Borrowed mutably by the sample in `sample.held` while there is one.
     subscriber: UnsafeCell<Subscriber>,
+    /// Kept messages given back while a sample was held: let go at the next call that has the
+    /// subscriber to itself.
+    let_go: UnsafeCell<Vec<ferry::Kept>>,
+    /// `ferry_qos.max_held`, and the kept messages not given back yet. (ferry's own subscriber
+    /// is made with twice the limit: messages given back while a sample is held still count
+    /// there until they are let go.)
+    max_held: usize,
+    kept: Cell<usize>,
+}
+
+/// The most `ferry_qos.max_held` lets a C subscriber hold (half ferry's own limit).
+const MAX_HELD: usize = ferry::MAX_HELD / 2;
+
+/// A message kept past the next receive (opaque): made by `ferry_subscriber_keep`, read with
+/// `ferry_kept_data`, `ferry_kept_len` and `ferry_kept_seq`, given back (and freed) by
+/// `ferry_subscriber_let_go`.
+pub struct ferry_kept {
+    kept: ferry::Kept,
+    data: *const u8,
+    len: usize,
+    seq: u64,
 }
 
 /// A received message (opaque). It lives inside its subscriber: at most one per subscriber at
@@ -67,7 +88,12 @@ impl ferry_subscriber {
         }
         // SAFETY: no sample borrows the subscriber (checked above), and the caller promises
         // that no other reference to it is live.
-        Ok(unsafe { &mut *self.subscriber.get() })
+        let sub = unsafe { &mut *self.subscriber.get() };
+        // SAFETY: as for the sample's slot: one thread per handle, no reference kept across calls.
+        for kept in unsafe { &mut *self.let_go.get() }.drain(..) {
+            sub.let_go(kept);
+        }
+        Ok(sub)
     }
 }
 
@@ -98,10 +124,15 @@ pub unsafe extern "C" fn ferry_subscriber_new(
             // SAFETY: not NULL; the caller promises it is valid for a read.
             unsafe { qos.read() }
         };
-        let subscriber = node.node.subscriber(topic, &{
-            // SAFETY: the caller promises the QoS's strings are NULL or valid for the call.
-            unsafe { qos.to_qos() }
-        }?)?;
+        // SAFETY: the caller promises the QoS's strings are NULL or valid for the call.
+        let qos = unsafe { qos.to_qos() }?;
+        let max_held = qos.max_held;
+        if !(1..=MAX_HELD).contains(&max_held) {
+            return Err(Failure::invalid(format!(
+                "ferry_qos.max_held is {max_held}; it must be between 1 and {MAX_HELD}"
+            )));
+        }
+        let subscriber = node.node.subscriber(topic, &qos.max_held(2 * max_held))?;
         let handle = Box::into_raw(Box::new(ferry_subscriber {
             sample: ferry_sample {
                 held: UnsafeCell::new(None),
@@ -111,6 +142,9 @@ pub unsafe extern "C" fn ferry_subscriber_new(
                 skipped: Cell::new(0),
             },
             subscriber: UnsafeCell::new(subscriber),
+            let_go: UnsafeCell::new(Vec::new()),
+            max_held,
+            kept: Cell::new(0),
         }));
         // SAFETY: checked above to be valid for a write.
         unsafe { put("out", out, handle) }
@@ -328,5 +362,129 @@ pub unsafe extern "C" fn ferry_sample_release(sample: *mut ferry_sample) -> ferr
             }
             None => Err(Failure::invalid("this sample was already released")),
         }
+    })
+}
+
+/// Keeps the sample the subscriber holds past the next receive: on `FERRY_OK`, `*out` is a kept
+/// message (its bytes stay where they are and as they were: under reliable shared memory the
+/// publisher's ring fills up to it), and the sample handle is empty, so the subscriber may
+/// receive again. A subscriber holds at most `ferry_qos.max_held` messages at once (2 by
+/// default), the one it holds now included: past that, `FERRY_INVALID_ARGUMENT` and the sample
+/// stays held. Refused too when no sample is held.
+///
+/// # Safety
+/// `subscriber` is a live subscriber; `out` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_subscriber_keep(
+    subscriber: *mut ferry_subscriber,
+    out: *mut *mut ferry_kept,
+) -> ferry_status {
+    guard("ferry_subscriber_keep", || {
+        // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
+        unsafe { put("out", out, ptr::null_mut()) }?;
+        // SAFETY: the caller passes a live subscriber or NULL (refused).
+        let handle = unsafe { handle("subscriber", subscriber) }?;
+        let h = &handle.sample;
+        // SAFETY: the slot is only touched by the calls of the one thread using this
+        // subscriber, none keeping a reference into it across calls.
+        let slot = unsafe { &mut *h.held.get() };
+        let Some(sample) = slot.take() else {
+            return Err(Failure::invalid("no sample is held: receive one first"));
+        };
+        let (data, len, seq) = (h.data.get(), h.len.get(), h.seq.get());
+        let room = handle.kept.get() + 1 < handle.max_held;
+        match if room { sample.keep() } else { Err(sample) } {
+            Ok(kept) => {
+                handle.kept.set(handle.kept.get() + 1);
+                h.data.set(ptr::null());
+                h.len.set(0);
+                h.seq.set(0);
+                h.skipped.set(0);
+                let k = Box::into_raw(Box::new(ferry_kept {
+                    kept,
+                    data,
+                    len,
+                    seq,
+                }));
+                // SAFETY: checked above to be valid for a write.
+                unsafe { put("out", out, k) }
+            }
+            Err(sample) => {
+                *slot = Some(sample);
+                Err(Failure::invalid(
+                    "this subscriber holds as many messages as ferry_qos.max_held lets it: give \
+                     one back (ferry_subscriber_let_go) or release the sample",
+                ))
+            }
+        }
+    })
+}
+
+/// Gives a kept message back and frees `kept`: its bytes must not be read after. While the
+/// subscriber holds a sample, the message is let go at its next call (its publisher's room
+/// comes back then). NULL `kept` is allowed and does nothing.
+///
+/// # Safety
+/// `subscriber` is a live subscriber; `kept` is NULL or a kept message of it, not given back yet.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_subscriber_let_go(
+    subscriber: *mut ferry_subscriber,
+    kept: *mut ferry_kept,
+) -> ferry_status {
+    const FUNCTION: &str = "ferry_subscriber_let_go";
+    guard(FUNCTION, || {
+        // SAFETY: the caller passes a live subscriber or NULL (refused).
+        let handle = unsafe { handle("subscriber", subscriber) }?;
+        if kept.is_null() {
+            return Ok(());
+        }
+        // SAFETY: from Box::into_raw in ferry_subscriber_keep, given back once (the caller's
+        // promise).
+        let k = unsafe { Box::from_raw(kept) }.kept;
+        handle.kept.set(handle.kept.get().saturating_sub(1));
+        if handle.holding() {
+            // SAFETY: one thread per handle, no reference into the list kept across calls.
+            unsafe { &mut *handle.let_go.get() }.push(k);
+            return Ok(());
+        }
+        // SAFETY: no sample is held (checked), one thread per handle.
+        unsafe { handle.subscriber(FUNCTION) }?.let_go(k);
+        Ok(())
+    })
+}
+
+/// The first byte of a kept message, readable until it is given back; NULL for NULL.
+///
+/// # Safety
+/// `kept` is NULL or a kept message not given back yet, of a live subscriber.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_kept_data(kept: *const ferry_kept) -> *const u8 {
+    guard_value("ferry_kept_data", ptr::null(), || {
+        // SAFETY: the caller passes a live kept message or NULL (refused).
+        Ok(unsafe { handle("kept", kept) }?.data)
+    })
+}
+
+/// A kept message's length in bytes; 0 for NULL.
+///
+/// # Safety
+/// As `ferry_kept_data`.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_kept_len(kept: *const ferry_kept) -> usize {
+    guard_value("ferry_kept_len", 0, || {
+        // SAFETY: as above.
+        Ok(unsafe { handle("kept", kept) }?.len)
+    })
+}
+
+/// A kept message's sequence number (from its publisher); 0 for NULL.
+///
+/// # Safety
+/// As `ferry_kept_data`.
+#[no_mangle]
+pub unsafe extern "C" fn ferry_kept_seq(kept: *const ferry_kept) -> u64 {
+    guard_value("ferry_kept_seq", 0, || {
+        // SAFETY: as above.
+        Ok(unsafe { handle("kept", kept) }?.seq)
     })
 }

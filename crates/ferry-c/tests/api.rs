@@ -505,6 +505,91 @@ fn a_sample_is_borrowed_in_place_and_released_once() {
 }
 
 #[test]
+fn a_kept_message_stays_readable_while_the_next_ones_are_received() {
+    let pair = Pair::new(&shm_qos());
+    let send = |body: &[u8]| {
+        // SAFETY: live publisher; the bytes are valid for the call.
+        let status =
+            unsafe { ferry_publisher_send(pair.publisher, body.as_ptr().cast(), body.len()) };
+        assert_eq!(status, FERRY_OK, "{}", last_error());
+    };
+    // SAFETY: live handles from `pair`; every pointer read is valid while its message is held.
+    unsafe {
+        let mut kept = ptr::null_mut();
+        assert_eq!(
+            ferry_subscriber_keep(pair.subscriber, &mut kept),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert!(
+            last_error().contains("no sample is held"),
+            "{}",
+            last_error()
+        );
+        send(b"first");
+        send(b"second");
+        send(b"third");
+        let (status, sample) = pair.recv(1_000_000_000);
+        assert_eq!(status, FERRY_OK);
+        assert_eq!(ferry_subscriber_keep(pair.subscriber, &mut kept), FERRY_OK);
+        assert!(
+            ferry_sample_data(sample).is_null(),
+            "the sample handle is empty once kept"
+        );
+        let read = |k: *const ferry_kept| {
+            std::slice::from_raw_parts(ferry_kept_data(k), ferry_kept_len(k)).to_vec()
+        };
+        assert_eq!((read(kept), ferry_kept_seq(kept)), (b"first".to_vec(), 0));
+        // The next one is received while the first is kept; a second keep is past max_held 2.
+        let (status, sample) = pair.recv(1_000_000_000);
+        assert_eq!(status, FERRY_OK);
+        let mut more = ptr::null_mut();
+        assert_eq!(
+            ferry_subscriber_keep(pair.subscriber, &mut more),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert!(last_error().contains("max_held"), "{}", last_error());
+        assert_eq!(
+            std::slice::from_raw_parts(ferry_sample_data(sample), ferry_sample_len(sample)),
+            b"second"
+        );
+        assert_eq!(read(kept), b"first");
+        // Given back while a sample is held: let go at the next receive.
+        assert_eq!(ferry_subscriber_let_go(pair.subscriber, kept), FERRY_OK);
+        assert_eq!(ferry_sample_release(sample), FERRY_OK);
+        let (status, sample) = pair.recv(1_000_000_000);
+        assert_eq!(status, FERRY_OK);
+        assert_eq!(ferry_sample_seq(sample), 2);
+        // Now it can keep again (the first was let go).
+        assert_eq!(ferry_subscriber_keep(pair.subscriber, &mut kept), FERRY_OK);
+        assert_eq!(read(kept), b"third");
+        assert_eq!(ferry_subscriber_let_go(pair.subscriber, kept), FERRY_OK);
+        assert_eq!(
+            ferry_subscriber_let_go(pair.subscriber, ptr::null_mut()),
+            FERRY_OK
+        );
+    }
+    // max_held outside 1..=1024 is refused.
+    let mut qos = shm_qos();
+    qos.max_held = 0;
+    let domain = domain();
+    // SAFETY: valid strings and out-pointers; freed below.
+    unsafe {
+        let mut node = ptr::null_mut();
+        assert_eq!(
+            ferry_node_new(c"api".as_ptr(), domain.as_ptr(), &mut node),
+            FERRY_OK
+        );
+        let mut sub = ptr::null_mut();
+        assert_ne!(
+            ferry_subscriber_new(node, c"t".as_ptr(), &qos, &mut sub),
+            FERRY_OK
+        );
+        assert!(last_error().contains("max_held"), "{}", last_error());
+        ferry_node_free(node);
+    }
+}
+
+#[test]
 fn a_loan_is_written_in_place_and_sent_once() {
     let pair = Pair::new(&shm_qos());
     // SAFETY: live handles from `pair`; the loan's bytes are written only while it is held.

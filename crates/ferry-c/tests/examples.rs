@@ -376,7 +376,8 @@ fn the_cpp_example_talks_over_shm_and_udp() {
     );
     let text = stdout(&out);
     for transport in ["shm", "udp"] {
-        let expected = format!("{transport}: 50 messages of 10000 bytes, every byte as sent");
+        let expected =
+            format!("{transport}: 50 messages of 10000 bytes, every byte as sent, and as kept");
         assert!(text.contains(&expected), "{text}");
     }
 }
