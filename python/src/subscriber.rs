@@ -43,6 +43,11 @@ pub(crate) struct SubState {
     kept: Vec<(ferry::Kept, Arc<Lend>)>,
     /// `Qos(max_held=)`: samples with views held at once, the current one included.
     max_held: usize,
+    /// The subscriber armed for an event loop (`_arm`, for `recv_async`): it borrows the
+    /// subscriber and `waitset`, so it is dropped (disarmed) before anything else uses them.
+    armed: Option<ferry::Armed<'static>>,
+    /// The wait set `_arm` arms (a leaked Box, freed in Drop), made on first use.
+    waitset: Option<NonNull<ferry::WaitSet>>,
     /// The subscriber (a leaked Box, freed in Drop); None once closed.
     sub: Option<NonNull<ferry::Subscriber>>,
     /// The codec of the topic's type, once it has one (`recv_message`).
@@ -70,6 +75,8 @@ impl SubState {
 
     /// As `hand_back`; without `keep`, a sample with views is an error (closing).
     fn hand_back_keeping(&mut self, py: Python<'_>, doing: &str, keep: bool) -> PyResult<()> {
+        // An arming borrows the subscriber: it ends before anything else uses it.
+        self.armed = None;
         // Kept samples whose views are gone are handed back now (no view can be made of them
         // after), and let go below, once no sample borrows the subscriber.
         let live = self
@@ -141,6 +148,12 @@ impl SubState {
 
 impl Drop for SubState {
     fn drop(&mut self) {
+        self.armed = None;
+        if let Some(ptr) = self.waitset.take() {
+            // SAFETY: from Box::into_raw, freed once (taken here); the arming that borrowed it
+            // was dropped above.
+            drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+        }
         self.current = None;
         // Every view of a kept sample holds its Sample, which holds the subscriber: none is left
         // when this runs.
@@ -225,6 +238,8 @@ impl Subscriber {
                 current: None,
                 kept: Vec::new(),
                 max_held: qos.max_held,
+                armed: None,
+                waitset: None,
                 sub: Some(NonNull::from(Box::leak(Box::new(inner)))),
                 codec: None,
             }),
@@ -355,6 +370,45 @@ closable_pymethods! {
             Some(decoded) => crate::typed::to_python(py, &decoded?),
             None => Err(this.timed_out(py, timeout)),
         }
+    }
+
+    /// For `recv_async` (an event loop's wait): when no message is waiting, gets the subscriber
+    /// ready to sleep and returns `(fd, until)`: a file descriptor that becomes readable when a
+    /// message may be there, and the seconds after which to look again whatever happens (None:
+    /// only when it is readable). None when a message is waiting now. Any other call on the
+    /// subscriber (or `_disarm`) ends the arming, and closes the descriptor.
+    fn _arm(slf: &Bound<'_, Self>) -> PyResult<Option<(i32, Option<f64>)>> {
+        use std::os::fd::AsRawFd;
+        let py = slf.py();
+        let mut st = lock(&slf.get().state, "subscriber")?;
+        let sub = st.subscriber(py, "wait for the next message")?;
+        let ws = match st.waitset {
+            Some(ws) => ws,
+            None => {
+                let ws = NonNull::from(Box::leak(Box::new(ferry::WaitSet::new())));
+                st.waitset = Some(ws);
+                ws
+            }
+        };
+        // SAFETY: the box lives until Drop, which drops the arming first; `armed` is None now
+        // (ended in `subscriber`), so nothing else borrows it.
+        let ws: &'static mut ferry::WaitSet = unsafe { &mut *ws.as_ptr() };
+        let armed = ws.arm(vec![sub]).map_err(errors::ferry)?;
+        let Some(fd) = armed.fd().map(|fd| fd.as_raw_fd()) else {
+            return Ok(None);
+        };
+        let now = Instant::now();
+        let until = armed
+            .until()
+            .map(|u| u.saturating_duration_since(now).as_secs_f64());
+        st.armed = Some(armed);
+        Ok(Some((fd, until)))
+    }
+
+    /// Ends the arming `_arm` made (closing its descriptor); nothing when there is none.
+    fn _disarm(&self) -> PyResult<()> {
+        lock(&self.state, "subscriber")?.armed = None;
+        Ok(())
     }
 
     /// The topic's type, if an end of this host declared one.

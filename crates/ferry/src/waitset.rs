@@ -263,6 +263,118 @@ impl WaitSet {
         Ok(())
     }
 
+    /// For an event loop (Python's asyncio, tokio's `AsyncFd`, mio, a `poll` loop of your own):
+    /// looks at `items` once and, when none is ready, gets them ready to sleep and gives a file
+    /// descriptor that becomes readable when one of them may be ready, and the time by which
+    /// they must be looked at again whatever happens (their own timers: a publisher's liveness,
+    /// a UDP session's repairs, a deadline, a timer). Wait for either in your loop, then drop
+    /// the [`Armed`] (it disarms the items) and look at them (`try_recv`, ... or `arm` again).
+    /// When some are ready now, [`Armed::ready`] lists them and there is no descriptor. Nothing
+    /// spins; the descriptor is made for this arming and closed with it.
+    pub fn arm<'s>(&'s mut self, mut items: Vec<&'s mut dyn Waitable>) -> Result<Armed<'s>, Error> {
+        loop {
+            let now = Instant::now();
+            let ready: Vec<usize> = items
+                .iter_mut()
+                .enumerate()
+                .filter_map(|(i, item)| item.look(now, true).then_some(i))
+                .collect();
+            if !ready.is_empty() {
+                return Ok(Armed {
+                    set: self,
+                    items,
+                    ready,
+                    epoll: None,
+                    until: None,
+                });
+            }
+            self.sleep.bells.clear();
+            self.sleep.fds.clear();
+            self.sleep.owners.clear();
+            self.sleep.until = None;
+            let mut armed = 0;
+            let mut all_armed = true;
+            for item in items.iter_mut() {
+                armed += 1;
+                if !item.arm(&mut self.sleep) {
+                    all_armed = false;
+                    break;
+                }
+            }
+            if !all_armed {
+                for item in items.iter_mut().take(armed) {
+                    item.disarm(false);
+                }
+                continue;
+            }
+            return match self.epoll_for_sleep() {
+                Ok((epoll, until)) => Ok(Armed {
+                    set: self,
+                    items,
+                    ready: Vec::new(),
+                    epoll: Some(epoll),
+                    until,
+                }),
+                Err(e) => {
+                    if let Some(h) = &self.helper {
+                        h.stop_watching();
+                    }
+                    for item in items.iter_mut() {
+                        item.disarm(false);
+                    }
+                    Err(e)
+                }
+            };
+        }
+    }
+
+    /// An epoll descriptor over the armed sockets and, for futex words, the helper's eventfd
+    /// (the helper watching them); and when to look again.
+    fn epoll_for_sleep(&mut self) -> Result<(OwnedFd, Option<Instant>), Error> {
+        let io = |what: &str, e: std::io::Error| Error::io(format!("arm a wait set: {what}"), e);
+        // SAFETY: epoll_create1(2) takes a flag; a non-negative result is a new descriptor
+        // that nothing else owns.
+        let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if raw < 0 {
+            return Err(io("epoll_create1", std::io::Error::last_os_error()));
+        }
+        // SAFETY: just made, owned here alone.
+        let epoll = unsafe { OwnedFd::from_raw_fd(raw) };
+        let add = |fd: RawFd| -> Result<(), Error> {
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: fd as u64,
+            };
+            // SAFETY: both descriptors are open (the socket is lent by the item for the
+            // arming; the eventfd is the helper's), and `ev` lives for the call.
+            let r = unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+            if r < 0 {
+                return Err(io("epoll_ctl", std::io::Error::last_os_error()));
+            }
+            Ok(())
+        };
+        for &fd in &self.sleep.fds {
+            add(fd)?;
+        }
+        let mut until = self.sleep.until;
+        if !self.sleep.bells.is_empty() {
+            if self.sleep.bells.len() > MAX_WAITV || self.no_waitv {
+                // The fallback: look again soon.
+                let soon = Instant::now() + FALLBACK_SLICE;
+                until = Some(until.map_or(soon, |u| u.min(soon)));
+            } else {
+                if self.helper.is_none() {
+                    self.helper =
+                        Some(Helper::start().map_err(|e| io("start its helper thread", e))?);
+                }
+                let helper = self.helper.as_ref().expect("started above");
+                add(helper.event.as_raw_fd())?;
+                helper.watch(&self.sleep.bells);
+            }
+        }
+        Ok((epoll, until))
+    }
+
     /// The fallback: short sleeps on the first word (or the sockets), then a look at everything.
     fn sleep_in_slices(&mut self, timeout: Option<Duration>) -> Result<(), Error> {
         let slice = timeout.map_or(FALLBACK_SLICE, |t| t.min(FALLBACK_SLICE));
@@ -275,6 +387,62 @@ impl WaitSet {
             crate::sys::poll_readable(&self.sleep.fds, None, Some(slice), &mut |_| {});
         }
         Ok(())
+    }
+}
+
+/// A wait set armed for an event loop ([`WaitSet::arm`]): the items it holds are ready to
+/// sleep until it is dropped, which disarms them.
+pub struct Armed<'s> {
+    set: &'s mut WaitSet,
+    items: Vec<&'s mut dyn Waitable>,
+    ready: Vec<usize>,
+    epoll: Option<OwnedFd>,
+    until: Option<Instant>,
+}
+
+impl Armed<'_> {
+    /// The items ready when `arm` looked (then nothing is armed and there is no descriptor).
+    pub fn ready(&self) -> &[usize] {
+        &self.ready
+    }
+
+    /// Readable when one of the items may be ready; `None` when some already are.
+    pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        self.epoll.as_ref().map(|e| e.as_fd())
+    }
+
+    /// When the items must be looked at again even if the descriptor stays quiet (`None`: only
+    /// when it becomes readable).
+    pub fn until(&self) -> Option<Instant> {
+        self.until
+    }
+}
+
+impl Drop for Armed<'_> {
+    fn drop(&mut self) {
+        if self.epoll.take().is_none() {
+            return;
+        }
+        if let Some(h) = &self.set.helper {
+            h.stop_watching();
+            if h.shared.missing.load(Ordering::Relaxed) {
+                self.set.no_waitv = true;
+            }
+        }
+        for item in self.items.iter_mut() {
+            item.disarm(true);
+        }
+    }
+}
+
+impl std::fmt::Debug for Armed<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Armed")
+            .field("ready", &self.ready)
+            .field("fd", &self.epoll)
+            .field("until", &self.until)
+            .finish()
     }
 }
 

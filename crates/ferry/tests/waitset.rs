@@ -307,3 +307,110 @@ fn a_subscriber_counts_only_the_waits_that_slept() {
         .is_empty());
     assert_eq!((waits("a"), waits("b")), (a0 + 1, b0 + 1));
 }
+
+/// Polls `fd` for readability up to `timeout` (or until `until`, if sooner); true if readable.
+fn readable(fd: std::os::fd::BorrowedFd<'_>, timeout: Duration, until: Option<Instant>) -> bool {
+    use std::os::fd::AsRawFd;
+    let t = until.map_or(timeout, |u| {
+        timeout.min(u.saturating_duration_since(Instant::now()))
+    });
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd on the stack; a bounded timeout.
+    let n = unsafe { libc::poll(&mut p, 1, t.as_millis().min(i32::MAX as u128) as i32) };
+    n > 0 && p.revents != 0
+}
+
+/// Waits on `armed`'s descriptor as an event loop does, up to its `until`; `Some(true)` when the
+/// descriptor became readable, `Some(false)` when the items' own timer came first, `None`
+/// when neither happened within `limit`.
+fn wait_armed(armed: &ferry::Armed<'_>, limit: Duration) -> Option<bool> {
+    let fd = armed.fd().expect("a descriptor");
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if readable(fd, Duration::from_millis(50), armed.until()) {
+            return Some(true);
+        }
+        if armed.until().is_some_and(|u| Instant::now() >= u) {
+            return Some(false);
+        }
+    }
+    None
+}
+
+/// For event loops: an armed wait set's descriptor stays quiet while nothing comes (shared
+/// memory: nothing rings) and becomes readable when a message does, over shared memory, UDP and
+/// both in one set; once the arming is dropped the message is there to take. With a message
+/// waiting already, `arm` says so and gives no descriptor.
+#[test]
+fn an_armed_wait_set_gives_a_descriptor_that_becomes_readable_when_a_message_comes() {
+    let dom = domain("wsfd");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let (mut s, mut ps) = pair(&node, "s", Transport::Shm);
+    let (mut u, mut pu) = pair(&node, "u", Transport::Udp);
+    let mut set = WaitSet::new();
+    // Shared memory alone: quiet until the message, then readable (an item's timer may come
+    // first now and then: the loop arms again, as an event loop does).
+    let mut by_fd = 0;
+    for round in 0..5 {
+        let mut sent = false;
+        let deadline = Instant::now() + WAIT;
+        loop {
+            assert!(Instant::now() < deadline, "round {round}: no message seen");
+            let armed = set.arm(vec![&mut s]).unwrap();
+            if armed.ready() == [0] {
+                assert!(sent, "round {round}: ready before anything was sent");
+                break;
+            }
+            if !sent {
+                // Quiet: 20 ms pass, or the items' own timer comes first; never readable.
+                assert_ne!(
+                    wait_armed(&armed, Duration::from_millis(20)),
+                    Some(true),
+                    "round {round}: readable while nothing comes"
+                );
+                ps.send(b"shm").unwrap();
+                sent = true;
+            }
+            if wait_armed(&armed, WAIT) == Some(true) {
+                by_fd += 1;
+            }
+        }
+        assert_eq!(&*s.try_recv().unwrap().expect("the message"), b"shm");
+    }
+    assert!(
+        by_fd > 0,
+        "the descriptor never became readable for a message"
+    );
+    // UDP alone, and both in one set: readable, then the message is there.
+    for both in [false, true] {
+        pu.send(b"udp").unwrap();
+        let deadline = Instant::now() + WAIT;
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "no UDP message seen (both: {both})"
+            );
+            let items: Vec<&mut dyn ferry::Waitable> = if both {
+                vec![&mut s, &mut u]
+            } else {
+                vec![&mut u]
+            };
+            let armed = set.arm(items).unwrap();
+            if !armed.ready().is_empty() {
+                break;
+            }
+            let _ = wait_armed(&armed, WAIT);
+        }
+        assert_eq!(&*u.try_recv().unwrap().expect("the UDP message"), b"udp");
+    }
+    // Something waiting already: ready at once, no descriptor.
+    ps.send(b"waiting").unwrap();
+    assert!(wait_until(WAIT, || {
+        let armed = set.arm(vec![&mut s, &mut u]).unwrap();
+        armed.ready() == [0] && armed.fd().is_none()
+    }));
+}

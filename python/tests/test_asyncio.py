@@ -1,0 +1,69 @@
+"""`await sub.recv_async()`: the wait is the event loop's (a file descriptor it watches), so
+other tasks run while a subscriber waits; over shared memory and UDP, with a timeout."""
+
+import asyncio
+import time
+
+import pytest
+
+import ferry
+
+
+def meet(sub, pub):
+    deadline = time.monotonic() + 10
+    while not (sub.publisher_count >= 1 and pub.subscriber_count >= 1):
+        assert time.monotonic() < deadline, "publisher and subscriber did not meet in 10 s"
+        time.sleep(0.002)
+
+
+@pytest.mark.parametrize("transport", ["shm", "udp"])
+def test_recv_async_waits_on_the_event_loop_while_other_tasks_run(domain, transport):
+    qos = ferry.Qos(transport=transport, wait="block", max_message_size=1024)
+    node = ferry.Node("py-async", domain=domain)
+    sub = node.subscriber("a", qos)
+    pub = node.publisher("a", qos)
+    meet(sub, pub)
+    while sub.try_event() is not None:
+        pass
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.005)
+                ticks += 1
+
+        t = asyncio.create_task(ticker())
+        got = []
+        for i in range(20):
+            # The message comes 30 ms later, from the loop itself: recv_async must not block it.
+            asyncio.get_running_loop().call_later(0.03, pub.send, f"m{i}".encode())
+            before = ticks
+            sample = await sub.recv_async(timeout=10)
+            got.append(bytes(sample))
+            assert ticks > before, "the loop ran other tasks while the subscriber waited"
+        t.cancel()
+        return got
+
+    assert asyncio.run(main()) == [f"m{i}".encode() for i in range(20)]
+
+
+def test_recv_async_times_out_and_a_waiting_message_comes_at_once(domain):
+    qos = ferry.Qos(transport="shm", wait="block")
+    node = ferry.Node("py-async", domain=domain)
+    sub = node.subscriber("t", qos)
+    pub = node.publisher("t", qos)
+    meet(sub, pub)
+
+    async def main():
+        with pytest.raises(ferry.TimeoutError, match="within 0.1 s"):
+            await sub.recv_async(timeout=0.1)
+        pub.send(b"already here")
+        return bytes(await sub.recv_async(timeout=0))
+
+    assert asyncio.run(main()) == b"already here"
+    # Another call after a wait works as before (the arming ended).
+    pub.send(b"next")
+    assert sub.recv_bytes(timeout=5) == b"next"
