@@ -48,6 +48,9 @@ pub(crate) struct SubState {
     armed: Option<ferry::Armed<'static>>,
     /// The wait set `_arm` arms (a leaked Box, freed in Drop), made on first use.
     waitset: Option<NonNull<ferry::WaitSet>>,
+    /// The subscriber as the arming holds it (messages only: events and missed deadlines do not
+    /// end an asyncio wait), a leaked Box freed once the arming is dropped.
+    messages: Option<NonNull<ferry::Messages<'static>>>,
     /// The subscriber (a leaked Box, freed in Drop); None once closed.
     sub: Option<NonNull<ferry::Subscriber>>,
     /// The codec of the topic's type, once it has one (`recv_message`).
@@ -76,7 +79,7 @@ impl SubState {
     /// As `hand_back`; without `keep`, a sample with views is an error (closing).
     fn hand_back_keeping(&mut self, py: Python<'_>, doing: &str, keep: bool) -> PyResult<()> {
         // An arming borrows the subscriber: it ends before anything else uses it.
-        self.armed = None;
+        self.disarm();
         // Kept samples whose views are gone are handed back now (no view can be made of them
         // after), and let go below, once no sample borrows the subscriber.
         let live = self
@@ -146,9 +149,21 @@ impl SubState {
     }
 }
 
+impl SubState {
+    /// Ends the arming for an event loop, if any (closing its descriptor).
+    fn disarm(&mut self) {
+        self.armed = None;
+        if let Some(m) = self.messages.take() {
+            // SAFETY: from Box::into_raw in `_arm`, freed once (taken here), after the arming
+            // that borrowed it was dropped just above.
+            drop(unsafe { Box::from_raw(m.as_ptr()) });
+        }
+    }
+}
+
 impl Drop for SubState {
     fn drop(&mut self) {
-        self.armed = None;
+        self.disarm();
         if let Some(ptr) = self.waitset.take() {
             // SAFETY: from Box::into_raw, freed once (taken here); the arming that borrowed it
             // was dropped above.
@@ -240,6 +255,7 @@ impl Subscriber {
                 max_held: qos.max_held,
                 armed: None,
                 waitset: None,
+                messages: None,
                 sub: Some(NonNull::from(Box::leak(Box::new(inner)))),
                 codec: None,
             }),
@@ -393,8 +409,22 @@ closable_pymethods! {
         // SAFETY: the box lives until Drop, which drops the arming first; `armed` is None now
         // (ended in `subscriber`), so nothing else borrows it.
         let ws: &'static mut ferry::WaitSet = unsafe { &mut *ws.as_ptr() };
-        let armed = ws.arm(vec![sub]).map_err(errors::ferry)?;
+        let messages = NonNull::from(Box::leak(Box::new(ferry::Messages(sub))));
+        st.messages = Some(messages);
+        // SAFETY: the box lives until `disarm`, which drops the arming that borrows it first.
+        let armed = ws
+            .arm(vec![unsafe { &mut *messages.as_ptr() }])
+            .map_err(errors::ferry);
+        let armed = match armed {
+            Ok(a) => a,
+            Err(e) => {
+                st.disarm();
+                return Err(e);
+            }
+        };
         let Some(fd) = armed.fd().map(|fd| fd.as_raw_fd()) else {
+            drop(armed);
+            st.disarm();
             return Ok(None);
         };
         let now = Instant::now();
@@ -407,7 +437,7 @@ closable_pymethods! {
 
     /// Ends the arming `_arm` made (closing its descriptor); nothing when there is none.
     fn _disarm(&self) -> PyResult<()> {
-        lock(&self.state, "subscriber")?.armed = None;
+        lock(&self.state, "subscriber")?.disarm();
         Ok(())
     }
 

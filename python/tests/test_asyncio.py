@@ -67,3 +67,32 @@ def test_recv_async_times_out_and_a_waiting_message_comes_at_once(domain):
     # Another call after a wait works as before (the arming ended).
     pub.send(b"next")
     assert sub.recv_bytes(timeout=5) == b"next"
+
+
+def test_missed_deadlines_and_events_do_not_end_or_spin_the_wait(domain, monkeypatch):
+    """A subscriber whose deadline passes (a queued event) still sleeps until a message: it
+    arms once per period or so, not in a loop."""
+    qos = ferry.Qos(transport="shm", wait="block", deadline=0.01)
+    node = ferry.Node("py-async", domain=domain)
+    sub = node.subscriber("d", qos)
+    pub = node.publisher("d", ferry.Qos(transport="shm"))
+    meet(sub, pub)
+    arms = 0
+    arm = ferry.Subscriber._arm
+
+    def counted(self):
+        nonlocal arms
+        arms += 1
+        return arm(self)
+
+    monkeypatch.setattr(ferry.Subscriber, "_arm", counted)
+
+    async def main():
+        asyncio.get_running_loop().call_later(0.3, pub.send, b"late")
+        return bytes(await sub.recv_async(timeout=10))
+
+    assert asyncio.run(main()) == b"late"
+    assert sub.deadline_missed > 0
+    # Waking once per 10 ms period (and for the liveness look) is some tens in 0.3 s; a loop
+    # that spun on the queued events would arm thousands of times.
+    assert 0 < arms < 500, arms

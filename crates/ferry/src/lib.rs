@@ -78,7 +78,7 @@ pub use topic_type::{MessageEncoding, TopicType, MAX_SCHEMA, MAX_TYPE_NAME};
 pub use udp::crypto::DomainKey;
 pub use udp::discovery::{DiscoveryConfig, DiscoveryLimits};
 pub use vocabulary::ParseNameError;
-pub use waitset::{Armed, Timer, WaitSet, Waitable};
+pub use waitset::{Armed, Messages, Timer, WaitSet, Waitable};
 
 /// The longest node name (bytes).
 pub const MAX_NODE_NAME: usize = shm::layout::MAX_NODE_NAME;

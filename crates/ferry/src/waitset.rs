@@ -591,6 +591,25 @@ impl private::Sealed for Subscriber {
     }
 }
 
+/// A subscriber in a wait set for its messages alone: its publisher events and missed deadlines
+/// do not make it ready (they stay queued for `try_event`). For a receive that waits for a
+/// message and nothing else, such as Python's `recv_async`.
+pub struct Messages<'a>(pub &'a mut Subscriber);
+
+impl Waitable for Messages<'_> {}
+
+impl private::Sealed for Messages<'_> {
+    fn look(&mut self, now: Instant, sockets: bool) -> bool {
+        self.0.look(now, false, sockets)
+    }
+    fn arm(&mut self, sleep: &mut Sleep) -> bool {
+        self.0.arm(sleep)
+    }
+    fn disarm(&mut self, slept: bool) {
+        self.0.disarm(slept)
+    }
+}
+
 /// A service's end waits as the subscriber it reads through does.
 macro_rules! service_end {
     ($end:ty) => {
