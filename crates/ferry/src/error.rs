@@ -175,6 +175,9 @@ pub enum RecvError {
          something other than a ferry publisher wrote to it. That publisher was dropped"
     )]
     Corrupt { topic: String, pos: u64 },
+    /// An asynchronous receive could not wait (the system refused a descriptor or a thread).
+    #[error("cannot wait for a message: {0}")]
+    Wait(String),
 }
 
 /// A sample cannot be viewed as a slice of the requested element type.

@@ -31,6 +31,7 @@ mod names;
 mod node;
 pub mod pod;
 mod qos;
+mod reactor;
 pub(crate) mod refusal;
 pub mod service;
 mod sync;

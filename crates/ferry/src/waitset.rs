@@ -32,7 +32,7 @@ const FALLBACK_SLICE: Duration = Duration::from_millis(2);
 
 /// Something a [`WaitSet`] waits on: a [`Subscriber`], a [`Server`], a [`Client`] or a
 /// [`Timer`].
-pub trait Waitable: private::Sealed {}
+pub trait Waitable: private::Sealed + Send {}
 
 impl Waitable for Subscriber {}
 impl Waitable for Server {}
