@@ -246,6 +246,13 @@ typedef struct ferry_server ferry_server;
 typedef struct ferry_subscriber ferry_subscriber;
 
 /**
+ * A wait set (opaque): made by `ferry_waitset_new`, freed by `ferry_waitset_free`. It holds
+ * none of the items it waits on: each `ferry_waitset_wait` is given them. Use it from one
+ * thread at a time.
+ */
+typedef struct ferry_waitset ferry_waitset;
+
+/**
  * The settings of a publisher, subscriber, server or client. Start from `ferry_qos_default()`
  * and change what you need; the fields mean what the fields of ferry's Rust `Qos` mean. The strings are read
  * during the call that takes the QoS and not kept.
@@ -348,6 +355,14 @@ typedef struct ferry_qos {
      */
     size_t max_held;
 } ferry_qos;
+
+/**
+ * One item of a wait: its kind (`ferry_wait_kind`) and its handle.
+ */
+typedef struct ferry_wait_item {
+    int32_t kind;
+    void *handle;
+} ferry_wait_item;
 
 #ifdef __cplusplus
 extern "C" {
@@ -927,6 +942,44 @@ uint64_t ferry_response_request_id(const struct ferry_response *response);
  * `response` is NULL or a response handle whose client is live.
  */
 enum ferry_status ferry_response_release(struct ferry_response *response);
+
+/**
+ * Makes a wait set. On success `*out` holds it (free it with `ferry_waitset_free`).
+ *
+ * # Safety
+ * `out` is valid for a write.
+ */
+enum ferry_status ferry_waitset_new(struct ferry_waitset **out);
+
+/**
+ * Frees a wait set. NULL is allowed and does nothing.
+ *
+ * # Safety
+ * `set` is NULL or a wait set not freed yet, not in use by another call.
+ */
+enum ferry_status ferry_waitset_free(struct ferry_waitset *set);
+
+/**
+ * Waits until at least one of the `n` items is ready, then writes the indices of those ready
+ * (in order) to `ready` (at most `ready_cap` of them) and their number to `*n_ready` (which
+ * may exceed `ready_cap`: the rest are ready too). Nothing is taken: receive from the ready
+ * items afterwards. `timeout_ns`: -1 waits as long as it takes, 0 only looks, above 0 waits at
+ * most that long; `FERRY_TIMEOUT` (and `*n_ready` 0) when the time ran out with none ready.
+ * Refused (`FERRY_INVALID_ARGUMENT`) for a NULL or unknown item, an item listed twice, more
+ * than 1024 items, and an item that holds a sample, request or response (release it first).
+ *
+ * # Safety
+ * `set` is a live wait set; `items` points to `n` items whose handles are live and used by no
+ * other thread during the call; `ready` is valid for `ready_cap` writes (NULL when
+ * `ready_cap` is 0); `n_ready` is valid for a write.
+ */
+enum ferry_status ferry_waitset_wait(struct ferry_waitset *set,
+                                     const struct ferry_wait_item *items,
+                                     size_t n,
+                                     int64_t timeout_ns,
+                                     size_t *ready,
+                                     size_t ready_cap,
+                                     size_t *n_ready);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -61,7 +61,7 @@ impl ferry_client {
     /// here).
     // The content of an UnsafeCell, handed out under this function's contract.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn client(&self, function: &str) -> Result<&mut Client, Failure> {
+    pub(crate) unsafe fn client(&self, function: &str) -> Result<&mut Client, Failure> {
         if self.holding() {
             return Err(Failure::invalid(format!(
                 "a response of this client is held; release it (ferry_response_release) before \

@@ -44,6 +44,8 @@ mod server;
 
 mod client;
 
+mod waitset;
+
 mod args;
 
 pub use client::{
@@ -72,6 +74,10 @@ pub use subscriber::{
     ferry_sample_len, ferry_sample_release, ferry_sample_seq, ferry_sample_skipped,
     ferry_subscriber, ferry_subscriber_free, ferry_subscriber_keep, ferry_subscriber_let_go,
     ferry_subscriber_new, ferry_subscriber_publisher_count, ferry_subscriber_recv,
+};
+pub use waitset::{
+    ferry_wait_item, ferry_wait_kind, ferry_waitset, ferry_waitset_free, ferry_waitset_new,
+    ferry_waitset_wait,
 };
 
 // What the header promises about threads: a node may be used from several threads at once, and

@@ -128,7 +128,7 @@ impl ferry_server {
     /// here).
     // The content of an UnsafeCell, handed out under this function's contract.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn server(&self, function: &str) -> Result<&mut Server, Failure> {
+    pub(crate) unsafe fn server(&self, function: &str) -> Result<&mut Server, Failure> {
         if self.holding() {
             return Err(Failure::invalid(format!(
                 "a request of this server is held; answer it (ferry_request_respond) or release \

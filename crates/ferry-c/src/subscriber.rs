@@ -79,7 +79,7 @@ impl ferry_subscriber {
     /// live (each call drops its reference before it returns, except a sample's, checked here).
     // The content of an UnsafeCell, handed out under this function's contract.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn subscriber(&self, function: &str) -> Result<&mut Subscriber, Failure> {
+    pub(crate) unsafe fn subscriber(&self, function: &str) -> Result<&mut Subscriber, Failure> {
         if self.holding() {
             return Err(Failure::invalid(format!(
                 "a sample of this subscriber is held; release it (ferry_sample_release) before \

@@ -590,6 +590,93 @@ fn a_kept_message_stays_readable_while_the_next_ones_are_received() {
 }
 
 #[test]
+fn a_wait_set_says_which_subscriber_has_a_message_and_refuses_bad_items() {
+    let a = Pair::new(&shm_qos());
+    let mut udp = shm_qos();
+    udp.transport = ferry_transport::FERRY_TRANSPORT_UDP as i32;
+    let b = Pair::new(&udp);
+    // SAFETY: live handles from the pairs; the wait set is freed at the end; every array
+    // passed lives across its call.
+    unsafe {
+        let mut set = ptr::null_mut();
+        assert_eq!(ferry_waitset_new(&mut set), FERRY_OK);
+        let items = [
+            ferry_wait_item {
+                kind: ferry_wait_kind::FERRY_WAIT_SUBSCRIBER as i32,
+                handle: a.subscriber.cast(),
+            },
+            ferry_wait_item {
+                kind: ferry_wait_kind::FERRY_WAIT_SUBSCRIBER as i32,
+                handle: b.subscriber.cast(),
+            },
+        ];
+        let mut ready = [usize::MAX; 2];
+        let mut n = usize::MAX;
+        let wait = |timeout_ns: i64, ready: &mut [usize; 2], n: &mut usize| {
+            ferry_waitset_wait(set, items.as_ptr(), 2, timeout_ns, ready.as_mut_ptr(), 2, n)
+        };
+        // Publisher events (each pair's publisher appeared) do not make a subscriber ready
+        // here (it did not ask for them); nothing sent: the time runs out.
+        assert_eq!(wait(20_000_000, &mut ready, &mut n), FERRY_TIMEOUT);
+        assert_eq!(n, 0);
+        for (who, pair) in [(1usize, &b), (0, &a)] {
+            let msg = b"wake";
+            assert_eq!(
+                ferry_publisher_send(pair.publisher, msg.as_ptr().cast(), msg.len()),
+                FERRY_OK
+            );
+            assert_eq!(
+                wait(5_000_000_000, &mut ready, &mut n),
+                FERRY_OK,
+                "{}",
+                last_error()
+            );
+            assert_eq!((n, ready[0]), (1, who));
+            let (status, sample) = pair.recv(0);
+            assert_eq!(status, FERRY_OK);
+            // Holding a sample, the subscriber cannot be waited on.
+            assert_eq!(wait(0, &mut ready, &mut n), FERRY_INVALID_ARGUMENT);
+            assert!(
+                last_error().contains("sample of this subscriber is held"),
+                "{}",
+                last_error()
+            );
+            assert_eq!(ferry_sample_release(sample), FERRY_OK);
+        }
+        // Bad items: listed twice, NULL, an unknown kind, none at all.
+        let twice = [items[0], items[0]];
+        assert_eq!(
+            ferry_waitset_wait(set, twice.as_ptr(), 2, 0, ready.as_mut_ptr(), 2, &mut n),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert!(last_error().contains("listed twice"), "{}", last_error());
+        let null = [ferry_wait_item {
+            kind: 0,
+            handle: ptr::null_mut(),
+        }];
+        assert_eq!(
+            ferry_waitset_wait(set, null.as_ptr(), 1, 0, ready.as_mut_ptr(), 2, &mut n),
+            FERRY_INVALID_ARGUMENT
+        );
+        let odd = [ferry_wait_item {
+            kind: 7,
+            handle: a.subscriber.cast(),
+        }];
+        assert_eq!(
+            ferry_waitset_wait(set, odd.as_ptr(), 1, 0, ready.as_mut_ptr(), 2, &mut n),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert!(last_error().contains("kind is 7"), "{}", last_error());
+        assert_eq!(
+            ferry_waitset_wait(set, items.as_ptr(), 0, 0, ready.as_mut_ptr(), 2, &mut n),
+            FERRY_INVALID_ARGUMENT
+        );
+        assert_eq!(ferry_waitset_free(set), FERRY_OK);
+        assert_eq!(ferry_waitset_free(ptr::null_mut()), FERRY_OK);
+    }
+}
+
+#[test]
 fn a_loan_is_written_in_place_and_sent_once() {
     let pair = Pair::new(&shm_qos());
     // SAFETY: live handles from `pair`; the loan's bytes are written only while it is held.
