@@ -344,6 +344,19 @@ def test_bad_multicast_settings_are_value_errors():
             ferry.Qos(**kwargs)
 
 
+def events_until_gone(sub, timeout=10.0):
+    """The subscriber's events up to and including a "gone" one (bounded)."""
+    events = []
+    deadline = time.monotonic() + timeout
+    while not any(e[0] == "gone" for e in events):
+        assert time.monotonic() < deadline, f"no gone event: {events}"
+        sub.try_recv()
+        time.sleep(0.02)
+        while (e := sub.try_event()) is not None:
+            events.append(e)
+    return events
+
+
 def test_publisher_events_and_a_deadline(domain):
     qos = ferry.Qos(transport="shm", wait="block", deadline=0.01)
     assert qos.deadline == pytest.approx(0.01)
@@ -355,14 +368,7 @@ def test_publisher_events_and_a_deadline(domain):
     assert sub.recv_bytes(timeout=5) == b"x"
     pub.close()
     # The subscriber learns the publisher left, and counts the periods without a message.
-    events = []
-    deadline = time.monotonic() + 10
-    while not any(e[0] == "gone" for e in events):
-        assert time.monotonic() < deadline, f"no gone event: {events}"
-        sub.try_recv()
-        time.sleep(0.02)
-        while (e := sub.try_event()) is not None:
-            events.append(e)
+    events = events_until_gone(sub)
     appeared = [e for e in events if e[0] == "appeared"]
     gone = [e for e in events if e[0] == "gone"]
     assert len(appeared) == 1 and appeared[0][1].startswith("shm:")
@@ -396,14 +402,7 @@ def test_a_udp_publisher_killed_is_gone_after_the_lease(domain, ferry_bin):
         pub.send_signal(signal.SIGKILL)
         pub.wait(timeout=10)
     # Killed: no goodbye comes, and after the lease without a word it is gone, silent.
-    events = []
-    deadline = time.monotonic() + 10
-    while not any(e[0] == "gone" for e in events):
-        assert time.monotonic() < deadline, f"no gone event: {events}"
-        sub.try_recv()
-        time.sleep(0.02)
-        while (e := sub.try_event()) is not None:
-            events.append(e)
+    events = events_until_gone(sub)
     gone = [e for e in events if e[0] == "gone"]
     assert gone[0][2] == "silent", events
     with pytest.raises(ferry.FerryError, match="lease"):

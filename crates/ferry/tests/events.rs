@@ -62,49 +62,71 @@ fn a_shared_memory_publisher_appears_and_closes() {
     assert_eq!(sub.events_dropped(), 0);
 }
 
-#[test]
-fn a_killed_publisher_is_seen_dead_every_time() {
-    let dom = domain("evkill");
-    let node = Node::with_domain("reader", &dom).unwrap();
-    let qos = "block,latest,max=1024";
-    let mut sub = node.subscriber("t", &parse_qos(qos)).unwrap();
+/// `kills` times: a publisher child (`qos`, sending every 2 ms) appears, sends, and is killed
+/// with SIGKILL; `sub` waits for messages (blocked, as an application does) until it learns
+/// of the death, which must be `Gone(.., why)`. Returns the time from each kill to its event,
+/// sorted, and prints their median and maximum under `what`.
+fn kill_times(
+    sub: &mut ferry::Subscriber,
+    dom: &str,
+    qos: &str,
+    kills: usize,
+    why: Gone,
+    what: &str,
+) -> Vec<Duration> {
     let mut seen = Vec::new();
-    for _ in 0..20 {
+    for _ in 0..kills {
         let mut publ = spawn(
             "publisher",
             &[
-                ("DOMAIN", dom.clone()),
+                ("DOMAIN", dom.to_owned()),
                 ("TOPIC", "t".into()),
                 ("QOS", qos.into()),
                 ("PACE_US", "2000".into()),
                 ("WAIT_SUBS", "1".into()),
             ],
         );
-        let (appeared, _) = until_event(&mut sub, Duration::from_secs(20), |e| {
+        let (appeared, _) = until_event(sub, Duration::from_secs(20), |e| {
             matches!(e, Event::Appeared(_))
         });
         let Some(Event::Appeared(id)) = appeared else {
             panic!("the publisher never appeared");
         };
-        // A message from it, so that it runs, then the kill; the subscriber waits for messages
-        // (blocked, as an application does) and learns of the death.
+        // A message from it, so that it runs, then the kill.
         assert!(sub.recv_timeout(Duration::from_secs(20)).unwrap().is_some());
         let killed = Instant::now();
         kill9(&mut publ);
-        let (gone, before) = until_event(&mut sub, Duration::from_secs(10), |e| {
+        let (gone, before) = until_event(sub, Duration::from_secs(10), |e| {
             matches!(e, Event::Gone(..))
         });
         let took = killed.elapsed();
-        assert_eq!(gone, Some(Event::Gone(id, Gone::Died)), "{before:?}");
+        assert_eq!(gone, Some(Event::Gone(id, why)), "{before:?}");
         seen.push(took);
     }
     seen.sort();
     println!(
-        "kill -9 of a publisher seen by its blocked subscriber: median {:.1} ms, max {:.1} ms \
+        "kill -9 of a publisher seen by its subscriber ({what}): median {:.1} ms, max {:.1} ms \
          over {} kills",
         seen[seen.len() / 2].as_secs_f64() * 1e3,
         seen[seen.len() - 1].as_secs_f64() * 1e3,
         seen.len()
+    );
+    seen
+}
+
+#[test]
+fn a_killed_publisher_is_seen_dead_every_time() {
+    let dom = domain("evkill");
+    let node = Node::with_domain("reader", &dom).unwrap();
+    let qos = "block,latest,max=1024";
+    let mut sub = node.subscriber("t", &parse_qos(qos)).unwrap();
+    kill_times(
+        &mut sub,
+        &dom,
+        qos,
+        20,
+        Gone::Died,
+        "shared memory, blocked",
     );
 }
 
@@ -118,42 +140,7 @@ fn a_killed_udp_publisher_is_gone_after_the_lease_the_subscriber_set() {
     let qos = "udp,block,latest,max=1024";
     let lease = Duration::from_millis(500);
     let mut sub = node.subscriber("t", &parse_qos(qos).lease(lease)).unwrap();
-    let mut seen = Vec::new();
-    for _ in 0..5 {
-        let mut publ = spawn(
-            "publisher",
-            &[
-                ("DOMAIN", dom.clone()),
-                ("TOPIC", "t".into()),
-                ("QOS", qos.into()),
-                ("PACE_US", "2000".into()),
-                ("WAIT_SUBS", "1".into()),
-            ],
-        );
-        let (appeared, _) = until_event(&mut sub, Duration::from_secs(20), |e| {
-            matches!(e, Event::Appeared(_))
-        });
-        let Some(Event::Appeared(id)) = appeared else {
-            panic!("the publisher never appeared");
-        };
-        assert!(sub.recv_timeout(Duration::from_secs(20)).unwrap().is_some());
-        kill9(&mut publ);
-        let killed = Instant::now();
-        let (gone, before) = until_event(&mut sub, Duration::from_secs(10), |e| {
-            matches!(e, Event::Gone(..))
-        });
-        let took = killed.elapsed();
-        assert_eq!(gone, Some(Event::Gone(id, Gone::Silent)), "{before:?}");
-        seen.push(took);
-    }
-    seen.sort();
-    println!(
-        "kill -9 of a UDP publisher seen by its subscriber with a 500 ms lease: median {:.0} ms, \
-         max {:.0} ms over {} kills",
-        seen[seen.len() / 2].as_secs_f64() * 1e3,
-        seen[seen.len() - 1].as_secs_f64() * 1e3,
-        seen.len()
-    );
+    kill_times(&mut sub, &dom, qos, 5, Gone::Silent, "UDP, a 500 ms lease");
 }
 
 #[test]
