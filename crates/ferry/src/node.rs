@@ -926,44 +926,6 @@ impl Subscriber {
             .map(|side| self.sample(side)))
     }
 
-    /// Waits for the next message in any async runtime (tokio, async-std, smol, a `block_on` of
-    /// your own): ferry needs none. While the future waits, one thread of the process (started
-    /// on first use) watches the subscriber's wake-ups, as a wait set does, and wakes the task:
-    /// the executor's threads are free meanwhile. `timeout`: `None` waits as long as it takes;
-    /// `Ok(None)` when the time ran out. Publisher events and missed deadlines do not end the
-    /// wait (take them with `try_event`). Dropping the future cancels the wait.
-    pub async fn recv_async(
-        &mut self,
-        timeout: Option<Duration>,
-    ) -> Result<Option<Sample<'_>>, RecvError> {
-        use std::os::fd::AsRawFd;
-        let end = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut set = crate::WaitSet::new();
-        loop {
-            if let Some(side) = self.ready(None, false)? {
-                return Ok(Some(self.sample(side)));
-            }
-            if end.is_some_and(|e| Instant::now() >= e) {
-                return Ok(None);
-            }
-            let mut messages = crate::waitset::Messages(&mut *self);
-            let armed = set
-                .arm(vec![&mut messages])
-                .map_err(|e| RecvError::Wait(e.to_string()))?;
-            let Some(fd) = armed.fd().map(|fd| fd.as_raw_fd()) else {
-                continue;
-            };
-            let until = match (armed.until(), end) {
-                (Some(u), Some(e)) => Some(u.min(e)),
-                (u, e) => u.or(e),
-            };
-            crate::reactor::Readable::new(fd, until)
-                .await
-                .map_err(RecvError::Wait)?;
-            drop(armed);
-        }
-    }
-
     /// Waits for the next message and copies it into `buf` (replacing its contents).
     pub fn recv_into(&mut self, buf: &mut Vec<u8>) -> Result<(), RecvError> {
         let sample = self.recv()?;

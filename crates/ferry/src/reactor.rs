@@ -6,12 +6,17 @@
 //! A registration is one-shot: its waker is woken once, when its descriptor becomes readable or
 //! its time comes, and it is forgotten; the future then looks, and registers again if it must
 //! wait more. A future dropped before that takes its registration back first.
+//!
+//! (It sits above the node and the wait set, which it uses; neither uses it.)
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Mutex, OnceLock};
 use std::task::Waker;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use crate::waitset::{Messages, WaitSet};
+use crate::{RecvError, Sample, Subscriber};
 
 struct Reactor {
     epoll: OwnedFd,
@@ -28,6 +33,44 @@ struct State {
 
 /// The id `control` carries in epoll (registrations count from 1).
 const CONTROL: u64 = 0;
+
+impl Subscriber {
+    /// Waits for the next message in any async runtime (tokio, async-std, smol, a `block_on` of
+    /// your own): ferry needs none. While the future waits, one thread of the process (started
+    /// on first use) watches the subscriber's wake-ups, as a wait set does, and wakes the task:
+    /// the executor's threads are free meanwhile. `timeout`: `None` waits as long as it takes;
+    /// `Ok(None)` when the time ran out. Publisher events and missed deadlines do not end the
+    /// wait (take them with `try_event`). Dropping the future cancels the wait.
+    pub async fn recv_async(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Sample<'_>>, RecvError> {
+        use std::os::fd::AsRawFd;
+        let end = timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut set = WaitSet::new();
+        loop {
+            if let Some(side) = self.ready(None, false)? {
+                return Ok(Some(self.sample(side)));
+            }
+            if end.is_some_and(|e| Instant::now() >= e) {
+                return Ok(None);
+            }
+            let mut messages = Messages(&mut *self);
+            let armed = set
+                .arm(vec![&mut messages])
+                .map_err(|e| RecvError::Wait(e.to_string()))?;
+            let Some(fd) = armed.fd().map(|fd| fd.as_raw_fd()) else {
+                continue;
+            };
+            let until = match (armed.until(), end) {
+                (Some(u), Some(e)) => Some(u.min(e)),
+                (u, e) => u.or(e),
+            };
+            Readable::new(fd, until).await.map_err(RecvError::Wait)?;
+            drop(armed);
+        }
+    }
+}
 
 static REACTOR: OnceLock<Result<Reactor, String>> = OnceLock::new();
 /// The thread, started once the reactor is in place (or why it could not start).
