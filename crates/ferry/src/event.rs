@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use crate::PublisherId;
+use crate::qos::Transport;
 
 /// Why a publisher is gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +77,52 @@ impl Events {
 
     pub(crate) fn dropped(&self) -> u64 {
         self.dropped
+    }
+}
+
+/// Which publisher a message came from: the shared-memory publisher's token (unique within its
+/// topic's directory) or the UDP publisher's session id (random). A publisher that starts again
+/// has a new one; an `auto` publisher has one per transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PublisherId {
+    pub(crate) udp: bool,
+    pub(crate) id: u64,
+}
+
+impl PublisherId {
+    /// The transport the message came by: [`Transport::Shm`] or [`Transport::Udp`].
+    pub fn transport(&self) -> Transport {
+        if self.udp {
+            Transport::Udp
+        } else {
+            Transport::Shm
+        }
+    }
+
+    /// The token or session id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) fn shm(token: u64) -> PublisherId {
+        PublisherId {
+            udp: false,
+            id: token,
+        }
+    }
+
+    pub(crate) fn udp(session: u64) -> PublisherId {
+        PublisherId {
+            udp: true,
+            id: session,
+        }
+    }
+}
+
+impl std::fmt::Display for PublisherId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if self.udp { "udp" } else { "shm" };
+        write!(f, "{kind}:{:016x}", self.id)
     }
 }
 

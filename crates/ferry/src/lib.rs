@@ -64,10 +64,8 @@ mod udp;
 pub use config::{Impairment, NodeConfig};
 pub use cycle::{Cycle, CycleStats, Schedule, Tick};
 pub use error::{Error, PodError, RecvError, SendError};
-pub use event::{Event, Gone};
-pub use node::{
-    Kept, Loan, LoanSlice, Node, Publisher, PublisherId, PublisherInfo, Sample, Subscriber,
-};
+pub use event::{Event, Gone, PublisherId};
+pub use node::{Kept, Loan, LoanSlice, Node, Publisher, PublisherInfo, Sample, Subscriber};
 pub use pod::Pod;
 pub use qos::{
     Delivery, IpVersion, MulticastGroup, Qos, Transport, WaitStrategy, DEFAULT_LEASE, MAX_HELD,

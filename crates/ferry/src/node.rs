@@ -18,7 +18,7 @@ use crate::{DomainKey, Error, Event, NodeConfig, PodError, Qos, RecvError, SendE
 use std::sync::Arc;
 
 use crate::deadline::Deadline;
-use crate::event::Events;
+use crate::event::{Events, PublisherId};
 
 /// Every loaned payload starts at a multiple of this: ring records are 8-byte aligned with a
 /// 16-byte header, and UDP buffers are heap allocations (16-byte aligned).
@@ -973,52 +973,6 @@ fn auto_ready(
         } else if udp_live && u.wait(wait)? {
             return Ok(Some(Side::Udp));
         }
-    }
-}
-
-/// Which publisher a message came from: the shared-memory publisher's token (unique within its
-/// topic's directory) or the UDP publisher's session id (random). A publisher that starts again
-/// has a new one; an `auto` publisher has one per transport.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PublisherId {
-    udp: bool,
-    id: u64,
-}
-
-impl PublisherId {
-    /// The transport the message came by: [`Transport::Shm`] or [`Transport::Udp`].
-    pub fn transport(&self) -> Transport {
-        if self.udp {
-            Transport::Udp
-        } else {
-            Transport::Shm
-        }
-    }
-
-    /// The token or session id.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    pub(crate) fn shm(token: u64) -> PublisherId {
-        PublisherId {
-            udp: false,
-            id: token,
-        }
-    }
-
-    pub(crate) fn udp(session: u64) -> PublisherId {
-        PublisherId {
-            udp: true,
-            id: session,
-        }
-    }
-}
-
-impl std::fmt::Display for PublisherId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = if self.udp { "udp" } else { "shm" };
-        write!(f, "{kind}:{:016x}", self.id)
     }
 }
 
