@@ -47,7 +47,7 @@ impl Subscriber {
     ) -> Result<Option<Sample<'_>>, RecvError> {
         use std::os::fd::AsRawFd;
         let end = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut set = WaitSet::new();
+        let mut set = PooledSet::take();
         loop {
             if let Some(side) = self.ready(None, false)? {
                 return Ok(Some(self.sample(side)));
@@ -57,6 +57,9 @@ impl Subscriber {
             }
             let mut messages = Messages(&mut *self);
             let armed = set
+                .0
+                .as_mut()
+                .expect("held until dropped")
                 .arm(vec![&mut messages])
                 .map_err(|e| RecvError::Wait(e.to_string()))?;
             let Some(fd) = armed.fd().map(|fd| fd.as_raw_fd()) else {
@@ -68,6 +71,34 @@ impl Subscriber {
             };
             Readable::new(fd, until).await.map_err(RecvError::Wait)?;
             drop(armed);
+        }
+    }
+}
+
+/// Wait sets of finished waits, kept for the next: a set's helper thread (which watches
+/// shared-memory doorbells) then serves wait after wait instead of being started and joined
+/// for each. At most `MAX_IDLE_SETS` are kept.
+static IDLE_SETS: Mutex<Vec<WaitSet>> = Mutex::new(Vec::new());
+const MAX_IDLE_SETS: usize = 16;
+
+/// A wait set taken from `IDLE_SETS` (or new), given back when dropped (also when a waiting
+/// future is dropped: its arming, declared after it, is dropped first and leaves it clean).
+struct PooledSet(Option<WaitSet>);
+
+impl PooledSet {
+    fn take() -> PooledSet {
+        let idle = IDLE_SETS.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        PooledSet(Some(idle.unwrap_or_default()))
+    }
+}
+
+impl Drop for PooledSet {
+    fn drop(&mut self) {
+        if let Some(set) = self.0.take() {
+            let mut idle = IDLE_SETS.lock().unwrap_or_else(|e| e.into_inner());
+            if idle.len() < MAX_IDLE_SETS {
+                idle.push(set);
+            }
         }
     }
 }
