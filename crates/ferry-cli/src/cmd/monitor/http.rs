@@ -470,6 +470,22 @@ mod tests {
         out
     }
 
+    /// A query's values are percent-decoded; a broken escape or bytes that are not UTF-8
+    /// give no value (the request is then answered 400), never a panic.
+    #[test]
+    fn query_values_are_decoded_and_broken_ones_refused() {
+        let q = "domain=robot&topic=sensors%2Fimu+raw&x=%E2%9C%93";
+        assert_eq!(param(q, "domain").as_deref(), Some("robot"));
+        assert_eq!(param(q, "topic").as_deref(), Some("sensors/imu raw"));
+        assert_eq!(param(q, "x").as_deref(), Some("\u{2713}"));
+        assert_eq!(param(q, "absent"), None);
+        for bad in ["topic=%", "topic=%2", "topic=%zz", "topic=%ff", "topic=%C3"] {
+            assert_eq!(param(bad, "topic"), None, "{bad}");
+        }
+        // A key that only begins like another is not it.
+        assert_eq!(param("topics=a", "topic"), None);
+    }
+
     #[test]
     fn a_listener_with_a_token_serves_only_requests_that_carry_it() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
