@@ -11,7 +11,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 
 use ferry::udp::discovery::{decode_message, Announcement, Entry, Message, Role};
-use ferry::udp::frame::{self, decode, Common, Kind, NakEntry, FLAG_RELIABLE};
+use ferry::udp::frame::{self, decode, Common, Kind, NakEntry, FLAG_HISTORY, FLAG_RELIABLE};
 use ferry_fuzz::{
     message, Bytes, RingOp, RingSetup, RxOp, RxSetup, TxOp, TxSetup, KNOWN_RECEIVER, RECEIVER_ID,
     RING_CAPACITIES, SESSION, TOPIC,
@@ -52,8 +52,14 @@ fn fragments(session: u64, seq: u64, pos: u64, msg: &[u8], frag: usize) -> Vec<V
 }
 
 fn heartbeat(session: u64, next: u64, oldest: u64) -> Vec<u8> {
+    history_heartbeat(session, next, oldest, next)
+}
+
+/// A heartbeat saying the session keeps history from `history_from`.
+fn history_heartbeat(session: u64, next: u64, oldest: u64, history_from: u64) -> Vec<u8> {
     let mut b = Vec::new();
-    frame::put_heartbeat(&mut b, &common(Kind::Heartbeat, session), next, oldest, 0);
+    let c = common(Kind::Heartbeat, session);
+    frame::put_heartbeat(&mut b, &c, next, oldest, 0, history_from);
     b
 }
 
@@ -148,6 +154,8 @@ fn announcement(entries: usize) -> Announcement {
                 port: 40_000 + i as u16,
                 id: 0xF00 + i as u64,
                 reliable: i % 3 != 2,
+                max_message: if i % 2 == 0 { 0 } else { 1 << 20 },
+                type_hash: 0,
             })
             .collect(),
     }
@@ -201,11 +209,13 @@ fn receiver_seeds() -> Vec<(&'static str, Vec<u8>)> {
         reliable: true,
         max_sessions: 2,
         buffer_bytes: 256 << 10,
+        history: 0,
     };
     let latest = RxSetup {
         reliable: false,
         max_sessions: 4,
         buffer_bytes: 16 << 10,
+        history: 0,
     };
     let (a, b) = (message(0, 1000), message(1, 300));
     let fa = fragments(SESSION, 0, 0, &a, 400);
@@ -273,6 +283,31 @@ fn receiver_seeds() -> Vec<(&'static str, Vec<u8>)> {
             ),
         ),
         (
+            // A latest receiver that asks for 3 messages of history joins at message 2: the
+            // heartbeat says the history starts at 0, messages 0 and 1 come as repairs, then 2.
+            "joiner-takes-its-history",
+            rx_input(
+                RxSetup {
+                    history: 3,
+                    ..latest
+                },
+                &[
+                    RxOp::Datagram(&history_heartbeat(SESSION, 2, 0, 0)),
+                    RxOp::Verify(SESSION),
+                    RxOp::Tick(300),
+                    RxOp::Datagram(&fragments(SESSION, 2, 30, &b[..5], 400)[0]),
+                    RxOp::Datagram(&fa[1]),
+                    RxOp::Datagram(&fa[0]),
+                    RxOp::Datagram(&fa[2]),
+                    RxOp::Take,
+                    RxOp::Datagram(&fragments(SESSION, 1, 1000, &b[..30], 400)[0]),
+                    RxOp::Take,
+                    RxOp::Take,
+                    RxOp::Tick(1_100_000),
+                ],
+            ),
+        ),
+        (
             "two-sessions-latest",
             rx_input(
                 latest,
@@ -313,6 +348,7 @@ fn sender_seeds() -> Vec<(&'static str, Vec<u8>)> {
         max_receivers: 2,
         messages: 4,
         first_length: 3,
+        keep: 0,
     };
     let known = u64::from(KNOWN_RECEIVER);
     let raw_nak = nak(
@@ -329,6 +365,11 @@ fn sender_seeds() -> Vec<(&'static str, Vec<u8>)> {
     );
     let raw_status = status(known, 100, 4096, 1);
     let stranger = status(0x5EED, 0, 1 << 20, 0);
+    // A joiner's STATUS (it waits to learn where the history starts) and its history NAK.
+    let mut joining = status(known, 0, 4096, 0);
+    joining[4] |= FLAG_HISTORY as u8;
+    let mut history_nak = nak(known, &[whole(1), whole(2), whole(3)]);
+    history_nak[4] |= FLAG_HISTORY as u8;
     vec![
         (
             "naks",
@@ -425,6 +466,20 @@ fn sender_seeds() -> Vec<(&'static str, Vec<u8>)> {
                         entries: vec![whole(1)],
                     },
                 ],
+            ),
+        ),
+        (
+            // A latest publisher keeping 4 messages for joiners serves a joiner's history.
+            "latest-history",
+            tx_input(
+                TxSetup {
+                    max_datagram: 1472,
+                    reliable: false,
+                    messages: 6,
+                    keep: 4,
+                    ..setup
+                },
+                &[TxOp::Datagram(&joining), TxOp::Datagram(&history_nak)],
             ),
         ),
     ]

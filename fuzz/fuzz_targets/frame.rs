@@ -36,10 +36,18 @@ fuzz_target!(|data: &[u8]| {
             next_seq,
             oldest_seq,
             challenge,
+            history_from,
         } => {
             assert_eq!(common.kind, Kind::Heartbeat);
-            assert!(oldest_seq <= next_seq);
-            frame::put_heartbeat(&mut again, &common, next_seq, oldest_seq, challenge);
+            assert!(oldest_seq <= next_seq && history_from <= next_seq);
+            frame::put_heartbeat(
+                &mut again,
+                &common,
+                next_seq,
+                oldest_seq,
+                challenge,
+                history_from,
+            );
         }
         Frame::Nak {
             common,

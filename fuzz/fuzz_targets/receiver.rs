@@ -46,6 +46,7 @@ fuzz_target!(|data: &[u8]| {
         max_message: setup.max_message(),
         buffer_bytes: setup.buffer_bytes,
         max_sessions: setup.max_sessions,
+        history: setup.history,
         ..ReceiverConfig::default()
     };
     let mut sink = Checked {

@@ -6,7 +6,9 @@
 //! bytes of the message it names.
 #![no_main]
 
-use ferry::udp::frame::{self, decode, Common, Frame, Kind, FLAG_RELIABLE, FLAG_RETRANSMIT};
+use ferry::udp::frame::{
+    self, decode, Common, Frame, Kind, FLAG_HISTORY, FLAG_RELIABLE, FLAG_RETRANSMIT,
+};
 use ferry::udp::sender::{Dest, Sender, SenderConfig, Sink, MAX_REPAIR_FRAMES_PER_NAK};
 use ferry_fuzz::{message, Bytes, TxOp, TxSetup, KNOWN_RECEIVER, SESSION, TOPIC};
 use libfuzzer_sys::fuzz_target;
@@ -104,7 +106,11 @@ impl Sink for Checked {
                         assert_eq!((bytes, stream_pos + at), (&msg[..], *pos), "message {seq}");
                     }
                 }
-                Frame::Heartbeat { .. } | Frame::Bye { .. } => assert_eq!(dest, Dest::All),
+                // To everyone, or to a receiver that joined and asked for the history.
+                Frame::Heartbeat { .. } => {
+                    assert!(matches!(dest, Dest::All | Dest::Receiver(_)), "{dest:?}")
+                }
+                Frame::Bye { .. } => assert_eq!(dest, Dest::All),
                 f => panic!("a sender sent {f:?}"),
             }
         }
@@ -141,6 +147,7 @@ fuzz_target!(|data: &[u8]| {
         max_datagram: setup.max_datagram,
         reliable: setup.reliable,
         max_receivers: setup.max_receivers,
+        history: setup.keep,
         ..SenderConfig::default()
     };
     let mut sink = Checked {
@@ -227,10 +234,19 @@ fuzz_target!(|data: &[u8]| {
                     "{} bytes answered one datagram, the cap is {cap}",
                     sink.sent
                 );
-                if let Frame::Nak { receiver, .. } = f {
-                    assert!(sink.dests.iter().all(|d| *d == To::Receiver(receiver)));
-                } else {
-                    assert_eq!(sink.sent, 0, "only NAKs are answered");
+                match f {
+                    Frame::Nak { receiver, .. } => {
+                        assert!(sink.dests.iter().all(|d| *d == To::Receiver(receiver)));
+                    }
+                    // A joiner's STATUS: one heartbeat to that receiver, smaller than the
+                    // STATUS.
+                    Frame::Status {
+                        common, receiver, ..
+                    } if common.flags & FLAG_HISTORY != 0 => {
+                        assert!(sink.dests.iter().all(|d| *d == To::Receiver(receiver)));
+                        assert!(sink.sent < buf.len() as u64, "{} bytes", sink.sent);
+                    }
+                    _ => assert_eq!(sink.sent, 0, "only NAKs and joiners are answered"),
                 }
             }
         }

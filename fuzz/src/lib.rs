@@ -65,10 +65,13 @@ pub struct RxSetup {
     /// 1 to 4.
     pub max_sessions: usize,
     pub buffer_bytes: u64,
+    /// Messages of history asked of each session that was running when the receiver joined.
+    pub history: u64,
 }
 
 impl RxSetup {
     const BUFFERS: [u64; 4] = [16 << 10, 256 << 10, 1 << 20, 8 << 20];
+    const HISTORIES: [u64; 4] = [0, 3, 64, ferry::udp::receiver::MAX_HISTORY];
 
     pub fn read(b: &mut Bytes<'_>) -> RxSetup {
         let x = b.u8().unwrap_or(0);
@@ -76,6 +79,7 @@ impl RxSetup {
             reliable: x & 1 == 0,
             max_sessions: 1 + usize::from(x >> 1 & 3),
             buffer_bytes: Self::BUFFERS[usize::from(x >> 3 & 3)],
+            history: Self::HISTORIES[usize::from(x >> 5 & 3)],
         }
     }
 
@@ -84,7 +88,16 @@ impl RxSetup {
             .iter()
             .position(|&b| b == self.buffer_bytes)
             .expect("one of the buffer sizes") as u8;
-        out.push(u8::from(!self.reliable) | ((self.max_sessions as u8 - 1) & 3) << 1 | buffer << 3);
+        let history = Self::HISTORIES
+            .iter()
+            .position(|&h| h == self.history)
+            .expect("one of the histories") as u8;
+        out.push(
+            u8::from(!self.reliable)
+                | ((self.max_sessions as u8 - 1) & 3) << 1
+                | buffer << 3
+                | history << 5,
+        );
     }
 
     /// The longest message: at most 64 KiB, and at most a quarter of the buffer (the endpoint
@@ -148,6 +161,8 @@ pub struct TxSetup {
     /// Where the first message's length is in [`TxSetup::LENGTHS`] (each next message takes
     /// the next length).
     pub first_length: usize,
+    /// Messages kept for late joiners (`SenderConfig::history`): 0 or 4.
+    pub keep: u64,
 }
 
 impl TxSetup {
@@ -163,6 +178,7 @@ impl TxSetup {
             max_receivers: 1 + usize::from(x >> 3 & 3),
             messages: usize::from(h & 7),
             first_length: usize::from(h >> 3 & 7),
+            keep: u64::from(h >> 6 & 1) * 4,
         }
     }
 
@@ -172,7 +188,11 @@ impl TxSetup {
             .position(|&d| d == self.max_datagram)
             .expect("one of the datagram sizes") as u8;
         out.push(dg | u8::from(!self.reliable) << 2 | ((self.max_receivers as u8 - 1) & 3) << 3);
-        out.push((self.messages as u8 & 7) | (self.first_length as u8 & 7) << 3);
+        out.push(
+            (self.messages as u8 & 7)
+                | (self.first_length as u8 & 7) << 3
+                | u8::from(self.keep > 0) << 6,
+        );
     }
 
     /// The length of history message `k`.

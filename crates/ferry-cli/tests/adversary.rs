@@ -539,7 +539,7 @@ impl Attacker {
     fn heartbeat(&mut self, session: u64, next: u64, oldest: u64) {
         self.buf.clear();
         let c = self.common(Kind::Heartbeat, FLAG_RELIABLE, session);
-        frame::put_heartbeat(&mut self.buf, &c, next, oldest, 0);
+        frame::put_heartbeat(&mut self.buf, &c, next, oldest, 0, next);
     }
 
     fn session(&mut self) -> u64 {
@@ -580,7 +580,7 @@ impl Attacker {
                     let c = self.common(kind, FLAG_RELIABLE, session);
                     match kind {
                         Kind::Data => frame::put_data(&mut self.buf, &c, 1, 10, 0, 0, &[7; 10]),
-                        Kind::Heartbeat => frame::put_heartbeat(&mut self.buf, &c, 9, 1, 0),
+                        Kind::Heartbeat => frame::put_heartbeat(&mut self.buf, &c, 9, 1, 0, 9),
                         Kind::Nak => frame::put_nak(&mut self.buf, &c, 5, &[]),
                         Kind::Status => frame::put_status(&mut self.buf, &c, 5, 1, 1, 1, 0, 1, 1),
                         Kind::Bye => frame::put_bye(&mut self.buf, &c, 9),

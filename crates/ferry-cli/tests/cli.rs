@@ -592,6 +592,15 @@ fn one_echo_reads_several_topics_each_line_naming_its_topic() {
 
 #[test]
 fn echo_that_starts_late_gets_what_pub_kept_then_the_live_ones() {
+    echo_late_over("auto");
+}
+
+#[test]
+fn over_udp_echo_that_starts_late_gets_what_pub_kept() {
+    echo_late_over("udp");
+}
+
+fn echo_late_over(transport: &str) {
     let d = domain("hist");
     // Twenty messages at once, kept five, then quiet for a while.
     let publisher = spawn_in(
@@ -609,6 +618,8 @@ fn echo_that_starts_late_gets_what_pub_kept_then_the_live_ones() {
             "5",
             "--keep-alive",
             "30",
+            "--transport",
+            transport,
         ],
     );
     publisher.await_line(true, "staying", LONG);
@@ -625,6 +636,8 @@ fn echo_that_starts_late_gets_what_pub_kept_then_the_live_ones() {
             "20",
             "--domain",
             &d,
+            "--transport",
+            transport,
         ],
         LONG,
     );

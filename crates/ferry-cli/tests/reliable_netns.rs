@@ -195,3 +195,96 @@ fn pub_larger_than_a_remote_subscriber_takes_fails_naming_it() {
     );
     drop(pair);
 }
+
+#[test]
+#[ignore = "needs root"]
+fn echo_on_another_host_that_starts_late_gets_the_history_pub_kept() {
+    let missing = netns::missing(false);
+    assert!(
+        missing.is_empty(),
+        "two namespaces need {missing:?}; CI runs this test as root"
+    );
+    let pair = Pair::create(&Spec {
+        prefix: "ferry-hist-test-",
+        device: "fht",
+        net: 213,
+        rate: None,
+    })
+    .expect("two network namespaces joined by a link");
+    let (a, b) = (pair.addr[0].to_string(), pair.addr[1].to_string());
+    let domain = format!("histns{}", std::process::id());
+    // A thousand messages to nobody, the last ten kept; then quiet, for a while.
+    let publisher = start(
+        &pair,
+        0,
+        &[
+            "pub",
+            "config",
+            "--transport",
+            "udp",
+            "--size",
+            "64",
+            "--rate",
+            "0",
+            "--count",
+            "1000",
+            "--history",
+            "10",
+            "--keep-alive",
+            "20",
+            "--domain",
+            &domain,
+        ],
+        &b,
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let echo = start(
+        &pair,
+        1,
+        &[
+            "echo",
+            "config",
+            "--transport",
+            "udp",
+            "--history",
+            "10",
+            "--count",
+            "10",
+            "--json",
+            "--timeout",
+            "15",
+            "--domain",
+            &domain,
+        ],
+        &a,
+    );
+    let e = echo
+        .recv_timeout(LONG)
+        .expect("echo ends")
+        .expect("echo's output");
+    let e_out = String::from_utf8_lossy(&e.stdout);
+    assert!(
+        e.status.success(),
+        "echo: {}\n{e_out}",
+        String::from_utf8_lossy(&e.stderr)
+    );
+    let seqs: Vec<u64> = e_out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(seqs, (990..1000).collect::<Vec<u64>>(), "{e_out}");
+    let p = publisher
+        .recv_timeout(LONG)
+        .expect("pub ends")
+        .expect("pub's output");
+    assert!(
+        p.status.success(),
+        "pub: {}",
+        String::from_utf8_lossy(&p.stderr)
+    );
+    drop(pair);
+}

@@ -61,8 +61,8 @@ pub struct Options {
     pub scan: Duration,
     /// To Zenoh: how many of the messages a ferry publisher kept (`Qos::history`) the bridge
     /// forwards when it finds the publisher already running, so that what was published before
-    /// the bridge saw the topic still reaches Zenoh. Over shared memory only (the bridge's own
-    /// host); 0 under `Transport::Udp`.
+    /// the bridge saw the topic still reaches Zenoh: from publishers of the bridge's host
+    /// (shared memory) and of other hosts (UDP, at most 8192).
     pub history: usize,
 }
 
@@ -411,11 +411,11 @@ impl Shared {
             .max_message_size(self.options.max_message)
     }
 
-    /// The QoS of the bridge's ferry subscribers: as `qos`, asking for history where ferry
-    /// keeps it.
+    /// The QoS of the bridge's ferry subscribers: as `qos`, asking for history (over UDP at
+    /// most what a UDP subscriber takes).
     fn subscriber_qos(&self) -> Qos {
         let history = match self.options.transport {
-            Transport::Udp => 0,
+            Transport::Udp => self.options.history.min(ferry::MAX_UDP_HISTORY),
             _ => self.options.history,
         };
         self.qos().history(history)

@@ -68,7 +68,8 @@ struct Args {
 
     /// Forward up to K of the messages a ferry publisher kept (`ferry pub --history N`) when
     /// the bridge finds it already running, so that what it published before the bridge saw
-    /// its topic reaches Zenoh too (shared memory, this host's publishers)
+    /// its topic reaches Zenoh too (this host's publishers and, over UDP, at most 8192 of other
+    /// hosts' publishers)
     #[arg(long, value_name = "K", default_value_t = 64)]
     history: usize,
 

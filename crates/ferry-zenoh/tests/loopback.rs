@@ -217,3 +217,53 @@ fn topics_over_the_limit_are_left_out_and_counted_once() {
     assert_eq!(counts["topics_not_bridged"], 2, "{counts}");
     assert_eq!(counts["to_zenoh"].as_object().unwrap().len(), 1, "{counts}");
 }
+
+/// A ferry publisher that sends a burst the moment it starts, before the bridge has seen its
+/// topic: the bridge asks for the publisher's history, so the Zenoh application hears every
+/// message of the burst, in order, once each (without it, the first ones were missed).
+fn a_burst_at_start_reaches_zenoh_whole(transport: ferry::Transport, word: &str) {
+    let dom = domain("burst");
+    let endpoint = format!("tcp/127.0.0.1:{}", free_port());
+    let bridge = BridgeProcess::start(&[
+        "--domain",
+        &dom,
+        "--listen",
+        &endpoint,
+        "--no-multicast-scouting",
+        "--scan-interval",
+        "0.1",
+        "--transport",
+        word,
+    ]);
+    let app = zenoh_session("client", std::slice::from_ref(&endpoint), &[]);
+    let (heard, _sub) = listen(&app, &format!("ferry/{dom}/**"));
+    // The bridge's Zenoh session answers before the publisher starts.
+    std::thread::sleep(Duration::from_millis(500));
+    let node = Node::with_domain("config", &dom).unwrap();
+    let qos = Qos::default().transport(transport).history(64);
+    let mut publisher = node.publisher("robot/config", &qos).unwrap();
+    for seq in 0..50u64 {
+        publisher.send(&payload(seq, 200)).unwrap();
+    }
+    let reached = wait_until(Duration::from_secs(30), || heard.lock().unwrap().len() >= 50);
+    let seqs: Vec<u64> = heard
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, b)| check(b).expect("every byte as published"))
+        .collect();
+    assert!(reached, "{word}: heard {seqs:?}");
+    assert_eq!(seqs, (0..50).collect::<Vec<u64>>(), "{word}");
+    drop(publisher);
+    bridge.stop();
+}
+
+#[test]
+fn a_burst_sent_before_the_bridge_saw_the_topic_reaches_zenoh_whole() {
+    a_burst_at_start_reaches_zenoh_whole(ferry::Transport::Shm, "shm");
+}
+
+#[test]
+fn over_udp_a_burst_sent_before_the_bridge_saw_the_topic_reaches_zenoh_whole() {
+    a_burst_at_start_reaches_zenoh_whole(ferry::Transport::Udp, "udp");
+}

@@ -69,7 +69,7 @@ pub use node::{Kept, Loan, LoanSlice, Node, Publisher, PublisherInfo, Sample, Su
 pub use pod::Pod;
 pub use qos::{
     Delivery, IpVersion, MulticastGroup, Qos, Transport, WaitStrategy, DEFAULT_LEASE, MAX_HELD,
-    MAX_LEASE, MIN_LEASE,
+    MAX_HISTORY, MAX_LEASE, MAX_UDP_HISTORY, MIN_LEASE,
 };
 pub use service::{CallError, Client, ReplyTo, Request, RequestId, Response, Server};
 pub use sys::udp::MulticastInterface;

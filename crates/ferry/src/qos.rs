@@ -161,13 +161,14 @@ pub struct Qos {
     /// (`Event::DeadlineMissed`, `ferry stats`), a publisher each period it let pass without
     /// sending. From 1 ms to an hour.
     pub deadline: Option<Duration>,
-    /// History for subscribers that join later, over shared memory. A publisher keeps its last
-    /// `history` messages in its ring (as many of them as the ring holds: size it with
-    /// `ring_capacity`); a subscriber that joins a publisher already running gets the last
-    /// `history` of those it kept, oldest first, then the live ones, with no gap and no
-    /// duplicate. 0 (the default): none kept, none asked for. At most 65536. UDP does not carry
-    /// history yet: a `Transport::Udp` end asking for it is refused, and under `Transport::Auto`
-    /// only subscribers of the publisher's host get it.
+    /// History for subscribers that join later. A publisher keeps its last `history` messages
+    /// (in its ring, as many of them as the ring holds: size it with `ring_capacity`; over UDP
+    /// in its retransmit window, within 64 MiB); a subscriber that joins a publisher already
+    /// running gets the last `history` of those it kept, oldest first, then the live ones, with
+    /// no gap and no duplicate, under either delivery (over UDP the history is repaired like
+    /// reliable messages, whatever the delivery). 0 (the default): none kept, none asked for.
+    /// At most 65536; a UDP subscriber takes at most 8192 (a `Transport::Udp` end asking more
+    /// is refused).
     pub history: usize,
     /// UDP subscriber: a publisher not heard from for this long is gone (`Event::Gone` with
     /// `Gone::Silent`): killed, cut off, or its host down. An idle publisher sends a heartbeat
@@ -200,6 +201,10 @@ pub const MAX_HELD: usize = 1024;
 
 /// The most messages `Qos::history` keeps or asks for.
 pub const MAX_HISTORY: usize = 1 << 16;
+
+/// The most messages of history a UDP subscriber takes from a publisher (half the receive
+/// window: the live messages that follow are still within it).
+pub const MAX_UDP_HISTORY: usize = (crate::udp::frame::MESSAGE_WINDOW / 2) as usize;
 
 impl Default for Qos {
     fn default() -> Qos {
@@ -359,10 +364,10 @@ impl Qos {
                 self.history
             )));
         }
-        if self.history > 0 && self.transport == Transport::Udp {
+        if self.history > MAX_UDP_HISTORY && self.transport == Transport::Udp {
             return Err(Error::InvalidQos(format!(
-                "history {} over UDP: ferry keeps history for subscribers of the same host \
-                 (shared memory) only so far; use Transport::Shm or Transport::Auto",
+                "history {} over UDP is above the {MAX_UDP_HISTORY} messages a UDP subscriber \
+                 takes at most (half the receive window)",
                 self.history
             )));
         }

@@ -59,7 +59,14 @@ fn data(session: u64, seq: u64, msg_len: u32, offset: u32, pos: u64, payload: &[
 
 fn heartbeat(session: u64, next: u64, oldest: u64) -> Vec<u8> {
     let mut b = Vec::new();
-    frame::put_heartbeat(&mut b, &common(Kind::Heartbeat, session), next, oldest, 0);
+    frame::put_heartbeat(
+        &mut b,
+        &common(Kind::Heartbeat, session),
+        next,
+        oldest,
+        0,
+        next,
+    );
     b
 }
 
@@ -579,6 +586,8 @@ enum Forged {
         session: u64,
         next: u64,
         oldest: u64,
+        /// Where the history claims to start (a receiver that asks for history believes it).
+        history: u64,
     },
     Bye {
         session: u64,
@@ -610,8 +619,10 @@ fn forged() -> impl Strategy<Value = Forged> {
             .prop_map(|(session, seq, len, offset, pos, payload, flags)| Forged::Data {
                 session, seq, len, offset, pos, payload, flags,
             }),
-        2 => (session.clone(), interesting_u64(), interesting_u64())
-            .prop_map(|(session, a, b)| Forged::Heartbeat { session, next: a.max(b), oldest: a.min(b) }),
+        2 => (session.clone(), interesting_u64(), interesting_u64(), interesting_u64())
+            .prop_map(|(session, a, b, h)| Forged::Heartbeat {
+                session, next: a.max(b), oldest: a.min(b), history: h.min(a.max(b)),
+            }),
         1 => (session, interesting_u64()).prop_map(|(session, next)| Forged::Bye { session, next }),
         2 => (0u64..200_000_000).prop_map(Forged::Tick),
         1 => Just(Forged::Take),
@@ -643,7 +654,15 @@ fn encode(f: &Forged) -> Option<Vec<u8>> {
             session,
             next,
             oldest,
-        } => frame::put_heartbeat(&mut b, &common(Kind::Heartbeat, session), next, oldest, 0),
+            history,
+        } => frame::put_heartbeat(
+            &mut b,
+            &common(Kind::Heartbeat, session),
+            next,
+            oldest,
+            0,
+            history,
+        ),
         Forged::Bye { session, next } => frame::put_bye(&mut b, &common(Kind::Bye, session), next),
         _ => return None,
     }
@@ -672,11 +691,13 @@ proptest! {
     fn the_receiver_stays_bounded_under_arbitrary_frames(
         steps in proptest::collection::vec(forged(), 1..300),
         reliable in any::<bool>(),
+        history in prop_oneof![Just(0u64), 1u64..20, Just(super::receiver::MAX_HISTORY)],
     ) {
         let cfg = ReceiverConfig {
             reliable,
             buffer_bytes: 8 << 20,
             max_sessions: 4,
+            history,
             ..ReceiverConfig::default()
         };
         let mut rx = Receiver::new(7, TOPIC, cfg);

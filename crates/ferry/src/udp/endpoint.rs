@@ -491,7 +491,7 @@ struct Pending {
 }
 
 /// Bytes of a challenge heartbeat (unsealed).
-const CHALLENGE_BYTES: u64 = 48;
+const CHALLENGE_BYTES: u64 = 56;
 
 /// A challenge sent at most this often to one address.
 const CHALLENGE_INTERVAL_NS: u64 = 250_000_000;
@@ -1120,6 +1120,7 @@ impl UdpPublisher {
             max_receivers: qos.max_receivers,
             rate_cap: qos.max_rate.map_or(u64::MAX, |bits| bits / 8),
             fan_out: qos.multicast.is_none(),
+            history: qos.history as u64,
             ..SenderConfig::default()
         };
         let session = new_id()?;
@@ -1635,6 +1636,7 @@ impl UdpSubscriber {
             max_datagram,
             max_sessions,
             session_timeout_ns: qos.lease.as_nanos().min(u64::MAX as u128) as u64,
+            history: qos.history as u64,
             ..ReceiverConfig::default()
         };
         let rx = Receiver::new(id, frame::topic_id(domain, topic_name), cfg);

@@ -7,6 +7,7 @@
 //!            of the message (bytes the session sent before it)  48.. payload
 //! HEARTBEAT  24 u64 next seq  32 u64 oldest retained seq  40 u64 challenge (0: none; the
 //!            receiver echoes the last one in its STATUS, proving it receives at its address)
+//!            48 u64 oldest seq of the history kept for late joiners (= next seq: none)
 //! NAK        24 u64 receiver  32 u32 entry count  36 u32 0  40.. {u64 seq, u32 from, u32 to} ...
 //! STATUS     24 u64 receiver  32 u64 consumed stream position  40 u64 window bytes
 //!            48 u64 consumed seq (messages below it were taken by the application)
@@ -21,11 +22,14 @@
 //!            where message i ends); zero bytes may follow the last one (a batch is padded to
 //!            the size of the datagrams it shares a GSO send with)
 //! ```
+//! Flags: 1 reliable (DATA, HEARTBEAT, STATUS, NAK), 2 retransmission (DATA), 4 history (a
+//! STATUS from a receiver that joined and waits for the session's history: the publisher
+//! answers with a heartbeat to it; a NAK of messages older than the receiver's start).
 //! All integers little-endian. Decoding checks every length and offset: a malformed datagram is
 //! an error value, never a panic or an out-of-bounds read.
 
 pub const MAGIC: u16 = 0x4659;
-pub const VERSION: u8 = 4;
+pub const VERSION: u8 = 5;
 pub const COMMON_LEN: usize = 24;
 pub const DATA_HEADER: usize = 48;
 pub const NAK_ENTRY: usize = 16;
@@ -43,6 +47,10 @@ pub const MESSAGE_WINDOW: u64 = 16_384;
 pub const FLAG_RELIABLE: u32 = 1;
 /// Flag of DATA frames: this frame is a retransmission.
 pub const FLAG_RETRANSMIT: u32 = 2;
+/// Flag of STATUS frames: the receiver joined and waits to learn the session's history (the
+/// publisher answers with a heartbeat to it); of NAK frames: the messages asked for are history,
+/// older than the receiver's start (not losses: the publisher's congestion control ignores them).
+pub const FLAG_HISTORY: u32 = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -89,6 +97,8 @@ pub enum Frame<'a> {
         next_seq: u64,
         oldest_seq: u64,
         challenge: u64,
+        /// The oldest message of the history kept for late joiners (`next_seq`: none kept).
+        history_from: u64,
     },
     Nak {
         common: Common,
@@ -123,7 +133,7 @@ impl Frame<'_> {
     pub fn wire_len(&self) -> usize {
         match self {
             Frame::Data { payload, .. } => DATA_HEADER + payload.len(),
-            Frame::Heartbeat { .. } => 48,
+            Frame::Heartbeat { .. } => 56,
             Frame::Nak { entries, .. } => 40 + entries.len() * NAK_ENTRY,
             Frame::Status { .. } => 80,
             Frame::Bye { .. } => 32,
@@ -300,11 +310,17 @@ pub fn decode(b: &[u8]) -> Result<Frame<'_>, DecodeError> {
             }
         }
         Kind::Heartbeat => {
-            exactly(48)?;
+            exactly(56)?;
             let (next_seq, oldest_seq) = (u64_at(b, 24), u64_at(b, 32));
+            let history_from = u64_at(b, 48);
             if oldest_seq > next_seq {
                 return Err(DecodeError::Invalid(
                     "oldest retained message after the next one",
+                ));
+            }
+            if history_from > next_seq {
+                return Err(DecodeError::Invalid(
+                    "history starting after the next message",
                 ));
             }
             Frame::Heartbeat {
@@ -312,6 +328,7 @@ pub fn decode(b: &[u8]) -> Result<Frame<'_>, DecodeError> {
                 next_seq,
                 oldest_seq,
                 challenge: u64_at(b, 40),
+                history_from,
             }
         }
         Kind::Nak => {
@@ -451,11 +468,13 @@ pub fn put_heartbeat(
     next_seq: u64,
     oldest_seq: u64,
     challenge: u64,
+    history_from: u64,
 ) {
     put_common(out, c);
     out.extend_from_slice(&next_seq.to_le_bytes());
     out.extend_from_slice(&oldest_seq.to_le_bytes());
     out.extend_from_slice(&challenge.to_le_bytes());
+    out.extend_from_slice(&history_from.to_le_bytes());
 }
 
 pub fn put_nak(out: &mut Vec<u8>, c: &Common, receiver: u64, entries: &[NakEntry]) {
@@ -542,14 +561,15 @@ mod tests {
             })
         );
         b.clear();
-        put_heartbeat(&mut b, &common(Kind::Heartbeat), 10, 3, 0xC0FFEE);
+        put_heartbeat(&mut b, &common(Kind::Heartbeat), 10, 3, 0xC0FFEE, 7);
         assert_eq!(
             decode(&b),
             Ok(Frame::Heartbeat {
                 common: common(Kind::Heartbeat),
                 next_seq: 10,
                 oldest_seq: 3,
-                challenge: 0xC0FFEE
+                challenge: 0xC0FFEE,
+                history_from: 7,
             })
         );
         assert_eq!(decode(&b).unwrap().wire_len(), b.len());
@@ -650,6 +670,12 @@ mod tests {
         );
         b.pop();
         assert!(matches!(decode(&b), Err(DecodeError::Invalid(_))));
+        b.clear();
+        put_heartbeat(&mut b, &common(Kind::Heartbeat), 10, 3, 0, 11);
+        assert!(
+            matches!(decode(&b), Err(DecodeError::Invalid(_))),
+            "a history that starts after the next message"
+        );
     }
 
     /// A batch whose fields lie is refused whole: no message of it is taken.

@@ -12,7 +12,8 @@ use std::collections::{BTreeMap, VecDeque};
 use super::ids::{id_map, IdMap};
 
 use super::frame::{
-    self, Common, Frame, Kind, NakEntry, FLAG_RELIABLE, FLAG_RETRANSMIT, MESSAGE_WINDOW, NAK_ENTRY,
+    self, Common, Frame, Kind, NakEntry, FLAG_HISTORY, FLAG_RELIABLE, FLAG_RETRANSMIT,
+    MESSAGE_WINDOW, NAK_ENTRY,
 };
 use super::refusal::{Refusal, Refusals};
 use super::sender::{Dest, Sink};
@@ -29,6 +30,11 @@ pub const NAK_WALK: u64 = 1024;
 /// Replies to a session whose publisher is not verified (registered in the topic directory or
 /// announced by discovery) are limited to this many times the bytes received from it.
 pub const UNVERIFIED_REPLY_FACTOR: u64 = 3;
+/// The most messages of history a receiver asks a session for (`Qos::history` above it asks
+/// this many): half the message window, so that the live messages that follow the history are
+/// still within the receive window.
+pub const MAX_HISTORY: u64 = crate::qos::MAX_UDP_HISTORY as u64;
+
 /// The most sessions of publishers of another type a receiver refuses by id at once.
 const SHUNNED: usize = 64;
 
@@ -68,6 +74,13 @@ pub struct ReceiverConfig {
     /// is not registered (one that never delivered a message first, then the least recently
     /// heard), or is refused.
     pub max_sessions: usize,
+    /// Messages of history to ask each publisher that is already running when this receiver
+    /// joins it (`Qos::history`, at most [`MAX_HISTORY`]): they are delivered first, in order
+    /// and repaired under either delivery, then the live ones.
+    pub history: u64,
+    /// A session that has not learned or received its history within this long goes on
+    /// without the rest (what it then never gets is counted lost).
+    pub history_wait_ns: u64,
 }
 
 impl Default for ReceiverConfig {
@@ -87,6 +100,8 @@ impl Default for ReceiverConfig {
             give_up_ns: 50_000_000,
             session_timeout_ns: 3_000_000_000,
             max_sessions: 64,
+            history: 0,
+            history_wait_ns: 1_000_000_000,
         }
     }
 }
@@ -131,6 +146,9 @@ pub struct ReceiverStats {
     pub sessions_ended: u64,
     /// Sessions evicted to make room for a new one.
     pub sessions_evicted: u64,
+    /// Sessions that went on without (all of) their history: the publisher did not say where
+    /// it starts, or did not send it, within `history_wait_ns` (what never came is in `lost`).
+    pub history_given_up: u64,
 }
 
 impl ReceiverStats {
@@ -282,6 +300,14 @@ struct Session {
     lost_pending: u64,
     /// Losses not counted yet: see `count_lost`.
     lost_unconfirmed: u64,
+    /// History (a receiver that asks for it, joining a running publisher): the first live
+    /// message; those before it, from where the publisher's history starts, come first.
+    history_until: u64,
+    /// Since when the session waits to learn where the publisher's history starts (a heartbeat
+    /// says so); nothing is delivered meanwhile.
+    history_wait: Option<u64>,
+    /// When the history was asked for (the whole of it is given up `history_wait_ns` later).
+    history_since: u64,
 }
 
 impl Session {
@@ -320,6 +346,38 @@ impl Session {
             ended: None,
             lost_pending: 0,
             lost_unconfirmed: 0,
+            history_until: 0,
+            history_wait: None,
+            history_since: 0,
+        }
+    }
+
+    /// Still taking the history: waiting to learn it, or delivering messages older than the
+    /// first live one.
+    fn filling(&self) -> bool {
+        self.history_wait.is_some() || self.next_deliver < self.history_until
+    }
+
+    /// Messages are delivered in order and gaps are NAKed: reliable delivery, or the history.
+    fn in_order(&self) -> bool {
+        self.reliable || self.filling()
+    }
+
+    /// A heartbeat said the publisher's history starts at `from`: the session delivers from
+    /// there (at most `want` messages before its first live one), asking for what it lacks.
+    fn learn_history(&mut self, from: u64, want: u64) {
+        if self.history_wait.take().is_none() {
+            return;
+        }
+        let start = self
+            .history_until
+            .saturating_sub(want)
+            .max(from)
+            .min(self.history_until);
+        // Unless a gap was given up meanwhile (a heartbeat beyond the window), nothing was
+        // delivered while waiting: `next_deliver` is still the first live one.
+        if self.next_deliver == self.history_until {
+            self.next_deliver = start;
         }
     }
 
@@ -375,7 +433,10 @@ impl Session {
     /// The first sequence number this session does not track: beyond it a frame is out of the
     /// receive window.
     fn window_end(&self) -> u64 {
-        self.next_deliver.saturating_add(MESSAGE_WINDOW)
+        // (A joiner taking its history tracks up to `MAX_HISTORY` more.)
+        self.next_deliver
+            .max(self.history_until)
+            .saturating_add(MESSAGE_WINDOW)
     }
 
     /// Learns that messages before `end` exist, within the receive window.
@@ -500,7 +561,8 @@ fn deliver_next(
     stats.messages += 1;
     stats.bytes += data.len() as u64;
     let lost_before = std::mem::take(&mut s.lost_pending);
-    s.delivered_end = stream_end;
+    // (History precedes the stream position where the session started.)
+    s.delivered_end = s.delivered_end.max(stream_end);
     s.queued += 1;
     ready.push_back(Delivered {
         session,
@@ -700,13 +762,16 @@ impl Receiver {
                 next_seq,
                 oldest_seq,
                 challenge,
+                history_from,
                 ..
             } => {
                 if !self.session(now, c, next_seq, f.wire_len()) {
                     return;
                 }
                 self.jump_if_beyond(c.session, next_seq);
+                let want = self.cfg.history.min(MAX_HISTORY);
                 let s = self.sessions.get_mut(&c.session).expect("created above");
+                s.learn_history(history_from, want);
                 s.know(next_seq);
                 s.sent_end = s.sent_end.max(next_seq);
                 // Nothing beyond what is known to exist can be given up.
@@ -774,6 +839,13 @@ impl Receiver {
         }
         let reliable = self.cfg.reliable && c.flags & FLAG_RELIABLE != 0;
         let mut s = Session::new(reliable, start, now);
+        if self.cfg.history > 0 && start > 0 {
+            // Joining a publisher that sent before: its history first (once a heartbeat
+            // tells where it starts; the first STATUS asks for one).
+            s.history_until = start;
+            s.history_wait = Some(now);
+            s.history_since = now;
+        }
         s.bytes_in = wire_len as u64;
         s.incarnation = self.stats.sessions_started;
         self.sessions.insert(c.session, s);
@@ -937,8 +1009,8 @@ impl Receiver {
             return;
         };
         let len = data.len();
-        if s.reliable {
-            if seq == s.next_deliver {
+        if s.in_order() {
+            if seq == s.next_deliver && s.history_wait.is_none() {
                 // Next in line: straight to the delivery queue.
                 s.held -= charge(len);
                 deliver_next(
@@ -1129,12 +1201,16 @@ impl Receiver {
         self.drain_in_order(session);
     }
 
-    /// Moves complete messages that are next in line to the delivery queue (reliable).
+    /// Moves complete messages that are next in line to the delivery queue (reliable, and the
+    /// history). A latest session that finished its history hands out what it completed
+    /// meanwhile, in order, counting what it lacks as lost.
     fn drain_in_order(&mut self, session: u64) {
         let Some(s) = self.sessions.get_mut(&session) else {
             return;
         };
-
+        if s.history_wait.is_some() {
+            return;
+        }
         while !s.complete.is_empty() {
             let Some((data, stream_end)) = s.complete.remove(&s.next_deliver) else {
                 break;
@@ -1149,6 +1225,29 @@ impl Receiver {
                 data,
                 stream_end,
             );
+        }
+        if !s.in_order() {
+            while let Some((seq, (data, stream_end))) = s.complete.pop_first() {
+                s.held -= charge(data.len());
+                if seq < s.next_deliver {
+                    // Given up meanwhile (a gap skipped past it): not delivered out of order.
+                    self.stats.duplicates += 1;
+                    self.buffered -= charge(data.len());
+                    self.pool.give_back(data);
+                    continue;
+                }
+                count_lost(&mut self.stats, s, seq - s.next_deliver);
+                s.next_deliver = seq;
+                deliver_next(
+                    s,
+                    session,
+                    &mut self.stats,
+                    &mut self.ready,
+                    &mut self.events,
+                    data,
+                    stream_end,
+                );
+            }
         }
         if s.reliable && s.ack_due(&self.cfg, self.now) {
             s.status_due = true;
@@ -1255,6 +1354,139 @@ impl Receiver {
         true
     }
 
+    /// NAKs what a session that delivers in order lacks (reliable delivery, or the history of
+    /// a joiner); gives up what the publisher can no longer repair, and a history not had in
+    /// time. Returns when to look again (ns).
+    fn nak_gaps(&mut self, now: u64, id: u64, cfg: &ReceiverConfig, sink: &mut dyn Sink) -> u64 {
+        let mut next = u64::MAX;
+        let s = self.sessions.get_mut(&id).expect("a live session");
+        if s.filling() {
+            let deadline = s.history_since.saturating_add(cfg.history_wait_ns);
+            if now >= deadline {
+                // The history did not come in time: go on without (what never came is lost).
+                s.history_wait = None;
+                let until = s.history_until;
+                self.stats.history_given_up += 1;
+                self.skip_to(id, until);
+            } else {
+                next = deadline;
+            }
+        }
+        let s = self.sessions.get_mut(&id).expect("a live session");
+        if s.history_wait.is_some() {
+            // Nothing to ask for before the publisher says where its history starts (the
+            // STATUS asks for a heartbeat).
+            return next;
+        }
+        let c = Common {
+            kind: Kind::Nak,
+            flags: if s.reliable { FLAG_RELIABLE } else { 0 },
+            topic: self.topic,
+            session: id,
+        };
+        // Messages the publisher can no longer repair are lost.
+        if s.oldest_available > s.next_deliver {
+            let target = s.oldest_available;
+            self.skip_to(id, target);
+        }
+        let s = self.sessions.get_mut(&id).expect("a live session");
+        // NAK what is missing: whole messages a later frame or a heartbeat proved sent, and
+        // holes in partial messages below what is known to have been sent (the tail of a
+        // message still in flight is not missing). At most a message window is walked.
+        let repeat = s.nak_repeat_ns(cfg);
+        let mut entries: Vec<NakEntry> = Vec::new();
+        let per_frame = (cfg.max_datagram - 40) / NAK_ENTRY;
+        // Only the oldest gaps are looked at (in-order delivery waits for them first): a
+        // NAK's worth while the publisher's address is not registered, none while it may not
+        // be answered at all.
+        let reach = match (s.verified, s.may_answer(40 + NAK_ENTRY)) {
+            (true, _) => NAK_WALK,
+            (false, true) => per_frame as u64,
+            (false, false) => 0,
+        };
+        let mut walk = s.known_end.min(s.next_deliver.saturating_add(reach));
+        if !s.reliable {
+            // Latest delivery asks for its history only.
+            walk = walk.min(s.history_until);
+        }
+        for seq in s.next_deliver..walk {
+            if s.complete.contains_key(&seq) {
+                continue;
+            }
+            if entries.len() >= per_frame {
+                break;
+            }
+            if let Some(p) = s.partial.get_mut(&seq) {
+                let due = if p.last_nak_ns == 0 {
+                    p.first_ns + cfg.nak_delay_ns
+                } else {
+                    p.last_nak_ns + repeat
+                };
+                if now >= due {
+                    let len = p.data.len() as u32;
+                    let known = if seq < s.sent_end {
+                        len
+                    } else {
+                        s.highest_pos.saturating_sub(p.stream_pos).min(len as u64) as u32
+                    };
+                    let before = entries.len();
+                    for (from, to) in p.have.gaps(len) {
+                        // One NAK fits one datagram, however many holes a message has.
+                        if entries.len() >= per_frame {
+                            break;
+                        }
+                        let to = to.min(known);
+                        if from < to {
+                            entries.push(NakEntry { seq, from, to });
+                        }
+                    }
+                    if entries.len() > before {
+                        p.last_nak_ns = now;
+                        next = next.min(now + repeat);
+                    } else {
+                        // Nothing known lost yet: look again soon.
+                        next = next.min(now + cfg.nak_delay_ns);
+                    }
+                } else {
+                    next = next.min(due);
+                }
+            } else {
+                let (first, last) = *s.missing.entry(seq).or_insert((now, 0));
+                if now >= first + cfg.nak_delay_ns && (last == 0 || now >= last + repeat) {
+                    entries.push(NakEntry {
+                        seq,
+                        from: 0,
+                        to: u32::MAX,
+                    });
+                    s.missing.insert(seq, (first, now));
+                    next = next.min(now + repeat);
+                } else {
+                    next = next.min(if last == 0 {
+                        first + cfg.nak_delay_ns
+                    } else {
+                        last + repeat
+                    });
+                }
+            }
+        }
+        // History (before the first live message) and losses go in NAKs of their own: the
+        // publisher weighs only losses.
+        let history = entries.partition_point(|e| e.seq < s.history_until);
+        for (part, flags) in [
+            (&entries[..history], c.flags | FLAG_HISTORY),
+            (&entries[history..], c.flags),
+        ] {
+            if !part.is_empty() {
+                self.out.clear();
+                frame::put_nak(&mut self.out, &Common { flags, ..c }, self.id, part);
+                if self.reply(id, sink) {
+                    self.stats.naks_sent += 1;
+                }
+            }
+        }
+        next
+    }
+
     fn tick_session(&mut self, now: u64, id: u64, sink: &mut dyn Sink) -> u64 {
         let cfg = self.cfg.clone();
         let s = self.sessions.get_mut(&id).expect("a live session");
@@ -1299,105 +1531,24 @@ impl Receiver {
             topic: self.topic,
             session: id,
         };
+        if s.in_order() {
+            next = next.min(self.nak_gaps(now, id, &cfg, sink));
+        }
+        let s = self.sessions.get_mut(&id).expect("a live session");
         if s.reliable {
-            // Messages the publisher can no longer repair are lost.
-            if s.oldest_available > s.next_deliver {
-                let target = s.oldest_available;
-                self.skip_to(id, target);
-            }
-            let s = self.sessions.get_mut(&id).expect("a live session");
-            // NAK what is missing: whole messages a later frame or a heartbeat proved sent, and
-            // holes in partial messages below what is known to have been sent (the tail of a
-            // message still in flight is not missing). At most a message window is walked.
-            let repeat = s.nak_repeat_ns(&cfg);
-            let mut entries: Vec<NakEntry> = Vec::new();
-            let per_frame = (cfg.max_datagram - 40) / NAK_ENTRY;
-            // Only the oldest gaps are looked at (in-order delivery waits for them first): a
-            // NAK's worth while the publisher's address is not registered, none while it may not
-            // be answered at all.
-            let reach = match (s.verified, s.may_answer(40 + NAK_ENTRY)) {
-                (true, _) => NAK_WALK,
-                (false, true) => per_frame as u64,
-                (false, false) => 0,
-            };
-            let walk = s.known_end.min(s.next_deliver.saturating_add(reach));
-            for seq in s.next_deliver..walk {
-                if s.complete.contains_key(&seq) {
-                    continue;
-                }
-                if entries.len() >= per_frame {
-                    break;
-                }
-                if let Some(p) = s.partial.get_mut(&seq) {
-                    let due = if p.last_nak_ns == 0 {
-                        p.first_ns + cfg.nak_delay_ns
-                    } else {
-                        p.last_nak_ns + repeat
-                    };
-                    if now >= due {
-                        let len = p.data.len() as u32;
-                        let known = if seq < s.sent_end {
-                            len
-                        } else {
-                            s.highest_pos.saturating_sub(p.stream_pos).min(len as u64) as u32
-                        };
-                        let before = entries.len();
-                        for (from, to) in p.have.gaps(len) {
-                            // One NAK fits one datagram, however many holes a message has.
-                            if entries.len() >= per_frame {
-                                break;
-                            }
-                            let to = to.min(known);
-                            if from < to {
-                                entries.push(NakEntry { seq, from, to });
-                            }
-                        }
-                        if entries.len() > before {
-                            p.last_nak_ns = now;
-                            next = next.min(now + repeat);
-                        } else {
-                            // Nothing known lost yet: look again soon.
-                            next = next.min(now + cfg.nak_delay_ns);
-                        }
-                    } else {
-                        next = next.min(due);
-                    }
-                } else {
-                    let (first, last) = *s.missing.entry(seq).or_insert((now, 0));
-                    if now >= first + cfg.nak_delay_ns && (last == 0 || now >= last + repeat) {
-                        entries.push(NakEntry {
-                            seq,
-                            from: 0,
-                            to: u32::MAX,
-                        });
-                        s.missing.insert(seq, (first, now));
-                        next = next.min(now + repeat);
-                    } else {
-                        next = next.min(if last == 0 {
-                            first + cfg.nak_delay_ns
-                        } else {
-                            last + repeat
-                        });
-                    }
-                }
-            }
-            if !entries.is_empty() {
-                self.out.clear();
-                frame::put_nak(&mut self.out, &c, self.id, &entries);
-                if self.reply(id, sink) {
-                    self.stats.naks_sent += 1;
-                }
-            }
             // Flow control.
-            let s = self.sessions.get_mut(&id).expect("a live session");
+            let ask = s.history_wait.is_some();
+            let repeat = s.nak_repeat_ns(&cfg);
             if s.status_due
                 || now >= s.last_status_ns + cfg.status_interval_ns
                 || s.ack_due(&cfg, now)
                 || s.arrival_report_due(&cfg, now)
+                || (ask && now >= s.last_status_ns + repeat)
             {
                 self.out.clear();
                 let sc = Common {
                     kind: Kind::Status,
+                    flags: FLAG_RELIABLE | if ask { FLAG_HISTORY } else { 0 },
                     ..c
                 };
                 // Credit: the socket may hold `window` bytes beyond what arrived without a hole,
@@ -1430,16 +1581,21 @@ impl Receiver {
             }
             let s = self.sessions.get_mut(&id).expect("a live session");
             next = next.min(s.last_status_ns + cfg.status_interval_ns);
+            if s.history_wait.is_some() {
+                next = next.min(s.last_status_ns + s.nak_repeat_ns(&cfg));
+            }
             if s.received_pos() > s.last_status_pos || s.highest_pos > s.last_status_arrived {
                 // Progress not told yet: at the latest after four gaps.
                 next = next.min(s.last_status_ns + 4 * cfg.status_gap_ns);
             }
         } else {
-            // Latest: give up incomplete messages and gaps that waited too long.
+            // Latest: give up incomplete messages and gaps that waited too long (not while the
+            // history, delivered in order, comes first).
+            let filling = s.filling();
             let stale: Vec<u64> = s
                 .partial
                 .iter()
-                .filter(|(_, p)| now >= p.first_ns + cfg.give_up_ns)
+                .filter(|(_, p)| !filling && now >= p.first_ns + cfg.give_up_ns)
                 .map(|(&k, _)| k)
                 .collect();
             let mut newest_given_up = None;
@@ -1462,20 +1618,24 @@ impl Receiver {
                 .values()
                 .map(|p| p.first_ns + cfg.give_up_ns)
                 .min()
+                .filter(|_| !filling)
             {
                 next = next.min(p);
             }
             // Latest receivers announce themselves so publishers know who listens, at once to
             // echo a challenge, and as data arrives so that the publisher paces to the path.
+            let ask = s.history_wait.is_some();
+            let repeat = s.nak_repeat_ns(&cfg);
             if s.status_due
                 || now >= s.last_status_ns + 10 * cfg.status_interval_ns
                 || s.arrival_report_due(&cfg, now)
+                || (ask && now >= s.last_status_ns + repeat)
             {
                 s.status_due = false;
                 self.out.clear();
                 let sc = Common {
                     kind: Kind::Status,
-                    flags: 0,
+                    flags: if ask { FLAG_HISTORY } else { 0 },
                     ..c
                 };
                 frame::put_status(
@@ -1495,6 +1655,9 @@ impl Receiver {
             }
             let s = self.sessions.get_mut(&id).expect("a live session");
             next = next.min(s.last_status_ns + 10 * cfg.status_interval_ns);
+            if s.history_wait.is_some() {
+                next = next.min(s.last_status_ns + s.nak_repeat_ns(&cfg));
+            }
             if s.highest_pos > s.last_status_arrived {
                 next = next.min(s.last_status_ns + 4 * cfg.status_gap_ns);
             }

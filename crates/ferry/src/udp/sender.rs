@@ -16,7 +16,7 @@ use super::congestion::{CongestionConfig, CongestionStats, Controller};
 use super::ids::{id_map, IdMap};
 
 use super::frame::{
-    self, Common, Frame, Kind, BATCH_ENTRY, BATCH_HEADER, DATA_HEADER, FLAG_RELIABLE,
+    self, Common, Frame, Kind, BATCH_ENTRY, BATCH_HEADER, DATA_HEADER, FLAG_HISTORY, FLAG_RELIABLE,
     FLAG_RETRANSMIT, MESSAGE_WINDOW,
 };
 use super::refusal::{Refusal, Refusals};
@@ -128,6 +128,10 @@ pub struct SenderConfig {
     /// left out of messages until it catches up, instead of slowing the others. False under
     /// multicast (one copy reaches everyone).
     pub fan_out: bool,
+    /// Messages kept for subscribers that join later (`Qos::history`): the last `history` sent
+    /// stay in the window (within `window_bytes`), heartbeats say where they start, and a
+    /// receiver that joins asks for them as it asks for repairs, under either delivery.
+    pub history: u64,
 }
 
 impl Default for SenderConfig {
@@ -144,6 +148,7 @@ impl Default for SenderConfig {
             rate_cap: u64::MAX,
             queue_bytes: 128 << 10,
             fan_out: true,
+            history: 0,
         }
     }
 }
@@ -894,7 +899,8 @@ impl Sender {
 
     /// Drops sent messages no reliable receiver still needs: at once when every reliable
     /// receiver consumed them (latest delivery: at once), and beyond `window_bytes` when there
-    /// is no reliable receiver (the window then serves late joiners' first repairs).
+    /// is no reliable receiver (the window then serves late joiners' first repairs). The last
+    /// `history` sent stay while the window holds no more than `window_bytes`.
     fn trim_window(&mut self) {
         let unsent = self.current.as_ref().map_or(self.next_seq, |c| c.seq);
         let needed = if self.cfg.reliable {
@@ -910,9 +916,12 @@ impl Sender {
             if front.seq >= unsent {
                 break;
             }
+            let over = self.window_bytes > self.cfg.window_bytes;
+            // The last `history` messages sent stay (for joiners), within `window_bytes`.
+            let history = front.seq.saturating_add(self.cfg.history) >= unsent;
             let drop = match needed {
-                Some(needed) => front.seq < needed,
-                None => self.window_bytes > self.cfg.window_bytes,
+                Some(needed) => front.seq < needed && (!history || over),
+                None => over,
             };
             if !drop {
                 break;
@@ -975,13 +984,21 @@ impl Sender {
                 r.window = window;
                 r.last_seen_ns = now;
                 self.trim_window();
+                if common.flags & FLAG_HISTORY != 0 {
+                    // A joiner waits to learn where the history starts: a heartbeat tells it
+                    // (smaller than the STATUS that asked, and only to the receiver's own
+                    // address).
+                    self.answer_joiner(*receiver, sink);
+                }
                 if let Some((id, r)) = self.pacing_receiver() {
                     self.cc
                         .on_delivered(now, id, r.arrived_pos, r.received_bytes);
                 }
             }
             Frame::Nak {
-                receiver, entries, ..
+                common,
+                receiver,
+                entries,
             } => {
                 self.stats.naks_received += 1;
                 let Some(r) = self.receivers.get_mut(receiver) else {
@@ -991,7 +1008,9 @@ impl Sender {
                 };
                 r.last_seen_ns = now;
                 let budget = r.refill(now);
-                let spent = self.repair(now, entries, *receiver, budget, sink);
+                // A joiner asking for history reports no loss.
+                let history = common.flags & FLAG_HISTORY != 0;
+                let spent = self.repair(now, entries, *receiver, budget, history, sink);
                 if let Some(r) = self.receivers.get_mut(receiver) {
                     r.repair_budget -= spent.min(r.repair_budget);
                 }
@@ -1002,12 +1021,16 @@ impl Sender {
 
     /// Answers a NAK's entries: each fragment asked for once, however often the NAK repeats it,
     /// at most [`MAX_REPAIR_FRAMES_PER_NAK`] frames and `budget` bytes. Returns the bytes sent.
+    /// A `history` NAK (a joiner asking for what was sent before it came) is no loss to the
+    /// congestion controller. Under latest delivery only history is kept, and served.
+    #[allow(clippy::too_many_arguments)]
     fn repair(
         &mut self,
         now: u64,
         entries: &frame::NakEntries<'_>,
         receiver: u64,
         budget: u64,
+        history: bool,
         sink: &mut dyn Sink,
     ) -> u64 {
         let frag = self.fragment_payload();
@@ -1019,7 +1042,7 @@ impl Sender {
         let mut lost = 0u64;
         for e in entries.iter() {
             // Loss the controller weighs: what this receiver asks for the first time.
-            let mut first_ask = true;
+            let mut first_ask = !history;
             if let Some(r) = self.kept(e.seq) {
                 if r.repaired_for == receiver
                     && r.repaired_ns != 0
@@ -1028,10 +1051,10 @@ impl Sender {
                     self.stats.repairs_suppressed += 1;
                     continue;
                 }
-                first_ask = r.repaired_ns == 0;
+                first_ask = first_ask && r.repaired_ns == 0;
             }
             match self.message(e.seq) {
-                Some((msg, _)) if self.cfg.reliable => {
+                Some((msg, _)) if self.cfg.reliable || self.cfg.history > 0 => {
                     let len = msg.len();
                     // Of the message in progress, only what went out once can be sent again
                     // (the rest follows in order, within the window).
@@ -1215,7 +1238,24 @@ impl Sender {
             .front()
             .map_or(self.next_seq, |r| r.seq)
             .min(sent_end);
-        frame::put_heartbeat(out, c, sent_end, oldest, challenge);
+        // The history: the last `history` sent, as far as the window still holds them.
+        let history_from = sent_end.saturating_sub(self.cfg.history).max(oldest);
+        frame::put_heartbeat(out, c, sent_end, oldest, challenge, history_from);
+    }
+
+    /// Sends a heartbeat to one receiver (a joiner learns where the history starts).
+    fn answer_joiner(&mut self, receiver: u64, sink: &mut dyn Sink) {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let c = Common {
+            kind: Kind::Heartbeat,
+            ..self.common
+        };
+        with_room(&mut out, sink.room(), |o| self.put_heartbeat(o, &c, 0));
+        let len = out.len();
+        sink.send(Dest::Receiver(receiver), &mut out, len);
+        self.out = out;
+        self.stats.heartbeats += 1;
     }
 
     /// A heartbeat of this session carrying `challenge`, for an address to prove it receives.
