@@ -176,6 +176,115 @@ fn call_and_serve_across_two_namespaces_with_a_domain_key() {
     let _ = ferry_in_cleanup(&domain);
 }
 
+/// A server on another host killed (SIGKILL) while a call waits for it: the call ends with
+/// "went away" once the server's response stream has been silent for the client's lease
+/// (`--lease 0.5`), not when discovery forgets the server. Prints how long that took.
+#[test]
+#[ignore = "needs root"]
+fn a_call_to_a_server_killed_on_another_host_ends_within_the_lease() {
+    let missing = netns::missing(false);
+    assert!(
+        missing.is_empty(),
+        "two namespaces need {missing:?}; CI runs this test as root with iproute2"
+    );
+    let pair = Pair::create(&Spec {
+        prefix: "ferry-svk-test-",
+        device: "fsk",
+        net: 214,
+        rate: None,
+    })
+    .expect("two network namespaces");
+    let (a, b) = (pair.addr[0].to_string(), pair.addr[1].to_string());
+    let domain = format!("svkns{}", std::process::id());
+    // A server that answers each request after a second.
+    let mut server = pair.command(1, env!("CARGO_BIN_EXE_ferry"));
+    server
+        .args([
+            "serve",
+            "svc/slow",
+            "--size",
+            "8",
+            "--delay",
+            "1",
+            "--transport",
+            "udp",
+            "--domain",
+            &domain,
+        ])
+        .env("FERRY_PEERS", &a)
+        .env_remove("FERRY_DOMAIN")
+        .env_remove("FERRY_KEY_FILE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut server = Killed(server.spawn().expect("spawn ferry serve"));
+    let mut client = pair.command(0, env!("CARGO_BIN_EXE_ferry"));
+    client
+        .args([
+            "call",
+            "svc/slow",
+            "--count",
+            "3",
+            "--wait-server",
+            "30",
+            "--timeout",
+            "30",
+            "--lease",
+            "0.5",
+            "--transport",
+            "udp",
+            "--domain",
+            &domain,
+        ])
+        .env("FERRY_PEERS", &b)
+        .env_remove("FERRY_DOMAIN")
+        .env_remove("FERRY_KEY_FILE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut client = Killed(client.spawn().expect("spawn ferry call"));
+    // The first answer: the server's response stream to this client runs. The second request
+    // is then waiting out the server's delay.
+    let stdout = client.0.stdout.take().unwrap();
+    let (tx, answers) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    answers
+        .recv_timeout(LONG)
+        .expect("the first call is answered");
+    std::thread::sleep(Duration::from_millis(200));
+    server.0.kill().expect("kill -9 the server");
+    let killed = std::time::Instant::now();
+    let stderr = client.0.stderr.take().unwrap();
+    let (tx, exited) = mpsc::channel();
+    let mut child = std::mem::replace(
+        &mut client.0,
+        std::process::Command::new("true").spawn().unwrap(),
+    );
+    std::thread::spawn(move || {
+        let status = child.wait();
+        let mut err = String::new();
+        let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut err);
+        let _ = tx.send((status, err));
+    });
+    let (status, err) = exited
+        .recv_timeout(LONG)
+        .expect("the call ends after its server was killed");
+    let took = killed.elapsed();
+    assert!(!status.unwrap().success(), "{err}");
+    assert!(err.contains("went away"), "{err}");
+    println!(
+        "a call ended {:.0} ms after its server on another host was killed (lease 500 ms)",
+        took.as_secs_f64() * 1e3
+    );
+    drop(server);
+    drop(pair);
+    let _ = ferry_in_cleanup(&domain);
+}
+
 /// Removes what the run left in /dev/shm (both namespaces share it).
 fn ferry_in_cleanup(domain: &str) -> std::io::Result<std::process::Output> {
     std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))

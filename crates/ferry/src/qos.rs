@@ -176,6 +176,10 @@ pub struct Qos {
     /// 300 ms to an hour; 3 s by default (`DEFAULT_LEASE`): thirty heartbeats, so that a
     /// congested path or a process paused for a moment is not taken for a death. A shared-memory
     /// publisher's death is seen by its process's end (within 100 ms), whatever the lease.
+    /// The other way round, a UDP publisher stops counting a subscriber not heard from for its
+    /// lease (it no longer holds a reliable publisher back, nor a closing one lingering), and a
+    /// service client whose server's responses went silent for its lease ends its pending
+    /// calls with `ServerGone`.
     pub lease: Duration,
     /// Subscriber: the messages it may hold at once — the one just received, and those kept
     /// past later receives with `Sample::keep` (the Python and C fronts keep a sample that

@@ -27,6 +27,11 @@ pub struct ServiceOpts {
     #[arg(long, value_name = "BYTES", default_value = "1M", value_parser = parse_size)]
     pub max_size: usize,
 
+    /// Across hosts (UDP): a server (call) or client (serve) not heard from for S seconds is
+    /// gone, 0.3 to 3600; a call then ends at once with "server gone"
+    #[arg(long, value_name = "S", default_value = "3", value_parser = parse_seconds)]
+    pub lease: Duration,
+
     /// Domain: only services of one domain see each other [default: $FERRY_DOMAIN, else
     /// "default"]
     #[arg(long, value_name = "D", value_parser = parse_domain)]
@@ -40,6 +45,7 @@ impl ServiceOpts {
             .transport(self.transport.into())
             .wait(self.wait)
             .max_message_size(self.max_size.max(1))
+            .lease(self.lease)
             .send_timeout(SEND_TIMEOUT);
         Ok((node, qos))
     }

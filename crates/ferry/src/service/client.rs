@@ -330,17 +330,31 @@ impl Client {
     }
 
     /// Every `WATCH_PERIOD`: whether the server still runs. When it does not, every pending
-    /// request ends (reported one by one as `ServerGone`).
+    /// request ends (reported one by one as `ServerGone`). It does not when its request
+    /// subscriber is gone (its process, on this host; discovery's entry, of another host), or
+    /// when the publisher of this client's responses died or — across hosts — went silent past
+    /// `Qos::lease` (its heartbeats, sent by a thread of its own, stopped).
     fn watch_server(&mut self) -> Result<(), CallError> {
         let now = Instant::now();
         if now < self.next_watch {
             return Ok(());
         }
         self.next_watch = now + WATCH_PERIOD;
+        let mut responder_gone = false;
+        while let Some(e) = self.responses.try_event() {
+            // (Not `Closed`: a server closes the response publisher of a client it evicts,
+            // and opens another for its next response.)
+            if let crate::Event::Gone(_, crate::Gone::Silent | crate::Gone::Died) = e {
+                responder_gone = true;
+            }
+        }
         if self.calls.pending.is_empty() && !self.server_ready {
             return Ok(());
         }
-        if self.requests.known_subscribers() > 0 && self.requests.ready_subscribers() > 0 {
+        if !responder_gone
+            && self.requests.known_subscribers() > 0
+            && self.requests.ready_subscribers() > 0
+        {
             return Ok(());
         }
         self.server_ready = false;

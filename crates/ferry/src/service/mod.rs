@@ -17,7 +17,9 @@
 //! included); a client that sees servers on two hosts refuses to call. A client watches its
 //! server while requests are pending: every [`WATCH_PERIOD`] it looks whether the server's
 //! process still runs (one host) or is still announced (other hosts, whose entries expire after
-//! two seconds unheard), and ends every pending request with [`CallError::ServerGone`] when not.
+//! two seconds unheard), and whether the server's stream of this client's responses went silent
+//! past the client's `Qos::lease` (its heartbeats come from a thread of their own, busy server or
+//! not), and ends every pending request with [`CallError::ServerGone`] when not.
 
 mod client;
 mod server;

@@ -1121,6 +1121,9 @@ impl UdpPublisher {
             rate_cap: qos.max_rate.map_or(u64::MAX, |bits| bits / 8),
             fan_out: qos.multicast.is_none(),
             history: qos.history as u64,
+            // A subscriber not heard from for the lease is gone (as a publisher is to it): it
+            // no longer holds a reliable publisher back, nor a closing one lingering.
+            receiver_timeout_ns: qos.lease.as_nanos().min(u64::MAX as u128) as u64,
             ..SenderConfig::default()
         };
         let session = new_id()?;

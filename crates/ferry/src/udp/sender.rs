@@ -112,7 +112,8 @@ pub struct SenderConfig {
     /// First heartbeat after the last data (tail-loss detection); doubles up to `heartbeat_idle_ns`.
     pub heartbeat_fast_ns: u64,
     pub heartbeat_idle_ns: u64,
-    /// A reliable receiver not heard from for this long no longer holds the sender back.
+    /// A receiver not heard from for this long is dropped: a reliable one no longer holds the
+    /// sender back (the endpoint sets it to `Qos::lease`).
     pub receiver_timeout_ns: u64,
     /// Receivers tracked at once; a STATUS from a new one beyond this is refused.
     pub max_receivers: usize,
