@@ -173,6 +173,24 @@ typedef enum ferry_ip_version {
 } ferry_ip_version;
 
 /**
+ * What a `ferry_wait_item` is.
+ */
+typedef enum ferry_wait_kind {
+    /**
+     * A `ferry_subscriber`: ready when a message waits (or a deadline passed).
+     */
+    FERRY_WAIT_SUBSCRIBER = 0,
+    /**
+     * A `ferry_server`: ready when a request waits.
+     */
+    FERRY_WAIT_SERVER = 1,
+    /**
+     * A `ferry_client`: ready when a response (or the end of a pending request) waits.
+     */
+    FERRY_WAIT_CLIENT = 2,
+} ferry_wait_kind;
+
+/**
  * A service's client (opaque). Made by `ferry_client_new`, freed by `ferry_client_free`. Use
  * it from one thread at a time (it may move between threads).
  */

@@ -48,6 +48,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ferry.h"
 
@@ -564,6 +565,63 @@ private:
         return Response(response);
     }
     ferry_client *client_;
+};
+
+/// One thread waiting on any number of subscribers, servers and clients at once, without
+/// spinning: add them, then wait; the wait says which are ready (a message, a request, a
+/// response or a request's end waits; a subscriber's deadline passed) and takes nothing —
+/// receive from those afterwards. The wait set holds pointers to what was added: they must
+/// outlive it (or the next clear()). Use it from one thread at a time.
+class WaitSet {
+public:
+    WaitSet() { detail::check(ferry_waitset_new(&set_)); }
+    WaitSet(WaitSet &&other) noexcept
+        : set_(std::exchange(other.set_, nullptr)), items_(std::move(other.items_)) {}
+    WaitSet &operator=(WaitSet &&other) noexcept {
+        if (this != &other) {
+            (void)ferry_waitset_free(set_);
+            set_ = std::exchange(other.set_, nullptr);
+            items_ = std::move(other.items_);
+        }
+        return *this;
+    }
+    WaitSet(const WaitSet &) = delete;
+    WaitSet &operator=(const WaitSet &) = delete;
+    ~WaitSet() { (void)ferry_waitset_free(set_); }
+
+    /// Adds an item; its index (in the order added) is what wait() reports.
+    std::size_t add(Subscriber &sub) { return push(FERRY_WAIT_SUBSCRIBER, sub.get()); }
+    std::size_t add(Server &server) { return push(FERRY_WAIT_SERVER, server.get()); }
+    std::size_t add(Client &client) { return push(FERRY_WAIT_CLIENT, client.get()); }
+    std::size_t size() const noexcept { return items_.size(); }
+    void clear() noexcept { items_.clear(); }
+
+    /// Waits at most `timeout` (0: only looks) until at least one item is ready; the indices
+    /// of those ready, in order, or none when the time ran out. An item that holds a sample,
+    /// request or response, or an item added twice, is an error.
+    std::vector<std::size_t> wait(std::chrono::nanoseconds timeout) {
+        return wait_ns(timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count()));
+    }
+    /// Waits until one is ready.
+    std::vector<std::size_t> wait() { return wait_ns(-1); }
+
+private:
+    std::size_t push(int32_t kind, void *handle) {
+        items_.push_back(ferry_wait_item{kind, handle});
+        return items_.size() - 1;
+    }
+    std::vector<std::size_t> wait_ns(int64_t timeout_ns) {
+        std::vector<std::size_t> ready(items_.size());
+        std::size_t n = 0;
+        ferry_status status = ferry_waitset_wait(set_, items_.data(), items_.size(), timeout_ns,
+                                                 ready.data(), ready.size(), &n);
+        if (status == FERRY_TIMEOUT) return {};
+        detail::check(status);
+        ready.resize(n < ready.size() ? n : ready.size());
+        return ready;
+    }
+    ferry_waitset *set_ = nullptr;
+    std::vector<ferry_wait_item> items_;
 };
 
 /// One participant with a name. Its publishers, subscribers, servers and clients may outlive

@@ -127,7 +127,8 @@ fn compiler(name: &str) -> &str {
 
 /// The examples, compiled once: pub, sub, service_server (C), pubsub and service_client (C++),
 /// linked to libferry_c.so, and pingpong (C; only compiled here: it pins threads to CPUs 0 and 1
-/// and spins); and tests/hpp_services.cpp, the C++ service classes' own test.
+/// and spins); and tests/hpp_services.cpp and tests/hpp_waitset.cpp, the C++ service classes'
+/// and wait set's own tests.
 struct Built {
     publisher: PathBuf,
     subscriber: PathBuf,
@@ -135,6 +136,7 @@ struct Built {
     service_server: PathBuf,
     service_client: PathBuf,
     hpp_services: PathBuf,
+    hpp_waitset: PathBuf,
 }
 
 fn built() -> &'static Built {
@@ -195,6 +197,12 @@ fn built() -> &'static Built {
                 "-std=c++17",
                 "crates/ferry-c/tests/hpp_services.cpp",
                 "hpp_services",
+            ),
+            hpp_waitset: compile(
+                "c++",
+                "-std=c++17",
+                "crates/ferry-c/tests/hpp_waitset.cpp",
+                "hpp_waitset",
             ),
         };
         compile("cc", "-std=c11", "examples/c/pingpong.c", "pingpong");
@@ -430,6 +438,19 @@ fn the_cpp_service_classes_answer_now_and_later_and_report_a_server_gone() {
     );
     assert!(
         stdout(&out).contains("the C++ service classes work"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn the_cpp_wait_set_reports_which_subscriber_server_or_client_is_ready() {
+    let out = run(
+        "tests/hpp_waitset.cpp",
+        &mut in_domain(&built().hpp_waitset, &domain()),
+    );
+    assert!(
+        stdout(&out).contains("the C++ wait set works"),
         "{}",
         stdout(&out)
     );
