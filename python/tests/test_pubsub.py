@@ -422,5 +422,13 @@ def test_a_subscriber_that_starts_late_gets_the_history_then_live_ones(domain):
     assert sub.try_recv() is None
     pub.send((100).to_bytes(8, "little"))
     assert int.from_bytes(sub.recv_bytes(timeout=5), "little") == 100
+    # Over UDP too: a joiner gets the last ones kept, then the live ones.
+    udp = ferry.Qos(transport="udp", history=3, max_message_size=64)
+    upub = node.publisher("hist-udp", udp)
+    for i in range(50):
+        upub.send(i.to_bytes(8, "little"))
+    usub = node.subscriber("hist-udp", udp)
+    got = [int.from_bytes(usub.recv_bytes(timeout=10), "little") for _ in range(3)]
+    assert got == [47, 48, 49]
     with pytest.raises(ferry.FerryError, match="over UDP"):
-        node.publisher("hist-udp", ferry.Qos(transport="udp", history=1))
+        node.subscriber("hist-udp", ferry.Qos(transport="udp", history=10_000))

@@ -172,14 +172,20 @@ fn a_subscriber_that_starts_late_gets_the_history_the_c_qos_asks_for() {
             assert_eq!(ferry_sample_seq(sample), want);
             assert_eq!(ferry_sample_release(sample), FERRY_OK);
         }
-        // Over UDP alone it is refused, with a message that says so.
+        // Over UDP, a subscriber asking more than a UDP subscriber takes is refused, with a
+        // message that says so.
         qos.transport = ferry_transport::FERRY_TRANSPORT_UDP as i32;
+        qos.history = 10_000;
         let mut refused = ptr::null_mut();
         assert_ne!(
-            ferry_publisher_new(node, c"h2".as_ptr(), &qos, &mut refused),
+            ferry_subscriber_new(node, c"h2".as_ptr(), &qos, &mut refused),
             FERRY_OK
         );
-        assert!(last_error().contains("over UDP"), "{}", last_error());
+        assert!(
+            last_error().contains("history 10000 over UDP"),
+            "{}",
+            last_error()
+        );
         ferry_subscriber_free(subscriber);
         ferry_publisher_free(publisher);
         ferry_node_free(node);
