@@ -1,7 +1,7 @@
 //! The figures the table, the report's section and its summary share: each round's two runs set
 //! side by side, and the ratio over the rounds.
 
-use super::{Configuration, Row};
+use super::options::{mean, Configuration, Row};
 use crate::stats::{median, ratio_f};
 
 /// The goal: beside the slow subscriber, the others get at least this share of what they get
@@ -28,11 +28,6 @@ impl Round {
     pub(super) fn ratio(&self) -> Option<f64> {
         ratio_f(self.with_slow?, self.alone?)
     }
-}
-
-/// The mean of `counts`; `None` when empty.
-pub(super) fn mean(counts: &[u64]) -> Option<f64> {
-    (!counts.is_empty()).then(|| counts.iter().sum::<u64>() as f64 / counts.len() as f64)
 }
 
 /// The rounds of `rows`, in order.

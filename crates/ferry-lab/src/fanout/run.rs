@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{
+use super::options::{
     qos, Command, Config, Configuration, Fanout, PeerRequest, Report, Row, DRAIN_LIMIT,
     START_TIMEOUT, TOPIC,
 };

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use ferry::Subscriber;
 
-use super::{qos, Counts, PeerRequest, DRAIN_LIMIT, QUIET, TOPIC};
+use super::options::{qos, Counts, PeerRequest, DRAIN_LIMIT, QUIET, TOPIC};
 use crate::error::{bail, Error, Result};
 
 /// How long a subscriber waits for a message before it looks at the stop flag again.

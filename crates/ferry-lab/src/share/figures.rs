@@ -1,22 +1,8 @@
 //! The figures the table, the report's section and its summary share: the share of one run, the
 //! goals, and each link rate and competitor over the rounds.
 
-use super::{Competitor, Row};
-use crate::stats::{median, ratio_f};
-
-/// Beside one TCP flow, ferry's share of the two flows' goodput is within this.
-pub(super) const TCP_GOAL: (f64, f64) = (0.4, 0.6);
-/// Two ferry flows: the smaller flow's goodput is at least this share of the larger's.
-pub(super) const FERRY_GOAL: f64 = 0.8;
-
-/// Beside TCP: ferry / (ferry + TCP); two ferry flows: the smaller / the larger. `None` when
-/// neither got anything through.
-pub(super) fn share(competitor: Competitor, ferry: f64, other: f64) -> Option<f64> {
-    match competitor {
-        Competitor::Tcp => ratio_f(ferry, ferry + other),
-        Competitor::Ferry => ratio_f(ferry.min(other), ferry.max(other)),
-    }
-}
+use super::options::{Competitor, Row, FERRY_GOAL, TCP_GOAL};
+use crate::stats::median;
 
 /// Whether `share` meets the goal beside `competitor`.
 pub(super) fn meets(competitor: Competitor, share: f64) -> bool {

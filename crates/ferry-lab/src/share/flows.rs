@@ -5,18 +5,14 @@
 
 use std::time::{Duration, Instant};
 
-use super::{
-    Command, Counts, PeerRequest, PublisherCounters, Report, MESSAGE_BYTES, START_TIMEOUT,
+use super::options::{
+    Command, Counts, PeerRequest, PublisherCounters, Report, MESSAGE_BYTES, SEND_TIMEOUT,
+    START_TIMEOUT,
 };
 use crate::error::{bail, Result};
 use crate::os::monotonic_ns;
 use crate::peer::PeerLink;
 use crate::signal;
-
-/// How long one reliable send waits for room before the publisher looks at its commands again
-/// (the message still goes, in order, once there is room: it counts as sent). It also bounds
-/// how long the publisher lingers when closed for its subscriber to catch up.
-pub(super) const SEND_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// How long the subscriber waits for a message before it looks at its commands again.
 const SLICE: Duration = Duration::from_millis(10);

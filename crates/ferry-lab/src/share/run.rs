@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::{
-    Command, Competitor, Config, Cpus, PeerRequest, Report, Role, Row, Share, START_TIMEOUT, WARMUP,
+use super::options::{
+    Command, Competitor, Config, Cpus, PeerRequest, Report, Role, Row, Share, START_TIMEOUT,
+    TCP_CONGESTION, WARMUP,
 };
 use crate::error::{bail, Error, Result};
 use crate::netns::Pair;
@@ -28,10 +29,6 @@ pub(super) struct Ctx<'a> {
 
 /// What iperf3's client writes at a time: its own default for TCP.
 const IPERF3_TCP_LEN: usize = 128 << 10;
-
-/// The TCP flow's congestion control (`iperf3 -C`): Cubic, Linux's default, whatever this
-/// machine's default is (BBR here, which is no loss-based flow).
-pub(super) const TCP_CONGESTION: &str = "cubic";
 
 /// Runs `competitor` beside the ferry flow on the link of `pair`, in a domain of its own.
 pub(super) fn one(ctx: &Ctx<'_>, pair: &Pair, round: usize, competitor: Competitor) -> Result<Row> {

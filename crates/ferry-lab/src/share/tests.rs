@@ -1,0 +1,222 @@
+use super::*;
+use crate::experiment::{Experiment, Results};
+use crate::netns::parse_link_rate;
+use figures::cases;
+
+#[test]
+
+fn example_results_read_back_and_draw() {
+    let results = example();
+    let value = serde_json::to_value(&results).unwrap();
+    assert_eq!(value["rows"][0]["competitor"], "ferry");
+    assert_eq!(value["rows"][1]["competitor"], "tcp");
+    assert_eq!(value["rows"][1]["link_rate"], "100mbit");
+    assert_eq!(value["request"]["link_rates"][1], "1gbit");
+    assert_eq!(value["rows"][0]["publishers"][1]["retransmitted"], 9);
+    let back = Results::<Share>::from_value(value).unwrap();
+    assert_eq!(back.rows.len(), 8);
+    // 700 messages of 64 KiB over 8 s.
+    assert!((back.rows[0].ferry_mbps - 45.8752).abs() < 1e-9);
+    let share = back.rows[0].share.unwrap();
+    assert!((share - 680.0 / 700.0).abs() < 1e-9, "{share}");
+    // Beside TCP: ferry / (ferry + TCP), 39.3216 / (39.3216 + 50).
+    let share = back.rows[1].share.unwrap();
+    assert!((share - 39.3216 / 89.3216).abs() < 1e-9, "{share}");
+
+    let all = cases(&back.rows);
+    assert_eq!(all.len(), 4);
+    assert_eq!(all[0].rounds, 2);
+    assert_eq!(all[0].met(), Some(true), "0.97 is near 1");
+    // Beside TCP on 100mbit: 0.44 and 0.40, median 0.42: met.
+    assert_eq!(all[1].met(), Some(true));
+    // 1gbit: 5000 / 7000 = 0.71 < 0.8; beside TCP 131 / 931 = 0.14.
+    assert_eq!(all[2].met(), Some(false));
+    assert_eq!(all[3].met(), Some(false));
+
+    let table = Share::table(&back);
+    assert!(
+        table.contains("ferry's share between 0.4 and 0.6"),
+        "{table}"
+    );
+    assert!(table.contains("smaller / larger near 1"), "{table}");
+    assert!(
+        table.contains("100mbit, two ferry flows: 45.9 and 44.6 Mbit/s, smaller / larger 0.97 (median of 2 rounds; goal at least 0.8): met"),
+        "{table}"
+    );
+    assert!(table.contains("1gbit, beside one TCP flow"), "{table}");
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("2 ") && l.contains("1gbit") && l.contains("TCP"))
+        .expect("round 2's 1gbit TCP line");
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        ["2", "1gbit", "TCP", "131.1", "800.0", "0.14", "0", "3", "0"]
+    );
+    let two = table
+        .lines()
+        .find(|l| l.starts_with("1 ") && l.contains("second ferry flow"))
+        .expect("round 1's line of two ferry flows");
+    assert!(
+        two.contains(" 12 / 9 ") && two.contains(" 3 / 3 ") && two.ends_with(" 0 / 0"),
+        "{two}"
+    );
+
+    let section = Share::section(&back).unwrap();
+    assert_eq!(section.plots.len(), 1);
+    assert_eq!(section.plots[0].file, "share.svg");
+    assert!(section.plots[0].svg.contains("beside TCP"));
+    assert!(section.plots[0].svg.contains("1gbit"));
+    assert!(section.sentence.contains("not met"), "{}", section.sentence);
+
+    let summary = Share::summary(&back);
+    assert_eq!(summary.len(), 1);
+    assert!(
+        summary[0]
+            .ferry
+            .starts_with("100mbit beside a second ferry flow: 0.97 (met)"),
+        "{}",
+        summary[0].ferry
+    );
+    assert!(summary[0].what.contains("between 0.4 and 0.6"));
+}
+
+#[test]
+fn configurations_are_checked() {
+    assert!(Share::validate(&Config::default()).is_ok());
+    let rate = |r: &str| parse_link_rate(r).unwrap();
+    for (bad, option) in [
+        (
+            Config {
+                competitors: Vec::new(),
+                ..Config::default()
+            },
+            "--competitor",
+        ),
+        (
+            Config {
+                competitors: vec![Competitor::Tcp, Competitor::Tcp],
+                ..Config::default()
+            },
+            "--competitor: tcp is listed twice",
+        ),
+        (
+            Config {
+                link_rates: Vec::new(),
+                ..Config::default()
+            },
+            "--link-rate",
+        ),
+        (
+            Config {
+                link_rates: vec![rate("100mbit"), rate("100M")],
+                ..Config::default()
+            },
+            "--link-rate: 100mbit is listed twice",
+        ),
+        (
+            Config {
+                seconds: 0.5,
+                ..Config::default()
+            },
+            "--seconds",
+        ),
+        (
+            Config {
+                seconds: f64::NAN,
+                ..Config::default()
+            },
+            "--seconds",
+        ),
+        (
+            Config {
+                seconds: 2.5,
+                ..Config::default()
+            },
+            "--seconds 2.5 with --competitor tcp",
+        ),
+        (
+            Config {
+                delay: -1.0,
+                ..Config::default()
+            },
+            "--delay",
+        ),
+        (
+            Config {
+                delay: f64::INFINITY,
+                ..Config::default()
+            },
+            "--delay",
+        ),
+        (
+            Config {
+                rounds: 0,
+                ..Config::default()
+            },
+            "--rounds",
+        ),
+    ] {
+        let e = Share::validate(&bad).unwrap_err().to_string();
+        assert!(e.contains(option), "{bad:?}: {e}");
+    }
+    // Fractions of a second are fine between ferry flows alone.
+    assert!(Share::validate(&Config {
+        competitors: vec![Competitor::Ferry],
+        seconds: 2.5,
+        delay: 0.0,
+        ..Config::default()
+    })
+    .is_ok());
+    let back: Config =
+        serde_json::from_str(r#"{"competitors": ["tcp"], "link_rates": ["100M"]}"#).unwrap();
+    assert_eq!(back.competitors, [Competitor::Tcp]);
+    assert_eq!(back.link_rates, [rate("100mbit")]);
+    assert_eq!((back.seconds, back.delay, back.rounds), (8.0, 4.0, 1));
+    assert!(serde_json::from_str::<Config>(r#"{"competitor": ["tcp"]}"#).is_err());
+    assert!(serde_json::from_str::<Config>(r#"{"link_rates": ["fast"]}"#).is_err());
+}
+
+#[test]
+fn the_two_sides_messages_read_back() {
+    let line = serde_json::to_string(&Command::Window {
+        from_ns: 5,
+        to_ns: 9,
+    })
+    .unwrap();
+    assert!(matches!(
+        serde_json::from_str::<Command>(&line).unwrap(),
+        Command::Window {
+            from_ns: 5,
+            to_ns: 9
+        }
+    ));
+    let line = serde_json::to_string(&Report::Stopped(PublisherCounters {
+        sent: 7,
+        retransmitted: None,
+        queue_events: Some(2),
+        congestion_events: Some(1),
+    }))
+    .unwrap();
+    assert!(matches!(
+        serde_json::from_str::<Report>(&line).unwrap(),
+        Report::Stopped(PublisherCounters {
+            sent: 7,
+            retransmitted: None,
+            queue_events: Some(2),
+            ..
+        })
+    ));
+    let line = serde_json::to_string(&Report::Counts(Counts {
+        received: 3,
+        in_window: 2,
+    }))
+    .unwrap();
+    assert!(matches!(
+        serde_json::from_str::<Report>(&line).unwrap(),
+        Report::Counts(Counts {
+            received: 3,
+            in_window: 2
+        })
+    ));
+}
