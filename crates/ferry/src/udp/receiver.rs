@@ -1212,10 +1212,29 @@ impl Receiver {
             return;
         }
         while !s.complete.is_empty() {
-            let Some((data, stream_end)) = s.complete.remove(&s.next_deliver) else {
+            // In order: the next one, if it is there; else (latest, once the history is
+            // delivered) the oldest, what lies before it lost.
+            let next = if s.in_order() {
+                let seq = s.next_deliver;
+                s.complete.remove(&seq).map(|d| (seq, d))
+            } else {
+                s.complete.pop_first()
+            };
+            let Some((seq, (data, stream_end))) = next else {
                 break;
             };
             s.held -= charge(data.len());
+            if seq < s.next_deliver {
+                // Given up meanwhile (a gap skipped past it): not delivered out of order.
+                self.stats.duplicates += 1;
+                self.buffered -= charge(data.len());
+                self.pool.give_back(data);
+                continue;
+            }
+            if seq > s.next_deliver {
+                count_lost(&mut self.stats, s, seq - s.next_deliver);
+                s.next_deliver = seq;
+            }
             deliver_next(
                 s,
                 session,
@@ -1225,29 +1244,6 @@ impl Receiver {
                 data,
                 stream_end,
             );
-        }
-        if !s.in_order() {
-            while let Some((seq, (data, stream_end))) = s.complete.pop_first() {
-                s.held -= charge(data.len());
-                if seq < s.next_deliver {
-                    // Given up meanwhile (a gap skipped past it): not delivered out of order.
-                    self.stats.duplicates += 1;
-                    self.buffered -= charge(data.len());
-                    self.pool.give_back(data);
-                    continue;
-                }
-                count_lost(&mut self.stats, s, seq - s.next_deliver);
-                s.next_deliver = seq;
-                deliver_next(
-                    s,
-                    session,
-                    &mut self.stats,
-                    &mut self.ready,
-                    &mut self.events,
-                    data,
-                    stream_end,
-                );
-            }
         }
         if s.reliable && s.ack_due(&self.cfg, self.now) {
             s.status_due = true;
