@@ -245,7 +245,9 @@ fn a_burst_at_start_reaches_zenoh_whole(transport: ferry::Transport, word: &str)
     for seq in 0..50u64 {
         publisher.send(&payload(seq, 200)).unwrap();
     }
-    let reached = wait_until(Duration::from_secs(30), || heard.lock().unwrap().len() >= 50);
+    let reached = wait_until(Duration::from_secs(30), || {
+        heard.lock().unwrap().len() >= 50
+    });
     let seqs: Vec<u64> = heard
         .lock()
         .unwrap()
