@@ -595,6 +595,50 @@ fn a_server_killed_with_100_requests_in_flight_ends_every_call_with_server_gone(
     kill_with_requests_in_flight(&domain("svc-kill"), 100);
 }
 
+/// A server that answered once and then fell silent (its process stopped with SIGSTOP: alive to
+/// the directory, so only the silence of its responses tells): the client's pending call ends
+/// with `ServerGone` once the server has been silent for the client's lease, not with a timeout.
+#[test]
+fn a_server_silent_past_the_clients_lease_ends_its_pending_call_with_server_gone() {
+    let dom = domain("svc-stop");
+    let qos = "udp,block,max=4096";
+    let mut child = spawn(
+        "echo-server",
+        &[
+            ("DOMAIN", dom.clone()),
+            ("SERVICE", "sleeper".into()),
+            ("QOS", qos.into()),
+        ],
+    );
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(
+        lines.any(|l| l.is_ok_and(|l| l.ends_with("READY"))),
+        "the server started"
+    );
+    let node = Node::with_domain("caller", &dom).unwrap();
+    let lease = Duration::from_millis(500);
+    let mut client = node
+        .client("sleeper", &parse_qos(qos).lease(lease))
+        .unwrap();
+    client.wait_for_server(LONG);
+    // Answered once: the server's stream of this client's responses runs (and heartbeats).
+    assert_eq!(&client.call(b"first", LONG).unwrap()[..], b"first");
+    let pid = child.id() as i32;
+    // SAFETY: kill has no memory preconditions; the pid is our live child's.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let id = client.send_request(b"second").unwrap();
+    let stopped = Instant::now();
+    let outcome = client.recv_response(LONG).map(|r| r.map(|r| r.request()));
+    let took = stopped.elapsed();
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    kill9(&mut child);
+    match outcome {
+        Err(CallError::ServerGone { request, .. }) => assert_eq!(request, id),
+        other => panic!("expected ServerGone within {LONG:?}, got {other:?} after {took:?}"),
+    }
+}
+
 /// The figure for docs/RESULTS.md: 20 kills, the median and max time from the kill to the last
 /// pending call's `ServerGone`. Run by name: `cargo test --release -p ferry --test service --
 /// --ignored --nocapture server_gone_timing`.
