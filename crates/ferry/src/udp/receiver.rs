@@ -303,9 +303,9 @@ struct Session {
     /// History (a receiver that asks for it, joining a running publisher): the first live
     /// message; those before it, from where the publisher's history starts, come first.
     history_until: u64,
-    /// Since when the session waits to learn where the publisher's history starts (a heartbeat
-    /// says so); nothing is delivered meanwhile.
-    history_wait: Option<u64>,
+    /// The session waits to learn where the publisher's history starts (a heartbeat says so);
+    /// nothing is delivered meanwhile.
+    history_wait: bool,
     /// When the history was asked for (the whole of it is given up `history_wait_ns` later).
     history_since: u64,
 }
@@ -347,7 +347,7 @@ impl Session {
             lost_pending: 0,
             lost_unconfirmed: 0,
             history_until: 0,
-            history_wait: None,
+            history_wait: false,
             history_since: 0,
         }
     }
@@ -355,7 +355,7 @@ impl Session {
     /// Still taking the history: waiting to learn it, or delivering messages older than the
     /// first live one.
     fn filling(&self) -> bool {
-        self.history_wait.is_some() || self.next_deliver < self.history_until
+        self.history_wait || self.next_deliver < self.history_until
     }
 
     /// Messages are delivered in order and gaps are NAKed: reliable delivery, or the history.
@@ -366,7 +366,7 @@ impl Session {
     /// A heartbeat said the publisher's history starts at `from`: the session delivers from
     /// there (at most `want` messages before its first live one), asking for what it lacks.
     fn learn_history(&mut self, from: u64, want: u64) {
-        if self.history_wait.take().is_none() {
+        if !std::mem::take(&mut self.history_wait) {
             return;
         }
         let start = self
@@ -843,7 +843,7 @@ impl Receiver {
             // Joining a publisher that sent before: its history first (once a heartbeat
             // tells where it starts; the first STATUS asks for one).
             s.history_until = start;
-            s.history_wait = Some(now);
+            s.history_wait = true;
             s.history_since = now;
         }
         s.bytes_in = wire_len as u64;
@@ -1010,7 +1010,7 @@ impl Receiver {
         };
         let len = data.len();
         if s.in_order() {
-            if seq == s.next_deliver && s.history_wait.is_none() {
+            if seq == s.next_deliver && !s.history_wait {
                 // Next in line: straight to the delivery queue.
                 s.held -= charge(len);
                 deliver_next(
@@ -1208,7 +1208,7 @@ impl Receiver {
         let Some(s) = self.sessions.get_mut(&session) else {
             return;
         };
-        if s.history_wait.is_some() {
+        if s.history_wait {
             return;
         }
         while !s.complete.is_empty() {
@@ -1360,7 +1360,7 @@ impl Receiver {
             let deadline = s.history_since.saturating_add(cfg.history_wait_ns);
             if now >= deadline {
                 // The history did not come in time: go on without (what never came is lost).
-                s.history_wait = None;
+                s.history_wait = false;
                 let until = s.history_until;
                 self.stats.history_given_up += 1;
                 self.skip_to(id, until);
@@ -1369,7 +1369,7 @@ impl Receiver {
             }
         }
         let s = self.sessions.get_mut(&id).expect("a live session");
-        if s.history_wait.is_some() {
+        if s.history_wait {
             // Nothing to ask for before the publisher says where its history starts (the
             // STATUS asks for a heartbeat).
             return next;
@@ -1533,7 +1533,7 @@ impl Receiver {
         let s = self.sessions.get_mut(&id).expect("a live session");
         if s.reliable {
             // Flow control.
-            let ask = s.history_wait.is_some();
+            let ask = s.history_wait;
             let repeat = s.nak_repeat_ns(&cfg);
             if s.status_due
                 || now >= s.last_status_ns + cfg.status_interval_ns
@@ -1577,7 +1577,7 @@ impl Receiver {
             }
             let s = self.sessions.get_mut(&id).expect("a live session");
             next = next.min(s.last_status_ns + cfg.status_interval_ns);
-            if s.history_wait.is_some() {
+            if s.history_wait {
                 next = next.min(s.last_status_ns + s.nak_repeat_ns(&cfg));
             }
             if s.received_pos() > s.last_status_pos || s.highest_pos > s.last_status_arrived {
@@ -1620,7 +1620,7 @@ impl Receiver {
             }
             // Latest receivers announce themselves so publishers know who listens, at once to
             // echo a challenge, and as data arrives so that the publisher paces to the path.
-            let ask = s.history_wait.is_some();
+            let ask = s.history_wait;
             let repeat = s.nak_repeat_ns(&cfg);
             if s.status_due
                 || now >= s.last_status_ns + 10 * cfg.status_interval_ns
@@ -1651,7 +1651,7 @@ impl Receiver {
             }
             let s = self.sessions.get_mut(&id).expect("a live session");
             next = next.min(s.last_status_ns + 10 * cfg.status_interval_ns);
-            if s.history_wait.is_some() {
+            if s.history_wait {
                 next = next.min(s.last_status_ns + s.nak_repeat_ns(&cfg));
             }
             if s.highest_pos > s.last_status_arrived {
