@@ -172,6 +172,37 @@ fn over_udp_a_joiner_that_loses_datagrams_still_gets_its_whole_history() {
     late_joiner_over(Transport::Udp, Some(lossy), Delivery::Reliable, 20, 20);
 }
 
+/// A history of messages at the subscriber's size limit, each 44 datagrams: more than a
+/// receiver's first repair budget (256 KiB), so the joiner's asks are served in turns; every
+/// byte of each arrives, latest delivery too.
+#[test]
+fn over_udp_a_history_of_messages_at_the_size_limit_arrives_whole() {
+    const SIZE: usize = 64 << 10;
+    for delivery in [Delivery::Latest, Delivery::Reliable] {
+        let dom = domain("histbig");
+        let node = Node::with_domain("n", &dom).unwrap();
+        let qos = Qos::default()
+            .transport(Transport::Udp)
+            .delivery(delivery)
+            .max_message_size(SIZE);
+        let mut publ = node.publisher("t", &qos.clone().history(8)).unwrap();
+        let mut body = vec![0u8; SIZE];
+        for seq in 0..20u64 {
+            fill(seq, &mut body);
+            publ.send(&body).unwrap();
+        }
+        let mut sub = node.subscriber("t", &qos.clone().history(8)).unwrap();
+        for seq in 12..20u64 {
+            let s = sub
+                .recv_timeout(WAIT)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{delivery:?}: history message {seq} did not come"));
+            assert_eq!((s.seq(), s.len()), (seq, SIZE), "{delivery:?}");
+            assert!(check(seq, &s), "{delivery:?}: message {seq} intact");
+        }
+    }
+}
+
 #[test]
 fn history_over_udp_above_what_a_udp_subscriber_takes_is_refused_with_a_clear_error() {
     let dom = domain("histudp");
