@@ -24,8 +24,10 @@ pub fn as_bytes<T: Pod>(items: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(items.as_ptr().cast(), std::mem::size_of_val(items)) }
 }
 
-/// Views bytes as a slice of `T`, checking length and alignment.
-pub fn from_bytes<T: Pod>(bytes: &[u8]) -> Result<&[T], crate::PodError> {
+/// How many `T` the bytes hold, once their length and alignment are checked; `None` for no bytes
+/// (no elements, wherever they point: an empty buffer's pointer is dangling, so its alignment
+/// says nothing and a caller must not build a slice on it).
+fn element_count<T: Pod>(bytes: &[u8]) -> Result<Option<usize>, crate::PodError> {
     let size = std::mem::size_of::<T>();
     if size == 0 || bytes.len() % size != 0 {
         return Err(crate::PodError::Length {
@@ -33,38 +35,32 @@ pub fn from_bytes<T: Pod>(bytes: &[u8]) -> Result<&[T], crate::PodError> {
             size,
         });
     }
-    // No bytes are no elements, wherever they point (an empty buffer's pointer is dangling).
     if bytes.is_empty() {
-        return Ok(&[]);
+        return Ok(None);
     }
     if bytes.as_ptr() as usize % std::mem::align_of::<T>() != 0 {
         return Err(crate::PodError::Alignment {
             align: std::mem::align_of::<T>(),
         });
     }
-    // SAFETY: length and alignment checked above; every bit pattern is a valid T.
-    Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast(), bytes.len() / size) })
+    Ok(Some(bytes.len() / size))
+}
+
+/// Views bytes as a slice of `T`, checking length and alignment.
+pub fn from_bytes<T: Pod>(bytes: &[u8]) -> Result<&[T], crate::PodError> {
+    let Some(n) = element_count::<T>(bytes)? else {
+        return Ok(&[]);
+    };
+    // SAFETY: `element_count` checked length and alignment; every bit pattern is a valid T.
+    Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast(), n) })
 }
 
 /// Views bytes mutably as a slice of `T`, checking length and alignment.
 pub fn from_bytes_mut<T: Pod>(bytes: &mut [u8]) -> Result<&mut [T], crate::PodError> {
-    let size = std::mem::size_of::<T>();
-    if size == 0 || bytes.len() % size != 0 {
-        return Err(crate::PodError::Length {
-            len: bytes.len(),
-            size,
-        });
-    }
-    // As in `from_bytes`.
-    if bytes.is_empty() {
+    let Some(n) = element_count::<T>(bytes)? else {
         return Ok(&mut []);
-    }
-    if bytes.as_ptr() as usize % std::mem::align_of::<T>() != 0 {
-        return Err(crate::PodError::Alignment {
-            align: std::mem::align_of::<T>(),
-        });
-    }
-    // SAFETY: length and alignment checked above; every bit pattern is a valid T; the borrow is
-    // exclusive.
-    Ok(unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast(), bytes.len() / size) })
+    };
+    // SAFETY: `element_count` checked length and alignment; every bit pattern is a valid T; the
+    // borrow is exclusive.
+    Ok(unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast(), n) })
 }
