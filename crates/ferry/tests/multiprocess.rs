@@ -597,16 +597,9 @@ fn a_full_dev_shm_is_an_error_when_the_publisher_is_made() {
     use std::os::unix::process::CommandExt;
     let c = |s: &str| CString::new(s).unwrap();
     let (root, shm, tmpfs, size) = (c("/"), c("/dev/shm"), c("tmpfs"), c("size=1m,mode=1777"));
-    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "small_dev_shm_child",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env("FERRY_TEST_SMALL_DEV_SHM", "1")
-    .stdout(std::process::Stdio::piped());
+    let mut cmd = test_binary(&[], "small_dev_shm_child");
+    cmd.env("FERRY_TEST_SMALL_DEV_SHM", "1")
+        .stdout(std::process::Stdio::piped());
     let in_small_dev_shm = move || {
         // SAFETY: unshare and mount take plain flags and C strings that outlive the calls; in
         // the forked child they change only the child's own mount namespace.
@@ -654,19 +647,9 @@ fn a_full_dev_shm_is_an_error_when_the_publisher_is_made() {
 
 /// This test binary's child in `role`, as pid 1 of a PID namespace of its own with its own
 /// /proc (util-linux `unshare`; killed with the unshare process).
-fn child_in_own_pid_namespace(role: &str) -> std::process::Command {
-    let mut cmd = std::process::Command::new("unshare");
-    cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_entry",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE, role);
-    cmd
+fn child_in_own_pid_namespace(role: &str, vars: &[(&str, String)]) -> std::process::Command {
+    let unshare = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"];
+    child_command(&unshare, role, vars)
 }
 
 #[test]
@@ -675,12 +658,15 @@ fn a_subscriber_in_another_pid_namespace_is_not_swept_as_dead() {
     let dom = domain("pidns");
     // The subscriber runs as pid 1 of a PID namespace of its own, with its own /proc: in ours,
     // pid 1 is another process, with another start time.
-    let mut cmd = child_in_own_pid_namespace("subscriber");
-    cmd.env("FERRY_TEST_DOMAIN", &dom)
-        .env("FERRY_TEST_TOPIC", "data")
-        .env("FERRY_TEST_QOS", "block,reliable")
-        .env("FERRY_TEST_COUNT", "5")
-        .stdout(std::process::Stdio::piped());
+    let mut cmd = child_in_own_pid_namespace(
+        "subscriber",
+        &[
+            ("DOMAIN", dom.clone()),
+            ("TOPIC", "data".into()),
+            ("QOS", "block,reliable".into()),
+            ("COUNT", "5".into()),
+        ],
+    );
     /// Kills the child if the test fails before it finishes.
     struct Guard(Option<std::process::Child>);
     impl Drop for Guard {
@@ -743,12 +729,16 @@ fn a_crashed_publisher_of_another_pid_namespace_is_swept_with_its_segment() {
     // pid means nothing here. Killed with SIGKILL, it could not free its slot; its lock in the
     // control segment went with it, which is how this namespace knows it ended.
     let dom = domain("pidnsgone");
-    let mut cmd = child_in_own_pid_namespace("publisher");
-    cmd.env("FERRY_TEST_DOMAIN", &dom)
-        .env("FERRY_TEST_TOPIC", "data")
-        .env("FERRY_TEST_QOS", "block,reliable,max=1024")
-        .env("FERRY_TEST_PACE_US", "100000")
-        .stdout(std::process::Stdio::null());
+    let mut cmd = child_in_own_pid_namespace(
+        "publisher",
+        &[
+            ("DOMAIN", dom.clone()),
+            ("TOPIC", "data".into()),
+            ("QOS", "block,reliable,max=1024".into()),
+            ("PACE_US", "100000".into()),
+        ],
+    );
+    cmd.stdout(std::process::Stdio::null());
     let mut child = cmd.spawn().expect("util-linux unshare");
     let publishers = |alive: bool| {
         ferry::admin::topic(&dom, "data")

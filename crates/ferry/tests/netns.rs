@@ -3,7 +3,7 @@
 //! find each other by multicast discovery confined to the namespaces. Needs root (CAP_NET_ADMIN)
 //! and `ip`; skips with a message otherwise.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 mod common;
@@ -62,24 +62,9 @@ impl Hosts {
 
     /// Starts this test binary as a child in namespace `ns`.
     fn spawn(&self, ns: &str, role: &str, iface: &str, vars: &[(&str, String)]) -> Child {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", ns])
-            .arg(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "child_entry",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(ROLE, role)
-            .env("FERRY_DISCOVERY", "multicast")
-            .env("FERRY_DISCOVERY_IFACE", iface)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        for (k, v) in vars {
-            cmd.env(format!("FERRY_TEST_{k}"), v);
-        }
+        let mut cmd = child_command(&["ip", "netns", "exec", ns], role, vars);
+        cmd.env("FERRY_DISCOVERY", "multicast")
+            .env("FERRY_DISCOVERY_IFACE", iface);
         cmd.spawn().expect("spawn child in namespace")
     }
 }

@@ -117,22 +117,45 @@ pub fn spawn(role: &str, vars: &[(&str, String)]) -> Child {
 
 /// As `spawn`, with environment variables of ferry's own (`FERRY_PEERS`, …) for the child.
 pub fn spawn_with_env(role: &str, vars: &[(&str, String)], env: &[(&str, String)]) -> Child {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    let mut cmd = child_command(&[], role, vars);
     cmd.envs(env.iter().map(|(k, v)| (k, v)));
+    cmd.spawn().expect("spawn child")
+}
+
+/// This test binary, run behind `wrapper` (a program and its arguments that start it:
+/// `ip netns exec NS`, `unshare …`; none: started directly), running only its ignored test
+/// `entry`.
+pub fn test_binary(wrapper: &[&str], entry: &str) -> Command {
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).arg(exe);
+            cmd
+        }
+        None => Command::new(exe),
+    };
     cmd.args([
         "--exact",
-        "child_entry",
+        entry,
         "--ignored",
         "--nocapture",
         "--test-threads=1",
-    ])
-    .env(ROLE, role)
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit());
+    ]);
+    cmd
+}
+
+/// The command that starts this test binary (behind `wrapper`, as in `test_binary`) as a child
+/// in `role` with `KEY=VALUE` settings, its output piped.
+pub fn child_command(wrapper: &[&str], role: &str, vars: &[(&str, String)]) -> Command {
+    let mut cmd = test_binary(wrapper, "child_entry");
+    cmd.env(ROLE, role)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     for (k, v) in vars {
         cmd.env(format!("FERRY_TEST_{k}"), v);
     }
-    cmd.spawn().expect("spawn child")
+    cmd
 }
 
 pub fn var(k: &str) -> String {
