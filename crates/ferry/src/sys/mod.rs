@@ -631,6 +631,7 @@ pub fn monotonic_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     fn unique(what: &str) -> String {
         format!("ferry-unit.{}.{what}", std::process::id())
@@ -650,6 +651,34 @@ mod tests {
             "{} blocks of 512 bytes for {size} bytes",
             st.st_blocks
         );
+    }
+
+    #[test]
+    fn an_object_is_created_mapped_and_removed() {
+        let name = unique("mapped");
+        let page = page_size();
+        let obj = ShmObject::create(&name, page as u64, 0o600).unwrap();
+        assert_eq!(obj.size().unwrap(), page as u64);
+        assert_eq!(
+            ShmObject::create(&name, 1, 0o600).err().map(|e| e.kind()),
+            Some(io::ErrorKind::AlreadyExists)
+        );
+        let a = Mapping::map(&obj, 0, page).unwrap();
+        let b = Mapping::map(&ShmObject::open(&name).unwrap(), 0, page).unwrap();
+        shm_unlink(&name).unwrap();
+        // SAFETY: both mappings are `page` bytes long and page-aligned; only atomics touch them.
+        let (wa, wb) = unsafe {
+            (
+                &*a.as_ptr().cast::<AtomicU32>(),
+                &*b.as_ptr().cast::<AtomicU32>(),
+            )
+        };
+        wa.store(7, Ordering::Relaxed);
+        assert_eq!(wb.load(Ordering::Relaxed), 7, "both map the same memory");
+        // A value other than the expected one returns at once.
+        futex_wait(wb, 8, Some(Duration::from_secs(5)));
+        futex_wake(wa);
+        assert!(ShmObject::open(&name).is_err(), "the name is gone");
     }
 
     #[test]
