@@ -1,7 +1,5 @@
 //! `ferry lab cycle`'s options.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use ferry_lab::args::parse_choice;
 use ferry_lab::cycle::{parse_budget, Budget, Config, DeliveryChoice, Placement, SUBJECTS};
@@ -80,14 +78,12 @@ pub struct CycleArgs {
     /// 1 000 000, step 2 (long: hours)
     #[arg(long)]
     pub study: bool,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
 }
 
-impl CycleArgs {
-    pub fn into_config(self) -> Config {
+impl super::Options for CycleArgs {
+    type Experiment = ferry_lab::cycle::Cycle;
+
+    fn into_config(self) -> Config {
         let d = Config::default();
         Config {
             transport: self.transport.unwrap_or(d.transport),

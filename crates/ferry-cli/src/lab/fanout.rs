@@ -1,7 +1,5 @@
 //! `ferry lab fanout`'s options.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use ferry_lab::fanout::Config;
 use ferry_lab::units::parse_size;
@@ -34,14 +32,12 @@ pub struct FanoutArgs {
     /// [default: 3]
     #[arg(long, value_name = "N")]
     pub rounds: Option<usize>,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
 }
 
-impl FanoutArgs {
-    pub fn into_config(self) -> Config {
+impl super::Options for FanoutArgs {
+    type Experiment = ferry_lab::fanout::Fanout;
+
+    fn into_config(self) -> Config {
         let d = Config::default();
         Config {
             size: self.size.unwrap_or(d.size),

@@ -24,14 +24,12 @@ pub struct FootprintArgs {
     /// Build the apps with cargo first if they are missing (when run from the source tree)
     #[arg(long)]
     pub build: bool,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
 }
 
-impl FootprintArgs {
-    pub fn into_config(self) -> Config {
+impl super::Options for FootprintArgs {
+    type Experiment = ferry_lab::footprint::Footprint;
+
+    fn into_config(self) -> Config {
         let d = Config::default();
         Config {
             transports: self.transports.unwrap_or(d.transports),

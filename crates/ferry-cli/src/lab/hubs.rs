@@ -1,7 +1,5 @@
 //! `ferry lab hubs`'s options.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use ferry::WaitStrategy;
 use ferry_lab::args::parse_choice;
@@ -87,18 +85,16 @@ pub struct HubsArgs {
     #[arg(long, value_name = "HOST[:PORT]")]
     pub remote: Option<String>,
 
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
-
     /// Testing: hub 1 exits (status 3) after forwarding N messages, to show how a dead hub is
     /// reported
     #[arg(long = "fault-hub-exit-after", value_name = "N", hide = true)]
     pub fault_hub_exit_after: Option<u64>,
 }
 
-impl HubsArgs {
-    pub fn into_config(self) -> Config {
+impl super::Options for HubsArgs {
+    type Experiment = ferry_lab::hubs::Hubs;
+
+    fn into_config(self) -> Config {
         let d = Config::default();
         Config {
             mode: self.mode.unwrap_or(d.mode),

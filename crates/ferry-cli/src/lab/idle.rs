@@ -1,7 +1,5 @@
 //! `ferry lab idle`'s options.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use ferry::WaitStrategy;
 use ferry_lab::args::parse_choice;
@@ -23,14 +21,12 @@ pub struct IdleArgs {
     /// Seconds of idleness measured per strategy (after a settling pause of 0.5 s) [default: 2]
     #[arg(long, value_name = "S")]
     pub seconds: Option<f64>,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
 }
 
-impl IdleArgs {
-    pub fn into_config(self) -> Config {
+impl super::Options for IdleArgs {
+    type Experiment = ferry_lab::idle::Idle;
+
+    fn into_config(self) -> Config {
         let d = Config::default();
         Config {
             wait: self.wait.unwrap_or(d.wait),

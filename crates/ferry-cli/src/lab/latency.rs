@@ -1,7 +1,5 @@
 //! `ferry lab latency`'s options.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use ferry_lab::latency::{Config, SUBJECTS};
 use ferry_lab::subject::Subject;
@@ -51,14 +49,12 @@ pub struct LatencyArgs {
     /// 7447 by default); UDP transports only (udp4, udp4-key, raw-udp4)
     #[arg(long, value_name = "HOST[:PORT]")]
     pub remote: Option<String>,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
 }
 
-impl LatencyArgs {
-    pub fn into_config(self) -> Config {
+impl super::Options for LatencyArgs {
+    type Experiment = ferry_lab::latency::Latency;
+
+    fn into_config(self) -> Config {
         let d = Config::default();
         Config {
             transports: self.transports.unwrap_or(d.transports),

@@ -1,7 +1,5 @@
 //! `ferry lab limits`'s options.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use ferry_lab::limits::Config;
 use ferry_lab::units::parse_size;
@@ -19,14 +17,12 @@ pub struct LimitsArgs {
     /// Largest memcpy size, with an optional K or M suffix [default: 64M]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub memcpy_max: Option<usize>,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
 }
 
-impl LimitsArgs {
-    pub fn into_config(self) -> Config {
+impl super::Options for LimitsArgs {
+    type Experiment = ferry_lab::limits::Limits;
+
+    fn into_config(self) -> Config {
         let d = Config::default();
         Config {
             samples: self.samples.unwrap_or(d.samples),

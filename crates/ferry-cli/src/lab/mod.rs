@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use ferry_lab::error::{Context, Result};
-use ferry_lab::experiment::run_and_print;
+use ferry_lab::experiment::{run_and_print, Experiment as Measure};
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, after_long_help = ferry_lab::studies::help())]
@@ -56,37 +56,37 @@ pub struct SuiteArgs {
 pub enum Experiment {
     /// One-way latency (round trip / 2) by ping-pong between two processes, against raw
     /// shared-memory baselines measured in the same run
-    Latency(latency::LatencyArgs),
+    Latency(Run<latency::LatencyArgs>),
     /// Messages and bits per second from a publisher sending back to back to a subscriber in
     /// another process, against plain UDP, iperf3 and sockperf measured in the same run
-    Throughput(throughput::ThroughputArgs),
+    Throughput(Run<throughput::ThroughputArgs>),
     /// How a ferry flow shares a rate-limited link with one TCP flow or a second ferry flow
-    Share(share::ShareArgs),
+    Share(Run<share::ShareArgs>),
     /// CPU used by an idle subscriber for each wait strategy (spin, block, adaptive)
-    Idle(idle::IdleArgs),
+    Idle(Run<idle::IdleArgs>),
     /// What the other subscribers of a latest UDP publisher get beside one slow subscriber,
     /// against what they get alone
-    Fanout(fanout::FanoutArgs),
+    Fanout(Run<fanout::FanoutArgs>),
     /// Binary size, private memory and threads of a minimal publisher and subscriber, against
     /// Vortex Lite's footprint in the Vortex Lite performance whitepaper (ADLINK)
-    Footprint(footprint::FootprintArgs),
+    Footprint(Run<footprint::FootprintArgs>),
     /// Raw limits of this machine: cache-line handoff, futex wake, UDP loopback, memcpy
-    Limits(limits::LimitsArgs),
+    Limits(Run<limits::LimitsArgs>),
     /// The time of the publish call alone, by transport and size, as in the cpp-shm-stream
     /// shared-memory stream experiments (Kenta Kabashima, MusicScience37)
-    SendTime(sendtime::SendTimeArgs),
+    SendTime(Run<sendtime::SendTimeArgs>),
     /// Paced multithreaded UDP sending: the rate reached per thread count and MSS, and an
     /// automatic pool under rate changes and CPU stress, as in the multithreaded paced UDP study
     /// (Dmytro Syzov, Dmitry Kachan, Eduard Siemens, Anhalt University of Applied Sciences)
-    UdpRate(udprate::UdpRateArgs),
+    UdpRate(Run<udprate::UdpRateArgs>),
     /// The largest u32 array a cyclic writer gets to a cyclic reader per cycle time under a CPU
     /// budget, as in the Dominion UDP/shared-memory study (Giuliano Scollo, TU Braunschweig and
     /// DLR): bisection, deadline misses, overloads
-    Cycle(cycle::CycleArgs),
+    Cycle(Run<cycle::CycleArgs>),
     /// Roundtrip and Flood over a ring of hub processes (a master and 3 hubs by default), on
     /// one host or two (network namespaces with an optional link rate, or another machine
     /// through a lab agent), under a CPU quota, as in the DDS Roundtrip/Flood performance study (DDS-Demonstrators project, team Hurricane, Sogeti)
-    Hubs(hubs::HubsArgs),
+    Hubs(Run<hubs::HubsArgs>),
     /// Serve the peer side of experiments to a lab on another machine (`--remote` there)
     Agent(AgentArgs),
     /// Rebuild a report from results alone, without measuring; several results (one per
@@ -94,6 +94,33 @@ pub enum Experiment {
     Report(ReportArgs),
     /// Print the JSON schema of results.json and of every experiment's results
     Schema,
+}
+
+/// An experiment's own options, read into its configuration.
+pub trait Options: Args + std::fmt::Debug {
+    /// The experiment they configure.
+    type Experiment: Measure;
+
+    /// The configuration: the options given, the configuration's defaults for the others.
+    fn into_config(self) -> <Self::Experiment as Measure>::Config;
+}
+
+/// `ferry lab <experiment>`: the experiment's own options, then those every experiment has.
+#[derive(Debug, Args)]
+pub struct Run<O: Options> {
+    #[command(flatten)]
+    pub options: O,
+
+    /// Write the results as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+}
+
+impl<O: Options> Run<O> {
+    /// Measures and prints the results (and writes them to --json).
+    fn run(self) -> Result<()> {
+        run_and_print::<O::Experiment>(self.options.into_config(), self.json.as_deref())
+    }
 }
 
 /// `ferry lab report`.
@@ -157,50 +184,17 @@ pub fn run(args: LabArgs) -> Result<()> {
 
 pub fn run_experiment(experiment: Experiment) -> Result<()> {
     match experiment {
-        Experiment::Latency(a) => {
-            let json = a.json.clone();
-            run_and_print::<ferry_lab::latency::Latency>(a.into_config(), json.as_deref())
-        }
-        Experiment::Throughput(a) => {
-            let json = a.json.clone();
-            run_and_print::<ferry_lab::throughput::Throughput>(a.into_config(), json.as_deref())
-        }
-        Experiment::Share(a) => {
-            let json = a.json.clone();
-            run_and_print::<ferry_lab::share::Share>(a.into_config(), json.as_deref())
-        }
-        Experiment::Idle(a) => {
-            let json = a.json.clone();
-            run_and_print::<ferry_lab::idle::Idle>(a.into_config(), json.as_deref())
-        }
-        Experiment::Fanout(a) => {
-            let json = a.json.clone();
-            run_and_print::<ferry_lab::fanout::Fanout>(a.into_config(), json.as_deref())
-        }
-        Experiment::Footprint(a) => {
-            let json = a.json.clone();
-            run_and_print::<ferry_lab::footprint::Footprint>(a.into_config(), json.as_deref())
-        }
-        Experiment::Limits(a) => {
-            let json = a.json.clone();
-            run_and_print::<ferry_lab::limits::Limits>(a.into_config(), json.as_deref())
-        }
-        Experiment::SendTime(a) => {
-            let json = a.json.clone();
-            run_and_print::<ferry_lab::sendtime::SendTime>(a.into_config(), json.as_deref())
-        }
-        Experiment::UdpRate(a) => {
-            let json = a.json.clone();
-            run_and_print::<ferry_lab::udprate::UdpRate>(a.into_config(), json.as_deref())
-        }
-        Experiment::Cycle(a) => {
-            let json = a.json.clone();
-            run_and_print::<ferry_lab::cycle::Cycle>(a.into_config(), json.as_deref())
-        }
-        Experiment::Hubs(a) => {
-            let json = a.json.clone();
-            run_and_print::<ferry_lab::hubs::Hubs>(a.into_config(), json.as_deref())
-        }
+        Experiment::Latency(a) => a.run(),
+        Experiment::Throughput(a) => a.run(),
+        Experiment::Share(a) => a.run(),
+        Experiment::Idle(a) => a.run(),
+        Experiment::Fanout(a) => a.run(),
+        Experiment::Footprint(a) => a.run(),
+        Experiment::Limits(a) => a.run(),
+        Experiment::SendTime(a) => a.run(),
+        Experiment::UdpRate(a) => a.run(),
+        Experiment::Cycle(a) => a.run(),
+        Experiment::Hubs(a) => a.run(),
         Experiment::Report(a) => {
             ferry_lab::report::rebuild(&a.inputs, &a.out)?;
             ferry_lab::note!("wrote {}", a.out.join("index.html").display());

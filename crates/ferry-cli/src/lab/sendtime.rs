@@ -1,7 +1,5 @@
 //! `ferry lab send-time`'s options.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use ferry_lab::sendtime::{Config, SUBJECTS};
 use ferry_lab::subject::Subject;
@@ -25,14 +23,12 @@ pub struct SendTimeArgs {
     /// Untimed sends before the timed ones, per transport and size [default: 100]
     #[arg(long, value_name = "N")]
     pub warmup: Option<usize>,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
 }
 
-impl SendTimeArgs {
-    pub fn into_config(self) -> Config {
+impl super::Options for SendTimeArgs {
+    type Experiment = ferry_lab::sendtime::SendTime;
+
+    fn into_config(self) -> Config {
         let d = Config::default();
         Config {
             transports: self.transports.unwrap_or(d.transports),

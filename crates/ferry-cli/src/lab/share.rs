@@ -1,7 +1,5 @@
 //! `ferry lab share`'s options.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use ferry_lab::args::parse_choice;
 use ferry_lab::netns::{parse_link_rate, LinkRate};
@@ -31,14 +29,12 @@ pub struct ShareArgs {
     /// Rounds: every round runs every competitor on every link in turn [default: 1]
     #[arg(long, value_name = "N")]
     pub rounds: Option<usize>,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
 }
 
-impl ShareArgs {
-    pub fn into_config(self) -> Config {
+impl super::Options for ShareArgs {
+    type Experiment = ferry_lab::share::Share;
+
+    fn into_config(self) -> Config {
         let d = Config::default();
         Config {
             competitors: self.competitors.unwrap_or(d.competitors),

@@ -1,7 +1,5 @@
 //! `ferry lab throughput`'s options.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use ferry_lab::netns::{parse_link_rate, LinkRate};
 use ferry_lab::subject::Subject;
@@ -77,14 +75,12 @@ pub struct ThroughputArgs {
     /// (p50, p99) beside its time on the link [default transports: udp4,tcp]
     #[arg(long, value_name = "PERIOD", value_parser = parse_seconds)]
     pub period: Option<std::time::Duration>,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
 }
 
-impl ThroughputArgs {
-    pub fn into_config(self) -> Config {
+impl super::Options for ThroughputArgs {
+    type Experiment = ferry_lab::throughput::Throughput;
+
+    fn into_config(self) -> Config {
         let d = Config::default();
         let hosts = self.hosts.unwrap_or(d.hosts);
         let transports = match self.transports {

@@ -1,7 +1,5 @@
 //! `ferry lab udp-rate`'s options.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use ferry_lab::args::parse_choice;
 use ferry_lab::udprate::{parse_rate, parse_threads, Config, Pacing, ThreadCounts};
@@ -46,14 +44,12 @@ pub struct UdpRateArgs {
     /// their own clock
     #[arg(long, value_name = "HOST[:PORT]")]
     pub remote: Option<String>,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
 }
 
-impl UdpRateArgs {
-    pub fn into_config(self) -> Config {
+impl super::Options for UdpRateArgs {
+    type Experiment = ferry_lab::udprate::UdpRate;
+
+    fn into_config(self) -> Config {
         let d = Config::default();
         Config {
             rate: self.rate.unwrap_or(d.rate),
