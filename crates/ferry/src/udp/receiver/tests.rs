@@ -33,6 +33,13 @@ const CLEAN: Impair = Impair {
     reorder: 0.0,
 };
 
+/// A fifth lost, some duplicated, a tenth reordered.
+const LOSSY: Impair = Impair {
+    loss: 0.2,
+    dup: 0.05,
+    reorder: 0.1,
+};
+
 /// Datagrams in flight: (deliver at, to the receiver?, bytes).
 struct Net {
     rng: Rng,
@@ -72,6 +79,13 @@ impl Sink for Net {
 }
 
 impl Net {
+    /// Hands every datagram in flight to `rx` at `now`.
+    fn deliver_all(&mut self, rx: &mut Receiver, now: u64) {
+        for (_, _, bytes) in std::mem::take(&mut self.flight) {
+            rx.on_frame(now, &decode(&bytes).unwrap());
+        }
+    }
+
     fn clean(seed: u64) -> Net {
         Net {
             rng: Rng(seed),
@@ -84,37 +98,22 @@ impl Net {
     }
 }
 
-/// A STATUS frame from receiver 9 of topic 1, session 2.
-fn status(consumed_pos: u64, window: u64, consumed_seq: u64) -> Vec<u8> {
+/// A STATUS frame with `flags` from `receiver` of `topic`, `session`: everything up to
+/// `consumed_pos` arrived and was consumed.
+fn status_frame(
+    flags: u32,
+    (topic, session): (u64, u64),
+    receiver: u64,
+    consumed_pos: u64,
+    window: u64,
+    consumed_seq: u64,
+) -> Vec<u8> {
     let mut b = Vec::new();
     let c = Common {
         kind: Kind::Status,
-        flags: FLAG_RELIABLE,
-        topic: 1,
-        session: 2,
-    };
-    frame::put_status(
-        &mut b,
-        &c,
-        9,
-        consumed_pos,
-        window,
-        consumed_seq,
-        0,
-        consumed_pos,
-        consumed_pos,
-    );
-    b
-}
-
-/// A STATUS frame from `receiver` of topic 42, session 1001.
-fn status_for(receiver: u64, consumed_pos: u64, window: u64, consumed_seq: u64) -> Vec<u8> {
-    let mut b = Vec::new();
-    let c = Common {
-        kind: Kind::Status,
-        flags: FLAG_RELIABLE,
-        topic: 42,
-        session: 1001,
+        flags,
+        topic,
+        session,
     };
     frame::put_status(
         &mut b,
@@ -127,6 +126,56 @@ fn status_for(receiver: u64, consumed_pos: u64, window: u64, consumed_seq: u64) 
         consumed_pos,
         consumed_pos,
     );
+    b
+}
+
+/// A reliable STATUS frame from receiver 9 of topic 1, session 2.
+fn status(consumed_pos: u64, window: u64, consumed_seq: u64) -> Vec<u8> {
+    status_frame(FLAG_RELIABLE, (1, 2), 9, consumed_pos, window, consumed_seq)
+}
+
+/// A reliable STATUS frame from `receiver` of topic 42, session 1001.
+fn status_for(receiver: u64, consumed_pos: u64, window: u64, consumed_seq: u64) -> Vec<u8> {
+    status_frame(
+        FLAG_RELIABLE,
+        (42, 1001),
+        receiver,
+        consumed_pos,
+        window,
+        consumed_seq,
+    )
+}
+
+/// A reliable NAK frame from receiver 9 of topic 42, session 1001.
+fn nak(entries: &[NakEntry]) -> Vec<u8> {
+    let mut b = Vec::new();
+    let c = Common {
+        kind: Kind::Nak,
+        flags: FLAG_RELIABLE,
+        topic: 42,
+        session: 1001,
+    };
+    frame::put_nak(&mut b, &c, 9, entries);
+    b
+}
+
+/// A DATA frame with `flags` of topic `topic`, session `session` (stream position 0).
+fn data_frame(
+    flags: u32,
+    (topic, session): (u64, u64),
+    seq: u64,
+    msg_len: u32,
+    offset: u32,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut b = Vec::new();
+    let c = Common {
+        kind: Kind::Data,
+        flags,
+        topic,
+        session,
+    };
+    frame::put_data(&mut b, &c, seq, msg_len, offset, 0, payload);
     b
 }
 
@@ -172,21 +221,12 @@ fn run_offering(
     };
     let mut tx = Sender::new(42, 1001, scfg);
     let mut rx = Receiver::new(7, 42, rcfg);
-    let mut net = Net {
-        rng: Rng(seed),
-        flight: Vec::new(),
-        impair,
-        now: 0,
-        to_receiver: true,
-        sent: 0,
-    };
-    // Discovery pairs the two before any data flows: the publisher's first heartbeat reaches the
-    // receiver, which joins at message 0 (a subscriber receives what is sent after it joined).
-    net.impair = CLEAN;
+    // Clean until discovery pairs the two before any data flows: the publisher's first
+    // heartbeat reaches the receiver, which joins at message 0 (a subscriber receives what is
+    // sent after it joined).
+    let mut net = Net::clean(seed);
     tx.tick(0, &mut net);
-    for (_, _, bytes) in std::mem::take(&mut net.flight) {
-        rx.on_frame(0, &decode(&bytes).unwrap());
-    }
+    net.deliver_all(&mut rx, 0);
     // The socket layer finds the publisher registered at the address it sends from.
     rx.verify(1001);
     net.impair = impair;
@@ -333,18 +373,7 @@ fn queued_small_messages_share_datagrams_and_arrive_exactly() {
 #[test]
 fn batched_messages_are_repaired_under_loss() {
     let sizes: Vec<usize> = (0..3000).map(|i| (i * 31) % 200).collect();
-    let o = run_offering(
-        &sizes,
-        true,
-        Impair {
-            loss: 0.2,
-            dup: 0.05,
-            reorder: 0.1,
-        },
-        11,
-        256 << 10,
-        true,
-    );
+    let o = run_offering(&sizes, true, LOSSY, 11, 256 << 10, true);
     assert_eq!(
         o.delivered.len(),
         sizes.len(),
@@ -354,35 +383,14 @@ fn batched_messages_are_repaired_under_loss() {
     assert!(o.delivered.iter().enumerate().all(|(i, d)| d.0 == i as u64));
     assert!(o.sender.batches > 0 && o.stats.naks_sent > 0);
     // Latest delivery under the same loss: what is delivered is intact, the rest counted.
-    let o = run_offering(
-        &sizes,
-        false,
-        Impair {
-            loss: 0.2,
-            dup: 0.05,
-            reorder: 0.1,
-        },
-        11,
-        256 << 10,
-        true,
-    );
+    let o = run_offering(&sizes, false, LOSSY, 11, 256 << 10, true);
     assert_eq!(o.delivered.len() as u64 + o.lost, sizes.len() as u64);
 }
 
 #[test]
 fn reliable_repairs_20_percent_loss_with_duplicates_and_reordering() {
     let sizes: Vec<usize> = (0..300).map(|i| 1 + (i * 7919) % 40_000).collect();
-    let o = run(
-        &sizes,
-        true,
-        Impair {
-            loss: 0.2,
-            dup: 0.05,
-            reorder: 0.1,
-        },
-        7,
-        256 << 10,
-    );
+    let o = run(&sizes, true, LOSSY, 7, 256 << 10);
     assert_eq!(o.delivered.len(), 300, "nothing lost: {:?}", o.stats);
     assert!(
         o.delivered.iter().enumerate().all(|(i, d)| d.0 == i as u64),
@@ -479,37 +487,21 @@ fn the_unsent_tail_of_a_window_blocked_message_is_not_nacked_nor_resent() {
     tx.handle(0, &decode(&status_for(9, 0, 100_000, 0)).unwrap(), &mut net);
     tx.offer(&payload(0, 1 << 20)).unwrap();
     while tx.pump(0, &mut net) {}
-    for (_, _, bytes) in std::mem::take(&mut net.flight) {
-        rx.on_frame(0, &decode(&bytes).unwrap());
-    }
+    net.deliver_all(&mut rx, 0);
     // Long past the NAK delay, with the publisher's heartbeats arriving: nothing is missing.
     for ms in 1..50u64 {
         let now = ms * 1_000_000;
         tx.tick(now, &mut net);
-        for (_, _, bytes) in std::mem::take(&mut net.flight) {
-            rx.on_frame(now, &decode(&bytes).unwrap());
-        }
+        net.deliver_all(&mut rx, now);
         let out = rx_tick(&mut rx, now);
         assert!(naks(&out).is_empty(), "NAKed the unsent tail at {ms} ms");
     }
     // A NAK for it anyway (say, from an older receiver) resends only what went out once.
-    let mut b = Vec::new();
-    let c = Common {
-        kind: Kind::Nak,
-        flags: FLAG_RELIABLE,
-        topic: 42,
-        session: 1001,
-    };
-    frame::put_nak(
-        &mut b,
-        &c,
-        9,
-        &[NakEntry {
-            seq: 0,
-            from: 500_000,
-            to: u32::MAX,
-        }],
-    );
+    let b = nak(&[NakEntry {
+        seq: 0,
+        from: 500_000,
+        to: u32::MAX,
+    }]);
     tx.handle(60_000_000, &decode(&b).unwrap(), &mut net);
     assert_eq!(tx.stats().retransmitted_frames, 0, "resent data never sent");
 }
@@ -529,19 +521,12 @@ fn a_nak_for_a_queued_message_is_not_answered_before_its_turn() {
     tx.offer(&payload(2, 100)).unwrap();
     assert!(!tx.pump(0, &mut net), "the window holds the queue");
     assert_eq!(net.flight.len(), 1);
-    let mut b = Vec::new();
-    let c = Common {
-        kind: Kind::Nak,
-        flags: FLAG_RELIABLE,
-        topic: 42,
-        session: 1001,
-    };
     let whole = |seq| NakEntry {
         seq,
         from: 0,
         to: u32::MAX,
     };
-    frame::put_nak(&mut b, &c, 9, &[whole(1), whole(2)]);
+    let b = nak(&[whole(1), whole(2)]);
     tx.handle(1_000_000, &decode(&b).unwrap(), &mut net);
     assert_eq!(net.flight.len(), 1, "nothing jumps the queue");
     assert_eq!(tx.stats().retransmitted_frames, 0);
@@ -568,14 +553,7 @@ fn a_latest_receiver_that_stops_reading_does_not_hold_the_publisher() {
     let mut tx = Sender::new(42, 1001, cfg);
     let mut net = Net::clean(1);
     // A latest receiver reports once, then its application stops reading: no more reports.
-    let mut b = Vec::new();
-    let c = Common {
-        kind: Kind::Status,
-        flags: 0,
-        topic: 42,
-        session: 1001,
-    };
-    frame::put_status(&mut b, &c, 9, 0, 1 << 20, 0, 0, 0, 0);
+    let b = status_frame(0, (42, 1001), 9, 0, 1 << 20, 0);
     tx.handle(0, &decode(&b).unwrap(), &mut net);
     let step = 100_000;
     let sent_at = |from: u64, until: u64, tx: &mut Sender, net: &mut Net| {
@@ -604,9 +582,7 @@ fn a_lost_tail_is_found_by_the_heartbeat_and_repaired() {
     let mut rx = Receiver::new(9, 42, ReceiverConfig::default());
     let mut net = Net::clean(1);
     tx.tick(0, &mut net);
-    for (_, _, bytes) in std::mem::take(&mut net.flight) {
-        rx.on_frame(0, &decode(&bytes).unwrap());
-    }
+    net.deliver_all(&mut rx, 0);
     tx.offer(&payload(0, 10_000)).unwrap();
     assert!(tx.pump(0, &mut net));
     // The last frame is lost; nothing comes after it.
@@ -627,9 +603,7 @@ fn a_lost_tail_is_found_by_the_heartbeat_and_repaired() {
     for ms in 1..200u64 {
         let now = ms * 1_000_000;
         tx.tick(now, &mut net);
-        for (_, _, bytes) in std::mem::take(&mut net.flight) {
-            rx.on_frame(now, &decode(&bytes).unwrap());
-        }
+        net.deliver_all(&mut rx, now);
         for b in rx_tick(&mut rx, now) {
             let mut back = Net::clean(4);
             tx.handle(now, &decode(&b).unwrap(), &mut back);
@@ -720,40 +694,12 @@ fn latest_counts_every_message_it_skips() {
 #[test]
 fn garbage_frames_change_nothing() {
     let mut rx = Receiver::new(1, 42, ReceiverConfig::default());
-    let mut b = Vec::new();
     // A fragment claiming a 2 GiB message: refused, nothing allocated.
-    frame::put_data(
-        &mut b,
-        &Common {
-            kind: Kind::Data,
-            flags: FLAG_RELIABLE,
-            topic: 42,
-            session: 5,
-        },
-        0,
-        2 << 30,
-        0,
-        0,
-        b"x",
-    );
+    let b = data_frame(FLAG_RELIABLE, (42, 5), 0, 2 << 30, 0, b"x");
     rx.on_frame(0, &decode(&b).unwrap());
     assert_eq!(rx.stats().refused(), 1);
     // Another topic: ignored.
-    b.clear();
-    frame::put_data(
-        &mut b,
-        &Common {
-            kind: Kind::Data,
-            flags: 0,
-            topic: 43,
-            session: 5,
-        },
-        0,
-        1,
-        0,
-        0,
-        b"x",
-    );
+    let b = data_frame(0, (43, 5), 0, 1, 0, b"x");
     rx.on_frame(0, &decode(&b).unwrap());
     assert_eq!(
         rx.stats().frames,
@@ -761,37 +707,9 @@ fn garbage_frames_change_nothing() {
         "only the first frame was for this topic"
     );
     // Inconsistent fragments of one message: the second is refused.
-    b.clear();
-    frame::put_data(
-        &mut b,
-        &Common {
-            kind: Kind::Data,
-            flags: 0,
-            topic: 42,
-            session: 6,
-        },
-        3,
-        10,
-        0,
-        0,
-        b"abc",
-    );
+    let b = data_frame(0, (42, 6), 3, 10, 0, b"abc");
     rx.on_frame(0, &decode(&b).unwrap());
-    b.clear();
-    frame::put_data(
-        &mut b,
-        &Common {
-            kind: Kind::Data,
-            flags: 0,
-            topic: 42,
-            session: 6,
-        },
-        3,
-        20,
-        3,
-        0,
-        b"def",
-    );
+    let b = data_frame(0, (42, 6), 3, 20, 3, b"def");
     rx.on_frame(0, &decode(&b).unwrap());
     assert_eq!(rx.stats().refused(), 2);
     assert!(rx.take(0).is_none());
