@@ -25,11 +25,22 @@ fn write_msg(
     Ok(())
 }
 
+/// A ring of `CAP` bytes and its writer.
+fn ring(reliable: bool) -> (RingHeader, AtomicBytes, Writer) {
+    let hdr = RingHeader::new();
+    let w = Writer::new(&hdr, CAP, reliable);
+    (hdr, AtomicBytes::new(CAP), w)
+}
+
+/// A reader of a ring of `CAP` bytes, in reader slot `slot` with `token`.
+fn join(hdr: &RingHeader, slot: usize, token: u64, reliable: bool) -> Reader {
+    Reader::join(hdr, CAP, max_payload(CAP), slot, token, reliable)
+}
+
 /// A ring whose reliable writer keeps small records in the first quarter of each lap.
 fn windowed() -> (RingHeader, AtomicBytes, Writer) {
-    let hdr = RingHeader::new();
-    let w = Writer::new(&hdr, CAP, true).with_window(CAP / 4);
-    (hdr, AtomicBytes::new(CAP), w)
+    let (hdr, mem, w) = ring(true);
+    (hdr, mem, w.with_window(CAP / 4))
 }
 
 /// As `write_msg`, for a writer with a window: it may first give the rest of the lap back.
@@ -52,6 +63,20 @@ fn read_reliable(r: &mut Reader, hdr: &RingHeader, mem: &AtomicBytes) -> Option<
     Some((rec.seq, buf))
 }
 
+/// Reads messages `seqs`, each of `len` bytes as written by `write_msg`, and then nothing.
+fn read_all(
+    r: &mut Reader,
+    hdr: &RingHeader,
+    mem: &AtomicBytes,
+    seqs: std::ops::Range<u64>,
+    len: usize,
+) {
+    for seq in seqs {
+        assert_eq!(read_reliable(r, hdr, mem), Some((seq, pattern(seq, len))));
+    }
+    assert_eq!(read_reliable(r, hdr, mem), None);
+}
+
 #[test]
 fn record_len_is_aligned_and_tight() {
     for len in 0..200u64 {
@@ -63,10 +88,8 @@ fn record_len_is_aligned_and_tight() {
 
 #[test]
 fn reliable_writer_stops_at_a_full_ring_and_resumes_after_release() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, true);
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 7, true);
+    let (hdr, mem, mut w) = ring(true);
+    let mut r = join(&hdr, 0, 7, true);
     // 48-byte records: five fit in 256 bytes (240), the sixth does not.
     for seq in 0..5 {
         write_msg(&mut w, &hdr, &mem, seq, 32).unwrap();
@@ -75,21 +98,13 @@ fn reliable_writer_stops_at_a_full_ring_and_resumes_after_release() {
     assert_eq!(w.laggards(&hdr, 32), 1, "reader 0 holds the ring");
     assert_eq!(read_reliable(&mut r, &hdr, &mem), Some((0, pattern(0, 32))));
     write_msg(&mut w, &hdr, &mem, 5, 32).unwrap();
-    for seq in 1..6 {
-        assert_eq!(
-            read_reliable(&mut r, &hdr, &mem),
-            Some((seq, pattern(seq, 32)))
-        );
-    }
-    assert_eq!(read_reliable(&mut r, &hdr, &mem), None);
+    read_all(&mut r, &hdr, &mem, 1..6, 32);
 }
 
 #[test]
 fn a_reader_that_leaves_no_longer_holds_the_writer() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, true);
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 3, 9, true);
+    let (hdr, mem, mut w) = ring(true);
+    let mut r = join(&hdr, 3, 9, true);
     while write_msg(&mut w, &hdr, &mem, 0, 40).is_ok() {}
     r.leave(&hdr);
     for _ in 0..20 {
@@ -99,13 +114,11 @@ fn a_reader_that_leaves_no_longer_holds_the_writer() {
 
 #[test]
 fn a_joiner_starts_from_now() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, true);
+    let (hdr, mem, mut w) = ring(true);
     for seq in 0..3 {
         write_msg(&mut w, &hdr, &mem, seq, 10).unwrap();
     }
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 1, 1, true);
+    let mut r = join(&hdr, 1, 1, true);
     assert_eq!(read_reliable(&mut r, &hdr, &mem), None);
     write_msg(&mut w, &hdr, &mem, 3, 10).unwrap();
     assert_eq!(read_reliable(&mut r, &hdr, &mem), Some((3, pattern(3, 10))));
@@ -113,10 +126,8 @@ fn a_joiner_starts_from_now() {
 
 #[test]
 fn abandoned_reservations_are_stepped_over_without_a_gap_in_seq() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, true);
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    let (hdr, mem, mut w) = ring(true);
+    let mut r = join(&hdr, 0, 1, true);
     write_msg(&mut w, &hdr, &mem, 0, 8).unwrap();
     let res = w.try_reserve(&hdr, &mem, 20).unwrap();
     w.abandon(&hdr, &mem, res);
@@ -128,10 +139,8 @@ fn abandoned_reservations_are_stepped_over_without_a_gap_in_seq() {
 
 #[test]
 fn latest_reader_skips_lapped_records_and_counts_them() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, false);
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, false);
+    let (hdr, mem, mut w) = ring(false);
+    let mut r = join(&hdr, 0, 1, false);
     for seq in 0..50 {
         write_msg(&mut w, &hdr, &mem, seq, 24).unwrap();
     }
@@ -156,10 +165,8 @@ fn latest_reader_skips_lapped_records_and_counts_them() {
 
 #[test]
 fn a_garbage_header_is_reported_as_corrupt_not_a_panic() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, true);
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    let (hdr, mem, mut w) = ring(true);
+    let mut r = join(&hdr, 0, 1, true);
     write_msg(&mut w, &hdr, &mem, 0, 8).unwrap();
     mem.write(8, &[0xFF; 8]); // length and tag of the first record
     assert_eq!(r.peek(&hdr, &mem), Err(Corrupt { pos: 0 }));
@@ -174,7 +181,7 @@ fn positions_near_the_top_of_u64_do_not_overflow_a_reader() {
     let p = (u64::MAX - 63) & !7;
     hdr.head.next_seq.store(5, Ordering::Relaxed);
     hdr.head.end.store(p, Ordering::Relaxed);
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    let mut r = join(&hdr, 0, 1, true);
     // A message of no bytes at `p`, committed as number 5, and a commit of number 6 after it.
     mem.write(p % CAP, &record_header(5, 0, false));
     mem.store_word((p + RECORD_HEADER) % CAP, 6, Ordering::Relaxed);
@@ -248,10 +255,8 @@ fn publish(hdr: &RingHeader, head: u64, last: u64) {
 
 #[test]
 fn a_reader_at_a_mark_sees_the_next_record_by_its_commit_word_alone() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, true);
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    let (hdr, mem, mut w) = ring(true);
+    let mut r = join(&hdr, 0, 1, true);
     write_msg(&mut w, &hdr, &mem, 0, 10).unwrap();
     assert_eq!(read_reliable(&mut r, &hdr, &mem), Some((0, pattern(0, 10))));
     let first_end = hdr.head.end.load(Ordering::Relaxed);
@@ -267,10 +272,8 @@ fn a_reader_at_a_mark_sees_the_next_record_by_its_commit_word_alone() {
 
 #[test]
 fn a_word_that_is_neither_the_mark_nor_the_next_seq_sends_the_reader_to_head() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, true);
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    let (hdr, mem, mut w) = ring(true);
+    let mut r = join(&hdr, 0, 1, true);
     for seq in 0..3 {
         write_msg(&mut w, &hdr, &mem, seq, 8).unwrap();
         assert_eq!(
@@ -295,13 +298,11 @@ fn a_word_that_is_neither_the_mark_nor_the_next_seq_sends_the_reader_to_head() {
 
 #[test]
 fn a_latest_reader_lapped_before_its_first_read_counts_what_it_missed() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, false);
+    let (hdr, mem, mut w) = ring(false);
     for seq in 0..5 {
         write_msg(&mut w, &hdr, &mem, seq, 8).unwrap();
     }
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, false);
+    let mut r = join(&hdr, 0, 1, false);
     // Three rings' worth before the reader looks.
     for seq in 5..5 + 3 * CAP / record_len(8) {
         write_msg(&mut w, &hdr, &mem, seq, 8).unwrap();
@@ -321,14 +322,12 @@ fn a_latest_reader_lapped_before_its_first_read_counts_what_it_missed() {
 
 #[test]
 fn a_joining_reader_does_not_trust_the_word_at_its_position() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, true);
+    let (hdr, mem, mut w) = ring(true);
     write_msg(&mut w, &hdr, &mem, 0, 8).unwrap();
     let at = hdr.head.end.load(Ordering::Relaxed);
     // Whatever an older lap left at the joiner's position, even a plausible header.
     mem.write(at % CAP, &header(7, 8, KIND_MESSAGE));
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    let mut r = join(&hdr, 0, 1, true);
     assert_eq!(r.pos, at);
     assert_eq!(
         r.peek(&hdr, &mem),
@@ -342,7 +341,7 @@ fn a_ring_of_padding_with_a_lying_head_is_corrupt_after_bounded_work() {
     // `head` 2^40 bytes past a reliable reader at 0: a writer never gets more than a ring ahead
     // of a reliable reader, so the reader must not walk the padding up to there.
     let (hdr, mem) = padding_everywhere();
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    let mut r = join(&hdr, 0, 1, true);
     publish(&hdr, 1 << 40, (1 << 40) - 16);
     let (h, m) = (hdr.clone(), mem.clone());
     let got = returns(move || r.peek(&h, &*m));
@@ -351,7 +350,7 @@ fn a_ring_of_padding_with_a_lying_head_is_corrupt_after_bounded_work() {
     // Padding a ring long, `head` right after it: stepped over with at most a ring's worth of
     // reads.
     let (hdr, mem) = padding_everywhere();
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    let mut r = join(&hdr, 0, 1, true);
     publish(&hdr, CAP, CAP - 16);
     let (h, m) = (hdr.clone(), mem.clone());
     let (got, r) = returns(move || (r.peek(&h, &*m), r));
@@ -365,7 +364,7 @@ fn a_ring_of_padding_with_a_lying_head_is_corrupt_after_bounded_work() {
 fn a_latest_reader_of_a_ring_whose_last_record_lies_is_corrupt_not_spinning() {
     // `last` a hundred rings behind `head`: no record is that long.
     let (hdr, mem) = padding_everywhere();
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, false);
+    let mut r = join(&hdr, 0, 1, false);
     publish(&hdr, 1 << 20, (1 << 20) - 100 * CAP);
     let got = returns(move || r.read_latest(&hdr, &*mem, &mut Vec::new()));
     assert_eq!(
@@ -381,7 +380,7 @@ fn a_latest_reader_of_a_writer_that_died_mid_record_returns_nothing_promptly() {
     let hdr = Arc::new(RingHeader::new());
     let mem = Arc::new(AtomicBytes::new(CAP));
     let mut w = Writer::new(&hdr, CAP, false);
-    let r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, false);
+    let r = join(&hdr, 0, 1, false);
     // Records of 216 bytes at 0, 216 and 432; then a reservation over the last one, never
     // committed: its writer died there.
     for seq in 0..3 {
@@ -405,7 +404,7 @@ fn lengths_past_head_or_above_the_ring_are_corrupt() {
     for (len, reliable) in [(64, true), (64, false), (u32::MAX, true), (u32::MAX, false)] {
         let hdr = RingHeader::new();
         let mem = AtomicBytes::new(CAP);
-        let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, reliable);
+        let mut r = join(&hdr, 0, 1, reliable);
         // One 32-byte record committed, whose header says `len`.
         mem.write(0, &header(0, len, KIND_MESSAGE));
         hdr.head.end.store(32, Ordering::Relaxed);
@@ -425,10 +424,8 @@ fn lengths_past_head_or_above_the_ring_are_corrupt() {
 
 #[test]
 fn sleepers_are_woken_once_and_cleared() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, false);
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 5, 1, false);
+    let (hdr, mem, mut w) = ring(false);
+    let mut r = join(&hdr, 5, 1, false);
     assert!(!r.announce_sleep(&hdr));
     let res = w.try_reserve(&hdr, &mem, 4).unwrap();
     assert_eq!(w.commit(&hdr, &mem, res), 1 << 5);
@@ -481,7 +478,7 @@ fn forged_padding_longer_than_a_lap_or_past_head_is_corrupt() {
 #[test]
 fn a_writer_keeps_small_records_in_the_window_while_its_reader_keeps_up() {
     let (hdr, mem, mut w) = windowed();
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 7, true);
+    let mut r = join(&hdr, 0, 7, true);
     for seq in 0..100 {
         let len = (seq % 17) as usize;
         write_windowed(&mut w, &hdr, &mem, seq, len).unwrap();
@@ -503,7 +500,7 @@ fn a_writer_keeps_small_records_in_the_window_while_its_reader_keeps_up() {
 #[test]
 fn a_lagging_reader_keeps_the_writer_on_the_whole_ring_and_misses_nothing() {
     let (hdr, mem, mut w) = windowed();
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 7, true);
+    let mut r = join(&hdr, 0, 7, true);
     // 32-byte records: with nothing released, the writer cannot give a lap back and fills
     // the ring past the window.
     let mut seq = 0;
@@ -516,19 +513,13 @@ fn a_lagging_reader_keeps_the_writer_on_the_whole_ring_and_misses_nothing() {
         w.head
     );
     assert_eq!(seq, 7, "a full ring of 32-byte records and a mark");
-    for want in 0..seq {
-        assert_eq!(
-            read_reliable(&mut r, &hdr, &mem),
-            Some((want, pattern(want, 16)))
-        );
-    }
-    assert_eq!(read_reliable(&mut r, &hdr, &mem), None);
+    read_all(&mut r, &hdr, &mem, 0..seq, 16);
 }
 
 #[test]
 fn a_writer_takes_turns_between_two_places_for_large_records_while_its_reader_keeps_up() {
     let (hdr, mem, mut w) = windowed();
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 7, true);
+    let mut r = join(&hdr, 0, 7, true);
     // Records of 40 to 104 bytes: over half the 64-byte window, and short enough that padding
     // (a header and the next record's mark) fits between each and the next half-lap boundary.
     for seq in 0..100 {
@@ -550,7 +541,7 @@ fn a_writer_takes_turns_between_two_places_for_large_records_while_its_reader_ke
 #[test]
 fn large_records_stay_end_to_end_while_a_reader_is_behind_and_none_is_lost() {
     let (hdr, mem, mut w) = windowed();
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 7, true);
+    let mut r = join(&hdr, 0, 7, true);
     // 56-byte records, none read: each goes where the last ended, not to a half-lap boundary.
     let mut positions = Vec::new();
     let mut seq = 0;
@@ -563,13 +554,7 @@ fn large_records_stay_end_to_end_while_a_reader_is_behind_and_none_is_lost() {
         [0, 56, 112, 168],
         "a full ring of records end to end"
     );
-    for want in 0..seq {
-        assert_eq!(
-            read_reliable(&mut r, &hdr, &mem),
-            Some((want, pattern(want, 40)))
-        );
-    }
-    assert_eq!(read_reliable(&mut r, &hdr, &mem), None);
+    read_all(&mut r, &hdr, &mem, 0..seq, 40);
     // Caught up. In this half lap the reader was already found behind, so the next record
     // still goes where the last ended; the one after it to the next half-lap boundary.
     for (seq, want) in [(seq, 224), (seq + 1, 384)] {
@@ -583,7 +568,7 @@ fn large_records_stay_end_to_end_while_a_reader_is_behind_and_none_is_lost() {
 #[test]
 fn a_latest_reader_follows_a_windowed_writer() {
     let (hdr, mem, mut w) = windowed();
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 1, 8, false);
+    let mut r = join(&hdr, 1, 8, false);
     let mut buf = Vec::new();
     for seq in 0..50 {
         write_windowed(&mut w, &hdr, &mem, seq, 8).unwrap();
@@ -601,12 +586,10 @@ proptest! {
     /// every message intact and in order.
     #[test]
     fn reliable_ring_model(ops in proptest::collection::vec((0u8..3, 0usize..120), 1..300)) {
-        let hdr = RingHeader::new();
-        let mem = AtomicBytes::new(CAP);
-        let mut w = Writer::new(&hdr, CAP, true);
+        let (hdr, mem, mut w) = ring(true);
         let mut readers = [
-            Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true),
-            Reader::join(&hdr, CAP, max_payload(CAP), 1, 2, true),
+            join(&hdr, 0, 1, true),
+            join(&hdr, 1, 2, true),
         ];
         let mut sent: Vec<(u64, usize)> = Vec::new();
         let mut next = [0usize; 2];
@@ -648,8 +631,8 @@ proptest! {
         let mem = AtomicBytes::new(CAP);
         let mut w = Writer::new(&hdr, CAP, true).with_window(CAP / 2);
         let mut readers = [
-            Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true),
-            Reader::join(&hdr, CAP, max_payload(CAP), 1, 2, true),
+            join(&hdr, 0, 1, true),
+            join(&hdr, 1, 2, true),
         ];
         let mut sent: Vec<(u64, usize)> = Vec::new();
         let mut next = [0usize; 2];
@@ -694,10 +677,8 @@ proptest! {
     /// every message is either received or counted as skipped once it has an expectation.
     #[test]
     fn latest_reader_model(ops in proptest::collection::vec((any::<bool>(), 0usize..200), 1..400)) {
-        let hdr = RingHeader::new();
-        let mem = AtomicBytes::new(CAP);
-        let mut w = Writer::new(&hdr, CAP, false);
-        let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, false);
+        let (hdr, mem, mut w) = ring(false);
+        let mut r = join(&hdr, 0, 1, false);
         let mut lens = Vec::new();
         let mut buf = Vec::new();
         let mut last: Option<u64> = None;
@@ -735,7 +716,7 @@ fn threads_reliable_two_readers(window: u64) {
     let mem = Arc::new(AtomicBytes::new(CAP));
     let readers: Vec<_> = (0..2)
         .map(|slot| {
-            let r = Reader::join(&hdr, CAP, max_payload(CAP), slot, slot as u64 + 1, true);
+            let r = join(&hdr, slot, slot as u64 + 1, true);
             let (hdr, mem) = (hdr.clone(), mem.clone());
             std::thread::spawn(move || {
                 let mut r = r;
@@ -1060,9 +1041,7 @@ proptest! {
 
 #[test]
 fn an_expected_reader_adopts_its_place_and_holds_the_writer_until_it_reads() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, true);
+    let (hdr, mem, mut w) = ring(true);
     // Slot 2's subscriber (token 7) is expected before anything is written.
     expect_reader(&hdr, 2, 7);
     assert_eq!(w.unread(&hdr), (0, 0));
@@ -1079,9 +1058,9 @@ fn an_expected_reader_adopts_its_place_and_holds_the_writer_until_it_reads() {
     }
     // Another subscriber in another slot joins from now; the expected one reads from the first
     // record, and once it read everything the writer has nothing unread.
-    let mut other = Reader::join(&hdr, CAP, max_payload(CAP), 3, 9, true);
+    let mut other = join(&hdr, 3, 9, true);
     assert!(read_reliable(&mut other, &hdr, &mem).is_none());
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 2, 7, true);
+    let mut r = join(&hdr, 2, 7, true);
     for seq in 0..n {
         let (got, bytes) = read_reliable(&mut r, &hdr, &mem).expect("a record");
         assert_eq!((got, bytes), (seq, pattern(seq, 16)));
@@ -1090,7 +1069,7 @@ fn an_expected_reader_adopts_its_place_and_holds_the_writer_until_it_reads() {
     assert_eq!(w.unread(&hdr), (0, 0));
     // A slot expected for one token and joined by another starts from now.
     expect_reader(&hdr, 4, 11);
-    let mut stranger = Reader::join(&hdr, CAP, max_payload(CAP), 4, 12, true);
+    let mut stranger = join(&hdr, 4, 12, true);
     assert!(read_reliable(&mut stranger, &hdr, &mem).is_none());
 }
 
@@ -1122,10 +1101,10 @@ fn a_joiner_gets_the_last_messages_kept_then_the_live_ones_with_no_gap() {
         let hdr = RingHeader::new();
         let mem = AtomicBytes::new(CAP);
         let mut w = Writer::new(&hdr, CAP, reliable).with_history(&hdr, 3);
-        let mut early = Reader::join(&hdr, CAP, max_payload(CAP), 0, 7, true);
+        let mut early = join(&hdr, 0, 7, true);
         // 24-byte messages (40-byte records): many laps of a 256-byte ring.
         write_read(&mut w, &hdr, &mem, Some(&mut early), 0, 100, 24);
-        let mut late = Reader::join(&hdr, CAP, max_payload(CAP), 1, 9, true);
+        let mut late = join(&hdr, 1, 9, true);
         for want in [1, 2, 3, 10] {
             let past = history(&hdr, &mem, CAP, max_payload(CAP), late.position(), want);
             let seqs: Vec<u64> = past.iter().map(|p| p.seq).collect();
@@ -1147,7 +1126,7 @@ fn history_is_only_what_the_ring_still_holds() {
     // Asks to keep 50, but a 256-byte ring holds six 40-byte records (with the next one's mark).
     let mut w = Writer::new(&hdr, CAP, false).with_history(&hdr, 50);
     write_read(&mut w, &hdr, &mem, None, 0, 40, 24);
-    let late = Reader::join(&hdr, CAP, max_payload(CAP), 1, 9, true);
+    let late = join(&hdr, 1, 9, true);
     let past = history(&hdr, &mem, CAP, max_payload(CAP), late.position(), 50);
     assert_eq!(past.len(), 6);
     let last = past.last().unwrap().seq;
@@ -1197,7 +1176,7 @@ fn a_history_lapped_while_copied_is_walked_again_from_the_new_oldest() {
     // A 256-byte ring keeps six 40-byte records: 34 to 39.
     let mut w = Writer::new(&hdr, CAP, false).with_history(&hdr, 50);
     write_read(&mut w, &hdr, &mem, None, 0, 40, 24);
-    let late = Reader::join(&hdr, CAP, max_payload(CAP), 1, 9, true);
+    let late = join(&hdr, 1, 9, true);
     let until = late.position();
     let lapped = LappedWhileRead {
         mem: &mem,
@@ -1216,11 +1195,9 @@ fn a_history_lapped_while_copied_is_walked_again_from_the_new_oldest() {
 
 #[test]
 fn a_writer_without_history_keeps_none_and_a_reader_asking_none_gets_none() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, false);
+    let (hdr, mem, mut w) = ring(false);
     write_read(&mut w, &hdr, &mem, None, 0, 10, 24);
-    let late = Reader::join(&hdr, CAP, max_payload(CAP), 1, 9, true);
+    let late = join(&hdr, 1, 9, true);
     assert!(history(&hdr, &mem, CAP, max_payload(CAP), late.position(), 5).is_empty());
     let hdr = RingHeader::new();
     let mut w = Writer::new(&hdr, CAP, false).with_history(&hdr, 5);
@@ -1412,10 +1389,8 @@ proptest! {
 /// one: its cursor stops at the oldest kept record, whatever order they are let go in.
 #[test]
 fn kept_records_hold_the_writer_back_until_each_is_let_go() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, true);
-    let mut r = Reader::join(&hdr, CAP, max_payload(CAP), 0, 1, true);
+    let (hdr, mem, mut w) = ring(true);
+    let mut r = join(&hdr, 0, 1, true);
     let mut kept = Vec::new();
     for seq in 0..3 {
         write_msg(&mut w, &hdr, &mem, seq, 24).unwrap();
