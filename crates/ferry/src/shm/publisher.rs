@@ -443,17 +443,14 @@ impl Drop for ShmPublisher {
         let b = self.data.block();
         b.closed.store(1, Ordering::Release);
         let _ = sys::shm_unlink(self.data.name());
-        self.topic.release_publisher(self.slot, self.token);
-        self.topic.remove_if_unused();
+        self.topic.leave_publisher(self.slot, self.token);
     }
 }
 
 impl std::fmt::Debug for ShmPublisher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ShmPublisher")
-            .field("topic", &self.topic.topic)
-            .field("slot", &self.slot)
-            .finish()
+        self.topic
+            .debug_participant(f, "ShmPublisher", Some(self.slot))
     }
 }
 

@@ -789,16 +789,13 @@ impl Drop for ShmSubscriber {
             ring_doorbell(&s.data.block().space_bell);
         }
         self.sources.clear();
-        self.topic.release_subscriber(self.slot, self.token);
-        self.topic.remove_if_unused();
+        self.topic.leave_subscriber(self.slot, self.token);
     }
 }
 
 impl std::fmt::Debug for ShmSubscriber {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ShmSubscriber")
-            .field("topic", &self.topic.topic)
-            .field("slot", &self.slot)
-            .finish()
+        self.topic
+            .debug_participant(f, "ShmSubscriber", Some(self.slot))
     }
 }

@@ -408,6 +408,34 @@ impl Topic {
         let _ = self.seg.obj.unlock_byte(lock_at(Side::Subscriber, slot));
     }
 
+    /// A publisher leaving: frees its slot, then removes the control segment if it was the last.
+    pub fn leave_publisher(&self, slot: usize, token: u64) {
+        self.release_publisher(slot, token);
+        self.remove_if_unused();
+    }
+
+    /// A subscriber leaving: frees its slot, then removes the control segment if it was the last.
+    pub fn leave_subscriber(&self, slot: usize, token: u64) {
+        self.release_subscriber(slot, token);
+        self.remove_if_unused();
+    }
+
+    /// Formats a participant of this topic for `Debug`: its type's name, the topic and, where
+    /// given, its slot.
+    pub fn debug_participant(
+        &self,
+        f: &mut std::fmt::Formatter<'_>,
+        name: &str,
+        slot: Option<usize>,
+    ) -> std::fmt::Result {
+        let mut d = f.debug_struct(name);
+        d.field("topic", &self.topic);
+        if let Some(slot) = slot {
+            d.field("slot", &slot);
+        }
+        d.finish()
+    }
+
     /// Takes the lock of a slot being made ready (through this open of the control segment,
     /// which its participant keeps until it leaves) and says so in the slot. Where the lock
     /// cannot be taken the slot says nothing, and other PID namespaces keep judging it unknown.

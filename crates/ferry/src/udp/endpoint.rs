@@ -1540,16 +1540,13 @@ impl Drop for UdpPublisher {
         }
         self.shared
             .topic
-            .release_publisher(self.shared.slot, self.token);
-        self.shared.topic.remove_if_unused();
+            .leave_publisher(self.shared.slot, self.token);
     }
 }
 
 impl std::fmt::Debug for UdpPublisher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UdpPublisher")
-            .field("topic", &self.shared.topic.topic)
-            .finish()
+        self.shared.topic.debug_participant(f, "UdpPublisher", None)
     }
 }
 
@@ -2164,15 +2161,12 @@ impl Drop for UdpSubscriber {
         if let Some((agent, key)) = &self.discovery {
             agent.withdraw(*key);
         }
-        self.topic.release_subscriber(self.slot, self.token);
-        self.topic.remove_if_unused();
+        self.topic.leave_subscriber(self.slot, self.token);
     }
 }
 
 impl std::fmt::Debug for UdpSubscriber {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UdpSubscriber")
-            .field("topic", &self.topic.topic)
-            .finish()
+        self.topic.debug_participant(f, "UdpSubscriber", None)
     }
 }
