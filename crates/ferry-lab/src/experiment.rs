@@ -311,6 +311,34 @@ impl Registry {
     }
 }
 
+/// What the experiments' tests share: example results as the report and the terminal meet them.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+    use crate::chart::Plot;
+
+    /// Results written as JSON and read back, as the report reads a results file, with what the
+    /// experiment makes of them: the JSON as written, the results read back from it, the
+    /// report's section, the terminal's table and the summary.
+    pub(crate) fn read_back<E: Experiment>(
+        results: &Results<E>,
+    ) -> (Value, Results<E>, Section, String, Vec<SummaryLine>) {
+        let json = serde_json::to_value(results).unwrap();
+        let back = Results::<E>::from_value(json.clone()).unwrap();
+        let section = E::section(&back).unwrap();
+        let table = E::table(&back);
+        let summary = E::summary(&back);
+        (json, back, section, table, summary)
+    }
+
+    /// The section's one plot, which must be saved as `file`.
+    pub(crate) fn only_plot<'a>(section: &'a Section, file: &str) -> &'a Plot {
+        assert_eq!(section.plots.len(), 1);
+        assert_eq!(section.plots[0].file, file);
+        &section.plots[0]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -739,11 +739,11 @@ pub(crate) fn example() -> Results<Footprint> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::testing::{only_plot, read_back};
 
     #[test]
     fn example_results_read_back_and_draw() {
-        let results = example();
-        let value = serde_json::to_value(&results).unwrap();
+        let (value, back, section, table, summary) = read_back(&example());
         // The rows' JSON is as before: apps and transports by name, `received` only for min-sub.
         assert_eq!(value["rows"][0]["app"], "min-pub");
         assert_eq!(value["rows"][2]["transport"], "udp4");
@@ -754,18 +754,15 @@ mod tests {
             value["config"]["verdict"][0],
             "binary 533504 B (goal <= 531320 B, Vortex Lite's publisher image): MISSED"
         );
-        let back = Results::<Footprint>::from_value(value).unwrap();
         assert_eq!(back.rows.len(), 4);
-        let section = Footprint::section(&back).unwrap();
-        assert_eq!(section.plots.len(), 1);
-        assert_eq!(section.plots[0].file, "footprint.svg");
+        let plot = only_plot(&section, "footprint.svg");
         for label in [
             "pub shm",
             "sub udp",
             "Vortex Lite",
             "goal: Vortex Lite, 519 KB",
         ] {
-            assert!(section.plots[0].svg.contains(label), "{label} missing");
+            assert!(plot.svg.contains(label), "{label} missing");
         }
         assert!(
             section.sentence.contains(
@@ -774,13 +771,10 @@ mod tests {
             "{}",
             section.sentence
         );
-        let table = Footprint::table(&back);
         assert!(
             table.contains("ring (RssShmem)") && table.contains("threads 1 (goal <= 2): met"),
             "{table}"
         );
-
-        let summary = Footprint::summary(&back);
         assert_eq!(summary.len(), 3);
         assert_eq!(summary[0].ferry, "533504 bytes (min-pub)");
         assert!(summary[0]

@@ -341,22 +341,19 @@ pub(crate) fn example() -> Results<Idle> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::testing::{only_plot, read_back};
 
     #[test]
     fn example_results_read_back_and_draw() {
-        let results = example();
-        let value = serde_json::to_value(&results).unwrap();
+        let (value, back, section, table, summary) = read_back(&example());
         // The rows' JSON is as before: names for the transport and the wait strategy.
         assert_eq!(value["rows"][2]["wait"], "spin");
         assert_eq!(value["rows"][2]["transport"], "shm");
         assert_eq!(value["rows"][2]["cpu_percent"], 99.0);
         assert_eq!(value["config"]["clock_ticks_per_second"], 100);
-        let back = Results::<Idle>::from_value(value).unwrap();
         assert_eq!(back.rows.len(), 3);
-        let section = Idle::section(&back).unwrap();
-        assert_eq!(section.plots.len(), 1);
-        assert_eq!(section.plots[0].file, "idle.svg");
-        assert!(section.plots[0].svg.contains("adaptive"));
+        let plot = only_plot(&section, "idle.svg");
+        assert!(plot.svg.contains("adaptive"));
         assert!(
             section
                 .sentence
@@ -364,12 +361,10 @@ mod tests {
             "{}",
             section.sentence
         );
-        let table = Idle::table(&back);
         assert!(
             table.contains("shm spin      idle for 1.00 s: 0.990 s of CPU = 99.00 % of one CPU"),
             "{table}"
         );
-        let summary = Idle::summary(&back);
         assert_eq!(summary.len(), 3);
         assert_eq!(summary[2].ferry, "99.00 % of one CPU");
         assert!(summary[0]

@@ -595,11 +595,11 @@ pub(crate) fn example() -> Results<Limits> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::testing::read_back;
 
     #[test]
     fn example_results_read_back_and_draw() {
-        let results = example();
-        let value = serde_json::to_value(&results).unwrap();
+        let (value, back, section, table, _) = read_back(&example());
         // The JSON of a row is as before: kinds by name, absent figures left out.
         assert_eq!(value["rows"][2]["kind"], "udp-loopback");
         assert!(value["rows"][4].get("p50_ns").is_none());
@@ -608,10 +608,8 @@ mod tests {
             value["config"]["memcpy_sizes"],
             serde_json::json!([4096, 16384, 65536, 262144, 1048576])
         );
-        let back = Results::<Limits>::from_value(value).unwrap();
         assert_eq!(back.rows.len(), 7);
         assert_eq!(back.rows[4].kind, Kind::Memcpy);
-        let section = Limits::section(&back).unwrap();
         let files: Vec<&str> = section.plots.iter().map(|p| p.file.as_str()).collect();
         assert_eq!(files, ["limits-memcpy.svg", "limits-latency.svg"]);
         assert!(section.plots[1].svg.contains("udp-loopback 1 KiB"));
@@ -626,7 +624,6 @@ mod tests {
                 section.sentence
             );
         }
-        let table = Limits::table(&back);
         assert!(
             table.contains("udp-loopback") && table.contains("40.0"),
             "{table}"

@@ -538,11 +538,11 @@ pub(crate) fn example() -> Results<SendTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::testing::{only_plot, read_back};
 
     #[test]
     fn example_results_read_back_and_draw() {
-        let results = example();
-        let value = serde_json::to_value(&results).unwrap();
+        let (value, back, section, table, summary) = read_back(&example());
         // The rows' JSON is as before: the summary flattened, quartiles beside it, transports
         // by name, a skipped row without figures.
         let shm = &value["rows"][0];
@@ -563,14 +563,10 @@ mod tests {
             value["config"]["transports"],
             serde_json::json!(["shm", "udp4", "raw-udp4"])
         );
-
-        let back = Results::<SendTime>::from_value(value).unwrap();
         assert_eq!(back.rows.len(), 6);
         assert!(back.rows[5].summary.is_none());
-        let section = SendTime::section(&back).unwrap();
-        assert_eq!(section.plots.len(), 1);
-        assert_eq!(section.plots[0].file, "send-time.svg");
-        assert!(section.plots[0].svg.contains("raw-udp4"));
+        let plot = only_plot(&section, "send-time.svg");
+        assert!(plot.svg.contains("raw-udp4"));
         assert!(
             section
                 .sentence
@@ -578,13 +574,10 @@ mod tests {
             "{}",
             section.sentence
         );
-        let table = SendTime::table(&back);
         assert!(
             table.contains("raw-udp4") && table.contains("p50 send"),
             "{table}"
         );
-
-        let summary = SendTime::summary(&back);
         assert_eq!(summary.len(), 2);
         assert_eq!(summary[0].what, "publish call p50, 32 B");
         assert_eq!(summary[0].ferry, "shm 300 ns, udp4 3.00 µs");

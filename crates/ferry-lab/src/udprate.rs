@@ -1062,6 +1062,7 @@ pub(crate) fn example() -> Results<UdpRate> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::testing::read_back;
 
     /// The example with only the rows `keep` keeps, as JSON.
     fn example_with(keep: impl Fn(&Row) -> bool) -> serde_json::Value {
@@ -1083,8 +1084,7 @@ mod tests {
 
     #[test]
     fn example_results_read_back_and_draw() {
-        let value = serde_json::to_value(example()).unwrap();
-        let back = Results::<UdpRate>::from_value(value).unwrap();
+        let (_, back, section, table, summary) = read_back(&example());
         assert_eq!(back.rows.len(), 4);
         // The median of the windows after the first.
         assert_eq!(back.rows[0].achieved_bps, 2.4e9 * 0.95);
@@ -1092,17 +1092,14 @@ mod tests {
         let row = serde_json::to_value(&back.rows[3]).unwrap();
         assert_eq!(row["threads_mode"], "auto");
         assert_eq!(row["pacing"], "catch-up");
-        let section = UdpRate::section(&back).unwrap();
         let names: Vec<&str> = section.plots.iter().map(|p| p.file.as_str()).collect();
         assert_eq!(names, ["udp-rate.svg", "udp-rate-timeline-3.svg"]);
         assert!(section.sentence.contains("(MSS 1472, 2 thread(s))"));
         assert!(section.sentence.contains(&cite_first(&PACED_UDP)));
-        let table = UdpRate::table(&back);
         assert!(
             table.contains("2 (auto)") && table.contains("catch-up"),
             "{table}"
         );
-        let summary = UdpRate::summary(&back);
         assert_eq!(summary.len(), 3);
         assert_eq!(
             summary[0].ferry,

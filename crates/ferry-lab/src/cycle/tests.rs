@@ -1,5 +1,6 @@
 use super::*;
-use crate::experiment::{Experiment, Results};
+use crate::experiment::testing::{only_plot, read_back};
+use crate::experiment::Experiment;
 use crate::studies::DOMINION;
 use crate::subject::Subject;
 use ferry::Delivery;
@@ -201,8 +202,7 @@ fn a_peer_request_out_of_bounds_is_refused() {
 
 #[test]
 fn example_results_read_back_and_draw() {
-    let results = example();
-    let value = serde_json::to_value(&results).unwrap();
+    let (value, back, section, table, summary) = read_back(&example());
     // The JSON of the results before the experiment was typed.
     assert_eq!(value["config"]["delivery"]["shm"], "reliable");
     assert_eq!(value["config"]["cgroup"]["period_us"], 100_000);
@@ -212,24 +212,19 @@ fn example_results_read_back_and_draw() {
     assert_eq!(value["rows"][0]["writer_cpu"], 1);
     assert_eq!(value["rows"][0]["min_failed"], 500_002);
     assert_eq!(value["rows"][0]["deadline_misses"], 0);
-    let back = Results::<Cycle>::from_value(value).unwrap();
     assert_eq!(back.rows.len(), 2);
     assert_eq!(back.rows[1].transport, Subject::Udp4);
     assert_eq!(back.rows[1].bytes_per_cycle, 400_000);
-    let section = Cycle::section(&back).unwrap();
-    assert_eq!(section.plots.len(), 1);
-    assert_eq!(section.plots[0].file, "cycle.svg");
+    only_plot(&section, "cycle.svg");
     assert!(
         section.sentence.contains("shm/udp 5.0"),
         "{}",
         section.sentence
     );
-    let table = Cycle::table(&back);
     assert!(
         table.contains("500000") && table.contains("one-cpu"),
         "{table}"
     );
-    let summary = Cycle::summary(&back);
     assert_eq!(summary.len(), 2);
     assert_eq!(summary[0].ferry, "500 000 u32");
     assert!(

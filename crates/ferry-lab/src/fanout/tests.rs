@@ -1,24 +1,21 @@
 use super::*;
-use crate::experiment::{Experiment, Results};
+use crate::experiment::testing::{only_plot, read_back};
+use crate::experiment::Experiment;
 use figures::median_ratio;
 
 #[test]
 
 fn example_results_read_back_and_draw() {
-    let results = example();
-    let value = serde_json::to_value(&results).unwrap();
+    let (value, back, section, table, summary) = read_back(&example());
     assert_eq!(value["rows"][1]["configuration"], "with-slow");
     assert_eq!(value["rows"][1]["fast_received"][1], 4995);
     assert_eq!(value["rows"][0]["fast_fraction"], 0.999);
     assert_eq!(value["config"]["period_us"], 200.0);
     assert_eq!(value["config"]["slow_pause_us"], 2000.0);
-    let back = Results::<Fanout>::from_value(value).unwrap();
     assert_eq!(back.rows.len(), 4);
     // Round 1: 4995 / 4995; round 2: 4500 / 5000; the median of the two.
     let ratio = median_ratio(&back.rows).unwrap();
     assert!((ratio - 0.95).abs() < 1e-9, "{ratio}");
-
-    let table = Fanout::table(&back);
     assert!(
         table.contains(
             "the other subscribers get 0.95 × what they get alone (goal ≥ 0.9; median of 2 rounds)"
@@ -32,11 +29,8 @@ fn example_results_read_back_and_draw() {
         .expect("round 2's line");
     let cells: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(cells, ["2", "5000", "5000", "4500", "0.900", "490", "4490"]);
-
-    let section = Fanout::section(&back).unwrap();
-    assert_eq!(section.plots.len(), 1);
-    assert_eq!(section.plots[0].file, "fanout.svg");
-    assert!(section.plots[0].svg.contains("round 2"));
+    let plot = only_plot(&section, "fanout.svg");
+    assert!(plot.svg.contains("round 2"));
     assert!(
         section
             .sentence
@@ -49,8 +43,6 @@ fn example_results_read_back_and_draw() {
         "{}",
         section.sentence
     );
-
-    let summary = Fanout::summary(&back);
     assert_eq!(summary.len(), 1);
     assert_eq!(summary[0].ferry, "0.95 × what they get alone (goal ≥ 0.9)");
     assert!(summary[0].study.is_none());

@@ -1,6 +1,7 @@
 use super::messages::{header, intact, write_message, DATA, PROBE, WARMUP};
 use super::*;
-use crate::experiment::{Experiment, Results};
+use crate::experiment::testing::{only_plot, read_back};
+use crate::experiment::Experiment;
 use crate::netns::parse_link_rate;
 use crate::studies::{cite_first, DDS_HUBS};
 use crate::subject::Subject;
@@ -10,8 +11,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 #[test]
 
 fn example_results_read_back_and_draw() {
-    let results = example();
-    let value = serde_json::to_value(&results).unwrap();
+    let (value, back, section, table, summary) = read_back(&example());
     // The rows' JSON is what it was before the results were typed.
     let row = &value["rows"][0];
     assert_eq!(row["transport"], "shm");
@@ -34,20 +34,14 @@ fn example_results_read_back_and_draw() {
         .as_str()
         .unwrap()
         .contains("hubs/edge0"));
-
-    let back = Results::<Hubs>::from_value(value).unwrap();
     assert_eq!(back.rows.len(), 8);
-    let section = Hubs::section(&back).unwrap();
-    assert_eq!(section.plots.len(), 1);
-    assert_eq!(section.plots[0].file, "hubs.svg");
+    only_plot(&section, "hubs.svg");
     assert!(section.sentence.contains(&cite_first(&DDS_HUBS)));
-    let table = Hubs::table(&back);
     assert!(
         table.contains("Roundtrip") && table.contains("Flood"),
         "{table}"
     );
     assert!(table.contains("4 shm"), "{table}");
-    let summary = Hubs::summary(&back);
     assert_eq!(summary.len(), 4);
     assert!(summary[0].what.contains("Roundtrip") && summary[0].what.contains("shm"));
     assert!(summary

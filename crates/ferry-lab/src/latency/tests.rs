@@ -1,5 +1,6 @@
 use super::*;
-use crate::experiment::{Experiment, Results};
+use crate::experiment::testing::read_back;
+use crate::experiment::Experiment;
 use crate::subject::Subject;
 use ferry::{IpVersion, WaitStrategy};
 
@@ -308,27 +309,23 @@ fn a_row_is_compared_with_the_baseline_run_beside_it() {
 
 #[test]
 fn example_results_read_back_and_draw() {
-    let results = example();
-    let value = serde_json::to_value(&results).unwrap();
-    let back = Results::<Latency>::from_value(value).unwrap();
+    let (_, back, section, table, summary) = read_back(&example());
     assert_eq!(back.rows.len(), 4);
     let shm = &back.rows[2];
     assert_eq!((shm.transport, shm.size_bytes), (Subject::Shm, 32));
     assert_eq!(shm.baseline, Some(Subject::RawSpin));
     assert!(shm.p50_ratio.is_some_and(|r| r > 1.0));
-    let section = Latency::section(&back).unwrap();
     assert_eq!(section.plots.len(), 1);
     assert!(section.plots[0].svg.contains("raw-spin"));
-    assert!(Latency::table(&back).contains("× raw-spin"));
-    let lines = Latency::summary(&back);
-    assert_eq!(lines.len(), 1, "shared memory only: {lines:?}");
-    assert_eq!(lines[0].what, "one-way latency p50, 32 B, shared memory");
-    assert!(lines[0].ferry.contains("(shm, "), "{}", lines[0].ferry);
-    assert!(lines[0]
+    assert!(table.contains("× raw-spin"));
+    assert_eq!(summary.len(), 1, "shared memory only: {summary:?}");
+    assert_eq!(summary[0].what, "one-way latency p50, 32 B, shared memory");
+    assert!(summary[0].ferry.contains("(shm, "), "{}", summary[0].ferry);
+    assert!(summary[0]
         .floor
         .as_deref()
         .is_some_and(|f| f.contains("raw-spin")));
-    assert!(lines[0]
+    assert!(summary[0]
         .study
         .as_deref()
         .is_some_and(|s| s.contains("cpp-shm-stream") || s.contains("Kabashima")));

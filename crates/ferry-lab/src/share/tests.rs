@@ -1,19 +1,18 @@
 use super::*;
-use crate::experiment::{Experiment, Results};
+use crate::experiment::testing::{only_plot, read_back};
+use crate::experiment::Experiment;
 use crate::netns::parse_link_rate;
 use figures::cases;
 
 #[test]
 
 fn example_results_read_back_and_draw() {
-    let results = example();
-    let value = serde_json::to_value(&results).unwrap();
+    let (value, back, section, table, summary) = read_back(&example());
     assert_eq!(value["rows"][0]["competitor"], "ferry");
     assert_eq!(value["rows"][1]["competitor"], "tcp");
     assert_eq!(value["rows"][1]["link_rate"], "100mbit");
     assert_eq!(value["request"]["link_rates"][1], "1gbit");
     assert_eq!(value["rows"][0]["publishers"][1]["retransmitted"], 9);
-    let back = Results::<Share>::from_value(value).unwrap();
     assert_eq!(back.rows.len(), 8);
     // 700 messages of 64 KiB over 8 s.
     assert!((back.rows[0].ferry_mbps - 45.8752).abs() < 1e-9);
@@ -32,8 +31,6 @@ fn example_results_read_back_and_draw() {
     // 1gbit: 5000 / 7000 = 0.71 < 0.8; beside TCP 131 / 931 = 0.14.
     assert_eq!(all[2].met(), Some(false));
     assert_eq!(all[3].met(), Some(false));
-
-    let table = Share::table(&back);
     assert!(
         table.contains("ferry's share between 0.4 and 0.6"),
         "{table}"
@@ -61,15 +58,10 @@ fn example_results_read_back_and_draw() {
         two.contains(" 12 / 9 ") && two.contains(" 3 / 3 ") && two.ends_with(" 0 / 0"),
         "{two}"
     );
-
-    let section = Share::section(&back).unwrap();
-    assert_eq!(section.plots.len(), 1);
-    assert_eq!(section.plots[0].file, "share.svg");
-    assert!(section.plots[0].svg.contains("beside TCP"));
-    assert!(section.plots[0].svg.contains("1gbit"));
+    let plot = only_plot(&section, "share.svg");
+    assert!(plot.svg.contains("beside TCP"));
+    assert!(plot.svg.contains("1gbit"));
     assert!(section.sentence.contains("not met"), "{}", section.sentence);
-
-    let summary = Share::summary(&back);
     assert_eq!(summary.len(), 1);
     assert!(
         summary[0]

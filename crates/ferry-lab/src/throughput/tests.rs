@@ -1,4 +1,5 @@
 use super::*;
+use crate::experiment::testing::{only_plot, read_back};
 use crate::experiment::{Experiment, Results};
 use crate::netns::{self};
 use crate::studies::{cite, PACED_UDP, VORTEX_LITE};
@@ -288,15 +289,11 @@ fn a_missing_tool_is_named_in_the_summary_with_the_command_that_adds_it() {
 
 #[test]
 fn example_results_read_back_and_draw() {
-    let results = example();
-    let value = serde_json::to_value(&results).unwrap();
-    let back = Results::<Throughput>::from_value(value).unwrap();
+    let (_, back, section, table, summary) = read_back(&example());
     assert_eq!(back.rows.len(), 12);
-    let section = Throughput::section(&back).unwrap();
-    assert_eq!(section.plots.len(), 1);
-    assert_eq!(section.plots[0].file, "throughput.svg");
+    let plot = only_plot(&section, "throughput.svg");
     for t in ["udp4", "raw-udp4", "iperf3"] {
-        assert!(section.plots[0].svg.contains(t), "{t} missing");
+        assert!(plot.svg.contains(t), "{t} missing");
     }
     // The median of the two rounds, at the best size.
     assert!(
@@ -305,8 +302,7 @@ fn example_results_read_back_and_draw() {
         section.sentence
     );
     assert!(section.sentence.contains(&cite(&VORTEX_LITE)));
-    assert!(Throughput::table(&back).contains("× raw-udp4"));
-    let summary = Throughput::summary(&back);
+    assert!(table.contains("× raw-udp4"));
     assert_eq!(summary.len(), 2);
     assert_eq!(summary[0].ferry, "udp4: 400.5 k msg/s");
     assert_eq!(summary[0].floor.as_deref(), Some("raw-udp4: 300.5 k msg/s"));
