@@ -18,7 +18,7 @@
 use super::ids::{id_map, new_id, IdMap};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -870,15 +870,30 @@ impl PubShared {
         ] {
             slot.store(value, Ordering::Relaxed);
         }
-        if let Some((agent, _)) = &self.discovery {
-            store_discovery(&p.discovery_refused, &agent.refusals());
-        }
-        // A system call: at most every 10 ms, not on every wake-up of the service thread.
-        if now >= core.next_drops_check {
-            core.next_drops_check = now + 10_000_000;
-            p.kernel_drops
-                .store(self.socket.kernel_drops(), Ordering::Relaxed);
-        }
+        store_endpoint_counters(
+            (&self.socket, &self.discovery),
+            (&p.discovery_refused, &p.kernel_drops),
+            now,
+            &mut core.next_drops_check,
+        );
+    }
+}
+
+/// Stores into an endpoint's slot the refusals of its discovery and the datagrams the kernel
+/// dropped on its socket. Counting drops is a system call: at most every 10 ms (after
+/// `next_drops_check`), not on every wake-up of the thread that calls this.
+fn store_endpoint_counters(
+    (socket, discovery): (&UdpSocket, &Option<(Arc<Agent>, u64)>),
+    (discovery_refused, kernel_drops): (&[AtomicU64; 4], &AtomicU64),
+    now: u64,
+    next_drops_check: &mut u64,
+) {
+    if let Some((agent, _)) = discovery {
+        store_discovery(discovery_refused, &agent.refusals());
+    }
+    if now >= *next_drops_check {
+        *next_drops_check = now + 10_000_000;
+        kernel_drops.store(socket.kernel_drops(), Ordering::Relaxed);
     }
 }
 
@@ -1737,6 +1752,16 @@ impl UdpSubscriber {
                 0
             });
         let now = monotonic_ns();
+        let mut feed_one = |src, bytes: &mut [u8]| {
+            feed(
+                &mut self.rx,
+                &mut self.publishers,
+                self.open.as_mut(),
+                now,
+                src,
+                bytes,
+            )
+        };
         for i in 0..got {
             let Some((src, bytes)) = self.batch.get_mut(i) else {
                 break;
@@ -1750,14 +1775,7 @@ impl UdpSubscriber {
             match verdict.as_ref().map(|v| v.release_times()) {
                 None => {
                     // Opened where it lies (no copy).
-                    self.unverified |= feed(
-                        &mut self.rx,
-                        &mut self.publishers,
-                        self.open.as_mut(),
-                        now,
-                        src,
-                        bytes,
-                    );
+                    self.unverified |= feed_one(src, bytes);
                 }
                 Some(times) => {
                     // Dropped, held back or duplicated: each arrival gets a copy of its own.
@@ -1777,14 +1795,7 @@ impl UdpSubscriber {
             }
         }
         for (src, mut data) in std::mem::take(&mut self.held) {
-            self.unverified |= feed(
-                &mut self.rx,
-                &mut self.publishers,
-                self.open.as_mut(),
-                now,
-                src,
-                &mut data,
-            );
+            self.unverified |= feed_one(src, &mut data);
         }
         if now >= self.next_tick || self.rx.status_due() {
             self.tick(now);
@@ -1915,15 +1926,12 @@ impl UdpSubscriber {
             .store(st.replies_withheld, Ordering::Relaxed);
         s.sessions_evicted
             .store(st.sessions_evicted, Ordering::Relaxed);
-        if let Some((agent, _)) = &self.discovery {
-            store_discovery(&s.discovery_refused, &agent.refusals());
-        }
-        // A system call: at most every 10 ms.
-        if now >= self.next_drops_check {
-            self.next_drops_check = now + 10_000_000;
-            s.kernel_drops
-                .store(self.socket.kernel_drops(), Ordering::Relaxed);
-        }
+        store_endpoint_counters(
+            (&self.socket, &self.discovery),
+            (&s.discovery_refused, &s.kernel_drops),
+            now,
+            &mut self.next_drops_check,
+        );
     }
 
     fn take(&mut self, now: u64) -> bool {
