@@ -7,17 +7,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{domain, wait_until};
-use ferry::{Delivery, Node, Qos, SendError, Transport, WaitStrategy};
+use common::{blocking_qos, domain, wait_until};
+use ferry::{Delivery, Node, Qos, SendError, Transport};
 
 const WAIT: Duration = Duration::from_secs(10);
 
 fn qos(t: Transport, d: Delivery) -> Qos {
-    Qos::default()
-        .transport(t)
-        .delivery(d)
-        .wait(WaitStrategy::Block)
-        .max_message_size(1024)
+    blocking_qos(t, 1024).delivery(d)
 }
 
 fn body(i: u32, len: usize) -> Vec<u8> {

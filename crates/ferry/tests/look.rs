@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use ferry::admin::{self, last_messages};
-use ferry::{Delivery, Node, Qos, Transport, WaitStrategy};
+use ferry::{Delivery, Node, Qos, Transport};
 
 mod common;
 use common::*;
@@ -14,11 +14,7 @@ const WAIT: Duration = Duration::from_secs(10);
 const MAX_RING: u64 = 1 << 30;
 
 fn qos(t: Transport, d: Delivery) -> Qos {
-    Qos::default()
-        .transport(t)
-        .delivery(d)
-        .wait(WaitStrategy::Block)
-        .max_message_size(4096)
+    blocking_qos(t, 4096).delivery(d)
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use ferry::{Node, Qos, Transport, WaitStrategy};
+use ferry::{Node, Qos, Transport};
 
 mod common;
 use common::*;
@@ -58,10 +58,7 @@ fn helper_threads() -> usize {
 }
 
 fn qos(t: Transport) -> Qos {
-    Qos::default()
-        .transport(t)
-        .wait(WaitStrategy::Block)
-        .max_message_size(1024)
+    blocking_qos(t, 1024)
 }
 
 #[test]

@@ -5,19 +5,12 @@
 
 use std::time::Duration;
 
-use ferry::{Node, Qos, SendError, Transport, WaitStrategy};
+use ferry::{Node, SendError, Transport};
 
 mod common;
 use common::*;
 
 const LONG: Duration = Duration::from_secs(30);
-
-fn qos(transport: Transport, max: usize) -> Qos {
-    Qos::default()
-        .transport(transport)
-        .wait(WaitStrategy::Block)
-        .max_message_size(max)
-}
 
 #[test]
 fn a_message_above_a_reliable_udp_subscribers_limit_is_an_error_naming_it() {
@@ -25,10 +18,10 @@ fn a_message_above_a_reliable_udp_subscribers_limit_is_an_error_naming_it() {
     let publisher_node = Node::with_domain("sender", &dom).unwrap();
     let subscriber_node = Node::with_domain("small-reader", &dom).unwrap();
     let mut sub = subscriber_node
-        .subscriber("t", &qos(Transport::Udp, 64 << 10))
+        .subscriber("t", &blocking_qos(Transport::Udp, 64 << 10))
         .unwrap();
     let mut publ = publisher_node
-        .publisher("t", &qos(Transport::Udp, 1 << 20))
+        .publisher("t", &blocking_qos(Transport::Udp, 1 << 20))
         .unwrap();
     assert!(meet(&mut sub, &publ, LONG));
     // At the subscriber's limit: it arrives.
@@ -64,10 +57,10 @@ fn a_message_above_a_reliable_udp_subscribers_limit_is_an_error_naming_it() {
     drop(sub);
     drop(publ);
     let mut big = subscriber_node
-        .subscriber("t", &qos(Transport::Udp, 1 << 20))
+        .subscriber("t", &blocking_qos(Transport::Udp, 1 << 20))
         .unwrap();
     let mut publ = publisher_node
-        .publisher("t", &qos(Transport::Udp, 1 << 20))
+        .publisher("t", &blocking_qos(Transport::Udp, 1 << 20))
         .unwrap();
     assert!(meet(&mut big, &publ, LONG));
     publ.send(&vec![4u8; (64 << 10) + 1]).unwrap();
@@ -82,9 +75,11 @@ fn shared_memory_subscribers_take_whatever_the_ring_holds() {
     let dom = domain("limit-shm");
     let node = Node::with_domain("n", &dom).unwrap();
     let mut sub = node
-        .subscriber("t", &qos(Transport::Shm, 64 << 10))
+        .subscriber("t", &blocking_qos(Transport::Shm, 64 << 10))
         .unwrap();
-    let mut publ = node.publisher("t", &qos(Transport::Shm, 1 << 20)).unwrap();
+    let mut publ = node
+        .publisher("t", &blocking_qos(Transport::Shm, 1 << 20))
+        .unwrap();
     assert!(meet(&mut sub, &publ, LONG));
     publ.send(&vec![5u8; 1 << 20]).unwrap();
     let s = sub.recv_timeout(LONG).unwrap().expect("the large message");
@@ -106,7 +101,7 @@ fn flush_says_when_a_reliable_subscriber_has_not_taken_everything() {
         ));
     let deaf = Node::with_config("deaf", deaf).unwrap();
     let node = Node::with_domain("n", &dom).unwrap();
-    let q = qos(Transport::Udp, 64 << 10).send_timeout(Duration::from_secs(5));
+    let q = blocking_qos(Transport::Udp, 64 << 10).send_timeout(Duration::from_secs(5));
     let mut sub = deaf.subscriber("t", &q).unwrap();
     let mut publ = node.publisher("t", &q).unwrap();
     assert!(meet(&mut sub, &publ, LONG));

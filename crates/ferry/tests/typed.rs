@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use ferry::{Error, MessageEncoding, Node, Qos, TopicType, Transport, WaitStrategy};
+use ferry::{Error, MessageEncoding, Node, Qos, TopicType, Transport};
 
 mod common;
 use common::*;
@@ -30,10 +30,7 @@ fn vector3() -> TopicType {
 }
 
 fn qos(t: Transport) -> Qos {
-    Qos::default()
-        .transport(t)
-        .wait(WaitStrategy::Block)
-        .max_message_size(1024)
+    blocking_qos(t, 1024)
 }
 
 fn refused_naming_both(e: Error, role: &str) {

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferry::{Node, Qos, Timer, Transport, WaitSet, WaitStrategy};
+use ferry::{Node, Qos, Timer, Transport, WaitSet};
 
 mod common;
 use common::*;
@@ -12,10 +12,7 @@ use common::*;
 const WAIT: Duration = Duration::from_secs(10);
 
 fn qos(t: Transport) -> Qos {
-    Qos::default()
-        .transport(t)
-        .wait(WaitStrategy::Block)
-        .max_message_size(1024)
+    blocking_qos(t, 1024)
 }
 
 /// A subscriber and a publisher of `topic` that see each other.

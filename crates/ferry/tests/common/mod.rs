@@ -110,6 +110,14 @@ pub fn parse_qos(s: &str) -> Qos {
     qos
 }
 
+/// A QoS that blocks on `transport`, for messages of up to `max` bytes.
+pub fn blocking_qos(transport: Transport, max: usize) -> Qos {
+    Qos::default()
+        .transport(transport)
+        .wait(WaitStrategy::Block)
+        .max_message_size(max)
+}
+
 /// Starts this test binary as a child in `role` with `KEY=VALUE` settings.
 pub fn spawn(role: &str, vars: &[(&str, String)]) -> Child {
     spawn_with_env(role, vars, &[])
