@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferry::{Event, Gone, Node, Qos, Transport, WaitStrategy};
+use ferry::{Event, Gone, Node, PublisherId, Qos, Transport, WaitStrategy};
 
 mod common;
 use common::*;
@@ -38,6 +38,24 @@ fn until_event(
     (None, before)
 }
 
+/// Waits up to `timeout` for a publisher to appear and returns its id; panics with `never` if
+/// none did.
+fn until_appeared(sub: &mut ferry::Subscriber, timeout: Duration, never: &str) -> PublisherId {
+    let (appeared, _) = until_event(sub, timeout, |e| matches!(e, Event::Appeared(_)));
+    let Some(Event::Appeared(id)) = appeared else {
+        panic!("{never}");
+    };
+    id
+}
+
+/// Waits up to 10 s for a publisher to be gone, which must be publisher `id`, gone `why`.
+fn expect_gone(sub: &mut ferry::Subscriber, id: PublisherId, why: Gone) {
+    let (gone, before) = until_event(sub, Duration::from_secs(10), |e| {
+        matches!(e, Event::Gone(..))
+    });
+    assert_eq!(gone, Some(Event::Gone(id, why)), "{before:?}");
+}
+
 #[test]
 fn a_shared_memory_publisher_appears_and_closes() {
     let dom = domain("evclose");
@@ -47,18 +65,10 @@ fn a_shared_memory_publisher_appears_and_closes() {
     assert_eq!(sub.try_event(), None, "no publisher yet");
     let mut publ = node.publisher("t", &qos).unwrap();
     publ.send(b"hello").unwrap();
-    let (appeared, _) = until_event(&mut sub, Duration::from_secs(10), |e| {
-        matches!(e, Event::Appeared(_))
-    });
-    let Some(Event::Appeared(id)) = appeared else {
-        panic!("no appeared event");
-    };
+    let id = until_appeared(&mut sub, Duration::from_secs(10), "no appeared event");
     assert_eq!(id.transport(), Transport::Shm);
     drop(publ);
-    let (gone, before) = until_event(&mut sub, Duration::from_secs(10), |e| {
-        matches!(e, Event::Gone(..))
-    });
-    assert_eq!(gone, Some(Event::Gone(id, Gone::Closed)), "{before:?}");
+    expect_gone(&mut sub, id, Gone::Closed);
     assert_eq!(sub.events_dropped(), 0);
 }
 
@@ -86,22 +96,13 @@ fn kill_times(
                 ("WAIT_SUBS", "1".into()),
             ],
         );
-        let (appeared, _) = until_event(sub, Duration::from_secs(20), |e| {
-            matches!(e, Event::Appeared(_))
-        });
-        let Some(Event::Appeared(id)) = appeared else {
-            panic!("the publisher never appeared");
-        };
+        let id = until_appeared(sub, Duration::from_secs(20), "the publisher never appeared");
         // A message from it, so that it runs, then the kill.
         assert!(sub.recv_timeout(Duration::from_secs(20)).unwrap().is_some());
         let killed = Instant::now();
         kill9(&mut publ);
-        let (gone, before) = until_event(sub, Duration::from_secs(10), |e| {
-            matches!(e, Event::Gone(..))
-        });
-        let took = killed.elapsed();
-        assert_eq!(gone, Some(Event::Gone(id, why)), "{before:?}");
-        seen.push(took);
+        expect_gone(sub, id, why);
+        seen.push(killed.elapsed());
     }
     seen.sort();
     println!(
@@ -170,18 +171,10 @@ fn a_udp_publisher_appears_with_its_first_message_and_closes_with_its_goodbye() 
         .subscriber_count()
         == 1));
     publ.send(b"first").unwrap();
-    let (appeared, _) = until_event(&mut sub, Duration::from_secs(10), |e| {
-        matches!(e, Event::Appeared(_))
-    });
-    let Some(Event::Appeared(id)) = appeared else {
-        panic!("no appeared event");
-    };
+    let id = until_appeared(&mut sub, Duration::from_secs(10), "no appeared event");
     assert_eq!(id.transport(), Transport::Udp);
     drop(publ);
-    let (gone, before) = until_event(&mut sub, Duration::from_secs(10), |e| {
-        matches!(e, Event::Gone(..))
-    });
-    assert_eq!(gone, Some(Event::Gone(id, Gone::Closed)), "{before:?}");
+    expect_gone(&mut sub, id, Gone::Closed);
 }
 
 #[test]
