@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use ferry::admin::{self, last_messages};
-use ferry::{Delivery, Node, Qos, Transport};
+use ferry::{Delivery, Node, Publisher, Qos, Transport};
 
 mod common;
 use common::*;
@@ -81,14 +81,24 @@ fn the_look_finds_each_publishers_newest_message_and_changes_nothing() {
     }
 }
 
+/// A publisher of `topic` (`t`, `d`) that sent `msg`, in a fresh domain made from `tag`.
+fn one_sent(tag: &str, topic: &str, t: Transport, d: Delivery, msg: &[u8]) -> (String, Publisher) {
+    let dom = domain(tag);
+    let node = Node::with_domain("look", &dom).unwrap();
+    let mut p = node.publisher(topic, &qos(t, d)).unwrap();
+    p.send(msg).unwrap();
+    (dom, p)
+}
+
 #[test]
 fn a_udp_only_publisher_has_no_ring_to_look_at_and_bad_names_are_refused() {
-    let dom = domain("look-udp");
-    let node = Node::with_domain("look", &dom).unwrap();
-    let mut p = node
-        .publisher("u", &qos(Transport::Udp, Delivery::Reliable))
-        .unwrap();
-    p.send(b"over udp").unwrap();
+    let (dom, _p) = one_sent(
+        "look-udp",
+        "u",
+        Transport::Udp,
+        Delivery::Reliable,
+        b"over udp",
+    );
     assert!(last_messages(&dom, "u", 64, MAX_RING).unwrap().is_empty());
     assert!(last_messages(&dom, "absent", 64, MAX_RING)
         .unwrap()
@@ -99,12 +109,7 @@ fn a_udp_only_publisher_has_no_ring_to_look_at_and_bad_names_are_refused() {
 
 #[test]
 fn a_ring_larger_than_the_look_allows_is_refused_not_mapped() {
-    let dom = domain("look-large");
-    let node = Node::with_domain("look", &dom).unwrap();
-    let mut p = node
-        .publisher("big", &qos(Transport::Shm, Delivery::Latest))
-        .unwrap();
-    p.send(b"x").unwrap();
+    let (dom, _p) = one_sent("look-large", "big", Transport::Shm, Delivery::Latest, b"x");
     let looks = last_messages(&dom, "big", 64, 4096).unwrap();
     assert_eq!(looks.len(), 1);
     let e = looks.into_iter().next().unwrap().unwrap_err();

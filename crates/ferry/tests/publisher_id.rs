@@ -7,7 +7,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{domain, wait_until};
-use ferry::{Delivery, Node, PublisherId, Qos, Transport};
+use ferry::{Delivery, Node, Publisher, PublisherId, Qos, Transport};
+
+/// A publisher on topic `t` of a node of its own, `node`.
+fn publisher_of_node(dom: &str, node: &str, qos: &Qos) -> Publisher {
+    Node::with_domain(node, dom)
+        .unwrap()
+        .publisher("t", qos)
+        .unwrap()
+}
 
 /// Two publishers of two nodes send on one topic; every sample is attributed to its sender.
 fn two_publishers(transport: Transport, delivery: Delivery) {
@@ -15,14 +23,8 @@ fn two_publishers(transport: Transport, delivery: Delivery) {
     let qos = Qos::default().transport(transport).delivery(delivery);
     let reader = Node::with_domain("reader", &dom).unwrap();
     let mut sub = reader.subscriber("t", &qos).unwrap();
-    let mut alpha = Node::with_domain("alpha", &dom)
-        .unwrap()
-        .publisher("t", &qos)
-        .unwrap();
-    let mut beta = Node::with_domain("beta", &dom)
-        .unwrap()
-        .publisher("t", &qos)
-        .unwrap();
+    let mut alpha = publisher_of_node(&dom, "alpha", &qos);
+    let mut beta = publisher_of_node(&dom, "beta", &qos);
     // A shared-memory subscriber attaches to rings as it looks for messages; a UDP publisher
     // knows its subscriber once the subscriber's first STATUS arrives.
     assert!(wait_until(Duration::from_secs(30), || {
@@ -97,10 +99,7 @@ fn an_auto_publisher_has_an_id_per_transport() {
         .unwrap()
         .subscriber("t", &qos)
         .unwrap();
-    let mut publ = Node::with_domain("writer", &dom)
-        .unwrap()
-        .publisher("t", &qos)
-        .unwrap();
+    let mut publ = publisher_of_node(&dom, "writer", &qos);
     let ids = publ.ids();
     assert_eq!(ids.len(), 2);
     assert_eq!(
