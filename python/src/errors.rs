@@ -20,116 +20,96 @@ pyo3::create_exception!(
     "An error of ferry; the message says what went wrong and what to do."
 );
 
-static TIMEOUT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static IN_USE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static RELEASED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static NO_SERVER: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static SERVER_GONE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static TOO_LARGE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-
-/// `class NAME(FerryError, builtin)` in module `ferry`.
-fn subclass<'py>(
-    py: Python<'py>,
-    name: &str,
-    builtin: Bound<'py, PyType>,
-    doc: &str,
-) -> PyResult<Py<PyType>> {
-    let bases = PyTuple::new(py, [py.get_type::<FerryError>(), builtin])?;
-    let dict = PyDict::new(py);
-    dict.set_item("__module__", "ferry")?;
-    dict.set_item("__doc__", doc)?;
-    let ty = py.get_type::<PyType>().call1((name, bases, dict))?;
-    Ok(ty.cast_into::<PyType>()?.unbind())
+/// A subclass of `FerryError` and a built-in exception, made on first use.
+struct Subclass {
+    class: PyOnceLock<Py<PyType>>,
+    name: &'static str,
+    builtin: fn(Python<'_>) -> Bound<'_, PyType>,
+    doc: &'static str,
 }
 
-fn timeout_type(py: Python<'_>) -> &Py<PyType> {
-    TIMEOUT.get_or_init(py, || {
-        subclass(
-            py,
-            "TimeoutError",
-            py.get_type::<PyTimeoutError>(),
-            "Nothing arrived, or no room was made, within the time given.",
-        )
-        .expect("an exception class can be made")
-    })
+impl Subclass {
+    const fn new(
+        name: &'static str,
+        builtin: fn(Python<'_>) -> Bound<'_, PyType>,
+        doc: &'static str,
+    ) -> Subclass {
+        Subclass {
+            class: PyOnceLock::new(),
+            name,
+            builtin,
+            doc,
+        }
+    }
+
+    /// `class NAME(FerryError, builtin)` in module `ferry`.
+    fn get(&self, py: Python<'_>) -> &Py<PyType> {
+        self.class.get_or_init(py, || {
+            self.make(py).expect("an exception class can be made")
+        })
+    }
+
+    fn make(&self, py: Python<'_>) -> PyResult<Py<PyType>> {
+        let bases = PyTuple::new(py, [py.get_type::<FerryError>(), (self.builtin)(py)])?;
+        let dict = PyDict::new(py);
+        dict.set_item("__module__", "ferry")?;
+        dict.set_item("__doc__", self.doc)?;
+        let ty = py.get_type::<PyType>().call1((self.name, bases, dict))?;
+        Ok(ty.cast_into::<PyType>()?.unbind())
+    }
 }
 
-fn in_use_type(py: Python<'_>) -> &Py<PyType> {
-    IN_USE.get_or_init(py, || {
-        subclass(
-            py,
-            "BufferInUseError",
-            py.get_type::<PyBufferError>(),
-            "A sample or loan cannot be handed back while memoryviews or arrays of it exist.",
-        )
-        .expect("an exception class can be made")
-    })
-}
-
-fn released_type(py: Python<'_>) -> &Py<PyType> {
-    RELEASED.get_or_init(py, || {
-        subclass(
-            py,
-            "ReleasedError",
-            py.get_type::<PyValueError>(),
-            "The memory of a released sample, or of a sent or discarded loan, was used.",
-        )
-        .expect("an exception class can be made")
-    })
-}
-
-fn no_server_type(py: Python<'_>) -> &Py<PyType> {
-    NO_SERVER.get_or_init(py, || {
-        subclass(
-            py,
-            "NoServerError",
-            py.get_type::<PyConnectionError>(),
-            "A service has no server to take a request.",
-        )
-        .expect("an exception class can be made")
-    })
-}
-
-fn server_gone_type(py: Python<'_>) -> &Py<PyType> {
-    SERVER_GONE.get_or_init(py, || {
-        subclass(
-            py,
-            "ServerGoneError",
-            py.get_type::<PyConnectionError>(),
-            "A service's server went away before it answered a request (its `request` attribute \
-             says which).",
-        )
-        .expect("an exception class can be made")
-    })
-}
-
-fn too_large_type(py: Python<'_>) -> &Py<PyType> {
-    TOO_LARGE.get_or_init(py, || {
-        subclass(
-            py,
-            "TooLargeError",
-            py.get_type::<PyValueError>(),
-            "A request or response is larger than its end takes (Qos.max_message_size).",
-        )
-        .expect("an exception class can be made")
-    })
-}
+static TIMEOUT: Subclass = Subclass::new(
+    "TimeoutError",
+    |py| py.get_type::<PyTimeoutError>(),
+    "Nothing arrived, or no room was made, within the time given.",
+);
+static IN_USE: Subclass = Subclass::new(
+    "BufferInUseError",
+    |py| py.get_type::<PyBufferError>(),
+    "A sample or loan cannot be handed back while memoryviews or arrays of it exist.",
+);
+static RELEASED: Subclass = Subclass::new(
+    "ReleasedError",
+    |py| py.get_type::<PyValueError>(),
+    "The memory of a released sample, or of a sent or discarded loan, was used.",
+);
+static NO_SERVER: Subclass = Subclass::new(
+    "NoServerError",
+    |py| py.get_type::<PyConnectionError>(),
+    "A service has no server to take a request.",
+);
+static SERVER_GONE: Subclass = Subclass::new(
+    "ServerGoneError",
+    |py| py.get_type::<PyConnectionError>(),
+    "A service's server went away before it answered a request (its `request` attribute says \
+     which).",
+);
+static TOO_LARGE: Subclass = Subclass::new(
+    "TooLargeError",
+    |py| py.get_type::<PyValueError>(),
+    "A request or response is larger than its end takes (Qos.max_message_size).",
+);
 
 /// Adds the exception classes to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("FerryError", py.get_type::<FerryError>())?;
-    m.add("TimeoutError", timeout_type(py).bind(py))?;
-    m.add("BufferInUseError", in_use_type(py).bind(py))?;
-    m.add("ReleasedError", released_type(py).bind(py))?;
-    m.add("NoServerError", no_server_type(py).bind(py))?;
-    m.add("ServerGoneError", server_gone_type(py).bind(py))?;
-    m.add("TooLargeError", too_large_type(py).bind(py))?;
+    for class in [
+        &TIMEOUT,
+        &IN_USE,
+        &RELEASED,
+        &NO_SERVER,
+        &SERVER_GONE,
+        &TOO_LARGE,
+    ] {
+        m.add(class.name, class.get(py).bind(py))?;
+    }
     Ok(())
 }
 
 pub fn timeout(py: Python<'_>, msg: String) -> PyErr {
-    PyErr::from_type(timeout_type(py).bind(py).clone(), msg)
+    PyErr::from_type(TIMEOUT.get(py).bind(py).clone(), msg)
 }
 
 /// A `what` (sample, loan) cannot be handed back while `views` views of it exist.
@@ -153,7 +133,7 @@ pub fn in_use(py: Python<'_>, what: &str, views: usize, doing: &str) -> PyErr {
         }
     };
     PyErr::from_type(
-        in_use_type(py).bind(py).clone(),
+        IN_USE.get(py).bind(py).clone(),
         format!("cannot {doing}: {still}; {advice}"),
     )
 }
@@ -168,7 +148,7 @@ pub fn released(py: Python<'_>, what: &str) -> PyErr {
          releases the previous one), and its bytes belong to the ring again"
     };
     PyErr::from_type(
-        released_type(py).bind(py).clone(),
+        RELEASED.get(py).bind(py).clone(),
         format!("{why}; copy what you keep while you hold it"),
     )
 }
@@ -238,17 +218,17 @@ pub fn call(py: Python<'_>, service: &str, e: ferry::CallError) -> PyErr {
                 "(Client::wait_for_server)",
                 "(Client.wait_for_server(timeout))",
             );
-            with_attrs(py, no_server_type(py), msg, &[service()])
+            with_attrs(py, NO_SERVER.get(py), msg, &[service()])
         }
         E::ServerGone { request, .. } => with_attrs(
             py,
-            server_gone_type(py),
+            SERVER_GONE.get(py),
             msg,
             &[service(), ("request", int(py, request.get()))],
         ),
         E::Timeout { request, .. } => with_attrs(
             py,
-            timeout_type(py),
+            TIMEOUT.get(py),
             msg,
             &[service(), ("request", int(py, request.get()))],
         ),
@@ -256,7 +236,7 @@ pub fn call(py: Python<'_>, service: &str, e: ferry::CallError) -> PyErr {
             request, len, max, ..
         } => with_attrs(
             py,
-            too_large_type(py),
+            TOO_LARGE.get(py),
             msg,
             &[
                 service(),
@@ -267,7 +247,7 @@ pub fn call(py: Python<'_>, service: &str, e: ferry::CallError) -> PyErr {
         ),
         E::Send(ferry::SendError::TooLarge { len, max }) => with_attrs(
             py,
-            too_large_type(py),
+            TOO_LARGE.get(py),
             msg,
             &[
                 service(),
@@ -292,7 +272,7 @@ pub fn serve(py: Python<'_>, e: ferry::service::ServeError) -> PyErr {
             );
             with_attrs(
                 py,
-                too_large_type(py),
+                TOO_LARGE.get(py),
                 msg,
                 &[("len", int(py, len as u64)), ("max", int(py, max as u64))],
             )
