@@ -10,6 +10,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, TryLockError};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -69,6 +70,18 @@ impl Lend {
             n => n,
         }
     }
+}
+
+/// Runs `f` on the state of the object that lent a region (a publisher, a subscriber), unless
+/// another thread holds it now: that thread's call drops what `f` would have. A poisoned lock is
+/// used as it is.
+pub fn unless_busy<S>(state: &Mutex<S>, f: impl FnOnce(&mut S)) {
+    let mut st = match state.try_lock() {
+        Ok(g) => g,
+        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(TryLockError::WouldBlock) => return,
+    };
+    f(&mut st);
 }
 
 /// Where a lent region's bytes are. Valid while its [`Lend`] is not handed back.

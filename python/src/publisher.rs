@@ -5,15 +5,14 @@
 //! publisher first discards a pending loan, which [`Lend`] refuses while views of it exist.
 
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::{Arc, Mutex};
 
-use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::args::lock;
-use crate::closable::closable_pymethods;
+use crate::closable::{closable_pymethods, free_detached};
 use crate::errors;
-use crate::lend::{fill_view, with_bytes, Lend, Region};
+use crate::lend::{unless_busy, with_bytes, Lend, Region};
 
 /// Writes messages to a topic. Made by `Node.publisher`.
 #[pyclass(frozen, module = "ferry", name = "Publisher")]
@@ -73,11 +72,9 @@ impl Drop for PubState {
     fn drop(&mut self) {
         self.current = None;
         if let Some(ptr) = self.publisher.take() {
-            // SAFETY: `publisher` came from Box::into_raw and is freed once (taken here).
-            let boxed = unsafe { Box::from_raw(ptr.as_ptr()) };
-            // A UDP publisher lingers for reliable subscribers (up to its send timeout): let
-            // other Python threads run meanwhile.
-            Python::attach(|py| py.detach(move || drop(boxed)));
+            // SAFETY: `publisher` came from Box::leak and is freed once (taken here); the loan
+            // that borrowed it was dropped above.
+            Python::attach(|py| unsafe { free_detached(py, ptr) });
         }
     }
 }
@@ -228,9 +225,8 @@ closable_pymethods! {
         let mut st = lock(&self.state, "publisher")?;
         st.discard(py, "close the publisher")?;
         if let Some(ptr) = st.publisher.take() {
-            // SAFETY: from Box::into_raw; taken, so freed once; no loan borrows it (discarded).
-            let boxed = unsafe { Box::from_raw(ptr.as_ptr()) };
-            py.detach(move || drop(boxed));
+            // SAFETY: from Box::leak; taken, so freed once; no loan borrows it (discarded).
+            unsafe { free_detached(py, ptr) };
         }
         Ok(())
     }
@@ -239,7 +235,6 @@ closable_pymethods! {
     fn closed(&self) -> PyResult<bool> {
         Ok(lock(&self.state, "publisher")?.publisher.is_none())
     }
-
 
     fn __repr__(&self) -> String {
         format!("ferry.Publisher(topic={:?})", self.topic)
@@ -261,39 +256,19 @@ pub struct Loan {
 impl Loan {
     /// Drops ferry's loan (discarding it) if it is still the publisher's pending one.
     fn drop_in_publisher(&self) {
-        let state = &self.publisher.get().state;
-        let mut st = match state.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return,
-        };
-        if st
-            .current
-            .as_ref()
-            .is_some_and(|c| Arc::ptr_eq(&c.lend, &self.lend))
-        {
-            st.current = None;
-        }
+        unless_busy(&self.publisher.get().state, |st| {
+            st.current.take_if(|c| Arc::ptr_eq(&c.lend, &self.lend));
+        });
     }
 }
 
 closable_pymethods! {
-    impl Loan, closed_by: discard, array: " A writable numpy array of `dtype` (uint8 when None) over the loan, no copy. Write through a temporary (`loan.array(np.float32)[:] = x`), or `del` the array before `send`.";
-
-    fn __len__(&self) -> usize {
-        self.region.len()
-    }
+    impl Loan, closed_by: discard, lends: "loan", writable: true, array: " A writable numpy array of `dtype` (uint8 when None) over the loan, no copy. Write through a temporary (`loan.array(np.float32)[:] = x`), or `del` the array before `send`.";
 
     /// Whether the loan was sent or discarded (its memory can no longer be used).
     #[getter]
     fn released(&self) -> bool {
         self.lend.handed_back()
-    }
-
-    /// Buffer views of it alive now (memoryviews, numpy arrays).
-    #[getter]
-    fn views(&self) -> usize {
-        self.lend.views()
     }
 
     /// Publishes the message. Raises ferry.BufferInUseError while views of the loan exist, and
@@ -325,7 +300,6 @@ closable_pymethods! {
         Ok(())
     }
 
-
     fn __repr__(&self) -> String {
         let state = if self.lend.handed_back() {
             ", done"
@@ -333,29 +307,6 @@ closable_pymethods! {
             ""
         };
         format!("ferry.Loan(len={}{state})", self.region.len())
-    }
-
-    /// # Safety
-    /// Called by CPython with a Py_buffer to fill.
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut ffi::Py_buffer,
-        flags: std::ffi::c_int,
-    ) -> PyResult<()> {
-        let this: *const Loan = slf.get();
-        // SAFETY: `this` stays valid during the call: whoever asks for a buffer holds a reference
-        // to the object for the whole call (`slf` is another). `view` comes from CPython; the
-        // region belongs to the lend.
-        unsafe {
-            let (lend, region) = (&(*this).lend, (*this).region);
-            fill_view(view, flags, slf.into_any(), lend, region, true, "loan")
-        }
-    }
-
-    /// # Safety
-    /// Called by CPython once per view filled by `__getbuffer__`.
-    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
-        self.lend.unexport();
     }
 }
 

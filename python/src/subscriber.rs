@@ -9,17 +9,16 @@
 //! back once their views are gone, at a later call.
 
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
 use crate::args::{frombuffer, lock, timeout_arg, WAIT_SLICE};
-use crate::closable::closable_pymethods;
+use crate::closable::{closable_pymethods, free_detached};
 use crate::errors;
-use crate::lend::{fill_view, Lend, Region};
+use crate::lend::{unless_busy, Lend, Region};
 
 /// How long a spinning (or adaptive) shared-memory subscriber polls with the GIL held before it
 /// lets go of it to wait: long enough for a prompt reply (letting go and taking the GIL back
@@ -544,9 +543,8 @@ closable_pymethods! {
         let mut st = lock(&self.state, "subscriber")?;
         st.hand_back_keeping(py, "close the subscriber", false)?;
         if let Some(ptr) = st.sub.take() {
-            // SAFETY: from Box::into_raw; taken, so freed once; no sample borrows it (handed back).
-            let boxed = unsafe { Box::from_raw(ptr.as_ptr()) };
-            py.detach(move || drop(boxed));
+            // SAFETY: from Box::leak; taken, so freed once; no sample borrows it (handed back).
+            unsafe { free_detached(py, ptr) };
         }
         Ok(())
     }
@@ -555,7 +553,6 @@ closable_pymethods! {
     fn closed(&self) -> PyResult<bool> {
         Ok(lock(&self.state, "subscriber")?.sub.is_none())
     }
-
 
     fn __repr__(&self) -> String {
         format!("ferry.Subscriber(topic={:?})", self.topic)
@@ -580,25 +577,14 @@ impl Sample {
     /// handed back). When the subscriber is busy on another thread, that thread's call already
     /// dropped it.
     fn drop_in_subscriber(&self) {
-        let state = &self.subscriber.get().state;
-        let guard = match state.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return,
-        };
-        let mut st = guard;
-        if st
-            .current
-            .as_ref()
-            .is_some_and(|c| Arc::ptr_eq(&c.lend, &self.lend))
-        {
-            st.current = None;
-        }
+        unless_busy(&self.subscriber.get().state, |st| {
+            st.current.take_if(|c| Arc::ptr_eq(&c.lend, &self.lend));
+        });
     }
 }
 
 closable_pymethods! {
-    impl Sample, closed_by: release, array: " A numpy array of `dtype` (uint8 when None) viewing the sample, read-only, no copy.";
+    impl Sample, closed_by: release, lends: "sample", writable: false, array: " A numpy array of `dtype` (uint8 when None) viewing the sample, read-only, no copy.";
 
     /// The publisher's sequence number of this message (from 0 per publisher).
     #[getter]
@@ -618,16 +604,6 @@ closable_pymethods! {
         self.lend.handed_back()
     }
 
-    /// Buffer views of it alive now (memoryviews, numpy arrays).
-    #[getter]
-    fn views(&self) -> usize {
-        self.lend.views()
-    }
-
-    fn __len__(&self) -> usize {
-        self.region.len()
-    }
-
     /// Hands the sample back to the ring (idempotent). Raises ferry.BufferInUseError while
     /// memoryviews or arrays of it exist.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
@@ -637,7 +613,6 @@ closable_pymethods! {
         self.drop_in_subscriber();
         Ok(())
     }
-
 
     fn __repr__(&self) -> String {
         let state = if self.lend.handed_back() {
@@ -650,29 +625,6 @@ closable_pymethods! {
             self.seq,
             self.region.len()
         )
-    }
-
-    /// # Safety
-    /// Called by CPython with a Py_buffer to fill.
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut ffi::Py_buffer,
-        flags: std::ffi::c_int,
-    ) -> PyResult<()> {
-        let this: *const Sample = slf.get();
-        // SAFETY: `this` stays valid during the call: whoever asks for a buffer holds a reference
-        // to the object for the whole call (`slf` is another). `view` comes from CPython; the
-        // region belongs to the lend.
-        unsafe {
-            let (lend, region) = (&(*this).lend, (*this).region);
-            fill_view(view, flags, slf.into_any(), lend, region, false, "sample")
-        }
-    }
-
-    /// # Safety
-    /// Called by CPython once per view filled by `__getbuffer__`.
-    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
-        self.lend.unexport();
     }
 }
 
