@@ -268,6 +268,24 @@ pub struct Node {
     inner: ferry::Node,
 }
 
+impl Node {
+    /// Makes one of this node's ends with the GIL released (making one may wait: joining a
+    /// group, asking the network).
+    fn make<T: Send>(
+        &self,
+        py: Python<'_>,
+        make: impl FnOnce(&ferry::Node) -> Result<T, ferry::Error> + Send,
+    ) -> PyResult<T> {
+        let node = &self.inner;
+        py.detach(|| make(node)).map_err(errors::ferry)
+    }
+}
+
+/// ferry's QoS of `qos`, its default when None.
+fn qos_or_default(qos: Option<&Qos>) -> ferry::Qos {
+    qos.map_or_else(ferry::Qos::default, |q| q.inner.clone())
+}
+
 #[pymethods]
 impl Node {
     #[new]
@@ -300,26 +318,20 @@ impl Node {
     /// A publisher on `topic` (ferry's default QoS when `qos` is None).
     #[pyo3(signature = (topic, qos=None))]
     fn publisher(&self, py: Python<'_>, topic: &str, qos: Option<&Qos>) -> PyResult<Publisher> {
-        let qos = qos.map_or_else(ferry::Qos::default, |q| q.inner.clone());
-        let node = &self.inner;
-        let p = py
-            .detach(|| node.publisher(topic, &qos))
-            .map_err(errors::ferry)?;
+        let qos = qos_or_default(qos);
+        let p = self.make(py, |node| node.publisher(topic, &qos))?;
         Ok(Publisher::new(p, &qos))
     }
 
     /// A subscriber on `topic`; it receives what is published from now on.
     #[pyo3(signature = (topic, qos=None))]
     fn subscriber(&self, py: Python<'_>, topic: &str, qos: Option<&Qos>) -> PyResult<Subscriber> {
-        let qos = qos.map_or_else(ferry::Qos::default, |q| q.inner.clone());
+        let qos = qos_or_default(qos);
         let held = crate::subscriber::checked_max_held(qos.max_held)?;
         // Samples given back in a call are let go after the one it keeps is kept (nothing may
         // borrow the subscriber while it lets go): ferry's own count runs up to twice this.
         let inner_qos = qos.clone().max_held(2 * held);
-        let node = &self.inner;
-        let s = py
-            .detach(|| node.subscriber(topic, &inner_qos))
-            .map_err(errors::ferry)?;
+        let s = self.make(py, |node| node.subscriber(topic, &inner_qos))?;
         Ok(Subscriber::new(s, &qos))
     }
 
@@ -328,11 +340,8 @@ impl Node {
     /// `qos` says. Raises ferry.FerryError when the service has a server on this host.
     #[pyo3(signature = (service, qos=None))]
     fn server(&self, py: Python<'_>, service: &str, qos: Option<&Qos>) -> PyResult<Server> {
-        let qos = qos.map_or_else(ferry::Qos::default, |q| q.inner.clone());
-        let node = &self.inner;
-        let s = py
-            .detach(|| node.server(service, &qos))
-            .map_err(errors::ferry)?;
+        let qos = qos_or_default(qos);
+        let s = self.make(py, |node| node.server(service, &qos))?;
         Ok(Server::new(s, &qos))
     }
 
@@ -340,11 +349,8 @@ impl Node {
     /// the largest request it sends). Delivery is reliable whatever `qos` says.
     #[pyo3(signature = (service, qos=None))]
     fn client(&self, py: Python<'_>, service: &str, qos: Option<&Qos>) -> PyResult<Client> {
-        let qos = qos.map_or_else(ferry::Qos::default, |q| q.inner.clone());
-        let node = &self.inner;
-        let c = py
-            .detach(|| node.client(service, &qos))
-            .map_err(errors::ferry)?;
+        let qos = qos_or_default(qos);
+        let c = self.make(py, |node| node.client(service, &qos))?;
         Ok(Client::new(c, &qos))
     }
 

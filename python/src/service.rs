@@ -44,6 +44,25 @@ fn next_slice(deadline: Option<Instant>) -> Duration {
     }
 }
 
+/// One look for what a wait is after: before the first wait (`waited` false) with the GIL held,
+/// `look(None)`; after it, a wait of at most one slice with the GIL released, `look(Some(slice))`.
+/// None once `deadline` has passed.
+fn look<T: Send>(
+    py: Python<'_>,
+    deadline: Option<Instant>,
+    waited: bool,
+    look: impl FnOnce(Option<Duration>) -> T + Send,
+) -> Option<T> {
+    if !waited {
+        return Some(look(None));
+    }
+    let slice = next_slice(deadline);
+    if slice.is_zero() {
+        return None;
+    }
+    Some(py.detach(|| look(Some(slice))))
+}
+
 /// A copy of `bytes` that Python owns: `bytes`, or a `bytearray` (writable under an array).
 fn owned<'py>(py: Python<'py>, bytes: &[u8], bytearray: bool) -> Bound<'py, PyAny> {
     if bytearray {
@@ -172,15 +191,11 @@ impl ClientState {
         let deadline = deadline(timeout);
         let mut waited = false;
         loop {
-            // First a look with the GIL held, then waits with it released.
-            let got = if waited {
-                let slice = next_slice(deadline);
-                if slice.is_zero() {
-                    return Ok(None);
-                }
-                py.detach(|| client.recv_response(slice))
-            } else {
-                client.try_recv_response()
+            let Some(got) = look(py, deadline, waited, |slice| match slice {
+                Some(slice) => client.recv_response(slice),
+                None => client.try_recv_response(),
+            }) else {
+                return Ok(None);
             };
             match got {
                 Ok(Some(response)) => {
@@ -437,7 +452,6 @@ closable_pymethods! {
         Ok(lock(&self.state, "client")?.client.is_none())
     }
 
-
     fn __repr__(&self) -> String {
         format!(
             "ferry.Client(service={:?}, id=0x{:016x})",
@@ -492,15 +506,11 @@ impl Server {
         let deadline = deadline(timeout);
         let mut waited = false;
         loop {
-            // First a look with the GIL held, then waits with it released.
-            let got = if waited {
-                let slice = next_slice(deadline);
-                if slice.is_zero() {
-                    return Ok(None);
-                }
-                py.detach(|| server.recv_request(slice))
-            } else {
-                server.try_recv_request()
+            let Some(got) = look(py, deadline, waited, |slice| match slice {
+                Some(slice) => server.recv_request(slice),
+                None => server.try_recv_request(),
+            }) else {
+                return Ok(None);
             };
             if let Some(request) = got.map_err(errors::recv)? {
                 return Ok(Some(Request {
@@ -638,7 +648,6 @@ closable_pymethods! {
     fn closed(&self) -> PyResult<bool> {
         Ok(lock(&self.state, "server")?.0.is_none())
     }
-
 
     fn __repr__(&self) -> String {
         format!("ferry.Server(service={:?})", self.service)
