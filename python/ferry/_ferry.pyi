@@ -152,6 +152,36 @@ class Qos:
         holds); a subscriber that starts later takes the last `history` of them first, then the
         live ones, with no gap. 0: none. Over UDP alone it is refused."""
 
+class _Closable:
+    """A context manager whose exit closes it (close, discard or release) and lets an exception
+    through. The base classes named with _ are this stub's alone: at run time each class has
+    these methods itself (python/src/closable.rs writes them)."""
+
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+class _End(_Closable):
+    """A publisher, subscriber, client or server: closed by close()."""
+
+    @property
+    def closed(self) -> bool: ...
+    def close(self) -> None: ...
+
+class _Lent(_Closable, Buffer):
+    """A loan or a sample: a region of the ring lent through the buffer protocol, no copy."""
+
+    @property
+    def released(self) -> bool: ...
+    @property
+    def views(self) -> int: ...
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
 class Node:
     def __init__(self, name: str, domain: Optional[str] = None) -> None: ...
     @property
@@ -170,7 +200,7 @@ class Node:
         """A client of `service`. qos.max_message_size is the largest request it sends;
         delivery is always reliable."""
 
-class Publisher:
+class Publisher(_End):
     @property
     def topic(self) -> str: ...
     @property
@@ -179,41 +209,18 @@ class Publisher:
     def subscriber_count(self) -> int: ...
     @property
     def sent(self) -> int: ...
-    @property
-    def closed(self) -> bool: ...
     def send(self, data: Buffer) -> None: ...
     def send_message(self, message: Dict[str, Any]) -> None: ...
     def send_array(self, array: Buffer) -> None: ...
     def loan(self, n: int) -> Loan: ...
-    def close(self) -> None: ...
-    def __enter__(self) -> Self: ...
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> bool: ...
 
-class Loan(Buffer):
-    @property
-    def released(self) -> bool: ...
-    @property
-    def views(self) -> int: ...
-    def __len__(self) -> int: ...
-    def __buffer__(self, flags: int, /) -> memoryview: ...
+class Loan(_Lent):
     def send(self) -> None: ...
     def discard(self) -> None: ...
     def array(self, dtype: Any = None) -> Any:
         """A writable numpy.ndarray of dtype over the loan (no copy)."""
-    def __enter__(self) -> Self: ...
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> bool: ...
 
-class Subscriber:
+class Subscriber(_End):
     @property
     def topic(self) -> str: ...
     @property
@@ -230,8 +237,6 @@ class Subscriber:
     def try_event(self) -> Optional[Tuple[Any, ...]]:
         """The next publisher event, or None: ("appeared", publisher), ("gone", publisher, why)
         with why "closed", "died", "silent" or "evicted", or ("deadline-missed", count)."""
-    @property
-    def closed(self) -> bool: ...
     def recv(self, timeout: Optional[float] = None) -> Sample: ...
     def try_recv(self) -> Optional[Sample]: ...
     async def recv_async(self, timeout: Optional[float] = None) -> Sample:
@@ -243,40 +248,19 @@ class Subscriber:
         """A copy of the next message: the quickest way to read small ones."""
     def recv_array(self, dtype: Any, timeout: Optional[float] = None) -> Any:
         """A read-only numpy.ndarray of dtype viewing the next sample (no copy)."""
-    def close(self) -> None: ...
     def __iter__(self) -> Iterator[Sample]: ...
     def __next__(self) -> Sample: ...
-    def __enter__(self) -> Self: ...
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> bool: ...
 
-class Sample(Buffer):
+class Sample(_Lent):
     @property
     def seq(self) -> int: ...
     @property
     def skipped(self) -> int: ...
-    @property
-    def released(self) -> bool: ...
-    @property
-    def views(self) -> int: ...
-    def __len__(self) -> int: ...
-    def __buffer__(self, flags: int, /) -> memoryview: ...
     def release(self) -> None: ...
     def array(self, dtype: Any = None) -> Any:
         """A read-only numpy.ndarray of dtype viewing the sample (no copy)."""
-    def __enter__(self) -> Self: ...
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> bool: ...
 
-class Client:
+class Client(_End):
     """Calls a service: sends requests (any number in flight) and receives their responses.
     Requests are any C-contiguous buffer (bytes, bytearray, memoryview, numpy array), copied
     into the ring; responses are copies (bytes), not lent in place. Waits release the GIL and
@@ -293,8 +277,6 @@ class Client:
     @property
     def has_server(self) -> bool:
         """Whether a server takes this client's requests now."""
-    @property
-    def closed(self) -> bool: ...
     def wait_for_server(self, timeout: Optional[float] = None) -> bool:
         """Waits until a server takes requests: True, or False when `timeout` s passed first."""
     def send_request(self, data: Buffer) -> int:
@@ -313,16 +295,8 @@ class Client:
         server can no longer answer, FerryError when none is pending."""
     def try_recv_response(self) -> Optional[Tuple[int, bytes]]:
         """As recv_response without waiting: None when no response is there."""
-    def close(self) -> None: ...
-    def __enter__(self) -> Self: ...
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> bool: ...
 
-class Server:
+class Server(_End):
     """Serves a service: receives requests and answers each, now or later, in any order. One
     server per service on a host. One thread at a time (another raises FerryError): answer on
     the thread that receives."""
@@ -332,24 +306,14 @@ class Server:
     @property
     def client_count(self) -> int:
         """Clients this server has answered and that are still there."""
-    @property
-    def closed(self) -> bool: ...
     def recv_request(self, timeout: Optional[float] = None) -> Request:
         """Waits for the next request (a copy); raises TimeoutError when `timeout` s pass first."""
     def try_recv_request(self) -> Optional[Request]: ...
     def respond(self, to: Union[Request, ReplyTo], data: Buffer) -> bool:
         """Answers a request (or its reply_to, kept to answer later) with a copy of `data`:
         True when sent, False when its client had gone (the answer is dropped)."""
-    def close(self) -> None: ...
     def __iter__(self) -> Iterator[Request]: ...
     def __next__(self) -> Request: ...
-    def __enter__(self) -> Self: ...
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> bool: ...
 
 class Request:
     """A request a server received: a copy of its body, who asked, and where the answer goes."""
