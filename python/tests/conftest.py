@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import itertools
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import pytest
 
@@ -96,17 +98,58 @@ def child_env() -> dict:
     return env
 
 
-def start_peer(*args: str, **kwargs) -> subprocess.Popen:
-    """`python tests/peer.py ARGS` with text pipes."""
+def start(args: List[str], env: Optional[dict] = None, **kwargs) -> subprocess.Popen:
+    """A child with text pipes (no standard input), in child_env() unless `env` is given."""
     return subprocess.Popen(
-        [sys.executable, str(PEER), *args],
+        args,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=child_env(),
+        env=child_env() if env is None else env,
         **kwargs,
     )
+
+
+def start_peer(*args: str, **kwargs) -> subprocess.Popen:
+    """`python tests/peer.py ARGS` with text pipes."""
+    return start([sys.executable, str(PEER), *args], **kwargs)
+
+
+def read_line(stream, timeout: float, what: str) -> str:
+    """A line of a child's output, waiting at most `timeout` s for it (`what` names it)."""
+    ready, _, _ = select.select([stream], [], [], timeout)
+    assert ready, f"{what} within {timeout} s"
+    return stream.readline()
+
+
+def stop_child(proc: subprocess.Popen):
+    """Kills a child still running (a test that failed left it)."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def interrupt(peer: subprocess.Popen, returned: str) -> Tuple[float, str]:
+    """Ctrl-C to a child blocked in a wait nothing ends: 0.3 s after it said it waits (well into
+    the wait; `returned` says what failed if it no longer waits), SIGINT, then its exit (5 s at
+    the most). Returns the seconds from the signal to the exit, and the child's output."""
+    time.sleep(0.3)
+    assert peer.poll() is None, returned
+    sent = time.monotonic()
+    peer.send_signal(signal.SIGINT)
+    peer.wait(timeout=5)
+    return time.monotonic() - sent, peer.stdout.read()
+
+
+def meet(sub, pub, timeout: float = 10.0):
+    """Waits until a subscriber and a publisher see each other."""
+    deadline = time.monotonic() + timeout
+    while not (sub.publisher_count >= 1 and pub.subscriber_count >= 1):
+        assert time.monotonic() < deadline, (
+            f"publisher and subscriber did not meet in {timeout:g} s"
+        )
+        time.sleep(0.002)
 
 
 def finish(proc: subprocess.Popen, timeout: float = 30.0) -> str:

@@ -2,18 +2,12 @@
 other tasks run while a subscriber waits; over shared memory and UDP, with a timeout."""
 
 import asyncio
-import time
 
 import pytest
 
 import ferry
+from conftest import meet
 
-
-def meet(sub, pub):
-    deadline = time.monotonic() + 10
-    while not (sub.publisher_count >= 1 and pub.subscriber_count >= 1):
-        assert time.monotonic() < deadline, "publisher and subscriber did not meet in 10 s"
-        time.sleep(0.002)
 
 
 @pytest.mark.parametrize("transport", ["shm", "udp"])

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ferry
-from conftest import REPO, child_env
+from conftest import REPO, child_env, finish, start
 
 TRANSPORTS = ["shm", "udp"]
 
@@ -59,25 +59,13 @@ def env_for(domain: str) -> dict:
     return env
 
 
-def finish(proc: subprocess.Popen, timeout: float = 30.0) -> str:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate(timeout=10)
-        raise AssertionError(f"{proc.args} did not finish within {timeout} s\n{err}")
-    assert proc.returncode == 0, f"{proc.args} failed ({proc.returncode}):\n{err}"
-    return out
-
-
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_c_publisher_feeds_a_python_subscriber(c_examples, domain, transport):
     size, count = 3000, 20
     qos = ferry.Qos(transport=transport, wait="block", max_message_size=size)
     sub = ferry.Node("py-test", domain=domain).subscriber("topic", qos)
-    pub = subprocess.Popen(
+    pub = start(
         [str(c_examples["pub"]), "topic", transport, str(size), str(count)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=env_for(domain),
     )
     try:
@@ -96,9 +84,8 @@ def test_a_c_publisher_feeds_a_python_subscriber(c_examples, domain, transport):
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_python_publisher_feeds_a_c_subscriber(c_examples, domain, transport):
     size, count = 5000, 20
-    c_sub = subprocess.Popen(
+    c_sub = start(
         [str(c_examples["sub"]), "topic", transport, str(count), "20"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=env_for(domain),
     )
     try:

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import HERE, REPO, child_env
+from conftest import HERE, REPO, child_env, start
 
 EXAMPLES = REPO / "examples" / "python"
 
@@ -15,10 +15,8 @@ EXAMPLES = REPO / "examples" / "python"
 @pytest.mark.parametrize("transport", ["shm", "udp"])
 def test_pub_and_sub_in_two_processes(domain, transport):
     common = ["--transport", transport, "--domain", domain, "--topic", "example"]
-    sub = subprocess.Popen(
+    sub = start(
         [sys.executable, str(EXAMPLES / "sub.py"), *common, "--count", "5", "--timeout", "20"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=child_env(),
     )
     try:
         ready, _, _ = select.select([sub.stdout], [], [], 20)

@@ -4,19 +4,13 @@ memory used afterwards raises instead of reading or writing the ring."""
 import ctypes
 import gc
 import io
-import time
 
 import numpy as np
 import pytest
 
 import ferry
+from conftest import meet
 
-
-def meet(sub, pub):
-    deadline = time.monotonic() + 10
-    while not (sub.publisher_count >= 1 and pub.subscriber_count >= 1):
-        assert time.monotonic() < deadline, "publisher and subscriber did not meet in 10 s"
-        time.sleep(0.002)
 
 
 @pytest.fixture

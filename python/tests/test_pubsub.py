@@ -22,6 +22,15 @@ def wait_for(cond, what, timeout=10.0):
         time.sleep(0.005)
 
 
+def met_pair(domain, topic, qos):
+    """A subscriber and a publisher of `topic` on one node, once the two have met."""
+    node = ferry.Node("py-test", domain=domain)
+    sub = node.subscriber(topic, qos)
+    pub = node.publisher(topic, qos)
+    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
+    return sub, pub
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_bytes_round_trip_in_one_process(domain, transport):
     qos = ferry.Qos(transport=transport, wait="block", max_message_size=4096)
@@ -55,10 +64,7 @@ def test_recv_times_out_with_ferry_timeout_error(domain):
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_recv_bytes_copies_each_message(domain, transport):
     qos = ferry.Qos(transport=transport, wait="block", max_message_size=4096)
-    node = ferry.Node("py-test", domain=domain)
-    sub = node.subscriber("data", qos)
-    pub = node.publisher("data", qos)
-    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
+    sub, pub = met_pair(domain, "data", qos)
     pub.send(b"first")
     held = sub.recv(timeout=5)  # a sample lent before: recv_bytes hands it back
     payloads = [b"hello", b"", bytes(range(256)) * 16]
@@ -74,10 +80,7 @@ def test_recv_bytes_copies_each_message(domain, transport):
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_timeout_past_what_the_clock_counts_waits_for_the_message(domain, transport):
     qos = ferry.Qos(transport=transport, wait="block", max_message_size=64)
-    node = ferry.Node("py-test", domain=domain)
-    sub = node.subscriber("data", qos)
-    pub = node.publisher("data", qos)
-    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
+    sub, pub = met_pair(domain, "data", qos)
     # Sent once the receive below is waiting: 1e19 s is past what a deadline can count. (The
     # receive looks at signals every 50 ms: the test's alarm, conftest.py, bounds it.)
     timer = threading.Timer(0.1, lambda: pub.send(b"late"))
@@ -90,10 +93,7 @@ def test_a_timeout_past_what_the_clock_counts_waits_for_the_message(domain, tran
 
 def test_recv_bytes_is_refused_while_a_view_of_the_last_sample_lives(domain):
     qos = ferry.Qos(transport="shm", max_held=1)
-    node = ferry.Node("py-test", domain=domain)
-    sub = node.subscriber("data", qos)
-    pub = node.publisher("data", qos)
-    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
+    sub, pub = met_pair(domain, "data", qos)
     pub.send(b"one")
     pub.send(b"two")
     sample = sub.recv(timeout=5)
@@ -107,10 +107,7 @@ def test_recv_bytes_is_refused_while_a_view_of_the_last_sample_lives(domain):
 
 def test_iteration_yields_samples(domain):
     qos = ferry.Qos(transport="shm")
-    node = ferry.Node("py-test", domain=domain)
-    sub = node.subscriber("it", qos)
-    pub = node.publisher("it", qos)
-    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
+    sub, pub = met_pair(domain, "it", qos)
     for i in range(5):
         pub.send(bytes([i]) * 3)
     seen = []
@@ -123,10 +120,7 @@ def test_iteration_yields_samples(domain):
 
 def test_send_array_and_recv_array(domain):
     qos = ferry.Qos(transport="shm", max_message_size=1 << 16)
-    node = ferry.Node("py-test", domain=domain)
-    sub = node.subscriber("arr", qos)
-    pub = node.publisher("arr", qos)
-    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
+    sub, pub = met_pair(domain, "arr", qos)
     for dtype in (np.uint8, np.int16, np.uint32, np.float32, np.float64, np.complex128):
         sent = (np.arange(24) * 3).astype(dtype).reshape(4, 6)
         pub.send_array(sent)
@@ -242,10 +236,7 @@ def test_a_full_ring_waits_with_the_gil_released_then_times_out(domain):
     (other Python threads run meanwhile) and raises ferry.TimeoutError at send_timeout."""
     qos = ferry.Qos(transport="shm", max_message_size=8192, ring_capacity=1 << 16,
                     send_timeout=0.3)
-    node = ferry.Node("py-test", domain=domain)
-    sub = node.subscriber("full", qos)
-    pub = node.publisher("full", qos)
-    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
+    sub, pub = met_pair(domain, "full", qos)
     payload = bytes(8192)
     sent = 0
     with pytest.raises(ferry.TimeoutError, match="did not make room"):

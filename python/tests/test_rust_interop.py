@@ -2,37 +2,23 @@
 `ferry echo`, and `ferry pub` feeding a Python subscriber, over shared memory and UDP."""
 
 import json
-import subprocess
 import time
 
 import numpy as np
 import pytest
 
 import ferry
-from conftest import child_env, pattern
+from conftest import finish, pattern, start
 
 TRANSPORTS = ["shm", "udp"]
-
-
-def run_bounded(proc: subprocess.Popen, timeout: float = 30.0):
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate(timeout=10)
-        raise AssertionError(f"{proc.args} did not finish within {timeout} s\n{err}")
-    assert proc.returncode == 0, f"{proc.args} failed ({proc.returncode}):\n{err}"
-    return out
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_python_publisher_feeds_ferry_echo(ferry_bin, domain, transport):
     count, sizes = 40, [1, 16, 300, 5000, 200_000]
-    echo = subprocess.Popen(
+    echo = start(
         [str(ferry_bin), "echo", "topic", "--count", str(count), "--json", "--timeout", "20",
          "--transport", transport, "--domain", domain],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=child_env(),
     )
     try:
         qos = ferry.Qos(transport=transport, max_message_size=max(sizes))
@@ -45,7 +31,7 @@ def test_python_publisher_feeds_ferry_echo(ferry_bin, domain, transport):
         for i in range(count):
             pub.send(pattern(i, sizes[i % len(sizes)]))
     finally:
-        out = run_bounded(echo)
+        out = finish(echo)
     lines = [json.loads(line) for line in out.splitlines()]
     assert len(lines) == count
     for i, line in enumerate(lines):
@@ -69,11 +55,9 @@ def test_ferry_pub_feeds_a_python_subscriber(ferry_bin, domain, transport, size)
     count = 25
     qos = ferry.Qos(transport=transport, wait="block", max_message_size=size)
     sub = ferry.Node("py-test", domain=domain).subscriber("topic", qos)
-    publisher = subprocess.Popen(
+    publisher = start(
         [str(ferry_bin), "pub", "topic", "--size", str(size), "--rate", "0", "--count",
          str(count), "--wait-subscribers", "1", "--transport", transport, "--domain", domain],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=child_env(),
     )
     try:
         for i in range(count):
@@ -81,4 +65,4 @@ def test_ferry_pub_feeds_a_python_subscriber(ferry_bin, domain, transport, size)
                 assert (s.seq, len(s), s.skipped) == (i, size, 0)
                 assert np.array_equal(s.array(), ferry_pub_payload(i, size))
     finally:
-        run_bounded(publisher)
+        finish(publisher)

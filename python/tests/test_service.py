@@ -3,7 +3,6 @@ flight matched by id, the errors a client sees (no server, a server killed, a ti
 request too large), Ctrl-C in a call, and Python against ferry's command-line server and
 client (Rust), over shared memory and UDP."""
 
-import select
 import signal
 import subprocess
 import threading
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 
 import ferry
-from conftest import child_env, pattern, start_peer
+from conftest import child_env, interrupt, pattern, read_line, start, start_peer, stop_child
 
 TRANSPORTS = ["shm", "udp"]
 
@@ -51,18 +50,6 @@ def serving(server: ferry.Server, handle):
         assert not thread.is_alive(), "the server's thread did not stop within 10 s"
     if failures:
         raise failures[0]
-
-
-def read_line(stream, timeout: float, what: str) -> str:
-    ready, _, _ = select.select([stream], [], [], timeout)
-    assert ready, f"{what} within {timeout} s"
-    return stream.readline()
-
-
-def stop_child(proc: subprocess.Popen):
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -291,13 +278,7 @@ def test_ctrl_c_interrupts_a_call_within_a_second(domain):
     peer = start_peer("callblock", domain, "unanswered")
     try:
         assert read_line(peer.stdout, 20, "the call started").strip() == "ready"
-        time.sleep(0.3)  # well into call()
-        assert peer.poll() is None, "call returned without an answer"
-        sent = time.monotonic()
-        peer.send_signal(signal.SIGINT)
-        peer.wait(timeout=5)
-        took = time.monotonic() - sent
-        out = peer.stdout.read()
+        took, out = interrupt(peer, "call returned without an answer")
     finally:
         stop_child(peer)
     assert peer.returncode == 3, peer.stderr.read()
@@ -309,11 +290,9 @@ def test_ctrl_c_interrupts_a_call_within_a_second(domain):
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_python_client_calls_ferry_serve(ferry_bin, domain, transport):
     sizes = [0, 5, 4096, 300_000]
-    serve = subprocess.Popen(
+    serve = start(
         [str(ferry_bin), "serve", "rust-echo", "--echo", "--quiet", "--count", str(len(sizes)),
          "--transport", transport, "--domain", domain],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=child_env(),
     )
     try:
         line = read_line(serve.stderr, 20, "ferry serve started")

@@ -10,18 +10,12 @@ from pathlib import Path
 import pytest
 
 import ferry
-from conftest import child_env
+from conftest import child_env, meet
 
 DATA = Path(__file__).resolve().parents[2] / "crates" / "ferry-types" / "tests" / "data"
 IMU = ferry.TopicType("sensor_msgs/msg/Imu", "cdr", (DATA / "Imu.msg").read_text())
 READING = ferry.TopicType("ferry.test.Reading", "protobuf", (DATA / "reading.pb").read_bytes())
 
-
-def meet(sub, pub):
-    deadline = time.monotonic() + 10
-    while not (sub.publisher_count and pub.subscriber_count):
-        assert time.monotonic() < deadline, "the ends did not meet"
-        time.sleep(0.002)
 
 
 @pytest.mark.parametrize("transport", ["shm", "udp"])

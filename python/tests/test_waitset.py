@@ -6,17 +6,12 @@ import time
 import pytest
 
 import ferry
+from conftest import meet
 
 
 def qos(transport: str) -> ferry.Qos:
     return ferry.Qos(transport=transport, wait="block", max_message_size=1024)
 
-
-def meet(sub: ferry.Subscriber, pub: ferry.Publisher, timeout: float = 20) -> None:
-    end = time.monotonic() + timeout
-    while sub.publisher_count < 1 or pub.subscriber_count < 1:
-        assert time.monotonic() < end, "the publisher and the subscriber did not meet"
-        time.sleep(0.002)
 
 
 @pytest.mark.parametrize("transport", ["shm", "udp"])
@@ -25,7 +20,7 @@ def test_a_wait_set_says_which_subscriber_has_a_message(domain, transport):
     subs = [node.subscriber(f"t{i}", qos(transport)) for i in range(3)]
     pubs = [node.publisher(f"t{i}", qos(transport)) for i in range(3)]
     for s, p in zip(subs, pubs):
-        meet(s, p)
+        meet(s, p, 20)
     ws = ferry.WaitSet()
     assert ws.wait(subs, timeout=0.05) == []
 

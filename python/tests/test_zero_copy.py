@@ -1,22 +1,16 @@
 """Zero copy: a sample is a view of the publisher's ring, and a loan is the ring itself."""
 
-import time
 
 import numpy as np
 import pytest
 
 import ferry
+from conftest import meet
 
 
 def address(buffer) -> int:
     return np.frombuffer(buffer, np.uint8).__array_interface__["data"][0]
 
-
-def meet(sub, pub):
-    deadline = time.monotonic() + 10
-    while not (sub.publisher_count >= 1 and pub.subscriber_count >= 1):
-        assert time.monotonic() < deadline, "publisher and subscriber did not meet in 10 s"
-        time.sleep(0.002)
 
 
 @pytest.fixture
