@@ -5,25 +5,40 @@
 
 use std::time::Duration;
 
-use ferry::{Node, SendError, Transport};
+use ferry::{Node, Publisher, SendError, Subscriber, Transport};
 
 mod common;
 use common::*;
 
 const LONG: Duration = Duration::from_secs(30);
 
+/// A subscriber of topic `t` on `sub_node` that takes messages of up to `sub_max` bytes and a
+/// publisher on `pub_node` of up to `pub_max`, both blocking on `transport`, once they met.
+fn met(
+    (sub_node, sub_max): (&Node, usize),
+    (pub_node, pub_max): (&Node, usize),
+    transport: Transport,
+) -> (Subscriber, Publisher) {
+    let mut sub = sub_node
+        .subscriber("t", &blocking_qos(transport, sub_max))
+        .unwrap();
+    let publ = pub_node
+        .publisher("t", &blocking_qos(transport, pub_max))
+        .unwrap();
+    assert!(meet(&mut sub, &publ, LONG));
+    (sub, publ)
+}
+
 #[test]
 fn a_message_above_a_reliable_udp_subscribers_limit_is_an_error_naming_it() {
     let dom = domain("limit");
     let publisher_node = Node::with_domain("sender", &dom).unwrap();
     let subscriber_node = Node::with_domain("small-reader", &dom).unwrap();
-    let mut sub = subscriber_node
-        .subscriber("t", &blocking_qos(Transport::Udp, 64 << 10))
-        .unwrap();
-    let mut publ = publisher_node
-        .publisher("t", &blocking_qos(Transport::Udp, 1 << 20))
-        .unwrap();
-    assert!(meet(&mut sub, &publ, LONG));
+    let (mut sub, mut publ) = met(
+        (&subscriber_node, 64 << 10),
+        (&publisher_node, 1 << 20),
+        Transport::Udp,
+    );
     // At the subscriber's limit: it arrives.
     publ.send(&vec![1u8; 64 << 10]).unwrap();
     let s = sub
@@ -56,13 +71,11 @@ fn a_message_above_a_reliable_udp_subscribers_limit_is_an_error_naming_it() {
     // A subscriber that takes larger messages gets them.
     drop(sub);
     drop(publ);
-    let mut big = subscriber_node
-        .subscriber("t", &blocking_qos(Transport::Udp, 1 << 20))
-        .unwrap();
-    let mut publ = publisher_node
-        .publisher("t", &blocking_qos(Transport::Udp, 1 << 20))
-        .unwrap();
-    assert!(meet(&mut big, &publ, LONG));
+    let (mut big, mut publ) = met(
+        (&subscriber_node, 1 << 20),
+        (&publisher_node, 1 << 20),
+        Transport::Udp,
+    );
     publ.send(&vec![4u8; (64 << 10) + 1]).unwrap();
     let s = big.recv_timeout(LONG).unwrap().expect("the larger message");
     assert_eq!(s.len(), (64 << 10) + 1);
@@ -74,13 +87,7 @@ fn a_message_above_a_reliable_udp_subscribers_limit_is_an_error_naming_it() {
 fn shared_memory_subscribers_take_whatever_the_ring_holds() {
     let dom = domain("limit-shm");
     let node = Node::with_domain("n", &dom).unwrap();
-    let mut sub = node
-        .subscriber("t", &blocking_qos(Transport::Shm, 64 << 10))
-        .unwrap();
-    let mut publ = node
-        .publisher("t", &blocking_qos(Transport::Shm, 1 << 20))
-        .unwrap();
-    assert!(meet(&mut sub, &publ, LONG));
+    let (mut sub, mut publ) = met((&node, 64 << 10), (&node, 1 << 20), Transport::Shm);
     publ.send(&vec![5u8; 1 << 20]).unwrap();
     let s = sub.recv_timeout(LONG).unwrap().expect("the large message");
     assert_eq!(s.len(), 1 << 20);
