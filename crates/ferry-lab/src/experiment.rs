@@ -107,6 +107,27 @@ pub fn check_counts(samples: usize, warmup: usize) -> Result<()> {
     Ok(())
 }
 
+/// Refuses `--sizes` unless it names at least one size, each in `range` (which `range_words`
+/// says, as "1 byte to 256M"), none twice.
+pub fn check_sizes(
+    sizes: &[usize],
+    range: std::ops::RangeInclusive<usize>,
+    range_words: &str,
+) -> Result<()> {
+    if sizes.is_empty() {
+        bail!("--sizes: give at least one size");
+    }
+    for (i, &s) in sizes.iter().enumerate() {
+        if !range.contains(&s) {
+            bail!("--sizes: {s} bytes is out of range ({range_words})");
+        }
+        if sizes[..i].contains(&s) {
+            bail!("--sizes: {s} is listed twice");
+        }
+    }
+    Ok(())
+}
+
 /// One experiment's results: `{"schema", "ferry_version", "experiment", "machine", "request",
 /// "config", "rows"}`. `request` is the configuration asked for (enough to run it again),
 /// `config` how the run was made.

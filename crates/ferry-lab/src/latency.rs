@@ -61,17 +61,7 @@ impl Experiment for Latency {
 
     fn validate(args: &Config) -> Result<()> {
         SUBJECTS.check("--transport", &args.transports)?;
-        if args.sizes.is_empty() {
-            bail!("--sizes: give at least one size");
-        }
-        for (i, &s) in args.sizes.iter().enumerate() {
-            if s == 0 || s > MAX_SIZE {
-                bail!("--sizes: {s} bytes is out of range (1 byte to 256M)");
-            }
-            if args.sizes[..i].contains(&s) {
-                bail!("--sizes: {s} is listed twice");
-            }
-        }
+        crate::experiment::check_sizes(&args.sizes, 1..=MAX_SIZE, "1 byte to 256M")?;
         if !(1..=MAX_ROUNDS).contains(&args.rounds) {
             bail!("--rounds must be between 1 and {MAX_ROUNDS}");
         }

@@ -78,17 +78,11 @@ impl Experiment for Throughput {
 
     fn validate(args: &Config) -> Result<()> {
         SUBJECTS.check("--transport", &args.transports)?;
-        if args.sizes.is_empty() {
-            bail!("--sizes: give at least one size");
-        }
-        for (i, &s) in args.sizes.iter().enumerate() {
-            if !(8..=MAX_SIZE).contains(&s) {
-                bail!("--sizes: {s} bytes is out of range (8 bytes to 64M: the first 8 bytes carry the sequence number)");
-            }
-            if args.sizes[..i].contains(&s) {
-                bail!("--sizes: {s} is listed twice");
-            }
-        }
+        crate::experiment::check_sizes(
+            &args.sizes,
+            8..=MAX_SIZE,
+            "8 bytes to 64M: the first 8 bytes carry the sequence number",
+        )?;
         if let Some(loss) = args.loss {
             if !(0.0..100.0).contains(&loss) {
                 bail!("--loss: invalid loss {loss}: expected a percentage from 0 to below 100");
