@@ -4,6 +4,9 @@
 
 use std::fmt::Write as _;
 
+use plotters::chart::MeshStyle;
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -31,6 +34,86 @@ const FONT: &str = "sans-serif";
 
 pub(crate) fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
+}
+
+/// An SVG document `size` pixels large, white, with what `draw` puts on it.
+fn svg_document(
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<()>,
+) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE)?;
+        draw(&root)?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// A chart on `area` with `title` above, label areas `x_labels` pixels high (x) and `y_labels`
+/// wide (y), as the full-width charts have them.
+fn titled<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+    x_labels: u32,
+    y_labels: u32,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .caption(title, (FONT, 22))
+        .margin(16)
+        .x_label_area_size(x_labels)
+        .y_label_area_size(y_labels);
+    builder
+}
+
+/// Draws the axes as configured, their labels and descriptions in the charts' type sizes.
+fn draw_axes<X, Y>(mesh: &mut MeshStyle<'_, '_, X, Y, SVGBackend<'_>>) -> Result<()>
+where
+    X: Ranged + ValueFormatter<X::ValueType>,
+    Y: Ranged + ValueFormatter<Y::ValueType>,
+{
+    mesh.label_style((FONT, 15))
+        .axis_desc_style((FONT, 16))
+        .draw()?;
+    Ok(())
+}
+
+/// Draws the legend at `position`, its text `font_size` pixels high, on a white box.
+fn draw_legend<'a, 'b: 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
+    position: SeriesLabelPosition,
+    font_size: u32,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .label_font((FONT, font_size))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+/// The label of the category at `x` on an axis of categories at 0, 1, 2...; none between them.
+fn category_label(labels: &[String], x: f64) -> String {
+    let i = x.round();
+    if (x - i).abs() < 0.01 && i >= 0.0 && (i as usize) < labels.len() {
+        labels[i as usize].clone()
+    } else {
+        String::new()
+    }
+}
+
+/// A line series' key in the legend: a short stroke in `style`.
+fn line_key(style: ShapeStyle) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style)
+}
+
+/// A box or bar series' key in the legend: a small filled box of `color`.
+fn box_key(color: RGBColor) -> impl Fn((i32, i32)) -> Rectangle<(i32, i32)> {
+    move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], color.filled())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -145,10 +228,7 @@ fn box_plot(
     sizes: &[u64],
     series: &[(String, Vec<Option<Glyph>>)],
 ) -> Result<String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        root.fill(&WHITE)?;
+    svg_document((W, H), |root| {
         let all = series.iter().flat_map(|(_, g)| g.iter().flatten());
         let lo = all
             .clone()
@@ -160,32 +240,20 @@ fn box_plot(
             .fold(0.0, f64::max)
             .max(lo * 10.0);
         let n = sizes.len().max(1);
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, (FONT, 22))
-            .margin(16)
-            .x_label_area_size(48)
-            .y_label_area_size(86)
+        let mut chart = titled(root, title, 48, 86)
             .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), (lo / 1.5..hi * 1.5).log_scale())?;
         let labels: Vec<String> = sizes.iter().map(|&s| format_size(s as usize)).collect();
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(n * 2 + 1)
-            .x_label_formatter(&|x| {
-                let i = x.round();
-                if (x - i).abs() < 0.01 && i >= 0.0 && (i as usize) < labels.len() {
-                    labels[i as usize].clone()
-                } else {
-                    String::new()
-                }
-            })
-            .y_labels(8)
-            .y_label_formatter(&|y| format_ns(*y))
-            .x_desc("message size")
-            .y_desc(y_desc)
-            .label_style((FONT, 15))
-            .axis_desc_style((FONT, 16))
-            .draw()?;
+        draw_axes(
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .x_labels(n * 2 + 1)
+                .x_label_formatter(&|x| category_label(&labels, *x))
+                .y_labels(8)
+                .y_label_formatter(&|y| format_ns(*y))
+                .x_desc("message size")
+                .y_desc(y_desc),
+        )?;
         let k = series.len().max(1) as f64;
         let slot = 0.8 / k;
         for (ti, (name, glyphs)) in series.iter().enumerate() {
@@ -224,18 +292,10 @@ fn box_plot(
             chart
                 .draw_series(elements)?
                 .label(name.clone())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], c.filled()));
+                .legend(box_key(c));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((FONT, 15))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        root.present()?;
-    }
-    Ok(svg)
+        draw_legend(&mut chart, SeriesLabelPosition::UpperLeft, 15)
+    })
 }
 
 /// A line chart with points; log axes where asked.
@@ -246,10 +306,7 @@ pub(crate) fn line_chart(
     series: &[(String, Vec<(f64, f64)>)],
     y_fmt: &dyn Fn(f64) -> String,
 ) -> Result<String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        root.fill(&WHITE)?;
+    svg_document((W, H), |root| {
         let pts = series.iter().flat_map(|(_, p)| p.iter());
         let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, 0.0f64, f64::INFINITY, 0.0f64);
         for &(x, y) in pts {
@@ -263,53 +320,38 @@ pub(crate) fn line_chart(
         }
         let y0 = (y0 / 2.0).max(1e-6);
         let y1 = (y1 * 2.0).max(y0 * 10.0);
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, (FONT, 22))
-            .margin(16)
-            .x_label_area_size(48)
-            .y_label_area_size(80)
+        let mut chart = titled(root, title, 48, 80)
             .build_cartesian_2d((x0.log2() - 0.5)..(x1.log2() + 0.5), (y0..y1).log_scale())?;
         // x is log2 of the size, so that the ticks fall on powers of two.
         let ticks = (x1.log2() - x0.log2()).round() as usize + 2;
-        chart
-            .configure_mesh()
-            .x_labels(ticks * 2 + 1)
-            .x_label_formatter(&|x| {
-                let i = x.round();
-                if (x - i).abs() < 0.01 && i >= 0.0 {
-                    format_size(2f64.powf(i) as usize)
-                } else {
-                    String::new()
-                }
-            })
-            .y_labels(8)
-            .y_label_formatter(&|y| y_fmt(*y))
-            .x_desc(x_desc)
-            .y_desc(y_desc)
-            .label_style((FONT, 15))
-            .axis_desc_style((FONT, 16))
-            .draw()?;
+        draw_axes(
+            chart
+                .configure_mesh()
+                .x_labels(ticks * 2 + 1)
+                .x_label_formatter(&|x| {
+                    let i = x.round();
+                    if (x - i).abs() < 0.01 && i >= 0.0 {
+                        format_size(2f64.powf(i) as usize)
+                    } else {
+                        String::new()
+                    }
+                })
+                .y_labels(8)
+                .y_label_formatter(&|y| y_fmt(*y))
+                .x_desc(x_desc)
+                .y_desc(y_desc),
+        )?;
         for (i, (name, points)) in series.iter().enumerate() {
             let c = color(i);
             let points: Vec<(f64, f64)> = points.iter().map(|&(x, y)| (x.log2(), y)).collect();
             chart
                 .draw_series(LineSeries::new(points.clone(), c.stroke_width(2)))?
                 .label(name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3))
-                });
+                .legend(line_key(c.stroke_width(3)));
             chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, 15))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        root.present()?;
-    }
-    Ok(svg)
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight, 15)
+    })
 }
 
 /// One series of an x/y chart: its name and points `(x, y, spread)`, where `spread` is an
@@ -327,10 +369,7 @@ pub(crate) fn xy_chart(
     integer_x: bool,
     reference: Option<(&str, f64)>,
 ) -> Result<String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        root.fill(&WHITE)?;
+    svg_document((W, H), |root| {
         let (mut x0, mut x1, mut y0, mut y1) =
             (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, 0.0f64);
         for &(x, y, spread) in series.iter().flat_map(|(_, p)| p.iter()) {
@@ -355,39 +394,33 @@ pub(crate) fn xy_chart(
             (x0.abs() * 0.5).max(0.5)
         };
         let xr = (x0 - pad)..(x1 + pad);
-        let mut chart = ChartBuilder::on(&root);
-        chart
-            .caption(title, (FONT, 22))
-            .margin(16)
-            .x_label_area_size(48)
-            .y_label_area_size(80);
+        let mut chart = titled(root, title, 48, 80);
         // Two code paths because log and linear y are different coordinate types.
         macro_rules! draw {
             ($chart:expr) => {{
                 let mut chart = $chart;
-                chart
-                    .configure_mesh()
-                    .x_labels(if integer_x {
-                        (x1 - x0) as usize + 3
-                    } else {
-                        10
-                    })
-                    .x_label_formatter(&|x| {
-                        if !integer_x {
-                            format_count(*x)
-                        } else if (x - x.round()).abs() < 1e-6 {
-                            format!("{x:.0}")
+                draw_axes(
+                    chart
+                        .configure_mesh()
+                        .x_labels(if integer_x {
+                            (x1 - x0) as usize + 3
                         } else {
-                            String::new()
-                        }
-                    })
-                    .y_labels(8)
-                    .y_label_formatter(&|y| format_count(*y))
-                    .x_desc(x_desc)
-                    .y_desc(y_desc)
-                    .label_style((FONT, 15))
-                    .axis_desc_style((FONT, 16))
-                    .draw()?;
+                            10
+                        })
+                        .x_label_formatter(&|x| {
+                            if !integer_x {
+                                format_count(*x)
+                            } else if (x - x.round()).abs() < 1e-6 {
+                                format!("{x:.0}")
+                            } else {
+                                String::new()
+                            }
+                        })
+                        .y_labels(8)
+                        .y_label_formatter(&|y| format_count(*y))
+                        .x_desc(x_desc)
+                        .y_desc(y_desc),
+                )?;
                 if let Some((label, r)) = reference {
                     chart
                         .draw_series(DashedLineSeries::new(
@@ -397,9 +430,7 @@ pub(crate) fn xy_chart(
                             GREY.stroke_width(2),
                         ))?
                         .label(label.to_owned())
-                        .legend(|(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 18, y)], GREY.stroke_width(2))
-                        });
+                        .legend(line_key(GREY.stroke_width(2)));
                 }
                 for (i, (name, points)) in series.iter().enumerate() {
                     let c = color(i);
@@ -419,9 +450,7 @@ pub(crate) fn xy_chart(
                             c.stroke_width(2),
                         ))?
                         .label(name.clone())
-                        .legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3))
-                        });
+                        .legend(line_key(c.stroke_width(3)));
                     chart.draw_series(
                         pts.iter()
                             .map(|&(x, y, _)| Circle::new((x, y), 4, c.filled())),
@@ -431,17 +460,12 @@ pub(crate) fn xy_chart(
                         Some(PathElement::new(vec![(x, lo), (x, hi)], c.stroke_width(2)))
                     }))?;
                 }
-                chart
-                    .configure_series_labels()
-                    .position(if log_y {
-                        SeriesLabelPosition::UpperRight
-                    } else {
-                        SeriesLabelPosition::LowerRight
-                    })
-                    .label_font((FONT, 15))
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(BLACK)
-                    .draw()?;
+                let position = if log_y {
+                    SeriesLabelPosition::UpperRight
+                } else {
+                    SeriesLabelPosition::LowerRight
+                };
+                draw_legend(&mut chart, position, 15)?;
             }};
         }
         if log_y {
@@ -452,9 +476,8 @@ pub(crate) fn xy_chart(
             let hi = if y1 > 0.0 { y1 * 1.15 } else { 1.0 };
             draw!(chart.build_cartesian_2d(xr, 0.0..hi)?);
         }
-        root.present()?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 /// A number for an axis: 1 234, 12.5 k, 3.4 M.
@@ -480,10 +503,7 @@ pub(crate) fn timeline_chart(
     sent: &[f64],
     threads: &[f64],
 ) -> Result<String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        root.fill(&WHITE)?;
+    svg_document((W, H), |root| {
         let (top, bottom) = root.split_vertically(H * 62 / 100);
         let t1 = at_s.iter().copied().fold(0.0f64, f64::max).max(0.1);
         let r1 = requested
@@ -493,20 +513,14 @@ pub(crate) fn timeline_chart(
             .fold(0.0f64, f64::max)
             .max(1e-3)
             * 1.2;
-        let mut chart = ChartBuilder::on(&top)
-            .caption(title, (FONT, 22))
-            .margin(16)
-            .x_label_area_size(28)
-            .y_label_area_size(80)
-            .build_cartesian_2d(0.0..t1, 0.0..r1)?;
-        chart
-            .configure_mesh()
-            .x_labels(10)
-            .y_labels(6)
-            .y_desc("Gbit/s")
-            .label_style((FONT, 15))
-            .axis_desc_style((FONT, 16))
-            .draw()?;
+        let mut chart = titled(&top, title, 28, 80).build_cartesian_2d(0.0..t1, 0.0..r1)?;
+        draw_axes(
+            chart
+                .configure_mesh()
+                .x_labels(10)
+                .y_labels(6)
+                .y_desc("Gbit/s"),
+        )?;
         let pts = |ys: &[f64]| -> Vec<(f64, f64)> {
             at_s.iter().copied().zip(ys.iter().copied()).collect()
         };
@@ -519,40 +533,33 @@ pub(crate) fn timeline_chart(
                 GREY.stroke_width(2),
             ))?
             .label("requested")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], GREY.stroke_width(2)));
+            .legend(line_key(GREY.stroke_width(2)));
         chart
             .draw_series(LineSeries::new(pts(sent), c.stroke_width(2)))?
             .label("sent (per interval)")
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font((FONT, 15))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
+            .legend(line_key(c.stroke_width(3)));
+        draw_legend(&mut chart, SeriesLabelPosition::LowerRight, 15)?;
         let n1 = threads.iter().copied().fold(1.0f64, f64::max) + 1.0;
         let mut lower = ChartBuilder::on(&bottom)
             .margin(16)
             .x_label_area_size(44)
             .y_label_area_size(80)
             .build_cartesian_2d(0.0..t1, 0.0..n1)?;
-        lower
-            .configure_mesh()
-            .x_labels(10)
-            .y_labels(n1 as usize + 1)
-            .y_label_formatter(&|y| {
-                if y.fract() == 0.0 {
-                    format!("{y:.0}")
-                } else {
-                    String::new()
-                }
-            })
-            .x_desc("time (s)")
-            .y_desc("sender threads")
-            .label_style((FONT, 15))
-            .axis_desc_style((FONT, 16))
-            .draw()?;
+        draw_axes(
+            lower
+                .configure_mesh()
+                .x_labels(10)
+                .y_labels(n1 as usize + 1)
+                .y_label_formatter(&|y| {
+                    if y.fract() == 0.0 {
+                        format!("{y:.0}")
+                    } else {
+                        String::new()
+                    }
+                })
+                .x_desc("time (s)")
+                .y_desc("sender threads"),
+        )?;
         // A step line: the count holds until the next interval.
         let mut steps = Vec::new();
         for (i, (&t, &n)) in at_s.iter().zip(threads).enumerate() {
@@ -563,9 +570,8 @@ pub(crate) fn timeline_chart(
         }
         let c = color(1);
         lower.draw_series(LineSeries::new(steps, c.stroke_width(2)))?;
-        root.present()?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 /// One bar panel: categories on x, one bar per series in each (a missing value leaves a gap),
@@ -589,15 +595,7 @@ fn draw_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, b: &Bars<'_
         .max(b.reference.as_ref().map_or(0.0, |r| r.1))
         .max(1e-9);
     let bottom = values.fold(f64::INFINITY, f64::min).max(1e-9);
-    let labels = b.categories.clone();
-    let x_fmt = move |x: &f64| {
-        let i = x.round();
-        if (x - i).abs() < 0.01 && i >= 0.0 && (i as usize) < labels.len() {
-            labels[i as usize].clone()
-        } else {
-            String::new()
-        }
-    };
+    let x_fmt = |x: &f64| category_label(&b.categories, *x);
     macro_rules! body {
         ($chart:ident, $base:expr) => {{
             $chart
@@ -653,9 +651,7 @@ fn draw_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, b: &Bars<'_
                 $chart
                     .draw_series(bars)?
                     .label(name.clone())
-                    .legend(move |(x, y)| {
-                        Rectangle::new([(x, y - 6), (x + 16, y + 6)], c.filled())
-                    });
+                    .legend(box_key(c));
                 $chart.draw_series(labels)?;
             }
             if let Some((label, v)) = &b.reference {
@@ -668,17 +664,9 @@ fn draw_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, b: &Bars<'_
                         RED.stroke_width(2),
                     ))?
                     .label(label.clone())
-                    .legend(|(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], RED.stroke_width(2))
-                    });
+                    .legend(line_key(RED.stroke_width(2)));
             }
-            $chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .label_font((FONT, 13))
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()?;
+            draw_legend(&mut $chart, SeriesLabelPosition::UpperLeft, 13)?;
         }};
     }
     let mut builder = ChartBuilder::on(area);
@@ -700,17 +688,13 @@ fn draw_bars(area: &DrawingArea<SVGBackend, plotters::coord::Shift>, b: &Bars<'_
 }
 
 pub(crate) fn bar_svg(panels: &[Bars<'_>], width: u32) -> Result<String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (width, H)).into_drawing_area();
-        root.fill(&WHITE)?;
+    svg_document((width, H), |root| {
         let areas = root.split_evenly((1, panels.len().max(1)));
         for (a, p) in areas.iter().zip(panels) {
             draw_bars(a, p)?;
         }
-        root.present()?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
