@@ -59,6 +59,28 @@ pub(crate) unsafe fn put<T>(what: &str, out: *mut T, value: T) -> Result<(), Fai
     Ok(())
 }
 
+/// Clears `*out` for a receive or a call, except when the endpoint holds what it lent (a sample,
+/// a request, a response): `*out` may hold it, the caller's only way to release it (the call is
+/// then refused).
+///
+/// # Safety
+/// `endpoint` is NULL or a live endpoint; `out` is NULL or valid for a write.
+pub(crate) unsafe fn clear_out<E, T>(
+    endpoint: *const E,
+    out: *mut *mut T,
+    holding: impl FnOnce(&E) -> bool,
+) -> Result<(), Failure> {
+    if out.is_null() {
+        return Err(Failure::invalid("out is NULL"));
+    }
+    // SAFETY: the caller passes a live endpoint or NULL.
+    if endpoint.is_null() || !holding(unsafe { &*endpoint }) {
+        // SAFETY: not NULL, and the caller promises it is valid for a write.
+        unsafe { out.write(std::ptr::null_mut()) };
+    }
+    Ok(())
+}
+
 /// Reads the `len` bytes at `data` that C passes as a message body: NULL only when `len` is 0.
 /// A `len` above `max` is refused as too large before the bytes are looked at (and so is one
 /// past `isize::MAX`, which no slice may have).

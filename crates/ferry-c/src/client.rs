@@ -14,10 +14,10 @@ use std::time::Duration;
 use ferry::service::MAX_SERVICE_NAME;
 use ferry::{CallError, Client, Response};
 
-use crate::args::{bytes, c_str, handle, put};
+use crate::args::{bytes, c_str, clear_out, handle, put};
 use crate::node::ferry_node;
 use crate::qos::{ferry_qos, ferry_qos_default};
-use crate::status::{ferry_status, guard, guard_value, Failure};
+use crate::status::{ferry_status, guard, guard_status, guard_value, nothing_received, Failure};
 
 /// A service's client (opaque). Made by `ferry_client_new`, freed by `ferry_client_free`. Use
 /// it from one thread at a time (it may move between threads).
@@ -106,26 +106,6 @@ impl ferry_client {
         // SAFETY: the caller promises it is valid for a write.
         unsafe { put("out", out, response_ptr) }
     }
-}
-
-/// Clears `*out` for a receive or a call, except when the client holds a response: `*out` may
-/// hold it, the caller's only way to release it (the call is then refused).
-///
-/// # Safety
-/// `client` is NULL or a live client; `out` is NULL or valid for a write.
-unsafe fn clear_out(
-    client: *const ferry_client,
-    out: *mut *mut ferry_response,
-) -> Result<(), Failure> {
-    if out.is_null() {
-        return Err(Failure::invalid("out is NULL"));
-    }
-    // SAFETY: the caller passes a live client or NULL.
-    if client.is_null() || !unsafe { &*client }.holding() {
-        // SAFETY: not NULL, and the caller promises it is valid for a write.
-        unsafe { out.write(ptr::null_mut()) };
-    }
-    Ok(())
 }
 
 /// A timeout in nanoseconds as C passes it: -1 none, 0 or more that long.
@@ -336,10 +316,9 @@ pub unsafe extern "C" fn ferry_client_recv(
     out: *mut *mut ferry_response,
 ) -> ferry_status {
     const FUNCTION: &str = "ferry_client_recv";
-    let mut status = ferry_status::FERRY_OK;
-    let failed = guard(FUNCTION, || {
+    guard_status(FUNCTION, || {
         // SAFETY: the caller passes a live client or NULL, and `out` valid for a write or NULL.
-        unsafe { clear_out(client, out) }?;
+        unsafe { clear_out(client, out, ferry_client::holding) }?;
         // SAFETY: the caller passes a live client or NULL (refused).
         let h = unsafe { handle("client", client) }?;
         let timeout = duration(timeout_ns, "a response comes")?;
@@ -356,22 +335,13 @@ pub unsafe extern "C" fn ferry_client_recv(
         };
         let received = received.inspect_err(|e| h.note_failure(e))?;
         let Some(response) = received else {
-            status = if timeout.is_zero() {
-                ferry_status::FERRY_WOULD_BLOCK
-            } else {
-                ferry_status::FERRY_TIMEOUT
-            };
-            return Ok(());
+            return Ok(nothing_received(timeout.is_zero()));
         };
         // SAFETY: `client` is the live block `h` is, its slot is empty (checked by `client`),
         // and `out` was checked above.
-        unsafe { h.hold(client, response, out) }
-    });
-    if failed == ferry_status::FERRY_OK {
-        status
-    } else {
-        failed
-    }
+        unsafe { h.hold(client, response, out) }?;
+        Ok(ferry_status::FERRY_OK)
+    })
 }
 
 /// Sends a copy of `len` bytes at `data` (NULL only when `len` is 0) as a request and waits up
@@ -397,7 +367,7 @@ pub unsafe extern "C" fn ferry_client_call(
     const FUNCTION: &str = "ferry_client_call";
     guard(FUNCTION, || {
         // SAFETY: the caller passes a live client or NULL, and `out` valid for a write or NULL.
-        unsafe { clear_out(client, out) }?;
+        unsafe { clear_out(client, out, ferry_client::holding) }?;
         // SAFETY: the caller passes a live client or NULL (refused).
         let h = unsafe { handle("client", client) }?;
         let timeout = duration(timeout_ns, "the response comes")?;

@@ -19,13 +19,13 @@ use std::ffi::{c_char, c_void};
 use std::ptr;
 use std::time::Duration;
 
-use ferry::service::{Responded, MAX_SERVICE_NAME};
+use ferry::service::{Responded, ServeError, MAX_SERVICE_NAME};
 use ferry::{ReplyTo, Request, Server};
 
-use crate::args::{bytes, c_str, handle, put};
+use crate::args::{bytes, c_str, clear_out, handle, put};
 use crate::node::ferry_node;
 use crate::qos::{ferry_qos, ferry_qos_default};
-use crate::status::{ferry_status, guard, guard_value, Failure};
+use crate::status::{ferry_status, guard, guard_status, guard_value, nothing_received, Failure};
 
 /// Requests released unanswered that a server remembers for `ferry_server_respond`; beyond it
 /// the oldest is forgotten.
@@ -111,6 +111,24 @@ impl<T> Unanswered<T> {
 /// A request's key in the table: its client's id and its id.
 fn key(to: &ReplyTo) -> (u64, u64) {
     (to.client.get(), to.request.get())
+}
+
+/// The status of an answer: `FERRY_OK` when sent, `FERRY_CLIENT_GONE` (not a failure) when its
+/// client had gone. On a failure nothing was sent: the request is remembered again, for
+/// `ferry_server_respond`.
+fn answered(
+    outcome: Result<Responded, ServeError>,
+    unanswered: &mut Unanswered<ReplyTo>,
+    to: ReplyTo,
+) -> Result<ferry_status, Failure> {
+    match outcome {
+        Ok(Responded::Sent) => Ok(ferry_status::FERRY_OK),
+        Ok(Responded::ClientGone) => Ok(ferry_status::FERRY_CLIENT_GONE),
+        Err(e) => {
+            unanswered.remember(key(&to), to);
+            Err(e.into())
+        }
+    }
 }
 
 impl ferry_server {
@@ -237,18 +255,9 @@ pub unsafe extern "C" fn ferry_server_recv(
     out: *mut *mut ferry_request,
 ) -> ferry_status {
     const FUNCTION: &str = "ferry_server_recv";
-    let mut status = ferry_status::FERRY_OK;
-    let failed = guard(FUNCTION, || {
-        if out.is_null() {
-            return Err(Failure::invalid("out is NULL"));
-        }
-        // `*out` is cleared, but not when the call is refused because a request is held: it may
-        // hold that request, the caller's only way to answer or release it.
-        // SAFETY: the caller passes a live server or NULL.
-        if server.is_null() || !unsafe { &*server }.holding() {
-            // SAFETY: not NULL, and the caller promises it is valid for a write.
-            unsafe { out.write(ptr::null_mut()) };
-        }
+    guard_status(FUNCTION, || {
+        // SAFETY: the caller passes a live server or NULL, and `out` valid for a write or NULL.
+        unsafe { clear_out(server, out, ferry_server::holding) }?;
         // SAFETY: the caller passes a live server or NULL (refused).
         let handle = unsafe { handle("server", server) }?;
         // SAFETY: no request is held (`server` checks), and no other reference to the server is
@@ -269,12 +278,7 @@ pub unsafe extern "C" fn ferry_server_recv(
             }
         };
         let Some(request) = received else {
-            status = if timeout_ns == 0 {
-                ferry_status::FERRY_WOULD_BLOCK
-            } else {
-                ferry_status::FERRY_TIMEOUT
-            };
-            return Ok(());
+            return Ok(nothing_received(timeout_ns == 0));
         };
         let slot = handle.request.held.get();
         // SAFETY: the slot is empty and only this call touches it now (one thread per handle).
@@ -288,13 +292,9 @@ pub unsafe extern "C" fn ferry_server_recv(
         // pointer, so it stays valid for as long as the block lives.
         let request_ptr = unsafe { ptr::addr_of_mut!((*server).request) };
         // SAFETY: checked above to be valid for a write.
-        unsafe { put("out", out, request_ptr) }
-    });
-    if failed == ferry_status::FERRY_OK {
-        status
-    } else {
-        failed
-    }
+        unsafe { put("out", out, request_ptr) }?;
+        Ok(ferry_status::FERRY_OK)
+    })
 }
 
 /// Answers a request received earlier and released unanswered (`ferry_request_release`, or an
@@ -317,8 +317,7 @@ pub unsafe extern "C" fn ferry_server_respond(
     len: usize,
 ) -> ferry_status {
     const FUNCTION: &str = "ferry_server_respond";
-    let mut status = ferry_status::FERRY_OK;
-    let failed = guard(FUNCTION, || {
+    guard_status(FUNCTION, || {
         // SAFETY: the caller passes a live server or NULL (refused), used by this thread alone;
         // no reference to it outlives a call.
         let h = unsafe { handle("server", server) }?;
@@ -337,23 +336,8 @@ pub unsafe extern "C" fn ferry_server_respond(
                  remembers the last {MAX_UNANSWERED})"
             )));
         };
-        match s.respond(to, body) {
-            Ok(Responded::Sent) => Ok(()),
-            Ok(Responded::ClientGone) => {
-                status = ferry_status::FERRY_CLIENT_GONE;
-                Ok(())
-            }
-            Err(e) => {
-                unanswered.remember(key(&to), to);
-                Err(e.into())
-            }
-        }
-    });
-    if failed == ferry_status::FERRY_OK {
-        status
-    } else {
-        failed
-    }
+        answered(s.respond(to, body), unanswered, to)
+    })
 }
 
 /// Reads a field of a held request, or says why there is none.
@@ -452,8 +436,7 @@ pub unsafe extern "C" fn ferry_request_respond(
     data: *const c_void,
     len: usize,
 ) -> ferry_status {
-    let mut status = ferry_status::FERRY_OK;
-    let failed = guard("ferry_request_respond", || {
+    guard_status("ferry_request_respond", || {
         // SAFETY: the caller passes a live request handle or NULL (refused).
         let r = unsafe { handle("request", request) }?;
         let held = take(r)?;
@@ -473,23 +456,9 @@ pub unsafe extern "C" fn ferry_request_respond(
                 return Err(e);
             }
         };
-        match held.respond_with(len, |_, answer| answer.copy_from_slice(body)) {
-            Ok(Responded::Sent) => Ok(()),
-            Ok(Responded::ClientGone) => {
-                status = ferry_status::FERRY_CLIENT_GONE;
-                Ok(())
-            }
-            Err(e) => {
-                unanswered.remember(key(&to), to);
-                Err(e.into())
-            }
-        }
-    });
-    if failed == ferry_status::FERRY_OK {
-        status
-    } else {
-        failed
-    }
+        let outcome = held.respond_with(len, |_, answer| answer.copy_from_slice(body));
+        answered(outcome, unanswered, to)
+    })
 }
 
 /// Releases the request unanswered: under shared memory its client may reuse its bytes. The

@@ -151,10 +151,29 @@ pub(crate) fn fail(function: &str, failure: Failure) -> ferry_status {
 /// Runs the body of entry point `function`: its result becomes the status, a failure's message
 /// the thread's last error, and a panic `FERRY_PANIC` (it never unwinds into C).
 pub(crate) fn guard(function: &str, body: impl FnOnce() -> Result<(), Failure>) -> ferry_status {
+    guard_status(function, || body().map(|()| ferry_status::FERRY_OK))
+}
+
+/// As `guard`, for an entry point that succeeds with more than one status (a receive's
+/// `FERRY_WOULD_BLOCK` and `FERRY_TIMEOUT`, an answer's `FERRY_CLIENT_GONE`): the body's.
+pub(crate) fn guard_status(
+    function: &str,
+    body: impl FnOnce() -> Result<ferry_status, Failure>,
+) -> ferry_status {
     match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => ferry_status::FERRY_OK,
+        Ok(Ok(status)) => status,
         Ok(Err(failure)) => fail(function, failure),
         Err(panic) => fail(function, panicked(panic)),
+    }
+}
+
+/// The status of a receive that found nothing: `FERRY_WOULD_BLOCK` when it only looked,
+/// `FERRY_TIMEOUT` when it waited.
+pub(crate) fn nothing_received(only_looked: bool) -> ferry_status {
+    if only_looked {
+        ferry_status::FERRY_WOULD_BLOCK
+    } else {
+        ferry_status::FERRY_TIMEOUT
     }
 }
 

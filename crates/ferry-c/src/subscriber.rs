@@ -15,10 +15,10 @@ use std::time::Duration;
 use ferry::MAX_TOPIC_NAME;
 use ferry::{Sample, Subscriber};
 
-use crate::args::{c_str, handle, put};
+use crate::args::{c_str, clear_out, handle, put};
 use crate::node::ferry_node;
 use crate::qos::{ferry_qos, ferry_qos_default};
-use crate::status::{ferry_status, guard, guard_value, Failure};
+use crate::status::{ferry_status, guard, guard_status, guard_value, nothing_received, Failure};
 
 /// A subscriber (opaque). Made by `ferry_subscriber_new`, freed by `ferry_subscriber_free`. Use
 /// it from one thread at a time (it may move between threads).
@@ -193,18 +193,9 @@ pub unsafe extern "C" fn ferry_subscriber_recv(
     out: *mut *mut ferry_sample,
 ) -> ferry_status {
     const FUNCTION: &str = "ferry_subscriber_recv";
-    let mut status = ferry_status::FERRY_OK;
-    let failed = guard(FUNCTION, || {
-        if out.is_null() {
-            return Err(Failure::invalid("out is NULL"));
-        }
-        // `*out` is cleared, but not when the call is refused because a sample is held: it may
-        // hold that sample, the caller's only way to release it.
-        // SAFETY: the caller passes a live subscriber or NULL.
-        if subscriber.is_null() || !unsafe { &*subscriber }.holding() {
-            // SAFETY: not NULL, and the caller promises it is valid for a write.
-            unsafe { out.write(ptr::null_mut()) };
-        }
+    guard_status(FUNCTION, || {
+        // SAFETY: the caller passes a live subscriber or NULL, and `out` valid for a write or NULL.
+        unsafe { clear_out(subscriber, out, ferry_subscriber::holding) }?;
         // SAFETY: the caller passes a live subscriber or NULL (refused).
         let handle = unsafe { handle("subscriber", subscriber) }?;
         // SAFETY: no sample is held (`subscriber` checks), and no other reference to the
@@ -225,12 +216,7 @@ pub unsafe extern "C" fn ferry_subscriber_recv(
             }
         };
         let Some(sample) = received else {
-            status = if timeout_ns == 0 {
-                ferry_status::FERRY_WOULD_BLOCK
-            } else {
-                ferry_status::FERRY_TIMEOUT
-            };
-            return Ok(());
+            return Ok(nothing_received(timeout_ns == 0));
         };
         let slot = handle.sample.held.get();
         // SAFETY: the slot is empty and only this call touches it now (one thread per handle).
@@ -244,13 +230,9 @@ pub unsafe extern "C" fn ferry_subscriber_recv(
         // caller's pointer, so it stays valid for as long as the block lives.
         let sample_ptr = unsafe { ptr::addr_of_mut!((*subscriber).sample) };
         // SAFETY: checked above to be valid for a write.
-        unsafe { put("out", out, sample_ptr) }
-    });
-    if failed == ferry_status::FERRY_OK {
-        status
-    } else {
-        failed
-    }
+        unsafe { put("out", out, sample_ptr) }?;
+        Ok(ferry_status::FERRY_OK)
+    })
 }
 
 /// Writes to `*out` the number of publishers currently sending on the topic. Refused while the

@@ -8,7 +8,7 @@ use ferry::{WaitSet, Waitable};
 use crate::args::{handle, put};
 use crate::client::ferry_client;
 use crate::server::ferry_server;
-use crate::status::{ferry_status, guard, Failure};
+use crate::status::{ferry_status, guard, guard_status, Failure};
 use crate::subscriber::ferry_subscriber;
 
 /// A wait set (opaque): made by `ferry_waitset_new`, freed by `ferry_waitset_free`. It holds
@@ -99,8 +99,7 @@ pub unsafe extern "C" fn ferry_waitset_wait(
     n_ready: *mut usize,
 ) -> ferry_status {
     const FUNCTION: &str = "ferry_waitset_wait";
-    let mut status = ferry_status::FERRY_OK;
-    let failed = guard(FUNCTION, || {
+    guard_status(FUNCTION, || {
         // SAFETY: the caller promises `n_ready` is valid for a write (NULL is refused).
         unsafe { put("n_ready", n_ready, 0) }?;
         if set.is_null() {
@@ -167,19 +166,14 @@ pub unsafe extern "C" fn ferry_waitset_wait(
         }
         let found = set.wait(&mut lent[..], timeout)?;
         if found.is_empty() {
-            status = ferry_status::FERRY_TIMEOUT;
-            return Ok(());
+            return Ok(ferry_status::FERRY_TIMEOUT);
         }
         for (k, &i) in found.iter().take(ready_cap).enumerate() {
             // SAFETY: `ready` is valid for `ready_cap` writes (the caller's promise), k < ready_cap.
             unsafe { ready.add(k).write(i) };
         }
         // SAFETY: checked valid above.
-        unsafe { put("n_ready", n_ready, found.len()) }
-    });
-    if failed == ferry_status::FERRY_OK {
-        status
-    } else {
-        failed
-    }
+        unsafe { put("n_ready", n_ready, found.len()) }?;
+        Ok(ferry_status::FERRY_OK)
+    })
 }
