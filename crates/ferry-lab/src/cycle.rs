@@ -361,8 +361,8 @@ impl Experiment for Cycle {
         let mut cycle_times: Vec<f64> = groups.iter().map(|g| g.0.cycle_ms).collect();
         cycle_times.sort_by(f64::total_cmp);
         cycle_times.dedup();
-        let mut plots = Vec::new();
-        if let [ms] = cycle_times[..] {
+        // The plot and the start of its caption: bars at one cycle time, lines across several.
+        let drawn = if let [ms] = cycle_times[..] {
             // One cycle time: bars per transport and budget, one per placement.
             let mut categories: Vec<(Subject, Option<f64>)> = Vec::new();
             let mut placements: Vec<Placement> = Vec::new();
@@ -430,19 +430,7 @@ impl Experiment for Cycle {
             if !spreads.is_empty() {
                 let _ = write!(caption, " Spread over the repeats: {}.", spreads.join("; "));
             }
-            if !limited.is_empty() {
-                let _ = write!(
-                    caption,
-                    " Reached the largest multiplicity tried (the true maximum is higher): {}.",
-                    limited.join(", ")
-                );
-            }
-            caption.push_str(&void_note);
-            plots.push(Plot {
-                file: "cycle.svg".to_owned(),
-                svg,
-                caption,
-            });
+            Some((svg, caption))
         } else if !series.is_empty() {
             series.push((
                 format!("{}: shm, 1 ms, 0.3 CPU", DOMINION.short),
@@ -457,7 +445,13 @@ impl Experiment for Cycle {
                 false,
                 None,
             )?;
-            let mut caption = format!("Median over the repeats of the largest multiplicity that passed (≥ 99.95 % complete cycles, no overload); the bar spans the repeats. The point of {}: over 200 000 u32 over shared memory at 1 ms and 0.3 CPU.", cite(&DOMINION));
+            let caption = format!("Median over the repeats of the largest multiplicity that passed (≥ 99.95 % complete cycles, no overload); the bar spans the repeats. The point of {}: over 200 000 u32 over shared memory at 1 ms and 0.3 CPU.", cite(&DOMINION));
+            Some((svg, caption))
+        } else {
+            None
+        };
+        let mut plots = Vec::new();
+        if let Some((svg, mut caption)) = drawn {
             if !limited.is_empty() {
                 let _ = write!(
                     caption,
