@@ -4,13 +4,13 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::wire::{to_line, Reply};
-use crate::error::{Error, Result};
+use crate::error::{bail, Error, Result};
 
 /// The peer's end of the control channel: the main side's commands in, reports out.
 pub struct PeerLink {
@@ -72,6 +72,44 @@ impl PeerLink {
                 Err(Error::msg(MAIN_GONE))
             }
         }
+    }
+
+    /// Waits at most `timeout` for the main side's next command, which should be `want` (the
+    /// error names it if none came), looking at Ctrl-C between short waits.
+    pub fn await_command<T: DeserializeOwned>(
+        &mut self,
+        timeout: Duration,
+        want: &str,
+    ) -> Result<T> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            crate::signal::check()?;
+            if let Some(command) = self.recv::<T>(Duration::from_millis(50))? {
+                return Ok(command);
+            }
+            if Instant::now() >= deadline {
+                bail!("the main side did not say {want} within {timeout:?}");
+            }
+        }
+    }
+
+    /// Waits at most `timeout` until `publisher` has matched a subscriber, watching the main
+    /// side and Ctrl-C meanwhile.
+    pub fn await_subscriber(
+        &mut self,
+        publisher: &ferry::Publisher,
+        timeout: Duration,
+    ) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        while publisher.subscriber_count() < 1 {
+            crate::signal::check()?;
+            self.check_main()?;
+            if Instant::now() >= deadline {
+                bail!("no subscriber matched the publisher within {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(())
     }
 
     /// An error once the main side went away (its input ended). Cheap: call it between waits.

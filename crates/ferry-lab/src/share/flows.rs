@@ -36,37 +36,15 @@ fn node(name: &str, request: &PeerRequest) -> Result<ferry::Node> {
     )
 }
 
-/// Waits at most `timeout` for the main side's next command.
-fn await_command(link: &mut PeerLink, timeout: Duration, want: &str) -> Result<Command> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        signal::check()?;
-        if let Some(command) = link.recv::<Command>(Duration::from_millis(50))? {
-            return Ok(command);
-        }
-        if Instant::now() >= deadline {
-            bail!("the main side did not say {want} within {timeout:?}");
-        }
-    }
-}
-
 /// The publisher: waits for its subscriber, says so, sends from `Go` until `Stop`, and reports
 /// its counters.
 pub(super) fn publish(request: &PeerRequest, link: &mut PeerLink) -> Result<()> {
     let limit = Duration::from_secs_f64(request.limit_s);
     let node = node("lab-share-pub", request)?;
     let mut publisher = node.publisher(&request.topic, &qos())?;
-    let deadline = Instant::now() + START_TIMEOUT;
-    while publisher.subscriber_count() < 1 {
-        signal::check()?;
-        link.check_main()?;
-        if Instant::now() >= deadline {
-            bail!("no subscriber matched the publisher within {START_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    link.await_subscriber(&publisher, START_TIMEOUT)?;
     link.report(&Report::Ready)?;
-    match await_command(link, limit, "go")? {
+    match link.await_command(limit, "go")? {
         Command::Go => {}
         other => bail!("the main side sent {other:?} before go"),
     }

@@ -86,20 +86,6 @@ pub(super) fn timed_out(e: &std::io::Error) -> bool {
     )
 }
 
-/// Waits for the main side's `want` (`Go` or `Release`), at most `timeout`.
-pub(super) fn await_command(link: &mut PeerLink, want: &str, timeout: Duration) -> Result<Command> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        signal::check()?;
-        if let Some(command) = link.recv::<Command>(Duration::from_millis(50))? {
-            return Ok(command);
-        }
-        if Instant::now() >= deadline {
-            bail!("the main side did not say {want} within {timeout:?}");
-        }
-    }
-}
-
 /// A publisher peer (`--hosts 2`): waits for its subscriber (ferry), says it is ready, sends
 /// back to back from `Go` for the request's duration, says how much, and on `Release` reads
 /// its counters, closes and says so.
@@ -123,15 +109,21 @@ pub(super) fn run_publisher(args: &PeerRequest, link: &mut PeerLink) -> Result<(
         bail!("a periodic message has at least {STAMPED_MIN} bytes");
     }
     let write = writer(period);
-    let go = |link: &mut PeerLink| match await_command(link, "go", START_TIMEOUT * 2)? {
+    let go = |link: &mut PeerLink| match link.await_command(START_TIMEOUT * 2, "go")? {
         Command::Go => Ok(()),
         other => bail!("the main side sent {other:?} before go"),
     };
-    let release = |link: &mut PeerLink| match await_command(
-        link,
-        "release",
-        DRAIN_LIMIT + START_TIMEOUT * 2,
-    )? {
+    // What `send_for` measured: messages sent, when the first left (ns), seconds of sending.
+    let report_sent = |link: &mut PeerLink, (sent, start_ns, send_s): (u64, u64, f64)| {
+        link.report(&PeerReport::Sent {
+            sent,
+            start_ns,
+            send_ns: (send_s * 1e9) as u64,
+        })
+    };
+    let release = |link: &mut PeerLink| match link
+        .await_command(DRAIN_LIMIT + START_TIMEOUT * 2, "release")?
+    {
         Command::Release => Ok(()),
         other => bail!("the main side sent {other:?} before release"),
     };
@@ -150,28 +142,16 @@ pub(super) fn run_publisher(args: &PeerRequest, link: &mut PeerLink) -> Result<(
                 crate::discovery_reaching(*main_host),
             )?;
             let mut publisher = node.publisher(topic, &qos)?;
-            let deadline = Instant::now() + START_TIMEOUT;
-            while publisher.subscriber_count() < 1 {
-                signal::check()?;
-                link.check_main()?;
-                if Instant::now() >= deadline {
-                    bail!("no subscriber matched the publisher within {START_TIMEOUT:?}");
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
+            link.await_subscriber(&publisher, START_TIMEOUT)?;
             link.report(&PeerReport::Ready { port: None })?;
             go(link)?;
-            let (sent, start_ns, send_s) = send_for(duration, size, period, |seq| {
+            let sent = send_for(duration, size, period, |seq| {
                 let mut loan = publisher.loan(size)?;
                 write(loan.as_mut_slice(), seq);
                 loan.send()?;
                 Ok(())
             })?;
-            link.report(&PeerReport::Sent {
-                sent,
-                start_ns,
-                send_ns: (send_s * 1e9) as u64,
-            })?;
+            report_sent(link, sent)?;
             release(link)?;
             // Its counters as it published them (retransmissions, its socket's drops).
             let me = std::process::id();
@@ -197,15 +177,11 @@ pub(super) fn run_publisher(args: &PeerRequest, link: &mut PeerLink) -> Result<(
             go(link)?;
             let mut buf = vec![0u8; size];
             let mut enobufs = 0u64;
-            let (sent, start_ns, send_s) = send_for(duration, size, period, |seq| {
+            let sent = send_for(duration, size, period, |seq| {
                 write(&mut buf, seq);
                 send_datagram(&socket, &buf, dest, &mut enobufs)
             })?;
-            link.report(&PeerReport::Sent {
-                sent,
-                start_ns,
-                send_ns: (send_s * 1e9) as u64,
-            })?;
+            report_sent(link, sent)?;
             release(link)?;
             link.report(&PeerReport::Closed {
                 retransmitted: None,
@@ -224,15 +200,11 @@ pub(super) fn run_publisher(args: &PeerRequest, link: &mut PeerLink) -> Result<(
             link.report(&PeerReport::Ready { port: None })?;
             go(link)?;
             let mut buf = vec![0u8; size];
-            let (sent, start_ns, send_s) = send_for(duration, size, period, |seq| {
+            let sent = send_for(duration, size, period, |seq| {
                 write(&mut buf, seq);
                 stream.write_all(&buf).context("TCP send")
             })?;
-            link.report(&PeerReport::Sent {
-                sent,
-                start_ns,
-                send_ns: (send_s * 1e9) as u64,
-            })?;
+            report_sent(link, sent)?;
             // Closing lets the rest go (the kernel delivers it): the subscriber reads to the end.
             let closing = Instant::now();
             stream
