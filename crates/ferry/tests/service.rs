@@ -120,6 +120,57 @@ fn first_exchange(server: &mut ferry::Server, client: &mut ferry::Client) {
     });
 }
 
+/// A server and a client of `service` (shared memory, blocking) on one node of a fresh domain
+/// made from `tag`, after their first exchange.
+fn exchanged(tag: &str, service: &str) -> (String, Node, ferry::Server, ferry::Client) {
+    let dom = domain(tag);
+    let node = Node::with_domain("svc", &dom).unwrap();
+    let qos = shm(WaitStrategy::Block);
+    let mut server = node.server(service, &qos).unwrap();
+    let mut client = node.client(service, &qos).unwrap();
+    first_exchange(&mut server, &mut client);
+    (dom, node, server, client)
+}
+
+/// The service counters of the first subscriber of `topic`: the server's (`server`, on the
+/// request topic) or a client's (on its response topic).
+fn counters(dom: &str, topic: &str, server: bool) -> ServiceCounters {
+    let snap = ferry::admin::topic(dom, topic).unwrap().unwrap();
+    ServiceCounters::from_raw(server, &snap.subscribers[0].service)
+}
+
+/// Starts a server process in `role` for `service`, once it says it is ready.
+fn server_process(role: &str, dom: &str, service: &str, qos: &str) -> std::process::Child {
+    let mut child = spawn(
+        role,
+        &[
+            ("DOMAIN", dom.to_owned()),
+            ("SERVICE", service.into()),
+            ("QOS", qos.into()),
+        ],
+    );
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    // The test harness of the child prints its own words first ('test child_entry ... ' on
+    // the same line).
+    assert!(
+        (&mut out)
+            .lines()
+            .any(|l| l.is_ok_and(|l| l.ends_with("READY"))),
+        "the server started"
+    );
+    // Its output stays open for as long as the child is kept.
+    child.stdout = Some(out.into_inner());
+    child
+}
+
+/// A client of `service` (`qos`) on a node "caller" of `dom`, once it has found its server.
+fn caller(dom: &str, service: &str, qos: &Qos) -> (Node, ferry::Client) {
+    let node = Node::with_domain("caller", dom).unwrap();
+    let mut client = node.client(service, qos).unwrap();
+    client.wait_for_server(LONG);
+    (node, client)
+}
+
 fn stop(client: &mut ferry::Client) {
     let r = client.call(b"stop", LONG).unwrap();
     assert_eq!(&r[..], b"stopped");
@@ -161,8 +212,7 @@ fn roundtrips(qos: Qos, name: &str) {
     stop(&mut client);
     let (answered, _server) = server.join().unwrap();
     assert_eq!(answered, 106);
-    let snap = ferry::admin::topic(&dom, ".srv/echo/req").unwrap().unwrap();
-    let server = ServiceCounters::from_raw(true, &snap.subscribers[0].service);
+    let server = counters(&dom, ".srv/echo/req", true);
     assert_eq!(
         (server.requests, server.responses, server.malformed),
         (107, 107, 0)
@@ -193,12 +243,7 @@ fn calls_and_requests_in_flight_over_auto() {
 
 #[test]
 fn a_server_answers_later_and_in_any_order() {
-    let dom = domain("svc-order");
-    let node = Node::with_domain("svc", &dom).unwrap();
-    let qos = shm(WaitStrategy::Block);
-    let mut server = node.server("later", &qos).unwrap();
-    let mut client = node.client("later", &qos).unwrap();
-    first_exchange(&mut server, &mut client);
+    let (_dom, _node, mut server, mut client) = exchanged("svc-order", "later");
     let ids: Vec<_> = (0..10u8)
         .map(|i| client.send_request(&[i]).unwrap())
         .collect();
@@ -324,21 +369,12 @@ fn a_request_larger_than_the_server_takes_is_refused_with_an_error_the_client_se
     );
     stop(&mut client);
     let (_, _server) = server.join().unwrap();
-    let snap = ferry::admin::topic(&dom, ".srv/small/req")
-        .unwrap()
-        .unwrap();
-    let counters = ServiceCounters::from_raw(true, &snap.subscribers[0].service);
-    assert_eq!(counters.refused, 1);
+    assert_eq!(counters(&dom, ".srv/small/req", true).refused, 1);
 }
 
 #[test]
 fn a_call_that_gets_no_answer_times_out_and_its_late_answer_is_counted() {
-    let dom = domain("svc-late");
-    let node = Node::with_domain("svc", &dom).unwrap();
-    let qos = shm(WaitStrategy::Block);
-    let mut server = node.server("slow", &qos).unwrap();
-    let mut client = node.client("slow", &qos).unwrap();
-    first_exchange(&mut server, &mut client);
+    let (dom, _node, mut server, mut client) = exchanged("svc-late", "slow");
     let err = client.call(b"q", Duration::from_millis(50)).unwrap_err();
     assert!(matches!(err, CallError::Timeout { .. }), "{err}");
     let r = server.recv_request(LONG).unwrap().expect("the request");
@@ -355,24 +391,13 @@ fn a_call_that_gets_no_answer_times_out_and_its_late_answer_is_counted() {
         client.call(b"q2", LONG).unwrap().to_vec()
     });
     assert_eq!(answer, b"on time");
-    let snap = ferry::admin::topic(&dom, &format!(".srv/slow/rsp/{}", client.id()))
-        .unwrap()
-        .unwrap();
-    let counters = ServiceCounters::from_raw(false, &snap.subscribers[0].service);
-    assert_eq!(
-        (counters.timeouts, counters.malformed, counters.responses),
-        (1, 1, 2)
-    );
+    let c = counters(&dom, &format!(".srv/slow/rsp/{}", client.id()), false);
+    assert_eq!((c.timeouts, c.malformed, c.responses), (1, 1, 2));
 }
 
 #[test]
 fn an_abandoned_request_is_pending_no_more_and_its_late_answer_is_dropped() {
-    let dom = domain("svc-abandon");
-    let node = Node::with_domain("svc", &dom).unwrap();
-    let qos = shm(WaitStrategy::Block);
-    let mut server = node.server("give-up", &qos).unwrap();
-    let mut client = node.client("give-up", &qos).unwrap();
-    first_exchange(&mut server, &mut client);
+    let (dom, _node, mut server, mut client) = exchanged("svc-abandon", "give-up");
     let given_up = client.send_request(b"slow").unwrap();
     let kept = client.send_request(b"kept").unwrap();
     assert!(client.abandon(given_up));
@@ -394,22 +419,14 @@ fn an_abandoned_request_is_pending_no_more_and_its_late_answer_is_dropped() {
         .recv_response(Duration::from_millis(50))
         .unwrap()
         .is_none());
-    let snap = ferry::admin::topic(&dom, &format!(".srv/give-up/rsp/{}", client.id()))
-        .unwrap()
-        .unwrap();
-    let c = ServiceCounters::from_raw(false, &snap.subscribers[0].service);
+    let c = counters(&dom, &format!(".srv/give-up/rsp/{}", client.id()), false);
     assert_eq!((c.timeouts, c.malformed), (1, 1));
 }
 
 #[test]
 fn a_response_for_a_client_that_has_gone_is_dropped_and_counted() {
-    let dom = domain("svc-gone");
-    let node = Node::with_domain("svc", &dom).unwrap();
-    let qos = shm(WaitStrategy::Block);
-    let mut server = node.server("left", &qos).unwrap();
-    let mut client = node.client("left", &qos).unwrap();
     // Answered once, so that the server knows this client; then the client goes.
-    first_exchange(&mut server, &mut client);
+    let (dom, _node, mut server, mut client) = exchanged("svc-gone", "left");
     client.send_request(b"second").unwrap();
     let second = server.recv_request(LONG).unwrap().unwrap().reply_to();
     drop(client);
@@ -419,21 +436,15 @@ fn a_response_for_a_client_that_has_gone_is_dropped_and_counted() {
         server.respond(second, b"two").unwrap(),
         ferry::service::Responded::ClientGone
     );
-    let snap = ferry::admin::topic(&dom, ".srv/left/req").unwrap().unwrap();
-    let counters = ServiceCounters::from_raw(true, &snap.subscribers[0].service);
-    assert_eq!((counters.responses, counters.dropped), (1, 1));
+    let c = counters(&dom, ".srv/left/req", true);
+    assert_eq!((c.responses, c.dropped), (1, 1));
 }
 
 /// Forged requests (written straight into the request topic by a publisher of the internals)
 /// and forged responses are counted and dropped, never answered, never delivered.
 #[test]
 fn forged_requests_and_responses_are_counted_and_dropped() {
-    let dom = domain("svc-forge");
-    let node = Node::with_domain("svc", &dom).unwrap();
-    let qos = shm(WaitStrategy::Block);
-    let mut server = node.server("target", &qos).unwrap();
-    let mut client = node.client("target", &qos).unwrap();
-    first_exchange(&mut server, &mut client);
+    let (dom, _node, mut server, mut client) = exchanged("svc-forge", "target");
     let raw_qos = Qos::default()
         .transport(Transport::Shm)
         .max_message_size(4096);
@@ -514,10 +525,7 @@ fn forged_requests_and_responses_are_counted_and_dropped() {
     }));
     let c = server_counters();
     assert_eq!((c.malformed, c.requests, c.responses), (3, 2, 2));
-    let rsp = ferry::admin::topic(&dom, &format!(".srv/target/rsp/{}", client.id()))
-        .unwrap()
-        .unwrap();
-    let c = ServiceCounters::from_raw(false, &rsp.subscribers[0].service);
+    let c = counters(&dom, &format!(".srv/target/rsp/{}", client.id()), false);
     assert_eq!((c.malformed, c.responses), (1, 2));
 }
 
@@ -546,24 +554,8 @@ fn service_topics_are_ferrys_own_and_parse_back() {
 /// `ServerGone` (each did; none hung).
 fn kill_with_requests_in_flight(dom: &str, pending: usize) -> Duration {
     let qos = "block,max=4096";
-    let mut child = spawn(
-        "silent-server",
-        &[
-            ("DOMAIN", dom.to_owned()),
-            ("SERVICE", "victim".into()),
-            ("QOS", qos.into()),
-        ],
-    );
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    // The test harness of the child prints its own words first ('test child_entry ... ' on
-    // the same line).
-    assert!(
-        lines.any(|l| l.is_ok_and(|l| l.ends_with("READY"))),
-        "the server started"
-    );
-    let node = Node::with_domain("caller", dom).unwrap();
-    let mut client = node.client("victim", &parse_qos(qos)).unwrap();
-    client.wait_for_server(LONG);
+    let mut child = server_process("silent-server", dom, "victim", qos);
+    let (_node, mut client) = caller(dom, "victim", &parse_qos(qos));
     let ids: std::collections::HashSet<_> = (0..pending)
         .map(|i| client.send_request(&(i as u64).to_le_bytes()).unwrap())
         .collect();
@@ -602,25 +594,9 @@ fn a_server_killed_with_100_requests_in_flight_ends_every_call_with_server_gone(
 fn a_server_silent_past_the_clients_lease_ends_its_pending_call_with_server_gone() {
     let dom = domain("svc-stop");
     let qos = "udp,block,max=4096";
-    let mut child = spawn(
-        "echo-server",
-        &[
-            ("DOMAIN", dom.clone()),
-            ("SERVICE", "sleeper".into()),
-            ("QOS", qos.into()),
-        ],
-    );
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    assert!(
-        lines.any(|l| l.is_ok_and(|l| l.ends_with("READY"))),
-        "the server started"
-    );
-    let node = Node::with_domain("caller", &dom).unwrap();
+    let mut child = server_process("echo-server", &dom, "sleeper", qos);
     let lease = Duration::from_millis(500);
-    let mut client = node
-        .client("sleeper", &parse_qos(qos).lease(lease))
-        .unwrap();
-    client.wait_for_server(LONG);
+    let (_node, mut client) = caller(&dom, "sleeper", &parse_qos(qos).lease(lease));
     // Answered once: the server's stream of this client's responses runs (and heartbeats).
     assert_eq!(&client.call(b"first", LONG).unwrap()[..], b"first");
     let pid = child.id() as i32;
@@ -667,9 +643,7 @@ fn an_echo_server_process_answers_a_client_of_another_process() {
             ("QOS", "spin,max=65536".into()),
         ],
     );
-    let node = Node::with_domain("caller", &dom).unwrap();
-    let mut client = node.client("echo", &parse_qos("spin,max=65536")).unwrap();
-    client.wait_for_server(LONG);
+    let (_node, mut client) = caller(&dom, "echo", &parse_qos("spin,max=65536"));
     for seq in 0..1000u64 {
         let mut body = vec![0u8; size_of_msg(seq, 65536)];
         fill(seq, &mut body);
