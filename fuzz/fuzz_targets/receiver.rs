@@ -8,7 +8,7 @@
 use ferry::udp::frame::{decode, Frame};
 use ferry::udp::receiver::{Receiver, ReceiverConfig};
 use ferry::udp::sender::{Dest, Sink};
-use ferry_fuzz::{Bytes, RxOp, RxSetup, RECEIVER_ID, TOPIC};
+use ferry_fuzz::{sent_frames, Bytes, RxOp, RxSetup, RECEIVER_ID, TOPIC};
 use libfuzzer_sys::fuzz_target;
 
 /// Checks every datagram the receiver sends.
@@ -18,16 +18,8 @@ struct Checked {
 
 impl Sink for Checked {
     fn send(&mut self, dest: Dest<'_>, data: &mut [u8], segment: usize) {
-        assert!(
-            segment > 0 && segment <= self.max_datagram,
-            "segment {segment}"
-        );
-        for datagram in data.chunks(segment) {
-            let f = decode(datagram).expect("the receiver sends valid frames");
-            assert_eq!(f.wire_len(), datagram.len());
-            let c = f.common();
-            assert_eq!(c.topic, TOPIC);
-            assert_eq!(dest, Dest::Session(c.session));
+        for f in sent_frames("receiver", data, segment, self.max_datagram) {
+            assert_eq!(dest, Dest::Session(f.common().session));
             match f {
                 Frame::Nak { receiver, .. } | Frame::Status { receiver, .. } => {
                     assert_eq!(receiver, RECEIVER_ID)

@@ -10,7 +10,7 @@ use ferry::udp::frame::{
     self, decode, Common, Frame, Kind, FLAG_HISTORY, FLAG_RELIABLE, FLAG_RETRANSMIT,
 };
 use ferry::udp::sender::{Dest, Sender, SenderConfig, Sink, MAX_REPAIR_FRAMES_PER_NAK};
-use ferry_fuzz::{message, Bytes, TxOp, TxSetup, KNOWN_RECEIVER, SESSION, TOPIC};
+use ferry_fuzz::{message, sent_frames, Bytes, TxOp, TxSetup, KNOWN_RECEIVER, SESSION, TOPIC};
 use libfuzzer_sys::fuzz_target;
 
 /// Checks every datagram the sender sends against the messages it was given.
@@ -52,15 +52,9 @@ impl Checked {
 
 impl Sink for Checked {
     fn send(&mut self, dest: Dest<'_>, data: &mut [u8], segment: usize) {
-        assert!(
-            segment > 0 && segment <= self.max_datagram,
-            "segment {segment}"
-        );
-        for datagram in data.chunks(segment) {
-            let f = decode(datagram).expect("the sender sends valid frames");
-            assert_eq!(f.wire_len(), datagram.len());
+        for f in sent_frames("sender", data, segment, self.max_datagram) {
             let c = *f.common();
-            assert_eq!((c.topic, c.session), (TOPIC, SESSION));
+            assert_eq!(c.session, SESSION);
             match f {
                 Frame::Data {
                     seq,

@@ -6,7 +6,7 @@
 //! bytes at all are a valid input (libFuzzer mutates freely), and the writers produce exactly
 //! what the readers read (the seeds in `corpus/`).
 
-use ferry::udp::frame::NakEntry;
+use ferry::udp::frame::{decode, Frame, NakEntry};
 
 /// The topic of the receiver and sender under test (frames of other topics are ignored).
 pub const TOPIC: u64 = 42;
@@ -16,6 +16,24 @@ pub const SESSION: u64 = 0xA11CE;
 pub const RECEIVER_ID: u64 = 7;
 /// The receiver the sender target registers (`expect_receiver`) before any input.
 pub const KNOWN_RECEIVER: u8 = 9;
+
+/// The datagrams of one `Sink::send` by the core under test (`who`), decoded: `segment` is within
+/// `max_datagram`, and each datagram is a valid frame, exactly as long as the datagram, of
+/// `TOPIC`.
+pub fn sent_frames<'a>(
+    who: &'static str,
+    data: &'a [u8],
+    segment: usize,
+    max_datagram: usize,
+) -> impl Iterator<Item = Frame<'a>> {
+    assert!(segment > 0 && segment <= max_datagram, "segment {segment}");
+    data.chunks(segment).map(move |datagram| {
+        let f = decode(datagram).unwrap_or_else(|e| panic!("the {who} sends valid frames: {e:?}"));
+        assert_eq!(f.wire_len(), datagram.len());
+        assert_eq!(f.common().topic, TOPIC);
+        f
+    })
+}
 
 /// The bytes of an input, read from the front.
 pub struct Bytes<'a>(pub &'a [u8]);
