@@ -81,6 +81,30 @@ pub(crate) unsafe fn clear_out<E, T>(
     Ok(())
 }
 
+/// Frees the handle of an endpoint (from `Box::into_raw` in its `_new`); NULL does nothing.
+/// Refused, with `refusal` and nothing freed, while the endpoint holds what it lent (a loan, a
+/// sample, a request, a response), which borrows it.
+///
+/// # Safety
+/// `endpoint` is NULL or a handle from `Box::into_raw`, not freed yet.
+pub(crate) unsafe fn free_endpoint<E>(
+    endpoint: *mut E,
+    holding: impl FnOnce(&E) -> bool,
+    refusal: &str,
+) -> Result<(), Failure> {
+    if endpoint.is_null() {
+        return Ok(());
+    }
+    // SAFETY: not NULL; the caller promises a live handle.
+    if holding(unsafe { &*endpoint }) {
+        return Err(Failure::invalid(refusal));
+    }
+    // SAFETY: from Box::into_raw, given back once (the caller's promise); nothing it lent
+    // borrows it (checked above).
+    drop(unsafe { Box::from_raw(endpoint) });
+    Ok(())
+}
+
 /// Reads the `len` bytes at `data` that C passes as a message body: NULL only when `len` is 0.
 /// A `len` above `max` is refused as too large before the bytes are looked at (and so is one
 /// past `isize::MAX`, which no slice may have).

@@ -14,9 +14,9 @@ use std::time::Duration;
 use ferry::service::MAX_SERVICE_NAME;
 use ferry::{CallError, Client, Response};
 
-use crate::args::{bytes, c_str, clear_out, handle, put};
+use crate::args::{bytes, c_str, clear_out, free_endpoint, handle, put};
 use crate::node::ferry_node;
-use crate::qos::{ferry_qos, ferry_qos_default};
+use crate::qos::{ferry_qos, qos_arg};
 use crate::status::{ferry_status, guard, guard_status, guard_value, nothing_received, Failure};
 
 /// A service's client (opaque). Made by `ferry_client_new`, freed by `ferry_client_free`. Use
@@ -143,14 +143,9 @@ pub unsafe extern "C" fn ferry_client_new(
         let node = unsafe { handle("node", node) }?;
         // SAFETY: the caller passes a C string or NULL (refused).
         let service = unsafe { c_str("service", service, MAX_SERVICE_NAME) }?;
-        let qos = if qos.is_null() {
-            ferry_qos_default()
-        } else {
-            // SAFETY: not NULL; the caller promises it is valid for a read.
-            unsafe { qos.read() }
-        };
-        // SAFETY: the caller promises the QoS's strings are NULL or valid for the call.
-        let qos = unsafe { qos.to_qos() }?;
+        // SAFETY: the caller passes NULL or a QoS valid for a read, its strings NULL or valid for
+        // the call.
+        let qos = unsafe { qos_arg(qos) }?;
         let client = node.node.client(service, &qos)?;
         let handle = Box::into_raw(Box::new(ferry_client {
             response: ferry_response {
@@ -177,19 +172,14 @@ pub unsafe extern "C" fn ferry_client_new(
 #[no_mangle]
 pub unsafe extern "C" fn ferry_client_free(client: *mut ferry_client) -> ferry_status {
     guard("ferry_client_free", || {
-        if client.is_null() {
-            return Ok(());
-        }
-        // SAFETY: not NULL; the caller promises a live client.
-        if unsafe { &*client }.holding() {
-            return Err(Failure::invalid(
+        // SAFETY: the caller passes NULL or a client from ferry_client_new, not freed yet.
+        unsafe {
+            free_endpoint(
+                client,
+                ferry_client::holding,
                 "a response of this client is held; release it first (the client was not freed)",
-            ));
+            )
         }
-        // SAFETY: from Box::into_raw in ferry_client_new, given back once; no response borrows
-        // the client.
-        drop(unsafe { Box::from_raw(client) });
-        Ok(())
     })
 }
 

@@ -22,9 +22,9 @@ use std::ptr;
 use ferry::MAX_TOPIC_NAME;
 use ferry::{Loan, Publisher};
 
-use crate::args::{c_str, handle, put};
+use crate::args::{c_str, free_endpoint, handle, put};
 use crate::node::ferry_node;
-use crate::qos::{ferry_qos, ferry_qos_default};
+use crate::qos::{ferry_qos, qos_arg};
 use crate::status::{ferry_status, guard, guard_value, Failure};
 
 /// A publisher (opaque). Made by `ferry_publisher_new`, freed by `ferry_publisher_free`. Use it
@@ -98,16 +98,10 @@ pub unsafe extern "C" fn ferry_publisher_new(
         let node = unsafe { handle("node", node) }?;
         // SAFETY: the caller passes a C string or NULL (refused).
         let topic = unsafe { c_str("topic", topic, MAX_TOPIC_NAME) }?;
-        let qos = if qos.is_null() {
-            ferry_qos_default()
-        } else {
-            // SAFETY: not NULL; the caller promises it is valid for a read.
-            unsafe { qos.read() }
-        };
-        let publisher = node.node.publisher(topic, &{
-            // SAFETY: the caller promises the QoS's strings are NULL or valid for the call.
-            unsafe { qos.to_qos() }
-        }?)?;
+        // SAFETY: the caller passes NULL or a QoS valid for a read, its strings NULL or valid for
+        // the call.
+        let qos = unsafe { qos_arg(qos) }?;
+        let publisher = node.node.publisher(topic, &qos)?;
         let handle = Box::into_raw(Box::new(ferry_publisher {
             loan: ferry_loan {
                 held: UnsafeCell::new(None),
@@ -132,20 +126,15 @@ pub unsafe extern "C" fn ferry_publisher_new(
 #[no_mangle]
 pub unsafe extern "C" fn ferry_publisher_free(publisher: *mut ferry_publisher) -> ferry_status {
     guard("ferry_publisher_free", || {
-        if publisher.is_null() {
-            return Ok(());
-        }
-        // SAFETY: not NULL; the caller promises a live publisher.
-        if unsafe { &*publisher }.lending() {
-            return Err(Failure::invalid(
+        // SAFETY: the caller passes NULL or a publisher from ferry_publisher_new, not freed yet.
+        unsafe {
+            free_endpoint(
+                publisher,
+                ferry_publisher::lending,
                 "a loan of this publisher is outstanding; send or discard it first (the \
                  publisher was not freed)",
-            ));
+            )
         }
-        // SAFETY: from Box::into_raw in ferry_publisher_new, given back once; no loan borrows
-        // the publisher (rule 2).
-        drop(unsafe { Box::from_raw(publisher) });
-        Ok(())
     })
 }
 

@@ -241,6 +241,21 @@ impl ferry_qos {
     }
 }
 
+/// Reads the QoS argument of an endpoint's `_new`: NULL is `ferry_qos_default()`.
+///
+/// # Safety
+/// `qos` is NULL or valid for a read, and its strings are NULL or valid for the call.
+pub(crate) unsafe fn qos_arg(qos: *const ferry_qos) -> Result<Qos, Failure> {
+    let qos = if qos.is_null() {
+        ferry_qos_default()
+    } else {
+        // SAFETY: not NULL; the caller promises it is valid for a read.
+        unsafe { qos.read() }
+    };
+    // SAFETY: the caller promises the QoS's strings are NULL or valid for the call.
+    unsafe { qos.to_qos() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

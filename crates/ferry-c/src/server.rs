@@ -22,9 +22,9 @@ use std::time::Duration;
 use ferry::service::{Responded, ServeError, MAX_SERVICE_NAME};
 use ferry::{ReplyTo, Request, Server};
 
-use crate::args::{bytes, c_str, clear_out, handle, put};
+use crate::args::{bytes, c_str, clear_out, free_endpoint, handle, put};
 use crate::node::ferry_node;
-use crate::qos::{ferry_qos, ferry_qos_default};
+use crate::qos::{ferry_qos, qos_arg};
 use crate::status::{ferry_status, guard, guard_status, guard_value, nothing_received, Failure};
 
 /// Requests released unanswered that a server remembers for `ferry_server_respond`; beyond it
@@ -183,14 +183,9 @@ pub unsafe extern "C" fn ferry_server_new(
         let node = unsafe { handle("node", node) }?;
         // SAFETY: the caller passes a C string or NULL (refused).
         let service = unsafe { c_str("service", service, MAX_SERVICE_NAME) }?;
-        let qos = if qos.is_null() {
-            ferry_qos_default()
-        } else {
-            // SAFETY: not NULL; the caller promises it is valid for a read.
-            unsafe { qos.read() }
-        };
-        // SAFETY: the caller promises the QoS's strings are NULL or valid for the call.
-        let qos = unsafe { qos.to_qos() }?;
+        // SAFETY: the caller passes NULL or a QoS valid for a read, its strings NULL or valid for
+        // the call.
+        let qos = unsafe { qos_arg(qos) }?;
         let server = node.node.server(service, &qos)?;
         let handle = Box::into_raw(Box::new(ferry_server {
             request: ferry_request {
@@ -218,20 +213,15 @@ pub unsafe extern "C" fn ferry_server_new(
 #[no_mangle]
 pub unsafe extern "C" fn ferry_server_free(server: *mut ferry_server) -> ferry_status {
     guard("ferry_server_free", || {
-        if server.is_null() {
-            return Ok(());
-        }
-        // SAFETY: not NULL; the caller promises a live server.
-        if unsafe { &*server }.holding() {
-            return Err(Failure::invalid(
+        // SAFETY: the caller passes NULL or a server from ferry_server_new, not freed yet.
+        unsafe {
+            free_endpoint(
+                server,
+                ferry_server::holding,
                 "a request of this server is held; answer or release it first (the server was \
                  not freed)",
-            ));
+            )
         }
-        // SAFETY: from Box::into_raw in ferry_server_new, given back once; no request borrows
-        // the server.
-        drop(unsafe { Box::from_raw(server) });
-        Ok(())
     })
 }
 

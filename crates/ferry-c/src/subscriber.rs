@@ -15,9 +15,9 @@ use std::time::Duration;
 use ferry::MAX_TOPIC_NAME;
 use ferry::{Sample, Subscriber};
 
-use crate::args::{c_str, clear_out, handle, put};
+use crate::args::{c_str, clear_out, free_endpoint, handle, put};
 use crate::node::ferry_node;
-use crate::qos::{ferry_qos, ferry_qos_default};
+use crate::qos::{ferry_qos, qos_arg};
 use crate::status::{ferry_status, guard, guard_status, guard_value, nothing_received, Failure};
 
 /// A subscriber (opaque). Made by `ferry_subscriber_new`, freed by `ferry_subscriber_free`. Use
@@ -118,14 +118,9 @@ pub unsafe extern "C" fn ferry_subscriber_new(
         let node = unsafe { handle("node", node) }?;
         // SAFETY: the caller passes a C string or NULL (refused).
         let topic = unsafe { c_str("topic", topic, MAX_TOPIC_NAME) }?;
-        let qos = if qos.is_null() {
-            ferry_qos_default()
-        } else {
-            // SAFETY: not NULL; the caller promises it is valid for a read.
-            unsafe { qos.read() }
-        };
-        // SAFETY: the caller promises the QoS's strings are NULL or valid for the call.
-        let qos = unsafe { qos.to_qos() }?;
+        // SAFETY: the caller passes NULL or a QoS valid for a read, its strings NULL or valid for
+        // the call.
+        let qos = unsafe { qos_arg(qos) }?;
         let max_held = qos.max_held;
         if !(1..=MAX_HELD).contains(&max_held) {
             return Err(Failure::invalid(format!(
@@ -159,20 +154,15 @@ pub unsafe extern "C" fn ferry_subscriber_new(
 #[no_mangle]
 pub unsafe extern "C" fn ferry_subscriber_free(subscriber: *mut ferry_subscriber) -> ferry_status {
     guard("ferry_subscriber_free", || {
-        if subscriber.is_null() {
-            return Ok(());
-        }
-        // SAFETY: not NULL; the caller promises a live subscriber.
-        if unsafe { &*subscriber }.holding() {
-            return Err(Failure::invalid(
+        // SAFETY: the caller passes NULL or a subscriber from ferry_subscriber_new, not freed yet.
+        unsafe {
+            free_endpoint(
+                subscriber,
+                ferry_subscriber::holding,
                 "a sample of this subscriber is held; release it first (the subscriber was not \
                  freed)",
-            ));
+            )
         }
-        // SAFETY: from Box::into_raw in ferry_subscriber_new, given back once; no sample
-        // borrows the subscriber.
-        drop(unsafe { Box::from_raw(subscriber) });
-        Ok(())
     })
 }
 
