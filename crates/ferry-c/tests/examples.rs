@@ -430,29 +430,28 @@ fn the_c_service_server_answers_the_cpp_client_over_shm_and_udp() {
     }
 }
 
+/// Runs a C++ test program (`what`, built as `program`) in a domain of its own; it passes
+/// when it says `works`.
+fn cpp_test_says(what: &str, program: &Path, works: &str) {
+    let out = run(what, &mut in_domain(program, &domain()));
+    assert!(stdout(&out).contains(works), "{}", stdout(&out));
+}
+
 #[test]
 fn the_cpp_service_classes_answer_now_and_later_and_report_a_server_gone() {
-    let out = run(
+    cpp_test_says(
         "tests/hpp_services.cpp",
-        &mut in_domain(&built().hpp_services, &domain()),
-    );
-    assert!(
-        stdout(&out).contains("the C++ service classes work"),
-        "{}",
-        stdout(&out)
+        &built().hpp_services,
+        "the C++ service classes work",
     );
 }
 
 #[test]
 fn the_cpp_wait_set_reports_which_subscriber_server_or_client_is_ready() {
-    let out = run(
+    cpp_test_says(
         "tests/hpp_waitset.cpp",
-        &mut in_domain(&built().hpp_waitset, &domain()),
-    );
-    assert!(
-        stdout(&out).contains("the C++ wait set works"),
-        "{}",
-        stdout(&out)
+        &built().hpp_waitset,
+        "the C++ wait set works",
     );
 }
 

@@ -13,17 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include "check.hpp"
 #include "ferry.hpp"
 
 using namespace std::chrono_literals;
-
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            std::fprintf(stderr, "hpp_services: line %d: %s failed\n", __LINE__, #cond); \
-            std::exit(1);                                                                \
-        }                                                                                \
-    } while (0)
 
 namespace {
 

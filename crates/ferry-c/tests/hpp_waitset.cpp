@@ -10,17 +10,10 @@
 #include <optional>
 #include <vector>
 
+#include "check.hpp"
 #include "ferry.hpp"
 
 using namespace std::chrono_literals;
-
-#define CHECK(cond)                                                                     \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            std::fprintf(stderr, "hpp_waitset: line %d: %s failed\n", __LINE__, #cond); \
-            std::exit(1);                                                               \
-        }                                                                               \
-    } while (0)
 
 namespace {
 
