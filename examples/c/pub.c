@@ -22,19 +22,8 @@
 
 #include "ferry.h"
 
-static int fail(const char *what, ferry_status status) {
-    fprintf(stderr, "pub: %s: %s: %s\n", what, ferry_status_name(status),
-            ferry_last_error_message());
-    return 1;
-}
-
-/* The transport named on the command line, or -1. */
-static int32_t parse_transport(const char *name) {
-    if (strcmp(name, "shm") == 0) return FERRY_TRANSPORT_SHM;
-    if (strcmp(name, "udp") == 0) return FERRY_TRANSPORT_UDP;
-    if (strcmp(name, "auto") == 0) return FERRY_TRANSPORT_AUTO;
-    return -1;
-}
+#define EXAMPLE_NAME "pub"
+#include "example.h"
 
 /* The sequence number (u64 little endian) first if it fits, then its low byte repeated. */
 static void write_payload(uint8_t *buf, size_t len, uint64_t seq) {

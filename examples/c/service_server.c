@@ -31,6 +31,9 @@
 
 #include "ferry.h"
 
+#define EXAMPLE_NAME "service_server"
+#include "example.h"
+
 /* Answers kept for later, at most this many before they are sent. */
 #define LATER 4
 
@@ -43,19 +46,6 @@ struct later {
 struct counts {
     uint64_t answered, later, gone;
 };
-
-static int fail(const char *what, ferry_status status) {
-    fprintf(stderr, "service_server: %s: %s: %s\n", what, ferry_status_name(status),
-            ferry_last_error_message());
-    return 1;
-}
-
-static int32_t parse_transport(const char *name) {
-    if (strcmp(name, "shm") == 0) return FERRY_TRANSPORT_SHM;
-    if (strcmp(name, "udp") == 0) return FERRY_TRANSPORT_UDP;
-    if (strcmp(name, "auto") == 0) return FERRY_TRANSPORT_AUTO;
-    return -1;
-}
 
 static uint64_t seq_of(const uint8_t *data, size_t len) {
     uint64_t seq = 0;

@@ -22,18 +22,8 @@
 
 #include "ferry.h"
 
-static int fail(const char *what, ferry_status status) {
-    fprintf(stderr, "sub: %s: %s: %s\n", what, ferry_status_name(status),
-            ferry_last_error_message());
-    return 1;
-}
-
-static int32_t parse_transport(const char *name) {
-    if (strcmp(name, "shm") == 0) return FERRY_TRANSPORT_SHM;
-    if (strcmp(name, "udp") == 0) return FERRY_TRANSPORT_UDP;
-    if (strcmp(name, "auto") == 0) return FERRY_TRANSPORT_AUTO;
-    return -1;
-}
+#define EXAMPLE_NAME "sub"
+#include "example.h"
 
 /* Where the message differs from the pattern for `seq`, or -1 if it does not. */
 static long long first_wrong_byte(const uint8_t *data, size_t len, uint64_t seq) {
