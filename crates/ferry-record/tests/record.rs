@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use ferry::{Delivery, Node, Qos, Transport, WaitStrategy};
 use ferry_record::format::{self, meta, PayloadType};
 use ferry_record::reader::{read_all, ReadLimits};
-use ferry_record::{Compression, PlayOptions, Player, Rate, RecordOptions, Recorder};
+use ferry_record::{
+    Compression, PlayOptions, Player, Rate, RecordOptions, RecordSummary, Recorder,
+};
 
 /// A domain and a scratch directory no other test uses.
 fn fresh(tag: &str) -> (String, PathBuf) {
@@ -250,33 +252,14 @@ fn recording_under_latest_delivery_counts_every_message_it_missed() {
 fn files_split_by_size_are_each_complete_and_the_oldest_are_deleted() {
     let (dom, dir) = fresh("split");
     let qos = Qos::default().wait(WaitStrategy::Block);
-    let node = Node::with_domain("recorder", &dom).unwrap();
     let options = RecordOptions {
         compression: Compression::None,
         chunk_size: 8 << 10,
         split_size: Some(32 << 10),
         ..RecordOptions::default()
     };
-    let mut rec = Recorder::start(
-        &node,
-        &["t".to_owned()],
-        &qos,
-        &dir.join("run.mcap"),
-        options,
-    )
-    .unwrap();
-    let mut publisher = Node::with_domain("p", &dom)
-        .unwrap()
-        .publisher("t", &qos)
-        .unwrap();
-    wait_subscribed_with(&mut rec, &publisher);
     const N: u32 = 400;
-    for seq in 0..N {
-        publisher.send(&payload(3, seq, 256)).unwrap();
-        rec.run_for(Duration::ZERO).unwrap();
-    }
-    record_until(&mut rec, |r| r.counts()[0].1.messages == N as u64);
-    let summary = rec.finish().unwrap();
+    let summary = record_sent(&dom, &qos, &dir.join("run.mcap"), options, N);
     assert!(summary.files.len() >= 3, "{:?}", summary.files);
     let mut seqs = Vec::new();
     for (i, f) in summary.files.iter().enumerate() {
@@ -299,7 +282,6 @@ fn files_split_by_size_are_each_complete_and_the_oldest_are_deleted() {
 
     // With at most 2 files kept, only the newest remain.
     let (dom, dir2) = fresh("ring");
-    let node = Node::with_domain("recorder", &dom).unwrap();
     let options = RecordOptions {
         compression: Compression::None,
         chunk_size: 8 << 10,
@@ -307,25 +289,7 @@ fn files_split_by_size_are_each_complete_and_the_oldest_are_deleted() {
         max_files: Some(2),
         ..RecordOptions::default()
     };
-    let mut rec = Recorder::start(
-        &node,
-        &["t".to_owned()],
-        &qos,
-        &dir2.join("ring.mcap"),
-        options,
-    )
-    .unwrap();
-    let mut publisher = Node::with_domain("p", &dom)
-        .unwrap()
-        .publisher("t", &qos)
-        .unwrap();
-    wait_subscribed_with(&mut rec, &publisher);
-    for seq in 0..N {
-        publisher.send(&payload(3, seq, 256)).unwrap();
-        rec.run_for(Duration::ZERO).unwrap();
-    }
-    record_until(&mut rec, |r| r.counts()[0].1.messages == N as u64);
-    let summary = rec.finish().unwrap();
+    let summary = record_sent(&dom, &qos, &dir2.join("ring.mcap"), options, N);
     assert!(summary.deleted > 0);
     // Exactly the two newest: the last file closed counts too (it kept one before).
     assert_eq!(summary.files.len(), 2, "{:?}", summary.files);
@@ -333,6 +297,24 @@ fn files_split_by_size_are_each_complete_and_the_oldest_are_deleted() {
     assert_eq!(left.len(), summary.files.len());
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&dir2).unwrap();
+}
+
+/// Records topic `t` of `dom` into `path` while a publisher sends `n` messages (pattern 3, 256
+/// words each), until all `n` are recorded; then finishes.
+fn record_sent(dom: &str, qos: &Qos, path: &Path, options: RecordOptions, n: u32) -> RecordSummary {
+    let node = Node::with_domain("recorder", dom).unwrap();
+    let mut rec = Recorder::start(&node, &["t".to_owned()], qos, path, options).unwrap();
+    let mut publisher = Node::with_domain("p", dom)
+        .unwrap()
+        .publisher("t", qos)
+        .unwrap();
+    wait_subscribed_with(&mut rec, &publisher);
+    for seq in 0..n {
+        publisher.send(&payload(3, seq, 256)).unwrap();
+        rec.run_for(Duration::ZERO).unwrap();
+    }
+    record_until(&mut rec, |r| r.counts()[0].1.messages == n as u64);
+    rec.finish().unwrap()
 }
 
 fn wait_subscribed_with(rec: &mut Recorder, p: &ferry::Publisher) {
