@@ -70,6 +70,9 @@ pub use results::*;
 use run::*;
 pub use wire::*;
 
+/// A row's figures in the terminal's table of its mode.
+type Figures = fn(&Row) -> Vec<String>;
+
 impl Experiment for Hubs {
     const NAME: &'static str = "hubs";
     const TITLE: &'static str = "Roundtrip and Flood over a ring of hubs";
@@ -324,28 +327,13 @@ impl Experiment for Hubs {
             .map_or("no CPU quota".to_owned(), |c| format!("CPU quota {c} CPU"));
         for &mode in &setup.modes {
             let mine: Vec<&Row> = rows.iter().filter(|r| r.mode == mode).collect();
-            match mode {
-                Mode::Roundtrip => {
-                    let mut t = Table::new(&[
-                        "transport",
-                        ">round",
-                        ">lap p50",
-                        ">p90",
-                        ">p99",
-                        ">max",
-                        ">mean",
-                        ">hop p50",
-                        ">total",
-                        ">lost",
-                        "edges",
-                    ]);
-                    for r in &mine {
-                        if r.skipped.is_some() {
-                            continue;
-                        }
-                        t.row(vec![
-                            r.transport.name().to_owned(),
-                            r.round.map_or(String::new(), |x| (x + 1).to_string()),
+            // The mode's columns of figures (between a row's round and its edges), and the
+            // sentence above its table.
+            let (columns, figures, intro): (&[&str], Figures, String) = match mode {
+                Mode::Roundtrip => (
+                    &[">lap p50", ">p90", ">p99", ">max", ">mean", ">hop p50", ">total", ">lost"],
+                    |r| {
+                        vec![
                             format_ns(r.lap_p50_ns.unwrap_or(0) as f64),
                             format_ns(r.lap_p90_ns.unwrap_or(0) as f64),
                             format_ns(r.lap_p99_ns.unwrap_or(0) as f64),
@@ -354,38 +342,20 @@ impl Experiment for Hubs {
                             format_ns(r.hop_p50_ns.unwrap_or(0.0)),
                             format!("{:.3} s", r.total_s.unwrap_or(0.0)),
                             r.lost.unwrap_or(0).to_string(),
-                            paths(r),
-                        ]);
-                    }
-                    out.push_str(&format!(
-                    "\nRoundtrip: one message around a ring of {} processes, {} laps of {} per row; {hosts}; {cpu}; wait {}.\n{}.\n\n{}",
-                    setup.hubs,
-                    setup.messages,
-                    format_size(setup.size_bytes),
-                    setup.wait.name(),
-                    setup.pinning.summary,
-                    t.render()
-                ));
-                }
-                Mode::Flood => {
-                    let mut t = Table::new(&[
-                        "transport",
-                        ">round",
-                        ">completion",
-                        ">messages/s",
-                        ">payload",
-                        ">lost",
-                        ">corrupt",
-                        ">out of order",
-                        "edges",
-                    ]);
-                    for r in &mine {
-                        if r.skipped.is_some() {
-                            continue;
-                        }
-                        t.row(vec![
-                            r.transport.name().to_owned(),
-                            r.round.map_or(String::new(), |x| (x + 1).to_string()),
+                        ]
+                    },
+                    format!(
+                        "Roundtrip: one message around a ring of {} processes, {} laps of {} per row; {hosts}; {cpu}; wait {}.",
+                        setup.hubs,
+                        setup.messages,
+                        format_size(setup.size_bytes),
+                        setup.wait.name(),
+                    ),
+                ),
+                Mode::Flood => (
+                    &[">completion", ">messages/s", ">payload", ">lost", ">corrupt", ">out of order"],
+                    |r| {
+                        vec![
                             r.completion_s
                                 .map_or("-".to_owned(), |c| format_ns(c * 1e9)),
                             r.messages_per_s
@@ -395,20 +365,37 @@ impl Experiment for Hubs {
                             r.lost.unwrap_or(0).to_string(),
                             r.corrupt.unwrap_or(0).to_string(),
                             r.out_of_order.unwrap_or(0).to_string(),
-                            paths(r),
-                        ]);
-                    }
-                    out.push_str(&format!(
-                    "\nFlood: {} messages of {} pushed into a ring of {} processes back to back, timed until all are back; {hosts}; {cpu}; wait {}.\n{}.\n\n{}",
-                    setup.messages,
-                    format_size(setup.size_bytes),
-                    setup.hubs,
-                    setup.wait.name(),
-                    setup.pinning.summary,
-                    t.render()
-                ));
-                }
+                        ]
+                    },
+                    format!(
+                        "Flood: {} messages of {} pushed into a ring of {} processes back to back, timed until all are back; {hosts}; {cpu}; wait {}.",
+                        setup.messages,
+                        format_size(setup.size_bytes),
+                        setup.hubs,
+                        setup.wait.name(),
+                    ),
+                ),
+            };
+            let headers: Vec<&str> = ["transport", ">round"]
+                .into_iter()
+                .chain(columns.iter().copied())
+                .chain(["edges"])
+                .collect();
+            let mut t = Table::new(&headers);
+            for r in mine.iter().filter(|r| r.skipped.is_none()) {
+                let mut cells = vec![
+                    r.transport.name().to_owned(),
+                    r.round.map_or(String::new(), |x| (x + 1).to_string()),
+                ];
+                cells.extend(figures(r));
+                cells.push(paths(r));
+                t.row(cells);
             }
+            out.push_str(&format!(
+                "\n{intro}\n{}.\n\n{}",
+                setup.pinning.summary,
+                t.render()
+            ));
             for r in mine.iter().filter(|r| r.skipped.is_some()) {
                 out.push_str(&format!(
                     "{}: {}\n",
