@@ -323,24 +323,15 @@ impl Experiment for Throughput {
                 } else {
                     Duration::from_millis(200)
                 });
-                let mut since_check = 0u32;
-                loop {
-                    let got = match sub.recv_timeout(Duration::from_millis(10))? {
+                ending.receive_all(link, &mut tally, |tally| {
+                    match sub.recv_timeout(Duration::from_millis(10))? {
                         Some(sample) => {
                             tally.take(&sample, Some(sample.seq()))?;
-                            true
+                            Ok(true)
                         }
-                        None => false,
-                    };
-                    since_check += 1;
-                    if !got || since_check >= 256 {
-                        since_check = 0;
-                        ending.take_commands(link)?;
-                        if ending.finished(&tally) {
-                            break;
-                        }
+                        None => Ok(false),
                     }
-                }
+                })?;
                 let mut counts = tally.counts();
                 // ferry's own counters, and the kernel's drops on our socket.
                 let me = std::process::id();
@@ -394,25 +385,14 @@ impl Experiment for Throughput {
                 link.report(&PeerReport::Ready { port: Some(port) })?;
                 let mut buf = vec![0u8; args.size.min(super::rawudp::MAX_DATAGRAM_V4) + 1];
                 let mut ending = Ending::new(Duration::from_millis(200));
-                let mut since_check = 0u32;
-                loop {
-                    let got = match socket.recv(&mut buf) {
-                        Ok(n) => {
-                            tally.take(&buf[..n], None)?;
-                            true
-                        }
-                        Err(e) if timed_out(&e) => false,
-                        Err(e) => return Err(e).context("UDP receive"),
-                    };
-                    since_check += 1;
-                    if !got || since_check >= 256 {
-                        since_check = 0;
-                        ending.take_commands(link)?;
-                        if ending.finished(&tally) {
-                            break;
-                        }
+                ending.receive_all(link, &mut tally, |tally| match socket.recv(&mut buf) {
+                    Ok(n) => {
+                        tally.take(&buf[..n], None)?;
+                        Ok(true)
                     }
-                }
+                    Err(e) if timed_out(&e) => Ok(false),
+                    Err(e) => Err(e).context("UDP receive"),
+                })?;
                 let mut counts = tally.counts();
                 counts.kernel_drops = super::rawudp::kernel_drops(port, false);
                 link.report(&PeerReport::Counts(counts))
@@ -451,39 +431,29 @@ impl Experiment for Throughput {
                 let mut buf = vec![0u8; args.size];
                 let mut filled = 0;
                 let mut ending = Ending::new(Duration::from_secs(2));
-                let mut since_check = 0u32;
                 let mut open = true;
-                loop {
-                    let got = if open {
-                        match stream.read(&mut buf[filled..]) {
-                            Ok(0) => {
-                                open = false;
-                                false
-                            }
-                            Ok(n) => {
-                                filled += n;
-                                if filled == buf.len() {
-                                    tally.take(&buf, None)?;
-                                    filled = 0;
-                                }
-                                true
-                            }
-                            Err(e) if timed_out(&e) => false,
-                            Err(e) => return Err(e).context("TCP receive"),
-                        }
-                    } else {
+                ending.receive_all(link, &mut tally, |tally| {
+                    if !open {
                         std::thread::sleep(Duration::from_millis(10));
-                        false
-                    };
-                    since_check += 1;
-                    if !got || since_check >= 256 {
-                        since_check = 0;
-                        ending.take_commands(link)?;
-                        if ending.finished(&tally) {
-                            break;
-                        }
+                        return Ok(false);
                     }
-                }
+                    match stream.read(&mut buf[filled..]) {
+                        Ok(0) => {
+                            open = false;
+                            Ok(false)
+                        }
+                        Ok(n) => {
+                            filled += n;
+                            if filled == buf.len() {
+                                tally.take(&buf, None)?;
+                                filled = 0;
+                            }
+                            Ok(true)
+                        }
+                        Err(e) if timed_out(&e) => Ok(false),
+                        Err(e) => Err(e).context("TCP receive"),
+                    }
+                })?;
                 link.report(&PeerReport::Counts(tally.counts()))
             }
             Subject::Iperf3

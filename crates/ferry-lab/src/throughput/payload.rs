@@ -206,6 +206,29 @@ impl Ending {
         now.duration_since(self.last_progress.max(done_at)) >= self.idle
             || now.duration_since(done_at) >= DRAIN_LIMIT
     }
+
+    /// Receives until the run is over: `receive` takes what came into the tally and says whether
+    /// anything did (false after a wait that timed out). The main side's commands are read after
+    /// every such wait, and after every 256 receives.
+    pub(super) fn receive_all(
+        &mut self,
+        link: &mut PeerLink,
+        tally: &mut Tally,
+        mut receive: impl FnMut(&mut Tally) -> Result<bool>,
+    ) -> Result<()> {
+        let mut since_check = 0u32;
+        loop {
+            let got = receive(tally)?;
+            since_check += 1;
+            if !got || since_check >= 256 {
+                since_check = 0;
+                self.take_commands(link)?;
+                if self.finished(tally) {
+                    return Ok(());
+                }
+            }
+        }
+    }
 }
 
 /// Sends back to back until `duration` has passed, or with `period` one message per period on
