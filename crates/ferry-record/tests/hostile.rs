@@ -2,17 +2,26 @@
 //! giant lengths and a chunk that claims a giant size give an error (or, for a flip the checks
 //! cannot see, a file that still reads), never a panic, a hang or a giant allocation.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::Cursor;
 use std::path::Path;
 
-use ferry_record::format::{self, PayloadType};
+use ferry_record::format::PayloadType;
 use ferry_record::reader::{Event, McapReader, ReadLimits};
 
 const LIMITS: ReadLimits = ReadLimits {
     max_record: 1 << 20,
     max_channels: 64,
 };
+
+/// Every way a chunk may be compressed (or not).
+const COMPRESSIONS: [Option<mcap::Compression>; 3] = [
+    None,
+    Some(mcap::Compression::Zstd),
+    Some(mcap::Compression::Lz4),
+];
 
 /// A small valid recording in memory: two chunks (zstd, then lz4 is not mixable in one
 /// writer, so zstd throughout), metadata, a summary.
@@ -22,23 +31,11 @@ fn valid(compression: Option<mcap::Compression>) -> Vec<u8> {
         .chunk_size(Some(256))
         .create(Cursor::new(Vec::new()))
         .unwrap();
-    let kind = PayloadType::U32;
-    let schema = w
-        .add_schema(kind.schema_name(), "ros2msg", kind.schema_text().as_bytes())
-        .unwrap();
-    let ch = w.add_channel(schema, "t", "cdr", &BTreeMap::new()).unwrap();
-    for seq in 0..20u32 {
+    let messages = (0..20u32).map(|seq| {
         let body: Vec<u8> = (0..seq + 1).flat_map(|v| (v * 7).to_le_bytes()).collect();
-        let mut data = format::prefix(kind, body.len()).unwrap().to_vec();
-        data.extend_from_slice(&body);
-        let header = mcap::records::MessageHeader {
-            channel_id: ch,
-            sequence: seq,
-            log_time: seq as u64 * 1000,
-            publish_time: seq as u64 * 1000,
-        };
-        w.write_to_known_channel(&header, &data).unwrap();
-    }
+        (seq, body, seq as u64 * 1000)
+    });
+    common::write_topic(&mut w, PayloadType::U32, messages);
     w.write_metadata(&mcap::records::Metadata {
         name: "ferry".into(),
         metadata: BTreeMap::from([("k".to_owned(), "v".to_owned())]),
@@ -63,11 +60,7 @@ fn read(bytes: &[u8]) -> Result<usize, String> {
 
 #[test]
 fn a_valid_file_reads_whole() {
-    for c in [
-        None,
-        Some(mcap::Compression::Zstd),
-        Some(mcap::Compression::Lz4),
-    ] {
+    for c in COMPRESSIONS {
         assert_eq!(read(&valid(c)), Ok(20));
     }
 }
@@ -91,11 +84,7 @@ fn every_truncation_is_an_error() {
 
 #[test]
 fn a_flipped_byte_anywhere_never_panics() {
-    for c in [
-        None,
-        Some(mcap::Compression::Zstd),
-        Some(mcap::Compression::Lz4),
-    ] {
+    for c in COMPRESSIONS {
         let bytes = valid(c);
         let mut refused = 0;
         for i in 0..bytes.len() {

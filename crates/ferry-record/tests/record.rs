@@ -2,6 +2,8 @@
 //! the header fields, channels, schemas, metadata and statistics) and by ferry's; rotation; the
 //! skipped count under latest delivery; playing a recording back. Every wait is bounded.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -362,24 +364,11 @@ fn synthetic(path: &Path, n: u32) {
         std::fs::File::create(path).unwrap(),
     ))
     .unwrap();
-    let kind = PayloadType::Bytes;
-    let schema = w
-        .add_schema(kind.schema_name(), "ros2msg", kind.schema_text().as_bytes())
-        .unwrap();
-    let ch = w.add_channel(schema, "t", "cdr", &BTreeMap::new()).unwrap();
-    for seq in 0..n {
+    let messages = (0..n).map(|seq| {
         let body = payload(4, seq, 1 + seq as usize % 7);
-        let mut data = format::prefix(kind, body.len()).unwrap().to_vec();
-        data.extend_from_slice(&body);
-        let t = 1_000_000_000 + seq as u64 * 10_000_000;
-        let header = mcap::records::MessageHeader {
-            channel_id: ch,
-            sequence: seq,
-            log_time: t,
-            publish_time: t,
-        };
-        w.write_to_known_channel(&header, &data).unwrap();
-    }
+        (seq, body, 1_000_000_000 + seq as u64 * 10_000_000)
+    });
+    common::write_topic(&mut w, PayloadType::Bytes, messages);
     w.finish().unwrap();
 }
 
