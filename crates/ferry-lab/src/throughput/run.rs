@@ -452,14 +452,11 @@ pub(super) fn measure_link_peers(
             _ => None,
         },
     )?;
-    subscriber.send(&Command::Done { sent })?;
-    let mut m = Measurement {
-        messages_sent: Some(sent),
-        send_seconds: Some(send_ns as f64 / 1e9),
-        ..Measurement::default()
-    };
-    let counts = await_counts(&mut subscriber)?;
-    read_report(&counts, &mut m, start_ns, true);
+    let mut m = counted_by(
+        &mut subscriber,
+        (sent, start_ns, send_ns as f64 / 1e9),
+        true,
+    )?;
     publisher.send(&Command::Release)?;
     let (retransmitted, kernel_drops, close_ns, enobufs) = await_publisher(
         &mut publisher,
@@ -547,6 +544,25 @@ pub(super) fn await_counts(peer: &mut Peer) -> Result<Counts> {
     }
 }
 
+/// Tells the subscriber peer that the publisher is done, and measures with the counts it
+/// answers. `sending`: as `send_for` returns it, the messages sent, the first one's time (ns) and
+/// the seconds of sending; `same_clock`: see `read_report`.
+pub(super) fn counted_by(
+    peer: &mut Peer,
+    (sent, start_ns, send_seconds): (u64, u64, f64),
+    same_clock: bool,
+) -> Result<Measurement> {
+    peer.send(&Command::Done { sent })?;
+    let mut m = Measurement {
+        messages_sent: Some(sent),
+        send_seconds: Some(send_seconds),
+        ..Measurement::default()
+    };
+    let counts = await_counts(peer)?;
+    read_report(&counts, &mut m, start_ns, same_clock);
+    Ok(m)
+}
+
 /// The peer's counts. `same_clock`: the peer's times are on this machine's clock, so that the
 /// interval can start at the publisher's first send (`start_ns`).
 pub(super) fn read_report(c: &Counts, m: &mut Measurement, start_ns: u64, same_clock: bool) {
@@ -607,20 +623,13 @@ pub(super) fn measure_ferry(ctx: &Ctx<'_>, transport: Subject, size: usize) -> R
     await_ready(&mut peer)?;
     peer.wait_ready(START_TIMEOUT, || Ok(publisher.subscriber_count() >= 1))?;
 
-    let (sent, start_ns, send_seconds) = send_for(ctx.duration, size, None, |seq| {
+    let sending = send_for(ctx.duration, size, None, |seq| {
         let mut loan = publisher.loan(size)?;
         write_message(loan.as_mut_slice(), seq);
         loan.send()?;
         Ok(())
     })?;
-    peer.send(&Command::Done { sent })?;
-    let mut m = Measurement {
-        messages_sent: Some(sent),
-        send_seconds: Some(send_seconds),
-        ..Measurement::default()
-    };
-    let counts = await_counts(&mut peer)?;
-    read_report(&counts, &mut m, start_ns, ctx.remote.is_none());
+    let mut m = counted_by(&mut peer, sending, ctx.remote.is_none())?;
     // The publisher's counters (retransmissions, its socket's drops) as it published them.
     if transport.is_ferry_udp() {
         std::thread::sleep(Duration::from_millis(30));
@@ -711,18 +720,11 @@ pub(super) fn measure_raw(ctx: &Ctx<'_>, size: usize) -> Result<Measurement> {
     };
     let mut buf = vec![0u8; size];
     let mut enobufs = 0u64;
-    let (sent, start_ns, send_seconds) = send_for(ctx.duration, size, None, |seq| {
+    let sending = send_for(ctx.duration, size, None, |seq| {
         write_message(&mut buf, seq);
         send_datagram(&socket, &buf, dst, &mut enobufs)
     })?;
-    peer.send(&Command::Done { sent })?;
-    let mut m = Measurement {
-        messages_sent: Some(sent),
-        send_seconds: Some(send_seconds),
-        ..Measurement::default()
-    };
-    let counts = await_counts(&mut peer)?;
-    read_report(&counts, &mut m, start_ns, ctx.remote.is_none());
+    let mut m = counted_by(&mut peer, sending, ctx.remote.is_none())?;
     peer.finish(START_TIMEOUT)?;
     if enobufs > 0 {
         m.note = Some(format!(
