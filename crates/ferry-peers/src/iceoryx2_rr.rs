@@ -17,7 +17,7 @@ use iceoryx2::port::server::Server;
 use iceoryx2::prelude::*;
 use iceoryx2::service::port_factory::request_response::PortFactory as RrPortFactory;
 
-use crate::{all_equal, pin_to, Error, Kid, Plan, MEET_TIMEOUT, TIMEOUT};
+use crate::{check_payload, pin_to, spin_for, Error, Kid, Plan, MEET_TIMEOUT};
 
 type Factory = RrPortFactory<ipc::Service, [u8], (), [u8], ()>;
 /// A request sent, awaiting its response.
@@ -57,14 +57,7 @@ fn fill(bytes: &mut [std::mem::MaybeUninit<u8>], value: u8) {
 
 /// Whether `payload` is `size` bytes of `value`; an error naming what came otherwise.
 fn check(payload: &[u8], size: usize, value: u8) -> Result<(), Error> {
-    if payload.len() != size || !all_equal(payload, value) {
-        return Err(format!(
-            "a message of {} bytes is not {size} bytes of {value}",
-            payload.len()
-        )
-        .into());
-    }
-    Ok(())
+    check_payload("message", payload, size, value)
 }
 
 /// The client's end: its port, and the request awaiting its response.
@@ -93,18 +86,8 @@ impl ClientEnd {
             .borrow_mut()
             .take()
             .ok_or("no request awaits a response")?;
-        let start = Instant::now();
-        let mut spins = 0u32;
-        loop {
-            if let Some(response) = pending.receive()? {
-                return check(response.payload(), size, value);
-            }
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(4096) && start.elapsed() > TIMEOUT {
-                return Err("no response within 30 s".into());
-            }
-            std::hint::spin_loop();
-        }
+        let response = spin_for("response", || Ok(pending.receive()?))?;
+        check(response.payload(), size, value)
     }
 }
 
@@ -151,20 +134,10 @@ struct ServerEnd {
 impl ServerEnd {
     /// Spins for the next request and checks that it is `size` bytes of `value`.
     fn recv_check(&self, size: usize, value: u8) -> Result<(), Error> {
-        let start = Instant::now();
-        let mut spins = 0u32;
-        loop {
-            if let Some(request) = self.server.receive()? {
-                check(request.payload(), size, value)?;
-                *self.active.borrow_mut() = Some(request);
-                return Ok(());
-            }
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(4096) && start.elapsed() > TIMEOUT {
-                return Err("no request within 30 s".into());
-            }
-            std::hint::spin_loop();
-        }
+        let request = spin_for("request", || Ok(self.server.receive()?))?;
+        check(request.payload(), size, value)?;
+        *self.active.borrow_mut() = Some(request);
+        Ok(())
     }
 
     /// Answers the request received last with `size` bytes of `value`, written into a loan.

@@ -276,44 +276,70 @@ fn check(plan: &Plan) -> Result<(), Error> {
 
 /// Keeps this thread on `cpu`.
 pub(crate) fn pin_to(cpu: usize) -> Result<(), Error> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(format!("CPU {cpu} is out of range").into());
-    }
-    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes inside it (cpu checked above).
+    set_affinity([cpu], &format!("pin to CPU {cpu}"))
+}
+
+/// Lets this thread (and the threads it starts) run on every CPU this process may use: the
+/// kernel keeps those of the full set that the process's cpuset allows.
+fn unpin() -> Result<(), Error> {
+    set_affinity(0..libc::CPU_SETSIZE as usize, "widen the CPU affinity")
+}
+
+/// Lets this thread run on `cpus` alone; the error says it could not `what`.
+fn set_affinity(cpus: impl IntoIterator<Item = usize>, what: &str) -> Result<(), Error> {
+    // SAFETY: a zeroed cpu_set_t is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
+    for cpu in cpus {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(format!("CPU {cpu} is out of range").into());
+        }
+        // SAFETY: `cpu` is below CPU_SETSIZE (checked above), inside the set.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
     // SAFETY: `set` is a valid cpu_set_t of the size given; 0 is this thread.
     let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     if rc != 0 {
+        return Err(format!("cannot {what}: {}", std::io::Error::last_os_error()).into());
+    }
+    Ok(())
+}
+
+/// Whether `payload` is `size` bytes of `value`; an error naming the `what` (message, reply)
+/// that came otherwise.
+pub(crate) fn check_payload(
+    what: &str,
+    payload: &[u8],
+    size: usize,
+    value: u8,
+) -> Result<(), Error> {
+    if payload.len() != size || !all_equal(payload, value) {
         return Err(format!(
-            "cannot pin to CPU {cpu}: {}",
-            std::io::Error::last_os_error()
+            "a {what} of {} bytes is not {size} bytes of {value}",
+            payload.len()
         )
         .into());
     }
     Ok(())
 }
 
-/// Lets this thread (and the threads it starts) run on every CPU this process may use: the
-/// kernel keeps those of the full set that the process's cpuset allows.
-fn unpin() -> Result<(), Error> {
-    // SAFETY: a zeroed cpu_set_t is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for cpu in 0..libc::CPU_SETSIZE as usize {
-        // SAFETY: `cpu` is below CPU_SETSIZE, inside the set.
-        unsafe { libc::CPU_SET(cpu, &mut set) };
+/// Spins on `poll` until it gives something, for at most `TIMEOUT` (the clock is read every
+/// 4096 spins); the error says that no `what` came.
+pub(crate) fn spin_for<T>(
+    what: &str,
+    mut poll: impl FnMut() -> Result<Option<T>, Error>,
+) -> Result<T, Error> {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        if let Some(got) = poll()? {
+            return Ok(got);
+        }
+        spins = spins.wrapping_add(1);
+        if spins.is_multiple_of(4096) && start.elapsed() > TIMEOUT {
+            return Err(format!("no {what} within 30 s").into());
+        }
+        std::hint::spin_loop();
     }
-    // SAFETY: `set` is a valid cpu_set_t of the size given; 0 is this thread.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if rc != 0 {
-        return Err(format!(
-            "cannot widen the CPU affinity: {}",
-            std::io::Error::last_os_error()
-        )
-        .into());
-    }
-    Ok(())
 }
 
 /// Reads the whole payload, 8 bytes at a time, and says whether every byte equals `byte`: the
@@ -354,19 +380,36 @@ struct Events {
     out: iceoryx2::service::port_factory::event::PortFactory<ipc::Service>,
 }
 
+/// A publish-subscribe service of byte slices `name`, opened or made: one publisher, one
+/// subscriber, no history, `buffer` samples in the subscriber's buffer; `safe_overflow`, where
+/// given, says whether a full buffer's oldest sample is overwritten (else iceoryx2's default).
+pub(crate) fn one_to_one_service(
+    node: &Node<ipc::Service>,
+    name: &str,
+    buffer: usize,
+    safe_overflow: Option<bool>,
+) -> Result<PubSub, Error> {
+    let name: ServiceName = name.try_into()?;
+    let mut builder = node
+        .service_builder(&name)
+        .publish_subscribe::<[u8]>()
+        .max_publishers(1)
+        .max_subscribers(1)
+        .history_size(0)
+        .subscriber_max_buffer_size(buffer);
+    if let Some(overwrite) = safe_overflow {
+        builder = builder.enable_safe_overflow(overwrite);
+    }
+    Ok(builder.open_or_create()?)
+}
+
+/// An iceoryx2 publish-subscribe service of byte slices.
+pub(crate) type PubSub =
+    iceoryx2::service::port_factory::publish_subscribe::PortFactory<ipc::Service, [u8], ()>;
+
 fn ends(base: &str, max_size: usize, main: bool, events: bool) -> Result<Ends, Error> {
     let node = NodeBuilder::new().create::<ipc::Service>()?;
-    let service = |dir: &str| -> Result<_, Error> {
-        let name: ServiceName = format!("{base}/{dir}").as_str().try_into()?;
-        Ok(node
-            .service_builder(&name)
-            .publish_subscribe::<[u8]>()
-            .max_publishers(1)
-            .max_subscribers(1)
-            .history_size(0)
-            .subscriber_max_buffer_size(2)
-            .open_or_create()?)
-    };
+    let service = |dir: &str| one_to_one_service(&node, &format!("{base}/{dir}"), 2, None);
     let (out, inp) = if main {
         (service("ping")?, service("pong")?)
     } else {
@@ -452,15 +495,7 @@ impl Ends {
         let mut spins = 0u32;
         loop {
             if let Some(sample) = self.subscriber.receive()? {
-                let payload = sample.payload();
-                if payload.len() != size || !all_equal(payload, value) {
-                    return Err(format!(
-                        "a message of {} bytes is not {size} bytes of {value}",
-                        payload.len()
-                    )
-                    .into());
-                }
-                return Ok(());
+                return check_payload("message", sample.payload(), size, value);
             }
             if let Some(events) = &self.events {
                 // A notification that came before the sample was taken wakes it at once: the

@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 use iceoryx2::port::{BackpressureAction, BackpressureInfo};
 use iceoryx2::prelude::*;
 
-use crate::{all_equal, byte, pin_to, Error, Kid, MEET_TIMEOUT, TIMEOUT};
+use crate::{
+    all_equal, byte, one_to_one_service, pin_to, Error, Kid, PubSub, MEET_TIMEOUT, TIMEOUT,
+};
 
 /// Every this many messages (by sequence number) the sink checks every byte.
 const CHECK_EVERY: u64 = 64;
@@ -409,7 +411,6 @@ pub(crate) fn sink_side(
 // iceoryx2
 
 type Ipc = ipc::Service;
-type PubSub = iceoryx2::service::port_factory::publish_subscribe::PortFactory<Ipc, [u8], ()>;
 
 /// Messages the sink's buffer holds: as many as ferry's shared-memory ring of the lab's
 /// throughput holds (2 × size, at least 64 KiB), at least 2.
@@ -420,16 +421,7 @@ pub(crate) fn buffer_slots(size: usize) -> usize {
 /// The service of one run: `reliable` turns iceoryx2's safe overflow (the oldest sample in a
 /// full buffer overwritten) off, so that the publisher's backpressure strategy applies.
 fn iceoryx2_service(node: &Node<Ipc>, base: &str, plan: &Plan) -> Result<PubSub, Error> {
-    let name: ServiceName = base.try_into()?;
-    Ok(node
-        .service_builder(&name)
-        .publish_subscribe::<[u8]>()
-        .max_publishers(1)
-        .max_subscribers(1)
-        .history_size(0)
-        .subscriber_max_buffer_size(buffer_slots(plan.size))
-        .enable_safe_overflow(!plan.reliable)
-        .open_or_create()?)
+    one_to_one_service(node, base, buffer_slots(plan.size), Some(!plan.reliable))
 }
 
 pub(crate) fn iceoryx2_main(plan: &Plan) -> Result<Report, Error> {

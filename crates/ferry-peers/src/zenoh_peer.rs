@@ -29,7 +29,9 @@ use zenoh::shm::{
 };
 use zenoh::Wait;
 
-use crate::{all_equal, pin_to, throughput, Error, Kid, Plan, MEET_TIMEOUT, TIMEOUT};
+use crate::{
+    all_equal, check_payload, pin_to, spin_for, throughput, Error, Kid, Plan, MEET_TIMEOUT, TIMEOUT,
+};
 
 /// The probe both sides send until the other answers: one byte the runs never send (`byte`
 /// gives 1..=255).
@@ -138,29 +140,14 @@ impl Ends {
 
     /// Spins for the next message that is not a probe and checks it is `size` bytes of `value`.
     fn recv_check(&self, size: usize, value: u8) -> Result<(), Error> {
-        let start = Instant::now();
-        let mut spins = 0u32;
-        loop {
-            if let Some(sample) = self.subscriber.try_recv().map_err(ze)? {
-                let payload = sample.payload().to_bytes();
-                if payload.len() == 1 && payload[0] == PROBE {
-                    continue;
-                }
-                if payload.len() != size || !all_equal(&payload, value) {
-                    return Err(format!(
-                        "a message of {} bytes is not {size} bytes of {value}",
-                        payload.len()
-                    )
-                    .into());
-                }
-                return Ok(());
+        let sample = spin_for("message", || loop {
+            // Probes are passed over without counting as a spin.
+            match self.subscriber.try_recv().map_err(ze)? {
+                Some(s) if s.payload().len() == 1 && s.payload().to_bytes()[0] == PROBE => {}
+                got => return Ok(got),
             }
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(4096) && start.elapsed() > TIMEOUT {
-                return Err("no message within 30 s".into());
-            }
-            std::hint::spin_loop();
-        }
+        })?;
+        check_payload("message", &sample.payload().to_bytes(), size, value)
     }
 
     /// Probes until the other side answers (its subscriber and publisher are both matched).
@@ -435,32 +422,15 @@ pub fn rr_main_side(plan: &Plan) -> Result<Vec<Vec<u64>>, Error> {
                 .borrow_mut()
                 .take()
                 .ok_or("no query awaits a reply")?;
-            let start = Instant::now();
-            let mut spins = 0u32;
-            loop {
-                let reply = replies
+            let reply = spin_for("reply", || {
+                Ok(replies
                     .try_recv()
-                    .map_err(|_| "a query ended without a reply")?;
-                if let Some(reply) = reply {
-                    let sample = reply
-                        .result()
-                        .map_err(|e| format!("the queryable answered with an error: {e:?}"))?;
-                    let payload = sample.payload().to_bytes();
-                    if payload.len() != size || !all_equal(&payload, value) {
-                        return Err(format!(
-                            "a reply of {} bytes is not {size} bytes of {value}",
-                            payload.len()
-                        )
-                        .into());
-                    }
-                    return Ok(());
-                }
-                spins = spins.wrapping_add(1);
-                if spins.is_multiple_of(4096) && start.elapsed() > TIMEOUT {
-                    return Err("no reply within 30 s".into());
-                }
-                std::hint::spin_loop();
-            }
+                    .map_err(|_| "a query ended without a reply")?)
+            })?;
+            let sample = reply
+                .result()
+                .map_err(|e| format!("the queryable answered with an error: {e:?}"))?;
+            check_payload("reply", &sample.payload().to_bytes(), size, value)
         },
     )?;
     crate::wait_for(&mut kid)?;
