@@ -55,6 +55,13 @@ pub fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// Gives `dev`, in `site`'s namespace, the site's address (/24) and brings it up.
+fn address(site: &Site, dev: &str) -> Result<(), String> {
+    let addr = format!("{}/24", site.addr);
+    ip(&["-n", &site.ns, "addr", "add", &addr, "dev", dev])?;
+    ip(&["-n", &site.ns, "link", "set", dev, "up"])
+}
+
 impl Sites {
     /// Makes the sites; `net` picks the private 10.`net`.x.x addresses, `tag` the names (unique
     /// per process: namespaces fzA`tag`, fzB`tag`).
@@ -90,16 +97,7 @@ impl Sites {
                     ip(&["link", "set", &there, "netns", &s.ns])?;
                     ip(&["addr", "add", &format!("{}/24", s.other_end), "dev", &here])?;
                     ip(&["link", "set", &here, "up"])?;
-                    ip(&[
-                        "-n",
-                        &s.ns,
-                        "addr",
-                        "add",
-                        &format!("{}/24", s.addr),
-                        "dev",
-                        &there,
-                    ])?;
-                    ip(&["-n", &s.ns, "link", "set", &there, "up"])?;
+                    address(s, &there)?;
                 }
             }
             Links::Direct => {
@@ -107,16 +105,7 @@ impl Sites {
                 ip(&["link", "add", &va, "type", "veth", "peer", "name", &vb])?;
                 for (s, dev) in [(&sites.a, &va), (&sites.b, &vb)] {
                     ip(&["link", "set", dev, "netns", &s.ns])?;
-                    ip(&[
-                        "-n",
-                        &s.ns,
-                        "addr",
-                        "add",
-                        &format!("{}/24", s.addr),
-                        "dev",
-                        dev,
-                    ])?;
-                    ip(&["-n", &s.ns, "link", "set", dev, "up"])?;
+                    address(s, dev)?;
                 }
             }
         }

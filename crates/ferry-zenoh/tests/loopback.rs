@@ -32,19 +32,25 @@ fn listen(session: &zenoh::Session, key: &str) -> (Heard, zenoh::pubsub::Subscri
     (heard, sub)
 }
 
+/// Starts the bridge of `dom`, listening on `endpoint`, with multicast scouting off and `more`
+/// arguments.
+fn bridge_on(dom: &str, endpoint: &str, more: &[&str]) -> BridgeProcess {
+    let mut args = vec![
+        "--domain",
+        dom,
+        "--listen",
+        endpoint,
+        "--no-multicast-scouting",
+    ];
+    args.extend_from_slice(more);
+    BridgeProcess::start(&args)
+}
+
 #[test]
 fn a_zenoh_application_sees_ferry_topics_and_publishes_into_them() {
     let dom = domain("loop");
     let endpoint = format!("tcp/127.0.0.1:{}", free_port());
-    let bridge = BridgeProcess::start(&[
-        "--domain",
-        &dom,
-        "--listen",
-        &endpoint,
-        "--no-multicast-scouting",
-        "--scan-interval",
-        "0.1",
-    ]);
+    let bridge = bridge_on(&dom, &endpoint, &["--scan-interval", "0.1"]);
     // A plain Zenoh application: a client of the bridge's session.
     let app = zenoh_session("client", std::slice::from_ref(&endpoint), &[]);
     let (heard, _sub) = listen(&app, &format!("ferry/{dom}/**"));
@@ -127,17 +133,11 @@ fn a_zenoh_application_sees_ferry_topics_and_publishes_into_them() {
 fn what_zenoh_sends_that_is_not_a_ferry_message_is_refused_and_counted() {
     let dom = domain("hostile");
     let endpoint = format!("tcp/127.0.0.1:{}", free_port());
-    let bridge = BridgeProcess::start(&[
-        "--domain",
+    let bridge = bridge_on(
         &dom,
-        "--listen",
         &endpoint,
-        "--no-multicast-scouting",
-        "--max-message-size",
-        "1K",
-        "--max-topics",
-        "3",
-    ]);
+        &["--max-message-size", "1K", "--max-topics", "3"],
+    );
     let app = zenoh_session("client", &[endpoint], &[]);
     let mut sub = Node::with_domain("reader", &dom)
         .unwrap()
@@ -196,17 +196,11 @@ fn what_zenoh_sends_that_is_not_a_ferry_message_is_refused_and_counted() {
 #[test]
 fn topics_over_the_limit_are_left_out_and_counted_once() {
     let dom = domain("limit");
-    let bridge = BridgeProcess::start(&[
-        "--domain",
+    let bridge = bridge_on(
         &dom,
-        "--listen",
         &format!("tcp/127.0.0.1:{}", free_port()),
-        "--no-multicast-scouting",
-        "--max-topics",
-        "1",
-        "--scan-interval",
-        "0.05",
-    ]);
+        &["--max-topics", "1", "--scan-interval", "0.05"],
+    );
     let node = Node::with_domain("sensor", &dom).unwrap();
     let _a = node.publisher("a", &Qos::default()).unwrap();
     let _b = node.publisher("b", &Qos::default()).unwrap();
@@ -224,17 +218,11 @@ fn topics_over_the_limit_are_left_out_and_counted_once() {
 fn a_burst_at_start_reaches_zenoh_whole(transport: ferry::Transport, word: &str) {
     let dom = domain("burst");
     let endpoint = format!("tcp/127.0.0.1:{}", free_port());
-    let bridge = BridgeProcess::start(&[
-        "--domain",
+    let bridge = bridge_on(
         &dom,
-        "--listen",
         &endpoint,
-        "--no-multicast-scouting",
-        "--scan-interval",
-        "0.1",
-        "--transport",
-        word,
-    ]);
+        &["--scan-interval", "0.1", "--transport", word],
+    );
     let app = zenoh_session("client", std::slice::from_ref(&endpoint), &[]);
     let (heard, _sub) = listen(&app, &format!("ferry/{dom}/**"));
     // The bridge's Zenoh session answers before the publisher starts.
