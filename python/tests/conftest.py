@@ -152,6 +152,26 @@ def meet(sub, pub, timeout: float = 10.0):
         time.sleep(0.002)
 
 
+def met_pair(domain: str, topic: str, qos, name: str = "py-test"):
+    """A subscriber and a publisher of `topic` (`qos` both) on one node, once the two have met."""
+    import ferry
+
+    node = ferry.Node(name, domain=domain)
+    sub = node.subscriber(topic, qos)
+    pub = node.publisher(topic, qos)
+    meet(sub, pub)
+    return sub, pub
+
+
+def wait_subscribed(pub, child: subprocess.Popen, who: str, timeout: float = 10.0):
+    """Waits until `child` (`who`) subscribed to `pub`, failing at once if it exits first."""
+    deadline = time.monotonic() + timeout
+    while pub.subscriber_count < 1:
+        assert time.monotonic() < deadline, f"{who} did not attach within {timeout:g} s"
+        assert child.poll() is None, child.stderr.read()
+        time.sleep(0.005)
+
+
 def finish(proc: subprocess.Popen, timeout: float = 30.0) -> str:
     """Waits (bounded) for a child that must succeed; returns its standard output."""
     try:

@@ -6,17 +6,13 @@ import asyncio
 import pytest
 
 import ferry
-from conftest import meet
-
+from conftest import meet, met_pair
 
 
 @pytest.mark.parametrize("transport", ["shm", "udp"])
 def test_recv_async_waits_on_the_event_loop_while_other_tasks_run(domain, transport):
     qos = ferry.Qos(transport=transport, wait="block", max_message_size=1024)
-    node = ferry.Node("py-async", domain=domain)
-    sub = node.subscriber("a", qos)
-    pub = node.publisher("a", qos)
-    meet(sub, pub)
+    sub, pub = met_pair(domain, "a", qos, name="py-async")
     while sub.try_event() is not None:
         pass
 
@@ -46,10 +42,7 @@ def test_recv_async_waits_on_the_event_loop_while_other_tasks_run(domain, transp
 
 def test_recv_async_times_out_and_a_waiting_message_comes_at_once(domain):
     qos = ferry.Qos(transport="shm", wait="block")
-    node = ferry.Node("py-async", domain=domain)
-    sub = node.subscriber("t", qos)
-    pub = node.publisher("t", qos)
-    meet(sub, pub)
+    sub, pub = met_pair(domain, "t", qos, name="py-async")
 
     async def main():
         with pytest.raises(ferry.TimeoutError, match="within 0.1 s"):

@@ -5,14 +5,13 @@ UDP, every byte checked on the receiving side."""
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import ferry
-from conftest import REPO, child_env, finish, start
+from conftest import REPO, child_env, finish, start, wait_subscribed
 
 TRANSPORTS = ["shm", "udp"]
 
@@ -91,11 +90,7 @@ def test_a_python_publisher_feeds_a_c_subscriber(c_examples, domain, transport):
     try:
         qos = ferry.Qos(transport=transport, max_message_size=size)
         pub = ferry.Node("py-test", domain=domain).publisher("topic", qos)
-        deadline = time.monotonic() + 10
-        while pub.subscriber_count < 1:
-            assert time.monotonic() < deadline, "the C subscriber did not attach within 10 s"
-            assert c_sub.poll() is None, c_sub.stderr.read()
-            time.sleep(0.005)
+        wait_subscribed(pub, c_sub, "the C subscriber")
         for seq in range(count):
             pub.send(c_payload(seq, size))
     finally:

@@ -9,17 +9,13 @@ import numpy as np
 import pytest
 
 import ferry
-from conftest import meet
-
+from conftest import meet, met_pair
 
 
 @pytest.fixture
 def pair(domain):
     qos = ferry.Qos(transport="shm", max_message_size=1024)
-    node = ferry.Node("py-test", domain=domain)
-    sub = node.subscriber("life", qos)
-    pub = node.publisher("life", qos)
-    meet(sub, pub)
+    sub, pub = met_pair(domain, "life", qos)
     return pub, sub
 
 
@@ -112,10 +108,7 @@ def test_the_natural_numpy_loop_runs_1000_times(domain, transport):
     """`b = np.frombuffer(sub.recv())` in a loop: each pass still holds the last array when it
     receives the next (the name is rebound only afterwards)."""
     qos = ferry.Qos(transport=transport, wait="block", max_message_size=4096)
-    node = ferry.Node("py-test", domain=domain)
-    sub = node.subscriber("loop", qos)
-    pub = node.publisher("loop", qos)
-    meet(sub, pub)
+    sub, pub = met_pair(domain, "loop", qos)
     sums = []
     b = None
     for i in range(1000):

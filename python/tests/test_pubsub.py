@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import ferry
-from conftest import finish, pattern, start_peer
+from conftest import finish, met_pair, pattern, start_peer
 
 TRANSPORTS = ["shm", "udp"]
 
@@ -20,15 +20,6 @@ def wait_for(cond, what, timeout=10.0):
     while not cond():
         assert time.monotonic() < deadline, f"{what} within {timeout} s"
         time.sleep(0.005)
-
-
-def met_pair(domain, topic, qos):
-    """A subscriber and a publisher of `topic` on one node, once the two have met."""
-    node = ferry.Node("py-test", domain=domain)
-    sub = node.subscriber(topic, qos)
-    pub = node.publisher(topic, qos)
-    wait_for(lambda: sub.publisher_count >= 1 and pub.subscriber_count >= 1, "the two meet")
-    return sub, pub
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

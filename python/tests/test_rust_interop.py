@@ -2,13 +2,12 @@
 `ferry echo`, and `ferry pub` feeding a Python subscriber, over shared memory and UDP."""
 
 import json
-import time
 
 import numpy as np
 import pytest
 
 import ferry
-from conftest import finish, pattern, start
+from conftest import finish, pattern, start, wait_subscribed
 
 TRANSPORTS = ["shm", "udp"]
 
@@ -23,11 +22,7 @@ def test_python_publisher_feeds_ferry_echo(ferry_bin, domain, transport):
     try:
         qos = ferry.Qos(transport=transport, max_message_size=max(sizes))
         pub = ferry.Node("py-test", domain=domain).publisher("topic", qos)
-        deadline = time.monotonic() + 10
-        while pub.subscriber_count < 1:
-            assert time.monotonic() < deadline, "ferry echo did not attach within 10 s"
-            assert echo.poll() is None, echo.stderr.read()
-            time.sleep(0.005)
+        wait_subscribed(pub, echo, "ferry echo")
         for i in range(count):
             pub.send(pattern(i, sizes[i % len(sizes)]))
     finally:

@@ -17,7 +17,6 @@ IMU = ferry.TopicType("sensor_msgs/msg/Imu", "cdr", (DATA / "Imu.msg").read_text
 READING = ferry.TopicType("ferry.test.Reading", "protobuf", (DATA / "reading.pb").read_bytes())
 
 
-
 @pytest.mark.parametrize("transport", ["shm", "udp"])
 def test_dicts_go_out_and_come_back_by_field(domain, transport):
     node = ferry.Node("py-typed", domain=domain)

@@ -13,7 +13,6 @@ def qos(transport: str) -> ferry.Qos:
     return ferry.Qos(transport=transport, wait="block", max_message_size=1024)
 
 
-
 @pytest.mark.parametrize("transport", ["shm", "udp"])
 def test_a_wait_set_says_which_subscriber_has_a_message(domain, transport):
     node = ferry.Node("py-ws", domain=domain)

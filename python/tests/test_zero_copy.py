@@ -5,21 +5,17 @@ import numpy as np
 import pytest
 
 import ferry
-from conftest import meet
+from conftest import met_pair
 
 
 def address(buffer) -> int:
     return np.frombuffer(buffer, np.uint8).__array_interface__["data"][0]
 
 
-
 @pytest.fixture
 def shm_pair(domain):
     qos = ferry.Qos(transport="shm", max_message_size=4096, ring_capacity=1 << 16)
-    node = ferry.Node("py-test", domain=domain)
-    sub = node.subscriber("zc", qos)
-    pub = node.publisher("zc", qos)
-    meet(sub, pub)
+    sub, pub = met_pair(domain, "zc", qos)
     return pub, sub
 
 
