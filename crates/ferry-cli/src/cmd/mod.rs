@@ -101,6 +101,15 @@ impl From<TransportOpt> for ferry::Transport {
     }
 }
 
+/// Fills a message (or a response) numbered `n` (its sequence number, or the request's id): `n`
+/// as u64 little endian first if it fits, then its low byte repeated.
+pub fn write_numbered(buf: &mut [u8], n: u64) {
+    buf.fill(n as u8);
+    if let Some(head) = buf.get_mut(..8) {
+        head.copy_from_slice(&n.to_le_bytes());
+    }
+}
+
 /// A node in `domain`, or in `$FERRY_DOMAIN` (else `default`) when none is given.
 pub fn node(name: &str, domain: Option<&str>) -> Result<ferry::Node> {
     match domain {
@@ -217,5 +226,18 @@ impl PublishOpts {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_numbered_message_starts_with_its_number() {
+        let mut buf = [0u8; 10];
+        super::write_numbered(&mut buf, 0x0102);
+        assert_eq!(buf, [2, 1, 0, 0, 0, 0, 0, 0, 2, 2]);
+        let mut small = [0u8; 3];
+        super::write_numbered(&mut small, 7);
+        assert_eq!(small, [7, 7, 7]);
     }
 }

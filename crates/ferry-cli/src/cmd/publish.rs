@@ -6,7 +6,7 @@ use clap::Args;
 use ferry::SendError;
 
 use super::typed::TypeArgs;
-use super::PublishOpts;
+use super::{write_numbered, PublishOpts};
 use ferry_cmd::error::{bail, note, Context, Result};
 use ferry_cmd::signal;
 use ferry_cmd::units::{format_size, parse_rate, parse_seconds, parse_size};
@@ -152,7 +152,7 @@ pub fn run(args: PubArgs) -> Result<()> {
         let outcome = publisher.loan(size).and_then(|mut loan| {
             match &message {
                 Some(m) => loan.as_mut_slice().copy_from_slice(m),
-                None => write_payload(loan.as_mut_slice(), sent),
+                None => write_numbered(loan.as_mut_slice(), sent),
             }
             sent += 1;
             loan.send()
@@ -244,25 +244,4 @@ fn flush(publisher: &mut ferry::Publisher, limit: Duration) -> std::result::Resu
 /// Sleeps until `due`, waking regularly to honour Ctrl-C. False if interrupted.
 fn sleep_until(due: Instant) -> bool {
     signal::sleep(due.saturating_duration_since(Instant::now())).is_ok()
-}
-
-/// The sequence number (u64 little endian) first if it fits, then its low byte repeated.
-fn write_payload(buf: &mut [u8], seq: u64) {
-    buf.fill(seq as u8);
-    if let Some(head) = buf.get_mut(..8) {
-        head.copy_from_slice(&seq.to_le_bytes());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn payload() {
-        let mut buf = [0u8; 10];
-        super::write_payload(&mut buf, 0x0102);
-        assert_eq!(buf, [2, 1, 0, 0, 0, 0, 0, 0, 2, 2]);
-        let mut small = [0u8; 3];
-        super::write_payload(&mut small, 7);
-        assert_eq!(small, [7, 7, 7]);
-    }
 }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use super::{wait_words, TransportOpt, POLL_SLICE};
+use super::{wait_words, write_numbered, TransportOpt, POLL_SLICE};
 use ferry_cmd::error::{bail, note, Context, Result};
 use ferry_cmd::signal;
 use ferry_cmd::stats::Summary;
@@ -132,7 +132,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             let body = match args.size {
                 Some(size) => {
                     let mut body = vec![0u8; size];
-                    write_answer(&mut body, id.get());
+                    write_numbered(&mut body, id.get());
                     body
                 }
                 None => request.to_vec(),
@@ -149,7 +149,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 if echo {
                     output.copy_from_slice(input);
                 } else {
-                    write_answer(output, id.get());
+                    write_numbered(output, id.get());
                 }
             })?;
             count(outcome, &mut answered, &mut gone);
@@ -163,14 +163,6 @@ fn count(outcome: ferry::service::Responded, answered: &mut u64, gone: &mut u64)
     match outcome {
         ferry::service::Responded::Sent => *answered += 1,
         ferry::service::Responded::ClientGone => *gone += 1,
-    }
-}
-
-/// The request's id (u64 little endian) first if it fits, then its low byte repeated.
-fn write_answer(buf: &mut [u8], id: u64) {
-    buf.fill(id as u8);
-    if let Some(head) = buf.get_mut(..8) {
-        head.copy_from_slice(&id.to_le_bytes());
     }
 }
 
@@ -239,7 +231,7 @@ pub fn call(args: CallArgs) -> Result<()> {
             }
         }
         if args.data.is_none() {
-            write_answer(&mut body, i);
+            write_numbered(&mut body, i);
         }
         let t0 = Instant::now();
         let response = client.call(&body, args.timeout).map_err(|e| {
@@ -289,14 +281,4 @@ fn summary_so_far(round_trips: &mut [u64]) -> String {
         format_ns(s.p99_ns as f64),
         format_ns(s.max_ns as f64)
     )
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn answers_carry_their_id() {
-        let mut buf = [0u8; 10];
-        super::write_answer(&mut buf, 0x0102);
-        assert_eq!(buf, [2, 1, 0, 0, 0, 0, 0, 0, 2, 2]);
-    }
 }
