@@ -759,45 +759,49 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
         };
         for p in &t.publishers {
             let mut row = head();
-            row.extend([
-                "publisher".to_owned(),
-                p.node.clone(),
-                p.pid.to_string(),
-                liveness(p.alive).to_owned(),
-                p.sent.to_string(),
-                p.bytes.to_string(),
-                p.waits.to_string(),
-                p.timeouts.to_string(),
-                p.evictions.to_string(),
-                // Messages a latest subscriber was left out of (it fell behind).
-                p.congestion.left_out.to_string(),
-                "-".to_owned(),
-                p.retransmitted.to_string(),
-                p.kernel_drops.to_string(),
-                p.refused.total().to_string(),
-                p.send_errors.to_string(),
-            ]);
+            row.extend(participant_cells(
+                "publisher",
+                &p.node,
+                p.pid,
+                p.alive,
+                [
+                    Some(p.sent),
+                    Some(p.bytes),
+                    Some(p.waits),
+                    Some(p.timeouts),
+                    Some(p.evictions),
+                    // Messages a latest subscriber was left out of (it fell behind).
+                    Some(p.congestion.left_out),
+                    None,
+                    Some(p.retransmitted),
+                    Some(p.kernel_drops),
+                    Some(p.refused.total()),
+                    Some(p.send_errors),
+                ],
+            ));
             table.row(row);
         }
         for s in &t.subscribers {
             let mut row = head();
-            row.extend([
-                "subscriber".to_owned(),
-                s.node.clone(),
-                s.pid.to_string(),
-                liveness(s.alive).to_owned(),
-                s.received.to_string(),
-                s.bytes.to_string(),
-                s.waits.to_string(),
-                "-".to_owned(),
-                "-".to_owned(),
-                s.skipped.to_string(),
-                s.lost.to_string(),
-                "-".to_owned(),
-                s.kernel_drops.to_string(),
-                s.refused.total().to_string(),
-                "-".to_owned(),
-            ]);
+            row.extend(participant_cells(
+                "subscriber",
+                &s.node,
+                s.pid,
+                s.alive,
+                [
+                    Some(s.received),
+                    Some(s.bytes),
+                    Some(s.waits),
+                    None,
+                    None,
+                    Some(s.skipped),
+                    Some(s.lost),
+                    None,
+                    Some(s.kernel_drops),
+                    Some(s.refused.total()),
+                    None,
+                ],
+            ));
             table.row(row);
         }
         if t.publishers.is_empty() && t.subscribers.is_empty() {
@@ -814,6 +818,25 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
             + dead_hint(&topics)),
     )?;
     Ok(())
+}
+
+/// A participant's cells of `ferry stats`'s table after its domain and topic: its role, node, pid
+/// and state, then its counters from SENT/RECEIVED on, "-" for one its role does not have.
+fn participant_cells(
+    role: &str,
+    node: &str,
+    pid: u32,
+    alive: bool,
+    counters: [Option<u64>; 11],
+) -> Vec<String> {
+    let mut cells = vec![
+        role.to_owned(),
+        node.to_owned(),
+        pid.to_string(),
+        liveness(alive).to_owned(),
+    ];
+    cells.extend(counters.map(|c| c.map_or_else(|| "-".to_owned(), |n| n.to_string())));
+    cells
 }
 
 /// What was refused and why, one line per participant that refused anything, and what each
