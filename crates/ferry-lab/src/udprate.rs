@@ -399,7 +399,7 @@ fn run_one(
                 main: r.here,
             };
             let mut peer = Peer::start::<UdpRate>(&request, &Place::remote(Some(&r.agent)))?;
-            let port = match await_report(&mut peer, START_TIMEOUT, "that it is ready")? {
+            let port = match peer.await_report(START_TIMEOUT, "that it is ready")? {
                 PeerReport::Ready { port } if port != 0 => port,
                 _ => bail!("the peer did not say which UDP port it receives on"),
             };
@@ -480,7 +480,7 @@ fn run_one(
         }
         Receivers::Remote { mut peer, .. } => {
             peer.send(&Command::Count)?;
-            let counts = match await_report(&mut peer, START_TIMEOUT, "its counts")? {
+            let counts = match peer.await_report(START_TIMEOUT, "its counts")? {
                 PeerReport::Counts(c) => c,
                 PeerReport::Ready { .. } => bail!("the peer said it was ready twice"),
             };
@@ -518,24 +518,6 @@ fn run_one(
         ThreadsMode::Fixed
     };
     Ok(build_row(mss, rate, args.pacing, mode, figures))
-}
-
-/// Waits at most `timeout` for the peer's next report, watching it and Ctrl-C.
-fn await_report(peer: &mut Peer, timeout: Duration, what: &str) -> Result<PeerReport> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        crate::signal::check()?;
-        if let Some(report) = peer.recv::<PeerReport>(Duration::from_millis(50))? {
-            return Ok(report);
-        }
-        if let Err(e) = peer.check_alive() {
-            // Its last word may have come right after the report.
-            return peer.recv::<PeerReport>(Duration::ZERO)?.ok_or(e);
-        }
-        if Instant::now() >= deadline {
-            bail!("the peer did not send {what} within {timeout:?}");
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ fn measure(
         seconds: config.seconds,
     };
     peer = Peer::start::<Fanout>(&request, &Place::local())?;
-    match await_report(&mut peer, START_TIMEOUT, "that its subscribers are ready")? {
+    match peer.await_report(START_TIMEOUT, "that its subscribers are ready")? {
         Report::Subscribed => {}
         Report::Counts(_) => bail!("the peer sent its counts before its subscribers were ready"),
     }
@@ -79,7 +79,7 @@ fn measure(
     }
     let send_seconds = start.elapsed().as_secs_f64();
     peer.send(&Command::Done)?;
-    let counts = match await_report(&mut peer, DRAIN_LIMIT + START_TIMEOUT, "its counts")? {
+    let counts = match peer.await_report(DRAIN_LIMIT + START_TIMEOUT, "its counts")? {
         Report::Counts(counts) => counts,
         Report::Subscribed => bail!("the peer said twice that its subscribers were ready"),
     };
@@ -105,22 +105,4 @@ fn measure(
         counts,
         left_out,
     ))
-}
-
-/// Waits at most `timeout` for the peer's next report, watching it and Ctrl-C.
-fn await_report(peer: &mut Peer, timeout: Duration, what: &str) -> Result<Report> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        signal::check()?;
-        if let Some(report) = peer.recv::<Report>(Duration::from_millis(50))? {
-            return Ok(report);
-        }
-        if let Err(e) = peer.check_alive() {
-            // Its last word may have come right after the report.
-            return peer.recv::<Report>(Duration::ZERO)?.ok_or(e);
-        }
-        if Instant::now() >= deadline {
-            bail!("the peer did not send {what} within {timeout:?}");
-        }
-    }
 }

@@ -275,6 +275,31 @@ impl Peer {
         }
     }
 
+    /// Waits at most `timeout` for the peer's next report, watching it and Ctrl-C; the error
+    /// names `what` did not come.
+    pub fn await_report<T: DeserializeOwned>(
+        &mut self,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<T> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            crate::signal::check()?;
+            if let Some(report) = self.recv::<T>(Duration::from_millis(50))? {
+                return Ok(report);
+            }
+            if let Err(e) = self.check_alive() {
+                // Its last word may have come right after the report.
+                return self.recv::<T>(Duration::ZERO)?.ok_or(e);
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::msg(format!(
+                    "the peer did not send {what} within {timeout:?}"
+                )));
+            }
+        }
+    }
+
     /// Waits until `ready()` holds, at most `timeout`, watching the peer and Ctrl-C meanwhile.
     pub fn wait_ready(
         &mut self,

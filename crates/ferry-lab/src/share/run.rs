@@ -10,7 +10,7 @@ use super::options::{
     Command, Competitor, Config, Cpus, PeerRequest, Report, Role, Row, Share, START_TIMEOUT,
     TCP_CONGESTION, WARMUP,
 };
-use crate::error::{bail, Error, Result};
+use crate::error::{bail, Result};
 use crate::netns::Pair;
 use crate::os::monotonic_ns;
 use crate::peer::Peer;
@@ -134,7 +134,7 @@ pub(super) fn one(ctx: &Ctx<'_>, pair: &Pair, round: usize, competitor: Competit
     let mut counters = Vec::new();
     for p in &mut publishers {
         // It lingers at most a send timeout or so for its subscriber to catch up.
-        match await_report(p, START_TIMEOUT * 2, "its counters")? {
+        match p.await_report(START_TIMEOUT * 2, "its counters")? {
             Report::Stopped(c) => counters.push(c),
             other => bail!("a publisher sent {other:?} instead of its counters"),
         }
@@ -144,7 +144,7 @@ pub(super) fn one(ctx: &Ctx<'_>, pair: &Pair, round: usize, competitor: Competit
     }
     let mut counts = Vec::new();
     for s in &mut subscribers {
-        match await_report(s, START_TIMEOUT, "its counts")? {
+        match s.await_report(START_TIMEOUT, "its counts")? {
             Report::Counts(c) => counts.push(c),
             other => bail!("a subscriber sent {other:?} instead of its counts"),
         }
@@ -195,28 +195,8 @@ fn watch(subscribers: &mut [Peer], publishers: &mut [Peer], until_ns: u64) -> Re
 
 /// Waits for a peer to say that it is ready.
 fn expect_ready(peer: &mut Peer, timeout: Duration, what: &str) -> Result<()> {
-    match await_report(peer, timeout, what)? {
+    match peer.await_report(timeout, what)? {
         Report::Ready => Ok(()),
         other => bail!("a peer sent {other:?} instead of saying {what}"),
-    }
-}
-
-/// Waits at most `timeout` for the peer's next report, watching it and Ctrl-C.
-fn await_report(peer: &mut Peer, timeout: Duration, what: &str) -> Result<Report> {
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        signal::check()?;
-        if let Some(report) = peer.recv::<Report>(Duration::from_millis(50))? {
-            return Ok(report);
-        }
-        if let Err(e) = peer.check_alive() {
-            // Its last word may have come right after the report.
-            return peer.recv::<Report>(Duration::ZERO)?.ok_or(e);
-        }
-        if std::time::Instant::now() >= deadline {
-            return Err(Error::msg(format!(
-                "the peer did not send {what} within {timeout:?}"
-            )));
-        }
     }
 }

@@ -383,7 +383,7 @@ pub(super) fn await_publisher<T>(
     what: &str,
     pick: impl FnOnce(PeerReport) -> Option<T>,
 ) -> Result<T> {
-    let report = await_report(peer, timeout, what)?;
+    let report = peer.await_report(timeout, what)?;
     let said = format!("{report:?}");
     pick(report).ok_or_else(|| {
         crate::error::Error::msg(format!("the publisher peer sent {said} instead of {what}"))
@@ -508,27 +508,9 @@ pub(super) fn measure_link_peers(
     Ok(m)
 }
 
-/// Waits at most `timeout` for the peer's next report, watching it and Ctrl-C.
-pub(super) fn await_report(peer: &mut Peer, timeout: Duration, what: &str) -> Result<PeerReport> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        signal::check()?;
-        if let Some(report) = peer.recv::<PeerReport>(Duration::from_millis(50))? {
-            return Ok(report);
-        }
-        if let Err(e) = peer.check_alive() {
-            // Its last word may have come right after the report.
-            return peer.recv::<PeerReport>(Duration::ZERO)?.ok_or(e);
-        }
-        if Instant::now() >= deadline {
-            bail!("the peer did not send {what} within {timeout:?}");
-        }
-    }
-}
-
 /// Waits for the peer to say that it is ready; returns the port it said (raw-udp4).
 pub(super) fn await_ready(peer: &mut Peer) -> Result<Option<u16>> {
-    match await_report(peer, START_TIMEOUT, "that it is ready")? {
+    match peer.await_report(START_TIMEOUT, "that it is ready")? {
         PeerReport::Ready { port } => Ok(port),
         PeerReport::Counts(_) => bail!("the peer sent its counts before it said it was ready"),
         other => bail!("the peer sent {other:?} before it said it was ready"),
@@ -537,7 +519,7 @@ pub(super) fn await_ready(peer: &mut Peer) -> Result<Option<u16>> {
 
 /// Waits for the peer's counts (it has the drain limit to see the last messages come).
 pub(super) fn await_counts(peer: &mut Peer) -> Result<Counts> {
-    match await_report(peer, DRAIN_LIMIT + START_TIMEOUT, "its counts")? {
+    match peer.await_report(DRAIN_LIMIT + START_TIMEOUT, "its counts")? {
         PeerReport::Counts(c) => Ok(c),
         PeerReport::Ready { .. } => bail!("the peer said it was ready twice"),
         other => bail!("the peer sent {other:?} instead of its counts"),
