@@ -14,9 +14,9 @@ use std::time::Duration;
 use ferry::service::MAX_SERVICE_NAME;
 use ferry::{CallError, Client, Response};
 
-use crate::args::{bytes, c_str, clear_out, free_endpoint, handle, put};
-use crate::node::ferry_node;
-use crate::qos::{ferry_qos, qos_arg};
+use crate::args::{bytes, clear_out, free_endpoint, handle, put};
+use crate::node::{ferry_node, new_endpoint};
+use crate::qos::ferry_qos;
 use crate::status::{ferry_status, guard, guard_status, guard_value, nothing_received, Failure};
 
 /// A service's client (opaque). Made by `ferry_client_new`, freed by `ferry_client_free`. Use
@@ -137,29 +137,23 @@ pub unsafe extern "C" fn ferry_client_new(
     out: *mut *mut ferry_client,
 ) -> ferry_status {
     guard("ferry_client_new", || {
-        // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
-        unsafe { put("out", out, ptr::null_mut()) }?;
-        // SAFETY: the caller passes a live node or NULL (refused).
-        let node = unsafe { handle("node", node) }?;
-        // SAFETY: the caller passes a C string or NULL (refused).
-        let service = unsafe { c_str("service", service, MAX_SERVICE_NAME) }?;
-        // SAFETY: the caller passes NULL or a QoS valid for a read, its strings NULL or valid for
-        // the call.
-        let qos = unsafe { qos_arg(qos) }?;
-        let client = node.node.client(service, &qos)?;
-        let handle = Box::into_raw(Box::new(ferry_client {
-            response: ferry_response {
-                held: UnsafeCell::new(None),
-                data: Cell::new(ptr::null()),
-                len: Cell::new(0),
-                request: Cell::new(0),
-            },
-            client: UnsafeCell::new(client),
-            max_request: qos.max_message_size,
-            failed: Cell::new(None),
-        }));
-        // SAFETY: checked above to be valid for a write.
-        unsafe { put("out", out, handle) }
+        let make = |node: &ferry::Node, service: &str, qos: ferry::Qos| {
+            let client = node.client(service, &qos)?;
+            Ok(ferry_client {
+                response: ferry_response {
+                    held: UnsafeCell::new(None),
+                    data: Cell::new(ptr::null()),
+                    len: Cell::new(0),
+                    request: Cell::new(0),
+                },
+                client: UnsafeCell::new(client),
+                max_request: qos.max_message_size,
+                failed: Cell::new(None),
+            })
+        };
+        // SAFETY: the caller passes a live node, a C string and `out` valid for a write (NULL is
+        // refused for each), and a QoS that is NULL or valid for a read.
+        unsafe { new_endpoint(node, "service", service, MAX_SERVICE_NAME, qos, out, make) }
     })
 }
 

@@ -4,8 +4,9 @@ use std::ffi::c_char;
 
 use ferry::{Node, MAX_DOMAIN_NAME, MAX_NODE_NAME};
 
-use crate::args::{c_str, put};
-use crate::status::{ferry_status, guard};
+use crate::args::{c_str, handle, put};
+use crate::qos::{ferry_qos, qos_arg};
+use crate::status::{ferry_status, guard, Failure};
 
 /// A node (opaque). Made by `ferry_node_new`, freed by `ferry_node_free`. Publishers,
 /// subscribers, servers and clients made from it do not borrow it: the node may be freed before
@@ -43,6 +44,36 @@ pub unsafe extern "C" fn ferry_node_new(
         // SAFETY: `out` is not NULL and the caller promises it is valid for a write.
         unsafe { put("out", out, handle) }
     })
+}
+
+/// The body of an endpoint's `_new`: clears `*out`, reads the node, the endpoint's name (`what`:
+/// topic or service, at most `max_name` bytes) and its QoS (NULL: `ferry_qos_default()`), then
+/// boxes what `make` builds of them into `*out` (the endpoint's `_free` frees it).
+///
+/// # Safety
+/// `node` is NULL or a live node, `name` NULL or a NUL-terminated string, `qos` NULL or valid
+/// for a read (its strings NULL or valid for the call), `out` NULL or valid for a write.
+pub(crate) unsafe fn new_endpoint<E>(
+    node: *const ferry_node,
+    what: &str,
+    name: *const c_char,
+    max_name: usize,
+    qos: *const ferry_qos,
+    out: *mut *mut E,
+    make: impl FnOnce(&Node, &str, ferry::Qos) -> Result<E, Failure>,
+) -> Result<(), Failure> {
+    // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
+    unsafe { put("out", out, std::ptr::null_mut()) }?;
+    // SAFETY: the caller passes a live node or NULL (refused).
+    let node = unsafe { handle("node", node) }?;
+    // SAFETY: the caller passes a C string or NULL (refused).
+    let name = unsafe { c_str(what, name, max_name) }?;
+    // SAFETY: the caller passes NULL or a QoS valid for a read, its strings NULL or valid for the
+    // call.
+    let qos = unsafe { qos_arg(qos) }?;
+    let handle = Box::into_raw(Box::new(make(&node.node, name, qos)?));
+    // SAFETY: checked above to be valid for a write.
+    unsafe { put("out", out, handle) }
 }
 
 /// Frees a node. NULL is allowed and does nothing (as `free(NULL)`).

@@ -22,9 +22,9 @@ use std::ptr;
 use ferry::MAX_TOPIC_NAME;
 use ferry::{Loan, Publisher};
 
-use crate::args::{c_str, free_endpoint, handle, put};
-use crate::node::ferry_node;
-use crate::qos::{ferry_qos, qos_arg};
+use crate::args::{free_endpoint, handle, put};
+use crate::node::{ferry_node, new_endpoint};
+use crate::qos::ferry_qos;
 use crate::status::{ferry_status, guard, guard_value, Failure};
 
 /// A publisher (opaque). Made by `ferry_publisher_new`, freed by `ferry_publisher_free`. Use it
@@ -92,27 +92,21 @@ pub unsafe extern "C" fn ferry_publisher_new(
     out: *mut *mut ferry_publisher,
 ) -> ferry_status {
     guard("ferry_publisher_new", || {
-        // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
-        unsafe { put("out", out, ptr::null_mut()) }?;
-        // SAFETY: the caller passes a live node or NULL (refused).
-        let node = unsafe { handle("node", node) }?;
-        // SAFETY: the caller passes a C string or NULL (refused).
-        let topic = unsafe { c_str("topic", topic, MAX_TOPIC_NAME) }?;
-        // SAFETY: the caller passes NULL or a QoS valid for a read, its strings NULL or valid for
-        // the call.
-        let qos = unsafe { qos_arg(qos) }?;
-        let publisher = node.node.publisher(topic, &qos)?;
-        let handle = Box::into_raw(Box::new(ferry_publisher {
-            loan: ferry_loan {
-                held: UnsafeCell::new(None),
-                data: Cell::new(ptr::null_mut()),
-                len: Cell::new(0),
-            },
-            max_message_size: publisher.max_message_size(),
-            publisher: UnsafeCell::new(publisher),
-        }));
-        // SAFETY: checked above to be valid for a write.
-        unsafe { put("out", out, handle) }
+        let make = |node: &ferry::Node, topic: &str, qos: ferry::Qos| {
+            let publisher = node.publisher(topic, &qos)?;
+            Ok(ferry_publisher {
+                loan: ferry_loan {
+                    held: UnsafeCell::new(None),
+                    data: Cell::new(ptr::null_mut()),
+                    len: Cell::new(0),
+                },
+                max_message_size: publisher.max_message_size(),
+                publisher: UnsafeCell::new(publisher),
+            })
+        };
+        // SAFETY: the caller passes a live node, a C string and `out` valid for a write (NULL is
+        // refused for each), and a QoS that is NULL or valid for a read.
+        unsafe { new_endpoint(node, "topic", topic, MAX_TOPIC_NAME, qos, out, make) }
     })
 }
 

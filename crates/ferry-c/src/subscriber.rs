@@ -15,9 +15,9 @@ use std::time::Duration;
 use ferry::MAX_TOPIC_NAME;
 use ferry::{Sample, Subscriber};
 
-use crate::args::{c_str, clear_out, free_endpoint, handle, put};
-use crate::node::ferry_node;
-use crate::qos::{ferry_qos, qos_arg};
+use crate::args::{clear_out, free_endpoint, handle, put};
+use crate::node::{ferry_node, new_endpoint};
+use crate::qos::ferry_qos;
 use crate::status::{ferry_status, guard, guard_status, guard_value, nothing_received, Failure};
 
 /// A subscriber (opaque). Made by `ferry_subscriber_new`, freed by `ferry_subscriber_free`. Use
@@ -112,37 +112,31 @@ pub unsafe extern "C" fn ferry_subscriber_new(
     out: *mut *mut ferry_subscriber,
 ) -> ferry_status {
     guard("ferry_subscriber_new", || {
-        // SAFETY: the caller promises `out` is valid for a write (NULL is refused).
-        unsafe { put("out", out, ptr::null_mut()) }?;
-        // SAFETY: the caller passes a live node or NULL (refused).
-        let node = unsafe { handle("node", node) }?;
-        // SAFETY: the caller passes a C string or NULL (refused).
-        let topic = unsafe { c_str("topic", topic, MAX_TOPIC_NAME) }?;
-        // SAFETY: the caller passes NULL or a QoS valid for a read, its strings NULL or valid for
-        // the call.
-        let qos = unsafe { qos_arg(qos) }?;
-        let max_held = qos.max_held;
-        if !(1..=MAX_HELD).contains(&max_held) {
-            return Err(Failure::invalid(format!(
-                "ferry_qos.max_held is {max_held}; it must be between 1 and {MAX_HELD}"
-            )));
-        }
-        let subscriber = node.node.subscriber(topic, &qos.max_held(2 * max_held))?;
-        let handle = Box::into_raw(Box::new(ferry_subscriber {
-            sample: ferry_sample {
-                held: UnsafeCell::new(None),
-                data: Cell::new(ptr::null()),
-                len: Cell::new(0),
-                seq: Cell::new(0),
-                skipped: Cell::new(0),
-            },
-            subscriber: UnsafeCell::new(subscriber),
-            let_go: UnsafeCell::new(Vec::new()),
-            max_held,
-            kept: Cell::new(0),
-        }));
-        // SAFETY: checked above to be valid for a write.
-        unsafe { put("out", out, handle) }
+        let make = |node: &ferry::Node, topic: &str, qos: ferry::Qos| {
+            let max_held = qos.max_held;
+            if !(1..=MAX_HELD).contains(&max_held) {
+                return Err(Failure::invalid(format!(
+                    "ferry_qos.max_held is {max_held}; it must be between 1 and {MAX_HELD}"
+                )));
+            }
+            let subscriber = node.subscriber(topic, &qos.max_held(2 * max_held))?;
+            Ok(ferry_subscriber {
+                sample: ferry_sample {
+                    held: UnsafeCell::new(None),
+                    data: Cell::new(ptr::null()),
+                    len: Cell::new(0),
+                    seq: Cell::new(0),
+                    skipped: Cell::new(0),
+                },
+                subscriber: UnsafeCell::new(subscriber),
+                let_go: UnsafeCell::new(Vec::new()),
+                max_held,
+                kept: Cell::new(0),
+            })
+        };
+        // SAFETY: the caller passes a live node, a C string and `out` valid for a write (NULL is
+        // refused for each), and a QoS that is NULL or valid for a read.
+        unsafe { new_endpoint(node, "topic", topic, MAX_TOPIC_NAME, qos, out, make) }
     })
 }
 
