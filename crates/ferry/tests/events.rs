@@ -86,15 +86,10 @@ fn kill_times(
 ) -> Vec<Duration> {
     let mut seen = Vec::new();
     for _ in 0..kills {
-        let mut publ = spawn(
+        let mut publ = spawn_on(
             "publisher",
-            &[
-                ("DOMAIN", dom.to_owned()),
-                ("TOPIC", "t".into()),
-                ("QOS", qos.into()),
-                ("PACE_US", "2000".into()),
-                ("WAIT_SUBS", "1".into()),
-            ],
+            (dom, "t", qos),
+            &[("PACE_US", "2000".into()), ("WAIT_SUBS", "1".into())],
         );
         let id = until_appeared(sub, Duration::from_secs(20), "the publisher never appeared");
         // A message from it, so that it runs, then the kill.

@@ -224,12 +224,10 @@ fn history_crosses_processes_under_auto() {
     // The default transport: a publisher in another process that sent 1000 messages and went
     // quiet, and a subscriber that starts afterwards.
     let dom = domain("histproc");
-    let mut child = spawn(
+    let mut child = spawn_on(
         "publisher",
+        (&dom, "t", "auto,history=10,max=256"),
         &[
-            ("DOMAIN", dom.clone()),
-            ("TOPIC", "t".into()),
-            ("QOS", "auto,history=10,max=256".into()),
             ("MAXSIZE", "256".into()),
             ("COUNT", "1000".into()),
             ("LINGER_MS", "30000".into()),

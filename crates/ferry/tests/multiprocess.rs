@@ -76,15 +76,10 @@ fn subscriber_survives_sigkill_of_the_publisher_and_a_restart_resumes_the_topic(
     let qos = parse_qos(&format!("adaptive,reliable,max={max}"));
     let mut sub = node.subscriber("data", &qos).unwrap();
     for round in 0..4u64 {
-        let mut publ = spawn(
+        let mut publ = spawn_on(
             "publisher",
-            &[
-                ("DOMAIN", dom.clone()),
-                ("TOPIC", "data".into()),
-                ("QOS", format!("adaptive,reliable,max={max}")),
-                ("MAXSIZE", max.to_string()),
-                ("WAIT_SUBS", "1".into()),
-            ],
+            (&dom, "data", &format!("adaptive,reliable,max={max}")),
+            &[("MAXSIZE", max.to_string()), ("WAIT_SUBS", "1".into())],
         );
         // Read a while, then kill the publisher at an arbitrary point of its stream.
         let mut got = 0;
@@ -122,15 +117,10 @@ fn a_reliable_publisher_stops_waiting_for_a_subscriber_killed_by_sigkill() {
     let node = Node::with_domain("writer", &dom).unwrap();
     let qos = parse_qos("block,reliable,max=1024,ring=65536,timeout=20000");
     let mut publ = node.publisher("data", &qos).unwrap();
-    let mut sub = spawn(
+    let mut sub = spawn_on(
         "subscriber",
-        &[
-            ("DOMAIN", dom.clone()),
-            ("TOPIC", "data".into()),
-            ("QOS", "block,reliable".into()),
-            ("MAXSIZE", "1024".into()),
-            ("STOP_AFTER", "10".into()),
-        ],
+        (&dom, "data", "block,reliable"),
+        &[("MAXSIZE", "1024".into()), ("STOP_AFTER", "10".into())],
     );
     assert!(wait_until(Duration::from_secs(30), || publ
         .subscriber_count()
@@ -185,12 +175,10 @@ fn a_publisher_lets_go_of_a_hold_whose_subscriber_was_killed() {
     let mut publ = node
         .publisher("data", &parse_qos("spin,latest,max=65536"))
         .unwrap();
-    let mut sub = spawn(
+    let mut sub = spawn_on(
         "subscriber",
+        (&dom, "data", "spin,latest"),
         &[
-            ("DOMAIN", dom.clone()),
-            ("TOPIC", "data".into()),
-            ("QOS", "spin,latest".into()),
             ("MAXSIZE", max.to_string()),
             ("SIZES", "max".into()),
             ("HOLD_LARGE", "1".into()),
@@ -381,23 +369,15 @@ fn a_corrupt_record_is_an_error_for_that_publisher_only() {
 fn segments_are_owner_only_and_clean_removes_what_the_dead_left() {
     use std::os::unix::fs::PermissionsExt;
     let dom = domain("clean");
-    let mut publ = spawn(
+    let mut publ = spawn_on(
         "publisher",
-        &[
-            ("DOMAIN", dom.clone()),
-            ("TOPIC", "data".into()),
-            ("QOS", "block,reliable".into()),
-            ("PACE_US", "1000".into()),
-        ],
+        (&dom, "data", "block,reliable"),
+        &[("PACE_US", "1000".into())],
     );
-    let mut sub = spawn(
+    let mut sub = spawn_on(
         "subscriber",
-        &[
-            ("DOMAIN", dom.clone()),
-            ("TOPIC", "data".into()),
-            ("QOS", "block,reliable".into()),
-            ("MAXSIZE", "1024".into()),
-        ],
+        (&dom, "data", "block,reliable"),
+        &[("MAXSIZE", "1024".into())],
     );
     // Both children are up: the subscriber registered and the publisher's ring exists.
     let segments = || ferry::sys::shm_list(&format!("ferry.{dom}.")).unwrap();
@@ -428,14 +408,7 @@ fn segments_are_owner_only_and_clean_removes_what_the_dead_left() {
 #[test]
 fn a_dead_participants_slot_is_reclaimed_when_the_topic_is_opened_again() {
     let dom = domain("reclaim");
-    let mut sub = spawn(
-        "subscriber",
-        &[
-            ("DOMAIN", dom.clone()),
-            ("TOPIC", "data".into()),
-            ("QOS", "block".into()),
-        ],
-    );
+    let mut sub = spawn_on("subscriber", (&dom, "data", "block"), &[]);
     assert!(wait_until(Duration::from_secs(30), || subscriber_count(
         &dom, "data"
     ) == 1));
@@ -660,12 +633,7 @@ fn a_subscriber_in_another_pid_namespace_is_not_swept_as_dead() {
     // pid 1 is another process, with another start time.
     let mut cmd = child_in_own_pid_namespace(
         "subscriber",
-        &[
-            ("DOMAIN", dom.clone()),
-            ("TOPIC", "data".into()),
-            ("QOS", "block,reliable".into()),
-            ("COUNT", "5".into()),
-        ],
+        &topic_vars((&dom, "data", "block,reliable"), &[("COUNT", "5".into())]),
     );
     /// Kills the child if the test fails before it finishes.
     struct Guard(Option<std::process::Child>);
@@ -731,12 +699,10 @@ fn a_crashed_publisher_of_another_pid_namespace_is_swept_with_its_segment() {
     let dom = domain("pidnsgone");
     let mut cmd = child_in_own_pid_namespace(
         "publisher",
-        &[
-            ("DOMAIN", dom.clone()),
-            ("TOPIC", "data".into()),
-            ("QOS", "block,reliable,max=1024".into()),
-            ("PACE_US", "100000".into()),
-        ],
+        &topic_vars(
+            (&dom, "data", "block,reliable,max=1024"),
+            &[("PACE_US", "100000".into())],
+        ),
     );
     cmd.stdout(std::process::Stdio::null());
     let mut child = cmd.spawn().expect("util-linux unshare");
@@ -846,15 +812,7 @@ fn a_subscriber_there_first_gets_a_new_publishers_first_message() {
     let qos = "block,reliable,max=1024";
     let mut sub = node.subscriber("t", &parse_qos(qos)).unwrap();
     for round in 0..10u64 {
-        let publ = spawn(
-            "publisher",
-            &[
-                ("DOMAIN", dom.clone()),
-                ("TOPIC", "t".into()),
-                ("QOS", qos.into()),
-                ("COUNT", "1".into()),
-            ],
-        );
+        let publ = spawn_on("publisher", (&dom, "t", qos), &[("COUNT", "1".into())]);
         // The subscriber waits, as `ferry echo` does, and attaches the new ring only when it
         // notices the publisher: by then the message may be written and its writer gone.
         let s = sub

@@ -103,16 +103,14 @@ fn two_hosts(transport: &str) {
     .unwrap_or_else(|e| panic!("cannot create network namespaces: {e}"));
     let dom = domain("netns");
     let vars = |extra: &[(&'static str, String)]| {
-        let mut v = vec![
-            ("DOMAIN", dom.clone()),
-            ("TOPIC", "data".to_owned()),
+        let mut v = topic_vars(
             (
-                "QOS",
-                format!("{transport},block,reliable,max=65536,timeout=60000"),
+                &dom,
+                "data",
+                &format!("{transport},block,reliable,max=65536,timeout=60000"),
             ),
-            ("COUNT", "300".to_owned()),
-            ("MAXSIZE", "65536".to_owned()),
-        ];
+            &[("COUNT", "300".to_owned()), ("MAXSIZE", "65536".to_owned())],
+        );
         v.extend(extra.iter().cloned());
         v
     };

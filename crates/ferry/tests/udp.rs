@@ -199,14 +199,10 @@ fn sends_the_kernel_refuses_show_in_the_publishers_stats() {
     // until swept, so the publisher (connected to its one subscriber) keeps sending there and
     // the kernel refuses (ICMP port unreachable). Those refusals must be counted, not hidden.
     let dom = domain("senderr");
-    let mut sub = spawn(
+    let mut sub = spawn_on(
         "subscriber",
-        &[
-            ("DOMAIN", dom.clone()),
-            ("TOPIC", "t".into()),
-            ("QOS", "udp,block,latest".into()),
-            ("COUNT", "1000000".into()),
-        ],
+        (&dom, "t", "udp,block,latest"),
+        &[("COUNT", "1000000".into())],
     );
     assert!(wait_until(Duration::from_secs(30), || subscriber_count(
         &dom, "t"
@@ -407,14 +403,14 @@ fn multicast_data_reaches_every_subscriber_and_repairs_serve_them_all() {
     let port = 20_000 + (std::process::id() % 20_000) as u16;
     let qos = format!("udp,block,reliable,max=20000,timeout=60000,mcast=239.255.77.1:{port}");
     let vars = |extra: &[(&'static str, String)]| {
-        let mut v = vec![
-            ("DOMAIN", dom.clone()),
-            ("TOPIC", "data".to_owned()),
-            ("QOS", qos.clone()),
-            ("COUNT", "500".to_owned()),
-            ("MAXSIZE", "20000".to_owned()),
-            ("IMPAIR", "loss=5%,seed=8".to_owned()),
-        ];
+        let mut v = topic_vars(
+            (&dom, "data", &qos),
+            &[
+                ("COUNT", "500".to_owned()),
+                ("MAXSIZE", "20000".to_owned()),
+                ("IMPAIR", "loss=5%,seed=8".to_owned()),
+            ],
+        );
         v.extend(extra.iter().cloned());
         v
     };
@@ -455,15 +451,15 @@ fn a_forged_announcement_cannot_aim_the_data_stream_at_a_stranger() {
         .unwrap();
     let mut publ = spawn_with_env(
         "publisher",
-        &[
-            ("DOMAIN", dom.clone()),
-            ("TOPIC", "t".into()),
-            ("QOS", "udp,latest".into()),
-            ("COUNT", "1000000".into()),
-            ("MAXSIZE", "1024".into()),
-            ("SIZES", "max".into()),
-            ("PACE_US", "500".into()),
-        ],
+        &topic_vars(
+            (&dom, "t", "udp,latest"),
+            &[
+                ("COUNT", "1000000".into()),
+                ("MAXSIZE", "1024".into()),
+                ("SIZES", "max".into()),
+                ("PACE_US", "500".into()),
+            ],
+        ),
         &[
             // Discovery listens to this host (where the forger also is).
             ("FERRY_PEERS", "127.0.0.1".into()),
@@ -534,26 +530,23 @@ fn ends_on_other_hosts_of_another_type_are_left_out_and_counted() {
     ];
     let mut publ = spawn_with_env(
         "publisher",
-        &[
-            ("DOMAIN", dom.clone()),
-            ("TOPIC", "t".into()),
-            ("QOS", "udp,latest,type=imu".into()),
-            ("COUNT", "1000000".into()),
-            ("MAXSIZE", "1024".into()),
-            ("SIZES", "max".into()),
-            ("PACE_US", "2000".into()),
-        ],
+        &topic_vars(
+            (&dom, "t", "udp,latest,type=imu"),
+            &[
+                ("COUNT", "1000000".into()),
+                ("MAXSIZE", "1024".into()),
+                ("SIZES", "max".into()),
+                ("PACE_US", "2000".into()),
+            ],
+        ),
         &env,
     );
     let mut sub = spawn_with_env(
         "subscriber",
-        &[
-            ("DOMAIN", dom.clone()),
-            ("TOPIC", "u".into()),
-            ("QOS", "udp,latest,type=imu".into()),
-            ("COUNT", "1".into()),
-            ("MAXSIZE", "1024".into()),
-        ],
+        &topic_vars(
+            (&dom, "u", "udp,latest,type=imu"),
+            &[("COUNT", "1".into()), ("MAXSIZE", "1024".into())],
+        ),
         &env,
     );
     let (same, other) = (raw_type("imu").hash(), raw_type("vector3").hash());

@@ -118,6 +118,27 @@ pub fn blocking_qos(transport: Transport, max: usize) -> Qos {
         .max_message_size(max)
 }
 
+/// A child's settings for `topic` of domain `dom` with `qos` (as `parse_qos` reads it), then
+/// `more`.
+pub fn topic_vars(
+    (dom, topic, qos): (&str, &str, &str),
+    more: &[(&'static str, String)],
+) -> Vec<(&'static str, String)> {
+    let mut vars = vec![
+        ("DOMAIN", dom.to_owned()),
+        ("TOPIC", topic.to_owned()),
+        ("QOS", qos.to_owned()),
+    ];
+    vars.extend_from_slice(more);
+    vars
+}
+
+/// Starts this test binary as a child in `role` on a topic, with `more` settings (as
+/// `topic_vars` makes them).
+pub fn spawn_on(role: &str, on: (&str, &str, &str), more: &[(&'static str, String)]) -> Child {
+    spawn(role, &topic_vars(on, more))
+}
+
 /// Starts this test binary as a child in `role` with `KEY=VALUE` settings.
 pub fn spawn(role: &str, vars: &[(&str, String)]) -> Child {
     spawn_with_env(role, vars, &[])
@@ -382,13 +403,10 @@ pub fn exchange_with(
 ) -> (u64, u64, u64) {
     let dom = domain(test);
     let vars = |extra: Vec<(&'static str, String)>| {
-        let mut v = vec![
-            ("DOMAIN", dom.clone()),
-            ("TOPIC", "data".to_owned()),
-            ("QOS", qos.to_owned()),
-            ("COUNT", count.to_string()),
-            ("MAXSIZE", max.to_string()),
-        ];
+        let mut v = topic_vars(
+            (&dom, "data", qos),
+            &[("COUNT", count.to_string()), ("MAXSIZE", max.to_string())],
+        );
         v.extend(more.iter().cloned());
         v.extend(extra);
         v
