@@ -72,6 +72,35 @@ inline void check(ferry_status status) {
                                 ferry_last_error_message());
     }
 }
+
+/// Owns a C handle: move-only, and `Release` ends it (frees an endpoint, gives back what one
+/// lent) when the owner is destroyed or assigned another, unless it is null.
+template <typename T, auto Release>
+class Owned {
+public:
+    explicit Owned(T *handle = nullptr) noexcept : handle_(handle) {}
+    Owned(Owned &&other) noexcept : handle_(other.take()) {}
+    Owned &operator=(Owned &&other) noexcept {
+        if (this != &other) {
+            reset();
+            handle_ = other.take();
+        }
+        return *this;
+    }
+    Owned(const Owned &) = delete;
+    Owned &operator=(const Owned &) = delete;
+    ~Owned() { reset(); }
+
+    T *get() const noexcept { return handle_; }
+    /// Lets go of the handle without ending it.
+    T *take() noexcept { return std::exchange(handle_, nullptr); }
+    void reset() noexcept {
+        if (handle_ != nullptr) (void)Release(take());
+    }
+
+private:
+    T *handle_;
+};
 }  // namespace detail
 
 /// Read-only bytes: a pointer and a length (C++17's stand-in for std::span<const uint8_t>).
@@ -158,108 +187,68 @@ private:
 /// Loan discards it.
 class Loan {
 public:
-    Loan(Loan &&other) noexcept : loan_(std::exchange(other.loan_, nullptr)) {}
-    Loan &operator=(Loan &&other) noexcept {
-        if (this != &other) {
-            discard();
-            loan_ = std::exchange(other.loan_, nullptr);
-        }
-        return *this;
-    }
-    Loan(const Loan &) = delete;
-    Loan &operator=(const Loan &) = delete;
-    ~Loan() { discard(); }
-
     /// The message's bytes (whatever the ring held before: write every byte you send).
-    mutable_bytes_view data() const noexcept { return {ferry_loan_data(loan_), ferry_loan_len(loan_)}; }
-    std::size_t size() const noexcept { return ferry_loan_len(loan_); }
+    mutable_bytes_view data() const noexcept { return {ferry_loan_data(loan_.get()), ferry_loan_len(loan_.get())}; }
+    std::size_t size() const noexcept { return ferry_loan_len(loan_.get()); }
     /// Publishes the message; the Loan is empty afterwards, whether or not it throws.
-    void send() { detail::check(ferry_loan_send(std::exchange(loan_, nullptr))); }
+    void send() { detail::check(ferry_loan_send(loan_.take())); }
     /// Gives the room back unsent (what the destructor does).
-    void discard() noexcept {
-        if (loan_ != nullptr) (void)ferry_loan_discard(std::exchange(loan_, nullptr));
-    }
-    ferry_loan *get() const noexcept { return loan_; }
+    void discard() noexcept { loan_.reset(); }
+    ferry_loan *get() const noexcept { return loan_.get(); }
 
 private:
     friend class Publisher;
     explicit Loan(ferry_loan *loan) noexcept : loan_(loan) {}
-    ferry_loan *loan_;
+    detail::Owned<ferry_loan, ferry_loan_discard> loan_;
 };
 
 class Publisher {
 public:
-    Publisher(Publisher &&other) noexcept : pub_(std::exchange(other.pub_, nullptr)) {}
-    Publisher &operator=(Publisher &&other) noexcept {
-        if (this != &other) {
-            (void)ferry_publisher_free(pub_);
-            pub_ = std::exchange(other.pub_, nullptr);
-        }
-        return *this;
-    }
-    Publisher(const Publisher &) = delete;
-    Publisher &operator=(const Publisher &) = delete;
-    ~Publisher() { (void)ferry_publisher_free(pub_); }
-
     /// Sends a copy of the bytes.
-    void send(bytes_view bytes) { detail::check(ferry_publisher_send(pub_, bytes.data(), bytes.size())); }
-    void send(const void *data, std::size_t len) { detail::check(ferry_publisher_send(pub_, data, len)); }
+    void send(bytes_view bytes) { detail::check(ferry_publisher_send(pub_.get(), bytes.data(), bytes.size())); }
+    void send(const void *data, std::size_t len) { detail::check(ferry_publisher_send(pub_.get(), data, len)); }
     /// Lends room for a len-byte message (zero copy under shared memory).
     Loan loan(std::size_t len) {
         ferry_loan *loan = nullptr;
-        detail::check(ferry_publisher_loan(pub_, len, &loan));
+        detail::check(ferry_publisher_loan(pub_.get(), len, &loan));
         return Loan(loan);
     }
     std::size_t subscriber_count() {
         std::size_t n = 0;
-        detail::check(ferry_publisher_subscriber_count(pub_, &n));
+        detail::check(ferry_publisher_subscriber_count(pub_.get(), &n));
         return n;
     }
     std::size_t max_message_size() const {
         std::size_t n = 0;
-        detail::check(ferry_publisher_max_message_size(pub_, &n));
+        detail::check(ferry_publisher_max_message_size(pub_.get(), &n));
         return n;
     }
-    ferry_publisher *get() const noexcept { return pub_; }
+    ferry_publisher *get() const noexcept { return pub_.get(); }
 
 private:
     friend class Node;
     explicit Publisher(ferry_publisher *pub) noexcept : pub_(pub) {}
-    ferry_publisher *pub_;
+    detail::Owned<ferry_publisher, ferry_publisher_free> pub_;
 };
 
 /// A received message, read in place until it is destroyed or released.
 class Sample {
 public:
-    Sample(Sample &&other) noexcept : sample_(std::exchange(other.sample_, nullptr)) {}
-    Sample &operator=(Sample &&other) noexcept {
-        if (this != &other) {
-            release();
-            sample_ = std::exchange(other.sample_, nullptr);
-        }
-        return *this;
-    }
-    Sample(const Sample &) = delete;
-    Sample &operator=(const Sample &) = delete;
-    ~Sample() { release(); }
-
-    bytes_view data() const noexcept { return {ferry_sample_data(sample_), ferry_sample_len(sample_)}; }
-    std::size_t size() const noexcept { return ferry_sample_len(sample_); }
+    bytes_view data() const noexcept { return {ferry_sample_data(sample_.get()), ferry_sample_len(sample_.get())}; }
+    std::size_t size() const noexcept { return ferry_sample_len(sample_.get()); }
     /// The publisher's sequence number of the message (from 0 per publisher).
-    uint64_t seq() const noexcept { return ferry_sample_seq(sample_); }
+    uint64_t seq() const noexcept { return ferry_sample_seq(sample_.get()); }
     /// Messages missed just before this one (latest delivery, UDP losses).
-    uint64_t skipped() const noexcept { return ferry_sample_skipped(sample_); }
+    uint64_t skipped() const noexcept { return ferry_sample_skipped(sample_.get()); }
     /// Lets the publisher reuse the bytes now (what the destructor does).
-    void release() noexcept {
-        if (sample_ != nullptr) (void)ferry_sample_release(std::exchange(sample_, nullptr));
-    }
-    ferry_sample *get() const noexcept { return sample_; }
+    void release() noexcept { sample_.reset(); }
+    ferry_sample *get() const noexcept { return sample_.get(); }
 
 private:
     friend class Subscriber;
     friend class Kept;
     explicit Sample(ferry_sample *sample) noexcept : sample_(sample) {}
-    ferry_sample *sample_;
+    detail::Owned<ferry_sample, ferry_sample_release> sample_;
 };
 
 /// A message kept past the next receive (Subscriber::keep), readable until it is destroyed
@@ -297,18 +286,6 @@ private:
 
 class Subscriber {
 public:
-    Subscriber(Subscriber &&other) noexcept : sub_(std::exchange(other.sub_, nullptr)) {}
-    Subscriber &operator=(Subscriber &&other) noexcept {
-        if (this != &other) {
-            (void)ferry_subscriber_free(sub_);
-            sub_ = std::exchange(other.sub_, nullptr);
-        }
-        return *this;
-    }
-    Subscriber(const Subscriber &) = delete;
-    Subscriber &operator=(const Subscriber &) = delete;
-    ~Subscriber() { (void)ferry_subscriber_free(sub_); }
-
     /// Waits at most `timeout` for the next message (0: only looks); std::nullopt if none came.
     std::optional<Sample> recv(std::chrono::nanoseconds timeout) {
         return receive(timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count()));
@@ -325,28 +302,28 @@ public:
     /// ferry_qos.max_held messages at once (2 by default), else an Error and the sample stays.
     Kept keep(Sample &sample) {
         ferry_kept *kept = nullptr;
-        detail::check(ferry_subscriber_keep(sub_, &kept));
-        sample.sample_ = nullptr;  // its handle is empty now
-        return Kept(sub_, kept);
+        detail::check(ferry_subscriber_keep(sub_.get(), &kept));
+        (void)sample.sample_.take();  // its handle is empty now
+        return Kept(sub_.get(), kept);
     }
     std::size_t publisher_count() {
         std::size_t n = 0;
-        detail::check(ferry_subscriber_publisher_count(sub_, &n));
+        detail::check(ferry_subscriber_publisher_count(sub_.get(), &n));
         return n;
     }
-    ferry_subscriber *get() const noexcept { return sub_; }
+    ferry_subscriber *get() const noexcept { return sub_.get(); }
 
 private:
     friend class Node;
     explicit Subscriber(ferry_subscriber *sub) noexcept : sub_(sub) {}
     std::optional<Sample> receive(int64_t timeout_ns) {
         ferry_sample *sample = nullptr;
-        ferry_status status = ferry_subscriber_recv(sub_, timeout_ns, &sample);
+        ferry_status status = ferry_subscriber_recv(sub_.get(), timeout_ns, &sample);
         if (status == FERRY_TIMEOUT || status == FERRY_WOULD_BLOCK) return std::nullopt;
         detail::check(status);
         return Sample(sample);
     }
-    ferry_subscriber *sub_;
+    detail::Owned<ferry_subscriber, ferry_subscriber_free> sub_;
 };
 
 /// What became of an answer: sent, or dropped because its client had gone (not a failure).
@@ -363,59 +340,33 @@ inline Responded responded(ferry_status status) {
 /// A request received by a Server, read in place until it is answered, released or destroyed.
 class Request {
 public:
-    Request(Request &&other) noexcept : request_(std::exchange(other.request_, nullptr)) {}
-    Request &operator=(Request &&other) noexcept {
-        if (this != &other) {
-            release();
-            request_ = std::exchange(other.request_, nullptr);
-        }
-        return *this;
-    }
-    Request(const Request &) = delete;
-    Request &operator=(const Request &) = delete;
-    ~Request() { release(); }
-
-    bytes_view data() const noexcept { return {ferry_request_data(request_), ferry_request_len(request_)}; }
-    std::size_t size() const noexcept { return ferry_request_len(request_); }
+    bytes_view data() const noexcept { return {ferry_request_data(request_.get()), ferry_request_len(request_.get())}; }
+    std::size_t size() const noexcept { return ferry_request_len(request_.get()); }
     /// The client that asked (its 64-bit id).
-    uint64_t client() const noexcept { return ferry_request_client(request_); }
+    uint64_t client() const noexcept { return ferry_request_client(request_.get()); }
     /// The request's id within its client (the low 32 bits of the id the client's send gave).
-    uint64_t id() const noexcept { return ferry_request_id(request_); }
+    uint64_t id() const noexcept { return ferry_request_id(request_.get()); }
     /// Answers with a copy of the bytes (the request's own are allowed: an echo). The Request
     /// is empty afterwards, whether or not it throws; after a failure (FERRY_TOO_LARGE,
     /// FERRY_TIMEOUT) Server::respond(client, id, ...) may still answer it.
     Responded respond(bytes_view bytes) { return respond(bytes.data(), bytes.size()); }
     Responded respond(const void *data, std::size_t len) {
-        return detail::responded(ferry_request_respond(std::exchange(request_, nullptr), data, len));
+        return detail::responded(ferry_request_respond(request_.take(), data, len));
     }
     /// Lets the request go unanswered, for an answer given later with Server::respond (keep
     /// client() and id() first); what the destructor does.
-    void release() noexcept {
-        if (request_ != nullptr) (void)ferry_request_release(std::exchange(request_, nullptr));
-    }
-    ferry_request *get() const noexcept { return request_; }
+    void release() noexcept { request_.reset(); }
+    ferry_request *get() const noexcept { return request_.get(); }
 
 private:
     friend class Server;
     explicit Request(ferry_request *request) noexcept : request_(request) {}
-    ferry_request *request_;
+    detail::Owned<ferry_request, ferry_request_release> request_;
 };
 
 /// The server of a service: receives requests and answers them, now or later.
 class Server {
 public:
-    Server(Server &&other) noexcept : server_(std::exchange(other.server_, nullptr)) {}
-    Server &operator=(Server &&other) noexcept {
-        if (this != &other) {
-            (void)ferry_server_free(server_);
-            server_ = std::exchange(other.server_, nullptr);
-        }
-        return *this;
-    }
-    Server(const Server &) = delete;
-    Server &operator=(const Server &) = delete;
-    ~Server() { (void)ferry_server_free(server_); }
-
     /// Waits at most `timeout` for the next request (0: only looks); std::nullopt if none came.
     std::optional<Request> recv(std::chrono::nanoseconds timeout) {
         return receive(timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count()));
@@ -432,52 +383,38 @@ public:
         return respond(client, request, bytes.data(), bytes.size());
     }
     Responded respond(uint64_t client, uint64_t request, const void *data, std::size_t len) {
-        return detail::responded(ferry_server_respond(server_, client, request, data, len));
+        return detail::responded(ferry_server_respond(server_.get(), client, request, data, len));
     }
-    ferry_server *get() const noexcept { return server_; }
+    ferry_server *get() const noexcept { return server_.get(); }
 
 private:
     friend class Node;
     explicit Server(ferry_server *server) noexcept : server_(server) {}
     std::optional<Request> receive(int64_t timeout_ns) {
         ferry_request *request = nullptr;
-        ferry_status status = ferry_server_recv(server_, timeout_ns, &request);
+        ferry_status status = ferry_server_recv(server_.get(), timeout_ns, &request);
         if (status == FERRY_TIMEOUT || status == FERRY_WOULD_BLOCK) return std::nullopt;
         detail::check(status);
         return Request(request);
     }
-    ferry_server *server_;
+    detail::Owned<ferry_server, ferry_server_free> server_;
 };
 
 /// A response received by a Client, read in place until it is destroyed or released.
 class Response {
 public:
-    Response(Response &&other) noexcept : response_(std::exchange(other.response_, nullptr)) {}
-    Response &operator=(Response &&other) noexcept {
-        if (this != &other) {
-            release();
-            response_ = std::exchange(other.response_, nullptr);
-        }
-        return *this;
-    }
-    Response(const Response &) = delete;
-    Response &operator=(const Response &) = delete;
-    ~Response() { release(); }
-
-    bytes_view data() const noexcept { return {ferry_response_data(response_), ferry_response_len(response_)}; }
-    std::size_t size() const noexcept { return ferry_response_len(response_); }
+    bytes_view data() const noexcept { return {ferry_response_data(response_.get()), ferry_response_len(response_.get())}; }
+    std::size_t size() const noexcept { return ferry_response_len(response_.get()); }
     /// The id of the request this answers (as Client::send gave it).
-    uint64_t request_id() const noexcept { return ferry_response_request_id(response_); }
+    uint64_t request_id() const noexcept { return ferry_response_request_id(response_.get()); }
     /// Lets the server reuse the bytes now (what the destructor does).
-    void release() noexcept {
-        if (response_ != nullptr) (void)ferry_response_release(std::exchange(response_, nullptr));
-    }
-    ferry_response *get() const noexcept { return response_; }
+    void release() noexcept { response_.reset(); }
+    ferry_response *get() const noexcept { return response_.get(); }
 
 private:
     friend class Client;
     explicit Response(ferry_response *response) noexcept : response_(response) {}
-    ferry_response *response_;
+    detail::Owned<ferry_response, ferry_response_release> response_;
 };
 
 /// A client of a service: sends requests, any number in flight, and receives their responses.
@@ -485,41 +422,29 @@ private:
 /// FERRY_SERVER_GONE, FERRY_TOO_LARGE, FERRY_TIMEOUT (a call) and FERRY_MANY_SERVERS.
 class Client {
 public:
-    Client(Client &&other) noexcept : client_(std::exchange(other.client_, nullptr)) {}
-    Client &operator=(Client &&other) noexcept {
-        if (this != &other) {
-            (void)ferry_client_free(client_);
-            client_ = std::exchange(other.client_, nullptr);
-        }
-        return *this;
-    }
-    Client(const Client &) = delete;
-    Client &operator=(const Client &) = delete;
-    ~Client() { (void)ferry_client_free(client_); }
-
     /// From now on a send or call that finds no server waits up to `timeout` for one to appear
     /// (0, the default: FERRY_NO_SERVER at once). Does not wait itself.
     void wait_for_server(std::chrono::nanoseconds timeout) {
         detail::check(ferry_client_wait_for_server(
-            client_, timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count())));
+            client_.get(), timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count())));
     }
     /// Whether a server takes this client's requests now (it looks: not per message).
     bool has_server() {
         bool has = false;
-        detail::check(ferry_client_has_server(client_, &has));
+        detail::check(ferry_client_has_server(client_.get(), &has));
         return has;
     }
     /// Requests sent and not yet answered (nor ended by an error).
     std::size_t pending() {
         std::size_t n = 0;
-        detail::check(ferry_client_pending(client_, &n));
+        detail::check(ferry_client_pending(client_.get(), &n));
         return n;
     }
     /// Sends a copy of the bytes as a request; returns its id (its response's request_id()).
     uint64_t send(bytes_view bytes) { return send(bytes.data(), bytes.size()); }
     uint64_t send(const void *data, std::size_t len) {
         uint64_t id = 0;
-        detail::check(ferry_client_send(client_, data, len, &id));
+        detail::check(ferry_client_send(client_.get(), data, len, &id));
         return id;
     }
     /// Waits at most `timeout` for the response to any pending request (0: only looks);
@@ -540,7 +465,7 @@ public:
     }
     Response call(const void *data, std::size_t len, std::chrono::nanoseconds timeout) {
         ferry_response *response = nullptr;
-        detail::check(ferry_client_call(client_, data, len,
+        detail::check(ferry_client_call(client_.get(), data, len,
                                         timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count()),
                                         &response));
         return Response(response);
@@ -549,22 +474,22 @@ public:
     /// FERRY_TIMEOUT (of a call) of recv() or call() was about; std::nullopt if none was.
     std::optional<uint64_t> failed_request() const noexcept {
         uint64_t id = 0;
-        if (ferry_client_failed_request(client_, &id) != FERRY_OK) return std::nullopt;
+        if (ferry_client_failed_request(client_.get(), &id) != FERRY_OK) return std::nullopt;
         return id;
     }
-    ferry_client *get() const noexcept { return client_; }
+    ferry_client *get() const noexcept { return client_.get(); }
 
 private:
     friend class Node;
     explicit Client(ferry_client *client) noexcept : client_(client) {}
     std::optional<Response> receive(int64_t timeout_ns) {
         ferry_response *response = nullptr;
-        ferry_status status = ferry_client_recv(client_, timeout_ns, &response);
+        ferry_status status = ferry_client_recv(client_.get(), timeout_ns, &response);
         if (status == FERRY_TIMEOUT || status == FERRY_WOULD_BLOCK) return std::nullopt;
         detail::check(status);
         return Response(response);
     }
-    ferry_client *client_;
+    detail::Owned<ferry_client, ferry_client_free> client_;
 };
 
 /// One thread waiting on any number of subscribers, servers and clients at once, without
@@ -574,20 +499,7 @@ private:
 /// outlive it (or the next clear()). Use it from one thread at a time.
 class WaitSet {
 public:
-    WaitSet() { detail::check(ferry_waitset_new(&set_)); }
-    WaitSet(WaitSet &&other) noexcept
-        : set_(std::exchange(other.set_, nullptr)), items_(std::move(other.items_)) {}
-    WaitSet &operator=(WaitSet &&other) noexcept {
-        if (this != &other) {
-            (void)ferry_waitset_free(set_);
-            set_ = std::exchange(other.set_, nullptr);
-            items_ = std::move(other.items_);
-        }
-        return *this;
-    }
-    WaitSet(const WaitSet &) = delete;
-    WaitSet &operator=(const WaitSet &) = delete;
-    ~WaitSet() { (void)ferry_waitset_free(set_); }
+    WaitSet() : set_(made()) {}
 
     /// Adds an item; its index (in the order added) is what wait() reports.
     std::size_t add(Subscriber &sub) { return push(FERRY_WAIT_SUBSCRIBER, sub.get()); }
@@ -613,14 +525,19 @@ private:
     std::vector<std::size_t> wait_ns(int64_t timeout_ns) {
         std::vector<std::size_t> ready(items_.size());
         std::size_t n = 0;
-        ferry_status status = ferry_waitset_wait(set_, items_.data(), items_.size(), timeout_ns,
-                                                 ready.data(), ready.size(), &n);
+        ferry_status status = ferry_waitset_wait(set_.get(), items_.data(), items_.size(),
+                                                 timeout_ns, ready.data(), ready.size(), &n);
         if (status == FERRY_TIMEOUT) return {};
         detail::check(status);
         ready.resize(n < ready.size() ? n : ready.size());
         return ready;
     }
-    ferry_waitset *set_ = nullptr;
+    static ferry_waitset *made() {
+        ferry_waitset *set = nullptr;
+        detail::check(ferry_waitset_new(&set));
+        return set;
+    }
+    detail::Owned<ferry_waitset, ferry_waitset_free> set_;
     std::vector<ferry_wait_item> items_;
 };
 
@@ -629,50 +546,43 @@ private:
 class Node {
 public:
     /// In the domain $FERRY_DOMAIN (else "default"), set up as the FERRY_* variables say.
-    explicit Node(const std::string &name) { detail::check(ferry_node_new(name.c_str(), nullptr, &node_)); }
+    explicit Node(const std::string &name) : node_(made(name.c_str(), nullptr)) {}
     /// In `domain`; the other settings from the FERRY_* variables.
-    Node(const std::string &name, const std::string &domain) {
-        detail::check(ferry_node_new(name.c_str(), domain.c_str(), &node_));
-    }
-    Node(Node &&other) noexcept : node_(std::exchange(other.node_, nullptr)) {}
-    Node &operator=(Node &&other) noexcept {
-        if (this != &other) {
-            (void)ferry_node_free(node_);
-            node_ = std::exchange(other.node_, nullptr);
-        }
-        return *this;
-    }
-    Node(const Node &) = delete;
-    Node &operator=(const Node &) = delete;
-    ~Node() { (void)ferry_node_free(node_); }
+    Node(const std::string &name, const std::string &domain)
+        : node_(made(name.c_str(), domain.c_str())) {}
 
     Publisher publisher(const std::string &topic, const Qos &qos = Qos()) const {
         ferry_publisher *pub = nullptr;
-        detail::check(ferry_publisher_new(node_, topic.c_str(), &qos.raw(), &pub));
+        detail::check(ferry_publisher_new(node_.get(), topic.c_str(), &qos.raw(), &pub));
         return Publisher(pub);
     }
     Subscriber subscriber(const std::string &topic, const Qos &qos = Qos()) const {
         ferry_subscriber *sub = nullptr;
-        detail::check(ferry_subscriber_new(node_, topic.c_str(), &qos.raw(), &sub));
+        detail::check(ferry_subscriber_new(node_.get(), topic.c_str(), &qos.raw(), &sub));
         return Subscriber(sub);
     }
     /// The server of `service` (FERRY_SERVICE_TAKEN when it has one on this host). Requests
     /// larger than the QoS's max_message_size are refused (their clients see FERRY_TOO_LARGE).
     Server server(const std::string &service, const Qos &qos = Qos()) const {
         ferry_server *server = nullptr;
-        detail::check(ferry_server_new(node_, service.c_str(), &qos.raw(), &server));
+        detail::check(ferry_server_new(node_.get(), service.c_str(), &qos.raw(), &server));
         return Server(server);
     }
     /// A client of `service`; its requests may be up to the QoS's max_message_size.
     Client client(const std::string &service, const Qos &qos = Qos()) const {
         ferry_client *client = nullptr;
-        detail::check(ferry_client_new(node_, service.c_str(), &qos.raw(), &client));
+        detail::check(ferry_client_new(node_.get(), service.c_str(), &qos.raw(), &client));
         return Client(client);
     }
-    ferry_node *get() const noexcept { return node_; }
+    ferry_node *get() const noexcept { return node_.get(); }
 
 private:
-    ferry_node *node_ = nullptr;
+    static ferry_node *made(const char *name, const char *domain) {
+        ferry_node *node = nullptr;
+        detail::check(ferry_node_new(name, domain, &node));
+        return node;
+    }
+    detail::Owned<ferry_node, ferry_node_free> node_;
 };
 
 }  // namespace ferry
