@@ -974,26 +974,42 @@ impl Reader {
     ) -> Reader {
         let s = &hdr.readers[slot];
         // Acquire pairs with the Release in `expect_reader`: the cursor it stored is visible.
-        if reliable && s.owner.load(Ordering::Acquire) == token << 1 | 1 {
+        let expected = reliable && s.owner.load(Ordering::Acquire) == token << 1 | 1;
+        let (pos, head, next_seq) = if expected {
             let pos = s.cursor.load(Ordering::Relaxed);
             // Release pairs with the Acquire load in `Writer::unread`: mapped, it reads what
             // is written even after the writer has gone.
             s.expected.store(0, Ordering::Release);
             let head = hdr.head.end.load(Ordering::Acquire);
-            return Reader {
-                slot,
-                capacity,
-                max_len,
-                pos,
-                head,
-                at_mark: false,
-                next_seq: None,
-                reliable,
-                hold: 0,
-                kept: Vec::new(),
-                floor: u64::MAX,
-            };
+            (pos, head, None)
+        } else {
+            Self::take_slot(hdr, slot, token, reliable)
+        };
+        Reader {
+            slot,
+            capacity,
+            max_len,
+            pos,
+            head,
+            at_mark: false,
+            next_seq,
+            reliable,
+            hold: 0,
+            kept: Vec::new(),
+            floor: u64::MAX,
         }
+    }
+
+    /// Takes slot `slot` for a reader that no writer kept a place for: lets go of a hold the
+    /// slot's previous reader left and publishes where this reader starts. Returns that
+    /// position, the head it saw and, where known, the sequence number of the first record.
+    fn take_slot(
+        hdr: &RingHeader,
+        slot: usize,
+        token: u64,
+        reliable: bool,
+    ) -> (u64, u64, Option<u64>) {
+        let s = &hdr.readers[slot];
         // A hold naming this slot was left by the slot's previous reader (one that ended without
         // letting go, such as a process that died): it is let go, so it neither keeps the writer
         // stepping over that record nor keeps every reader copying. Relaxed: nobody reads what
@@ -1036,19 +1052,7 @@ impl Reader {
         // only undercounts.) Behind a reservation in progress it is not known: that record may
         // be a message or padding.
         let next_seq = (pos == head).then(|| hdr.head.next_seq.load(Ordering::Relaxed));
-        Reader {
-            slot,
-            capacity,
-            max_len,
-            pos,
-            head,
-            at_mark: false,
-            next_seq,
-            reliable,
-            hold: 0,
-            kept: Vec::new(),
-            floor: u64::MAX,
-        }
+        (pos, head, next_seq)
     }
 
     /// Leaves the slot; the writer stops waiting for this reader (and stepping over what it held).
