@@ -73,6 +73,11 @@ inline void check(ferry_status status) {
     }
 }
 
+/// A timeout as the C API takes it: nanoseconds, a negative one as 0 (only look).
+inline int64_t timeout_ns(std::chrono::nanoseconds timeout) noexcept {
+    return timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count());
+}
+
 /// Owns a C handle: move-only, and `Release` ends it (frees an endpoint, gives back what one
 /// lent) when the owner is destroyed or assigned another, unless it is null.
 template <typename T, auto Release>
@@ -288,7 +293,7 @@ class Subscriber {
 public:
     /// Waits at most `timeout` for the next message (0: only looks); std::nullopt if none came.
     std::optional<Sample> recv(std::chrono::nanoseconds timeout) {
-        return receive(timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count()));
+        return receive(detail::timeout_ns(timeout));
     }
     /// Waits until a message comes (it cannot be interrupted: loop over recv(timeout) to stop
     /// on a condition of your own).
@@ -369,7 +374,7 @@ class Server {
 public:
     /// Waits at most `timeout` for the next request (0: only looks); std::nullopt if none came.
     std::optional<Request> recv(std::chrono::nanoseconds timeout) {
-        return receive(timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count()));
+        return receive(detail::timeout_ns(timeout));
     }
     /// Waits until a request comes (loop over recv(timeout) to stop on a condition of your own).
     Request recv() {
@@ -425,8 +430,7 @@ public:
     /// From now on a send or call that finds no server waits up to `timeout` for one to appear
     /// (0, the default: FERRY_NO_SERVER at once). Does not wait itself.
     void wait_for_server(std::chrono::nanoseconds timeout) {
-        detail::check(ferry_client_wait_for_server(
-            client_.get(), timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count())));
+        detail::check(ferry_client_wait_for_server(client_.get(), detail::timeout_ns(timeout)));
     }
     /// Whether a server takes this client's requests now (it looks: not per message).
     bool has_server() {
@@ -450,7 +454,7 @@ public:
     /// Waits at most `timeout` for the response to any pending request (0: only looks);
     /// std::nullopt if none came.
     std::optional<Response> recv(std::chrono::nanoseconds timeout) {
-        return receive(timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count()));
+        return receive(detail::timeout_ns(timeout));
     }
     /// Waits until a response comes (or a pending request ends with an error).
     Response recv() {
@@ -465,9 +469,8 @@ public:
     }
     Response call(const void *data, std::size_t len, std::chrono::nanoseconds timeout) {
         ferry_response *response = nullptr;
-        detail::check(ferry_client_call(client_.get(), data, len,
-                                        timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count()),
-                                        &response));
+        detail::check(
+            ferry_client_call(client_.get(), data, len, detail::timeout_ns(timeout), &response));
         return Response(response);
     }
     /// The request the last FERRY_SERVER_GONE, FERRY_TOO_LARGE (refused by the server) or
@@ -512,7 +515,7 @@ public:
     /// of those ready, in order, or none when the time ran out. An item that holds a sample,
     /// request or response, or an item added twice, is an error.
     std::vector<std::size_t> wait(std::chrono::nanoseconds timeout) {
-        return wait_ns(timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count()));
+        return wait_ns(detail::timeout_ns(timeout));
     }
     /// Waits until one is ready.
     std::vector<std::size_t> wait() { return wait_ns(-1); }
