@@ -28,6 +28,17 @@ fn pair(node: &Node, topic: &str, t: Transport) -> (ferry::Subscriber, ferry::Pu
     (sub, publ)
 }
 
+type Pair = (ferry::Subscriber, ferry::Publisher);
+
+/// On one node of a fresh domain made from `tag`: a pair over shared memory (topic `s`) and a
+/// pair over UDP (topic `u`).
+fn both_transports(tag: &str) -> (Node, Pair, Pair) {
+    let node = Node::with_domain("n", &domain(tag)).unwrap();
+    let shm = pair(&node, "s", Transport::Shm);
+    let udp = pair(&node, "u", Transport::Udp);
+    (node, shm, udp)
+}
+
 #[test]
 fn a_wait_set_says_which_subscriber_has_a_message() {
     for t in [Transport::Shm, Transport::Udp] {
@@ -67,10 +78,7 @@ fn a_wait_set_says_which_subscriber_has_a_message() {
 
 #[test]
 fn one_wait_set_covers_shared_memory_and_udp_together() {
-    let dom = domain("wsmix");
-    let node = Node::with_domain("n", &dom).unwrap();
-    let (mut s, mut ps) = pair(&node, "s", Transport::Shm);
-    let (mut u, mut pu) = pair(&node, "u", Transport::Udp);
+    let (_node, (mut s, mut ps), (mut u, mut pu)) = both_transports("wsmix");
     let mut set = WaitSet::new();
     for round in 0..20 {
         let over_udp = round % 2 == 0;
@@ -344,10 +352,7 @@ fn wait_armed(armed: &ferry::Armed<'_>, limit: Duration) -> Option<bool> {
 /// waiting already, `arm` says so and gives no descriptor.
 #[test]
 fn an_armed_wait_set_gives_a_descriptor_that_becomes_readable_when_a_message_comes() {
-    let dom = domain("wsfd");
-    let node = Node::with_domain("n", &dom).unwrap();
-    let (mut s, mut ps) = pair(&node, "s", Transport::Shm);
-    let (mut u, mut pu) = pair(&node, "u", Transport::Udp);
+    let (_node, (mut s, mut ps), (mut u, mut pu)) = both_transports("wsfd");
     let mut set = WaitSet::new();
     // Shared memory alone: quiet until the message, then readable (an item's timer may come
     // first now and then: the loop arms again, as an event loop does).
