@@ -352,6 +352,20 @@ pub(crate) mod testing {
         (json, back, section, table, summary)
     }
 
+    /// A change to an experiment's default configuration.
+    pub(crate) type Change<E> = fn(&mut <E as Experiment>::Config);
+
+    /// Asserts that `E::validate` refuses each of `cases`: the default configuration with one
+    /// change, and words the error must contain.
+    pub(crate) fn assert_refused<E: Experiment>(cases: &[(Change<E>, &str)]) {
+        for (change, words) in cases {
+            let mut config = E::Config::default();
+            change(&mut config);
+            let e = E::validate(&config).unwrap_err().to_string();
+            assert!(e.contains(words), "{config:?}: {e}");
+        }
+    }
+
     /// The section's one plot, which must be saved as `file`.
     pub(crate) fn only_plot<'a>(section: &'a Section, file: &str) -> &'a Plot {
         assert_eq!(section.plots.len(), 1);

@@ -739,7 +739,7 @@ pub(crate) fn example() -> Results<Footprint> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::testing::{only_plot, read_back};
+    use crate::experiment::testing::{assert_refused, only_plot, read_back};
 
     #[test]
     fn example_results_read_back_and_draw() {
@@ -800,16 +800,10 @@ mod tests {
     #[test]
     fn configurations_are_checked() {
         assert!(Footprint::validate(&Config::default()).is_ok());
-        let e = Footprint::validate(&Config {
-            seconds: 0.1,
-            ..Config::default()
-        })
-        .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("--seconds must be between 0.3 and 600"),
-            "{e}"
-        );
+        assert_refused::<Footprint>(&[(
+            |c| c.seconds = 0.1,
+            "--seconds must be between 0.3 and 600",
+        )]);
         assert!(SUBJECTS
             .parse("tcp")
             .unwrap_err()

@@ -341,7 +341,7 @@ pub(crate) fn example() -> Results<Idle> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::testing::{only_plot, read_back};
+    use crate::experiment::testing::{assert_refused, only_plot, read_back};
 
     #[test]
     fn example_results_read_back_and_draw() {
@@ -378,12 +378,7 @@ mod tests {
     #[test]
     fn configurations_are_checked() {
         assert!(Idle::validate(&Config::default()).is_ok());
-        let e = Idle::validate(&Config {
-            seconds: 0.0,
-            ..Config::default()
-        })
-        .unwrap_err();
-        assert!(e.to_string().contains("--seconds"), "{e}");
+        assert_refused::<Idle>(&[(|c| c.seconds = 0.0, "--seconds")]);
         assert!(Idle::validate(&Config {
             wait: vec![],
             ..Config::default()

@@ -595,7 +595,7 @@ pub(crate) fn example() -> Results<Limits> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::testing::read_back;
+    use crate::experiment::testing::{assert_refused, read_back};
 
     #[test]
     fn example_results_read_back_and_draw() {
@@ -633,31 +633,11 @@ mod tests {
     #[test]
     fn configurations_are_checked() {
         assert!(Limits::validate(&Config::default()).is_ok());
-        let bad = |c: Config, message: &str| {
-            let e = Limits::validate(&c).unwrap_err().to_string();
-            assert!(e.contains(message), "{e}");
-        };
-        bad(
-            Config {
-                samples: 0,
-                ..Config::default()
-            },
-            "--samples",
-        );
-        bad(
-            Config {
-                memcpy_seconds: 0.0,
-                ..Config::default()
-            },
-            "--memcpy-seconds",
-        );
-        bad(
-            Config {
-                memcpy_max: 1024,
-                ..Config::default()
-            },
-            "--memcpy-max",
-        );
+        assert_refused::<Limits>(&[
+            (|c| c.samples = 0, "--samples"),
+            (|c| c.memcpy_seconds = 0.0, "--memcpy-seconds"),
+            (|c| c.memcpy_max = 1024, "--memcpy-max"),
+        ]);
         let back: Config = serde_json::from_str("{\"samples\": 5}").unwrap();
         assert_eq!((back.samples, back.memcpy_max), (5, 64 << 20));
         assert!(serde_json::from_str::<Config>("{\"sample\": 5}").is_err());

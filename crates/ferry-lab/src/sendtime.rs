@@ -538,7 +538,7 @@ pub(crate) fn example() -> Results<SendTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::testing::{only_plot, read_back};
+    use crate::experiment::testing::{assert_refused, only_plot, read_back};
 
     #[test]
     fn example_results_read_back_and_draw() {
@@ -596,25 +596,10 @@ mod tests {
     #[test]
     fn configurations_and_requests_are_checked() {
         assert!(SendTime::validate(&Config::default()).is_ok());
-        for (config, message) in [
-            (
-                Config {
-                    transports: vec![],
-                    ..Config::default()
-                },
-                "at least one transport",
-            ),
-            (
-                Config {
-                    sizes: vec![0],
-                    ..Config::default()
-                },
-                "--sizes: 1 byte to 64M",
-            ),
-        ] {
-            let e = SendTime::validate(&config).unwrap_err().to_string();
-            assert!(e.contains(message), "{e}");
-        }
+        assert_refused::<SendTime>(&[
+            (|c| c.transports = vec![], "at least one transport"),
+            (|c| c.sizes = vec![0], "--sizes: 1 byte to 64M"),
+        ]);
         assert_eq!("raw-udp4".parse(), Ok(Subject::RawUdp4));
         assert!(SUBJECTS
             .parse("udp6")

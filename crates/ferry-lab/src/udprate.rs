@@ -1044,7 +1044,7 @@ pub(crate) fn example() -> Results<UdpRate> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::testing::read_back;
+    use crate::experiment::testing::{assert_refused, read_back};
 
     /// The example with only the rows `keep` keeps, as JSON.
     fn example_with(keep: impl Fn(&Row) -> bool) -> serde_json::Value {
@@ -1128,52 +1128,23 @@ mod tests {
     #[test]
     fn options_are_checked() {
         assert!(UdpRate::validate(&Config::default()).is_ok());
-        let bad = |c: Config, expected: &str| {
-            let e = UdpRate::validate(&c).unwrap_err().to_string();
-            assert!(e.contains(expected), "{e}");
-        };
-        bad(
-            Config {
-                duration: 0.0,
-                ..Config::default()
-            },
-            "--duration must be between 0.01 and 3600 seconds",
-        );
-        bad(
-            Config {
-                interval: 0.01,
-                ..Config::default()
-            },
-            "--interval",
-        );
-        bad(
-            Config {
-                mss: vec![65_508],
-                ..Config::default()
-            },
-            "--mss 65508",
-        );
-        bad(
-            Config {
-                threads: ThreadCounts::Fixed(vec![0, 3]),
-                ..Config::default()
-            },
-            "--threads: 0 threads is out of range",
-        );
-        bad(
-            Config {
-                threads: ThreadCounts::Fixed(vec![]),
-                ..Config::default()
-            },
-            "--threads: give at least one",
-        );
-        bad(
-            Config {
-                rate: vec![0],
-                ..Config::default()
-            },
-            "must be above 0",
-        );
+        assert_refused::<UdpRate>(&[
+            (
+                |c| c.duration = 0.0,
+                "--duration must be between 0.01 and 3600 seconds",
+            ),
+            (|c| c.interval = 0.01, "--interval"),
+            (|c| c.mss = vec![65_508], "--mss 65508"),
+            (
+                |c| c.threads = ThreadCounts::Fixed(vec![0, 3]),
+                "--threads: 0 threads is out of range",
+            ),
+            (
+                |c| c.threads = ThreadCounts::Fixed(vec![]),
+                "--threads: give at least one",
+            ),
+            (|c| c.rate = vec![0], "must be above 0"),
+        ]);
         assert_eq!(
             parse_threads("1..3"),
             Ok(ThreadCounts::Fixed(vec![1, 2, 3]))

@@ -1,5 +1,5 @@
 use super::*;
-use crate::experiment::testing::{only_plot, read_back};
+use crate::experiment::testing::{assert_refused, only_plot, read_back};
 use crate::experiment::Experiment;
 use crate::netns::parse_link_rate;
 use figures::cases;
@@ -77,81 +77,29 @@ fn example_results_read_back_and_draw() {
 fn configurations_are_checked() {
     assert!(Share::validate(&Config::default()).is_ok());
     let rate = |r: &str| parse_link_rate(r).unwrap();
-    for (bad, option) in [
+    assert_refused::<Share>(&[
+        (|c| c.competitors = Vec::new(), "--competitor"),
         (
-            Config {
-                competitors: Vec::new(),
-                ..Config::default()
-            },
-            "--competitor",
-        ),
-        (
-            Config {
-                competitors: vec![Competitor::Tcp, Competitor::Tcp],
-                ..Config::default()
-            },
+            |c| c.competitors = vec![Competitor::Tcp, Competitor::Tcp],
             "--competitor: tcp is listed twice",
         ),
+        (|c| c.link_rates = Vec::new(), "--link-rate"),
         (
-            Config {
-                link_rates: Vec::new(),
-                ..Config::default()
-            },
-            "--link-rate",
-        ),
-        (
-            Config {
-                link_rates: vec![rate("100mbit"), rate("100M")],
-                ..Config::default()
+            |c| {
+                c.link_rates = vec![
+                    parse_link_rate("100mbit").unwrap(),
+                    parse_link_rate("100M").unwrap(),
+                ]
             },
             "--link-rate: 100mbit is listed twice",
         ),
-        (
-            Config {
-                seconds: 0.5,
-                ..Config::default()
-            },
-            "--seconds",
-        ),
-        (
-            Config {
-                seconds: f64::NAN,
-                ..Config::default()
-            },
-            "--seconds",
-        ),
-        (
-            Config {
-                seconds: 2.5,
-                ..Config::default()
-            },
-            "--seconds 2.5 with --competitor tcp",
-        ),
-        (
-            Config {
-                delay: -1.0,
-                ..Config::default()
-            },
-            "--delay",
-        ),
-        (
-            Config {
-                delay: f64::INFINITY,
-                ..Config::default()
-            },
-            "--delay",
-        ),
-        (
-            Config {
-                rounds: 0,
-                ..Config::default()
-            },
-            "--rounds",
-        ),
-    ] {
-        let e = Share::validate(&bad).unwrap_err().to_string();
-        assert!(e.contains(option), "{bad:?}: {e}");
-    }
+        (|c| c.seconds = 0.5, "--seconds"),
+        (|c| c.seconds = f64::NAN, "--seconds"),
+        (|c| c.seconds = 2.5, "--seconds 2.5 with --competitor tcp"),
+        (|c| c.delay = -1.0, "--delay"),
+        (|c| c.delay = f64::INFINITY, "--delay"),
+        (|c| c.rounds = 0, "--rounds"),
+    ]);
     // Fractions of a second are fine between ferry flows alone.
     assert!(Share::validate(&Config {
         competitors: vec![Competitor::Ferry],
