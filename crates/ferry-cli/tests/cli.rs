@@ -63,6 +63,17 @@ fn spawn(args: &[&str]) -> Running {
     spawn_cmd(ferry(), args, true)
 }
 
+/// `ferry echo TOPIC ARGS` in domain `d`, failing after 30 s without a message.
+fn start_echo(d: &str, topic: &str, args: &[&str]) -> Running {
+    spawn(&[&["echo", topic], args, &["--timeout", "30", "--domain", d]].concat())
+}
+
+/// `ferry pub TOPIC ARGS` in domain `d`, from when `subscribers` are attached (within 30 s).
+fn start_pub(d: &str, topic: &str, subscribers: &str, args: &[&str]) -> Running {
+    let wait = ["--wait-subscribers", subscribers, "--wait-timeout", "30"];
+    spawn(&[&["pub", topic], args, &wait, &["--domain", d]].concat())
+}
+
 /// As `spawn`, in `domain` given the way a user's shell would: in FERRY_DOMAIN.
 fn spawn_in(domain: &str, args: &[&str]) -> Running {
     let mut cmd = ferry();
@@ -139,6 +150,14 @@ impl Running {
                 .take()
                 .map_or_else(String::new, |c| c.text.join().unwrap()),
         }
+    }
+
+    /// Waits at most `LONG` for the child to exit, which must succeed.
+    fn succeed(self) -> Finished {
+        let what = self.what.clone();
+        let out = self.finish(LONG);
+        assert!(out.status.success(), "{what} failed: {}", out.stderr);
+        out
     }
 
     fn pid(&self) -> u32 {
@@ -223,6 +242,40 @@ fn run_ok(args: &[&str]) -> String {
     out.stdout
 }
 
+/// Runs `ferry ARGS`, which must fail saying `expected`.
+fn refused(args: &[&str], expected: &str) -> Finished {
+    let out = run(args, LONG);
+    assert!(
+        !out.status.success(),
+        "ferry {} should fail",
+        args.join(" ")
+    );
+    assert!(
+        out.stderr.contains(expected),
+        "ferry {}: expected {expected:?} in: {}",
+        args.join(" "),
+        out.stderr
+    );
+    out
+}
+
+/// Runs `ferry lab EXPERIMENT ARGS --json FILE` within `limit`, which must succeed; what it
+/// printed, and the results it wrote (the file is removed).
+fn lab_run(experiment: &str, args: &[&str], limit: Duration) -> (Finished, serde_json::Value) {
+    let path = std::env::temp_dir().join(format!("ferry-lab-{}.json", domain(experiment)));
+    let json = ["--json", path.to_str().unwrap()];
+    let out = run(&[&["lab", experiment], args, &json].concat(), limit);
+    assert!(
+        out.status.success(),
+        "lab {experiment} failed: {}",
+        out.stderr
+    );
+    let text = std::fs::read_to_string(&path).expect("results file");
+    let _ = std::fs::remove_file(&path);
+    let results = serde_json::from_str(&text).expect("results parse as JSON");
+    (out, results)
+}
+
 /// Polls `check` until it holds, at most `timeout`.
 fn wait_until(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
@@ -261,53 +314,21 @@ fn help_reads_well() {
 #[test]
 fn pub_and_echo_exchange_messages() {
     let d = domain("pe");
-    let json_echo = spawn(&[
-        "echo",
-        "demo/x",
-        "--count",
-        "5",
-        "--json",
-        "--timeout",
-        "30",
-        "--domain",
+    let json_echo = start_echo(&d, "demo/x", &["--count", "5", "--json"]);
+    let text_echo = start_echo(&d, "demo/x", &["--count", "5"]);
+    let publisher = start_pub(
         &d,
-    ]);
-    let text_echo = spawn(&[
-        "echo",
         "demo/x",
-        "--count",
-        "5",
-        "--timeout",
-        "30",
-        "--domain",
-        &d,
-    ]);
-    let publisher = spawn(&[
-        "pub",
-        "demo/x",
-        "--size",
-        "16",
-        "--rate",
-        "200",
-        "--count",
-        "5",
-        "--wait-subscribers",
         "2",
-        "--wait-timeout",
-        "30",
-        "--domain",
-        &d,
-    ]);
-    let p = publisher.finish(LONG);
-    assert!(p.status.success(), "pub failed: {}", p.stderr);
+        &["--size", "16", "--rate", "200", "--count", "5"],
+    );
+    let p = publisher.succeed();
     assert!(p.stderr.contains("sent 5 messages"), "{}", p.stderr);
 
-    let j = json_echo.finish(LONG);
-    assert!(j.status.success(), "echo --json failed: {}", j.stderr);
+    let j = json_echo.succeed();
     check_five_json_messages(&j.stdout);
 
-    let t = text_echo.finish(LONG);
-    assert!(t.status.success(), "echo failed: {}", t.stderr);
+    let t = text_echo.succeed();
     let text: Vec<&str> = t.stdout.lines().collect();
     assert_eq!(text.len(), 5, "{}", t.stdout);
     assert_eq!(
@@ -325,63 +346,30 @@ const IMU_SCHEMA: &str = concat!(
 #[test]
 fn a_typed_topic_is_echoed_by_field_name_and_a_subscriber_of_another_type_is_refused() {
     let d = domain("typed");
-    let json_echo = spawn(&[
-        "echo",
-        "imu",
-        "--count",
-        "3",
-        "--json",
-        "--timeout",
-        "30",
-        "--domain",
+    let json_echo = start_echo(&d, "imu", &["--count", "3", "--json"]);
+    let text_echo = start_echo(&d, "imu", &["--count", "3"]);
+    let raw_echo = start_echo(&d, "imu", &["--count", "3", "--raw"]);
+    let publisher = start_pub(
         &d,
-    ]);
-    let text_echo = spawn(&[
-        "echo",
         "imu",
-        "--count",
         "3",
-        "--timeout",
-        "30",
-        "--domain",
-        &d,
-    ]);
-    let raw_echo = spawn(&[
-        "echo",
-        "imu",
-        "--count",
-        "3",
-        "--raw",
-        "--timeout",
-        "30",
-        "--domain",
-        &d,
-    ]);
-    let publisher = spawn(&[
-        "pub",
-        "imu",
-        "--type",
-        "sensor_msgs/msg/Imu",
-        "--schema",
-        IMU_SCHEMA,
-        "--yaml",
-        "{header: {stamp: {sec: 12, nanosec: 34}, frame_id: imu_link}, orientation: {w: 1.0}, \
-         angular_velocity: {y: -1.25}, linear_acceleration_covariance: [1, 2, 3, 4, 5, 6, 7, 8, 9]}",
-        "--rate",
-        "100",
-        "--count",
-        "3",
-        "--wait-subscribers",
-        "3",
-        "--wait-timeout",
-        "30",
-        "--keep-alive",
-        "30",
-        "--domain",
-        &d,
-    ]);
-    let j = json_echo.finish(LONG);
-    assert!(j.status.success(), "echo --json failed: {}", j.stderr);
+        &[
+            "--type",
+            "sensor_msgs/msg/Imu",
+            "--schema",
+            IMU_SCHEMA,
+            "--yaml",
+            "{header: {stamp: {sec: 12, nanosec: 34}, frame_id: imu_link}, orientation: {w: 1.0}, \
+             angular_velocity: {y: -1.25}, linear_acceleration_covariance: [1, 2, 3, 4, 5, 6, 7, 8, 9]}",
+            "--rate",
+            "100",
+            "--count",
+            "3",
+            "--keep-alive",
+            "30",
+        ],
+    );
+    let j = json_echo.succeed();
     let lines: Vec<&str> = j.stdout.lines().collect();
     assert_eq!(lines.len(), 3, "{}", j.stdout);
     for (i, line) in lines.iter().enumerate() {
@@ -394,8 +382,7 @@ fn a_typed_topic_is_echoed_by_field_name_and_a_subscriber_of_another_type_is_ref
         assert_eq!(m["angular_velocity"]["y"], -1.25, "{line}");
         assert_eq!(m["linear_acceleration_covariance"][8], 9.0, "{line}");
     }
-    let t = text_echo.finish(LONG);
-    assert!(t.status.success(), "echo failed: {}", t.stderr);
+    let t = text_echo.succeed();
     assert!(
         t.stdout
             .starts_with("seq 0  size 324\nheader:\n  stamp:\n    sec: 12\n"),
@@ -408,8 +395,7 @@ fn a_typed_topic_is_echoed_by_field_name_and_a_subscriber_of_another_type_is_ref
         t.stdout
     );
     assert_eq!(t.stdout.matches("---\n").count(), 3, "{}", t.stdout);
-    let r = raw_echo.finish(LONG);
-    assert!(r.status.success(), "echo --raw failed: {}", r.stderr);
+    let r = raw_echo.succeed();
     assert!(
         r.stdout.starts_with("seq 0  size 324  00010000 0c000000"),
         "{}",
@@ -475,43 +461,28 @@ fn a_protobuf_topic_is_echoed_by_field_name() {
         env!("CARGO_MANIFEST_DIR"),
         "/../ferry-types/tests/data/reading.pb"
     );
-    let echo = spawn(&[
-        "echo",
-        "reading",
-        "--count",
-        "2",
-        "--json",
-        "--timeout",
-        "30",
-        "--domain",
+    let echo = start_echo(&d, "reading", &["--count", "2", "--json"]);
+    let publisher = start_pub(
         &d,
-    ]);
-    let publisher = spawn(&[
-        "pub",
         "reading",
-        "--type",
-        "ferry.test.Reading",
-        "--encoding",
-        "protobuf",
-        "--schema",
-        schema,
-        "--yaml",
-        "{frame_id: imu, stamp_ns: 7, values: [0.5, 1.5], kind: KIND_FAST, inner: {label: a}}",
-        "--count",
-        "2",
-        "--rate",
-        "100",
-        "--wait-subscribers",
         "1",
-        "--wait-timeout",
-        "30",
-        "--domain",
-        &d,
-    ]);
-    let p = publisher.finish(LONG);
-    assert!(p.status.success(), "pub failed: {}", p.stderr);
-    let e = echo.finish(LONG);
-    assert!(e.status.success(), "echo failed: {}", e.stderr);
+        &[
+            "--type",
+            "ferry.test.Reading",
+            "--encoding",
+            "protobuf",
+            "--schema",
+            schema,
+            "--yaml",
+            "{frame_id: imu, stamp_ns: 7, values: [0.5, 1.5], kind: KIND_FAST, inner: {label: a}}",
+            "--count",
+            "2",
+            "--rate",
+            "100",
+        ],
+    );
+    publisher.succeed();
+    let e = echo.succeed();
     for line in e.stdout.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         let m = &v["message"];
@@ -565,11 +536,9 @@ fn one_echo_reads_several_topics_each_line_naming_its_topic() {
         })
         .collect();
     for p in pubs {
-        let out = p.finish(LONG);
-        assert!(out.status.success(), "pub failed: {}", out.stderr);
+        p.succeed();
     }
-    let out = echo.finish(LONG);
-    assert!(out.status.success(), "echo failed: {}", out.stderr);
+    let out = echo.succeed();
     let mut per_topic = std::collections::BTreeMap::<String, Vec<u64>>::new();
     for line in out.stdout.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -665,39 +634,14 @@ fn echo_events_names_the_publisher_that_appears_and_the_one_that_closes() {
     let d = domain("ev");
     // Six messages from two publishers in turn: the first one's close is seen before the
     // second one's messages are all read.
-    let echo = spawn(&[
-        "echo",
-        "ev/x",
-        "--events",
-        "--count",
-        "6",
-        "--timeout",
-        "30",
-        "--domain",
-        &d,
-    ]);
+    let echo = start_echo(&d, "ev/x", &["--events", "--count", "6"]);
     for _ in 0..2 {
-        let publisher = spawn(&[
-            "pub",
-            "ev/x",
-            "--count",
-            "3",
-            "--rate",
-            "100",
-            "--wait-subscribers",
-            "1",
-            "--wait-timeout",
-            "30",
-            "--domain",
-            &d,
-        ]);
-        let p = publisher.finish(LONG);
-        assert!(p.status.success(), "pub failed: {}", p.stderr);
+        let publisher = start_pub(&d, "ev/x", "1", &["--count", "3", "--rate", "100"]);
+        publisher.succeed();
         // Time for the echo to see this publisher leave before the next one comes.
         std::thread::sleep(Duration::from_millis(300));
     }
-    let e = echo.finish(LONG);
-    assert!(e.status.success(), "echo failed: {}", e.stderr);
+    let e = echo.succeed();
     let lines: Vec<&str> = e.stdout.lines().collect();
     let appeared: Vec<&&str> = lines
         .iter()
@@ -779,11 +723,9 @@ fn pub_and_echo_exchange_messages_over_udp() {
             "30",
         ],
     );
-    let p = publisher.finish(LONG);
-    assert!(p.status.success(), "pub failed: {}", p.stderr);
+    let p = publisher.succeed();
     assert!(p.stderr.contains("sent 5 messages"), "{}", p.stderr);
-    let e = echo.finish(LONG);
-    assert!(e.status.success(), "echo failed: {}", e.stderr);
+    let e = echo.succeed();
     check_five_json_messages(&e.stdout);
 }
 
@@ -1101,67 +1043,42 @@ fn bad_arguments_are_refused_clearly() {
         (&["echo", "t", "--timeout", "0"], "invalid duration"),
         (&["echo", "t", "--count", "many"], "invalid value"),
         (&["stats", "nosuch", "--domain", &d], "no topic \"nosuch\""),
-        (
-            &["lab", "latency", "--transport", "udp9"],
-            "unknown transport \"udp9\"",
-        ),
-        (
-            &["lab", "latency", "--transport", "udp9"],
-            "valid transports: ",
-        ),
-        (
-            &["lab", "latency", "--transport", "shm,shm"],
-            "listed twice",
-        ),
-        (&["lab", "latency", "--sizes", "0"], "out of range"),
-        (&["lab", "latency", "--sizes", "1Q"], "invalid size"),
-        (
-            &["lab", "latency", "--samples", "1", "--rounds", "2"],
-            "--samples (1) must be at least --rounds (2)",
-        ),
-        (
-            &["lab", "latency", "--rounds", "0"],
-            "--rounds must be between 1 and 10000",
-        ),
-        (
-            &["lab", "latency", "--samples", "200000000"],
-            "--samples must be at most 100000000",
-        ),
-        (
-            &["lab", "latency", "--json", "/dev/null"],
-            "/dev/null is not a regular file",
-        ),
-        (&["lab", "latency", "--pin", "0"], "invalid pinning"),
-        (
-            &["lab", "latency", "--pin", "9999,0"],
-            "CPU 9999 is not available",
-        ),
         (&["nonsense"], "unrecognized subcommand"),
     ];
-    for (args, expected) in cases {
-        let out = run(args, LONG);
-        assert!(
-            !out.status.success(),
-            "ferry {} should fail",
-            args.join(" ")
-        );
-        assert!(
-            out.stderr.contains(expected),
-            "ferry {}: expected {expected:?} in: {}",
-            args.join(" "),
-            out.stderr
-        );
+    // `ferry lab latency` with these.
+    let lab_cases: &[(&[&str], &str)] = &[
+        (&["--transport", "udp9"], "unknown transport \"udp9\""),
+        (&["--transport", "udp9"], "valid transports: "),
+        (&["--transport", "shm,shm"], "listed twice"),
+        (&["--sizes", "0"], "out of range"),
+        (&["--sizes", "1Q"], "invalid size"),
+        (
+            &["--samples", "1", "--rounds", "2"],
+            "--samples (1) must be at least --rounds (2)",
+        ),
+        (&["--rounds", "0"], "--rounds must be between 1 and 10000"),
+        (
+            &["--samples", "200000000"],
+            "--samples must be at most 100000000",
+        ),
+        (&["--json", "/dev/null"], "/dev/null is not a regular file"),
+        (&["--pin", "0"], "invalid pinning"),
+        (&["--pin", "9999,0"], "CPU 9999 is not available"),
+    ];
+    let lab_cases = lab_cases
+        .iter()
+        .map(|(args, expected)| ([&["lab", "latency"], *args].concat(), *expected));
+    for (args, expected) in cases.iter().map(|(a, e)| (a.to_vec(), *e)).chain(lab_cases) {
+        let out = refused(&args, expected);
         assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
     }
 }
 
 #[test]
 fn lab_latency_writes_contract_json() {
-    let path = std::env::temp_dir().join(format!("ferry-lab-test-{}.json", std::process::id()));
-    let out = run(
+    let (out, json) = lab_run(
+        "latency",
         &[
-            "lab",
-            "latency",
             "--samples",
             "200",
             "--rounds",
@@ -1170,22 +1087,13 @@ fn lab_latency_writes_contract_json() {
             "32,1K",
             "--transport",
             "shm-spin,shm-block,shm,raw-spin,raw-futex",
-            "--json",
-            path.to_str().unwrap(),
         ],
         Duration::from_secs(300),
     );
-    assert!(out.status.success(), "lab failed: {}", out.stderr);
-    let text = std::fs::read_to_string(&path).expect("results file");
-    let _ = std::fs::remove_file(&path);
-    let json: serde_json::Value = serde_json::from_str(&text).expect("results parse as JSON");
-
-    assert_eq!(json["experiment"], "latency");
-    assert!(json["ferry_version"].is_string());
+    check_lab_json(&json, "latency");
     for key in ["cpus", "cpu_model", "kernel"] {
         assert!(!json["machine"][key].is_null(), "machine.{key} missing");
     }
-    assert!(json["config"]["pinning"]["mode"].is_string());
     assert_eq!(json["config"]["rounds"], 2);
 
     let rows = json["rows"].as_array().expect("rows");
@@ -1228,24 +1136,11 @@ fn lab_latency_writes_contract_json() {
 
 #[test]
 fn an_idle_blocking_subscriber_does_not_spin() {
-    let path = std::env::temp_dir().join(format!("ferry-idle-test-{}.json", std::process::id()));
-    let out = run(
-        &[
-            "lab",
-            "idle",
-            "--wait",
-            "block,adaptive",
-            "--seconds",
-            "0.5",
-            "--json",
-            path.to_str().unwrap(),
-        ],
+    let (_, json) = lab_run(
+        "idle",
+        &["--wait", "block,adaptive", "--seconds", "0.5"],
         Duration::from_secs(60),
     );
-    assert!(out.status.success(), "lab idle failed: {}", out.stderr);
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).expect("results file")).expect("JSON");
-    let _ = std::fs::remove_file(&path);
     assert_eq!(json["experiment"], "idle");
     let rows = json["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 2);
@@ -1261,25 +1156,19 @@ fn an_idle_blocking_subscriber_does_not_spin() {
     }
 }
 
-/// Reads a lab results file and checks the results format's top level.
-fn lab_json(path: &std::path::Path, experiment: &str) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).expect("results file");
-    let _ = std::fs::remove_file(path);
-    let json: serde_json::Value = serde_json::from_str(&text).expect("results parse as JSON");
+/// Checks the results format's top level.
+fn check_lab_json(json: &serde_json::Value, experiment: &str) {
     assert_eq!(json["experiment"], experiment);
     assert!(json["ferry_version"].is_string());
     assert!(json["machine"]["cpus"].is_number());
     assert!(json["config"]["pinning"]["mode"].is_string());
-    json
 }
 
 #[test]
 fn lab_latency_over_udp_writes_contract_json() {
-    let path = std::env::temp_dir().join(format!("ferry-lab-udp-{}.json", std::process::id()));
-    let out = run(
+    let (_, json) = lab_run(
+        "latency",
         &[
-            "lab",
-            "latency",
             "--transport",
             "raw-udp4,udp4",
             "--sizes",
@@ -1290,13 +1179,10 @@ fn lab_latency_over_udp_writes_contract_json() {
             "1",
             "--warmup",
             "20",
-            "--json",
-            path.to_str().unwrap(),
         ],
         Duration::from_secs(120),
     );
-    assert!(out.status.success(), "lab failed: {}", out.stderr);
-    let json = lab_json(&path, "latency");
+    check_lab_json(&json, "latency");
     let rows = json["rows"].as_array().expect("rows");
     let row = |t: &str, s: u64| {
         rows.iter()
@@ -1326,11 +1212,9 @@ fn lab_latency_over_udp_writes_contract_json() {
 
 #[test]
 fn lab_throughput_writes_contract_json() {
-    let path = std::env::temp_dir().join(format!("ferry-lab-tp-{}.json", std::process::id()));
-    let out = run(
+    let (out, json) = lab_run(
+        "throughput",
         &[
-            "lab",
-            "throughput",
             "--transport",
             "udp4,shm,raw-udp4",
             "--sizes",
@@ -1339,13 +1223,10 @@ fn lab_throughput_writes_contract_json() {
             "0.3",
             "--rounds",
             "1",
-            "--json",
-            path.to_str().unwrap(),
         ],
         Duration::from_secs(120),
     );
-    assert!(out.status.success(), "lab failed: {}", out.stderr);
-    let json = lab_json(&path, "throughput");
+    check_lab_json(&json, "throughput");
     assert_eq!(json["config"]["delivery"], "reliable");
     let rows = json["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 3);
@@ -1392,39 +1273,16 @@ fn lab_throughput_writes_contract_json() {
 #[test]
 fn lab_throughput_refuses_bad_arguments() {
     let cases: &[(&[&str], &str)] = &[
-        (
-            &["lab", "throughput", "--transport", "tcp4"],
-            "valid transports",
-        ),
-        (
-            &["lab", "throughput", "--transport", "tcp"],
-            "--hosts 2 only",
-        ),
-        (
-            &["lab", "throughput", "--period", "100ms"],
-            "needs --hosts 2",
-        ),
-        (&["lab", "throughput", "--sizes", "4"], "out of range"),
-        (&["lab", "throughput", "--loss", "100"], "invalid loss"),
-        (
-            &["lab", "throughput", "--delivery", "maybe"],
-            "invalid value",
-        ),
-        (&["lab", "throughput", "--rounds", "0"], "at least 1"),
+        (&["--transport", "tcp4"], "valid transports"),
+        (&["--transport", "tcp"], "--hosts 2 only"),
+        (&["--period", "100ms"], "needs --hosts 2"),
+        (&["--sizes", "4"], "out of range"),
+        (&["--loss", "100"], "invalid loss"),
+        (&["--delivery", "maybe"], "invalid value"),
+        (&["--rounds", "0"], "at least 1"),
     ];
     for (args, expected) in cases {
-        let out = run(args, LONG);
-        assert!(
-            !out.status.success(),
-            "ferry {} should fail",
-            args.join(" ")
-        );
-        assert!(
-            out.stderr.contains(expected),
-            "ferry {}: expected {expected:?} in: {}",
-            args.join(" "),
-            out.stderr
-        );
+        refused(&[&["lab", "throughput"], *args].concat(), expected);
     }
 }
 
@@ -1545,37 +1403,14 @@ fn a_call_whose_server_is_killed_exits_non_zero_saying_so() {
 fn pub_over_udp_fails_when_a_subscriber_would_refuse_its_messages_and_succeeds_when_it_takes_them()
 {
     let d = domain("limit");
-    let echo = spawn(&[
-        "echo",
-        "big",
-        "--transport",
-        "udp",
-        "--count",
-        "2",
-        "--timeout",
-        "30",
-        "--domain",
-        &d,
-    ]);
-    let out = run(
-        &[
-            "pub",
-            "big",
-            "--transport",
-            "udp",
-            "--size",
-            "2M",
-            "--count",
-            "2",
-            "--wait-subscribers",
-            "1",
-            "--wait-timeout",
-            "30",
-            "--domain",
-            &d,
-        ],
-        LONG,
-    );
+    // Two messages of 2 MiB over UDP to an echo given `echo_args`, once it listens.
+    let exchange = |echo_args: &[&str]| {
+        let udp = ["--transport", "udp", "--count", "2"];
+        let echo = start_echo(&d, "big", &[&udp, echo_args].concat());
+        let publisher = start_pub(&d, "big", "1", &[&udp[..], &["--size", "2M"]].concat());
+        (echo, publisher.finish(LONG))
+    };
+    let (echo, out) = exchange(&[]);
     assert!(
         !out.status.success(),
         "a refused message was reported sent: {}",
@@ -1589,39 +1424,7 @@ fn pub_over_udp_fails_when_a_subscriber_would_refuse_its_messages_and_succeeds_w
     );
     drop(echo);
     // With the limit raised, both arrive, and pub says so only after they did.
-    let echo = spawn(&[
-        "echo",
-        "big",
-        "--transport",
-        "udp",
-        "--count",
-        "2",
-        "--timeout",
-        "30",
-        "--max-size",
-        "4M",
-        "--domain",
-        &d,
-    ]);
-    let out = run(
-        &[
-            "pub",
-            "big",
-            "--transport",
-            "udp",
-            "--size",
-            "2M",
-            "--count",
-            "2",
-            "--wait-subscribers",
-            "1",
-            "--wait-timeout",
-            "30",
-            "--domain",
-            &d,
-        ],
-        LONG,
-    );
+    let (echo, out) = exchange(&["--max-size", "4M"]);
     assert!(out.status.success(), "{}", out.stderr);
     let e = echo.finish(LONG);
     assert!(e.status.success(), "{}", e.stderr);
@@ -1639,16 +1442,7 @@ fn rmem_capped() -> bool {
 #[test]
 fn echo_warns_about_the_udp_receive_buffer_only_when_udp_traffic_could_suffer() {
     let d = domain("rmem");
-    let echo = spawn(&[
-        "echo",
-        "t",
-        "--count",
-        "1",
-        "--timeout",
-        "30",
-        "--domain",
-        &d,
-    ]);
+    let echo = start_echo(&d, "t", &["--count", "1"]);
     let out = run(
         &[
             "pub",
