@@ -4,18 +4,15 @@
 //! an agent refuses connections from addresses it was not told and labs that cannot prove its
 //! domain key. No timing is asserted; every process is bounded and killed if it overruns.
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-use serde_json::Value;
+use std::process::Command;
+use std::time::Duration;
 
 mod common;
-use common::{tmp_path as tmp, Agent};
+use common::{read_json, tmp_path as tmp, Agent, Ended};
 
 /// Runs `prefix ferry lab latency ARGS`, killed after `limit`.
-fn lab_latency(prefix: &[&str], args: &[&str], env: &[(&str, &Path)], limit: Duration) -> Output {
+fn lab_latency(prefix: &[&str], args: &[&str], env: &[(&str, &Path)], limit: Duration) -> Ended {
     lab(prefix, "latency", args, env, limit)
 }
 
@@ -26,7 +23,7 @@ fn lab(
     args: &[&str],
     env: &[(&str, &Path)],
     limit: Duration,
-) -> Output {
+) -> Ended {
     let ferry = env!("CARGO_BIN_EXE_ferry");
     let mut cmd = match prefix.split_first() {
         Some((first, rest)) => {
@@ -36,38 +33,22 @@ fn lab(
         }
         None => Command::new(ferry),
     };
-    cmd.args(["lab", experiment])
-        .args(args)
-        .env_remove("FERRY_KEY_FILE")
-        .env("CI", "true")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.env_remove("FERRY_KEY_FILE").env("CI", "true");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().expect("start ferry lab latency");
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("ferry lab {experiment} {args:?} ran past {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    let _ = child.stdout.take().map(|mut s| s.read_to_end(&mut stdout));
-    let _ = child.stderr.take().map(|mut s| s.read_to_end(&mut stderr));
-    Output {
-        status,
-        stdout,
-        stderr,
-    }
+    common::run_lab(cmd, &[&[experiment], args].concat(), limit)
+}
+
+/// Checks that a run through `agent` succeeded (saying what the agent logged if not).
+fn check_success(out: &Ended, agent: &Agent) {
+    assert!(out.success(), "{}\nagent: {}", out.stderr, agent.log());
+}
+
+/// Checks that a run failed saying `says`.
+fn check_refused(out: &Ended, says: &str) {
+    assert!(!out.success());
+    assert!(out.stderr.contains(says), "{}", out.stderr);
 }
 
 const SMALL: [&str; 8] = [
@@ -84,9 +65,7 @@ const SMALL: [&str; 8] = [
 /// Checks a successful remote run's results: every transport and size measured, the peer
 /// recorded as remote.
 fn check_remote_results(json: &Path, transports: &[&str], agent: &str) {
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(json).expect("results written"))
-        .expect("results JSON");
-    let _ = std::fs::remove_file(json);
+    let v = read_json(json);
     assert_eq!(v["request"]["remote"], agent);
     let processes = v["config"]["processes"].as_str().unwrap_or_default();
     assert!(processes.contains(agent), "{processes}");
@@ -107,8 +86,7 @@ fn latency_runs_its_peer_through_an_agent_on_loopback() {
     args.extend(SMALL);
     args.extend(["--json", json.to_str().unwrap()]);
     let out = lab_latency(&[], &args, &[], Duration::from_secs(120));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}\nagent: {}", agent.log());
+    check_success(&out, &agent);
     check_remote_results(&json, &["udp4", "raw-udp4"], &agent.address);
     assert!(
         agent.log().contains("latency peer for 127.0.0.1"),
@@ -117,12 +95,30 @@ fn latency_runs_its_peer_through_an_agent_on_loopback() {
     );
 }
 
-/// Checks a remote throughput run: every transport delivered, the peer recorded as remote.
-fn check_remote_throughput(json: &Path, transports: &[&str], agent: &str) {
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(json).expect("results written"))
-        .expect("results JSON");
-    let _ = std::fs::remove_file(json);
-    assert_eq!(v["request"]["remote"], agent);
+/// Runs a short `prefix ferry lab throughput` (1 KiB messages, 0.3 s, one round) of
+/// `transports`, its subscriber through `agent` at `remote`, and checks its results: every
+/// transport delivered, the peer recorded as remote.
+fn remote_throughput(prefix: &[&str], remote: &str, transports: &[&str], agent: &Agent) {
+    let json = tmp("throughput.json");
+    let list = transports.join(",");
+    let args = [
+        "--remote",
+        remote,
+        "--transport",
+        &list,
+        "--sizes",
+        "1K",
+        "--duration",
+        "0.3",
+        "--rounds",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let out = lab(prefix, "throughput", &args, &[], Duration::from_secs(180));
+    check_success(&out, agent);
+    let v = read_json(&json);
+    assert_eq!(v["request"]["remote"], remote);
     let rows = v["rows"].as_array().expect("rows");
     for t in transports {
         let row = rows
@@ -139,25 +135,7 @@ fn check_remote_throughput(json: &Path, transports: &[&str], agent: &str) {
 #[test]
 fn throughput_and_udp_rate_run_their_receivers_through_an_agent_on_loopback() {
     let agent = Agent::here(&["--listen", "127.0.0.1:0"]);
-    let json = tmp("throughput.json");
-    let args = [
-        "--remote",
-        &agent.address,
-        "--transport",
-        "udp4,raw-udp4",
-        "--sizes",
-        "1K",
-        "--duration",
-        "0.3",
-        "--rounds",
-        "1",
-        "--json",
-        json.to_str().unwrap(),
-    ];
-    let out = lab(&[], "throughput", &args, &[], Duration::from_secs(120));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}\nagent: {}", agent.log());
-    check_remote_throughput(&json, &["udp4", "raw-udp4"], &agent.address);
+    remote_throughput(&[], &agent.address, &["udp4", "raw-udp4"], &agent);
 
     let json = tmp("udp-rate.json");
     let args = [
@@ -175,10 +153,8 @@ fn throughput_and_udp_rate_run_their_receivers_through_an_agent_on_loopback() {
         json.to_str().unwrap(),
     ];
     let out = lab(&[], "udp-rate", &args, &[], Duration::from_secs(120));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}\nagent: {}", agent.log());
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&json);
+    check_success(&out, &agent);
+    let v = read_json(&json);
     let row = &v["rows"][0];
     assert!(
         row["achieved_bps"].as_f64().is_some_and(|b| b > 0.0),
@@ -197,9 +173,7 @@ fn an_agent_refuses_addresses_it_was_not_told() {
     let mut args = vec!["--remote", &agent.address, "--transport", "raw-udp4"];
     args.extend(SMALL);
     let out = lab_latency(&[], &args, &[], Duration::from_secs(60));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(stderr.contains("lab agent"), "{stderr}");
+    check_refused(&out, "lab agent");
     assert!(
         agent.log().contains("not an allowed address"),
         "{}",
@@ -223,9 +197,7 @@ fn an_agent_with_a_key_serves_only_a_lab_that_proves_it() {
     args.extend(SMALL);
 
     let none = lab_latency(&[], &args, &[], Duration::from_secs(60));
-    let stderr = String::from_utf8_lossy(&none.stderr);
-    assert!(!none.status.success());
-    assert!(stderr.contains("asks for the domain key"), "{stderr}");
+    check_refused(&none, "asks for the domain key");
 
     let wrong = lab_latency(
         &[],
@@ -233,9 +205,7 @@ fn an_agent_with_a_key_serves_only_a_lab_that_proves_it() {
         &[("FERRY_KEY_FILE", &other)],
         Duration::from_secs(60),
     );
-    let stderr = String::from_utf8_lossy(&wrong.stderr);
-    assert!(!wrong.status.success());
-    assert!(stderr.contains("not proven"), "{stderr}");
+    check_refused(&wrong, "not proven");
 
     let json = tmp("keyed.json");
     args.extend(["--json", json.to_str().unwrap()]);
@@ -245,8 +215,7 @@ fn an_agent_with_a_key_serves_only_a_lab_that_proves_it() {
         &[("FERRY_KEY_FILE", &key)],
         Duration::from_secs(120),
     );
-    let stderr = String::from_utf8_lossy(&right.stderr);
-    assert!(right.status.success(), "{stderr}\nagent: {}", agent.log());
+    check_success(&right, &agent);
     check_remote_results(&json, &["raw-udp4"], &agent.address);
     let log = agent.log();
     assert!(
@@ -309,35 +278,25 @@ fn a_bad_remote_is_refused_with_a_reason() {
     let mut args = vec!["--remote", "127.0.0.1:1", "--transport", "raw-udp4"];
     args.extend(SMALL);
     let out = lab_latency(&[], &args, &[], Duration::from_secs(60));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(stderr.contains("cannot reach the lab agent"), "{stderr}");
+    check_refused(&out, "cannot reach the lab agent");
     let out = lab_latency(
         &[],
         &["--remote", "127.0.0.1", "--transport", "shm"],
         &[],
         Duration::from_secs(60),
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(stderr.contains("cannot reach another machine"), "{stderr}");
+    check_refused(&out, "cannot reach another machine");
 }
 
 #[test]
 #[ignore = "needs root"]
 fn latency_and_throughput_across_two_namespaces_through_the_agent() {
-    let missing = ferry_lab::netns::missing(false);
-    assert!(
-        missing.is_empty(),
-        "two namespaces need {missing:?}; CI runs this test as root with iproute2"
-    );
-    let pair = ferry_lab::netns::Pair::create(&ferry_lab::netns::Spec {
+    let pair = common::two_namespaces(&ferry_lab::netns::Spec {
         prefix: "ferry-agent-test-",
         device: "fat",
         net: 205,
         rate: None,
-    })
-    .expect("two network namespaces");
+    });
     let (here, there) = (pair.addr[0].to_string(), pair.addr[1].to_string());
     let listen = format!("{there}:7447");
     let agent = Agent::start(
@@ -353,8 +312,7 @@ fn latency_and_throughput_across_two_namespaces_through_the_agent() {
     args.extend(SMALL);
     args.extend(["--json", json.to_str().unwrap()]);
     let out = lab_latency(&in_a, &args, &[], Duration::from_secs(180));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}\nagent: {}", agent.log());
+    check_success(&out, &agent);
     check_remote_results(&json, &transports, &there);
     assert!(
         agent.log().contains(&format!("latency peer for {here}")),
@@ -362,23 +320,5 @@ fn latency_and_throughput_across_two_namespaces_through_the_agent() {
         agent.log()
     );
 
-    let json = tmp("netns-throughput.json");
-    let args = [
-        "--remote",
-        there.as_str(),
-        "--transport",
-        "udp4,udp4-key,raw-udp4",
-        "--sizes",
-        "1K",
-        "--duration",
-        "0.3",
-        "--rounds",
-        "1",
-        "--json",
-        json.to_str().unwrap(),
-    ];
-    let out = lab(&in_a, "throughput", &args, &[], Duration::from_secs(180));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}\nagent: {}", agent.log());
-    check_remote_throughput(&json, &["udp4", "udp4-key", "raw-udp4"], &there);
+    remote_throughput(&in_a, &there, &transports, &agent);
 }

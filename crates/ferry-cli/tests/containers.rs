@@ -4,17 +4,17 @@
 //! first, and `auto` uses UDP between them. Needs root (`unshare --mount`); CI runs it by name.
 //! Every wait is bounded.
 
-use std::process::{Command, Output};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
 mod common;
+use common::Bounded;
 
 const LONG: Duration = Duration::from_secs(60);
 
 /// Runs `cmd` in the background, as a user of this host would (no domain or key from the
-/// environment, discovery over loopback); its output comes back on the channel.
-fn start(mut cmd: Command) -> mpsc::Receiver<std::io::Result<Output>> {
+/// environment, discovery over loopback).
+fn start(mut cmd: Command) -> Bounded {
     cmd.env_remove("FERRY_DOMAIN")
         .env_remove("FERRY_KEY_FILE")
         .env("FERRY_PEERS", "127.0.0.1");
@@ -45,18 +45,6 @@ fn on_host(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
     cmd.args(args);
     cmd
-}
-
-fn finish(rx: mpsc::Receiver<std::io::Result<Output>>, what: &str) -> (bool, String, String) {
-    let out = rx
-        .recv_timeout(LONG + Duration::from_secs(5))
-        .unwrap_or_else(|_| panic!("{what} did not end"))
-        .expect("output");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn exchange(private_side_echoes: bool) {
@@ -96,15 +84,16 @@ fn exchange(private_side_echoes: bool) {
     };
     let echo = start(echo);
     std::thread::sleep(Duration::from_millis(300));
-    let (ok, _, err) = finish(start(publisher), "pub");
-    assert!(ok, "pub: {err}");
-    let (ok, out, err) = finish(echo, "echo");
-    assert!(ok, "echo: {err}");
-    let seqs: Vec<&str> = out
+    let p = start(publisher).ended("pub");
+    assert!(p.success(), "pub: {}", p.stderr);
+    let e = echo.ended("echo");
+    assert!(e.success(), "echo: {}", e.stderr);
+    let seqs: Vec<&str> = e
+        .stdout
         .lines()
         .filter_map(|l| l.split_whitespace().nth(1))
         .collect();
-    assert_eq!(seqs, ["0", "1", "2", "3", "4"], "{out}");
+    assert_eq!(seqs, ["0", "1", "2", "3", "4"], "{}", e.stdout);
 }
 
 #[test]
@@ -126,46 +115,20 @@ fn a_private_dev_shm_on_the_host_network_finds_the_host_over_udp() {
 #[test]
 #[ignore = "needs root"]
 fn two_network_namespaces_sharing_dev_shm_deliver_from_the_first_message() {
-    use ferry_lab::netns::{self, Pair, Spec};
-    let missing = netns::missing(false);
-    assert!(
-        missing.is_empty(),
-        "two namespaces need {missing:?}; CI runs this test as root"
+    let hosts = common::Hosts::new(
+        &ferry_lab::netns::Spec {
+            prefix: "ferry-ctr-test-",
+            device: "fct",
+            net: 209,
+            rate: None,
+        },
+        "ctrns",
     );
-    let pair = Pair::create(&Spec {
-        prefix: "ferry-ctr-test-",
-        device: "fct",
-        net: 209,
-        rate: None,
-    })
-    .expect("two network namespaces joined by a link");
-    let domain = format!("ctrns{}", std::process::id());
-    let run = |side: usize, peer: std::net::Ipv4Addr, args: &[&str]| {
-        let mut cmd = pair.command(side, env!("CARGO_BIN_EXE_ferry"));
-        cmd.args(args)
-            .args(["--domain", &domain])
-            .env("FERRY_PEERS", peer.to_string())
-            .env_remove("FERRY_DOMAIN")
-            .env_remove("FERRY_KEY_FILE");
-        common::start_bounded(cmd, LONG)
-    };
-    let echo = run(
-        1,
-        pair.addr[0],
-        &[
-            "echo",
-            "ctr",
-            "--transport",
-            "udp",
-            "--count",
-            "1024",
-            "--timeout",
-            "20",
-        ],
-    );
+    let run = |side: usize, args: &[&str]| common::start_bounded(hosts.ferry(side, args), LONG);
+    let echo = run(1, &["echo", "ctr", "--count", "1024", "--timeout", "20"]);
     // The subscriber is in the shared directory before the publisher starts.
     let listed = || {
-        ferry::admin::topic(&domain, "ctr")
+        ferry::admin::topic(&hosts.domain, "ctr")
             .ok()
             .flatten()
             .is_some_and(|t| t.subscribers.iter().any(|s| s.alive))
@@ -175,24 +138,11 @@ fn two_network_namespaces_sharing_dev_shm_deliver_from_the_first_message() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(listed(), "echo's subscriber is in the shared directory");
-    let publisher = run(
-        0,
-        pair.addr[1],
-        &[
-            "pub",
-            "ctr",
-            "--transport",
-            "udp",
-            "--rate",
-            "0",
-            "--count",
-            "1024",
-        ],
-    );
-    let (ok, _, p_err) = finish(publisher, "pub");
-    assert!(ok, "pub: {p_err}");
-    let (ok, out, e_err) = finish(echo, "echo");
-    assert!(ok, "echo: {e_err}\n{out}");
-    assert_eq!(out.lines().count(), 1024, "{e_err}");
-    drop(pair);
+    let publisher = run(0, &["pub", "ctr", "--rate", "0", "--count", "1024"]);
+    let p = publisher.ended("pub");
+    assert!(p.success(), "pub: {}", p.stderr);
+    let e = echo.ended("echo");
+    assert!(e.success(), "echo: {}\n{}", e.stderr, e.stdout);
+    assert_eq!(e.stdout.lines().count(), 1024, "{}", e.stderr);
+    drop(hosts);
 }

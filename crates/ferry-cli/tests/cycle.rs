@@ -3,52 +3,39 @@
 //! Every wait is bounded; a child that overruns is killed.
 
 use std::path::Path;
-use std::process::Output;
 use std::time::Duration;
 
 mod common;
-use common::{read_json, tmp_path};
+use common::{read_json, tmp_path, Ended};
 
-fn check_success(out: &Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what} failed ({})\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Runs `ferry lab cycle ARGS --json PATH`, killed after `limit`.
-fn lab_cycle(args: &[&str], json: &Path, limit: Duration) -> Output {
+/// Runs a tiny `ferry lab cycle` (shared memory, 30 cycles of 5 ms, at most 4096 elements)
+/// under CPU budget `cpu` with `placement`, its results to `json`; killed after 120 s.
+fn tiny_cycle(cpu: &str, placement: &str, json: &Path) -> Ended {
     let json = json.to_str().expect("a UTF-8 path");
-    let mut all = args.to_vec();
-    all.extend(["--json", json]);
-    common::lab("cycle", &all, limit)
+    let args = [
+        "--transport",
+        "shm",
+        "--cycle-ms",
+        "5",
+        "--cpu",
+        cpu,
+        "--cycles",
+        "30",
+        "--max-multiplicity",
+        "4096",
+        "--placement",
+        placement,
+        "--json",
+        json,
+    ];
+    common::lab("cycle", &args, Duration::from_secs(120))
 }
 
 #[test]
 fn tiny_run_writes_contract_json() {
     let json = tmp_path("tiny");
-    let out = lab_cycle(
-        &[
-            "--transport",
-            "shm",
-            "--cycle-ms",
-            "5",
-            "--cpu",
-            "none",
-            "--cycles",
-            "30",
-            "--max-multiplicity",
-            "4096",
-            "--placement",
-            "one-cpu,scheduler",
-        ],
-        &json,
-        Duration::from_secs(120),
-    );
-    check_success(&out, "lab cycle");
+    let out = tiny_cycle("none", "one-cpu,scheduler", &json);
+    out.check_success("lab cycle");
     let v = read_json(&json);
     assert_eq!(v["experiment"], "cycle");
     assert!(v["ferry_version"].is_string());
@@ -111,34 +98,12 @@ fn cpu_quota_run_removes_its_cgroup() {
         "needs root and a cgroup CPU controller (root {root}, v1 {v1}, v2 {v2}); CI has both"
     );
     let json = tmp_path("quota");
-    let out = lab_cycle(
-        &[
-            "--transport",
-            "shm",
-            "--cycle-ms",
-            "5",
-            "--cpu",
-            "0.5",
-            "--cycles",
-            "30",
-            "--max-multiplicity",
-            "4096",
-            "--placement",
-            "scheduler",
-        ],
-        &json,
-        Duration::from_secs(120),
-    );
-    if !out.status.success()
-        && String::from_utf8_lossy(&out.stderr).contains("cannot create the cgroup")
-    {
-        eprintln!(
-            "skipped: the cgroup cannot be created here: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    let out = tiny_cycle("0.5", "scheduler", &json);
+    if !out.success() && out.stderr.contains("cannot create the cgroup") {
+        eprintln!("skipped: the cgroup cannot be created here: {}", out.stderr);
         return;
     }
-    check_success(&out, "lab cycle --cpu 0.5");
+    out.check_success("lab cycle --cpu 0.5");
     let v = read_json(&json);
     assert_eq!(v["config"]["cgroup"]["used"], true);
     assert_eq!(v["config"]["cgroup"]["period_us"], 100_000);

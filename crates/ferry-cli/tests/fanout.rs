@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 mod common;
-use common::{lab, read_json, tmp_path};
+use common::{lab, lab_refuses, read_json, tmp_path};
 
 #[test]
 fn a_tiny_run_writes_rows_whose_counts_add_up() {
@@ -25,16 +25,11 @@ fn a_tiny_run_writes_rows_whose_counts_add_up() {
         ],
         Duration::from_secs(120),
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    out.check_success("ferry lab fanout");
     assert!(
-        out.status.success(),
-        "ferry lab fanout failed ({})\nstdout: {stdout}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout.contains("the other subscribers get"),
-        "no headline: {stdout}"
+        out.stdout.contains("the other subscribers get"),
+        "no headline: {}",
+        out.stdout
     );
     let v = read_json(&json);
     assert_eq!(v["experiment"], "fanout");
@@ -87,9 +82,6 @@ fn bad_options_are_refused_naming_the_option() {
         (&["--rounds", "0"][..], "--rounds must be between"),
         (&["--size", "8Q"][..], "invalid size"),
     ] {
-        let out = lab("fanout", args, Duration::from_secs(30));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?} should be refused");
-        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        lab_refuses("fanout", args, says);
     }
 }

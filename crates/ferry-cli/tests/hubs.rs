@@ -7,94 +7,24 @@
 //! elsewhere they skip with a printed reason. No timing is asserted; every run is bounded and
 //! killed if it overruns.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ferry_lab::netns::{self, find_tool};
+use ferry_lab::netns;
 use serde_json::Value;
 
 mod common;
-use common::Agent;
+use common::{read_json, tmp_path as tmp, Agent, Ended};
 
-fn tmp(name: &str, ext: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    // Relaxed: only uniqueness matters.
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!(
-        "ferry-hubs-test-{}-{name}-{n}.{ext}",
-        std::process::id()
-    ))
-}
-
-struct Outcome {
-    success: bool,
-    stdout: String,
-    stderr: String,
-    seconds: f64,
-}
-
-/// Runs `ferry lab hubs ARGS` (output to files, so no pipe can fill), killed after `limit`.
-fn lab_hubs(args: &[&str], limit: Duration) -> Outcome {
+/// Runs `ferry lab hubs ARGS`, killed after `limit`.
+fn lab_hubs(args: &[&str], limit: Duration) -> Ended {
     lab_hubs_with(Command::new(env!("CARGO_BIN_EXE_ferry")), args, limit)
 }
 
 /// As `lab_hubs`, with `ferry` run by `command` (in a network namespace, say).
-fn lab_hubs_with(mut command: Command, args: &[&str], limit: Duration) -> Outcome {
-    let out_path = tmp("out", "txt");
-    let err_path = tmp("err", "txt");
-    let started = Instant::now();
-    let mut child = command
-        .env_remove("FERRY_DOMAIN")
-        .args(["lab", "hubs"])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_path).expect("stdout file"))
-        .stderr(std::fs::File::create(&err_path).expect("stderr file"))
-        .spawn()
-        .expect("start ferry");
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break Some(s);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let read = |p: &Path| {
-        let text = std::fs::read_to_string(p).unwrap_or_default();
-        let _ = std::fs::remove_file(p);
-        text
-    };
-    let (stdout, stderr) = (read(&out_path), read(&err_path));
-    let Some(status) = status else {
-        panic!("ferry lab hubs {args:?} ran past {limit:?}\nstdout: {stdout}\nstderr: {stderr}");
-    };
-    Outcome {
-        success: status.success(),
-        stdout,
-        stderr,
-        seconds: started.elapsed().as_secs_f64(),
-    }
-}
-
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).expect("results JSON written");
-    let _ = std::fs::remove_file(path);
-    serde_json::from_str(&text).expect("valid JSON")
-}
-
-fn check_success(out: &Outcome, what: &str) {
-    assert!(
-        out.success,
-        "{what} failed\nstdout: {}\nstderr: {}",
-        out.stdout, out.stderr
-    );
+fn lab_hubs_with(command: Command, args: &[&str], limit: Duration) -> Ended {
+    common::run_lab(command, &[&["hubs"], args].concat(), limit)
 }
 
 /// The results format's frame and this experiment's config.
@@ -179,7 +109,7 @@ fn paths(row: &Value) -> Vec<String> {
 
 #[test]
 fn one_host_roundtrip_and_flood_lose_nothing() {
-    let json = tmp("one-host", "json");
+    let json = tmp("one-host.json");
     let out = lab_hubs(
         &[
             "--mode",
@@ -197,7 +127,7 @@ fn one_host_roundtrip_and_flood_lose_nothing() {
         ],
         Duration::from_secs(240),
     );
-    check_success(&out, "lab hubs");
+    out.check_success("lab hubs");
     assert!(out.stdout.contains("Roundtrip") && out.stdout.contains("Flood"));
     let v = read_json(&json);
     check_contract(&v, 4);
@@ -232,7 +162,7 @@ fn one_host_roundtrip_and_flood_lose_nothing() {
 #[test]
 fn a_short_ring_carries_large_messages() {
     // Two processes, messages that ferry's UDP cuts into many datagrams.
-    let json = tmp("large", "json");
+    let json = tmp("large.json");
     let out = lab_hubs(
         &[
             "--mode",
@@ -256,7 +186,7 @@ fn a_short_ring_carries_large_messages() {
         ],
         Duration::from_secs(240),
     );
-    check_success(&out, "lab hubs --hubs 2 --size 70000");
+    out.check_success("lab hubs --hubs 2 --size 70000");
     let v = read_json(&json);
     check_contract(&v, 2);
     assert_eq!(v["config"]["wait"], "adaptive");
@@ -271,6 +201,7 @@ fn a_short_ring_carries_large_messages() {
 #[test]
 fn a_dead_hub_is_reported_not_waited_for() {
     for mode in ["roundtrip", "flood"] {
+        let started = Instant::now();
         let out = lab_hubs(
             &[
                 "--mode",
@@ -286,17 +217,17 @@ fn a_dead_hub_is_reported_not_waited_for() {
             ],
             Duration::from_secs(120),
         );
-        assert!(!out.success, "{mode}: a dead hub must fail the run");
+        assert!(!out.success(), "{mode}: a dead hub must fail the run");
         assert!(
             out.stderr.contains("hub 1") && out.stderr.contains("exited during the run"),
             "{mode}: {}",
             out.stderr
         );
         // Far below any timeout of the lab (30 s and more): it was noticed, not timed out.
+        let seconds = started.elapsed().as_secs_f64();
         assert!(
-            out.seconds < 25.0,
-            "{mode}: took {:.1} s\n{}",
-            out.seconds,
+            seconds < 25.0,
+            "{mode}: took {seconds:.1} s\n{}",
             out.stderr
         );
     }
@@ -333,7 +264,7 @@ fn bad_arguments_are_refused() {
         ),
     ] {
         let out = lab_hubs(args, Duration::from_secs(30));
-        assert!(!out.success, "{args:?} should fail");
+        assert!(!out.success(), "{args:?} should fail");
         assert!(
             out.stderr.contains(expect),
             "{args:?}: expected {expect:?} in {}",
@@ -346,8 +277,38 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// The processes' hosts and the edges' paths of a measured two-host row of 3 hubs.
-fn check_two_host_row(row: &Value) {
+/// Runs a ring of 3 hubs on two hosts (`ferry lab hubs --hosts 2 --hubs 3`, both modes,
+/// `messages` messages, one round) with `args` more, `ferry` run by `command`; its results.
+fn two_host_ring(command: Command, args: &[&str], messages: &str, what: &str) -> Value {
+    let json = tmp("two-hosts.json");
+    let mut all = vec![
+        "--hosts",
+        "2",
+        "--hubs",
+        "3",
+        "--mode",
+        "roundtrip,flood",
+        "--messages",
+        messages,
+        "--warmup",
+        "5",
+        "--rounds",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    all.extend(args);
+    let out = lab_hubs_with(command, &all, Duration::from_secs(300));
+    out.check_success(what);
+    let v = read_json(&json);
+    check_contract(&v, 3);
+    v
+}
+
+/// A measured two-host row of 3 hubs (see `check_row`): the processes' hosts and the edges'
+/// links and paths.
+fn check_two_host_row(row: &Value, messages: u64) {
+    check_row(row, messages, 3);
     let hosts: Vec<&str> = row["processes"]
         .as_array()
         .unwrap()
@@ -362,6 +323,13 @@ fn check_two_host_row(row: &Value) {
         .map(|e| e["link"].as_str().unwrap())
         .collect();
     assert_eq!(links, ["across hosts", "across hosts", "same host"]);
+    let want = if row["transport"] == "udp4" {
+        ["udp", "udp", "udp"]
+    } else {
+        // auto: UDP across the hosts, shared memory within one.
+        ["udp", "udp", "shm"]
+    };
+    assert_eq!(paths(row), want, "{row}");
 }
 
 #[test]
@@ -369,33 +337,12 @@ fn the_odd_hubs_run_through_a_lab_agent() {
     // The agent on loopback stands for another machine: the odd hubs are its processes.
     let agent = Agent::here(&["--listen", "127.0.0.1:0"]);
     let listen = agent.address.clone();
-    let json = tmp("agent-loopback", "json");
-    let out = lab_hubs(
-        &[
-            "--hosts",
-            "2",
-            "--remote",
-            &listen,
-            "--hubs",
-            "3",
-            "--mode",
-            "roundtrip,flood",
-            "--transport",
-            "shm,udp",
-            "--messages",
-            "20",
-            "--warmup",
-            "5",
-            "--rounds",
-            "1",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        Duration::from_secs(240),
+    let v = two_host_ring(
+        Command::new(env!("CARGO_BIN_EXE_ferry")),
+        &["--remote", &listen, "--transport", "shm,udp"],
+        "20",
+        "lab hubs --hosts 2 --remote",
     );
-    check_success(&out, "lab hubs --hosts 2 --remote");
-    let v = read_json(&json);
-    check_contract(&v, 3);
     assert_eq!(v["config"]["remote"]["agent"], listen.as_str());
     assert!(v["config"]["two_hosts"].is_null());
     let rows = v["rows"].as_array().unwrap();
@@ -404,9 +351,7 @@ fn the_odd_hubs_run_through_a_lab_agent() {
     let measured: Vec<&Value> = rows.iter().filter(|r| r["transport"] == "udp4").collect();
     assert_eq!(measured.len(), 2);
     for row in measured {
-        check_row(row, 20, 3);
-        check_two_host_row(row);
-        assert_eq!(paths(row), ["udp", "udp", "udp"], "{row}");
+        check_two_host_row(row, 20);
     }
     let said = agent.log();
     assert!(said.contains("hubs peer for"), "{said}");
@@ -415,42 +360,14 @@ fn the_odd_hubs_run_through_a_lab_agent() {
 #[test]
 #[ignore = "needs root"]
 fn two_hosts_over_namespaces_with_a_link_rate() {
-    let (root, ip, tc) = (is_root(), find_tool("ip"), find_tool("tc"));
-    assert!(
-        root,
-        "network namespaces need root; CI runs this test as root"
-    );
-    let (Some(ip), Some(_)) = (ip, tc) else {
-        panic!("--hosts 2 --link-rate needs the ip and tc commands (iproute2; CI installs it)");
-    };
-    let json = tmp("two-hosts", "json");
+    let ip = common::root_ip_and_tc("--hosts 2 --link-rate");
     // Three processes: master and hub 2 on A, hub 1 on B — two edges cross, one stays.
-    let out = lab_hubs(
-        &[
-            "--hosts",
-            "2",
-            "--hubs",
-            "3",
-            "--link-rate",
-            "100mbit",
-            "--mode",
-            "roundtrip,flood",
-            "--transport",
-            "shm,udp,auto",
-            "--messages",
-            "30",
-            "--warmup",
-            "5",
-            "--rounds",
-            "1",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        Duration::from_secs(300),
+    let v = two_host_ring(
+        Command::new(env!("CARGO_BIN_EXE_ferry")),
+        &["--link-rate", "100mbit", "--transport", "shm,udp,auto"],
+        "30",
+        "lab hubs --hosts 2",
     );
-    check_success(&out, "lab hubs --hosts 2");
-    let v = read_json(&json);
-    check_contract(&v, 3);
     let two = &v["config"]["two_hosts"];
     assert_eq!(two["link_rate"], "100mbit");
     assert_eq!(two["tbf"]["commands"].as_array().unwrap().len(), 2);
@@ -468,79 +385,35 @@ fn two_hosts_over_namespaces_with_a_link_rate() {
     let measured: Vec<&Value> = rows.iter().filter(|r| r["transport"] != "shm").collect();
     assert_eq!(measured.len(), 4);
     for row in measured {
-        check_row(row, 30, 3);
         assert_eq!(row["hosts"], 2);
         assert_eq!(row["link_rate"], "100mbit");
-        check_two_host_row(row);
-        let want = if row["transport"] == "udp4" {
-            ["udp", "udp", "udp"]
-        } else {
-            // auto: UDP across the namespaces, shared memory within one.
-            ["udp", "udp", "shm"]
-        };
-        assert_eq!(paths(row), want, "{row}");
+        check_two_host_row(row, 30);
     }
-    // The namespaces are gone.
-    let list = netns::list(&ip).expect("ip netns list");
-    for side in ["A", "B"] {
-        let ns = two["namespaces"][side].as_str().unwrap();
-        assert!(
-            !list.iter().any(|n| n == ns),
-            "{ns} is still there: {list:?}"
-        );
-    }
+    common::check_namespaces_gone(&ip, &two["namespaces"]);
 }
 
 #[test]
 #[ignore = "needs root"]
 fn two_hosts_through_a_lab_agent_across_namespaces() {
-    let missing = netns::missing(false);
-    assert!(
-        missing.is_empty(),
-        "two namespaces need {missing:?}; CI runs this test as root with iproute2"
-    );
     // The lab in namespace A, the agent in namespace B: two hosts as far as ferry can tell.
-    let pair = netns::Pair::create(&netns::Spec {
+    let pair = common::two_namespaces(&netns::Spec {
         prefix: "ferry-hubs-test-",
         device: "fht",
         net: 204,
         rate: None,
-    })
-    .expect("two network namespaces");
+    });
     let (a, b) = (pair.addr[0].to_string(), pair.addr[1].to_string());
     let listen = format!("{b}:7447");
     let agent = Agent::start(
         pair.command(1, env!("CARGO_BIN_EXE_ferry")),
         &["--listen", &listen, "--allow", &a],
     );
-    let json = tmp("agent-netns", "json");
-    let out = lab_hubs_with(
+    let v = two_host_ring(
         pair.command(0, env!("CARGO_BIN_EXE_ferry")),
-        &[
-            "--hosts",
-            "2",
-            "--remote",
-            &b,
-            "--hubs",
-            "3",
-            "--mode",
-            "roundtrip,flood",
-            "--transport",
-            "udp,auto",
-            "--messages",
-            "30",
-            "--warmup",
-            "5",
-            "--rounds",
-            "1",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        Duration::from_secs(300),
+        &["--remote", &b, "--transport", "udp,auto"],
+        "30",
+        "lab hubs --hosts 2 --remote (across namespaces)",
     );
-    check_success(&out, "lab hubs --hosts 2 --remote (across namespaces)");
-    let v = read_json(&json);
-    check_contract(&v, 3);
     let remote = &v["config"]["remote"];
     assert_eq!(remote["agent"], b.as_str());
     assert_eq!(remote["addresses"]["A"], a.as_str());
@@ -548,26 +421,12 @@ fn two_hosts_through_a_lab_agent_across_namespaces() {
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 4);
     for row in rows {
-        check_row(row, 30, 3);
-        check_two_host_row(row);
-        let want = if row["transport"] == "udp4" {
-            ["udp", "udp", "udp"]
-        } else {
-            // auto: UDP across the machines, shared memory within one.
-            ["udp", "udp", "shm"]
-        };
-        assert_eq!(paths(row), want, "{row}");
+        check_two_host_row(row, 30);
     }
     let said = agent.log();
     assert!(said.contains("hubs peer for"), "{said}");
     drop(agent);
-    let ns = pair.ns.clone();
-    let ip = find_tool("ip").expect("ip");
-    drop(pair);
-    let list = netns::list(&ip).expect("ip netns list");
-    for n in ns {
-        assert!(!list.contains(&n), "{n} is still there: {list:?}");
-    }
+    common::remove_namespaces(pair);
 }
 
 #[test]
@@ -580,7 +439,7 @@ fn a_cpu_quota_covers_every_hub() {
         "needs root and a cgroup CPU controller (root {}, v1 {v1}, v2 {v2}); CI has both",
         is_root()
     );
-    let json = tmp("quota", "json");
+    let json = tmp("quota.json");
     let out = lab_hubs(
         &[
             "--cpu",
@@ -600,11 +459,11 @@ fn a_cpu_quota_covers_every_hub() {
         ],
         Duration::from_secs(240),
     );
-    if !out.success && out.stderr.contains("cannot create the cgroup") {
+    if !out.success() && out.stderr.contains("cannot create the cgroup") {
         eprintln!("skipped: the cgroup cannot be created here: {}", out.stderr);
         return;
     }
-    check_success(&out, "lab hubs --cpu 0.5");
+    out.check_success("lab hubs --cpu 0.5");
     let v = read_json(&json);
     check_contract(&v, 4);
     assert_eq!(v["config"]["cgroup"]["used"], true);

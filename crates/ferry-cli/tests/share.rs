@@ -3,26 +3,16 @@
 //! refused naming the option before anything is made. The figures are checked for presence, never
 //! for speed or fairness; every run is bounded and killed if it overruns.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 mod common;
-use common::lab;
-
-use ferry_lab::netns::{self, find_tool};
+use common::{check_namespaces_gone, lab, lab_refuses, read_json, root_ip_and_tc, tmp_path};
 
 #[test]
 #[ignore = "needs root"]
 fn two_ferry_flows_both_get_through_a_rate_limited_link() {
-    assert!(
-        rustix::process::geteuid().is_root(),
-        "network namespaces need root; CI runs this test as root"
-    );
-    let (Some(ip), Some(_)) = (find_tool("ip"), find_tool("tc")) else {
-        panic!("ferry lab share needs ip and tc (iproute2); CI installs them");
-    };
-    let json: PathBuf =
-        std::env::temp_dir().join(format!("ferry-share-test-{}.json", std::process::id()));
+    let ip = root_ip_and_tc("ferry lab share");
+    let json = tmp_path("share.json");
     let out = lab(
         "share",
         &[
@@ -39,20 +29,13 @@ fn two_ferry_flows_both_get_through_a_rate_limited_link() {
         ],
         Duration::from_secs(90),
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    out.check_success("ferry lab share");
     assert!(
-        out.status.success(),
-        "ferry lab share failed ({})\nstdout: {stdout}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+        out.stdout.contains("100mbit, two ferry flows:"),
+        "no verdict: {}",
+        out.stdout
     );
-    assert!(
-        stdout.contains("100mbit, two ferry flows:"),
-        "no verdict: {stdout}"
-    );
-    let text = std::fs::read_to_string(&json).expect("results JSON written");
-    let _ = std::fs::remove_file(&json);
-    let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let v = read_json(&json);
     assert_eq!(v["experiment"], "share");
     let links = v["config"]["links"].as_array().expect("links");
     assert_eq!(links.len(), 1);
@@ -80,14 +63,7 @@ fn two_ferry_flows_both_get_through_a_rate_limited_link() {
         let (sent, received) = (p["sent"].as_u64(), received.as_u64());
         assert!(received <= sent && sent > Some(0), "{row}");
     }
-    let left = netns::list(&ip).expect("ip netns list");
-    for side in ["A", "B"] {
-        let ns = links[0]["namespaces"][side].as_str().expect("a namespace");
-        assert!(
-            !left.iter().any(|l| l == ns),
-            "namespace {ns} was left behind"
-        );
-    }
+    check_namespaces_gone(&ip, &links[0]["namespaces"]);
 }
 
 #[test]
@@ -107,9 +83,6 @@ fn bad_options_are_refused_naming_the_option() {
         (&["--competitor", "udp"][..], "unknown competitor \"udp\""),
         (&["--link-rate", "fast"][..], "invalid link rate \"fast\""),
     ] {
-        let out = lab("share", args, Duration::from_secs(30));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?} should be refused");
-        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        lab_refuses("share", args, says);
     }
 }

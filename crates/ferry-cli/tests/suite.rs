@@ -4,8 +4,10 @@
 //! SVG. No timing is asserted; the run is bounded and killed if it overruns.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+mod common;
 
 fn out_dir(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("ferry-suite-{}-{tag}", std::process::id()));
@@ -13,38 +15,11 @@ fn out_dir(tag: &str) -> PathBuf {
     dir
 }
 
-/// Runs `ferry lab <args>` for at most `limit`; returns whether it succeeded and its stderr.
-fn run_lab(args: &[&str], limit: Duration) -> (bool, String) {
-    let stderr_path = std::env::temp_dir().join(format!("ferry-suite-{}.err", std::process::id()));
-    let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .arg("lab")
-        .args(args)
-        .env_remove("FERRY_DOMAIN")
-        .env("CI", "true")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .expect("start ferry lab");
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break Some(s);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&stderr_path);
-    match status {
-        Some(s) => (s.success(), err),
-        None => panic!("ferry lab {args:?} did not finish within {limit:?}\n{err}"),
-    }
+/// Runs `ferry lab <args>` for at most `limit`.
+fn run_lab(args: &[&str], limit: Duration) -> common::Ended {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    cmd.env("CI", "true");
+    common::run_lab(cmd, args, limit)
 }
 
 fn files_with(dir: &Path, ext: &str) -> Vec<String> {
@@ -60,11 +35,11 @@ fn files_with(dir: &Path, ext: &str) -> Vec<String> {
 #[test]
 fn smoke_suite_writes_a_complete_report() {
     let dir = out_dir("smoke");
-    let (ok, err) = run_lab(
+    let out = run_lab(
         &["--smoke", "--out", dir.to_str().expect("utf-8 path")],
         Duration::from_secs(300),
     );
-    assert!(ok, "ferry lab --smoke failed:\n{err}");
+    assert!(out.success(), "ferry lab --smoke failed:\n{}", out.stderr);
 
     let text = std::fs::read_to_string(dir.join("results.json")).expect("results.json");
     let document: serde_json::Value = serde_json::from_str(&text).expect("results.json parses");
@@ -239,10 +214,13 @@ fn a_report_from_nothing_readable_is_refused() {
 #[test]
 fn suite_and_subcommand_do_not_mix() {
     let dir = out_dir("mix");
-    let (ok, _) = run_lab(
+    let out = run_lab(
         &["--smoke", "--out", dir.to_str().unwrap(), "limits"],
         Duration::from_secs(60),
     );
-    assert!(!ok, "suite flags with a subcommand should be refused");
+    assert!(
+        !out.success(),
+        "suite flags with a subcommand should be refused"
+    );
     assert!(!dir.join("results.json").exists());
 }

@@ -4,62 +4,28 @@
 //! are checked for presence and plausibility, never for speed.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use ferry_lab::netns::{self, find_tool};
+use ferry_lab::netns::find_tool;
 use serde_json::Value;
+
+mod common;
+use common::{check_namespaces_gone, read_json, root_ip_and_tc, tmp_path};
 
 /// Runs `ferry lab throughput ARGS --json FILE` (bounded: killed after 90 s) and returns the
 /// results it wrote.
 fn run_lab(args: &[&str]) -> Value {
-    let json: PathBuf = std::env::temp_dir().join(format!(
-        "ferry-throughput-link-test-{}-{}.json",
-        std::process::id(),
-        args.join("").len()
-    ));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .env_remove("FERRY_DOMAIN")
-        .args(["lab", "throughput"])
-        .args(args)
-        .arg("--json")
-        .arg(&json)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ferry");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let said = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break Some(s);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let said = said.join().unwrap_or_default();
-    let status = status.unwrap_or_else(|| panic!("the run overran 90 s: {said}"));
-    assert!(status.success(), "ferry lab throughput failed: {said}");
-    let text = std::fs::read_to_string(&json).expect("results JSON written");
-    let _ = std::fs::remove_file(&json);
-    serde_json::from_str(&text).expect("valid JSON")
+    let json = tmp_path("throughput-link.json");
+    let mut all = args.to_vec();
+    all.extend(["--json", json.to_str().expect("a UTF-8 path")]);
+    let out = common::lab("throughput", &all, Duration::from_secs(90));
+    out.check_success("ferry lab throughput");
+    read_json(&json)
 }
 
 /// Root, ip and tc, and iperf3 when `iperf3`; the path of ip.
 fn needs_root_and_tools(iperf3: bool) -> PathBuf {
-    assert!(
-        rustix::process::geteuid().is_root(),
-        "network namespaces need root; CI runs this test as root"
-    );
-    let (Some(ip), Some(_)) = (find_tool("ip"), find_tool("tc")) else {
-        panic!("--hosts 2 --link-rate needs ip and tc (iproute2); CI installs them");
-    };
+    let ip = root_ip_and_tc("--hosts 2 --link-rate");
     assert!(
         !iperf3 || find_tool("iperf3").is_some(),
         "iperf3 over TCP is the baseline; CI installs it"
@@ -96,16 +62,6 @@ fn udp4_and_tcp_across_a_rate_limited_link() {
             .len(),
         2
     );
-    let namespaces = [
-        link["links"][0]["namespaces"]["A"]
-            .as_str()
-            .unwrap()
-            .to_owned(),
-        link["links"][0]["namespaces"]["B"]
-            .as_str()
-            .unwrap()
-            .to_owned(),
-    ];
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2, "{rows:?}");
     for transport in ["udp4", "iperf3-tcp"] {
@@ -133,13 +89,7 @@ fn udp4_and_tcp_across_a_rate_limited_link() {
     let udp = rows.iter().find(|r| r["transport"] == "udp4").unwrap();
     assert!(udp["ratios"]["iperf3-tcp"].as_f64().unwrap() > 0.0, "{udp}");
 
-    let left = netns::list(&ip).expect("ip netns list");
-    for ns in &namespaces {
-        assert!(
-            !left.contains(ns),
-            "namespace {ns} was left behind: {left:?}"
-        );
-    }
+    check_namespaces_gone(&ip, &link["links"][0]["namespaces"]);
 }
 
 #[test]

@@ -3,9 +3,11 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+use ferry_lab::netns::{self, Pair, Spec};
 
 /// A fresh path in the temporary directory, unique to this process and call.
 pub fn tmp_path(name: &str) -> PathBuf {
@@ -83,18 +85,15 @@ impl Drop for Agent {
     }
 }
 
-/// Starts `cmd` with its output piped; the output comes back on the returned channel when it
-/// ends, and it is killed after `limit` whatever happens (nothing outlives a test's bound).
-pub fn start_bounded(
-    mut cmd: Command,
-    limit: Duration,
-) -> std::sync::mpsc::Receiver<std::io::Result<std::process::Output>> {
+/// Starts `cmd` with its output piped; it is killed after `limit` whatever happens (nothing
+/// outlives a test's bound), and its output comes back through [`Bounded::ended`].
+pub fn start_bounded(mut cmd: Command, limit: Duration) -> Bounded {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let child = cmd.spawn().expect("spawn");
     let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, output) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
@@ -106,35 +105,189 @@ pub fn start_bounded(
             libc::kill(pid as i32, libc::SIGKILL);
         }
     });
-    rx
+    Bounded { output, limit }
 }
 
-/// Runs `ferry lab EXPERIMENT ARGS`, killed (and the test failed, with what it printed) after
-/// `limit`.
-pub fn lab(experiment: &str, args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+/// A command started by [`start_bounded`].
+pub struct Bounded {
+    output: std::sync::mpsc::Receiver<std::io::Result<Output>>,
+    limit: Duration,
+}
+
+/// How a command ended, and what it wrote, as text.
+pub struct Ended {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ended {
+    pub fn success(&self) -> bool {
+        self.status.success()
+    }
+
+    /// Fails the test, with everything the command (`what`) wrote, unless it succeeded.
+    pub fn check_success(&self, what: &str) {
+        assert!(
+            self.success(),
+            "{what} failed ({})\nstdout: {}\nstderr: {}",
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+    }
+}
+
+impl Bounded {
+    /// Waits until the command (`what`, for the failure) ends, at its limit at the latest.
+    pub fn ended(self, what: &str) -> Ended {
+        let out = self
+            .output
+            .recv_timeout(self.limit + Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("{what} did not end"))
+            .unwrap_or_else(|e| panic!("{what}'s output: {e}"));
+        Ended {
+            status: out.status,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// Two network namespaces joined by a veth pair, as `spec` asks (a link rate too, if it names
+/// one). What they need is asserted first, by name: CI runs the tests that make them as root.
+pub fn two_namespaces(spec: &Spec) -> Pair {
+    let with_rate = spec.rate.is_some();
+    let missing = netns::missing(with_rate);
+    assert!(
+        missing.is_empty(),
+        "two namespaces{} need {missing:?}; CI runs this test as root with iproute2",
+        if with_rate { " and a link rate" } else { "" }
+    );
+    Pair::create(spec).expect("two network namespaces joined by a link")
+}
+
+/// Two network namespaces, hosts as far as ferry can tell, and the domain a test uses in them.
+pub struct Hosts {
+    pub pair: Pair,
+    pub domain: String,
+}
+
+impl Hosts {
+    /// The namespaces `spec` asks for (see [`two_namespaces`]), and a domain named after `tag`.
+    pub fn new(spec: &Spec, tag: &str) -> Hosts {
+        Hosts {
+            pair: two_namespaces(spec),
+            domain: format!("{tag}{}", std::process::id()),
+        }
+    }
+
+    /// `ferry ARGS` over UDP in the test's domain in namespace `side`, discovery reaching the
+    /// other one; no domain or key from the environment, nothing on standard input.
+    pub fn ferry(&self, side: usize, args: &[&str]) -> Command {
+        let mut cmd = self.pair.command(side, env!("CARGO_BIN_EXE_ferry"));
+        cmd.args(args)
+            .args(["--transport", "udp", "--domain", &self.domain])
+            .env("FERRY_PEERS", self.pair.addr[1 - side].to_string())
+            .env_remove("FERRY_DOMAIN")
+            .env_remove("FERRY_KEY_FILE")
+            .stdin(Stdio::null());
+        cmd
+    }
+}
+
+/// Asserts that this test runs as root and that ip and tc are here, which `what` needs; the path
+/// of ip.
+pub fn root_ip_and_tc(what: &str) -> PathBuf {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "network namespaces need root; CI runs this test as root"
+    );
+    let (Some(ip), Some(_)) = (netns::find_tool("ip"), netns::find_tool("tc")) else {
+        panic!("{what} needs ip and tc (iproute2); CI installs them");
+    };
+    ip
+}
+
+/// Checks that the namespaces a run's results name (`{"A": NAME, "B": NAME}`) are gone.
+pub fn check_namespaces_gone(ip: &Path, namespaces: &serde_json::Value) {
+    let left = netns::list(ip).expect("ip netns list");
+    for side in ["A", "B"] {
+        let ns = namespaces[side].as_str().expect("a namespace");
+        assert!(
+            !left.iter().any(|l| l == ns),
+            "namespace {ns} was left behind: {left:?}"
+        );
+    }
+}
+
+/// Removes `pair`, and checks that its namespaces are gone.
+pub fn remove_namespaces(pair: Pair) {
+    let ns = pair.ns.clone();
+    let ip = netns::find_tool("ip").expect("ip");
+    drop(pair);
+    let list = netns::list(&ip).expect("ip netns list");
+    for n in ns {
+        assert!(!list.contains(&n), "{n} is still there: {list:?}");
+    }
+}
+
+/// Runs `ferry lab ARGS` with `command` (the ferry executable, perhaps behind `ip netns exec`),
+/// in no domain of the environment, its output to files (so no pipe can fill); killed, and the
+/// test failed with what it printed, after `limit`.
+pub fn run_lab(mut command: Command, args: &[&str], limit: Duration) -> Ended {
+    let (out_path, err_path) = (tmp_path("lab-out"), tmp_path("lab-err"));
+    let mut child = command
         .env_remove("FERRY_DOMAIN")
-        .args(["lab", experiment])
+        .arg("lab")
         .args(args)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(std::fs::File::create(&out_path).expect("stdout file"))
+        .stderr(std::fs::File::create(&err_path).expect("stderr file"))
         .spawn()
-        .expect("start ferry");
+        .expect("start ferry lab");
     let deadline = Instant::now() + limit;
-    while child.try_wait().expect("wait").is_none() {
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break Some(s);
+        }
         if Instant::now() >= deadline {
             let _ = child.kill();
-            let out = child.wait_with_output().expect("reap");
-            panic!(
-                "ferry lab {experiment} {args:?} ran past {limit:?}\nstdout: {}\nstderr: {}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let _ = child.wait();
+            break None;
         }
         std::thread::sleep(Duration::from_millis(20));
+    };
+    let read = |p: &Path| {
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        let _ = std::fs::remove_file(p);
+        text
+    };
+    let (stdout, stderr) = (read(&out_path), read(&err_path));
+    let Some(status) = status else {
+        panic!("ferry lab {args:?} ran past {limit:?}\nstdout: {stdout}\nstderr: {stderr}");
+    };
+    Ended {
+        status,
+        stdout,
+        stderr,
     }
-    child.wait_with_output().expect("reap")
+}
+
+/// Runs `ferry lab EXPERIMENT ARGS` as [`run_lab`] does.
+pub fn lab(experiment: &str, args: &[&str], limit: Duration) -> Ended {
+    run_lab(
+        Command::new(env!("CARGO_BIN_EXE_ferry")),
+        &[&[experiment], args].concat(),
+        limit,
+    )
+}
+
+/// Runs `ferry lab EXPERIMENT ARGS`, which must be refused (within 30 s) saying `says`.
+pub fn lab_refuses(experiment: &str, args: &[&str], says: &str) {
+    let out = lab(experiment, args, Duration::from_secs(30));
+    assert!(!out.success(), "{args:?} should be refused");
+    assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
 }
 
 /// The results JSON a lab run wrote at `path` (the file is removed).
