@@ -421,13 +421,6 @@ fn put_common(out: &mut Vec<u8>, c: &Common) {
     out.extend_from_slice(&c.session.to_le_bytes());
 }
 
-/// Appends fields of 8 bytes, little-endian, in order.
-fn put_u64s(out: &mut Vec<u8>, fields: &[u64]) {
-    for f in fields {
-        out.extend_from_slice(&f.to_le_bytes());
-    }
-}
-
 /// Appends a DATA frame.
 pub fn put_data(
     out: &mut Vec<u8>,
@@ -478,7 +471,10 @@ pub fn put_heartbeat(
     history_from: u64,
 ) {
     put_common(out, c);
-    put_u64s(out, &[next_seq, oldest_seq, challenge, history_from]);
+    out.extend_from_slice(&next_seq.to_le_bytes());
+    out.extend_from_slice(&oldest_seq.to_le_bytes());
+    out.extend_from_slice(&challenge.to_le_bytes());
+    out.extend_from_slice(&history_from.to_le_bytes());
 }
 
 pub fn put_nak(out: &mut Vec<u8>, c: &Common, receiver: u64, entries: &[NakEntry]) {
@@ -507,18 +503,13 @@ pub fn put_status(
     received_bytes: u64,
 ) {
     put_common(out, c);
-    put_u64s(
-        out,
-        &[
-            receiver,
-            consumed_pos,
-            window,
-            consumed_seq,
-            echo,
-            arrived_pos,
-            received_bytes,
-        ],
-    );
+    out.extend_from_slice(&receiver.to_le_bytes());
+    out.extend_from_slice(&consumed_pos.to_le_bytes());
+    out.extend_from_slice(&window.to_le_bytes());
+    out.extend_from_slice(&consumed_seq.to_le_bytes());
+    out.extend_from_slice(&echo.to_le_bytes());
+    out.extend_from_slice(&arrived_pos.to_le_bytes());
+    out.extend_from_slice(&received_bytes.to_le_bytes());
 }
 
 pub fn put_bye(out: &mut Vec<u8>, c: &Common, next_seq: u64) {
