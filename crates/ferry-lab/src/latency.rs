@@ -239,16 +239,7 @@ impl Experiment for Latency {
                 else {
                     bail!("a ferry transport needs its domain and topics");
                 };
-                let qos = args
-                    .transport
-                    .ferry_qos(args.max_size)
-                    .expect("a ferry transport has a QoS");
-                let node = super::lab_node_reaching(
-                    "lab-peer",
-                    domain,
-                    args.transport.keyed(),
-                    super::discovery_reaching(*main_host),
-                )?;
+                let (node, qos) = args.ferry_node(domain, args.transport.keyed(), *main_host)?;
                 let inp = node.subscriber(ping, &qos)?;
                 let out = node.publisher(pong, &qos)?;
                 let mut end = FerryEnd {
@@ -286,16 +277,7 @@ impl Experiment for Latency {
                 let Some(FerryTopics { domain, ping, .. }) = &args.ferry else {
                     bail!("a ferry service needs its domain and name");
                 };
-                let qos = args
-                    .transport
-                    .ferry_qos(args.max_size)
-                    .expect("a ferry transport has a QoS");
-                let node = super::lab_node_reaching(
-                    "lab-peer",
-                    domain,
-                    false,
-                    super::discovery_reaching(None),
-                )?;
+                let (node, qos) = args.ferry_node(domain, false, None)?;
                 let server = node.server(ping, &qos)?;
                 let mut end = ServerEnd {
                     server,

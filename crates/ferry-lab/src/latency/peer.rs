@@ -1,11 +1,11 @@
 //! The peer process: the other end of each ping-pong, answering every ping.
 
-use super::options::PEER_TIMEOUT;
+use super::options::{LatencySubject, PEER_TIMEOUT};
 use crate::error::Result;
 use crate::subject::Subject;
 use crate::{await_message, Endpoint};
 use serde::{Deserialize, Serialize};
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 
 /// What the main side asks of the peer: answer `counts[i]` pings of `sizes[i]` bytes, in turn,
 /// over the transport named, at the place named.
@@ -22,6 +22,29 @@ pub struct PeerRequest {
     pub(super) shm: Option<String>,
     /// The main process's raw UDP socket.
     pub(super) udp: Option<SocketAddr>,
+}
+
+impl PeerRequest {
+    /// The peer's node for a ferry transport, in `domain` (sealed if `keyed`, its discovery
+    /// reaching `main_host`), and the transport's settings.
+    pub(super) fn ferry_node(
+        &self,
+        domain: &str,
+        keyed: bool,
+        main_host: Option<Ipv4Addr>,
+    ) -> Result<(ferry::Node, ferry::Qos)> {
+        let qos = self
+            .transport
+            .ferry_qos(self.max_size)
+            .expect("a ferry transport has a QoS");
+        let node = crate::lab_node_reaching(
+            "lab-peer",
+            domain,
+            keyed,
+            crate::discovery_reaching(main_host),
+        )?;
+        Ok((node, qos))
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
