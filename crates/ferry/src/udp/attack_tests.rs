@@ -74,6 +74,15 @@ fn feed(rx: &mut Receiver, now: u64, bytes: &[u8]) {
     rx.on_frame(now, &decode(bytes).expect("the test builds valid frames"));
 }
 
+/// A receiver that keeps at most `max_sessions` sessions.
+fn receiver_of_sessions(max_sessions: usize) -> Receiver {
+    let cfg = ReceiverConfig {
+        max_sessions,
+        ..ReceiverConfig::default()
+    };
+    Receiver::new(7, TOPIC, cfg)
+}
+
 /// A receiver with a genuine session that delivered messages 0..10 of 100 bytes.
 fn live_receiver(cfg: ReceiverConfig) -> Receiver {
     let mut rx = Receiver::new(7, TOPIC, cfg);
@@ -259,11 +268,7 @@ fn old_bytes_of_a_reused_buffer_never_reach_a_message() {
 fn a_large_buffer_is_never_pinned_by_a_small_message() {
     // 1 MiB first fragments whose sessions are then evicted fill the pool with large buffers;
     // empty messages held behind a gap must not each sit in one (they are charged 64 bytes).
-    let cfg = ReceiverConfig {
-        max_sessions: 4,
-        ..ReceiverConfig::default()
-    };
-    let mut rx = Receiver::new(7, TOPIC, cfg);
+    let mut rx = receiver_of_sessions(4);
     let mut now = 0;
     for round in 0..20u64 {
         for i in 0..8u64 {
@@ -331,11 +336,7 @@ fn sessions_of_registered_publishers_are_never_evicted_and_forged_ones_are() {
 fn a_session_evicted_while_its_messages_wait_and_heard_again_keeps_count() {
     // Found by fuzzing: the delivery queue still held a message of an evicted session when a
     // session of the same id began again; taking it miscounted the new one.
-    let cfg = ReceiverConfig {
-        max_sessions: 1,
-        ..ReceiverConfig::default()
-    };
-    let mut rx = Receiver::new(7, TOPIC, cfg);
+    let mut rx = receiver_of_sessions(1);
     feed(&mut rx, 1, &data(0xA, 0, 10, 0, 0, &[1; 10]));
     // 0xB evicts 0xA (unregistered), then 0xA comes back and evicts 0xB.
     feed(&mut rx, 2, &heartbeat(0xB, 0, 0));
