@@ -524,51 +524,24 @@ mod tests {
 
     /// A small, made-up result of every experiment the report draws.
     fn fake_results() -> Vec<(&'static str, Value)> {
+        /// The experiment's name and its results as JSON.
+        fn named<E: crate::experiment::Experiment>(
+            results: crate::experiment::Results<E>,
+        ) -> (&'static str, Value) {
+            (E::NAME, serde_json::to_value(results).unwrap())
+        }
         vec![
-            (
-                "latency",
-                serde_json::to_value(crate::latency::example()).unwrap(),
-            ),
-            (
-                "send-time",
-                serde_json::to_value(crate::sendtime::example()).unwrap(),
-            ),
-            (
-                "idle",
-                serde_json::to_value(crate::idle::example()).unwrap(),
-            ),
-            (
-                "fanout",
-                serde_json::to_value(crate::fanout::example()).unwrap(),
-            ),
-            (
-                "footprint",
-                serde_json::to_value(crate::footprint::example()).unwrap(),
-            ),
-            (
-                "limits",
-                serde_json::to_value(crate::limits::example()).unwrap(),
-            ),
-            (
-                "throughput",
-                serde_json::to_value(crate::throughput::example()).unwrap(),
-            ),
-            (
-                "share",
-                serde_json::to_value(crate::share::example()).unwrap(),
-            ),
-            (
-                "udp-rate",
-                serde_json::to_value(crate::udprate::example()).unwrap(),
-            ),
-            (
-                "cycle",
-                serde_json::to_value(crate::cycle::example()).unwrap(),
-            ),
-            (
-                "hubs",
-                serde_json::to_value(crate::hubs::example()).unwrap(),
-            ),
+            named(crate::latency::example()),
+            named(crate::sendtime::example()),
+            named(crate::idle::example()),
+            named(crate::fanout::example()),
+            named(crate::footprint::example()),
+            named(crate::limits::example()),
+            named(crate::throughput::example()),
+            named(crate::share::example()),
+            named(crate::udprate::example()),
+            named(crate::cycle::example()),
+            named(crate::hubs::example()),
         ]
     }
 
