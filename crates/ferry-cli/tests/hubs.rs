@@ -19,12 +19,30 @@ use common::{read_json, tmp_path as tmp, Agent, Ended};
 
 /// Runs `ferry lab hubs ARGS`, killed after `limit`.
 fn lab_hubs(args: &[&str], limit: Duration) -> Ended {
-    lab_hubs_with(Command::new(env!("CARGO_BIN_EXE_ferry")), args, limit)
+    lab_hubs_with(ferry(), args, limit)
 }
 
 /// As `lab_hubs`, with `ferry` run by `command` (in a network namespace, say).
 fn lab_hubs_with(command: Command, args: &[&str], limit: Duration) -> Ended {
     common::run_lab(command, &[&["hubs"], args].concat(), limit)
+}
+
+/// The ferry executable, to run here.
+fn ferry() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+}
+
+/// Runs `ferry lab hubs ARGS --json FILE` with `command` (killed after 300 s), which must
+/// succeed (`what` names it if not); what it printed, and its results, checked against the
+/// results format and the configuration of a ring of `hubs`.
+fn measure(command: Command, args: &[&str], hubs: u64, what: &str) -> (Ended, Value) {
+    let json = tmp("hubs.json");
+    let all = [args, &["--json", json.to_str().unwrap()]].concat();
+    let out = lab_hubs_with(command, &all, Duration::from_secs(300));
+    out.check_success(what);
+    let v = read_json(&json);
+    check_contract(&v, hubs);
+    (out, v)
 }
 
 /// The results format's frame and this experiment's config.
@@ -109,8 +127,8 @@ fn paths(row: &Value) -> Vec<String> {
 
 #[test]
 fn one_host_roundtrip_and_flood_lose_nothing() {
-    let json = tmp("one-host.json");
-    let out = lab_hubs(
+    let (out, v) = measure(
+        ferry(),
         &[
             "--mode",
             "roundtrip,flood",
@@ -122,15 +140,11 @@ fn one_host_roundtrip_and_flood_lose_nothing() {
             "5",
             "--rounds",
             "2",
-            "--json",
-            json.to_str().unwrap(),
         ],
-        Duration::from_secs(240),
+        4,
+        "lab hubs",
     );
-    out.check_success("lab hubs");
     assert!(out.stdout.contains("Roundtrip") && out.stdout.contains("Flood"));
-    let v = read_json(&json);
-    check_contract(&v, 4);
     assert_eq!(v["config"]["hosts"], 1);
     assert_eq!(v["config"]["messages"], 40);
     let rows = v["rows"].as_array().unwrap();
@@ -162,8 +176,8 @@ fn one_host_roundtrip_and_flood_lose_nothing() {
 #[test]
 fn a_short_ring_carries_large_messages() {
     // Two processes, messages that ferry's UDP cuts into many datagrams.
-    let json = tmp("large.json");
-    let out = lab_hubs(
+    let (_, v) = measure(
+        ferry(),
         &[
             "--mode",
             "flood,roundtrip",
@@ -181,14 +195,10 @@ fn a_short_ring_carries_large_messages() {
             "1",
             "--wait",
             "adaptive",
-            "--json",
-            json.to_str().unwrap(),
         ],
-        Duration::from_secs(240),
+        2,
+        "lab hubs --hubs 2 --size 70000",
     );
-    out.check_success("lab hubs --hubs 2 --size 70000");
-    let v = read_json(&json);
-    check_contract(&v, 2);
     assert_eq!(v["config"]["wait"], "adaptive");
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 4);
@@ -280,7 +290,6 @@ fn is_root() -> bool {
 /// Runs a ring of 3 hubs on two hosts (`ferry lab hubs --hosts 2 --hubs 3`, both modes,
 /// `messages` messages, one round) with `args` more, `ferry` run by `command`; its results.
 fn two_host_ring(command: Command, args: &[&str], messages: &str, what: &str) -> Value {
-    let json = tmp("two-hosts.json");
     let mut all = vec![
         "--hosts",
         "2",
@@ -294,15 +303,9 @@ fn two_host_ring(command: Command, args: &[&str], messages: &str, what: &str) ->
         "5",
         "--rounds",
         "1",
-        "--json",
-        json.to_str().unwrap(),
     ];
     all.extend(args);
-    let out = lab_hubs_with(command, &all, Duration::from_secs(300));
-    out.check_success(what);
-    let v = read_json(&json);
-    check_contract(&v, 3);
-    v
+    measure(command, &all, 3, what).1
 }
 
 /// A measured two-host row of 3 hubs (see `check_row`): the processes' hosts and the edges'
@@ -338,7 +341,7 @@ fn the_odd_hubs_run_through_a_lab_agent() {
     let agent = Agent::here(&["--listen", "127.0.0.1:0"]);
     let listen = agent.address.clone();
     let v = two_host_ring(
-        Command::new(env!("CARGO_BIN_EXE_ferry")),
+        ferry(),
         &["--remote", &listen, "--transport", "shm,udp"],
         "20",
         "lab hubs --hosts 2 --remote",
@@ -363,7 +366,7 @@ fn two_hosts_over_namespaces_with_a_link_rate() {
     let ip = common::root_ip_and_tc("--hosts 2 --link-rate");
     // Three processes: master and hub 2 on A, hub 1 on B — two edges cross, one stays.
     let v = two_host_ring(
-        Command::new(env!("CARGO_BIN_EXE_ferry")),
+        ferry(),
         &["--link-rate", "100mbit", "--transport", "shm,udp,auto"],
         "30",
         "lab hubs --hosts 2",
