@@ -88,11 +88,7 @@ fn exchange(private_side_echoes: bool) {
     assert!(p.success(), "pub: {}", p.stderr);
     let e = echo.ended("echo");
     assert!(e.success(), "echo: {}", e.stderr);
-    let seqs: Vec<&str> = e
-        .stdout
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .collect();
+    let seqs = common::text_seqs(&e.stdout);
     assert_eq!(seqs, ["0", "1", "2", "3", "4"], "{}", e.stdout);
 }
 

@@ -73,11 +73,7 @@ fn pub_exits_0_only_when_every_message_crossed_a_slow_link() {
     // pub exited 0: everything it sent has arrived, so echo has all of it now.
     let e = echo.ended("echo");
     assert!(e.success(), "echo: {}\n{}", e.stderr, e.stdout);
-    let seqs: Vec<&str> = e
-        .stdout
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .collect();
+    let seqs = common::text_seqs(&e.stdout);
     let want: Vec<String> = (0..24).map(|i| i.to_string()).collect();
     assert_eq!(seqs, want, "{}", e.stdout);
     drop(hosts);
@@ -181,15 +177,7 @@ fn echo_on_another_host_that_starts_late_gets_the_history_pub_kept() {
     );
     let e = echo.ended("echo");
     assert!(e.success(), "echo: {}\n{}", e.stderr, e.stdout);
-    let seqs: Vec<u64> = e
-        .stdout
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
-                .as_u64()
-                .unwrap()
-        })
-        .collect();
+    let seqs = common::json_seqs(&e.stdout);
     assert_eq!(seqs, (990..1000).collect::<Vec<u64>>(), "{}", e.stdout);
     let p = publisher.ended("pub");
     assert!(p.success(), "pub: {}", p.stderr);

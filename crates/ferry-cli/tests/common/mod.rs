@@ -290,6 +290,26 @@ pub fn lab_refuses(experiment: &str, args: &[&str], says: &str) {
     assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
 }
 
+/// The sequence numbers of `ferry echo`'s lines (`seq N  size ...`), as printed.
+pub fn text_seqs(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect()
+}
+
+/// The sequence numbers of `ferry echo --json`'s lines.
+pub fn json_seqs(stdout: &str) -> Vec<u64> {
+    stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect()
+}
+
 /// The results JSON a lab run wrote at `path` (the file is removed).
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).expect("results JSON written");
