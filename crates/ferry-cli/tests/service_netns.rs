@@ -57,8 +57,10 @@ fn call_and_serve_across_two_namespaces_with_a_domain_key() {
         cmd.env("FERRY_KEY_FILE", key);
         cmd
     };
-    let call_with = |args: &[&str], key: &Path| {
-        common::start_bounded(with_key(0, args, key), LONG).ended(&format!("ferry {args:?}"))
+    // `ferry call svc/echo --data DATA ARGS` in namespace A with the key in `key`.
+    let call_svc = |data: &str, args: &[&str], key: &Path| {
+        let args = [&["call", "svc/echo", "--data", data], args].concat();
+        common::start_bounded(with_key(0, &args, key), LONG).ended(&format!("ferry {args:?}"))
     };
 
     // The server in namespace B, over UDP, with the key.
@@ -70,19 +72,9 @@ fn call_and_serve_across_two_namespaces_with_a_domain_key() {
     assert!(line.contains("serving"), "{line}");
 
     // The client in namespace A with the same key: five answers.
-    let call = call_with(
-        &[
-            "call",
-            "svc/echo",
-            "--data",
-            "across",
-            "--count",
-            "5",
-            "--wait-server",
-            "30",
-            "--timeout",
-            "10",
-        ],
+    let call = call_svc(
+        "across",
+        &["--count", "5", "--wait-server", "30", "--timeout", "10"],
         &key,
     );
     let (stdout, stderr) = (&call.stdout, &call.stderr);
@@ -92,19 +84,7 @@ fn call_and_serve_across_two_namespaces_with_a_domain_key() {
     assert!(stderr.contains("5 calls answered"), "{stderr}");
 
     // Another key: the server's announcements and frames are refused, so there is no server.
-    let call = call_with(
-        &[
-            "call",
-            "svc/echo",
-            "--data",
-            "x",
-            "--wait-server",
-            "3",
-            "--timeout",
-            "3",
-        ],
-        &other,
-    );
+    let call = call_svc("x", &["--wait-server", "3", "--timeout", "3"], &other);
     assert!(!call.success(), "a call with another key was answered");
     assert!(
         call.stderr.contains("no server for service svc/echo"),
