@@ -121,10 +121,7 @@ fn remote_throughput(prefix: &[&str], remote: &str, transports: &[&str], agent: 
     assert_eq!(v["request"]["remote"], remote);
     let rows = v["rows"].as_array().expect("rows");
     for t in transports {
-        let row = rows
-            .iter()
-            .find(|r| r["transport"] == *t)
-            .unwrap_or_else(|| panic!("no {t} row in {rows:?}"));
+        let row = common::row_of(rows, t);
         assert!(
             row["messages_delivered"].as_u64().is_some_and(|d| d > 0),
             "{row}"

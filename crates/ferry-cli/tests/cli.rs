@@ -1247,7 +1247,7 @@ fn lab_throughput_writes_contract_json() {
         assert!(r["delivered_gbps"].as_f64().unwrap() > 0.0, "{r}");
         assert_eq!(r["out_of_order"], 0, "{r}");
     }
-    let by = |t: &str| rows.iter().find(|r| r["transport"] == t).unwrap();
+    let by = |t: &str| common::row_of(rows, t);
     // Reliable delivery loses nothing (shared memory and UDP alike).
     for t in ["shm", "udp4"] {
         assert_eq!(by(t)["lost"], 0, "{}", by(t));

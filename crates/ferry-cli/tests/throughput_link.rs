@@ -10,7 +10,7 @@ use ferry_lab::netns::find_tool;
 use serde_json::Value;
 
 mod common;
-use common::{check_namespaces_gone, read_json, root_ip_and_tc, tmp_path};
+use common::{check_namespaces_gone, read_json, root_ip_and_tc, row_of, tmp_path};
 
 /// Runs `ferry lab throughput ARGS --json FILE` (bounded: killed after 90 s) and returns the
 /// results it wrote.
@@ -65,10 +65,7 @@ fn udp4_and_tcp_across_a_rate_limited_link() {
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2, "{rows:?}");
     for transport in ["udp4", "iperf3-tcp"] {
-        let row = rows
-            .iter()
-            .find(|r| r["transport"] == transport)
-            .unwrap_or_else(|| panic!("no {transport} row in {rows:?}"));
+        let row = row_of(rows, transport);
         assert!(row["skipped"].is_null(), "{row}");
         assert_eq!(row["link_rate"], "100mbit");
         assert!(row["delivered_gbps"].as_f64().unwrap() > 0.0, "{row}");
@@ -86,7 +83,7 @@ fn udp4_and_tcp_across_a_rate_limited_link() {
         }
         assert!(row["ratios"].is_object());
     }
-    let udp = rows.iter().find(|r| r["transport"] == "udp4").unwrap();
+    let udp = row_of(rows, "udp4");
     assert!(udp["ratios"]["iperf3-tcp"].as_f64().unwrap() > 0.0, "{udp}");
 
     check_namespaces_gone(&ip, &link["links"][0]["namespaces"]);
@@ -122,10 +119,7 @@ fn periodic_messages_across_a_rate_limited_link_with_their_latency() {
         .expect("the tbf's burst");
     let least = (256.0 * 1024.0 - burst) * 8.0 / 100e6 * 1e3;
     for transport in ["udp4", "tcp"] {
-        let row = rows
-            .iter()
-            .find(|r| r["transport"] == transport)
-            .unwrap_or_else(|| panic!("no {transport} row in {rows:?}"));
+        let row = row_of(rows, transport);
         assert!(row["skipped"].is_null(), "{row}");
         assert_eq!(row["period_s"], 0.1, "{row}");
         assert_eq!(
@@ -148,6 +142,6 @@ fn periodic_messages_across_a_rate_limited_link_with_their_latency() {
         );
         assert!(row["link_packets"].as_u64().unwrap() >= row["min_link_packets"].as_u64().unwrap());
     }
-    let udp = rows.iter().find(|r| r["transport"] == "udp4").unwrap();
+    let udp = row_of(rows, "udp4");
     assert!(udp["ratios"]["tcp"].as_f64().unwrap() > 0.0, "{udp}");
 }

@@ -310,6 +310,13 @@ pub fn json_seqs(stdout: &str) -> Vec<u64> {
         .collect()
 }
 
+/// The row of `transport` in a lab run's `rows`.
+pub fn row_of<'a>(rows: &'a [serde_json::Value], transport: &str) -> &'a serde_json::Value {
+    rows.iter()
+        .find(|r| r["transport"] == transport)
+        .unwrap_or_else(|| panic!("no {transport} row in {rows:?}"))
+}
+
 /// The results JSON a lab run wrote at `path` (the file is removed).
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).expect("results JSON written");
