@@ -88,11 +88,7 @@ fn latency_runs_its_peer_through_an_agent_on_loopback() {
     let out = lab_latency(&[], &args, &[], Duration::from_secs(120));
     check_success(&out, &agent);
     check_remote_results(&json, &["udp4", "raw-udp4"], &agent.address);
-    assert!(
-        agent.log().contains("latency peer for 127.0.0.1"),
-        "{}",
-        agent.log()
-    );
+    agent.check_logged("latency peer for 127.0.0.1");
 }
 
 /// Runs a short `prefix ferry lab throughput` (1 KiB messages, 0.3 s, one round) of
@@ -157,11 +153,7 @@ fn throughput_and_udp_rate_run_their_receivers_through_an_agent_on_loopback() {
         row["achieved_bps"].as_f64().is_some_and(|b| b > 0.0),
         "{row}"
     );
-    assert!(
-        agent.log().contains("udp-rate peer for 127.0.0.1"),
-        "{}",
-        agent.log()
-    );
+    agent.check_logged("udp-rate peer for 127.0.0.1");
 }
 
 #[test]
@@ -171,11 +163,7 @@ fn an_agent_refuses_addresses_it_was_not_told() {
     args.extend(SMALL);
     let out = lab_latency(&[], &args, &[], Duration::from_secs(60));
     check_refused(&out, "lab agent");
-    assert!(
-        agent.log().contains("not an allowed address"),
-        "{}",
-        agent.log()
-    );
+    agent.check_logged("not an allowed address");
 }
 
 #[test]
@@ -295,11 +283,7 @@ fn latency_and_throughput_across_two_namespaces_through_the_agent() {
         rate: None,
     });
     let (here, there) = (pair.addr[0].to_string(), pair.addr[1].to_string());
-    let listen = format!("{there}:7447");
-    let agent = Agent::start(
-        pair.command(1, env!("CARGO_BIN_EXE_ferry")),
-        &["--listen", &listen, "--allow", &here],
-    );
+    let agent = Agent::in_namespace_b(&pair);
     let ip = pair.ip().to_str().expect("a UTF-8 path").to_owned();
     let in_a = [ip.as_str(), "netns", "exec", pair.ns[0].as_str()];
     let json = tmp("netns.json");
@@ -311,11 +295,7 @@ fn latency_and_throughput_across_two_namespaces_through_the_agent() {
     let out = lab_latency(&in_a, &args, &[], Duration::from_secs(180));
     check_success(&out, &agent);
     check_remote_results(&json, &transports, &there);
-    assert!(
-        agent.log().contains(&format!("latency peer for {here}")),
-        "{}",
-        agent.log()
-    );
+    agent.check_logged(&format!("latency peer for {here}"));
 
     remote_throughput(&in_a, &there, &transports, &agent);
 }

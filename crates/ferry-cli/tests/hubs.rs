@@ -116,13 +116,19 @@ fn check_row(row: &Value, messages: u64, hubs: usize) {
     }
 }
 
-fn paths(row: &Value) -> Vec<String> {
-    row["edges"]
+/// The `key` of each item of `row`'s `list` (`processes` or `edges`).
+fn each<'a>(row: &'a Value, list: &str, key: &str) -> Vec<&'a str> {
+    row[list]
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| e["path"].as_str().unwrap().to_owned())
+        .map(|item| item[key].as_str().unwrap())
         .collect()
+}
+
+/// The path of each edge of `row`'s ring.
+fn paths(row: &Value) -> Vec<&str> {
+    each(row, "edges", "path")
 }
 
 #[test]
@@ -157,7 +163,7 @@ fn one_host_roundtrip_and_flood_lose_nothing() {
             "udp4" => "udp",
             _ => "shm",
         };
-        assert!(paths(row).iter().all(|p| p == want), "{row}");
+        assert!(paths(row).iter().all(|p| *p == want), "{row}");
     }
     // Interleaved rounds: both rounds of every transport and mode are kept.
     for t in ["shm", "udp4", "auto"] {
@@ -312,20 +318,11 @@ fn two_host_ring(command: Command, args: &[&str], messages: &str, what: &str) ->
 /// links and paths.
 fn check_two_host_row(row: &Value, messages: u64) {
     check_row(row, messages, 3);
-    let hosts: Vec<&str> = row["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["host"].as_str().unwrap())
-        .collect();
-    assert_eq!(hosts, ["A", "B", "A"]);
-    let links: Vec<&str> = row["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["link"].as_str().unwrap())
-        .collect();
-    assert_eq!(links, ["across hosts", "across hosts", "same host"]);
+    assert_eq!(each(row, "processes", "host"), ["A", "B", "A"]);
+    assert_eq!(
+        each(row, "edges", "link"),
+        ["across hosts", "across hosts", "same host"]
+    );
     let want = if row["transport"] == "udp4" {
         ["udp", "udp", "udp"]
     } else {
@@ -356,8 +353,7 @@ fn the_odd_hubs_run_through_a_lab_agent() {
     for row in measured {
         check_two_host_row(row, 20);
     }
-    let said = agent.log();
-    assert!(said.contains("hubs peer for"), "{said}");
+    agent.check_logged("hubs peer for");
 }
 
 #[test]
@@ -406,11 +402,7 @@ fn two_hosts_through_a_lab_agent_across_namespaces() {
         rate: None,
     });
     let (a, b) = (pair.addr[0].to_string(), pair.addr[1].to_string());
-    let listen = format!("{b}:7447");
-    let agent = Agent::start(
-        pair.command(1, env!("CARGO_BIN_EXE_ferry")),
-        &["--listen", &listen, "--allow", &a],
-    );
+    let agent = Agent::in_namespace_b(&pair);
     let v = two_host_ring(
         pair.command(0, env!("CARGO_BIN_EXE_ferry")),
         &["--remote", &b, "--transport", "udp,auto"],
@@ -426,8 +418,7 @@ fn two_hosts_through_a_lab_agent_across_namespaces() {
     for row in rows {
         check_two_host_row(row, 30);
     }
-    let said = agent.log();
-    assert!(said.contains("hubs peer for"), "{said}");
+    agent.check_logged("hubs peer for");
     drop(agent);
     common::remove_namespaces(pair);
 }

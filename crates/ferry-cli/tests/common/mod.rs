@@ -71,9 +71,26 @@ impl Agent {
         }
     }
 
+    /// Starts `ferry lab agent` in namespace B of `pair`, on its address (port 7447), for a lab
+    /// in namespace A only.
+    pub fn in_namespace_b(pair: &Pair) -> Agent {
+        let listen = format!("{}:7447", pair.addr[1]);
+        let lab = pair.addr[0].to_string();
+        Agent::start(
+            pair.command(1, env!("CARGO_BIN_EXE_ferry")),
+            &["--listen", &listen, "--allow", &lab],
+        )
+    }
+
     /// What the agent has logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Checks that the agent has logged `needle`.
+    pub fn check_logged(&self, needle: &str) {
+        let log = self.log();
+        assert!(log.contains(needle), "{log}");
     }
 }
 
