@@ -450,6 +450,12 @@ mod tests {
             json: true,
             ..Style::default()
         };
+        // Every byte, each line with its time.
+        let full = |style: Style| Style {
+            full: true,
+            timestamps: true,
+            ..style
+        };
         let payload: Vec<u8> = (0..20).collect();
         assert_eq!(
             format_line(None, 3, 0, &payload, None, text).unwrap(),
@@ -467,23 +473,13 @@ mod tests {
             format_line(None, 4, 0, &[0xab], None, json).unwrap(),
             "{\"seq\":4,\"size\":1,\"skipped\":0,\"head\":\"ab\"}\n"
         );
-        let full = Style {
-            full: true,
-            timestamps: true,
-            ..json
-        };
         assert_eq!(
-            format_line(None, 4, 0, &payload[..18], Some(7), full).unwrap(),
+            format_line(None, 4, 0, &payload[..18], Some(7), full(json)).unwrap(),
             "{\"seq\":4,\"size\":18,\"skipped\":0,\
              \"head\":\"000102030405060708090a0b0c0d0e0f1011\",\"time_ns\":7}\n"
         );
-        let full_text = Style {
-            full: true,
-            timestamps: true,
-            ..text
-        };
         assert_eq!(
-            format_line(None, 4, 0, &payload[..5], Some(1_500_000_000), full_text).unwrap(),
+            format_line(None, 4, 0, &payload[..5], Some(1_500_000_000), full(text)).unwrap(),
             "1.500000000  seq 4  size 5  00010203 04\n"
         );
     }
