@@ -22,6 +22,14 @@ fn run_lab(args: &[&str], limit: Duration) -> common::Ended {
     common::run_lab(cmd, args, limit)
 }
 
+/// Runs `ferry lab report INPUTS --out OUT` for at most a minute.
+fn report(inputs: &[&Path], out: &Path) -> common::Ended {
+    let mut args = vec!["report"];
+    args.extend(inputs.iter().map(|p| p.to_str().expect("a UTF-8 path")));
+    args.extend(["--out", out.to_str().expect("a UTF-8 path")]);
+    run_lab(&args, Duration::from_secs(60))
+}
+
 fn files_with(dir: &Path, ext: &str) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .expect("read the report directory")
@@ -134,14 +142,7 @@ fn smoke_suite_writes_a_complete_report() {
 
     // The report again, from results.json alone: the same page and the same plots.
     let again = out_dir("again");
-    let status = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["lab", "report"])
-        .arg(dir.join("results.json"))
-        .arg("--out")
-        .arg(&again)
-        .status()
-        .expect("ferry lab report");
-    assert!(status.success());
+    report(&[&dir.join("results.json")], &again).check_success("ferry lab report");
     let rebuilt = std::fs::read_to_string(again.join("index.html")).expect("rebuilt index.html");
     assert!(
         rebuilt == html,
@@ -158,15 +159,8 @@ fn smoke_suite_writes_a_complete_report() {
 
     // Two machines side by side (here the same results twice): a column each, files apart.
     let both = out_dir("both");
-    let status = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["lab", "report"])
-        .arg(&dir)
-        .arg(again.join("results.json"))
-        .arg("--out")
-        .arg(&both)
-        .status()
-        .expect("ferry lab report with two inputs");
-    assert!(status.success());
+    report(&[&dir, &again.join("results.json")], &both)
+        .check_success("ferry lab report with two inputs");
     let merged = std::fs::read_to_string(both.join("index.html")).expect("merged index.html");
     for file in [
         "latency-m1.svg",
@@ -195,18 +189,12 @@ fn a_report_from_nothing_readable_is_refused() {
     let dir = out_dir("bad");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("results.json"), "[]").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["lab", "report"])
-        .arg(&dir)
-        .arg("--out")
-        .arg(dir.join("out"))
-        .output()
-        .expect("ferry lab report");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let out = report(&[&dir], &dir.join("out"));
+    assert!(!out.success());
     assert!(
-        err.contains("before results documents had a schema"),
-        "{err}"
+        out.stderr.contains("before results documents had a schema"),
+        "{}",
+        out.stderr
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
