@@ -1,25 +1,17 @@
 //! The pools' UDP sockets: set up through rustix (`SO_REUSEPORT`, buffer sizes, a receive
 //! timeout), one `sendto` per datagram and `recvmmsg` batches, both as system calls of their own
 //! (rustix's `sendto`; `recvmmsg` through `libc::syscall`) rather than glibc's cancellable
-//! wrappers, as ferry's own sockets do; and a socket's drop count (`SO_MEMINFO`).
+//! wrappers, as ferry's own sockets do; and a socket's drop count (`SO_MEMINFO`, read as ferry
+//! reads it).
 
 use std::io;
 use std::mem;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::Duration;
 
 use rustix::net::sockopt::{self, Timeout};
 use rustix::net::{ipproto, AddressFamily, SendFlags, SocketType};
-
-/// `SO_MEMINFO` (not exported by libc on every target), and the index of the drop counter in
-/// what it returns, with the number of words up to it.
-#[cfg(any(target_arch = "sparc", target_arch = "sparc64"))]
-const SO_MEMINFO: libc::c_int = 0x39;
-#[cfg(not(any(target_arch = "sparc", target_arch = "sparc64")))]
-const SO_MEMINFO: libc::c_int = 55;
-const SK_MEMINFO_DROPS: usize = 8;
-const SK_MEMINFO_VARS: usize = 9;
 
 /// Datagrams per `recvmmsg`.
 pub const RECV_SLOTS: usize = 32;
@@ -137,24 +129,7 @@ impl UdpSocket {
     /// Datagrams the kernel dropped on this socket (its receive queue was full), from
     /// `SO_MEMINFO`; 0 where that cannot be read.
     pub fn kernel_drops(&self) -> u64 {
-        let mut info = [0u32; SK_MEMINFO_VARS];
-        let mut len = mem::size_of_val(&info) as libc::socklen_t;
-        // SAFETY: `info` and `len` are valid for writes and `len` is the buffer's size; the
-        // kernel writes at most that much.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                SO_MEMINFO,
-                info.as_mut_ptr().cast(),
-                &mut len,
-            )
-        };
-        if rc == 0 && len as usize > SK_MEMINFO_DROPS * 4 {
-            info[SK_MEMINFO_DROPS] as u64
-        } else {
-            0
-        }
+        ferry::sys::udp::meminfo_drops(self.fd.as_fd()).map_or(0, u64::from)
     }
 }
 

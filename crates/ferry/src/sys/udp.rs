@@ -777,21 +777,8 @@ impl UdpSocket {
     /// Datagrams the kernel dropped on this socket (its receive queue was full), from the
     /// `SO_RXQ_OVFL` counts that came with received datagrams and from `SO_MEMINFO`.
     pub fn kernel_drops(&self) -> u64 {
-        let mut info = [0u32; SK_MEMINFO_VARS];
-        let mut len = mem::size_of_val(&info) as libc::socklen_t;
-        // SAFETY: `info` and `len` are valid for writes and `len` is the buffer's size; the
-        // kernel writes at most that much.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.sock.as_raw_fd(),
-                libc::SOL_SOCKET,
-                SO_MEMINFO,
-                info.as_mut_ptr().cast(),
-                &mut len,
-            )
-        };
-        if rc == 0 && len as usize > SK_MEMINFO_DROPS * 4 {
-            self.note_drops(info[SK_MEMINFO_DROPS]);
+        if let Some(raw) = meminfo_drops(self.sock.as_fd()) {
+            self.note_drops(raw);
         }
         self.drops.load(Ordering::Relaxed)
     }
@@ -828,6 +815,25 @@ pub fn kernel_capabilities() -> io::Result<Capabilities> {
         &SocketOptions::default(),
     )?;
     Ok(sock.capabilities())
+}
+
+/// The kernel's count of datagrams it dropped on the socket `fd` (its receive queue was full),
+/// from `SO_MEMINFO`, as the kernel keeps it (32 bits, wrapping); `None` where it cannot be read.
+pub fn meminfo_drops(fd: BorrowedFd<'_>) -> Option<u32> {
+    let mut info = [0u32; SK_MEMINFO_VARS];
+    let mut len = mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: `info` and `len` are valid for writes and `len` is the buffer's size; the kernel
+    // writes at most that much.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && len as usize > SK_MEMINFO_DROPS * 4).then_some(info[SK_MEMINFO_DROPS])
 }
 
 impl AsFd for UdpSocket {
