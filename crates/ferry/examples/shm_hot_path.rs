@@ -557,6 +557,13 @@ fn fill_time(len: usize, offset: usize) -> f64 {
     t.elapsed().as_nanos() as f64 / rounds as f64
 }
 
+/// `median unit (first-third quartile)` of the sorted `v`, with `prec` decimals (integers as
+/// they are).
+fn median_quartiles<T: std::fmt::Display>(v: &[T], prec: usize, unit: &str) -> String {
+    let q = |i: usize| &v[i * (v.len() - 1) / 4];
+    format!("{:.prec$}{unit} ({:.prec$}-{:.prec$})", q(2), q(1), q(3))
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "pingpong".into());
@@ -605,18 +612,14 @@ fn main() {
                 typed.sort_unstable();
                 ratio.sort_by(f64::total_cmp);
                 diff.sort_unstable();
-                let q = |i: usize| i * (rounds - 1) / 4;
+                let median = |v: &[u64]| v[(rounds - 1) / 2];
                 println!(
-                    "{len:4} B, {rounds} rounds: untyped {} ns, typed {} ns; typed / untyped {:.3} \
-                     ({:.3}-{:.3}), typed - untyped {} ns ({}-{}): medians (quartiles)",
-                    plain[q(2)],
-                    typed[q(2)],
-                    ratio[q(2)],
-                    ratio[q(1)],
-                    ratio[q(3)],
-                    diff[q(2)],
-                    diff[q(1)],
-                    diff[q(3)]
+                    "{len:4} B, {rounds} rounds: untyped {} ns, typed {} ns; typed / untyped {}, \
+                     typed - untyped {}: medians (quartiles)",
+                    median(&plain),
+                    median(&typed),
+                    median_quartiles(&ratio, 3, ""),
+                    median_quartiles(&diff, 0, " ns"),
                 );
             }
         }
@@ -634,16 +637,11 @@ fn main() {
                 }
                 ratio.sort_by(f64::total_cmp);
                 over.sort_unstable();
-                let q = |i: usize| i * (rounds - 1) / 4;
                 println!(
-                    "{len:4} B, {rounds} rounds: ferry / raw floor {:.2} ({:.2}-{:.2}), ferry over \
-                     its protocol {} ns ({}-{}): medians (quartiles)",
-                    ratio[q(2)],
-                    ratio[q(1)],
-                    ratio[q(3)],
-                    over[q(2)],
-                    over[q(1)],
-                    over[q(3)]
+                    "{len:4} B, {rounds} rounds: ferry / raw floor {}, ferry over its protocol {}: \
+                     medians (quartiles)",
+                    median_quartiles(&ratio, 2, ""),
+                    median_quartiles(&over, 0, " ns"),
                 );
             }
         }
