@@ -6,33 +6,20 @@
 use std::time::Duration;
 
 mod common;
-use common::{lab, lab_refuses, read_json, tmp_path};
+use common::{lab_refuses, lab_results};
 
 #[test]
 fn a_tiny_run_writes_rows_whose_counts_add_up() {
-    let json = tmp_path("tiny");
-    let out = lab(
+    let (out, v) = lab_results(
         "fanout",
-        &[
-            "--seconds",
-            "0.3",
-            "--rounds",
-            "1",
-            "--rate",
-            "500",
-            "--json",
-            json.to_str().expect("a UTF-8 path"),
-        ],
+        &["--seconds", "0.3", "--rounds", "1", "--rate", "500"],
         Duration::from_secs(120),
     );
-    out.check_success("ferry lab fanout");
     assert!(
         out.stdout.contains("the other subscribers get"),
         "no headline: {}",
         out.stdout
     );
-    let v = read_json(&json);
-    assert_eq!(v["experiment"], "fanout");
     assert_eq!(v["request"]["rounds"], 1);
     assert_eq!(v["config"]["messages"], 150);
     let rows = v["rows"].as_array().expect("rows");

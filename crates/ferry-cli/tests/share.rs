@@ -6,14 +6,13 @@
 use std::time::Duration;
 
 mod common;
-use common::{check_namespaces_gone, lab, lab_refuses, read_json, root_ip_and_tc, tmp_path};
+use common::{check_namespaces_gone, lab_refuses, lab_results, root_ip_and_tc};
 
 #[test]
 #[ignore = "needs root"]
 fn two_ferry_flows_both_get_through_a_rate_limited_link() {
     let ip = root_ip_and_tc("ferry lab share");
-    let json = tmp_path("share.json");
-    let out = lab(
+    let (out, v) = lab_results(
         "share",
         &[
             "--competitor",
@@ -24,19 +23,14 @@ fn two_ferry_flows_both_get_through_a_rate_limited_link() {
             "2",
             "--delay",
             "1",
-            "--json",
-            json.to_str().expect("a UTF-8 path"),
         ],
         Duration::from_secs(90),
     );
-    out.check_success("ferry lab share");
     assert!(
         out.stdout.contains("100mbit, two ferry flows:"),
         "no verdict: {}",
         out.stdout
     );
-    let v = read_json(&json);
-    assert_eq!(v["experiment"], "share");
     let links = v["config"]["links"].as_array().expect("links");
     assert_eq!(links.len(), 1);
     assert_eq!(links[0]["link_rate"], "100mbit");

@@ -10,17 +10,12 @@ use ferry_lab::netns::find_tool;
 use serde_json::Value;
 
 mod common;
-use common::{check_namespaces_gone, read_json, root_ip_and_tc, row_of, tmp_path};
+use common::{check_namespaces_gone, root_ip_and_tc, row_of};
 
 /// Runs `ferry lab throughput ARGS --json FILE` (bounded: killed after 90 s) and returns the
 /// results it wrote.
 fn run_lab(args: &[&str]) -> Value {
-    let json = tmp_path("throughput-link.json");
-    let mut all = args.to_vec();
-    all.extend(["--json", json.to_str().expect("a UTF-8 path")]);
-    let out = common::lab("throughput", &all, Duration::from_secs(90));
-    out.check_success("ferry lab throughput");
-    read_json(&json)
+    common::lab_results("throughput", args, Duration::from_secs(90)).1
 }
 
 /// Root, ip and tc, and iperf3 when `iperf3`; the path of ip.

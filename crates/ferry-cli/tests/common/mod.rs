@@ -300,6 +300,18 @@ pub fn lab(experiment: &str, args: &[&str], limit: Duration) -> Ended {
     )
 }
 
+/// Runs `ferry lab EXPERIMENT ARGS --json FILE` as [`lab`] does, which must succeed; what it
+/// printed, and the results it wrote, which must be EXPERIMENT's (the file is removed).
+pub fn lab_results(experiment: &str, args: &[&str], limit: Duration) -> (Ended, serde_json::Value) {
+    let json = tmp_path(&format!("{experiment}.json"));
+    let all = [args, &["--json", json.to_str().expect("a UTF-8 path")]].concat();
+    let out = lab(experiment, &all, limit);
+    out.check_success(&format!("ferry lab {experiment}"));
+    let results = read_json(&json);
+    assert_eq!(results["experiment"], experiment);
+    (out, results)
+}
+
 /// Runs `ferry lab EXPERIMENT ARGS`, which must be refused (within 30 s) saying `says`.
 pub fn lab_refuses(experiment: &str, args: &[&str], says: &str) {
     let out = lab(experiment, args, Duration::from_secs(30));
