@@ -23,6 +23,15 @@ pub struct Sleep {
 }
 
 impl Sleep {
+    /// Forgets the words and sockets of the last sleep; the next one ends at `until` at the
+    /// latest (`None`: when something happens).
+    pub(crate) fn start(&mut self, until: Option<Instant>) {
+        self.bells.clear();
+        self.fds.clear();
+        self.owners.clear();
+        self.until = until;
+    }
+
     pub(crate) fn due(&mut self, at: Instant) {
         self.until = Some(self.until.map_or(at, |u| u.min(at)));
     }

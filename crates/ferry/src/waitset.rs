@@ -191,10 +191,7 @@ impl WaitSet {
             if !self.ready.is_empty() || end.is_some_and(|e| now >= e) {
                 return Ok(&self.ready);
             }
-            self.sleep.bells.clear();
-            self.sleep.fds.clear();
-            self.sleep.owners.clear();
-            self.sleep.until = end;
+            self.sleep.start(end);
             let mut armed = 0;
             let mut all_armed = true;
             for (i, item) in items.iter_mut().enumerate() {
@@ -288,10 +285,7 @@ impl WaitSet {
                     until: None,
                 });
             }
-            self.sleep.bells.clear();
-            self.sleep.fds.clear();
-            self.sleep.owners.clear();
-            self.sleep.until = None;
+            self.sleep.start(None);
             let mut armed = 0;
             let mut all_armed = true;
             for item in items.iter_mut() {
