@@ -118,6 +118,14 @@ impl Drop for Running {
     }
 }
 
+/// Runs `ferry pub ARGS` in `domain` from when `subscribers` are attached (within 30 s); it
+/// must succeed within 60 s.
+fn publish(domain: &str, args: &[&str], subscribers: &str) {
+    let wait = ["--wait-subscribers", subscribers, "--wait-timeout", "30"];
+    let publish = spawn(domain, &[&["pub"], args, &wait].concat());
+    ok(&publish.finish(Duration::from_secs(60)), "pub");
+}
+
 fn ok(f: &Finished, what: &str) {
     assert!(
         f.status.success(),
@@ -180,16 +188,11 @@ fn record_play_echo_keeps_every_byte_and_the_timing_at_100_hz() {
     const N: u64 = 200;
     const SIZE: usize = 1024;
     let record = spawn(&dom, &["record", "lidar", "-o", file_s, "--count", "200"]);
-    let publish = spawn(
+    publish(
         &dom,
-        &[
-            "pub", "lidar", "--size", "1K", "--rate", "100", "--count", "200",
-        ]
-        .into_iter()
-        .chain(["--wait-subscribers", "1", "--wait-timeout", "30"])
-        .collect::<Vec<_>>(),
+        &["lidar", "--size", "1K", "--rate", "100", "--count", "200"],
+        "1",
     );
-    ok(&publish.finish(Duration::from_secs(60)), "pub");
     let rec = record.finish(Duration::from_secs(60));
     ok(&rec, "record");
     assert!(rec.stderr.contains("lidar: 200 messages"), "{}", rec.stderr);
@@ -315,14 +318,11 @@ fn ctrl_c_closes_a_complete_file() {
             "u32",
         ],
     );
-    let publish = spawn(
+    publish(
         &dom,
-        &["pub", "a", "--size", "64", "--rate", "200", "--count", "50"]
-            .into_iter()
-            .chain(["--wait-subscribers", "1", "--wait-timeout", "30"])
-            .collect::<Vec<_>>(),
+        &["a", "--size", "64", "--rate", "200", "--count", "50"],
+        "1",
     );
-    ok(&publish.finish(Duration::from_secs(60)), "pub");
     // Give the recorder a moment to take the last message, then Ctrl-C.
     std::thread::sleep(Duration::from_millis(300));
     record.signal(Signal::INT);
@@ -348,14 +348,11 @@ fn hz_and_bw_report_a_topic() {
         &["hz", "h", "--count", "40", "--json", "--timeout", "30"],
     );
     let bw = spawn(&dom, &["bw", "h", "--count", "40", "--timeout", "30"]);
-    let publish = spawn(
+    publish(
         &dom,
-        &["pub", "h", "--size", "100", "--rate", "50", "--count", "60"]
-            .into_iter()
-            .chain(["--wait-subscribers", "2", "--wait-timeout", "30"])
-            .collect::<Vec<_>>(),
+        &["h", "--size", "100", "--rate", "50", "--count", "60"],
+        "2",
     );
-    ok(&publish.finish(Duration::from_secs(60)), "pub");
     let hz = hz.finish(Duration::from_secs(30));
     ok(&hz, "hz");
     let last: serde_json::Value =
