@@ -136,6 +136,12 @@ fn is_executable(p: &Path) -> bool {
 
 /// Runs `tool args` to completion; an error with its standard error if it fails.
 fn run_tool(tool: &Path, args: &[&str]) -> Result<()> {
+    tool_output(tool, args).map(drop)
+}
+
+/// Runs `tool args` to completion and returns its standard output; an error with its standard
+/// error if it fails.
+fn tool_output(tool: &Path, args: &[&str]) -> Result<Vec<u8>> {
     let out = Command::new(tool)
         .args(args)
         .stdin(Stdio::null())
@@ -150,7 +156,7 @@ fn run_tool(tool: &Path, args: &[&str]) -> Result<()> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    Ok(())
+    Ok(out.stdout)
 }
 
 /// What making a [`Pair`] needs that this machine lacks, each said in a few words (empty: none).
@@ -176,20 +182,8 @@ pub fn missing(rate: bool) -> Vec<String> {
 
 /// The network namespaces that exist (`ip netns list`), by name.
 pub fn list(ip: &Path) -> Result<Vec<String>> {
-    let out = Command::new(ip)
-        .args(["netns", "list"])
-        .stdin(Stdio::null())
-        .output()
-        .context(format!("cannot run {}", ip.display()))?;
-    if !out.status.success() {
-        bail!(
-            "{} netns list failed ({}): {}",
-            ip.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
+    let out = tool_output(ip, &["netns", "list"])?;
+    Ok(String::from_utf8_lossy(&out)
         .lines()
         .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
         .collect())
