@@ -70,10 +70,16 @@ fn start_echo(d: &str, topic: &str, args: &[&str]) -> Running {
     spawn(&[&["echo", topic], args, &["--timeout", "30", "--domain", d]].concat())
 }
 
+/// The arguments of `ferry pub TOPIC ARGS` that publishes from when `subscribers` are attached
+/// (within 30 s).
+fn pub_args<'a>(topic: &'a str, subscribers: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    let wait = ["--wait-subscribers", subscribers, "--wait-timeout", "30"];
+    [&["pub", topic], args, &wait].concat()
+}
+
 /// `ferry pub TOPIC ARGS` in domain `d`, from when `subscribers` are attached (within 30 s).
 fn start_pub(d: &str, topic: &str, subscribers: &str, args: &[&str]) -> Running {
-    let wait = ["--wait-subscribers", subscribers, "--wait-timeout", "30"];
-    spawn(&[&["pub", topic], args, &wait, &["--domain", d]].concat())
+    spawn(&[pub_args(topic, subscribers, args), vec!["--domain", d]].concat())
 }
 
 /// As `spawn`, in `domain` given the way a user's shell would: in FERRY_DOMAIN.
@@ -518,20 +524,7 @@ fn one_echo_reads_several_topics_each_line_naming_its_topic() {
         .map(|t| {
             spawn_in(
                 &d,
-                &[
-                    "pub",
-                    t,
-                    "--size",
-                    "16",
-                    "--rate",
-                    "100",
-                    "--count",
-                    "2",
-                    "--wait-subscribers",
-                    "1",
-                    "--wait-timeout",
-                    "30",
-                ],
+                &pub_args(t, "1", &["--size", "16", "--rate", "100", "--count", "2"]),
             )
         })
         .collect();
@@ -698,22 +691,20 @@ fn pub_and_echo_exchange_messages_over_udp() {
     );
     let publisher = spawn_in(
         &d,
-        &[
-            "pub",
+        &pub_args(
             "demo/u",
-            "--transport",
-            "udp",
-            "--size",
-            "16",
-            "--rate",
-            "100",
-            "--count",
-            "5",
-            "--wait-subscribers",
             "1",
-            "--wait-timeout",
-            "30",
-        ],
+            &[
+                "--transport",
+                "udp",
+                "--size",
+                "16",
+                "--rate",
+                "100",
+                "--count",
+                "5",
+            ],
+        ),
     );
     let p = publisher.succeed();
     assert!(p.stderr.contains("sent 5 messages"), "{}", p.stderr);
@@ -892,18 +883,7 @@ fn echo_and_pub_stop_on_sigterm_and_sigint() {
         let echo = spawn_in(&d, &["echo", "sig", "--transport", transport]);
         let publisher = spawn_in(
             &d,
-            &[
-                "pub",
-                "sig",
-                "--transport",
-                transport,
-                "--rate",
-                "50",
-                "--wait-subscribers",
-                "1",
-                "--wait-timeout",
-                "30",
-            ],
+            &pub_args("sig", "1", &["--transport", transport, "--rate", "50"]),
         );
         echo.await_line(false, "seq ", LONG);
         let e = echo.stop_with(echo_signal);
@@ -925,20 +905,11 @@ fn pub_held_back_by_a_frozen_subscriber_stops_on_a_signal() {
         let echo = spawn_in(&d, &["echo", "fz", "--transport", transport]);
         let publisher = spawn_in(
             &d,
-            &[
-                "pub",
+            &pub_args(
                 "fz",
-                "--transport",
-                transport,
-                "--size",
-                "1K",
-                "--rate",
-                "1000",
-                "--wait-subscribers",
                 "1",
-                "--wait-timeout",
-                "30",
-            ],
+                &["--transport", transport, "--size", "1K", "--rate", "1000"],
+            ),
         );
         echo.await_line(false, "seq ", LONG);
         echo.signal(Signal::STOP);
@@ -973,20 +944,11 @@ fn echo_with_unread_output_stops_on_a_signal() {
     let echo = spawn_in_unread(&d, &["echo", "ur", "--transport", "shm"]);
     let publisher = spawn_in(
         &d,
-        &[
-            "pub",
+        &pub_args(
             "ur",
-            "--transport",
-            "shm",
-            "--size",
-            "1K",
-            "--rate",
-            "0",
-            "--wait-subscribers",
             "1",
-            "--wait-timeout",
-            "30",
-        ],
+            &["--transport", "shm", "--size", "1K", "--rate", "0"],
+        ),
     );
     // echo stops reading once its output is full; the reliable publisher then says it waits.
     publisher.await_line(true, "has made no room", LONG);
@@ -1433,23 +1395,7 @@ fn rmem_capped() -> bool {
 fn echo_warns_about_the_udp_receive_buffer_only_when_udp_traffic_could_suffer() {
     let d = domain("rmem");
     let echo = start_echo(&d, "t", &["--count", "1"]);
-    let out = run(
-        &[
-            "pub",
-            "t",
-            "--transport",
-            "shm",
-            "--count",
-            "1",
-            "--wait-subscribers",
-            "1",
-            "--wait-timeout",
-            "30",
-            "--domain",
-            &d,
-        ],
-        LONG,
-    );
+    let out = start_pub(&d, "t", "1", &["--transport", "shm", "--count", "1"]).finish(LONG);
     assert!(out.status.success(), "{}", out.stderr);
     let e = echo.finish(LONG);
     assert!(e.status.success(), "{}", e.stderr);
