@@ -65,9 +65,14 @@ fn spawn(args: &[&str]) -> Running {
     spawn_cmd(ferry(), args, true)
 }
 
+/// The arguments of `ferry echo TOPIC ARGS` that fails after 30 s without a message.
+fn echo_args<'a>(topic: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    [&["echo", topic], args, &["--timeout", "30"]].concat()
+}
+
 /// `ferry echo TOPIC ARGS` in domain `d`, failing after 30 s without a message.
 fn start_echo(d: &str, topic: &str, args: &[&str]) -> Running {
-    spawn(&[&["echo", topic], args, &["--timeout", "30", "--domain", d]].concat())
+    spawn(&[echo_args(topic, args), vec!["--domain", d]].concat())
 }
 
 /// The arguments of `ferry pub TOPIC ARGS` that publishes from when `subscribers` are attached
@@ -505,20 +510,7 @@ fn a_protobuf_topic_is_echoed_by_field_name() {
 #[test]
 fn one_echo_reads_several_topics_each_line_naming_its_topic() {
     let d = domain("many");
-    let echo = spawn_in(
-        &d,
-        &[
-            "echo",
-            "a",
-            "b",
-            "c",
-            "--count",
-            "6",
-            "--json",
-            "--timeout",
-            "30",
-        ],
-    );
+    let echo = spawn_in(&d, &echo_args("a", &["b", "c", "--count", "6", "--json"]));
     let pubs: Vec<Running> = ["a", "b", "c"]
         .iter()
         .map(|t| {
@@ -677,17 +669,7 @@ fn pub_and_echo_exchange_messages_over_udp() {
     let d = domain("udp");
     let echo = spawn_in(
         &d,
-        &[
-            "echo",
-            "demo/u",
-            "--transport",
-            "udp",
-            "--count",
-            "5",
-            "--json",
-            "--timeout",
-            "30",
-        ],
+        &echo_args("demo/u", &["--transport", "udp", "--count", "5", "--json"]),
     );
     let publisher = spawn_in(
         &d,
