@@ -275,8 +275,8 @@ impl Peer {
         }
     }
 
-    /// Waits at most `timeout` for the peer's next report, watching it and Ctrl-C; the error
-    /// names `what` did not come.
+    /// Waits at most `timeout` for the peer's next report, `what` (which an error names),
+    /// watching the peer and Ctrl-C meanwhile.
     pub fn await_report<T: DeserializeOwned>(
         &mut self,
         timeout: Duration,
