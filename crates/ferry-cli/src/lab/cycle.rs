@@ -5,6 +5,8 @@ use ferry_lab::args::parse_choice;
 use ferry_lab::cycle::{parse_budget, Budget, Config, DeliveryChoice, Placement, SUBJECTS};
 use ferry_lab::subject::Subject;
 
+use super::options::Options;
+
 #[derive(Debug, Args)]
 pub struct CycleArgs {
     /// Transports, comma-separated: shm, udp4 (ferry over UDP; udp is read as udp4) [default:
@@ -80,7 +82,7 @@ pub struct CycleArgs {
     pub study: bool,
 }
 
-impl super::Options for CycleArgs {
+impl Options for CycleArgs {
     type Experiment = ferry_lab::cycle::Cycle;
 
     fn into_config(self) -> Config {

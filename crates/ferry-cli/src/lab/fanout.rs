@@ -4,6 +4,8 @@ use clap::Args;
 use ferry_lab::fanout::Config;
 use ferry_lab::units::parse_size;
 
+use super::options::Options;
+
 #[derive(Debug, Args)]
 pub struct FanoutArgs {
     /// Bytes per message, with an optional K or M suffix (at least 8) [default: 8K]
@@ -34,7 +36,7 @@ pub struct FanoutArgs {
     pub rounds: Option<usize>,
 }
 
-impl super::Options for FanoutArgs {
+impl Options for FanoutArgs {
     type Experiment = ferry_lab::fanout::Fanout;
 
     fn into_config(self) -> Config {

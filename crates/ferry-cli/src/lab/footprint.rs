@@ -6,6 +6,8 @@ use clap::Args;
 use ferry_lab::footprint::{Config, SUBJECTS};
 use ferry_lab::subject::Subject;
 
+use super::options::Options;
+
 #[derive(Debug, Args)]
 pub struct FootprintArgs {
     /// Transports to run the pair on, comma-separated: shm, udp4 (ferry over UDP; udp is read as
@@ -26,7 +28,7 @@ pub struct FootprintArgs {
     pub build: bool,
 }
 
-impl super::Options for FootprintArgs {
+impl Options for FootprintArgs {
     type Experiment = ferry_lab::footprint::Footprint;
 
     fn into_config(self) -> Config {

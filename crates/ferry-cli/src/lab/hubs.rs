@@ -7,6 +7,8 @@ use ferry_lab::hubs::{parse_link_rate, Config, Mode, PinMode, SUBJECTS};
 use ferry_lab::netns::LinkRate;
 use ferry_lab::subject::Subject;
 
+use super::options::Options;
+
 /// A CPU budget over every hub process: a number of CPUs, or none.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CpuBudget(pub Option<f64>);
@@ -91,7 +93,7 @@ pub struct HubsArgs {
     pub fault_hub_exit_after: Option<u64>,
 }
 
-impl super::Options for HubsArgs {
+impl Options for HubsArgs {
     type Experiment = ferry_lab::hubs::Hubs;
 
     fn into_config(self) -> Config {

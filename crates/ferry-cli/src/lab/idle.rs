@@ -6,6 +6,8 @@ use ferry_lab::args::parse_choice;
 use ferry_lab::idle::{Config, SUBJECTS};
 use ferry_lab::subject::Subject;
 
+use super::options::Options;
+
 #[derive(Debug, Args)]
 pub struct IdleArgs {
     /// Wait strategies of the idle subscriber, comma-separated: spin, block, adaptive [default:
@@ -23,7 +25,7 @@ pub struct IdleArgs {
     pub seconds: Option<f64>,
 }
 
-impl super::Options for IdleArgs {
+impl Options for IdleArgs {
     type Experiment = ferry_lab::idle::Idle;
 
     fn into_config(self) -> Config {

@@ -6,6 +6,8 @@ use ferry_lab::subject::Subject;
 use ferry_lab::units::parse_size;
 use ferry_lab::Pin;
 
+use super::options::Options;
+
 #[derive(Debug, Args)]
 pub struct LatencyArgs {
     /// Transports to measure, comma-separated, run in this order within each round except that
@@ -51,7 +53,7 @@ pub struct LatencyArgs {
     pub remote: Option<String>,
 }
 
-impl super::Options for LatencyArgs {
+impl Options for LatencyArgs {
     type Experiment = ferry_lab::latency::Latency;
 
     fn into_config(self) -> Config {

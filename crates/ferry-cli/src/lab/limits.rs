@@ -4,6 +4,8 @@ use clap::Args;
 use ferry_lab::limits::Config;
 use ferry_lab::units::parse_size;
 
+use super::options::Options;
+
 #[derive(Debug, Args)]
 pub struct LimitsArgs {
     /// Round trips per latency measurement (cache line, futex, UDP) [default: 20000]
@@ -19,7 +21,7 @@ pub struct LimitsArgs {
     pub memcpy_max: Option<usize>,
 }
 
-impl super::Options for LimitsArgs {
+impl Options for LimitsArgs {
     type Experiment = ferry_lab::limits::Limits;
 
     fn into_config(self) -> Config {

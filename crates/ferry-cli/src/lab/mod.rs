@@ -9,6 +9,7 @@ mod hubs;
 mod idle;
 mod latency;
 mod limits;
+mod options;
 mod sendtime;
 mod share;
 mod throughput;
@@ -18,7 +19,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use ferry_lab::error::{Context, Result};
-use ferry_lab::experiment::{run_and_print, Experiment as Measure};
+use options::Run;
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, after_long_help = ferry_lab::studies::help())]
@@ -94,33 +95,6 @@ pub enum Experiment {
     Report(ReportArgs),
     /// Print the JSON schema of results.json and of every experiment's results
     Schema,
-}
-
-/// An experiment's own options, read into its configuration.
-pub trait Options: Args + std::fmt::Debug {
-    /// The experiment they configure.
-    type Experiment: Measure;
-
-    /// The configuration: the options given, the configuration's defaults for the others.
-    fn into_config(self) -> <Self::Experiment as Measure>::Config;
-}
-
-/// `ferry lab <experiment>`: the experiment's own options, then those every experiment has.
-#[derive(Debug, Args)]
-pub struct Run<O: Options> {
-    #[command(flatten)]
-    pub options: O,
-
-    /// Write the results as JSON to PATH
-    #[arg(long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
-}
-
-impl<O: Options> Run<O> {
-    /// Measures and prints the results (and writes them to --json).
-    fn run(self) -> Result<()> {
-        run_and_print::<O::Experiment>(self.options.into_config(), self.json.as_deref())
-    }
 }
 
 /// `ferry lab report`.

@@ -5,6 +5,8 @@ use ferry_lab::sendtime::{Config, SUBJECTS};
 use ferry_lab::subject::Subject;
 use ferry_lab::units::parse_size;
 
+use super::options::Options;
+
 #[derive(Debug, Args)]
 pub struct SendTimeArgs {
     /// Transports, comma-separated: shm (ferry shared memory), udp4 (ferry UDP), raw-udp4
@@ -25,7 +27,7 @@ pub struct SendTimeArgs {
     pub warmup: Option<usize>,
 }
 
-impl super::Options for SendTimeArgs {
+impl Options for SendTimeArgs {
     type Experiment = ferry_lab::sendtime::SendTime;
 
     fn into_config(self) -> Config {

@@ -5,6 +5,8 @@ use ferry_lab::args::parse_choice;
 use ferry_lab::netns::{parse_link_rate, LinkRate};
 use ferry_lab::share::{Competitor, Config};
 
+use super::options::Options;
+
 #[derive(Debug, Args)]
 pub struct ShareArgs {
     /// What shares the link with the ferry flow, comma-separated, each in a run of its own:
@@ -31,7 +33,7 @@ pub struct ShareArgs {
     pub rounds: Option<usize>,
 }
 
-impl super::Options for ShareArgs {
+impl Options for ShareArgs {
     type Experiment = ferry_lab::share::Share;
 
     fn into_config(self) -> Config {

@@ -9,6 +9,8 @@ use ferry_lab::Pin;
 
 use crate::cmd::{delivery_words, wait_words};
 
+use super::options::Options;
+
 #[derive(Debug, Args)]
 pub struct ThroughputArgs {
     /// Transports, comma-separated, run in this order at each size except that a baseline runs
@@ -77,7 +79,7 @@ pub struct ThroughputArgs {
     pub period: Option<std::time::Duration>,
 }
 
-impl super::Options for ThroughputArgs {
+impl Options for ThroughputArgs {
     type Experiment = ferry_lab::throughput::Throughput;
 
     fn into_config(self) -> Config {

@@ -4,6 +4,8 @@ use clap::Args;
 use ferry_lab::args::parse_choice;
 use ferry_lab::udprate::{parse_rate, parse_threads, Config, Pacing, ThreadCounts};
 
+use super::options::Options;
+
 #[derive(Debug, Args)]
 pub struct UdpRateArgs {
     /// Requested rates in bit/s, comma-separated, with K, M or G (1G = 10^9) [default: 1G]
@@ -46,7 +48,7 @@ pub struct UdpRateArgs {
     pub remote: Option<String>,
 }
 
-impl super::Options for UdpRateArgs {
+impl Options for UdpRateArgs {
     type Experiment = ferry_lab::udprate::UdpRate;
 
     fn into_config(self) -> Config {
