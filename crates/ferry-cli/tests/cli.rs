@@ -272,23 +272,6 @@ fn fails_saying(args: &[&str], expected: &str) -> Finished {
     out
 }
 
-/// Runs `ferry lab EXPERIMENT ARGS --json FILE` within `limit`, which must succeed; what it
-/// printed, and the results it wrote (the file is removed).
-fn lab_run(experiment: &str, args: &[&str], limit: Duration) -> (Finished, serde_json::Value) {
-    let path = std::env::temp_dir().join(format!("ferry-lab-{}.json", domain(experiment)));
-    let json = ["--json", path.to_str().unwrap()];
-    let out = run(&[&["lab", experiment], args, &json].concat(), limit);
-    assert!(
-        out.status.success(),
-        "lab {experiment} failed: {}",
-        out.stderr
-    );
-    let text = std::fs::read_to_string(&path).expect("results file");
-    let _ = std::fs::remove_file(&path);
-    let results = serde_json::from_str(&text).expect("results parse as JSON");
-    (out, results)
-}
-
 /// Polls `check` until it holds, at most `timeout`.
 fn wait_until(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
@@ -1010,7 +993,7 @@ fn bad_arguments_are_refused_clearly() {
 
 #[test]
 fn lab_latency_writes_contract_json() {
-    let (out, json) = lab_run(
+    let (out, json) = common::lab_results(
         "latency",
         &[
             "--samples",
@@ -1024,7 +1007,7 @@ fn lab_latency_writes_contract_json() {
         ],
         Duration::from_secs(300),
     );
-    check_lab_json(&json, "latency");
+    check_lab_json(&json);
     for key in ["cpus", "cpu_model", "kernel"] {
         assert!(!json["machine"][key].is_null(), "machine.{key} missing");
     }
@@ -1070,12 +1053,11 @@ fn lab_latency_writes_contract_json() {
 
 #[test]
 fn an_idle_blocking_subscriber_does_not_spin() {
-    let (_, json) = lab_run(
+    let (_, json) = common::lab_results(
         "idle",
         &["--wait", "block,adaptive", "--seconds", "0.5"],
         Duration::from_secs(60),
     );
-    assert_eq!(json["experiment"], "idle");
     let rows = json["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 2);
     for row in rows {
@@ -1090,9 +1072,8 @@ fn an_idle_blocking_subscriber_does_not_spin() {
     }
 }
 
-/// Checks the results format's top level.
-fn check_lab_json(json: &serde_json::Value, experiment: &str) {
-    assert_eq!(json["experiment"], experiment);
+/// Checks the results format's top level (`common::lab_results` checked the experiment).
+fn check_lab_json(json: &serde_json::Value) {
     assert!(json["ferry_version"].is_string());
     assert!(json["machine"]["cpus"].is_number());
     assert!(json["config"]["pinning"]["mode"].is_string());
@@ -1100,7 +1081,7 @@ fn check_lab_json(json: &serde_json::Value, experiment: &str) {
 
 #[test]
 fn lab_latency_over_udp_writes_contract_json() {
-    let (_, json) = lab_run(
+    let (_, json) = common::lab_results(
         "latency",
         &[
             "--transport",
@@ -1116,7 +1097,7 @@ fn lab_latency_over_udp_writes_contract_json() {
         ],
         Duration::from_secs(120),
     );
-    check_lab_json(&json, "latency");
+    check_lab_json(&json);
     let rows = json["rows"].as_array().expect("rows");
     let row = |t: &str, s: u64| {
         rows.iter()
@@ -1146,7 +1127,7 @@ fn lab_latency_over_udp_writes_contract_json() {
 
 #[test]
 fn lab_throughput_writes_contract_json() {
-    let (out, json) = lab_run(
+    let (out, json) = common::lab_results(
         "throughput",
         &[
             "--transport",
@@ -1160,7 +1141,7 @@ fn lab_throughput_writes_contract_json() {
         ],
         Duration::from_secs(120),
     );
-    check_lab_json(&json, "throughput");
+    check_lab_json(&json);
     assert_eq!(json["config"]["delivery"], "reliable");
     let rows = json["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 3);

@@ -1,5 +1,6 @@
 //! What the command's integration tests share: a `ferry lab agent` started for a test, a child
-//! with a bounded life. Each test binary uses some of it.
+//! with a bounded life, bounded lab runs and their results, two network namespaces made and
+//! removed, and readers of echo's output. Each test binary uses some of it.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -131,30 +132,6 @@ pub struct Bounded {
     limit: Duration,
 }
 
-/// How a command ended, and what it wrote, as text.
-pub struct Ended {
-    pub status: ExitStatus,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Ended {
-    pub fn success(&self) -> bool {
-        self.status.success()
-    }
-
-    /// Fails the test, with everything the command (`what`) wrote, unless it succeeded.
-    pub fn check_success(&self, what: &str) {
-        assert!(
-            self.success(),
-            "{what} failed ({})\nstdout: {}\nstderr: {}",
-            self.status,
-            self.stdout,
-            self.stderr
-        );
-    }
-}
-
 impl Bounded {
     /// Waits until the command (`what`, for the failure) ends, at its limit at the latest.
     pub fn ended(self, what: &str) -> Ended {
@@ -168,6 +145,31 @@ impl Bounded {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
+    }
+}
+
+/// How a command ended, and what it wrote, as text.
+pub struct Ended {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ended {
+    /// Whether the command exited 0.
+    pub fn success(&self) -> bool {
+        self.status.success()
+    }
+
+    /// Fails the test, with everything the command (`what`) wrote, unless it succeeded.
+    pub fn check_success(&self, what: &str) {
+        assert!(
+            self.success(),
+            "{what} failed ({})\nstdout: {}\nstderr: {}",
+            self.status,
+            self.stdout,
+            self.stderr
+        );
     }
 }
 
