@@ -95,10 +95,7 @@ fn run(args: &[String]) -> Result<(), Error> {
             }
             #[cfg(feature = "zenoh")]
             "zenoh" => {
-                let endpoint = opts.take("--endpoint")?;
-                let key = opts.take("--key")?;
-                let shm = opts.take("--shm")? == "1";
-                opts.done()?;
+                let (endpoint, key, shm) = opts.zenoh_side()?;
                 zenoh_peer::throughput_sink(&plan, &endpoint, &key, shm)
             }
             other => Err(unknown(other)),
@@ -144,10 +141,7 @@ fn run(args: &[String]) -> Result<(), Error> {
         }
         #[cfg(feature = "zenoh")]
         "zenoh-echo" => {
-            let endpoint = opts.take("--endpoint")?;
-            let key = opts.take("--key")?;
-            let shm = opts.take("--shm")? == "1";
-            opts.done()?;
+            let (endpoint, key, shm) = opts.zenoh_side()?;
             zenoh_peer::echo_side(&plan, &endpoint, &key, shm)
         }
         #[cfg(feature = "zenoh")]
@@ -226,6 +220,17 @@ impl Options {
             .position(|(n, _)| n == name)
             .ok_or_else(|| format!("{name} is missing; {USAGE}"))?;
         Ok(self.0.remove(i).1)
+    }
+
+    /// The last options of a Zenoh side: its endpoint, its key, and whether it uses Zenoh's
+    /// shared memory (`--shm 1`).
+    #[cfg(feature = "zenoh")]
+    fn zenoh_side(mut self) -> Result<(String, String, bool), Error> {
+        let endpoint = self.take("--endpoint")?;
+        let key = self.take("--key")?;
+        let shm = self.take("--shm")? == "1";
+        self.done()?;
+        Ok((endpoint, key, shm))
     }
 
     fn done(self) -> Result<(), Error> {
