@@ -27,18 +27,15 @@ struct Impair {
     reorder: f64,
 }
 
-const CLEAN: Impair = Impair {
-    loss: 0.0,
-    dup: 0.0,
-    reorder: 0.0,
-};
+/// The share of datagrams lost, duplicated and reordered.
+const fn impair(loss: f64, dup: f64, reorder: f64) -> Impair {
+    Impair { loss, dup, reorder }
+}
+
+const CLEAN: Impair = impair(0.0, 0.0, 0.0);
 
 /// A fifth lost, some duplicated, a tenth reordered.
-const LOSSY: Impair = Impair {
-    loss: 0.2,
-    dup: 0.05,
-    reorder: 0.1,
-};
+const LOSSY: Impair = impair(0.2, 0.05, 0.1);
 
 /// Datagrams in flight: (deliver at, to the receiver?, bytes).
 struct Net {
@@ -311,6 +308,21 @@ fn run_offering(
     }
 }
 
+/// Whether every message was delivered, in order from 0 (none skipped).
+fn in_order(o: &Outcome) -> bool {
+    o.delivered.iter().enumerate().all(|(i, d)| d.0 == i as u64)
+}
+
+/// A sender of topic 42, session 1001, that sent its first heartbeat, and receiver 9 of the
+/// topic; what the sender sent is in flight.
+fn sender_and_receiver() -> (Sender, Receiver, Net) {
+    let mut tx = Sender::new(42, 1001, SenderConfig::default());
+    let rx = Receiver::new(9, 42, ReceiverConfig::default());
+    let mut net = Net::clean(1);
+    tx.tick(0, &mut net);
+    (tx, rx, net)
+}
+
 #[test]
 fn ranges_merge_and_find_gaps() {
     let mut r = Ranges::default();
@@ -333,7 +345,7 @@ fn clean_network_delivers_everything_in_order() {
     let sizes: Vec<usize> = (0..200).map(|i| (i * 977) % 9000).collect();
     let o = run(&sizes, true, CLEAN, 1, 1 << 20);
     assert_eq!(o.delivered.len(), 200);
-    assert!(o.delivered.iter().enumerate().all(|(i, d)| d.0 == i as u64));
+    assert!(in_order(&o));
     assert_eq!((o.lost, o.stats.naks_sent), (0, 0));
 }
 
@@ -355,7 +367,7 @@ fn queued_small_messages_share_datagrams_and_arrive_exactly() {
             "reliable {reliable}: {:?}",
             o.stats
         );
-        assert!(o.delivered.iter().enumerate().all(|(i, d)| d.0 == i as u64));
+        assert!(in_order(&o));
         assert_eq!(o.lost, 0);
         let s = o.sender;
         assert!(s.batches > 0, "{s:?}");
@@ -380,7 +392,7 @@ fn batched_messages_are_repaired_under_loss() {
         "nothing lost: {:?}",
         o.stats
     );
-    assert!(o.delivered.iter().enumerate().all(|(i, d)| d.0 == i as u64));
+    assert!(in_order(&o));
     assert!(o.sender.batches > 0 && o.stats.naks_sent > 0);
     // Latest delivery under the same loss: what is delivered is intact, the rest counted.
     let o = run_offering(&sizes, false, LOSSY, 11, 256 << 10, true);
@@ -392,10 +404,7 @@ fn reliable_repairs_20_percent_loss_with_duplicates_and_reordering() {
     let sizes: Vec<usize> = (0..300).map(|i| 1 + (i * 7919) % 40_000).collect();
     let o = run(&sizes, true, LOSSY, 7, 256 << 10);
     assert_eq!(o.delivered.len(), 300, "nothing lost: {:?}", o.stats);
-    assert!(
-        o.delivered.iter().enumerate().all(|(i, d)| d.0 == i as u64),
-        "in order"
-    );
+    assert!(in_order(&o), "in order");
     assert_eq!(o.lost, 0);
     assert!(o.stats.naks_sent > 0 && o.stats.duplicates > 0);
 }
@@ -406,11 +415,7 @@ fn a_large_message_crosses_a_small_window_under_loss() {
     let o = run(
         &[1 << 20, 10, 1 << 20],
         true,
-        Impair {
-            loss: 0.05,
-            dup: 0.0,
-            reorder: 0.05,
-        },
+        impair(0.05, 0.0, 0.05),
         3,
         64 << 10,
     );
@@ -480,10 +485,7 @@ fn naks(frames: &[Vec<u8>]) -> Vec<NakEntry> {
 fn the_unsent_tail_of_a_window_blocked_message_is_not_nacked_nor_resent() {
     // A 1 MiB message through a 100 000-byte window: the receiver has its head, the rest is not
     // sent yet. That is not loss.
-    let mut tx = Sender::new(42, 1001, SenderConfig::default());
-    let mut rx = Receiver::new(9, 42, ReceiverConfig::default());
-    let mut net = Net::clean(1);
-    tx.tick(0, &mut net);
+    let (mut tx, mut rx, mut net) = sender_and_receiver();
     tx.handle(0, &decode(&status_for(9, 0, 100_000, 0)).unwrap(), &mut net);
     tx.offer(&payload(0, 1 << 20)).unwrap();
     while tx.pump(0, &mut net) {}
@@ -578,10 +580,7 @@ fn a_latest_receiver_that_stops_reading_does_not_hold_the_publisher() {
 
 #[test]
 fn a_lost_tail_is_found_by_the_heartbeat_and_repaired() {
-    let mut tx = Sender::new(42, 1001, SenderConfig::default());
-    let mut rx = Receiver::new(9, 42, ReceiverConfig::default());
-    let mut net = Net::clean(1);
-    tx.tick(0, &mut net);
+    let (mut tx, mut rx, mut net) = sender_and_receiver();
     net.deliver_all(&mut rx, 0);
     tx.offer(&payload(0, 10_000)).unwrap();
     assert!(tx.pump(0, &mut net));
@@ -671,17 +670,7 @@ fn a_silent_receiver_stops_holding_the_sender() {
 #[test]
 fn latest_counts_every_message_it_skips() {
     let sizes: Vec<usize> = (0..500).map(|i| 1 + (i * 31) % 5000).collect();
-    let o = run(
-        &sizes,
-        false,
-        Impair {
-            loss: 0.1,
-            dup: 0.02,
-            reorder: 0.1,
-        },
-        11,
-        1 << 20,
-    );
+    let o = run(&sizes, false, impair(0.1, 0.02, 0.1), 11, 1 << 20);
     assert!(o.delivered.windows(2).all(|w| w[1].0 > w[0].0), "in order");
     assert_eq!(
         o.delivered.len() as u64 + o.lost,
