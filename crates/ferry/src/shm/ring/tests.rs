@@ -37,6 +37,13 @@ fn join(hdr: &RingHeader, slot: usize, token: u64, reliable: bool) -> Reader {
     Reader::join(hdr, CAP, max_payload(CAP), slot, token, reliable)
 }
 
+/// A ring whose writer keeps its last `keep` messages for late joiners.
+fn keeping(reliable: bool, keep: usize) -> (RingHeader, AtomicBytes, Writer) {
+    let (hdr, mem, w) = ring(reliable);
+    let w = w.with_history(&hdr, keep);
+    (hdr, mem, w)
+}
+
 /// A ring whose reliable writer keeps small records in the first quarter of each lap.
 fn windowed() -> (RingHeader, AtomicBytes, Writer) {
     let (hdr, mem, w) = ring(true);
@@ -1098,9 +1105,7 @@ fn write_read(
 #[test]
 fn a_joiner_gets_the_last_messages_kept_then_the_live_ones_with_no_gap() {
     for reliable in [true, false] {
-        let hdr = RingHeader::new();
-        let mem = AtomicBytes::new(CAP);
-        let mut w = Writer::new(&hdr, CAP, reliable).with_history(&hdr, 3);
+        let (hdr, mem, mut w) = keeping(reliable, 3);
         let mut early = join(&hdr, 0, 7, true);
         // 24-byte messages (40-byte records): many laps of a 256-byte ring.
         write_read(&mut w, &hdr, &mem, Some(&mut early), 0, 100, 24);
@@ -1121,10 +1126,8 @@ fn a_joiner_gets_the_last_messages_kept_then_the_live_ones_with_no_gap() {
 
 #[test]
 fn history_is_only_what_the_ring_still_holds() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
     // Asks to keep 50, but a 256-byte ring holds six 40-byte records (with the next one's mark).
-    let mut w = Writer::new(&hdr, CAP, false).with_history(&hdr, 50);
+    let (hdr, mem, mut w) = keeping(false, 50);
     write_read(&mut w, &hdr, &mem, None, 0, 40, 24);
     let late = join(&hdr, 1, 9, true);
     let past = history(&hdr, &mem, CAP, max_payload(CAP), late.position(), 50);
@@ -1171,10 +1174,8 @@ impl RingBytes for LappedWhileRead<'_> {
 /// again from the writer's new oldest and gets the records still intact, not nothing.
 #[test]
 fn a_history_lapped_while_copied_is_walked_again_from_the_new_oldest() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
     // A 256-byte ring keeps six 40-byte records: 34 to 39.
-    let mut w = Writer::new(&hdr, CAP, false).with_history(&hdr, 50);
+    let (hdr, mem, mut w) = keeping(false, 50);
     write_read(&mut w, &hdr, &mem, None, 0, 40, 24);
     let late = join(&hdr, 1, 9, true);
     let until = late.position();
@@ -1207,9 +1208,7 @@ fn a_writer_without_history_keeps_none_and_a_reader_asking_none_gets_none() {
 
 #[test]
 fn a_forged_history_word_costs_bounded_work_and_gives_no_panic() {
-    let hdr = RingHeader::new();
-    let mem = AtomicBytes::new(CAP);
-    let mut w = Writer::new(&hdr, CAP, false).with_history(&hdr, 4);
+    let (hdr, mem, mut w) = keeping(false, 4);
     write_read(&mut w, &hdr, &mem, None, 0, 12, 24);
     let until = w.head;
     for word in [
