@@ -42,8 +42,8 @@ mod waitset;
 
 // The OS layer, the shared-memory ring and the UDP protocol's internals are not part of the
 // API. The `internals` feature opens them to ferry's own tests and fuzz targets (the ring's
-// reader and writer, frame and discovery decoders, the protocol cores, impairment); nothing else
-// should enable it. Without it, what only those use is compiled out
+// reader and writer, frame and discovery decoders, the protocol cores, impairment) and to the
+// performance lab (its raw baselines use `sys`); nothing else should enable it. Without it, what only those use is compiled out
 // (`cfg(any(test, feature = "internals"))`), and the dead-code lint checks the rest.
 #[cfg(feature = "internals")]
 #[doc(hidden)]
