@@ -602,6 +602,30 @@ fn a_server_silent_past_the_clients_lease_ends_its_pending_call_with_server_gone
     let pid = child.id() as i32;
     // SAFETY: kill has no memory preconditions; the pid is our live child's.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    // kill() returns before every thread of the server has stopped: one still running could
+    // answer the next request. Wait for the stop to complete (the kernel reports it to the
+    // parent once the whole process has stopped).
+    let deadline = Instant::now() + LONG;
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is valid for writes; WNOHANG never blocks, WUNTRACED only reports
+        // a stop (the child is not reaped).
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED | libc::WNOHANG) };
+        if r == pid && libc::WIFSTOPPED(status) {
+            break;
+        }
+        assert_eq!(
+            r,
+            0,
+            "waitpid on the server: {}",
+            std::io::Error::last_os_error()
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the server stopped within {LONG:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let id = client.send_request(b"second").unwrap();
     let stopped = Instant::now();
     let outcome = client.recv_response(LONG).map(|r| r.map(|r| r.request()));
