@@ -2,42 +2,33 @@
 
 use std::path::PathBuf;
 
-use clap::Args;
 use ferry_lab::footprint::{Config, SUBJECTS};
 use ferry_lab::subject::Subject;
 
-use super::options::Options;
+use super::options::{options, Options};
 
-#[derive(Debug, Args)]
-pub struct FootprintArgs {
-    /// Transports to run the pair on, comma-separated: shm, udp4 (ferry over UDP; udp is read as
-    /// udp4) [default: shm,udp4]
-    #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
-    pub transports: Option<Vec<Subject>>,
+options! {
+    pub struct FootprintArgs fills Config {
+        /// Transports to run the pair on, comma-separated: shm, udp4 (ferry over UDP; udp is read
+        /// as udp4) [default: shm,udp4]
+        #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
+        pub transports: Option<Vec<Subject>>,
 
-    /// Seconds each pair runs (memory is read near the end) [default: 2]
-    #[arg(long, value_name = "S")]
-    pub seconds: Option<f64>,
+        /// Seconds each pair runs (memory is read near the end) [default: 2]
+        #[arg(long, value_name = "S")]
+        pub seconds: Option<f64>,
 
-    /// Where min-pub and min-sub are [default: the min-size profile's directory, target/min-size]
-    #[arg(long, value_name = "DIR")]
-    pub bin_dir: Option<PathBuf>,
+        /// Where min-pub and min-sub are [default: the min-size profile's directory,
+        /// target/min-size]
+        #[arg(long, value_name = "DIR")]
+        pub bin_dir: Option<PathBuf>,
 
-    /// Build the apps with cargo first if they are missing (when run from the source tree)
-    #[arg(long)]
-    pub build: bool,
+        /// Build the apps with cargo first if they are missing (when run from the source tree)
+        #[arg(long)]
+        pub build: bool,
+    }
 }
 
 impl Options for FootprintArgs {
     type Experiment = ferry_lab::footprint::Footprint;
-
-    fn into_config(self) -> Config {
-        let d = Config::default();
-        Config {
-            transports: self.transports.unwrap_or(d.transports),
-            seconds: self.seconds.unwrap_or(d.seconds),
-            bin_dir: self.bin_dir.or(d.bin_dir),
-            build: self.build || d.build,
-        }
-    }
 }

@@ -1,39 +1,30 @@
 //! `ferry lab idle`'s options.
 
-use clap::Args;
 use ferry::WaitStrategy;
 use ferry_lab::args::parse_choice;
 use ferry_lab::idle::{Config, SUBJECTS};
 use ferry_lab::subject::Subject;
 
-use super::options::Options;
+use super::options::{options, Options};
 
-#[derive(Debug, Args)]
-pub struct IdleArgs {
-    /// Wait strategies of the idle subscriber, comma-separated: spin, block, adaptive [default:
-    /// block,adaptive,spin]
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<WaitStrategy>)]
-    pub wait: Option<Vec<WaitStrategy>>,
+options! {
+    pub struct IdleArgs fills Config {
+        /// Wait strategies of the idle subscriber, comma-separated: spin, block, adaptive [default:
+        /// block,adaptive,spin]
+        #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<WaitStrategy>)]
+        pub wait: Option<Vec<WaitStrategy>>,
 
-    /// Transport of the idle pair: shm, udp4, or auto (the default of applications: shared memory
-    /// here, UDP to other hosts) [default: shm]
-    #[arg(long, value_name = "T", value_parser = |s: &str| SUBJECTS.parse(s))]
-    pub transport: Option<Subject>,
+        /// Transport of the idle pair: shm, udp4, or auto (the default of applications: shared
+        /// memory here, UDP to other hosts) [default: shm]
+        #[arg(long, value_name = "T", value_parser = |s: &str| SUBJECTS.parse(s))]
+        pub transport: Option<Subject>,
 
-    /// Seconds of idleness measured per strategy (after a settling pause of 0.5 s) [default: 2]
-    #[arg(long, value_name = "S")]
-    pub seconds: Option<f64>,
+        /// Seconds of idleness measured per strategy (after a settling pause of 0.5 s) [default: 2]
+        #[arg(long, value_name = "S")]
+        pub seconds: Option<f64>,
+    }
 }
 
 impl Options for IdleArgs {
     type Experiment = ferry_lab::idle::Idle;
-
-    fn into_config(self) -> Config {
-        let d = Config::default();
-        Config {
-            wait: self.wait.unwrap_or(d.wait),
-            transport: self.transport.unwrap_or(d.transport),
-            seconds: self.seconds.unwrap_or(d.seconds),
-        }
-    }
 }

@@ -1,35 +1,26 @@
 //! `ferry lab limits`'s options.
 
-use clap::Args;
 use ferry_lab::limits::Config;
 use ferry_lab::units::parse_size;
 
-use super::options::Options;
+use super::options::{options, Options};
 
-#[derive(Debug, Args)]
-pub struct LimitsArgs {
-    /// Round trips per latency measurement (cache line, futex, UDP) [default: 20000]
-    #[arg(long, value_name = "N")]
-    pub samples: Option<usize>,
+options! {
+    pub struct LimitsArgs fills Config {
+        /// Round trips per latency measurement (cache line, futex, UDP) [default: 20000]
+        #[arg(long, value_name = "N")]
+        pub samples: Option<usize>,
 
-    /// Seconds of copying per memcpy size [default: 0.3]
-    #[arg(long, value_name = "S")]
-    pub memcpy_seconds: Option<f64>,
+        /// Seconds of copying per memcpy size [default: 0.3]
+        #[arg(long, value_name = "S")]
+        pub memcpy_seconds: Option<f64>,
 
-    /// Largest memcpy size, with an optional K or M suffix [default: 64M]
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    pub memcpy_max: Option<usize>,
+        /// Largest memcpy size, with an optional K or M suffix [default: 64M]
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        pub memcpy_max: Option<usize>,
+    }
 }
 
 impl Options for LimitsArgs {
     type Experiment = ferry_lab::limits::Limits;
-
-    fn into_config(self) -> Config {
-        let d = Config::default();
-        Config {
-            samples: self.samples.unwrap_or(d.samples),
-            memcpy_seconds: self.memcpy_seconds.unwrap_or(d.memcpy_seconds),
-            memcpy_max: self.memcpy_max.unwrap_or(d.memcpy_max),
-        }
-    }
 }
