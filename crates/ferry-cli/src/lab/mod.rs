@@ -200,6 +200,14 @@ pub fn run_peer(args: PeerArgs) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+    use ferry_lab::subject::Subject;
+    use serde_json::{json, Value};
+
+    use super::options::{ConfigOf, Fill, Options};
+    use super::{cycle, fanout, footprint, hubs, idle, latency, limits};
+    use super::{sendtime, share, throughput, udprate};
+
     #[test]
     fn lab_help_names_the_studies_by_title_and_authors() {
         use clap::CommandFactory;
@@ -220,5 +228,86 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// An experiment's options alone on a command line.
+    #[derive(Debug, Parser)]
+    struct Line<O: Options> {
+        #[command(flatten)]
+        options: O,
+    }
+
+    /// The configuration read from `args`, as JSON.
+    fn config<O: Options + Fill<ConfigOf<O>>>(args: &[&str]) -> Value {
+        let line = Line::<O>::try_parse_from(std::iter::once("lab").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        serde_json::to_value(line.options.into_config()).unwrap()
+    }
+
+    fn defaults<O: Options + Fill<ConfigOf<O>>>() {
+        let expected = serde_json::to_value(ConfigOf::<O>::default()).unwrap();
+        assert_eq!(config::<O>(&[]), expected, "{}", std::any::type_name::<O>());
+    }
+
+    #[test]
+    fn without_options_an_experiment_gets_its_configurations_defaults() {
+        defaults::<latency::LatencyArgs>();
+        defaults::<throughput::ThroughputArgs>();
+        defaults::<share::ShareArgs>();
+        defaults::<idle::IdleArgs>();
+        defaults::<fanout::FanoutArgs>();
+        defaults::<footprint::FootprintArgs>();
+        defaults::<limits::LimitsArgs>();
+        defaults::<sendtime::SendTimeArgs>();
+        defaults::<udprate::UdpRateArgs>();
+        defaults::<cycle::CycleArgs>();
+        defaults::<hubs::HubsArgs>();
+    }
+
+    #[test]
+    fn options_given_replace_the_defaults_and_leave_the_others() {
+        let latency = config::<latency::LatencyArgs>(&["--samples", "7", "--pin", "none"]);
+        assert_eq!(latency["samples"], 7);
+        assert_eq!(latency["pin"], json!("none"));
+        assert_eq!(latency["rounds"], 5);
+
+        let cycle = config::<cycle::CycleArgs>(&["--study", "--cycle-ms", "2"]);
+        assert_eq!(
+            (&cycle["study"], &cycle["cycle_ms"]),
+            (&json!(true), &json!([2.0]))
+        );
+        assert_eq!(cycle["cpu"], Value::Null);
+
+        let hubs = config::<hubs::HubsArgs>(&["--cpu", "0.5"]);
+        assert_eq!(hubs["cpu"], 0.5);
+        assert_eq!(
+            config::<hubs::HubsArgs>(&["--cpu", "none"])["cpu"],
+            Value::Null
+        );
+
+        let share = config::<share::ShareArgs>(&["--link-rate", "1gbit"]);
+        assert_eq!(share["link_rates"].as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn throughputs_default_transports_follow_hosts_and_period() {
+        let transports = |args: &[&str]| {
+            let config = config::<throughput::ThroughputArgs>(args);
+            serde_json::from_value::<Vec<Subject>>(config["transports"].clone()).unwrap()
+        };
+        let link = ["--hosts", "2", "--link-rate", "1gbit"];
+        assert_eq!(transports(&link), ferry_lab::throughput::LINK_TRANSPORTS);
+        assert_eq!(
+            transports(&[&link[..], &["--period", "125ms"]].concat()),
+            ferry_lab::throughput::PERIOD_TRANSPORTS
+        );
+        assert_eq!(
+            transports(&[&link[..], &["--period", "1s", "--transport", "udp4"]].concat()),
+            [Subject::Udp4]
+        );
+        let one_host = ferry_lab::throughput::Config::default().transports;
+        assert_eq!(transports(&["--period", "1s"]), one_host);
+        let duration = config::<throughput::ThroughputArgs>(&["--duration", "250ms"]);
+        assert_eq!(duration["duration"], 0.25);
     }
 }
