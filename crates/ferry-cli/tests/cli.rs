@@ -807,9 +807,11 @@ fn topics_stats_and_clean() {
         assert!(stats.contains(word), "stats lacks {word}: {stats}");
     }
 
-    // Killed processes leave their shared memory behind, seen as dead, until `ferry clean`.
-    drop(publisher);
+    // Killed processes leave their shared memory behind, seen as dead, until `ferry clean`. The
+    // subscriber goes first: a live subscriber frees a dead publisher's slot when it notices it
+    // (a publisher killed first could be gone from the listing before the subscriber is).
     drop(echo);
+    drop(publisher);
     let listing = topics_json(&d);
     assert_eq!(listing[0]["publishers"][0]["alive"], false, "{listing}");
     assert_eq!(listing[0]["subscribers"][0]["alive"], false, "{listing}");
