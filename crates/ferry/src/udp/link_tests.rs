@@ -326,6 +326,27 @@ fn a_gigabit_link_is_filled_without_overflowing_its_queue() {
     assert_eq!(o.phases[0], Phase::ProbeBw, "{why}");
 }
 
+/// A 1 Gbit/s link behind a deep queue (50 ms, as `ferry lab` sets its tbf links) on a veth's
+/// round trip: the sender leaves Startup and keeps no standing queue. (It once stayed in Startup
+/// for good: every message that waited behind the in-flight window was taken for the
+/// application's pace, and Startup never ends on samples of that pace, so the window stood in
+/// the queue: a round trip of 0.8 ms on a path of 0.1 ms.)
+#[test]
+fn a_gigabit_link_behind_a_deep_queue_is_filled_without_a_standing_queue() {
+    let link = Link {
+        rate: GBIT,
+        delay: 50_000,
+        buffer: GBIT / 20,
+        loss: 0.0,
+    };
+    let o = simulate(link, &[0], 64 << 10, 2000 * MS, 500 * MS, u64::MAX);
+    let why = report(&o, &link);
+    assert!(o.goodput[0] as f64 >= 0.9 * link.rate as f64, "{why}");
+    assert_eq!(o.phases[0], Phase::ProbeBw, "{why}");
+    let min_rtt = o.senders[0].congestion.min_rtt_ns;
+    assert!(min_rtt <= 300_000, "a round trip of {min_rtt} ns: {why}");
+}
+
 /// 100 Mbit/s with a shallow queue (64 KB) and 2 ms each way: the path holds more than the queue.
 #[test]
 fn a_slow_link_with_a_shallow_queue_and_a_long_path() {

@@ -291,6 +291,9 @@ pub struct Sender {
     /// pacer or the in-flight window.
     pacer_wait: bool,
     cc_wait: bool,
+    /// When everything queued last went out (ns): a message that comes later than the pacer
+    /// would have sent a datagram is the application's pace, not the path's.
+    ran_dry: Option<u64>,
     /// The latest receivers the message in progress leaves out (see `leave_out`).
     left_out: Vec<u64>,
     /// The receiver whose reports pace a latest publisher (see `pacing_receiver`).
@@ -315,6 +318,7 @@ impl Sender {
         Sender {
             cc,
             pacer_wait: false,
+            ran_dry: Some(0),
             cc_wait: false,
             left_out: Vec::new(),
             pace_source: None,
@@ -684,12 +688,19 @@ impl Sender {
             self.cc.unwatched(now, first_pos + first_sent as u64);
         }
         let budget = if paced {
+            let idle = self
+                .ran_dry
+                .take()
+                .is_some_and(|t| now.saturating_sub(t) > self.cc.datagram_ns());
             if first_sent == 0
+                && idle
                 && now >= self.cc.next_send_ns()
                 && self.cc.in_flight() < self.cc.window()
             {
-                // A new message finds the pacer idle and the window open: the application,
-                // not the path, sets the pace (what it sends now cannot show the path's rate).
+                // A message that came after the sender had nothing to send for longer than a
+                // datagram takes finds the pacer idle and the window open: the application, not
+                // the path, sets the pace (what it sends now cannot show the path's rate). One
+                // that waited behind the window or the pacer, or came at once, is the path's.
                 self.cc.on_limited();
             }
             let allow = self.cc.allowance(now, windowed);
@@ -867,6 +878,7 @@ impl Sender {
         let done = seq == self.next_seq;
         if done {
             self.current = None;
+            self.ran_dry = Some(now);
         } else {
             if on_wire == 0 {
                 self.stats.flow_blocked += 1;
