@@ -52,6 +52,36 @@ pub fn parse_control_name(name: &str) -> Option<(String, String)> {
     Some((domain.to_owned(), topic.replace('+', "/")))
 }
 
+/// The stats of each taken slot of `$slots` (whose liveness and token `$state` reads), as a
+/// `Vec<$stats>`: the fields every participant's stats share, read from its slot `$s` and its
+/// owner, and then the `$field`s of its own kind.
+macro_rules! taken_slots {
+    ($topic:ident, $slots:expr, $state:ident, $stats:ident, |$s:ident| {
+        $($field:ident: $value:expr),* $(,)?
+    }) => {
+        $slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, $s)| {
+                let (live, token) = $topic.$state(i);
+                (live != Liveness::Free).then(|| $stats {
+                    slot: i,
+                    token,
+                    node: $s.owner.node(),
+                    pid: $s.owner.pid(),
+                    alive: live != Liveness::Dead,
+                    other_pid_namespace: other_namespace(&$s.owner),
+                    reliable: $s.reliable.load(Ordering::Relaxed) != 0,
+                    transport: transport_name($s.transport.load(Ordering::Relaxed)),
+                    multicast: $s.multicast.load(Ordering::Relaxed) != 0,
+                    udp: $s.udp.load(),
+                    $($field: $value),*
+                })
+            })
+            .collect()
+    };
+}
+
 /// An open, checked control segment.
 pub struct Topic {
     seg: Segment<ControlBlock>,
@@ -595,92 +625,56 @@ impl Topic {
     /// Publisher and subscriber slots in use, for tools.
     pub fn snapshot(&self) -> TopicSnapshot {
         let b = self.block();
-        let publishers = b
-            .publishers
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| {
-                let (live, token) = self.publisher_state(i);
-                (live != Liveness::Free).then(|| PublisherStats {
-                    slot: i,
-                    token,
-                    node: p.owner.node(),
-                    pid: p.owner.pid(),
-                    alive: live != Liveness::Dead,
-                    other_pid_namespace: other_namespace(&p.owner),
-                    reliable: p.reliable.load(Ordering::Relaxed) != 0,
-                    transport: transport_name(p.transport.load(Ordering::Relaxed)),
-                    multicast: p.multicast.load(Ordering::Relaxed) != 0,
-                    udp: p.udp.load(),
-                    retransmitted: p.retransmitted.load(Ordering::Relaxed),
-                    kernel_drops: p.kernel_drops.load(Ordering::Relaxed),
-                    send_errors: p.send_errors.load(Ordering::Relaxed),
-                    refused: load_refusals(&p.refused),
-                    repairs_deferred: p.repairs_deferred.load(Ordering::Relaxed),
-                    discovery_refused: load_discovery(&p.discovery_refused),
-                    challenges_withheld: p.challenges_withheld.load(Ordering::Relaxed),
-                    congestion: CongestionInfo {
-                        repair_bytes: p.repair_bytes.load(Ordering::Relaxed),
-                        repairs_suppressed: p.repairs_suppressed.load(Ordering::Relaxed),
-                        pacing_rate: p.pacing_rate.load(Ordering::Relaxed),
-                        bottleneck_rate: p.bottleneck_rate.load(Ordering::Relaxed),
-                        min_rtt_ns: p.min_rtt_ns.load(Ordering::Relaxed),
-                        paced_waits: p.paced_waits.load(Ordering::Relaxed),
-                        window_waits: p.window_waits.load(Ordering::Relaxed),
-                        congestion_events: p.congestion_events.load(Ordering::Relaxed),
-                        noise_loss_events: p.noise_loss_events.load(Ordering::Relaxed),
-                        queue_events: p.queue_events.load(Ordering::Relaxed),
-                        datagrams: p.datagrams.load(Ordering::Relaxed),
-                        batches: p.batches.load(Ordering::Relaxed),
-                        batched_messages: p.batched_messages.load(Ordering::Relaxed),
-                        left_out: p.left_out.load(Ordering::Relaxed),
-                    },
-                    capacity: p.capacity.load(Ordering::Relaxed),
-                    max_message: p.max_message.load(Ordering::Relaxed),
-                    sent: p.sent.load(Ordering::Relaxed),
-                    bytes: p.bytes.load(Ordering::Relaxed),
-                    waits: p.waits.load(Ordering::Relaxed),
-                    timeouts: p.timeouts.load(Ordering::Relaxed),
-                    evictions: p.evictions.load(Ordering::Relaxed),
-                    deadline_missed: p.deadline_missed.load(Ordering::Relaxed),
-                    other_type: p.other_type.load(Ordering::Relaxed),
-                })
-            })
-            .collect();
-        let subscribers = b
-            .subscribers
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| {
-                let (live, token) = self.subscriber_state(i);
-                (live != Liveness::Free).then(|| SubscriberStats {
-                    slot: i,
-                    token,
-                    node: s.owner.node(),
-                    pid: s.owner.pid(),
-                    alive: live != Liveness::Dead,
-                    other_pid_namespace: other_namespace(&s.owner),
-                    reliable: s.reliable.load(Ordering::Relaxed) != 0,
-                    transport: transport_name(s.transport.load(Ordering::Relaxed)),
-                    multicast: s.multicast.load(Ordering::Relaxed) != 0,
-                    udp: s.udp.load(),
-                    lost: s.lost.load(Ordering::Relaxed),
-                    refused: load_refusals(&s.refused),
-                    evicted: s.evicted.load(Ordering::Relaxed),
-                    replies_withheld: s.replies_withheld.load(Ordering::Relaxed),
-                    sessions_evicted: s.sessions_evicted.load(Ordering::Relaxed),
-                    discovery_refused: load_discovery(&s.discovery_refused),
-                    kernel_drops: s.kernel_drops.load(Ordering::Relaxed),
-                    received: s.received.load(Ordering::Relaxed),
-                    bytes: s.bytes.load(Ordering::Relaxed),
-                    skipped: s.skipped.load(Ordering::Relaxed),
-                    waits: s.waits.load(Ordering::Relaxed),
-                    service: std::array::from_fn(|i| s.service[i].load(Ordering::Relaxed)),
-                    deadline_missed: s.deadline_missed.load(Ordering::Relaxed),
-                    other_type: s.other_type.load(Ordering::Relaxed),
-                })
-            })
-            .collect();
+        let publishers = taken_slots!(self, b.publishers, publisher_state, PublisherStats, |p| {
+            retransmitted: p.retransmitted.load(Ordering::Relaxed),
+            kernel_drops: p.kernel_drops.load(Ordering::Relaxed),
+            send_errors: p.send_errors.load(Ordering::Relaxed),
+            refused: load_refusals(&p.refused),
+            repairs_deferred: p.repairs_deferred.load(Ordering::Relaxed),
+            discovery_refused: load_discovery(&p.discovery_refused),
+            challenges_withheld: p.challenges_withheld.load(Ordering::Relaxed),
+            congestion: CongestionInfo {
+                repair_bytes: p.repair_bytes.load(Ordering::Relaxed),
+                repairs_suppressed: p.repairs_suppressed.load(Ordering::Relaxed),
+                pacing_rate: p.pacing_rate.load(Ordering::Relaxed),
+                bottleneck_rate: p.bottleneck_rate.load(Ordering::Relaxed),
+                min_rtt_ns: p.min_rtt_ns.load(Ordering::Relaxed),
+                paced_waits: p.paced_waits.load(Ordering::Relaxed),
+                window_waits: p.window_waits.load(Ordering::Relaxed),
+                congestion_events: p.congestion_events.load(Ordering::Relaxed),
+                noise_loss_events: p.noise_loss_events.load(Ordering::Relaxed),
+                queue_events: p.queue_events.load(Ordering::Relaxed),
+                datagrams: p.datagrams.load(Ordering::Relaxed),
+                batches: p.batches.load(Ordering::Relaxed),
+                batched_messages: p.batched_messages.load(Ordering::Relaxed),
+                left_out: p.left_out.load(Ordering::Relaxed),
+            },
+            capacity: p.capacity.load(Ordering::Relaxed),
+            max_message: p.max_message.load(Ordering::Relaxed),
+            sent: p.sent.load(Ordering::Relaxed),
+            bytes: p.bytes.load(Ordering::Relaxed),
+            waits: p.waits.load(Ordering::Relaxed),
+            timeouts: p.timeouts.load(Ordering::Relaxed),
+            evictions: p.evictions.load(Ordering::Relaxed),
+            deadline_missed: p.deadline_missed.load(Ordering::Relaxed),
+            other_type: p.other_type.load(Ordering::Relaxed),
+        });
+        let subscribers = taken_slots!(self, b.subscribers, subscriber_state, SubscriberStats, |s| {
+            lost: s.lost.load(Ordering::Relaxed),
+            refused: load_refusals(&s.refused),
+            evicted: s.evicted.load(Ordering::Relaxed),
+            replies_withheld: s.replies_withheld.load(Ordering::Relaxed),
+            sessions_evicted: s.sessions_evicted.load(Ordering::Relaxed),
+            discovery_refused: load_discovery(&s.discovery_refused),
+            kernel_drops: s.kernel_drops.load(Ordering::Relaxed),
+            received: s.received.load(Ordering::Relaxed),
+            bytes: s.bytes.load(Ordering::Relaxed),
+            skipped: s.skipped.load(Ordering::Relaxed),
+            waits: s.waits.load(Ordering::Relaxed),
+            service: std::array::from_fn(|i| s.service[i].load(Ordering::Relaxed)),
+            deadline_missed: s.deadline_missed.load(Ordering::Relaxed),
+            other_type: s.other_type.load(Ordering::Relaxed),
+        });
         TopicSnapshot {
             domain: self.domain.clone(),
             topic: self.topic.clone(),
