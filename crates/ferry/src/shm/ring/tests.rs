@@ -62,10 +62,34 @@ fn write_windowed(
     write_msg(w, hdr, mem, seq, len)
 }
 
-fn read_reliable(r: &mut Reader, hdr: &RingHeader, mem: &AtomicBytes) -> Option<(u64, Vec<u8>)> {
-    let rec = r.peek(hdr, mem).expect("not corrupt")?;
+/// A copy of the payload of `rec`.
+fn record_bytes(mem: &AtomicBytes, rec: &Record) -> Vec<u8> {
     let mut buf = vec![0; rec.len as usize];
     mem.read(rec.offset, &mut buf);
+    buf
+}
+
+/// As `write_windowed`, which must succeed, and the record `r` then finds next.
+fn write_windowed_and_peek(
+    w: &mut Writer,
+    r: &mut Reader,
+    hdr: &RingHeader,
+    mem: &AtomicBytes,
+    seq: u64,
+    len: usize,
+) -> Record {
+    write_windowed(w, hdr, mem, seq, len).unwrap();
+    r.peek(hdr, mem).unwrap().expect("a record")
+}
+
+/// Two reliable readers, in reader slots 0 and 1.
+fn two_reliable_readers(hdr: &RingHeader) -> [Reader; 2] {
+    [join(hdr, 0, 1, true), join(hdr, 1, 2, true)]
+}
+
+fn read_reliable(r: &mut Reader, hdr: &RingHeader, mem: &AtomicBytes) -> Option<(u64, Vec<u8>)> {
+    let rec = r.peek(hdr, mem).expect("not corrupt")?;
+    let buf = record_bytes(mem, &rec);
     r.release(hdr, rec.end);
     Some((rec.seq, buf))
 }
@@ -488,16 +512,16 @@ fn a_writer_keeps_small_records_in_the_window_while_its_reader_keeps_up() {
     let mut r = join(&hdr, 0, 7, true);
     for seq in 0..100 {
         let len = (seq % 17) as usize;
-        write_windowed(&mut w, &hdr, &mem, seq, len).unwrap();
-        let rec = r.peek(&hdr, &mem).unwrap().expect("a record");
+        let rec = write_windowed_and_peek(&mut w, &mut r, &hdr, &mem, seq, len);
         assert!(
             rec.pos % CAP + record_len(len as u64) <= CAP / 4,
             "message {seq} at offset {} left the window",
             rec.pos % CAP
         );
-        let mut buf = vec![0; rec.len as usize];
-        mem.read(rec.offset, &mut buf);
-        assert_eq!((rec.seq, buf), (seq, pattern(seq, len)));
+        assert_eq!(
+            (rec.seq, record_bytes(&mem, &rec)),
+            (seq, pattern(seq, len))
+        );
         r.release(&hdr, rec.end);
     }
     // The positions went round the ring many times (the padding took the rest of each lap).
@@ -531,16 +555,16 @@ fn a_writer_takes_turns_between_two_places_for_large_records_while_its_reader_ke
     // (a header and the next record's mark) fits between each and the next half-lap boundary.
     for seq in 0..100 {
         let len = 24 + (seq % 5) as usize * 16;
-        write_windowed(&mut w, &hdr, &mem, seq, len).unwrap();
-        let rec = r.peek(&hdr, &mem).unwrap().expect("a record");
+        let rec = write_windowed_and_peek(&mut w, &mut r, &hdr, &mem, seq, len);
         assert_eq!(
             rec.pos % (CAP / 2),
             0,
             "message {seq} of {len} bytes not at a half-lap boundary"
         );
-        let mut buf = vec![0; rec.len as usize];
-        mem.read(rec.offset, &mut buf);
-        assert_eq!((rec.seq, buf), (seq, pattern(seq, len)));
+        assert_eq!(
+            (rec.seq, record_bytes(&mem, &rec)),
+            (seq, pattern(seq, len))
+        );
         r.release(&hdr, rec.end);
     }
 }
@@ -565,8 +589,7 @@ fn large_records_stay_end_to_end_while_a_reader_is_behind_and_none_is_lost() {
     // Caught up. In this half lap the reader was already found behind, so the next record
     // still goes where the last ended; the one after it to the next half-lap boundary.
     for (seq, want) in [(seq, 224), (seq + 1, 384)] {
-        write_windowed(&mut w, &hdr, &mem, seq, 40).unwrap();
-        let rec = r.peek(&hdr, &mem).unwrap().expect("a record");
+        let rec = write_windowed_and_peek(&mut w, &mut r, &hdr, &mem, seq, 40);
         assert_eq!((rec.pos, rec.seq), (want, seq));
         r.release(&hdr, rec.end);
     }
@@ -594,10 +617,7 @@ proptest! {
     #[test]
     fn reliable_ring_model(ops in proptest::collection::vec((0u8..3, 0usize..120), 1..300)) {
         let (hdr, mem, mut w) = ring(true);
-        let mut readers = [
-            join(&hdr, 0, 1, true),
-            join(&hdr, 1, 2, true),
-        ];
+        let mut readers = two_reliable_readers(&hdr);
         let mut sent: Vec<(u64, usize)> = Vec::new();
         let mut next = [0usize; 2];
         let mut released = [0u64; 2];
@@ -637,10 +657,7 @@ proptest! {
         let hdr = RingHeader::new();
         let mem = AtomicBytes::new(CAP);
         let mut w = Writer::new(&hdr, CAP, true).with_window(CAP / 2);
-        let mut readers = [
-            join(&hdr, 0, 1, true),
-            join(&hdr, 1, 2, true),
-        ];
+        let mut readers = two_reliable_readers(&hdr);
         let mut sent: Vec<(u64, usize)> = Vec::new();
         let mut next = [0usize; 2];
         let check = |k: usize, got: Option<(u64, Vec<u8>)>, sent: &[(u64, usize)], next: &mut [usize; 2]| {
@@ -783,12 +800,6 @@ fn write_big(w: &mut Writer, hdr: &RingHeader, mem: &AtomicBytes, seq: u64, len:
     w.commit(hdr, mem, r);
 }
 
-fn held_bytes(mem: &AtomicBytes, rec: &Record) -> Vec<u8> {
-    let mut buf = vec![0; rec.len as usize];
-    mem.read(rec.offset, &mut buf);
-    buf
-}
-
 #[test]
 fn a_held_record_outlives_laps_of_the_writer() {
     let (hdr, mem, mut w) = hold_ring(false);
@@ -799,7 +810,7 @@ fn a_held_record_outlives_laps_of_the_writer() {
     let mut buf = Vec::new();
     let rec = r.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
     assert!(rec.held && buf.is_empty(), "held in place, nothing copied");
-    assert!(rec.seq == 0 && held_bytes(&mem, &rec) == pattern(0, BIG));
+    assert!(rec.seq == 0 && record_bytes(&mem, &rec) == pattern(0, BIG));
     let got = other.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
     assert!(!got.held && got.seq == 0 && buf == pattern(0, BIG));
     // Three records fit a lap: twenty messages lap the ring six times, each lap stepping over
@@ -812,7 +823,7 @@ fn a_held_record_outlives_laps_of_the_writer() {
             "seq {seq}"
         );
         assert!(
-            held_bytes(&mem, &rec) == pattern(0, BIG),
+            record_bytes(&mem, &rec) == pattern(0, BIG),
             "written over while held"
         );
     }
@@ -823,7 +834,7 @@ fn a_held_record_outlives_laps_of_the_writer() {
     }
     let next = r.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
     assert!(next.held && next.seq > 20);
-    assert!(held_bytes(&mem, &next) == pattern(next.seq, BIG));
+    assert!(record_bytes(&mem, &next) == pattern(next.seq, BIG));
     assert_eq!(next.skipped, next.seq - 1);
     r.unhold(&hdr);
     assert_eq!(hdr.reserve.hold.load(Ordering::Relaxed), 0);
@@ -845,7 +856,7 @@ fn a_dropped_hold_is_written_over_from_the_next_lap() {
     for seq in 1..=6 {
         write_big(&mut w, &hdr, &mem, seq, BIG);
     }
-    assert!(held_bytes(&mem, &rec) == pattern(0, BIG));
+    assert!(record_bytes(&mem, &rec) == pattern(0, BIG));
     let word = hdr.reserve.hold.load(Ordering::Relaxed);
     assert_eq!(w.holder(), Some((word, 2)), "the hold of reader slot 2");
     // Its owner found the reader gone: a lap later the record is written over.
@@ -856,7 +867,7 @@ fn a_dropped_hold_is_written_over_from_the_next_lap() {
         write_big(&mut w, &hdr, &mem, seq, BIG);
     }
     assert!(
-        held_bytes(&mem, &rec) != pattern(0, BIG),
+        record_bytes(&mem, &rec) != pattern(0, BIG),
         "still stepped over"
     );
     // Another word (a hold taken meanwhile) is not the one dropped: it stays.
@@ -883,10 +894,10 @@ fn a_reliable_reader_reads_every_message_past_a_held_one() {
         let rec = reliable.peek(&hdr, &mem).unwrap().expect("a message");
         let want = if seq > 0 && seq % 3 == 0 { 100 } else { BIG };
         assert_eq!((rec.seq, rec.skipped), (seq, 0));
-        assert!(held_bytes(&mem, &rec) == pattern(seq, want), "seq {seq}");
+        assert!(record_bytes(&mem, &rec) == pattern(seq, want), "seq {seq}");
         reliable.release(&hdr, rec.end);
         assert!(
-            held_bytes(&mem, &held) == pattern(0, BIG),
+            record_bytes(&mem, &held) == pattern(0, BIG),
             "written over while held"
         );
     }
@@ -905,7 +916,7 @@ fn a_record_the_writer_has_planned_over_is_not_held() {
     let rec = r.read_latest(&hdr, &mem, &mut buf).unwrap().unwrap();
     // The first is refused (and lapped); the newest is held.
     assert_eq!((rec.seq, rec.skipped, rec.held), (2, 2, true));
-    assert!(held_bytes(&mem, &rec) == pattern(2, BIG));
+    assert!(record_bytes(&mem, &rec) == pattern(2, BIG));
 }
 
 #[test]
@@ -951,7 +962,7 @@ fn forged_holds_cost_the_writer_nothing_and_a_left_readers_hold_is_cleared() {
             // One hold at a time: while a forged one of a live reader stays, this one copies.
             assert_eq!(got.held, !live, "word {word:#x}");
             let bytes = if got.held {
-                held_bytes(&mem, &got)
+                record_bytes(&mem, &got)
             } else {
                 buf.clone()
             };
@@ -1015,7 +1026,7 @@ proptest! {
                     if held.is_none() {
                         if let Some(rec) = latest.read_latest(&hdr, &mem, &mut buf).unwrap() {
                             let len = lens[rec.seq as usize];
-                            let bytes = if rec.held { held_bytes(&mem, &rec) } else { buf.clone() };
+                            let bytes = if rec.held { record_bytes(&mem, &rec) } else { buf.clone() };
                             prop_assert!(bytes == pattern(rec.seq, len));
                             prop_assert!(last_latest.is_none_or(|l| rec.seq > l));
                             last_latest = Some(rec.seq);
@@ -1032,7 +1043,7 @@ proptest! {
                     if let Some(rec) = reliable.peek(&hdr, &mem).unwrap() {
                         prop_assert_eq!(rec.seq, next_reliable);
                         let want = pattern(rec.seq, lens[rec.seq as usize]);
-                        prop_assert!(held_bytes(&mem, &rec) == want);
+                        prop_assert!(record_bytes(&mem, &rec) == want);
                         reliable.release(&hdr, rec.end);
                         next_reliable += 1;
                     }
@@ -1040,7 +1051,7 @@ proptest! {
             }
             if let Some(rec) = &held {
                 let want = pattern(rec.seq, lens[rec.seq as usize]);
-                prop_assert!(held_bytes(&mem, rec) == want, "a held record changed");
+                prop_assert!(record_bytes(&mem, rec) == want, "a held record changed");
             }
         }
     }
