@@ -548,11 +548,9 @@ fn verdict(rows: &[Row]) -> Vec<String> {
 
 fn measure_pair(dir: &Path, transport: Subject, seconds: f64) -> Result<Vec<Row>> {
     let domain = format!("labfp{}{}", std::process::id(), transport.name());
-    let outcome = run_pair(dir, transport, seconds, &domain);
-    // The apps are gone (reaped, or killed and reaped): remove what they left, also after an
-    // interruption or a failure.
-    let _ = ferry::admin::clean(Some(&domain));
-    let (peak, received) = outcome?;
+    // The apps are gone (reaped, or killed and reaped) when `run_pair` returns.
+    let (peak, received) =
+        crate::in_own_domain(&domain, || run_pair(dir, transport, seconds, &domain))?;
     let t = transport.name();
     if received.unwrap_or(0) == 0 {
         bail!("min-sub over {t} received no message");

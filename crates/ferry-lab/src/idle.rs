@@ -198,10 +198,7 @@ impl Experiment for Idle {
         let ticks = rustix::param::clock_ticks_per_second();
         let domain = format!("labidle{}", std::process::id());
         let mut rows = Vec::new();
-        let outcome = measure(args, &domain, ticks, &mut rows);
-        // Whatever an interrupted or failed run left in its own domain (a killed peer's subscriber).
-        let _ = ferry::admin::clean(Some(&domain));
-        outcome?;
+        crate::in_own_domain(&domain, || measure(args, &domain, ticks, &mut rows))?;
         let setup = Setup {
             seconds: args.seconds,
             settle_seconds: SETTLE.as_secs_f64(),

@@ -152,19 +152,18 @@ impl Experiment for Latency {
             vec![vec![Vec::with_capacity(args.rounds); args.sizes.len()]; args.transports.len()];
         let mut warmed: Warmed =
             vec![vec![Vec::with_capacity(args.rounds); args.sizes.len()]; args.transports.len()];
-        let outcome = measure(&mut ctx, &mut samples, &mut references, &mut warmed);
-        // Whatever an interrupted or failed run left in its own domain.
-        let _ = ferry::admin::clean(Some(&ctx.domain));
-        outcome?;
+        let domain = ctx.domain.clone();
+        crate::in_own_domain(&domain, || {
+            measure(&mut ctx, &mut samples, &mut references, &mut warmed)
+        })?;
 
         let rows = build_rows(args, &mut samples, &references, &warmed);
         let setup = Setup {
             transports: args.transports.clone(),
-            transport_descriptions: args
-                .transports
-                .iter()
-                .map(|t| (t.name().to_owned(), t.describe().to_owned()))
-                .collect(),
+            transport_descriptions: crate::subject::descriptions(
+                &args.transports,
+                LatencySubject::describe,
+            ),
             sizes: args.sizes.clone(),
             samples_per_size: args.samples,
             rounds: args.rounds,

@@ -121,7 +121,6 @@ impl Machine {
     }
 }
 
-/// Seconds since the Unix epoch, for the record.
 /// A node of the lab: sealed with the lab's own domain key for the `-key` transports, in the
 /// clear otherwise (whatever `FERRY_KEY_FILE` says, so that each transport measures what its
 /// name says). The key is fixed: sealing costs the same whatever the key.
@@ -193,6 +192,16 @@ pub fn lab_node_reaching(
     Ok(ferry::Node::with_config(name, config)?)
 }
 
+/// Runs `measure`, whose endpoints live in ferry's domain `domain` (one of the run's own), then
+/// removes whatever they left there, whatever the outcome: the endpoints of a run that failed or
+/// was interrupted, a killed peer's subscriber.
+pub fn in_own_domain<T>(domain: &str, measure: impl FnOnce() -> T) -> T {
+    let outcome = measure();
+    let _ = ferry::admin::clean(Some(domain));
+    outcome
+}
+
+/// Seconds since the Unix epoch, for the record.
 pub fn unix_time() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

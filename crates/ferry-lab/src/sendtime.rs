@@ -140,22 +140,8 @@ fn qos(transport: Subject, max_size: usize) -> Qos {
         .max_message_size(max_size)
 }
 
+/// Measures `transport` at each of `sizes` with its endpoints in ferry's domain `domain`.
 fn measure(
-    transport: Subject,
-    index: usize,
-    sizes: &[usize],
-    max_size: usize,
-    args: &Config,
-    pinning: &Pinning,
-) -> Result<Vec<Vec<u64>>> {
-    let domain = format!("labst{}", std::process::id());
-    let outcome = measure_in(transport, index, sizes, max_size, args, pinning, &domain);
-    // Whatever an interrupted or failed run left in its own domain (a killed peer's subscriber).
-    let _ = ferry::admin::clean(Some(&domain));
-    outcome
-}
-
-fn measure_in(
     transport: Subject,
     index: usize,
     sizes: &[usize],
@@ -319,6 +305,7 @@ impl Experiment for SendTime {
         }
         let max_size = args.sizes.iter().copied().max().unwrap_or(1);
         let mut rows = Vec::new();
+        let domain = format!("labst{}", std::process::id());
         let outcome = (|| -> Result<()> {
             for (ti, &t) in args.transports.iter().enumerate() {
                 note!("send-time: {}", t.name());
@@ -331,8 +318,10 @@ impl Experiment for SendTime {
                 let mut per_size = if carried.is_empty() {
                     Vec::new()
                 } else {
-                    measure(t, ti, &carried, max_size, args, &pinning)
-                        .context(format!("send-time {}", t.name()))?
+                    crate::in_own_domain(&domain, || {
+                        measure(t, ti, &carried, max_size, args, &pinning, &domain)
+                    })
+                    .context(format!("send-time {}", t.name()))?
                 };
                 for &size in &args.sizes {
                     let times = carried

@@ -4,6 +4,8 @@
 //! the report call it the row's *transport*; each experiment measures some of the subjects
 //! ([`Subjects`]) and refuses the others with the list of its own.
 
+use std::collections::BTreeMap;
+
 use ferry::{IpVersion, Qos, WaitStrategy};
 
 use crate::error::{bail, Result};
@@ -182,6 +184,18 @@ impl Subject {
             _ => None,
         }
     }
+}
+
+/// Each of `subjects` by name with what `describe` says it is, as a run's setup records them
+/// (`transport_descriptions`): every experiment describes its subjects in its own words.
+pub fn descriptions(
+    subjects: &[Subject],
+    describe: impl Fn(Subject) -> &'static str,
+) -> BTreeMap<String, String> {
+    subjects
+        .iter()
+        .map(|&s| (s.name().to_owned(), describe(s).to_owned()))
+        .collect()
 }
 
 /// The subjects one experiment measures, in the order its help lists them.

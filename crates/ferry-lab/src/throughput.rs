@@ -223,18 +223,13 @@ impl Experiment for Throughput {
             .collect::<String>()
     );
         let mut rows = Vec::new();
-        let outcome = measure(&mut ctx, &mut rows);
-        let _ = ferry::admin::clean(Some(&ctx.domain));
-        outcome?;
+        let domain = ctx.domain.clone();
+        crate::in_own_domain(&domain, || measure(&mut ctx, &mut rows))?;
         add_ratios(&mut rows);
 
         let setup = Setup {
         transports: args.transports.clone(),
-        transport_descriptions: args
-            .transports
-            .iter()
-            .map(|t| (t.name().to_owned(), t.describe().to_owned()))
-            .collect(),
+        transport_descriptions: crate::subject::descriptions(&args.transports, ThroughputSubject::describe),
         sizes: args.sizes.clone(),
         delivery: args.delivery,
         loss_percent: args.loss.unwrap_or(0.0),

@@ -19,9 +19,7 @@ pub(super) fn one(config: &Config, round: usize, configuration: Configuration) -
     // Relaxed: only uniqueness matters.
     let n = RUNS.fetch_add(1, Ordering::Relaxed);
     let domain = format!("labfanout{}-{n}", std::process::id());
-    let outcome = measure(config, round, configuration, &domain);
-    let _ = ferry::admin::clean(Some(&domain));
-    outcome
+    crate::in_own_domain(&domain, || measure(config, round, configuration, &domain))
 }
 
 fn measure(

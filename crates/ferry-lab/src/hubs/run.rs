@@ -298,11 +298,7 @@ pub(super) fn make_setup(ctx: &Ctx<'_>, skipped: Vec<Skipped>, started: u64) -> 
         warmup: args.warmup,
         rounds: args.rounds,
         transports: args.transport.clone(),
-        transport_descriptions: args
-            .transport
-            .iter()
-            .map(|t| (t.name().to_owned(), describe(*t).to_owned()))
-            .collect(),
+        transport_descriptions: crate::subject::descriptions(&args.transport, describe),
         topology: format!(
             "ring: {}; one topic per edge, hubs/edge0 … hubs/edge{} (edge i: process i → process i+1)",
             chain.join(" → "),
@@ -354,10 +350,9 @@ pub(super) fn trial(
     run_index: usize,
 ) -> Result<Row> {
     let domain = format!("hubs{}-{run_index}", std::process::id());
-    let result = trial_in(ctx, transport, mode, round, run_index, &domain);
-    // Whatever a failed or interrupted run left in its own domain.
-    let _ = ferry::admin::clean(Some(&domain));
-    result
+    crate::in_own_domain(&domain, || {
+        trial_in(ctx, transport, mode, round, run_index, &domain)
+    })
 }
 
 pub(super) fn trial_in(
