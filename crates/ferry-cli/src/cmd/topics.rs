@@ -91,8 +91,10 @@ fn type_cell(t: &TopicSnapshot) -> String {
     }
 }
 
+/// What the JSON of a publisher and of a subscriber begin with: its slot, who holds it, and
+/// how it is reached.
 #[derive(Serialize)]
-struct PublisherJson {
+struct EndJson {
     slot: usize,
     node: String,
     pid: u32,
@@ -102,6 +104,28 @@ struct PublisherJson {
     /// UDP through a multicast group.
     multicast: bool,
     udp: Option<String>,
+}
+
+/// The `EndJson` of a `PublisherStats` or a `SubscriberStats` (which name these fields alike).
+macro_rules! end_json {
+    ($stats:expr) => {
+        EndJson {
+            slot: $stats.slot,
+            node: $stats.node.clone(),
+            pid: $stats.pid,
+            alive: $stats.alive,
+            delivery: delivery($stats.reliable),
+            transport: $stats.transport,
+            multicast: $stats.multicast,
+            udp: $stats.udp.map(|a| a.to_string()),
+        }
+    };
+}
+
+#[derive(Serialize)]
+struct PublisherJson {
+    #[serde(flatten)]
+    end: EndJson,
     ring_bytes: u64,
     max_message_bytes: u64,
     sent: u64,
@@ -144,15 +168,8 @@ struct PublisherJson {
 
 #[derive(Serialize)]
 struct SubscriberJson {
-    slot: usize,
-    node: String,
-    pid: u32,
-    alive: bool,
-    delivery: &'static str,
-    transport: &'static str,
-    /// UDP through a multicast group.
-    multicast: bool,
-    udp: Option<String>,
+    #[serde(flatten)]
+    end: EndJson,
     received: u64,
     bytes: u64,
     skipped: u64,
@@ -284,14 +301,7 @@ impl From<&TopicSnapshot> for TopicJson {
 impl From<&PublisherStats> for PublisherJson {
     fn from(p: &PublisherStats) -> PublisherJson {
         PublisherJson {
-            slot: p.slot,
-            node: p.node.clone(),
-            pid: p.pid,
-            alive: p.alive,
-            delivery: delivery(p.reliable),
-            transport: p.transport,
-            multicast: p.multicast,
-            udp: p.udp.map(|a| a.to_string()),
+            end: end_json!(p),
             ring_bytes: p.capacity,
             max_message_bytes: p.max_message,
             sent: p.sent,
@@ -329,14 +339,7 @@ impl From<&PublisherStats> for PublisherJson {
 impl From<&SubscriberStats> for SubscriberJson {
     fn from(s: &SubscriberStats) -> SubscriberJson {
         SubscriberJson {
-            slot: s.slot,
-            node: s.node.clone(),
-            pid: s.pid,
-            alive: s.alive,
-            delivery: delivery(s.reliable),
-            transport: s.transport,
-            multicast: s.multicast,
-            udp: s.udp.map(|a| a.to_string()),
+            end: end_json!(s),
             received: s.received,
             bytes: s.bytes,
             skipped: s.skipped,
