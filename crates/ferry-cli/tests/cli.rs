@@ -87,6 +87,19 @@ fn start_pub(d: &str, topic: &str, subscribers: &str, args: &[&str]) -> Running 
     spawn(&[pub_args(topic, subscribers, args), vec!["--domain", d]].concat())
 }
 
+/// `ferry serve SERVICE ARGS` in domain `d`, once it serves.
+fn start_server(d: &str, service: &str, args: &[&str]) -> Running {
+    let server = spawn(&[&["serve", service], args, &["--domain", d]].concat());
+    server.await_line(true, "serving", LONG);
+    server
+}
+
+/// `ferry call SERVICE ARGS` in domain `d`, waiting up to 20 s for a server.
+fn start_call(d: &str, service: &str, args: &[&str]) -> Running {
+    let wait = ["--wait-server", "20", "--domain", d];
+    spawn(&[&["call", service], args, &wait].concat())
+}
+
 /// As `spawn`, in `domain` given the way a user's shell would: in FERRY_DOMAIN.
 fn spawn_in(domain: &str, args: &[&str]) -> Running {
     let mut cmd = ferry();
@@ -1220,23 +1233,8 @@ fn call_without_a_server_fails_at_once_with_a_clear_message() {
 #[test]
 fn serve_and_call_answer_and_show_in_topics_and_stats() {
     let d = domain("srv");
-    let server = spawn(&["serve", "map/tile", "--size", "100", "--domain", &d]);
-    server.await_line(true, "serving", LONG);
-    let out = run(
-        &[
-            "call",
-            "map/tile",
-            "--count",
-            "5",
-            "--size",
-            "32",
-            "--wait-server",
-            "20",
-            "--domain",
-            &d,
-        ],
-        LONG,
-    );
+    let _server = start_server(&d, "map/tile", &["--size", "100"]);
+    let out = start_call(&d, "map/tile", &["--count", "5", "--size", "32"]).finish(LONG);
     assert!(out.status.success(), "{}", out.stderr);
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 5, "{}", out.stdout);
@@ -1251,21 +1249,8 @@ fn serve_and_call_answer_and_show_in_topics_and_stats() {
         out.stderr
     );
     // Text in, text back from an echo server.
-    let echo = spawn(&["serve", "echo/me", "--echo", "--quiet", "--domain", &d]);
-    echo.await_line(true, "serving", LONG);
-    let out = run(
-        &[
-            "call",
-            "echo/me",
-            "--data",
-            "hello",
-            "--wait-server",
-            "20",
-            "--domain",
-            &d,
-        ],
-        LONG,
-    );
+    let _echo = start_server(&d, "echo/me", &["--echo", "--quiet"]);
+    let out = start_call(&d, "echo/me", &["--data", "hello"]).finish(LONG);
     assert!(out.status.success(), "{}", out.stderr);
     assert!(
         out.stdout.contains("(5 bytes)") && out.stdout.contains("\"hello\""),
@@ -1295,20 +1280,8 @@ fn serve_and_call_answer_and_show_in_topics_and_stats() {
 fn a_call_whose_server_is_killed_exits_non_zero_saying_so() {
     let d = domain("srvkill");
     // A server that answers after 30 s: the call is pending when the server is killed.
-    let server = spawn(&[
-        "serve", "slow", "--delay", "30", "--size", "8", "--domain", &d,
-    ]);
-    server.await_line(true, "serving", LONG);
-    let call = spawn(&[
-        "call",
-        "slow",
-        "--timeout",
-        "60",
-        "--wait-server",
-        "20",
-        "--domain",
-        &d,
-    ]);
+    let server = start_server(&d, "slow", &["--delay", "30", "--size", "8"]);
+    let call = start_call(&d, "slow", &["--timeout", "60"]);
     server.await_line(false, "request 0", LONG);
     server.signal(Signal::KILL);
     let out = call.finish(LONG);
