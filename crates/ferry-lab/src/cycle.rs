@@ -133,13 +133,12 @@ impl Experiment for Cycle {
         let domain = format!("labcyc{}", std::process::id());
         let mut run_index = 0u64;
         note!(
-        "cycle: {} cycles per run, success at {} %, multiplicity up to {}, delivery shm {}, udp {}",
-        setup.cycles,
-        setup.success_percent,
-        setup.max_multiplicity,
-        setup.delivery.shm.name(),
-        setup.delivery.udp.name(),
-    );
+            "cycle: {} cycles per run, success at {} %, multiplicity up to {}, {}",
+            setup.cycles,
+            setup.success_percent,
+            setup.max_multiplicity,
+            setup.deliveries(),
+        );
         // Repeats outermost and transports innermost: the transports alternate (A B A B ...).
         for repeat in 0..setup.repeat {
             for &cycle_ms in &setup.cycle_ms {
@@ -266,14 +265,13 @@ impl Experiment for Cycle {
             ]);
         }
         format!(
-        "\nLargest multiplicity (u32 elements per cycle) with at least {} % of {} cycles complete and no overload, up to {}; delivery shm {}, udp {}.\n\n{}",
-        setup.success_percent,
-        setup.cycles,
-        setup.max_multiplicity,
-        setup.delivery.shm.name(),
-        setup.delivery.udp.name(),
-        table.render()
-    )
+            "\nLargest multiplicity (u32 elements per cycle) with at least {} % of {} cycles complete and no overload, up to {}; {}.\n\n{}",
+            setup.success_percent,
+            setup.cycles,
+            setup.max_multiplicity,
+            setup.deliveries(),
+            table.render()
+        )
     }
 
     fn section(results: &Results<Self>) -> Result<Section> {

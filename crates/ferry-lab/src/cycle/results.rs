@@ -39,6 +39,18 @@ pub struct Setup {
     pub(super) study: bool,
 }
 
+impl Setup {
+    /// "delivery shm …, udp …": each transport's delivery, as the progress note and the table
+    /// say them.
+    pub(super) fn deliveries(&self) -> String {
+        format!(
+            "delivery shm {}, udp {}",
+            self.delivery.shm.name(),
+            self.delivery.udp.name()
+        )
+    }
+}
+
 /// One value for each transport.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct PerTransport<T> {
