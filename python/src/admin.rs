@@ -36,16 +36,25 @@ fn discovery<'py>(py: Python<'py>, r: &DiscoveryRefusals) -> PyResult<Bound<'py,
     Ok(d)
 }
 
+/// A dict of what those of a publisher and of a subscriber begin with: its slot, who holds it and
+/// how it is reached (`PublisherStats` and `SubscriberStats` name these fields alike).
+macro_rules! end_dict {
+    ($py:expr, $stats:expr) => {{
+        let d = PyDict::new($py);
+        d.set_item("slot", $stats.slot)?;
+        d.set_item("node", &$stats.node)?;
+        d.set_item("pid", $stats.pid)?;
+        d.set_item("alive", $stats.alive)?;
+        d.set_item("delivery", delivery($stats.reliable))?;
+        d.set_item("transport", $stats.transport)?;
+        d.set_item("multicast", $stats.multicast)?;
+        d.set_item("udp", $stats.udp.map(|a| a.to_string()))?;
+        d
+    }};
+}
+
 fn publisher<'py>(py: Python<'py>, p: &PublisherStats) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("slot", p.slot)?;
-    d.set_item("node", &p.node)?;
-    d.set_item("pid", p.pid)?;
-    d.set_item("alive", p.alive)?;
-    d.set_item("delivery", delivery(p.reliable))?;
-    d.set_item("transport", p.transport)?;
-    d.set_item("multicast", p.multicast)?;
-    d.set_item("udp", p.udp.map(|a| a.to_string()))?;
+    let d = end_dict!(py, p);
     d.set_item("ring_bytes", p.capacity)?;
     d.set_item("max_message_bytes", p.max_message)?;
     d.set_item("sent", p.sent)?;
@@ -81,15 +90,7 @@ fn publisher<'py>(py: Python<'py>, p: &PublisherStats) -> PyResult<Bound<'py, Py
 }
 
 fn subscriber<'py>(py: Python<'py>, s: &SubscriberStats) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("slot", s.slot)?;
-    d.set_item("node", &s.node)?;
-    d.set_item("pid", s.pid)?;
-    d.set_item("alive", s.alive)?;
-    d.set_item("delivery", delivery(s.reliable))?;
-    d.set_item("transport", s.transport)?;
-    d.set_item("multicast", s.multicast)?;
-    d.set_item("udp", s.udp.map(|a| a.to_string()))?;
+    let d = end_dict!(py, s);
     d.set_item("received", s.received)?;
     d.set_item("bytes", s.bytes)?;
     d.set_item("skipped", s.skipped)?;
