@@ -299,43 +299,48 @@ fn domain_of(cmd: &Command) -> String {
         .into_owned()
 }
 
-#[test]
-fn a_c_publisher_feeds_a_c_subscriber_over_shm_and_udp() {
+/// Over shm and then UDP, each in a domain of its own: the C subscriber gets 50 messages of
+/// 70000 bytes from `program` run with `args(transport)`.
+fn c_subscriber_receives_over_shm_and_udp(
+    program: &Path,
+    args: impl Fn(&'static str) -> Vec<&'static str>,
+) {
     for transport in ["shm", "udp"] {
         let d = domain();
         c_subscriber_receives(
             transport,
             50,
             70_000,
-            in_domain(&built().publisher, &d).args(["t", transport, "70000", "50"]),
+            in_domain(program, &d).args(args(transport)),
         );
     }
 }
 
 #[test]
+fn a_c_publisher_feeds_a_c_subscriber_over_shm_and_udp() {
+    c_subscriber_receives_over_shm_and_udp(&built().publisher, |transport| {
+        vec!["t", transport, "70000", "50"]
+    });
+}
+
+#[test]
 fn ferry_pub_feeds_the_c_subscriber_over_shm_and_udp() {
-    for transport in ["shm", "udp"] {
-        let d = domain();
-        c_subscriber_receives(
+    c_subscriber_receives_over_shm_and_udp(ferry_cli(), |transport| {
+        vec![
+            "pub",
+            "t",
+            "--transport",
             transport,
-            50,
-            70_000,
-            in_domain(ferry_cli(), &d).args([
-                "pub",
-                "t",
-                "--transport",
-                transport,
-                "--size",
-                "70000",
-                "--count",
-                "50",
-                "--rate",
-                "0",
-                "--wait-subscribers",
-                "1",
-            ]),
-        );
-    }
+            "--size",
+            "70000",
+            "--count",
+            "50",
+            "--rate",
+            "0",
+            "--wait-subscribers",
+            "1",
+        ]
+    });
 }
 
 #[test]
