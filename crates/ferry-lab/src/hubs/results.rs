@@ -1,7 +1,7 @@
 //! What a run records: its setup and rows.
 
 use super::options::{edge_topic, role_name, Config, Mode, PinMode};
-use super::wire::{EdgeCounts, Host, HubReport, MasterResult, ProcInfo};
+use super::wire::{EdgeCounts, Host, HubReport, Laps, MasterResult, ProcInfo};
 use crate::netns::LinkRate;
 use crate::subject::Subject;
 use ferry::WaitStrategy;
@@ -304,15 +304,19 @@ impl Row {
             Some(master.out_of_order + hubs.iter().map(|h| h.out_of_order).sum::<u64>());
         self.duplicates = Some(master.duplicates);
         self.error = master.aborted.clone();
-        if let Some(l) = master.laps {
-            self.lap_p50_ns = Some(l.p50_ns);
-            self.lap_p90_ns = Some(l.p90_ns);
-            self.lap_p99_ns = Some(l.p99_ns);
-            self.lap_max_ns = Some(l.max_ns);
-            self.lap_min_ns = Some(l.min_ns);
-            self.lap_mean_ns = Some(l.mean_ns);
-            self.hop_p50_ns = Some(l.p50_ns as f64 / n as f64);
-            self.total_s = Some(l.total_ns as f64 / 1e9);
+        if let Some(Laps {
+            summary: s,
+            total_ns,
+        }) = master.laps
+        {
+            self.lap_p50_ns = Some(s.p50_ns);
+            self.lap_p90_ns = Some(s.p90_ns);
+            self.lap_p99_ns = Some(s.p99_ns);
+            self.lap_max_ns = Some(s.max_ns);
+            self.lap_min_ns = Some(s.min_ns);
+            self.lap_mean_ns = Some(s.mean_ns);
+            self.hop_p50_ns = Some(s.p50_ns as f64 / n as f64);
+            self.total_s = Some(total_ns as f64 / 1e9);
         }
         if let Some(c) = master.completion_ns {
             let secs = c as f64 / 1e9;

@@ -86,31 +86,19 @@ pub(super) fn edge_counts(domain: &str, edge: usize) -> EdgeCounts {
     c
 }
 
-/// Lap statistics, computed in the master.
+/// Lap statistics, computed in the master: the laps' percentiles and their sum.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub(super) struct Laps {
-    pub(super) samples: usize,
-    pub(super) min_ns: u64,
-    pub(super) p50_ns: u64,
-    pub(super) p90_ns: u64,
-    pub(super) p99_ns: u64,
-    pub(super) max_ns: u64,
-    pub(super) mean_ns: f64,
+    #[serde(flatten)]
+    pub(super) summary: crate::Summary,
     pub(super) total_ns: u64,
 }
 
 impl Laps {
     pub(super) fn of(laps: &mut [u64]) -> Laps {
         let total_ns = laps.iter().sum();
-        let s = crate::Summary::of(laps);
         Laps {
-            samples: s.samples,
-            min_ns: s.min_ns,
-            p50_ns: s.p50_ns,
-            p90_ns: s.p90_ns,
-            p99_ns: s.p99_ns,
-            max_ns: s.max_ns,
-            mean_ns: s.mean_ns,
+            summary: crate::Summary::of(laps),
             total_ns,
         }
     }
