@@ -165,7 +165,7 @@ impl Experiment for Throughput {
         if let Some(main_cpu) = pinning.main_cpu() {
             super::pin_to(main_cpu)?;
         }
-        let remote = args.remote.as_deref().map(Remote::resolve).transpose()?;
+        let remote = args.remote.as_deref().map(resolve_remote).transpose()?;
         // Made before any process and dropped after all of them (also on an error and Ctrl-C).
         let pairs = if args.hosts == 2 {
             make_pairs(&args.link_rates)?

@@ -14,34 +14,19 @@ use crate::peer::{Peer, Place};
 use crate::signal;
 use crate::subject::Subject;
 use crate::units::format_size;
-use crate::{tools, Pinning};
+use crate::{tools, Pinning, TwoMachines};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// The other machine of a `--remote` run.
-pub(super) struct Remote {
-    /// The agent's address, as given.
-    pub(super) agent: String,
-    /// The other machine's address (the agent's).
-    pub(super) ip: IpAddr,
-    /// This machine's address on the way there.
-    pub(super) here: IpAddr,
-}
-
-impl Remote {
-    pub(super) fn resolve(agent: &str) -> Result<Remote> {
-        let target = crate::peer::agent_address(agent)?;
-        if !target.is_ipv4() {
-            bail!("--remote {agent}: give an IPv4 address of the other machine (ferry's discovery and raw-udp4 run over IPv4)");
-        }
-        Ok(Remote {
-            agent: agent.to_owned(),
-            ip: target.ip(),
-            here: crate::peer::local_address_towards(agent)?,
-        })
+/// The other machine of a `--remote` run, which must be reached over IPv4.
+pub(super) fn resolve_remote(agent: &str) -> Result<TwoMachines> {
+    let machines = TwoMachines::resolve(agent)?;
+    if !machines.there.is_ipv4() {
+        bail!("--remote {agent}: give an IPv4 address of the other machine (ferry's discovery and raw-udp4 run over IPv4)");
     }
+    Ok(machines)
 }
 
 pub(super) struct Ctx<'a> {
@@ -51,7 +36,7 @@ pub(super) struct Ctx<'a> {
     pub(super) pinning: &'a Pinning,
     /// Installed third-party tools, by transport.
     pub(super) programs: BTreeMap<&'static str, PathBuf>,
-    pub(super) remote: Option<Remote>,
+    pub(super) remote: Option<TwoMachines>,
     pub(super) run_index: usize,
     /// `--hosts 2`: one pair of namespaces per link rate, in the order of `link_rates`.
     pub(super) pairs: Vec<Pair>,
@@ -571,7 +556,7 @@ pub(super) fn measure_ferry(ctx: &Ctx<'_>, transport: Subject, size: usize) -> R
     let qos = ferry_qos(transport, size, args.delivery, args.wait);
     // Across two machines, each side's discovery reaches the other's.
     let (here, there) = match &ctx.remote {
-        Some(r) => match (r.here.to_canonical(), r.ip.to_canonical()) {
+        Some(r) => match (r.here.to_canonical(), r.there.to_canonical()) {
             (IpAddr::V4(h), IpAddr::V4(t)) => (Some(h), Some(t)),
             _ => bail!("--remote {}: ferry's discovery runs over IPv4", r.agent),
         },
@@ -698,7 +683,7 @@ pub(super) fn measure_raw(ctx: &Ctx<'_>, size: usize) -> Result<Measurement> {
     let dst = match &ctx.remote {
         None => SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
         // Only the port comes from the peer: the datagrams go to the machine the user named.
-        Some(r) => SocketAddr::new(r.ip, port),
+        Some(r) => SocketAddr::new(r.there, port),
     };
     let mut buf = vec![0u8; size];
     let mut enobufs = 0u64;
