@@ -112,6 +112,8 @@ struct Flow {
     rx: Receiver,
     /// Messages offered, and delivered bytes with their times.
     offered: u64,
+    /// Messages offered as a [`Trickle`].
+    trickled: u64,
     delivered: Vec<(u64, u64)>,
     next_seq: u64,
     rx_next: u64,
@@ -148,6 +150,28 @@ fn simulate(
     measure_from: u64,
     cap: u64,
 ) -> Outcome {
+    simulate_then_trickle(link, starts, size, duration, measure_from, cap, None)
+}
+
+/// After a while, the application sends little: from `from` ns on, one message of `size` bytes
+/// every `period` ns instead of a backlog.
+#[derive(Clone, Copy)]
+struct Trickle {
+    from: u64,
+    period: u64,
+    size: usize,
+}
+
+/// [`simulate`], the publishers turning to a [`Trickle`] when one is given.
+fn simulate_then_trickle(
+    link: Link,
+    starts: &[u64],
+    size: usize,
+    duration: u64,
+    measure_from: u64,
+    cap: u64,
+    trickle: Option<Trickle>,
+) -> Outcome {
     let mut fwd = Pipe::new(link, 7);
     fwd.late = START + measure_from;
     let back = Link {
@@ -181,6 +205,7 @@ fn simulate(
                 tx,
                 rx,
                 offered: 0,
+                trickled: 0,
                 delivered: Vec::new(),
                 next_seq: 0,
                 rx_next: 0,
@@ -243,14 +268,32 @@ fn simulate(
                 f.tx.expect_receiver(200 + i as u64, true, now);
                 f.tx.heartbeat_now(now, &mut sink);
             }
-            // Backlogged: a message is always waiting.
-            for _ in 0..64 {
-                if !f.tx.busy() {
-                    f.tx.offer(&message(f.offered, size)).unwrap();
-                    f.offered += 1;
+            match trickle {
+                Some(t) if now >= START + t.from => {
+                    let due = START + t.from + f.trickled * t.period;
+                    if now >= due && !f.tx.busy() {
+                        f.tx.offer(&message(f.offered, t.size)).unwrap();
+                        f.offered += 1;
+                        f.trickled += 1;
+                    }
+                    f.tx.pump_while_credit(now, &mut sink);
+                    // The next message's time (one overdue waits for the sender's own wake-ups).
+                    let due = START + t.from + f.trickled * t.period;
+                    if due > now {
+                        next = next.min(due);
+                    }
                 }
-                if !f.tx.pump_while_credit(now, &mut sink) {
-                    break;
+                // Backlogged: a message is always waiting.
+                _ => {
+                    for _ in 0..64 {
+                        if !f.tx.busy() {
+                            f.tx.offer(&message(f.offered, size)).unwrap();
+                            f.offered += 1;
+                        }
+                        if !f.tx.pump_while_credit(now, &mut sink) {
+                            break;
+                        }
+                    }
                 }
             }
             if now >= f.tx_next {
@@ -345,6 +388,29 @@ fn a_gigabit_link_behind_a_deep_queue_is_filled_without_a_standing_queue() {
     assert_eq!(o.phases[0], Phase::ProbeBw, "{why}");
     let min_rtt = o.senders[0].congestion.min_rtt_ns;
     assert!(min_rtt <= 300_000, "a round trip of {min_rtt} ns: {why}");
+}
+
+/// A publisher whose application sends a 1 KiB message every 20 ms from its start: those
+/// messages show the application's pace, not the path's, so Startup does not end on them (its
+/// estimate would be the trickle's, and the first large message would leave at that rate).
+/// Each message comes after the sender had nothing to send, so each is the application's.
+#[test]
+fn a_trickle_from_the_start_does_not_end_startup() {
+    let link = Link {
+        rate: 100 * MBIT,
+        delay: MS,
+        buffer: 256 << 10,
+        loss: 0.0,
+    };
+    let trickle = Trickle {
+        from: 0,
+        period: 20 * MS,
+        size: 1 << 10,
+    };
+    let o = simulate_then_trickle(link, &[0], 64 << 10, 1000 * MS, 0, u64::MAX, Some(trickle));
+    let why = report(&o, &link);
+    assert!(o.senders[0].congestion.rounds >= 20, "{why}");
+    assert_eq!(o.phases[0], Phase::Startup, "{why}");
 }
 
 /// 100 Mbit/s with a shallow queue (64 KB) and 2 ms each way: the path holds more than the queue.
