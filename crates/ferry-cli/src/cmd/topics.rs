@@ -267,6 +267,16 @@ fn liveness(alive: bool) -> &'static str {
     }
 }
 
+/// Who a table's row is about, under ROLE, NODE, >PID and STATE.
+fn who_cells(role: &str, node: &str, pid: u32, alive: bool) -> [String; 4] {
+    [
+        role.to_owned(),
+        node.to_owned(),
+        pid.to_string(),
+        liveness(alive).to_owned(),
+    ]
+}
+
 /// The transports of a topic's publishers ("shm" for a topic with none yet: the only one there is).
 fn transport_of(t: &TopicSnapshot) -> &'static str {
     t.publishers.first().map_or("shm", |p| p.transport)
@@ -437,17 +447,18 @@ fn service_ends(topics: &[TopicSnapshot]) -> Vec<ServiceEnd> {
     ends
 }
 
+/// The columns both tables of services begin with: where the service is, and who the end is.
+const SERVICE_COLUMNS: [&str; 6] = ["DOMAIN", "SERVICE", "ROLE", "NODE", ">PID", "STATE"];
+
+impl ServiceEnd {
+    fn who_cells(&self) -> [String; 4] {
+        who_cells(self.role, &self.node, self.pid, self.alive)
+    }
+}
+
 /// `ferry topics`' table of services: who serves and who calls.
 fn services_table(ends: &[ServiceEnd]) -> String {
-    let mut table = Table::new(&[
-        "DOMAIN",
-        "SERVICE",
-        "ROLE",
-        "NODE",
-        ">PID",
-        "STATE",
-        "TRANSPORT",
-    ]);
+    let mut table = Table::new(&[&SERVICE_COLUMNS[..], &["TRANSPORT"]].concat());
     let mut last: Option<(&str, &str)> = None;
     for e in ends {
         let head = if last == Some((e.domain.as_str(), e.service.as_str())) {
@@ -457,13 +468,8 @@ fn services_table(ends: &[ServiceEnd]) -> String {
         };
         last = Some((&e.domain, &e.service));
         let mut row = head.to_vec();
-        row.extend([
-            e.role.to_owned(),
-            e.node.clone(),
-            e.pid.to_string(),
-            liveness(e.alive).to_owned(),
-            e.transport.to_owned(),
-        ]);
+        row.extend(e.who_cells());
+        row.push(e.transport.to_owned());
         table.row(row);
     }
     table.render()
@@ -471,13 +477,7 @@ fn services_table(ends: &[ServiceEnd]) -> String {
 
 /// `ferry stats`' table of services: requests, responses and what went wrong, per end.
 fn services_stats_table(ends: &[ServiceEnd]) -> String {
-    let mut table = Table::new(&[
-        "DOMAIN",
-        "SERVICE",
-        "ROLE",
-        "NODE",
-        ">PID",
-        "STATE",
+    let counter_columns = [
         ">REQUESTS",
         ">RESPONSES",
         ">TIMEOUTS",
@@ -485,18 +485,15 @@ fn services_stats_table(ends: &[ServiceEnd]) -> String {
         ">DROPPED",
         ">REFUSED",
         ">MALFORMED",
-    ]);
+    ];
+    let mut table = Table::new(&[&SERVICE_COLUMNS[..], &counter_columns].concat());
     for e in ends {
         let c = &e.counters;
         let server = e.role == "server";
         let only = |on: bool, v: u64| if on { v.to_string() } else { "-".to_owned() };
-        table.row(vec![
-            e.domain.clone(),
-            e.service.clone(),
-            e.role.to_owned(),
-            e.node.clone(),
-            e.pid.to_string(),
-            liveness(e.alive).to_owned(),
+        let mut row = vec![e.domain.clone(), e.service.clone()];
+        row.extend(e.who_cells());
+        row.extend([
             c.requests.to_string(),
             c.responses.to_string(),
             only(!server, c.timeouts),
@@ -505,6 +502,7 @@ fn services_stats_table(ends: &[ServiceEnd]) -> String {
             only(server, c.refused),
             c.malformed.to_string(),
         ]);
+        table.row(row);
     }
     table.render()
 }
@@ -592,52 +590,40 @@ pub fn run_topics(args: TopicsArgs) -> Result<()> {
             row.push("(none)".to_owned());
             table.row(row);
         }
-        let mut i = 0;
-        for p in &t.publishers {
+        let publishers = t.publishers.iter().map(|p| {
+            let details = match p.udp {
+                Some(addr) if p.capacity == 0 => format!(
+                    "{}{} at {addr}, max message {}",
+                    p.transport,
+                    if p.multicast { " multicast" } else { "" },
+                    format_size(p.max_message as usize)
+                ),
+                _ => format!(
+                    "{}, max message {}, ring {}",
+                    p.transport,
+                    format_size(p.max_message as usize),
+                    format_size(p.capacity as usize)
+                ),
+            };
+            ("publisher", &p.node, p.pid, p.alive, p.reliable, details)
+        });
+        let subscribers = t.subscribers.iter().map(|s| {
+            let details = match s.udp {
+                Some(addr) => format!(
+                    "{}{} at {addr}",
+                    s.transport,
+                    if s.multicast { " multicast" } else { "" }
+                ),
+                None => s.transport.to_owned(),
+            };
+            ("subscriber", &s.node, s.pid, s.alive, s.reliable, details)
+        });
+        let ends = publishers.chain(subscribers);
+        for (i, (role, node, pid, alive, reliable, details)) in ends.enumerate() {
             let mut row = head(i).to_vec();
-            row.extend([
-                "publisher".to_owned(),
-                p.node.clone(),
-                p.pid.to_string(),
-                liveness(p.alive).to_owned(),
-                delivery(p.reliable).to_owned(),
-                match p.udp {
-                    Some(addr) if p.capacity == 0 => format!(
-                        "{}{} at {addr}, max message {}",
-                        p.transport,
-                        if p.multicast { " multicast" } else { "" },
-                        format_size(p.max_message as usize)
-                    ),
-                    _ => format!(
-                        "{}, max message {}, ring {}",
-                        p.transport,
-                        format_size(p.max_message as usize),
-                        format_size(p.capacity as usize)
-                    ),
-                },
-            ]);
+            row.extend(who_cells(role, node, pid, alive));
+            row.extend([delivery(reliable).to_owned(), details]);
             table.row(row);
-            i += 1;
-        }
-        for s in &t.subscribers {
-            let mut row = head(i).to_vec();
-            row.extend([
-                "subscriber".to_owned(),
-                s.node.clone(),
-                s.pid.to_string(),
-                liveness(s.alive).to_owned(),
-                delivery(s.reliable).to_owned(),
-                match s.udp {
-                    Some(addr) => format!(
-                        "{}{} at {addr}",
-                        s.transport,
-                        if s.multicast { " multicast" } else { "" }
-                    ),
-                    None => s.transport.to_owned(),
-                },
-            ]);
-            table.row(row);
-            i += 1;
         }
     }
     print_out(&(table.render() + &services_text + dead_hint(&topics)))?;
@@ -760,51 +746,42 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
             first = false;
             cells
         };
-        for p in &t.publishers {
+        let publishers = t.publishers.iter().map(|p| {
+            let counters = [
+                Some(p.sent),
+                Some(p.bytes),
+                Some(p.waits),
+                Some(p.timeouts),
+                Some(p.evictions),
+                // Messages a latest subscriber was left out of (it fell behind).
+                Some(p.congestion.left_out),
+                None,
+                Some(p.retransmitted),
+                Some(p.kernel_drops),
+                Some(p.refused.total()),
+                Some(p.send_errors),
+            ];
+            ("publisher", &p.node, p.pid, p.alive, counters)
+        });
+        let subscribers = t.subscribers.iter().map(|s| {
+            let counters = [
+                Some(s.received),
+                Some(s.bytes),
+                Some(s.waits),
+                None,
+                None,
+                Some(s.skipped),
+                Some(s.lost),
+                None,
+                Some(s.kernel_drops),
+                Some(s.refused.total()),
+                None,
+            ];
+            ("subscriber", &s.node, s.pid, s.alive, counters)
+        });
+        for (role, node, pid, alive, counters) in publishers.chain(subscribers) {
             let mut row = head();
-            row.extend(participant_cells(
-                "publisher",
-                &p.node,
-                p.pid,
-                p.alive,
-                [
-                    Some(p.sent),
-                    Some(p.bytes),
-                    Some(p.waits),
-                    Some(p.timeouts),
-                    Some(p.evictions),
-                    // Messages a latest subscriber was left out of (it fell behind).
-                    Some(p.congestion.left_out),
-                    None,
-                    Some(p.retransmitted),
-                    Some(p.kernel_drops),
-                    Some(p.refused.total()),
-                    Some(p.send_errors),
-                ],
-            ));
-            table.row(row);
-        }
-        for s in &t.subscribers {
-            let mut row = head();
-            row.extend(participant_cells(
-                "subscriber",
-                &s.node,
-                s.pid,
-                s.alive,
-                [
-                    Some(s.received),
-                    Some(s.bytes),
-                    Some(s.waits),
-                    None,
-                    None,
-                    Some(s.skipped),
-                    Some(s.lost),
-                    None,
-                    Some(s.kernel_drops),
-                    Some(s.refused.total()),
-                    None,
-                ],
-            ));
+            row.extend(participant_cells(role, node, pid, alive, counters));
             table.row(row);
         }
         if t.publishers.is_empty() && t.subscribers.is_empty() {
@@ -832,12 +809,7 @@ fn participant_cells(
     alive: bool,
     counters: [Option<u64>; 11],
 ) -> Vec<String> {
-    let mut cells = vec![
-        role.to_owned(),
-        node.to_owned(),
-        pid.to_string(),
-        liveness(alive).to_owned(),
-    ];
+    let mut cells = who_cells(role, node, pid, alive).to_vec();
     cells.extend(counters.map(|c| c.map_or_else(|| "-".to_owned(), |n| n.to_string())));
     cells
 }
