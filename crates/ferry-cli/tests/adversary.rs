@@ -546,29 +546,37 @@ impl Attacker {
         self.rng.next() | 1
     }
 
-    /// Datagrams that are not valid frames: random bytes, frames cut short, unknown kinds and
-    /// versions, fields that contradict each other.
-    fn garbage(&mut self, to: SocketAddr, count: u64) {
+    /// Calls `each(self, i, session)` for each `i` of `0..count` while the class has time, each
+    /// time with a new made-up session.
+    fn each_session(&mut self, count: u64, mut each: impl FnMut(&mut Attacker, u64, u64)) {
         for i in 0..count {
             if !self.on() {
                 break;
             }
             let session = self.session();
+            each(self, i, session);
+        }
+    }
+
+    /// Datagrams that are not valid frames: random bytes, frames cut short, unknown kinds and
+    /// versions, fields that contradict each other.
+    fn garbage(&mut self, to: SocketAddr, count: u64) {
+        self.each_session(count, |a, i, session| {
             match i % 8 {
                 0 => {
-                    let len = self.rng.below(301) as usize;
-                    self.buf.clear();
+                    let len = a.rng.below(301) as usize;
+                    a.buf.clear();
                     for _ in 0..len {
-                        self.buf.push(self.rng.next() as u8);
+                        a.buf.push(a.rng.next() as u8);
                     }
                     // Random bytes that happen to start like a frame are still cut to nonsense.
                     if len >= 2 {
-                        self.buf[0] = 0;
+                        a.buf[0] = 0;
                     }
                 }
                 1 => {
                     // A valid frame of each kind, cut inside its fixed fields.
-                    let (kind, full) = match self.rng.below(6) {
+                    let (kind, full) = match a.rng.below(6) {
                         0 => (Kind::Data, frame::DATA_HEADER),
                         1 => (Kind::Heartbeat, 40),
                         2 => (Kind::Nak, 40),
@@ -576,73 +584,73 @@ impl Attacker {
                         4 => (Kind::Batch, frame::BATCH_HEADER + 20),
                         _ => (Kind::Bye, 32),
                     };
-                    self.buf.clear();
-                    let c = self.common(kind, FLAG_RELIABLE, session);
+                    a.buf.clear();
+                    let c = a.common(kind, FLAG_RELIABLE, session);
                     match kind {
-                        Kind::Data => frame::put_data(&mut self.buf, &c, 1, 10, 0, 0, &[7; 10]),
-                        Kind::Heartbeat => frame::put_heartbeat(&mut self.buf, &c, 9, 1, 0, 9),
-                        Kind::Nak => frame::put_nak(&mut self.buf, &c, 5, &[]),
-                        Kind::Status => frame::put_status(&mut self.buf, &c, 5, 1, 1, 1, 0, 1, 1),
-                        Kind::Bye => frame::put_bye(&mut self.buf, &c, 9),
+                        Kind::Data => frame::put_data(&mut a.buf, &c, 1, 10, 0, 0, &[7; 10]),
+                        Kind::Heartbeat => frame::put_heartbeat(&mut a.buf, &c, 9, 1, 0, 9),
+                        Kind::Nak => frame::put_nak(&mut a.buf, &c, 5, &[]),
+                        Kind::Status => frame::put_status(&mut a.buf, &c, 5, 1, 1, 1, 0, 1, 1),
+                        Kind::Bye => frame::put_bye(&mut a.buf, &c, 9),
                         Kind::Batch => {
                             // Two messages of 6 bytes; cut inside the second one at the latest.
-                            frame::put_batch_header(&mut self.buf, &c, 1, 2, 0);
-                            frame::put_batched(&mut self.buf, &[7; 6]);
-                            frame::put_batched(&mut self.buf, &[8; 6]);
+                            frame::put_batch_header(&mut a.buf, &c, 1, 2, 0);
+                            frame::put_batched(&mut a.buf, &[7; 6]);
+                            frame::put_batched(&mut a.buf, &[8; 6]);
                         }
                     }
-                    let cut = self.rng.below(full as u64) as usize;
-                    self.buf.truncate(cut);
+                    let cut = a.rng.below(full as u64) as usize;
+                    a.buf.truncate(cut);
                 }
                 2 => {
                     // An unknown kind (not 0x80, a sealed datagram's), then an unknown version.
-                    self.heartbeat(session, 9, 1);
-                    if self.rng.below(2) == 0 {
-                        self.buf[3] = 7 + self.rng.below(121) as u8;
+                    a.heartbeat(session, 9, 1);
+                    if a.rng.below(2) == 0 {
+                        a.buf[3] = 7 + a.rng.below(121) as u8;
                     } else {
-                        self.buf[2] = frame::VERSION.wrapping_add(1 + self.rng.below(255) as u8);
+                        a.buf[2] = frame::VERSION.wrapping_add(1 + a.rng.below(255) as u8);
                     }
                 }
                 3 => {
                     // A fragment that runs past its message's end.
-                    self.data(session, 0, 100, 90, &[1; 20]);
+                    a.data(session, 0, 100, 90, &[1; 20]);
                 }
                 4 => {
                     // An empty fragment of a non-empty message.
-                    self.data(session, 0, 100, 0, &[]);
+                    a.data(session, 0, 100, 0, &[]);
                 }
                 5 => {
                     // A heartbeat whose oldest retained message comes after the next one.
-                    self.heartbeat(session, 1, u64::MAX);
+                    a.heartbeat(session, 1, u64::MAX);
                 }
                 6 if i % 16 == 6 => {
                     // A batch that counts more messages than it carries.
-                    self.buf.clear();
-                    let c = self.common(Kind::Batch, FLAG_RELIABLE, session);
-                    frame::put_batch_header(&mut self.buf, &c, 0, 1000, 0);
-                    frame::put_batched(&mut self.buf, &[3; 10]);
+                    a.buf.clear();
+                    let c = a.common(Kind::Batch, FLAG_RELIABLE, session);
+                    frame::put_batch_header(&mut a.buf, &c, 0, 1000, 0);
+                    frame::put_batched(&mut a.buf, &[3; 10]);
                 }
                 6 => {
                     // A NAK whose entry count is not its length.
-                    self.buf.clear();
-                    let c = self.common(Kind::Nak, FLAG_RELIABLE, session);
+                    a.buf.clear();
+                    let c = a.common(Kind::Nak, FLAG_RELIABLE, session);
                     let e = NakEntry {
                         seq: 0,
                         from: 0,
                         to: u32::MAX,
                     };
-                    frame::put_nak(&mut self.buf, &c, 5, &[e, e, e]);
-                    self.buf[32..36].copy_from_slice(&u32::MAX.to_le_bytes());
+                    frame::put_nak(&mut a.buf, &c, 5, &[e, e, e]);
+                    a.buf[32..36].copy_from_slice(&u32::MAX.to_le_bytes());
                 }
                 _ => {
                     // A stream position that overflows with the message's length.
-                    self.buf.clear();
-                    let c = self.common(Kind::Data, FLAG_RELIABLE, session);
-                    frame::put_data(&mut self.buf, &c, 0, 10, 0, u64::MAX - 3, &[1; 10]);
+                    a.buf.clear();
+                    let c = a.common(Kind::Data, FLAG_RELIABLE, session);
+                    frame::put_data(&mut a.buf, &c, 0, 10, 0, u64::MAX - 3, &[1; 10]);
                 }
             }
-            self.send(to);
-        }
+            a.send(to);
+        });
         // A few datagrams far larger than any frame ferry sends.
         for _ in 0..16 {
             self.buf.clear();
@@ -660,37 +668,31 @@ impl Attacker {
 
     /// NAK and STATUS frames, which only publishers take, sent to a subscriber.
     fn control_to_subscriber(&mut self, to: SocketAddr, count: u64) {
-        for i in 0..count {
-            if !self.on() {
-                break;
-            }
-            let (session, receiver) = (self.session(), self.rng.next());
-            self.buf.clear();
+        self.each_session(count, |a, i, session| {
+            let receiver = a.rng.next();
+            a.buf.clear();
             if i % 2 == 0 {
-                self.lying_status(FLAG_RELIABLE, session, receiver);
+                a.lying_status(FLAG_RELIABLE, session, receiver);
             } else {
-                let c = self.common(Kind::Nak, FLAG_RELIABLE, session);
+                let c = a.common(Kind::Nak, FLAG_RELIABLE, session);
                 let e = NakEntry {
                     seq: 0,
                     from: 0,
                     to: u32::MAX,
                 };
-                frame::put_nak(&mut self.buf, &c, receiver, &[e; 8]);
+                frame::put_nak(&mut a.buf, &c, receiver, &[e; 8]);
             }
-            self.send(to);
-        }
+            a.send(to);
+        });
     }
 
     /// NAKs of the same whole messages repeated (as many entries as a datagram holds), from
     /// made-up receivers, for made-up sessions and messages the publisher has sent.
     fn nak_flood(&mut self, to: SocketAddr, count: u64) {
         let per_datagram = (1472 - 40) / frame::NAK_ENTRY;
-        for _ in 0..count {
-            if !self.on() {
-                break;
-            }
-            let (session, receiver) = (self.session(), self.rng.next());
-            let seq = self.rng.below(64);
+        self.each_session(count, |a, _, session| {
+            let receiver = a.rng.next();
+            let seq = a.rng.below(64);
             let entries = vec![
                 NakEntry {
                     seq,
@@ -699,38 +701,31 @@ impl Attacker {
                 };
                 per_datagram
             ];
-            self.buf.clear();
-            let c = self.common(Kind::Nak, FLAG_RELIABLE, session);
-            frame::put_nak(&mut self.buf, &c, receiver, &entries);
-            self.send(to);
-        }
+            a.buf.clear();
+            let c = a.common(Kind::Nak, FLAG_RELIABLE, session);
+            frame::put_nak(&mut a.buf, &c, receiver, &entries);
+            a.send(to);
+        });
     }
 
     /// STATUS frames claiming huge windows and everything consumed, from made-up receivers.
     fn status_flood(&mut self, to: SocketAddr, count: u64) {
-        for i in 0..count {
-            if !self.on() {
-                break;
-            }
-            let (session, receiver) = (self.session(), self.rng.next());
+        self.each_session(count, |a, i, session| {
+            let receiver = a.rng.next();
             let flags = if i % 2 == 0 { FLAG_RELIABLE } else { 0 };
-            self.buf.clear();
-            self.lying_status(flags, session, receiver);
-            self.send(to);
-        }
+            a.buf.clear();
+            a.lying_status(flags, session, receiver);
+            a.send(to);
+        });
     }
 
     /// First fragments of 1 MiB reliable messages, one per made-up session.
     fn first_fragments(&mut self, to: SocketAddr, sessions: u64) {
         let payload = vec![0xA5u8; 1472 - frame::DATA_HEADER];
-        for _ in 0..sessions {
-            if !self.on() {
-                break;
-            }
-            let session = self.session();
-            self.data(session, 0, 1 << 20, 0, &payload);
-            self.send(to);
-        }
+        self.each_session(sessions, |a, _, session| {
+            a.data(session, 0, 1 << 20, 0, &payload);
+            a.send(to);
+        });
     }
 
     /// A made-up session delivers message 0, then sends `count` empty messages after a gap that
@@ -756,40 +751,32 @@ impl Attacker {
     /// Made-up sessions deliver message 0, then claim the end of sequence space: heartbeats with
     /// next and oldest seq 2^64 - 1, and DATA there.
     fn end_of_sequence_space(&mut self, to: SocketAddr, sessions: u64) {
-        for _ in 0..sessions {
-            if !self.on() {
-                break;
-            }
-            let session = self.session();
-            self.data(session, 0, 16, 0, &[0x5A; 16]);
-            self.send(to);
+        self.each_session(sessions, |a, _, session| {
+            a.data(session, 0, 16, 0, &[0x5A; 16]);
+            a.send(to);
             for _ in 0..3 {
-                self.heartbeat(session, u64::MAX, u64::MAX);
-                self.send(to);
-                self.data(session, u64::MAX, 16, 0, &[0x5A; 16]);
-                self.send(to);
+                a.heartbeat(session, u64::MAX, u64::MAX);
+                a.send(to);
+                a.data(session, u64::MAX, 16, 0, &[0x5A; 16]);
+                a.send(to);
             }
-        }
+        });
     }
 
     /// Made-up sessions join at seqs near 2^40 and 2^63, then send DATA and heartbeats far
     /// beyond the receive window.
     fn far_seqs(&mut self, to: SocketAddr, sessions: u64) {
-        for i in 0..sessions {
-            if !self.on() {
-                break;
-            }
-            let session = self.session();
+        self.each_session(sessions, |a, i, session| {
             let base: u64 = if i % 2 == 0 { 1 << 40 } else { 1 << 63 };
-            self.data(session, base, 16, 0, &[0x3C; 16]);
-            self.send(to);
+            a.data(session, base, 16, 0, &[0x3C; 16]);
+            a.send(to);
             for k in 1..=4u64 {
-                self.data(session, base + k * (1 << 20), 16, 0, &[0x3C; 16]);
-                self.send(to);
-                self.heartbeat(session, base + k * (1 << 30), base);
-                self.send(to);
+                a.data(session, base + k * (1 << 20), 16, 0, &[0x3C; 16]);
+                a.send(to);
+                a.heartbeat(session, base + k * (1 << 30), base);
+                a.send(to);
             }
-        }
+        });
     }
 
     /// Buffers that outlive what they were charged for: each round, made-up sessions start
@@ -832,17 +819,13 @@ impl Attacker {
 
     /// BYE frames of sessions the subscriber never heard.
     fn byes(&mut self, to: SocketAddr, count: u64) {
-        for _ in 0..count {
-            if !self.on() {
-                break;
-            }
-            let session = self.session();
-            let next = self.rng.next();
-            self.buf.clear();
-            let c = self.common(Kind::Bye, FLAG_RELIABLE, session);
-            frame::put_bye(&mut self.buf, &c, next);
-            self.send(to);
-        }
+        self.each_session(count, |a, _, session| {
+            let next = a.rng.next();
+            a.buf.clear();
+            let c = a.common(Kind::Bye, FLAG_RELIABLE, session);
+            frame::put_bye(&mut a.buf, &c, next);
+            a.send(to);
+        });
     }
 }
 
