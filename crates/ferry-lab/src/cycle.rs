@@ -65,12 +65,7 @@ pub use options::*;
 pub use results::*;
 
 impl Experiment for Cycle {
-    const NAME: &'static str = "cycle";
-    const TITLE: &'static str = "Largest array per cycle under a CPU budget";
-    type Config = Config;
-    type Setup = Setup;
-    type Row = Row;
-    type PeerRequest = PeerRequest;
+    crate::experiment::head!("cycle", "Largest array per cycle under a CPU budget");
 
     fn validate(config: &Config) -> Result<()> {
         SUBJECTS.check("--transport", &config.transport)?;

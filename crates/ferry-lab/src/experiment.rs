@@ -76,6 +76,36 @@ pub trait Experiment: Sized + 'static {
     }
 }
 
+/// The head of an `impl Experiment`: its name and title, then `across machines` where its peer
+/// may run on another machine, or `no peer` where it has no peer process ([`NoPeer`]). Its types
+/// are the ones its module names as the trait does: `Config`, `Setup`, `Row` and `PeerRequest`.
+///
+/// ```ignore
+/// impl Experiment for Latency {
+///     crate::experiment::head!("latency", "One-way latency", across machines);
+/// ```
+macro_rules! head {
+    ($name:literal, $title:literal) => {
+        $crate::experiment::head!(@ $name, $title, PeerRequest);
+    };
+    ($name:literal, $title:literal, across machines) => {
+        const ACROSS_MACHINES: bool = true;
+        $crate::experiment::head!(@ $name, $title, PeerRequest);
+    };
+    ($name:literal, $title:literal, no peer) => {
+        $crate::experiment::head!(@ $name, $title, $crate::experiment::NoPeer);
+    };
+    (@ $name:literal, $title:literal, $peer:ty) => {
+        const NAME: &'static str = $name;
+        const TITLE: &'static str = $title;
+        type Config = Config;
+        type Setup = Setup;
+        type Row = Row;
+        type PeerRequest = $peer;
+    };
+}
+pub(crate) use head;
+
 /// The peer request of an experiment that has no peer process (it cannot be built).
 #[derive(Debug, Serialize, Deserialize)]
 pub enum NoPeer {}

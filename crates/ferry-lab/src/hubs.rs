@@ -74,13 +74,7 @@ pub use wire::*;
 type Figures = fn(&Row) -> Vec<String>;
 
 impl Experiment for Hubs {
-    const NAME: &'static str = "hubs";
-    const TITLE: &'static str = "Roundtrip and Flood over a ring of hubs";
-    const ACROSS_MACHINES: bool = true;
-    type Config = Config;
-    type Setup = Setup;
-    type Row = Row;
-    type PeerRequest = PeerRequest;
+    crate::experiment::head!("hubs", "Roundtrip and Flood over a ring of hubs", across machines);
 
     fn validate(args: &Config) -> Result<()> {
         super::distinct_list("--mode", &args.mode, |m| m.name().to_owned())?;

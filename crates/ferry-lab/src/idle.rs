@@ -176,12 +176,7 @@ pub struct PeerRequest {
 // Results
 
 impl Experiment for Idle {
-    const NAME: &'static str = "idle";
-    const TITLE: &'static str = "CPU of an idle subscriber";
-    type Config = Config;
-    type Setup = Setup;
-    type Row = Row;
-    type PeerRequest = PeerRequest;
+    crate::experiment::head!("idle", "CPU of an idle subscriber");
 
     fn validate(args: &Config) -> Result<()> {
         SUBJECTS.check("--transport", &[args.transport])?;

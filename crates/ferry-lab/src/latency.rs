@@ -51,13 +51,7 @@ pub use results::*;
 use run::*;
 
 impl Experiment for Latency {
-    const NAME: &'static str = "latency";
-    const TITLE: &'static str = "One-way latency";
-    const ACROSS_MACHINES: bool = true;
-    type Config = Config;
-    type Setup = Setup;
-    type Row = Row;
-    type PeerRequest = PeerRequest;
+    crate::experiment::head!("latency", "One-way latency", across machines);
 
     fn validate(args: &Config) -> Result<()> {
         SUBJECTS.check("--transport", &args.transports)?;

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::Summary;
 use crate::chart::{bar_svg, color, line_chart, Bars, Plot, Section, W};
 use crate::error::{bail, note, Context, Result};
-use crate::experiment::{Experiment, Measured, NoPeer, Results};
+use crate::experiment::{Experiment, Measured, Results};
 use crate::table::Table;
 use crate::units::{format_ns, format_size};
 
@@ -138,12 +138,7 @@ fn measure(args: &Config, cpus: Option<(usize, usize)>, sizes: &[usize]) -> Resu
 }
 
 impl Experiment for Limits {
-    const NAME: &'static str = "limits";
-    const TITLE: &'static str = "Raw limits of this machine";
-    type Config = Config;
-    type Setup = Setup;
-    type Row = Row;
-    type PeerRequest = NoPeer;
+    crate::experiment::head!("limits", "Raw limits of this machine", no peer);
 
     fn validate(args: &Config) -> Result<()> {
         if args.samples == 0 {

@@ -278,12 +278,7 @@ impl PeerRequest {
 // Results
 
 impl Experiment for SendTime {
-    const NAME: &'static str = "send-time";
-    const TITLE: &'static str = "Send time";
-    type Config = Config;
-    type Setup = Setup;
-    type Row = Row;
-    type PeerRequest = PeerRequest;
+    crate::experiment::head!("send-time", "Send time");
 
     fn validate(args: &Config) -> Result<()> {
         if args.transports.is_empty() || args.sizes.is_empty() || args.samples == 0 {

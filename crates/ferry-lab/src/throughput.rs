@@ -68,13 +68,7 @@ use run::*;
 use wire::*;
 
 impl Experiment for Throughput {
-    const NAME: &'static str = "throughput";
-    const TITLE: &'static str = "Throughput";
-    const ACROSS_MACHINES: bool = true;
-    type Config = Config;
-    type Setup = Setup;
-    type Row = Row;
-    type PeerRequest = PeerRequest;
+    crate::experiment::head!("throughput", "Throughput", across machines);
 
     fn validate(args: &Config) -> Result<()> {
         SUBJECTS.check("--transport", &args.transports)?;

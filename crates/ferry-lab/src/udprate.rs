@@ -579,13 +579,7 @@ fn next_command(link: &mut PeerLink, timeout: Duration, what: &str) -> Result<Co
 // Results
 
 impl Experiment for UdpRate {
-    const NAME: &'static str = "udp-rate";
-    const TITLE: &'static str = "Paced multithreaded UDP sending";
-    const ACROSS_MACHINES: bool = true;
-    type Config = Config;
-    type Setup = Setup;
-    type Row = Row;
-    type PeerRequest = PeerRequest;
+    crate::experiment::head!("udp-rate", "Paced multithreaded UDP sending", across machines);
 
     fn validate(args: &Config) -> Result<()> {
         if !(0.01..=3600.0).contains(&args.duration) {

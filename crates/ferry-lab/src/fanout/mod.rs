@@ -27,12 +27,10 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 impl Experiment for Fanout {
-    const NAME: &'static str = "fanout";
-    const TITLE: &'static str = "Fan-out: one slow latest subscriber and the others";
-    type Config = Config;
-    type Setup = Setup;
-    type Row = Row;
-    type PeerRequest = PeerRequest;
+    crate::experiment::head!(
+        "fanout",
+        "Fan-out: one slow latest subscriber and the others"
+    );
 
     fn validate(c: &Config) -> Result<()> {
         if !(8..=16 << 20).contains(&c.size) {

@@ -35,12 +35,10 @@ pub use options::*;
 use std::fmt::Write as _;
 
 impl Experiment for Share {
-    const NAME: &'static str = "share";
-    const TITLE: &'static str = "Sharing a link: a ferry flow beside a second ferry flow or TCP";
-    type Config = Config;
-    type Setup = Setup;
-    type Row = Row;
-    type PeerRequest = PeerRequest;
+    crate::experiment::head!(
+        "share",
+        "Sharing a link: a ferry flow beside a second ferry flow or TCP"
+    );
 
     fn validate(c: &Config) -> Result<()> {
         crate::distinct_list("--competitor", &c.competitors, |x| x.name().to_owned())?;
