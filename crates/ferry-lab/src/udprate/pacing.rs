@@ -360,14 +360,19 @@ mod tests {
         assert_eq!(next, 20_000 - 100);
     }
 
+    /// A manager of at most `max_threads` senders, past its first (warm-up) interval.
+    fn warmed_up_manager(max_threads: usize) -> Manager {
+        let mut m = Manager::new(ManagerConfig {
+            max_threads,
+            ..ManagerConfig::default()
+        });
+        m.decide(&[], 1); // warm-up
+        m
+    }
+
     #[test]
     fn a_pool_behind_schedule_spawns_then_reports_unreachable_at_max() {
-        let cfg = ManagerConfig {
-            max_threads: 2,
-            ..ManagerConfig::default()
-        };
-        let mut m = Manager::new(cfg);
-        m.decide(&[], 1); // warm-up
+        let mut m = warmed_up_manager(2);
         let behind = Figures {
             backlog_ns: 10_000_000,
             datagrams: 1,
@@ -384,11 +389,7 @@ mod tests {
 
     #[test]
     fn jitter_below_the_threshold_spawns_nothing() {
-        let mut m = Manager::new(ManagerConfig {
-            max_threads: 8,
-            ..ManagerConfig::default()
-        });
-        m.decide(&[], 1); // warm-up
+        let mut m = warmed_up_manager(8);
         let jitter = Figures {
             positive_lag_ns: 1_500_000,
             negative_lag_ns: 100_000_000,
@@ -417,11 +418,7 @@ mod tests {
 
     #[test]
     fn surplus_threads_stop_when_the_others_wait_enough() {
-        let mut m = Manager::new(ManagerConfig {
-            max_threads: 8,
-            ..ManagerConfig::default()
-        });
-        m.decide(&[], 1); // warm-up
+        let mut m = warmed_up_manager(8);
         let half = Figures {
             negative_lag_ns: 250_000_000,
             ..Figures::default()

@@ -592,6 +592,16 @@ impl Drop for ReceiverPool {
 mod tests {
     use super::*;
 
+    /// One receiver thread on a loopback port of its own.
+    fn loopback_receiver() -> ReceiverPool {
+        ReceiverPool::start(
+            "127.0.0.1:0".parse().unwrap(),
+            Threads::Fixed(1),
+            Duration::from_millis(100),
+        )
+        .unwrap()
+    }
+
     /// Live on loopback, with generous bounds (the machine may be busy with other tests): over
     /// the whole run a modest rate is roughly met, in both pacing modes. Catch-up makes up for
     /// stalls, so its total is close; steady never does, so only a floor is checked for it.
@@ -599,12 +609,7 @@ mod tests {
     #[ignore = "asserts rates on a live machine: run by name (CI's stress step)"]
     fn a_pool_paces_a_modest_rate_on_loopback() {
         for pacing in [PacingMode::CatchUp, PacingMode::Steady] {
-            let rx = ReceiverPool::start(
-                "127.0.0.1:0".parse().unwrap(),
-                Threads::Fixed(1),
-                Duration::from_millis(100),
-            )
-            .unwrap();
+            let rx = loopback_receiver();
             let rate = 10_000_000u64;
             let mut cfg = SenderPoolConfig::new(rx.local_addr(), 1250, rate);
             cfg.threads = Threads::Fixed(1);
@@ -636,12 +641,7 @@ mod tests {
     #[test]
     #[ignore = "asserts rates on a live machine: run by name (CI's stress step)"]
     fn a_rate_change_applies_at_run_time() {
-        let rx = ReceiverPool::start(
-            "127.0.0.1:0".parse().unwrap(),
-            Threads::Fixed(1),
-            Duration::from_millis(100),
-        )
-        .unwrap();
+        let rx = loopback_receiver();
         let mut cfg = SenderPoolConfig::new(rx.local_addr(), 1000, 20_000_000);
         cfg.threads = Threads::Fixed(1);
         cfg.interval = Duration::from_millis(100);
@@ -667,12 +667,7 @@ mod tests {
 
     #[test]
     fn an_auto_pool_never_runs_more_threads_than_cpus() {
-        let rx = ReceiverPool::start(
-            "127.0.0.1:0".parse().unwrap(),
-            Threads::Fixed(1),
-            Duration::from_millis(100),
-        )
-        .unwrap();
+        let rx = loopback_receiver();
         // An unreachable rate: the manager adds threads up to the CPU count, then says so.
         let mut cfg = SenderPoolConfig::new(rx.local_addr(), 64, 1_000_000_000_000);
         cfg.interval = Duration::from_millis(100);
