@@ -81,16 +81,12 @@ impl PeerLink {
         timeout: Duration,
         want: &str,
     ) -> Result<T> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            crate::signal::check()?;
-            if let Some(command) = self.recv::<T>(Duration::from_millis(50))? {
-                return Ok(command);
-            }
-            if Instant::now() >= deadline {
-                bail!("the main side did not say {want} within {timeout:?}");
-            }
-        }
+        let late = || {
+            Error::msg(format!(
+                "the main side did not say {want} within {timeout:?}"
+            ))
+        };
+        super::poll_within(timeout, late, |slice| self.recv::<T>(slice))
     }
 
     /// Waits at most `timeout` until `publisher` has matched a subscriber, watching the main

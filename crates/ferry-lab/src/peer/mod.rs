@@ -282,22 +282,17 @@ impl Peer {
         timeout: Duration,
         what: &str,
     ) -> Result<T> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            crate::signal::check()?;
-            if let Some(report) = self.recv::<T>(Duration::from_millis(50))? {
-                return Ok(report);
+        let late = || Error::msg(format!("the peer did not send {what} within {timeout:?}"));
+        poll_within(timeout, late, |slice| {
+            if let Some(report) = self.recv::<T>(slice)? {
+                return Ok(Some(report));
             }
             if let Err(e) = self.check_alive() {
                 // Its last word may have come right after the report.
-                return self.recv::<T>(Duration::ZERO)?.ok_or(e);
+                return self.recv::<T>(Duration::ZERO)?.ok_or(e).map(Some);
             }
-            if Instant::now() >= deadline {
-                return Err(Error::msg(format!(
-                    "the peer did not send {what} within {timeout:?}"
-                )));
-            }
-        }
+            Ok(None)
+        })
     }
 
     /// Waits until `ready()` holds, at most `timeout`, watching the peer and Ctrl-C meanwhile.
@@ -360,6 +355,25 @@ impl Peer {
             }
         }
         Ok(())
+    }
+}
+
+/// Polls `poll` in 50 ms slices, looking at Ctrl-C before each, until it gives a value; the
+/// error `late` once `timeout` has passed without one. Both ends of the control channel wait so.
+fn poll_within<T>(
+    timeout: Duration,
+    late: impl FnOnce() -> Error,
+    mut poll: impl FnMut(Duration) -> Result<Option<T>>,
+) -> Result<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        crate::signal::check()?;
+        if let Some(value) = poll(Duration::from_millis(50))? {
+            return Ok(value);
+        }
+        if Instant::now() >= deadline {
+            return Err(late());
+        }
     }
 }
 
