@@ -142,6 +142,12 @@ fn run_tool(tool: &Path, args: &[&str]) -> Result<()> {
 /// Runs `tool args` to completion and returns its standard output; an error with its standard
 /// error if it fails.
 fn tool_output(tool: &Path, args: &[&str]) -> Result<Vec<u8>> {
+    let command = format!("{} {}", tool.display(), args.join(" "));
+    described_tool_output(tool, args, &command)
+}
+
+/// [`tool_output`], its failure naming the command as `command`.
+fn described_tool_output(tool: &Path, args: &[&str], command: &str) -> Result<Vec<u8>> {
     let out = Command::new(tool)
         .args(args)
         .stdin(Stdio::null())
@@ -149,9 +155,7 @@ fn tool_output(tool: &Path, args: &[&str]) -> Result<Vec<u8>> {
         .context(format!("cannot run {}", tool.display()))?;
     if !out.status.success() {
         bail!(
-            "{} {} failed ({}): {}",
-            tool.display(),
-            args.join(" "),
+            "{command} failed ({}): {}",
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         );
@@ -351,30 +355,10 @@ impl Pair {
         let Some(tc) = find_tool("tc") else {
             bail!("the tc command (iproute2) is not found in PATH or /usr/sbin, /sbin");
         };
-        let out = Command::new(&tc)
-            .args([
-                "-n",
-                &self.ns[side],
-                "-s",
-                "-j",
-                "qdisc",
-                "show",
-                "dev",
-                &self.dev[side],
-            ])
-            .stdin(Stdio::null())
-            .output()
-            .context(format!("cannot run {}", tc.display()))?;
-        if !out.status.success() {
-            bail!(
-                "tc -s -j qdisc show dev {} in {} failed ({}): {}",
-                self.dev[side],
-                self.ns[side],
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        parse_qdisc_counts(&out.stdout)
+        let (ns, dev) = (&self.ns[side], &self.dev[side]);
+        let args = ["-n", ns, "-s", "-j", "qdisc", "show", "dev", dev];
+        let command = format!("tc -s -j qdisc show dev {dev} in {ns}");
+        parse_qdisc_counts(&described_tool_output(&tc, &args, &command)?)
     }
 }
 
