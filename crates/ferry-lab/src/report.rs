@@ -306,15 +306,13 @@ pub fn write(out: &Path, docs: &[SuiteResults]) -> Result<()> {
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>ferry lab report</title><style>{CSS}</style></head><body>\n<h1>ferry lab report</h1>\n"
     );
     let labels = labels(docs);
+    // A document's label, escaped, where several documents need telling apart.
+    let shown = |label: &str| several.then(|| esc(label));
     for (d, label) in docs.iter().zip(&labels) {
         let _ = writeln!(
             html,
             "<p class=\"muted\">{}ferry {} · {} suite · {:.0} s · <code>{}</code></p>",
-            if several {
-                format!("{}: ", esc(label))
-            } else {
-                String::new()
-            },
+            shown(label).map_or(String::new(), |l| format!("{l}: ")),
             esc(&d.ferry_version),
             esc(&d.suite.level),
             d.suite.seconds,
@@ -329,11 +327,7 @@ pub fn write(out: &Path, docs: &[SuiteResults]) -> Result<()> {
         let _ = write!(
             html,
             "<th>status{0}</th><th>seconds{0}</th><th>files{0}</th>",
-            if several {
-                format!(" ({})", esc(label))
-            } else {
-                String::new()
-            }
+            shown(label).map_or(String::new(), |l| format!(" ({l})"))
         );
     }
     html.push_str("</tr>\n");
