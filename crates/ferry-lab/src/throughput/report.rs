@@ -117,28 +117,21 @@ pub(super) fn summary(rows: &[Row]) -> Vec<SummaryLine> {
     else {
         return Vec::new();
     };
-    let tools = [Subject::Iperf3, Subject::Sockperf];
-    let mut lines = Vec::new();
 
     // Messages per second at 1 KB.
     let rate_at = |t: Subject| median_of(rows, t, 1024, |r| r.messages_per_s);
     let say_rate = |t: Subject, v: f64| format!("{}: {} msg/s", t.name(), fmt_rate(Some(v)));
-    if let Some(mine) = rate_at(ferry) {
-        lines.push(SummaryLine {
-            what: format!("messages per second, 1 KB messages, {}", ferry.name()),
-            ferry: say_rate(ferry, mine),
-            floor: rate_at(Subject::RawUdp4).map(|v| say_rate(Subject::RawUdp4, v)),
-            best_peer: tools
-                .iter()
-                .filter_map(|&t| rate_at(t).map(|v| (t, v)))
-                .max_by(|a, b| a.1.total_cmp(&b.1))
-                .map(|(t, v)| say_rate(t, v)),
-            study: Some(format!(
-                "110 000 messages/s at 1 KB across Gigabit Ethernet ({})",
-                cite(&VORTEX_LITE)
-            )),
-        });
-    }
+    let rate = beside_floor_and_tools(
+        format!("messages per second, 1 KB messages, {}", ferry.name()),
+        ferry,
+        rate_at,
+        |v| v,
+        say_rate,
+        format!(
+            "110 000 messages/s at 1 KB across Gigabit Ethernet ({})",
+            cite(&VORTEX_LITE)
+        ),
+    );
 
     // The best delivered rate below 2 KB.
     let best_below_2k = |t: Subject| {
@@ -151,21 +144,40 @@ pub(super) fn summary(rows: &[Row]) -> Vec<SummaryLine> {
     let say_gbps = |t: Subject, (s, g): (usize, f64)| {
         format!("{}: {g:.2} Gbit/s at {}", t.name(), format_size(s))
     };
-    if let Some(mine) = best_below_2k(ferry) {
-        lines.push(SummaryLine {
-            what: format!("best delivered rate below 2 KB, {}", ferry.name()),
-            ferry: say_gbps(ferry, mine),
-            floor: best_below_2k(Subject::RawUdp4).map(|b| say_gbps(Subject::RawUdp4, b)),
-            best_peer: tools
-                .iter()
-                .filter_map(|&t| best_below_2k(t).map(|b| (t, b)))
-                .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
-                .map(|(t, b)| say_gbps(t, b)),
-            study: Some(format!(
-                "about 950 Mbit/s, the limit of Gigabit Ethernet, from messages under 2 KB ({})",
-                cite(&VORTEX_LITE)
-            )),
-        });
-    }
-    lines
+    let best = beside_floor_and_tools(
+        format!("best delivered rate below 2 KB, {}", ferry.name()),
+        ferry,
+        best_below_2k,
+        |(_, g)| g,
+        say_gbps,
+        format!(
+            "about 950 Mbit/s, the limit of Gigabit Ethernet, from messages under 2 KB ({})",
+            cite(&VORTEX_LITE)
+        ),
+    );
+    rate.into_iter().chain(best).collect()
+}
+
+/// A summary line of `figure` (said by `say`): ferry's, beside the plain-UDP floor's and the
+/// best tool's (the highest `rank`) measured in the same run; `None` without ferry's.
+fn beside_floor_and_tools<V: Copy>(
+    what: String,
+    ferry: Subject,
+    figure: impl Fn(Subject) -> Option<V>,
+    rank: impl Fn(V) -> f64,
+    say: impl Fn(Subject, V) -> String,
+    study: String,
+) -> Option<SummaryLine> {
+    let mine = figure(ferry)?;
+    Some(SummaryLine {
+        what,
+        ferry: say(ferry, mine),
+        floor: figure(Subject::RawUdp4).map(|v| say(Subject::RawUdp4, v)),
+        best_peer: [Subject::Iperf3, Subject::Sockperf]
+            .into_iter()
+            .filter_map(|t| figure(t).map(|v| (t, v)))
+            .max_by(|a, b| rank(a.1).total_cmp(&rank(b.1)))
+            .map(|(t, v)| say(t, v)),
+        study: Some(study),
+    })
 }
