@@ -183,52 +183,53 @@ fn choice_schema<T: Choice>(description: &str, describe: fn(T) -> &'static str) 
     })
 }
 
-/// The JSON schema of `ferry::Delivery` in the lab's configurations and results (a field holding
-/// one takes `#[schemars(with = "crate::args::DeliverySchema")]`).
-pub struct DeliverySchema;
+/// Declares the JSON schema of a library choice for the lab's configurations and results (a
+/// field holding one takes `#[schemars(with = "crate::args::NAME")]`): its name in the schema,
+/// its description, and each value's.
+macro_rules! library_choice_schema {
+    ($(
+        $(#[$doc:meta])*
+        $name:ident for $ty:ty: $schema_name:literal, $description:literal, $describe:expr;
+    )+) => {$(
+        $(#[$doc])*
+        pub struct $name;
 
-impl JsonSchema for DeliverySchema {
-    fn schema_name() -> Cow<'static, str> {
-        "Delivery".into()
-    }
+        impl JsonSchema for $name {
+            fn schema_name() -> Cow<'static, str> {
+                $schema_name.into()
+            }
 
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        choice_schema(
-            "ferry's delivery, as the lab's configurations and results name it.",
-            |d| match d {
-                ferry::Delivery::Reliable => {
-                    "Nothing is lost: a publisher waits for slow reliable subscribers."
-                }
-                ferry::Delivery::Latest => {
-                    "The publisher never waits; slow subscribers skip ahead and count what they \
-                     skipped."
-                }
-            },
-        )
-    }
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                choice_schema::<$ty>($description, $describe)
+            }
+        }
+    )+};
 }
 
-/// The JSON schema of `ferry::WaitStrategy` in the lab's configurations and results (a field
-/// holding one takes `#[schemars(with = "crate::args::WaitSchema")]`).
-pub struct WaitSchema;
+library_choice_schema! {
+    /// The JSON schema of `ferry::Delivery` in the lab's configurations and results.
+    DeliverySchema for ferry::Delivery: "Delivery",
+        "ferry's delivery, as the lab's configurations and results name it.",
+        |d| match d {
+            ferry::Delivery::Reliable => {
+                "Nothing is lost: a publisher waits for slow reliable subscribers."
+            }
+            ferry::Delivery::Latest => {
+                "The publisher never waits; slow subscribers skip ahead and count what they \
+                 skipped."
+            }
+        };
 
-impl JsonSchema for WaitSchema {
-    fn schema_name() -> Cow<'static, str> {
-        "Wait".into()
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        choice_schema(
-            "ferry's wait strategy, as the lab's configurations and results name it.",
-            |w| match w {
-                ferry::WaitStrategy::Spin => {
-                    "Busy loop: lowest latency, one CPU kept busy while waiting."
-                }
-                ferry::WaitStrategy::Block => "Sleep on a futex: no busy loop.",
-                ferry::WaitStrategy::Adaptive => "Spin for a short while, then sleep.",
-            },
-        )
-    }
+    /// The JSON schema of `ferry::WaitStrategy` in the lab's configurations and results.
+    WaitSchema for ferry::WaitStrategy: "Wait",
+        "ferry's wait strategy, as the lab's configurations and results name it.",
+        |w| match w {
+            ferry::WaitStrategy::Spin => {
+                "Busy loop: lowest latency, one CPU kept busy while waiting."
+            }
+            ferry::WaitStrategy::Block => "Sleep on a futex: no busy loop.",
+            ferry::WaitStrategy::Adaptive => "Spin for a short while, then sleep.",
+        };
 }
 
 #[cfg(test)]
