@@ -275,25 +275,6 @@ pub enum Iperf3Mode {
 /// The largest write iperf3 takes (`-l`, its MAX_BLOCKSIZE).
 pub const IPERF3_MAX_LEN: usize = 1 << 20;
 
-/// `iperf3 -s -1` and `iperf3 -c 127.0.0.1 -u -b 0 -l LEN -t S -J`; the receiver's side of the
-/// client's JSON report (`end.sum_received`).
-pub fn iperf3(
-    program: &PathBuf,
-    len: usize,
-    duration: Duration,
-    client_cpu: Option<usize>,
-    server_cpu: Option<usize>,
-) -> Result<ToolResult> {
-    iperf3_run(
-        program,
-        Iperf3Mode::Udp { len, bitrate: 0 },
-        duration,
-        client_cpu,
-        server_cpu,
-        None,
-    )
-}
-
 /// iperf3 in `mode` for `duration` (whole seconds): its server (`-s -1`) on `server_cpu`, its
 /// client (`-c … -J`) on `client_cpu`; on 127.0.0.1, or with `pair` the server in namespace B
 /// (bound to B's address) and the client in namespace A. The counts are the receiver's

@@ -258,19 +258,15 @@ pub(super) fn measure_one(
         Subject::Iperf3 | Subject::Iperf3Tcp | Subject::Sockperf => {
             let program = &ctx.programs[transport.program().unwrap_or_default()];
             let len = transport.datagram_bytes(size).unwrap_or(size);
+            let iperf3 =
+                |mode| tools::iperf3_run(program, mode, ctx.duration, main_cpu, peer_cpu, None);
             let r = match transport {
-                Subject::Iperf3 => tools::iperf3(program, len, ctx.duration, main_cpu, peer_cpu)?,
-                Subject::Iperf3Tcp => tools::iperf3_run(
-                    program,
-                    tools::Iperf3Mode::Tcp {
-                        len: size,
-                        congestion: None,
-                    },
-                    ctx.duration,
-                    main_cpu,
-                    peer_cpu,
-                    None,
-                )?,
+                // Unlimited (`-b 0`), `len`-byte datagrams.
+                Subject::Iperf3 => iperf3(tools::Iperf3Mode::Udp { len, bitrate: 0 })?,
+                Subject::Iperf3Tcp => iperf3(tools::Iperf3Mode::Tcp {
+                    len: size,
+                    congestion: None,
+                })?,
                 _ => tools::sockperf(program, len, ctx.duration, main_cpu, peer_cpu)?,
             };
             Ok(tool_measurement(transport, size, r))
