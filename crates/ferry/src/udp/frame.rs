@@ -421,6 +421,13 @@ fn put_common(out: &mut Vec<u8>, c: &Common) {
     out.extend_from_slice(&c.session.to_le_bytes());
 }
 
+/// Appends 64-bit fields in wire order.
+fn put_u64s(out: &mut Vec<u8>, fields: &[u64]) {
+    for f in fields {
+        out.extend_from_slice(&f.to_le_bytes());
+    }
+}
+
 /// Appends a DATA frame.
 pub fn put_data(
     out: &mut Vec<u8>,
@@ -471,10 +478,7 @@ pub fn put_heartbeat(
     history_from: u64,
 ) {
     put_common(out, c);
-    out.extend_from_slice(&next_seq.to_le_bytes());
-    out.extend_from_slice(&oldest_seq.to_le_bytes());
-    out.extend_from_slice(&challenge.to_le_bytes());
-    out.extend_from_slice(&history_from.to_le_bytes());
+    put_u64s(out, &[next_seq, oldest_seq, challenge, history_from]);
 }
 
 pub fn put_nak(out: &mut Vec<u8>, c: &Common, receiver: u64, entries: &[NakEntry]) {
@@ -503,13 +507,18 @@ pub fn put_status(
     received_bytes: u64,
 ) {
     put_common(out, c);
-    out.extend_from_slice(&receiver.to_le_bytes());
-    out.extend_from_slice(&consumed_pos.to_le_bytes());
-    out.extend_from_slice(&window.to_le_bytes());
-    out.extend_from_slice(&consumed_seq.to_le_bytes());
-    out.extend_from_slice(&echo.to_le_bytes());
-    out.extend_from_slice(&arrived_pos.to_le_bytes());
-    out.extend_from_slice(&received_bytes.to_le_bytes());
+    put_u64s(
+        out,
+        &[
+            receiver,
+            consumed_pos,
+            window,
+            consumed_seq,
+            echo,
+            arrived_pos,
+            received_bytes,
+        ],
+    );
 }
 
 pub fn put_bye(out: &mut Vec<u8>, c: &Common, next_seq: u64) {
