@@ -14,8 +14,9 @@
 //!   it, the rate sample is the bytes that receiver received since over the longer of the send
 //!   and the delivery interval (so neither a burst of reports nor a burst of sends inflates it,
 //!   and lost bytes never count). The estimate is the largest
-//!   sample of the last [`BW_ROUNDS`] round trips. Samples taken while the publisher had
-//!   nothing to send (application- or receiver-limited) count only when they raise it.
+//!   sample of the last [`BW_ROUNDS`] round trips that measured the path. Samples taken while
+//!   the publisher had nothing to send (application- or receiver-limited) count only when they
+//!   raise it, and rounds of only such samples do not age it: a quiet spell keeps the estimate.
 //! - **Round trip**: the smallest time from sending a run to the report that covers it, over the
 //!   last [`MIN_RTT_WINDOW_NS`]; when it is that old, the controller keeps half the path in
 //!   flight for [`PROBE_RTT_NS`] to see it again.
@@ -200,6 +201,12 @@ pub struct Controller {
     /// estimate remembers more than half a millisecond of a receiver's hiccups.
     bw_slot: usize,
     bw_slot_ns: u64,
+    /// This slot holds a sample of the path (one taken while the publisher had more to send):
+    /// only such slots age the estimate, so that a quiet spell keeps what the path carried.
+    bw_slot_measured: bool,
+    /// This round took a sample of the path: only such a round can show a standing queue (a
+    /// trickle's round trips hold the receiver's report delay, not a queue).
+    round_measured: bool,
     bw_lo: u64,
     min_rtt: u64,
     min_rtt_stamp: u64,
@@ -264,6 +271,8 @@ impl Controller {
             bw: [0; BW_ROUNDS],
             bw_slot: 0,
             bw_slot_ns: now,
+            bw_slot_measured: false,
+            round_measured: false,
             bw_lo: u64::MAX,
             min_rtt: 0,
             min_rtt_stamp: now,
@@ -533,7 +542,9 @@ impl Controller {
             let slot = self.bw_slot;
             if !m.app_limited || sample > self.bottleneck_rate() {
                 self.bw[slot] = self.bw[slot].max(sample);
+                self.bw_slot_measured |= !m.app_limited;
             }
+            self.round_measured |= !m.app_limited;
         }
         if new_round {
             self.check_full_pipe(m.app_limited);
@@ -582,6 +593,7 @@ impl Controller {
         // amount per round for all (a datagram per round trip): flows that see the same queue
         // converge to equal shares, as AIMD does.
         let standing = self.phase == Phase::ProbeBw
+            && self.round_measured
             && self.min_rtt != 0
             && self.round_min_rtt != u64::MAX
             && self.round_min_rtt
@@ -608,14 +620,19 @@ impl Controller {
         }
         self.round += 1;
         self.stats.rounds = self.round;
-        if now.saturating_sub(self.bw_slot_ns) >= BW_SLOT_MIN_NS {
+        // Only rounds that measured the path age the maximum (BBR's filter is not updated
+        // while application-limited either): rounds of a trickle say nothing of what the path
+        // carries, and the next large message must leave at the path's rate, not the trickle's.
+        if self.bw_slot_measured && now.saturating_sub(self.bw_slot_ns) >= BW_SLOT_MIN_NS {
             self.bw_slot = (self.bw_slot + 1) % BW_ROUNDS;
             self.bw[self.bw_slot] = 0;
             self.bw_slot_ns = now;
+            self.bw_slot_measured = false;
         }
         self.ack_gap = [0, self.ack_gap[0]];
         self.round_start_delivered = self.delivered;
         self.round_min_rtt = u64::MAX;
+        self.round_measured = false;
     }
 
     fn check_full_pipe(&mut self, app_limited: bool) {

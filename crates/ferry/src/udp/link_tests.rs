@@ -413,6 +413,35 @@ fn a_trickle_from_the_start_does_not_end_startup() {
     assert_eq!(o.phases[0], Phase::Startup, "{why}");
 }
 
+/// A publisher that filled a gigabit link, then sends a 1 KiB message every 20 ms for a second
+/// (a quiet spell: each message is the application's pace, not the path's). Its estimate of the
+/// link stays what the backlog measured, as BBR keeps its maximum while application-limited, so
+/// that the next large message leaves at the link's rate and not at the trickle's: rounds of the
+/// trickle say nothing of what the path carries and must not age the maximum out.
+#[test]
+fn a_quiet_spell_keeps_the_estimate_of_the_link() {
+    let link = Link {
+        rate: GBIT,
+        delay: 100_000,
+        buffer: 256 << 10,
+        loss: 0.0,
+    };
+    let trickle = Trickle {
+        from: 500 * MS,
+        period: 20 * MS,
+        size: 1 << 10,
+    };
+    let o = simulate_then_trickle(link, &[0], 64 << 10, 1500 * MS, 0, u64::MAX, Some(trickle));
+    let why = report(&o, &link);
+    let c = &o.senders[0].congestion;
+    assert!(c.rounds >= 40, "{why}");
+    assert!(
+        c.bottleneck_rate as f64 >= 0.8 * link.rate as f64,
+        "estimate {} Mbit/s after the quiet spell: {why}",
+        c.bottleneck_rate / MBIT
+    );
+}
+
 /// 100 Mbit/s with a shallow queue (64 KB) and 2 ms each way: the path holds more than the queue.
 #[test]
 fn a_slow_link_with_a_shallow_queue_and_a_long_path() {
