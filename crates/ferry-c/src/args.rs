@@ -2,6 +2,8 @@
 //! `FERRY_INVALID_ARGUMENT` naming the parameter.
 
 use std::ffi::{c_char, c_void};
+use std::fmt::Display;
+use std::time::Duration;
 
 use crate::status::Failure;
 
@@ -57,6 +59,22 @@ pub(crate) unsafe fn put<T>(what: &str, out: *mut T, value: T) -> Result<(), Fai
     // SAFETY: not NULL, and the caller promises it is valid for a write.
     unsafe { out.write(value) };
     Ok(())
+}
+
+/// Reads a timeout in nanoseconds as C passes it: -1 none (`None`), 0 only looks, above 0 that
+/// long. Any other value is refused, saying what -1 and 0 mean (`minus_one`, `zero`).
+pub(crate) fn timeout(
+    timeout_ns: i64,
+    minus_one: impl Display,
+    zero: &str,
+) -> Result<Option<Duration>, Failure> {
+    match timeout_ns {
+        -1 => Ok(None),
+        t if t >= 0 => Ok(Some(Duration::from_nanos(t as u64))),
+        t => Err(Failure::invalid(format!(
+            "timeout_ns is {t}; use -1 ({minus_one}), {zero} or a positive number of nanoseconds"
+        ))),
+    }
 }
 
 /// Clears `*out` for a receive or a call, except when the endpoint holds what it lent (a sample,

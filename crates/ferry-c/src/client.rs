@@ -14,10 +14,11 @@ use std::time::Duration;
 use ferry::service::MAX_SERVICE_NAME;
 use ferry::{CallError, Client, Response};
 
-use crate::args::{bytes, clear_out, free_endpoint, handle, put};
+use crate::args::{bytes, clear_out, free_endpoint, handle, put, timeout};
 use crate::node::{ferry_node, new_endpoint};
 use crate::qos::ferry_qos;
-use crate::status::{ferry_status, guard, guard_status, guard_value, nothing_received, Failure};
+use crate::slot::{self, lend, take, Handle, Lent, Slot};
+use crate::status::{ferry_status, guard, guard_status, nothing_received, Failure};
 
 /// A service's client (opaque). Made by `ferry_client_new`, freed by `ferry_client_free`. Use
 /// it from one thread at a time (it may move between threads).
@@ -39,38 +40,54 @@ pub struct ferry_client {
 /// the handle is then the new response).
 pub struct ferry_response {
     /// The response held, borrowing the client of the enclosing `ferry_client`.
-    held: UnsafeCell<Option<Response<'static>>>,
-    /// Read once when it arrived (NULL, 0, 0 when none is held).
-    data: Cell<*const u8>,
-    len: Cell<usize>,
-    request: Cell<u64>,
+    slot: Slot<Response<'static>>,
+}
+
+/// What C reads of a response, read once when it arrived.
+#[derive(Clone, Copy)]
+pub(crate) struct ResponseFields {
+    data: *const u8,
+    len: usize,
+    request: u64,
+}
+
+impl Lent for Response<'static> {
+    type Fields = ResponseFields;
+    const WHAT: &'static str = "response";
+    const ENDED: &'static str = "this response was already released";
+
+    fn fields(&mut self) -> ResponseFields {
+        ResponseFields {
+            data: self.as_ptr(),
+            len: self.len(),
+            request: self.request().get(),
+        }
+    }
+}
+
+impl Handle for ferry_response {
+    type Lent = Response<'static>;
+
+    fn slot(&self) -> &Slot<Response<'static>> {
+        &self.slot
+    }
 }
 
 impl ferry_client {
     fn holding(&self) -> bool {
-        // SAFETY: the slot is only touched by the calls of the one thread that uses this client,
-        // and none of them keeps a reference into it across calls.
-        unsafe { (*self.response.held.get()).is_some() }
+        self.response.slot.holding()
     }
 
     /// The client, for a call that is not a response's; refused while a response is held.
     ///
     /// # Safety
-    /// The handle is used by one thread at a time, and no reference from an earlier call is
-    /// live (each call drops its reference before it returns, except a response's, checked
-    /// here).
+    /// As `Slot::endpoint`.
     // The content of an UnsafeCell, handed out under this function's contract.
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn client(&self, function: &str) -> Result<&mut Client, Failure> {
-        if self.holding() {
-            return Err(Failure::invalid(format!(
-                "a response of this client is held; release it (ferry_response_release) before \
-                 calling {function}"
-            )));
-        }
-        // SAFETY: no response borrows the client (checked above), and the caller promises that
-        // no other reference to it is live.
-        Ok(unsafe { &mut *self.client.get() })
+        let refusal = "a response of this client is held; release it (ferry_response_release)";
+        // SAFETY: the caller's promise; the response borrows this client.
+        unsafe { self.response.slot.endpoint(&self.client, function, refusal) }
     }
 
     /// Notes the request a failed receive or call was about, if it names one.
@@ -82,42 +99,28 @@ impl ferry_client {
             _ => {}
         }
     }
+}
 
-    /// Puts a response in the slot and `*out`.
-    ///
-    /// # Safety
-    /// `client` is the live block `self` is; the slot is empty; `out` is valid for a write.
-    unsafe fn hold(
-        &self,
-        client: *mut ferry_client,
-        response: Response<'static>,
-        out: *mut *mut ferry_response,
-    ) -> Result<(), Failure> {
-        let slot = self.response.held.get();
-        // SAFETY: the slot is empty and only this call touches it now (one thread per handle).
-        let held = unsafe { &mut *slot }.insert(response);
-        let h = &self.response;
-        h.data.set(held.as_ptr());
-        h.len.set(held.len());
-        h.request.set(held.request().get());
-        // SAFETY: `client` is a live block; the pointer to its slot is derived from the caller's
-        // pointer, so it stays valid for as long as the block lives.
-        let response_ptr = unsafe { ptr::addr_of_mut!((*client).response) };
-        // SAFETY: the caller promises it is valid for a write.
-        unsafe { put("out", out, response_ptr) }
-    }
+/// Puts a response in the slot of the client block `client` and its handle in `*out`.
+///
+/// # Safety
+/// `client` is a live block whose slot is empty; `out` is valid for a write.
+unsafe fn hold(
+    client: *mut ferry_client,
+    response: Response<'static>,
+    out: *mut *mut ferry_response,
+) -> Result<(), Failure> {
+    // SAFETY: `client` is a live block; the pointer to its handle is derived from the caller's
+    // pointer, so it stays valid for as long as the block lives.
+    let response_ptr = unsafe { ptr::addr_of_mut!((*client).response) };
+    // SAFETY: as just said, and the caller's promises.
+    unsafe { lend(response_ptr, response, out) }
 }
 
 /// A timeout in nanoseconds as C passes it: -1 none, 0 or more that long.
 fn duration(timeout_ns: i64, until: &str) -> Result<Duration, Failure> {
-    match timeout_ns {
-        -1 => Ok(Duration::MAX),
-        t if t >= 0 => Ok(Duration::from_nanos(t as u64)),
-        t => Err(Failure::invalid(format!(
-            "timeout_ns is {t}; use -1 (wait until {until}), 0 or a positive number of \
-             nanoseconds"
-        ))),
-    }
+    let minus_one = format_args!("wait until {until}");
+    Ok(timeout(timeout_ns, minus_one, "0")?.unwrap_or(Duration::MAX))
 }
 
 /// Makes a client of `service` (1 to 64 bytes of letters, digits and `_ - . /`, not beginning
@@ -140,12 +143,7 @@ pub unsafe extern "C" fn ferry_client_new(
         let make = |node: &ferry::Node, service: &str, qos: ferry::Qos| {
             let client = node.client(service, &qos)?;
             Ok(ferry_client {
-                response: ferry_response {
-                    held: UnsafeCell::new(None),
-                    data: Cell::new(ptr::null()),
-                    len: Cell::new(0),
-                    request: Cell::new(0),
-                },
+                response: ferry_response { slot: Slot::new() },
                 client: UnsafeCell::new(client),
                 max_request: qos.max_message_size,
                 failed: Cell::new(None),
@@ -323,7 +321,7 @@ pub unsafe extern "C" fn ferry_client_recv(
         };
         // SAFETY: `client` is the live block `h` is, its slot is empty (checked by `client`),
         // and `out` was checked above.
-        unsafe { h.hold(client, response, out) }?;
+        unsafe { hold(client, response, out) }?;
         Ok(ferry_status::FERRY_OK)
     })
 }
@@ -364,7 +362,7 @@ pub unsafe extern "C" fn ferry_client_call(
         let response = c.call(body, timeout).inspect_err(|e| h.note_failure(e))?;
         // SAFETY: `client` is the live block `h` is, its slot is empty (checked by `client`),
         // and `out` was checked above.
-        unsafe { h.hold(client, response, out) }
+        unsafe { hold(client, response, out) }
     })
 }
 
@@ -391,19 +389,6 @@ pub unsafe extern "C" fn ferry_client_failed_request(
     })
 }
 
-/// Reads a field of a held response, or says why there is none.
-///
-/// # Safety
-/// `response` is NULL or a response handle whose client is live.
-unsafe fn held<'a>(response: *const ferry_response) -> Result<&'a ferry_response, Failure> {
-    // SAFETY: the caller passes a live response handle or NULL (refused).
-    let r = unsafe { handle("response", response) }?;
-    if r.data.get().is_null() {
-        return Err(Failure::invalid("this response was already released"));
-    }
-    Ok(r)
-}
-
 /// The first byte of the response's body, readable until it is released; NULL for a NULL
 /// response or one already released. (Never NULL for a held response, even of 0 bytes.)
 ///
@@ -411,10 +396,8 @@ unsafe fn held<'a>(response: *const ferry_response) -> Result<&'a ferry_response
 /// `response` is NULL or a response handle whose client is live.
 #[no_mangle]
 pub unsafe extern "C" fn ferry_response_data(response: *const ferry_response) -> *const u8 {
-    guard_value("ferry_response_data", ptr::null(), || {
-        // SAFETY: the caller passes a live response handle or NULL (refused).
-        Ok(unsafe { held(response) }?.data.get())
-    })
+    // SAFETY: the caller passes a live response handle or NULL (refused).
+    unsafe { slot::read("ferry_response_data", response, ptr::null(), |r| r.data) }
 }
 
 /// The length of the response's body in bytes; 0 for a NULL response or one already released.
@@ -423,10 +406,8 @@ pub unsafe extern "C" fn ferry_response_data(response: *const ferry_response) ->
 /// `response` is NULL or a response handle whose client is live.
 #[no_mangle]
 pub unsafe extern "C" fn ferry_response_len(response: *const ferry_response) -> usize {
-    guard_value("ferry_response_len", 0, || {
-        // SAFETY: the caller passes a live response handle or NULL (refused).
-        Ok(unsafe { held(response) }?.len.get())
-    })
+    // SAFETY: the caller passes a live response handle or NULL (refused).
+    unsafe { slot::read("ferry_response_len", response, 0, |r| r.len) }
 }
 
 /// The id of the request this answers (as `ferry_client_send` gave it); 0 for a NULL response
@@ -436,10 +417,8 @@ pub unsafe extern "C" fn ferry_response_len(response: *const ferry_response) -> 
 /// `response` is NULL or a response handle whose client is live.
 #[no_mangle]
 pub unsafe extern "C" fn ferry_response_request_id(response: *const ferry_response) -> u64 {
-    guard_value("ferry_response_request_id", 0, || {
-        // SAFETY: the caller passes a live response handle or NULL (refused).
-        Ok(unsafe { held(response) }?.request.get())
-    })
+    // SAFETY: the caller passes a live response handle or NULL (refused).
+    unsafe { slot::read("ferry_response_request_id", response, 0, |r| r.request) }
 }
 
 /// Releases the response: under shared memory the server may reuse its bytes. Releasing again
@@ -451,19 +430,8 @@ pub unsafe extern "C" fn ferry_response_request_id(response: *const ferry_respon
 pub unsafe extern "C" fn ferry_response_release(response: *mut ferry_response) -> ferry_status {
     guard("ferry_response_release", || {
         // SAFETY: the caller passes a live response handle or NULL (refused).
-        let r = unsafe { handle("response", response) }?;
-        // SAFETY: the slot is only touched by the calls of the one thread using this client,
-        // none keeping a reference into it across calls.
-        let taken = unsafe { &mut *r.held.get() }.take();
-        r.data.set(ptr::null());
-        r.len.set(0);
-        r.request.set(0);
-        match taken {
-            Some(response) => {
-                drop(response);
-                Ok(())
-            }
-            None => Err(Failure::invalid("this response was already released")),
-        }
+        let (_, response) = unsafe { take(response) }?;
+        drop(response);
+        Ok(())
     })
 }

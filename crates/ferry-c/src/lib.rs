@@ -48,6 +48,8 @@ mod waitset;
 
 mod args;
 
+mod slot;
+
 pub use client::{
     ferry_client, ferry_client_call, ferry_client_failed_request, ferry_client_free,
     ferry_client_has_server, ferry_client_new, ferry_client_pending, ferry_client_recv,

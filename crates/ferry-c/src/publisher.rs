@@ -15,16 +15,17 @@
 //! The publisher sits in an `UnsafeCell`, so that shared references to the block (made to read
 //! the slot's state) do not conflict with the loan's mutable borrow of the publisher.
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_void};
 use std::ptr;
 
 use ferry::MAX_TOPIC_NAME;
 use ferry::{Loan, Publisher};
 
-use crate::args::{free_endpoint, handle, put};
+use crate::args::{clear_out, free_endpoint, handle, put};
 use crate::node::{ferry_node, new_endpoint};
 use crate::qos::ferry_qos;
+use crate::slot::{self, lend, take, Handle, Lent, Slot};
 use crate::status::{ferry_status, guard, guard_value, Failure};
 
 /// A publisher (opaque). Made by `ferry_publisher_new`, freed by `ferry_publisher_free`. Use it
@@ -43,38 +44,56 @@ pub struct ferry_publisher {
 /// `FERRY_INVALID_ARGUMENT` (until the publisher lends again: the handle is then the new loan).
 pub struct ferry_loan {
     /// The outstanding loan, borrowing the publisher of the enclosing `ferry_publisher`.
-    held: UnsafeCell<Option<Loan<'static>>>,
-    /// The loan's bytes, read once when it was made (NULL and 0 when none is held).
-    data: Cell<*mut u8>,
-    len: Cell<usize>,
+    slot: Slot<Loan<'static>>,
+}
+
+/// A loan's bytes, read once when it was made.
+#[derive(Clone, Copy)]
+pub(crate) struct LoanFields {
+    data: *mut u8,
+    len: usize,
+}
+
+impl Lent for Loan<'static> {
+    type Fields = LoanFields;
+    const WHAT: &'static str = "loan";
+    const ENDED: &'static str = "this loan was already sent or discarded";
+
+    fn fields(&mut self) -> LoanFields {
+        let bytes = self.as_mut_slice();
+        LoanFields {
+            data: bytes.as_mut_ptr(),
+            len: bytes.len(),
+        }
+    }
+}
+
+impl Handle for ferry_loan {
+    type Lent = Loan<'static>;
+
+    fn slot(&self) -> &Slot<Loan<'static>> {
+        &self.slot
+    }
 }
 
 impl ferry_publisher {
     /// Whether a loan is outstanding.
     fn lending(&self) -> bool {
-        // SAFETY: the slot is only touched by the calls of the one thread that uses this
-        // publisher, and none of them keeps a reference into it across calls.
-        unsafe { (*self.loan.held.get()).is_some() }
+        self.loan.slot.holding()
     }
 
     /// The publisher, for a call that is not a loan's; refused while a loan is outstanding
     /// (rule 1).
     ///
     /// # Safety
-    /// The handle is used by one thread at a time, and no reference from an earlier call is
-    /// live (each call drops its reference before it returns, except a loan's, checked here).
+    /// As `Slot::endpoint`.
     // The content of an UnsafeCell, handed out under this function's contract.
     #[allow(clippy::mut_from_ref)]
     unsafe fn publisher(&self, function: &str) -> Result<&mut Publisher, Failure> {
-        if self.lending() {
-            return Err(Failure::invalid(format!(
-                "a loan of this publisher is outstanding; send it (ferry_loan_send) or discard \
-                 it (ferry_loan_discard) before calling {function}"
-            )));
-        }
-        // SAFETY: no loan borrows the publisher (checked above), and the caller promises that
-        // no other reference to it is live.
-        Ok(unsafe { &mut *self.publisher.get() })
+        let refusal = "a loan of this publisher is outstanding; send it (ferry_loan_send) or \
+                       discard it (ferry_loan_discard)";
+        // SAFETY: the caller's promise; the loan borrows this publisher.
+        unsafe { self.loan.slot.endpoint(&self.publisher, function, refusal) }
     }
 }
 
@@ -95,11 +114,7 @@ pub unsafe extern "C" fn ferry_publisher_new(
         let make = |node: &ferry::Node, topic: &str, qos: ferry::Qos| {
             let publisher = node.publisher(topic, &qos)?;
             Ok(ferry_publisher {
-                loan: ferry_loan {
-                    held: UnsafeCell::new(None),
-                    data: Cell::new(ptr::null_mut()),
-                    len: Cell::new(0),
-                },
+                loan: ferry_loan { slot: Slot::new() },
                 max_message_size: publisher.max_message_size(),
                 publisher: UnsafeCell::new(publisher),
             })
@@ -190,16 +205,8 @@ pub unsafe extern "C" fn ferry_publisher_loan(
     out: *mut *mut ferry_loan,
 ) -> ferry_status {
     guard("ferry_publisher_loan", || {
-        if out.is_null() {
-            return Err(Failure::invalid("out is NULL"));
-        }
-        // `*out` is cleared, but not when the call is refused because a loan is out: it may hold
-        // that loan, the caller's only way to send or discard it.
-        // SAFETY: the caller passes a live publisher or NULL.
-        if publisher.is_null() || !unsafe { &*publisher }.lending() {
-            // SAFETY: not NULL, and the caller promises it is valid for a write.
-            unsafe { out.write(ptr::null_mut()) };
-        }
+        // SAFETY: the caller passes a live publisher or NULL, and `out` valid for a write or NULL.
+        unsafe { clear_out(publisher, out, ferry_publisher::lending) }?;
         // SAFETY: the caller passes a live publisher or NULL (refused).
         let handle = unsafe { handle("publisher", publisher) }?;
         // SAFETY: no loan is outstanding (`publisher` checks), and no other reference to the
@@ -209,17 +216,12 @@ pub unsafe extern "C" fn ferry_publisher_loan(
         // so extending the borrow to 'static never lets it outlive or alias the publisher.
         let p: &'static mut Publisher = unsafe { handle.publisher("ferry_publisher_loan") }?;
         let loan: Loan<'static> = p.loan(len)?;
-        let slot = handle.loan.held.get();
-        // SAFETY: the slot is empty and only this call touches it now (one thread per handle).
-        let held = unsafe { &mut *slot }.insert(loan);
-        let bytes = held.as_mut_slice();
-        handle.loan.data.set(bytes.as_mut_ptr());
-        handle.loan.len.set(bytes.len());
-        // SAFETY: `publisher` is a live block; the pointer to its slot is derived from the
+        // SAFETY: `publisher` is a live block; the pointer to its handle is derived from the
         // caller's pointer, so it stays valid for as long as the block lives.
         let loan_ptr = unsafe { ptr::addr_of_mut!((*publisher).loan) };
-        // SAFETY: checked above to be valid for a write.
-        unsafe { put("out", out, loan_ptr) }
+        // SAFETY: as just said; the slot is empty (checked by `publisher`), and `out` was
+        // checked above.
+        unsafe { lend(loan_ptr, loan, out) }
     })
 }
 
@@ -231,15 +233,8 @@ pub unsafe extern "C" fn ferry_publisher_loan(
 /// `loan` is NULL or a loan handle whose publisher is live.
 #[no_mangle]
 pub unsafe extern "C" fn ferry_loan_data(loan: *mut ferry_loan) -> *mut u8 {
-    guard_value("ferry_loan_data", ptr::null_mut(), || {
-        // SAFETY: the caller passes a live loan handle or NULL (refused).
-        let l = unsafe { handle("loan", loan) }?;
-        let data = l.data.get();
-        if data.is_null() {
-            return Err(Failure::invalid("this loan was already sent or discarded"));
-        }
-        Ok(data)
-    })
+    // SAFETY: the caller passes a live loan handle or NULL (refused).
+    unsafe { slot::read("ferry_loan_data", loan, ptr::null_mut(), |l| l.data) }
 }
 
 /// The length of the loan's message in bytes (the `len` it was asked for); 0 for a NULL loan or
@@ -251,18 +246,9 @@ pub unsafe extern "C" fn ferry_loan_data(loan: *mut ferry_loan) -> *mut u8 {
 pub unsafe extern "C" fn ferry_loan_len(loan: *const ferry_loan) -> usize {
     guard_value("ferry_loan_len", 0, || {
         // SAFETY: the caller passes a live loan handle or NULL (refused).
-        Ok(unsafe { handle("loan", loan) }?.len.get())
+        let fields = unsafe { handle("loan", loan) }?.slot.fields();
+        Ok(fields.map_or(0, |l| l.len))
     })
-}
-
-/// Takes the outstanding loan out of its slot, or says it was already consumed.
-fn take(l: &ferry_loan) -> Result<Loan<'static>, Failure> {
-    // SAFETY: the slot is only touched by the calls of the one thread using this publisher,
-    // none keeping a reference into it across calls.
-    let taken = unsafe { &mut *l.held.get() }.take();
-    l.data.set(ptr::null_mut());
-    l.len.set(0);
-    taken.ok_or_else(|| Failure::invalid("this loan was already sent or discarded"))
 }
 
 /// Publishes the loan's message and ends the loan (whatever the outcome: on failure nothing was
@@ -275,7 +261,7 @@ fn take(l: &ferry_loan) -> Result<Loan<'static>, Failure> {
 pub unsafe extern "C" fn ferry_loan_send(loan: *mut ferry_loan) -> ferry_status {
     guard("ferry_loan_send", || {
         // SAFETY: the caller passes a live loan handle or NULL (refused).
-        let loan = take(unsafe { handle("loan", loan) }?)?;
+        let (_, loan) = unsafe { take(loan) }?;
         Ok(loan.send()?)
     })
 }
@@ -288,7 +274,8 @@ pub unsafe extern "C" fn ferry_loan_send(loan: *mut ferry_loan) -> ferry_status 
 pub unsafe extern "C" fn ferry_loan_discard(loan: *mut ferry_loan) -> ferry_status {
     guard("ferry_loan_discard", || {
         // SAFETY: the caller passes a live loan handle or NULL (refused).
-        drop(take(unsafe { handle("loan", loan) }?)?);
+        let (_, loan) = unsafe { take(loan) }?;
+        drop(loan);
         Ok(())
     })
 }

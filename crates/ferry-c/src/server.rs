@@ -13,19 +13,19 @@
 //! it. Only requests answered later pass through the table: an answer given to a held request
 //! (`ferry_request_respond`) makes no look-up.
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_void};
 use std::ptr;
-use std::time::Duration;
 
 use ferry::service::{Responded, ServeError, MAX_SERVICE_NAME};
 use ferry::{ReplyTo, Request, Server};
 
-use crate::args::{bytes, clear_out, free_endpoint, handle, put};
+use crate::args::{bytes, clear_out, free_endpoint, handle, timeout};
 use crate::node::{ferry_node, new_endpoint};
 use crate::qos::ferry_qos;
-use crate::status::{ferry_status, guard, guard_status, guard_value, nothing_received, Failure};
+use crate::slot::{self, lend, take, Handle, Lent, Slot};
+use crate::status::{ferry_status, guard, guard_status, nothing_received, Failure};
 
 /// Requests released unanswered that a server remembers for `ferry_server_respond`; beyond it
 /// the oldest is forgotten.
@@ -47,16 +47,43 @@ pub struct ferry_server {
 /// request).
 pub struct ferry_request {
     /// The request held, borrowing the server of the enclosing `ferry_server`.
-    held: UnsafeCell<Option<Request<'static>>>,
-    /// Read once when it arrived (NULL, 0, 0, 0 when none is held).
-    data: Cell<*const u8>,
-    len: Cell<usize>,
-    client: Cell<u64>,
-    id: Cell<u64>,
+    slot: Slot<Request<'static>>,
     /// Requests released unanswered, for `ferry_server_respond`.
     unanswered: UnsafeCell<Unanswered<ReplyTo>>,
     /// The largest answer: the server's `max_message_size`.
     max_response: usize,
+}
+
+/// What C reads of a request, read once when it arrived.
+#[derive(Clone, Copy)]
+pub(crate) struct RequestFields {
+    data: *const u8,
+    len: usize,
+    client: u64,
+    id: u64,
+}
+
+impl Lent for Request<'static> {
+    type Fields = RequestFields;
+    const WHAT: &'static str = "request";
+    const ENDED: &'static str = "this request was already answered or released";
+
+    fn fields(&mut self) -> RequestFields {
+        RequestFields {
+            data: self.as_ptr(),
+            len: self.len(),
+            client: self.client().get(),
+            id: self.id().get(),
+        }
+    }
+}
+
+impl Handle for ferry_request {
+    type Lent = Request<'static>;
+
+    fn slot(&self) -> &Slot<Request<'static>> {
+        &self.slot
+    }
 }
 
 /// The requests a server released unanswered (`T`: their `ReplyTo`), by client and request id,
@@ -133,29 +160,20 @@ fn answered(
 
 impl ferry_server {
     fn holding(&self) -> bool {
-        // SAFETY: the slot is only touched by the calls of the one thread that uses this server,
-        // and none of them keeps a reference into it across calls.
-        unsafe { (*self.request.held.get()).is_some() }
+        self.request.slot.holding()
     }
 
     /// The server, for a call that is not a request's; refused while a request is held.
     ///
     /// # Safety
-    /// The handle is used by one thread at a time, and no reference from an earlier call is
-    /// live (each call drops its reference before it returns, except a request's, checked
-    /// here).
+    /// As `Slot::endpoint`.
     // The content of an UnsafeCell, handed out under this function's contract.
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn server(&self, function: &str) -> Result<&mut Server, Failure> {
-        if self.holding() {
-            return Err(Failure::invalid(format!(
-                "a request of this server is held; answer it (ferry_request_respond) or release \
-                 it (ferry_request_release) before calling {function}"
-            )));
-        }
-        // SAFETY: no request borrows the server (checked above), and the caller promises that
-        // no other reference to it is live.
-        Ok(unsafe { &mut *self.server.get() })
+        let refusal = "a request of this server is held; answer it (ferry_request_respond) or \
+                       release it (ferry_request_release)";
+        // SAFETY: the caller's promise; the request borrows this server.
+        unsafe { self.request.slot.endpoint(&self.server, function, refusal) }
     }
 }
 
@@ -181,11 +199,7 @@ pub unsafe extern "C" fn ferry_server_new(
             let server = node.server(service, &qos)?;
             Ok(ferry_server {
                 request: ferry_request {
-                    held: UnsafeCell::new(None),
-                    data: Cell::new(ptr::null()),
-                    len: Cell::new(0),
-                    client: Cell::new(0),
-                    id: Cell::new(0),
+                    slot: Slot::new(),
                     unanswered: UnsafeCell::new(Unanswered::new(MAX_UNANSWERED)),
                     max_response: qos.max_message_size,
                 },
@@ -250,33 +264,20 @@ pub unsafe extern "C" fn ferry_server_recv(
         // reference to the server is made until it leaves (the rules of this module), so
         // extending the borrow to 'static never lets it outlive or alias the server.
         let s: &'static mut Server = unsafe { handle.server(FUNCTION) }?;
-        let received = match timeout_ns {
-            -1 => Some(s.recv()?),
-            0 => s.try_recv_request()?,
-            t if t > 0 => s.recv_request(Duration::from_nanos(t as u64))?,
-            t => {
-                return Err(Failure::invalid(format!(
-                    "timeout_ns is {t}; use -1 (wait until a request comes), 0 (only look) or a \
-                     positive number of nanoseconds"
-                )))
-            }
+        let received = match timeout(timeout_ns, "wait until a request comes", "0 (only look)")? {
+            None => Some(s.recv()?),
+            Some(t) if t.is_zero() => s.try_recv_request()?,
+            Some(t) => s.recv_request(t)?,
         };
         let Some(request) = received else {
             return Ok(nothing_received(timeout_ns == 0));
         };
-        let slot = handle.request.held.get();
-        // SAFETY: the slot is empty and only this call touches it now (one thread per handle).
-        let held = unsafe { &mut *slot }.insert(request);
-        let h = &handle.request;
-        h.data.set(held.as_ptr());
-        h.len.set(held.len());
-        h.client.set(held.client().get());
-        h.id.set(held.id().get());
-        // SAFETY: `server` is a live block; the pointer to its slot is derived from the caller's
-        // pointer, so it stays valid for as long as the block lives.
+        // SAFETY: `server` is a live block; the pointer to its handle is derived from the
+        // caller's pointer, so it stays valid for as long as the block lives.
         let request_ptr = unsafe { ptr::addr_of_mut!((*server).request) };
-        // SAFETY: checked above to be valid for a write.
-        unsafe { put("out", out, request_ptr) }?;
+        // SAFETY: as just said; the slot is empty (checked by `server`), and `out` was checked
+        // above.
+        unsafe { lend(request_ptr, request, out) }?;
         Ok(ferry_status::FERRY_OK)
     })
 }
@@ -324,21 +325,6 @@ pub unsafe extern "C" fn ferry_server_respond(
     })
 }
 
-/// Reads a field of a held request, or says why there is none.
-///
-/// # Safety
-/// `request` is NULL or a request handle whose server is live.
-unsafe fn held<'a>(request: *const ferry_request) -> Result<&'a ferry_request, Failure> {
-    // SAFETY: the caller passes a live request handle or NULL (refused).
-    let r = unsafe { handle("request", request) }?;
-    if r.data.get().is_null() {
-        return Err(Failure::invalid(
-            "this request was already answered or released",
-        ));
-    }
-    Ok(r)
-}
-
 /// The first byte of the request's body, readable until it is answered or released; NULL for a
 /// NULL request or one already answered or released. (Never NULL for a held request, even of 0
 /// bytes.)
@@ -347,10 +333,8 @@ unsafe fn held<'a>(request: *const ferry_request) -> Result<&'a ferry_request, F
 /// `request` is NULL or a request handle whose server is live.
 #[no_mangle]
 pub unsafe extern "C" fn ferry_request_data(request: *const ferry_request) -> *const u8 {
-    guard_value("ferry_request_data", ptr::null(), || {
-        // SAFETY: the caller passes a live request handle or NULL (refused).
-        Ok(unsafe { held(request) }?.data.get())
-    })
+    // SAFETY: the caller passes a live request handle or NULL (refused).
+    unsafe { slot::read("ferry_request_data", request, ptr::null(), |r| r.data) }
 }
 
 /// The length of the request's body in bytes; 0 for a NULL request or one already answered or
@@ -360,10 +344,8 @@ pub unsafe extern "C" fn ferry_request_data(request: *const ferry_request) -> *c
 /// `request` is NULL or a request handle whose server is live.
 #[no_mangle]
 pub unsafe extern "C" fn ferry_request_len(request: *const ferry_request) -> usize {
-    guard_value("ferry_request_len", 0, || {
-        // SAFETY: the caller passes a live request handle or NULL (refused).
-        Ok(unsafe { held(request) }?.len.get())
-    })
+    // SAFETY: the caller passes a live request handle or NULL (refused).
+    unsafe { slot::read("ferry_request_len", request, 0, |r| r.len) }
 }
 
 /// The id of the client that asked (64 random bits drawn when the client was made); 0 for a
@@ -373,10 +355,8 @@ pub unsafe extern "C" fn ferry_request_len(request: *const ferry_request) -> usi
 /// `request` is NULL or a request handle whose server is live.
 #[no_mangle]
 pub unsafe extern "C" fn ferry_request_client(request: *const ferry_request) -> u64 {
-    guard_value("ferry_request_client", 0, || {
-        // SAFETY: the caller passes a live request handle or NULL (refused).
-        Ok(unsafe { held(request) }?.client.get())
-    })
+    // SAFETY: the caller passes a live request handle or NULL (refused).
+    unsafe { slot::read("ferry_request_client", request, 0, |r| r.client) }
 }
 
 /// The request's id within its client: the low 32 bits of the id `ferry_client_send` gave (all
@@ -386,22 +366,8 @@ pub unsafe extern "C" fn ferry_request_client(request: *const ferry_request) -> 
 /// `request` is NULL or a request handle whose server is live.
 #[no_mangle]
 pub unsafe extern "C" fn ferry_request_id(request: *const ferry_request) -> u64 {
-    guard_value("ferry_request_id", 0, || {
-        // SAFETY: the caller passes a live request handle or NULL (refused).
-        Ok(unsafe { held(request) }?.id.get())
-    })
-}
-
-/// Takes the held request out of its slot, or says it was already answered or released.
-fn take(r: &ferry_request) -> Result<Request<'static>, Failure> {
-    // SAFETY: the slot is only touched by the calls of the one thread using this server, none
-    // keeping a reference into it across calls.
-    let taken = unsafe { &mut *r.held.get() }.take();
-    r.data.set(ptr::null());
-    r.len.set(0);
-    r.client.set(0);
-    r.id.set(0);
-    taken.ok_or_else(|| Failure::invalid("this request was already answered or released"))
+    // SAFETY: the caller passes a live request handle or NULL (refused).
+    unsafe { slot::read("ferry_request_id", request, 0, |r| r.id) }
 }
 
 /// Answers the request with a copy of `len` bytes at `data` (NULL only when `len` is 0; the
@@ -422,8 +388,7 @@ pub unsafe extern "C" fn ferry_request_respond(
 ) -> ferry_status {
     guard_status("ferry_request_respond", || {
         // SAFETY: the caller passes a live request handle or NULL (refused).
-        let r = unsafe { handle("request", request) }?;
-        let held = take(r)?;
+        let (r, held) = unsafe { take(request) }?;
         let to = held.reply_to();
         // SAFETY: the request is out of its slot, so no other call of this thread touches the
         // table now (the request borrows the server, not the table).
@@ -456,8 +421,7 @@ pub unsafe extern "C" fn ferry_request_respond(
 pub unsafe extern "C" fn ferry_request_release(request: *mut ferry_request) -> ferry_status {
     guard("ferry_request_release", || {
         // SAFETY: the caller passes a live request handle or NULL (refused).
-        let r = unsafe { handle("request", request) }?;
-        let held = take(r)?;
+        let (r, held) = unsafe { take(request) }?;
         let to = held.reply_to();
         drop(held);
         // SAFETY: the request is out of its slot; only this call of the one thread using the

@@ -10,14 +10,14 @@
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::c_char;
 use std::ptr;
-use std::time::Duration;
 
 use ferry::MAX_TOPIC_NAME;
 use ferry::{Sample, Subscriber};
 
-use crate::args::{clear_out, free_endpoint, handle, put};
+use crate::args::{clear_out, free_endpoint, handle, put, timeout};
 use crate::node::{ferry_node, new_endpoint};
 use crate::qos::ferry_qos;
+use crate::slot::{self, lend, take, Handle, Lent, Slot};
 use crate::status::{ferry_status, guard, guard_status, guard_value, nothing_received, Failure};
 
 /// A subscriber (opaque). Made by `ferry_subscriber_new`, freed by `ferry_subscriber_free`. Use
@@ -57,38 +57,61 @@ pub struct ferry_kept {
 /// again: the handle is then the new sample).
 pub struct ferry_sample {
     /// The sample held, borrowing the subscriber of the enclosing `ferry_subscriber`.
-    held: UnsafeCell<Option<Sample<'static>>>,
-    /// Read once when it arrived (NULL, 0, 0, 0 when none is held).
-    data: Cell<*const u8>,
-    len: Cell<usize>,
-    seq: Cell<u64>,
-    skipped: Cell<u64>,
+    slot: Slot<Sample<'static>>,
+}
+
+/// What C reads of a sample, read once when it arrived.
+#[derive(Clone, Copy)]
+pub(crate) struct SampleFields {
+    data: *const u8,
+    len: usize,
+    seq: u64,
+    skipped: u64,
+}
+
+impl Lent for Sample<'static> {
+    type Fields = SampleFields;
+    const WHAT: &'static str = "sample";
+    const ENDED: &'static str = "this sample was already released";
+
+    fn fields(&mut self) -> SampleFields {
+        SampleFields {
+            data: self.as_ptr(),
+            len: self.len(),
+            seq: self.seq(),
+            skipped: self.skipped(),
+        }
+    }
+}
+
+impl Handle for ferry_sample {
+    type Lent = Sample<'static>;
+
+    fn slot(&self) -> &Slot<Sample<'static>> {
+        &self.slot
+    }
 }
 
 impl ferry_subscriber {
     fn holding(&self) -> bool {
-        // SAFETY: the slot is only touched by the calls of the one thread that uses this
-        // subscriber, and none of them keeps a reference into it across calls.
-        unsafe { (*self.sample.held.get()).is_some() }
+        self.sample.slot.holding()
     }
 
-    /// The subscriber, for a call that is not a sample's; refused while a sample is held.
+    /// The subscriber, for a call that is not a sample's; refused while a sample is held. Lets
+    /// go the kept messages given back meanwhile.
     ///
     /// # Safety
-    /// The handle is used by one thread at a time, and no reference from an earlier call is
-    /// live (each call drops its reference before it returns, except a sample's, checked here).
+    /// As `Slot::endpoint`.
     // The content of an UnsafeCell, handed out under this function's contract.
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn subscriber(&self, function: &str) -> Result<&mut Subscriber, Failure> {
-        if self.holding() {
-            return Err(Failure::invalid(format!(
-                "a sample of this subscriber is held; release it (ferry_sample_release) before \
-                 calling {function}"
-            )));
-        }
-        // SAFETY: no sample borrows the subscriber (checked above), and the caller promises
-        // that no other reference to it is live.
-        let sub = unsafe { &mut *self.subscriber.get() };
+        let refusal = "a sample of this subscriber is held; release it (ferry_sample_release)";
+        // SAFETY: the caller's promise; the sample borrows this subscriber.
+        let sub = unsafe {
+            self.sample
+                .slot
+                .endpoint(&self.subscriber, function, refusal)
+        }?;
         // SAFETY: as for the sample's slot: one thread per handle, no reference kept across calls.
         for kept in unsafe { &mut *self.let_go.get() }.drain(..) {
             sub.let_go(kept);
@@ -121,13 +144,7 @@ pub unsafe extern "C" fn ferry_subscriber_new(
             }
             let subscriber = node.subscriber(topic, &qos.max_held(2 * max_held))?;
             Ok(ferry_subscriber {
-                sample: ferry_sample {
-                    held: UnsafeCell::new(None),
-                    data: Cell::new(ptr::null()),
-                    len: Cell::new(0),
-                    seq: Cell::new(0),
-                    skipped: Cell::new(0),
-                },
+                sample: ferry_sample { slot: Slot::new() },
                 subscriber: UnsafeCell::new(subscriber),
                 let_go: UnsafeCell::new(Vec::new()),
                 max_held,
@@ -188,33 +205,20 @@ pub unsafe extern "C" fn ferry_subscriber_recv(
         // and no other reference to the subscriber is made until it leaves (the rules of this
         // module), so extending the borrow to 'static never lets it outlive or alias it.
         let s: &'static mut Subscriber = unsafe { handle.subscriber(FUNCTION) }?;
-        let received = match timeout_ns {
-            -1 => Some(s.recv()?),
-            0 => s.try_recv()?,
-            t if t > 0 => s.recv_timeout(Duration::from_nanos(t as u64))?,
-            t => {
-                return Err(Failure::invalid(format!(
-                    "timeout_ns is {t}; use -1 (wait until a message comes), 0 (only look) or \
-                     a positive number of nanoseconds"
-                )))
-            }
+        let received = match timeout(timeout_ns, "wait until a message comes", "0 (only look)")? {
+            None => Some(s.recv()?),
+            Some(t) if t.is_zero() => s.try_recv()?,
+            Some(t) => s.recv_timeout(t)?,
         };
         let Some(sample) = received else {
             return Ok(nothing_received(timeout_ns == 0));
         };
-        let slot = handle.sample.held.get();
-        // SAFETY: the slot is empty and only this call touches it now (one thread per handle).
-        let held = unsafe { &mut *slot }.insert(sample);
-        let h = &handle.sample;
-        h.data.set(held.as_ptr());
-        h.len.set(held.len());
-        h.seq.set(held.seq());
-        h.skipped.set(held.skipped());
-        // SAFETY: `subscriber` is a live block; the pointer to its slot is derived from the
+        // SAFETY: `subscriber` is a live block; the pointer to its handle is derived from the
         // caller's pointer, so it stays valid for as long as the block lives.
         let sample_ptr = unsafe { ptr::addr_of_mut!((*subscriber).sample) };
-        // SAFETY: checked above to be valid for a write.
-        unsafe { put("out", out, sample_ptr) }?;
+        // SAFETY: as just said; the slot is empty (checked by `subscriber`), and `out` was
+        // checked above.
+        unsafe { lend(sample_ptr, sample, out) }?;
         Ok(ferry_status::FERRY_OK)
     })
 }
@@ -240,19 +244,6 @@ pub unsafe extern "C" fn ferry_subscriber_publisher_count(
     })
 }
 
-/// Reads a field of a held sample, or says why there is none.
-///
-/// # Safety
-/// `sample` is NULL or a sample handle whose subscriber is live.
-unsafe fn held<'a>(sample: *const ferry_sample) -> Result<&'a ferry_sample, Failure> {
-    // SAFETY: the caller passes a live sample handle or NULL (refused).
-    let s = unsafe { handle("sample", sample) }?;
-    if s.data.get().is_null() {
-        return Err(Failure::invalid("this sample was already released"));
-    }
-    Ok(s)
-}
-
 /// The first byte of the message, readable until the sample is released; NULL for a NULL
 /// sample or one already released. (Never NULL for a held sample, even of 0 bytes.)
 ///
@@ -260,10 +251,8 @@ unsafe fn held<'a>(sample: *const ferry_sample) -> Result<&'a ferry_sample, Fail
 /// `sample` is NULL or a sample handle whose subscriber is live.
 #[no_mangle]
 pub unsafe extern "C" fn ferry_sample_data(sample: *const ferry_sample) -> *const u8 {
-    guard_value("ferry_sample_data", ptr::null(), || {
-        // SAFETY: the caller passes a live sample handle or NULL (refused).
-        Ok(unsafe { held(sample) }?.data.get())
-    })
+    // SAFETY: the caller passes a live sample handle or NULL (refused).
+    unsafe { slot::read("ferry_sample_data", sample, ptr::null(), |s| s.data) }
 }
 
 /// The length of the message in bytes; 0 for a NULL sample or one already released.
@@ -272,10 +261,8 @@ pub unsafe extern "C" fn ferry_sample_data(sample: *const ferry_sample) -> *cons
 /// `sample` is NULL or a sample handle whose subscriber is live.
 #[no_mangle]
 pub unsafe extern "C" fn ferry_sample_len(sample: *const ferry_sample) -> usize {
-    guard_value("ferry_sample_len", 0, || {
-        // SAFETY: the caller passes a live sample handle or NULL (refused).
-        Ok(unsafe { held(sample) }?.len.get())
-    })
+    // SAFETY: the caller passes a live sample handle or NULL (refused).
+    unsafe { slot::read("ferry_sample_len", sample, 0, |s| s.len) }
 }
 
 /// The publisher's sequence number of the message (from 0 per publisher); 0 for a NULL sample
@@ -285,10 +272,8 @@ pub unsafe extern "C" fn ferry_sample_len(sample: *const ferry_sample) -> usize 
 /// `sample` is NULL or a sample handle whose subscriber is live.
 #[no_mangle]
 pub unsafe extern "C" fn ferry_sample_seq(sample: *const ferry_sample) -> u64 {
-    guard_value("ferry_sample_seq", 0, || {
-        // SAFETY: the caller passes a live sample handle or NULL (refused).
-        Ok(unsafe { held(sample) }?.seq.get())
-    })
+    // SAFETY: the caller passes a live sample handle or NULL (refused).
+    unsafe { slot::read("ferry_sample_seq", sample, 0, |s| s.seq) }
 }
 
 /// Messages this subscriber missed just before this one (latest delivery, UDP losses); 0 for a
@@ -298,10 +283,8 @@ pub unsafe extern "C" fn ferry_sample_seq(sample: *const ferry_sample) -> u64 {
 /// `sample` is NULL or a sample handle whose subscriber is live.
 #[no_mangle]
 pub unsafe extern "C" fn ferry_sample_skipped(sample: *const ferry_sample) -> u64 {
-    guard_value("ferry_sample_skipped", 0, || {
-        // SAFETY: the caller passes a live sample handle or NULL (refused).
-        Ok(unsafe { held(sample) }?.skipped.get())
-    })
+    // SAFETY: the caller passes a live sample handle or NULL (refused).
+    unsafe { slot::read("ferry_sample_skipped", sample, 0, |s| s.skipped) }
 }
 
 /// Releases the sample: under reliable shared memory the publisher may reuse its bytes. Releasing
@@ -313,21 +296,9 @@ pub unsafe extern "C" fn ferry_sample_skipped(sample: *const ferry_sample) -> u6
 pub unsafe extern "C" fn ferry_sample_release(sample: *mut ferry_sample) -> ferry_status {
     guard("ferry_sample_release", || {
         // SAFETY: the caller passes a live sample handle or NULL (refused).
-        let s = unsafe { handle("sample", sample) }?;
-        // SAFETY: the slot is only touched by the calls of the one thread using this
-        // subscriber, none keeping a reference into it across calls.
-        let taken = unsafe { &mut *s.held.get() }.take();
-        s.data.set(ptr::null());
-        s.len.set(0);
-        s.seq.set(0);
-        s.skipped.set(0);
-        match taken {
-            Some(sample) => {
-                drop(sample);
-                Ok(())
-            }
-            None => Err(Failure::invalid("this sample was already released")),
-        }
+        let (_, sample) = unsafe { take(sample) }?;
+        drop(sample);
+        Ok(())
     })
 }
 
@@ -350,33 +321,25 @@ pub unsafe extern "C" fn ferry_subscriber_keep(
         unsafe { put("out", out, ptr::null_mut()) }?;
         // SAFETY: the caller passes a live subscriber or NULL (refused).
         let handle = unsafe { handle("subscriber", subscriber) }?;
-        let h = &handle.sample;
-        // SAFETY: the slot is only touched by the calls of the one thread using this
-        // subscriber, none keeping a reference into it across calls.
-        let slot = unsafe { &mut *h.held.get() };
-        let Some(sample) = slot.take() else {
+        let slot = &handle.sample.slot;
+        let (Some(f), Some(sample)) = (slot.fields(), slot.take()) else {
             return Err(Failure::invalid("no sample is held: receive one first"));
         };
-        let (data, len, seq) = (h.data.get(), h.len.get(), h.seq.get());
         let room = handle.kept.get() + 1 < handle.max_held;
         match if room { sample.keep() } else { Err(sample) } {
             Ok(kept) => {
                 handle.kept.set(handle.kept.get() + 1);
-                h.data.set(ptr::null());
-                h.len.set(0);
-                h.seq.set(0);
-                h.skipped.set(0);
                 let k = Box::into_raw(Box::new(ferry_kept {
                     kept,
-                    data,
-                    len,
-                    seq,
+                    data: f.data,
+                    len: f.len,
+                    seq: f.seq,
                 }));
                 // SAFETY: checked above to be valid for a write.
                 unsafe { put("out", out, k) }
             }
             Err(sample) => {
-                *slot = Some(sample);
+                slot.fill(sample);
                 Err(Failure::invalid(
                     "this subscriber holds as many messages as ferry_qos.max_held lets it: give \
                      one back (ferry_subscriber_let_go) or release the sample",

@@ -1,11 +1,10 @@
 //! `ferry_waitset`: one thread waiting on several subscribers, servers and clients at once.
 
 use std::ffi::c_void;
-use std::time::Duration;
 
 use ferry::{WaitSet, Waitable};
 
-use crate::args::{handle, put};
+use crate::args::{handle, put, timeout};
 use crate::client::ferry_client;
 use crate::server::ferry_server;
 use crate::status::{ferry_status, guard, guard_status, Failure};
@@ -118,16 +117,7 @@ pub unsafe extern "C" fn ferry_waitset_wait(
         if ready.is_null() && ready_cap > 0 {
             return Err(Failure::invalid("ready is NULL"));
         }
-        let timeout = match timeout_ns {
-            -1 => None,
-            t if t >= 0 => Some(Duration::from_nanos(t as u64)),
-            t => {
-                return Err(Failure::invalid(format!(
-                    "timeout_ns is {t}; use -1 (as long as it takes), 0 (only look) or a \
-                     positive number of nanoseconds"
-                )))
-            }
-        };
+        let timeout = timeout(timeout_ns, "as long as it takes", "0 (only look)")?;
         // SAFETY: the caller promises `n` readable items.
         let items = unsafe { std::slice::from_raw_parts(items, n) };
         for (i, item) in items.iter().enumerate() {
