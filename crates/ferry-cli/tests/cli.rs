@@ -2,22 +2,15 @@
 //! dead topics, argument errors, and a short latency lab run. Every test uses its own domain and
 //! every wait is bounded; children are killed if a test fails.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rustix::process::{kill_process, Pid, Signal};
+use rustix::process::Signal;
 
 mod common;
 
-fn ferry() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferry"));
-    cmd.env_remove("FERRY_DOMAIN").stdin(Stdio::null());
-    cmd
-}
+use common::running::{pub_args, spawn, spawn_in, spawn_in_unread, Running, LONG};
+use common::Ended;
 
 /// A domain no other test (or test run) uses.
 fn domain(tag: &str) -> String {
@@ -25,44 +18,6 @@ fn domain(tag: &str) -> String {
     // Relaxed: only uniqueness matters.
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     format!("t{}{tag}{n}", std::process::id())
-}
-
-/// A running child whose output is collected; killed if dropped before it finished.
-struct Running {
-    child: Child,
-    stdout: Option<Collected>,
-    stderr: Option<Collected>,
-    /// Standard output left unread (a reader that stopped reading), when asked for.
-    _unread_stdout: Option<ChildStdout>,
-    what: String,
-}
-
-/// The text of a stream, and its lines as they come.
-struct Collected {
-    text: JoinHandle<String>,
-    lines: mpsc::Receiver<String>,
-}
-
-fn collect(stream: Option<impl Read + Send + 'static>) -> Option<Collected> {
-    stream.map(|s| {
-        let (tx, lines) = mpsc::channel();
-        let text = std::thread::spawn(move || {
-            let mut text = String::new();
-            for line in BufReader::new(s).lines() {
-                let Ok(line) = line else { break };
-                text.push_str(&line);
-                text.push('\n');
-                // The test may not be watching.
-                let _ = tx.send(line);
-            }
-            text
-        });
-        Collected { text, lines }
-    })
-}
-
-fn spawn(args: &[&str]) -> Running {
-    spawn_cmd(ferry(), args, true)
 }
 
 /// The arguments of `ferry echo TOPIC ARGS` that fails after 30 s without a message.
@@ -73,13 +28,6 @@ fn echo_args<'a>(topic: &'a str, args: &[&'a str]) -> Vec<&'a str> {
 /// `ferry echo TOPIC ARGS` in domain `d`, failing after 30 s without a message.
 fn start_echo(d: &str, topic: &str, args: &[&str]) -> Running {
     spawn(&[echo_args(topic, args), vec!["--domain", d]].concat())
-}
-
-/// The arguments of `ferry pub TOPIC ARGS` that publishes from when `subscribers` are attached
-/// (within 30 s).
-fn pub_args<'a>(topic: &'a str, subscribers: &'a str, args: &[&'a str]) -> Vec<&'a str> {
-    let wait = ["--wait-subscribers", subscribers, "--wait-timeout", "30"];
-    [&["pub", topic], args, &wait].concat()
 }
 
 /// `ferry pub TOPIC ARGS` in domain `d`, from when `subscribers` are attached (within 30 s).
@@ -100,160 +48,7 @@ fn start_call(d: &str, service: &str, args: &[&str]) -> Running {
     spawn(&[&["call", service], args, &wait].concat())
 }
 
-/// As `spawn`, in `domain` given the way a user's shell would: in FERRY_DOMAIN.
-fn spawn_in(domain: &str, args: &[&str]) -> Running {
-    let mut cmd = ferry();
-    cmd.env("FERRY_DOMAIN", domain);
-    spawn_cmd(cmd, args, true)
-}
-
-/// As `spawn_in`, but nothing reads its standard output: once the pipe is full, writes wait.
-fn spawn_in_unread(domain: &str, args: &[&str]) -> Running {
-    let mut cmd = ferry();
-    cmd.env("FERRY_DOMAIN", domain);
-    spawn_cmd(cmd, args, false)
-}
-
-fn spawn_cmd(mut cmd: Command, args: &[&str], read_stdout: bool) -> Running {
-    let child = cmd
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ferry");
-    let mut r = Running {
-        child,
-        stdout: None,
-        stderr: None,
-        _unread_stdout: None,
-        what: format!("ferry {}", args.join(" ")),
-    };
-    if read_stdout {
-        r.stdout = collect(r.child.stdout.take());
-    } else {
-        r._unread_stdout = r.child.stdout.take();
-    }
-    r.stderr = collect(r.child.stderr.take());
-    r
-}
-
-struct Finished {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-impl Running {
-    /// Waits at most `timeout` for the child to exit; kills it and fails the test otherwise.
-    fn finish(mut self, timeout: Duration) -> Finished {
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                break status;
-            }
-            if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                let err = self
-                    .stderr
-                    .take()
-                    .map(|c| c.text.join().unwrap_or_default());
-                panic!(
-                    "{} did not exit within {timeout:?}; stderr: {err:?}",
-                    self.what
-                );
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        Finished {
-            status,
-            stdout: self
-                .stdout
-                .take()
-                .map_or_else(String::new, |c| c.text.join().unwrap()),
-            stderr: self
-                .stderr
-                .take()
-                .map_or_else(String::new, |c| c.text.join().unwrap()),
-        }
-    }
-
-    /// Waits at most `LONG` for the child to exit, which must succeed.
-    fn succeed(self) -> Finished {
-        let what = self.what.clone();
-        let out = self.finish(LONG);
-        assert!(out.status.success(), "{what} failed: {}", out.stderr);
-        out
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Waits at most `timeout` for a line of standard output (`stderr` false) or error that
-    /// contains `needle`, and returns it; fails the test (killing the child) otherwise.
-    fn await_line(&self, stderr: bool, needle: &str, timeout: Duration) -> String {
-        let stream = if stderr { &self.stderr } else { &self.stdout };
-        let lines = &stream.as_ref().expect("a collected stream").lines;
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match lines.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(_) => {}
-                Err(e) => panic!(
-                    "{}: no line with {needle:?} on {} within {timeout:?} ({e})",
-                    self.what,
-                    if stderr { "stderr" } else { "stdout" }
-                ),
-            }
-        }
-    }
-
-    /// Sends `signal` to the child.
-    fn signal(&self, signal: Signal) {
-        let pid = Pid::from_raw(self.pid() as i32).expect("a child's pid");
-        kill_process(pid, signal).expect("send a signal");
-    }
-
-    /// Sends `signal` (SIGINT or SIGTERM) and checks that the child stops within `STOP_BOUND`
-    /// with the status a shell gives a process ended by it (128 + its number), saying so.
-    fn stop_with(self, signal: Signal) -> Finished {
-        let what = self.what.clone();
-        self.signal(signal);
-        let out = self.finish(STOP_BOUND);
-        let number = signal.as_raw();
-        assert_eq!(
-            out.status.code(),
-            Some(128 + number),
-            "{what} after signal {number}: {}",
-            out.stderr
-        );
-        assert!(
-            out.stderr.contains("ferry: stopped by SIG"),
-            "{what}: {}",
-            out.stderr
-        );
-        assert!(!out.stderr.contains("error"), "{what}: {}", out.stderr);
-        assert!(!out.stderr.contains("panicked"), "{what}: {}", out.stderr);
-        out
-    }
-}
-
-/// How soon a command must have stopped after SIGINT or SIGTERM: it promises 1 s; this leaves
-/// room for a loaded machine.
-const STOP_BOUND: Duration = Duration::from_secs(2);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn run(args: &[&str], timeout: Duration) -> Finished {
+fn run(args: &[&str], timeout: Duration) -> Ended {
     spawn(args).finish(timeout)
 }
 
@@ -269,7 +64,7 @@ fn run_ok(args: &[&str]) -> String {
 }
 
 /// Runs `ferry ARGS`, which must fail saying `expected`.
-fn fails_saying(args: &[&str], expected: &str) -> Finished {
+fn fails_saying(args: &[&str], expected: &str) -> Ended {
     let out = run(args, LONG);
     assert!(
         !out.status.success(),
@@ -297,8 +92,6 @@ fn wait_until(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
 fn topics_json(domain: &str) -> serde_json::Value {
     serde_json::from_str(&run_ok(&["topics", "--domain", domain, "--json"])).expect("topics JSON")
 }
-
-const LONG: Duration = Duration::from_secs(60);
 
 #[test]
 fn help_reads_well() {

@@ -5,14 +5,15 @@
 //! fails.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rustix::process::{kill_process, Pid, Signal};
+use rustix::process::Signal;
+
+mod common;
+
+use common::running::{pub_args, spawn_in};
 
 /// The tests of this file run one at a time: the timing test shares 2 CPUs with nothing of
 /// its own making.
@@ -34,106 +35,11 @@ fn fresh(tag: &str) -> (String, PathBuf) {
     (name, dir)
 }
 
-/// A running `ferry` whose output is collected; killed if dropped before it finished.
-struct Running {
-    child: Child,
-    out: Option<JoinHandle<String>>,
-    err: Option<JoinHandle<String>>,
-    what: String,
-}
-
-struct Finished {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-fn collect(stream: impl Read + Send + 'static) -> JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        for line in BufReader::new(stream).lines() {
-            let Ok(line) = line else { break };
-            text.push_str(&line);
-            text.push('\n');
-        }
-        text
-    })
-}
-
-fn spawn(domain: &str, args: &[&str]) -> Running {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .env("FERRY_DOMAIN", domain)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start ferry");
-    Running {
-        out: Some(collect(child.stdout.take().unwrap())),
-        err: Some(collect(child.stderr.take().unwrap())),
-        child,
-        what: format!("ferry {}", args.join(" ")),
-    }
-}
-
-impl Running {
-    /// Waits at most `timeout` for the child to exit; kills it and fails the test otherwise.
-    fn finish(mut self, timeout: Duration) -> Finished {
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                let err = self.err.take().unwrap().join().unwrap();
-                panic!(
-                    "{} did not finish within {timeout:?}; stderr:\n{err}",
-                    self.what
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        Finished {
-            status,
-            stdout: self.out.take().unwrap().join().unwrap(),
-            stderr: self.err.take().unwrap().join().unwrap(),
-        }
-    }
-
-    fn signal(&self, signal: Signal) {
-        let pid = Pid::from_raw(self.child.id() as i32).unwrap();
-        kill_process(pid, signal).unwrap();
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if self.out.is_some() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// Runs `ferry pub ARGS` in `domain` from when `subscribers` are attached (within 30 s); it
-/// must succeed within 60 s.
-fn publish(domain: &str, args: &[&str], subscribers: &str) {
-    let wait = ["--wait-subscribers", subscribers, "--wait-timeout", "30"];
-    let publish = spawn(domain, &[&["pub"], args, &wait].concat());
-    ok(&publish.finish(Duration::from_secs(60)), "pub");
-}
-
-fn ok(f: &Finished, what: &str) {
-    assert!(
-        f.status.success(),
-        "{what}: {:?}\nstdout:\n{}\nstderr:\n{}",
-        f.status,
-        f.stdout,
-        f.stderr
-    );
+/// Runs `ferry pub TOPIC ARGS` in `domain` from when `subscribers` are attached (within 30 s);
+/// it must succeed within 60 s.
+fn publish(domain: &str, topic: &str, args: &[&str], subscribers: &str) {
+    let publish = spawn_in(domain, &pub_args(topic, subscribers, args));
+    publish.finish(Duration::from_secs(60)).check_success("pub");
 }
 
 /// What `ferry pub` sends as message `seq` of `len` bytes: its low byte, then seq (u64 LE) first.
@@ -187,14 +93,15 @@ fn record_play_echo_keeps_every_byte_and_the_timing_at_100_hz() {
     let file_s = file.to_str().unwrap();
     const N: u64 = 200;
     const SIZE: usize = 1024;
-    let record = spawn(&dom, &["record", "lidar", "-o", file_s, "--count", "200"]);
+    let record = spawn_in(&dom, &["record", "lidar", "-o", file_s, "--count", "200"]);
     publish(
         &dom,
-        &["lidar", "--size", "1K", "--rate", "100", "--count", "200"],
+        "lidar",
+        &["--size", "1K", "--rate", "100", "--count", "200"],
         "1",
     );
     let rec = record.finish(Duration::from_secs(60));
-    ok(&rec, "record");
+    rec.check_success("record");
     assert!(rec.stderr.contains("lidar: 200 messages"), "{}", rec.stderr);
 
     let (recorded, metadata) = read_back(&file);
@@ -210,7 +117,7 @@ fn record_play_echo_keeps_every_byte_and_the_timing_at_100_hz() {
     assert_eq!(metadata["ferry.topic"]["skipped"], "0");
     assert_eq!(metadata["ferry"]["delivery"], "latest");
 
-    let echo = spawn(
+    let echo = spawn_in(
         &dom,
         &[
             "echo",
@@ -225,7 +132,7 @@ fn record_play_echo_keeps_every_byte_and_the_timing_at_100_hz() {
         .chain(["--timeout", "30"])
         .collect::<Vec<_>>(),
     );
-    let play = spawn(
+    let play = spawn_in(
         &dom,
         &[
             "play",
@@ -237,14 +144,14 @@ fn record_play_echo_keeps_every_byte_and_the_timing_at_100_hz() {
         ],
     );
     let played = play.finish(Duration::from_secs(60));
-    ok(&played, "play");
+    played.check_success("play");
     assert!(
         played.stderr.contains("sent 200 messages"),
         "{}",
         played.stderr
     );
     let echoed = echo.finish(Duration::from_secs(60));
-    ok(&echoed, "echo");
+    echoed.check_success("echo");
 
     let lines: Vec<serde_json::Value> = echoed
         .stdout
@@ -306,7 +213,7 @@ fn ctrl_c_closes_a_complete_file() {
     let _serial = one_at_a_time();
     let (dom, dir) = fresh("int");
     let file = dir.join("int.mcap");
-    let record = spawn(
+    let record = spawn_in(
         &dom,
         &[
             "record",
@@ -320,7 +227,8 @@ fn ctrl_c_closes_a_complete_file() {
     );
     publish(
         &dom,
-        &["a", "--size", "64", "--rate", "200", "--count", "50"],
+        "a",
+        &["--size", "64", "--rate", "200", "--count", "50"],
         "1",
     );
     // Give the recorder a moment to take the last message, then Ctrl-C.
@@ -343,25 +251,26 @@ fn ctrl_c_closes_a_complete_file() {
 fn hz_and_bw_report_a_topic() {
     let _serial = one_at_a_time();
     let (dom, _dir) = fresh("hz");
-    let hz = spawn(
+    let hz = spawn_in(
         &dom,
         &["hz", "h", "--count", "40", "--json", "--timeout", "30"],
     );
-    let bw = spawn(&dom, &["bw", "h", "--count", "40", "--timeout", "30"]);
+    let bw = spawn_in(&dom, &["bw", "h", "--count", "40", "--timeout", "30"]);
     publish(
         &dom,
-        &["h", "--size", "100", "--rate", "50", "--count", "60"],
+        "h",
+        &["--size", "100", "--rate", "50", "--count", "60"],
         "2",
     );
     let hz = hz.finish(Duration::from_secs(30));
-    ok(&hz, "hz");
+    hz.check_success("hz");
     let last: serde_json::Value =
         serde_json::from_str(hz.stdout.lines().last().expect("a report")).unwrap();
     assert!(last["rate_hz"].as_f64().unwrap() > 0.0, "{last}");
     assert!(last["window"].as_u64().unwrap() >= 1);
     assert!(last["min_s"].as_f64().unwrap() <= last["max_s"].as_f64().unwrap());
     let bw = bw.finish(Duration::from_secs(30));
-    ok(&bw, "bw");
+    bw.check_success("bw");
     assert!(
         bw.stdout.contains("B/s from ")
             && bw
@@ -378,7 +287,7 @@ fn play_refuses_a_file_that_is_not_a_recording() {
     let (dom, dir) = fresh("bad");
     let file = dir.join("bad.mcap");
     std::fs::write(&file, b"this is not an MCAP file at all").unwrap();
-    let f = spawn(&dom, &["play", file.to_str().unwrap()]).finish(Duration::from_secs(30));
+    let f = spawn_in(&dom, &["play", file.to_str().unwrap()]).finish(Duration::from_secs(30));
     assert_eq!(f.status.code(), Some(1), "{}", f.stderr);
     assert!(f.stderr.contains("not an MCAP file"), "{}", f.stderr);
     assert!(!f.stderr.contains("panicked"), "{}", f.stderr);

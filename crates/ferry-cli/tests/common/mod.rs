@@ -1,7 +1,10 @@
 //! What the command's integration tests share: a `ferry lab agent` started for a test, a child
 //! with a bounded life, bounded lab runs and their results, two network namespaces made and
-//! removed, and readers of echo's output. Each test binary uses some of it.
+//! removed, and readers of echo's output; `running`: a `ferry` child that runs beside the test.
+//! Each test binary uses some of it.
 #![allow(dead_code)]
+
+pub mod running;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
