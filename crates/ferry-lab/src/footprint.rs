@@ -684,31 +684,26 @@ impl Reading {
 #[cfg(test)]
 pub(crate) fn example() -> Results<Footprint> {
     let config = Config::default();
-    let reading = |private_kb: u64, threads: u64| Reading {
-        private_kb,
-        shared_kb: 900,
-        shmem_kb: 100,
-        vm_rss_kb: private_kb + 1500,
-        threads,
-    };
-    let rows = vec![
-        Row::of(App::MinPub, Subject::Shm, 533_504, &reading(300, 1), None),
-        Row::of(
-            App::MinSub,
-            Subject::Shm,
-            520_000,
-            &reading(280, 1),
-            Some(200),
-        ),
-        Row::of(App::MinPub, Subject::Udp4, 533_504, &reading(400, 2), None),
-        Row::of(
-            App::MinSub,
-            Subject::Udp4,
-            520_000,
-            &reading(390, 2),
-            Some(199),
-        ),
-    ];
+    // Each app over each transport: its binary's size, its private RSS (KB) and threads, and
+    // what a subscriber received.
+    let rows: Vec<Row> = [
+        (App::MinPub, Subject::Shm, 533_504, 300, 1, None),
+        (App::MinSub, Subject::Shm, 520_000, 280, 1, Some(200)),
+        (App::MinPub, Subject::Udp4, 533_504, 400, 2, None),
+        (App::MinSub, Subject::Udp4, 520_000, 390, 2, Some(199)),
+    ]
+    .into_iter()
+    .map(|(app, transport, binary, private_kb, threads, received)| {
+        let reading = Reading {
+            private_kb,
+            shared_kb: 900,
+            shmem_kb: 100,
+            vm_rss_kb: private_kb + 1500,
+            threads,
+        };
+        Row::of(app, transport, binary, &reading, received)
+    })
+    .collect();
     let setup = Setup {
         seconds: config.seconds,
         bin_dir: "target/min-size".to_owned(),
