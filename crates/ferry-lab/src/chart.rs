@@ -80,6 +80,29 @@ where
     Ok(())
 }
 
+/// Draws the axes with `x_labels` labels on x and 8 on y, written by `x_fmt` and `y_fmt`, and
+/// their descriptions, as [`draw_axes`] does.
+fn draw_described_axes<'b, X, Y>(
+    mesh: &mut MeshStyle<'_, 'b, X, Y, SVGBackend<'_>>,
+    x_labels: usize,
+    x_fmt: &'b dyn Fn(&f64) -> String,
+    y_fmt: &'b dyn Fn(&f64) -> String,
+    (x_desc, y_desc): (&str, &str),
+) -> Result<()>
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    draw_axes(
+        mesh.x_labels(x_labels)
+            .x_label_formatter(x_fmt)
+            .y_labels(8)
+            .y_label_formatter(y_fmt)
+            .x_desc(x_desc)
+            .y_desc(y_desc),
+    )
+}
+
 /// Draws the legend at `position`, its text `font_size` pixels high, on a white box.
 fn draw_legend<'a, 'b: 'a, CT: CoordTranslate>(
     chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
@@ -243,16 +266,12 @@ fn box_plot(
         let mut chart = titled(root, title, 48, 86)
             .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), (lo / 1.5..hi * 1.5).log_scale())?;
         let labels: Vec<String> = sizes.iter().map(|&s| format_size(s as usize)).collect();
-        draw_axes(
-            chart
-                .configure_mesh()
-                .disable_x_mesh()
-                .x_labels(n * 2 + 1)
-                .x_label_formatter(&|x| category_label(&labels, *x))
-                .y_labels(8)
-                .y_label_formatter(&|y| format_ns(*y))
-                .x_desc("message size")
-                .y_desc(y_desc),
+        draw_described_axes(
+            chart.configure_mesh().disable_x_mesh(),
+            n * 2 + 1,
+            &|x| category_label(&labels, *x),
+            &|y| format_ns(*y),
+            ("message size", y_desc),
         )?;
         let k = series.len().max(1) as f64;
         let slot = 0.8 / k;
@@ -324,22 +343,19 @@ pub(crate) fn line_chart(
             .build_cartesian_2d((x0.log2() - 0.5)..(x1.log2() + 0.5), (y0..y1).log_scale())?;
         // x is log2 of the size, so that the ticks fall on powers of two.
         let ticks = (x1.log2() - x0.log2()).round() as usize + 2;
-        draw_axes(
-            chart
-                .configure_mesh()
-                .x_labels(ticks * 2 + 1)
-                .x_label_formatter(&|x| {
-                    let i = x.round();
-                    if (x - i).abs() < 0.01 && i >= 0.0 {
-                        format_size(2f64.powf(i) as usize)
-                    } else {
-                        String::new()
-                    }
-                })
-                .y_labels(8)
-                .y_label_formatter(&|y| y_fmt(*y))
-                .x_desc(x_desc)
-                .y_desc(y_desc),
+        draw_described_axes(
+            &mut chart.configure_mesh(),
+            ticks * 2 + 1,
+            &|x| {
+                let i = x.round();
+                if (x - i).abs() < 0.01 && i >= 0.0 {
+                    format_size(2f64.powf(i) as usize)
+                } else {
+                    String::new()
+                }
+            },
+            &|y| y_fmt(*y),
+            (x_desc, y_desc),
         )?;
         for (i, (name, points)) in series.iter().enumerate() {
             let c = color(i);
@@ -399,27 +415,24 @@ pub(crate) fn xy_chart(
         macro_rules! draw {
             ($chart:expr) => {{
                 let mut chart = $chart;
-                draw_axes(
-                    chart
-                        .configure_mesh()
-                        .x_labels(if integer_x {
-                            (x1 - x0) as usize + 3
+                draw_described_axes(
+                    &mut chart.configure_mesh(),
+                    if integer_x {
+                        (x1 - x0) as usize + 3
+                    } else {
+                        10
+                    },
+                    &|x| {
+                        if !integer_x {
+                            format_count(*x)
+                        } else if (x - x.round()).abs() < 1e-6 {
+                            format!("{x:.0}")
                         } else {
-                            10
-                        })
-                        .x_label_formatter(&|x| {
-                            if !integer_x {
-                                format_count(*x)
-                            } else if (x - x.round()).abs() < 1e-6 {
-                                format!("{x:.0}")
-                            } else {
-                                String::new()
-                            }
-                        })
-                        .y_labels(8)
-                        .y_label_formatter(&|y| format_count(*y))
-                        .x_desc(x_desc)
-                        .y_desc(y_desc),
+                            String::new()
+                        }
+                    },
+                    &|y| format_count(*y),
+                    (x_desc, y_desc),
                 )?;
                 if let Some((label, r)) = reference {
                     chart
