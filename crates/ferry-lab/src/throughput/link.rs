@@ -3,7 +3,7 @@
 use super::options::Config;
 use super::report::transports_and_sizes;
 use super::results::{fmt_opt, LinkSetup, Row, RowDelivery, Setup};
-use crate::chart::{Plot, Section, SummaryLine};
+use crate::chart::{Plot, Section, SummaryLine, XySeries};
 use crate::error::Result;
 use crate::stats::median;
 use crate::studies::{cite, cite_first, PACED_UDP};
@@ -229,19 +229,13 @@ pub(super) fn link_section(rows: &[Row], setup: Option<&LinkSetup>) -> Result<Se
         if series.is_empty() {
             continue;
         }
-        plots.push(Plot {
-            file: format!("throughput-goodput-{}.svg", format_size(size).replace(' ', "")),
-            svg: crate::chart::xy_chart(
-                &format!("Goodput across a link, {} messages", format_size(size)),
-                "link rate (Mbit/s, tc tbf)",
-                "delivered Mbit/s (median of rounds)",
-                &series,
-                false,
-                false,
-                None,
-            )?,
-            caption: "Two network namespaces joined by a veth pair with a tbf of the link's rate on both ends; the publisher in one, the subscriber in the other; median over the rounds, the bar spans them.".to_owned(),
-        });
+        plots.push(link_rate_plot(
+            ("goodput", size),
+            &format!("Goodput across a link, {} messages", format_size(size)),
+            ("delivered Mbit/s (median of rounds)", false),
+            &series,
+            "Two network namespaces joined by a veth pair with a tbf of the link's rate on both ends; the publisher in one, the subscriber in the other; median over the rounds, the bar spans them.",
+        )?);
     }
     let mut said = Vec::new();
     let ferry = [Subject::Udp4, Subject::Udp4Key]
@@ -387,19 +381,41 @@ pub(super) fn latency_plot(
         .collect();
     wire.sort_by(|a, b| a.0.total_cmp(&b.0));
     series.push(("time on the link".to_owned(), wire));
-    Ok(Some(Plot {
-        file: format!("throughput-latency-{}.svg", format_size(size).replace(' ', "")),
+    link_rate_plot(
+        ("latency", size),
+        &format!("Latency of periodic {} messages across a link", format_size(size)),
+        ("ms from send to arrival (log)", true),
+        &series,
+        "Each message sent on a fixed schedule; the point is the median over the rounds of its p50 latency, the bar reaches the p99; \"time on the link\" is the message's payload at the link's rate, what it takes at the least (less the tbf's burst, which passes at once).",
+    )
+    .map(Some)
+}
+
+/// A plot of `series` against the link rate, in the file `throughput-{what}-{size}.svg`; its
+/// y axis described by `y_desc`, logarithmic with `log_y`.
+fn link_rate_plot(
+    (what, size): (&str, usize),
+    title: &str,
+    (y_desc, log_y): (&str, bool),
+    series: &[XySeries],
+    caption: &str,
+) -> Result<Plot> {
+    Ok(Plot {
+        file: format!(
+            "throughput-{what}-{}.svg",
+            format_size(size).replace(' ', "")
+        ),
         svg: crate::chart::xy_chart(
-            &format!("Latency of periodic {} messages across a link", format_size(size)),
+            title,
             "link rate (Mbit/s, tc tbf)",
-            "ms from send to arrival (log)",
-            &series,
-            true,
+            y_desc,
+            series,
+            log_y,
             false,
             None,
         )?,
-        caption: "Each message sent on a fixed schedule; the point is the median over the rounds of its p50 latency, the bar reaches the p99; \"time on the link\" is the message's payload at the link's rate, what it takes at the least (less the tbf's burst, which passes at once).".to_owned(),
-    }))
+        caption: caption.to_owned(),
+    })
 }
 
 /// Per link: ferry's goodput beside TCP's and plain UDP's, at the largest size measured.
