@@ -99,6 +99,17 @@ pub(crate) unsafe fn clear_out<E, T>(
     Ok(())
 }
 
+/// Frees a handle from `Box::into_raw` (in its `_new`); NULL does nothing.
+///
+/// # Safety
+/// `ptr` is NULL or a handle from `Box::into_raw`, not freed yet.
+pub(crate) unsafe fn free<T>(ptr: *mut T) {
+    if !ptr.is_null() {
+        // SAFETY: from Box::into_raw, given back once (the caller's promise).
+        drop(unsafe { Box::from_raw(ptr) });
+    }
+}
+
 /// Frees the handle of an endpoint (from `Box::into_raw` in its `_new`); NULL does nothing.
 /// Refused, with `refusal` and nothing freed, while the endpoint holds what it lent (a loan, a
 /// sample, a request, a response), which borrows it.
@@ -119,7 +130,7 @@ pub(crate) unsafe fn free_endpoint<E>(
     }
     // SAFETY: from Box::into_raw, given back once (the caller's promise); nothing it lent
     // borrows it (checked above).
-    drop(unsafe { Box::from_raw(endpoint) });
+    unsafe { free(endpoint) };
     Ok(())
 }
 

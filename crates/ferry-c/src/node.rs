@@ -4,7 +4,7 @@ use std::ffi::c_char;
 
 use ferry::{Node, MAX_DOMAIN_NAME, MAX_NODE_NAME};
 
-use crate::args::{c_str, handle, put};
+use crate::args::{c_str, free, handle, put};
 use crate::qos::{ferry_qos, qos_arg};
 use crate::status::{ferry_status, guard, Failure};
 
@@ -83,11 +83,9 @@ pub(crate) unsafe fn new_endpoint<E>(
 #[no_mangle]
 pub unsafe extern "C" fn ferry_node_free(node: *mut ferry_node) -> ferry_status {
     guard("ferry_node_free", || {
-        if !node.is_null() {
-            // SAFETY: the caller gives back a pointer from Box::into_raw in ferry_node_new,
-            // once.
-            drop(unsafe { Box::from_raw(node) });
-        }
+        // SAFETY: the caller gives back NULL or a pointer from Box::into_raw in ferry_node_new,
+        // once.
+        unsafe { free(node) };
         Ok(())
     })
 }

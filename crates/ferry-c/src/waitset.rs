@@ -4,7 +4,7 @@ use std::ffi::c_void;
 
 use ferry::{WaitSet, Waitable};
 
-use crate::args::{handle, put, timeout};
+use crate::args::{free, handle, put, timeout};
 use crate::client::ferry_client;
 use crate::server::ferry_server;
 use crate::status::{ferry_status, guard, guard_status, Failure};
@@ -66,11 +66,9 @@ pub unsafe extern "C" fn ferry_waitset_new(out: *mut *mut ferry_waitset) -> ferr
 #[no_mangle]
 pub unsafe extern "C" fn ferry_waitset_free(set: *mut ferry_waitset) -> ferry_status {
     guard("ferry_waitset_free", || {
-        if !set.is_null() {
-            // SAFETY: from Box::into_raw in ferry_waitset_new, freed once (the caller's
-            // promise).
-            drop(unsafe { Box::from_raw(set) });
-        }
+        // SAFETY: NULL or from Box::into_raw in ferry_waitset_new, freed once (the caller's
+        // promise).
+        unsafe { free(set) };
         Ok(())
     })
 }
