@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 mod common;
-use common::{read_json, tmp_path as tmp, Agent, Ended};
+use common::{read_json, tmp_path as tmp, Agent, Ended, SHORT_THROUGHPUT};
 
 /// Runs `prefix ferry lab latency ARGS`, killed after `limit`.
 fn lab_latency(prefix: &[&str], args: &[&str], env: &[(&str, &Path)], limit: Duration) -> Ended {
@@ -97,20 +97,9 @@ fn latency_runs_its_peer_through_an_agent_on_loopback() {
 fn remote_throughput(prefix: &[&str], remote: &str, transports: &[&str], agent: &Agent) {
     let json = tmp("throughput.json");
     let list = transports.join(",");
-    let args = [
-        "--remote",
-        remote,
-        "--transport",
-        &list,
-        "--sizes",
-        "1K",
-        "--duration",
-        "0.3",
-        "--rounds",
-        "1",
-        "--json",
-        json.to_str().unwrap(),
-    ];
+    let mut args = vec!["--remote", remote, "--transport", &list];
+    args.extend(SHORT_THROUGHPUT);
+    args.extend(["--json", json.to_str().unwrap()]);
     let out = lab(prefix, "throughput", &args, &[], Duration::from_secs(180));
     check_success(&out, agent);
     let v = read_json(&json);
