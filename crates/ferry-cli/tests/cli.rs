@@ -10,7 +10,7 @@ use rustix::process::Signal;
 mod common;
 
 use common::running::{pub_args, spawn, spawn_in, spawn_in_unread, Running, LONG};
-use common::Ended;
+use common::{Ended, IMU_SCHEMA};
 
 /// A domain no other test (or test run) uses.
 fn domain(tag: &str) -> String {
@@ -138,12 +138,6 @@ fn pub_and_echo_exchange_messages() {
         "seq 2  size 16  02000000 00000000 02020202 02020202"
     );
 }
-
-/// The ROS 2 IMU definition the typed tests declare.
-const IMU_SCHEMA: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../ferry-types/tests/data/Imu.msg"
-);
 
 #[test]
 fn a_typed_topic_is_echoed_by_field_name_and_a_subscriber_of_another_type_is_refused() {
@@ -938,15 +932,10 @@ fn lab_throughput_writes_contract_json() {
     let (out, json) = common::lab_results(
         "throughput",
         &[
-            "--transport",
-            "udp4,shm,raw-udp4",
-            "--sizes",
-            "1K",
-            "--duration",
-            "0.3",
-            "--rounds",
-            "1",
-        ],
+            &["--transport", "udp4,shm,raw-udp4"][..],
+            &common::SHORT_THROUGHPUT,
+        ]
+        .concat(),
         Duration::from_secs(120),
     );
     check_lab_json(&json);

@@ -201,10 +201,6 @@ fn the_state_shows_the_topic_its_ends_and_the_rate_and_the_stream_follows() {
 #[test]
 fn the_last_message_is_shown_decoded_when_the_topic_has_a_type_and_as_hex_otherwise() {
     let dom = domain("last");
-    let schema = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../ferry-types/tests/data/Imu.msg"
-    );
     let _typed = ferry(&[
         "pub",
         "imu",
@@ -213,7 +209,7 @@ fn the_last_message_is_shown_decoded_when_the_topic_has_a_type_and_as_hex_otherw
         "--type",
         "sensor_msgs/msg/Imu",
         "--schema",
-        schema,
+        common::IMU_SCHEMA,
         "--yaml",
         "{header: {frame_id: base}, linear_acceleration: {z: 9.5}}",
         "--domain",

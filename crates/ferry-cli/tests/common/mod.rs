@@ -296,6 +296,10 @@ pub fn run_lab(mut command: Command, args: &[&str], limit: Duration) -> Ended {
     }
 }
 
+/// The arguments of a `ferry lab throughput` short enough for a test: 1 KiB messages for 0.3 s,
+/// one round.
+pub const SHORT_THROUGHPUT: [&str; 6] = ["--sizes", "1K", "--duration", "0.3", "--rounds", "1"];
+
 /// Runs `ferry lab EXPERIMENT ARGS` as [`run_lab`] does.
 pub fn lab(experiment: &str, args: &[&str], limit: Duration) -> Ended {
     run_lab(
@@ -323,6 +327,12 @@ pub fn lab_refuses(experiment: &str, args: &[&str], says: &str) {
     assert!(!out.success(), "{args:?} should be refused");
     assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
 }
+
+/// The ROS 2 IMU definition the typed tests declare.
+pub const IMU_SCHEMA: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../ferry-types/tests/data/Imu.msg"
+);
 
 /// The sequence numbers of `ferry echo`'s lines (`seq N  size ...`), as printed.
 pub fn text_seqs(stdout: &str) -> Vec<&str> {
