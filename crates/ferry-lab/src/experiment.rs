@@ -385,14 +385,25 @@ pub(crate) mod testing {
     /// A change to an experiment's default configuration.
     pub(crate) type Change<E> = fn(&mut <E as Experiment>::Config);
 
-    /// Asserts that `E::validate` refuses each of `cases`: the default configuration with one
-    /// change, and words the error must contain.
+    /// Asserts that `E::validate` accepts the default configuration and refuses each of `cases`:
+    /// the default configuration with one change, and words the error must contain.
     pub(crate) fn assert_refused<E: Experiment>(cases: &[(Change<E>, &str)]) {
+        if let Err(e) = E::validate(&E::Config::default()) {
+            panic!("the default configuration is refused: {e}");
+        }
         for (change, words) in cases {
             let mut config = E::Config::default();
             change(&mut config);
             let e = E::validate(&config).unwrap_err().to_string();
             assert!(e.contains(words), "{config:?}: {e}");
+        }
+    }
+
+    /// Asserts that `text` (a sentence, a table, a plot's SVG, a study) contains each of `parts`,
+    /// showing it where one is missing.
+    pub(crate) fn assert_contains(text: &str, parts: &[&str]) {
+        for part in parts {
+            assert!(text.contains(part), "{part:?} missing from {text}");
         }
     }
 

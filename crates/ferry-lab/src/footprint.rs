@@ -731,7 +731,7 @@ pub(crate) fn example() -> Results<Footprint> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::testing::{assert_refused, only_plot, read_back};
+    use crate::experiment::testing::{assert_contains, assert_refused, only_plot, read_back};
 
     #[test]
     fn example_results_read_back_and_draw() {
@@ -748,25 +748,20 @@ mod tests {
         );
         assert_eq!(back.rows.len(), 4);
         let plot = only_plot(&section, "footprint.svg");
-        for label in [
-            "pub shm",
-            "sub udp",
-            "Vortex Lite",
-            "goal: Vortex Lite, 519 KB",
-        ] {
-            assert!(plot.svg.contains(label), "{label} missing");
-        }
-        assert!(
-            section.sentence.contains(
-                "ferry min-pub over shm: 521 KB / 300 KB private RSS (VmRSS 1800 KB, ring 100 KB) / 1 thread(s)"
-            ),
-            "{}",
-            section.sentence
+        assert_contains(
+            &plot.svg,
+            &[
+                "pub shm",
+                "sub udp",
+                "Vortex Lite",
+                "goal: Vortex Lite, 519 KB",
+            ],
         );
-        assert!(
-            table.contains("ring (RssShmem)") && table.contains("threads 1 (goal <= 2): met"),
-            "{table}"
+        assert_contains(
+            &section.sentence,
+            &["ferry min-pub over shm: 521 KB / 300 KB private RSS (VmRSS 1800 KB, ring 100 KB) / 1 thread(s)"],
         );
+        assert_contains(&table, &["ring (RssShmem)", "threads 1 (goal <= 2): met"]);
         assert_eq!(summary.len(), 3);
         assert_eq!(summary[0].ferry, "533504 bytes (min-pub)");
         assert!(summary[0]
@@ -782,27 +777,19 @@ mod tests {
             summary[2].ferry,
             "min-pub: shm 1, udp4 2; min-sub: shm 1, udp4 2"
         );
-        assert!(summary[2]
-            .study
-            .as_ref()
-            .unwrap()
-            .contains(&cite(&VORTEX_LITE)));
+        assert_contains(summary[2].study.as_ref().unwrap(), &[&cite(&VORTEX_LITE)]);
     }
 
     #[test]
     fn configurations_are_checked() {
-        assert!(Footprint::validate(&Config::default()).is_ok());
-        assert_refused::<Footprint>(&[(
-            |c| c.seconds = 0.1,
-            "--seconds must be between 0.3 and 600",
-        )]);
-        assert!(SUBJECTS
-            .parse("tcp")
-            .unwrap_err()
-            .contains("valid transports: shm, udp4"));
-        let mut tcp = Config::default();
-        tcp.transports.push(Subject::Tcp);
-        assert!(Footprint::validate(&tcp).is_err());
+        assert_refused::<Footprint>(&[
+            (|c| c.seconds = 0.1, "--seconds must be between 0.3 and 600"),
+            (|c| c.transports.push(Subject::Tcp), "--transport"),
+        ]);
+        assert_contains(
+            &SUBJECTS.parse("tcp").unwrap_err(),
+            &["valid transports: shm, udp4"],
+        );
         let back: Config = serde_json::from_str("{\"build\": true}").unwrap();
         assert!(back.build && back.bin_dir.is_none());
         assert_eq!(back.transports, [Subject::Shm, Subject::Udp4]);

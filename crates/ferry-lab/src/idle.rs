@@ -333,7 +333,7 @@ pub(crate) fn example() -> Results<Idle> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::testing::{assert_refused, only_plot, read_back};
+    use crate::experiment::testing::{assert_contains, assert_refused, only_plot, read_back};
 
     #[test]
     fn example_results_read_back_and_draw() {
@@ -345,37 +345,27 @@ mod tests {
         assert_eq!(value["config"]["clock_ticks_per_second"], 100);
         assert_eq!(back.rows.len(), 3);
         let plot = only_plot(&section, "idle.svg");
-        assert!(plot.svg.contains("adaptive"));
-        assert!(
-            section
-                .sentence
-                .contains("uses block 0.0 %, adaptive 1.0 %, spin 99.0 % of one CPU"),
-            "{}",
-            section.sentence
+        assert_contains(&plot.svg, &["adaptive"]);
+        assert_contains(
+            &section.sentence,
+            &["uses block 0.0 %, adaptive 1.0 %, spin 99.0 % of one CPU"],
         );
-        assert!(
-            table.contains("shm spin      idle for 1.00 s: 0.990 s of CPU = 99.00 % of one CPU"),
-            "{table}"
+        assert_contains(
+            &table,
+            &["shm spin      idle for 1.00 s: 0.990 s of CPU = 99.00 % of one CPU"],
         );
         assert_eq!(summary.len(), 3);
         assert_eq!(summary[2].ferry, "99.00 % of one CPU");
-        assert!(summary[0]
-            .study
-            .as_ref()
-            .unwrap()
-            .contains(&cite(&SHM_STREAM)));
+        assert_contains(summary[0].study.as_ref().unwrap(), &[&cite(&SHM_STREAM)]);
         assert!(summary[1].study.is_none());
     }
 
     #[test]
     fn configurations_are_checked() {
-        assert!(Idle::validate(&Config::default()).is_ok());
-        assert_refused::<Idle>(&[(|c| c.seconds = 0.0, "--seconds")]);
-        assert!(Idle::validate(&Config {
-            wait: vec![],
-            ..Config::default()
-        })
-        .is_err());
+        assert_refused::<Idle>(&[
+            (|c| c.seconds = 0.0, "--seconds"),
+            (|c| c.wait = vec![], "--wait"),
+        ]);
         assert_eq!("adaptive".parse(), Ok(WaitStrategy::Adaptive));
         assert!("sleep"
             .parse::<WaitStrategy>()

@@ -1038,7 +1038,7 @@ pub(crate) fn example() -> Results<UdpRate> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::testing::{assert_refused, read_back};
+    use crate::experiment::testing::{assert_contains, assert_refused, read_back};
 
     /// The example with only the rows `keep` keeps, as JSON.
     fn example_with(keep: impl Fn(&Row) -> bool) -> serde_json::Value {
@@ -1070,23 +1070,18 @@ mod tests {
         assert_eq!(row["pacing"], "catch-up");
         let names: Vec<&str> = section.plots.iter().map(|p| p.file.as_str()).collect();
         assert_eq!(names, ["udp-rate.svg", "udp-rate-timeline-3.svg"]);
-        assert!(section.sentence.contains("(MSS 1472, 2 thread(s))"));
-        assert!(section.sentence.contains(&cite_first(&PACED_UDP)));
-        assert!(
-            table.contains("2 (auto)") && table.contains("catch-up"),
-            "{table}"
+        assert_contains(
+            &section.sentence,
+            &["(MSS 1472, 2 thread(s))", &cite_first(&PACED_UDP)],
         );
+        assert_contains(&table, &["2 (auto)", "catch-up"]);
         assert_eq!(summary.len(), 3);
         assert_eq!(
             summary[0].ferry,
             "2.28 Gbit/s delivered of 3.00 Gbit/s asked"
         );
         assert!(summary[1].ferry.ends_with("with 2 threads"));
-        assert!(
-            summary[2].ferry.contains("of 4.00 Gbit/s asked"),
-            "{:?}",
-            summary[2]
-        );
+        assert_contains(&summary[2].ferry, &["of 4.00 Gbit/s asked"]);
         assert!(summary
             .iter()
             .all(|l| l.floor.is_none() && l.best_peer.is_none()));
@@ -1103,25 +1098,25 @@ mod tests {
             "fixed pools without changes have no timeline"
         );
         let svg = &svgs[0].1;
-        for label in [
-            "MSS 1472 B",
-            "MSS 8972 B",
-            "requested 3.00 Gbit/s",
-            "sender threads",
-        ] {
-            assert!(svg.contains(label), "{label} missing");
-        }
+        assert_contains(
+            svg,
+            &[
+                "MSS 1472 B",
+                "MSS 8972 B",
+                "requested 3.00 Gbit/s",
+                "sender threads",
+            ],
+        );
         let auto = example_with(|r| r.threads_mode == ThreadsMode::Auto);
         let svgs = svgs_of(&auto, "udp-rate-auto");
         let names: Vec<&str> = svgs.iter().map(|(f, _)| f.as_str()).collect();
         // A second run of one experiment gets its own file names.
         assert_eq!(names, ["udp-rate-auto-timeline-0.svg"]);
-        assert!(svgs[0].1.contains("sender threads") && svgs[0].1.contains("requested"));
+        assert_contains(&svgs[0].1, &["sender threads", "requested"]);
     }
 
     #[test]
     fn options_are_checked() {
-        assert!(UdpRate::validate(&Config::default()).is_ok());
         assert_refused::<UdpRate>(&[
             (
                 |c| c.duration = 0.0,

@@ -1,5 +1,5 @@
 use super::*;
-use crate::experiment::testing::{only_plot, read_back};
+use crate::experiment::testing::{assert_contains, only_plot, read_back};
 use crate::experiment::Experiment;
 use crate::studies::DOMINION;
 use crate::subject::Subject;
@@ -216,22 +216,11 @@ fn example_results_read_back_and_draw() {
     assert_eq!(back.rows[1].transport, Subject::Udp4);
     assert_eq!(back.rows[1].bytes_per_cycle, 400_000);
     only_plot(&section, "cycle.svg");
-    assert!(
-        section.sentence.contains("shm/udp 5.0"),
-        "{}",
-        section.sentence
-    );
-    assert!(
-        table.contains("500000") && table.contains("one-cpu"),
-        "{table}"
-    );
+    assert_contains(&section.sentence, &["shm/udp 5.0"]);
+    assert_contains(&table, &["500000", "one-cpu"]);
     assert_eq!(summary.len(), 2);
     assert_eq!(summary[0].ferry, "500 000 u32");
-    assert!(
-        summary[0].what.contains("shared memory"),
-        "{:?}",
-        summary[0]
-    );
+    assert_contains(&summary[0].what, &["shared memory"]);
     assert!(summary[0]
         .study
         .as_deref()

@@ -1,6 +1,5 @@
 use super::*;
-use crate::experiment::testing::{assert_refused, only_plot, read_back};
-use crate::experiment::Experiment;
+use crate::experiment::testing::{assert_contains, assert_refused, only_plot, read_back};
 use figures::median_ratio;
 
 #[test]
@@ -16,13 +15,13 @@ fn example_results_read_back_and_draw() {
     // Round 1: 4995 / 4995; round 2: 4500 / 5000; the median of the two.
     let ratio = median_ratio(&back.rows).unwrap();
     assert!((ratio - 0.95).abs() < 1e-9, "{ratio}");
-    assert!(
-        table.contains(
-            "the other subscribers get 0.95 × what they get alone (goal ≥ 0.9; median of 2 rounds)"
-        ),
-        "{table}"
+    assert_contains(
+        &table,
+        &[
+            "the other subscribers get 0.95 × what they get alone (goal ≥ 0.9; median of 2 rounds)",
+            "1/10 of the rate",
+        ],
     );
-    assert!(table.contains("1/10 of the rate"), "{table}");
     let line = table
         .lines()
         .find(|l| l.starts_with("2 "))
@@ -30,18 +29,13 @@ fn example_results_read_back_and_draw() {
     let cells: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(cells, ["2", "5000", "5000", "4500", "0.900", "490", "4490"]);
     let plot = only_plot(&section, "fanout.svg");
-    assert!(plot.svg.contains("round 2"));
-    assert!(
-        section
-            .sentence
-            .contains("the others got 0.95 × what they got alone"),
-        "{}",
-        section.sentence
-    );
-    assert!(
-        section.sentence.contains("left it out of 4495"),
-        "{}",
-        section.sentence
+    assert_contains(&plot.svg, &["round 2"]);
+    assert_contains(
+        &section.sentence,
+        &[
+            "the others got 0.95 × what they got alone",
+            "left it out of 4495",
+        ],
     );
     assert_eq!(summary.len(), 1);
     assert_eq!(summary[0].ferry, "0.95 × what they get alone (goal ≥ 0.9)");
@@ -50,7 +44,6 @@ fn example_results_read_back_and_draw() {
 
 #[test]
 fn configurations_are_checked() {
-    assert!(Fanout::validate(&Config::default()).is_ok());
     assert_refused::<Fanout>(&[
         (|c| c.size = 7, "--size"),
         (|c| c.rate = 0.0, "--rate"),

@@ -1,6 +1,6 @@
 use super::messages::{header, intact, write_message, DATA, PROBE, WARMUP};
 use super::*;
-use crate::experiment::testing::{only_plot, read_back};
+use crate::experiment::testing::{assert_contains, only_plot, read_back};
 use crate::experiment::Experiment;
 use crate::netns::parse_link_rate;
 use crate::studies::{cite_first, DDS_HUBS};
@@ -30,20 +30,16 @@ fn example_results_read_back_and_draw() {
     );
     assert!(value["config"]["two_hosts"].is_null());
     assert!(value["config"].get("remote").is_none());
-    assert!(value["config"]["topology"]
-        .as_str()
-        .unwrap()
-        .contains("hubs/edge0"));
+    assert_contains(
+        value["config"]["topology"].as_str().unwrap(),
+        &["hubs/edge0"],
+    );
     assert_eq!(back.rows.len(), 8);
     only_plot(&section, "hubs.svg");
-    assert!(section.sentence.contains(&cite_first(&DDS_HUBS)));
-    assert!(
-        table.contains("Roundtrip") && table.contains("Flood"),
-        "{table}"
-    );
-    assert!(table.contains("4 shm"), "{table}");
+    assert_contains(&section.sentence, &[&cite_first(&DDS_HUBS)]);
+    assert_contains(&table, &["Roundtrip", "Flood", "4 shm"]);
     assert_eq!(summary.len(), 4);
-    assert!(summary[0].what.contains("Roundtrip") && summary[0].what.contains("shm"));
+    assert_contains(&summary[0].what, &["Roundtrip", "shm"]);
     assert!(summary
         .iter()
         .all(|l| l.study.is_none() && l.floor.is_none()));
@@ -64,22 +60,23 @@ fn hubs_plot_laps_and_flood_completion_per_transport() {
         .unwrap()
         .named_after(Hubs::NAME, "hubs-2hosts");
     let plot = only_plot(&sec, "hubs-2hosts.svg");
-    for label in [
-        "Roundtrip: one lap through 4 processes",
-        "Flood: 1000 messages",
-        "shm",
-        "udp4",
-        "p99",
-    ] {
-        assert!(plot.svg.contains(label), "{label} missing");
-    }
+    assert_contains(
+        &plot.svg,
+        &[
+            "Roundtrip: one lap through 4 processes",
+            "Flood: 1000 messages",
+            "shm",
+            "udp4",
+            "p99",
+        ],
+    );
     // The sentence gives each transport's median lap and completion.
     assert!(
         sec.sentence.contains("shm 32.0 µs") || sec.sentence.contains("shm 32 µs"),
         "{}",
         sec.sentence
     );
-    assert!(sec.sentence.contains("udp4 12.00 ms"), "{}", sec.sentence);
+    assert_contains(&sec.sentence, &["udp4 12.00 ms"]);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 use super::*;
-use crate::experiment::testing::read_back;
+use crate::experiment::testing::{assert_contains, read_back};
 use crate::experiment::Experiment;
 use crate::subject::Subject;
 use ferry::{IpVersion, WaitStrategy};
@@ -25,15 +25,10 @@ fn the_table_names_rows_whose_rounds_ran_in_different_states_of_the_machine() {
         changed[0]
     );
     let table = Latency::table(&stormy);
-    assert!(table.contains("Rounds far apart"), "{table}");
-    assert!(table.contains("raw-spin at 1 KiB"), "{table}");
+    assert_contains(&table, &["Rounds far apart", "raw-spin at 1 KiB"]);
     // The report's section says it too.
     let section = Latency::section(&stormy).expect("section");
-    assert!(
-        section.sentence.contains("Rounds far apart"),
-        "{}",
-        section.sentence
-    );
+    assert_contains(&section.sentence, &["Rounds far apart"]);
     let section = Latency::section(&calm).expect("section");
     assert!(!section.sentence.contains("Rounds far apart"));
 }
@@ -294,11 +289,7 @@ fn a_row_is_compared_with_the_baseline_run_beside_it() {
         (beside.samples, beside.min_ns, beside.max_ns),
         (6, 100, 200)
     );
-    assert!(
-        versus_peers(&rows).contains("ahead at 32 B"),
-        "{}",
-        versus_peers(&rows)
-    );
+    assert_contains(&versus_peers(&rows), &["ahead at 32 B"]);
     // ferry's own row keeps its own runs.
     assert_eq!(rows[0].summary.unwrap().max_ns, 400);
     // The references travel with the results.
@@ -316,11 +307,11 @@ fn example_results_read_back_and_draw() {
     assert_eq!(shm.baseline, Some(Subject::RawSpin));
     assert!(shm.p50_ratio.is_some_and(|r| r > 1.0));
     assert_eq!(section.plots.len(), 1);
-    assert!(section.plots[0].svg.contains("raw-spin"));
-    assert!(table.contains("× raw-spin"));
+    assert_contains(&section.plots[0].svg, &["raw-spin"]);
+    assert_contains(&table, &["× raw-spin"]);
     assert_eq!(summary.len(), 1, "shared memory only: {summary:?}");
     assert_eq!(summary[0].what, "one-way latency p50, 32 B, shared memory");
-    assert!(summary[0].ferry.contains("(shm, "), "{}", summary[0].ferry);
+    assert_contains(&summary[0].ferry, &["(shm, "]);
     assert!(summary[0]
         .floor
         .as_deref()
@@ -337,10 +328,7 @@ fn transports_parse() {
         assert_eq!(t.name().parse(), Ok(t));
     }
     let err = "udp5".parse::<Subject>().unwrap_err();
-    assert!(
-        err.contains("raw-udp4") && err.contains("raw-futex"),
-        "{err}"
-    );
+    assert_contains(&err, &["raw-udp4", "raw-futex"]);
 }
 
 #[test]
