@@ -158,18 +158,13 @@ fn handle(mut conn: TcpStream, site: &Site, streams: &AtomicUsize) {
         let mut req = httparse::Request::new(&mut headers);
         match req.parse(&buf[..len]) {
             Ok(httparse::Status::Complete(_)) => {
-                let auth = req
-                    .headers
-                    .iter()
-                    .find(|h| h.name.eq_ignore_ascii_case("authorization"))
-                    .and_then(|h| std::str::from_utf8(h.value).ok())
+                let auth = header_values(req.headers, "authorization")
+                    .next()
+                    .flatten()
                     .and_then(|v| v.strip_prefix("Bearer "))
                     .map(str::to_owned);
-                let cookie = req
-                    .headers
-                    .iter()
-                    .filter(|h| h.name.eq_ignore_ascii_case("cookie"))
-                    .filter_map(|h| std::str::from_utf8(h.value).ok())
+                let cookie = header_values(req.headers, "cookie")
+                    .flatten()
                     .flat_map(|v| v.split(';'))
                     .find_map(|c| c.trim().strip_prefix("ferry_token="))
                     .map(str::to_owned);
@@ -303,6 +298,18 @@ fn handle(mut conn: TcpStream, site: &Site, streams: &AtomicUsize) {
         p if p.starts_with("/lab/") => serve_lab(&mut conn, &site.lab, &p[5..], head_only),
         _ => respond(&mut conn, 404, "text/plain", b"not found\n", false),
     };
+}
+
+/// The values of the headers named `name` (in any case), in order, each as text (`None` where
+/// it is not UTF-8).
+fn header_values<'a>(
+    headers: &'a [httparse::Header<'a>],
+    name: &'a str,
+) -> impl Iterator<Item = Option<&'a str>> {
+    headers
+        .iter()
+        .filter(move |h| h.name.eq_ignore_ascii_case(name))
+        .map(|h| std::str::from_utf8(h.value).ok())
 }
 
 /// The value of `key` in a query string, percent-decoded; `None` when it is absent or does not
