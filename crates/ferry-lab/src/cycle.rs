@@ -44,7 +44,7 @@
 
 use crate::chart::{bar_svg, color, format_thousands, xy_chart, Bars, Plot, Section, SummaryLine};
 use crate::error::{bail, note, Result};
-use crate::experiment::{Experiment, Measured, Results};
+use crate::experiment::{head, Experiment, Measured, Results};
 use crate::peer::PeerLink;
 use crate::studies::{cite, cite_first, DOMINION};
 use crate::subject::Subject;
@@ -65,7 +65,7 @@ pub use options::*;
 pub use results::*;
 
 impl Experiment for Cycle {
-    crate::experiment::head!("cycle", "Largest array per cycle under a CPU budget");
+    head!("cycle", "Largest array per cycle under a CPU budget");
 
     fn validate(config: &Config) -> Result<()> {
         SUBJECTS.check("--transport", &config.transport)?;

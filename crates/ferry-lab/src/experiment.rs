@@ -81,8 +81,10 @@ pub trait Experiment: Sized + 'static {
 /// are the ones its module names as the trait does: `Config`, `Setup`, `Row` and `PeerRequest`.
 ///
 /// ```ignore
+/// use crate::experiment::{head, Experiment};
+///
 /// impl Experiment for Latency {
-///     crate::experiment::head!("latency", "One-way latency", across machines);
+///     head!("latency", "One-way latency", across machines);
 /// ```
 macro_rules! head {
     ($name:literal, $title:literal) => {

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::chart::{bar_svg, color, Bars, Plot, Section, SummaryLine, GREY};
 use crate::error::{bail, note, Context, Result};
-use crate::experiment::{Experiment, Measured, Results};
+use crate::experiment::{head, Experiment, Measured, Results};
 use crate::signal;
 use crate::studies::{cite, VORTEX_LITE};
 use crate::subject::{Subject, Subjects};
@@ -239,11 +239,7 @@ impl Drop for Kid {
 }
 
 impl Experiment for Footprint {
-    crate::experiment::head!(
-        "footprint",
-        "Footprint of a minimal publisher and subscriber",
-        no peer
-    );
+    head!("footprint", "Footprint of a minimal publisher and subscriber", no peer);
 
     fn validate(args: &Config) -> Result<()> {
         SUBJECTS.check("--transport", &args.transports)?;

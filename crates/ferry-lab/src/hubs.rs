@@ -45,7 +45,7 @@
 use super::cgroup::{self};
 use crate::chart::{bar_svg, color, Bars, Plot, Section, SummaryLine};
 use crate::error::{bail, note, Context, Result};
-use crate::experiment::{Experiment, Measured, Results};
+use crate::experiment::{head, Experiment, Measured, Results};
 pub use crate::netns::parse_link_rate;
 use crate::peer::PeerLink;
 use crate::signal;
@@ -74,7 +74,7 @@ pub use wire::*;
 type Figures = fn(&Row) -> Vec<String>;
 
 impl Experiment for Hubs {
-    crate::experiment::head!("hubs", "Roundtrip and Flood over a ring of hubs", across machines);
+    head!("hubs", "Roundtrip and Flood over a ring of hubs", across machines);
 
     fn validate(args: &Config) -> Result<()> {
         super::distinct_list("--mode", &args.mode, |m| m.name().to_owned())?;

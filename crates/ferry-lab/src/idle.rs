@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::chart::{bar_svg, color, Bars, Plot, Section, SummaryLine, W};
 use crate::error::{bail, note, Context, Error, Result};
-use crate::experiment::{Experiment, Measured, Results};
+use crate::experiment::{head, Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
 use crate::signal;
 use crate::studies::{cite, SHM_STREAM};
@@ -176,7 +176,7 @@ pub struct PeerRequest {
 // Results
 
 impl Experiment for Idle {
-    crate::experiment::head!("idle", "CPU of an idle subscriber");
+    head!("idle", "CPU of an idle subscriber");
 
     fn validate(args: &Config) -> Result<()> {
         SUBJECTS.check("--transport", &[args.transport])?;

@@ -29,7 +29,7 @@ use super::rawudp::RawUdpEnd;
 use super::{Dir, Pinning};
 use crate::chart::{size_boxes, Glyph, Plot, Section, SummaryLine};
 use crate::error::{bail, note, Result};
-use crate::experiment::{Experiment, Measured, Results};
+use crate::experiment::{head, Experiment, Measured, Results};
 use crate::peer::PeerLink;
 use crate::studies::{cite, cite_first, SHM_STREAM, VORTEX_LITE};
 use crate::subject::Subject;
@@ -51,7 +51,7 @@ pub use results::*;
 use run::*;
 
 impl Experiment for Latency {
-    crate::experiment::head!("latency", "One-way latency", across machines);
+    head!("latency", "One-way latency", across machines);
 
     fn validate(args: &Config) -> Result<()> {
         SUBJECTS.check("--transport", &args.transports)?;

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::Summary;
 use crate::chart::{bar_svg, color, line_chart, Bars, Plot, Section, W};
 use crate::error::{bail, note, Context, Result};
-use crate::experiment::{Experiment, Measured, Results};
+use crate::experiment::{head, Experiment, Measured, Results};
 use crate::table::Table;
 use crate::units::{format_ns, format_size};
 
@@ -138,7 +138,7 @@ fn measure(args: &Config, cpus: Option<(usize, usize)>, sizes: &[usize]) -> Resu
 }
 
 impl Experiment for Limits {
-    crate::experiment::head!("limits", "Raw limits of this machine", no peer);
+    head!("limits", "Raw limits of this machine", no peer);
 
     fn validate(args: &Config) -> Result<()> {
         if args.samples == 0 {

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::{fill, pattern, verify, Dir, Pinning, Summary};
 use crate::chart::{size_boxes, Glyph, Plot, Section, SummaryLine};
 use crate::error::{bail, note, Context, Result};
-use crate::experiment::{Experiment, Measured, Results};
+use crate::experiment::{head, Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
 use crate::signal;
 use crate::studies::{cite, cite_first, SHM_STREAM};
@@ -278,7 +278,7 @@ impl PeerRequest {
 // Results
 
 impl Experiment for SendTime {
-    crate::experiment::head!("send-time", "Send time");
+    head!("send-time", "Send time");
 
     fn validate(args: &Config) -> Result<()> {
         if args.transports.is_empty() || args.sizes.is_empty() || args.samples == 0 {

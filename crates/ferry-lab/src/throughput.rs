@@ -38,7 +38,7 @@
 use super::{tools, Pinning};
 use crate::chart::{Section, SummaryLine};
 use crate::error::{bail, note, Context, Result};
-use crate::experiment::{Experiment, Measured, Results};
+use crate::experiment::{head, Experiment, Measured, Results};
 use crate::netns::LinkRate;
 use crate::peer::PeerLink;
 use crate::signal;
@@ -68,7 +68,7 @@ use run::*;
 use wire::*;
 
 impl Experiment for Throughput {
-    crate::experiment::head!("throughput", "Throughput", across machines);
+    head!("throughput", "Throughput", across machines);
 
     fn validate(args: &Config) -> Result<()> {
         SUBJECTS.check("--transport", &args.transports)?;

@@ -32,7 +32,7 @@ mod socket;
 
 use crate::chart::{timeline_chart, xy_chart, Plot, Section, SummaryLine, XySeries};
 use crate::error::{bail, note, Result};
-use crate::experiment::{Experiment, Measured, Results};
+use crate::experiment::{head, Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
 use crate::stats::median;
 use crate::studies::{cite, cite_first, PACED_UDP};
@@ -579,7 +579,7 @@ fn next_command(link: &mut PeerLink, timeout: Duration, what: &str) -> Result<Co
 // Results
 
 impl Experiment for UdpRate {
-    crate::experiment::head!("udp-rate", "Paced multithreaded UDP sending", across machines);
+    head!("udp-rate", "Paced multithreaded UDP sending", across machines);
 
     fn validate(args: &Config) -> Result<()> {
         if !(0.01..=3600.0).contains(&args.duration) {

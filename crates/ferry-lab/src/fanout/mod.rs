@@ -18,7 +18,7 @@ mod subscribers;
 
 use crate::chart::{bar_svg, color, Bars, Plot, Section, SummaryLine, W};
 use crate::error::{bail, note, Result};
-use crate::experiment::{Experiment, Measured, Results};
+use crate::experiment::{head, Experiment, Measured, Results};
 use crate::peer::PeerLink;
 use crate::table::Table;
 use figures::{format_ratio, median_ratio, over_rounds, pace, rounds, GOAL};
@@ -27,7 +27,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 impl Experiment for Fanout {
-    crate::experiment::head!(
+    head!(
         "fanout",
         "Fan-out: one slow latest subscriber and the others"
     );

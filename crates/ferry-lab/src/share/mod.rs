@@ -26,7 +26,7 @@ mod run;
 
 use crate::chart::{bar_svg, color, Bars, Plot, Section, SummaryLine, W};
 use crate::error::{bail, note, Result};
-use crate::experiment::{Experiment, Measured, Results};
+use crate::experiment::{head, Experiment, Measured, Results};
 use crate::netns::{self, Pair};
 use crate::peer::PeerLink;
 use crate::table::Table;
@@ -35,7 +35,7 @@ pub use options::*;
 use std::fmt::Write as _;
 
 impl Experiment for Share {
-    crate::experiment::head!(
+    head!(
         "share",
         "Sharing a link: a ferry flow beside a second ferry flow or TCP"
     );
