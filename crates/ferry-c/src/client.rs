@@ -101,6 +101,34 @@ impl ferry_client {
     }
 }
 
+/// The start of a receive or a call, which may put a response in the slot: clears `*out`, reads
+/// the client and the timeout (`until`: what -1 waits for), and borrows the client for as long
+/// as the response it gives stays in the slot.
+///
+/// # Safety
+/// `client` is NULL or a live client, used by this thread alone; `out` is NULL or valid for a
+/// write.
+unsafe fn receiving<'a>(
+    client: *mut ferry_client,
+    out: *mut *mut ferry_response,
+    function: &str,
+    timeout_ns: i64,
+    until: &str,
+) -> Result<(&'a ferry_client, &'static mut Client, Duration), Failure> {
+    // SAFETY: the caller passes a live client or NULL, and `out` valid for a write or NULL.
+    unsafe { clear_out(client, out, ferry_client::holding) }?;
+    // SAFETY: the caller passes a live client or NULL (refused).
+    let h = unsafe { handle("client", client) }?;
+    let timeout = duration(timeout_ns, until)?;
+    // SAFETY: no response is held (`client` checks), and no other reference to the client is
+    // live (one thread per handle, none kept across calls); the response then stays in this
+    // block's slot, the block neither moves nor is freed while it is there, and no other
+    // reference to the client is made until it leaves (the rules of this module), so extending
+    // the borrow to 'static never lets it outlive or alias the client.
+    let c: &'static mut Client = unsafe { h.client(function) }?;
+    Ok((h, c, timeout))
+}
+
 /// Puts a response in the slot of the client block `client` and its handle in `*out`.
 ///
 /// # Safety
@@ -299,17 +327,10 @@ pub unsafe extern "C" fn ferry_client_recv(
 ) -> ferry_status {
     const FUNCTION: &str = "ferry_client_recv";
     guard_status(FUNCTION, || {
-        // SAFETY: the caller passes a live client or NULL, and `out` valid for a write or NULL.
-        unsafe { clear_out(client, out, ferry_client::holding) }?;
-        // SAFETY: the caller passes a live client or NULL (refused).
-        let h = unsafe { handle("client", client) }?;
-        let timeout = duration(timeout_ns, "a response comes")?;
-        // SAFETY: no response is held (`client` checks), and no other reference to the client is
-        // live (one thread per handle, none kept across calls); the response then stays in this
-        // block's slot, the block neither moves nor is freed while it is there, and no other
-        // reference to the client is made until it leaves (the rules of this module), so
-        // extending the borrow to 'static never lets it outlive or alias the client.
-        let c: &'static mut Client = unsafe { h.client(FUNCTION) }?;
+        // SAFETY: the caller passes a live client (or NULL, refused) used by this thread alone,
+        // and `out` valid for a write (or NULL, refused).
+        let (h, c, timeout) =
+            unsafe { receiving(client, out, FUNCTION, timeout_ns, "a response comes") }?;
         let received = if timeout.is_zero() {
             c.try_recv_response()
         } else {
@@ -348,14 +369,10 @@ pub unsafe extern "C" fn ferry_client_call(
 ) -> ferry_status {
     const FUNCTION: &str = "ferry_client_call";
     guard(FUNCTION, || {
-        // SAFETY: the caller passes a live client or NULL, and `out` valid for a write or NULL.
-        unsafe { clear_out(client, out, ferry_client::holding) }?;
-        // SAFETY: the caller passes a live client or NULL (refused).
-        let h = unsafe { handle("client", client) }?;
-        let timeout = duration(timeout_ns, "the response comes")?;
-        // SAFETY: as in `ferry_client_recv`: the response stays in this block's slot under the
-        // rules of this module.
-        let c: &'static mut Client = unsafe { h.client(FUNCTION) }?;
+        // SAFETY: the caller passes a live client (or NULL, refused) used by this thread alone,
+        // and `out` valid for a write (or NULL, refused).
+        let (h, c, timeout) =
+            unsafe { receiving(client, out, FUNCTION, timeout_ns, "the response comes") }?;
         // SAFETY: the caller promises `len` readable bytes at `data` (checked against the
         // largest request first).
         let body = unsafe { bytes(data, len, h.max_request) }?;
