@@ -2,23 +2,14 @@
 //! dead topics, argument errors, and a short latency lab run. Every test uses its own domain and
 //! every wait is bounded; children are killed if a test fails.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 
 mod common;
 
-use common::running::{pub_args, spawn, spawn_in, spawn_in_unread, Running, LONG};
+use common::running::{domain, pub_args, spawn, spawn_in, spawn_in_unread, Running, LONG};
 use common::{Ended, IMU_SCHEMA};
-
-/// A domain no other test (or test run) uses.
-fn domain(tag: &str) -> String {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    // Relaxed: only uniqueness matters.
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!("t{}{tag}{n}", std::process::id())
-}
 
 /// The arguments of `ferry echo TOPIC ARGS` that fails after 30 s without a message.
 fn echo_args<'a>(topic: &'a str, args: &[&'a str]) -> Vec<&'a str> {

@@ -6,14 +6,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rustix::process::Signal;
 
 mod common;
 
-use common::running::{pub_args, spawn_in};
+use common::running::{domain, pub_args, spawn_in};
 
 /// The tests of this file run one at a time: the timing test shares 2 CPUs with nothing of
 /// its own making.
@@ -25,14 +24,10 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 
 /// A domain and a scratch directory no other test uses.
 fn fresh(tag: &str) -> (String, PathBuf) {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    // Relaxed: only uniqueness matters.
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let name = format!("r{}{tag}{n}", std::process::id());
-    let dir = std::env::temp_dir().join(format!("ferry-cli-record-{name}"));
+    let dir = common::tmp_path(&format!("record-{tag}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    (name, dir)
+    (domain(tag), dir)
 }
 
 /// Runs `ferry pub TOPIC ARGS` in `domain` from when `subscribers` are attached (within 30 s);

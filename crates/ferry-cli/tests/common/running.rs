@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -17,6 +18,14 @@ pub const LONG: Duration = Duration::from_secs(60);
 /// How soon a command must have stopped after SIGINT or SIGTERM: it promises 1 s; this leaves
 /// room for a loaded machine.
 pub const STOP_BOUND: Duration = Duration::from_secs(2);
+
+/// A domain no other test (or test run) uses.
+pub fn domain(tag: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    // Relaxed: only uniqueness matters.
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("t{}{tag}{n}", std::process::id())
+}
 
 /// `ferry`, in no domain from the environment, with nothing on standard input.
 pub fn ferry() -> Command {
