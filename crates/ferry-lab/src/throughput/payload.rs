@@ -1,7 +1,7 @@
 //! What the publisher writes into each message, and what the subscriber counts of what it gets.
 
 use super::options::{CHECK_EVERY, DRAIN_LIMIT};
-use super::wire::{Command, Counts, Latency};
+use super::wire::{Command, Counts, Latency, Received};
 use crate::error::{bail, Result};
 use crate::os::monotonic_ns;
 use crate::peer::PeerLink;
@@ -41,16 +41,9 @@ pub(super) fn writer(period: Option<Duration>) -> fn(&mut [u8], u64) {
 #[derive(Debug, Default)]
 pub(super) struct Tally {
     pub(super) size: usize,
-    pub(super) delivered: u64,
-    pub(super) bytes: u64,
-    pub(super) first_ns: u64,
-    pub(super) last_ns: u64,
+    pub(super) received: Received,
     /// The highest sequence number delivered.
     pub(super) last_seq: Option<u64>,
-    /// Messages whose number was not above the last one's (duplicates or reordering).
-    pub(super) out_of_order: u64,
-    /// Messages of which every byte was checked.
-    pub(super) checked: u64,
     /// Messages carry their send time (`--period`): bytes 8..16.
     pub(super) stamped: bool,
     /// Each delivered message's latency (stamped messages), ns.
@@ -107,16 +100,17 @@ impl Tally {
             }
         }
         let now = monotonic_ns();
-        if self.delivered == 0 {
-            self.first_ns = now;
+        let received = &mut self.received;
+        if received.delivered == 0 {
+            received.first_ns = now;
         }
         if self.last_seq.is_some_and(|l| seq <= l) {
-            self.out_of_order += 1;
+            received.out_of_order += 1;
         } else {
-            self.delivered += 1;
-            self.bytes += payload.len() as u64;
+            received.delivered += 1;
+            received.bytes += payload.len() as u64;
+            received.last_ns = now;
             self.last_seq = Some(seq);
-            self.last_ns = now;
             if self.stamped {
                 num.copy_from_slice(&payload[8..16]);
                 self.latencies
@@ -133,7 +127,7 @@ impl Tally {
                     payload[at]
                 );
             }
-            self.checked += 1;
+            received.checked += 1;
         }
         Ok(())
     }
@@ -142,12 +136,7 @@ impl Tally {
     /// caller).
     pub(super) fn counts(&self) -> Counts {
         Counts {
-            delivered: self.delivered,
-            bytes: self.bytes,
-            first_ns: self.first_ns,
-            last_ns: self.last_ns,
-            out_of_order: self.out_of_order,
-            checked: self.checked,
+            received: self.received,
             kernel_drops: None,
             ferry_lost: None,
             ferry_skipped: None,
@@ -199,8 +188,8 @@ impl Ending {
         if sent == 0 || tally.last_seq.is_some_and(|l| l.saturating_add(1) >= sent) {
             return true;
         }
-        if tally.delivered != self.delivered_then {
-            self.delivered_then = tally.delivered;
+        if tally.received.delivered != self.delivered_then {
+            self.delivered_then = tally.received.delivered;
             self.last_progress = now;
         }
         now.duration_since(self.last_progress.max(done_at)) >= self.idle

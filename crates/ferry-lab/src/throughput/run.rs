@@ -6,7 +6,7 @@ use super::options::{
 use super::payload::{send_for, write_message};
 use super::peer::{send_datagram, FerryTopic, PeerRequest, Role};
 use super::results::{Measurement, Reference, Row};
-use super::wire::{Command, Counts, PeerReport};
+use super::wire::{Command, Counts, PeerReport, Received};
 use crate::baseline::{baselines_first, BASELINE_GAP};
 use crate::error::{bail, note, Context, Result};
 use crate::netns::{self, LinkRate, Pair};
@@ -529,21 +529,22 @@ pub(super) fn counted_by(
 /// The peer's counts. `same_clock`: the peer's times are on this machine's clock, so that the
 /// interval can start at the publisher's first send (`start_ns`).
 pub(super) fn read_report(c: &Counts, m: &mut Measurement, start_ns: u64, same_clock: bool) {
-    m.messages_delivered = Some(c.delivered);
-    m.bytes_delivered = Some(c.bytes);
-    m.out_of_order = Some(c.out_of_order);
-    m.checked_messages = Some(c.checked);
+    let r = &c.received;
+    m.messages_delivered = Some(r.delivered);
+    m.bytes_delivered = Some(r.bytes);
+    m.out_of_order = Some(r.out_of_order);
+    m.checked_messages = Some(r.checked);
     m.kernel_drops = c.kernel_drops;
     m.ferry_lost = c.ferry_lost;
     m.ferry_skipped = c.ferry_skipped;
     m.latency = c.latency;
-    let from = if same_clock { start_ns } else { c.first_ns };
-    m.seconds = if c.delivered > 0 && c.last_ns > from {
-        (c.last_ns - from) as f64 / 1e9
+    let from = if same_clock { start_ns } else { r.first_ns };
+    m.seconds = if r.delivered > 0 && r.last_ns > from {
+        (r.last_ns - from) as f64 / 1e9
     } else {
         m.send_seconds.unwrap_or(0.0)
     };
-    m.lost = m.messages_sent.map(|s| s.saturating_sub(c.delivered));
+    m.lost = m.messages_sent.map(|s| s.saturating_sub(r.delivered));
 }
 
 pub(super) fn measure_ferry(ctx: &Ctx<'_>, transport: Subject, size: usize) -> Result<Measurement> {
@@ -644,12 +645,14 @@ pub(super) fn measure_peer(
         ..Measurement::default()
     };
     let counts = Counts {
-        delivered: out.delivered,
-        bytes: out.bytes,
-        first_ns: out.first_delivery_ns,
-        last_ns: out.last_delivery_ns,
-        out_of_order: out.out_of_order,
-        checked: out.checked,
+        received: Received {
+            delivered: out.delivered,
+            bytes: out.bytes,
+            first_ns: out.first_delivery_ns,
+            last_ns: out.last_delivery_ns,
+            out_of_order: out.out_of_order,
+            checked: out.checked,
+        },
         kernel_drops: None,
         ferry_lost: None,
         ferry_skipped: None,

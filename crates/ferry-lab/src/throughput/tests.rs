@@ -62,10 +62,10 @@ fn tally_counts_and_checks() {
         write_message(&mut buf, seq);
         t.take(&buf, Some(seq)).unwrap();
     }
-    assert_eq!(t.delivered, 4);
-    assert_eq!(t.out_of_order, 1);
+    assert_eq!(t.received.delivered, 4);
+    assert_eq!(t.received.out_of_order, 1);
     assert_eq!(t.last_seq, Some(64));
-    assert_eq!(t.checked, 2);
+    assert_eq!(t.received.checked, 2);
     write_message(&mut buf, 128);
     buf[99] ^= 1;
     assert!(t
@@ -600,14 +600,30 @@ fn remote_runs_take_ipv4_udp_only() {
 }
 
 #[test]
+fn counts_carry_what_was_received_at_their_top_level_on_the_wire() {
+    let mut t = Tally::new(8);
+    t.take(&7u64.to_le_bytes(), None).unwrap();
+    let line = serde_json::to_value(t.counts()).unwrap();
+    assert_eq!(
+        (&line["delivered"], &line["bytes"]),
+        (&serde_json::json!(1), &serde_json::json!(8))
+    );
+    assert!(line.get("received").is_none(), "{line}");
+    let back: Counts = serde_json::from_value(line).unwrap();
+    assert_eq!(back.received.delivered, 1);
+}
+
+#[test]
 fn a_remote_rate_is_timed_on_the_subscriber_clock() {
     let c = Counts {
-        delivered: 10,
-        bytes: 640,
-        first_ns: 5_000_000_000,
-        last_ns: 6_000_000_000,
-        out_of_order: 0,
-        checked: 1,
+        received: Received {
+            delivered: 10,
+            bytes: 640,
+            first_ns: 5_000_000_000,
+            last_ns: 6_000_000_000,
+            out_of_order: 0,
+            checked: 1,
+        },
         kernel_drops: None,
         ferry_lost: None,
         ferry_skipped: None,

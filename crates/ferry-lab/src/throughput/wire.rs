@@ -40,15 +40,25 @@ pub(super) enum PeerReport {
     },
 }
 
-/// The subscriber's counts. Times are the peer's CLOCK_MONOTONIC, in ns.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub(super) struct Counts {
+/// What a subscriber received, as it counts the messages (its tally's, and its report's).
+/// Times are its CLOCK_MONOTONIC, in ns.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub(super) struct Received {
     pub(super) delivered: u64,
     pub(super) bytes: u64,
     pub(super) first_ns: u64,
     pub(super) last_ns: u64,
+    /// Messages whose number was not above the last one's (duplicates or reordering).
     pub(super) out_of_order: u64,
+    /// Messages of which every byte was checked.
     pub(super) checked: u64,
+}
+
+/// The subscriber's counts. Times are the peer's CLOCK_MONOTONIC, in ns.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(super) struct Counts {
+    #[serde(flatten)]
+    pub(super) received: Received,
     /// `None`: the peer could not read it.
     pub(super) kernel_drops: Option<u64>,
     pub(super) ferry_lost: Option<u64>,
