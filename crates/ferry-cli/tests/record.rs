@@ -33,8 +33,7 @@ fn fresh(tag: &str) -> (String, PathBuf) {
 /// Runs `ferry pub TOPIC ARGS` in `domain` from when `subscribers` are attached (within 30 s);
 /// it must succeed within 60 s.
 fn publish(domain: &str, topic: &str, args: &[&str], subscribers: &str) {
-    let publish = spawn_in(domain, &pub_args(topic, subscribers, args));
-    publish.finish(Duration::from_secs(60)).check_success("pub");
+    spawn_in(domain, &pub_args(topic, subscribers, args)).succeed();
 }
 
 /// What `ferry pub` sends as message `seq` of `len` bytes: its low byte, then seq (u64 LE) first.
@@ -95,8 +94,7 @@ fn record_play_echo_keeps_every_byte_and_the_timing_at_100_hz() {
         &["--size", "1K", "--rate", "100", "--count", "200"],
         "1",
     );
-    let rec = record.finish(Duration::from_secs(60));
-    rec.check_success("record");
+    let rec = record.succeed();
     assert!(rec.stderr.contains("lidar: 200 messages"), "{}", rec.stderr);
 
     let (recorded, metadata) = read_back(&file);
@@ -138,15 +136,13 @@ fn record_play_echo_keeps_every_byte_and_the_timing_at_100_hz() {
             "30",
         ],
     );
-    let played = play.finish(Duration::from_secs(60));
-    played.check_success("play");
+    let played = play.succeed();
     assert!(
         played.stderr.contains("sent 200 messages"),
         "{}",
         played.stderr
     );
-    let echoed = echo.finish(Duration::from_secs(60));
-    echoed.check_success("echo");
+    let echoed = echo.succeed();
 
     let lines: Vec<serde_json::Value> = echoed
         .stdout
