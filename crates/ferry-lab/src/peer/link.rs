@@ -86,7 +86,7 @@ impl PeerLink {
                 "the main side did not say {want} within {timeout:?}"
             ))
         };
-        super::poll_within(timeout, late, |slice| self.recv::<T>(slice))
+        super::wire::poll_within(timeout, late, |slice| self.recv::<T>(slice))
     }
 
     /// Waits at most `timeout` until `publisher` has matched a subscriber, watching the main

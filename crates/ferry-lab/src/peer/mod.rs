@@ -283,7 +283,7 @@ impl Peer {
         what: &str,
     ) -> Result<T> {
         let late = || Error::msg(format!("the peer did not send {what} within {timeout:?}"));
-        poll_within(timeout, late, |slice| {
+        wire::poll_within(timeout, late, |slice| {
             if let Some(report) = self.recv::<T>(slice)? {
                 return Ok(Some(report));
             }
@@ -355,25 +355,6 @@ impl Peer {
             }
         }
         Ok(())
-    }
-}
-
-/// Polls `poll` in 50 ms slices, looking at Ctrl-C before each, until it gives a value; the
-/// error `late` once `timeout` has passed without one. Both ends of the control channel wait so.
-fn poll_within<T>(
-    timeout: Duration,
-    late: impl FnOnce() -> Error,
-    mut poll: impl FnMut(Duration) -> Result<Option<T>>,
-) -> Result<T> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        crate::signal::check()?;
-        if let Some(value) = poll(Duration::from_millis(50))? {
-            return Ok(value);
-        }
-        if Instant::now() >= deadline {
-            return Err(late());
-        }
     }
 }
 

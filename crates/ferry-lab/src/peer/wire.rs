@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::mpsc::{self, Receiver};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -171,4 +171,23 @@ pub(crate) fn client_handshake(
     }
     stream.set_read_timeout(None)?;
     Ok(())
+}
+
+/// Polls `poll` in 50 ms slices, looking at Ctrl-C before each, until it gives a value; the
+/// error `late` once `timeout` has passed without one. Both ends of the control channel wait so.
+pub(crate) fn poll_within<T>(
+    timeout: Duration,
+    late: impl FnOnce() -> Error,
+    mut poll: impl FnMut(Duration) -> Result<Option<T>>,
+) -> Result<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        crate::signal::check()?;
+        if let Some(value) = poll(Duration::from_millis(50))? {
+            return Ok(value);
+        }
+        if Instant::now() >= deadline {
+            return Err(late());
+        }
+    }
 }
