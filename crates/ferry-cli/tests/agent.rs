@@ -265,14 +265,8 @@ fn a_bad_remote_is_refused_with_a_reason() {
 #[test]
 #[ignore = "needs root"]
 fn latency_and_throughput_across_two_namespaces_through_the_agent() {
-    let pair = common::two_namespaces(&ferry_lab::netns::Spec {
-        prefix: "ferry-agent-test-",
-        device: "fat",
-        net: 205,
-        rate: None,
-    });
+    let (pair, agent) = Agent::across_namespaces("ferry-agent-test-", "fat", 205);
     let (here, there) = (pair.addr[0].to_string(), pair.addr[1].to_string());
-    let agent = Agent::in_namespace_b(&pair);
     let ip = pair.ip().to_str().expect("a UTF-8 path").to_owned();
     let in_a = [ip.as_str(), "netns", "exec", pair.ns[0].as_str()];
     let json = tmp("netns.json");

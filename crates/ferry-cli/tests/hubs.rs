@@ -11,7 +11,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ferry_lab::netns;
 use serde_json::Value;
 
 mod common;
@@ -395,14 +394,8 @@ fn two_hosts_over_namespaces_with_a_link_rate() {
 #[ignore = "needs root"]
 fn two_hosts_through_a_lab_agent_across_namespaces() {
     // The lab in namespace A, the agent in namespace B: two hosts as far as ferry can tell.
-    let pair = common::two_namespaces(&netns::Spec {
-        prefix: "ferry-hubs-test-",
-        device: "fht",
-        net: 204,
-        rate: None,
-    });
+    let (pair, agent) = Agent::across_namespaces("ferry-hubs-test-", "fht", 204);
     let (a, b) = (pair.addr[0].to_string(), pair.addr[1].to_string());
-    let agent = Agent::in_namespace_b(&pair);
     let v = two_host_ring(
         pair.command(0, env!("CARGO_BIN_EXE_ferry")),
         &["--remote", &b, "--transport", "udp,auto"],

@@ -86,6 +86,19 @@ impl Agent {
         )
     }
 
+    /// Two network namespaces joined by a link (named after `prefix` and `device`, on subnet
+    /// 10.`net`, no link rate) and `ferry lab agent` in B, for a lab in A.
+    pub fn across_namespaces(prefix: &str, device: &str, net: u8) -> (Pair, Agent) {
+        let pair = two_namespaces(&Spec {
+            prefix,
+            device,
+            net,
+            rate: None,
+        });
+        let agent = Agent::in_namespace_b(&pair);
+        (pair, agent)
+    }
+
     /// What the agent has logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
