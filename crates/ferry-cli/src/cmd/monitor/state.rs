@@ -145,72 +145,58 @@ fn bridge(node: &str) -> Option<&'static str> {
     (node == ferry::admin::ZENOH_BRIDGE_NODE).then_some("zenoh")
 }
 
+/// The `Raw` of a publisher's or a subscriber's stats (`$stats`, which name these fields alike)
+/// in topic `$t`: its role, the letter of its id, and the counters that differ by role.
+macro_rules! raw {
+    ($t:expr, $stats:expr, $role:literal, $letter:literal, messages: $messages:expr,
+     skipped: $skipped:expr, lost: $lost:expr, retransmitted: $retransmitted:expr,
+     timeouts: $timeouts:expr) => {{
+        let (t, s) = ($t, $stats);
+        let id = format!(
+            "{}/{}/{}{}/{:x}",
+            t.domain, t.topic, $letter, s.slot, s.token
+        );
+        Raw {
+            id: id.clone(),
+            messages: $messages,
+            bytes: s.bytes,
+            endpoint: Endpoint {
+                id,
+                role: $role,
+                node: s.node.clone(),
+                pid: s.pid,
+                alive: s.alive,
+                transport: s.transport,
+                multicast: s.multicast,
+                bridge: bridge(&s.node),
+                delivery: delivery(s.reliable),
+                rate: None,
+                bandwidth: None,
+                messages: $messages,
+                bytes: s.bytes,
+                skipped: $skipped,
+                lost: $lost,
+                retransmitted: $retransmitted,
+                refused: refusal_map(&s.refused),
+                kernel_drops: s.kernel_drops,
+                waits: s.waits,
+                timeouts: $timeouts,
+                deadline_missed: s.deadline_missed,
+                other_type: s.other_type,
+                history: None,
+            },
+        }
+    }};
+}
+
 fn publisher(t: &TopicSnapshot, p: &PublisherStats) -> Raw {
-    let id = format!("{}/{}/p{}/{:x}", t.domain, t.topic, p.slot, p.token);
-    Raw {
-        id: id.clone(),
-        messages: p.sent,
-        bytes: p.bytes,
-        endpoint: Endpoint {
-            id,
-            role: "publisher",
-            node: p.node.clone(),
-            pid: p.pid,
-            alive: p.alive,
-            transport: p.transport,
-            multicast: p.multicast,
-            bridge: bridge(&p.node),
-            delivery: delivery(p.reliable),
-            rate: None,
-            bandwidth: None,
-            messages: p.sent,
-            bytes: p.bytes,
-            skipped: 0,
-            lost: 0,
-            retransmitted: p.retransmitted,
-            refused: refusal_map(&p.refused),
-            kernel_drops: p.kernel_drops,
-            waits: p.waits,
-            timeouts: p.timeouts,
-            deadline_missed: p.deadline_missed,
-            other_type: p.other_type,
-            history: None,
-        },
-    }
+    raw!(t, p, "publisher", "p", messages: p.sent, skipped: 0, lost: 0,
+         retransmitted: p.retransmitted, timeouts: p.timeouts)
 }
 
 fn subscriber(t: &TopicSnapshot, s: &SubscriberStats) -> Raw {
-    let id = format!("{}/{}/s{}/{:x}", t.domain, t.topic, s.slot, s.token);
-    Raw {
-        id: id.clone(),
-        messages: s.received,
-        bytes: s.bytes,
-        endpoint: Endpoint {
-            id,
-            role: "subscriber",
-            node: s.node.clone(),
-            pid: s.pid,
-            alive: s.alive,
-            transport: s.transport,
-            multicast: s.multicast,
-            bridge: bridge(&s.node),
-            delivery: delivery(s.reliable),
-            rate: None,
-            bandwidth: None,
-            messages: s.received,
-            bytes: s.bytes,
-            skipped: s.skipped,
-            lost: s.lost,
-            retransmitted: 0,
-            refused: refusal_map(&s.refused),
-            kernel_drops: s.kernel_drops,
-            waits: s.waits,
-            timeouts: 0,
-            deadline_missed: s.deadline_missed,
-            other_type: s.other_type,
-            history: None,
-        },
-    }
+    raw!(t, s, "subscriber", "s", messages: s.received, skipped: s.skipped, lost: s.lost,
+         retransmitted: 0, timeouts: 0)
 }
 
 impl State {
