@@ -52,6 +52,12 @@
 //! `... -- p50 [N]`: one line, `p50 32 A 1024 B`: the one-way p50 (ns) at 32 B and 1 KiB with
 //! the ring ferry picks, for scripts that alternate conditions around runs.
 //!
+//! `... -- service [N]`: a spinning service (a request loaned and sent, its response read in
+//! place) beside the ping-pong of two topics, in `ROUNDS` (default 15) rounds that alternate which
+//! goes first, at 32 B and 1 KiB: the median over rounds of each one-way p50 and of service /
+//! ping-pong, and the calling side's median time stamp counter ticks in each step of a round
+//! trip (lend, write and send, wait, check, let go of the answer), for both.
+//!
 //! Every mode pins its two threads to CPUs 0 and 1, or to the two that `PIN=A,B` names.
 //!
 //! Timings depend on the machine and its load; compare runs made one after another.
@@ -161,6 +167,152 @@ fn pingpong_typed(n: usize, len: usize, ring: usize, topic_type: Option<ferry::T
     echo.join().expect("echo thread");
     one_way.sort_unstable();
     one_way[n / 2]
+}
+
+/// The calling side's time stamp counter ticks in each step of a round trip: lend, write and
+/// send, wait for the answer, check it, let go of it.
+#[derive(Default)]
+struct Steps([Vec<u64>; 5]);
+
+impl Steps {
+    const NAMES: [&'static str; 5] = ["lend", "write+send", "wait", "check", "let go"];
+
+    fn push(&mut self, marks: [u64; 6]) {
+        for (i, v) in self.0.iter_mut().enumerate() {
+            v.push(marks[i + 1].wrapping_sub(marks[i]));
+        }
+    }
+
+    fn medians(mut self) -> [u64; 5] {
+        self.0.iter_mut().for_each(|v| v.sort_unstable());
+        std::array::from_fn(|i| self.0[i][self.0[i].len() / 2])
+    }
+}
+
+fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: rdtsc reads the time stamp counter; it has no other effect.
+    unsafe {
+        core::arch::x86_64::_rdtsc()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0
+    }
+}
+
+/// As `pingpong` with the ring ferry picks, and the calling side's steps timed.
+fn pingpong_steps(n: usize, len: usize) -> (u64, [u64; 5]) {
+    let domain = format!("hotpath{}", std::process::id());
+    let q = qos(Delivery::Reliable, len.max(1024), 0);
+    let node = Node::with_domain("ping", &domain).expect("node");
+    let mut out = node.publisher("ping", &q).expect("publisher");
+    let mut inp = node.subscriber("pong", &q).expect("subscriber");
+    let (q2, d2) = (q.clone(), domain.clone());
+    let echo = std::thread::spawn(move || {
+        pin(1);
+        let node = Node::with_domain("pong", &d2).expect("node");
+        let mut out = node.publisher("pong", &q2).expect("publisher");
+        let mut inp = node.subscriber("ping", &q2).expect("subscriber");
+        for i in 0..n as u64 {
+            recv_check(&mut inp, (i % 200) as u8);
+            send(&mut out, len, (i % 200) as u8 + 1);
+        }
+        let _ = inp.recv_timeout(Duration::from_millis(200));
+    });
+    pin(0);
+    let start = Instant::now();
+    while out.subscriber_count() < 1 || inp.publisher_count() < 1 {
+        assert!(start.elapsed() < TIMEOUT, "the echo thread did not attach");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut one_way = Vec::with_capacity(n);
+    let mut steps = Steps::default();
+    for i in 0..n as u64 {
+        let byte = (i % 200) as u8;
+        let t = Instant::now();
+        let mut m = [0; 6];
+        m[0] = ticks();
+        let mut loan = out.loan(len).expect("loan");
+        m[1] = ticks();
+        loan.as_mut_slice().fill(byte);
+        loan.send().expect("send");
+        m[2] = ticks();
+        let sample = inp.recv_timeout(TIMEOUT).expect("recv").expect("a reply");
+        m[3] = ticks();
+        assert!(check(&sample, byte + 1), "a corrupt message");
+        m[4] = ticks();
+        drop(sample);
+        m[5] = ticks();
+        one_way.push(t.elapsed().as_nanos() as u64 / 2);
+        steps.push(m);
+    }
+    drop(out);
+    echo.join().expect("echo thread");
+    one_way.sort_unstable();
+    (one_way[n / 2], steps.medians())
+}
+
+/// A spinning service over shared memory, the server on the second CPU: median one-way time
+/// (round trip / 2) of `n` calls of `len` bytes each way, and the calling side's steps.
+fn service_steps(n: usize, len: usize) -> (u64, [u64; 5]) {
+    let domain = format!("hotpath{}", std::process::id());
+    let q = qos(Delivery::Reliable, len.max(1024), 0);
+    let node = Node::with_domain("client", &domain).expect("node");
+    let mut client = node.client("echo", &q).expect("client");
+    let (q2, d2) = (q.clone(), domain.clone());
+    let server = std::thread::spawn(move || {
+        pin(1);
+        let node = Node::with_domain("server", &d2).expect("node");
+        let mut server = node.server("echo", &q2).expect("server");
+        for i in 0..n as u64 {
+            let to = {
+                let request = server
+                    .recv_request(TIMEOUT)
+                    .expect("recv_request")
+                    .expect("a request within the timeout");
+                assert!(check(&request, (i % 200) as u8), "a corrupt request");
+                request.reply_to()
+            };
+            let mut loan = server
+                .loan_response(to, len)
+                .expect("loan_response")
+                .expect("the client is there");
+            loan.as_mut_slice().fill((i % 200) as u8 + 1);
+            loan.send().expect("send");
+        }
+        let _ = server.recv_request(Duration::from_millis(200));
+    });
+    pin(0);
+    client.wait_for_server(TIMEOUT);
+    let mut one_way = Vec::with_capacity(n);
+    let mut steps = Steps::default();
+    for i in 0..n as u64 {
+        let byte = (i % 200) as u8;
+        let t = Instant::now();
+        let mut m = [0; 6];
+        m[0] = ticks();
+        let mut loan = client.loan_request(len).expect("loan_request");
+        m[1] = ticks();
+        loan.as_mut_slice().fill(byte);
+        loan.send().expect("send");
+        m[2] = ticks();
+        let response = client
+            .recv_response(TIMEOUT)
+            .expect("recv_response")
+            .expect("a response");
+        m[3] = ticks();
+        assert!(check(&response, byte + 1), "a corrupt response");
+        m[4] = ticks();
+        drop(response);
+        m[5] = ticks();
+        one_way.push(t.elapsed().as_nanos() as u64 / 2);
+        steps.push(m);
+    }
+    drop(client);
+    server.join().expect("server thread");
+    one_way.sort_unstable();
+    (one_way[n / 2], steps.medians())
 }
 
 /// Where the raw floor keeps a message and its flag.
@@ -620,6 +772,56 @@ fn main() {
                     median(&typed),
                     median_quartiles(&ratio, 3, ""),
                     median_quartiles(&diff, 0, " ns"),
+                );
+            }
+        }
+        "service" => {
+            let rounds: usize = std::env::var("ROUNDS").map_or(15, |r| r.parse().expect("ROUNDS"));
+            assert!(rounds >= 4, "ROUNDS: at least 4");
+            for len in [32usize, 1024] {
+                let (mut topics, mut service, mut ratio) = (vec![], vec![], vec![]);
+                let (mut topic_steps, mut service_steps_all) = (vec![], vec![]);
+                for round in 0..rounds {
+                    // Alternate which goes first, so that neither always meets a warmer machine.
+                    let (p, s) = if round % 2 == 0 {
+                        let p = pingpong_steps(n, len);
+                        (p, service_steps(n, len))
+                    } else {
+                        let s = service_steps(n, len);
+                        (pingpong_steps(n, len), s)
+                    };
+                    println!(
+                        "round {round:2}  {len:4} B  one-way p50: topics {:4} ns, service {:4} ns; \
+                         ticks {:?} against {:?}",
+                        p.0, s.0, p.1, s.1
+                    );
+                    topics.push(p.0);
+                    service.push(s.0);
+                    ratio.push(s.0 as f64 / p.0 as f64);
+                    topic_steps.push(p.1);
+                    service_steps_all.push(s.1);
+                }
+                topics.sort_unstable();
+                service.sort_unstable();
+                ratio.sort_by(f64::total_cmp);
+                let median = |v: &[u64]| v[(rounds - 1) / 2];
+                let step_medians = |all: &[[u64; 5]]| -> Vec<String> {
+                    (0..5)
+                        .map(|i| {
+                            let mut v: Vec<u64> = all.iter().map(|s| s[i]).collect();
+                            v.sort_unstable();
+                            format!("{} {}", Steps::NAMES[i], v[(v.len() - 1) / 2])
+                        })
+                        .collect()
+                };
+                println!(
+                    "{len:4} B, {rounds} rounds: topics {} ns, service {} ns; service / topics {}: \
+                     medians (quartiles)\n  ticks, topics:  {}\n  ticks, service: {}",
+                    median(&topics),
+                    median(&service),
+                    median_quartiles(&ratio, 2, ""),
+                    step_medians(&topic_steps).join(", "),
+                    step_medians(&service_steps_all).join(", "),
                 );
             }
         }
