@@ -73,6 +73,14 @@ inline void check(ferry_status status) {
     }
 }
 
+/// Whether a receive got something: false when nothing came within its timeout
+/// (FERRY_TIMEOUT, FERRY_WOULD_BLOCK, which are not failures); throws on a failure.
+inline bool received(ferry_status status) {
+    if (status == FERRY_TIMEOUT || status == FERRY_WOULD_BLOCK) return false;
+    check(status);
+    return true;
+}
+
 /// A timeout as the C API takes it: nanoseconds, a negative one as 0 (only look).
 inline int64_t timeout_ns(std::chrono::nanoseconds timeout) noexcept {
     return timeout.count() < 0 ? 0 : static_cast<int64_t>(timeout.count());
@@ -323,9 +331,7 @@ private:
     explicit Subscriber(ferry_subscriber *sub) noexcept : sub_(sub) {}
     std::optional<Sample> receive(int64_t timeout_ns) {
         ferry_sample *sample = nullptr;
-        ferry_status status = ferry_subscriber_recv(sub_.get(), timeout_ns, &sample);
-        if (status == FERRY_TIMEOUT || status == FERRY_WOULD_BLOCK) return std::nullopt;
-        detail::check(status);
+        if (!detail::received(ferry_subscriber_recv(sub_.get(), timeout_ns, &sample))) return std::nullopt;
         return Sample(sample);
     }
     detail::Owned<ferry_subscriber, ferry_subscriber_free> sub_;
@@ -397,9 +403,7 @@ private:
     explicit Server(ferry_server *server) noexcept : server_(server) {}
     std::optional<Request> receive(int64_t timeout_ns) {
         ferry_request *request = nullptr;
-        ferry_status status = ferry_server_recv(server_.get(), timeout_ns, &request);
-        if (status == FERRY_TIMEOUT || status == FERRY_WOULD_BLOCK) return std::nullopt;
-        detail::check(status);
+        if (!detail::received(ferry_server_recv(server_.get(), timeout_ns, &request))) return std::nullopt;
         return Request(request);
     }
     detail::Owned<ferry_server, ferry_server_free> server_;
@@ -487,9 +491,7 @@ private:
     explicit Client(ferry_client *client) noexcept : client_(client) {}
     std::optional<Response> receive(int64_t timeout_ns) {
         ferry_response *response = nullptr;
-        ferry_status status = ferry_client_recv(client_.get(), timeout_ns, &response);
-        if (status == FERRY_TIMEOUT || status == FERRY_WOULD_BLOCK) return std::nullopt;
-        detail::check(status);
+        if (!detail::received(ferry_client_recv(client_.get(), timeout_ns, &response))) return std::nullopt;
         return Response(response);
     }
     detail::Owned<ferry_client, ferry_client_free> client_;
