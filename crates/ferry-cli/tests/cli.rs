@@ -9,7 +9,7 @@ use rustix::process::Signal;
 mod common;
 
 use common::running::{domain, pub_args, spawn, spawn_in, spawn_in_unread, Running, LONG};
-use common::{Ended, IMU_SCHEMA};
+use common::{check_contains, Ended, IMU_SCHEMA};
 
 /// The arguments of `ferry echo TOPIC ARGS` that fails after 30 s without a message.
 fn echo_args<'a>(topic: &'a str, args: &[&'a str]) -> Vec<&'a str> {
@@ -87,21 +87,19 @@ fn topics_json(domain: &str) -> serde_json::Value {
 #[test]
 fn help_reads_well() {
     let top = run_ok(&["--help"]);
-    for word in ["pub", "echo", "topics", "stats", "clean", "lab"] {
-        assert!(top.contains(word), "--help lacks {word}: {top}");
-    }
+    let commands = ["pub", "echo", "topics", "stats", "clean", "lab"];
+    check_contains("--help", &top, &commands);
     assert!(!top.contains("lab-peer"), "the peer command is hidden");
     let lab = run_ok(&["lab", "latency", "--help"]);
-    for word in [
+    let options = [
         "--transport",
         "--sizes",
         "--samples",
         "--rounds",
         "--pin",
         "--json",
-    ] {
-        assert!(lab.contains(word), "lab latency --help lacks {word}");
-    }
+    ];
+    check_contains("lab latency --help", &lab, &options);
 }
 
 #[test]
@@ -211,13 +209,13 @@ fn a_typed_topic_is_echoed_by_field_name_and_a_subscriber_of_another_type_is_ref
     );
     let _ = std::fs::remove_file(&v3);
     assert!(!refused.status.success());
-    assert!(
-        refused.stderr.contains("carries type sensor_msgs/msg/Imu")
-            && refused
-                .stderr
-                .contains("declares geometry_msgs/msg/Vector3"),
-        "{}",
-        refused.stderr
+    check_contains(
+        "echo of another type",
+        &refused.stderr,
+        &[
+            "carries type sensor_msgs/msg/Imu",
+            "declares geometry_msgs/msg/Vector3",
+        ],
     );
     drop(publisher);
 
@@ -576,7 +574,7 @@ fn topics_stats_and_clean() {
     assert_eq!(t["subscribers"][0]["pid"], echo.pid());
 
     let text = run_ok(&["topics", "--domain", &d]);
-    for word in [
+    let words = [
         "cars/speed",
         "shm",
         "publisher",
@@ -584,19 +582,17 @@ fn topics_stats_and_clean() {
         "alive",
         "ferry-pub",
         "ferry-echo",
-    ] {
-        assert!(text.contains(word), "topics lacks {word}: {text}");
-    }
+    ];
+    check_contains("topics", &text, &words);
     let stats = run_ok(&["stats", "--domain", &d]);
-    for word in [
+    let words = [
         "cars/speed",
         "SENT/RECEIVED",
         "TIMEOUTS",
         "EVICTIONS",
         "SKIPPED",
-    ] {
-        assert!(stats.contains(word), "stats lacks {word}: {stats}");
-    }
+    ];
+    check_contains("stats", &stats, &words);
 
     // Killed processes leave their shared memory behind, seen as dead, until `ferry clean`. The
     // subscriber goes first: a live subscriber frees a dead publisher's slot when it notices it

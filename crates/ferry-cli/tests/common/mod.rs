@@ -341,6 +341,13 @@ pub fn lab_refuses(experiment: &str, args: &[&str], says: &str) {
     assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
 }
 
+/// Fails the test, showing `text` (what `what` printed), unless it contains each of `parts`.
+pub fn check_contains(what: &str, text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{what} lacks {part:?}: {text}");
+    }
+}
+
 /// The ROS 2 IMU definition the typed tests declare.
 pub const IMU_SCHEMA: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
