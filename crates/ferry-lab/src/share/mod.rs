@@ -319,45 +319,41 @@ pub(crate) fn example() -> Results<Share> {
         retransmits: Some(40),
         ..Default::default()
     };
-    // 64 KiB × 8 over 8 s: a message in the interval is 0.065536 Mbit/s.
+    // 64 KiB × 8 over 8 s: a message in the interval is 0.065536 Mbit/s. Each round and link:
+    // ferry's two flows, then one ferry flow beside TCP; each flow with its messages in the
+    // interval and its publisher's sent and retransmitted messages, TCP with its Mbit/s.
+    use Competitor::{Ferry, Tcp};
     let mut rows = Vec::new();
     for (round, tcp_mbps) in [(1, 50.0), (2, 60.0)] {
-        rows.push(Row::of(
-            round,
-            Competitor::Ferry,
-            rate("100mbit"),
-            8.0,
-            &[counts(700), counts(680)],
-            vec![counters(1500, 12), counters(1400, 9)],
-            None,
-        ));
-        rows.push(Row::of(
-            round,
-            Competitor::Tcp,
-            rate("100mbit"),
-            8.0,
-            &[counts(600)],
-            vec![counters(1300, 20)],
-            Some(&tcp(tcp_mbps)),
-        ));
-        rows.push(Row::of(
-            round,
-            Competitor::Ferry,
-            rate("1gbit"),
-            8.0,
-            &[counts(7000), counts(5000)],
-            vec![counters(15000, 2), counters(11000, 1)],
-            None,
-        ));
-        rows.push(Row::of(
-            round,
-            Competitor::Tcp,
-            rate("1gbit"),
-            8.0,
-            &[counts(2000)],
-            vec![counters(4000, 0)],
-            Some(&tcp(800.0)),
-        ));
+        for (competitor, link, flows, tcp_mbps) in [
+            (
+                Ferry,
+                "100mbit",
+                vec![(700, 1500, 12), (680, 1400, 9)],
+                None,
+            ),
+            (Tcp, "100mbit", vec![(600, 1300, 20)], Some(tcp_mbps)),
+            (
+                Ferry,
+                "1gbit",
+                vec![(7000, 15000, 2), (5000, 11000, 1)],
+                None,
+            ),
+            (Tcp, "1gbit", vec![(2000, 4000, 0)], Some(800.0)),
+        ] {
+            let in_window: Vec<Counts> = flows.iter().map(|f| counts(f.0)).collect();
+            let publishers = flows.iter().map(|f| counters(f.1, f.2)).collect();
+            let tcp = tcp_mbps.map(tcp);
+            rows.push(Row::of(
+                round,
+                competitor,
+                rate(link),
+                8.0,
+                &in_window,
+                publishers,
+                tcp.as_ref(),
+            ));
+        }
     }
     Results::new(
         crate::Machine::probe(),
