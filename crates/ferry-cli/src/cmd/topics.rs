@@ -413,14 +413,7 @@ fn service_ends(topics: &[TopicSnapshot]) -> Vec<ServiceEnd> {
                 // The other slot of an `auto` end: one end, its counters summed.
                 Some(e) => {
                     e.transport = "auto";
-                    let c = &mut e.counters;
-                    c.requests += counters.requests;
-                    c.responses += counters.responses;
-                    c.dropped += counters.dropped;
-                    c.refused += counters.refused;
-                    c.timeouts += counters.timeouts;
-                    c.server_gone += counters.server_gone;
-                    c.malformed += counters.malformed;
+                    e.counters += counters;
                 }
                 None => ends.push(ServiceEnd {
                     domain: t.domain.clone(),

@@ -263,6 +263,19 @@ impl ServiceCounters {
     }
 }
 
+/// Sums the counters of two slots of one end (an `auto` end has a slot per transport).
+impl std::ops::AddAssign for ServiceCounters {
+    fn add_assign(&mut self, other: ServiceCounters) {
+        self.requests += other.requests;
+        self.responses += other.responses;
+        self.dropped += other.dropped;
+        self.refused += other.refused;
+        self.timeouts += other.timeouts;
+        self.server_gone += other.server_gone;
+        self.malformed += other.malformed;
+    }
+}
+
 /// A service end's counters in its subscriber's directory slot.
 #[derive(Clone, Copy)]
 struct Counters(NonNull<[AtomicU64; SERVICE_COUNTERS]>);
@@ -373,6 +386,26 @@ fn topic_qos(qos: &crate::Qos) -> Result<crate::Qos, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_counters_of_an_ends_two_slots_add_up_field_by_field() {
+        let mut server = ServiceCounters::from_raw(true, &[1, 2, 3, 4, 5, 0]);
+        server += ServiceCounters::from_raw(true, &[10, 20, 30, 40, 50, 0]);
+        assert_eq!(
+            server,
+            ServiceCounters::from_raw(true, &[11, 22, 33, 44, 55, 0])
+        );
+        let mut client = ServiceCounters::from_raw(false, &[1, 2, 3, 4, 5, 0]);
+        client += client;
+        assert_eq!(
+            client,
+            ServiceCounters::from_raw(false, &[2, 4, 6, 8, 10, 0])
+        );
+        assert_eq!(
+            (client.timeouts, client.server_gone, client.dropped),
+            (6, 8, 0)
+        );
+    }
 
     #[test]
     fn service_topics_name_and_parse() {
