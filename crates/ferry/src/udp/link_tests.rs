@@ -15,6 +15,15 @@ const GBIT: u64 = 1000 * MBIT;
 const MS: u64 = 1_000_000;
 const START: u64 = 1_000_000_000;
 
+/// A 1 Gbit/s link with a queue of 256 KB (what `tc tbf burst 256kb` lets through at once) and
+/// 100 µs each way.
+const GIGABIT: Link = Link {
+    rate: GBIT,
+    delay: 100_000,
+    buffer: 256 << 10,
+    loss: 0.0,
+};
+
 #[derive(Clone, Copy)]
 struct Link {
     /// Bytes per second through the bottleneck.
@@ -139,20 +148,6 @@ fn message(seq: u64, size: usize) -> Vec<u8> {
     m
 }
 
-/// Runs `flows` backlogged reliable publishers (messages of `size`) through one bottleneck
-/// for `duration` ns; goodput counts from `measure_from` ns after the start. `cap`: the
-/// senders' rate cap (bytes per second).
-fn simulate(
-    link: Link,
-    starts: &[u64],
-    size: usize,
-    duration: u64,
-    measure_from: u64,
-    cap: u64,
-) -> Outcome {
-    simulate_then_trickle(link, starts, size, duration, measure_from, cap, None)
-}
-
 /// After a while, the application sends little: from `from` ns on, one message of `size` bytes
 /// every `period` ns instead of a backlog.
 #[derive(Clone, Copy)]
@@ -162,8 +157,10 @@ struct Trickle {
     size: usize,
 }
 
-/// [`simulate`], the publishers turning to a [`Trickle`] when one is given.
-fn simulate_then_trickle(
+/// Runs `flows` backlogged reliable publishers (messages of `size`) through one bottleneck
+/// for `duration` ns; goodput counts from `measure_from` ns after the start. `cap`: the
+/// senders' rate cap (bytes per second). With a [`Trickle`], the publishers turn to it.
+fn simulate(
     link: Link,
     starts: &[u64],
     size: usize,
@@ -335,6 +332,17 @@ fn simulate_then_trickle(
     }
 }
 
+/// One publisher, backlogged with 64 KiB messages until `from` ns, then sending 1 KiB every
+/// 20 ms, for `duration` ns in all.
+fn trickling(link: Link, from: u64, duration: u64) -> Outcome {
+    let trickle = Trickle {
+        from,
+        period: 20 * MS,
+        size: 1 << 10,
+    };
+    simulate(link, &[0], 64 << 10, duration, 0, u64::MAX, Some(trickle))
+}
+
 /// What happened, for the failure message (and `--nocapture`).
 fn report(o: &Outcome, link: &Link) -> String {
     let text = format!(
@@ -356,13 +364,8 @@ fn report(o: &Outcome, link: &Link) -> String {
 /// 100 µs each way: the sender fills it and keeps its queue short.
 #[test]
 fn a_gigabit_link_is_filled_without_overflowing_its_queue() {
-    let link = Link {
-        rate: GBIT,
-        delay: 100_000,
-        buffer: 256 << 10,
-        loss: 0.0,
-    };
-    let o = simulate(link, &[0], 64 << 10, 600 * MS, 200 * MS, u64::MAX);
+    let link = GIGABIT;
+    let o = simulate(link, &[0], 64 << 10, 600 * MS, 200 * MS, u64::MAX, None);
     let why = report(&o, &link);
     assert!(o.goodput[0] as f64 >= 0.9 * link.rate as f64, "{why}");
     assert!(o.dropped as f64 <= 0.02 * o.carried as f64, "{why}");
@@ -382,7 +385,7 @@ fn a_gigabit_link_behind_a_deep_queue_is_filled_without_a_standing_queue() {
         buffer: GBIT / 20,
         loss: 0.0,
     };
-    let o = simulate(link, &[0], 64 << 10, 2000 * MS, 500 * MS, u64::MAX);
+    let o = simulate(link, &[0], 64 << 10, 2000 * MS, 500 * MS, u64::MAX, None);
     let why = report(&o, &link);
     assert!(o.goodput[0] as f64 >= 0.9 * link.rate as f64, "{why}");
     assert_eq!(o.phases[0], Phase::ProbeBw, "{why}");
@@ -402,12 +405,7 @@ fn a_trickle_from_the_start_does_not_end_startup() {
         buffer: 256 << 10,
         loss: 0.0,
     };
-    let trickle = Trickle {
-        from: 0,
-        period: 20 * MS,
-        size: 1 << 10,
-    };
-    let o = simulate_then_trickle(link, &[0], 64 << 10, 1000 * MS, 0, u64::MAX, Some(trickle));
+    let o = trickling(link, 0, 1000 * MS);
     let why = report(&o, &link);
     assert!(o.senders[0].congestion.rounds >= 20, "{why}");
     assert_eq!(o.phases[0], Phase::Startup, "{why}");
@@ -420,18 +418,8 @@ fn a_trickle_from_the_start_does_not_end_startup() {
 /// trickle say nothing of what the path carries and must not age the maximum out.
 #[test]
 fn a_quiet_spell_keeps_the_estimate_of_the_link() {
-    let link = Link {
-        rate: GBIT,
-        delay: 100_000,
-        buffer: 256 << 10,
-        loss: 0.0,
-    };
-    let trickle = Trickle {
-        from: 500 * MS,
-        period: 20 * MS,
-        size: 1 << 10,
-    };
-    let o = simulate_then_trickle(link, &[0], 64 << 10, 1500 * MS, 0, u64::MAX, Some(trickle));
+    let link = GIGABIT;
+    let o = trickling(link, 500 * MS, 1500 * MS);
     let why = report(&o, &link);
     let c = &o.senders[0].congestion;
     assert!(c.rounds >= 40, "{why}");
@@ -451,7 +439,7 @@ fn a_slow_link_with_a_shallow_queue_and_a_long_path() {
         buffer: 64 << 10,
         loss: 0.0,
     };
-    let o = simulate(link, &[0], 64 << 10, 2000 * MS, 500 * MS, u64::MAX);
+    let o = simulate(link, &[0], 64 << 10, 2000 * MS, 500 * MS, u64::MAX, None);
     let why = report(&o, &link);
     assert!(o.goodput[0] as f64 >= 0.9 * link.rate as f64, "{why}");
     assert!(o.dropped as f64 <= 0.02 * o.carried as f64, "{why}");
@@ -467,7 +455,7 @@ fn random_loss_is_not_taken_for_congestion() {
         buffer: 1 << 20,
         loss: 0.01,
     };
-    let o = simulate(link, &[0], 16 << 10, 2000 * MS, 500 * MS, u64::MAX);
+    let o = simulate(link, &[0], 16 << 10, 2000 * MS, 500 * MS, u64::MAX, None);
     let why = report(&o, &link);
     assert!(o.goodput[0] as f64 >= 0.85 * link.rate as f64, "{why}");
     assert!(o.senders[0].retransmitted_frames > 0, "{why}");
@@ -504,6 +492,7 @@ fn two_flows_share(link: Link) -> Outcome {
         12000 * MS,
         6000 * MS,
         u64::MAX,
+        None,
     );
     let why = report(&o, &link);
     let (a, b) = (o.goodput[0] as f64, o.goodput[1] as f64);
@@ -527,14 +516,9 @@ fn two_flows_share_a_short_path_behind_a_deep_queue() {
 /// The user's cap holds on a link ten times faster.
 #[test]
 fn a_rate_cap_holds() {
-    let link = Link {
-        rate: GBIT,
-        delay: 100_000,
-        buffer: 256 << 10,
-        loss: 0.0,
-    };
+    let link = GIGABIT;
     let cap = 100 * MBIT;
-    let o = simulate(link, &[0], 64 << 10, 600 * MS, 200 * MS, cap);
+    let o = simulate(link, &[0], 64 << 10, 600 * MS, 200 * MS, cap, None);
     let why = report(&o, &link);
     let g = o.goodput[0] as f64;
     assert!(g <= 1.02 * cap as f64, "{why}");
