@@ -131,18 +131,43 @@ fn pingpong(n: usize, len: usize, ring: usize) -> u64 {
 
 /// As `pingpong`, every end declaring `topic_type` when one is given.
 fn pingpong_typed(n: usize, len: usize, ring: usize, topic_type: Option<ferry::TopicType>) -> u64 {
-    let domain = format!("hotpath{}", std::process::id());
     let mut q = qos(Delivery::Reliable, len.max(1024), ring);
     q.topic_type = topic_type;
+    let (mut out, mut inp, echo) = echo_pair(n, len, q);
+    let mut one_way = Vec::with_capacity(n);
+    for i in 0..n as u64 {
+        let t = Instant::now();
+        send(&mut out, len, (i % 200) as u8);
+        recv_check(&mut inp, (i % 200) as u8 + 1);
+        one_way.push(t.elapsed().as_nanos() as u64 / 2);
+    }
+    drop(out);
+    echo.join().expect("echo thread");
+    one_way.sort_unstable();
+    one_way[n / 2]
+}
+
+/// The calling side of a ping-pong of `n` messages of `len` bytes over two topics of QoS `q`,
+/// pinned to the first CPU, and the thread that answers each message (pinned to the second),
+/// both attached.
+fn echo_pair(
+    n: usize,
+    len: usize,
+    q: Qos,
+) -> (
+    ferry::Publisher,
+    ferry::Subscriber,
+    std::thread::JoinHandle<()>,
+) {
+    let domain = format!("hotpath{}", std::process::id());
     let node = Node::with_domain("ping", &domain).expect("node");
-    let mut out = node.publisher("ping", &q).expect("publisher");
+    let out = node.publisher("ping", &q).expect("publisher");
     let mut inp = node.subscriber("pong", &q).expect("subscriber");
-    let (q2, d2) = (q.clone(), domain.clone());
     let echo = std::thread::spawn(move || {
         pin(1);
-        let node = Node::with_domain("pong", &d2).expect("node");
-        let mut out = node.publisher("pong", &q2).expect("publisher");
-        let mut inp = node.subscriber("ping", &q2).expect("subscriber");
+        let node = Node::with_domain("pong", &domain).expect("node");
+        let mut out = node.publisher("pong", &q).expect("publisher");
+        let mut inp = node.subscriber("ping", &q).expect("subscriber");
         for i in 0..n as u64 {
             recv_check(&mut inp, (i % 200) as u8);
             send(&mut out, len, (i % 200) as u8 + 1);
@@ -156,17 +181,7 @@ fn pingpong_typed(n: usize, len: usize, ring: usize, topic_type: Option<ferry::T
         assert!(start.elapsed() < TIMEOUT, "the echo thread did not attach");
         std::thread::sleep(Duration::from_millis(1));
     }
-    let mut one_way = Vec::with_capacity(n);
-    for i in 0..n as u64 {
-        let t = Instant::now();
-        send(&mut out, len, (i % 200) as u8);
-        recv_check(&mut inp, (i % 200) as u8 + 1);
-        one_way.push(t.elapsed().as_nanos() as u64 / 2);
-    }
-    drop(out);
-    echo.join().expect("echo thread");
-    one_way.sort_unstable();
-    one_way[n / 2]
+    (out, inp, echo)
 }
 
 /// The calling side's time stamp counter ticks in each step of a round trip: lend, write and
@@ -201,56 +216,53 @@ fn ticks() -> u64 {
     }
 }
 
-/// As `pingpong` with the ring ferry picks, and the calling side's steps timed.
-fn pingpong_steps(n: usize, len: usize) -> (u64, [u64; 5]) {
-    let domain = format!("hotpath{}", std::process::id());
-    let q = qos(Delivery::Reliable, len.max(1024), 0);
-    let node = Node::with_domain("ping", &domain).expect("node");
-    let mut out = node.publisher("ping", &q).expect("publisher");
-    let mut inp = node.subscriber("pong", &q).expect("subscriber");
-    let (q2, d2) = (q.clone(), domain.clone());
-    let echo = std::thread::spawn(move || {
-        pin(1);
-        let node = Node::with_domain("pong", &d2).expect("node");
-        let mut out = node.publisher("pong", &q2).expect("publisher");
-        let mut inp = node.subscriber("ping", &q2).expect("subscriber");
-        for i in 0..n as u64 {
-            recv_check(&mut inp, (i % 200) as u8);
-            send(&mut out, len, (i % 200) as u8 + 1);
-        }
-        let _ = inp.recv_timeout(Duration::from_millis(200));
-    });
-    pin(0);
-    let start = Instant::now();
-    while out.subscriber_count() < 1 || inp.publisher_count() < 1 {
-        assert!(start.elapsed() < TIMEOUT, "the echo thread did not attach");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+/// One timed round trip on the calling side: `$lend` lends room for the message, which is filled
+/// with `$byte` and sent; `$recv` waits for the answer, checked for `$byte + 1`, then let go.
+/// `$m` gets the time stamp counter between the steps.
+macro_rules! timed_round_trip {
+    ($m:ident, $byte:expr, lend: $lend:expr, recv: $recv:expr) => {{
+        $m[0] = ticks();
+        let mut loan = $lend;
+        $m[1] = ticks();
+        loan.as_mut_slice().fill($byte);
+        loan.send().expect("send");
+        $m[2] = ticks();
+        let answer = $recv;
+        $m[3] = ticks();
+        assert!(check(&answer, $byte + 1), "a corrupt answer");
+        $m[4] = ticks();
+        drop(answer);
+        $m[5] = ticks();
+    }};
+}
+
+/// `n` round trips made by `round` (given the byte to send and where to put its time stamps):
+/// the median one-way time and the median ticks of each step.
+fn timed(n: usize, mut round: impl FnMut(u8, &mut [u64; 6])) -> (u64, [u64; 5]) {
     let mut one_way = Vec::with_capacity(n);
     let mut steps = Steps::default();
     for i in 0..n as u64 {
-        let byte = (i % 200) as u8;
-        let t = Instant::now();
         let mut m = [0; 6];
-        m[0] = ticks();
-        let mut loan = out.loan(len).expect("loan");
-        m[1] = ticks();
-        loan.as_mut_slice().fill(byte);
-        loan.send().expect("send");
-        m[2] = ticks();
-        let sample = inp.recv_timeout(TIMEOUT).expect("recv").expect("a reply");
-        m[3] = ticks();
-        assert!(check(&sample, byte + 1), "a corrupt message");
-        m[4] = ticks();
-        drop(sample);
-        m[5] = ticks();
+        let t = Instant::now();
+        round((i % 200) as u8, &mut m);
         one_way.push(t.elapsed().as_nanos() as u64 / 2);
         steps.push(m);
     }
-    drop(out);
-    echo.join().expect("echo thread");
     one_way.sort_unstable();
     (one_way[n / 2], steps.medians())
+}
+
+/// As `pingpong` with the ring ferry picks, and the calling side's steps timed.
+fn pingpong_steps(n: usize, len: usize) -> (u64, [u64; 5]) {
+    let (mut out, mut inp, echo) = echo_pair(n, len, qos(Delivery::Reliable, len.max(1024), 0));
+    let result = timed(n, |byte, m| {
+        timed_round_trip!(m, byte,
+            lend: out.loan(len).expect("loan"),
+            recv: inp.recv_timeout(TIMEOUT).expect("recv").expect("a reply"))
+    });
+    drop(out);
+    echo.join().expect("echo thread");
+    result
 }
 
 /// A spinning service over shared memory, the server on the second CPU: median one-way time
@@ -260,11 +272,10 @@ fn service_steps(n: usize, len: usize) -> (u64, [u64; 5]) {
     let q = qos(Delivery::Reliable, len.max(1024), 0);
     let node = Node::with_domain("client", &domain).expect("node");
     let mut client = node.client("echo", &q).expect("client");
-    let (q2, d2) = (q.clone(), domain.clone());
     let server = std::thread::spawn(move || {
         pin(1);
-        let node = Node::with_domain("server", &d2).expect("node");
-        let mut server = node.server("echo", &q2).expect("server");
+        let node = Node::with_domain("server", &domain).expect("node");
+        let mut server = node.server("echo", &q).expect("server");
         for i in 0..n as u64 {
             let to = {
                 let request = server
@@ -285,34 +296,14 @@ fn service_steps(n: usize, len: usize) -> (u64, [u64; 5]) {
     });
     pin(0);
     client.wait_for_server(TIMEOUT);
-    let mut one_way = Vec::with_capacity(n);
-    let mut steps = Steps::default();
-    for i in 0..n as u64 {
-        let byte = (i % 200) as u8;
-        let t = Instant::now();
-        let mut m = [0; 6];
-        m[0] = ticks();
-        let mut loan = client.loan_request(len).expect("loan_request");
-        m[1] = ticks();
-        loan.as_mut_slice().fill(byte);
-        loan.send().expect("send");
-        m[2] = ticks();
-        let response = client
-            .recv_response(TIMEOUT)
-            .expect("recv_response")
-            .expect("a response");
-        m[3] = ticks();
-        assert!(check(&response, byte + 1), "a corrupt response");
-        m[4] = ticks();
-        drop(response);
-        m[5] = ticks();
-        one_way.push(t.elapsed().as_nanos() as u64 / 2);
-        steps.push(m);
-    }
+    let result = timed(n, |byte, m| {
+        timed_round_trip!(m, byte,
+            lend: client.loan_request(len).expect("loan_request"),
+            recv: client.recv_response(TIMEOUT).expect("recv_response").expect("a response"))
+    });
     drop(client);
     server.join().expect("server thread");
-    one_way.sort_unstable();
-    (one_way[n / 2], steps.medians())
+    result
 }
 
 /// Where the raw floor keeps a message and its flag.
