@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use pacing::PacingMode;
+pub use pacing::Pacing;
 use pool::{ReceiverPool, SenderPool, SenderPoolConfig, Threads};
 
 pub mod pacing;
@@ -36,25 +36,6 @@ use crate::experiment::{head, Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
 use crate::stats::median;
 use crate::studies::{cite, cite_first, PACED_UDP};
-
-crate::choice! {
-    /// How paced threads keep the rate.
-    pub enum Pacing: "pacing" {
-        /// Make up for delays: send faster after a stall until back on schedule.
-        CatchUp = "catch-up",
-        /// Never above the rate: a stall is lost time.
-        Steady = "steady",
-    }
-}
-
-impl From<Pacing> for PacingMode {
-    fn from(p: Pacing) -> PacingMode {
-        match p {
-            Pacing::CatchUp => PacingMode::CatchUp,
-            Pacing::Steady => PacingMode::Steady,
-        }
-    }
-}
 
 pub fn parse_rate(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -416,7 +397,7 @@ fn run_one(
     };
     let mut cfg = SenderPoolConfig::new(dst, mss, rate);
     cfg.threads = threads;
-    cfg.pacing = args.pacing.into();
+    cfg.pacing = args.pacing;
     cfg.interval = interval;
     let pool = SenderPool::start(cfg)?;
     if let Receivers::Remote { peer, .. } = &mut rx {

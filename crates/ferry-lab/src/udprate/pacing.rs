@@ -17,12 +17,14 @@
 //! positive lag passes a noise threshold, stop one when the others have ample negative lag to take
 //! its share, and report that the rate is not reachable when it has no CPU left to add a thread.
 
-/// How a sender catches up after a delay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PacingMode {
-    #[default]
-    CatchUp,
-    Steady,
+crate::choice! {
+    /// How paced threads keep the rate.
+    pub enum Pacing: "pacing" {
+        /// Make up for delays: send faster after a stall until back on schedule.
+        CatchUp = "catch-up",
+        /// Never above the rate: a stall is lost time.
+        Steady = "steady",
+    }
 }
 
 /// The per-thread interval `T = MSS·8·N / R`, in nanoseconds (at least 1).
@@ -42,7 +44,7 @@ pub fn steady_tolerance_ns(interval_ns: u64) -> u64 {
 /// One sender thread's schedule.
 #[derive(Debug, Clone)]
 pub struct Pacer {
-    mode: PacingMode,
+    mode: Pacing,
     interval_ns: u64,
     target_ns: Option<u64>,
     pub figures: Figures,
@@ -81,7 +83,7 @@ impl Figures {
 }
 
 impl Pacer {
-    pub fn new(mode: PacingMode, interval_ns: u64) -> Pacer {
+    pub fn new(mode: Pacing, interval_ns: u64) -> Pacer {
         Pacer {
             mode,
             interval_ns,
@@ -114,8 +116,7 @@ impl Pacer {
     pub fn sent(&mut self, start: u64, end: u64, waited: u64, bytes: usize) {
         let target = self.target_ns.unwrap_or(start);
         let late = start.saturating_sub(target);
-        let jitter =
-            self.mode == PacingMode::Steady && late <= steady_tolerance_ns(self.interval_ns);
+        let jitter = self.mode == Pacing::Steady && late <= steady_tolerance_ns(self.interval_ns);
         self.figures.datagrams += 1;
         self.figures.bytes += bytes as u64;
         self.figures.send_ns += end.saturating_sub(start);
@@ -125,9 +126,9 @@ impl Pacer {
         }
         self.figures.backlog_ns = late;
         self.target_ns = Some(match self.mode {
-            PacingMode::CatchUp => target.saturating_add(self.interval_ns),
-            PacingMode::Steady if jitter => target.saturating_add(self.interval_ns),
-            PacingMode::Steady => start.saturating_add(self.interval_ns),
+            Pacing::CatchUp => target.saturating_add(self.interval_ns),
+            Pacing::Steady if jitter => target.saturating_add(self.interval_ns),
+            Pacing::Steady => start.saturating_add(self.interval_ns),
         });
     }
 
@@ -145,7 +146,7 @@ pub struct ManagerConfig {
     /// Decisions are taken once per interval (0.5 s by default, as in the study).
     pub interval_ns: u64,
     /// The pacing the threads use: it decides what "behind schedule" means.
-    pub pacing: PacingMode,
+    pub pacing: Pacing,
     /// Catch-up: a total backlog (behind schedule at the end of an interval) above this spawns a
     /// thread. Jitter of a few µs per send, or a stall already made up, must not (the study saw
     /// 3.5 ± 1.4 µs per send loop).
@@ -167,7 +168,7 @@ impl Default for ManagerConfig {
             min_threads: 1,
             max_threads: 1,
             interval_ns: 500_000_000,
-            pacing: PacingMode::CatchUp,
+            pacing: Pacing::CatchUp,
             spawn_threshold_ns: 2_000_000,
             steady_threshold: 0.02,
             stop_margin: 1.5,
@@ -236,7 +237,7 @@ impl Manager {
             0.0
         };
         let behind = match self.cfg.pacing {
-            PacingMode::CatchUp => {
+            Pacing::CatchUp => {
                 let backlog: u64 = figures.iter().map(|f| f.backlog_ns).sum();
                 let sends: u64 = figures.iter().map(|f| f.datagrams).sum();
                 let lateness: u64 = figures.iter().map(|f| f.positive_lag_ns).sum();
@@ -245,7 +246,7 @@ impl Manager {
                     && lateness / sends > LATE_INTERVALS * self.send_interval_ns;
                 backlog > self.cfg.spawn_threshold_ns || (struggling && deficit > 0.01)
             }
-            PacingMode::Steady => {
+            Pacing::Steady => {
                 let lost: u64 = figures.iter().map(|f| f.positive_lag_ns).sum();
                 lost as f64
                     > self.cfg.steady_threshold
@@ -309,7 +310,7 @@ mod tests {
 
     #[test]
     fn absolute_schedule_does_not_drift() {
-        let mut p = Pacer::new(PacingMode::CatchUp, 10_000);
+        let mut p = Pacer::new(Pacing::CatchUp, 10_000);
         let starts = run(&mut p, 1000, 1_000, |_| 0);
         assert_eq!(starts[999], 999 * 10_000);
         assert_eq!(p.figures.positive_lag_ns, 0);
@@ -319,9 +320,9 @@ mod tests {
     #[test]
     fn catch_up_bursts_after_a_stall_and_steady_does_not() {
         let stall = |i: usize| if i == 10 { 50_000 } else { 0 };
-        let mut c = Pacer::new(PacingMode::CatchUp, 10_000);
+        let mut c = Pacer::new(Pacing::CatchUp, 10_000);
         let sc = run(&mut c, 30, 1_000, stall);
-        let mut s = Pacer::new(PacingMode::Steady, 10_000);
+        let mut s = Pacer::new(Pacing::Steady, 10_000);
         let ss = run(&mut s, 30, 1_000, stall);
         // Catch-up: back on the original schedule after the burst.
         assert_eq!(sc[29], 29 * 10_000);
@@ -339,13 +340,13 @@ mod tests {
     fn steady_keeps_its_schedule_through_wake_up_jitter() {
         // Every send starts 300 ns after its target (a timer's wake-up): the rate must not
         // drift low by 300 ns per interval, and no lag is counted.
-        let mut p = Pacer::new(PacingMode::Steady, 10_000);
+        let mut p = Pacer::new(Pacing::Steady, 10_000);
         let starts = run(&mut p, 1000, 1_000, |_| 300);
         assert_eq!(starts[999], 999 * 10_000 + 600);
         assert_eq!(p.figures.positive_lag_ns, 0);
         // Just beyond the tolerance is a delay: lost, not made up.
         let tol = steady_tolerance_ns(10_000);
-        let mut q = Pacer::new(PacingMode::Steady, 10_000);
+        let mut q = Pacer::new(Pacing::Steady, 10_000);
         let starts = run(&mut q, 3, 1_000, |i| if i == 1 { tol + 1 } else { 0 });
         assert_eq!(starts[2], 2 * 10_000 + tol + 1);
         assert_eq!(q.figures.positive_lag_ns, tol + 1);
@@ -353,7 +354,7 @@ mod tests {
 
     #[test]
     fn a_rate_change_takes_effect_at_the_next_send() {
-        let mut p = Pacer::new(PacingMode::CatchUp, 10_000);
+        let mut p = Pacer::new(Pacing::CatchUp, 10_000);
         run(&mut p, 10, 100, |_| 0);
         p.set_interval(20_000);
         let next = p.wait_ns(9 * 10_000 + 100);

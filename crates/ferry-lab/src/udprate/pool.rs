@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::pacing::{interval_ns, Decision, Figures, Manager, ManagerConfig, Pacer, PacingMode};
+use super::pacing::{interval_ns, Decision, Figures, Manager, ManagerConfig, Pacer, Pacing};
 use super::socket::{Options, RecvBatch, UdpSocket};
 use crate::os::monotonic_ns;
 
@@ -39,7 +39,7 @@ pub struct SenderPoolConfig {
     pub mss: usize,
     pub rate_bps: u64,
     pub threads: Threads,
-    pub pacing: PacingMode,
+    pub pacing: Pacing,
     /// Manager interval (0.5 s as in the study) and noise threshold.
     pub interval: Duration,
     pub spawn_threshold: Duration,
@@ -54,7 +54,7 @@ impl SenderPoolConfig {
             mss,
             rate_bps,
             threads: Threads::Auto { min: 1, max: 64 },
-            pacing: PacingMode::CatchUp,
+            pacing: Pacing::CatchUp,
             interval: Duration::from_millis(500),
             spawn_threshold: Duration::from_millis(2),
             oversubscribe: false,
@@ -608,7 +608,7 @@ mod tests {
     #[test]
     #[ignore = "asserts rates on a live machine: run by name (CI's stress step)"]
     fn a_pool_paces_a_modest_rate_on_loopback() {
-        for pacing in [PacingMode::CatchUp, PacingMode::Steady] {
+        for pacing in [Pacing::CatchUp, Pacing::Steady] {
             let rx = loopback_receiver();
             let rate = 10_000_000u64;
             let mut cfg = SenderPoolConfig::new(rx.local_addr(), 1250, rate);
@@ -624,11 +624,11 @@ mod tests {
             assert!(timeline.len() >= 3, "the manager reports every interval");
             let ratio = bytes as f64 * 8.0 / (rate as f64 * elapsed);
             match pacing {
-                PacingMode::CatchUp => assert!(
+                Pacing::CatchUp => assert!(
                     (0.5..1.2).contains(&ratio),
                     "catch-up sent {ratio:.2} of the rate"
                 ),
-                PacingMode::Steady => assert!(
+                Pacing::Steady => assert!(
                     (0.2..1.05).contains(&ratio),
                     "steady sent {ratio:.2} of the rate"
                 ),
