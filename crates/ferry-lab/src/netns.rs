@@ -233,6 +233,20 @@ pub struct Pair {
 static PAIRS: AtomicU32 = AtomicU32::new(0);
 
 impl Pair {
+    /// One pair per link rate, each as `spec` says with that rate, made one after the other:
+    /// those made are removed (dropped) if a later one fails.
+    pub fn create_per_rate(spec: &Spec<'_>, rates: &[LinkRate]) -> Result<Vec<Pair>> {
+        rates
+            .iter()
+            .map(|&rate| {
+                Pair::create(&Spec {
+                    rate: Some(rate),
+                    ..spec.clone()
+                })
+            })
+            .collect()
+    }
+
     /// Makes the pair: both namespaces, the veth pair (made inside A with its peer in B: it never
     /// exists outside them), addresses, links up (loopback included), and the rate if asked for.
     /// Whatever was made is removed again if a later step fails.

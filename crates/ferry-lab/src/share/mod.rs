@@ -74,18 +74,13 @@ impl Experiment for Share {
             .and_then(crate::tools::version);
         // Made before any process and dropped after all of them (also on an error and Ctrl-C);
         // those made are removed if a later one fails.
-        let pairs = config
-            .link_rates
-            .iter()
-            .map(|&rate| {
-                Pair::create(&netns::Spec {
-                    prefix: NS_PREFIX,
-                    device: "fshr",
-                    net: 205,
-                    rate: Some(rate),
-                })
-            })
-            .collect::<Result<Vec<Pair>>>()?;
+        let spec = netns::Spec {
+            prefix: NS_PREFIX,
+            device: "fshr",
+            net: 205,
+            rate: None,
+        };
+        let pairs = Pair::create_per_rate(&spec, &config.link_rates)?;
         let ctx = run::Ctx {
             config,
             cpus,

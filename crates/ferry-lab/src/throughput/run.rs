@@ -76,18 +76,13 @@ pub(super) fn make_pairs(rates: &[LinkRate]) -> Result<Vec<Pair>> {
         }
         bail!("--hosts 2 needs {}", missing.join("; and "));
     }
-    // Made one after the other; those made are removed (dropped) if a later one fails.
-    rates
-        .iter()
-        .map(|&rate| {
-            Pair::create(&netns::Spec {
-                prefix: NS_PREFIX,
-                device: "ftput",
-                net: 204,
-                rate: Some(rate),
-            })
-        })
-        .collect()
+    let spec = netns::Spec {
+        prefix: NS_PREFIX,
+        device: "ftput",
+        net: 204,
+        rate: None,
+    };
+    Pair::create_per_rate(&spec, rates)
 }
 
 pub(super) fn read_number(path: &str) -> Option<u64> {
