@@ -184,6 +184,20 @@ pub fn missing(rate: bool) -> Vec<String> {
     missing
 }
 
+/// Refuses `--hosts 2` where this machine lacks what making a [`Pair`] needs ([`missing`]),
+/// with `instead` said after the root requirement ("run as root, or use --hosts 1").
+pub fn check_two_hosts(rate: bool, instead: &str) -> Result<()> {
+    let mut missing = missing(rate);
+    if !missing.is_empty() {
+        if let Some(root) = missing.iter_mut().find(|m| m.starts_with("root")) {
+            root.push_str("; ");
+            root.push_str(instead);
+        }
+        bail!("--hosts 2 needs {}", missing.join("; and "));
+    }
+    Ok(())
+}
+
 /// The network namespaces that exist (`ip netns list`), by name.
 pub fn list(ip: &Path) -> Result<Vec<String>> {
     let out = tool_output(ip, &["netns", "list"])?;

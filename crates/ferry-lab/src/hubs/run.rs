@@ -176,15 +176,10 @@ pub(super) fn describe_placement(placement: &[Placement]) -> String {
 /// The two namespaces of `--hosts 2`, with what this machine lacks for them said in terms of
 /// the options.
 pub(super) fn make_pair(rate: Option<LinkRate>) -> Result<netns::Pair> {
-    let mut missing = netns::missing(rate.is_some());
-    if !missing.is_empty() {
-        if let Some(root) = missing.iter_mut().find(|m| m.starts_with("root")) {
-            root.push_str(
-                "; run as root, or use --hosts 1, or --remote with a lab agent on another machine",
-            );
-        }
-        bail!("--hosts 2 needs {}", missing.join("; and "));
-    }
+    netns::check_two_hosts(
+        rate.is_some(),
+        "run as root, or use --hosts 1, or --remote with a lab agent on another machine",
+    )?;
     netns::Pair::create(&netns::Spec {
         prefix: NS_PREFIX,
         device: "fhub",

@@ -69,13 +69,7 @@ impl Ctx<'_> {
 /// The pairs of `--hosts 2`, with what this machine lacks for them said in terms of the
 /// options.
 pub(super) fn make_pairs(rates: &[LinkRate]) -> Result<Vec<Pair>> {
-    let mut missing = netns::missing(true);
-    if !missing.is_empty() {
-        if let Some(root) = missing.iter_mut().find(|m| m.starts_with("root")) {
-            root.push_str("; run as root, or use --hosts 1");
-        }
-        bail!("--hosts 2 needs {}", missing.join("; and "));
-    }
+    netns::check_two_hosts(true, "run as root, or use --hosts 1")?;
     let spec = netns::Spec {
         prefix: NS_PREFIX,
         device: "ftput",
