@@ -4,10 +4,10 @@ use ferry_lab::args::parse_choice;
 use ferry_lab::cycle::{parse_budget, Budget, Config, DeliveryChoice, Placement, SUBJECTS};
 use ferry_lab::subject::Subject;
 
-use super::options::{options, Options};
+use super::options::options;
 
 options! {
-    pub struct CycleArgs fills Config {
+    pub struct CycleArgs fills Config for ferry_lab::cycle::Cycle {
         /// Transports, comma-separated: shm, udp4 (ferry over UDP; udp is read as udp4) [default:
         /// shm,udp4]
         #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
@@ -81,8 +81,4 @@ options! {
         #[arg(long)]
         pub study: bool,
     }
-}
-
-impl Options for CycleArgs {
-    type Experiment = ferry_lab::cycle::Cycle;
 }

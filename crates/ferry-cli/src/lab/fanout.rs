@@ -3,10 +3,10 @@
 use ferry_lab::fanout::Config;
 use ferry_lab::units::parse_size;
 
-use super::options::{options, Options};
+use super::options::options;
 
 options! {
-    pub struct FanoutArgs fills Config {
+    pub struct FanoutArgs fills Config for ferry_lab::fanout::Fanout {
         /// Bytes per message, with an optional K or M suffix (at least 8) [default: 8K]
         #[arg(long, value_name = "BYTES", value_parser = parse_size)]
         pub size: Option<usize>,
@@ -34,8 +34,4 @@ options! {
         #[arg(long, value_name = "N")]
         pub rounds: Option<usize>,
     }
-}
-
-impl Options for FanoutArgs {
-    type Experiment = ferry_lab::fanout::Fanout;
 }

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use ferry_lab::footprint::{Config, SUBJECTS};
 use ferry_lab::subject::Subject;
 
-use super::options::{options, Options};
+use super::options::options;
 
 options! {
-    pub struct FootprintArgs fills Config {
+    pub struct FootprintArgs fills Config for ferry_lab::footprint::Footprint {
         /// Transports to run the pair on, comma-separated: shm, udp4 (ferry over UDP; udp is read
         /// as udp4) [default: shm,udp4]
         #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
@@ -27,8 +27,4 @@ options! {
         #[arg(long)]
         pub build: bool,
     }
-}
-
-impl Options for FootprintArgs {
-    type Experiment = ferry_lab::footprint::Footprint;
 }

@@ -6,7 +6,7 @@ use ferry_lab::hubs::{parse_link_rate, Config, Mode, PinMode, SUBJECTS};
 use ferry_lab::netns::LinkRate;
 use ferry_lab::subject::Subject;
 
-use super::options::{options, Fill, Options};
+use super::options::{options, Fill};
 
 /// A CPU budget over every hub process: a number of CPUs, or none (clap would read an
 /// `Option<Option<f64>>` as an option whose value may be left out).
@@ -24,7 +24,7 @@ fn parse_cpu_budget(text: &str) -> Result<CpuBudget, String> {
 }
 
 options! {
-    pub struct HubsArgs fills Config {
+    pub struct HubsArgs fills Config for ferry_lab::hubs::Hubs {
         /// roundtrip (one message around the ring at a time, each lap timed) or flood (--messages
         /// back to back, timed until all are back); comma-separated to run both [default:
         /// roundtrip]
@@ -98,8 +98,4 @@ options! {
         #[arg(long = "fault-hub-exit-after", value_name = "N", hide = true)]
         pub fault_hub_exit_after: Option<u64>,
     }
-}
-
-impl Options for HubsArgs {
-    type Experiment = ferry_lab::hubs::Hubs;
 }

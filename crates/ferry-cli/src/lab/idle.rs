@@ -5,10 +5,10 @@ use ferry_lab::args::parse_choice;
 use ferry_lab::idle::{Config, SUBJECTS};
 use ferry_lab::subject::Subject;
 
-use super::options::{options, Options};
+use super::options::options;
 
 options! {
-    pub struct IdleArgs fills Config {
+    pub struct IdleArgs fills Config for ferry_lab::idle::Idle {
         /// Wait strategies of the idle subscriber, comma-separated: spin, block, adaptive [default:
         /// block,adaptive,spin]
         #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<WaitStrategy>)]
@@ -23,8 +23,4 @@ options! {
         #[arg(long, value_name = "S")]
         pub seconds: Option<f64>,
     }
-}
-
-impl Options for IdleArgs {
-    type Experiment = ferry_lab::idle::Idle;
 }

@@ -5,10 +5,10 @@ use ferry_lab::subject::Subject;
 use ferry_lab::units::parse_size;
 use ferry_lab::Pin;
 
-use super::options::{options, Options};
+use super::options::options;
 
 options! {
-    pub struct LatencyArgs fills Config {
+    pub struct LatencyArgs fills Config for ferry_lab::latency::Latency {
         /// Transports to measure, comma-separated, run in this order within each round except that
         /// a baseline runs before the rows compared with it: shm-spin,
         /// shm-block, shm (ferry, adaptive wait), udp4, udp6 (ferry over UDP, blocking wait),
@@ -51,8 +51,4 @@ options! {
         #[arg(long, value_name = "HOST[:PORT]")]
         pub remote: Option<String>,
     }
-}
-
-impl Options for LatencyArgs {
-    type Experiment = ferry_lab::latency::Latency;
 }

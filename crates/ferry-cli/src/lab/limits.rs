@@ -3,10 +3,10 @@
 use ferry_lab::limits::Config;
 use ferry_lab::units::parse_size;
 
-use super::options::{options, Options};
+use super::options::options;
 
 options! {
-    pub struct LimitsArgs fills Config {
+    pub struct LimitsArgs fills Config for ferry_lab::limits::Limits {
         /// Round trips per latency measurement (cache line, futex, UDP) [default: 20000]
         #[arg(long, value_name = "N")]
         pub samples: Option<usize>,
@@ -19,8 +19,4 @@ options! {
         #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         pub memcpy_max: Option<usize>,
     }
-}
-
-impl Options for LimitsArgs {
-    type Experiment = ferry_lab::limits::Limits;
 }

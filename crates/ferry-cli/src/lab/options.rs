@@ -79,16 +79,18 @@ impl Fill<Option<f64>> for Option<Duration> {
 }
 
 /// Declares an experiment's options: the clap struct (its fields documented as `--help` shows
-/// them, each named as the field of the configuration it sets), and how it fills the
-/// configuration: every field of the configuration, each from the option of its name.
+/// them, each named as the field of the configuration it sets), how it fills the configuration
+/// (every field of the configuration, each from the option of its name), and the experiment it
+/// configures ([`Options`], with the items that follow the struct, such as its own `defaults`).
 macro_rules! options {
     (
-        pub struct $name:ident fills $config:ident {
+        pub struct $name:ident fills $config:ident for $experiment:path {
             $(
                 $(#[$($attribute:tt)*])*
                 pub $field:ident: $type:ty,
             )*
         }
+        $($options:tt)*
     ) => {
         #[derive(Debug, clap::Args)]
         pub struct $name {
@@ -104,6 +106,11 @@ macro_rules! options {
                     $($field: $crate::lab::options::Fill::fill(self.$field, defaults.$field),)*
                 }
             }
+        }
+
+        impl $crate::lab::options::Options for $name {
+            type Experiment = $experiment;
+            $($options)*
         }
     };
 }

@@ -4,10 +4,10 @@ use ferry_lab::sendtime::{Config, SUBJECTS};
 use ferry_lab::subject::Subject;
 use ferry_lab::units::parse_size;
 
-use super::options::{options, Options};
+use super::options::options;
 
 options! {
-    pub struct SendTimeArgs fills Config {
+    pub struct SendTimeArgs fills Config for ferry_lab::sendtime::SendTime {
         /// Transports, comma-separated: shm (ferry shared memory), udp4 (ferry UDP), raw-udp4
         /// [default: shm,udp4,raw-udp4]
         #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
@@ -25,8 +25,4 @@ options! {
         #[arg(long, value_name = "N")]
         pub warmup: Option<usize>,
     }
-}
-
-impl Options for SendTimeArgs {
-    type Experiment = ferry_lab::sendtime::SendTime;
 }

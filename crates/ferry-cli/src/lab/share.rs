@@ -4,10 +4,10 @@ use ferry_lab::args::parse_choice;
 use ferry_lab::netns::{parse_link_rate, LinkRate};
 use ferry_lab::share::{Competitor, Config};
 
-use super::options::{options, Options};
+use super::options::options;
 
 options! {
-    pub struct ShareArgs fills Config {
+    pub struct ShareArgs fills Config for ferry_lab::share::Share {
         /// What shares the link with the ferry flow, comma-separated, each in a run of its own:
         /// ferry (a second ferry flow), tcp (one TCP flow, iperf3) [default: ferry,tcp]
         #[arg(long = "competitor", value_name = "LIST", value_delimiter = ',', value_parser = parse_choice::<Competitor>)]
@@ -31,8 +31,4 @@ options! {
         #[arg(long, value_name = "N")]
         pub rounds: Option<usize>,
     }
-}
-
-impl Options for ShareArgs {
-    type Experiment = ferry_lab::share::Share;
 }

@@ -8,10 +8,10 @@ use ferry_lab::Pin;
 
 use crate::cmd::{delivery_words, wait_words};
 
-use super::options::{options, Options};
+use super::options::options;
 
 options! {
-    pub struct ThroughputArgs fills Config {
+    pub struct ThroughputArgs fills Config for ferry_lab::throughput::Throughput {
         /// Transports, comma-separated, run in this order at each size except that a baseline runs
         /// before the rows compared with it: shm, udp4, udp4-key,
         /// udp6 (ferry), raw-udp4 (plain sockets), iperf3, iperf3-tcp, sockperf (when installed),
@@ -77,10 +77,6 @@ options! {
         #[arg(long, value_name = "PERIOD", value_parser = parse_seconds)]
         pub period: Option<std::time::Duration>,
     }
-}
-
-impl Options for ThroughputArgs {
-    type Experiment = ferry_lab::throughput::Throughput;
 
     /// With --hosts 2 the default transports are those that cross the link (with --period,
     /// those that send on a schedule).

@@ -3,10 +3,10 @@
 use ferry_lab::args::parse_choice;
 use ferry_lab::udprate::{parse_rate, parse_threads, Config, Pacing, ThreadCounts};
 
-use super::options::{options, Options};
+use super::options::options;
 
 options! {
-    pub struct UdpRateArgs fills Config {
+    pub struct UdpRateArgs fills Config for ferry_lab::udprate::UdpRate {
         /// Requested rates in bit/s, comma-separated, with K, M or G (1G = 10^9) [default: 1G]
         #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_rate)]
         pub rate: Option<Vec<u64>>,
@@ -46,8 +46,4 @@ options! {
         #[arg(long, value_name = "HOST[:PORT]")]
         pub remote: Option<String>,
     }
-}
-
-impl Options for UdpRateArgs {
-    type Experiment = ferry_lab::udprate::UdpRate;
 }
