@@ -58,6 +58,10 @@
 //! ping-pong, and the calling side's median time stamp counter ticks in each step of a round
 //! trip (lend, write and send, wait, check, let go of the answer), for both.
 //!
+//! `... -- service-single [N]`: one thread calls a service and serves it, N calls at 32 B and
+//! 1 KiB, beside the same two messages through two topics, in five rounds: what the service's
+//! code adds per call with no cache line crossing between CPUs.
+//!
 //! Every mode pins its two threads to CPUs 0 and 1, or to the two that `PIN=A,B` names.
 //!
 //! Timings depend on the machine and its load; compare runs made one after another.
@@ -583,6 +587,66 @@ fn single(n: usize, len: usize, delivery: Delivery) -> f64 {
     t.elapsed().as_nanos() as f64 / n as f64
 }
 
+/// Mean time (ns) of one call on one thread: the client's request sent, taken and answered by
+/// the server, and the response taken, with no cache line crossing between CPUs; beside it, the
+/// same two messages through two topics.
+fn single_service(n: usize, len: usize) -> (f64, f64) {
+    let domain = format!("hotpath-single{}", std::process::id());
+    let q = qos(Delivery::Reliable, len.max(1024), 0);
+    let node = Node::with_domain("single", &domain).expect("node");
+    let mut client = node.client("echo", &q).expect("client");
+    let mut server = node.server("echo", &q).expect("server");
+    pin(0);
+    let mut call = |byte: u8| {
+        let mut loan = client.loan_request(len).expect("loan_request");
+        loan.as_mut_slice().fill(byte);
+        loan.send().expect("send");
+        let to = {
+            let request = server
+                .recv_request(TIMEOUT)
+                .expect("recv")
+                .expect("a request");
+            assert!(check(&request, byte), "a corrupt request");
+            request.reply_to()
+        };
+        let mut loan = server
+            .loan_response(to, len)
+            .expect("loan")
+            .expect("a client");
+        loan.as_mut_slice().fill(byte + 1);
+        loan.send().expect("send");
+        let response = client
+            .recv_response(TIMEOUT)
+            .expect("recv")
+            .expect("a response");
+        assert!(check(&response, byte + 1), "a corrupt response");
+    };
+    // The first response opens the server's publisher for this client.
+    call(0);
+    let t = Instant::now();
+    for i in 0..n as u64 {
+        call((i % 200) as u8);
+    }
+    let service = t.elapsed().as_nanos() as f64 / n as f64;
+    let (mut ping, mut ping_in) = (
+        node.publisher("ping", &q).expect("publisher"),
+        node.subscriber("ping", &q).expect("subscriber"),
+    );
+    let (mut pong, mut pong_in) = (
+        node.publisher("pong", &q).expect("publisher"),
+        node.subscriber("pong", &q).expect("subscriber"),
+    );
+    let t = Instant::now();
+    for i in 0..n as u64 {
+        let byte = (i % 200) as u8;
+        send(&mut ping, len, byte);
+        recv_check(&mut ping_in, byte);
+        send(&mut pong, len, byte + 1);
+        recv_check(&mut pong_in, byte + 1);
+    }
+    (service, t.elapsed().as_nanos() as f64 / n as f64)
+}
+
 /// One direction of the large-message floor: a flag on its own lines and `slots` page-aligned
 /// slots of `len` bytes and a page more, a message's payload `offset` bytes into its slot.
 struct BigDir {
@@ -814,6 +878,17 @@ fn main() {
                     step_medians(&topic_steps).join(", "),
                     step_medians(&service_steps_all).join(", "),
                 );
+            }
+        }
+        "service-single" => {
+            for round in 1..=5 {
+                let mut line =
+                    format!("round {round}  one call on one thread, service / two topics:");
+                for len in [32usize, 1024] {
+                    let (service, topics) = single_service(n, len);
+                    line += &format!("  {len:4} B {service:5.1} / {topics:5.1} ns");
+                }
+                println!("{line}");
             }
         }
         "gap" => {
