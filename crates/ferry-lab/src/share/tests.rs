@@ -1,11 +1,10 @@
 use super::*;
-use crate::experiment::testing::{assert_refused, only_plot, read_back};
+use crate::experiment::testing::{assert_contains, assert_refused, only_plot, read_back};
 use crate::experiment::Experiment;
 use crate::netns::parse_link_rate;
 use figures::cases;
 
 #[test]
-
 fn example_results_read_back_and_draw() {
     let (value, back, section, table, summary) = read_back(&example());
     assert_eq!(value["rows"][0]["competitor"], "ferry");
@@ -31,16 +30,15 @@ fn example_results_read_back_and_draw() {
     // 1gbit: 5000 / 7000 = 0.71 < 0.8; beside TCP 131 / 931 = 0.14.
     assert_eq!(all[2].met(), Some(false));
     assert_eq!(all[3].met(), Some(false));
-    assert!(
-        table.contains("ferry's share between 0.4 and 0.6"),
-        "{table}"
+    assert_contains(
+        &table,
+        &[
+            "ferry's share between 0.4 and 0.6",
+            "smaller / larger near 1",
+            "100mbit, two ferry flows: 45.9 and 44.6 Mbit/s, smaller / larger 0.97 (median of 2 rounds; goal at least 0.8): met",
+            "1gbit, beside one TCP flow",
+        ],
     );
-    assert!(table.contains("smaller / larger near 1"), "{table}");
-    assert!(
-        table.contains("100mbit, two ferry flows: 45.9 and 44.6 Mbit/s, smaller / larger 0.97 (median of 2 rounds; goal at least 0.8): met"),
-        "{table}"
-    );
-    assert!(table.contains("1gbit, beside one TCP flow"), "{table}");
     let line = table
         .lines()
         .find(|l| l.starts_with("2 ") && l.contains("1gbit") && l.contains("TCP"))
@@ -54,14 +52,11 @@ fn example_results_read_back_and_draw() {
         .lines()
         .find(|l| l.starts_with("1 ") && l.contains("second ferry flow"))
         .expect("round 1's line of two ferry flows");
-    assert!(
-        two.contains(" 12 / 9 ") && two.contains(" 3 / 3 ") && two.ends_with(" 0 / 0"),
-        "{two}"
-    );
+    assert_contains(two, &[" 12 / 9 ", " 3 / 3 "]);
+    assert!(two.ends_with(" 0 / 0"), "{two}");
     let plot = only_plot(&section, "share.svg");
-    assert!(plot.svg.contains("beside TCP"));
-    assert!(plot.svg.contains("1gbit"));
-    assert!(section.sentence.contains("not met"), "{}", section.sentence);
+    assert_contains(&plot.svg, &["beside TCP", "1gbit"]);
+    assert_contains(&section.sentence, &["not met"]);
     assert_eq!(summary.len(), 1);
     assert!(
         summary[0]
@@ -70,12 +65,11 @@ fn example_results_read_back_and_draw() {
         "{}",
         summary[0].ferry
     );
-    assert!(summary[0].what.contains("between 0.4 and 0.6"));
+    assert_contains(&summary[0].what, &["between 0.4 and 0.6"]);
 }
 
 #[test]
 fn configurations_are_checked() {
-    assert!(Share::validate(&Config::default()).is_ok());
     let rate = |r: &str| parse_link_rate(r).unwrap();
     assert_refused::<Share>(&[
         (|c| c.competitors = Vec::new(), "--competitor"),

@@ -1,5 +1,5 @@
 use super::*;
-use crate::experiment::testing::{only_plot, read_back};
+use crate::experiment::testing::{assert_contains, only_plot, read_back};
 use crate::experiment::{Experiment, Results};
 use crate::netns::{self};
 use crate::studies::{cite, PACED_UDP, VORTEX_LITE};
@@ -9,7 +9,6 @@ use ferry::{Delivery, WaitStrategy};
 use std::time::Duration;
 
 #[test]
-
 fn the_fewest_link_packets_count_batches_for_small_messages() {
     let udp4 = |size, n| Subject::Udp4.min_link_packets(size, Some(n), None);
     // 64-byte messages share datagrams: 68 bytes each in 1424.
@@ -283,8 +282,10 @@ fn a_missing_tool_is_named_in_the_summary_with_the_command_that_adds_it() {
         .find(|l| l.what.starts_with("third-party"))
         .expect("a line for the missing tool");
     let says = line.best_peer.as_deref().unwrap_or_default();
-    assert!(says.contains("iperf3 not installed"), "{says}");
-    assert!(says.contains("apt-get install iperf3 sockperf"), "{says}");
+    assert_contains(
+        says,
+        &["iperf3 not installed", "apt-get install iperf3 sockperf"],
+    );
 }
 
 #[test]
@@ -292,17 +293,13 @@ fn example_results_read_back_and_draw() {
     let (_, back, section, table, summary) = read_back(&example());
     assert_eq!(back.rows.len(), 12);
     let plot = only_plot(&section, "throughput.svg");
-    for t in ["udp4", "raw-udp4", "iperf3"] {
-        assert!(plot.svg.contains(t), "{t} missing");
-    }
+    assert_contains(&plot.svg, &["udp4", "raw-udp4", "iperf3"]);
     // The median of the two rounds, at the best size.
-    assert!(
-        section.sentence.contains("udp4 3.28 Gbit/s at 1 KiB"),
-        "{}",
-        section.sentence
+    assert_contains(
+        &section.sentence,
+        &["udp4 3.28 Gbit/s at 1 KiB", &cite(&VORTEX_LITE)],
     );
-    assert!(section.sentence.contains(&cite(&VORTEX_LITE)));
-    assert!(table.contains("× raw-udp4"));
+    assert_contains(&table, &["× raw-udp4"]);
     assert_eq!(summary.len(), 2);
     assert_eq!(summary[0].ferry, "udp4: 400.5 k msg/s");
     assert_eq!(summary[0].floor.as_deref(), Some("raw-udp4: 300.5 k msg/s"));
@@ -401,29 +398,22 @@ fn link_rows_count_packets_against_the_minimum_and_tcp() {
     assert_eq!(value["link_rate_bps"], 1_000_000_000u64);
     assert!(value["extra_link_packets_percent"].is_number());
     let table = Throughput::table(&results);
-    assert!(
-        table.contains("100mbit") && table.contains("unknown"),
-        "{table}"
-    );
-    assert!(table.contains("0.50 ×"), "{table}");
+    assert_contains(&table, &["100mbit", "unknown", "0.50 ×"]);
     let section = Throughput::section(&results).unwrap();
     assert_eq!(section.plots.len(), 1);
-    assert!(section.plots[0].svg.contains("iperf3-tcp"));
-    assert!(
-        section.sentence.contains(PACED_UDP.title),
-        "{}",
-        section.sentence
-    );
-    assert!(section.sentence.contains("Syzov"), "{}", section.sentence);
-    assert!(
-        section.sentence.contains("On the 100mbit link, ferry's udp4 (reliable) 0.052 Gbit/s at 64 KiB, 0.50 × iperf3-tcp's 0.105 Gbit/s, +6.4 % packets"),
-        "{}",
-        section.sentence
+    assert_contains(&section.plots[0].svg, &["iperf3-tcp"]);
+    assert_contains(
+        &section.sentence,
+        &[
+            PACED_UDP.title,
+            "Syzov",
+            "On the 100mbit link, ferry's udp4 (reliable) 0.052 Gbit/s at 64 KiB, 0.50 × iperf3-tcp's 0.105 Gbit/s, +6.4 % packets",
+        ],
     );
     let summary = Throughput::summary(&results);
     assert_eq!(summary.len(), 2, "one line per link");
-    assert!(summary[0].what.contains("1gbit"), "{:?}", summary[0]);
-    assert!(summary[0].ferry.contains("0.50 × TCP"), "{:?}", summary[0]);
+    assert_contains(&summary[0].what, &["1gbit"]);
+    assert_contains(&summary[0].ferry, &["0.50 × TCP"]);
     let back = Results::<Throughput>::from_value(serde_json::to_value(&results).unwrap());
     assert_eq!(back.unwrap().request.link_rates.len(), 2);
 }
@@ -447,40 +437,37 @@ fn periodic_link_rows_report_latency_beside_the_time_on_the_link() {
         r.serialization_ms = Some(5.2);
     }
     let table = Throughput::table(&results);
-    assert!(
-        table.contains("p99 ms") && table.contains("on link ms") && table.contains("× tcp"),
-        "{table}"
+    assert_contains(
+        &table,
+        &[
+            "p99 ms",
+            "on link ms",
+            "× tcp",
+            "one message every 125.0 ms",
+        ],
     );
-    assert!(table.contains("one message every 125.0 ms"), "{table}");
     let section = Throughput::section(&results).unwrap();
     assert!(
         section.plots.iter().all(|p| p.file.contains("latency")),
         "periodic runs plot latency"
     );
-    assert!(
-        section
-            .sentence
-            .contains("p99 6.0 ms against its 5.2 ms on the link")
-            && section.sentence.contains("TCP's p99 6.5 ms"),
-        "{}",
-        section.sentence
+    assert_contains(
+        &section.sentence,
+        &[
+            "p99 6.0 ms against its 5.2 ms on the link",
+            "TCP's p99 6.5 ms",
+        ],
     );
     let summary = Throughput::summary(&results);
-    assert!(summary[0].what.contains("periodic"), "{:?}", summary[0]);
-    assert!(
-        summary[0]
-            .ferry
-            .contains("p99 latency 6.0 ms against its 5.2 ms"),
-        "{:?}",
-        summary[0]
+    assert_contains(&summary[0].what, &["periodic"]);
+    assert_contains(
+        &summary[0].ferry,
+        &["p99 latency 6.0 ms against its 5.2 ms"],
     );
-    assert!(
-        summary[0]
-            .best_peer
-            .as_deref()
-            .is_some_and(|b| b.contains("tcp (same schedule)") && b.contains("6.5 ms")),
-        "{:?}",
-        summary[0]
+    let best_peer = summary[0].best_peer.as_deref();
+    assert_contains(
+        best_peer.expect("a best peer"),
+        &["tcp (same schedule)", "6.5 ms"],
     );
 }
 
