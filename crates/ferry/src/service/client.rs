@@ -246,36 +246,55 @@ impl Client {
                 let mine = header
                     .filter(|h| h.client == self.id)
                     .and_then(|h| Some((self.calls.pending.remove_wire(h.request)?, h.status)));
-                match mine {
-                    Some((request, status)) => {
-                        self.counters.add(Counter::Responses, 1);
-                        if want.map_or(true, |w| w == request) {
-                            return Ok(Some((Found::Ring(side), request, status)));
-                        }
-                        // Another request's response while `call` waits for its own: keep a
-                        // copy for a later receive.
-                        let sample = self.responses.sample(side);
-                        let bytes = sample.get(HEADER..).unwrap_or_default().to_vec();
-                        drop(sample);
-                        self.calls.stash.push_back((request, status, bytes));
-                    }
-                    _ => {
-                        // Malformed, for another client, or for no pending request (late,
-                        // after its call timed out): counted and dropped.
-                        drop(self.responses.sample(side));
-                        self.counters.add(Counter::Malformed, 1);
+                if let Some((request, status)) = mine {
+                    self.counters.add(Counter::Responses, 1);
+                    if want.map_or(true, |w| w == request) {
+                        return Ok(Some((Found::Ring(side), request, status)));
                     }
                 }
+                self.set_aside(side, mine);
                 continue;
             }
-            self.watch_server()?;
-            if let Some(found) = self.take_kept(want)? {
+            if let Some(found) = self.after_slice(want)? {
                 return Ok(Some(found));
             }
             if !block || wait.expired() {
                 return Ok(None);
             }
         }
+    }
+
+    /// A response `next` found that is not the one wanted: another pending request's (`mine`),
+    /// kept as a copy for a later receive while `call` waits for its own; or one that is
+    /// malformed, for another client, or for no pending request (late, after its call timed
+    /// out): counted and dropped. (Out of line: not the path of a response awaited.)
+    #[cold]
+    #[inline(never)]
+    fn set_aside(&mut self, side: Side, mine: Option<(u64, Status)>) {
+        let sample = self.responses.sample(side);
+        match mine {
+            Some((request, status)) => {
+                let bytes = sample.get(HEADER..).unwrap_or_default().to_vec();
+                drop(sample);
+                self.calls.stash.push_back((request, status, bytes));
+            }
+            None => {
+                drop(sample);
+                self.counters.add(Counter::Malformed, 1);
+            }
+        }
+    }
+
+    /// After a wait that found no response: looks whether the server still runs, and takes
+    /// what that ended (or what was kept) for `want`.
+    #[cold]
+    #[inline(never)]
+    fn after_slice(
+        &mut self,
+        want: Option<u64>,
+    ) -> Result<Option<(Found, u64, Status)>, CallError> {
+        self.watch_server()?;
+        self.take_kept(want)
     }
 
     /// For a wait set: whether a response (or the end of a pending request) waits; looks

@@ -240,19 +240,7 @@ impl Server {
                         self.counters.add(Counter::Requests, 1);
                         return Ok(Some((side, h.client, h.request)));
                     }
-                    Some(h) => {
-                        drop(self.requests.sample(side));
-                        self.counters.add(Counter::RefusedOrServerGone, 1);
-                        let body = wire::too_large_body(len, self.max_request);
-                        // A refusal that cannot be delivered is counted as a dropped response.
-                        let _ = self
-                            .responders
-                            .send(h.client, h.request, Status::TooLarge, &body);
-                    }
-                    None => {
-                        drop(self.requests.sample(side));
-                        self.counters.add(Counter::Malformed, 1);
-                    }
+                    _ => self.refuse(side, header, len),
                 }
                 continue;
             }
@@ -261,6 +249,24 @@ impl Server {
                 return Ok(None);
             }
         }
+    }
+
+    /// A request `next` found that is not served: one too large is answered with a refusal, a
+    /// malformed one dropped; both counted. (Out of line: not the path of a request served.)
+    #[cold]
+    #[inline(never)]
+    fn refuse(&mut self, side: Side, header: Option<wire::Header>, len: usize) {
+        drop(self.requests.sample(side));
+        let Some(h) = header else {
+            self.counters.add(Counter::Malformed, 1);
+            return;
+        };
+        self.counters.add(Counter::RefusedOrServerGone, 1);
+        let body = wire::too_large_body(len, self.max_request);
+        // A refusal that cannot be delivered is counted as a dropped response.
+        let _ = self
+            .responders
+            .send(h.client, h.request, Status::TooLarge, &body);
     }
 }
 
