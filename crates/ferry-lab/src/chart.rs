@@ -199,20 +199,50 @@ impl Glyph {
     }
 }
 
+/// A section of box plots by size and transport: the plot's file, title, y axis and caption.
+pub(crate) struct SizeBoxes {
+    pub(crate) file: &'static str,
+    pub(crate) title: &'static str,
+    pub(crate) y_desc: &'static str,
+    pub(crate) caption: &'static str,
+}
+
+impl SizeBoxes {
+    /// The section of `cells` (transport, size, box; none where it was not measured): the plot,
+    /// and the sentence `sentence` makes of a phrase with every transport's p50 at the smallest
+    /// and the largest size.
+    pub(crate) fn section<'a>(
+        &self,
+        cells: impl IntoIterator<Item = (&'a str, usize, Option<Glyph>)>,
+        sentence: impl FnOnce(&str) -> String,
+    ) -> Result<Section> {
+        let cells: Vec<_> = cells.into_iter().collect();
+        let (svg, phrase) = size_boxes(self.title, self.y_desc, &cells)?;
+        Ok(Section {
+            plots: vec![Plot {
+                file: self.file.to_owned(),
+                svg,
+                caption: self.caption.to_owned(),
+            }],
+            sentence: sentence(&phrase),
+        })
+    }
+}
+
 /// Box plots by size and transport from typed cells `(transport, size, summary)`, and a phrase
 /// with every transport's p50 at the smallest and the largest size.
-pub(crate) fn size_boxes(
+fn size_boxes(
     title: &str,
     y_desc: &str,
-    cells: &[(String, usize, Option<Glyph>)],
+    cells: &[(&str, usize, Option<Glyph>)],
 ) -> Result<(String, String)> {
     let mut sizes: Vec<u64> = cells.iter().map(|c| c.1 as u64).collect();
     sizes.sort_unstable();
     sizes.dedup();
     let mut transports: Vec<&str> = Vec::new();
     for c in cells {
-        if !transports.contains(&c.0.as_str()) {
-            transports.push(&c.0);
+        if !transports.contains(&c.0) {
+            transports.push(c.0);
         }
     }
     let find = |t: &str, s: u64| {

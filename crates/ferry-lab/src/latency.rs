@@ -27,7 +27,7 @@
 use super::raw::RawChannel;
 use super::rawudp::RawUdpEnd;
 use super::{Dir, Pinning};
-use crate::chart::{size_boxes, Glyph, Plot, Section, SummaryLine};
+use crate::chart::{Glyph, Section, SizeBoxes, SummaryLine};
 use crate::error::{bail, note, Result};
 use crate::experiment::{head, Experiment, Measured, Results};
 use crate::peer::PeerLink;
@@ -431,29 +431,12 @@ impl Experiment for Latency {
     }
 
     fn section(results: &Results<Self>) -> Result<Section> {
-        let cells: Vec<_> = results
-            .rows
-            .iter()
-            .map(|r| {
-                (
-                    r.transport.name().to_owned(),
-                    r.size_bytes,
-                    r.summary.as_ref().map(Glyph::of_summary),
-                )
-            })
-            .collect();
-        let (svg, phrase) = size_boxes(
-            "One-way latency by message size (log scale)",
-            "one-way latency (round trip / 2)",
-            &cells,
-        )?;
-        Ok(Section {
-            plots: vec![Plot {
-                file: "latency.svg".to_owned(),
-                svg,
-                caption: "Box: p50 (black line) to p90; whiskers: min and p99; dot: p99.9. One colour per transport; raw-* are the hardware floors measured in the same rounds.".to_owned(),
-            }],
-            sentence: format!(
+        let cells = results.rows.iter().map(|r| {
+            let glyph = r.summary.as_ref().map(Glyph::of_summary);
+            (r.transport.name(), r.size_bytes, glyph)
+        });
+        BOXES.section(cells, |phrase| {
+            format!(
                 "{} found both shared-memory streams faster than UDP IPv4/IPv6 at 32 B, 1 KB, 32 KB and 1 MB on an i7-9750H, the spinning one fastest; {} reports under 50 µs one-way below 1 KB across Gigabit Ethernet. Here, one-way p50 {phrase}.{}{}{}",
                 cite_first(&SHM_STREAM),
                 cite(&VORTEX_LITE),
@@ -463,10 +446,19 @@ impl Experiment for Latency {
                     note if note.is_empty() => note,
                     note => format!(" {note}"),
                 }
-            ),
+            )
         })
     }
 }
+
+/// The section's plot.
+const BOXES: SizeBoxes = SizeBoxes {
+    file: "latency.svg",
+    title: "One-way latency by message size (log scale)",
+    y_desc: "one-way latency (round trip / 2)",
+    caption: "Box: p50 (black line) to p90; whiskers: min and p99; dot: p99.9. One colour per transport; raw-* are the hardware floors measured in the same rounds.",
+};
+
 /// Results of a small made-up run, for the report's tests.
 #[cfg(test)]
 pub(crate) fn example() -> Results<Latency> {

@@ -16,7 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{fill, pattern, verify, Dir, Pinning, Summary};
-use crate::chart::{size_boxes, Glyph, Plot, Section, SummaryLine};
+use crate::chart::{Glyph, Section, SizeBoxes, SummaryLine};
 use crate::error::{bail, note, Context, Result};
 use crate::experiment::{head, Experiment, Measured, Results};
 use crate::peer::{Peer, PeerLink, Place};
@@ -418,34 +418,18 @@ impl Experiment for SendTime {
     }
 
     fn section(results: &Results<Self>) -> Result<Section> {
-        let cells: Vec<_> = results
-            .rows
-            .iter()
-            .map(|r| {
-                (
-                    r.transport.name().to_owned(),
-                    r.size_bytes,
-                    r.summary
-                        .as_ref()
-                        .map(|s| Glyph::of_quartiles(s, r.p25_ns, r.p75_ns)),
-                )
-            })
-            .collect();
-        let (svg, phrase) = size_boxes(
-            "Send time by message size (log scale)",
-            "time of the publish call",
-            &cells,
-        )?;
-        Ok(Section {
-            plots: vec![Plot {
-                file: "send-time.svg".to_owned(),
-                svg,
-                caption: "Box: p25 to p75, black line p50; whiskers: min and p99; dot: p99.9. The publish call alone (loan + fill + send; raw-udp4: fill + send_to).".to_owned(),
-            }],
-            sentence: format!(
+        let cells = results.rows.iter().map(|r| {
+            let glyph = r
+                .summary
+                .as_ref()
+                .map(|s| Glyph::of_quartiles(s, r.p25_ns, r.p75_ns));
+            (r.transport.name(), r.size_bytes, glyph)
+        });
+        BOXES.section(cells, |phrase| {
+            format!(
                 "{} timed the send call of 10 000 messages per size and found the shared-memory streams' sends shorter than UDP's. Here, send-time p50 {phrase}.",
                 cite_first(&SHM_STREAM)
-            ),
+            )
         })
     }
 
@@ -486,6 +470,14 @@ impl Experiment for SendTime {
         .collect()
     }
 }
+
+/// The section's plot.
+const BOXES: SizeBoxes = SizeBoxes {
+    file: "send-time.svg",
+    title: "Send time by message size (log scale)",
+    y_desc: "time of the publish call",
+    caption: "Box: p25 to p75, black line p50; whiskers: min and p99; dot: p99.9. The publish call alone (loan + fill + send; raw-udp4: fill + send_to).",
+};
 
 /// Results of a small made-up run, for the report's tests.
 #[cfg(test)]
