@@ -682,7 +682,7 @@ impl Subscriber {
 
     /// Polls (`block` false) or waits up to `timeout` (forever if `None`); says which side has
     /// a message ready. Under `Qos::deadline` it also counts the periods that pass without one.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn ready(
         &mut self,
         timeout: Option<Duration>,
@@ -806,7 +806,7 @@ impl Subscriber {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn ready_now(
         &mut self,
         timeout: Option<Duration>,
