@@ -137,7 +137,7 @@ fn pingpong(n: usize, len: usize, ring: usize) -> u64 {
 fn pingpong_typed(n: usize, len: usize, ring: usize, topic_type: Option<ferry::TopicType>) -> u64 {
     let mut q = qos(Delivery::Reliable, len.max(1024), ring);
     q.topic_type = topic_type;
-    let (mut out, mut inp, echo) = echo_pair(n, len, q);
+    let (mut out, mut inp, _echo) = echo_pair(n, len, q);
     let mut one_way = Vec::with_capacity(n);
     for i in 0..n as u64 {
         let t = Instant::now();
@@ -145,30 +145,40 @@ fn pingpong_typed(n: usize, len: usize, ring: usize, topic_type: Option<ferry::T
         recv_check(&mut inp, (i % 200) as u8 + 1);
         one_way.push(t.elapsed().as_nanos() as u64 / 2);
     }
-    drop(out);
-    echo.join().expect("echo thread");
     one_way.sort_unstable();
     one_way[n / 2]
 }
 
+/// The thread of the answering side, pinned to the second CPU; joined when dropped (after the
+/// calling side's ends, which are declared before it), its panic passed on.
+struct Peer(Option<std::thread::JoinHandle<()>>);
+
+impl Peer {
+    fn spawn(f: impl FnOnce() + Send + 'static) -> Peer {
+        Peer(Some(std::thread::spawn(move || {
+            pin(1);
+            f()
+        })))
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let failed = self.0.take().is_some_and(|t| t.join().is_err());
+        if failed && !std::thread::panicking() {
+            panic!("the answering thread failed");
+        }
+    }
+}
+
 /// The calling side of a ping-pong of `n` messages of `len` bytes over two topics of QoS `q`,
-/// pinned to the first CPU, and the thread that answers each message (pinned to the second),
-/// both attached.
-fn echo_pair(
-    n: usize,
-    len: usize,
-    q: Qos,
-) -> (
-    ferry::Publisher,
-    ferry::Subscriber,
-    std::thread::JoinHandle<()>,
-) {
+/// pinned to the first CPU, and the thread that answers each message, both attached.
+fn echo_pair(n: usize, len: usize, q: Qos) -> (ferry::Publisher, ferry::Subscriber, Peer) {
     let domain = format!("hotpath{}", std::process::id());
     let node = Node::with_domain("ping", &domain).expect("node");
     let out = node.publisher("ping", &q).expect("publisher");
     let mut inp = node.subscriber("pong", &q).expect("subscriber");
-    let echo = std::thread::spawn(move || {
-        pin(1);
+    let echo = Peer::spawn(move || {
         let node = Node::with_domain("pong", &domain).expect("node");
         let mut out = node.publisher("pong", &q).expect("publisher");
         let mut inp = node.subscriber("ping", &q).expect("subscriber");
@@ -258,15 +268,12 @@ fn timed(n: usize, mut round: impl FnMut(u8, &mut [u64; 6])) -> (u64, [u64; 5]) 
 
 /// As `pingpong` with the ring ferry picks, and the calling side's steps timed.
 fn pingpong_steps(n: usize, len: usize) -> (u64, [u64; 5]) {
-    let (mut out, mut inp, echo) = echo_pair(n, len, qos(Delivery::Reliable, len.max(1024), 0));
-    let result = timed(n, |byte, m| {
+    let (mut out, mut inp, _echo) = echo_pair(n, len, qos(Delivery::Reliable, len.max(1024), 0));
+    timed(n, |byte, m| {
         timed_round_trip!(m, byte,
             lend: out.loan(len).expect("loan"),
             recv: inp.recv_timeout(TIMEOUT).expect("recv").expect("a reply"))
-    });
-    drop(out);
-    echo.join().expect("echo thread");
-    result
+    })
 }
 
 /// A spinning service over shared memory, the server on the second CPU: median one-way time
@@ -276,8 +283,7 @@ fn service_steps(n: usize, len: usize) -> (u64, [u64; 5]) {
     let q = qos(Delivery::Reliable, len.max(1024), 0);
     let node = Node::with_domain("client", &domain).expect("node");
     let mut client = node.client("echo", &q).expect("client");
-    let server = std::thread::spawn(move || {
-        pin(1);
+    let _server = Peer::spawn(move || {
         let node = Node::with_domain("server", &domain).expect("node");
         let mut server = node.server("echo", &q).expect("server");
         for i in 0..n as u64 {
@@ -300,14 +306,11 @@ fn service_steps(n: usize, len: usize) -> (u64, [u64; 5]) {
     });
     pin(0);
     client.wait_for_server(TIMEOUT);
-    let result = timed(n, |byte, m| {
+    timed(n, |byte, m| {
         timed_round_trip!(m, byte,
             lend: client.loan_request(len).expect("loan_request"),
             recv: client.recv_response(TIMEOUT).expect("recv_response").expect("a response"))
-    });
-    drop(client);
-    server.join().expect("server thread");
-    result
+    })
 }
 
 /// Where the raw floor keeps a message and its flag.
@@ -487,21 +490,26 @@ fn work(n: u64, hundreds: usize) {
     std::hint::black_box((a, b, c, d));
 }
 
-fn raw_recv(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
-    let (flag, payload) = d.slot(place, len, n);
+/// Spins until `flag` holds `value` (an Acquire load, paired with the sender's Release store),
+/// failing with `what` after `TIMEOUT`. (Inlined: the floors' receive stays what it was.)
+#[inline(always)]
+fn spin_until(flag: &std::sync::atomic::AtomicU64, value: u64, what: &str) {
     let start = Instant::now();
     let mut spins = 0u32;
-    // Acquire pairs with the Release store in `raw_send`.
-    while flag.load(std::sync::atomic::Ordering::Acquire) != n {
+    // Acquire pairs with the Release store of the flag's sender.
+    while flag.load(std::sync::atomic::Ordering::Acquire) != value {
         std::hint::spin_loop();
         spins = spins.wrapping_add(1);
         if spins % 1024 == 0 {
-            assert!(
-                start.elapsed() < TIMEOUT,
-                "no raw message within the timeout"
-            );
+            assert!(start.elapsed() < TIMEOUT, "{what}");
         }
     }
+}
+
+fn raw_recv(d: &RawDir, place: Place, len: usize, n: u64, byte: u8) {
+    let (flag, payload) = d.slot(place, len, n);
+    // (Pairs with the Release store in `raw_send`.)
+    spin_until(flag, n, "no raw message within the timeout");
     if place.protocol() {
         // The header check a reader makes (a hostile ring is refused, never trusted).
         // SAFETY: the word before the payload is the header's second word, published with it.
@@ -713,19 +721,8 @@ fn big_pingpong(n: usize, len: usize, slots: usize, offset: usize) -> u64 {
         d.flag.0.store(i, Ordering::Release);
     };
     let recv = move |d: &BigDir, i: u64, byte: u8| {
-        let start = Instant::now();
-        let mut spins = 0u32;
-        // Acquire pairs with the Release store in `send`.
-        while d.flag.0.load(Ordering::Acquire) != i {
-            std::hint::spin_loop();
-            spins = spins.wrapping_add(1);
-            if spins % 1024 == 0 {
-                assert!(
-                    start.elapsed() < TIMEOUT,
-                    "no large message within the timeout"
-                );
-            }
-        }
+        // (Pairs with the Release store in `send`.)
+        spin_until(&d.flag.0, i, "no large message within the timeout");
         // SAFETY: the writer published these bytes before its flag store and waits for us.
         let buf = unsafe { std::slice::from_raw_parts(d.payload(i).cast_const(), len) };
         assert!(check(buf, byte), "a corrupt large message");
