@@ -3,6 +3,7 @@
 //! netem). Every wait has a deadline; no test asserts a timing.
 
 use std::net::UdpSocket as StdUdp;
+use std::process::Child;
 use std::time::Duration;
 
 use ferry::{IpVersion, Node, Qos, Transport, WaitStrategy};
@@ -61,6 +62,24 @@ fn udp_roundtrip_in_one_process_every_size_and_wait() {
     }
 }
 
+/// `count` messages of 3000 bytes sent one at a time, each received (within 30 s: else `what`
+/// fails) and intact.
+fn send_and_check(
+    publ: &mut ferry::Publisher,
+    sub: &mut ferry::Subscriber,
+    count: u64,
+    what: &str,
+) {
+    for seq in 0..count {
+        publ.send(&pattern(seq, 3000)).unwrap();
+        let s = sub
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap()
+            .unwrap_or_else(|| panic!("{what}"));
+        assert_eq!(&*s, &pattern(s.seq(), 3000)[..]);
+    }
+}
+
 fn impaired(loss: u32, seed: u32) -> Vec<(&'static str, String)> {
     vec![
         (
@@ -71,41 +90,32 @@ fn impaired(loss: u32, seed: u32) -> Vec<(&'static str, String)> {
     ]
 }
 
-#[test]
-fn reliable_udp_delivers_everything_under_5_and_20_percent_loss() {
-    for (loss, seed) in [(5, 1), (20, 2)] {
-        // Both children impair what they send: data one way, NAK and STATUS the other.
-        let (received, lost, last) = exchange_with(
-            "loss",
-            "udp,block,reliable,max=262144,timeout=120000",
-            1000,
-            256 << 10,
-            0,
-            &impaired(loss, seed),
-        );
+/// `count` messages of up to `max` bytes (sizes spread on a log scale) between two processes
+/// on the QoS `spec`, under each (loss %, seed) of `losses`: every one arrives, in order,
+/// intact. Both children impair what they send: data one way, NAK and STATUS the other.
+fn all_arrive_under_loss(tag: &str, spec: &str, count: u64, max: usize, losses: [(u32, u32); 2]) {
+    for (loss, seed) in losses {
+        let (received, lost, last) = exchange_with(tag, spec, count, max, 0, &impaired(loss, seed));
         assert_eq!(
             (received, lost, last),
-            (1000, 0, 999),
+            (count, 0, count - 1),
             "{loss} % loss: every message, in order, intact"
         );
     }
+}
+
+#[test]
+fn reliable_udp_delivers_everything_under_5_and_20_percent_loss() {
+    let spec = "udp,block,reliable,max=262144,timeout=120000";
+    all_arrive_under_loss("loss", spec, 1000, 256 << 10, [(5, 1), (20, 2)]);
 }
 
 /// The full-size version of the test above: run by name (CI runs it in release).
 #[test]
 #[ignore = "stress: 10 000 messages up to 4 MiB; run with --release -- --ignored"]
 fn stress_reliable_udp_10000_messages_up_to_4_mib_under_5_and_20_percent_loss() {
-    for (loss, seed) in [(5, 3), (20, 4)] {
-        let (received, lost, last) = exchange_with(
-            "stress",
-            "udp,block,reliable,max=4194304,timeout=120000",
-            10_000,
-            4 << 20,
-            0,
-            &impaired(loss, seed),
-        );
-        assert_eq!((received, lost, last), (10_000, 0, 9_999), "{loss} % loss");
-    }
+    let spec = "udp,block,reliable,max=4194304,timeout=120000";
+    all_arrive_under_loss("stress", spec, 10_000, 4 << 20, [(5, 3), (20, 4)]);
 }
 
 #[test]
@@ -282,14 +292,7 @@ fn a_live_subscriber_survives_garbage_and_truncated_datagrams() {
         };
         let _ = attacker.send_to(&datagram, addr);
     }
-    for seq in 0..50u64 {
-        publ.send(&pattern(seq, 3000)).unwrap();
-        let s = sub
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap()
-            .expect("real messages still arrive");
-        assert_eq!(&*s, &pattern(s.seq(), 3000)[..]);
-    }
+    send_and_check(&mut publ, &mut sub, 50, "real messages still arrive");
     let snap = ferry::admin::topic(&dom, "t").unwrap().unwrap();
     assert!(
         snap.subscribers[0].refused.total() > 0,
@@ -432,6 +435,66 @@ fn multicast_data_reaches_every_subscriber_and_repairs_serve_them_all() {
     }
 }
 
+/// A free port for discovery, and the environment that has a child process's discovery listen
+/// and announce there, to peers on this host only (where a test forges announcements too).
+fn discovery_on_this_host() -> (u16, [(&'static str, String); 2]) {
+    let port = StdUdp::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let env = [
+        ("FERRY_PEERS", "127.0.0.1".to_owned()),
+        ("FERRY_DISCOVERY_PORT", port.to_string()),
+    ];
+    (port, env)
+}
+
+/// A publisher process on topic `t` of `dom` with QoS `spec`, sending 1 KiB messages every
+/// `pace_us` µs (for much longer than a test runs), its environment extended by `env`.
+fn steady_publisher(dom: &str, spec: &str, pace_us: u32, env: &[(&str, String)]) -> Child {
+    let vars = [
+        ("COUNT", "1000000".into()),
+        ("MAXSIZE", "1024".into()),
+        ("SIZES", "max".into()),
+        ("PACE_US", pace_us.to_string()),
+    ];
+    spawn_with_env("publisher", &topic_vars((dom, "t", spec), &vars), env)
+}
+
+/// Sends a forged discovery datagram to this host's discovery port every `period`.
+struct Forger {
+    socket: StdUdp,
+    port: u16,
+    period: Duration,
+    next: std::time::Instant,
+}
+
+impl Forger {
+    fn new(port: u16, period: Duration) -> Forger {
+        let socket = StdUdp::bind("127.0.0.1:0").unwrap();
+        let next = std::time::Instant::now();
+        Forger {
+            socket,
+            port,
+            period,
+            next,
+        }
+    }
+
+    /// Sends `datagram` when its time has come; the bytes sent (0 when not yet).
+    fn announce_when_due(&mut self, datagram: &[u8]) -> u64 {
+        if std::time::Instant::now() < self.next {
+            return 0;
+        }
+        self.socket
+            .send_to(datagram, ("127.0.0.1", self.port))
+            .unwrap();
+        self.next += self.period;
+        datagram.len() as u64
+    }
+}
+
 /// A forged discovery announcement names a stranger's address as a subscriber of a live
 /// publisher's topic. The publisher must not aim its data stream there: until the address
 /// proves it receives (it echoes a challenge), it gets at most three times the bytes the
@@ -440,32 +503,13 @@ fn multicast_data_reaches_every_subscriber_and_repairs_serve_them_all() {
 fn a_forged_announcement_cannot_aim_the_data_stream_at_a_stranger() {
     use ferry::udp::discovery::{Announcement, Entry, Message, Role};
     let dom = domain("reflect");
-    let discovery_port = StdUdp::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let (discovery_port, env) = discovery_on_this_host();
     let victim = StdUdp::bind("127.0.0.1:0").unwrap();
     victim
         .set_read_timeout(Some(Duration::from_millis(50)))
         .unwrap();
-    let mut publ = spawn_with_env(
-        "publisher",
-        &topic_vars(
-            (&dom, "t", "udp,latest"),
-            &[
-                ("COUNT", "1000000".into()),
-                ("MAXSIZE", "1024".into()),
-                ("SIZES", "max".into()),
-                ("PACE_US", "500".into()),
-            ],
-        ),
-        &[
-            // Discovery listens to this host (where the forger also is).
-            ("FERRY_PEERS", "127.0.0.1".into()),
-            ("FERRY_DISCOVERY_PORT", discovery_port.to_string()),
-        ],
-    );
+    // Discovery listens to this host (where the forger also is).
+    let mut publ = steady_publisher(&dom, "udp,latest", 500, &env);
     let forged = Message::Announce(Announcement {
         host: 0xF0_12_6E_D0,
         domain: dom.clone(),
@@ -480,19 +524,12 @@ fn a_forged_announcement_cannot_aim_the_data_stream_at_a_stranger() {
         }],
     })
     .encode();
-    let forger = StdUdp::bind("127.0.0.1:0").unwrap();
+    let mut forger = Forger::new(discovery_port, Duration::from_millis(500));
     let (mut announced, mut received) = (0u64, 0u64);
     let mut buf = vec![0u8; 65_536];
     let start = std::time::Instant::now();
-    let mut next_announce = start;
     while start.elapsed() < Duration::from_secs(4) {
-        if std::time::Instant::now() >= next_announce {
-            forger
-                .send_to(&forged, ("127.0.0.1", discovery_port))
-                .unwrap();
-            announced += forged.len() as u64;
-            next_announce += Duration::from_millis(500);
-        }
+        announced += forger.announce_when_due(&forged);
         if let Ok(n) = victim.recv(&mut buf) {
             received += n as u64;
         }
@@ -519,28 +556,8 @@ fn a_forged_announcement_cannot_aim_the_data_stream_at_a_stranger() {
 fn ends_on_other_hosts_of_another_type_are_left_out_and_counted() {
     use ferry::udp::discovery::{Announcement, Entry, Message, Role};
     let dom = domain("types");
-    let discovery_port = StdUdp::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let env = [
-        ("FERRY_PEERS", "127.0.0.1".to_owned()),
-        ("FERRY_DISCOVERY_PORT", discovery_port.to_string()),
-    ];
-    let mut publ = spawn_with_env(
-        "publisher",
-        &topic_vars(
-            (&dom, "t", "udp,latest,type=imu"),
-            &[
-                ("COUNT", "1000000".into()),
-                ("MAXSIZE", "1024".into()),
-                ("SIZES", "max".into()),
-                ("PACE_US", "2000".into()),
-            ],
-        ),
-        &env,
-    );
+    let (discovery_port, env) = discovery_on_this_host();
+    let mut publ = steady_publisher(&dom, "udp,latest,type=imu", 2000, &env);
     let mut sub = spawn_with_env(
         "subscriber",
         &topic_vars(
@@ -587,19 +604,13 @@ fn ends_on_other_hosts_of_another_type_are_left_out_and_counted() {
         ],
     })
     .encode();
-    let forger = StdUdp::bind("127.0.0.1:0").unwrap();
+    let mut forger = Forger::new(discovery_port, Duration::from_millis(300));
     let (mut to_other, mut to_same) = (0u64, 0u64);
     let mut counted = (0u64, 0u64);
     let mut buf = vec![0u8; 65_536];
     let start = std::time::Instant::now();
-    let mut next_announce = start;
     while start.elapsed() < Duration::from_secs(20) {
-        if std::time::Instant::now() >= next_announce {
-            forger
-                .send_to(&forged, ("127.0.0.1", discovery_port))
-                .unwrap();
-            next_announce += Duration::from_millis(300);
-        }
+        forger.announce_when_due(&forged);
         if let Ok(n) = other_kind.recv(&mut buf) {
             to_other += n as u64;
         }
@@ -659,14 +670,7 @@ fn a_domain_key_seals_every_datagram_and_strangers_are_refused() {
     assert!(wait_until(Duration::from_secs(30), || publ
         .subscriber_count()
         >= 1));
-    for seq in 0..200u64 {
-        publ.send(&pattern(seq, 3000)).unwrap();
-        let s = sub
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap()
-            .expect("keyed messages arrive");
-        assert_eq!(&*s, &pattern(s.seq(), 3000)[..]);
-    }
+    send_and_check(&mut publ, &mut sub, 200, "keyed messages arrive");
     assert!(
         other
             .recv_timeout(Duration::from_millis(300))
