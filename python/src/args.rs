@@ -20,8 +20,13 @@ pub fn seconds(what: &str, s: f64) -> PyResult<Duration> {
     })
 }
 
+/// `seconds` of a number that may be None (None stays None).
+pub fn optional_seconds(what: &str, s: Option<f64>) -> PyResult<Option<Duration>> {
+    s.map(|s| seconds(what, s)).transpose()
+}
+
 pub fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
-    timeout.map(|t| seconds("timeout", t)).transpose()
+    optional_seconds("timeout", timeout)
 }
 
 pub fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {

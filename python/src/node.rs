@@ -3,7 +3,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::args::seconds;
+use crate::args::optional_seconds;
 use crate::errors;
 use crate::publisher::Publisher;
 use crate::service::{Client, Server};
@@ -21,6 +21,16 @@ fn choice<T: Copy>(what: &str, given: &str, options: &[(&str, T)]) -> PyResult<T
                 names.join(", ")
             ))
         })
+}
+
+/// Applies each setting that was given (not None) to the Qos `q` by its method of the same
+/// name; what was not given keeps ferry's default.
+macro_rules! set_given {
+    ($q:ident: $($setting:ident),* $(,)?) => {
+        $(if let Some(v) = $setting {
+            $q = $q.$setting(v);
+        })*
+    };
 }
 
 const TRANSPORTS: &[(&str, ferry::Transport)] = &[
@@ -51,8 +61,72 @@ pub struct Qos {
     pub inner: ferry::Qos,
 }
 
-#[pymethods]
-impl Qos {
+/// Declares Qos's `#[pymethods]`: a getter for each field listed, read from `inner` (`named`: by
+/// its name in a table of choices, `copied`: as it is, `seconds`: a duration in seconds), then
+/// the methods written out.
+macro_rules! qos_pymethods {
+    (
+        named { $($named:ident in $table:ident,)* }
+        copied { $($(#[$copied_doc:meta])* $copied:ident: $ty:ty,)* }
+        seconds { $($(#[$seconds_doc:meta])* $seconds:ident,)* }
+        $($methods:tt)*
+    ) => {
+        #[pymethods]
+        impl Qos {
+            $(
+                #[getter]
+                fn $named(&self) -> &'static str {
+                    name_of($table, &self.inner.$named)
+                }
+            )*
+            $(
+                $(#[$copied_doc])*
+                #[getter]
+                fn $copied(&self) -> $ty {
+                    self.inner.$copied
+                }
+            )*
+            $(
+                $(#[$seconds_doc])*
+                #[getter]
+                fn $seconds(&self) -> f64 {
+                    self.inner.$seconds.as_secs_f64()
+                }
+            )*
+            $($methods)*
+        }
+    };
+}
+
+qos_pymethods! {
+    named {
+        transport in TRANSPORTS,
+        delivery in DELIVERIES,
+        wait in WAITS,
+        ip_version in IP_VERSIONS,
+    }
+    copied {
+        max_message_size: usize,
+        ring_capacity: usize,
+        max_ring_capacity: usize,
+        /// Messages a publisher keeps for subscribers that start later; for a subscriber, how many
+        /// of them it takes first (shared memory).
+        history: usize,
+        /// Subscriber: samples held at once while views of them exist (the latest included).
+        max_held: usize,
+        mtu: usize,
+        max_sessions: usize,
+        max_receivers: usize,
+        /// UDP publisher: the most bits per second it puts on the wire, or None (no cap).
+        max_rate: Option<u64>,
+    }
+    seconds {
+        send_timeout,
+        spin_window,
+        /// UDP subscriber: seconds without a word from a publisher after which it is gone.
+        lease,
+    }
+
     #[new]
     #[pyo3(signature = (*, transport="auto", delivery="reliable", wait="adaptive",
         max_message_size=None, ring_capacity=None, max_ring_capacity=None, send_timeout=None,
@@ -88,42 +162,12 @@ impl Qos {
             .delivery(choice("delivery", delivery, DELIVERIES)?)
             .wait(choice("wait", wait, WAITS)?)
             .ip_version(choice("ip_version", ip_version, IP_VERSIONS)?);
-        if let Some(v) = max_message_size {
-            q = q.max_message_size(v);
-        }
-        if let Some(v) = ring_capacity {
-            q = q.ring_capacity(v);
-        }
-        if let Some(v) = max_ring_capacity {
-            q = q.max_ring_capacity(v);
-        }
-        if let Some(v) = send_timeout {
-            q = q.send_timeout(seconds("send_timeout", v)?);
-        }
-        if let Some(v) = spin_window {
-            q = q.spin_window(seconds("spin_window", v)?);
-        }
-        if let Some(v) = mtu {
-            q = q.mtu(v);
-        }
-        if let Some(v) = max_sessions {
-            q = q.max_sessions(v);
-        }
-        if let Some(v) = max_receivers {
-            q = q.max_receivers(v);
-        }
-        if let Some(v) = max_rate {
-            q = q.max_rate(v);
-        }
-        if let Some(v) = deadline {
-            q = q.deadline(seconds("deadline", v)?);
-        }
-        if let Some(v) = lease {
-            q = q.lease(seconds("lease", v)?);
-        }
-        if let Some(v) = max_held {
-            q = q.max_held(v);
-        }
+        let send_timeout = optional_seconds("send_timeout", send_timeout)?;
+        let spin_window = optional_seconds("spin_window", spin_window)?;
+        let deadline = optional_seconds("deadline", deadline)?;
+        let lease = optional_seconds("lease", lease)?;
+        set_given!(q: max_message_size, ring_capacity, max_ring_capacity, send_timeout, spin_window,
+            mtu, max_sessions, max_receivers, max_rate, deadline, lease, max_held);
         q = q.history(history);
         q.topic_type = topic_type.map(|t| t.inner.clone());
         match multicast {
@@ -151,74 +195,10 @@ impl Qos {
             .map(|inner| crate::typed::TopicType { inner })
     }
 
-    #[getter]
-    fn transport(&self) -> &'static str {
-        name_of(TRANSPORTS, &self.inner.transport)
-    }
-    #[getter]
-    fn delivery(&self) -> &'static str {
-        name_of(DELIVERIES, &self.inner.delivery)
-    }
-    #[getter]
-    fn wait(&self) -> &'static str {
-        name_of(WAITS, &self.inner.wait)
-    }
-    #[getter]
-    fn max_message_size(&self) -> usize {
-        self.inner.max_message_size
-    }
-    #[getter]
-    fn ring_capacity(&self) -> usize {
-        self.inner.ring_capacity
-    }
-    #[getter]
-    fn max_ring_capacity(&self) -> usize {
-        self.inner.max_ring_capacity
-    }
-    #[getter]
-    fn send_timeout(&self) -> f64 {
-        self.inner.send_timeout.as_secs_f64()
-    }
-    /// Messages a publisher keeps for subscribers that start later; for a subscriber, how many
-    /// of them it takes first (shared memory).
-    #[getter]
-    fn history(&self) -> usize {
-        self.inner.history
-    }
-    /// Subscriber: samples held at once while views of them exist (the latest included).
-    #[getter]
-    fn max_held(&self) -> usize {
-        self.inner.max_held
-    }
-    /// UDP subscriber: seconds without a word from a publisher after which it is gone.
-    #[getter]
-    fn lease(&self) -> f64 {
-        self.inner.lease.as_secs_f64()
-    }
     /// The deadline period in seconds, or None.
     #[getter]
     fn deadline(&self) -> Option<f64> {
         self.inner.deadline.map(|d| d.as_secs_f64())
-    }
-    #[getter]
-    fn spin_window(&self) -> f64 {
-        self.inner.spin_window.as_secs_f64()
-    }
-    #[getter]
-    fn mtu(&self) -> usize {
-        self.inner.mtu
-    }
-    #[getter]
-    fn ip_version(&self) -> &'static str {
-        name_of(IP_VERSIONS, &self.inner.ip_version)
-    }
-    #[getter]
-    fn max_sessions(&self) -> usize {
-        self.inner.max_sessions
-    }
-    #[getter]
-    fn max_receivers(&self) -> usize {
-        self.inner.max_receivers
     }
     /// UDP: the multicast group data goes to, as "address:port", or None.
     #[getter]
@@ -240,11 +220,6 @@ impl Qos {
     #[getter]
     fn multicast_ttl(&self) -> Option<u32> {
         self.inner.multicast.map(|m| m.ttl)
-    }
-    /// UDP publisher: the most bits per second it puts on the wire, or None (no cap).
-    #[getter]
-    fn max_rate(&self) -> Option<u64> {
-        self.inner.max_rate
     }
 
     fn __repr__(&self) -> String {
@@ -278,6 +253,20 @@ impl Node {
     ) -> PyResult<T> {
         let node = &self.inner;
         py.detach(|| make(node)).map_err(errors::ferry)
+    }
+
+    /// Makes an end under `qos` (ferry's default when None), as `make` does, and its Python
+    /// class under the same QoS.
+    fn end<E: Send, T>(
+        &self,
+        py: Python<'_>,
+        qos: Option<&Qos>,
+        make: impl FnOnce(&ferry::Node, &ferry::Qos) -> Result<E, ferry::Error> + Send,
+        wrap: fn(E, &ferry::Qos) -> T,
+    ) -> PyResult<T> {
+        let qos = qos_or_default(qos);
+        let end = self.make(py, |node| make(node, &qos))?;
+        Ok(wrap(end, &qos))
     }
 }
 
@@ -318,9 +307,12 @@ impl Node {
     /// A publisher on `topic` (ferry's default QoS when `qos` is None).
     #[pyo3(signature = (topic, qos=None))]
     fn publisher(&self, py: Python<'_>, topic: &str, qos: Option<&Qos>) -> PyResult<Publisher> {
-        let qos = qos_or_default(qos);
-        let p = self.make(py, |node| node.publisher(topic, &qos))?;
-        Ok(Publisher::new(p, &qos))
+        self.end(
+            py,
+            qos,
+            |node, qos| node.publisher(topic, qos),
+            Publisher::new,
+        )
     }
 
     /// A subscriber on `topic`; it receives what is published from now on.
@@ -340,18 +332,14 @@ impl Node {
     /// `qos` says. Raises ferry.FerryError when the service has a server on this host.
     #[pyo3(signature = (service, qos=None))]
     fn server(&self, py: Python<'_>, service: &str, qos: Option<&Qos>) -> PyResult<Server> {
-        let qos = qos_or_default(qos);
-        let s = self.make(py, |node| node.server(service, &qos))?;
-        Ok(Server::new(s, &qos))
+        self.end(py, qos, |node, qos| node.server(service, qos), Server::new)
     }
 
     /// A client of `service` (ferry's default QoS when `qos` is None; its max_message_size is
     /// the largest request it sends). Delivery is reliable whatever `qos` says.
     #[pyo3(signature = (service, qos=None))]
     fn client(&self, py: Python<'_>, service: &str, qos: Option<&Qos>) -> PyResult<Client> {
-        let qos = qos_or_default(qos);
-        let c = self.make(py, |node| node.client(service, &qos))?;
-        Ok(Client::new(c, &qos))
+        self.end(py, qos, |node, qos| node.client(service, qos), Client::new)
     }
 
     fn __repr__(&self) -> String {
