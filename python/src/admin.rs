@@ -53,56 +53,36 @@ macro_rules! end_dict {
     }};
 }
 
+/// Sets each field named as the item of the same name: `d[name] = from.name`.
+macro_rules! set_fields {
+    ($d:ident, $from:ident; $($field:ident),* $(,)?) => {
+        $($d.set_item(stringify!($field), $from.$field)?;)*
+    };
+}
+
 fn publisher<'py>(py: Python<'py>, p: &PublisherStats) -> PyResult<Bound<'py, PyDict>> {
     let d = end_dict!(py, p);
     d.set_item("ring_bytes", p.capacity)?;
     d.set_item("max_message_bytes", p.max_message)?;
-    d.set_item("sent", p.sent)?;
-    d.set_item("bytes", p.bytes)?;
-    d.set_item("waits", p.waits)?;
-    d.set_item("timeouts", p.timeouts)?;
-    d.set_item("evictions", p.evictions)?;
-    d.set_item("deadline_missed", p.deadline_missed)?;
-    d.set_item("other_type", p.other_type)?;
-    d.set_item("retransmitted", p.retransmitted)?;
-    d.set_item("kernel_drops", p.kernel_drops)?;
-    d.set_item("send_errors", p.send_errors)?;
+    set_fields!(d, p; sent, bytes, waits, timeouts, evictions, deadline_missed, other_type,
+        retransmitted, kernel_drops, send_errors);
     d.set_item("refused", refusals(py, &p.refused)?)?;
-    d.set_item("repairs_deferred", p.repairs_deferred)?;
-    d.set_item("challenges_withheld", p.challenges_withheld)?;
+    set_fields!(d, p; repairs_deferred, challenges_withheld);
     d.set_item("discovery_refused", discovery(py, &p.discovery_refused)?)?;
     let c = &p.congestion;
-    d.set_item("repair_bytes", c.repair_bytes)?;
-    d.set_item("repairs_suppressed", c.repairs_suppressed)?;
+    set_fields!(d, c; repair_bytes, repairs_suppressed);
     d.set_item("pacing_rate_bytes_per_s", c.pacing_rate)?;
     d.set_item("bottleneck_rate_bytes_per_s", c.bottleneck_rate)?;
-    d.set_item("min_rtt_ns", c.min_rtt_ns)?;
-    d.set_item("paced_waits", c.paced_waits)?;
-    d.set_item("window_waits", c.window_waits)?;
-    d.set_item("congestion_events", c.congestion_events)?;
-    d.set_item("noise_loss_events", c.noise_loss_events)?;
-    d.set_item("queue_events", c.queue_events)?;
-    d.set_item("datagrams", c.datagrams)?;
-    d.set_item("batches", c.batches)?;
-    d.set_item("batched_messages", c.batched_messages)?;
-    d.set_item("left_out", c.left_out)?;
+    set_fields!(d, c; min_rtt_ns, paced_waits, window_waits, congestion_events, noise_loss_events,
+        queue_events, datagrams, batches, batched_messages, left_out);
     Ok(d)
 }
 
 fn subscriber<'py>(py: Python<'py>, s: &SubscriberStats) -> PyResult<Bound<'py, PyDict>> {
     let d = end_dict!(py, s);
-    d.set_item("received", s.received)?;
-    d.set_item("bytes", s.bytes)?;
-    d.set_item("skipped", s.skipped)?;
-    d.set_item("deadline_missed", s.deadline_missed)?;
-    d.set_item("other_type", s.other_type)?;
-    d.set_item("waits", s.waits)?;
-    d.set_item("lost", s.lost)?;
+    set_fields!(d, s; received, bytes, skipped, deadline_missed, other_type, waits, lost);
     d.set_item("refused", refusals(py, &s.refused)?)?;
-    d.set_item("kernel_drops", s.kernel_drops)?;
-    d.set_item("evicted", s.evicted)?;
-    d.set_item("replies_withheld", s.replies_withheld)?;
-    d.set_item("sessions_evicted", s.sessions_evicted)?;
+    set_fields!(d, s; kernel_drops, evicted, replies_withheld, sessions_evicted);
     d.set_item("discovery_refused", discovery(py, &s.discovery_refused)?)?;
     Ok(d)
 }
