@@ -22,22 +22,20 @@ mod subscriber;
 mod typed;
 mod waitset;
 
+/// Adds each class to the module `m`.
+macro_rules! add_classes {
+    ($m:ident: $($class:path),* $(,)?) => {
+        $($m.add_class::<$class>()?;)*
+    };
+}
+
 /// The GIL is kept (`gil_used`): the module is not tested on free-threaded Python.
 #[pymodule(gil_used = true)]
 fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
-    m.add_class::<node::Node>()?;
-    m.add_class::<node::Qos>()?;
-    m.add_class::<typed::TopicType>()?;
-    m.add_class::<publisher::Publisher>()?;
-    m.add_class::<publisher::Loan>()?;
-    m.add_class::<subscriber::Subscriber>()?;
-    m.add_class::<subscriber::Sample>()?;
-    m.add_class::<service::Client>()?;
-    m.add_class::<service::Server>()?;
-    m.add_class::<service::Request>()?;
-    m.add_class::<service::ReplyTo>()?;
-    m.add_class::<waitset::WaitSet>()?;
+    add_classes!(m: node::Node, node::Qos, typed::TopicType, publisher::Publisher, publisher::Loan,
+        subscriber::Subscriber, subscriber::Sample, service::Client, service::Server,
+        service::Request, service::ReplyTo, waitset::WaitSet);
     m.add_function(wrap_pyfunction!(admin::topics, m)?)?;
     m.add_function(wrap_pyfunction!(admin::stats, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
