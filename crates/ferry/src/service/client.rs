@@ -514,18 +514,7 @@ pub struct RequestLoan<'a> {
 }
 
 impl RequestLoan<'_> {
-    /// The request's bytes to fill in (they hold what was there before: write every byte).
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.loan.as_mut_slice()[HEADER..]
-    }
-
-    pub fn len(&self) -> usize {
-        self.loan.len() - HEADER
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
+    super::body_of_loan!("request");
 
     /// Sends the request.
     pub fn send(mut self) -> Result<RequestId, CallError> {

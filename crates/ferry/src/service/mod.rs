@@ -276,6 +276,29 @@ impl std::ops::AddAssign for ServiceCounters {
     }
 }
 
+/// The body of a request's or an answer's loan (a field `loan`, a topic's loan whose first
+/// `HEADER` bytes are the service's header, written at send): `as_mut_slice`, `len` and
+/// `is_empty` of what follows the header.
+macro_rules! body_of_loan {
+    ($what:literal) => {
+        #[doc = concat!("The ", $what, "'s bytes to fill in (they hold what was there before: write every byte).")]
+        pub fn as_mut_slice(&mut self) -> &mut [u8] {
+            &mut self.loan.as_mut_slice()[HEADER..]
+        }
+
+        #[doc = concat!("The ", $what, "'s length in bytes.")]
+        pub fn len(&self) -> usize {
+            self.loan.len() - HEADER
+        }
+
+        #[doc = concat!("Whether the ", $what, " is empty.")]
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+    };
+}
+use body_of_loan;
+
 /// A service end's counters in its subscriber's directory slot.
 #[derive(Clone, Copy)]
 struct Counters(NonNull<[AtomicU64; SERVICE_COUNTERS]>);

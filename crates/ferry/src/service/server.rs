@@ -502,18 +502,7 @@ pub struct ResponseLoan<'a> {
 }
 
 impl ResponseLoan<'_> {
-    /// The answer's bytes to fill in (they hold what was there before: write every byte).
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.loan.as_mut_slice()[HEADER..]
-    }
-
-    pub fn len(&self) -> usize {
-        self.loan.len() - HEADER
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
+    super::body_of_loan!("answer");
 
     pub fn send(mut self) -> Result<(), SendError> {
         // The header goes in now, with the commit, not when the loan was made: a spinning
