@@ -691,16 +691,19 @@ impl Sender {
             let idle = self
                 .ran_dry
                 .take()
-                .is_some_and(|t| now.saturating_sub(t) > self.cc.datagram_ns());
+                .is_some_and(|t| now.saturating_sub(t) > self.cc.quantum_ns());
             if first_sent == 0
                 && idle
                 && now >= self.cc.next_send_ns()
                 && self.cc.in_flight() < self.cc.window()
             {
                 // A message that came after the sender had nothing to send for longer than a
-                // datagram takes finds the pacer idle and the window open: the application, not
-                // the path, sets the pace (what it sends now cannot show the path's rate). One
-                // that waited behind the window or the pacer, or came at once, is the path's.
+                // pacing quantum takes finds the pacer idle and the window open: the
+                // application, not the path, sets the pace (what it sends now cannot show the
+                // path's rate). One that waited behind the window or the pacer, or came at once,
+                // is the path's. (Not a datagram's time: at a rate estimate above the link, a
+                // few microseconds, which every wake-up of a publisher held by a receiver's
+                // window exceeds; Startup never ended on such samples and kept 2 MB queued.)
                 self.cc.on_limited();
             }
             let allow = self.cc.allowance(now, windowed);
