@@ -123,6 +123,8 @@ struct Flow {
     offered: u64,
     /// Messages offered as a [`Trickle`].
     trickled: u64,
+    /// When the sender last ran dry (with [`App::Wakes`]).
+    dry: Option<u64>,
     delivered: Vec<(u64, u64)>,
     next_seq: u64,
     rx_next: u64,
@@ -157,9 +159,21 @@ struct Trickle {
     size: usize,
 }
 
-/// Runs `flows` backlogged reliable publishers (messages of `size`) through one bottleneck
-/// for `duration` ns; goodput counts from `measure_from` ns after the start. `cap`: the
-/// senders' rate cap (bytes per second). With a [`Trickle`], the publishers turn to it.
+/// How the publishers' applications offer messages.
+#[derive(Clone, Copy)]
+enum App {
+    /// A message is always waiting.
+    Backlog,
+    /// Always another message, but the application's thread wakes this many ns after the
+    /// sender ran dry before it offers it (a publisher that blocked on a receiver's window).
+    Wakes(u64),
+    /// A backlog, then a [`Trickle`].
+    Trickle(Trickle),
+}
+
+/// Runs `flows` reliable publishers (messages of `size`, offered as `app` says) through one
+/// bottleneck for `duration` ns; goodput counts from `measure_from` ns after the start. `cap`:
+/// the senders' rate cap (bytes per second).
 fn simulate(
     link: Link,
     starts: &[u64],
@@ -167,7 +181,7 @@ fn simulate(
     duration: u64,
     measure_from: u64,
     cap: u64,
-    trickle: Option<Trickle>,
+    app: App,
 ) -> Outcome {
     let mut fwd = Pipe::new(link, 7);
     fwd.late = START + measure_from;
@@ -203,6 +217,7 @@ fn simulate(
                 rx,
                 offered: 0,
                 trickled: 0,
+                dry: None,
                 delivered: Vec::new(),
                 next_seq: 0,
                 rx_next: 0,
@@ -265,8 +280,8 @@ fn simulate(
                 f.tx.expect_receiver(200 + i as u64, true, now);
                 f.tx.heartbeat_now(now, &mut sink);
             }
-            match trickle {
-                Some(t) if now >= START + t.from => {
+            match app {
+                App::Trickle(t) if now >= START + t.from => {
                     let due = START + t.from + f.trickled * t.period;
                     if now >= due && !f.tx.busy() {
                         f.tx.offer(&message(f.offered, t.size)).unwrap();
@@ -280,10 +295,18 @@ fn simulate(
                         next = next.min(due);
                     }
                 }
-                // Backlogged: a message is always waiting.
+                // Backlogged: a message is always waiting (once the application woke).
                 _ => {
                     for _ in 0..64 {
                         if !f.tx.busy() {
+                            if let App::Wakes(wake) = app {
+                                let awake = f.dry.get_or_insert(now).saturating_add(wake);
+                                if now < awake {
+                                    next = next.min(awake);
+                                    break;
+                                }
+                                f.dry = None;
+                            }
                             f.tx.offer(&message(f.offered, size)).unwrap();
                             f.offered += 1;
                         }
@@ -340,7 +363,15 @@ fn trickling(link: Link, from: u64, duration: u64) -> Outcome {
         period: 20 * MS,
         size: 1 << 10,
     };
-    simulate(link, &[0], 64 << 10, duration, 0, u64::MAX, Some(trickle))
+    simulate(
+        link,
+        &[0],
+        64 << 10,
+        duration,
+        0,
+        u64::MAX,
+        App::Trickle(trickle),
+    )
 }
 
 /// What happened, for the failure message (and `--nocapture`).
@@ -365,7 +396,15 @@ fn report(o: &Outcome, link: &Link) -> String {
 #[test]
 fn a_gigabit_link_is_filled_without_overflowing_its_queue() {
     let link = GIGABIT;
-    let o = simulate(link, &[0], 64 << 10, 600 * MS, 200 * MS, u64::MAX, None);
+    let o = simulate(
+        link,
+        &[0],
+        64 << 10,
+        600 * MS,
+        200 * MS,
+        u64::MAX,
+        App::Backlog,
+    );
     let why = report(&o, &link);
     assert!(o.goodput[0] as f64 >= 0.9 * link.rate as f64, "{why}");
     assert!(o.dropped as f64 <= 0.02 * o.carried as f64, "{why}");
@@ -385,12 +424,48 @@ fn a_gigabit_link_behind_a_deep_queue_is_filled_without_a_standing_queue() {
         buffer: GBIT / 20,
         loss: 0.0,
     };
-    let o = simulate(link, &[0], 64 << 10, 2000 * MS, 500 * MS, u64::MAX, None);
+    let o = simulate(
+        link,
+        &[0],
+        64 << 10,
+        2000 * MS,
+        500 * MS,
+        u64::MAX,
+        App::Backlog,
+    );
     let why = report(&o, &link);
     assert!(o.goodput[0] as f64 >= 0.9 * link.rate as f64, "{why}");
     assert_eq!(o.phases[0], Phase::ProbeBw, "{why}");
     let min_rtt = o.senders[0].congestion.min_rtt_ns;
     assert!(min_rtt <= 300_000, "a round trip of {min_rtt} ns: {why}");
+}
+
+/// A backlogged publisher whose application wakes 20 µs after the sender ran dry (as one blocked
+/// on its receiver's window does) on a gigabit link behind a deep queue: that wake-up is longer
+/// than a datagram takes at the link's rate (12 µs) but not a pacing quantum, so its messages
+/// are the path's pace, Startup ends and no standing queue is kept. (With a datagram's time as
+/// the limit every message was the application's, Startup never ended, and on the lab's link
+/// the publisher kept 2 MB queued and took the link from TCP.)
+#[test]
+fn a_publisher_that_wakes_late_for_each_message_still_leaves_startup() {
+    let link = Link {
+        rate: GBIT,
+        delay: 50_000,
+        buffer: GBIT / 20,
+        loss: 0.0,
+    };
+    let o = simulate(
+        link,
+        &[0],
+        64 << 10,
+        1000 * MS,
+        300 * MS,
+        u64::MAX,
+        App::Wakes(20_000),
+    );
+    let why = report(&o, &link);
+    assert_eq!(o.phases[0], Phase::ProbeBw, "{why}");
+    assert!(o.goodput[0] as f64 >= 0.8 * link.rate as f64, "{why}");
 }
 
 /// A publisher whose application sends a 1 KiB message every 20 ms from its start: those
@@ -439,7 +514,15 @@ fn a_slow_link_with_a_shallow_queue_and_a_long_path() {
         buffer: 64 << 10,
         loss: 0.0,
     };
-    let o = simulate(link, &[0], 64 << 10, 2000 * MS, 500 * MS, u64::MAX, None);
+    let o = simulate(
+        link,
+        &[0],
+        64 << 10,
+        2000 * MS,
+        500 * MS,
+        u64::MAX,
+        App::Backlog,
+    );
     let why = report(&o, &link);
     assert!(o.goodput[0] as f64 >= 0.9 * link.rate as f64, "{why}");
     assert!(o.dropped as f64 <= 0.02 * o.carried as f64, "{why}");
@@ -455,7 +538,15 @@ fn random_loss_is_not_taken_for_congestion() {
         buffer: 1 << 20,
         loss: 0.01,
     };
-    let o = simulate(link, &[0], 16 << 10, 2000 * MS, 500 * MS, u64::MAX, None);
+    let o = simulate(
+        link,
+        &[0],
+        16 << 10,
+        2000 * MS,
+        500 * MS,
+        u64::MAX,
+        App::Backlog,
+    );
     let why = report(&o, &link);
     assert!(o.goodput[0] as f64 >= 0.85 * link.rate as f64, "{why}");
     assert!(o.senders[0].retransmitted_frames > 0, "{why}");
@@ -492,7 +583,7 @@ fn two_flows_share(link: Link) -> Outcome {
         12000 * MS,
         6000 * MS,
         u64::MAX,
-        None,
+        App::Backlog,
     );
     let why = report(&o, &link);
     let (a, b) = (o.goodput[0] as f64, o.goodput[1] as f64);
@@ -518,7 +609,7 @@ fn two_flows_share_a_short_path_behind_a_deep_queue() {
 fn a_rate_cap_holds() {
     let link = GIGABIT;
     let cap = 100 * MBIT;
-    let o = simulate(link, &[0], 64 << 10, 600 * MS, 200 * MS, cap, None);
+    let o = simulate(link, &[0], 64 << 10, 600 * MS, 200 * MS, cap, App::Backlog);
     let why = report(&o, &link);
     let g = o.goodput[0] as f64;
     assert!(g <= 1.02 * cap as f64, "{why}");
