@@ -117,6 +117,7 @@ impl Client {
     }
 
     /// Lends room for a `len`-byte request, written in place (in the ring under shared memory).
+    #[inline]
     pub fn loan_request(&mut self, len: usize) -> Result<RequestLoan<'_>, CallError> {
         if len > self.max_request {
             return Err(SendError::TooLarge {
@@ -125,7 +126,9 @@ impl Client {
             }
             .into());
         }
-        self.ensure_server()?;
+        if !self.server_ready {
+            self.ensure_server()?;
+        }
         let loan = self.requests.loan(HEADER + len)?;
         let request = self.calls.next;
         Ok(RequestLoan {
@@ -181,6 +184,7 @@ impl Client {
     /// Waits up to `timeout` for the response to any pending request; `None` when the time ran
     /// out. A request the server can no longer answer ends here as [`CallError::ServerGone`],
     /// one error per request.
+    #[inline]
     pub fn recv_response(&mut self, timeout: Duration) -> Result<Option<Response<'_>>, CallError> {
         match self.next(Some(timeout), true, None)? {
             Some((side, id, status)) => self.response(side, id, status).map(Some),
@@ -197,6 +201,7 @@ impl Client {
     }
 
     /// Makes a response of what `next` found, or the error its status says.
+    #[inline]
     fn response(
         &mut self,
         side: Found,
@@ -227,6 +232,7 @@ impl Client {
 
     /// Finds the next response (`want`: only that request's; others found meanwhile are
     /// stashed), waiting until `deadline` when `block`. Watches the server meanwhile.
+    #[inline]
     fn next(
         &mut self,
         timeout: Option<Duration>,
@@ -384,12 +390,13 @@ impl Client {
         Ok(())
     }
 
-    /// Before a send: a server must take this client's requests, or the request would go
-    /// nowhere. Cheap once one has (a flag); the watch clears it when the server goes.
+    /// Before a send while no server is known to take this client's requests (the caller
+    /// looks at `server_ready`, which the watch clears when the server goes): a server must
+    /// take them, or the request would go nowhere. (Out of line: once a server has, sends
+    /// never come here.)
+    #[cold]
+    #[inline(never)]
     fn ensure_server(&mut self) -> Result<(), CallError> {
-        if self.server_ready {
-            return Ok(());
-        }
         let start = Instant::now();
         let appear_by = start.checked_add(self.wait_for_server);
         let mut join_by: Option<Instant> = None;
@@ -517,6 +524,7 @@ impl RequestLoan<'_> {
     super::body_of_loan!("request");
 
     /// Sends the request.
+    #[inline]
     pub fn send(mut self) -> Result<RequestId, CallError> {
         // The header goes in with the commit (see `ResponseLoan::send`). Ids travel as their
         // low 32 bits (`wire`).

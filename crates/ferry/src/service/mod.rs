@@ -360,6 +360,7 @@ struct SlicedWait {
 }
 
 impl SlicedWait {
+    #[inline]
     fn new(timeout: Option<Duration>, max_slice: Duration) -> SlicedWait {
         SlicedWait {
             timeout,
@@ -369,6 +370,7 @@ impl SlicedWait {
     }
 
     /// How long the next slice may wait.
+    #[inline]
     fn slice(&self) -> Duration {
         let left = match (self.started, self.timeout) {
             (_, None) => return self.max_slice,
@@ -379,6 +381,7 @@ impl SlicedWait {
     }
 
     /// After a slice: true when the timeout has passed.
+    #[inline]
     fn expired(&mut self) -> bool {
         let now = std::time::Instant::now();
         let started = *self.started.get_or_insert(now);

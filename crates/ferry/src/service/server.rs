@@ -166,6 +166,7 @@ impl Server {
     }
 
     /// Waits up to `timeout` for the next request; `None` when the time ran out.
+    #[inline]
     pub fn recv_request(&mut self, timeout: Duration) -> Result<Option<Request<'_>>, RecvError> {
         Ok(self
             .next(Some(timeout), true)?
@@ -185,6 +186,7 @@ impl Server {
 
     /// Lends room for a `len`-byte answer to a request received earlier; `None` when its
     /// client has gone (counted).
+    #[inline]
     pub fn loan_response(
         &mut self,
         to: ReplyTo,
@@ -194,6 +196,7 @@ impl Server {
             .loan(to.client.0, to.request.wire(), Status::Answer, len)
     }
 
+    #[inline]
     fn request(&mut self, (side, client, request): (Side, u64, u32)) -> Request<'_> {
         Request {
             sample: self.requests.sample(side),
@@ -224,6 +227,7 @@ impl Server {
     }
 
     /// Finds the next well-formed request, answering those too large with a refusal.
+    #[inline]
     fn next(
         &mut self,
         timeout: Option<Duration>,
@@ -273,6 +277,7 @@ impl Server {
 impl Responders {
     /// The publisher of `client`'s responses, made (and waited for) at its first response;
     /// `None` when the client has gone, counted as a dropped response.
+    #[inline]
     fn publisher(&mut self, client: u64) -> Result<Option<&mut Publisher>, ServeError> {
         if self.last.as_ref().is_some_and(|(c, _)| *c == client) {
             return Ok(self.last.as_mut().map(|(_, p)| p));
@@ -331,6 +336,7 @@ impl Responders {
         Ok(Some(publisher))
     }
 
+    #[inline]
     fn loan(
         &mut self,
         client: u64,
@@ -504,6 +510,7 @@ pub struct ResponseLoan<'a> {
 impl ResponseLoan<'_> {
     super::body_of_loan!("answer");
 
+    #[inline]
     pub fn send(mut self) -> Result<(), SendError> {
         // The header goes in now, with the commit, not when the loan was made: a spinning
         // client polls this very line, and a store made early, apart from the body's and the
