@@ -338,6 +338,11 @@ impl Controller {
         )
     }
 
+    /// The time a full datagram takes at the pacing rate (ns).
+    pub fn datagram_ns(&self) -> u64 {
+        time_of(self.cfg.datagram, self.rate())
+    }
+
     /// The time a quantum takes at the pacing rate (ns).
     pub fn quantum_ns(&self) -> u64 {
         time_of(self.quantum(), self.rate())

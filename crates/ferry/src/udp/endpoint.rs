@@ -1401,6 +1401,7 @@ impl UdpPublisher {
             let burst = core.sender.batchable(len) && core.flush.outpaced(monotonic_ns());
             if core.flush.active || burst {
                 while !core.sender.can_take(len) {
+                    core.sender.publisher_waits();
                     core = self.wait_flusher(core, &mut deadline)?;
                 }
                 core.sender.offer_owned(msg).expect("room checked");
@@ -1415,6 +1416,7 @@ impl UdpPublisher {
                 break;
             }
             // What was sent before and still waits for credit goes first.
+            core.sender.publisher_waits();
             let wake = core.sender.next_send_ns();
             core = self.wait_progress(core, &mut deadline, wake)?;
         }
@@ -1433,6 +1435,7 @@ impl UdpPublisher {
                 return Ok(());
             }
             first = false;
+            sender.publisher_waits();
             let wake = sender.next_send_ns();
             core = self.wait_progress(core, &mut deadline, wake)?;
         }

@@ -266,6 +266,10 @@ struct InProgress {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Busy;
 
+/// The longest quiet after which a message counts as the application's pace whatever the rate
+/// estimate says (see `Sender::pump`): a request and its answer on a LAN take longer.
+const APP_IDLE_NS: u64 = 50_000;
+
 pub struct Sender {
     cfg: SenderConfig,
     common: Common,
@@ -291,9 +295,14 @@ pub struct Sender {
     /// pacer or the in-flight window.
     pacer_wait: bool,
     cc_wait: bool,
-    /// When everything queued last went out (ns): a message that comes later than the pacer
-    /// would have sent a datagram is the application's pace, not the path's.
-    ran_dry: Option<u64>,
+    /// When everything queued last went out (ns), and whether the publisher was blocked on this
+    /// sender then (`publisher_waits`): a message that comes later than `APP_IDLE_NS`, or than a
+    /// pacing quantum after a blocked publisher's wake-up, is the application's pace, not the
+    /// path's.
+    ran_dry: Option<(u64, bool)>,
+    /// The publisher is blocked on this sender (its message not all sent, or the queue full)
+    /// since the last time everything went out.
+    publisher_waiting: bool,
     /// The latest receivers the message in progress leaves out (see `leave_out`).
     left_out: Vec<u64>,
     /// The receiver whose reports pace a latest publisher (see `pacing_receiver`).
@@ -318,7 +327,8 @@ impl Sender {
         Sender {
             cc,
             pacer_wait: false,
-            ran_dry: Some(0),
+            ran_dry: Some((0, false)),
+            publisher_waiting: false,
             cc_wait: false,
             left_out: Vec::new(),
             pace_source: None,
@@ -538,6 +548,13 @@ impl Sender {
         }
     }
 
+    /// The publisher blocks on this sender: its message is not all sent, or the queue has no
+    /// room for the next. When everything goes out meanwhile, the time until its next message
+    /// is its thread's wake-up, not the application's pace.
+    pub fn publisher_waits(&mut self) {
+        self.publisher_waiting = true;
+    }
+
     /// True while a message is still being sent.
     pub fn busy(&self) -> bool {
         self.current.is_some()
@@ -688,22 +705,30 @@ impl Sender {
             self.cc.unwatched(now, first_pos + first_sent as u64);
         }
         let budget = if paced {
-            let idle = self
-                .ran_dry
-                .take()
-                .is_some_and(|t| now.saturating_sub(t) > self.cc.quantum_ns());
+            let idle = self.ran_dry.take().is_some_and(|(t, waited)| {
+                let quiet = if waited {
+                    self.cc.quantum_ns()
+                } else {
+                    self.cc.datagram_ns().min(APP_IDLE_NS)
+                };
+                now.saturating_sub(t) > quiet
+            });
             if first_sent == 0
                 && idle
                 && now >= self.cc.next_send_ns()
                 && self.cc.in_flight() < self.cc.window()
             {
-                // A message that came after the sender had nothing to send for longer than a
-                // pacing quantum takes finds the pacer idle and the window open: the
-                // application, not the path, sets the pace (what it sends now cannot show the
-                // path's rate). One that waited behind the window or the pacer, or came at once,
-                // is the path's. (Not a datagram's time: at a rate estimate above the link, a
-                // few microseconds, which every wake-up of a publisher held by a receiver's
-                // window exceeds; Startup never ended on such samples and kept 2 MB queued.)
+                // A message that came after the sender had nothing to send for a while finds
+                // the pacer idle and the window open: the application, not the path, sets the
+                // pace (what it sends now cannot show the path's rate). One that waited behind
+                // the window or the pacer, or came at once, is the path's. "A while" is a
+                // datagram's time at the pacing rate, at most `APP_IDLE_NS` (not more: at an
+                // estimate that fell, a request and its answer would otherwise count as the
+                // path's, pull the estimate down to their own rate and be held by the pacer);
+                // but after a publisher that was blocked on this sender (held by a receiver's
+                // window, or the pacer) it is a pacing quantum, past the time its thread takes
+                // to wake (with less, at 1 Gbit/s every message after such a wake-up counted as
+                // the application's, Startup never ended and kept 2 MB queued).
                 self.cc.on_limited();
             }
             let allow = self.cc.allowance(now, windowed);
@@ -881,7 +906,7 @@ impl Sender {
         let done = seq == self.next_seq;
         if done {
             self.current = None;
-            self.ran_dry = Some(now);
+            self.ran_dry = Some((now, std::mem::take(&mut self.publisher_waiting)));
         } else {
             if on_wire == 0 {
                 self.stats.flow_blocked += 1;
