@@ -377,6 +377,11 @@ fn simulate(
     }
 }
 
+/// One uncapped publisher from the start (see [`simulate`]).
+fn one_flow(link: Link, size: usize, duration: u64, measure_from: u64, app: App) -> Outcome {
+    simulate(link, &[0], size, duration, measure_from, u64::MAX, app)
+}
+
 /// One publisher, backlogged with 64 KiB messages until `from` ns, then sending 1 KiB every
 /// 20 ms, for `duration` ns in all.
 fn trickling(link: Link, from: u64, duration: u64) -> Outcome {
@@ -385,15 +390,7 @@ fn trickling(link: Link, from: u64, duration: u64) -> Outcome {
         period: 20 * MS,
         size: 1 << 10,
     };
-    simulate(
-        link,
-        &[0],
-        64 << 10,
-        duration,
-        0,
-        u64::MAX,
-        App::Trickle(trickle),
-    )
+    one_flow(link, 64 << 10, duration, 0, App::Trickle(trickle))
 }
 
 /// What happened, for the failure message (and `--nocapture`).
@@ -418,15 +415,7 @@ fn report(o: &Outcome, link: &Link) -> String {
 #[test]
 fn a_gigabit_link_is_filled_without_overflowing_its_queue() {
     let link = GIGABIT;
-    let o = simulate(
-        link,
-        &[0],
-        64 << 10,
-        600 * MS,
-        200 * MS,
-        u64::MAX,
-        App::Backlog,
-    );
+    let o = one_flow(link, 64 << 10, 600 * MS, 200 * MS, App::Backlog);
     let why = report(&o, &link);
     assert!(o.goodput[0] as f64 >= 0.9 * link.rate as f64, "{why}");
     assert!(o.dropped as f64 <= 0.02 * o.carried as f64, "{why}");
@@ -446,15 +435,7 @@ fn a_gigabit_link_behind_a_deep_queue_is_filled_without_a_standing_queue() {
         buffer: GBIT / 20,
         loss: 0.0,
     };
-    let o = simulate(
-        link,
-        &[0],
-        64 << 10,
-        2000 * MS,
-        500 * MS,
-        u64::MAX,
-        App::Backlog,
-    );
+    let o = one_flow(link, 64 << 10, 2000 * MS, 500 * MS, App::Backlog);
     let why = report(&o, &link);
     assert!(o.goodput[0] as f64 >= 0.9 * link.rate as f64, "{why}");
     assert_eq!(o.phases[0], Phase::ProbeBw, "{why}");
@@ -464,10 +445,11 @@ fn a_gigabit_link_behind_a_deep_queue_is_filled_without_a_standing_queue() {
 
 /// A backlogged publisher whose application wakes 20 µs after the sender ran dry (as one blocked
 /// on its receiver's window does) on a gigabit link behind a deep queue: that wake-up is longer
-/// than a datagram takes at the link's rate (12 µs) but not a pacing quantum, so its messages
-/// are the path's pace, Startup ends and no standing queue is kept. (With a datagram's time as
-/// the limit every message was the application's, Startup never ended, and on the lab's link
-/// the publisher kept 2 MB queued and took the link from TCP.)
+/// than a datagram takes at the link's rate (12 µs) but, the publisher having been blocked on
+/// the sender, the limit is then a pacing quantum, so its messages are the path's pace, Startup
+/// ends and no standing queue is kept. (With a datagram's time as the limit every message was
+/// the application's, Startup never ended, and on the lab's link the publisher kept 2 MB queued
+/// and took the link from TCP.)
 #[test]
 fn a_publisher_that_wakes_late_for_each_message_still_leaves_startup() {
     let link = Link {
@@ -476,15 +458,7 @@ fn a_publisher_that_wakes_late_for_each_message_still_leaves_startup() {
         buffer: GBIT / 20,
         loss: 0.0,
     };
-    let o = simulate(
-        link,
-        &[0],
-        64 << 10,
-        1000 * MS,
-        300 * MS,
-        u64::MAX,
-        App::Wakes(20_000),
-    );
+    let o = one_flow(link, 64 << 10, 1000 * MS, 300 * MS, App::Wakes(20_000));
     let why = report(&o, &link);
     assert_eq!(o.phases[0], Phase::ProbeBw, "{why}");
     assert!(o.goodput[0] as f64 >= 0.8 * link.rate as f64, "{why}");
@@ -528,7 +502,7 @@ fn small_messages_after_idle_are_not_held_by_the_pacer() {
         period: 100_000,
         size: 32,
     };
-    let o = simulate(link, &[0], 32, 300 * MS, 0, u64::MAX, App::Trickle(trickle));
+    let o = one_flow(link, 32, 300 * MS, 0, App::Trickle(trickle));
     let why = report(&o, &link);
     assert!(o.senders[0].messages >= 2_900, "{why}");
     assert!(
@@ -566,15 +540,7 @@ fn a_slow_link_with_a_shallow_queue_and_a_long_path() {
         buffer: 64 << 10,
         loss: 0.0,
     };
-    let o = simulate(
-        link,
-        &[0],
-        64 << 10,
-        2000 * MS,
-        500 * MS,
-        u64::MAX,
-        App::Backlog,
-    );
+    let o = one_flow(link, 64 << 10, 2000 * MS, 500 * MS, App::Backlog);
     let why = report(&o, &link);
     assert!(o.goodput[0] as f64 >= 0.9 * link.rate as f64, "{why}");
     assert!(o.dropped as f64 <= 0.02 * o.carried as f64, "{why}");
@@ -590,15 +556,7 @@ fn random_loss_is_not_taken_for_congestion() {
         buffer: 1 << 20,
         loss: 0.01,
     };
-    let o = simulate(
-        link,
-        &[0],
-        16 << 10,
-        2000 * MS,
-        500 * MS,
-        u64::MAX,
-        App::Backlog,
-    );
+    let o = one_flow(link, 16 << 10, 2000 * MS, 500 * MS, App::Backlog);
     let why = report(&o, &link);
     assert!(o.goodput[0] as f64 >= 0.85 * link.rate as f64, "{why}");
     assert!(o.senders[0].retransmitted_frames > 0, "{why}");

@@ -296,9 +296,9 @@ pub struct Sender {
     pacer_wait: bool,
     cc_wait: bool,
     /// When everything queued last went out (ns), and whether the publisher was blocked on this
-    /// sender then (`publisher_waits`): a message that comes later than `APP_IDLE_NS`, or than a
-    /// pacing quantum after a blocked publisher's wake-up, is the application's pace, not the
-    /// path's.
+    /// sender then (`publisher_waits`): a message that comes later than a datagram's time at the
+    /// pacing rate (at most `APP_IDLE_NS`), or than a pacing quantum after a blocked publisher,
+    /// is the application's pace, not the path's.
     ran_dry: Option<(u64, bool)>,
     /// The publisher is blocked on this sender (its message not all sent, or the queue full)
     /// since the last time everything went out.
