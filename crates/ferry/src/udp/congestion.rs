@@ -38,6 +38,18 @@
 //!   round trip is now, queue included), the same step for every flow on the path. Flows that see the same queue back off by shares of
 //!   their rates and grow by equal steps, so they converge to equal shares, as AIMD does.
 //!   (Without it, two flows held 1:3 of a 100 Mbit/s link.)
+//! - **Another flow's queue**: a flow that does not react to delay (a Cubic TCP whose window
+//!   sits in the queue without a loss, as on a link whose qdisc pushes back on its sender) keeps
+//!   its queue whatever ferry does, and a flow that backs off on it starves (ferry kept a quarter
+//!   of such a link). When [`FOREIGN_STREAK`] back-offs in a row, and holding the rate they left
+//!   for [`FOREIGN_HOLD_NS`], did not drain the queue, it is another flow's: ferry undoes those
+//!   back-offs and counts that queue as part of the path (its window and gain cycle hold it), and
+//!   may queue as much again before its own queue counts as standing — a flow that keeps a
+//!   window queued and ferry then queue about as much each, and share the link about evenly.
+//!   The estimate falls with any round whose queue is shorter (the other flow eased or left);
+//!   ferry's own queue never enters it (its back-offs drain that), nor another ferry flow's
+//!   (which backs off too). A minimum round trip re-taken with that queue in it keeps the
+//!   allowance: the path's own round trip is the smallest of the last 30 s.
 //! - **Pacing**: runs of at most a quantum (one millisecond at the pacing rate, between two
 //!   datagrams and 64 KiB: also the GSO batch) leave on a schedule; repairs take their turn
 //!   on the same schedule.
@@ -83,6 +95,17 @@ const CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
 /// Datagrams in flight before the first round trip is measured, and the first pacing rate is
 /// this over [`INITIAL_RTT_NS`].
 const INITIAL_WINDOW: u64 = 32;
+/// How long the path's own round trip is remembered (see `Controller::base_rtt`).
+const BASE_RTT_WINDOW_NS: u64 = 30_000_000_000;
+/// Standing-queue back-offs in a row (the rate at 0.75^4, a third) after which the queue that
+/// still stands is taken for another flow's.
+pub const FOREIGN_STREAK: u32 = 4;
+/// How long such a queue must stand before it is taken for another flow's: longer than another
+/// ferry flow's Startup queue takes to drain.
+pub const FOREIGN_HOLD_NS: u64 = 300_000_000;
+/// The largest queue taken for another flow's (a receiver that delays its reports must not
+/// open the window without bound).
+pub const FOREIGN_QUEUE_MAX_NS: u64 = 1_000_000_000;
 const INITIAL_RTT_NS: u64 = 1_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,8 +147,12 @@ pub struct CongestionStats {
     pub congestion_events: u64,
     /// Round trips whose loss was not (no queue grew).
     pub noise_loss_events: u64,
-    /// Rounds that ended with a standing queue (each backs the rate off).
+    /// Rounds that ended with a standing queue (each backs the rate off, or takes the queue for
+    /// another flow's).
     pub queue_events: u64,
+    /// The queue of other flows that ferry's back-offs could not drain, counted as part of the
+    /// path (ns; 0: none).
+    pub foreign_queue_ns: u64,
     /// Round trips counted.
     pub rounds: u64,
 }
@@ -210,6 +237,21 @@ pub struct Controller {
     bw_lo: u64,
     min_rtt: u64,
     min_rtt_stamp: u64,
+    /// The queue of other flows (ns above `min_rtt`) that ferry's back-offs could not drain:
+    /// a flow that does not react to delay (a TCP whose window sits queued) keeps it whatever
+    /// ferry does, and a flow that yields to it starves. The window and the standing-queue limit
+    /// count it as part of the path, and ferry may queue as much again.
+    foreign_queue: u64,
+    /// The smallest round trip of the last [`BASE_RTT_WINDOW_NS`]: the path's own, where
+    /// `min_rtt`, re-taken every few seconds, may hold a queue that never drains.
+    base_rtt: u64,
+    base_rtt_stamp: u64,
+    /// Standing-queue back-offs in a row, and the smallest round trip among their rounds.
+    backoff_streak: u32,
+    streak_min_rtt: u64,
+    /// When the streak began, and the rate limit before its back-offs.
+    streak_start: u64,
+    streak_bw_lo: u64,
     /// Largest time between two reports that advanced delivery, this round and the last.
     ack_gap: [u64; 2],
     // Startup.
@@ -276,6 +318,13 @@ impl Controller {
             bw_lo: u64::MAX,
             min_rtt: 0,
             min_rtt_stamp: now,
+            foreign_queue: 0,
+            base_rtt: 0,
+            base_rtt_stamp: now,
+            backoff_streak: 0,
+            streak_min_rtt: u64::MAX,
+            streak_start: now,
+            streak_bw_lo: u64::MAX,
             ack_gap: [0; 2],
             full_bw: 0,
             full_bw_rounds: 0,
@@ -349,7 +398,19 @@ impl Controller {
     }
 
     fn bdp(&self) -> u64 {
-        bytes_in(self.bottleneck_rate(), self.min_rtt_or_initial())
+        bytes_in(self.bottleneck_rate(), self.path_rtt())
+    }
+
+    /// The round trip the path has for this flow: the minimum, and the queue other flows keep
+    /// standing in front of it.
+    fn path_rtt(&self) -> u64 {
+        self.min_rtt_or_initial() + self.foreign_queue
+    }
+
+    /// Other flows' queue that ferry may match: what it could not drain, and what the
+    /// minimum round trip holds above the path's own.
+    fn others_queue(&self) -> u64 {
+        (self.foreign_queue + self.min_rtt.saturating_sub(self.base_rtt)).min(FOREIGN_QUEUE_MAX_NS)
     }
 
     /// Bytes of new data allowed in flight.
@@ -367,7 +428,7 @@ impl Controller {
         // round trip or a millisecond (a receiver silent for longer must not open the window).
         let gap = self.ack_gap[0]
             .max(self.ack_gap[1])
-            .min(self.min_rtt_or_initial().max(1_000_000));
+            .min(self.path_rtt().max(1_000_000));
         let aggregation = bytes_in(self.bottleneck_rate(), gap);
         scale(self.bdp(), CWND_GAIN)
             .saturating_add(2 * aggregation)
@@ -521,7 +582,19 @@ impl Controller {
         // see the true one again).
         let expired =
             self.min_rtt != 0 && now.saturating_sub(self.min_rtt_stamp) > MIN_RTT_WINDOW_NS;
+        if self.base_rtt == 0
+            || rtt <= self.base_rtt
+            || now.saturating_sub(self.base_rtt_stamp) > BASE_RTT_WINDOW_NS
+        {
+            self.base_rtt = rtt;
+            self.base_rtt_stamp = now;
+        }
         if self.min_rtt == 0 || rtt <= self.min_rtt || expired {
+            // A minimum re-taken higher may hold the foreign queue: what it holds is the
+            // minimum's now (`others_queue` counts both).
+            if self.min_rtt != 0 && rtt > self.min_rtt {
+                self.foreign_queue = (self.min_rtt + self.foreign_queue).saturating_sub(rtt);
+            }
             self.min_rtt = rtt;
             self.min_rtt_stamp = now;
             if expired && self.phase != Phase::ProbeRtt {
@@ -592,15 +665,50 @@ impl Controller {
         // than it carries. Each backs off by a share of its rate and grows back by the same
         // amount per round for all (a datagram per round trip): flows that see the same queue
         // converge to equal shares, as AIMD does.
+        let measured = self.round_measured && self.min_rtt != 0 && self.round_min_rtt != u64::MAX;
+        if measured && self.round_min_rtt < self.path_rtt() {
+            // Less queue than the others kept: they keep less now (or left).
+            self.foreign_queue = self.round_min_rtt.saturating_sub(self.min_rtt);
+        }
         let standing = self.phase == Phase::ProbeBw
-            && self.round_measured
-            && self.min_rtt != 0
-            && self.round_min_rtt != u64::MAX
+            && measured
             && self.round_min_rtt
-                > self.min_rtt + self.min_rtt / 4 + QUEUE_SLACK_NS + 2 * self.quantum_ns();
+                > self.path_rtt()
+                    + self.others_queue()
+                    + self.min_rtt / 4
+                    + QUEUE_SLACK_NS
+                    + 2 * self.quantum_ns();
         let bw_max = self.bw.iter().copied().max().unwrap_or(0);
+        if standing {
+            if self.backoff_streak == 0 {
+                self.streak_start = now;
+                self.streak_bw_lo = self.bw_lo;
+            }
+            self.backoff_streak += 1;
+            self.streak_min_rtt = self.streak_min_rtt.min(self.round_min_rtt);
+        } else if measured {
+            self.backoff_streak = 0;
+            self.streak_min_rtt = u64::MAX;
+        }
         if congested {
             // Cut for the loss above.
+        } else if standing
+            && self.backoff_streak > FOREIGN_STREAK
+            && now.saturating_sub(self.streak_start) >= FOREIGN_HOLD_NS
+        {
+            // Back-offs that took ferry's rate to a third did not drain the queue, nor did
+            // holding that rate: it is another flow's. Ferry counts it as the path's and undoes
+            // those back-offs.
+            self.stats.queue_events += 1;
+            self.foreign_queue = self
+                .streak_min_rtt
+                .saturating_sub(self.min_rtt)
+                .min(FOREIGN_QUEUE_MAX_NS);
+            self.backoff_streak = 0;
+            self.streak_min_rtt = u64::MAX;
+            self.bw_lo = self.streak_bw_lo;
+        } else if standing && self.backoff_streak > FOREIGN_STREAK {
+            // Held: the queue is drained by now if it is ferry's.
         } else if standing {
             self.stats.queue_events += 1;
             self.bw_lo = scale(bw_max.min(self.bw_lo), 0.75).max(MIN_RATE);
@@ -663,10 +771,10 @@ impl Controller {
             Phase::Drain if self.in_flight() <= bdp => self.enter_probe_bw(now),
             Phase::ProbeBw => {
                 let gain = CYCLE[self.cycle];
-                let elapsed = now.saturating_sub(self.cycle_stamp) > self.min_rtt_or_initial();
+                let elapsed = now.saturating_sub(self.cycle_stamp) > self.path_rtt();
                 let next = if gain > 1.0 {
                     elapsed && self.in_flight() >= scale(bdp, gain)
-                        || now.saturating_sub(self.cycle_stamp) > 2 * self.min_rtt_or_initial()
+                        || now.saturating_sub(self.cycle_stamp) > 2 * self.path_rtt()
                 } else if gain < 1.0 {
                     elapsed || self.in_flight() <= bdp
                 } else {
@@ -738,6 +846,7 @@ impl Controller {
         self.stats.pacing_rate = self.pacing_rate;
         self.stats.bottleneck_rate = self.bottleneck_rate();
         self.stats.min_rtt_ns = self.min_rtt;
+        self.stats.foreign_queue_ns = self.foreign_queue;
         self.stats.window = self.window();
     }
 }

@@ -175,7 +175,24 @@ enum App {
     Wakes(u64),
     /// A backlog, then a [`Trickle`].
     Trickle(Trickle),
+    /// A backlog, beside a [`WindowFlow`].
+    Beside(WindowFlow),
 }
+
+/// A flow that is not ferry's and does not react to delay, as a Cubic TCP flow is on the lab's
+/// tbf links, where the qdisc on its own interface pushes back on its socket instead of
+/// dropping: its window stops at 100–500 KB, all of it queued, for seconds without a loss. It
+/// keeps `window` bytes in flight in datagrams of [`WINDOW_DATAGRAM`] bytes, each acknowledged
+/// the path's delay after it arrives; one the queue drops is sent at its next chance.
+#[derive(Clone, Copy)]
+struct WindowFlow {
+    /// From and until (ns after the start).
+    start: u64,
+    until: u64,
+    window: u64,
+}
+
+const WINDOW_DATAGRAM: u64 = 1500;
 
 /// Runs `flows` reliable publishers (messages of `size`, offered as `app` says) through one
 /// bottleneck for `duration` ns; goodput counts from `measure_from` ns after the start. `cap`:
@@ -237,6 +254,12 @@ fn simulate(
     let end = START + duration;
     let mut now = START;
     let mut joined = vec![false; flows.len()];
+    // The window flow: its index in the pipe, bytes in flight, acknowledgements due (time,
+    // bytes), bytes delivered (time, bytes).
+    let window_flow = flows.len();
+    let mut window_in_flight = 0;
+    let mut window_acks: VecDeque<(u64, u64)> = VecDeque::new();
+    let mut window_delivered: Vec<(u64, u64)> = Vec::new();
     for step in 0.. {
         assert!(step < 20_000_000, "the simulation must end");
         if now >= end {
@@ -245,6 +268,11 @@ fn simulate(
         // Arrivals due.
         while fwd.next() <= now {
             let (_, i, d) = fwd.arrivals.pop_front().unwrap();
+            if i == window_flow {
+                window_delivered.push((now, d.len() as u64));
+                window_acks.push_back((now + link.delay, d.len() as u64));
+                continue;
+            }
             let f = &mut flows[i];
             f.rx.on_frame(now, &decode(&d).unwrap());
             if !joined[i] {
@@ -274,6 +302,28 @@ fn simulate(
             f.tx_next = now;
         }
         let mut next = fwd.next().min(rev.next()).min(end);
+        if let App::Beside(w) = app {
+            while window_acks.front().is_some_and(|a| a.0 <= now) {
+                window_in_flight -= window_acks.pop_front().unwrap().1;
+            }
+            if now - START >= w.until {
+                // Gone.
+            } else if now >= START + w.start {
+                while window_in_flight + WINDOW_DATAGRAM <= w.window {
+                    let dropped = fwd.dropped;
+                    fwd.push(now, window_flow, &[0; WINDOW_DATAGRAM as usize]);
+                    if fwd.dropped != dropped {
+                        // Sent again at its next chance.
+                        next = next.min(now + WINDOW_DATAGRAM * 1_000_000_000 / link.rate);
+                        break;
+                    }
+                    window_in_flight += WINDOW_DATAGRAM;
+                }
+            } else {
+                next = next.min(START + w.start);
+            }
+            next = next.min(window_acks.front().map_or(u64::MAX, |a| a.0));
+        }
         for (i, f) in flows.iter_mut().enumerate() {
             if now < f.start {
                 next = next.min(f.start);
@@ -351,19 +401,16 @@ fn simulate(
     }
     let from = START + measure_from;
     let span = (end - from) as f64 / 1e9;
+    let goodput = |delivered: &[(u64, u64)]| {
+        let bytes: u64 = delivered.iter().filter(|d| d.0 >= from).map(|d| d.1).sum();
+        (bytes as f64 / span) as u64
+    };
+    let mut goodputs: Vec<u64> = flows.iter().map(|f| goodput(&f.delivered)).collect();
+    if let App::Beside(_) = app {
+        goodputs.push(goodput(&window_delivered));
+    }
     Outcome {
-        goodput: flows
-            .iter()
-            .map(|f| {
-                let bytes: u64 = f
-                    .delivered
-                    .iter()
-                    .filter(|d| d.0 >= from)
-                    .map(|d| d.1)
-                    .sum();
-                (bytes as f64 / span) as u64
-            })
-            .collect(),
+        goodput: goodputs,
         carried: fwd.carried,
         dropped: fwd.dropped,
         dropped_late: fwd.dropped_late,
@@ -612,6 +659,91 @@ fn two_flows_share_a_short_path_behind_a_deep_queue() {
         buffer: 625_000,
         loss: 0.0,
     });
+}
+
+/// Beside a flow that keeps its window queued and never backs off (Cubic on the lab's links,
+/// 100–200 KB of queue), ferry takes a fair share: between 40 and 60 % once both run.
+fn beside_a_window_flow(link: Link, window: u64) -> Outcome {
+    let o = simulate(
+        link,
+        &[0],
+        64 << 10,
+        14000 * MS,
+        6000 * MS,
+        u64::MAX,
+        App::Beside(WindowFlow {
+            start: 1000 * MS,
+            until: u64::MAX,
+            window,
+        }),
+    );
+    let why = report(&o, &link);
+    let (ferry, other) = (o.goodput[0] as f64, o.goodput[1] as f64);
+    let share = ferry / (ferry + other);
+    assert!((0.4..=0.6).contains(&share), "share {share:.2}: {why}");
+    assert!(ferry + other >= 0.9 * link.rate as f64, "{why}");
+    // It holds because ferry counts the other flow's queue (milliseconds, where the path is
+    // 0.1 ms) as part of the path: as the queue it could not drain, or in a minimum round
+    // trip re-taken since.
+    let c = o.senders[0].congestion;
+    assert!(c.min_rtt_ns + c.foreign_queue_ns > 20 * link.delay, "{why}");
+    o
+}
+
+#[test]
+fn a_fair_share_beside_a_window_flow_at_100_mbit() {
+    beside_a_window_flow(
+        Link {
+            rate: 100 * MBIT,
+            delay: 50_000,
+            buffer: 625_000,
+            loss: 0.0,
+        },
+        150_000,
+    );
+}
+
+#[test]
+fn a_fair_share_beside_a_window_flow_at_1_gbit() {
+    beside_a_window_flow(
+        Link {
+            rate: GBIT,
+            delay: 50_000,
+            buffer: 6_250_000,
+            loss: 0.0,
+        },
+        400_000,
+    );
+}
+
+/// When the other flow leaves, ferry takes the link and no longer counts its queue: the queue
+/// it keeps is its own short one again.
+#[test]
+fn after_a_window_flow_leaves_the_link_is_filled_with_a_short_queue() {
+    let link = Link {
+        rate: 100 * MBIT,
+        delay: 50_000,
+        buffer: 625_000,
+        loss: 0.0,
+    };
+    let o = simulate(
+        link,
+        &[0],
+        64 << 10,
+        12000 * MS,
+        9000 * MS,
+        u64::MAX,
+        App::Beside(WindowFlow {
+            start: 1000 * MS,
+            until: 6000 * MS,
+            window: 150_000,
+        }),
+    );
+    let why = report(&o, &link);
+    assert!(o.goodput[0] as f64 >= 0.9 * link.rate as f64, "{why}");
+    let c = o.senders[0].congestion;
+    assert_eq!(c.foreign_queue_ns, 0, "{why}");
+    assert!(c.min_rtt_ns < MS, "{why}");
 }
 
 /// The user's cap holds on a link ten times faster.
