@@ -46,10 +46,12 @@
 //!   back-offs and counts that queue as part of the path (its window and gain cycle hold it), and
 //!   may queue as much again before its own queue counts as standing — a flow that keeps a
 //!   window queued and ferry then queue about as much each, and share the link about evenly.
-//!   The estimate falls with any round whose queue is shorter (the other flow eased or left);
-//!   ferry's own queue never enters it (its back-offs drain that), nor another ferry flow's
-//!   (which backs off too). A minimum round trip re-taken with that queue in it keeps the
-//!   allowance: the path's own round trip is the smallest of the last 30 s.
+//!   The estimate falls with any round whose queue is shorter (the other flow eased or left).
+//!   Ferry's own queue drains with its back-offs, and another ferry flow's backs off too, but
+//!   not always within the hold: on the lab's links a second ferry flow's Startup queue is now
+//!   and then taken for foreign, and the two then share less evenly for a while (RESULTS). A
+//!   minimum round trip re-taken with that queue in it keeps the allowance: the path's own round
+//!   trip is the smallest of the last 30 s.
 //! - **Pacing**: runs of at most a quantum (one millisecond at the pacing rate, between two
 //!   datagrams and 64 KiB: also the GSO batch) leave on a schedule; repairs take their turn
 //!   on the same schedule.
