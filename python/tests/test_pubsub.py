@@ -281,6 +281,9 @@ def test_a_rate_cap_paces_a_udp_publisher_and_a_tiny_one_is_refused(domain):
     (p,) = capped()
     assert p["paced_waits"] > 0
     assert 0 < p["pacing_rate_bytes_per_s"] <= cap // 8
+    # The congestion controller's estimate of another flow's queue is published with its
+    # other figures.
+    assert "foreign_queue_ns" in p and "min_rtt_ns" in p
 
 
 def test_multicast_reaches_every_subscriber_through_the_group(domain):

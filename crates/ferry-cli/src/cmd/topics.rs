@@ -148,6 +148,9 @@ struct PublisherJson {
     pacing_rate_bytes_per_s: u64,
     bottleneck_rate_bytes_per_s: u64,
     min_rtt_ns: u64,
+    /// Another flow's queue that the controller's back-offs could not drain, counted as part
+    /// of the path (ns).
+    foreign_queue_ns: u64,
     paced_waits: u64,
     window_waits: u64,
     congestion_events: u64,
@@ -331,6 +334,7 @@ impl From<&PublisherStats> for PublisherJson {
             pacing_rate_bytes_per_s: p.congestion.pacing_rate,
             bottleneck_rate_bytes_per_s: p.congestion.bottleneck_rate,
             min_rtt_ns: p.congestion.min_rtt_ns,
+            foreign_queue_ns: p.congestion.foreign_queue_ns,
             paced_waits: p.congestion.paced_waits,
             window_waits: p.congestion.window_waits,
             congestion_events: p.congestion.congestion_events,

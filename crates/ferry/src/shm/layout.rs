@@ -13,7 +13,7 @@ pub const MAGIC_CONTROL: u64 = u64::from_le_bytes(*b"FERRYCTL");
 /// "FERRYDAT" little-endian: one publisher's data segment.
 pub const MAGIC_DATA: u64 = u64::from_le_bytes(*b"FERRYDAT");
 /// Bumped on any change of the layouts in this file.
-pub const LAYOUT_VERSION: u32 = 18;
+pub const LAYOUT_VERSION: u32 = 19;
 
 pub const MAX_PUBLISHERS: usize = 32;
 pub const MAX_NAME: usize = 128;
@@ -184,6 +184,9 @@ pub struct PublisherSlot {
     pub pacing_rate: AtomicU64,
     pub bottleneck_rate: AtomicU64,
     pub min_rtt_ns: AtomicU64,
+    /// UDP congestion control: another flow's queue (ns) that ferry's back-offs could not
+    /// drain, counted as part of the path; 0 when none is known.
+    pub foreign_queue_ns: AtomicU64,
     pub paced_waits: AtomicU64,
     pub window_waits: AtomicU64,
     pub congestion_events: AtomicU64,
@@ -293,6 +296,7 @@ impl PublisherSlot {
             &self.pacing_rate,
             &self.bottleneck_rate,
             &self.min_rtt_ns,
+            &self.foreign_queue_ns,
             &self.paced_waits,
             &self.window_waits,
             &self.congestion_events,

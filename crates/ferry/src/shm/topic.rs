@@ -639,6 +639,7 @@ impl Topic {
                 pacing_rate: p.pacing_rate.load(Ordering::Relaxed),
                 bottleneck_rate: p.bottleneck_rate.load(Ordering::Relaxed),
                 min_rtt_ns: p.min_rtt_ns.load(Ordering::Relaxed),
+                foreign_queue_ns: p.foreign_queue_ns.load(Ordering::Relaxed),
                 paced_waits: p.paced_waits.load(Ordering::Relaxed),
                 window_waits: p.window_waits.load(Ordering::Relaxed),
                 congestion_events: p.congestion_events.load(Ordering::Relaxed),
@@ -745,6 +746,8 @@ pub struct CongestionInfo {
     pub pacing_rate: u64,
     pub bottleneck_rate: u64,
     pub min_rtt_ns: u64,
+    /// Another flow's queue that back-offs could not drain, counted as part of the path (ns).
+    pub foreign_queue_ns: u64,
     pub paced_waits: u64,
     pub window_waits: u64,
     pub congestion_events: u64,

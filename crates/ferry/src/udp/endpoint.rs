@@ -858,6 +858,7 @@ impl PubShared {
             (&p.pacing_rate, cc.pacing_rate),
             (&p.bottleneck_rate, cc.bottleneck_rate),
             (&p.min_rtt_ns, cc.min_rtt_ns),
+            (&p.foreign_queue_ns, cc.foreign_queue_ns),
             (&p.paced_waits, cc.paced_waits),
             (&p.window_waits, cc.window_waits),
             (&p.congestion_events, cc.congestion_events),
