@@ -73,8 +73,8 @@ fn publisher<'py>(py: Python<'py>, p: &PublisherStats) -> PyResult<Bound<'py, Py
     set_fields!(d, c; repair_bytes, repairs_suppressed);
     d.set_item("pacing_rate_bytes_per_s", c.pacing_rate)?;
     d.set_item("bottleneck_rate_bytes_per_s", c.bottleneck_rate)?;
-    set_fields!(d, c; min_rtt_ns, foreign_queue_ns, paced_waits, window_waits, congestion_events, noise_loss_events,
-        queue_events, datagrams, batches, batched_messages, left_out);
+    set_fields!(d, c; min_rtt_ns, foreign_queue_ns, paced_waits, window_waits, congestion_events,
+        noise_loss_events, queue_events, datagrams, batches, batched_messages, left_out);
     Ok(d)
 }
 
