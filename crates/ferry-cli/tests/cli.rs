@@ -625,6 +625,27 @@ fn pub_stops_cleanly_on_ctrl_c() {
     assert_eq!(topics_json(&d), serde_json::json!([]));
 }
 
+/// `timeout` (and supervisors like it) send their SIGTERM to the process and then to its
+/// process group: the copy that comes a moment later is not a second Ctrl-C, and the stop stays
+/// clean (before, 3 of 5 such stops through `timeout` were cut short and left the topic's shared
+/// memory behind).
+#[test]
+fn a_signal_that_comes_twice_at_once_still_stops_cleanly() {
+    for signal in [Signal::TERM, Signal::INT] {
+        let d = domain("tw");
+        let publisher = spawn(&["pub", "twice", "--rate", "50", "--domain", &d]);
+        wait_until(LONG, "the publisher to appear", || {
+            topics_json(&d)[0]["publishers"][0]["alive"] == true
+        });
+        publisher.signal(signal);
+        // Well within the 200 ms that make it a copy, and after the first was taken.
+        std::thread::sleep(Duration::from_millis(20));
+        let out = publisher.stop_with(signal);
+        assert!(out.stderr.contains("sent"), "{}", out.stderr);
+        assert_eq!(topics_json(&d), serde_json::json!([]));
+    }
+}
+
 /// `ferry echo` and `ferry pub --rate` exchanging messages over each transport stop within the
 /// bound of a SIGTERM or a SIGINT, with the status that says which, and close their topics.
 #[test]

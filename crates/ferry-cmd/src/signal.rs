@@ -10,9 +10,13 @@
 //!
 //! `main` installs the handler for `pub`, `echo` and `lab`; the short commands (`topics`,
 //! `stats`, `clean`) and the lab's peer processes keep the default action and end at once. The
-//! handler serves one signal: a second Ctrl-C or SIGTERM ends the process at once.
+//! handler serves one signal: a second Ctrl-C or SIGTERM ends the process at once, as the
+//! signal's default action does — unless it came within [`SAME_SIGNAL`] of the first, which
+//! makes it a copy of the first: `timeout`, and supervisors like it, send their signal to the
+//! process and then to its whole process group, so the process gets it twice within
+//! microseconds, and the clean stop must not be cut short by it.
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -20,27 +24,71 @@ use crate::error::{Error, Result};
 /// The first signal that arrived, 0 for none.
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
+/// When the first signal arrived (CLOCK_MONOTONIC, ns); 0 until it is stored.
+static FIRST_AT_NS: AtomicU64 = AtomicU64::new(0);
+
+/// A signal this soon after the first is a copy of it (sent to the process and to its group),
+/// not a second Ctrl-C: a person's second press comes later than this.
+pub const SAME_SIGNAL: Duration = Duration::from_millis(200);
+
 /// The longest a command waits before it looks at the flag again.
 pub const POLL: Duration = Duration::from_millis(100);
 
 /// The message of the error that `check` returns.
 pub use crate::error::INTERRUPTED;
 
-extern "C" fn on_signal(signal: libc::c_int) {
-    // Relaxed: the flag carries no data; pollers only need to see it eventually. The first
-    // signal is the one reported.
-    let _ = SIGNAL.compare_exchange(0, signal, Ordering::Relaxed, Ordering::Relaxed);
+/// CLOCK_MONOTONIC in ns (`clock_gettime` is async-signal-safe); 0 if it cannot be read.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the call to write.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
 }
 
-/// Routes SIGINT and SIGTERM to the flag instead of ending the process, once: the handler resets
-/// itself (`SA_RESETHAND`), so that a second one of a kind ends the process at once.
+extern "C" fn on_signal(signal: libc::c_int) {
+    let now = monotonic_ns();
+    // Relaxed: the flag carries no data; pollers only need to see it eventually. The first
+    // signal is the one reported.
+    if SIGNAL
+        .compare_exchange(0, signal, Ordering::Relaxed, Ordering::Relaxed)
+        .is_ok()
+    {
+        // Relaxed: read only by this handler; one that finds it not yet stored takes its signal
+        // for a copy of the first.
+        FIRST_AT_NS.store(now.max(1), Ordering::Relaxed);
+        return;
+    }
+    let first = FIRST_AT_NS.load(Ordering::Relaxed);
+    if first == 0 || now.saturating_sub(first) < SAME_SIGNAL.as_nanos() as u64 {
+        return;
+    }
+    // A second signal: the process ends now, by the signal's default action (so that whoever
+    // waits for it sees it ended by that signal).
+    // SAFETY: `signal` and `raise` are async-signal-safe; the signal is blocked while its
+    // handler runs, and the raised one is delivered, with its default action, on return.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
+    }
+}
+
+/// Routes SIGINT and SIGTERM to the flag instead of ending the process; a second one, later
+/// than [`SAME_SIGNAL`] after the first, ends the process at once.
 pub fn install() -> Result<()> {
     for signal in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: `sigaction` is plain data (integers, a mask and an optional function pointer);
         // all zeroes is "no flags, empty mask, no restorer".
         let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
         action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        action.sa_flags = libc::SA_RESETHAND;
+        // No SA_RESETHAND: the handler tells a copy of the first signal from a second one.
+        action.sa_flags = 0;
         // SAFETY: `action` is initialised and outlives the call; the handler only does an atomic
         // compare-and-swap, which is async-signal-safe.
         let rc = unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) };
