@@ -1017,7 +1017,57 @@ fn call_without_a_server_fails_at_once_with_a_clear_message() {
         "{}",
         out.stderr
     );
+    // In the command line's words: its flag, not the library's setting.
+    assert!(out.stderr.contains("--wait-server"), "{}", out.stderr);
+    assert!(!out.stderr.contains("Client::"), "{}", out.stderr);
     assert!(started.elapsed() < LONG);
+}
+
+/// A request larger than the client's limit is refused before it is made (a size of gigabytes
+/// is not allocated first), naming the flag; one larger than the server's limit is refused by
+/// the server, naming the server's flag.
+#[test]
+fn call_refuses_a_request_past_either_limit_naming_the_flag() {
+    let started = Instant::now();
+    let out = fails_saying(
+        &["call", "any", "--size", "3G", "--domain", &domain("big")],
+        "larger than this client's limit of 1 MiB (raise --max-size",
+    );
+    assert!(!out.stderr.contains("Qos"), "{}", out.stderr);
+    assert!(started.elapsed() < LONG);
+
+    let d = domain("lim");
+    let _server = start_server(&d, "small", &["--max-size", "1K", "--quiet"]);
+    let out = start_call(&d, "small", &["--size", "2K", "--max-size", "4K"]).finish(LONG);
+    assert!(!out.status.success());
+    assert!(
+        out.stderr.contains("refused request 0") && out.stderr.contains("the server's --max-size"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("Qos"), "{}", out.stderr);
+}
+
+/// A call that times out is counted and the next one goes out; the command then exits non-zero
+/// with the count.
+#[test]
+fn call_counts_timeouts_and_goes_on() {
+    let d = domain("late");
+    let _server = start_server(&d, "slow", &["--delay", "1", "--size", "8"]);
+    let out = start_call(&d, "slow", &["--timeout", "200ms", "--count", "2"]).finish(LONG);
+    assert!(!out.status.success());
+    let late: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.contains("no response within"))
+        .collect();
+    assert_eq!(late.len(), 2, "{}", out.stdout);
+    assert!(out.stdout.starts_with("request 0: "), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("no call answered; 2 calls timed out"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -1097,8 +1147,10 @@ fn pub_over_udp_fails_when_a_subscriber_would_refuse_its_messages_and_succeeds_w
         out.stderr
     );
     assert!(
-        out.stderr
-            .contains("exceeds the limit of 1048576 bytes of a reliable subscriber (node \"ferry-echo\" of this host"),
+        out.stderr.contains(
+            "a message of 2 MiB is larger than a reliable subscriber takes (node \"ferry-echo\" \
+             of this host: at most 1 MiB; `ferry echo` takes more with --max-size)"
+        ),
         "{}",
         out.stderr
     );

@@ -116,7 +116,8 @@ fn pub_larger_than_a_remote_subscriber_takes_fails_naming_it() {
     let p = publisher.ended("pub");
     assert!(!p.success(), "pub reported success: {}", p.stderr);
     assert!(
-        p.stderr.contains("exceeds the limit of 1048576 bytes")
+        p.stderr.contains("larger than a reliable subscriber takes")
+            && p.stderr.contains(": at most 1 MiB;")
             && p.stderr
                 .contains(&format!("a subscriber at {}", hosts.pair.addr[1])),
         "the error names the remote subscriber and its limit: {}",

@@ -29,7 +29,10 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(invalid());
     }
-    let n: usize = digits.parse().map_err(|_| invalid())?;
+    // All digits: a parse that fails is a number past what a size can be.
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("size {text:?} is too large"))?;
     n.checked_mul(unit)
         .ok_or_else(|| format!("size {text:?} is too large"))
 }
@@ -102,6 +105,11 @@ pub fn parse_domain(text: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// `n` and the noun, singular for one: "1 message", "2 messages".
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Nanoseconds with three significant digits: `85 ns`, `1.23 µs`, `540 µs`, `1.20 ms`.
 pub fn format_ns(ns: f64) -> String {
     if ns < 1e3 {
@@ -125,6 +133,13 @@ pub fn format_ns(ns: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn counts_say_one_in_the_singular() {
+        assert_eq!(super::count(1, "message", "messages"), "1 message");
+        assert_eq!(super::count(0, "message", "messages"), "0 messages");
+        assert_eq!(super::count(2, "time", "times"), "2 times");
+    }
+
     use super::*;
 
     #[test]
@@ -149,6 +164,11 @@ mod tests {
             assert!(parse_size(bad).is_err(), "{bad:?} should be refused");
         }
         assert!(parse_size("99999999999999G").is_err());
+        // A whole number past what a size can be is said to be too large, not malformed.
+        for huge in ["99999999999999999999", "99999999999999G"] {
+            let e = parse_size(huge).unwrap_err();
+            assert!(e.contains("too large"), "{e}");
+        }
         assert_eq!(format_size(32), "32 B");
         assert_eq!(format_size(1024), "1 KiB");
         assert_eq!(format_size(1536), "1.5 KiB");

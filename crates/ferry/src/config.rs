@@ -99,7 +99,10 @@ impl NodeConfig {
         let mut problems = Vec::new();
         let mut c = NodeConfig::default();
         if let Some(d) = text("FERRY_DOMAIN") {
-            c.domain = d;
+            match crate::names::validate_domain(&d) {
+                Ok(()) => c.domain = d,
+                Err(e) => problems.push(format!("FERRY_DOMAIN: {e}; set it to one, or unset it")),
+            }
         }
         if let Some(m) = text("FERRY_SHM_MODE") {
             match parse_mode(&m) {
@@ -124,7 +127,9 @@ impl NodeConfig {
         }
         if read_key {
             if let Some(path) = var("FERRY_KEY_FILE").filter(|p| !p.is_empty()) {
-                c.key = Some(DomainKey::from_file(Path::new(&path))?);
+                let key = DomainKey::from_file(Path::new(&path))
+                    .map_err(|e| Error::InvalidConfig(format!("FERRY_KEY_FILE: {e}")))?;
+                c.key = Some(key);
             }
         }
         Ok(c)
@@ -383,7 +388,10 @@ mod tests {
         assert!(problems(&[("FERRY_SHM_MODE", "rw")]).contains("0660"));
         // A key file that is not there is an error too, unless the key is given.
         let missing = [("FERRY_KEY_FILE", "/nonexistent/ferry.key")];
-        assert!(from(&missing).is_err());
+        let e = from(&missing).expect_err("a key file that is not there");
+        assert!(e.to_string().contains("FERRY_KEY_FILE: "), "{e}");
+        // Each error names its variable.
+        assert!(problems(&[("FERRY_DOMAIN", "a b")]).starts_with("FERRY_DOMAIN: invalid domain"));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    #[error("invalid {what} name {name:?}: {reason}")]
+    #[error("invalid {what} name {}: {reason}", crate::names::quoted_name(name))]
     InvalidName {
         what: &'static str,
         name: String,

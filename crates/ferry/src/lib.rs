@@ -65,6 +65,7 @@ pub use config::{Impairment, NodeConfig};
 pub use cycle::{Cycle, CycleStats, Schedule, Tick};
 pub use error::{Error, PodError, RecvError, SendError};
 pub use event::{Event, Gone, PublisherId};
+pub use names::quoted_name;
 pub use node::{Kept, Loan, LoanSlice, Node, Publisher, PublisherInfo, Sample, Subscriber};
 pub use pod::Pod;
 pub use qos::{

@@ -164,8 +164,8 @@ fn refuse_reserved(topic: &str) -> Result<(), Error> {
         return Err(Error::InvalidName {
             what: "topic",
             name: topic.to_owned(),
-            reason: "names beginning with '.' are ferry's own (services); use Node::server or \
-                     Node::client for a service",
+            reason: "names beginning with '.' are ferry's own (services): a service is served \
+                     and called with Node::server and Node::client (`ferry serve`, `ferry call`)",
         });
     }
     Ok(())

@@ -58,7 +58,7 @@ pub struct EchoArgs {
     #[arg(long, value_parser = wait_words(), default_value_t = ferry::WaitStrategy::Adaptive)]
     pub wait: ferry::WaitStrategy,
 
-    /// The largest message taken over UDP, in bytes (K or M suffix); a publisher of this host
+    /// The largest message taken over UDP, in bytes (K, M or G suffix); a publisher of this host
     /// is told, and refuses to send larger ones (shared memory takes what the ring holds)
     #[arg(long, value_name = "BYTES", default_value = "1M", value_parser = parse_size)]
     pub max_size: usize,
@@ -134,7 +134,8 @@ pub fn run(args: EchoArgs) -> Result<()> {
     let mut subscribers = Vec::with_capacity(args.topics.len());
     for topic in &args.topics {
         subscribers.push(node.subscriber(topic, &qos).context(format!(
-            "cannot subscribe to topic {topic:?} in domain {}",
+            "cannot subscribe to topic {} in domain {}",
+            ferry::quoted_name(topic),
             node.domain()
         ))?);
     }

@@ -142,7 +142,8 @@ pub fn subscriber(
 ) -> Result<(ferry::Node, ferry::Subscriber)> {
     let node = node(name, domain)?;
     let subscriber = node.subscriber(topic, qos).context(format!(
-        "cannot subscribe to topic {topic:?} in domain {}",
+        "cannot subscribe to topic {} in domain {}",
+        ferry::quoted_name(topic),
         node.domain()
     ))?;
     Ok((node, subscriber))

@@ -9,6 +9,7 @@ use ferry_record::{PlayOptions, Player, Rate};
 use super::PublishOpts;
 use ferry_cmd::error::{note, Context, Result};
 use ferry_cmd::signal;
+use ferry_cmd::units::count;
 
 #[derive(Debug, Args)]
 pub struct PlayArgs {
@@ -89,8 +90,8 @@ pub fn run(args: PlayArgs) -> Result<()> {
     }
     let report = player.play(&mut signal::interrupted)?;
     let mut line = format!(
-        "sent {} messages in {:.3} s",
-        report.sent,
+        "sent {} in {:.3} s",
+        count(report.sent, "message", "messages"),
         report.elapsed.as_secs_f64()
     );
     if report.passes > 1 {
@@ -110,8 +111,8 @@ pub fn run(args: PlayArgs) -> Result<()> {
     }
     if report.stalls > 0 {
         line.push_str(&format!(
-            "; held back {} times by slow reliable subscribers",
-            report.stalls
+            "; held back {} by slow reliable subscribers",
+            count(report.stalls, "time", "times")
         ));
     }
     note!("{line}");

@@ -9,14 +9,14 @@ use super::typed::TypeArgs;
 use super::{write_numbered, PublishOpts};
 use ferry_cmd::error::{bail, note, Context, Result};
 use ferry_cmd::signal;
-use ferry_cmd::units::{format_size, parse_rate, parse_seconds, parse_size};
+use ferry_cmd::units::{count, format_size, parse_rate, parse_seconds, parse_size};
 
 #[derive(Debug, Args)]
 pub struct PubArgs {
     /// Topic to publish on (1 to 100 letters, digits and _ - . /)
     pub topic: String,
 
-    /// Message size in bytes, with an optional K or M suffix (1K = 1024). A message of 8 bytes or
+    /// Message size in bytes, with an optional K, M or G suffix (1K = 1024). A message of 8 bytes or
     /// more starts with its sequence number (u64, little endian); every other byte holds the
     /// sequence number's low byte
     #[arg(long, value_name = "BYTES", default_value = "64", value_parser = parse_size)]
@@ -105,8 +105,8 @@ pub fn run(args: PubArgs) -> Result<()> {
     let size = message.as_ref().map_or(args.size, Vec::len);
     let qos = qos.max_message_size(size.max(1)).send_timeout(SEND_TIMEOUT);
     let mut publisher = node.publisher(&args.topic, &qos).context(format!(
-        "cannot publish on topic {:?} in domain {}",
-        args.topic,
+        "cannot publish on topic {} in domain {}",
+        ferry::quoted_name(&args.topic),
         node.domain()
     ))?;
 
@@ -176,23 +176,43 @@ pub fn run(args: PubArgs) -> Result<()> {
                     );
                 }
             }
+            Err(SendError::SubscriberLimit {
+                len,
+                max,
+                subscriber,
+            }) => bail!(
+                "a message of {} is larger than a reliable subscriber takes ({subscriber}: at \
+                 most {}; `ferry echo` takes more with --max-size), which would refuse it: \
+                 nothing was sent past it",
+                format_size(len),
+                format_size(max)
+            ),
             Err(e) => return Err(e.into()),
         }
     }
 
     let elapsed = start.elapsed().as_secs_f64();
     let stalled = if stalls > 0 {
-        format!("; stalled {stalls} times on slow subscribers")
+        format!(
+            "; stalled {} on slow subscribers",
+            count(stalls, "time", "times")
+        )
     } else {
         String::new()
     };
     // What was sent must arrive before the process goes, or the exit status says it did not.
     if !signal::interrupted() {
         if let Err(e) = flush(&mut publisher, args.flush_timeout) {
-            bail!("sent {sent} messages in {elapsed:.3} s{stalled}, but not all arrived: {e}");
+            bail!(
+                "sent {} in {elapsed:.3} s{stalled}, but not all arrived: {e}",
+                count(sent, "message", "messages")
+            );
         }
     }
-    note!("sent {sent} messages in {elapsed:.3} s{stalled}");
+    note!(
+        "sent {} in {elapsed:.3} s{stalled}",
+        count(sent, "message", "messages")
+    );
     if let Some(keep_alive) = args.keep_alive.filter(|_| !signal::interrupted()) {
         note!("staying {keep_alive:?} for subscribers that start later");
         let until = Instant::now() + keep_alive;

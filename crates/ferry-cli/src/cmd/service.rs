@@ -10,7 +10,7 @@ use ferry_cmd::error::{bail, note, Context, Result};
 use ferry_cmd::signal;
 use ferry_cmd::stats::Summary;
 use ferry_cmd::units::{
-    format_ns, format_size, parse_domain, parse_rate, parse_seconds, parse_size,
+    count, format_ns, format_size, parse_domain, parse_rate, parse_seconds, parse_size,
 };
 
 /// The options `serve` and `call` share.
@@ -23,7 +23,7 @@ pub struct ServiceOpts {
     #[arg(long, value_parser = wait_words(), default_value_t = ferry::WaitStrategy::Adaptive)]
     pub wait: ferry::WaitStrategy,
 
-    /// The largest request (and, for serve, response) in bytes, with an optional K or M suffix
+    /// The largest request (and, for serve, response) in bytes, with an optional K, M or G suffix
     #[arg(long, value_name = "BYTES", default_value = "1M", value_parser = parse_size)]
     pub max_size: usize,
 
@@ -64,7 +64,7 @@ pub struct ServeArgs {
     #[arg(long, conflicts_with = "size")]
     pub echo: bool,
 
-    /// Answer each request with BYTES bytes (K or M suffix; the request's id, u64 little endian,
+    /// Answer each request with BYTES bytes (K, M or G suffix; the request's id, u64 little endian,
     /// first when it fits) instead of echoing it
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub size: Option<usize>,
@@ -97,8 +97,8 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         }
     }
     let mut server = node.server(&args.service, &qos).context(format!(
-        "cannot serve service {:?} in domain {}",
-        args.service,
+        "cannot serve service {} in domain {}",
+        ferry::quoted_name(&args.service),
         node.domain()
     ))?;
     note!(
@@ -141,7 +141,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             if signal::sleep(delay).is_err() {
                 break;
             }
-            count(server.respond(to, &body)?, &mut answered, &mut gone);
+            tally(server.respond(to, &body)?, &mut answered, &mut gone);
         } else {
             let size = args.size.unwrap_or(len);
             let echo = args.size.is_none();
@@ -152,14 +152,18 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                     write_numbered(output, id.get());
                 }
             })?;
-            count(outcome, &mut answered, &mut gone);
+            tally(outcome, &mut answered, &mut gone);
         }
     }
-    note!("answered {answered} requests; {gone} answers dropped because their client had gone");
+    note!(
+        "answered {}; {} dropped because their client had gone",
+        count(answered, "request", "requests"),
+        count(gone, "answer", "answers")
+    );
     Ok(())
 }
 
-fn count(outcome: ferry::service::Responded, answered: &mut u64, gone: &mut u64) {
+fn tally(outcome: ferry::service::Responded, answered: &mut u64, gone: &mut u64) {
     match outcome {
         ferry::service::Responded::Sent => *answered += 1,
         ferry::service::Responded::ClientGone => *gone += 1,
@@ -171,7 +175,7 @@ pub struct CallArgs {
     /// Service to call (1 to 64 letters, digits and _ - . /)
     pub service: String,
 
-    /// Send requests of BYTES bytes (K or M suffix), filled with the call's number
+    /// Send requests of BYTES bytes (K, M or G suffix), filled with the call's number
     #[arg(long, value_name = "BYTES", default_value = "64", value_parser = parse_size, conflicts_with = "data")]
     pub size: usize,
 
@@ -187,7 +191,8 @@ pub struct CallArgs {
     #[arg(long, value_name = "HZ", default_value = "0", value_parser = parse_rate)]
     pub rate: f64,
 
-    /// How long each call waits for its response, e.g. 1 or 500ms
+    /// How long each call waits for its response, e.g. 1 or 500ms; one that gets none is
+    /// counted and the next call goes out (the command then exits non-zero)
     #[arg(long, value_name = "DURATION", default_value = "5", value_parser = parse_seconds)]
     pub timeout: Duration,
 
@@ -205,19 +210,30 @@ pub struct CallArgs {
 
 pub fn call(args: CallArgs) -> Result<()> {
     let (node, qos) = args.opts.node_and_qos("ferry-call")?;
+    let len = args.data.as_ref().map_or(args.size, String::len);
+    // Before the request is made: a size past the limit is refused without allocating it.
+    if len > qos.max_message_size {
+        bail!(
+            "a request of {} is larger than this client's limit of {} (raise --max-size; the \
+             server needs as large a --max-size to take it)",
+            format_size(len),
+            format_size(qos.max_message_size)
+        );
+    }
     let body = match &args.data {
         Some(text) => text.as_bytes().to_vec(),
         None => vec![0u8; args.size],
     };
     let mut client = node.client(&args.service, &qos).context(format!(
-        "cannot call service {:?} in domain {}",
-        args.service,
+        "cannot call service {} in domain {}",
+        ferry::quoted_name(&args.service),
         node.domain()
     ))?;
     if let Some(wait) = args.wait_server {
         client.wait_for_server(wait);
     }
     let mut round_trips = Vec::with_capacity(args.count.min(1 << 20) as usize);
+    let mut timed_out = 0u64;
     let start = Instant::now();
     let mut body = body;
     for i in 0..args.count {
@@ -234,14 +250,28 @@ pub fn call(args: CallArgs) -> Result<()> {
             write_numbered(&mut body, i);
         }
         let t0 = Instant::now();
-        let response = client.call(&body, args.timeout).map_err(|e| {
-            ferry_cmd::error::Error::msg(format!(
-                "call {} of {}: {e} ({})",
+        let response = match client.call(&body, args.timeout) {
+            Ok(response) => response,
+            Err(ferry::CallError::Timeout { request, .. }) => {
+                // Counted, and the next call goes out: a response that comes late is dropped
+                // (and counted in `ferry stats`).
+                timed_out += 1;
+                if !args.quiet {
+                    println!(
+                        "request {request}: no response within {}",
+                        format_ns(args.timeout.as_nanos() as f64)
+                    );
+                }
+                continue;
+            }
+            Err(e) => bail!(
+                "call {} of {}: {} ({})",
                 i + 1,
                 args.count,
-                summary_so_far(&mut round_trips.clone())
-            ))
-        })?;
+                call_error(&e, &args),
+                summary_so_far(&mut round_trips.clone(), timed_out)
+            ),
+        };
         let rtt = t0.elapsed();
         round_trips.push(rtt.as_nanos() as u64);
         if !args.quiet {
@@ -263,18 +293,56 @@ pub fn call(args: CallArgs) -> Result<()> {
             );
         }
     }
-    note!("{}", summary_so_far(&mut round_trips));
+    let summary = summary_so_far(&mut round_trips, timed_out);
+    if timed_out > 0 {
+        bail!("{summary}");
+    }
+    note!("{summary}");
     Ok(())
 }
 
-/// "N calls, round trip p50 … p99 … max …".
-fn summary_so_far(round_trips: &mut [u64]) -> String {
+/// A call's error in the command line's words (its flags, not the library's settings).
+fn call_error(e: &ferry::CallError, args: &CallArgs) -> String {
+    match e {
+        ferry::CallError::NoServer { service } => match args.wait_server {
+            Some(wait) => format!(
+                "no server for service {service} appeared within {} (start one: `ferry serve \
+                 {service}`)",
+                format_ns(wait.as_nanos() as f64)
+            ),
+            None => format!(
+                "no server for service {service}: start one (`ferry serve {service}`), or wait \
+                 for it with --wait-server S"
+            ),
+        },
+        ferry::CallError::TooLarge {
+            service,
+            request,
+            len,
+            max,
+        } => format!(
+            "the server of service {service} refused request {request}: its {} exceed the \
+             server's limit of {} (the server's --max-size)",
+            format_size(*len),
+            format_size(*max)
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// "N calls answered, round trip p50 … p99 … max …", and the calls that timed out.
+fn summary_so_far(round_trips: &mut [u64], timed_out: u64) -> String {
+    let late = match timed_out {
+        0 => String::new(),
+        1 => "; 1 call timed out".to_owned(),
+        n => format!("; {n} calls timed out"),
+    };
     if round_trips.is_empty() {
-        return "no call answered".to_owned();
+        return format!("no call answered{late}");
     }
     let s = Summary::of(round_trips);
     format!(
-        "{} call{} answered, round trip p50 {}, p99 {}, max {}",
+        "{} call{} answered, round trip p50 {}, p99 {}, max {}{late}",
         s.samples,
         if s.samples == 1 { "" } else { "s" },
         format_ns(s.p50_ns as f64),

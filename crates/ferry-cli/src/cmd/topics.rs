@@ -696,8 +696,8 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
         topics.retain(|t| &t.topic == topic);
         if topics.is_empty() {
             match &args.domain {
-                Some(d) => bail!("no topic {topic:?} in domain {d}"),
-                None => bail!("no topic {topic:?} in any domain"),
+                Some(d) => bail!("no topic {} in domain {d}", ferry::quoted_name(topic)),
+                None => bail!("no topic {} in any domain", ferry::quoted_name(topic)),
             }
         }
     }

@@ -7,7 +7,7 @@ use super::options::options;
 
 options! {
     pub struct FanoutArgs fills Config for ferry_lab::fanout::Fanout {
-        /// Bytes per message, with an optional K or M suffix (at least 8) [default: 8K]
+        /// Bytes per message, with an optional K, M or G suffix (at least 8) [default: 8K]
         #[arg(long, value_name = "BYTES", value_parser = parse_size)]
         pub size: Option<usize>,
 

@@ -41,7 +41,7 @@ options! {
         #[arg(long, value_name = "N")]
         pub messages: Option<u64>,
 
-        /// Message size in bytes, with optional K or M (the study gives none; 256 B is a small one)
+        /// Message size in bytes, with optional K, M or G (the study gives none; 256 B is a small one)
         /// [default: 256]
         #[arg(long, value_name = "BYTES", value_parser = ferry_lab::units::parse_size)]
         pub size: Option<usize>,

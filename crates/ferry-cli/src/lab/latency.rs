@@ -20,7 +20,7 @@ options! {
         #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
         pub transports: Option<Vec<Subject>>,
 
-        /// Message sizes, comma-separated, with optional K or M suffixes (1K = 1024) [default:
+        /// Message sizes, comma-separated, with optional K, M or G suffixes (1K = 1024) [default:
         /// 32,1K,32K,1M]
         #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_size)]
         pub sizes: Option<Vec<usize>>,

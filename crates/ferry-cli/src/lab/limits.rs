@@ -15,7 +15,7 @@ options! {
         #[arg(long, value_name = "S")]
         pub memcpy_seconds: Option<f64>,
 
-        /// Largest memcpy size, with an optional K or M suffix [default: 64M]
+        /// Largest memcpy size, with an optional K, M or G suffix [default: 64M]
         #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         pub memcpy_max: Option<usize>,
     }

@@ -13,7 +13,7 @@ options! {
         #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
         pub transports: Option<Vec<Subject>>,
 
-        /// Message sizes, comma-separated, with optional K or M suffixes [default: 32,1K,32K,1M]
+        /// Message sizes, comma-separated, with optional K, M or G suffixes [default: 32,1K,32K,1M]
         #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_size)]
         pub sizes: Option<Vec<usize>>,
 

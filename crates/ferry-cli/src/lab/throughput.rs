@@ -21,7 +21,7 @@ options! {
         #[arg(long = "transport", value_name = "LIST", value_delimiter = ',', value_parser = |s: &str| SUBJECTS.parse(s))]
         pub transports: Option<Vec<Subject>>,
 
-        /// Message sizes, comma-separated, with optional K or M suffixes (1K = 1024; at least 8
+        /// Message sizes, comma-separated, with optional K, M or G suffixes (1K = 1024; at least 8
         /// bytes: the first 8 carry the sequence number) [default: 64,1K,64K]
         #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_size)]
         pub sizes: Option<Vec<usize>>,
