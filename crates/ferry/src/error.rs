@@ -2,11 +2,24 @@
 
 use std::time::Duration;
 
+/// The most characters of a name that an error quotes.
+const QUOTED: usize = 64;
+
+/// A name as ferry's errors quote it: in quotes, escaped, and cut to its first 64 characters
+/// (its length in bytes said) when it is longer, so that a long or hostile name cannot flood a
+/// message or a log.
+pub fn quoted_name(name: &str) -> String {
+    match name.char_indices().nth(QUOTED) {
+        None => format!("{name:?}"),
+        Some((cut, _)) => format!("{:?}… ({} bytes)", &name[..cut], name.len()),
+    }
+}
+
 /// Errors from opening nodes, topics, publishers and subscribers.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    #[error("invalid {what} name {}: {reason}", crate::names::quoted_name(name))]
+    #[error("invalid {what} name {}: {reason}", quoted_name(name))]
     InvalidName {
         what: &'static str,
         name: String,
@@ -188,4 +201,19 @@ pub enum PodError {
     Length { len: usize, size: usize },
     #[error("payload is not aligned to {align} bytes for this element type")]
     Alignment { align: usize },
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_long_name_is_quoted_cut_and_counted() {
+        assert_eq!(super::quoted_name("a/b"), "\"a/b\"");
+        let long = "é".repeat(10_000);
+        let q = super::quoted_name(&long);
+        assert_eq!(q, format!("{:?}… (20000 bytes)", "é".repeat(64)));
+        assert_eq!(
+            super::quoted_name(&"x".repeat(64)),
+            format!("{:?}", "x".repeat(64))
+        );
+    }
 }

@@ -63,9 +63,8 @@ mod udp;
 
 pub use config::{Impairment, NodeConfig};
 pub use cycle::{Cycle, CycleStats, Schedule, Tick};
-pub use error::{Error, PodError, RecvError, SendError};
+pub use error::{quoted_name, Error, PodError, RecvError, SendError};
 pub use event::{Event, Gone, PublisherId};
-pub use names::quoted_name;
 pub use node::{Kept, Loan, LoanSlice, Node, Publisher, PublisherInfo, Sample, Subscriber};
 pub use pod::Pod;
 pub use qos::{

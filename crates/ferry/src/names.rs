@@ -8,19 +8,6 @@ pub const MAX_TOPIC: usize = 100;
 /// The longest domain name (bytes).
 pub const MAX_DOMAIN: usize = 32;
 
-/// The most characters of a name that an error quotes.
-const QUOTED: usize = 64;
-
-/// A name as ferry's errors quote it: in quotes, escaped, and cut to its first 64 characters
-/// (its length in bytes said) when it is longer, so that a long or hostile name cannot flood a
-/// message or a log.
-pub fn quoted_name(name: &str) -> String {
-    match name.char_indices().nth(QUOTED) {
-        None => format!("{name:?}"),
-        Some((cut, _)) => format!("{:?}… ({} bytes)", &name[..cut], name.len()),
-    }
-}
-
 /// Checks a topic name: 1–100 characters of `A-Z a-z 0-9 _ - . /`.
 pub fn validate_topic(topic: &str) -> Result<(), Error> {
     let bad = |reason| {
@@ -57,19 +44,4 @@ pub fn validate_domain(domain: &str) -> Result<(), Error> {
         });
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_long_name_is_quoted_cut_and_counted() {
-        assert_eq!(super::quoted_name("a/b"), "\"a/b\"");
-        let long = "é".repeat(10_000);
-        let q = super::quoted_name(&long);
-        assert_eq!(q, format!("{:?}… (20000 bytes)", "é".repeat(64)));
-        assert_eq!(
-            super::quoted_name(&"x".repeat(64)),
-            format!("{:?}", "x".repeat(64))
-        );
-    }
 }
