@@ -43,6 +43,7 @@ enum Command {
     /// Publish messages on a topic
     Pub(cmd::publish::PubArgs),
     /// Print the messages of one topic, or of several in one thread, as they arrive
+    #[command(visible_alias = "sub")]
     Echo(cmd::echo::EchoArgs),
     /// Record topics to an MCAP file (readable by Foxglove and the mcap tools)
     Record(cmd::record::RecordArgs),

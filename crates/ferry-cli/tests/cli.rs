@@ -436,6 +436,45 @@ fn echo_counts_the_deadline_periods_without_a_message() {
     assert!(*missed.last().unwrap() <= 11, "{missed:?}");
 }
 
+/// `ferry pub --deadline` says in its summary how many periods passed without a send: none at
+/// a rate well inside the period, some at one well outside it.
+#[test]
+fn pub_counts_its_deadline_periods_without_a_send() {
+    let d = domain("pdl");
+    let summary = |rate: &str, deadline: &str| {
+        let out = spawn(&[
+            "pub",
+            "pdl/x",
+            "--rate",
+            rate,
+            "--count",
+            "4",
+            "--deadline",
+            deadline,
+            "--domain",
+            &d,
+        ])
+        .finish(LONG);
+        assert!(out.status.success(), "{}", out.stderr);
+        let line = out
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("sent 4 messages"))
+            .unwrap_or_else(|| panic!("no summary in {}", out.stderr))
+            .to_owned();
+        let n: u64 = line
+            .split("; ")
+            .find_map(|part| part.strip_suffix(" without a send"))
+            .and_then(|c| c.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no deadline count in {line:?}"));
+        n
+    };
+    // Four sends 250 ms apart against a 50 ms deadline: each gap misses periods.
+    assert!(summary("4", "0.05") >= 3);
+    // Four sends as fast as they go against a 10 s deadline: none.
+    assert_eq!(summary("0", "10"), 0);
+}
+
 #[test]
 fn pub_and_echo_exchange_messages_over_udp() {
     let d = domain("udp");

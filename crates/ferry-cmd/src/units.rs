@@ -37,6 +37,30 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("size {text:?} is too large"))
 }
 
+/// The largest message size the command line takes: what a ring record can describe (a 32-bit
+/// length, less its header), a little under 4 GiB.
+pub const MAX_MESSAGE: usize = u32::MAX as usize - 64;
+
+/// A message's size: as [`parse_size`], at most [`MAX_MESSAGE`].
+pub fn parse_message_size(text: &str) -> Result<usize, String> {
+    let n = parse_size(text)?;
+    if n > MAX_MESSAGE {
+        return Err(format!(
+            "size {text:?} is too large: a message is at most {} bytes (just under 4 GiB)",
+            MAX_MESSAGE
+        ));
+    }
+    Ok(n)
+}
+
+/// A limit on message sizes: as [`parse_message_size`], at least 1 byte.
+pub fn parse_max_size(text: &str) -> Result<usize, String> {
+    match parse_message_size(text)? {
+        0 => Err("a limit on message sizes is at least 1 byte".to_owned()),
+        n => Ok(n),
+    }
+}
+
 /// `32 B`, `1 KiB`, `1.5 KiB`, `1 MiB`.
 pub fn format_size(bytes: usize) -> String {
     let (unit, name) = match bytes {
@@ -164,6 +188,16 @@ mod tests {
             assert!(parse_size(bad).is_err(), "{bad:?} should be refused");
         }
         assert!(parse_size("99999999999999G").is_err());
+        assert_eq!(parse_message_size("0"), Ok(0));
+        assert_eq!(parse_max_size("4M"), Ok(4 << 20));
+        assert!(parse_max_size("0").unwrap_err().contains("at least 1 byte"));
+        for big in ["4G", "10G"] {
+            assert!(parse_max_size(big)
+                .unwrap_err()
+                .contains("just under 4 GiB"));
+            assert!(parse_message_size(big).is_err());
+        }
+        assert_eq!(parse_message_size("3G"), Ok(3 << 30));
         // A whole number past what a size can be is said to be too large, not malformed.
         for huge in ["99999999999999999999", "99999999999999G"] {
             let e = parse_size(huge).unwrap_err();

@@ -281,6 +281,23 @@ impl Publisher {
         }
     }
 
+    /// `Qos::deadline`: the periods that passed without a send, up to now (0 without a
+    /// deadline). `ferry stats` shows the same count.
+    pub fn deadline_missed(&mut self) -> u64 {
+        let Some(d) = &mut self.deadline else {
+            return 0;
+        };
+        if d.check(Instant::now()) > 0 {
+            let slot = match &self.inner {
+                PubInner::Shm(p) | PubInner::Auto(p, _) => p.slot(),
+                PubInner::Udp(p) => p.slot(),
+            };
+            slot.deadline_missed
+                .store(d.missed(), std::sync::atomic::Ordering::Relaxed);
+        }
+        d.missed()
+    }
+
     /// Sends a copy of `bytes`.
     pub fn send(&mut self, bytes: &[u8]) -> Result<(), SendError> {
         if let PubInner::Udp(p) = &self.inner {

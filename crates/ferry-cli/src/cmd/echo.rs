@@ -12,7 +12,7 @@ use super::{delivery_words, wait_words, TransportOpt, POLL_SLICE};
 use ferry_cmd::error::{bail, Context, Result};
 use ferry_cmd::signal;
 use ferry_cmd::table::print_out;
-use ferry_cmd::units::{parse_domain, parse_seconds, parse_size};
+use ferry_cmd::units::{parse_domain, parse_max_size, parse_seconds};
 
 #[derive(Debug, Args)]
 pub struct EchoArgs {
@@ -60,7 +60,7 @@ pub struct EchoArgs {
 
     /// The largest message taken over UDP, in bytes (K, M or G suffix); a publisher of this host
     /// is told, and refuses to send larger ones (shared memory takes what the ring holds)
-    #[arg(long, value_name = "BYTES", default_value = "1M", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", default_value = "1M", value_parser = parse_max_size)]
     pub max_size: usize,
 
     /// UDP: a publisher not heard from for S seconds is gone (silent), 0.3 to 3600

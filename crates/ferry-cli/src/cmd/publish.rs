@@ -9,7 +9,7 @@ use super::typed::TypeArgs;
 use super::{write_numbered, PublishOpts};
 use ferry_cmd::error::{bail, note, Context, Result};
 use ferry_cmd::signal;
-use ferry_cmd::units::{count, format_size, parse_rate, parse_seconds, parse_size};
+use ferry_cmd::units::{count, format_size, parse_message_size, parse_rate, parse_seconds};
 
 #[derive(Debug, Args)]
 pub struct PubArgs {
@@ -19,7 +19,7 @@ pub struct PubArgs {
     /// Message size in bytes, with an optional K, M or G suffix (1K = 1024). A message of 8 bytes or
     /// more starts with its sequence number (u64, little endian); every other byte holds the
     /// sequence number's low byte
-    #[arg(long, value_name = "BYTES", default_value = "64", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", default_value = "64", value_parser = parse_message_size)]
     pub size: usize,
 
     /// Messages per second, on absolute deadlines (a late message does not shift the next);
@@ -199,6 +199,18 @@ pub fn run(args: PubArgs) -> Result<()> {
         )
     } else {
         String::new()
+    };
+    // The deadline's count, where one was set (`--deadline`).
+    let stalled = match args.publish.deadline {
+        Some(_) => format!(
+            "{stalled}; {} without a send",
+            count(
+                publisher.deadline_missed(),
+                "deadline period",
+                "deadline periods"
+            )
+        ),
+        None => stalled,
     };
     // What was sent must arrive before the process goes, or the exit status says it did not.
     if !signal::interrupted() {

@@ -10,7 +10,8 @@ use ferry_cmd::error::{bail, note, Context, Result};
 use ferry_cmd::signal;
 use ferry_cmd::stats::Summary;
 use ferry_cmd::units::{
-    count, format_ns, format_size, parse_domain, parse_rate, parse_seconds, parse_size,
+    count, format_ns, format_size, parse_domain, parse_max_size, parse_message_size, parse_rate,
+    parse_seconds,
 };
 
 /// The options `serve` and `call` share.
@@ -24,7 +25,7 @@ pub struct ServiceOpts {
     pub wait: ferry::WaitStrategy,
 
     /// The largest request (and, for serve, response) in bytes, with an optional K, M or G suffix
-    #[arg(long, value_name = "BYTES", default_value = "1M", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", default_value = "1M", value_parser = parse_max_size)]
     pub max_size: usize,
 
     /// Across hosts (UDP): a server (call) or client (serve) not heard from for S seconds is
@@ -66,7 +67,7 @@ pub struct ServeArgs {
 
     /// Answer each request with BYTES bytes (K, M or G suffix; the request's id, u64 little endian,
     /// first when it fits) instead of echoing it
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    #[arg(long, value_name = "BYTES", value_parser = parse_message_size)]
     pub size: Option<usize>,
 
     /// Wait this long before each answer (e.g. 10ms): a slow server
@@ -176,7 +177,7 @@ pub struct CallArgs {
     pub service: String,
 
     /// Send requests of BYTES bytes (K, M or G suffix), filled with the call's number
-    #[arg(long, value_name = "BYTES", default_value = "64", value_parser = parse_size, conflicts_with = "data")]
+    #[arg(long, value_name = "BYTES", default_value = "64", value_parser = parse_message_size, conflicts_with = "data")]
     pub size: usize,
 
     /// Send this text as each request instead (responses are then printed as text)
