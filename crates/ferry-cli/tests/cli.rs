@@ -626,6 +626,7 @@ fn topics_stats_and_clean() {
     let stats = run_ok(&["stats", "--domain", &d]);
     let words = [
         "cars/speed",
+        "TRANSPORT",
         "SENT/RECEIVED",
         "TIMEOUTS",
         "EVICTIONS",
@@ -1146,6 +1147,8 @@ fn serve_and_call_answer_and_show_in_topics_and_stats() {
         "{topics}"
     );
     let stats = run_ok(&["stats", "--domain", &d]);
+    // The service's own topics are counted in its table, not listed as topics again.
+    assert!(!stats.contains(".srv/"), "{stats}");
     let server_row = stats
         .lines()
         .find(|l| l.contains("map/tile") && l.contains(" server "))

@@ -709,13 +709,24 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
         true => String::new(),
         false => format!("\nservices:\n{}", services_stats_table(&services)),
     };
+    // A service's own topics are counted in its table, not listed again as topics, unless one
+    // was asked for by name.
+    let topics = match &args.topic {
+        Some(_) => topics,
+        None => split_services(topics).0,
+    };
     if topics.is_empty() {
-        print_out(&nothing_found(args.domain.as_deref()))?;
+        let text = match services.is_empty() {
+            true => nothing_found(args.domain.as_deref()),
+            false => services_text.trim_start().to_owned(),
+        };
+        print_out(&text)?;
         return Ok(());
     }
     let mut table = Table::new(&[
         "DOMAIN",
         "TOPIC",
+        "TRANSPORT",
         "ROLE",
         "NODE",
         ">PID",
@@ -740,6 +751,7 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
             } else {
                 vec![String::new(), String::new()]
             };
+            // (Under `auto` an end has a row per transport: its shared-memory and UDP slots.)
             first = false;
             cells
         };
@@ -758,7 +770,14 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
                 Some(p.refused.total()),
                 Some(p.send_errors),
             ];
-            ("publisher", &p.node, p.pid, p.alive, counters)
+            (
+                "publisher",
+                p.udp.is_some(),
+                &p.node,
+                p.pid,
+                p.alive,
+                counters,
+            )
         });
         let subscribers = t.subscribers.iter().map(|s| {
             let counters = [
@@ -774,10 +793,18 @@ pub fn run_stats(args: StatsArgs) -> Result<()> {
                 Some(s.refused.total()),
                 None,
             ];
-            ("subscriber", &s.node, s.pid, s.alive, counters)
+            (
+                "subscriber",
+                s.udp.is_some(),
+                &s.node,
+                s.pid,
+                s.alive,
+                counters,
+            )
         });
-        for (role, node, pid, alive, counters) in publishers.chain(subscribers) {
+        for (role, udp, node, pid, alive, counters) in publishers.chain(subscribers) {
             let mut row = head();
+            row.push(if udp { "udp" } else { "shm" }.to_owned());
             row.extend(participant_cells(role, node, pid, alive, counters));
             table.row(row);
         }
