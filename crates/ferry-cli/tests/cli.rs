@@ -436,6 +436,53 @@ fn echo_counts_the_deadline_periods_without_a_message() {
     assert!(*missed.last().unwrap() <= 11, "{missed:?}");
 }
 
+/// A publisher over shared memory only cannot reach a subscriber of its host that listens over
+/// UDP only: `ferry pub` says so instead of ending as if they had been delivered; over `auto` it
+/// reaches it and says nothing.
+#[test]
+fn pub_warns_of_a_subscriber_its_transport_cannot_reach() {
+    let d = domain("mix");
+    let echo = start_echo(&d, "mix/x", &["--transport", "udp"]);
+    wait_until(LONG, "the UDP subscriber to appear", || {
+        topics_json(&d)[0]["subscribers"][0]["alive"] == true
+    });
+    let out = spawn(&[
+        "pub",
+        "mix/x",
+        "--transport",
+        "shm",
+        "--count",
+        "3",
+        "--rate",
+        "0",
+        "--domain",
+        &d,
+    ])
+    .finish(LONG);
+    assert!(out.status.success(), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("of this host listens over UDP only: it got none of these messages"),
+        "{}",
+        out.stderr
+    );
+    let out = spawn(&[
+        "pub",
+        "mix/x",
+        "--transport",
+        "auto",
+        "--count",
+        "1",
+        "--domain",
+        &d,
+    ])
+    .finish(LONG);
+    assert!(out.status.success(), "{}", out.stderr);
+    assert!(!out.stderr.contains("listens over"), "{}", out.stderr);
+    let e = echo.stop_with(Signal::TERM);
+    assert!(e.stdout.starts_with("seq 0 "), "{}", e.stdout);
+}
+
 /// `ferry pub --deadline` says in its summary how many periods passed without a send: none at
 /// a rate well inside the period, some at one well outside it.
 #[test]

@@ -225,6 +225,9 @@ pub fn run(args: PubArgs) -> Result<()> {
         "sent {} in {elapsed:.3} s{stalled}",
         count(sent, "message", "messages")
     );
+    for warning in unreachable_subscribers(&node, &args.topic, qos.transport) {
+        note!("ferry: warning: {warning}");
+    }
     if let Some(keep_alive) = args.keep_alive.filter(|_| !signal::interrupted()) {
         note!("staying {keep_alive:?} for subscribers that start later");
         let until = Instant::now() + keep_alive;
@@ -235,6 +238,45 @@ pub fn run(args: PubArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Subscribers of this host on `topic` that a publisher over `transport` cannot reach — one
+/// that listens over UDP only while it sends over shared memory only, or the other way round:
+/// they got none of its messages, and nothing else would say so.
+fn unreachable_subscribers(
+    node: &ferry::Node,
+    topic: &str,
+    transport: ferry::Transport,
+) -> Vec<String> {
+    let Ok(Some(snapshot)) = ferry::admin::topic(node.domain(), topic) else {
+        return Vec::new();
+    };
+    // Each subscriber process's slots: over shared memory, over UDP.
+    let mut ends: std::collections::BTreeMap<(u32, &str), (bool, bool)> = Default::default();
+    for s in snapshot.subscribers.iter().filter(|s| s.alive) {
+        let end = ends.entry((s.pid, s.node.as_str())).or_default();
+        match s.udp {
+            Some(_) => end.1 = true,
+            None => end.0 = true,
+        }
+    }
+    let (theirs, fix) = match transport {
+        ferry::Transport::Shm => ("over UDP only", "--transport auto or udp"),
+        ferry::Transport::Udp => ("over shared memory only", "--transport auto or shm"),
+        _ => return Vec::new(),
+    };
+    ends.into_iter()
+        .filter(|(_, (shm, udp))| match transport {
+            ferry::Transport::Shm => !shm && *udp,
+            _ => *shm && !udp,
+        })
+        .map(|((pid, node), _)| {
+            format!(
+                "subscriber {node:?} (pid {pid}) of this host listens {theirs}: it got none of \
+                 these messages ({fix} reaches it)"
+            )
+        })
+        .collect()
 }
 
 /// Waits up to `limit` for every reliable subscriber to take what was sent, in slices that
