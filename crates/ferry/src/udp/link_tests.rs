@@ -190,6 +190,9 @@ struct WindowFlow {
     start: u64,
     until: u64,
     window: u64,
+    /// Loss-based instead (Reno's AIMD, the window at most `window`): slow start, then a
+    /// datagram more per round trip, and the window times this on a drop (once per round trip).
+    aimd: Option<f64>,
 }
 
 const WINDOW_DATAGRAM: u64 = 1500;
@@ -258,6 +261,7 @@ fn simulate(
     // bytes), bytes delivered (time, bytes).
     let window_flow = flows.len();
     let mut window_in_flight = 0;
+    let (mut cwnd, mut ssthresh, mut recover_until) = (10.0 * WINDOW_DATAGRAM as f64, f64::MAX, 0);
     let mut window_acks: VecDeque<(u64, u64)> = VecDeque::new();
     let mut window_delivered: Vec<(u64, u64)> = Vec::new();
     for step in 0.. {
@@ -304,15 +308,34 @@ fn simulate(
         let mut next = fwd.next().min(rev.next()).min(end);
         if let App::Beside(w) = app {
             while window_acks.front().is_some_and(|a| a.0 <= now) {
-                window_in_flight -= window_acks.pop_front().unwrap().1;
+                let acked = window_acks.pop_front().unwrap().1;
+                window_in_flight -= acked;
+                if w.aimd.is_some() {
+                    cwnd += if cwnd < ssthresh {
+                        acked as f64
+                    } else {
+                        (WINDOW_DATAGRAM * acked) as f64 / cwnd
+                    };
+                    cwnd = cwnd.min(w.window as f64);
+                }
             }
+            let limit = match w.aimd {
+                Some(_) => cwnd as u64,
+                None => w.window,
+            };
             if now - START >= w.until {
                 // Gone.
             } else if now >= START + w.start {
-                while window_in_flight + WINDOW_DATAGRAM <= w.window {
+                while window_in_flight + WINDOW_DATAGRAM <= limit {
                     let dropped = fwd.dropped;
                     fwd.push(now, window_flow, &[0; WINDOW_DATAGRAM as usize]);
                     if fwd.dropped != dropped {
+                        if let Some(beta) = w.aimd.filter(|_| now >= recover_until) {
+                            ssthresh = (cwnd * beta).max(2.0 * WINDOW_DATAGRAM as f64);
+                            cwnd = ssthresh;
+                            recover_until =
+                                now + 2 * link.delay + fwd.queued_bytes * 1_000_000_000 / link.rate;
+                        }
                         // Sent again at its next chance.
                         next = next.min(now + WINDOW_DATAGRAM * 1_000_000_000 / link.rate);
                         break;
@@ -675,6 +698,7 @@ fn beside_a_window_flow(link: Link, window: u64) -> Outcome {
             start: 1000 * MS,
             until: u64::MAX,
             window,
+            aimd: None,
         }),
     );
     let why = report(&o, &link);
@@ -737,6 +761,7 @@ fn after_a_window_flow_leaves_the_link_is_filled_with_a_short_queue() {
             start: 1000 * MS,
             until: 6000 * MS,
             window: 150_000,
+            aimd: None,
         }),
     );
     let why = report(&o, &link);
@@ -885,4 +910,48 @@ fn a_lying_status_cannot_pass_the_rate_cap() {
         "{wire} bytes on the wire in 0.2 s under a cap allowing {most}"
     );
     assert!(wire >= most / 2, "but the cap's worth went: {wire}");
+}
+
+/// Beside a loss-based flow (Cubic's multiplicative decrease, 0.7, with Reno's additive
+/// increase) on a drop-tail queue of 10 ms — a router's buffer, where the other flow's queue
+/// fills, overflows and halves again and again, unlike the lab's tbf links — ferry still takes a
+/// fair share: between 35 and 65 % once both run, the link full.
+fn beside_a_loss_based_flow(rate: u64) -> Outcome {
+    let link = Link {
+        rate,
+        delay: 50_000,
+        buffer: rate / 100,
+        loss: 0.0,
+    };
+    let o = simulate(
+        link,
+        &[0],
+        64 << 10,
+        14000 * MS,
+        6000 * MS,
+        u64::MAX,
+        App::Beside(WindowFlow {
+            start: 1000 * MS,
+            until: u64::MAX,
+            window: 64 << 20,
+            aimd: Some(0.7),
+        }),
+    );
+    let why = report(&o, &link);
+    let (ferry, other) = (o.goodput[0] as f64, o.goodput[1] as f64);
+    let share = ferry / (ferry + other);
+    assert!((0.35..=0.65).contains(&share), "share {share:.2}: {why}");
+    assert!(ferry + other >= 0.9 * link.rate as f64, "{why}");
+    assert!(o.dropped_late > 0, "the other flow met its losses: {why}");
+    o
+}
+
+#[test]
+fn a_fair_share_beside_a_loss_based_flow_at_100_mbit() {
+    beside_a_loss_based_flow(100 * MBIT);
+}
+
+#[test]
+fn a_fair_share_beside_a_loss_based_flow_at_1_gbit() {
+    beside_a_loss_based_flow(GBIT);
 }
