@@ -8,7 +8,7 @@ use ferry_cmd::units::parse_domain;
 
 #[derive(Debug, Args)]
 pub struct CleanArgs {
-    /// Only this domain [default: every domain]
+    /// Only this domain [default: every domain: FERRY_DOMAIN is not read here]
     #[arg(long, value_name = "D", value_parser = parse_domain)]
     pub domain: Option<String>,
 }

@@ -16,7 +16,7 @@ use ferry_cmd::units::{format_size, parse_domain};
 
 #[derive(Debug, Args)]
 pub struct TopicsArgs {
-    /// Only topics of this domain [default: every domain]
+    /// Only topics of this domain [default: every domain: FERRY_DOMAIN is not read here]
     #[arg(long, value_name = "D", value_parser = parse_domain)]
     pub domain: Option<String>,
 
@@ -35,7 +35,7 @@ pub struct StatsArgs {
     /// Only this topic [default: every topic]
     pub topic: Option<String>,
 
-    /// Only topics of this domain [default: every domain]
+    /// Only topics of this domain [default: every domain: FERRY_DOMAIN is not read here]
     #[arg(long, value_name = "D", value_parser = parse_domain)]
     pub domain: Option<String>,
 
