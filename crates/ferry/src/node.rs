@@ -281,6 +281,19 @@ impl Publisher {
         }
     }
 
+    /// Dropping it will not wait for its subscribers to take what it sent (a service client's
+    /// requests: nobody answers them once the client has gone).
+    pub(crate) fn no_linger(&mut self) {
+        match &mut self.inner {
+            PubInner::Shm(p) => p.no_linger(),
+            PubInner::Udp(u) => u.no_linger(),
+            PubInner::Auto(p, u) => {
+                p.no_linger();
+                u.no_linger();
+            }
+        }
+    }
+
     /// `Qos::deadline`: the periods that passed without a send, up to now (0 without a
     /// deadline). `ferry stats` shows the same count.
     pub fn deadline_missed(&mut self) -> u64 {

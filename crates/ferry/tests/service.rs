@@ -423,6 +423,34 @@ fn an_abandoned_request_is_pending_no_more_and_its_late_answer_is_dropped() {
     assert_eq!((c.timeouts, c.malformed), (1, 1));
 }
 
+/// A client that goes while its request is unread (its call timed out, or its program ends)
+/// goes at once: its requests' publisher does not linger, up to its send timeout, for a server
+/// that has not read them — nobody would take their answers. Before, dropping it here took the
+/// whole 10 s send timeout.
+#[test]
+fn a_client_with_an_unread_request_goes_at_once() {
+    for transport in [Transport::Shm, Transport::Udp] {
+        let dom = domain("svc-unread");
+        let node = Node::with_domain("svc", &dom).unwrap();
+        let qos = Qos::default()
+            .transport(transport)
+            .send_timeout(Duration::from_secs(10));
+        // The server never looks for requests: it has not even attached the client's ring.
+        let _server = node.server("mute", &qos).unwrap();
+        let mut client = node.client("mute", &qos).unwrap();
+        client.wait_for_server(LONG);
+        let err = client.call(b"q", Duration::from_millis(50)).unwrap_err();
+        assert!(matches!(err, CallError::Timeout { .. }), "{err}");
+        let start = Instant::now();
+        drop(client);
+        let took = start.elapsed();
+        assert!(
+            took < Duration::from_secs(3),
+            "{transport:?}: the client took {took:?} to go"
+        );
+    }
+}
+
 #[test]
 fn a_response_for_a_client_that_has_gone_is_dropped_and_counted() {
     // Answered once, so that the server knows this client; then the client goes.

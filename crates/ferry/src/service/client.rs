@@ -40,6 +40,14 @@ pub struct Client {
     next_watch: Instant,
 }
 
+impl Drop for Client {
+    fn drop(&mut self) {
+        // Its pending requests end with it: the requests' publisher goes at once instead of
+        // waiting (up to its send timeout) for a server that has not read them yet.
+        self.requests.no_linger();
+    }
+}
+
 /// The requests in flight and the responses taken out of turn.
 #[derive(Debug, Default)]
 struct Calls {

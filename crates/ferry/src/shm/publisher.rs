@@ -27,6 +27,9 @@ pub struct ShmPublisher {
     max_message: usize,
     wait: WaitStrategy,
     send_timeout: Duration,
+    /// Whether dropping it waits (up to `send_timeout`) for its subscribers to take what it
+    /// wrote; not for a service client's requests, which nobody answers once it has gone.
+    linger: bool,
     spin_window: Duration,
     /// The hold this publisher steps over and since when: a hold kept for `LIVENESS_PERIOD` has
     /// its reader looked at (a process that died holding would otherwise cost every lap a
@@ -108,6 +111,7 @@ impl ShmPublisher {
                     max_message: qos.max_message_size,
                     wait: qos.wait,
                     send_timeout: qos.send_wait(),
+                    linger: true,
                     spin_window: qos.spin_window,
                     hold_since: None,
                 })
@@ -296,6 +300,11 @@ impl ShmPublisher {
         }
     }
 
+    /// Dropping it will not wait for its subscribers to take what it wrote.
+    pub fn no_linger(&mut self) {
+        self.linger = false;
+    }
+
     /// Stops waiting for subscribers that hold the ring back but no longer run.
     fn evict_dead_laggards(&self, len: usize) {
         let ring = &self.data.block().ring;
@@ -439,7 +448,9 @@ impl Drop for ShmPublisher {
         // A reliable publisher that goes lingers, up to its send timeout, for the reliable
         // subscribers that were there before it to attach its ring (the segment and the slot
         // stay until then): those attached read what it wrote after it has gone.
-        let _ = self.flush(self.send_timeout);
+        if self.linger {
+            let _ = self.flush(self.send_timeout);
+        }
         let b = self.data.block();
         b.closed.store(1, Ordering::Release);
         let _ = sys::shm_unlink(self.data.name());

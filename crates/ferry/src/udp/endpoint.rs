@@ -1079,9 +1079,17 @@ pub struct UdpPublisher {
     max_message: usize,
     send_timeout: Duration,
     reliable: bool,
+    /// Whether dropping it waits (up to `send_timeout`) for reliable receivers to take what it
+    /// sent; not for a service client's requests, which nobody answers once it has gone.
+    linger: bool,
 }
 
 impl UdpPublisher {
+    /// Dropping it will not wait for reliable receivers to take what it sent.
+    pub fn no_linger(&mut self) {
+        self.linger = false;
+    }
+
     pub fn create(
         config: &NodeConfig,
         topic_name: &str,
@@ -1237,6 +1245,7 @@ impl UdpPublisher {
             max_message: qos.max_message_size,
             send_timeout: qos.send_wait(),
             reliable,
+            linger: true,
         })
     }
 
@@ -1536,7 +1545,7 @@ impl Drop for UdpPublisher {
         // abandoned while its subscriber is merely slow. A dead receiver stops counting when it
         // times out.
         let linger = Instant::now() + self.send_timeout;
-        while self.reliable && Instant::now() < linger {
+        while self.reliable && self.linger && Instant::now() < linger {
             if self.shared.lock().sender.all_consumed() {
                 break;
             }
