@@ -2,11 +2,10 @@
 hosts, with zero-copy samples and loans.
 
     import ferry
-    node = ferry.Node("writer")
-    pub = node.publisher("sensors/lidar", ferry.Qos(transport="shm"))
-    pub.send(b"hello")
-
+    # A subscriber gets what is published after it starts: it comes first.
     sub = ferry.Node("reader").subscriber("sensors/lidar")
+    pub = ferry.Node("writer").publisher("sensors/lidar", ferry.Qos(transport="shm"))
+    pub.send(b"hello")
     with sub.recv(timeout=1.0) as sample:    # a read-only buffer over the ring, no copy
         print(sample.seq, bytes(sample))
 

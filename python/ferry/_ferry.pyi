@@ -136,7 +136,7 @@ class Qos:
     @property
     def max_held(self) -> int:
         """Subscriber: samples it holds at once while memoryviews or arrays of them exist, the
-        latest included (1 to 1024; 2 by default, so that `b = np.frombuffer(sub.recv())` in a
+        latest included (1 to 512; 2 by default, so that `b = np.frombuffer(sub.recv())` in a
         loop works). A sample is given back once its views are gone, at the next call."""
     @property
     def lease(self) -> float:
@@ -150,7 +150,9 @@ class Qos:
     def history(self) -> int:
         """A publisher keeps its last `history` messages (shared memory: as many as its ring
         holds); a subscriber that starts later takes the last `history` of them first, then the
-        live ones, with no gap. 0: none. Over UDP alone it is refused."""
+        live ones, with no gap. 0: none. At most 65536; over UDP the publisher keeps them in
+        its retransmit window (within 64 MiB) and a subscriber takes at most 8192 (a
+        transport="udp" end asking more is refused)."""
 
 class _Closable:
     """A context manager whose exit closes it (close, discard or release) and lets an exception
@@ -311,7 +313,9 @@ class Server(_End):
     def try_recv_request(self) -> Optional[Request]: ...
     def respond(self, to: Union[Request, ReplyTo], data: Buffer) -> bool:
         """Answers a request (or its reply_to, kept to answer later) with a copy of `data`:
-        True when sent, False when its client had gone (the answer is dropped)."""
+        True when sent, False when its client had gone (the answer is dropped). A reply_to is
+        not checked for an answer given already: a second answer is sent, and its client drops
+        it (counted in `ferry stats` as malformed)."""
     def __iter__(self) -> Iterator[Request]: ...
     def __next__(self) -> Request: ...
 

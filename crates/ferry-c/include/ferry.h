@@ -356,9 +356,11 @@ typedef struct ferry_qos {
      */
     uint64_t deadline_ns;
     /**
-     * History for subscribers that start later (shared memory): a publisher keeps its last
-     * `history` messages, a subscriber that starts later takes the last `history` of them
-     * first, then the live ones. 0 (the default): none. At most 65536; refused over UDP alone.
+     * History for subscribers that start later: a publisher keeps its last `history` messages
+     * (in its ring; over UDP in its retransmit window, within 64 MiB), a subscriber that starts
+     * later takes the last `history` of them first, then the live ones. 0 (the default): none.
+     * At most 65536; a UDP subscriber takes at most 8192 (a FERRY_TRANSPORT_UDP end asking more
+     * is refused).
      */
     size_t history;
     /**

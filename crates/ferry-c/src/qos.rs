@@ -107,9 +107,11 @@ pub struct ferry_qos {
     /// in nanoseconds (1 ms to an hour); each period that passes without one is counted
     /// (`ferry stats`). 0 (the default): none.
     pub deadline_ns: u64,
-    /// History for subscribers that start later (shared memory): a publisher keeps its last
-    /// `history` messages, a subscriber that starts later takes the last `history` of them
-    /// first, then the live ones. 0 (the default): none. At most 65536; refused over UDP alone.
+    /// History for subscribers that start later: a publisher keeps its last `history` messages
+    /// (in its ring; over UDP in its retransmit window, within 64 MiB), a subscriber that starts
+    /// later takes the last `history` of them first, then the live ones. 0 (the default): none.
+    /// At most 65536; a UDP subscriber takes at most 8192 (a FERRY_TRANSPORT_UDP end asking more
+    /// is refused).
     pub history: usize,
     /// UDP subscriber: a publisher not heard from for this long, in nanoseconds, is gone
     /// (silent): 300 ms to an hour, 3 s by default. Idle publishers send a heartbeat at least
