@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::layout::{
     header_bytes, load_str, store_str, ControlBlock, DataBlock, Owner, PublisherSlot,
-    SubscriberSlot, MAGIC_CONTROL, MAGIC_DATA,
+    SubscriberSlot, LAYOUT_VERSION, MAGIC_CONTROL, MAGIC_DATA,
 };
 use super::segment::{self, open_checked, publish_header, Segment};
 use crate::refusal::{DiscoveryRefusals, Refusals, REASONS};
@@ -102,10 +102,17 @@ enum Side {
     Subscriber,
 }
 
-/// Where in the control segment a slot's lock lies: past its end (a lock needs no data), one
-/// byte per slot.
+/// Where the slots' locks begin in a control segment: past its end (a lock needs no data), one
+/// byte per slot. The same in every layout version since [`FIRST_LOCKED_LAYOUT`].
+const LOCKS: u64 = 1 << 40;
+
+/// The first layout version whose participants hold their slot's lock (from [`LOCKS`] on) for
+/// as long as they run: a control segment of this version or later that nobody holds a lock on
+/// has no participant left, whatever its layout.
+const FIRST_LOCKED_LAYOUT: u32 = 12;
+
+/// Where in the control segment a slot's lock lies.
 fn lock_at(side: Side, slot: usize) -> u64 {
-    const LOCKS: u64 = 1 << 40;
     match side {
         Side::Publisher => LOCKS + slot as u64,
         Side::Subscriber => LOCKS + super::layout::MAX_PUBLISHERS as u64 + slot as u64,
@@ -904,6 +911,21 @@ fn clean_impl(domain: Option<&str>, force: bool) -> Result<CleanReport, Error> {
                 }
             }
             Ok(None) => {}
+            Err(Error::Version { found, .. }) if found >= FIRST_LOCKED_LAYOUT => {
+                // Another ferry's layout: gone once no participant of it holds a lock.
+                match remove_if_unlocked(name) {
+                    Ok(true) => report.removed.push(name.clone()),
+                    Ok(false) => report.refused.push((
+                        name.clone(),
+                        format!(
+                            "in use by a running ferry of layout version {found} (this one \
+                             speaks {LAYOUT_VERSION}): `ferry clean` removes it once that has \
+                             ended"
+                        ),
+                    )),
+                    Err(e) => report.refused.push((name.clone(), e.to_string())),
+                }
+            }
             Err(e) => report.refused.push((name.clone(), e.to_string())),
         }
     }
@@ -933,6 +955,14 @@ fn clean_impl(domain: Option<&str>, force: bool) -> Result<CleanReport, Error> {
                 Err(_) => false,
             },
             Ok(None) => continue,
+            // Another ferry's layout: its publisher is gone with its topic's control segment
+            // (removed above once nobody held a lock on it).
+            Err(Error::Version { found, .. })
+                if found >= FIRST_LOCKED_LAYOUT
+                    && matches!(sys::ShmObject::open(control), Err(e) if e.kind() == io::ErrorKind::NotFound) =>
+            {
+                false
+            }
             Err(e) => {
                 report.refused.push((name.clone(), e.to_string()));
                 continue;
@@ -945,6 +975,23 @@ fn clean_impl(domain: Option<&str>, force: bool) -> Result<CleanReport, Error> {
         }
     }
     Ok(report)
+}
+
+/// Removes the control segment `name` of another layout version when no open of it holds a
+/// slot's lock: true if it did.
+fn remove_if_unlocked(name: &str) -> Result<bool, Error> {
+    let obj = match sys::ShmObject::open(name) {
+        Ok(o) => o,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io(format!("open shared memory {name}"), e)),
+    };
+    let locked = obj
+        .locked_from(LOCKS)
+        .map_err(|e| Error::io(format!("look at the locks of {name}"), e))?;
+    if locked {
+        return Ok(false);
+    }
+    Ok(sys::shm_unlink(name).is_ok())
 }
 
 /// Every topic with a control segment, optionally in one domain.
@@ -981,6 +1028,50 @@ mod tests {
 
     fn domain(what: &str) -> String {
         format!("u{}-{what}", std::process::id())
+    }
+
+    /// A segment another ferry wrote (another layout version since the slots' locks began) is
+    /// removed by `clean` once no process holds a lock on it, and kept, saying why, while one
+    /// does — a ferry upgraded while an older one's processes run, or after they ended.
+    #[test]
+    fn clean_removes_another_layouts_segment_once_nobody_holds_its_locks() {
+        use std::os::unix::fs::FileExt;
+        let d = domain("oldlayout");
+        let name = Topic::open(&d, "old/x", 0o600).unwrap().name().to_owned();
+        let path = format!("/dev/shm/{name}");
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        // The version field follows the 8-byte magic.
+        let old = LAYOUT_VERSION - 1;
+        file.write_all_at(&old.to_ne_bytes(), 8).unwrap();
+        assert!(matches!(
+            Topic::open_existing(&d, "old/x"),
+            Err(Error::Version { found, .. }) if found == old
+        ));
+
+        // A participant of that ferry still runs: it holds its slot's lock.
+        let holder = ShmObject::open(&name).unwrap();
+        holder.lock_byte(LOCKS + 3).unwrap();
+        let report = clean(Some(&d)).unwrap();
+        assert!(!report.removed.contains(&name), "{report:?}");
+        let why = &report.refused.iter().find(|r| r.0 == name).unwrap().1;
+        assert!(why.contains("in use by a running ferry"), "{why}");
+        assert!(std::path::Path::new(&path).exists());
+
+        // A data segment of that ferry's publisher: kept while its topic's directory is.
+        let data = format!("{name}@0000000100000001");
+        let mut header = vec![0u8; 4096];
+        header[..8].copy_from_slice(&MAGIC_DATA.to_ne_bytes());
+        header[8..12].copy_from_slice(&old.to_ne_bytes());
+        std::fs::write(format!("/dev/shm/{data}"), &header).unwrap();
+        let report = clean(Some(&d)).unwrap();
+        assert!(report.refused.iter().any(|r| r.0 == data), "{report:?}");
+
+        // It ended (the kernel let go of its lock): the next clean removes both segments.
+        drop(holder);
+        let report = clean(Some(&d)).unwrap();
+        assert!(report.removed.contains(&name), "{report:?}");
+        assert!(report.removed.contains(&data), "{report:?}");
+        assert!(!std::path::Path::new(&path).exists());
     }
 
     /// Makes publisher slot 0 look owned by a process that ended, as seen from `pid_ns`.

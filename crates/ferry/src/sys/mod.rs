@@ -139,7 +139,18 @@ impl ShmObject {
         Ok(i32::from(fl.l_type) != libc::F_UNLCK)
     }
 
+    /// Whether another open of the object holds a lock on any byte from `at` on.
+    pub fn locked_from(&self, at: u64) -> io::Result<bool> {
+        // A length of 0: to the largest offset there is.
+        let fl = self.lock_range(libc::F_OFD_GETLK, libc::F_WRLCK, at, 0)?;
+        Ok(i32::from(fl.l_type) != libc::F_UNLCK)
+    }
+
     fn byte_lock(&self, cmd: i32, kind: i32, at: u64) -> io::Result<libc::flock> {
+        self.lock_range(cmd, kind, at, 1)
+    }
+
+    fn lock_range(&self, cmd: i32, kind: i32, at: u64, len: i64) -> io::Result<libc::flock> {
         use std::os::fd::AsRawFd;
         let start = i64::try_from(at).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         // SAFETY: `flock` is plain data, for which all-zero is a valid value (l_pid must be 0 for
@@ -148,7 +159,7 @@ impl ShmObject {
         fl.l_type = kind as libc::c_short;
         fl.l_whence = libc::SEEK_SET as libc::c_short;
         fl.l_start = start;
-        fl.l_len = 1;
+        fl.l_len = len;
         // SAFETY: the descriptor is open for as long as `self`, and `fl` is a valid `flock` that
         // fcntl reads (and, for GETLK, writes) within this call.
         let r = unsafe { libc::fcntl(self.fd.as_raw_fd(), cmd, &mut fl) };
