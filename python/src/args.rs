@@ -42,6 +42,16 @@ pub fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {
 /// numpy before 1.23 let go of the buffer view as soon as the array was made, so the count of
 /// views that keeps lent memory from being handed back (`lend.rs`) could not see its arrays: it
 /// is refused.
+/// `numpy.dtype(dtype)`: a dtype numpy does not know is refused here, before anything is taken.
+pub fn resolve_dtype<'py>(dtype: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let np = dtype.py().import("numpy").map_err(|e| {
+        pyo3::exceptions::PyImportError::new_err(format!(
+            "arrays need numpy (pip install numpy): {e}"
+        ))
+    })?;
+    np.getattr("dtype")?.call1((dtype,))
+}
+
 pub fn frombuffer<'py>(
     obj: &Bound<'py, PyAny>,
     dtype: Option<&Bound<'py, PyAny>>,

@@ -465,8 +465,18 @@ closable_pymethods! {
         dtype: &Bound<'py, PyAny>,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        // The dtype first: one numpy does not know is refused before a message is taken.
+        let dtype = crate::args::resolve_dtype(dtype)?;
+        let itemsize: usize = dtype.getattr("itemsize")?.extract()?;
         let sample = Bound::new(slf.py(), Subscriber::receive_or_timeout(slf, timeout)?)?;
-        frombuffer(sample.as_any(), Some(dtype))
+        let len = sample.as_any().len()?;
+        if itemsize > 0 && len % itemsize != 0 {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "the message received ({len} bytes) is not a whole number of {itemsize}-byte \
+                 {dtype} elements; it was taken (the next receive gets the next message)"
+            )));
+        }
+        frombuffer(sample.as_any(), Some(&dtype))
     }
 
     fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {

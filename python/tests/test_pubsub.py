@@ -123,6 +123,19 @@ def test_send_array_and_recv_array(domain):
         pub.send_array(np.zeros((4, 6))[:, ::2])
 
 
+def test_recv_array_refuses_a_bad_dtype_before_it_takes_a_message(domain):
+    qos = ferry.Qos(transport="shm", max_message_size=1 << 16)
+    sub, pub = met_pair(domain, "dt", qos)
+    pub.send(b"abc")
+    with pytest.raises(TypeError):
+        sub.recv_array("notadtype", timeout=5)
+    # The message is still there, and one that does not fit the dtype says it was taken.
+    with pytest.raises(ValueError, match="3 bytes.*4-byte.*it was taken"):
+        sub.recv_array(np.uint32, timeout=5)
+    pub.send(b"abcd")
+    assert sub.recv_array(np.uint32, timeout=5).tobytes() == b"abcd"
+
+
 def test_qos_is_checked():
     with pytest.raises(ValueError, match="transport must be one of"):
         ferry.Qos(transport="tcp")
