@@ -166,19 +166,63 @@ pub fn busy(what: &str) -> PyErr {
     ))
 }
 
+/// Ferry's message in Python's words: `Qos::send_timeout` is `Qos(send_timeout=...)`,
+/// `Delivery::Latest` is `Qos(delivery="latest")`, `Node::server` is `Node.server`.
+pub fn pythonic(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(at) = rest.find("::") {
+        let (before, after) = rest.split_at(at);
+        let after = &after[2..];
+        // The type before `::` and the name after it.
+        let ty_start = before
+            .rfind(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .map_or(0, |i| i + 1);
+        let ty = &before[ty_start..];
+        let name_len = after
+            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .unwrap_or(after.len());
+        let name = &after[..name_len];
+        out.push_str(&before[..ty_start]);
+        let lower = name.to_ascii_lowercase();
+        if name.is_empty() || !ty.starts_with(|c: char| c.is_ascii_uppercase()) {
+            // Not a type's item: left as it is.
+            out.push_str(ty);
+            out.push_str("::");
+            rest = after;
+            continue;
+        }
+        match ty {
+            "Qos" => out.push_str(&format!("Qos({name}=...)")),
+            "Delivery" | "Transport" | "WaitStrategy" => {
+                let field = match ty {
+                    "Delivery" => "delivery",
+                    "Transport" => "transport",
+                    _ => "wait",
+                };
+                out.push_str(&format!("Qos({field}=\"{lower}\")"));
+            }
+            _ => out.push_str(&format!("{ty}.{name}")),
+        }
+        rest = &after[name_len..];
+    }
+    out.push_str(rest);
+    out
+}
+
 pub fn ferry(e: ferry::Error) -> PyErr {
-    FerryError::new_err(e.to_string())
+    FerryError::new_err(pythonic(&e.to_string()))
 }
 
 pub fn send(py: Python<'_>, e: ferry::SendError) -> PyErr {
     match e {
-        ferry::SendError::Timeout(_) => timeout(py, e.to_string()),
-        e => FerryError::new_err(e.to_string()),
+        ferry::SendError::Timeout(_) => timeout(py, pythonic(&e.to_string())),
+        e => FerryError::new_err(pythonic(&e.to_string())),
     }
 }
 
 pub fn recv(e: ferry::RecvError) -> PyErr {
-    FerryError::new_err(e.to_string())
+    FerryError::new_err(pythonic(&e.to_string()))
 }
 
 /// An exception of class `ty` with message `msg` and the given attributes (a service's request
@@ -206,7 +250,7 @@ fn int(py: Python<'_>, v: u64) -> Py<PyAny> {
 /// and `max`; all carry `service`.
 pub fn call(py: Python<'_>, service: &str, e: ferry::CallError) -> PyErr {
     use ferry::CallError as E;
-    let msg = e.to_string();
+    let msg = pythonic(&e.to_string());
     let service = || -> (&str, Py<PyAny>) {
         let s = pyo3::types::PyString::new(py, service);
         ("service", s.into_any().unbind())
@@ -215,7 +259,7 @@ pub fn call(py: Python<'_>, service: &str, e: ferry::CallError) -> PyErr {
         E::NoServer { .. } => {
             // Said as Python says it.
             let msg = msg.replace(
-                "(Client::wait_for_server)",
+                "(Client.wait_for_server)",
                 "(Client.wait_for_server(timeout))",
             );
             with_attrs(py, NO_SERVER.get(py), msg, &[service()])
@@ -248,7 +292,10 @@ pub fn call(py: Python<'_>, service: &str, e: ferry::CallError) -> PyErr {
         E::Send(ferry::SendError::TooLarge { len, max }) => with_attrs(
             py,
             TOO_LARGE.get(py),
-            msg,
+            format!(
+                "a request of {len} bytes exceeds this client's maximum of {max} bytes (raise \
+                 Qos(max_message_size=...) of the client)"
+            ),
             &[
                 service(),
                 ("request", py.None()),
@@ -258,7 +305,7 @@ pub fn call(py: Python<'_>, service: &str, e: ferry::CallError) -> PyErr {
         ),
         E::Send(e) => send(py, e),
         E::Recv(e) => recv(e),
-        e => FerryError::new_err(e.to_string()),
+        e => FerryError::new_err(pythonic(&e.to_string())),
     }
 }
 
@@ -268,7 +315,7 @@ pub fn serve(py: Python<'_>, e: ferry::service::ServeError) -> PyErr {
         ferry::service::ServeError::Send(ferry::SendError::TooLarge { len, max }) => {
             let msg = format!(
                 "a response of {len} bytes exceeds this server's maximum of {max} bytes (raise \
-                 Qos.max_message_size of the server)"
+                 Qos(max_message_size=...) of the server)"
             );
             with_attrs(
                 py,
@@ -278,6 +325,6 @@ pub fn serve(py: Python<'_>, e: ferry::service::ServeError) -> PyErr {
             )
         }
         ferry::service::ServeError::Send(e) => send(py, e),
-        e => FerryError::new_err(e.to_string()),
+        e => FerryError::new_err(pythonic(&e.to_string())),
     }
 }

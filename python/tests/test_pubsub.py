@@ -150,8 +150,13 @@ def test_ferry_errors_carry_ferrys_messages(domain):
     with pytest.raises(ferry.FerryError, match="invalid node name"):
         ferry.Node("")
     pub = node.publisher("small", ferry.Qos(transport="shm", max_message_size=8))
-    with pytest.raises(ferry.FerryError, match="exceeds this publisher's maximum"):
+    with pytest.raises(ferry.FerryError, match="exceeds this publisher's maximum") as e:
         pub.send(b"123456789")
+    # In Python's words, not Rust's.
+    assert "raise Qos(max_message_size=...)" in str(e.value), e.value
+    with pytest.raises(ferry.FerryError) as e:
+        node.publisher(".hidden")
+    assert "Node.server and Node.client" in str(e.value) and "::" not in str(e.value), e.value
     with pytest.raises(ferry.FerryError, match="max_message_size"):
         node.publisher("zero", ferry.Qos(transport="shm", max_message_size=0))
 
