@@ -131,8 +131,59 @@ thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
+/// Ferry's message in C's words: `Qos::send_timeout` is `ferry_qos.send_timeout_ns`,
+/// `Delivery::Latest` is `FERRY_DELIVERY_LATEST`, `Node::server` is `ferry_server_new`.
+fn c_words(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(at) = rest.find("::") {
+        let (before, after) = rest.split_at(at);
+        let after = &after[2..];
+        let ty_start = before
+            .rfind(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .map_or(0, |i| i + 1);
+        let ty = &before[ty_start..];
+        let name_len = after
+            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .unwrap_or(after.len());
+        let name = &after[..name_len];
+        out.push_str(&before[..ty_start]);
+        let upper = name.to_ascii_uppercase();
+        let said = match (ty, name) {
+            ("Qos", "send_timeout" | "spin_window" | "deadline" | "lease") => {
+                Some(format!("ferry_qos.{name}_ns"))
+            }
+            ("Qos", "max_rate") => Some("ferry_qos.max_rate_bps".to_owned()),
+            ("Qos", _) => Some(format!("ferry_qos.{name}")),
+            ("Delivery", _) => Some(format!("FERRY_DELIVERY_{upper}")),
+            ("Transport", _) => Some(format!("FERRY_TRANSPORT_{upper}")),
+            ("WaitStrategy", _) => Some(format!("FERRY_WAIT_{upper}")),
+            ("Node", "server" | "client") => Some(format!("ferry_{name}_new")),
+            ("Client" | "Server" | "Publisher" | "Subscriber", _) => {
+                Some(format!("ferry_{}_{name}", ty.to_ascii_lowercase()))
+            }
+            _ => None,
+        };
+        match said.filter(|_| !name.is_empty()) {
+            Some(said) => {
+                out.push_str(&said);
+                rest = &after[name_len..];
+            }
+            None => {
+                // Not one of the API's items: left as it is.
+                out.push_str(ty);
+                out.push_str("::");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn set_last_error(function: &str, message: &str) {
     // A message never holds NUL (ferry's own texts); if one did, it is cut there.
+    let message = c_words(message);
     let text = format!("{function}: {message}");
     let text = text.split('\0').next().unwrap_or_default().to_owned();
     let c = CString::new(text).unwrap_or_default();
@@ -248,6 +299,24 @@ pub extern "C" fn ferry_status_name(status: c_int) -> *const c_char {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ferrys_rust_names_are_said_as_c_says_them() {
+        use super::c_words;
+        assert_eq!(
+            c_words("(raise Qos::send_timeout, or use Delivery::Latest; Qos::max_message_size)"),
+            "(raise ferry_qos.send_timeout_ns, or use FERRY_DELIVERY_LATEST; \
+             ferry_qos.max_message_size)"
+        );
+        assert_eq!(
+            c_words("with Node::server and Node::client (Client::wait_for_server)"),
+            "with ferry_server_new and ferry_client_new (ferry_client_wait_for_server)"
+        );
+        assert_eq!(
+            c_words("a::b, Qos:: and std::io"),
+            "a::b, Qos:: and std::io"
+        );
+    }
+
     use super::*;
     use std::ffi::CStr;
 

@@ -764,7 +764,7 @@ fn a_loan_is_written_in_place_and_sent_once() {
             FERRY_TOO_LARGE
         );
         assert!(
-            last_error().contains("Qos::max_message_size"),
+            last_error().contains("ferry_qos.max_message_size"),
             "{}",
             last_error()
         );
