@@ -169,45 +169,17 @@ pub fn busy(what: &str) -> PyErr {
 /// Ferry's message in Python's words: `Qos::send_timeout` is `Qos(send_timeout=...)`,
 /// `Delivery::Latest` is `Qos(delivery="latest")`, `Node::server` is `Node.server`.
 pub fn pythonic(msg: &str) -> String {
-    let mut out = String::with_capacity(msg.len());
-    let mut rest = msg;
-    while let Some(at) = rest.find("::") {
-        let (before, after) = rest.split_at(at);
-        let after = &after[2..];
-        // The type before `::` and the name after it.
-        let ty_start = before
-            .rfind(|c: char| !c.is_ascii_alphanumeric() && c != '_')
-            .map_or(0, |i| i + 1);
-        let ty = &before[ty_start..];
-        let name_len = after
-            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
-            .unwrap_or(after.len());
-        let name = &after[..name_len];
-        out.push_str(&before[..ty_start]);
+    ferry::rename_api_items(msg, |ty, name| {
         let lower = name.to_ascii_lowercase();
-        if name.is_empty() || !ty.starts_with(|c: char| c.is_ascii_uppercase()) {
-            // Not a type's item: left as it is.
-            out.push_str(ty);
-            out.push_str("::");
-            rest = after;
-            continue;
-        }
-        match ty {
-            "Qos" => out.push_str(&format!("Qos({name}=...)")),
-            "Delivery" | "Transport" | "WaitStrategy" => {
-                let field = match ty {
-                    "Delivery" => "delivery",
-                    "Transport" => "transport",
-                    _ => "wait",
-                };
-                out.push_str(&format!("Qos({field}=\"{lower}\")"));
-            }
-            _ => out.push_str(&format!("{ty}.{name}")),
-        }
-        rest = &after[name_len..];
-    }
-    out.push_str(rest);
-    out
+        Some(match ty {
+            "Qos" => format!("Qos({name}=...)"),
+            "Delivery" => format!("Qos(delivery=\"{lower}\")"),
+            "Transport" => format!("Qos(transport=\"{lower}\")"),
+            "WaitStrategy" => format!("Qos(wait=\"{lower}\")"),
+            _ if ty.starts_with(|c: char| c.is_ascii_uppercase()) => format!("{ty}.{name}"),
+            _ => return None,
+        })
+    })
 }
 
 pub fn ferry(e: ferry::Error) -> PyErr {

@@ -134,51 +134,24 @@ thread_local! {
 /// Ferry's message in C's words: `Qos::send_timeout` is `ferry_qos.send_timeout_ns`,
 /// `Delivery::Latest` is `FERRY_DELIVERY_LATEST`, `Node::server` is `ferry_server_new`.
 fn c_words(msg: &str) -> String {
-    let mut out = String::with_capacity(msg.len());
-    let mut rest = msg;
-    while let Some(at) = rest.find("::") {
-        let (before, after) = rest.split_at(at);
-        let after = &after[2..];
-        let ty_start = before
-            .rfind(|c: char| !c.is_ascii_alphanumeric() && c != '_')
-            .map_or(0, |i| i + 1);
-        let ty = &before[ty_start..];
-        let name_len = after
-            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
-            .unwrap_or(after.len());
-        let name = &after[..name_len];
-        out.push_str(&before[..ty_start]);
+    ferry::rename_api_items(msg, |ty, name| {
         let upper = name.to_ascii_uppercase();
-        let said = match (ty, name) {
+        Some(match (ty, name) {
             ("Qos", "send_timeout" | "spin_window" | "deadline" | "lease") => {
-                Some(format!("ferry_qos.{name}_ns"))
+                format!("ferry_qos.{name}_ns")
             }
-            ("Qos", "max_rate") => Some("ferry_qos.max_rate_bps".to_owned()),
-            ("Qos", _) => Some(format!("ferry_qos.{name}")),
-            ("Delivery", _) => Some(format!("FERRY_DELIVERY_{upper}")),
-            ("Transport", _) => Some(format!("FERRY_TRANSPORT_{upper}")),
-            ("WaitStrategy", _) => Some(format!("FERRY_WAIT_{upper}")),
-            ("Node", "server" | "client") => Some(format!("ferry_{name}_new")),
+            ("Qos", "max_rate") => "ferry_qos.max_rate_bps".to_owned(),
+            ("Qos", _) => format!("ferry_qos.{name}"),
+            ("Delivery", _) => format!("FERRY_DELIVERY_{upper}"),
+            ("Transport", _) => format!("FERRY_TRANSPORT_{upper}"),
+            ("WaitStrategy", _) => format!("FERRY_WAIT_{upper}"),
+            ("Node", "server" | "client") => format!("ferry_{name}_new"),
             ("Client" | "Server" | "Publisher" | "Subscriber", _) => {
-                Some(format!("ferry_{}_{name}", ty.to_ascii_lowercase()))
+                format!("ferry_{}_{name}", ty.to_ascii_lowercase())
             }
-            _ => None,
-        };
-        match said.filter(|_| !name.is_empty()) {
-            Some(said) => {
-                out.push_str(&said);
-                rest = &after[name_len..];
-            }
-            None => {
-                // Not one of the API's items: left as it is.
-                out.push_str(ty);
-                out.push_str("::");
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
+            _ => return None,
+        })
+    })
 }
 
 fn set_last_error(function: &str, message: &str) {

@@ -15,6 +15,37 @@ pub fn quoted_name(name: &str) -> String {
     }
 }
 
+/// Rewrites the API items ferry's messages name — a type, `::` and a name, as
+/// `Qos::send_timeout` or `Node::server` — through `rename(type, name)`, for a front whose users
+/// know them by other names (Python's `Qos(send_timeout=...)`, C's `ferry_qos.send_timeout_ns`);
+/// an item it returns `None` for stays as it is.
+pub fn rename_api_items(msg: &str, rename: impl Fn(&str, &str) -> Option<String>) -> String {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(at) = rest.find("::") {
+        let (before, after) = (&rest[..at], &rest[at + 2..]);
+        let ty_start = before.rfind(|c| !ident(c)).map_or(0, |i| i + 1);
+        let ty = &before[ty_start..];
+        let name_len = after.find(|c| !ident(c)).unwrap_or(after.len());
+        let name = &after[..name_len];
+        out.push_str(&before[..ty_start]);
+        match rename(ty, name).filter(|_| !ty.is_empty() && !name.is_empty()) {
+            Some(said) => {
+                out.push_str(&said);
+                rest = &after[name_len..];
+            }
+            None => {
+                out.push_str(ty);
+                out.push_str("::");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Errors from opening nodes, topics, publishers and subscribers.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -205,6 +236,21 @@ pub enum PodError {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn api_items_are_renamed_and_the_rest_left_alone() {
+        let upper = |ty: &str, name: &str| {
+            (ty == "Qos").then(|| format!("qos.{}", name.to_ascii_uppercase()))
+        };
+        assert_eq!(
+            super::rename_api_items("raise Qos::send_timeout, or Node::server", upper),
+            "raise qos.SEND_TIMEOUT, or Node::server"
+        );
+        assert_eq!(
+            super::rename_api_items("Qos:: a::b ::c Qos::x", upper),
+            "Qos:: a::b ::c qos.X"
+        );
+    }
+
     #[test]
     fn a_long_name_is_quoted_cut_and_counted() {
         assert_eq!(super::quoted_name("a/b"), "\"a/b\"");

@@ -63,7 +63,7 @@ mod udp;
 
 pub use config::{Impairment, NodeConfig};
 pub use cycle::{Cycle, CycleStats, Schedule, Tick};
-pub use error::{quoted_name, Error, PodError, RecvError, SendError};
+pub use error::{quoted_name, rename_api_items, Error, PodError, RecvError, SendError};
 pub use event::{Event, Gone, PublisherId};
 pub use node::{Kept, Loan, LoanSlice, Node, Publisher, PublisherInfo, Sample, Subscriber};
 pub use pod::Pod;
