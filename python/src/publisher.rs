@@ -94,8 +94,29 @@ fn loan(
     }
     // SAFETY: as above.
     let again: &'static mut ferry::Publisher = unsafe { &mut *p };
-    py.detach(move || again.loan(len))
-        .map_err(|e| errors::send(py, e))
+    // The wait for room looks at Python's signals every 50 ms (the GIL taken for the look
+    // alone): Ctrl-C ends it with KeyboardInterrupt, as it ends a receive.
+    let caught: Mutex<Option<PyErr>> = Mutex::new(None);
+    let got = py.detach(|| {
+        let mut keep_waiting = || {
+            Python::attach(|py| match py.check_signals() {
+                Ok(()) => true,
+                Err(e) => {
+                    *caught.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                    false
+                }
+            })
+        };
+        again.loan_while(len, &mut keep_waiting)
+    });
+    match got {
+        Ok(Some(loan)) => Ok(loan),
+        Ok(None) => Err(caught
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(|| errors::FerryError::new_err("the wait for room was interrupted"))),
+        Err(e) => Err(errors::send(py, e)),
+    }
 }
 
 impl Publisher {

@@ -267,6 +267,43 @@ def test_a_full_ring_waits_with_the_gil_released_then_times_out(domain):
     pub.send(payload)
 
 
+FILL_AND_BLOCK = """
+import signal, sys, ferry
+# Python's own Ctrl-C, whatever this process inherited (a job started in the background
+# ignores SIGINT, and Python then keeps it ignored).
+signal.signal(signal.SIGINT, signal.default_int_handler)
+node = ferry.Node("sig", domain=sys.argv[1])
+qos = ferry.Qos(transport="shm", max_message_size=4096, ring_capacity=1 << 16, send_timeout=30.0)
+sub, pub = node.subscriber("full", qos), node.publisher("full", qos)
+print("READY", flush=True)
+try:
+    while True:
+        pub.send(bytes(4000))
+except KeyboardInterrupt:
+    print("INTERRUPTED", flush=True)
+# The subscriber goes first: a publisher closed before it would wait for it to read.
+sub.close()
+pub.close()
+"""
+
+
+def test_ctrl_c_ends_a_send_that_waits_for_room(domain):
+    """A send waiting for a subscriber that reads nothing (send_timeout 30 s) ends at Ctrl-C
+    with KeyboardInterrupt, as a receive does, not when the send timeout runs out."""
+    import sys
+    child = subprocess.Popen([sys.executable, "-c", FILL_AND_BLOCK, domain],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "READY"
+        time.sleep(1.0)  # the ring is full within microseconds; the send waits
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=15)
+    finally:
+        child.kill()
+    assert "INTERRUPTED" in out, (out, err)
+    assert child.returncode == 0, err
+
+
 def test_a_rate_cap_paces_a_udp_publisher_and_a_tiny_one_is_refused(domain):
     """`max_rate` reaches the publisher: 16 messages of 64 KiB at 40 Mbit/s cannot be handed out
     in less than about 0.21 s, however fast the machine (a lower bound the pacer sets, not a

@@ -333,7 +333,7 @@ impl Publisher {
     /// shared memory this waits for ring space like `send`.
     #[inline]
     pub fn loan(&mut self, len: usize) -> Result<Loan<'_>, SendError> {
-        match self.lend(len, true)? {
+        match self.lend(len, true, None)? {
             Some(loan) => Ok(loan),
             None => unreachable!("a loan that may wait always lends"),
         }
@@ -345,11 +345,27 @@ impl Publisher {
     /// only when it has let go.)
     #[inline]
     pub fn try_loan(&mut self, len: usize) -> Result<Option<Loan<'_>>, SendError> {
-        self.lend(len, false)
+        self.lend(len, false, None)
+    }
+
+    /// As [`Publisher::loan`], but while it waits for room in the ring it asks `keep_waiting`
+    /// every 50 ms, and gives up (`None`) once that says no: for a caller that must see its own
+    /// interrupts meanwhile, such as a language binding's Ctrl-C. The send timeout still holds.
+    pub fn loan_while(
+        &mut self,
+        len: usize,
+        keep_waiting: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<Loan<'_>>, SendError> {
+        self.lend(len, true, Some(keep_waiting))
     }
 
     #[inline]
-    fn lend(&mut self, len: usize, wait: bool) -> Result<Option<Loan<'_>>, SendError> {
+    fn lend(
+        &mut self,
+        len: usize,
+        wait: bool,
+        keep_waiting: Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<Option<Loan<'_>>, SendError> {
         if let Some(d) = &mut self.deadline {
             let slot = match &self.inner {
                 PubInner::Shm(p) | PubInner::Auto(p, _) => p.slot(),
@@ -359,7 +375,11 @@ impl Publisher {
         }
         let inner = match &mut self.inner {
             PubInner::Shm(p) => {
-                let Some(r) = p.reserve(len, wait)? else {
+                let r = match keep_waiting {
+                    Some(keep) => p.reserve_while(len, keep)?,
+                    None => p.reserve(len, wait)?,
+                };
+                let Some(r) = r else {
                     return Ok(None);
                 };
                 LoanInner::Shm {
@@ -369,7 +389,11 @@ impl Publisher {
                 }
             }
             PubInner::Auto(p, u) => {
-                let Some(r) = p.reserve(len, wait)? else {
+                let r = match keep_waiting {
+                    Some(keep) => p.reserve_while(len, keep)?,
+                    None => p.reserve(len, wait)?,
+                };
+                let Some(r) = r else {
                     return Ok(None);
                 };
                 let udp = u.has_destinations().then_some(&*u);

@@ -68,3 +68,26 @@ fn timeouts_past_what_the_clock_counts_wait_as_long_as_it_takes() {
         drop(sub);
     }
 }
+
+/// A publisher that goes waits (up to its send timeout) for the reliable subscribers that were
+/// there before it to read what it wrote — but not for one that has left the topic meanwhile
+/// without ever reading: closing it here took the whole 10 s send timeout.
+#[test]
+fn a_closing_publisher_does_not_wait_for_a_subscriber_that_has_left() {
+    let dom = domain("leftunread");
+    let node = Node::with_domain("n", &dom).unwrap();
+    let qos = Qos::default()
+        .transport(Transport::Shm)
+        .send_timeout(Duration::from_secs(10));
+    let sub = node.subscriber("t", &qos).unwrap();
+    let mut publ = node.publisher("t", &qos).unwrap();
+    publ.send(b"never read").unwrap();
+    drop(sub);
+    let start = Instant::now();
+    drop(publ);
+    let took = start.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "the publisher took {took:?} to close"
+    );
+}

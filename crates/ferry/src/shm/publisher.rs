@@ -15,6 +15,9 @@ use crate::{Delivery, Error, Qos, SendError, WaitStrategy};
 
 /// How often a waiting publisher looks for dead subscribers holding it back.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(10);
+/// How often a wait for room asks whether to go on (`reserve_while`); a blocked wait sleeps
+/// at most `LIVENESS_PERIOD` at a time, so the ask is never later than this and that.
+pub const CHECK_PERIOD: Duration = Duration::from_millis(50);
 
 pub struct ShmPublisher {
     // Field order is drop order: the writer state and mapping go before the topic.
@@ -222,12 +225,27 @@ impl ShmPublisher {
                 return Ok(Some(r));
             }
         }
-        self.reserve_any(len, wait)
+        self.reserve_any(len, wait, None)
+    }
+
+    /// As `reserve` waiting for room, but asking `keep_waiting` every [`CHECK_PERIOD`] while it
+    /// waits: `None` once that says no (a language binding's look for its interrupts).
+    pub fn reserve_while(
+        &mut self,
+        len: usize,
+        keep_waiting: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<Reservation>, SendError> {
+        self.reserve_any(len, true, Some(keep_waiting))
     }
 
     /// `reserve` for every case: a held record to step over, padding due, no room.
     #[inline(never)]
-    fn reserve_any(&mut self, len: usize, wait: bool) -> Result<Option<Reservation>, SendError> {
+    fn reserve_any(
+        &mut self,
+        len: usize,
+        wait: bool,
+        keep_waiting: Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<Option<Reservation>, SendError> {
         if len > self.max_message {
             return Err(SendError::TooLarge {
                 len,
@@ -248,15 +266,21 @@ impl ShmPublisher {
         if !wait {
             return Ok(None);
         }
-        self.reserve_slow(len).map(Some)
+        self.reserve_slow(len, keep_waiting)
     }
 
+    /// Waits for room, up to the send timeout; `None` when `keep_waiting` said no first.
     #[cold]
-    fn reserve_slow(&mut self, len: usize) -> Result<Reservation, SendError> {
+    fn reserve_slow(
+        &mut self,
+        len: usize,
+        mut keep_waiting: Option<&mut dyn FnMut() -> bool>,
+    ) -> Result<Option<Reservation>, SendError> {
         let slot = self.topic.publisher(self.slot);
         slot.waits.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
         let deadline = start + self.send_timeout;
+        let mut next_check = start + CHECK_PERIOD;
         let mut next_liveness = start;
         let mut spins = 0u32;
         let mut now = start;
@@ -273,11 +297,17 @@ impl ShmPublisher {
                 .writer
                 .try_reserve(&block.ring, &self.bytes, len as u64)
             {
-                return Ok(r);
+                return Ok(Some(r));
             }
             if now >= deadline {
                 slot.timeouts.fetch_add(1, Ordering::Relaxed);
                 return Err(SendError::Timeout(self.send_timeout));
+            }
+            if let Some(keep) = keep_waiting.as_mut().filter(|_| now >= next_check) {
+                next_check = now + CHECK_PERIOD;
+                if !keep() {
+                    return Ok(None);
+                }
             }
             let block_now = match self.wait {
                 WaitStrategy::Spin => false,
@@ -420,7 +450,8 @@ impl ShmPublisher {
         let ring = &self.data.block().ring;
         let mut next_liveness = start;
         loop {
-            let (behind, bytes) = self.writer.unread(ring);
+            let (behind_mask, bytes) = self.writer.unread_by(ring);
+            let behind = behind_mask.count_ones() as usize;
             if behind == 0 {
                 return Ok(());
             }
@@ -434,6 +465,11 @@ impl ShmPublisher {
             }
             if now >= next_liveness {
                 self.evict_dead_laggards(0);
+                // A reader waited for that has gone — its process ended, or its subscriber left
+                // the topic before it ever attached this ring — is waited for no more.
+                for i in (0..ring::MAX_READERS).filter(|i| behind_mask & (1 << i) != 0) {
+                    self.evict_if_gone(i);
+                }
                 next_liveness = now + LIVENESS_PERIOD;
             }
             // Readers ring the space bell only for a writer that announced a wait for room; a

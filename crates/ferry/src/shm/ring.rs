@@ -750,22 +750,23 @@ impl Writer {
     }
 
     /// Expected reliable readers (`expect_reader`) that have not joined yet while something is
-    /// written, and the bytes written since the first of their places: what only they have
-    /// not mapped. (A reader that joined reads what was written after the writer has gone.)
-    pub fn unread(&self, hdr: &RingHeader) -> (usize, u64) {
+    /// written, as a mask of their slots, and the bytes written since the first of their
+    /// places: what only they have not mapped. (A reader that joined reads what was written
+    /// after the writer has gone.)
+    pub fn unread_by(&self, hdr: &RingHeader) -> (u64, u64) {
         if !self.reliable {
             return (0, 0);
         }
-        let mut behind = 0;
+        let mut behind = 0u64;
         let mut from = self.head;
-        for slot in hdr.readers.iter() {
+        for (i, slot) in hdr.readers.iter().enumerate() {
             // Acquire pairs with the Release in `Reader::join`'s adoption.
             let expected = slot.expected.load(Ordering::Acquire) == 1;
             // Acquire pairs with the Release owner store of `expect_reader`.
             if expected && slot.owner.load(Ordering::Acquire) & 1 == 1 {
                 let cursor = slot.cursor.load(Ordering::Relaxed);
                 if cursor < self.head {
-                    behind += 1;
+                    behind |= 1 << i;
                     from = from.min(cursor);
                 }
             }

@@ -1062,11 +1062,11 @@ fn an_expected_reader_adopts_its_place_and_holds_the_writer_until_it_reads() {
     let (hdr, mem, mut w) = ring(true);
     // Slot 2's subscriber (token 7) is expected before anything is written.
     expect_reader(&hdr, 2, 7);
-    assert_eq!(w.unread(&hdr), (0, 0));
+    assert_eq!(w.unread_by(&hdr), (0, 0));
     write_msg(&mut w, &hdr, &mem, 0, 16).unwrap();
     write_msg(&mut w, &hdr, &mem, 1, 16).unwrap();
-    let (behind, bytes) = w.unread(&hdr);
-    assert_eq!(behind, 1);
+    let (behind, bytes) = w.unread_by(&hdr);
+    assert_eq!(behind, 1 << 2, "slot 2 is behind");
     assert!(bytes >= 32, "{bytes}");
     // Until it reads, the writer cannot lap it: the ring fills up.
     let mut n = 2;
@@ -1084,7 +1084,7 @@ fn an_expected_reader_adopts_its_place_and_holds_the_writer_until_it_reads() {
         assert_eq!((got, bytes), (seq, pattern(seq, 16)));
     }
     assert!(read_reliable(&mut r, &hdr, &mem).is_none());
-    assert_eq!(w.unread(&hdr), (0, 0));
+    assert_eq!(w.unread_by(&hdr), (0, 0));
     // A slot expected for one token and joined by another starts from now.
     expect_reader(&hdr, 4, 11);
     let mut stranger = join(&hdr, 4, 12, true);
