@@ -248,6 +248,13 @@ class Subscriber(_End):
     def _disarm(self) -> None: ...
     def recv_bytes(self, timeout: Optional[float] = None) -> bytes:
         """A copy of the next message: the quickest way to read small ones."""
+    def recv_message(self, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """The next message decoded by the topic's type, as a dict of its fields in their
+        declared order; ferry.TimeoutError when `timeout` seconds pass first, ferry.FerryError
+        when the topic has no type ferry decodes or the message does not decode."""
+    @property
+    def topic_type(self) -> Optional[TopicType]:
+        """The topic's type, if an end of this host declared one."""
     def recv_array(self, dtype: Any, timeout: Optional[float] = None) -> Any:
         """A read-only numpy.ndarray of dtype viewing the next sample (no copy)."""
     def __iter__(self) -> Iterator[Sample]: ...
