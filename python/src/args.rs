@@ -38,25 +38,11 @@ pub fn lock<'a, T>(m: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {
     }
 }
 
-/// `numpy.frombuffer(obj, dtype)`: numpy is needed only here, and imported when first used.
-/// numpy before 1.23 let go of the buffer view as soon as the array was made, so the count of
-/// views that keeps lent memory from being handed back (`lend.rs`) could not see its arrays: it
-/// is refused.
-/// `numpy.dtype(dtype)`: a dtype numpy does not know is refused here, before anything is taken.
-pub fn resolve_dtype<'py>(dtype: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let np = dtype.py().import("numpy").map_err(|e| {
-        pyo3::exceptions::PyImportError::new_err(format!(
-            "arrays need numpy (pip install numpy): {e}"
-        ))
-    })?;
-    np.getattr("dtype")?.call1((dtype,))
-}
-
-pub fn frombuffer<'py>(
-    obj: &Bound<'py, PyAny>,
-    dtype: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let py = obj.py();
+/// numpy, imported when first used (arrays are the only thing that needs it). numpy before
+/// 1.23 let go of the buffer view as soon as the array was made, so the count of views that
+/// keeps lent memory from being handed back (`lend.rs`) could not see its arrays: it is
+/// refused.
+fn numpy(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyModule>> {
     let np = py.import("numpy").map_err(|e| {
         pyo3::exceptions::PyImportError::new_err(format!(
             "arrays need numpy (pip install numpy): {e}"
@@ -71,6 +57,20 @@ pub fn frombuffer<'py>(
              versions do not keep the buffer view their arrays read through"
         )));
     }
+    Ok(np)
+}
+
+/// `numpy.dtype(dtype)`: a dtype numpy does not know is refused here, before anything is taken.
+pub fn resolve_dtype<'py>(dtype: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    numpy(dtype.py())?.getattr("dtype")?.call1((dtype,))
+}
+
+/// `numpy.frombuffer(obj, dtype)` (uint8 without a dtype).
+pub fn frombuffer<'py>(
+    obj: &Bound<'py, PyAny>,
+    dtype: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let np = numpy(obj.py())?;
     match dtype {
         Some(d) => np.call_method1("frombuffer", (obj, d)),
         None => np.call_method1("frombuffer", (obj, np.getattr("uint8")?)),

@@ -335,17 +335,15 @@ fn call_error(e: &ferry::CallError, args: &CallArgs) -> String {
 fn summary_so_far(round_trips: &mut [u64], timed_out: u64) -> String {
     let late = match timed_out {
         0 => String::new(),
-        1 => "; 1 call timed out".to_owned(),
-        n => format!("; {n} calls timed out"),
+        n => format!("; {} timed out", count(n, "call", "calls")),
     };
     if round_trips.is_empty() {
         return format!("no call answered{late}");
     }
     let s = Summary::of(round_trips);
     format!(
-        "{} call{} answered, round trip p50 {}, p99 {}, max {}{late}",
-        s.samples,
-        if s.samples == 1 { "" } else { "s" },
+        "{} answered, round trip p50 {}, p99 {}, max {}{late}",
+        count(s.samples as u64, "call", "calls"),
         format_ns(s.p50_ns as f64),
         format_ns(s.p99_ns as f64),
         format_ns(s.max_ns as f64)

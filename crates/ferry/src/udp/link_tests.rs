@@ -684,9 +684,10 @@ fn two_flows_share_a_short_path_behind_a_deep_queue() {
     });
 }
 
-/// Beside a flow that keeps its window queued and never backs off (Cubic on the lab's links,
-/// 100–200 KB of queue), ferry takes a fair share: between 40 and 60 % once both run.
-fn beside_a_window_flow(link: Link, window: u64) -> Outcome {
+/// One ferry publisher (a 64 KiB backlog) beside a [`WindowFlow`] of `window` bytes (`aimd`: its
+/// decrease, if it is loss-based) that starts 1 s later: ferry's share of the 8 s from 5 s
+/// after that, once the link was full for them both; with what happened, for messages.
+fn share_beside(link: Link, window: u64, aimd: Option<f64>) -> (Outcome, f64, String) {
     let o = simulate(
         link,
         &[0],
@@ -698,14 +699,20 @@ fn beside_a_window_flow(link: Link, window: u64) -> Outcome {
             start: 1000 * MS,
             until: u64::MAX,
             window,
-            aimd: None,
+            aimd,
         }),
     );
     let why = report(&o, &link);
     let (ferry, other) = (o.goodput[0] as f64, o.goodput[1] as f64);
-    let share = ferry / (ferry + other);
-    assert!((0.4..=0.6).contains(&share), "share {share:.2}: {why}");
     assert!(ferry + other >= 0.9 * link.rate as f64, "{why}");
+    (o, ferry / (ferry + other), why)
+}
+
+/// Beside a flow that keeps its window queued and never backs off (Cubic on the lab's links,
+/// 100–200 KB of queue), ferry takes a fair share: between 40 and 60 % once both run.
+fn beside_a_window_flow(link: Link, window: u64) -> Outcome {
+    let (o, share, why) = share_beside(link, window, None);
+    assert!((0.4..=0.6).contains(&share), "share {share:.2}: {why}");
     // It holds because ferry counts the other flow's queue (milliseconds, where the path is
     // 0.1 ms) as part of the path: as the queue it could not drain, or in a minimum round
     // trip re-taken since.
@@ -923,25 +930,8 @@ fn beside_a_loss_based_flow(rate: u64) -> Outcome {
         buffer: rate / 100,
         loss: 0.0,
     };
-    let o = simulate(
-        link,
-        &[0],
-        64 << 10,
-        14000 * MS,
-        6000 * MS,
-        u64::MAX,
-        App::Beside(WindowFlow {
-            start: 1000 * MS,
-            until: u64::MAX,
-            window: 64 << 20,
-            aimd: Some(0.7),
-        }),
-    );
-    let why = report(&o, &link);
-    let (ferry, other) = (o.goodput[0] as f64, o.goodput[1] as f64);
-    let share = ferry / (ferry + other);
+    let (o, share, why) = share_beside(link, 64 << 20, Some(0.7));
     assert!((0.35..=0.65).contains(&share), "share {share:.2}: {why}");
-    assert!(ferry + other >= 0.9 * link.rate as f64, "{why}");
     assert!(o.dropped_late > 0, "the other flow met its losses: {why}");
     o
 }
