@@ -294,6 +294,8 @@ def test_ctrl_c_ends_a_send_that_waits_for_room(domain):
     child = subprocess.Popen([sys.executable, "-c", FILL_AND_BLOCK, domain],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        import select
+        assert select.select([child.stdout], [], [], 20)[0], "the child never got ready"
         assert child.stdout.readline().strip() == "READY"
         time.sleep(1.0)  # the ring is full within microseconds; the send waits
         child.send_signal(signal.SIGINT)
