@@ -1,7 +1,6 @@
 //! How ferry topics and Zenoh key expressions map onto each other: topic `T` of domain `D` is
-//! the key `ferry/D/T`. A topic whose name is not a Zenoh key (an empty chunk, as in `a//b` or a
-//! leading or trailing `/`) is not bridged; a key under `ferry/D/` that is not a ferry topic name
-//! is refused.
+//! the key `ferry/D/T`. Every ferry topic name is a Zenoh key (its levels are never empty, as
+//! Zenoh's chunks are not); a key under `ferry/D/` that is not a ferry topic name is refused.
 
 use zenoh::key_expr::KeyExpr;
 
@@ -11,8 +10,8 @@ pub const ROOT: &str = "ferry";
 /// Topic `topic` of `domain` as a Zenoh key, if it is one.
 pub fn topic_key(domain: &str, topic: &str) -> Option<KeyExpr<'static>> {
     ferry::admin::validate_topic(topic).ok()?;
-    // Exact names only: ferry topics never hold Zenoh's wildcards (`*`, `$`, `?`, `#`); a name
-    // that Zenoh would rewrite (`a//b`) is not a key.
+    // Exact names only: ferry topics never hold Zenoh's wildcards (`*`, `$`, `?`, `#`) nor an
+    // empty chunk (`a//b`, which Zenoh would rewrite).
     KeyExpr::try_from(format!("{ROOT}/{domain}/{topic}")).ok()
 }
 

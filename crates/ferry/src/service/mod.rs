@@ -62,12 +62,7 @@ const PREFIX: &str = ".srv/";
 
 /// Checks a service name: a valid topic name of at most 64 bytes, not beginning with `.`.
 pub fn validate_service(service: &str) -> Result<(), Error> {
-    crate::shm::topic::validate_topic(service).map_err(|_| Error::InvalidName {
-        what: "service",
-        name: service.to_owned(),
-        reason: "must be 1 to 64 characters of letters, digits and _ - . /",
-    })?;
-    if service.len() > MAX_SERVICE_NAME || service.starts_with('.') {
+    if service.is_empty() || service.len() > MAX_SERVICE_NAME || service.starts_with('.') {
         return Err(Error::InvalidName {
             what: "service",
             name: service.to_owned(),
@@ -75,6 +70,14 @@ pub fn validate_service(service: &str) -> Result<(), Error> {
                      with '.'",
         });
     }
+    crate::shm::topic::validate_topic(service).map_err(|e| match e {
+        Error::InvalidName { reason, .. } => Error::InvalidName {
+            what: "service",
+            name: service.to_owned(),
+            reason,
+        },
+        other => other,
+    })?;
     Ok(())
 }
 
@@ -457,6 +460,18 @@ mod tests {
         assert!(validate_service(&format!("{longest}s")).is_err());
         assert!(validate_service(".hidden").is_err());
         assert!(validate_service("").is_err());
+        for bad in ["/map", "map/", "map//tile"] {
+            let e = validate_service(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("invalid service name") && e.contains("empty level"),
+                "{e}"
+            );
+        }
+        let e = validate_service("a b").unwrap_err().to_string();
+        assert!(
+            e.contains("invalid service name") && e.contains("may hold only"),
+            "{e}"
+        );
     }
 
     #[test]
