@@ -776,8 +776,12 @@ fn pub_held_back_by_a_frozen_subscriber_stops_on_a_signal() {
         echo.await_line(false, "seq ", LONG);
         echo.signal(Signal::STOP);
         if transport == "shm" {
-            // The publisher says so once the subscriber made no room for a second.
-            publisher.await_line(true, "has made no room", LONG);
+            // The publisher says so once the subscriber made no room for a second, naming it.
+            let note = publisher.await_line(true, "has made no room", LONG);
+            assert!(
+                note.contains(&format!("node \"ferry-echo\" (pid {})", echo.pid())),
+                "{note}"
+            );
         } else {
             // UDP's window is larger than what a few messages fill; enough that the frozen
             // subscriber has messages it never confirmed.

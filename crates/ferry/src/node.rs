@@ -254,6 +254,20 @@ impl Publisher {
         }
     }
 
+    /// Who holds this publisher back when a send waits (for a note to its user): the
+    /// subscribers of this host whose place in the ring leaves no room for a `len`-byte
+    /// message, and over UDP the subscriber furthest behind. Empty when none does (over UDP the
+    /// link itself may be what holds a send back). Looks at the ring's readers and the topic's
+    /// directory: for a send that waited, not per message.
+    pub fn holding_back(&self, len: usize) -> Vec<String> {
+        let udp = |u: &UdpPublisher| u.slowest_subscriber().into_iter();
+        match &self.inner {
+            PubInner::Shm(p) => p.holders(len),
+            PubInner::Udp(u) => udp(u).collect(),
+            PubInner::Auto(p, u) => p.holders(len).into_iter().chain(udp(u)).collect(),
+        }
+    }
+
     /// Messages sent so far.
     pub fn sent(&self) -> u64 {
         match &self.inner {

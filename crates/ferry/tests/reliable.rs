@@ -147,3 +147,59 @@ fn flush_says_when_a_reliable_subscriber_has_not_taken_everything() {
         other => panic!("expected Undelivered, got {other:?}"),
     }
 }
+
+/// A publisher held back says who holds it: over shared memory the subscribers whose place in
+/// the ring leaves no room (node and pid), over UDP the subscriber furthest behind (its
+/// address); once they took everything, nobody.
+#[test]
+fn a_held_back_publisher_names_who_holds_it() {
+    let dom = domain("holders");
+    let publisher_node = Node::with_domain("sender", &dom).unwrap();
+    let subscriber_node = Node::with_domain("slow-reader", &dom).unwrap();
+
+    let (mut sub, mut publ) = met(
+        (&subscriber_node, 1024),
+        (&publisher_node, 1024),
+        Transport::Shm,
+    );
+    assert!(publ.holding_back(1024).is_empty());
+    // Fill the ring (bounded: a ring holds far fewer than this many 1 KiB messages).
+    let mut sent = 0;
+    while let Some(mut loan) = publ.try_loan(1024).unwrap() {
+        loan.as_mut_slice().fill(7);
+        loan.send().unwrap();
+        sent += 1;
+        assert!(sent < 1_000_000, "the ring never filled");
+    }
+    let held = publ.holding_back(1024);
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert!(
+        held[0].contains("\"slow-reader\"")
+            && held[0].contains(&format!("pid {}", std::process::id())),
+        "{held:?}"
+    );
+    for _ in 0..sent {
+        assert!(sub.try_recv().unwrap().is_some());
+    }
+    assert!(publ.holding_back(1024).is_empty());
+    drop((sub, publ));
+
+    let (mut sub, mut publ) = met(
+        (&subscriber_node, 1024),
+        (&publisher_node, 1024),
+        Transport::Udp,
+    );
+    publ.send(&[5u8; 1024]).unwrap();
+    let held = publ.holding_back(1024);
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert!(
+        held[0].starts_with("a subscriber at ") && held[0].contains("bytes behind"),
+        "{held:?}"
+    );
+    assert!(sub.recv_timeout(LONG).unwrap().is_some());
+    assert!(
+        wait_until(LONG, || publ.holding_back(1024).is_empty()),
+        "{:?}",
+        publ.holding_back(1024)
+    );
+}

@@ -95,6 +95,21 @@ fn encoded_message(
 /// so a stop by Ctrl-C or SIGTERM takes at most about twice this, whatever subscribers do.
 const SEND_TIMEOUT: Duration = Duration::from_millis(250);
 
+/// Who holds a send back, for the stall note: the subscribers the publisher names (three at
+/// most), or "a reliable subscriber" when it names none.
+fn holders(named: &[String]) -> String {
+    match named {
+        [] => "a reliable subscriber".to_owned(),
+        [one] => format!("a reliable subscriber ({one})"),
+        _ if named.len() <= 3 => format!("reliable subscribers ({})", named.join("; ")),
+        _ => format!(
+            "reliable subscribers ({}; and {} more)",
+            named[..3].join("; "),
+            named.len() - 3
+        ),
+    }
+}
+
 /// A stall is reported once it has lasted this long, and again every time as long again.
 const STALL_NOTE_EVERY: Duration = Duration::from_secs(1);
 
@@ -170,8 +185,9 @@ pub fn run(args: PubArgs) -> Result<()> {
                 if stalled >= told + STALL_NOTE_EVERY {
                     told = stalled;
                     note!(
-                        "ferry pub: a reliable subscriber has made no room for {:.1} s; still \
-                         waiting (nothing is lost)",
+                        "ferry pub: {} has made no room for {:.1} s; still waiting (nothing is \
+                         lost)",
+                        holders(&publisher.holding_back(size)),
                         stalled.as_secs_f64()
                     );
                 }
@@ -318,4 +334,21 @@ fn flush(publisher: &mut ferry::Publisher, limit: Duration) -> std::result::Resu
 /// Sleeps until `due`, waking regularly to honour Ctrl-C. False if interrupted.
 fn sleep_until(due: Instant) -> bool {
     signal::sleep(due.saturating_duration_since(Instant::now())).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holders;
+
+    #[test]
+    fn the_stall_note_names_at_most_three_holders() {
+        let names = |n: usize| (1..=n).map(|i| format!("s{i}")).collect::<Vec<_>>();
+        assert_eq!(holders(&[]), "a reliable subscriber");
+        assert_eq!(holders(&names(1)), "a reliable subscriber (s1)");
+        assert_eq!(holders(&names(3)), "reliable subscribers (s1; s2; s3)");
+        assert_eq!(
+            holders(&names(5)),
+            "reliable subscribers (s1; s2; s3; and 2 more)"
+        );
+    }
 }

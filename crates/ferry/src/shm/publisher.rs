@@ -203,6 +203,24 @@ impl ShmPublisher {
             .count()
     }
 
+    /// The subscribers whose place in the ring leaves no room for a `len`-byte message now,
+    /// each as its node and pid (names read from the topic's directory, quoted as found).
+    pub fn holders(&self, len: usize) -> Vec<String> {
+        let ring = &self.data.block().ring;
+        let mask = self.writer.laggards(ring, len as u64);
+        (0..ring::MAX_READERS)
+            .filter(|i| mask & (1 << i) != 0)
+            .map(|i| {
+                let owner = &self.topic.subscriber(i).owner;
+                format!(
+                    "node {} (pid {})",
+                    crate::quoted_name(&owner.node()),
+                    owner.pid()
+                )
+            })
+            .collect()
+    }
+
     /// The topic's directory.
     pub fn topic(&self) -> &Topic {
         &self.topic

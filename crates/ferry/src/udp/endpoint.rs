@@ -1347,6 +1347,18 @@ impl UdpPublisher {
         }
     }
 
+    /// The reliable subscriber furthest behind, if one has yet to take what was sent: its
+    /// address and how far behind it is.
+    pub fn slowest_subscriber(&self) -> Option<String> {
+        let core = self.shared.lock();
+        let (id, behind) = core.sender.slowest()?;
+        let at = core
+            .receivers
+            .get(&id)
+            .map_or_else(|| "an address not yet proven".to_owned(), |a| a.to_string());
+        Some(format!("a subscriber at {at}, {behind} bytes behind"))
+    }
+
     /// Subscribers of other hosts that discovery announces on this topic (an entry not heard
     /// for its expiry is gone).
     pub fn remote_subscriber_count(&self) -> usize {

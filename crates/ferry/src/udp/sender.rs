@@ -1339,6 +1339,18 @@ impl Sender {
         (behind, most)
     }
 
+    /// The live reliable receiver furthest behind and the bytes it has yet to take (a message
+    /// still being sent counts as untaken); `None` when none is behind.
+    pub fn slowest(&self) -> Option<(u64, u64)> {
+        self.receivers
+            .iter()
+            .filter(|(_, r)| {
+                r.reliable && (r.consumed_pos < self.stream_pos || self.current.is_some())
+            })
+            .map(|(&id, r)| (id, self.stream_pos.saturating_sub(r.consumed_pos)))
+            .max_by_key(|&(_, behind)| behind)
+    }
+
     /// True when every live reliable receiver has consumed everything sent.
     pub fn all_consumed(&self) -> bool {
         self.current.is_none()
