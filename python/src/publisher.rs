@@ -115,6 +115,20 @@ fn loan(
             .into_inner()
             .unwrap_or_else(|p| p.into_inner())
             .unwrap_or_else(|| errors::FerryError::new_err("the wait for room was interrupted"))),
+        Err(e @ ferry::SendError::Timeout(_)) => {
+            // SAFETY: as above: the wait's use of `p` ended, and no loan of it lives.
+            let publisher: &ferry::Publisher = unsafe { &*p };
+            let held = publisher.holding_back(len);
+            let why = errors::pythonic(&e.to_string());
+            Err(errors::timeout(
+                py,
+                if held.is_empty() {
+                    why
+                } else {
+                    format!("{why}; held back by {}", held.join("; "))
+                },
+            ))
+        }
         Err(e) => Err(errors::send(py, e)),
     }
 }

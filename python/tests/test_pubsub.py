@@ -1,6 +1,7 @@
 """Publishing and receiving: in one process, and between two Python processes over shared
 memory and UDP, every byte checked."""
 
+import os
 import signal
 import subprocess
 import threading
@@ -248,7 +249,7 @@ def test_a_full_ring_waits_with_the_gil_released_then_times_out(domain):
     sub, pub = met_pair(domain, "full", qos)
     payload = bytes(8192)
     sent = 0
-    with pytest.raises(ferry.TimeoutError, match="did not make room"):
+    with pytest.raises(ferry.TimeoutError, match="did not make room") as raised:
         while sent < 100:
             counts = []
             stop = threading.Event()
@@ -261,6 +262,8 @@ def test_a_full_ring_waits_with_the_gil_released_then_times_out(domain):
                 t.join(timeout=5)
             sent += 1
     assert 6 <= sent < 100
+    # The error names the subscriber that holds the ring (this process's).
+    assert f"(pid {os.getpid()})" in str(raised.value), str(raised.value)
     assert counts and counts[0] > 1000, "the other thread ran while send waited"
     # Reading makes room again.
     sub.recv(timeout=5).release()
