@@ -264,6 +264,7 @@ fn simulate(
     let (mut cwnd, mut ssthresh, mut recover_until) = (10.0 * WINDOW_DATAGRAM as f64, f64::MAX, 0);
     let mut window_acks: VecDeque<(u64, u64)> = VecDeque::new();
     let mut window_delivered: Vec<(u64, u64)> = Vec::new();
+    let (trace, mut trace_at) = (std::env::var_os("SIM_TRACE").is_some(), START);
     for step in 0.. {
         assert!(step < 20_000_000, "the simulation must end");
         if now >= end {
@@ -417,6 +418,36 @@ fn simulate(
                 f.rx_next = f.rx.tick(now, &mut back);
             }
             next = next.min(f.tx_next).min(f.rx_next).min(f.tx.next_send_ns());
+        }
+        // `SIM_TRACE=1 cargo test … -- --nocapture`: each flow's goodput and controller state
+        // every 250 ms, and the queue (for reading a case, not for asserting).
+        if trace && now >= trace_at {
+            let mut line = format!("{:6.2}s", (now - START) as f64 / 1e9);
+            for f in &flows {
+                let bytes: u64 = f
+                    .delivered
+                    .iter()
+                    .filter(|d| d.0 + 250 * MS >= now)
+                    .map(|d| d.1)
+                    .sum();
+                let c = f.tx.stats().congestion;
+                line += &format!(
+                    " | {:5.1} Mb/s {:?} bw {:5.1} pace {:5.1} min {:5.2} fq {:5.2} qe {:3}",
+                    bytes as f64 * 8.0 / 0.25 / 1e6,
+                    f.tx.congestion_phase(),
+                    c.bottleneck_rate as f64 * 8.0 / 1e6,
+                    c.pacing_rate as f64 * 8.0 / 1e6,
+                    c.min_rtt_ns as f64 / 1e6,
+                    c.foreign_queue_ns as f64 / 1e6,
+                    c.queue_events
+                );
+            }
+            line += &format!(
+                " | queue {:.2} ms",
+                fwd.queued_bytes as f64 / link.rate as f64 * 1e3
+            );
+            eprintln!("{line}");
+            trace_at = now + 250 * MS;
         }
         // What was sent in this step arrives then, not at the next other event.
         next = next.min(fwd.next()).min(rev.next());
