@@ -164,7 +164,7 @@ mod tests {
     fn arb_entry() -> impl Strategy<Value = Entry> {
         (
             any::<bool>(),
-            "[A-Za-z0-9_./-]{1,40}",
+            "[A-Za-z0-9_.-]{1,12}(/[A-Za-z0-9_.-]{1,12}){0,2}",
             1u16..,
             any::<u64>(),
             any::<bool>(),
