@@ -311,12 +311,26 @@ fn run_bounded(
         .join()
         .map_err(|_| crate::error::Error::msg("the reader of ferry-peers' output panicked"))??;
     if !status.success() {
-        bail!("{system} failed ({status}); its error is above");
+        let hint = if real_time() {
+            " (the lab runs under a real-time scheduling policy, such as chrt -f, and the other \
+             system's threads that do not spin may starve beside those that do: run its rows \
+             without it)"
+        } else {
+            ""
+        };
+        bail!("{system} failed ({status}); its error is above{hint}");
     }
     if text.len() as u64 > limit {
         bail!("{system}: more output than {limit} bytes");
     }
     Ok(text)
+}
+
+/// Whether this process runs under a real-time scheduling policy (SCHED_FIFO or SCHED_RR).
+fn real_time() -> bool {
+    // SAFETY: sched_getscheduler only reads the calling process's policy; 0 names it.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    policy == libc::SCHED_FIFO || policy == libc::SCHED_RR
 }
 
 #[cfg(test)]
