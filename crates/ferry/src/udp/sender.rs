@@ -1328,27 +1328,25 @@ impl Sender {
     /// Live reliable receivers that have not consumed everything sent, and the most bytes any
     /// of them still has to take (a message still being sent counts as untaken).
     pub fn unconsumed(&self) -> (usize, u64) {
-        let mut behind = 0;
-        let mut most = 0;
-        for r in self.receivers.values().filter(|r| r.reliable) {
-            if r.consumed_pos < self.stream_pos || self.current.is_some() {
-                behind += 1;
-                most = most.max(self.stream_pos.saturating_sub(r.consumed_pos));
-            }
-        }
-        (behind, most)
+        self.behind()
+            .fold((0, 0), |(n, most), (_, bytes)| (n + 1, most.max(bytes)))
     }
 
-    /// The live reliable receiver furthest behind and the bytes it has yet to take (a message
-    /// still being sent counts as untaken); `None` when none is behind.
+    /// The live reliable receiver furthest behind and the bytes it has yet to take; `None` when
+    /// none is behind.
     pub fn slowest(&self) -> Option<(u64, u64)> {
+        self.behind().max_by_key(|&(_, bytes)| bytes)
+    }
+
+    /// Each live reliable receiver that has not consumed everything sent (a message still being
+    /// sent counts as untaken), with the bytes it has yet to take.
+    fn behind(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.receivers
             .iter()
             .filter(|(_, r)| {
                 r.reliable && (r.consumed_pos < self.stream_pos || self.current.is_some())
             })
             .map(|(&id, r)| (id, self.stream_pos.saturating_sub(r.consumed_pos)))
-            .max_by_key(|&(_, behind)| behind)
     }
 
     /// True when every live reliable receiver has consumed everything sent.
