@@ -57,6 +57,35 @@ fn two_ferry_flows_both_get_through_a_rate_limited_link() {
         let (sent, received) = (p["sent"].as_u64(), received.as_u64());
         assert!(received <= sent && sent > Some(0), "{row}");
     }
+    // Both flows over time, from the first one's start: the second starts about a second
+    // later; every bin's goodput is a number of messages of 64 KiB over a quarter second.
+    let timeline = row["timeline"].as_array().expect("timeline");
+    assert_eq!(timeline.len(), 2, "{row}");
+    let bin_mbps = 65536.0 * 8.0 / 0.25 / 1e6;
+    for (flow, name) in timeline.iter().zip(["ferry", "second ferry flow"]) {
+        assert_eq!(flow["flow"], name);
+        let at: Vec<f64> = flow["at_s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_f64().unwrap())
+            .collect();
+        let mbps = flow["mbps"].as_array().unwrap();
+        assert_eq!(at.len(), mbps.len(), "{flow}");
+        assert!(
+            !at.is_empty() && at.windows(2).all(|w| w[1] > w[0]),
+            "{flow}"
+        );
+        for m in mbps {
+            let messages = m.as_f64().unwrap() / bin_mbps;
+            assert!((messages - messages.round()).abs() < 1e-6, "{m} in {flow}");
+        }
+        let total: f64 = mbps.iter().map(|m| m.as_f64().unwrap() / bin_mbps).sum();
+        assert!(total > 0.0, "{flow}");
+    }
+    let first = |i: usize| timeline[i]["at_s"][0].as_f64().unwrap();
+    assert!(first(0) >= 0.0 && first(0) < 1.0, "{timeline:?}");
+    assert!(first(1) > 0.5 && first(1) < 2.5, "{timeline:?}");
     check_namespaces_gone(&ip, &links[0]["namespaces"]);
 }
 

@@ -75,6 +75,9 @@ pub struct ToolResult {
     pub lost: Option<u64>,
     /// TCP segments the sender retransmitted.
     pub retransmits: Option<u64>,
+    /// TCP: the client's reports over the test (its `intervals`, the omitted ones included):
+    /// from and to (seconds from the test's start) and the bits per second its socket took.
+    pub intervals: Vec<(f64, f64, f64)>,
     pub note: String,
 }
 
@@ -291,6 +294,7 @@ pub fn iperf3_run(
         program,
         mode,
         0,
+        None,
         duration,
         (client_cpu, server_cpu),
         pair,
@@ -301,11 +305,14 @@ pub fn iperf3_run(
 /// As [`iperf3_run`], leaving the first `omit_s` seconds of the test out of the counts (`-O`:
 /// the counts are then of the `duration` after them), and calling `started` once its server
 /// listens, just before its client starts (its test starts right after: within the time a
-/// connection takes).
+/// connection takes). `report_every`: the client's report interval (`-i`; its default, a
+/// second, otherwise).
+#[allow(clippy::too_many_arguments)]
 pub fn iperf3_run_omitting(
     program: &PathBuf,
     mode: Iperf3Mode,
     omit_s: u64,
+    report_every: Option<Duration>,
     duration: Duration,
     (client_cpu, server_cpu): (Option<usize>, Option<usize>),
     pair: Option<&crate::netns::Pair>,
@@ -349,6 +356,9 @@ pub fn iperf3_run_omitting(
     if omit_s > 0 {
         args.extend(["-O".to_owned(), omit_s.to_string()]);
     }
+    if let Some(every) = report_every {
+        args.extend(["-i".to_owned(), every.as_secs_f64().to_string()]);
+    }
     let (cmd, what) = command(0, &args);
     started()?;
     let client = Proc::spawn_command(cmd, what, client_cpu)?;
@@ -371,6 +381,20 @@ struct Iperf3Json {
     #[serde(default)]
     error: Option<String>,
     end: Option<Iperf3End>,
+    #[serde(default)]
+    intervals: Vec<Iperf3Interval>,
+}
+
+/// One of the client's interval reports; only its sum is read.
+#[derive(serde::Deserialize)]
+struct Iperf3Interval {
+    sum: Iperf3IntervalSum,
+}
+
+#[derive(serde::Deserialize)]
+struct Iperf3IntervalSum {
+    seconds: f64,
+    bits_per_second: f64,
 }
 
 #[derive(serde::Deserialize)]
@@ -396,6 +420,29 @@ struct Iperf3Sum {
 /// Reads iperf3's JSON report: too long, not JSON, an error iperf3 reports, or a report without
 /// the sums wanted are errors.
 fn read_iperf3(json: &str) -> Result<Iperf3End> {
+    read_iperf3_json(json).map(|(end, _)| end)
+}
+
+/// The client's intervals one after another (iperf3 restarts its clock after the omitted
+/// ones): from, to and bits per second. An interval of no time, or of a time or rate that is
+/// not a finite number of at least 0, is an error.
+fn iperf3_intervals(intervals: &[Iperf3Interval]) -> Result<Vec<(f64, f64, f64)>> {
+    let mut at = 0.0;
+    intervals
+        .iter()
+        .map(|i| {
+            let (seconds, bps) = (i.sum.seconds, i.sum.bits_per_second);
+            if !(seconds.is_finite() && seconds > 0.0 && bps.is_finite() && bps >= 0.0) {
+                bail!("iperf3 reported an interval of {seconds} s at {bps} bit/s");
+            }
+            let from = at;
+            at += seconds;
+            Ok((from, at, bps))
+        })
+        .collect()
+}
+
+fn read_iperf3_json(json: &str) -> Result<(Iperf3End, Vec<Iperf3Interval>)> {
     if json.len() > MAX_IPERF3_JSON {
         bail!(
             "iperf3 wrote {} bytes of JSON (at most {MAX_IPERF3_JSON} expected)",
@@ -410,7 +457,7 @@ fn read_iperf3(json: &str) -> Result<Iperf3End> {
     let Some(end) = v.end else {
         bail!("iperf3's JSON report has no end section");
     };
-    Ok(end)
+    Ok((end, v.intervals))
 }
 
 /// The receiver's interval, checked: a positive, finite number of seconds (at most a day).
@@ -444,12 +491,13 @@ fn parse_iperf3(json: &str) -> Result<ToolResult> {
         delivered_bps: Some(r.bytes as f64 * 8.0 / seconds),
         lost: Some(lost),
         retransmits: None,
+        intervals: Vec::new(),
         note: "iperf3's receiver report (end.sum_received): packets counts what the client sent, lost_packets the gaps the server saw; rate: its bytes over its seconds".to_owned(),
     })
 }
 
 fn parse_iperf3_tcp(json: &str) -> Result<ToolResult> {
-    let end = read_iperf3(json)?;
+    let (end, intervals) = read_iperf3_json(json)?;
     let (Some(sent), Some(r)) = (end.sum_sent, end.sum_received) else {
         bail!("iperf3's JSON report has no end.sum_sent and end.sum_received");
     };
@@ -462,6 +510,7 @@ fn parse_iperf3_tcp(json: &str) -> Result<ToolResult> {
         delivered_bps: Some(r.bytes as f64 * 8.0 / seconds),
         lost: None,
         retransmits: sent.retransmits,
+        intervals: iperf3_intervals(&intervals)?,
         note: "iperf3 TCP: bytes and seconds of the receiver (end.sum_received), retransmitted segments of the sender (end.sum_sent.retransmits)".to_owned(),
     })
 }
@@ -562,6 +611,7 @@ fn parse_sockperf(client: &str, server: &str, len: usize) -> Result<ToolResult> 
         delivered_bps: bps,
         lost: delivered.map(|d| sent - d),
         retransmits: None,
+        intervals: Vec::new(),
         note: note.to_owned(),
     })
 }
@@ -606,6 +656,44 @@ mod tests {
             parse_iperf3(json).is_err(),
             "a TCP report has no datagram counts"
         );
+    }
+
+    #[test]
+    fn iperf3_tcp_intervals_follow_one_another() {
+        // Two omitted intervals, then the clock restarts (iperf3 -O): times run on.
+        let interval = |start: f64, seconds: f64, bps: f64, omitted: bool| {
+            format!(
+                r#"{{"streams": [], "sum": {{"start": {start}, "end": {}, "seconds": {seconds}, "bytes": 1, "bits_per_second": {bps}, "omitted": {omitted}}}}}"#,
+                start + seconds
+            )
+        };
+        let report = |intervals: &[String]| {
+            format!(
+                r#"{{"intervals": [{}], "end": {{"sum_sent": {{"seconds": 1, "bytes": 1}}, "sum_received": {{"seconds": 1, "bytes": 1}}}}}}"#,
+                intervals.join(",")
+            )
+        };
+        let json = report(&[
+            interval(0.0, 0.25, 8e6, true),
+            interval(0.25, 0.25, 4e6, true),
+            interval(0.0, 0.25, 2e6, false),
+        ]);
+        let r = parse_iperf3_tcp(&json).unwrap();
+        assert_eq!(
+            r.intervals,
+            [(0.0, 0.25, 8e6), (0.25, 0.5, 4e6), (0.5, 0.75, 2e6)]
+        );
+        for bad in [
+            interval(0.0, 0.0, 1e6, false),
+            interval(0.0, -1.0, 1e6, false),
+            interval(0.0, 0.25, -1.0, false),
+            interval(0.0, 0.25, 1e6, false).replace("\"seconds\": 0.25", "\"seconds\": 1e400"),
+        ] {
+            assert!(
+                parse_iperf3_tcp(&report(std::slice::from_ref(&bad))).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -103,3 +103,20 @@ pub(super) fn cases(rows: &[Row]) -> Vec<Case> {
         })
         .collect()
 }
+
+/// The run of `case` to show over time: the one whose share is nearest the median of its runs
+/// (the first of those as near: of an even number of runs, the two middle ones are), among the
+/// runs that recorded their goodput over time.
+pub(super) fn typical<'a>(rows: &'a [Row], case: &Case) -> Option<&'a Row> {
+    let runs = rows.iter().filter(|r| {
+        r.link_rate == case.link_rate && r.competitor == case.competitor && !r.timeline.is_empty()
+    });
+    let distance = |r: &Row| match (r.share, case.share) {
+        (Some(s), Some(m)) => (s - m).abs(),
+        _ => f64::INFINITY,
+    };
+    runs.fold(None, |best: Option<&Row>, r| match best {
+        Some(b) if distance(b) <= distance(r) + 1e-9 => Some(b),
+        _ => Some(r),
+    })
+}

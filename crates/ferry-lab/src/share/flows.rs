@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::options::{
-    Command, Counts, PeerRequest, PublisherCounters, Report, MESSAGE_BYTES, SEND_TIMEOUT,
+    max_bins, Command, Counts, PeerRequest, PublisherCounters, Report, MESSAGE_BYTES, SEND_TIMEOUT,
     START_TIMEOUT,
 };
 use crate::error::{bail, Result};
@@ -92,6 +92,7 @@ pub(super) fn subscribe(request: &PeerRequest, link: &mut PeerLink) -> Result<()
     let mut sub = node.subscriber(&request.topic, &qos())?;
     link.report(&Report::Ready)?;
     let mut counts = Counts::default();
+    let bins = max_bins(request.limit_s);
     let mut window: Option<(u64, u64)> = None;
     let started = Instant::now();
     loop {
@@ -104,6 +105,7 @@ pub(super) fn subscribe(request: &PeerRequest, link: &mut PeerLink) -> Result<()
                 );
             }
             counts.received += 1;
+            counts.bin(at, bins);
             if window.is_some_and(|(from, to)| (from..to).contains(&at)) {
                 counts.in_window += 1;
             }

@@ -24,13 +24,13 @@ mod flows;
 mod options;
 mod run;
 
-use crate::chart::{bar_svg, color, Bars, Plot, Section, SummaryLine, W};
+use crate::chart::{bar_svg, color, xy_chart, Bars, Plot, Section, SummaryLine, XySeries, W};
 use crate::error::{bail, note, Result};
 use crate::experiment::{head, Experiment, Measured, Results};
 use crate::netns::{self, Pair};
 use crate::peer::PeerLink;
 use crate::table::Table;
-use figures::{cases, format_share, goal, Case};
+use figures::{cases, format_share, goal, typical, Case};
 pub use options::*;
 use std::fmt::Write as _;
 
@@ -226,8 +226,7 @@ impl Experiment for Share {
             .collect();
         let svg = bar_svg(&panels, W)?;
         let verdicts: Vec<String> = all.iter().map(Case::verdict).collect();
-        Ok(Section {
-            plots: vec![Plot {
+        let mut plots = vec![Plot {
                 file: "share.svg".to_owned(),
                 svg,
                 caption: format!(
@@ -237,7 +236,14 @@ impl Experiment for Share {
                     setup.warmup_s,
                     if setup.rounds > 1 { "; medians of the rounds" } else { "" }
                 ),
-            }],
+            }];
+        for case in &all {
+            if let Some(run) = typical(&results.rows, case) {
+                plots.push(over_time(setup, case, run)?);
+            }
+        }
+        Ok(Section {
+            plots,
             sentence: format!(
                 "A ferry flow (reliable UDP, {} KiB messages back to back) shared a rate-limited link (tbf on a veth pair between two network namespaces) with {}. The goals: beside one TCP flow ferry's share between {} and {}; two ferry flows: smaller / larger near 1 (at least {FERRY_GOAL}). {}",
                 MESSAGE_BYTES >> 10,
@@ -290,6 +296,56 @@ impl Experiment for Share {
         }]
     }
 }
+/// The goodput of every flow of `run` over time, with when the other flow started and the
+/// measured interval in the caption.
+fn over_time(setup: &Setup, case: &Case, run: &Row) -> Result<Plot> {
+    let series: Vec<XySeries> = run
+        .timeline
+        .iter()
+        .map(|f| {
+            let name = match f.flow.as_str() {
+                "ferry" => "ferry (first flow)".to_owned(),
+                "TCP" => "TCP (what iperf3's socket took)".to_owned(),
+                other => other.to_owned(),
+            };
+            let points = f.at_s.iter().zip(&f.mbps).map(|(&t, &m)| (t, m, None));
+            (name, points.collect())
+        })
+        .collect();
+    let beside = case.competitor.other_flow();
+    let title = format!(
+        "Goodput over time on a {} link beside {beside}, round {}",
+        case.link_rate, run.round
+    );
+    let svg = xy_chart(
+        &title,
+        "seconds from the first ferry flow's start",
+        &format!("Mbit/s per {} s", BIN.as_secs_f64()),
+        &series,
+        false,
+        false,
+        Some(("link rate", case.link_rate_bps as f64 / 1e6)),
+    )?;
+    let from = setup.delay_s + setup.warmup_s;
+    Ok(Plot {
+        file: format!(
+            "share-{}-{}.svg",
+            case.link_rate,
+            case.competitor.name()
+        ),
+        svg,
+        caption: format!(
+            "Each flow's goodput per {} s in round {} on the {} link beside {beside} (of the rounds, the one whose share, {}, is nearest their median): the other flow started at {} s, the measured interval ran from {from} to {} s. A ferry flow: the messages its subscriber received; TCP: what iperf3's client socket took, which the link's queue delays by a few milliseconds.",
+            BIN.as_secs_f64(),
+            run.round,
+            case.link_rate,
+            format_share(run.share),
+            setup.delay_s,
+            from + setup.seconds,
+        ),
+    })
+}
+
 /// Results of a small made-up run, for the report's tests.
 #[cfg(test)]
 pub(crate) fn example() -> Results<Share> {
@@ -304,15 +360,39 @@ pub(crate) fn example() -> Results<Share> {
         queue_events: Some(3),
         congestion_events: Some(0),
     };
-    let counts = |in_window: u64| Counts {
-        received: in_window * 2,
-        in_window,
+    // Each ferry flow's messages per quarter second: from its start (the first 1 s after the
+    // first ferry flow's), even, and the first flow's rate halved after the other started.
+    let counts = |in_window: u64, flow: usize| {
+        let per_bin = (in_window / 32) as u32;
+        let bins_from = 1_000_000_000 / BIN.as_nanos() as u64 * (1 + 4 * flow as u64);
+        let bins = (0..56)
+            .map(|i| {
+                if flow == 0 && i < 16 {
+                    2 * per_bin
+                } else {
+                    per_bin
+                }
+            })
+            .collect();
+        Counts {
+            received: in_window * 2,
+            in_window,
+            bins_from,
+            bins,
+        }
     };
     let tcp = |mbps: f64| crate::tools::ToolResult {
         seconds: 8.0,
         delivered_bps: Some(mbps * 1e6),
         retransmits: Some(40),
+        intervals: (0..40)
+            .map(|i| (i as f64 * 0.25, (i + 1) as f64 * 0.25, mbps * 1e6))
+            .collect(),
         ..Default::default()
+    };
+    let clock = Clock {
+        first_ns: 1_000_000_000,
+        tcp_ns: Some(5_000_000_000),
     };
     // 64 KiB × 8 over 8 s: a message in the interval is 0.065536 Mbit/s. Each round and link:
     // ferry's two flows, then one ferry flow beside TCP; each flow with its messages in the
@@ -336,7 +416,11 @@ pub(crate) fn example() -> Results<Share> {
             ),
             (Tcp, "1gbit", vec![(2000, 4000, 0)], Some(800.0)),
         ] {
-            let in_window: Vec<Counts> = flows.iter().map(|f| counts(f.0)).collect();
+            let in_window: Vec<Counts> = flows
+                .iter()
+                .enumerate()
+                .map(|(i, f)| counts(f.0, i))
+                .collect();
             let publishers = flows.iter().map(|f| counters(f.1, f.2)).collect();
             let tcp = tcp_mbps.map(tcp);
             rows.push(Row::of(
@@ -344,9 +428,12 @@ pub(crate) fn example() -> Results<Share> {
                 competitor,
                 rate(link),
                 8.0,
-                &in_window,
-                publishers,
-                tcp.as_ref(),
+                Flows {
+                    counts: &in_window,
+                    publishers,
+                    tcp: tcp.as_ref(),
+                    clock,
+                },
             ));
         }
     }

@@ -82,6 +82,8 @@ pub const MESSAGE_BYTES: usize = 64 << 10;
 /// How long the other flow runs before the measured interval starts (iperf3's `--omit`: whole
 /// seconds).
 pub const WARMUP: Duration = Duration::from_secs(2);
+/// The goodput over time is counted in bins this long (and iperf3 reports at this interval).
+pub const BIN: Duration = Duration::from_millis(250);
 /// The longest `--seconds` and `--delay`.
 pub(super) const MAX_SECONDS: f64 = 600.0;
 /// The most rounds.
@@ -220,20 +222,49 @@ pub struct Row {
     pub tcp_seconds: Option<f64>,
     /// TCP: segments the sender retransmitted (iperf3's `end.sum_sent.retransmits`).
     pub tcp_retransmits: Option<u64>,
+    /// Each flow's goodput over the whole run, from the first ferry flow's start (the ferry
+    /// flows first, then TCP's). Empty in results written before it was recorded.
+    #[serde(default)]
+    pub timeline: Vec<FlowTimeline>,
+}
+
+/// One flow's goodput over time: a point per [`BIN`] (a ferry flow: the messages its
+/// subscriber received in it; TCP: iperf3's sender-side intervals, what its socket took,
+/// which the link's queue delays by milliseconds).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct FlowTimeline {
+    /// "ferry", "second ferry flow" or "TCP".
+    pub flow: String,
+    /// The middle of each bin, seconds from the first ferry flow's start.
+    pub at_s: Vec<f64>,
+    /// Goodput in each bin, Mbit/s.
+    pub mbps: Vec<f64>,
+}
+
+/// What a run's flows gave: each ferry flow's subscriber's counts and publisher's counters,
+/// iperf3's result (beside TCP), and when they started.
+pub(super) struct Flows<'a> {
+    pub(super) counts: &'a [Counts],
+    pub(super) publishers: Vec<PublisherCounters>,
+    pub(super) tcp: Option<&'a crate::tools::ToolResult>,
+    pub(super) clock: Clock,
 }
 
 impl Row {
-    /// `other_mbps` and the TCP figures come from `other`: the second ferry flow's counts, or
-    /// iperf3's.
+    /// `other_mbps` and the TCP figures come from the second ferry flow's counts, or iperf3's.
     pub(super) fn of(
         round: usize,
         competitor: Competitor,
         rate: LinkRate,
         window_s: f64,
-        counts: &[Counts],
-        publishers: Vec<PublisherCounters>,
-        tcp: Option<&crate::tools::ToolResult>,
+        flows: Flows<'_>,
     ) -> Row {
+        let Flows {
+            counts,
+            publishers,
+            tcp,
+            clock,
+        } = flows;
         let mbps = |messages: u64| messages as f64 * MESSAGE_BYTES as f64 * 8.0 / window_s / 1e6;
         let ferry_mbps = counts.first().map_or(0.0, |c| mbps(c.in_window));
         let other_mbps = match tcp {
@@ -254,8 +285,60 @@ impl Row {
             publishers,
             tcp_seconds: tcp.map(|t| t.seconds),
             tcp_retransmits: tcp.and_then(|t| t.retransmits),
+            timeline: timeline(counts, tcp, clock),
         }
     }
+}
+
+/// When a run's flows started, CLOCK_MONOTONIC nanoseconds: the first ferry flow, and
+/// iperf3's client (with TCP).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Clock {
+    pub(super) first_ns: u64,
+    pub(super) tcp_ns: Option<u64>,
+}
+
+/// Every flow's goodput over time, from the first ferry flow's start.
+fn timeline(
+    counts: &[Counts],
+    tcp: Option<&crate::tools::ToolResult>,
+    clock: Clock,
+) -> Vec<FlowTimeline> {
+    let bin_ns = BIN.as_nanos() as u64;
+    let bin_s = BIN.as_secs_f64();
+    let since_first = |ns: u64| (ns as f64 - clock.first_ns as f64) / 1e9;
+    let mut flows: Vec<FlowTimeline> = counts
+        .iter()
+        .zip(["ferry", "second ferry flow"])
+        .map(|(c, flow)| {
+            let at_s = (0..c.bins.len() as u64)
+                .map(|i| since_first((c.bins_from + i) * bin_ns) + bin_s / 2.0)
+                .collect();
+            let mbps = c
+                .bins
+                .iter()
+                .map(|&n| n as f64 * MESSAGE_BYTES as f64 * 8.0 / bin_s / 1e6)
+                .collect();
+            FlowTimeline {
+                flow: flow.to_owned(),
+                at_s,
+                mbps,
+            }
+        })
+        .collect();
+    if let (Some(t), Some(started)) = (tcp, clock.tcp_ns) {
+        let start = since_first(started);
+        flows.push(FlowTimeline {
+            flow: "TCP".to_owned(),
+            at_s: t
+                .intervals
+                .iter()
+                .map(|i| start + (i.0 + i.1) / 2.0)
+                .collect(),
+            mbps: t.intervals.iter().map(|i| i.2 / 1e6).collect(),
+        });
+    }
+    flows
 }
 
 /// A ferry publisher's counters, read in its process before it closed.
@@ -331,12 +414,43 @@ pub(super) enum Report {
 }
 
 /// What a subscriber received.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(super) struct Counts {
     /// Messages in all.
     pub(super) received: u64,
     /// Messages within the interval.
     pub(super) in_window: u64,
+    /// Messages per [`BIN`] of CLOCK_MONOTONIC, from the bin numbered `bins_from` (the first
+    /// message's) on; at most [`max_bins`] of them.
+    pub(super) bins_from: u64,
+    pub(super) bins: Vec<u32>,
+}
+
+impl Counts {
+    /// Counts a message received at `at_ns` (CLOCK_MONOTONIC) in its bin; one past `limit`
+    /// bins from the first is counted in all but not in a bin.
+    pub(super) fn bin(&mut self, at_ns: u64, limit: usize) {
+        let bin = at_ns / BIN.as_nanos() as u64;
+        if self.bins.is_empty() {
+            self.bins_from = bin;
+        }
+        let Some(i) = bin
+            .checked_sub(self.bins_from)
+            .and_then(|i| usize::try_from(i).ok())
+            .filter(|&i| i < limit)
+        else {
+            return;
+        };
+        if self.bins.len() <= i {
+            self.bins.resize(i + 1, 0);
+        }
+        self.bins[i] = self.bins[i].saturating_add(1);
+    }
+}
+
+/// The most bins a subscriber keeps for a run of `limit_s` seconds.
+pub(super) fn max_bins(limit_s: f64) -> usize {
+    (limit_s / BIN.as_secs_f64()).ceil() as usize + 1
 }
 
 // ---------------------------------------------------------------------------------------------

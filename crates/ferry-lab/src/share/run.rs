@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::options::{
-    Command, Competitor, Config, Cpus, PeerRequest, Report, Role, Row, Share, START_TIMEOUT,
-    TCP_CONGESTION, WARMUP,
+    Clock, Command, Competitor, Config, Cpus, Flows, PeerRequest, Report, Role, Row, Share, BIN,
+    START_TIMEOUT, TCP_CONGESTION, WARMUP,
 };
 use crate::error::{bail, Result};
 use crate::netns::Pair;
@@ -88,7 +88,11 @@ pub(super) fn one(ctx: &Ctx<'_>, pair: &Pair, round: usize, competitor: Competit
     }
 
     publishers[0].send(&Command::Go)?;
-    let second = monotonic_ns() + nanos(delay);
+    let mut clock = Clock {
+        first_ns: monotonic_ns(),
+        tcp_ns: None,
+    };
+    let second = clock.first_ns + nanos(delay);
     watch(&mut subscribers, &mut publishers, second)?;
     let window = |start: u64| {
         let from = start + nanos(WARMUP);
@@ -113,11 +117,14 @@ pub(super) fn one(ctx: &Ctx<'_>, pair: &Pair, round: usize, competitor: Competit
                     congestion: Some(TCP_CONGESTION),
                 },
                 WARMUP.as_secs(),
+                Some(BIN),
                 seconds,
                 (ctx.cpus.a, ctx.cpus.b),
                 Some(pair),
                 &mut || {
-                    let (from, to) = window(monotonic_ns());
+                    let now = monotonic_ns();
+                    clock.tcp_ns = Some(now);
+                    let (from, to) = window(now);
                     tell_window(&mut subscribers, from, to)
                 },
             )?;
@@ -160,9 +167,12 @@ pub(super) fn one(ctx: &Ctx<'_>, pair: &Pair, round: usize, competitor: Competit
         competitor,
         rate,
         config.seconds,
-        &counts,
-        counters,
-        tcp.as_ref(),
+        Flows {
+            counts: &counts,
+            publishers: counters,
+            tcp: tcp.as_ref(),
+            clock,
+        },
     ))
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::experiment::testing::{assert_contains, assert_refused, only_plot, read_back};
+use crate::experiment::testing::{assert_contains, assert_refused, read_back};
 use crate::experiment::Experiment;
 use crate::netns::parse_link_rate;
 use figures::cases;
@@ -54,8 +54,44 @@ fn example_results_read_back_and_draw() {
         .expect("round 1's line of two ferry flows");
     assert_contains(two, &[" 12 / 9 ", " 3 / 3 "]);
     assert!(two.ends_with(" 0 / 0"), "{two}");
-    let plot = only_plot(&section, "share.svg");
+    assert_eq!(
+        section.plots.len(),
+        5,
+        "the bars and a plot over time per case"
+    );
+    let plot = &section.plots[0];
+    assert_eq!(plot.file, "share.svg");
     assert_contains(&plot.svg, &["beside TCP", "1gbit"]);
+    // Over time: each flow's bins from the first ferry flow's start, TCP's intervals from
+    // iperf3's (4 s later).
+    let ferry = &back.rows[1].timeline[0];
+    assert_eq!(ferry.flow, "ferry");
+    assert_eq!(ferry.at_s.len(), 56);
+    assert!((ferry.at_s[0] - 0.125).abs() < 1e-9, "{:?}", ferry.at_s);
+    // 600 / 32 = 18 messages of 64 KiB, twice, in a quarter second.
+    assert!((ferry.mbps[0] - 36.0 * 65536.0 * 8.0 / 0.25 / 1e6).abs() < 1e-9);
+    assert!((ferry.mbps[16] * 2.0 - ferry.mbps[0]).abs() < 1e-9);
+    let tcp = &back.rows[1].timeline[1];
+    assert_eq!(tcp.flow, "TCP");
+    assert!((tcp.at_s[0] - 4.125).abs() < 1e-9, "{:?}", tcp.at_s);
+    assert_eq!(tcp.mbps[0], 50.0);
+    let second = &back.rows[0].timeline[1];
+    assert_eq!(second.flow, "second ferry flow");
+    assert!((second.at_s[0] - 4.125).abs() < 1e-9);
+    let over_time = &section.plots[2];
+    assert_eq!(over_time.file, "share-100mbit-tcp.svg");
+    assert_contains(
+        &over_time.svg,
+        &[
+            "Goodput over time on a 100mbit link beside one TCP flow",
+            "ferry (first flow)",
+        ],
+    );
+    // Round 1 (0.44) and round 2 (0.40) are as near their median (0.42): the first is shown.
+    assert_contains(
+        &over_time.caption,
+        &["round 1", "started at 4 s", "from 6 to 14 s"],
+    );
     assert_contains(&section.sentence, &["not met"]);
     assert_eq!(summary.len(), 1);
     assert!(
@@ -141,16 +177,39 @@ fn the_two_sides_messages_read_back() {
             ..
         })
     ));
+    let mut counts = Counts::default();
+    // Binned from the first message's quarter second on; past the limit, not binned.
+    for at_ms in [1_010, 1_200, 1_300, 2_100, 2_900] {
+        counts.bin(at_ms * 1_000_000, 5);
+    }
+    assert_eq!(
+        (counts.bins_from, counts.bins.clone()),
+        (4, vec![2, 1, 0, 0, 1])
+    );
+    counts.bin(999_000_000, 5);
+    assert_eq!(
+        counts.bins.iter().sum::<u32>(),
+        4,
+        "before the first bin: not binned"
+    );
     let line = serde_json::to_string(&Report::Counts(Counts {
         received: 3,
         in_window: 2,
+        bins_from: 7,
+        bins: vec![1, 2],
     }))
     .unwrap();
-    assert!(matches!(
-        serde_json::from_str::<Report>(&line).unwrap(),
-        Report::Counts(Counts {
-            received: 3,
-            in_window: 2
-        })
-    ));
+    let back = serde_json::from_str::<Report>(&line).unwrap();
+    assert!(
+        matches!(
+            &back,
+            Report::Counts(Counts {
+                received: 3,
+                in_window: 2,
+                bins_from: 7,
+                bins,
+            }) if bins == &[1, 2]
+        ),
+        "{back:?}"
+    );
 }
