@@ -440,6 +440,9 @@ pub(crate) fn xy_chart(
             (x0.abs() * 0.5).max(0.5)
         };
         let xr = (x0 - pad)..(x1 + pad);
+        let x_span = (x0 - pad, x1 + pad);
+        // Linear y: from 0 to a little above the largest value.
+        let y_top = if y1 > 0.0 { y1 * 1.15 } else { 1.0 };
         let mut chart = titled(root, title, 48, 80);
         // Two code paths because log and linear y are different coordinate types.
         macro_rules! draw {
@@ -506,7 +509,14 @@ pub(crate) fn xy_chart(
                 let position = if log_y {
                     SeriesLabelPosition::UpperRight
                 } else {
-                    SeriesLabelPosition::LowerRight
+                    let points: Vec<(f64, f64)> = series
+                        .iter()
+                        .flat_map(|(_, p)| p.iter().map(|&(x, y, _)| (x, y)))
+                        .collect();
+                    let labels = series.iter().map(|(name, _)| name.len());
+                    let longest = labels.chain(reference.map(|(l, _)| l.len())).max();
+                    let entries = series.len() + usize::from(reference.is_some());
+                    free_corner(&points, x_span, y_top, entries, longest.unwrap_or(0))
                 };
                 draw_legend(&mut chart, position, 15)?;
             }};
@@ -516,11 +526,61 @@ pub(crate) fn xy_chart(
             let hi = (y1 * 2.0).max(lo * 10.0);
             draw!(chart.build_cartesian_2d(xr, (lo..hi).log_scale())?);
         } else {
-            let hi = if y1 > 0.0 { y1 * 1.15 } else { 1.0 };
-            draw!(chart.build_cartesian_2d(xr, 0.0..hi)?);
+            draw!(chart.build_cartesian_2d(xr, 0.0..y_top)?);
         }
         Ok(())
     })
+}
+
+/// The corner of a linear chart (x from `x.0` to `x.1`, y from 0 to `y_top`) where a legend of
+/// `entries` lines, the longest `longest` characters, covers the fewest of `points`: upper
+/// right, upper left, lower right, lower left, the first of those as free.
+fn free_corner(
+    points: &[(f64, f64)],
+    x: (f64, f64),
+    y_top: f64,
+    entries: usize,
+    longest: usize,
+) -> SeriesLabelPosition {
+    // The legend's size as a share of the plotting area (about 850 × 400 pixels): a line of
+    // 20 pixels per entry, 8 pixels a character beside a 60-pixel key.
+    let width = ((longest * 8 + 60) as f64 / 850.0).min(0.9) * (x.1 - x.0);
+    let height = ((entries * 20 + 16) as f64 / 400.0).min(0.9) * y_top;
+    let corners = [
+        (
+            SeriesLabelPosition::UpperRight,
+            x.1 - width..=x.1,
+            y_top - height..=y_top,
+        ),
+        (
+            SeriesLabelPosition::UpperLeft,
+            x.0..=x.0 + width,
+            y_top - height..=y_top,
+        ),
+        (
+            SeriesLabelPosition::LowerRight,
+            x.1 - width..=x.1,
+            0.0..=height,
+        ),
+        (
+            SeriesLabelPosition::LowerLeft,
+            x.0..=x.0 + width,
+            0.0..=height,
+        ),
+    ];
+    let covered = |(xs, ys): (
+        &std::ops::RangeInclusive<f64>,
+        &std::ops::RangeInclusive<f64>,
+    )| {
+        points
+            .iter()
+            .filter(|(px, py)| xs.contains(px) && ys.contains(py))
+            .count()
+    };
+    corners
+        .into_iter()
+        .min_by_key(|(_, xs, ys)| covered((xs, ys)))
+        .map_or(SeriesLabelPosition::UpperRight, |(p, _, _)| p)
 }
 
 /// A number for an axis: 1 234, 12.5 k, 3.4 M.
@@ -785,4 +845,30 @@ pub struct SummaryLine {
     pub best_peer: Option<String>,
     /// The study's own figure and who gives it.
     pub study: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_legend_goes_where_it_covers_the_fewest_points() {
+        let corner = |points: &[(f64, f64)]| free_corner(points, (0.0, 10.0), 100.0, 3, 20);
+        assert_eq!(corner(&[]), SeriesLabelPosition::UpperRight);
+        // A line along the top at the right: the upper left is free.
+        let right_high: Vec<(f64, f64)> = (5..=10).map(|x| (x as f64, 95.0)).collect();
+        assert_eq!(corner(&right_high), SeriesLabelPosition::UpperLeft);
+        // Along the whole top: the lower right.
+        let high: Vec<(f64, f64)> = (0..=10).map(|x| (x as f64, 95.0)).collect();
+        assert_eq!(corner(&high), SeriesLabelPosition::LowerRight);
+        // Along the top and the bottom at the right: the lower left.
+        let mut both = high.clone();
+        both.extend((5..=10).map(|x| (x as f64, 5.0)));
+        assert_eq!(corner(&both), SeriesLabelPosition::LowerLeft);
+        // Everywhere: the fewest covered, the first of those.
+        let all: Vec<(f64, f64)> = (0..=10)
+            .flat_map(|x| (0..=10).map(move |y| (x as f64, y as f64 * 10.0)))
+            .collect();
+        assert_eq!(corner(&all), SeriesLabelPosition::UpperRight);
+    }
 }
