@@ -235,7 +235,8 @@ pub struct Row {
 pub struct FlowTimeline {
     /// "ferry", "second ferry flow" or "TCP".
     pub flow: String,
-    /// The middle of each bin, seconds from the first ferry flow's start.
+    /// The middle of each bin, seconds from the first ferry flow's start (a ferry flow's bins are
+    /// quarter seconds of CLOCK_MONOTONIC: the first flow's first may begin before its start).
     pub at_s: Vec<f64>,
     /// Goodput in each bin, Mbit/s.
     pub mbps: Vec<f64>,
@@ -312,7 +313,9 @@ fn timeline(
         .zip(["ferry", "second ferry flow"])
         .map(|(c, flow)| {
             let at_s = (0..c.bins.len() as u64)
-                .map(|i| since_first((c.bins_from + i) * bin_ns) + bin_s / 2.0)
+                .map(|i| {
+                    since_first(c.bins_from.saturating_add(i).saturating_mul(bin_ns)) + bin_s / 2.0
+                })
                 .collect();
             let mbps = c
                 .bins
