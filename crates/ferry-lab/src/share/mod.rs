@@ -226,17 +226,18 @@ impl Experiment for Share {
             .collect();
         let svg = bar_svg(&panels, W)?;
         let verdicts: Vec<String> = all.iter().map(Case::verdict).collect();
-        let mut plots = vec![Plot {
-                file: "share.svg".to_owned(),
-                svg,
-                caption: format!(
-                    "Goodput of the ferry flow and of the other flow on the same link, over the same {} s (the other flow started {} s after the ferry flow; the interval {} s after that){}.",
-                    setup.seconds,
-                    setup.delay_s,
-                    setup.warmup_s,
-                    if setup.rounds > 1 { "; medians of the rounds" } else { "" }
-                ),
-            }];
+        let bars = Plot {
+            file: "share.svg".to_owned(),
+            svg,
+            caption: format!(
+                "Goodput of the ferry flow and of the other flow on the same link, over the same {} s (the other flow started {} s after the ferry flow; the interval {} s after that){}.",
+                setup.seconds,
+                setup.delay_s,
+                setup.warmup_s,
+                if setup.rounds > 1 { "; medians of the rounds" } else { "" }
+            ),
+        };
+        let mut plots = vec![bars];
         for case in &all {
             if let Some(run) = typical(&results.rows, case) {
                 plots.push(over_time(setup, case, run)?);
@@ -296,6 +297,7 @@ impl Experiment for Share {
         }]
     }
 }
+
 /// The goodput of every flow of `run` over time, with when the other flow started and the
 /// measured interval in the caption.
 fn over_time(setup: &Setup, case: &Case, run: &Row) -> Result<Plot> {
